@@ -1,0 +1,157 @@
+//===- SluiceBase.td - Sluice dialect definition -----------*- tablegen -*-===//
+//
+// The dialect and the enum attributes shared by every IR level.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_BASE_TD
+#define SLUICE_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Sluice_Dialect : Dialect {
+  let name = "sluice";
+  let cppNamespace = "::mlir::sluice";
+  let summary = "Pipeline-parallel training of transformer language models";
+  let description = [{
+    The `sluice` dialect describes a transformer language model and how its
+    training step is spread over the devices of a pipeline. One dialect holds
+    three levels, each produced from the previous one by compiler passes:
+
+    1. **Model level** (`sluice.model`,
+       `sluice.embedding`, `sluice.transformer_layer`, `sluice.output_layer`,
+       `sluice.return`). What the user writes or what `sluice-compile`
+       imports from a Hugging Face `config.json`. Activations are builtin
+       tensors `tensor<micro_batch x seq_len x hidden x dtype>` so memory can
+       be counted from types.
+    2. **Partitioned level**: layers grouped into pipeline stages, the
+       vocabulary layers split across devices into fine-grained ops with
+       explicit collectives, each layer's work cut into passes (F, B, W, S,
+       T, ...).
+    3. **Program level**: one ordered instruction list per device, compute
+       and communication, which the runtime executes.
+
+    The enum attributes below (pass kinds, reductions) are used by the later
+    levels; they are defined now so that the textual IR stays stable.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+// A size written as a plain integer (`heads = 32`). Read back as a signed
+// value so that the verifiers can report a negative size as what the user
+// wrote; I64Attr would read it as a huge unsigned number.
+def Sluice_SizeAttr : TypedSignlessIntegerAttrBase<I64, "int64_t",
+                                                   "64-bit integer size"> {
+  let convertFromStorage = "$_self.getValue().getSExtValue()";
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Sluice_PassKind : I32EnumAttr<"PassKind",
+    "a unit of per-microbatch work that a pipeline schedule places", [
+  I32EnumAttrCase<"F", 0>,
+  I32EnumAttrCase<"B", 1>,
+  I32EnumAttrCase<"W", 2>,
+  I32EnumAttrCase<"BW", 3>,
+  I32EnumAttrCase<"S", 4>,
+  I32EnumAttrCase<"T", 5>,
+  I32EnumAttrCase<"IF", 6>,
+  I32EnumAttrCase<"IB", 7>
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+def Sluice_PassKindAttr : EnumAttr<Sluice_Dialect, Sluice_PassKind, "pass"> {
+  let summary = "pipeline pass kind";
+  let description = [{
+    The kind of a pipeline pass:
+
+    * `F`: forward of a transformer stage;
+    * `B`: input gradient (activation gradient) of a stage;
+    * `W`: weight gradient of a stage, split from `B` by zero-bubble
+      schedules so that it can fill bubbles;
+    * `BW`: the unsplit backward (`B` and `W` together);
+    * `S`, `T`: the two passes of a vocabulary-parallel output-layer shard,
+      cut at its communication barriers (papers/vocabulary-parallelism.txt
+      §4–5);
+    * `IF`, `IB`: forward and backward of a vocabulary-parallel input-layer
+      shard (the paper's Appendix C, summarised in DESIGN.md).
+
+    ```mlir
+    #sluice.pass<W>
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Sluice_Reduction : I32EnumAttr<"Reduction",
+    "the combining function of a reducing collective", [
+  I32EnumAttrCase<"max", 0>,
+  I32EnumAttrCase<"sum", 1>
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+def Sluice_ReductionAttr : EnumAttr<Sluice_Dialect, Sluice_Reduction,
+                                    "reduction"> {
+  let summary = "reduction of a collective";
+  let description = [{
+    How a collective combines the contributions of the devices: `max` for
+    the softmax's running maximum, `sum` for its normaliser and for
+    gradients.
+
+    ```mlir
+    #sluice.reduction<max>
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Sluice_NormKind : I32EnumAttr<"NormKind",
+    "normalisation used by a transformer layer", [
+  I32EnumAttrCase<"layernorm", 0>,
+  I32EnumAttrCase<"rmsnorm", 1>
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+def Sluice_NormKindAttr : EnumAttr<Sluice_Dialect, Sluice_NormKind, "norm"> {
+  let summary = "layer normalisation kind";
+  let description = [{
+    `layernorm` (GPT: mean and variance, weight and bias) or `rmsnorm`
+    (Llama, Gemma: root mean square, weight only).
+  }];
+}
+
+def Sluice_MlpKind : I32EnumAttr<"MlpKind",
+    "feed-forward block of a transformer layer", [
+  I32EnumAttrCase<"gelu", 0>,
+  I32EnumAttrCase<"swiglu", 1>,
+  I32EnumAttrCase<"geglu", 2>
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+def Sluice_MlpKindAttr : EnumAttr<Sluice_Dialect, Sluice_MlpKind, "mlp"> {
+  let summary = "feed-forward block kind";
+  let description = [{
+    `gelu`: two matrices, `down(gelu(up(x)))` (GPT). `swiglu`: three
+    matrices, `down(silu(gate(x)) * up(x))` (Llama). `geglu`: the same gated
+    form with GELU (Gemma). Gated blocks hold three `hidden x ffn` matrices,
+    plain ones two.
+  }];
+}
+
+#endif // SLUICE_BASE_TD

@@ -1,0 +1,19 @@
+//===- SluiceDialect.h - Sluice dialect -------------------------*- C++ -*-===//
+//
+// The `sluice` dialect and its attributes. Include SluiceOps.h for the ops.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_SLUICEDIALECT_H
+#define SLUICE_SLUICEDIALECT_H
+
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include "sluice/SluiceDialect.h.inc"
+#include "sluice/SluiceEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "sluice/SluiceAttrs.h.inc"
+
+#endif // SLUICE_SLUICEDIALECT_H

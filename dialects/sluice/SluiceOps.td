@@ -1,0 +1,204 @@
+//===- SluiceOps.td - Sluice operations --------------------*- tablegen -*-===//
+//
+// Model-level operations: the description of a transformer language model
+// that the partitioning, slicing and scheduling passes start from.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_OPS_TD
+#define SLUICE_OPS_TD
+
+include "sluice/SluiceBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+class Sluice_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Sluice_Dialect, mnemonic, traits>;
+
+// Layer ops own parameters: two layers with equal attributes are still two
+// different computations, so none of them is `Pure` (CSE must never merge
+// them).
+class Sluice_LayerOp<string mnemonic, list<Trait> traits = []>
+    : Sluice_Op<mnemonic, traits # [
+        DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// sluice.model
+//===----------------------------------------------------------------------===//
+
+def Sluice_ModelOp : Sluice_Op<"model", [
+    Symbol, IsolatedFromAbove, SingleBlock]> {
+  let summary = "a transformer language model trained on one microbatch shape";
+  let description = [{
+    The root of the model level. The single block holds exactly one
+    `sluice.embedding`, any number of `sluice.transformer_layer`s and
+    exactly one `sluice.output_layer`, chained in that order (each layer
+    consumes the previous layer's activation), and ends in `sluice.return`
+    of the loss.
+
+    * `seq_len`: tokens per sequence;
+    * `micro_batch`: sequences per microbatch;
+    * `dtype`: the element type of activations and weights (for example
+      `bf16`, `f32`).
+
+    Every activation has type
+    `tensor<micro_batch x seq_len x hidden x dtype>`; the verifier checks it.
+
+    ```mlir
+    sluice.model @tiny {seq_len = 16, micro_batch = 2, dtype = f32} {
+      %emb = sluice.embedding {vocab = 256} : tensor<2x16x32xf32>
+      %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 128,
+             norm = layernorm, mlp = gelu} : tensor<2x16x32xf32>
+      %loss = sluice.output_layer %x {vocab = 256, norm = layernorm}
+                : tensor<2x16x32xf32> -> tensor<f32>
+      sluice.return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Sluice_SizeAttr:$seq_len,
+                       Sluice_SizeAttr:$micro_batch, TypeAttr:$dtype);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name ` ` `{` `seq_len` `=` $seq_len `,` `micro_batch` `=` $micro_batch
+    `,` `dtype` `=` $dtype `}` attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The model's single embedding, or null if the model has none.
+    EmbeddingOp getEmbedding();
+    /// The model's single output layer, or null if the model has none.
+    OutputLayerOp getOutputLayer();
+    /// The hidden size (last dimension of the activations).
+    int64_t getHidden();
+    /// The expected type of every activation between layers.
+    RankedTensorType getActivationType();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+def Sluice_EmbeddingOp : Sluice_LayerOp<"embedding"> {
+  let summary = "token (and learned position) embedding: the input layer";
+  let description = [{
+    Looks up each token of the microbatch in a `vocab x hidden` table; the
+    hidden size is the result's last dimension. The tokens are the model's
+    input and are not an SSA operand. With `positions = n` the layer also
+    holds a learned `n x hidden` position table (GPT-2); models with rotary
+    embeddings (Llama, Gemma) have none.
+
+    The input layer carries as many parameters as the output layer but
+    almost no FLOPs, which is what makes it a memory problem for the first
+    pipeline stage (papers/vocabulary-parallelism.txt §1, Figure 2).
+
+    ```mlir
+    %emb = sluice.embedding {vocab = 50257, positions = 2048}
+             : tensor<1x2048x768xbf16>
+    ```
+  }];
+  let arguments = (ins Sluice_SizeAttr:$vocab, OptionalAttr<Sluice_SizeAttr>:$positions);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    ` ` `{` `vocab` `=` $vocab (`,` `positions` `=` $positions^)? `}`
+    attr-dict `:` type($result)
+  }];
+}
+
+def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "one pre-norm decoder block: causal attention and a feed-forward block";
+  let description = [{
+    `x + attn(norm(x))` followed by `x + mlp(norm(x))`, where attention is
+    causal, with `heads` query heads and `kv_heads` key/value heads
+    (grouped-query attention when `kv_heads < heads`) of size `head_dim`
+    each. `head_dim` defaults to `hidden / heads`; models such as Gemma-2
+    give it explicitly and then `heads * head_dim` may differ from `hidden`.
+    `ffn` is the feed-forward width, `norm` and `mlp` select the
+    normalisation and the feed-forward kind, and the unit attribute `bias`
+    adds biases to every linear map (GPT-2).
+
+    Rules checked by the verifier: all sizes positive; `kv_heads` divides
+    `heads`; `heads` divides `hidden` when `head_dim` is absent.
+
+    ```mlir
+    // Llama-3-8B: grouped-query attention, SwiGLU.
+    %y = sluice.transformer_layer %x {heads = 32, kv_heads = 8, ffn = 14336,
+           norm = rmsnorm, mlp = swiglu} : tensor<1x8192x4096xbf16>
+    // Gemma-2-9B: heads * head_dim = 4096 differs from hidden = 3584.
+    %v = sluice.transformer_layer %u {heads = 16, kv_heads = 8, head_dim = 256,
+           ffn = 14336, norm = rmsnorm, mlp = geglu} : tensor<1x8192x3584xbf16>
+    // GPT-2 small: biases everywhere.
+    %h = sluice.transformer_layer %g {heads = 12, kv_heads = 12, ffn = 3072,
+           norm = layernorm, mlp = gelu, bias} : tensor<1x1024x768xbf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Sluice_SizeAttr:$heads,
+                       Sluice_SizeAttr:$kv_heads, OptionalAttr<Sluice_SizeAttr>:$head_dim,
+                       Sluice_SizeAttr:$ffn, Sluice_NormKindAttr:$norm,
+                       Sluice_MlpKindAttr:$mlp, UnitAttr:$bias);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input ` ` `{` `heads` `=` $heads `,` `kv_heads` `=` $kv_heads `,`
+    (`head_dim` `=` $head_dim^ `,`)? `ffn` `=` $ffn `,` `norm` `=` `` $norm
+    `,` `mlp` `=` `` $mlp (`,` `bias` $bias^)? `}` attr-dict `:` type($input)
+  }];
+  let extraClassDeclaration = [{
+    /// The hidden size, the last dimension of the input.
+    int64_t getHidden();
+    /// `head_dim` if given, `hidden / heads` otherwise.
+    int64_t getHeadDimOrDefault();
+  }];
+}
+
+def Sluice_OutputLayerOp : Sluice_LayerOp<"output_layer"> {
+  let summary = "final norm, LM head and softmax cross-entropy: the output layer";
+  let description = [{
+    Normalises the last activation (`norm`), projects it onto the
+    vocabulary with a `hidden x vocab` matrix, and takes the softmax
+    cross-entropy against the next tokens, producing the mean loss of the
+    microbatch. With `tied` the projection is the transpose of the
+    embedding table (no parameters of its own); the model then requires
+    equal vocabularies.
+
+    With a large vocabulary this one layer outweighs several transformer
+    layers in parameters and FLOPs (papers/vocabulary-parallelism.txt
+    Figure 2: about 5x for Gemma-2-9B), which is why later passes split it
+    over all pipeline devices.
+
+    ```mlir
+    %loss = sluice.output_layer %x {vocab = 128256, norm = rmsnorm}
+              : tensor<1x8192x4096xbf16> -> tensor<f32>
+    %tied = sluice.output_layer %v {vocab = 256000, norm = rmsnorm, tied}
+              : tensor<1x8192x3584xbf16> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Sluice_SizeAttr:$vocab,
+                       Sluice_NormKindAttr:$norm, UnitAttr:$tied);
+  let results = (outs 0DTensorOf<[F32]>:$loss);
+  let assemblyFormat = [{
+    $input ` ` `{` `vocab` `=` $vocab `,` `norm` `=` `` $norm (`,` `tied` $tied^)? `}`
+    attr-dict `:` type($input) `->` type($loss)
+  }];
+}
+
+def Sluice_ReturnOp : Sluice_Op<"return", [
+    Pure, Terminator, ReturnLike, HasParent<"ModelOp">]> {
+  let summary = "yields the loss of a model";
+  let description = [{
+    Terminates a `sluice.model`; its operand is the output layer's loss.
+
+    ```mlir
+    sluice.return %loss : tensor<f32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$loss);
+  let assemblyFormat = "$loss attr-dict `:` type($loss)";
+}
+
+#endif // SLUICE_OPS_TD

@@ -1,0 +1,54 @@
+// 13B GPT of papers/seq1f1b.txt, Table 1: 40 layers, 40 heads, hidden 5120;
+// sequence 32k / 64k / 128k (this file: 32k), PP 4, TP 8, 16 / 32 microbatches.
+//
+// Tied input and output embeddings (Megatron-LM's default for GPT).
+// The paper does not give the vocabulary or the position encoding: the
+// GPT-2 vocabulary (50257) is assumed, and no learned position table (a
+// table of 128k positions would add hundreds of millions of parameters
+// the paper's sizes do not include). Other sequences: --seq-len.
+
+sluice.model @seq1f1b_gpt_13b {seq_len = 32768, micro_batch = 1, dtype = bf16} {
+  %emb = sluice.embedding {vocab = 50257} : tensor<1x32768x5120xbf16>
+  %x = sluice.transformer_layer %emb {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_0 = sluice.transformer_layer %x {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_1 = sluice.transformer_layer %x_0 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_2 = sluice.transformer_layer %x_1 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_3 = sluice.transformer_layer %x_2 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_4 = sluice.transformer_layer %x_3 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_5 = sluice.transformer_layer %x_4 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_6 = sluice.transformer_layer %x_5 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_7 = sluice.transformer_layer %x_6 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_8 = sluice.transformer_layer %x_7 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_9 = sluice.transformer_layer %x_8 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_10 = sluice.transformer_layer %x_9 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_11 = sluice.transformer_layer %x_10 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_12 = sluice.transformer_layer %x_11 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_13 = sluice.transformer_layer %x_12 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_14 = sluice.transformer_layer %x_13 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_15 = sluice.transformer_layer %x_14 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_16 = sluice.transformer_layer %x_15 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_17 = sluice.transformer_layer %x_16 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_18 = sluice.transformer_layer %x_17 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_19 = sluice.transformer_layer %x_18 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_20 = sluice.transformer_layer %x_19 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_21 = sluice.transformer_layer %x_20 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_22 = sluice.transformer_layer %x_21 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_23 = sluice.transformer_layer %x_22 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_24 = sluice.transformer_layer %x_23 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_25 = sluice.transformer_layer %x_24 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_26 = sluice.transformer_layer %x_25 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_27 = sluice.transformer_layer %x_26 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_28 = sluice.transformer_layer %x_27 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_29 = sluice.transformer_layer %x_28 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_30 = sluice.transformer_layer %x_29 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_31 = sluice.transformer_layer %x_30 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_32 = sluice.transformer_layer %x_31 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_33 = sluice.transformer_layer %x_32 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_34 = sluice.transformer_layer %x_33 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_35 = sluice.transformer_layer %x_34 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_36 = sluice.transformer_layer %x_35 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_37 = sluice.transformer_layer %x_36 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %x_38 = sluice.transformer_layer %x_37 {heads = 40, kv_heads = 40, ffn = 20480, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x5120xbf16>
+  %loss = sluice.output_layer %x_38 {vocab = 50257, norm = layernorm, tied} : tensor<1x32768x5120xbf16> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}

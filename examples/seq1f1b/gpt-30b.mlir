@@ -1,0 +1,78 @@
+// 30B GPT of papers/seq1f1b.txt, Table 1: 64 layers, 64 heads, hidden 6144;
+// sequence 32k / 48k / 64k (this file: 32k), PP 8, TP 8, 32 / 64 microbatches.
+//
+// Tied input and output embeddings (Megatron-LM's default for GPT).
+// The paper does not give the vocabulary or the position encoding: the
+// GPT-2 vocabulary (50257) is assumed, and no learned position table (a
+// table of 128k positions would add hundreds of millions of parameters
+// the paper's sizes do not include). Other sequences: --seq-len.
+
+sluice.model @seq1f1b_gpt_30b {seq_len = 32768, micro_batch = 1, dtype = bf16} {
+  %emb = sluice.embedding {vocab = 50257} : tensor<1x32768x6144xbf16>
+  %x = sluice.transformer_layer %emb {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_0 = sluice.transformer_layer %x {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_1 = sluice.transformer_layer %x_0 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_2 = sluice.transformer_layer %x_1 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_3 = sluice.transformer_layer %x_2 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_4 = sluice.transformer_layer %x_3 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_5 = sluice.transformer_layer %x_4 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_6 = sluice.transformer_layer %x_5 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_7 = sluice.transformer_layer %x_6 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_8 = sluice.transformer_layer %x_7 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_9 = sluice.transformer_layer %x_8 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_10 = sluice.transformer_layer %x_9 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_11 = sluice.transformer_layer %x_10 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_12 = sluice.transformer_layer %x_11 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_13 = sluice.transformer_layer %x_12 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_14 = sluice.transformer_layer %x_13 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_15 = sluice.transformer_layer %x_14 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_16 = sluice.transformer_layer %x_15 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_17 = sluice.transformer_layer %x_16 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_18 = sluice.transformer_layer %x_17 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_19 = sluice.transformer_layer %x_18 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_20 = sluice.transformer_layer %x_19 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_21 = sluice.transformer_layer %x_20 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_22 = sluice.transformer_layer %x_21 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_23 = sluice.transformer_layer %x_22 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_24 = sluice.transformer_layer %x_23 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_25 = sluice.transformer_layer %x_24 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_26 = sluice.transformer_layer %x_25 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_27 = sluice.transformer_layer %x_26 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_28 = sluice.transformer_layer %x_27 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_29 = sluice.transformer_layer %x_28 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_30 = sluice.transformer_layer %x_29 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_31 = sluice.transformer_layer %x_30 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_32 = sluice.transformer_layer %x_31 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_33 = sluice.transformer_layer %x_32 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_34 = sluice.transformer_layer %x_33 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_35 = sluice.transformer_layer %x_34 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_36 = sluice.transformer_layer %x_35 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_37 = sluice.transformer_layer %x_36 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_38 = sluice.transformer_layer %x_37 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_39 = sluice.transformer_layer %x_38 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_40 = sluice.transformer_layer %x_39 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_41 = sluice.transformer_layer %x_40 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_42 = sluice.transformer_layer %x_41 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_43 = sluice.transformer_layer %x_42 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_44 = sluice.transformer_layer %x_43 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_45 = sluice.transformer_layer %x_44 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_46 = sluice.transformer_layer %x_45 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_47 = sluice.transformer_layer %x_46 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_48 = sluice.transformer_layer %x_47 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_49 = sluice.transformer_layer %x_48 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_50 = sluice.transformer_layer %x_49 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_51 = sluice.transformer_layer %x_50 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_52 = sluice.transformer_layer %x_51 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_53 = sluice.transformer_layer %x_52 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_54 = sluice.transformer_layer %x_53 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_55 = sluice.transformer_layer %x_54 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_56 = sluice.transformer_layer %x_55 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_57 = sluice.transformer_layer %x_56 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_58 = sluice.transformer_layer %x_57 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_59 = sluice.transformer_layer %x_58 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_60 = sluice.transformer_layer %x_59 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_61 = sluice.transformer_layer %x_60 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %x_62 = sluice.transformer_layer %x_61 {heads = 64, kv_heads = 64, ffn = 24576, norm = layernorm, mlp = gelu, bias} : tensor<1x32768x6144xbf16>
+  %loss = sluice.output_layer %x_62 {vocab = 50257, norm = layernorm, tied} : tensor<1x32768x6144xbf16> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}

@@ -1,0 +1,498 @@
+//===- HFConfig.cpp - Import a Hugging Face config.json -------------------===//
+//
+// Three families are understood, each with the architecture Hugging Face's
+// modelling code gives it:
+//
+//   family  model_type        norm     mlp      bias  positions  tied default
+//   llama   llama, mistral    rmsnorm  swiglu   no    rotary     false
+//   gemma   gemma, gemma2     rmsnorm  geglu    no    rotary     true
+//   gpt2    gpt2              layernorm gelu    yes   learned    true
+//
+// GPT-2 configs may spell the sizes the GPT-2 way (n_embd, n_layer, n_head,
+// n_positions, n_inner); both spellings are accepted and must agree.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Import/HFConfig.h"
+#include "sluice/SluiceOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+namespace {
+
+/// What a model_type implies about the architecture.
+struct Family {
+  StringRef name;
+  NormKind norm;
+  MlpKind mlp;
+  bool bias;
+  bool learnedPositions;
+  bool tieDefault;
+  /// Keys that may name the activation, in the order they are looked up.
+  ArrayRef<StringRef> activationKeys;
+  /// Activation values this family's MLP kind implements.
+  ArrayRef<StringRef> activations;
+  /// Hugging Face's default activation when no key gives one, or "".
+  StringRef activationDefault;
+  /// Hugging Face's default head_dim when the key is absent, or 0 for
+  /// hidden_size / num_attention_heads.
+  int64_t headDimDefault;
+};
+
+const StringRef kLlamaActKeys[] = {"hidden_act"};
+const StringRef kLlamaActs[] = {"silu", "swish"};
+const StringRef kGemmaActKeys[] = {"hidden_activation", "hidden_act"};
+const StringRef kGeluActs[] = {"gelu_pytorch_tanh", "gelu", "gelu_new",
+                               "gelu_fast"};
+const StringRef kGpt2ActKeys[] = {"activation_function", "hidden_act"};
+
+const Family kLlama{"llama", NormKind::rmsnorm, MlpKind::swiglu, false,
+                    false, false, kLlamaActKeys, kLlamaActs, "", 0};
+const Family kGemma{"gemma", NormKind::rmsnorm, MlpKind::geglu, false,
+                    false, true, kGemmaActKeys, kGeluActs, "", 256};
+const Family kGpt2{"gpt2", NormKind::layernorm, MlpKind::gelu, true,
+                   true, true, kGpt2ActKeys, kGeluActs, "gelu_new", 0};
+
+const Family *lookupFamily(StringRef modelType) {
+  return llvm::StringSwitch<const Family *>(modelType)
+      .Cases({"llama", "mistral"}, &kLlama)
+      .Cases({"gemma", "gemma2"}, &kGemma)
+      .Case("gpt2", &kGpt2)
+      .Default(nullptr);
+}
+constexpr StringLiteral kSupportedModelTypes =
+    "gemma, gemma2, gpt2, llama, mistral";
+
+/// Reads typed values out of the top-level JSON object, reporting each
+/// problem at the key's position in the file.
+class ConfigReader {
+public:
+  ConfigReader(const llvm::json::Object &object, StringRef text,
+               StringRef filename, MLIRContext *context)
+      : object(object), text(text), filename(filename), context(context) {}
+
+  /// Where `"key"` is written in the file; the file's start if absent.
+  Location loc(StringRef key) const {
+    size_t offset = text.find(("\"" + key + "\"").str());
+    if (offset == StringRef::npos)
+      offset = std::min(text.find('{'), text.size());
+    StringRef before = text.take_front(offset);
+    unsigned line = 1 + before.count('\n');
+    size_t lineStart = before.rfind('\n');
+    unsigned column =
+        offset - (lineStart == StringRef::npos ? 0 : lineStart + 1) + 1;
+    return FileLineColLoc::get(context, filename, line, column);
+  }
+
+  InFlightDiagnostic error(StringRef key) const {
+    return emitError(loc(key));
+  }
+
+  /// The first of `names` present with a non-null value (aliases must
+  /// agree). Sets `found` to the key it came from.
+  FailureOr<const llvm::json::Value *> find(ArrayRef<StringRef> names,
+                                            StringRef &found) const {
+    const llvm::json::Value *result = nullptr;
+    for (StringRef name : names) {
+      const llvm::json::Value *value = object.get(name);
+      if (!value || value->kind() == llvm::json::Value::Null)
+        continue;
+      if (result && *result != *value) {
+        error(name) << "keys '" << found << "' = " << formatJSON(*result)
+                    << " and '" << name << "' = " << formatJSON(*value)
+                    << " disagree";
+        return failure();
+      }
+      if (!result) {
+        result = value;
+        found = name;
+      }
+    }
+    return result;
+  }
+
+  /// A positive integer under one of `names`, or nullopt if absent.
+  /// `foundKey`, when given, receives the key the value came from.
+  FailureOr<std::optional<int64_t>>
+  optionalSize(ArrayRef<StringRef> names, StringRef *foundKey = nullptr) const {
+    StringRef key = names.front();
+    FailureOr<const llvm::json::Value *> value = find(names, key);
+    if (foundKey)
+      *foundKey = key;
+    if (failed(value))
+      return failure();
+    if (!*value)
+      return std::optional<int64_t>();
+    std::optional<int64_t> size = (*value)->getAsInteger();
+    if (!size || *size < 1) {
+      error(key) << "key '" << key << "' must be a positive integer, got "
+                 << formatJSON(**value);
+      return failure();
+    }
+    return size;
+  }
+
+  FailureOr<int64_t> requireSize(ArrayRef<StringRef> names,
+                                 StringRef *foundKey = nullptr) const {
+    FailureOr<std::optional<int64_t>> size = optionalSize(names, foundKey);
+    if (failed(size))
+      return failure();
+    if (!*size) {
+      InFlightDiagnostic diag = error(names.front());
+      diag << "missing required key '" << names.front() << "'";
+      for (StringRef alias : names.drop_front())
+        diag << " (or '" << alias << "')";
+      return failure();
+    }
+    return **size;
+  }
+
+  FailureOr<std::optional<std::string>>
+  optionalString(ArrayRef<StringRef> names,
+                 StringRef *foundKey = nullptr) const {
+    StringRef key = names.front();
+    FailureOr<const llvm::json::Value *> value = find(names, key);
+    if (foundKey)
+      *foundKey = key;
+    if (failed(value))
+      return failure();
+    if (!*value)
+      return std::optional<std::string>();
+    std::optional<StringRef> string = (*value)->getAsString();
+    if (!string) {
+      error(key) << "key '" << key << "' must be a string, got "
+                 << formatJSON(**value);
+      return failure();
+    }
+    return std::optional<std::string>(string->str());
+  }
+
+  FailureOr<std::optional<bool>> optionalBool(StringRef key) const {
+    StringRef found;
+    FailureOr<const llvm::json::Value *> value = find({key}, found);
+    if (failed(value))
+      return failure();
+    if (!*value)
+      return std::optional<bool>();
+    std::optional<bool> flag = (*value)->getAsBoolean();
+    if (!flag) {
+      error(key) << "key '" << key << "' must be true or false, got "
+                 << formatJSON(**value);
+      return failure();
+    }
+    return flag;
+  }
+
+  /// Says which default replaced an absent key: nothing is guessed silently.
+  void remarkDefault(StringRef key, const Twine &value,
+                     const Twine &why) const {
+    emitRemark(loc(key)) << "key '" << key << "' is absent; using " << value
+                         << " (" << why << ")";
+  }
+
+  static std::string formatJSON(const llvm::json::Value &value) {
+    return llvm::formatv("{0}", value).str();
+  }
+
+private:
+  const llvm::json::Object &object;
+  StringRef text;
+  StringRef filename;
+  MLIRContext *context;
+};
+
+/// The model's symbol: `_name_or_path`'s last component, else the file's
+/// stem (its directory's name for the usual `config.json`), reduced to
+/// characters a bare MLIR symbol may hold.
+std::string getModelName(std::optional<std::string> nameOrPath,
+                         StringRef filename) {
+  std::string raw;
+  if (nameOrPath && !nameOrPath->empty())
+    raw = llvm::sys::path::filename(StringRef(*nameOrPath).rtrim("/")).str();
+  if (raw.empty()) {
+    raw = llvm::sys::path::stem(filename).str();
+    StringRef parent = llvm::sys::path::filename(
+        llvm::sys::path::parent_path(filename));
+    if (raw == "config" && !parent.empty() && parent != ".")
+      raw = parent.str();
+  }
+  std::string name;
+  for (char c : raw)
+    name.push_back(llvm::isAlnum(c) ? llvm::toLower(c) : '_');
+  if (name.empty() || llvm::isDigit(name.front()))
+    name.insert(0, "model_");
+  return name;
+}
+
+/// Everything the importer reads, validated.
+struct ImportedConfig {
+  std::string name;
+  const Family *family = nullptr;
+  int64_t hidden, layers, heads, kvHeads, ffn, vocab, positions;
+  std::optional<int64_t> headDim;
+  bool tied;
+  Type dtype;
+};
+
+FailureOr<ImportedConfig> readConfig(const ConfigReader &reader,
+                                     StringRef filename,
+                                     MLIRContext *context) {
+  ImportedConfig config;
+  auto modelType = reader.optionalString({"model_type"});
+  if (failed(modelType))
+    return failure();
+  if (!*modelType) {
+    reader.error("model_type") << "missing required key 'model_type' "
+                                  "(supported: "
+                               << kSupportedModelTypes << ")";
+    return failure();
+  }
+  config.family = lookupFamily(**modelType);
+  if (!config.family) {
+    reader.error("model_type")
+        << "key 'model_type' = \"" << **modelType
+        << "\" is not supported (supported: " << kSupportedModelTypes << ")";
+    return failure();
+  }
+  const Family &family = *config.family;
+  bool gpt2 = &family == &kGpt2;
+  auto names = [&](StringRef key, StringRef gpt2Alias) {
+    SmallVector<StringRef, 2> list{key};
+    if (gpt2)
+      list.push_back(gpt2Alias);
+    return list;
+  };
+
+  // Mixture-of-experts layers are a different layer kind; refuse them
+  // rather than counting one expert.
+  for (StringRef key : {"num_local_experts", "num_experts"}) {
+    auto experts = reader.optionalSize({key});
+    if (failed(experts))
+      return failure();
+    if (*experts && **experts > 1) {
+      reader.error(key) << "key '" << key << "' = " << **experts
+                        << ": mixture-of-experts models are not supported";
+      return failure();
+    }
+  }
+
+  // The first problem found is the one reported: one line to act on.
+  StringRef hiddenKey, headsKey;
+  auto hidden = reader.requireSize(names("hidden_size", "n_embd"), &hiddenKey);
+  if (failed(hidden))
+    return failure();
+  auto layers = reader.requireSize(names("num_hidden_layers", "n_layer"));
+  if (failed(layers))
+    return failure();
+  auto heads =
+      reader.requireSize(names("num_attention_heads", "n_head"), &headsKey);
+  if (failed(heads))
+    return failure();
+  auto vocab = reader.requireSize({"vocab_size"});
+  if (failed(vocab))
+    return failure();
+  auto positions =
+      reader.requireSize(names("max_position_embeddings", "n_positions"));
+  if (failed(positions))
+    return failure();
+  config.hidden = *hidden;
+  config.layers = *layers;
+  config.heads = *heads;
+  config.vocab = *vocab;
+  config.positions = *positions;
+
+  auto kvHeads = reader.optionalSize({"num_key_value_heads"});
+  if (failed(kvHeads))
+    return failure();
+  config.kvHeads = kvHeads->value_or(config.heads);
+  if (!*kvHeads && !gpt2)
+    reader.remarkDefault("num_key_value_heads",
+                         "num_attention_heads = " + Twine(config.heads),
+                         "Hugging Face's default: multi-head attention");
+
+  if (gpt2) {
+    auto ffn = reader.optionalSize(names("intermediate_size", "n_inner"));
+    if (failed(ffn))
+      return failure();
+    config.ffn = ffn->value_or(4 * config.hidden);
+    if (!*ffn)
+      reader.remarkDefault("n_inner", "4 * n_embd = " + Twine(config.ffn),
+                           "GPT-2's definition of a null n_inner");
+  } else {
+    auto ffn = reader.requireSize({"intermediate_size"});
+    if (failed(ffn))
+      return failure();
+    config.ffn = *ffn;
+  }
+
+  auto headDim = reader.optionalSize({"head_dim"});
+  if (failed(headDim))
+    return failure();
+  config.headDim = *headDim;
+  if (!config.headDim && family.headDimDefault) {
+    config.headDim = family.headDimDefault;
+    reader.remarkDefault("head_dim", Twine(family.headDimDefault),
+                         "Hugging Face's default for " + family.name);
+  }
+  if (!config.headDim && config.hidden % config.heads != 0) {
+    reader.error(hiddenKey) << "key '" << hiddenKey << "' = " << config.hidden
+                            << " is not divisible by key '" << headsKey
+                            << "' = " << config.heads;
+    return failure();
+  }
+  if (config.heads % config.kvHeads != 0) {
+    reader.error("num_key_value_heads")
+        << "key '" << headsKey << "' = " << config.heads
+        << " is not divisible by key 'num_key_value_heads' = "
+        << config.kvHeads;
+    return failure();
+  }
+
+  // The activation must be one the family's MLP kind computes.
+  StringRef activationKey;
+  auto activation =
+      reader.optionalString(family.activationKeys, &activationKey);
+  if (failed(activation))
+    return failure();
+  if (!*activation) {
+    if (family.activationDefault.empty()) {
+      reader.error(activationKey)
+          << "missing required key '" << activationKey << "'";
+      return failure();
+    }
+    reader.remarkDefault(activationKey,
+                         "\"" + family.activationDefault + "\"",
+                         "Hugging Face's default for " + family.name);
+  } else if (!llvm::is_contained(family.activations, **activation)) {
+    reader.error(activationKey)
+        << "key '" << activationKey << "' = \"" << **activation
+        << "\" is not supported for model_type \"" << **modelType
+        << "\" (supported: " << llvm::join(family.activations, ", ") << ")";
+    return failure();
+  }
+
+  auto tied = reader.optionalBool("tie_word_embeddings");
+  if (failed(tied))
+    return failure();
+  config.tied = tied->value_or(family.tieDefault);
+  if (!*tied)
+    reader.remarkDefault("tie_word_embeddings",
+                         family.tieDefault ? "true" : "false",
+                         "Hugging Face's default for " + family.name);
+
+  auto dtypeName = reader.optionalString({"torch_dtype", "dtype"});
+  if (failed(dtypeName))
+    return failure();
+  Builder builder(context);
+  if (!*dtypeName) {
+    config.dtype = builder.getBF16Type();
+    reader.remarkDefault("torch_dtype", "\"bfloat16\"",
+                         "mixed-precision training");
+  } else {
+    config.dtype = llvm::StringSwitch<Type>(**dtypeName)
+                       .Case("bfloat16", builder.getBF16Type())
+                       .Case("float16", builder.getF16Type())
+                       .Case("float32", builder.getF32Type())
+                       .Default(Type());
+    if (!config.dtype) {
+      reader.error("torch_dtype")
+          << "key 'torch_dtype' = \"" << **dtypeName
+          << "\" is not supported (supported: bfloat16, float16, float32)";
+      return failure();
+    }
+  }
+
+  auto nameOrPath = reader.optionalString({"_name_or_path"});
+  if (failed(nameOrPath))
+    return failure();
+  config.name = getModelName(*nameOrPath, filename);
+  return config;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
+                                                   StringRef filename,
+                                                   MLIRContext *context) {
+  context->loadDialect<SluiceDialect>();
+  Location fileLoc = FileLineColLoc::get(context, filename, 1, 1);
+
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  if (!parsed) {
+    // llvm::json reports "[line:col, byte=N]: message", its column counted
+    // after consuming the offending character: that is the character's
+    // 1-based column, the convention of diagnostics.
+    std::string message = llvm::toString(parsed.takeError());
+    unsigned line = 1, column = 1;
+    StringRef rest = message;
+    if (rest.consume_front("[")) {
+      rest.consumeInteger(10, line);
+      rest.consume_front(":");
+      rest.consumeInteger(10, column);
+      rest = rest.drop_until([](char c) { return c == ']'; });
+      rest.consume_front("]: ");
+    }
+    emitError(FileLineColLoc::get(context, filename, line, column))
+        << "invalid JSON: " << rest;
+    return nullptr;
+  }
+  const llvm::json::Object *object = parsed->getAsObject();
+  if (!object) {
+    emitError(fileLoc) << "config must be a JSON object, got "
+                       << ConfigReader::formatJSON(*parsed);
+    return nullptr;
+  }
+
+  ConfigReader reader(*object, json, filename, context);
+  FailureOr<ImportedConfig> config = readConfig(reader, filename, context);
+  if (failed(config))
+    return nullptr;
+
+  const Family &family = *config->family;
+  OpBuilder builder(context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  builder.setInsertionPointToEnd(module->getBody());
+  auto size = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
+  auto model = ModelOp::create(builder, fileLoc, config->name,
+                               /*seq_len=*/config->positions,
+                               /*micro_batch=*/1, config->dtype);
+  builder.createBlock(&model.getBody());
+
+  // Name each op after the Hugging Face module it stands for, so that a
+  // later diagnostic points at something the user recognises.
+  auto named = [&](const Twine &name) {
+    return NameLoc::get(builder.getStringAttr(name), fileLoc);
+  };
+  auto activation = RankedTensorType::get(
+      {int64_t(1), config->positions, config->hidden}, config->dtype);
+  Value x = EmbeddingOp::create(
+      builder, named("embed_tokens"), activation, size(config->vocab),
+      family.learnedPositions ? size(config->positions) : IntegerAttr());
+  for (int64_t i = 0; i < config->layers; ++i)
+    x = TransformerLayerOp::create(
+        builder, named("layers." + Twine(i)), activation, x,
+        size(config->heads), size(config->kvHeads),
+        config->headDim ? size(*config->headDim) : IntegerAttr(),
+        size(config->ffn), NormKindAttr::get(context, family.norm),
+        MlpKindAttr::get(context, family.mlp),
+        family.bias ? builder.getUnitAttr() : UnitAttr());
+  Value loss = OutputLayerOp::create(
+      builder, named("lm_head"), RankedTensorType::get({}, builder.getF32Type()),
+      x, size(config->vocab), NormKindAttr::get(context, family.norm),
+      config->tied ? builder.getUnitAttr() : UnitAttr());
+  ReturnOp::create(builder, fileLoc, loss);
+
+  if (failed(verify(*module)))
+    return nullptr;
+  return module;
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine for Sluice, builds it, and runs one job:
+#
+#   bash setup.sh demo    install what is missing, build, run the demo
+#   bash setup.sh test    install what is missing, build, run every test
+#   bash setup.sh build   install what is missing, build
+#
+# Packages come from Debian (apt-get, as root or through sudo); CUDA, when
+# present under /usr/local/cuda, turns the optional CUDA backend on.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+job=${1:-demo}
+case "$job" in
+  demo | test | build) ;;
+  *) echo "usage: bash setup.sh [demo|test|build]" >&2; exit 2 ;;
+esac
+
+packages=(
+  build-essential cmake ninja-build ccache
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev libgtest-dev
+)
+
+install_packages() {
+  local missing=()
+  for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null |
+      grep -q "install ok installed" || missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  echo "== installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+    --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {
+  [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build
+}
+
+demo() {
+  echo
+  echo "== Figure 2 of papers/vocabulary-parallelism.txt: Gemma-2-9B at 4096 tokens"
+  build/bin/sluice-compile examples/gemma-2-9b/config.json --summary --seq-len 4096
+  echo
+  echo "== every example model (examples/README.md says where each comes from)"
+  for model in examples/*/*.mlir examples/*/config.json; do
+    echo "-- $model"
+    build/bin/sluice-compile "$model" --summary 2>/dev/null
+  done
+}
+
+install_packages
+build
+case "$job" in
+  demo) demo ;;
+  test) ctest --test-dir build --output-on-failure -j "$(nproc)" ;;
+  build) ;;
+esac

@@ -1,0 +1,276 @@
+// One case per verifier rule of the model level, named after the rule.
+// RUN: sluice-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
+
+// hidden-not-divisible-by-heads
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x30xf32>
+  // expected-error@+1 {{'sluice.transformer_layer' op hidden size 30 is not divisible by 'heads' = 4}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = layernorm, mlp = gelu} : tensor<1x4x30xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x30xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// heads-not-divisible-by-kv-heads
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'heads' = 4 is not divisible by 'kv_heads' = 3}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 3, ffn = 8, norm = layernorm, mlp = gelu} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// non-positive-heads
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'heads' must be positive, got 0}}
+  %x = sluice.transformer_layer %emb {heads = 0, kv_heads = 4, ffn = 8, norm = layernorm, mlp = gelu} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// non-positive-kv-heads
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'kv_heads' must be positive, got -2}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = -2, ffn = 8, norm = layernorm, mlp = gelu} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// non-positive-head-dim
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'head_dim' must be positive, got 0}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, head_dim = 0, ffn = 8, norm = layernorm, mlp = gelu} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// non-positive-ffn
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'ffn' must be positive, got -128}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = -128, norm = layernorm, mlp = gelu} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// non-positive-seq-len
+// expected-error@+1 {{'seq_len' must be positive, got 0}}
+sluice.model @m {seq_len = 0, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x1x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x1x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// non-positive-micro-batch
+// expected-error@+1 {{'micro_batch' must be positive, got -1}}
+sluice.model @m {seq_len = 4, micro_batch = -1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// non-positive-positions
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{'positions' must be positive, got 0}}
+  %emb = sluice.embedding {vocab = 8, positions = 0} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// non-positive-activation-size
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{result must be a static tensor<micro_batch x seq_len x hidden> with positive sizes, got 'tensor<1x4x0xf32>'}}
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x0xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x0xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// embedding-vocab-below-one
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{'sluice.embedding' op 'vocab' must be at least 1, got 0}}
+  %emb = sluice.embedding {vocab = 0} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// output-vocab-below-one
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'sluice.output_layer' op 'vocab' must be at least 1, got -5}}
+  %loss = sluice.output_layer %emb {vocab = -5, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// missing-output-layer (the loss arrives as a block argument to get this far)
+// expected-error@+1 {{'sluice.model' op has no sluice.output_layer}}
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+^bb0(%loss: tensor<f32>):
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// duplicated-output-layer
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-note@+1 {{first sluice.output_layer is here}}
+  %loss0 = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  // expected-error@+1 {{'sluice.output_layer' op duplicates the model's sluice.output_layer}}
+  %loss1 = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss1 : tensor<f32>
+}
+
+// -----
+
+// missing-embedding (the activation arrives as a block argument)
+// expected-error@+1 {{'sluice.model' op has no sluice.embedding}}
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+^bb0(%x: tensor<1x4x32xf32>):
+  %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// duplicated-embedding
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-note@+1 {{first sluice.embedding is here}}
+  %emb0 = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'sluice.embedding' op duplicates the model's sluice.embedding}}
+  %emb1 = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %emb1 {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// activation-shape-does-not-chain-with-model
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{'sluice.embedding' op activation type 'tensor<1x8x32xf32>' does not chain: expected 'tensor<1x16x32xf32>' (micro_batch = 1, seq_len = 16, hidden = 32, dtype = 'f32')}}
+  %emb = sluice.embedding {vocab = 8} : tensor<1x8x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x8x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// activation-dtype-does-not-chain-with-model
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = bf16} {
+  // expected-error@+1 {{activation type 'tensor<1x4x32xf32>' does not chain: expected 'tensor<1x4x32xbf16>'}}
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// layer-result-does-not-chain-with-input
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'sluice.transformer_layer' op failed to verify that all of {input, result} have same type}}
+  %x = "sluice.transformer_layer"(%emb) <{heads = 4 : i64, kv_heads = 4 : i64, ffn = 8 : i64, norm = #sluice<norm layernorm>, mlp = #sluice<mlp gelu>}> : (tensor<1x4x32xf32>) -> tensor<1x4x64xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x64xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// input-is-not-the-preceding-layer
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-note@+1 {{preceding layer is here}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = layernorm, mlp = gelu} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'sluice.output_layer' op input does not chain: it is not the result of the preceding layer}}
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// seq-len-exceeds-learned-positions
+// expected-error@+1 {{'seq_len' = 16 exceeds the embedding's 'positions' = 8}}
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8, positions = 8} : tensor<1x16x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// tied-vocab-mismatch
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-note@+1 {{embedding is here}}
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'sluice.output_layer' op is tied to the embedding but 'vocab' = 9 differs from the embedding's 'vocab' = 8}}
+  %loss = sluice.output_layer %emb {vocab = 9, norm = layernorm, tied} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// dtype-not-float
+// expected-error@+1 {{'dtype' must be a floating-point type, got 'i32'}}
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = i32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xi32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xi32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// non-layer-op-in-model
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'test.op' op is not a model-level layer and cannot appear in a sluice.model}}
+  "test.op"() : () -> ()
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// unknown-norm-kind
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+2 {{expected ::mlir::sluice::NormKind to be one of: layernorm, rmsnorm}}
+  // expected-error@+1 {{failed to parse Sluice_NormKindAttr parameter 'value'}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = batchnorm, mlp = gelu} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// model-with-block-arguments
+// expected-error@+1 {{'sluice.model' op body must not have block arguments: a model's tokens and labels are implicit, got 1}}
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+^bb0(%unused: tensor<f32>):
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}

@@ -1,0 +1,45 @@
+// Every model-level op round-trips through its custom form and through the
+// generic form, and both print back to the same custom form.
+// RUN: sluice-opt %s | sluice-opt | FileCheck %s
+// RUN: sluice-opt %s -mlir-print-op-generic | sluice-opt | FileCheck %s
+// RUN: sluice-opt %s -mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
+
+// CHECK-LABEL: sluice.model @gpt {seq_len = 16, micro_batch = 2, dtype = f32} {
+// CHECK-NEXT:    %[[E:.+]] = sluice.embedding {vocab = 256, positions = 32} : tensor<2x16x32xf32>
+// CHECK-NEXT:    %[[X:.+]] = sluice.transformer_layer %[[E]] {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu, bias} : tensor<2x16x32xf32>
+// CHECK-NEXT:    %[[L:.+]] = sluice.output_layer %[[X]] {vocab = 256, norm = layernorm} : tensor<2x16x32xf32> -> tensor<f32>
+// CHECK-NEXT:    sluice.return %[[L]] : tensor<f32>
+// CHECK-NEXT:  }
+// GENERIC-LABEL: "sluice.model"() <{dtype = f32, micro_batch = 2 : i64, seq_len = 16 : i64, sym_name = "gpt"}>
+// GENERIC:         "sluice.embedding"() <{positions = 32 : i64, vocab = 256 : i64}> : () -> tensor<2x16x32xf32>
+// GENERIC:         "sluice.transformer_layer"(%{{.+}}) <{bias, ffn = 128 : i64, heads = 4 : i64, kv_heads = 4 : i64, mlp = #sluice<mlp gelu>, norm = #sluice<norm layernorm>}>
+// GENERIC:         "sluice.output_layer"(%{{.+}}) <{norm = #sluice<norm layernorm>, vocab = 256 : i64}>
+// GENERIC:         "sluice.return"(%{{.+}}) : (tensor<f32>) -> ()
+sluice.model @gpt {seq_len = 16, micro_batch = 2, dtype = f32} {
+  %emb = sluice.embedding {vocab = 256, positions = 32} : tensor<2x16x32xf32>
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu, bias} : tensor<2x16x32xf32>
+  %loss = sluice.output_layer %x {vocab = 256, norm = layernorm} : tensor<2x16x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// Grouped-query attention, an explicit head_dim, gated MLPs, a tied head.
+// CHECK-LABEL: sluice.model @llama_like {seq_len = 8, micro_batch = 1, dtype = bf16} {
+// CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 2, ffn = 96, norm = rmsnorm, mlp = swiglu} : tensor<1x8x32xbf16>
+// CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 1, head_dim = 16, ffn = 96, norm = rmsnorm, mlp = geglu} : tensor<1x8x32xbf16>
+// CHECK:         sluice.output_layer %{{.+}} {vocab = 100, norm = rmsnorm, tied} : tensor<1x8x32xbf16> -> tensor<f32>
+sluice.model @llama_like {seq_len = 8, micro_batch = 1, dtype = bf16} {
+  %emb = sluice.embedding {vocab = 100} : tensor<1x8x32xbf16>
+  %x0 = sluice.transformer_layer %emb {heads = 4, kv_heads = 2, ffn = 96, norm = rmsnorm, mlp = swiglu} : tensor<1x8x32xbf16>
+  %x1 = sluice.transformer_layer %x0 {heads = 4, kv_heads = 1, head_dim = 16, ffn = 96, norm = rmsnorm, mlp = geglu} : tensor<1x8x32xbf16>
+  %loss = sluice.output_layer %x1 {vocab = 100, norm = rmsnorm, tied} : tensor<1x8x32xbf16> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// A model without transformer layers is still a model.
+// CHECK-LABEL: sluice.model @bare
+// CHECK:         sluice.output_layer
+sluice.model @bare {seq_len = 4, micro_batch = 1, dtype = f16} {
+  %emb = sluice.embedding {vocab = 7} : tensor<1x4x8xf16>
+  %loss = sluice.output_layer %emb {vocab = 7, norm = layernorm} : tensor<1x4x8xf16> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}

@@ -1,0 +1,280 @@
+//===- HFConfigTest.cpp - Hugging Face config.json import -----------------===//
+
+#include "sluice/Analysis/LayerCost.h"
+#include "sluice/Import/HFConfig.h"
+#include "sluice/SluiceOps.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+namespace {
+
+/// Imports configs and keeps every diagnostic for inspection.
+class HFConfigTest : public ::testing::Test {
+protected:
+  HFConfigTest()
+      : handler(&context, [this](Diagnostic &diag) {
+          (diag.getSeverity() == DiagnosticSeverity::Error ? errors : remarks)
+              .push_back(diag.str());
+          return success();
+        }) {}
+
+  ModelOp import(llvm::StringRef json, llvm::StringRef name = "config.json") {
+    module = importHFConfig(json, name, &context);
+    if (!module)
+      return nullptr;
+    auto models = module->getOps<ModelOp>();
+    return models.empty() ? ModelOp() : *models.begin();
+  }
+
+  ModelOp importExample(llvm::StringRef relativePath) {
+    std::string path = std::string(SLUICE_SOURCE_DIR) + "/" + relativePath.str();
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    EXPECT_TRUE(bool(buffer)) << "cannot read " << path;
+    if (!buffer)
+      return nullptr;
+    return import((*buffer)->getBuffer(), path);
+  }
+
+  /// The single error the last import reported ("" if none or several).
+  std::string onlyError() const {
+    return errors.size() == 1 ? errors.front() : "";
+  }
+
+  static llvm::SmallVector<TransformerLayerOp> layers(ModelOp model) {
+    return llvm::to_vector(model.getBody().getOps<TransformerLayerOp>());
+  }
+
+  MLIRContext context;
+  ScopedDiagnosticHandler handler;
+  OwningOpRef<ModuleOp> module;
+  std::vector<std::string> errors, remarks;
+};
+
+constexpr const char *kTinyLlama = R"({
+  "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+  "num_attention_heads": 4, "num_key_value_heads": 2,
+  "intermediate_size": 128, "vocab_size": 300,
+  "max_position_embeddings": 32, "hidden_act": "silu",
+  "tie_word_embeddings": false, "torch_dtype": "float32"
+})";
+
+/// kTinyLlama with `key`'s value replaced by `value` (the raw JSON text),
+/// or the key removed when `value` is empty.
+std::string tinyLlamaWith(llvm::StringRef key, llvm::StringRef value) {
+  std::string json = kTinyLlama;
+  std::string quoted = "\"" + key.str() + "\": ";
+  size_t start = json.find(quoted);
+  EXPECT_NE(start, std::string::npos) << key.str();
+  size_t end = json.find_first_of(",}", start + quoted.size());
+  if (value.empty()) {
+    if (json[end] == ',')
+      ++end;
+    json.erase(start, end - start);
+  } else {
+    json.replace(start + quoted.size(), end - start - quoted.size(),
+                 value.str());
+  }
+  return json;
+}
+
+TEST_F(HFConfigTest, Llama3_8B) {
+  ModelOp model = importExample("examples/llama-3-8b/config.json");
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  EXPECT_TRUE(remarks.empty()) << "the example config is complete";
+  auto transformer = layers(model);
+  ASSERT_EQ(transformer.size(), 32u);
+  for (TransformerLayerOp layer : transformer) {
+    EXPECT_EQ(layer.getHeads(), 32);
+    EXPECT_EQ(layer.getKvHeads(), 8);
+    EXPECT_EQ(layer.getHeadDimOrDefault(), 128);
+    EXPECT_EQ(layer.getFfn(), 14336);
+    EXPECT_EQ(layer.getNorm(), NormKind::rmsnorm);
+    EXPECT_EQ(layer.getMlp(), MlpKind::swiglu);
+    EXPECT_FALSE(layer.getBias());
+  }
+  EXPECT_EQ(model.getEmbedding().getVocab(), 128256);
+  EXPECT_FALSE(model.getEmbedding().getPositions()) << "rotary, no table";
+  EXPECT_EQ(model.getOutputLayer().getVocab(), 128256);
+  EXPECT_FALSE(model.getOutputLayer().getTied());
+  EXPECT_EQ(model.getSeqLen(), 8192) << "max_position_embeddings";
+  EXPECT_EQ(model.getMicroBatch(), 1);
+  EXPECT_TRUE(model.getDtype().isBF16());
+  EXPECT_EQ(model.getHidden(), 4096);
+  // Meta's published parameter count of Llama-3-8B.
+  EXPECT_EQ(getModelParameterCount(model), 8030261248);
+}
+
+TEST_F(HFConfigTest, Gemma2_9B) {
+  ModelOp model = importExample("examples/gemma-2-9b/config.json");
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  auto transformer = layers(model);
+  ASSERT_EQ(transformer.size(), 42u);
+  EXPECT_EQ(transformer.front().getHeadDim(), 256);
+  EXPECT_EQ(transformer.front().getKvHeads(), 8);
+  EXPECT_EQ(transformer.front().getMlp(), MlpKind::geglu);
+  EXPECT_EQ(model.getHidden(), 3584);
+  EXPECT_EQ(model.getEmbedding().getVocab(), 256000);
+  // Gemma-2 configs omit tie_word_embeddings; the default is reported.
+  EXPECT_TRUE(model.getOutputLayer().getTied());
+  ASSERT_EQ(remarks.size(), 1u);
+  EXPECT_NE(remarks.front().find("'tie_word_embeddings' is absent; using true"),
+            std::string::npos)
+      << remarks.front();
+}
+
+TEST_F(HFConfigTest, GPT2SpellingAndDefaults) {
+  // GPT-2 small as published: n_* keys, null n_inner, no tie key.
+  ModelOp model = import(R"({
+    "activation_function": "gelu_new", "model_type": "gpt2",
+    "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_inner": null,
+    "n_layer": 12, "n_positions": 1024, "vocab_size": 50257
+  })", "gpt2/config.json");
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  EXPECT_EQ(model.getSymName(), "gpt2");
+  auto transformer = layers(model);
+  ASSERT_EQ(transformer.size(), 12u);
+  EXPECT_EQ(transformer.front().getFfn(), 4 * 768);
+  EXPECT_TRUE(transformer.front().getBias());
+  EXPECT_EQ(transformer.front().getNorm(), NormKind::layernorm);
+  EXPECT_EQ(transformer.front().getMlp(), MlpKind::gelu);
+  EXPECT_EQ(model.getEmbedding().getPositions(), 1024);
+  EXPECT_TRUE(model.getOutputLayer().getTied());
+  // Hugging Face's count for GPT-2 small (tied LM head counted once).
+  EXPECT_EQ(getModelParameterCount(model), 124439808);
+  // n_inner, tie_word_embeddings and torch_dtype defaults are all reported.
+  EXPECT_EQ(remarks.size(), 3u);
+}
+
+TEST_F(HFConfigTest, TinyLlamaImportsExactly) {
+  ModelOp model = import(kTinyLlama, "tiny/config.json");
+  ASSERT_TRUE(model);
+  EXPECT_EQ(model.getSymName(), "tiny");
+  EXPECT_EQ(layers(model).size(), 2u);
+  EXPECT_TRUE(model.getDtype().isF32());
+  EXPECT_EQ(model.getActivationType(),
+            RankedTensorType::get({1, 32, 64}, model.getDtype()));
+  EXPECT_TRUE(remarks.empty());
+}
+
+TEST_F(HFConfigTest, AbsentKvHeadsDefaultsToHeadsWithRemark) {
+  ModelOp model = import(tinyLlamaWith("num_key_value_heads", ""));
+  ASSERT_TRUE(model);
+  EXPECT_EQ(layers(model).front().getKvHeads(), 4);
+  ASSERT_EQ(remarks.size(), 1u);
+  EXPECT_NE(remarks.front().find("num_key_value_heads"), std::string::npos);
+}
+
+struct BadConfig {
+  const char *key;
+  const char *value; // "" removes the key
+  const char *error;
+};
+
+class HFConfigErrorTest : public HFConfigTest,
+                          public ::testing::WithParamInterface<BadConfig> {};
+
+TEST_P(HFConfigErrorTest, NamesTheKey) {
+  const BadConfig &bad = GetParam();
+  EXPECT_FALSE(import(tinyLlamaWith(bad.key, bad.value)));
+  EXPECT_EQ(onlyError(), bad.error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Keys, HFConfigErrorTest,
+    ::testing::Values(
+        BadConfig{"hidden_size", "", "missing required key 'hidden_size'"},
+        BadConfig{"num_hidden_layers", "",
+                  "missing required key 'num_hidden_layers'"},
+        BadConfig{"num_attention_heads", "",
+                  "missing required key 'num_attention_heads'"},
+        BadConfig{"intermediate_size", "",
+                  "missing required key 'intermediate_size'"},
+        BadConfig{"vocab_size", "", "missing required key 'vocab_size'"},
+        BadConfig{"max_position_embeddings", "",
+                  "missing required key 'max_position_embeddings'"},
+        BadConfig{"hidden_act", "", "missing required key 'hidden_act'"},
+        BadConfig{"model_type", "",
+                  "missing required key 'model_type' (supported: gemma, "
+                  "gemma2, gpt2, llama, mistral)"},
+        BadConfig{"hidden_size", "-64",
+                  "key 'hidden_size' must be a positive integer, got -64"},
+        BadConfig{"vocab_size", "0",
+                  "key 'vocab_size' must be a positive integer, got 0"},
+        BadConfig{"num_hidden_layers", "\"two\"",
+                  "key 'num_hidden_layers' must be a positive integer, got "
+                  "\"two\""},
+        BadConfig{"intermediate_size", "12.5",
+                  "key 'intermediate_size' must be a positive integer, got "
+                  "12.5"},
+        BadConfig{"num_attention_heads", "5",
+                  "key 'hidden_size' = 64 is not divisible by key "
+                  "'num_attention_heads' = 5"},
+        BadConfig{"num_key_value_heads", "3",
+                  "key 'num_attention_heads' = 4 is not divisible by key "
+                  "'num_key_value_heads' = 3"},
+        BadConfig{"model_type", "\"bert\"",
+                  "key 'model_type' = \"bert\" is not supported (supported: "
+                  "gemma, gemma2, gpt2, llama, mistral)"},
+        BadConfig{"hidden_act", "\"relu\"",
+                  "key 'hidden_act' = \"relu\" is not supported for "
+                  "model_type \"llama\" (supported: silu, swish)"},
+        BadConfig{"tie_word_embeddings", "\"no\"",
+                  "key 'tie_word_embeddings' must be true or false, got "
+                  "\"no\""},
+        BadConfig{"torch_dtype", "\"int8\"",
+                  "key 'torch_dtype' = \"int8\" is not supported (supported: "
+                  "bfloat16, float16, float32)"}));
+
+TEST_F(HFConfigTest, MixtureOfExpertsIsRefused) {
+  std::string json = kTinyLlama;
+  json.insert(1, "\"num_local_experts\": 8,");
+  EXPECT_FALSE(import(json));
+  EXPECT_EQ(onlyError(), "key 'num_local_experts' = 8: mixture-of-experts "
+                         "models are not supported");
+}
+
+TEST_F(HFConfigTest, DisagreeingGPT2Spellings) {
+  EXPECT_FALSE(import(R"({"model_type": "gpt2", "n_embd": 768,
+    "hidden_size": 1024, "n_layer": 2, "n_head": 12, "n_positions": 64,
+    "vocab_size": 100})"));
+  EXPECT_EQ(onlyError(),
+            "keys 'hidden_size' = 1024 and 'n_embd' = 768 disagree");
+}
+
+TEST_F(HFConfigTest, InvalidJSONReportsPosition) {
+  EXPECT_FALSE(import("{\n  \"hidden_size\": 64,\n  oops\n}"));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors.front().rfind("invalid JSON: ", 0), 0u) << errors.front();
+}
+
+TEST_F(HFConfigTest, NonObjectIsRefused) {
+  EXPECT_FALSE(import("[1, 2]"));
+  EXPECT_EQ(onlyError(), "config must be a JSON object, got [1,2]");
+}
+
+TEST_F(HFConfigTest, ErrorLocationPointsAtTheKey) {
+  Location where = UnknownLoc::get(&context);
+  ScopedDiagnosticHandler locate(&context, [&](Diagnostic &diag) {
+    where = diag.getLocation();
+    return success();
+  });
+  EXPECT_FALSE(import("{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 0\n}",
+                      "x.json"));
+  auto loc = dyn_cast<FileLineColLoc>(where);
+  ASSERT_TRUE(loc);
+  EXPECT_EQ(loc.getFilename(), "x.json");
+  EXPECT_EQ(loc.getLine(), 3u);
+  EXPECT_EQ(loc.getColumn(), 3u);
+}
+
+} // namespace
