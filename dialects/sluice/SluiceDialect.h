@@ -7,8 +7,8 @@
 #ifndef SLUICE_SLUICEDIALECT_H
 #define SLUICE_SLUICEDIALECT_H
 
-#include "mlir/IR/Dialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Dialect.h"
 
 #include "sluice/SluiceDialect.h.inc"
 #include "sluice/SluiceEnums.h.inc"

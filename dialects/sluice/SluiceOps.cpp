@@ -124,15 +124,15 @@ LogicalResult ModelOp::verifyRegions() {
           .attachNote(previous->getLoc())
           .append("output layer is here");
     if (previous && op.getOperand(0) != previous->getResult(0))
-      return op.emitOpError("input does not chain: it is not the result of "
-                            "the preceding layer")
+      return op
+          .emitOpError("input does not chain: it is not the result of "
+                       "the preceding layer")
           .attachNote(previous->getLoc())
           .append("preceding layer is here");
     if (!isa<OutputLayerOp>(op) && op.getResult(0).getType() != expected)
       return op.emitOpError("activation type ")
-             << op.getResult(0).getType()
-             << " does not chain: expected " << expected
-             << " (micro_batch = " << getMicroBatch()
+             << op.getResult(0).getType() << " does not chain: expected "
+             << expected << " (micro_batch = " << getMicroBatch()
              << ", seq_len = " << getSeqLen() << ", hidden = " << getHidden()
              << ", dtype = " << getDtype() << ")";
     previous = &op;
@@ -141,12 +141,11 @@ LogicalResult ModelOp::verifyRegions() {
   if (std::optional<int64_t> positions = embedding.getPositions();
       positions && getSeqLen() > *positions)
     return emitOpError("'seq_len' = ")
-           << getSeqLen() << " exceeds the embedding's 'positions' = "
-           << *positions;
+           << getSeqLen()
+           << " exceeds the embedding's 'positions' = " << *positions;
 
   if (output.getTied() && output.getVocab() != embedding.getVocab())
-    return output
-        .emitOpError("is tied to the embedding but 'vocab' = ")
+    return output.emitOpError("is tied to the embedding but 'vocab' = ")
         .append(output.getVocab(), " differs from the embedding's 'vocab' = ",
                 embedding.getVocab())
         .attachNote(embedding.getLoc())
@@ -204,8 +203,8 @@ LogicalResult TransformerLayerOp::verify() {
   }
   if (getHeads() % getKvHeads() != 0)
     return emitOpError("'heads' = ")
-           << getHeads() << " is not divisible by 'kv_heads' = "
-           << getKvHeads();
+           << getHeads()
+           << " is not divisible by 'kv_heads' = " << getKvHeads();
   return success();
 }
 

@@ -73,8 +73,7 @@ int64_t mlir::sluice::getParameterCount(Operation *layer) {
       .Default([](Operation *) { return int64_t(0); });
 }
 
-double mlir::sluice::getForwardFlopsPerToken(Operation *layer,
-                                             int64_t seqLen) {
+double mlir::sluice::getForwardFlopsPerToken(Operation *layer, int64_t seqLen) {
   return llvm::TypeSwitch<Operation *, double>(layer)
       .Case([&](TransformerLayerOp op) {
         return getForwardFlops(TransformerShape::get(op), seqLen, 0) /

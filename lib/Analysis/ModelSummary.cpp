@@ -30,7 +30,8 @@ ModelSummary mlir::sluice::summarizeModel(ModelOp model) {
       transformerFlops += layer.flopsPerToken;
     }
     // Group runs of identical layers so a 64-layer model reads as one row.
-    LayerGroup *last = summary.layers.empty() ? nullptr : &summary.layers.back();
+    LayerGroup *last =
+        summary.layers.empty() ? nullptr : &summary.layers.back();
     if (last && last->kind == layer.kind && last->params == layer.params &&
         last->flopsPerToken == layer.flopsPerToken)
       ++last->count;
@@ -64,8 +65,8 @@ static std::string humanize(double value) {
     ++i;
   }
   std::string out;
-  llvm::raw_string_ostream(out) << llvm::format(i ? "%.2f%s" : "%.0f%s", value,
-                                                suffix[i]);
+  llvm::raw_string_ostream(out)
+      << llvm::format(i ? "%.2f%s" : "%.0f%s", value, suffix[i]);
   return out;
 }
 
@@ -102,10 +103,11 @@ void mlir::sluice::printModelSummary(const ModelSummary &s,
 llvm::json::Value mlir::sluice::toJSON(const ModelSummary &s) {
   llvm::json::Array layers;
   for (const LayerGroup &layer : s.layers)
-    layers.push_back(llvm::json::Object{{"kind", layer.kind},
-                                        {"count", layer.count},
-                                        {"params", layer.params},
-                                        {"flops_per_token", layer.flopsPerToken}});
+    layers.push_back(
+        llvm::json::Object{{"kind", layer.kind},
+                           {"count", layer.count},
+                           {"params", layer.params},
+                           {"flops_per_token", layer.flopsPerToken}});
   auto ratio = [](std::optional<double> r) -> llvm::json::Value {
     return r ? llvm::json::Value(*r) : llvm::json::Value(nullptr);
   };

@@ -56,12 +56,12 @@ const StringRef kGeluActs[] = {"gelu_pytorch_tanh", "gelu", "gelu_new",
                                "gelu_fast"};
 const StringRef kGpt2ActKeys[] = {"activation_function", "hidden_act"};
 
-const Family kLlama{"llama", NormKind::rmsnorm, MlpKind::swiglu, false,
-                    false, false, kLlamaActKeys, kLlamaActs, "", 0};
-const Family kGemma{"gemma", NormKind::rmsnorm, MlpKind::geglu, false,
-                    false, true, kGemmaActKeys, kGeluActs, "", 256};
-const Family kGpt2{"gpt2", NormKind::layernorm, MlpKind::gelu, true,
-                   true, true, kGpt2ActKeys, kGeluActs, "gelu_new", 0};
+const Family kLlama{"llama", NormKind::rmsnorm, MlpKind::swiglu, false, false,
+                    false,   kLlamaActKeys,     kLlamaActs,      "",    0};
+const Family kGemma{"gemma", NormKind::rmsnorm, MlpKind::geglu, false, false,
+                    true,    kGemmaActKeys,     kGeluActs,      "",    256};
+const Family kGpt2{"gpt2", NormKind::layernorm, MlpKind::gelu, true,       true,
+                   true,   kGpt2ActKeys,        kGeluActs,     "gelu_new", 0};
 
 const Family *lookupFamily(StringRef modelType) {
   return llvm::StringSwitch<const Family *>(modelType)
@@ -94,9 +94,7 @@ public:
     return FileLineColLoc::get(context, filename, line, column);
   }
 
-  InFlightDiagnostic error(StringRef key) const {
-    return emitError(loc(key));
-  }
+  InFlightDiagnostic error(StringRef key) const { return emitError(loc(key)); }
 
   /// The first of `names` present with a non-null value (aliases must
   /// agree). Sets `found` to the key it came from.
@@ -221,8 +219,8 @@ std::string getModelName(std::optional<std::string> nameOrPath,
     raw = llvm::sys::path::filename(StringRef(*nameOrPath).rtrim("/")).str();
   if (raw.empty()) {
     raw = llvm::sys::path::stem(filename).str();
-    StringRef parent = llvm::sys::path::filename(
-        llvm::sys::path::parent_path(filename));
+    StringRef parent =
+        llvm::sys::path::filename(llvm::sys::path::parent_path(filename));
     if (raw == "config" && !parent.empty() && parent != ".")
       raw = parent.str();
   }
@@ -245,8 +243,7 @@ struct ImportedConfig {
 };
 
 FailureOr<ImportedConfig> readConfig(const ConfigReader &reader,
-                                     StringRef filename,
-                                     MLIRContext *context) {
+                                     StringRef filename, MLIRContext *context) {
   ImportedConfig config;
   auto modelType = reader.optionalString({"model_type"});
   if (failed(modelType))
@@ -345,9 +342,9 @@ FailureOr<ImportedConfig> readConfig(const ConfigReader &reader,
                          "Hugging Face's default for " + family.name);
   }
   if (!config.headDim && config.hidden % config.heads != 0) {
-    reader.error(hiddenKey) << "key '" << hiddenKey << "' = " << config.hidden
-                            << " is not divisible by key '" << headsKey
-                            << "' = " << config.heads;
+    reader.error(hiddenKey)
+        << "key '" << hiddenKey << "' = " << config.hidden
+        << " is not divisible by key '" << headsKey << "' = " << config.heads;
     return failure();
   }
   if (config.heads % config.kvHeads != 0) {
@@ -370,8 +367,7 @@ FailureOr<ImportedConfig> readConfig(const ConfigReader &reader,
           << "missing required key '" << activationKey << "'";
       return failure();
     }
-    reader.remarkDefault(activationKey,
-                         "\"" + family.activationDefault + "\"",
+    reader.remarkDefault(activationKey, "\"" + family.activationDefault + "\"",
                          "Hugging Face's default for " + family.name);
   } else if (!llvm::is_contained(family.activations, **activation)) {
     reader.error(activationKey)
@@ -487,8 +483,9 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
         MlpKindAttr::get(context, family.mlp),
         family.bias ? builder.getUnitAttr() : UnitAttr());
   Value loss = OutputLayerOp::create(
-      builder, named("lm_head"), RankedTensorType::get({}, builder.getF32Type()),
-      x, size(config->vocab), NormKindAttr::get(context, family.norm),
+      builder, named("lm_head"),
+      RankedTensorType::get({}, builder.getF32Type()), x, size(config->vocab),
+      NormKindAttr::get(context, family.norm),
       config->tied ? builder.getUnitAttr() : UnitAttr());
   ReturnOp::create(builder, fileLoc, loss);
 

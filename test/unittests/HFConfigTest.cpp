@@ -1,7 +1,7 @@
 //===- HFConfigTest.cpp - Hugging Face config.json import -----------------===//
 
-#include "sluice/Analysis/LayerCost.h"
 #include "sluice/Import/HFConfig.h"
+#include "sluice/Analysis/LayerCost.h"
 #include "sluice/SluiceOps.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -37,7 +37,8 @@ protected:
   }
 
   ModelOp importExample(llvm::StringRef relativePath) {
-    std::string path = std::string(SLUICE_SOURCE_DIR) + "/" + relativePath.str();
+    std::string path =
+        std::string(SLUICE_SOURCE_DIR) + "/" + relativePath.str();
     auto buffer = llvm::MemoryBuffer::getFile(path);
     EXPECT_TRUE(bool(buffer)) << "cannot read " << path;
     if (!buffer)
@@ -138,7 +139,8 @@ TEST_F(HFConfigTest, GPT2SpellingAndDefaults) {
     "activation_function": "gelu_new", "model_type": "gpt2",
     "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_inner": null,
     "n_layer": 12, "n_positions": 1024, "vocab_size": 50257
-  })", "gpt2/config.json");
+  })",
+                         "gpt2/config.json");
   ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
   EXPECT_EQ(model.getSymName(), "gpt2");
   auto transformer = layers(model);
@@ -268,8 +270,8 @@ TEST_F(HFConfigTest, ErrorLocationPointsAtTheKey) {
     where = diag.getLocation();
     return success();
   });
-  EXPECT_FALSE(import("{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 0\n}",
-                      "x.json"));
+  EXPECT_FALSE(import(
+      "{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 0\n}", "x.json"));
   auto loc = dyn_cast<FileLineColLoc>(where);
   ASSERT_TRUE(loc);
   EXPECT_EQ(loc.getFilename(), "x.json");

@@ -48,8 +48,8 @@ TEST(LayerCost, GroupedQueryAndGatedMLP) {
   shape.mlp = MlpKind::swiglu;
   // q + k + v + o + gate/up/down + two RMSNorm weights (Llama-3-8B).
   EXPECT_EQ(getParameterCount(shape), 4096LL * 4096 + 2 * 4096LL * 1024 +
-                                          4096LL * 4096 +
-                                          3 * 4096LL * 14336 + 2 * 4096);
+                                          4096LL * 4096 + 3 * 4096LL * 14336 +
+                                          2 * 4096);
 }
 
 TEST(LayerCost, ForwardFlopsOfOneTokenByHand) {
@@ -77,8 +77,7 @@ TEST(LayerCost, SlicesAddUpToTheWholeSequence) {
 TEST(LayerCost, LaterSlicesOfEqualLengthCostMore) {
   TransformerShape shape = gptShape(256, 8);
   EXPECT_LT(getForwardFlops(shape, 128, 0), getForwardFlops(shape, 128, 128));
-  EXPECT_LT(getForwardFlops(shape, 128, 128),
-            getForwardFlops(shape, 128, 512));
+  EXPECT_LT(getForwardFlops(shape, 128, 128), getForwardFlops(shape, 128, 512));
 }
 
 class ModelFiguresTest : public ::testing::Test {
@@ -86,7 +85,8 @@ protected:
   ModelFiguresTest() { context.loadDialect<SluiceDialect>(); }
 
   ModelOp loadConfig(llvm::StringRef relativePath, int64_t seqLen) {
-    std::string path = std::string(SLUICE_SOURCE_DIR) + "/" + relativePath.str();
+    std::string path =
+        std::string(SLUICE_SOURCE_DIR) + "/" + relativePath.str();
     auto buffer = llvm::MemoryBuffer::getFile(path);
     EXPECT_TRUE(bool(buffer)) << path;
     module = importHFConfig((*buffer)->getBuffer(), path, &context);
@@ -164,9 +164,9 @@ TEST_F(ModelFiguresTest, NoTransformerLayerMeansNoRatio) {
     })mlir");
   ModelSummary summary = summarizeModel(model);
   EXPECT_FALSE(summary.outputToTransformerParams);
-  EXPECT_EQ(toJSON(summary).getAsObject()->get("output_to_transformer_flops")
-                ->kind(),
-            llvm::json::Value::Null);
+  EXPECT_EQ(
+      toJSON(summary).getAsObject()->get("output_to_transformer_flops")->kind(),
+      llvm::json::Value::Null);
 }
 
 } // namespace

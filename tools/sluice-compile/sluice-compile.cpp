@@ -38,17 +38,20 @@ enum class EmitKind { None, Model };
 
 cl::OptionCategory category("sluice-compile options");
 
-cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.mlir | config.json>"),
+cl::opt<std::string> modelPath(cl::Positional,
+                               cl::desc("<model.mlir | config.json>"),
                                cl::Required, cl::cat(category));
 cl::opt<int64_t> seqLen("seq-len", cl::desc("Override the sequence length"),
                         cl::init(0), cl::value_desc("S"), cl::cat(category));
 cl::opt<int64_t> microBatch("micro-batch",
                             cl::desc("Override the micro-batch size"),
-                            cl::init(0), cl::value_desc("B"), cl::cat(category));
-cl::opt<EmitKind> emit(
-    "emit", cl::desc("IR to print"), cl::init(EmitKind::None),
-    cl::values(clEnumValN(EmitKind::Model, "model", "the model-level module")),
-    cl::cat(category));
+                            cl::init(0), cl::value_desc("B"),
+                            cl::cat(category));
+cl::opt<EmitKind> emit("emit", cl::desc("IR to print"),
+                       cl::init(EmitKind::None),
+                       cl::values(clEnumValN(EmitKind::Model, "model",
+                                             "the model-level module")),
+                       cl::cat(category));
 cl::opt<bool> summary("summary",
                       cl::desc("Print parameters and FLOPs per layer kind"),
                       cl::cat(category));
@@ -157,7 +160,8 @@ int main(int argc, char **argv) {
     return 1;
   auto models = llvm::to_vector(module->getOps<ModelOp>());
   if (models.size() != 1)
-    return fail("'" + modelPath + "' must hold exactly one sluice.model, found " +
+    return fail("'" + modelPath +
+                "' must hold exactly one sluice.model, found " +
                 llvm::Twine(models.size()));
   ModelOp model = models.front();
 
@@ -171,8 +175,7 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
-  bool wantSummary = summary || !reportPath.empty() ||
-                     emit == EmitKind::None;
+  bool wantSummary = summary || !reportPath.empty() || emit == EmitKind::None;
   if (emit == EmitKind::Model) {
     std::string errorMessage;
     auto output = openOutputFile(outputPath, &errorMessage);
@@ -191,8 +194,8 @@ int main(int argc, char **argv) {
   if (!reportPath.empty()) {
     // writeToOutput writes a temporary file and renames it: a reader never
     // sees half a report, and an old report survives a failed run.
-    if (llvm::Error error = llvm::writeToOutput(
-            reportPath, [&](llvm::raw_ostream &os) {
+    if (llvm::Error error =
+            llvm::writeToOutput(reportPath, [&](llvm::raw_ostream &os) {
               os << llvm::formatv("{0:2}", toJSON(figures)) << "\n";
               return llvm::Error::success();
             }))

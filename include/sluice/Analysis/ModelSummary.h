@@ -1,4 +1,5 @@
-//===- ModelSummary.h - Per-layer-kind parameter and FLOP summary -*- C++ -*-===//
+//===- ModelSummary.h - Per-layer-kind parameter and FLOP summary -*- C++
+//-*-===//
 //
 // The analysis behind `sluice-compile --summary`: per layer kind, parameters
 // and forward FLOPs per token, and how the vocabulary layers compare with
