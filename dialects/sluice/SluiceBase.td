@@ -154,4 +154,45 @@ def Sluice_MlpKindAttr : EnumAttr<Sluice_Dialect, Sluice_MlpKind, "mlp"> {
   }];
 }
 
+def Sluice_PlacementKind : I32EnumAttr<"PlacementKind",
+    "how pipeline stages are assigned to devices", [
+  I32EnumAttrCase<"loop", 0>,
+  I32EnumAttrCase<"interleaved", 1>,
+  I32EnumAttrCase<"vshape", 2>
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+def Sluice_PlacementKindAttr : EnumAttr<Sluice_Dialect, Sluice_PlacementKind,
+                                        "placement"> {
+  let summary = "stage-to-device placement";
+  let description = [{
+    With `p` devices and `v` chunks per device, stage `i` of `p * v` sits on
+    device `i` (`loop`, one chunk: 1F1B), device `i mod p` (`interleaved`,
+    Megatron's interleaved 1F1B) or, for `v = 2`, device `i` for `i < p` and
+    `2p - 1 - i` otherwise (`vshape`: ZB-V, V-Half, V-Min).
+  }];
+}
+
+def Sluice_StreamKind : I32EnumAttr<"StreamKind",
+    "the device stream an instruction runs on", [
+  I32EnumAttrCase<"compute", 0>,
+  I32EnumAttrCase<"comm", 1>,
+  I32EnumAttrCase<"vocab", 2>
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+def Sluice_StreamKindAttr : EnumAttr<Sluice_Dialect, Sluice_StreamKind,
+                                     "stream"> {
+  let summary = "execution stream";
+  let description = [{
+    `compute` runs passes; `comm` carries pipeline sends and receives so they
+    overlap compute; `vocab` is the high-priority stream of the vocabulary
+    collectives (papers/vocabulary-parallelism.txt §6.1).
+  }];
+}
+
 #endif // SLUICE_BASE_TD

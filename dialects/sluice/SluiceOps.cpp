@@ -46,14 +46,21 @@ static LogicalResult verifyActivationType(Operation *op, StringRef what,
 // ModelOp
 //===----------------------------------------------------------------------===//
 
+/// The ops of kind OpTy anywhere in `model`, stages included, in order.
+template <typename OpTy> static SmallVector<OpTy> collectOps(ModelOp model) {
+  SmallVector<OpTy> ops;
+  model.getBody().walk([&](OpTy op) { ops.push_back(op); });
+  return ops;
+}
+
 EmbeddingOp ModelOp::getEmbedding() {
-  auto range = getBody().getOps<EmbeddingOp>();
-  return range.empty() ? EmbeddingOp() : *range.begin();
+  auto ops = collectOps<EmbeddingOp>(*this);
+  return ops.empty() ? EmbeddingOp() : ops.front();
 }
 
 OutputLayerOp ModelOp::getOutputLayer() {
-  auto range = getBody().getOps<OutputLayerOp>();
-  return range.empty() ? OutputLayerOp() : *range.begin();
+  auto ops = collectOps<OutputLayerOp>(*this);
+  return ops.empty() ? OutputLayerOp() : ops.front();
 }
 
 int64_t ModelOp::getHidden() {
@@ -81,7 +88,7 @@ LogicalResult ModelOp::verify() {
 /// Reports the second op of a kind that must be unique.
 template <typename OpTy>
 static LogicalResult verifyExactlyOne(ModelOp model, StringRef kind) {
-  auto ops = llvm::to_vector(model.getBody().getOps<OpTy>());
+  auto ops = collectOps<OpTy>(model);
   if (ops.empty())
     return model.emitOpError("has no ") << kind;
   if (ops.size() > 1)
@@ -90,6 +97,42 @@ static LogicalResult verifyExactlyOne(ModelOp model, StringRef kind) {
         .append(kind)
         .attachNote(ops[0].getLoc())
         .append("first ", kind, " is here");
+  return success();
+}
+
+SmallVector<StageOp> mlir::sluice::getStages(ModelOp model) {
+  return llvm::to_vector(model.getBody().getOps<StageOp>());
+}
+
+/// Checks that `layer` reads `input` (the activation before it; null
+/// before the embedding) and carries an activation of the model's type.
+static LogicalResult verifyLayerLink(ModelOp model, Operation *layer,
+                                     Operation *previous, Value input) {
+  if (!isa<EmbeddingOp, TransformerLayerOp, OutputLayerOp>(layer))
+    return layer->emitOpError("is not a model-level layer and cannot appear "
+                              "in a sluice.model");
+  if (isa_and_nonnull<OutputLayerOp>(previous))
+    return layer->emitOpError("comes after the model's sluice.output_layer")
+        .attachNote(previous->getLoc())
+        .append("output layer is here");
+  if (input && layer->getOperand(0) != input) {
+    InFlightDiagnostic diag = layer->emitOpError(
+        "input does not chain: it is not the result of the preceding layer");
+    if (previous)
+      diag.attachNote(previous->getLoc()).append("preceding layer is here");
+    return diag;
+  }
+  if (isa<OutputLayerOp>(layer))
+    return success();
+  RankedTensorType expected = model.getActivationType();
+  Type actual = layer->getResult(0).getType();
+  if (actual != expected)
+    return layer->emitOpError("activation type ")
+           << actual << " does not chain: expected " << expected
+           << " (micro_batch = " << model.getMicroBatch()
+           << ", seq_len = " << model.getSeqLen()
+           << ", hidden = " << model.getHidden()
+           << ", dtype = " << model.getDtype() << ")";
   return success();
 }
 
@@ -104,40 +147,54 @@ LogicalResult ModelOp::verifyRegions() {
                        "and labels are implicit, got ")
            << args;
 
-  EmbeddingOp embedding = getEmbedding();
-  OutputLayerOp output = getOutputLayer();
-  RankedTensorType expected = getActivationType();
-
-  // The layers form one chain in block order: embedding, transformer
-  // layers, output layer; each consumes exactly the activation before it.
-  // Without block arguments nothing but the embedding can come first, and
-  // only the output layer yields the tensor<f32> that sluice.return takes.
-  Operation *previous = nullptr;
+  // The layers form one chain: embedding, transformer layers, output layer;
+  // each consumes exactly the activation before it. Without block arguments
+  // nothing but the embedding can come first, and only the output layer
+  // yields the tensor<f32> that sluice.return takes. At the partitioned
+  // level the chain runs through stages: a stage's first layer reads the
+  // stage's block argument, which carries the previous stage's result.
+  bool staged = !getStages(*this).empty();
+  Operation *previousLayer = nullptr;
+  StageOp previousStage;
   for (Operation &op : getBody().front()) {
     if (isa<ReturnOp>(op))
       break;
-    if (!isa<EmbeddingOp, TransformerLayerOp, OutputLayerOp>(op))
-      return op.emitOpError("is not a model-level layer and cannot appear "
-                            "in a sluice.model");
-    if (previous && isa<OutputLayerOp>(previous))
-      return op.emitOpError("comes after the model's sluice.output_layer")
-          .attachNote(previous->getLoc())
-          .append("output layer is here");
-    if (previous && op.getOperand(0) != previous->getResult(0))
-      return op
-          .emitOpError("input does not chain: it is not the result of "
-                       "the preceding layer")
-          .attachNote(previous->getLoc())
-          .append("preceding layer is here");
-    if (!isa<OutputLayerOp>(op) && op.getResult(0).getType() != expected)
-      return op.emitOpError("activation type ")
-             << op.getResult(0).getType() << " does not chain: expected "
-             << expected << " (micro_batch = " << getMicroBatch()
-             << ", seq_len = " << getSeqLen() << ", hidden = " << getHidden()
-             << ", dtype = " << getDtype() << ")";
-    previous = &op;
+    if (staged && !isa<StageOp>(op))
+      return op.emitOpError("cannot appear beside sluice.stage ops in a "
+                            "partitioned model");
+    auto stage = dyn_cast<StageOp>(op);
+    if (!stage) {
+      Value input = previousLayer ? previousLayer->getResult(0) : Value();
+      if (failed(verifyLayerLink(*this, &op, previousLayer, input)))
+        return failure();
+      previousLayer = &op;
+      continue;
+    }
+    if (previousStage && (stage.getInputs().size() != 1 ||
+                          stage.getInputs()[0] != previousStage.getResult(0)))
+      return stage
+          .emitOpError("input does not chain: it is not the result of the "
+                       "preceding stage")
+          .attachNote(previousStage.getLoc())
+          .append("preceding stage is here");
+    if (!previousStage && !stage.getInputs().empty())
+      return stage.emitOpError("is the first stage and must take no input");
+    Value carried = stage.getBody().getNumArguments()
+                        ? stage.getBody().getArgument(0)
+                        : Value();
+    bool first = true;
+    for (Operation *layer : stage.getLayers()) {
+      Value input = first ? carried : previousLayer->getResult(0);
+      if (failed(verifyLayerLink(*this, layer, previousLayer, input)))
+        return failure();
+      previousLayer = layer;
+      first = false;
+    }
+    previousStage = stage;
   }
 
+  EmbeddingOp embedding = getEmbedding();
+  OutputLayerOp output = getOutputLayer();
   if (std::optional<int64_t> positions = embedding.getPositions();
       positions && getSeqLen() > *positions)
     return emitOpError("'seq_len' = ")
@@ -220,6 +277,156 @@ LogicalResult OutputLayerOp::verify() {
   if (getVocab() < 1)
     return emitOpError("'vocab' must be at least 1, got ") << getVocab();
   return verifyActivationType(*this, "input", getInput().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// StageOp
+//===----------------------------------------------------------------------===//
+
+SmallVector<Operation *> StageOp::getLayers() {
+  SmallVector<Operation *> layers;
+  for (Operation &op : getBody().front())
+    if (!isa<YieldOp>(op))
+      layers.push_back(&op);
+  return layers;
+}
+
+int64_t StageOp::getNumTransformerLayers() {
+  return llvm::range_size(getBody().getOps<TransformerLayerOp>());
+}
+
+LogicalResult StageOp::verify() {
+  if (getDevice() < 0)
+    return emitOpError("'device' must be non-negative, got ") << getDevice();
+  if (getChunk() < 0)
+    return emitOpError("'chunk' must be non-negative, got ") << getChunk();
+  if (getInputs().size() > 1)
+    return emitOpError("takes at most one activation, got ")
+           << getInputs().size();
+  std::optional<ArrayAttr> passes = getPasses();
+  std::optional<ArrayRef<double>> flops = getFlops();
+  if (flops && (!passes || passes->size() != flops->size()))
+    return emitOpError("'flops' must give one value per pass, got ")
+           << flops->size() << " for " << (passes ? passes->size() : 0)
+           << " passes";
+  return success();
+}
+
+LogicalResult StageOp::verifyRegions() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size() ||
+      llvm::any_of(
+          llvm::zip(body.getArgumentTypes(), getInputs().getTypes()),
+          [](auto pair) { return std::get<0>(pair) != std::get<1>(pair); }))
+    return emitOpError("block arguments must match the stage's inputs");
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("must end in sluice.yield");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return yield.emitOpError("yields ")
+           << yield.getValues().size()
+           << " values whose types differ from the stage's results";
+  SmallVector<Operation *> layers = getLayers();
+  if (layers.empty())
+    return emitOpError("holds no layer");
+  if (yield.getValues().size() != 1 ||
+      yield.getValues()[0] != layers.back()->getResult(0))
+    return yield.emitOpError("must yield the result of the stage's last layer");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Program level
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramOp::verify() {
+  if (getDevices() < 1)
+    return emitOpError("'devices' must be positive, got ") << getDevices();
+  if (getMicrobatches() < 1)
+    return emitOpError("'microbatches' must be positive, got ")
+           << getMicrobatches();
+  if (getSlices() < 1)
+    return emitOpError("'slices' must be positive, got ") << getSlices();
+  SmallVector<DeviceOp> seen(getDevices());
+  for (Operation &op : getBody().front()) {
+    auto device = dyn_cast<DeviceOp>(op);
+    if (!device)
+      return op.emitOpError("cannot appear in a sluice.program: only "
+                            "sluice.device regions can");
+    int64_t index = device.getIndex();
+    if (index < 0 || index >= getDevices())
+      return device.emitOpError("index ")
+             << index << " is outside the program's " << getDevices()
+             << " devices";
+    if (seen[index])
+      return device.emitOpError("duplicates device ")
+          .append(index)
+          .attachNote(seen[index].getLoc())
+          .append("first device ", index, " is here");
+    seen[index] = device;
+  }
+  for (auto [index, device] : llvm::enumerate(seen))
+    if (!device)
+      return emitOpError("has no sluice.device ") << index;
+  return success();
+}
+
+/// Instructions of every kind name a microbatch and a slice, and those are
+/// indices.
+template <typename OpTy> static LogicalResult verifyInstrIndices(OpTy op) {
+  if (op.getMb() < 0)
+    return op.emitOpError("'mb' must be non-negative, got ") << op.getMb();
+  if (op.getSlice() < 0)
+    return op.emitOpError("'slice' must be non-negative, got ")
+           << op.getSlice();
+  return success();
+}
+
+/// The device whose region holds `op`.
+static int64_t getOwnDevice(Operation *op) {
+  return op->getParentOfType<DeviceOp>().getIndex();
+}
+
+LogicalResult ExecOp::verify() { return verifyInstrIndices(*this); }
+
+LogicalResult SendOp::verify() {
+  if (failed(verifyInstrIndices(*this)))
+    return failure();
+  if (getTo() < 0 || getTo() == getOwnDevice(*this))
+    return emitOpError("'to' = ") << getTo() << " is not another device";
+  return success();
+}
+
+LogicalResult RecvOp::verify() {
+  if (failed(verifyInstrIndices(*this)))
+    return failure();
+  if (getFrom() < 0 || getFrom() == getOwnDevice(*this))
+    return emitOpError("'from' = ") << getFrom() << " is not another device";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// custom<PassKind>: the bare pass letter in instruction syntax
+//===----------------------------------------------------------------------===//
+
+/// Instructions are printed by the hundred thousand; `F` reads better than
+/// `#sluice.pass<F>` there.
+static ParseResult parsePassKind(OpAsmParser &parser, PassKindAttr &kind) {
+  StringRef keyword;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<PassKind> value = symbolizePassKind(keyword);
+  if (!value)
+    return parser.emitError(loc, "unknown pass kind '")
+           << keyword << "' (expected F, B, W, BW, S, T, IF or IB)";
+  kind = PassKindAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+static void printPassKind(OpAsmPrinter &printer, Operation *,
+                          PassKindAttr kind) {
+  printer << stringifyPassKind(kind.getValue());
 }
 
 #define GET_OP_CLASSES

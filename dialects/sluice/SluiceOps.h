@@ -15,4 +15,9 @@
 #define GET_OP_CLASSES
 #include "sluice/SluiceOps.h.inc"
 
+namespace mlir::sluice {
+/// The pipeline stages of `model` in chain order; empty at the model level.
+SmallVector<StageOp> getStages(ModelOp model);
+} // namespace mlir::sluice
+
 #endif // SLUICE_SLUICEOPS_H

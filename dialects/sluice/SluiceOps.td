@@ -31,7 +31,7 @@ class Sluice_LayerOp<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 def Sluice_ModelOp : Sluice_Op<"model", [
-    Symbol, IsolatedFromAbove, SingleBlock]> {
+    Symbol, SymbolTable, IsolatedFromAbove, SingleBlock]> {
   let summary = "a transformer language model trained on one microbatch shape";
   let description = [{
     The root of the model level. The single block holds exactly one
@@ -47,6 +47,9 @@ def Sluice_ModelOp : Sluice_Op<"model", [
 
     Every activation has type
     `tensor<micro_batch x seq_len x hidden x dtype>`; the verifier checks it.
+
+    After `sluice-partition-stages` the layers sit inside `sluice.stage`
+    ops, chained the same way; the model then is the partitioned level.
 
     ```mlir
     sluice.model @tiny {seq_len = 16, micro_batch = 2, dtype = f32} {
@@ -184,6 +187,215 @@ def Sluice_OutputLayerOp : Sluice_LayerOp<"output_layer"> {
   let assemblyFormat = [{
     $input ` ` `{` `vocab` `=` $vocab `,` `norm` `=` `` $norm (`,` `tied` $tied^)? `}`
     attr-dict `:` type($input) `->` type($loss)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Partitioned level
+//===----------------------------------------------------------------------===//
+
+def Sluice_StageOp : Sluice_Op<"stage", [
+    Symbol, IsolatedFromAbove, SingleBlock, HasParent<"ModelOp">]> {
+  let summary = "consecutive layers that one device runs as one pipeline stage";
+  let description = [{
+    Groups consecutive layers of a model into a pipeline stage placed on
+    `device`, as its `chunk`-th chunk (interleaved and V-shape placements
+    give a device several chunks). The stage takes the previous stage's
+    activation as its block argument and yields its own; the first stage
+    (with the embedding) takes none and the last (with the output layer)
+    yields the loss.
+
+    `sluice-split-passes` records the passes the schedule places for the
+    stage: `passes` (F, B, W when the backward is split, F and BW
+    otherwise), their forward-equivalent `flops` per microbatch in the same
+    order, and `activation_bytes`, the activations one microbatch keeps
+    alive from its F until its B (or BW).
+
+    ```mlir
+    %a = sluice.stage @s0 device 0 chunk 0 -> tensor<1x16x32xf32> {
+      %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>
+      %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 128,
+             norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+      sluice.yield %x : tensor<1x16x32xf32>
+    }
+    %loss = sluice.stage @s1 device 1 chunk 0 (%a : tensor<1x16x32xf32>)
+        -> tensor<f32> attributes {activation_bytes = 40960 : i64,
+        flops = array<f64: 1.0e+06, 1.0e+06, 1.0e+06>,
+        passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>]} {
+    ^bb0(%in: tensor<1x16x32xf32>):
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Sluice_SizeAttr:$device,
+                       Sluice_SizeAttr:$chunk,
+                       Variadic<AnyRankedTensor>:$inputs,
+                       OptionalAttr<TypedArrayAttrBase<Sluice_PassKindAttr,
+                                    "pass kinds">>:$passes,
+                       OptionalAttr<DenseF64ArrayAttr>:$flops,
+                       OptionalAttr<Sluice_SizeAttr>:$activation_bytes);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `device` $device `chunk` $chunk
+    (`(` $inputs^ `:` type($inputs) `)`)? `->` type($results)
+    attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The layer ops of the stage, in order (the yield excluded).
+    SmallVector<Operation *> getLayers();
+    /// The number of transformer layers in the stage.
+    int64_t getNumTransformerLayers();
+  }];
+}
+
+def Sluice_YieldOp : Sluice_Op<"yield", [
+    Pure, Terminator, ReturnLike, HasParent<"StageOp">]> {
+  let summary = "yields a stage's activation (or the loss)";
+  let description = [{
+    Terminates a `sluice.stage`.
+
+    ```mlir
+    sluice.yield %x : tensor<1x16x32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Program level
+//===----------------------------------------------------------------------===//
+
+def Sluice_ProgramOp : Sluice_Op<"program", [
+    Symbol, IsolatedFromAbove, SingleBlock, NoTerminator]> {
+  let summary = "one ordered instruction list per pipeline device";
+  let description = [{
+    The output of `sluice-schedule`: for the partitioned model `model`, one
+    `sluice.device` region per device, each holding the exact order in
+    which that device's runtime issues its instructions for one training
+    step of `microbatches` microbatches, each cut into `slices` token
+    slices. `schedule` names the schedule that produced it.
+
+    ```mlir
+    sluice.program @plan for @gpt {devices = 2, microbatches = 1, slices = 1,
+                                   schedule = "1f1b"} {
+      sluice.device 0 {
+        sluice.exec F @s0 {mb = 0, slice = 0}
+        sluice.send F @s0 {mb = 0, slice = 0} to 1
+        sluice.recv BW @s1 {mb = 0, slice = 0} from 1
+        sluice.exec BW @s0 {mb = 0, slice = 0}
+      }
+      sluice.device 1 {
+        sluice.recv F @s0 {mb = 0, slice = 0} from 0
+        sluice.exec F @s1 {mb = 0, slice = 0}
+        sluice.exec BW @s1 {mb = 0, slice = 0}
+        sluice.send BW @s1 {mb = 0, slice = 0} to 0
+      }
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$model,
+                       Sluice_SizeAttr:$devices, Sluice_SizeAttr:$microbatches,
+                       Sluice_SizeAttr:$slices, StrAttr:$schedule);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `for` $model ` ` `{` `devices` `=` $devices `,`
+    `microbatches` `=` $microbatches `,` `slices` `=` $slices `,`
+    `schedule` `=` $schedule `}` attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Sluice_DeviceOp : Sluice_Op<"device", [
+    SingleBlock, NoTerminator, HasParent<"ProgramOp">]> {
+  let summary = "the instruction list of one device";
+  let description = [{
+    Holds, in execution order, the `sluice.exec`, `sluice.send` and
+    `sluice.recv` instructions of device `index`.
+
+    ```mlir
+    sluice.device 1 {
+      sluice.recv F @s0 {mb = 0, slice = 0} from 0
+      sluice.exec F @s1 {mb = 0, slice = 0}
+    }
+    ```
+  }];
+  let arguments = (ins Sluice_SizeAttr:$index);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$index attr-dict-with-keyword $body";
+}
+
+// Instructions name a unit of work by (pass, stage, microbatch, slice); a
+// send or receive names the unit whose result it carries, which is also the
+// key that matches the two.
+class Sluice_InstrOp<string mnemonic, list<Trait> traits = []>
+    : Sluice_Op<mnemonic, traits # [HasParent<"DeviceOp">]> {
+  let hasVerifier = 1;
+}
+
+def Sluice_ExecOp : Sluice_InstrOp<"exec"> {
+  let summary = "runs one pass of a stage for one microbatch slice";
+  let description = [{
+    Runs pass `kind` of stage `stage` for microbatch `mb`, token slice
+    `slice`, on the device's compute stream.
+
+    ```mlir
+    sluice.exec W @s3 {mb = 5, slice = 0}
+    ```
+  }];
+  let arguments = (ins Sluice_PassKindAttr:$kind, FlatSymbolRefAttr:$stage,
+                       Sluice_SizeAttr:$mb, Sluice_SizeAttr:$slice);
+  let assemblyFormat = [{
+    custom<PassKind>($kind) $stage ` ` `{` `mb` `=` $mb `,` `slice` `=` $slice
+    `}` attr-dict
+  }];
+}
+
+def Sluice_SendOp : Sluice_InstrOp<"send"> {
+  let summary = "sends the result of a pass to another device";
+  let description = [{
+    Sends the activation (after F) or gradient (after B or BW) produced by
+    pass `kind` of `stage` for microbatch `mb`, slice `slice`, to device
+    `to`, on `stream` (the communication stream unless said). Non-blocking:
+    the runtime waits for it only before reusing the buffer.
+
+    ```mlir
+    sluice.send F @s0 {mb = 0, slice = 0} to 1
+    ```
+  }];
+  let arguments = (ins Sluice_PassKindAttr:$kind, FlatSymbolRefAttr:$stage,
+                       Sluice_SizeAttr:$mb, Sluice_SizeAttr:$slice,
+                       Sluice_SizeAttr:$to,
+                       DefaultValuedAttr<Sluice_StreamKindAttr,
+                                         "StreamKind::comm">:$stream);
+  let assemblyFormat = [{
+    custom<PassKind>($kind) $stage ` ` `{` `mb` `=` $mb `,` `slice` `=` $slice
+    `}` `to` $to (`on` $stream^)? attr-dict
+  }];
+}
+
+def Sluice_RecvOp : Sluice_InstrOp<"recv"> {
+  let summary = "receives the result of a pass from another device";
+  let description = [{
+    Receives what the matching `sluice.send` (same pass, stage, microbatch
+    and slice) on device `from` sends. The device's instruction stream waits
+    here until the data has arrived.
+
+    ```mlir
+    sluice.recv F @s0 {mb = 0, slice = 0} from 0
+    ```
+  }];
+  let arguments = (ins Sluice_PassKindAttr:$kind, FlatSymbolRefAttr:$stage,
+                       Sluice_SizeAttr:$mb, Sluice_SizeAttr:$slice,
+                       Sluice_SizeAttr:$from,
+                       DefaultValuedAttr<Sluice_StreamKindAttr,
+                                         "StreamKind::comm">:$stream);
+  let assemblyFormat = [{
+    custom<PassKind>($kind) $stage ` ` `{` `mb` `=` $mb `,` `slice` `=` $slice
+    `}` `from` $from (`on` $stream^)? attr-dict
   }];
 }
 
