@@ -1,0 +1,123 @@
+//===- CostModel.h - How long passes take, how much they keep ---*- C++ -*-===//
+//
+// Three cost models, chosen by a spec string (`--costs`):
+//
+//  * `unit`: F = B = W = 1 and BW = 2 per device per microbatch, divided
+//    evenly over the device's chunks and the microbatch's token slices;
+//    vocabulary and input-layer passes and transfers cost 0. This is the
+//    model under which the papers' bubble and memory formulas are exact.
+//  * explicit, `F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1`: the same scaling with
+//    the given per-device-per-microbatch costs (BW defaults to B + W).
+//  * analytic, `a100`, `h100`, `v100`: FLOPs of the stage's layers for the
+//    slice's tokens and prefix (LayerCost.h) over the hardware's achievable
+//    FLOP/s; a transfer costs latency + bytes / bandwidth. Times are in
+//    seconds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_ANALYSIS_COSTMODEL_H
+#define SLUICE_ANALYSIS_COSTMODEL_H
+
+#include "sluice/Analysis/LayerCost.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::sluice {
+
+/// A GPU and its pipeline link, as the analytic model sees it.
+struct HardwareProfile {
+  llvm::StringLiteral name;
+  /// Dense bf16/fp16 tensor-core peak, FLOP/s.
+  double peakFlops;
+  /// Fraction of the peak a well-tuned transformer layer reaches.
+  double efficiency;
+  /// Point-to-point bandwidth between pipeline neighbours, bytes/s.
+  double linkBandwidth;
+  /// Per-message latency, seconds.
+  double linkLatency;
+};
+
+llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
+
+/// What one pipeline stage holds, as far as costs are concerned.
+struct StageProfile {
+  std::vector<TransformerShape> layers;
+  bool hasEmbedding = false;
+  bool hasOutput = false;
+  int64_t vocab = 0;
+  int64_t hidden = 0;
+  int64_t seqLen = 0;
+  int64_t microBatch = 1;
+  int64_t dtypeBytes = 2;
+  /// Parameters the stage holds (a tied table counted on both ends).
+  int64_t params = 0;
+
+  static StageProfile get(StageOp stage, ModelOp model);
+
+  /// Forward FLOPs of `tokens` tokens after `prefix` tokens of context, for
+  /// the whole microbatch.
+  double getForwardFlops(int64_t tokens, int64_t prefix) const;
+  /// FLOPs of a pass: B is the input gradient (the forward's matmuls once
+  /// more, attention twice), W the weight gradient (the matmuls once), BW
+  /// both. Embedding lookups and their scatter are not FLOPs.
+  double getPassFlops(PassKind kind, int64_t tokens, int64_t prefix) const;
+  /// Bytes kept from F until B for `tokens` tokens of the microbatch:
+  /// what autograd saves without recomputation, with flash attention (no
+  /// s x s scores): norm and projection inputs, Q, K, V, the attention
+  /// output, the MLP's pre- and post-activation tensors, the softmax
+  /// statistics in fp32, and the output layer's fp32 logits.
+  double getActivationBytes(int64_t tokens) const;
+  /// Bytes of the activation (or gradient) a stage sends per slice.
+  int64_t getMessageBytes(int64_t tokens) const {
+    return tokens * microBatch * hidden * dtypeBytes;
+  }
+};
+
+class CostModel {
+public:
+  enum class Kind { Unit, Explicit, Analytic };
+
+  /// Parses `unit`, a hardware name, or `KIND=cost,...,comm=cost`. On
+  /// failure `error` names the offending entry.
+  static std::optional<CostModel> parse(llvm::StringRef spec,
+                                        std::string &error);
+
+  Kind getKind() const { return kind; }
+  /// The hardware of an analytic model, null otherwise.
+  const HardwareProfile *getHardware() const { return hardware; }
+  /// "s" for analytic models (seconds), "unit" otherwise.
+  llvm::StringRef getTimeUnit() const {
+    return kind == Kind::Analytic ? "s" : "unit";
+  }
+  const std::string &getSpec() const { return spec; }
+
+  /// Duration of pass `kind` of a stage over `tokens` tokens after
+  /// `prefix`, on a device with `chunks` chunks, microbatches cut into
+  /// `slices` slices.
+  double getComputeTime(const StageProfile &stage, PassKind pass,
+                        int64_t tokens, int64_t prefix, int chunks,
+                        int slices) const;
+  /// Duration of sending `bytes` to a pipeline neighbour.
+  double getTransferTime(int64_t bytes) const;
+
+private:
+  Kind kind = Kind::Unit;
+  std::string spec;
+  /// Per-device-per-microbatch cost of each PassKind (unit and explicit).
+  std::array<double, 8> perPass{};
+  double comm = 0;
+  const HardwareProfile *hardware = nullptr;
+};
+
+/// Token lengths of `slices` near-equal slices of `seqLen` tokens (the
+/// first ones one token longer when it does not divide).
+std::vector<int64_t> getUniformSlices(int64_t seqLen, int64_t slices);
+
+} // namespace mlir::sluice
+
+#endif // SLUICE_ANALYSIS_COSTMODEL_H

@@ -1,0 +1,69 @@
+//===- Simulator.h - Event simulation of per-device programs ----*- C++ -*-===//
+//
+// Executes a Program in time: each device issues its instructions in order;
+// passes run on its compute stream one after another, each as soon as its
+// inputs have arrived; a send occupies the sender's communication stream
+// from the end of the producing pass for the transfer's duration, so
+// communication overlaps compute; a receive only marks where the consumer
+// waits. Activation memory follows the order: a pass F allocates its
+// microbatch slice's activations, its B (or BW) frees them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_ANALYSIS_SIMULATOR_H
+#define SLUICE_ANALYSIS_SIMULATOR_H
+
+#include "sluice/Schedule/Pipeline.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace mlir::sluice {
+
+struct SimulationCosts {
+  /// Duration of a pass.
+  llvm::function_ref<double(const sched::Work &)> compute;
+  /// Duration of sending the result of a pass to the next device.
+  llvm::function_ref<double(const sched::Work &)> transfer;
+  /// Activations the forward pass `work` allocates, in microbatch units
+  /// (one microbatch's activations of 1/p of the transformer layers).
+  llvm::function_ref<double(const sched::Work &)> activationUnits;
+  /// The same in bytes.
+  llvm::function_ref<double(const sched::Work &)> activationBytes;
+};
+
+/// One span on a device's stream, for traces and timelines.
+struct TimelineEvent {
+  int device = 0;
+  StreamKind stream = StreamKind::compute;
+  sched::InstrKind kind = sched::InstrKind::Exec;
+  sched::Work work;
+  int peer = -1;
+  double start = 0;
+  double end = 0;
+};
+
+struct DeviceStatistics {
+  double busy = 0;
+  double idle = 0;
+  double peakActivationUnits = 0;
+  double peakActivationBytes = 0;
+};
+
+struct Simulation {
+  double stepTime = 0;
+  /// 1 - sum of busy time / (devices x step time).
+  double bubbleRatio = 0;
+  std::vector<DeviceStatistics> devices;
+  std::vector<TimelineEvent> events;
+};
+
+/// Simulates a verified program. Fails, saying where, only if the program
+/// cannot run to the end (which verification rules out).
+FailureOr<Simulation> simulate(const sched::Pipeline &pipeline,
+                               const sched::Program &program,
+                               const SimulationCosts &costs,
+                               std::string &error);
+
+} // namespace mlir::sluice
+
+#endif // SLUICE_ANALYSIS_SIMULATOR_H

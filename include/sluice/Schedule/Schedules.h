@@ -1,0 +1,77 @@
+//===- Schedules.h - The pipeline schedules Sluice generates ----*- C++ -*-===//
+//
+// Each schedule turns a Pipeline into per-device programs. The zero-bubble
+// and V-shape families (and 1F1B) are built from building blocks
+// (BuildingBlock.h); GPipe, TeraPipe, interleaved 1F1B and Seq1F1B follow
+// their papers' orders directly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_SCHEDULE_SCHEDULES_H
+#define SLUICE_SCHEDULE_SCHEDULES_H
+
+#include "sluice/Schedule/BuildingBlock.h"
+#include "sluice/Schedule/Pipeline.h"
+
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::sluice::sched {
+
+enum class ScheduleKind {
+  GPipe,
+  OneFOneB,
+  Interleaved1F1B,
+  ZBH1,
+  ZBH2,
+  ZBV,
+  VHalf,
+  VMin,
+  Seq1F1B,
+  Seq1F1BI,
+  TeraPipe,
+};
+
+/// What a schedule requires of the pipeline it runs.
+struct ScheduleInfo {
+  ScheduleKind kind;
+  llvm::StringLiteral name;
+  PlacementKind placement;
+  /// Runs B and W as separate passes.
+  bool splitBackward;
+  /// Accepts token slices (slices > 1).
+  bool sliced;
+  /// Chunks per device it places; 0 means any number from 2 up.
+  int chunks;
+  /// The microbatch count must be a multiple of the device count (with
+  /// slices: microbatches * slices must).
+  bool microbatchesMultipleOfDevices;
+  llvm::StringLiteral summary;
+};
+
+llvm::ArrayRef<ScheduleInfo> getSchedules();
+const ScheduleInfo *lookupSchedule(llvm::StringRef name);
+
+/// Why `pipeline` does not suit `schedule`, or "" if it does. The message
+/// names the offending value and what would be accepted.
+std::string checkPipeline(const ScheduleInfo &schedule,
+                          const Pipeline &pipeline);
+
+/// The schedules that accept a pipeline of this shape, for diagnostics.
+std::vector<llvm::StringRef>
+getAcceptingSchedules(int devices, int microbatches, int chunks, int slices);
+
+/// Builds the per-device programs. `durations` decide where W passes fill
+/// bubbles (unit costs reproduce the papers' figures). The pipeline must
+/// pass checkPipeline.
+FailureOr<Program> buildSchedule(const ScheduleInfo &schedule,
+                                 const Pipeline &pipeline,
+                                 const Durations &durations,
+                                 std::string &error);
+
+/// Unit durations: F = B = W = 1 and BW = 2 per device per microbatch,
+/// divided evenly over its chunks and slices; no transfer delay.
+double getUnitDuration(const Pipeline &pipeline, const Work &work);
+
+} // namespace mlir::sluice::sched
+
+#endif // SLUICE_SCHEDULE_SCHEDULES_H

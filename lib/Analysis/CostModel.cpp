@@ -1,0 +1,194 @@
+//===- CostModel.cpp - How long passes take, how much they keep -----------===//
+
+#include "sluice/Analysis/CostModel.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+// Peak dense tensor-core throughput from the vendors' data sheets; the
+// efficiency is the fraction Megatron-style training reaches on a whole
+// transformer layer (the vocabulary-parallelism paper's 1F1B baselines run
+// at 40-50% MFU on A100). Links are the inter-node network a pipeline
+// crosses: 200 Gb/s HDR InfiniBand for A100 clusters, 400 Gb/s NDR for
+// H100, and the 25 Gb/s network of AWS p3.16xlarge V100 nodes that
+// TeraPipe's evaluation used.
+static const HardwareProfile kProfiles[] = {
+    {"a100", 312e12, 0.50, 25e9, 10e-6},
+    {"h100", 989e12, 0.45, 50e9, 8e-6},
+    {"v100", 125e12, 0.40, 3.125e9, 30e-6},
+};
+
+llvm::ArrayRef<HardwareProfile> mlir::sluice::getHardwareProfiles() {
+  return kProfiles;
+}
+
+StageProfile StageProfile::get(StageOp stage, ModelOp model) {
+  StageProfile profile;
+  profile.hidden = model.getHidden();
+  profile.seqLen = model.getSeqLen();
+  profile.microBatch = model.getMicroBatch();
+  profile.dtypeBytes =
+      std::max<int64_t>(1, model.getDtype().getIntOrFloatBitWidth() / 8);
+  for (Operation *layer : stage.getLayers()) {
+    profile.params += getParameterCount(layer);
+    if (auto t = dyn_cast<TransformerLayerOp>(layer))
+      profile.layers.push_back(TransformerShape::get(t));
+    else if (auto e = dyn_cast<EmbeddingOp>(layer))
+      profile.hasEmbedding = true;
+    else if (auto o = dyn_cast<OutputLayerOp>(layer)) {
+      profile.hasOutput = true;
+      profile.vocab = o.getVocab();
+    }
+  }
+  return profile;
+}
+
+double StageProfile::getForwardFlops(int64_t tokens, int64_t prefix) const {
+  double flops = 0;
+  for (const TransformerShape &shape : layers)
+    flops += mlir::sluice::getForwardFlops(shape, tokens, prefix);
+  if (hasOutput)
+    flops += 2.0 * double(hidden) * double(vocab) * double(tokens);
+  return flops * double(microBatch);
+}
+
+double StageProfile::getPassFlops(PassKind kind, int64_t tokens,
+                                  int64_t prefix) const {
+  // Split each layer's forward into its matmul part and its attention part:
+  // the attention part has no weights, so W never repeats it and B does it
+  // twice (gradients of both operands of Q.K^T and P.V).
+  double forward = getForwardFlops(tokens, prefix);
+  double attention = 0;
+  for (const TransformerShape &shape : layers) {
+    double t = double(tokens);
+    attention += 4.0 * double(shape.heads * shape.headDim) *
+                 (t * double(prefix) + t * (t + 1.0) / 2.0);
+  }
+  attention *= double(microBatch);
+  double matmul = forward - attention;
+  switch (kind) {
+  case PassKind::F:
+    return forward;
+  case PassKind::B:
+    return matmul + 2.0 * attention;
+  case PassKind::W:
+    return matmul;
+  case PassKind::BW:
+    return 2.0 * matmul + 2.0 * attention;
+  default:
+    return 0;
+  }
+}
+
+double StageProfile::getActivationBytes(int64_t tokens) const {
+  double perToken = 0;
+  for (const TransformerShape &s : layers) {
+    double kept = 4.0 * double(s.hidden) +
+                  double((s.heads + 2 * s.kvHeads) * s.headDim) +
+                  double(s.heads * s.headDim) +
+                  double(s.ffn) * (s.mlp == MlpKind::gelu ? 2.0 : 3.0);
+    perToken += kept * double(dtypeBytes) + 4.0 * double(s.heads);
+  }
+  if (hasOutput)
+    perToken += 4.0 * double(vocab) + double(hidden * dtypeBytes);
+  return perToken * double(tokens) * double(microBatch);
+}
+
+std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
+                                          std::string &error) {
+  CostModel model;
+  model.spec = spec.str();
+  spec = spec.trim();
+  if (spec == "unit") {
+    model.kind = Kind::Unit;
+    model.perPass[size_t(PassKind::F)] = 1;
+    model.perPass[size_t(PassKind::B)] = 1;
+    model.perPass[size_t(PassKind::W)] = 1;
+    model.perPass[size_t(PassKind::BW)] = 2;
+    return model;
+  }
+  for (const HardwareProfile &profile : kProfiles)
+    if (spec == profile.name) {
+      model.kind = Kind::Analytic;
+      model.hardware = &profile;
+      return model;
+    }
+  if (!spec.contains('=')) {
+    llvm::SmallVector<llvm::StringRef> names{"unit"};
+    for (const HardwareProfile &profile : kProfiles)
+      names.push_back(profile.name);
+    error = llvm::formatv("unknown cost model '{0}' (expected {1}, or costs "
+                          "such as F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1)",
+                          spec, llvm::join(names, ", "))
+                .str();
+    return std::nullopt;
+  }
+  model.kind = Kind::Explicit;
+  bool haveBW = false;
+  llvm::SmallVector<llvm::StringRef> entries;
+  spec.split(entries, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef entry : entries) {
+    auto [key, text] = entry.split('=');
+    key = key.trim();
+    text = text.trim();
+    double value;
+    if (text.getAsDouble(value) || !std::isfinite(value)) {
+      error = llvm::formatv("cost '{0}' must be a number, got '{1}'", key, text)
+                  .str();
+      return std::nullopt;
+    }
+    if (value < 0) {
+      error =
+          llvm::formatv("cost '{0}' must be non-negative, got {1}", key, text)
+              .str();
+      return std::nullopt;
+    }
+    if (key == "comm") {
+      model.comm = value;
+      continue;
+    }
+    std::optional<PassKind> kind = symbolizePassKind(key);
+    if (!kind) {
+      error = llvm::formatv("unknown cost '{0}' (expected F, B, W, BW, S, T, "
+                            "IF, IB or comm)",
+                            key)
+                  .str();
+      return std::nullopt;
+    }
+    model.perPass[size_t(*kind)] = value;
+    haveBW |= *kind == PassKind::BW;
+  }
+  if (!haveBW)
+    model.perPass[size_t(PassKind::BW)] =
+        model.perPass[size_t(PassKind::B)] + model.perPass[size_t(PassKind::W)];
+  return model;
+}
+
+double CostModel::getComputeTime(const StageProfile &stage, PassKind pass,
+                                 int64_t tokens, int64_t prefix, int chunks,
+                                 int slices) const {
+  if (kind != Kind::Analytic)
+    return perPass[size_t(pass)] / double(chunks * slices);
+  return stage.getPassFlops(pass, tokens, prefix) /
+         (hardware->peakFlops * hardware->efficiency);
+}
+
+double CostModel::getTransferTime(int64_t bytes) const {
+  if (kind != Kind::Analytic)
+    return comm;
+  return hardware->linkLatency + double(bytes) / hardware->linkBandwidth;
+}
+
+std::vector<int64_t> mlir::sluice::getUniformSlices(int64_t seqLen,
+                                                    int64_t slices) {
+  std::vector<int64_t> lengths(slices, seqLen / slices);
+  for (int64_t i = 0; i < seqLen % slices; ++i)
+    ++lengths[i];
+  return lengths;
+}

@@ -1,0 +1,330 @@
+//===- Schedules.cpp - The pipeline schedules Sluice generates ------------===//
+
+#include "sluice/Schedule/Schedules.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::sluice;
+using namespace mlir::sluice::sched;
+
+static const ScheduleInfo kSchedules[] = {
+    {ScheduleKind::GPipe, "gpipe", PlacementKind::loop, false, false, 1, false,
+     "all forwards, then all backwards (Huang et al. 2019)"},
+    {ScheduleKind::OneFOneB, "1f1b", PlacementKind::loop, false, false, 1,
+     false, "one forward, one backward (Harlap et al. 2018)"},
+    {ScheduleKind::Interleaved1F1B, "interleaved-1f1b",
+     PlacementKind::interleaved, false, false, 0, true,
+     "Megatron's interleaved 1F1B over virtual chunks"},
+    {ScheduleKind::ZBH1, "zb-h1", PlacementKind::loop, true, false, 1, false,
+     "zero-bubble with 1F1B's memory: W fills the bubbles"},
+    {ScheduleKind::ZBH2, "zb-h2", PlacementKind::loop, true, false, 1, false,
+     "zero-bubble with up to 2p - 1 microbatches in flight"},
+    {ScheduleKind::ZBV, "zb-v", PlacementKind::vshape, true, false, 2, false,
+     "zero-bubble V-shape, at most p microbatches of activations"},
+    {ScheduleKind::VHalf, "v-half", PlacementKind::vshape, true, false, 2,
+     false, "V-shape with about half of 1F1B's activations"},
+    {ScheduleKind::VMin, "v-min", PlacementKind::vshape, true, false, 2, false,
+     "V-shape with about a third of 1F1B's activations"},
+    {ScheduleKind::Seq1F1B, "seq1f1b", PlacementKind::loop, false, true, 1,
+     false, "1F1B over token slices (Seq1F1B)"},
+    {ScheduleKind::Seq1F1BI, "seq1f1b-i", PlacementKind::interleaved, false,
+     true, 0, true, "interleaved 1F1B over token slices (Seq1F1B-I)"},
+    {ScheduleKind::TeraPipe, "terapipe", PlacementKind::loop, false, true, 1,
+     false, "GPipe over token slices (TeraPipe)"},
+};
+
+llvm::ArrayRef<ScheduleInfo> sched::getSchedules() { return kSchedules; }
+
+const ScheduleInfo *sched::lookupSchedule(llvm::StringRef name) {
+  for (const ScheduleInfo &info : kSchedules)
+    if (info.name == name)
+      return &info;
+  return nullptr;
+}
+
+/// Names of the schedules matching `predicate`, comma-separated.
+template <typename Pred> static std::string listSchedules(Pred predicate) {
+  llvm::SmallVector<llvm::StringRef> names;
+  for (const ScheduleInfo &info : kSchedules)
+    if (predicate(info))
+      names.push_back(info.name);
+  return llvm::join(names, ", ");
+}
+
+/// The device and chunk stage `stage` of `numStages` has under `placement`.
+static StagePlacement getPlacement(PlacementKind placement, int devices,
+                                   int stage) {
+  switch (placement) {
+  case PlacementKind::loop:
+  case PlacementKind::interleaved:
+    return {stage % devices, stage / devices};
+  case PlacementKind::vshape:
+    if (stage < devices)
+      return {stage, 0};
+    return {2 * devices - 1 - stage, 1};
+  }
+  llvm_unreachable("unknown placement");
+}
+
+std::string sched::checkPipeline(const ScheduleInfo &schedule,
+                                 const Pipeline &pipeline) {
+  std::string name = schedule.name.str();
+  int p = pipeline.devices, m = pipeline.microbatches;
+  int v = pipeline.chunks, k = pipeline.slices;
+  if (p < 1)
+    return llvm::formatv("pp must be at least 1, got {0}", p);
+  if (m < 1)
+    return llvm::formatv("microbatches must be at least 1, got {0}", m);
+  if (k < 1)
+    return llvm::formatv("slices must be at least 1, got {0}", k);
+  if (schedule.chunks == 1 && v != 1)
+    return llvm::formatv(
+        "schedule '{0}' has no chunks: virtual must be 1, got {1} "
+        "(schedules with chunks: {2})",
+        name, v,
+        listSchedules([](const ScheduleInfo &i) { return i.chunks != 1; }));
+  if (schedule.chunks == 0 && v < 2)
+    return llvm::formatv("schedule '{0}' needs at least 2 chunks per device: "
+                         "virtual must be 2 or more, got {1}",
+                         name, v);
+  if (schedule.chunks > 1 && v != schedule.chunks)
+    return llvm::formatv("schedule '{0}' places exactly {1} chunks per "
+                         "device: virtual must be {1}, got {2}",
+                         name, schedule.chunks, v);
+  if (!schedule.sliced && k != 1)
+    return llvm::formatv(
+        "schedule '{0}' does not slice tokens: slices must be 1, got {1} "
+        "(token-sliced schedules: {2})",
+        name, k, listSchedules([](const ScheduleInfo &i) { return i.sliced; }));
+  if (schedule.microbatchesMultipleOfDevices && (m * k) % p != 0) {
+    std::string units = k == 1 ? llvm::formatv("microbatches = {0}", m).str()
+                               : llvm::formatv("microbatches * slices = {0} * "
+                                               "{1} = {2}",
+                                               m, k, m * k)
+                                     .str();
+    std::vector<llvm::StringRef> accepting = getAcceptingSchedules(p, m, v, k);
+    return llvm::formatv(
+        "schedule '{0}' needs {1} to be a multiple of pp = {2} (schedules "
+        "that accept pp = {2}, microbatches = {3}, virtual = {4}, slices = "
+        "{5}: {6})",
+        name, units, p, m, v, k,
+        accepting.empty() ? std::string("none") : llvm::join(accepting, ", "));
+  }
+  int expectedStages = p * v;
+  if (pipeline.getNumStages() != expectedStages)
+    return llvm::formatv("schedule '{0}' needs pp * virtual = {1} stages, "
+                         "got {2}",
+                         name, expectedStages, pipeline.getNumStages());
+  for (int s = 0; s < pipeline.getNumStages(); ++s) {
+    StagePlacement want = getPlacement(schedule.placement, p, s);
+    const StagePlacement &have = pipeline.stages[s];
+    if (have.device != want.device || have.chunk != want.chunk)
+      return llvm::formatv(
+          "schedule '{0}' needs the {1} placement: stage {2} must be on "
+          "device {3} chunk {4}, got device {5} chunk {6}",
+          name, stringifyPlacementKind(schedule.placement), s, want.device,
+          want.chunk, have.device, have.chunk);
+  }
+  if (pipeline.splitBackward != schedule.splitBackward)
+    return llvm::formatv(
+        "schedule '{0}' runs the backward {1}, but the stages' passes are "
+        "{2}",
+        name, schedule.splitBackward ? "split into B and W" : "unsplit (BW)",
+        pipeline.splitBackward ? "split into B and W" : "unsplit (BW)");
+  return "";
+}
+
+std::vector<llvm::StringRef> sched::getAcceptingSchedules(int devices,
+                                                          int microbatches,
+                                                          int chunks,
+                                                          int slices) {
+  std::vector<llvm::StringRef> names;
+  for (const ScheduleInfo &info : kSchedules) {
+    bool chunksOk = info.chunks == 0 ? chunks >= 2 : chunks == info.chunks;
+    bool slicesOk = info.sliced || slices == 1;
+    bool countOk = !info.microbatchesMultipleOfDevices ||
+                   (microbatches * slices) % devices == 0;
+    if (chunksOk && slicesOk && countOk)
+      names.push_back(info.name);
+  }
+  return names;
+}
+
+double sched::getUnitDuration(const Pipeline &pipeline, const Work &work) {
+  double perDevice = 0;
+  switch (work.kind) {
+  case PassKind::F:
+  case PassKind::B:
+  case PassKind::W:
+    perDevice = 1;
+    break;
+  case PassKind::BW:
+    perDevice = 2;
+    break;
+  default:
+    // Vocabulary and input-layer passes cost nothing in unit costs.
+    return 0;
+  }
+  return perDevice / (pipeline.chunks * pipeline.slices);
+}
+
+//===----------------------------------------------------------------------===//
+// Orders that follow their papers directly
+//===----------------------------------------------------------------------===//
+
+/// GPipe, and TeraPipe over token slices: every forward in (microbatch,
+/// slice) order, then every backward in the reverse order -- reverse slice
+/// order is required (§3 of papers/terapipe.txt), reverse microbatch order
+/// frees the most recent activations first.
+static std::vector<std::vector<Work>> getGPipeOrders(const Pipeline &pipe) {
+  std::vector<std::vector<Work>> orders(pipe.devices);
+  for (int stage = 0; stage < pipe.getNumStages(); ++stage) {
+    auto &order = orders[pipe.getDevice(stage)];
+    for (int mb = 0; mb < pipe.microbatches; ++mb)
+      for (int k = 0; k < pipe.slices; ++k)
+        order.push_back({PassKind::F, stage, mb, k});
+    for (int mb = pipe.microbatches - 1; mb >= 0; --mb)
+      for (int k = pipe.slices - 1; k >= 0; --k)
+        order.push_back({pipe.getBackwardKind(), stage, mb, k});
+  }
+  return orders;
+}
+
+/// Megatron's interleaved 1F1B (Narayanan et al. 2021), generalised to
+/// token slices for Seq1F1B-I (papers/seq1f1b.txt §3.3): the unit of work
+/// is a (microbatch, slice) pair; forwards run groups of p units through
+/// chunk 0, then chunk 1, ...; backwards the same groups through the
+/// chunks in reverse, each microbatch's slices in reverse.
+///
+/// Device d runs `warmup` forwards, then alternates forward and backward.
+/// Its i-th backward (microbatch b) transitively needs b's last slice to
+/// have passed its last chunk, so that forward must come among the first
+/// warmup + i; on top, 2 (p - d - 1) forwards cover the round trip to the
+/// last device and back. For k = 1 this is Megatron's warm-up,
+/// 2 (p - d - 1) + (v - 1) p.
+static std::vector<std::vector<Work>>
+getInterleavedOrders(const Pipeline &pipe) {
+  int p = pipe.devices, v = pipe.chunks, k = pipe.slices;
+  int units = pipe.microbatches * k;
+  int total = units * v;
+  // Position of unit u on chunk c in a device's forward sequence.
+  auto forwardIndex = [&](int unit, int chunk) {
+    return (unit / p) * p * v + chunk * p + unit % p;
+  };
+  auto unitWork = [&](int index, bool forward, int device) {
+    int round = index / (p * v), within = index % (p * v);
+    int chunk = within / p;
+    int unit = round * p + within % p;
+    int mb = unit / k, slice = unit % k;
+    if (!forward) {
+      chunk = v - 1 - chunk;
+      slice = k - 1 - slice;
+    }
+    int stage = chunk * p + device;
+    return Work{forward ? PassKind::F : pipe.getBackwardKind(), stage, mb,
+                slice};
+  };
+  int lookahead = 0;
+  for (int i = 0; i < total; ++i) {
+    int mb = unitWork(i, false, 0).microbatch;
+    lookahead =
+        std::max(lookahead, forwardIndex(mb * k + k - 1, v - 1) + 1 - i);
+  }
+  std::vector<std::vector<Work>> orders(pipe.devices);
+  for (int d = 0; d < p; ++d) {
+    int warmup = std::min(total, 2 * (p - d - 1) + lookahead - 1);
+    auto &order = orders[d];
+    for (int i = 0; i < warmup; ++i)
+      order.push_back(unitWork(i, true, d));
+    for (int i = 0; i < total - warmup; ++i) {
+      order.push_back(unitWork(warmup + i, true, d));
+      order.push_back(unitWork(i, false, d));
+    }
+    for (int i = total - warmup; i < total; ++i)
+      order.push_back(unitWork(i, false, d));
+  }
+  return orders;
+}
+
+/// Seq1F1B (papers/seq1f1b.txt §3.2): 1F1B over (microbatch, slice) units
+/// with the backward of each microbatch in reverse slice order (FIFO over
+/// microbatches, LIFO over slices). Device d runs p - d - 1 + k forwards
+/// before its first backward, so it holds (p + k - 1) / k microbatches of
+/// activations at most.
+static std::vector<std::vector<Work>> getSeq1F1BOrders(const Pipeline &pipe) {
+  int p = pipe.devices, k = pipe.slices;
+  int total = pipe.microbatches * k;
+  std::vector<std::vector<Work>> orders(p);
+  for (int d = 0; d < p; ++d) {
+    auto forward = [&](int i) { return Work{PassKind::F, d, i / k, i % k}; };
+    auto backward = [&](int i) {
+      return Work{pipe.getBackwardKind(), d, i / k, k - 1 - i % k};
+    };
+    int warmup = std::min(total, p - d - 1 + k);
+    auto &order = orders[d];
+    for (int i = 0; i < warmup; ++i)
+      order.push_back(forward(i));
+    for (int i = 0; i < total - warmup; ++i) {
+      order.push_back(backward(i));
+      order.push_back(forward(warmup + i));
+    }
+    for (int i = total - warmup; i < total; ++i)
+      order.push_back(backward(i));
+  }
+  return orders;
+}
+
+FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
+                                        const Pipeline &pipeline,
+                                        const Durations &durations,
+                                        std::string &error) {
+  std::vector<std::vector<Work>> orders;
+  switch (schedule.kind) {
+  case ScheduleKind::GPipe:
+  case ScheduleKind::TeraPipe:
+    orders = getGPipeOrders(pipeline);
+    break;
+  case ScheduleKind::Interleaved1F1B:
+  case ScheduleKind::Seq1F1BI:
+    orders = getInterleavedOrders(pipeline);
+    break;
+  case ScheduleKind::Seq1F1B:
+    orders = getSeq1F1BOrders(pipeline);
+    break;
+  case ScheduleKind::OneFOneB:
+  case ScheduleKind::ZBH1:
+    orders = expandBlock(pipeline, getOneFOneBBlock(pipeline, {}));
+    break;
+  case ScheduleKind::ZBH2: {
+    // Device d admits p - 1 - d more microbatches before its first B,
+    // filling the warm-up bubble at up to 2p - 1 in flight (ZB-H2).
+    std::vector<int64_t> extra(pipeline.devices);
+    for (int d = 0; d < pipeline.devices; ++d)
+      extra[d] = pipeline.devices - 1 - d;
+    orders = expandBlock(pipeline, getOneFOneBBlock(pipeline, extra));
+    break;
+  }
+  case ScheduleKind::ZBV:
+    orders = expandBlock(pipeline, getVShapeBlock(pipeline, 4));
+    break;
+  case ScheduleKind::VHalf:
+    orders = expandBlock(pipeline, getVShapeBlock(pipeline, 1));
+    break;
+  case ScheduleKind::VMin:
+    orders = expandBlock(pipeline, getVShapeBlock(pipeline, 0));
+    break;
+  }
+  if (pipeline.splitBackward) {
+    auto filled =
+        fillWeightPasses(pipeline, std::move(orders), durations, error);
+    if (failed(filled))
+      return failure();
+    orders = std::move(*filled);
+  }
+  return lowerToProgram(pipeline, orders);
+}

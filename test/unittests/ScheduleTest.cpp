@@ -1,0 +1,177 @@
+//===- ScheduleTest.cpp - Schedules against the papers' formulas ----------===//
+//
+// Unit costs, exact figures: bubble ratios and peak activation memory in
+// microbatch units (one microbatch's activations of 1/p of the layers).
+
+#include "sluice/Analysis/Simulator.h"
+#include "sluice/Schedule/Schedules.h"
+#include "sluice/Schedule/Verifier.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::sluice;
+using namespace mlir::sluice::sched;
+
+namespace {
+
+struct Outcome {
+  double bubble = 0;
+  std::vector<double> peak;
+  double maxPeak() const { return *std::max_element(peak.begin(), peak.end()); }
+};
+
+Pipeline makePipeline(const ScheduleInfo &info, int p, int m, int v, int k) {
+  Pipeline pipe;
+  pipe.devices = p;
+  pipe.microbatches = m;
+  pipe.chunks = v;
+  pipe.slices = k;
+  pipe.splitBackward = info.splitBackward;
+  for (int s = 0; s < p * v; ++s) {
+    if (info.placement == PlacementKind::vshape)
+      pipe.stages.push_back(s < p ? StagePlacement{s, 0}
+                                  : StagePlacement{2 * p - 1 - s, 1});
+    else
+      pipe.stages.push_back({s % p, s / p});
+  }
+  return pipe;
+}
+
+/// Builds, verifies and simulates `name` with unit costs.
+Outcome run(llvm::StringRef name, int p, int m, int v = 1, int k = 1) {
+  const ScheduleInfo *info = lookupSchedule(name);
+  EXPECT_TRUE(info) << name.str();
+  Pipeline pipe = makePipeline(*info, p, m, v, k);
+  EXPECT_EQ(checkPipeline(*info, pipe), "");
+  auto unit = [&](const Work &w) { return getUnitDuration(pipe, w); };
+  std::string error;
+  FailureOr<Program> program =
+      buildSchedule(*info, pipe, Durations{unit, 0.0}, error);
+  EXPECT_TRUE(succeeded(program)) << error;
+  if (failed(program))
+    return {};
+  std::optional<Violation> violation = verifyProgram(pipe, *program);
+  EXPECT_FALSE(violation) << name.str() << " p=" << p << " m=" << m
+                          << " v=" << v << " k=" << k << ": "
+                          << violation->message;
+  auto zero = [](const Work &) { return 0.0; };
+  auto units = [&](const Work &) { return 1.0 / (v * k); };
+  FailureOr<Simulation> sim = simulate(
+      pipe, *program, SimulationCosts{unit, zero, units, units}, error);
+  EXPECT_TRUE(succeeded(sim)) << error;
+  Outcome outcome;
+  outcome.bubble = sim->bubbleRatio;
+  for (const DeviceStatistics &d : sim->devices)
+    outcome.peak.push_back(d.peakActivationUnits);
+  return outcome;
+}
+
+constexpr int p = 8, m = 24;
+constexpr double kEps = 1e-12;
+
+TEST(Schedules, GPipeAndOneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
+  Outcome gpipe = run("gpipe", p, m), onef1b = run("1f1b", p, m);
+  EXPECT_NEAR(gpipe.bubble, 7.0 / 31.0, kEps);
+  EXPECT_NEAR(onef1b.bubble, 7.0 / 31.0, kEps);
+  EXPECT_DOUBLE_EQ(gpipe.peak[0], 24.0);
+  EXPECT_DOUBLE_EQ(onef1b.peak[0], 8.0);
+}
+
+TEST(Schedules, ZBH1BubbleIsAThirdOfOneFOneB) {
+  Outcome zb = run("zb-h1", p, m);
+  EXPECT_NEAR(zb.bubble, 7.0 / 79.0, kEps);
+  EXPECT_DOUBLE_EQ(zb.peak[0], 8.0);
+  EXPECT_DOUBLE_EQ(zb.maxPeak(), 8.0);
+}
+
+TEST(Schedules, ZBH2HoldsAtMostTwoPMinusOne) {
+  Outcome h2 = run("zb-h2", p, m), h1 = run("zb-h1", p, m);
+  EXPECT_LE(h2.maxPeak(), 2.0 * p - 1);
+  EXPECT_LE(h2.bubble, h1.bubble + kEps);
+}
+
+TEST(Schedules, ZBVHoldsAtMostPWithLessBubbleThanZBH1) {
+  Outcome zbv = run("zb-v", p, m, 2), h1 = run("zb-h1", p, m);
+  EXPECT_LE(zbv.maxPeak(), double(p));
+  EXPECT_LE(zbv.bubble, h1.bubble + kEps);
+}
+
+TEST(Schedules, InterleavedBubbleShrinksWithChunks) {
+  const int v = 2;
+  Outcome inter = run("interleaved-1f1b", p, m, v);
+  EXPECT_NEAR(inter.bubble, double(p - 1) / (v * m + p - 1), kEps);
+}
+
+TEST(Schedules, VHalfAndVMinMemoryBounds) {
+  Outcome half = run("v-half", p, m, 2), min = run("v-min", p, m, 2);
+  double onef1b = 7.0 / 31.0;
+  EXPECT_LE(half.maxPeak(), std::ceil(p / 2.0) + 1);
+  EXPECT_LE(min.maxPeak(), double((p + 4) / 3));
+  EXPECT_LT(half.bubble, onef1b);
+  EXPECT_LT(min.bubble, onef1b);
+}
+
+TEST(Schedules, Seq1F1BSlicesTheBubbleAndTheMemory) {
+  const int k = 4;
+  Outcome seq = run("seq1f1b", p, m, 1, k);
+  EXPECT_NEAR(seq.bubble, double(p - 1) / (k * m + p - 1), kEps);
+  EXPECT_DOUBLE_EQ(seq.peak[0], double(p + k - 1) / k);
+}
+
+TEST(Schedules, TeraPipeSlicesTheBubbleButKeepsGPipesMemory) {
+  const int k = 4;
+  Outcome tera = run("terapipe", p, m, 1, k);
+  EXPECT_NEAR(tera.bubble, double(p - 1) / (k * m + p - 1), kEps);
+  EXPECT_DOUBLE_EQ(tera.peak[0], double(m));
+}
+
+// Every schedule verifies (and simulates) over the grid the issue names.
+TEST(Schedules, EveryScheduleVerifiesOnTheGrid) {
+  for (const ScheduleInfo &info : getSchedules())
+    for (int pp = 2; pp <= 16; ++pp)
+      for (int mm : {1, 2, pp - 1, pp, 2 * pp, 4 * pp})
+        for (int v : {1, 2})
+          for (int k : {1, 2, 4}) {
+            if (mm < 1)
+              continue;
+            Pipeline pipe = makePipeline(info, pp, mm, v, k);
+            if (!checkPipeline(info, pipe).empty())
+              continue;
+            auto unit = [&](const Work &w) { return getUnitDuration(pipe, w); };
+            std::string error;
+            FailureOr<Program> program =
+                buildSchedule(info, pipe, Durations{unit, 0.0}, error);
+            ASSERT_TRUE(succeeded(program)) << info.name.str() << " p=" << pp
+                                            << " m=" << mm << ": " << error;
+            std::optional<Violation> violation = verifyProgram(pipe, *program);
+            ASSERT_FALSE(violation)
+                << info.name.str() << " p=" << pp << " m=" << mm << " v=" << v
+                << " k=" << k << ": " << violation->message;
+          }
+}
+
+TEST(Schedules, SmallMicrobatchCountsNameTheSchedulesThatAcceptThem) {
+  const ScheduleInfo *inter = lookupSchedule("interleaved-1f1b");
+  Pipeline pipe = makePipeline(*inter, 8, 12, 2, 1);
+  EXPECT_EQ(checkPipeline(*inter, pipe),
+            "schedule 'interleaved-1f1b' needs microbatches = 12 to be a "
+            "multiple of pp = 8 (schedules that accept pp = 8, microbatches "
+            "= 12, virtual = 2, slices = 1: zb-v, v-half, v-min)");
+}
+
+TEST(Schedules, ChunksAndSlicesOnlyWhereTheScheduleHasThem) {
+  const ScheduleInfo *onef1b = lookupSchedule("1f1b");
+  EXPECT_EQ(
+      checkPipeline(*onef1b, makePipeline(*lookupSchedule("1f1b"), 4, 8, 2, 1)),
+      "schedule '1f1b' has no chunks: virtual must be 1, got 2 "
+      "(schedules with chunks: interleaved-1f1b, zb-v, v-half, v-min, "
+      "seq1f1b-i)");
+  EXPECT_EQ(checkPipeline(*onef1b, makePipeline(*onef1b, 4, 8, 1, 4)),
+            "schedule '1f1b' does not slice tokens: slices must be 1, got 4 "
+            "(token-sliced schedules: seq1f1b, seq1f1b-i, terapipe)");
+}
+
+} // namespace
