@@ -11,6 +11,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -154,6 +155,15 @@ LogicalResult ModelOp::verifyRegions() {
   // level the chain runs through stages: a stage's first layer reads the
   // stage's block argument, which carries the previous stage's result.
   bool staged = !getStages(*this).empty();
+  llvm::StringMap<StageOp> stageNames;
+  for (StageOp stage : getStages(*this)) {
+    auto [it, inserted] = stageNames.try_emplace(stage.getSymName(), stage);
+    if (!inserted)
+      return stage.emitOpError("duplicates stage name @")
+          .append(stage.getSymName())
+          .attachNote(it->second.getLoc())
+          .append("first stage @", stage.getSymName(), " is here");
+  }
   Operation *previousLayer = nullptr;
   StageOp previousStage;
   for (Operation &op : getBody().front()) {
@@ -304,7 +314,7 @@ LogicalResult StageOp::verify() {
     return emitOpError("takes at most one activation, got ")
            << getInputs().size();
   std::optional<ArrayAttr> passes = getPasses();
-  std::optional<ArrayRef<double>> flops = getFlops();
+  std::optional<ArrayRef<int64_t>> flops = getFlops();
   if (flops && (!passes || passes->size() != flops->size()))
     return emitOpError("'flops' must give one value per pass, got ")
            << flops->size() << " for " << (passes ? passes->size() : 0)

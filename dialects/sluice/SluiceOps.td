@@ -31,7 +31,7 @@ class Sluice_LayerOp<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 def Sluice_ModelOp : Sluice_Op<"model", [
-    Symbol, SymbolTable, IsolatedFromAbove, SingleBlock]> {
+    Symbol, IsolatedFromAbove, SingleBlock]> {
   let summary = "a transformer language model trained on one microbatch shape";
   let description = [{
     The root of the model level. The single block holds exactly one
@@ -195,7 +195,7 @@ def Sluice_OutputLayerOp : Sluice_LayerOp<"output_layer"> {
 //===----------------------------------------------------------------------===//
 
 def Sluice_StageOp : Sluice_Op<"stage", [
-    Symbol, IsolatedFromAbove, SingleBlock, HasParent<"ModelOp">]> {
+    IsolatedFromAbove, SingleBlock, HasParent<"ModelOp">]> {
   let summary = "consecutive layers that one device runs as one pipeline stage";
   let description = [{
     Groups consecutive layers of a model into a pipeline stage placed on
@@ -204,6 +204,10 @@ def Sluice_StageOp : Sluice_Op<"stage", [
     activation as its block argument and yields its own; the first stage
     (with the embedding) takes none and the last (with the output layer)
     yields the loss.
+
+    `@name` is unique within the model; program-level instructions name
+    stages by it. (A stage is not an MLIR symbol: symbols cannot have
+    results, and a stage yields the activation it passes on.)
 
     `sluice-split-passes` records the passes the schedule places for the
     stage: `passes` (F, B, W when the backward is split, F and BW
@@ -220,7 +224,7 @@ def Sluice_StageOp : Sluice_Op<"stage", [
     }
     %loss = sluice.stage @s1 device 1 chunk 0 (%a : tensor<1x16x32xf32>)
         -> tensor<f32> attributes {activation_bytes = 40960 : i64,
-        flops = array<f64: 1.0e+06, 1.0e+06, 1.0e+06>,
+        flops = array<i64: 1048576, 1064960, 1015808>,
         passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>]} {
     ^bb0(%in: tensor<1x16x32xf32>):
       ...
@@ -232,13 +236,13 @@ def Sluice_StageOp : Sluice_Op<"stage", [
                        Variadic<AnyRankedTensor>:$inputs,
                        OptionalAttr<TypedArrayAttrBase<Sluice_PassKindAttr,
                                     "pass kinds">>:$passes,
-                       OptionalAttr<DenseF64ArrayAttr>:$flops,
+                       OptionalAttr<DenseI64ArrayAttr>:$flops,
                        OptionalAttr<Sluice_SizeAttr>:$activation_bytes);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `device` $device `chunk` $chunk
-    (`(` $inputs^ `:` type($inputs) `)`)? `->` type($results)
+    (` ` `(` $inputs^ `:` type($inputs) `)`)? `->` type($results)
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;

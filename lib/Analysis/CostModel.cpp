@@ -192,3 +192,58 @@ std::vector<int64_t> mlir::sluice::getUniformSlices(int64_t seqLen,
     ++lengths[i];
   return lengths;
 }
+
+PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
+                             const CostModel &costs)
+    : pipeline(pipeline), costs(costs) {
+  for (StageOp stage : getStages(model)) {
+    profiles.push_back(StageProfile::get(stage, model));
+    transformerLayers += stage.getNumTransformerLayers();
+  }
+  lengths = getUniformSlices(model.getSeqLen(), pipeline.slices);
+  int64_t prefix = 0;
+  for (int64_t length : lengths) {
+    prefixes.push_back(prefix);
+    prefix += length;
+  }
+  int k = pipeline.slices;
+  compute.assign(profiles.size() * kKinds * k, 0.0);
+  for (size_t s = 0; s < profiles.size(); ++s)
+    for (size_t kind = 0; kind < kKinds; ++kind)
+      for (int slice = 0; slice < k; ++slice)
+        compute[(s * kKinds + kind) * k + slice] = costs.getComputeTime(
+            profiles[s], PassKind(kind), lengths[slice], prefixes[slice],
+            pipeline.chunks, k);
+  for (int slice = 0; slice < k; ++slice)
+    transfer.push_back(costs.getTransferTime(
+        profiles.front().getMessageBytes(lengths[slice])));
+}
+
+double PipelineCosts::getActivationUnits(const sched::Work &work) const {
+  if (transformerLayers == 0)
+    return 0;
+  const StageProfile &stage = profiles[work.stage];
+  double share = double(stage.layers.size()) * pipeline.devices /
+                 double(transformerLayers);
+  return share * double(lengths[work.slice]) / double(stage.seqLen);
+}
+
+double PipelineCosts::getActivationBytes(const sched::Work &work) const {
+  return profiles[work.stage].getActivationBytes(lengths[work.slice]);
+}
+
+int64_t PipelineCosts::getParameterBytes(int device) const {
+  int64_t params = 0;
+  for (size_t s = 0; s < profiles.size(); ++s)
+    if (pipeline.getDevice(s) == device)
+      params += profiles[s].params;
+  return params * kTrainingBytesPerParameter;
+}
+
+double PipelineCosts::getStepFlops() const {
+  // F + B + W = three forwards (LayerCost.h), for every microbatch.
+  double forward = 0;
+  for (const StageProfile &stage : profiles)
+    forward += stage.getForwardFlops(stage.seqLen, 0);
+  return 3.0 * forward * pipeline.microbatches;
+}

@@ -19,6 +19,7 @@
 #define SLUICE_ANALYSIS_COSTMODEL_H
 
 #include "sluice/Analysis/LayerCost.h"
+#include "sluice/Schedule/Pipeline.h"
 
 #include "llvm/ADT/StringRef.h"
 
@@ -112,6 +113,47 @@ private:
   std::array<double, 8> perPass{};
   double comm = 0;
   const HardwareProfile *hardware = nullptr;
+};
+
+/// Bytes of training state per parameter: bf16 weights and gradients, fp32
+/// master weights and both Adam moments (mixed-precision Adam).
+constexpr int64_t kTrainingBytesPerParameter = 16;
+
+/// Everything the schedule and simulate passes need to cost one pipeline,
+/// computed once: durations, transfers, activation memory and parameters.
+class PipelineCosts {
+public:
+  PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
+                const CostModel &costs);
+
+  double getComputeTime(const sched::Work &work) const {
+    return compute[(size_t(work.stage) * kKinds + size_t(work.kind)) *
+                       pipeline.slices +
+                   work.slice];
+  }
+  double getTransferTime(const sched::Work &work) const {
+    return transfer[work.slice];
+  }
+  /// Activations an F allocates, in units of one microbatch's activations
+  /// of 1/p of the transformer layers.
+  double getActivationUnits(const sched::Work &work) const;
+  double getActivationBytes(const sched::Work &work) const;
+  /// Weights, gradients and optimizer state a device holds.
+  int64_t getParameterBytes(int device) const;
+  /// FLOPs of one training step (forward, input and weight gradients).
+  double getStepFlops() const;
+  const std::vector<int64_t> &getSliceLengths() const { return lengths; }
+  const StageProfile &getStage(int stage) const { return profiles[stage]; }
+  const CostModel &getCostModel() const { return costs; }
+
+private:
+  static constexpr size_t kKinds = 8;
+  sched::Pipeline pipeline;
+  CostModel costs;
+  std::vector<StageProfile> profiles;
+  std::vector<int64_t> lengths, prefixes;
+  std::vector<double> compute, transfer;
+  int64_t transformerLayers = 0;
 };
 
 /// Token lengths of `slices` near-equal slices of `seqLen` tokens (the

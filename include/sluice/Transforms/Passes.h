@@ -3,6 +3,7 @@
 #ifndef SLUICE_TRANSFORMS_PASSES_H
 #define SLUICE_TRANSFORMS_PASSES_H
 
+#include "sluice/Schedule/StagePartition.h"
 #include "sluice/SluiceOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -20,6 +21,42 @@ namespace mlir::sluice {
 /// for a negative size.
 LogicalResult setMicrobatchShape(ModelOp model, int64_t seqLen,
                                  int64_t microBatch);
+
+/// What sluice-partition-stages does, callable without a pass manager.
+struct StagePartitionOptions {
+  int64_t pp = 1;
+  int64_t virtualChunks = 1;
+  PlacementKind placement = PlacementKind::loop;
+  sched::Balance balance = sched::Balance::Uniform;
+};
+LogicalResult partitionStages(ModelOp model, const StagePartitionOptions &opts);
+
+/// What sluice-split-passes does to one model.
+LogicalResult splitPasses(ModelOp model, bool split);
+
+/// What sluice-schedule does: builds and inserts the program.
+struct SchedulingOptions {
+  std::string schedule = "1f1b";
+  int64_t microbatches = 1;
+  int64_t slices = 1;
+  std::string costs = "unit";
+  std::string programName = "plan";
+};
+FailureOr<ProgramOp> schedulePipeline(ModelOp model,
+                                      const SchedulingOptions &opts);
+
+/// What sluice-verify-schedule checks of one program; emits the first
+/// violation at the offending instruction.
+LogicalResult verifySchedule(ProgramOp program);
+
+/// What sluice-simulate does to one program.
+struct SimulationOptions {
+  std::string costs = "unit";
+  std::string report;
+  std::string trace;
+  std::string svg;
+};
+LogicalResult simulateProgram(ProgramOp program, const SimulationOptions &opts);
 
 #define GEN_PASS_REGISTRATION
 #include "sluice/Transforms/Passes.h.inc"

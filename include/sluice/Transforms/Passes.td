@@ -42,4 +42,184 @@ def SetMicrobatchShape : Pass<"sluice-set-microbatch-shape", "ModuleOp"> {
   ];
 }
 
+def PartitionStages : Pass<"sluice-partition-stages", "ModuleOp"> {
+  let summary = "Group a model's layers into pipeline stages on devices";
+  let description = [{
+    Cuts each model-level `sluice.model` into `pp * virtual` consecutive
+    `sluice.stage`s and places them on `pp` devices:
+
+    * `placement=loop`: stage `i` on device `i` (1F1B; `virtual` = 1);
+    * `placement=interleaved`: stage `i` on device `i mod pp`, chunk
+      `i / pp` (Megatron's interleaved 1F1B);
+    * `placement=vshape`: `virtual` = 2, device `i` holds stages `i` and
+      `2 pp - 1 - i` (ZB-V, V-Half, V-Min).
+
+    `balance=uniform` gives every stage the same number of transformer
+    layers (the spare ones to stages 1, 2, ...); `balance=compute` moves
+    whole layers to even out forward FLOPs, vocabulary layers included --
+    the vocabulary-parallelism paper's "Redis" baseline. The embedding sits
+    on the first stage and the output layer on the last (the paper's
+    "Baseline").
+
+    Before, with `pp=2`:
+
+    ```mlir
+    sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+      %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>
+      %x = sluice.transformer_layer %emb {...} : tensor<1x16x32xf32>
+      %x_0 = sluice.transformer_layer %x {...} : tensor<1x16x32xf32>
+      %loss = sluice.output_layer %x_0 {...} : tensor<1x16x32xf32> -> tensor<f32>
+      sluice.return %loss : tensor<f32>
+    }
+    ```
+
+    After:
+
+    ```mlir
+    sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+      %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x16x32xf32> {
+        %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>
+        %x = sluice.transformer_layer %emb {...} : tensor<1x16x32xf32>
+        sluice.yield %x : tensor<1x16x32xf32>
+      }
+      %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<1x16x32xf32>) -> tensor<f32> {
+      ^bb0(%arg0: tensor<1x16x32xf32>):
+        %x = sluice.transformer_layer %arg0 {...} : tensor<1x16x32xf32>
+        %loss = sluice.output_layer %x {...} : tensor<1x16x32xf32> -> tensor<f32>
+        sluice.yield %loss : tensor<f32>
+      }
+      sluice.return %1 : tensor<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::sluice::SluiceDialect"];
+  let options = [
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "pipeline devices">,
+    Option<"virtualChunks", "virtual", "int64_t", /*default=*/"1",
+           "stages (chunks) per device">,
+    Option<"placement", "placement", "std::string", /*default=*/"\"loop\"",
+           "stage placement: loop, interleaved or vshape">,
+    Option<"balance", "balance", "std::string", /*default=*/"\"uniform\"",
+           "layers per stage: uniform, or compute (even out FLOPs)">
+  ];
+}
+
+def SplitPasses : Pass<"sluice-split-passes", "ModuleOp"> {
+  let summary = "Record the passes each stage runs, their FLOPs and memory";
+  let description = [{
+    Gives every `sluice.stage` the passes a schedule places for it: F, B
+    (input gradient) and W (weight gradient) with `split=true`, the form
+    zero-bubble and V-shape schedules need; F and BW otherwise. Each pass
+    gets its FLOPs per microbatch (`flops`, in the order of `passes`: B
+    repeats the forward matmuls and doubles attention, W repeats the
+    matmuls) and the stage its `activation_bytes`: what one microbatch keeps
+    alive from its F to its B.
+
+    ```mlir
+    %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x16x32xf32> attributes {
+        activation_bytes = 30720 : i64,
+        flops = array<i64: 821248, 837632, 804864>,
+        passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>]} {
+    ```
+  }];
+  let dependentDialects = ["::mlir::sluice::SluiceDialect"];
+  let options = [
+    Option<"split", "split", "bool", /*default=*/"true",
+           "split the backward into B and W">
+  ];
+}
+
+def Schedule : Pass<"sluice-schedule", "ModuleOp"> {
+  let summary = "Order every device's work: the program level";
+  let description = [{
+    Builds a `sluice.program` for the module's partitioned model: for each
+    device, the order of its passes for `microbatches` microbatches cut
+    into `slices` uniform token slices, with a send after every pass whose
+    result another device needs and a receive before its consumer.
+
+    Schedules: `gpipe`, `1f1b`, `interleaved-1f1b`, `zb-h1`, `zb-h2`,
+    `zb-v`, `v-half`, `v-min`, `seq1f1b`, `seq1f1b-i`, `terapipe`. 1F1B and
+    the zero-bubble and V-shape families are built from building blocks
+    (papers/vocabulary-parallelism.txt §5.2): one microbatch's pattern,
+    repeated every interval; W passes fill the bubbles. `costs` (as in
+    `sluice-simulate`) decides where the W passes go.
+
+    ```mlir
+    sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} {
+      sluice.device 0 {
+        sluice.exec F @s0 {mb = 0, slice = 0}
+        sluice.send F @s0 {mb = 0, slice = 0} to 1
+        ...
+    ```
+
+    A microbatch count a schedule cannot take is reported with the
+    schedules that can.
+  }];
+  let dependentDialects = ["::mlir::sluice::SluiceDialect"];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "schedule name">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "microbatches per step">,
+    Option<"slices", "slices", "int64_t", /*default=*/"1",
+           "token slices per microbatch">,
+    Option<"costs", "costs", "std::string", /*default=*/"\"unit\"",
+           "cost model used to place W passes">,
+    Option<"programName", "name", "std::string", /*default=*/"\"plan\"",
+           "symbol of the program">
+  ];
+}
+
+def VerifySchedule : Pass<"sluice-verify-schedule", "ModuleOp"> {
+  let summary = "Check that a program runs every unit once, in order, without deadlock";
+  let description = [{
+    Checks every `sluice.program` against its model: each (pass, stage,
+    microbatch, slice) runs exactly once, on the stage's device; F before B
+    before W on a stage; stage order across devices, through matched
+    sends and receives; forward slices in order and backward slices in
+    reverse; every send received once and every receive sent; and no
+    deadlock when each receive blocks until its send has been issued.
+    Errors point at the offending instruction, with a note at the one it
+    conflicts with.
+
+    ```mlir
+    sluice.device 1 {
+      // error: runs F of stage 1, microbatch 0, slice 0 without first
+      // receiving F of stage 0, microbatch 0, slice 0 from device 0
+      sluice.exec F @s1 {mb = 0, slice = 0}
+    ```
+  }];
+}
+
+def Simulate : Pass<"sluice-simulate", "ModuleOp"> {
+  let summary = "Predict step time, bubbles and memory of every program";
+  let description = [{
+    Verifies each `sluice.program`, then simulates it under a cost model and
+    records the prediction on the program (`step_time`, `bubble_ratio`,
+    `peak_activation`: per device, in microbatch units). `costs` is `unit`
+    (F = B = W = 1 per device and microbatch, BW = 2, divided over chunks
+    and slices; vocabulary passes and transfers free), explicit costs
+    (`F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1`), or a hardware profile (`a100`,
+    `h100`, `v100`: analytic FLOPs, seconds). `report`, `trace` and `svg`
+    name files for the JSON report, a Chrome trace (Perfetto) and an SVG
+    timeline; each is written atomically.
+
+    ```mlir
+    sluice.program @plan for @m {devices = 4, microbatches = 8, slices = 1, schedule = "1f1b"}
+        attributes {bubble_ratio = 0.2727, peak_activation = array<f64: 4.0, 3.0, 2.0, 1.0>,
+                    step_time = 33.0} {
+    ```
+  }];
+  let options = [
+    Option<"costs", "costs", "std::string", /*default=*/"\"unit\"",
+           "unit, a100, h100, v100, or F=..,B=..,W=..,comm=..">,
+    Option<"report", "report", "std::string", /*default=*/"\"\"",
+           "write the JSON report here">,
+    Option<"trace", "trace", "std::string", /*default=*/"\"\"",
+           "write a Chrome trace here">,
+    Option<"svg", "svg", "std::string", /*default=*/"\"\"",
+           "write an SVG timeline here">
+  ];
+}
+
 #endif // SLUICE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,71 @@
+//===- ScheduleReport.cpp - report.json -----------------------------------===//
+
+#include "sluice/Target/Export.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+llvm::json::Value
+mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
+  const sched::Pipeline &pipe = in.pipeline;
+  const Simulation &sim = in.simulation;
+  const CostModel &model = in.costs.getCostModel();
+
+  llvm::json::Array devices;
+  for (int d = 0; d < pipe.devices; ++d) {
+    const DeviceStatistics &stats = sim.devices[d];
+    int64_t params = in.costs.getParameterBytes(d);
+    devices.push_back(llvm::json::Object{
+        {"device", d},
+        {"busy", stats.busy},
+        {"idle", stats.idle},
+        {"peak_activation_microbatches", stats.peakActivationUnits},
+        {"peak_activation_bytes", stats.peakActivationBytes},
+        {"parameter_bytes", params},
+        {"peak_memory_bytes", double(params) + stats.peakActivationBytes},
+    });
+  }
+  // MFU needs seconds: only the analytic models produce them.
+  llvm::json::Value mfu = nullptr;
+  if (const HardwareProfile *hw = model.getHardware())
+    if (sim.stepTime > 0)
+      mfu = in.costs.getStepFlops() /
+            (double(pipe.devices) * hw->peakFlops * sim.stepTime);
+  llvm::json::Array slices;
+  for (int64_t length : in.costs.getSliceLengths())
+    slices.push_back(length);
+  return llvm::json::Object{
+      {"model", in.model},
+      {"schedule", in.schedule},
+      {"devices", pipe.devices},
+      {"virtual", pipe.chunks},
+      {"microbatches", pipe.microbatches},
+      {"slices", pipe.slices},
+      {"token_slices", std::move(slices)},
+      {"split_backward", pipe.splitBackward},
+      {"costs", model.getSpec()},
+      {"time_unit", model.getTimeUnit()},
+      {"verified", in.verified},
+      {"step_time", sim.stepTime},
+      {"bubble_ratio", sim.bubbleRatio},
+      {"step_flops", in.costs.getStepFlops()},
+      {"mfu", std::move(mfu)},
+      {"per_device", std::move(devices)},
+  };
+}
+
+LogicalResult mlir::sluice::writeFileAtomically(llvm::StringRef path,
+                                                llvm::StringRef contents,
+                                                std::string &error) {
+  if (llvm::Error e = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
+        os << contents;
+        return llvm::Error::success();
+      })) {
+    error =
+        "cannot write '" + path.str() + "': " + llvm::toString(std::move(e));
+    return failure();
+  }
+  return success();
+}

@@ -1,0 +1,60 @@
+//===- TraceExport.cpp - Chrome trace-event JSON --------------------------===//
+
+#include "sluice/Target/Export.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+llvm::json::Value mlir::sluice::getChromeTrace(
+    const sched::Pipeline &pipeline, const Simulation &simulation,
+    llvm::ArrayRef<std::string> stageNames, double microsecondsPerUnit) {
+  llvm::json::Array events;
+  auto meta = [&](llvm::StringRef what, int pid, int tid,
+                  const std::string &name) {
+    llvm::json::Object event{{"name", what},
+                             {"ph", "M"},
+                             {"pid", pid},
+                             {"args", llvm::json::Object{{"name", name}}}};
+    if (tid >= 0)
+      event["tid"] = tid;
+    events.push_back(std::move(event));
+  };
+  for (int d = 0; d < pipeline.devices; ++d) {
+    meta("process_name", d, -1, "device " + std::to_string(d));
+    meta("process_sort_index", d, -1, std::to_string(d));
+    meta("thread_name", d, int(StreamKind::compute), "compute");
+    meta("thread_name", d, int(StreamKind::comm), "comm");
+  }
+  for (const TimelineEvent &e : simulation.events) {
+    const sched::Work &w = e.work;
+    std::string name =
+        e.kind == sched::InstrKind::Exec
+            ? llvm::formatv("{0} {1} mb{2}", stringifyPassKind(w.kind),
+                            stageNames[w.stage], w.microbatch)
+                  .str()
+            : llvm::formatv("send {0} {1} mb{2} -> {3}",
+                            stringifyPassKind(w.kind), stageNames[w.stage],
+                            w.microbatch, e.peer)
+                  .str();
+    if (pipeline.slices > 1)
+      name += ".s" + std::to_string(w.slice);
+    events.push_back(llvm::json::Object{
+        {"name", name},
+        {"cat", e.kind == sched::InstrKind::Exec
+                    ? stringifyPassKind(w.kind).str()
+                    : std::string("comm")},
+        {"ph", "X"},
+        {"pid", e.device},
+        {"tid", int(e.stream)},
+        {"ts", e.start * microsecondsPerUnit},
+        {"dur", (e.end - e.start) * microsecondsPerUnit},
+        {"args", llvm::json::Object{{"stage", stageNames[w.stage]},
+                                    {"microbatch", w.microbatch},
+                                    {"slice", w.slice}}},
+    });
+  }
+  return llvm::json::Object{{"traceEvents", std::move(events)},
+                            {"displayTimeUnit", "ms"}};
+}

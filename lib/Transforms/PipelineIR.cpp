@@ -1,0 +1,157 @@
+//===- PipelineIR.cpp - Between the program level and sched:: -------------===//
+
+#include "sluice/Transforms/PipelineIR.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mlir::sluice;
+using namespace mlir::sluice::sched;
+
+FailureOr<ModelOp> mlir::sluice::getSingleModel(ModuleOp module) {
+  auto models = llvm::to_vector(module.getOps<ModelOp>());
+  if (models.size() == 1)
+    return models.front();
+  module.emitError("expected exactly one sluice.model, found ")
+      << models.size();
+  return failure();
+}
+
+FailureOr<Pipeline>
+mlir::sluice::getPipeline(ModelOp model, int64_t microbatches, int64_t slices) {
+  SmallVector<StageOp> stages = getStages(model);
+  if (stages.empty()) {
+    model.emitOpError("is not partitioned into stages: run "
+                      "sluice-partition-stages first");
+    return failure();
+  }
+  Pipeline pipeline;
+  pipeline.microbatches = static_cast<int>(microbatches);
+  pipeline.slices = static_cast<int>(slices);
+  std::optional<bool> split;
+  for (StageOp stage : stages) {
+    std::optional<ArrayAttr> passes = stage.getPasses();
+    if (!passes) {
+      stage.emitOpError("has no passes: run sluice-split-passes first");
+      return failure();
+    }
+    bool hasB = llvm::any_of(*passes, [](Attribute a) {
+      return cast<PassKindAttr>(a).getValue() == PassKind::B;
+    });
+    if (split && *split != hasB) {
+      stage.emitOpError("splits its backward differently from stage @")
+          << stages.front().getSymName()
+          << ": every stage must run F, B, W or every stage F, BW";
+      return failure();
+    }
+    split = hasB;
+    pipeline.stages.push_back({static_cast<int>(stage.getDevice()),
+                               static_cast<int>(stage.getChunk())});
+    pipeline.devices =
+        std::max(pipeline.devices, static_cast<int>(stage.getDevice()) + 1);
+    pipeline.chunks =
+        std::max(pipeline.chunks, static_cast<int>(stage.getChunk()) + 1);
+  }
+  pipeline.splitBackward = *split;
+  return pipeline;
+}
+
+FailureOr<ModelOp> mlir::sluice::getProgramModel(ProgramOp program) {
+  auto module = program->getParentOfType<ModuleOp>();
+  auto model =
+      module ? module.lookupSymbol<ModelOp>(program.getModelAttr()) : ModelOp();
+  if (!model) {
+    program.emitOpError("refers to @")
+        << program.getModel() << ", which is not a sluice.model";
+    return failure();
+  }
+  return model;
+}
+
+FailureOr<ProgramView> mlir::sluice::readProgram(ProgramOp program,
+                                                 ModelOp model) {
+  llvm::StringMap<int> stageIndex;
+  for (auto [i, stage] : llvm::enumerate(getStages(model)))
+    stageIndex[stage.getSymName()] = static_cast<int>(i);
+
+  ProgramView view;
+  int64_t devices = program.getDevices();
+  view.program.devices.resize(devices);
+  view.ops.resize(devices);
+  view.devices.resize(devices);
+  for (DeviceOp device : program.getBody().getOps<DeviceOp>()) {
+    int d = static_cast<int>(device.getIndex());
+    view.devices[d] = device;
+    for (Operation &op : device.getBody().front()) {
+      Instr instr;
+      StringRef stageName;
+      auto fill = [&](auto typed, InstrKind kind, int64_t peer) {
+        instr.kind = kind;
+        instr.work = {typed.getKind(), 0, static_cast<int32_t>(typed.getMb()),
+                      static_cast<int32_t>(typed.getSlice())};
+        instr.peer = static_cast<int32_t>(peer);
+        stageName = typed.getStage();
+      };
+      if (auto exec = dyn_cast<ExecOp>(op))
+        fill(exec, InstrKind::Exec, -1);
+      else if (auto send = dyn_cast<SendOp>(op))
+        fill(send, InstrKind::Send, send.getTo());
+      else if (auto recv = dyn_cast<RecvOp>(op))
+        fill(recv, InstrKind::Recv, recv.getFrom());
+      else
+        continue;
+      auto it = stageIndex.find(stageName);
+      if (it == stageIndex.end()) {
+        op.emitOpError("names stage @")
+            << stageName << ", which model @" << model.getSymName()
+            << " does not have";
+        return failure();
+      }
+      instr.work.stage = it->second;
+      view.program.devices[d].push_back(instr);
+      view.ops[d].push_back(&op);
+    }
+  }
+  return view;
+}
+
+ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
+                                     StringRef schedule,
+                                     const Pipeline &pipeline,
+                                     const Program &program) {
+  OpBuilder builder(model.getContext());
+  builder.setInsertionPointAfter(model);
+  Location loc = model.getLoc();
+  SmallVector<StringRef> stageNames;
+  for (StageOp stage : getStages(model))
+    stageNames.push_back(stage.getSymName());
+
+  auto result = ProgramOp::create(builder, loc, name, model.getSymName(),
+                                  pipeline.devices, pipeline.microbatches,
+                                  pipeline.slices, schedule);
+  builder.createBlock(&result.getBody());
+  for (int d = 0; d < pipeline.devices; ++d) {
+    OpBuilder::InsertionGuard guard(builder);
+    auto device = DeviceOp::create(builder, loc, d);
+    builder.createBlock(&device.getBody());
+    for (const Instr &instr : program.devices[d]) {
+      const Work &w = instr.work;
+      StringRef stage = stageNames[w.stage];
+      switch (instr.kind) {
+      case InstrKind::Exec:
+        ExecOp::create(builder, loc, w.kind, stage, w.microbatch, w.slice);
+        break;
+      case InstrKind::Send:
+        SendOp::create(builder, loc, w.kind, stage, w.microbatch, w.slice,
+                       instr.peer, StreamKind::comm);
+        break;
+      case InstrKind::Recv:
+        RecvOp::create(builder, loc, w.kind, stage, w.microbatch, w.slice,
+                       instr.peer, StreamKind::comm);
+        break;
+      }
+    }
+  }
+  return result;
+}

@@ -1,0 +1,77 @@
+//===- Schedule.cpp - Build the program level -----------------------------===//
+
+#include "sluice/Analysis/CostModel.h"
+#include "sluice/Schedule/Schedules.h"
+#include "sluice/Transforms/Passes.h"
+#include "sluice/Transforms/PipelineIR.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+namespace mlir::sluice {
+#define GEN_PASS_DEF_SCHEDULE
+#include "sluice/Transforms/Passes.h.inc"
+} // namespace mlir::sluice
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+FailureOr<ProgramOp>
+mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
+  const sched::ScheduleInfo *info = sched::lookupSchedule(opts.schedule);
+  if (!info) {
+    SmallVector<StringRef> names;
+    for (const sched::ScheduleInfo &s : sched::getSchedules())
+      names.push_back(s.name);
+    return model.emitOpError("cannot be scheduled: unknown schedule '")
+           << opts.schedule << "' (expected " << llvm::join(names, ", ") << ")";
+  }
+  if (opts.microbatches < 1)
+    return model.emitOpError("cannot be scheduled with 'microbatches' = ")
+           << opts.microbatches << ": it must be positive";
+  if (opts.slices < 1 || opts.slices > model.getSeqLen())
+    return model.emitOpError("cannot be scheduled with 'slices' = ")
+           << opts.slices << ": it must be between 1 and the sequence length "
+           << model.getSeqLen();
+  std::string error;
+  std::optional<CostModel> costs = CostModel::parse(opts.costs, error);
+  if (!costs)
+    return model.emitOpError("cannot be scheduled: ") << error;
+
+  FailureOr<sched::Pipeline> pipeline =
+      getPipeline(model, opts.microbatches, opts.slices);
+  if (failed(pipeline))
+    return failure();
+  std::string mismatch = sched::checkPipeline(*info, *pipeline);
+  if (!mismatch.empty())
+    return model.emitOpError("cannot be scheduled: ") << mismatch;
+
+  PipelineCosts table(model, *pipeline, *costs);
+  auto compute = [&](const sched::Work &w) { return table.getComputeTime(w); };
+  double transfer = table.getTransferTime(sched::Work{});
+  FailureOr<sched::Program> program = sched::buildSchedule(
+      *info, *pipeline, sched::Durations{compute, transfer}, error);
+  if (failed(program))
+    return model.emitOpError("schedule '")
+           << info->name << "' failed: " << error;
+
+  // Scheduling again replaces the program of the same name.
+  auto module = model->getParentOfType<ModuleOp>();
+  if (Operation *old = module.lookupSymbol(opts.programName))
+    old->erase();
+  return writeProgram(model, opts.programName, info->name, *pipeline, *program);
+}
+
+namespace {
+struct SchedulePass : public sluice::impl::ScheduleBase<SchedulePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    FailureOr<ModelOp> model = getSingleModel(getOperation());
+    if (failed(model))
+      return signalPassFailure();
+    SchedulingOptions opts{schedule, microbatches, slices, costs, programName};
+    if (failed(schedulePipeline(*model, opts)))
+      return signalPassFailure();
+  }
+};
+} // namespace

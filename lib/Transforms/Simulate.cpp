@@ -1,0 +1,103 @@
+//===- Simulate.cpp - Predict step time, bubbles and memory ---------------===//
+
+#include "sluice/Analysis/CostModel.h"
+#include "sluice/Analysis/Simulator.h"
+#include "sluice/Target/Export.h"
+#include "sluice/Transforms/Passes.h"
+#include "sluice/Transforms/PipelineIR.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::sluice {
+#define GEN_PASS_DEF_SIMULATE
+#include "sluice/Transforms/Passes.h.inc"
+} // namespace mlir::sluice
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
+                                            const SimulationOptions &opts) {
+  std::string error;
+  std::optional<CostModel> costs = CostModel::parse(opts.costs, error);
+  if (!costs)
+    return program.emitOpError("cannot be simulated: ") << error;
+  // Only a correct program has a meaningful prediction.
+  if (failed(verifySchedule(program)))
+    return failure();
+  ModelOp model = *getProgramModel(program);
+  sched::Pipeline pipeline =
+      *getPipeline(model, program.getMicrobatches(), program.getSlices());
+  FailureOr<ProgramView> view = readProgram(program, model);
+  if (failed(view))
+    return failure();
+
+  PipelineCosts table(model, pipeline, *costs);
+  auto compute = [&](const sched::Work &w) { return table.getComputeTime(w); };
+  auto transfer = [&](const sched::Work &w) {
+    return table.getTransferTime(w);
+  };
+  auto units = [&](const sched::Work &w) {
+    return table.getActivationUnits(w);
+  };
+  auto bytes = [&](const sched::Work &w) {
+    return table.getActivationBytes(w);
+  };
+  FailureOr<Simulation> sim =
+      simulate(pipeline, view->program,
+               SimulationCosts{compute, transfer, units, bytes}, error);
+  if (failed(sim))
+    return program.emitOpError("cannot be simulated: ") << error;
+
+  Builder builder(program.getContext());
+  SmallVector<double> peaks;
+  for (const DeviceStatistics &d : sim->devices)
+    peaks.push_back(d.peakActivationUnits);
+  program->setAttr("step_time", builder.getF64FloatAttr(sim->stepTime));
+  program->setAttr("bubble_ratio", builder.getF64FloatAttr(sim->bubbleRatio));
+  program->setAttr("peak_activation", builder.getDenseF64ArrayAttr(peaks));
+
+  if (!opts.report.empty()) {
+    llvm::json::Value report = getScheduleReport(
+        {model.getSymName(), program.getSchedule(), pipeline, table, *sim,
+         /*verified=*/true});
+    if (failed(writeFileAtomically(
+            opts.report, llvm::formatv("{0:2}\n", report).str(), error)))
+      return program.emitOpError(error);
+  }
+  if (!opts.trace.empty()) {
+    std::vector<std::string> names;
+    for (StageOp stage : getStages(model))
+      names.push_back(stage.getSymName().str());
+    // Analytic times are seconds; unit times read as milliseconds.
+    double scale = costs->getKind() == CostModel::Kind::Analytic ? 1e6 : 1e3;
+    llvm::json::Value trace = getChromeTrace(pipeline, *sim, names, scale);
+    if (failed(writeFileAtomically(opts.trace,
+                                   llvm::formatv("{0}\n", trace).str(), error)))
+      return program.emitOpError(error);
+  }
+  if (!opts.svg.empty()) {
+    std::string title = llvm::formatv(
+        "{0}: {1} devices, {2} microbatches, bubble {3:P1}, step {4} {5}",
+        program.getSchedule(), pipeline.devices, pipeline.microbatches,
+        sim->bubbleRatio, sim->stepTime, costs->getTimeUnit());
+    if (failed(writeFileAtomically(
+            opts.svg, renderTimelineSvg(pipeline, *sim, title), error)))
+      return program.emitOpError(error);
+  }
+  return success();
+}
+
+namespace {
+struct SimulatePass : public sluice::impl::SimulateBase<SimulatePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SimulationOptions opts{costs, report, trace, svg};
+    for (ProgramOp program : getOperation().getOps<ProgramOp>())
+      if (failed(simulateProgram(program, opts)))
+        return signalPassFailure();
+  }
+};
+} // namespace
