@@ -62,6 +62,8 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
     llvm::json::Value report = getScheduleReport(
         {model.getSymName(), program.getSchedule(), pipeline, table, *sim,
          /*verified=*/true});
+    for (const auto &[key, value] : opts.reportExtras)
+      report.getAsObject()->try_emplace(key, value);
     if (failed(writeFileAtomically(
             opts.report, llvm::formatv("{0:2}\n", report).str(), error)))
       return program.emitOpError(error);
@@ -94,7 +96,11 @@ struct SimulatePass : public sluice::impl::SimulateBase<SimulatePass> {
   using Base::Base;
 
   void runOnOperation() override {
-    SimulationOptions opts{costs, report, trace, svg};
+    SimulationOptions opts;
+    opts.costs = costs;
+    opts.report = report;
+    opts.trace = trace;
+    opts.svg = svg;
     for (ProgramOp program : getOperation().getOps<ProgramOp>())
       if (failed(simulateProgram(program, opts)))
         return signalPassFailure();

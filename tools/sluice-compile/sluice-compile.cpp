@@ -1,16 +1,24 @@
 //===- sluice-compile.cpp - The user's driver -----------------------------===//
 //
-// sluice-compile MODEL [--seq-len S] [--micro-batch B] [--emit model]
-//                      [--summary] [--report FILE] [-o FILE]
+// sluice-compile MODEL [--seq-len S] [--micro-batch B]
+//                      [--pp P --microbatches M --schedule S [--virtual V]
+//                       [--slices K] [--balance uniform|compute]
+//                       [--costs unit|a100|h100|v100|F=..,B=..]
+//                       [--trace FILE] [--svg FILE]]
+//                      [--emit model|program] [-o FILE]
+//                      [--summary] [--report FILE]
 //
 // MODEL is a model-level .mlir file or a Hugging Face config.json. The
 // driver's flags are documented in docs/sluice-compile.md.
 //
 //===----------------------------------------------------------------------===//
 
+#include "sluice/Analysis/CostModel.h"
 #include "sluice/Analysis/ModelSummary.h"
 #include "sluice/Import/HFConfig.h"
+#include "sluice/Schedule/Schedules.h"
 #include "sluice/SluiceOps.h"
+#include "sluice/Target/Export.h"
 #include "sluice/Transforms/Passes.h"
 
 #include "mlir/IR/AsmState.h"
@@ -20,6 +28,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -34,7 +43,7 @@ using namespace mlir::sluice;
 namespace cl = llvm::cl;
 
 namespace {
-enum class EmitKind { None, Model };
+enum class EmitKind { None, Model, Program };
 
 cl::OptionCategory category("sluice-compile options");
 
@@ -47,18 +56,46 @@ cl::opt<int64_t> microBatch("micro-batch",
                             cl::desc("Override the micro-batch size"),
                             cl::init(0), cl::value_desc("B"),
                             cl::cat(category));
-cl::opt<EmitKind> emit("emit", cl::desc("IR to print"),
-                       cl::init(EmitKind::None),
-                       cl::values(clEnumValN(EmitKind::Model, "model",
-                                             "the model-level module")),
-                       cl::cat(category));
+cl::opt<EmitKind> emit(
+    "emit", cl::desc("IR to print"), cl::init(EmitKind::None),
+    cl::values(clEnumValN(EmitKind::Model, "model", "the model-level module"),
+               clEnumValN(EmitKind::Program, "program",
+                          "the partitioned model and its program")),
+    cl::cat(category));
+cl::opt<int64_t> pp("pp", cl::desc("Pipeline devices (enables scheduling)"),
+                    cl::init(0), cl::value_desc("P"), cl::cat(category));
+cl::opt<int64_t> microbatches("microbatches",
+                              cl::desc("Microbatches per training step"),
+                              cl::init(0), cl::value_desc("M"),
+                              cl::cat(category));
+cl::opt<std::string> scheduleName("schedule", cl::desc("Pipeline schedule"),
+                                  cl::init("1f1b"), cl::value_desc("S"),
+                                  cl::cat(category));
+cl::opt<int64_t>
+    virtualChunks("virtual",
+                  cl::desc("Chunks per device (default: the schedule's)"),
+                  cl::init(0), cl::value_desc("V"), cl::cat(category));
+cl::opt<int64_t> slices("slices", cl::desc("Token slices per microbatch"),
+                        cl::init(1), cl::value_desc("K"), cl::cat(category));
+cl::opt<std::string> balance("balance",
+                             cl::desc("Layers per stage: uniform or compute"),
+                             cl::init("uniform"), cl::cat(category));
+cl::opt<std::string>
+    costs("costs",
+          cl::desc("Cost model: unit, a100, h100, v100, or F=..,B=..,..."),
+          cl::init("unit"), cl::cat(category));
+cl::opt<std::string> tracePath("trace",
+                               cl::desc("Write a Chrome trace (Perfetto)"),
+                               cl::value_desc("FILE"), cl::cat(category));
+cl::opt<std::string> svgPath("svg", cl::desc("Write an SVG timeline"),
+                             cl::value_desc("FILE"), cl::cat(category));
 cl::opt<bool> summary("summary",
                       cl::desc("Print parameters and FLOPs per layer kind"),
                       cl::cat(category));
 cl::opt<std::string> reportPath("report",
                                 cl::desc("Write the figures as JSON to FILE"),
                                 cl::value_desc("FILE"), cl::cat(category));
-cl::opt<std::string> outputPath("o", cl::desc("Output file for --emit"),
+cl::opt<std::string> outputPath("o", cl::desc("Output file for the emitted IR"),
                                 cl::value_desc("FILE"), cl::init("-"),
                                 cl::cat(category));
 
@@ -122,6 +159,92 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// Checks the pipeline flags against the schedule before any IR changes,
+/// so that errors speak of flags rather than pass options.
+const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
+  const sched::ScheduleInfo *info = sched::lookupSchedule(scheduleName);
+  if (!info) {
+    SmallVector<StringRef> names;
+    for (const sched::ScheduleInfo &s : sched::getSchedules())
+      names.push_back(s.name);
+    fail("unknown schedule '" + scheduleName + "' (expected " +
+         llvm::join(names, ", ") + ")");
+    return nullptr;
+  }
+  auto positive = [](const cl::opt<int64_t> &flag, StringRef name) {
+    if (flag >= 1)
+      return true;
+    fail("--" + name + " must be positive, got " + Twine(int64_t(flag)));
+    return false;
+  };
+  if (!positive(pp, "pp") || !positive(microbatches, "microbatches") ||
+      !positive(slices, "slices"))
+    return nullptr;
+  chunks = virtualChunks ? int64_t(virtualChunks)
+                         : std::max(1, info->chunks == 0 ? 2 : info->chunks);
+  if (chunks < 1) {
+    fail("--virtual must be positive, got " + Twine(chunks));
+    return nullptr;
+  }
+  sched::Pipeline shape;
+  shape.devices = int(pp);
+  shape.chunks = int(chunks);
+  shape.microbatches = int(microbatches);
+  shape.slices = int(slices);
+  shape.splitBackward = info->splitBackward;
+  for (int s = 0; s < pp * chunks; ++s)
+    shape.stages.push_back(
+        info->placement == PlacementKind::vshape && s >= pp
+            ? sched::StagePlacement{int(2 * pp - 1 - s), 1}
+            : sched::StagePlacement{int(s % pp), int(s / pp)});
+  std::string problem = sched::checkPipeline(*info, shape);
+  if (!problem.empty()) {
+    fail(problem);
+    return nullptr;
+  }
+  std::string error;
+  if (!CostModel::parse(costs, error)) {
+    fail(error);
+    return nullptr;
+  }
+  if (balance != "uniform" && balance != "compute") {
+    fail("unknown --balance '" + balance + "' (expected uniform or compute)");
+    return nullptr;
+  }
+  return info;
+}
+
+/// Partitions, splits, schedules, verifies and simulates: the full
+/// compile. Writes the report, trace and timeline the flags ask for.
+LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
+                              int64_t chunks, const ModelSummary &summary) {
+  StagePartitionOptions partition;
+  partition.pp = pp;
+  partition.virtualChunks = chunks;
+  partition.placement = info.placement;
+  partition.balance =
+      balance == "compute" ? sched::Balance::Compute : sched::Balance::Uniform;
+  if (failed(partitionStages(model, partition)) ||
+      failed(splitPasses(model, info.splitBackward)))
+    return failure();
+  SchedulingOptions scheduling;
+  scheduling.schedule = info.name.str();
+  scheduling.microbatches = microbatches;
+  scheduling.slices = slices;
+  scheduling.costs = costs;
+  FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
+  if (failed(program))
+    return failure();
+  // The schedule report extends the model summary's report.
+  SimulationOptions simulation;
+  simulation.costs = costs;
+  simulation.report = reportPath;
+  simulation.trace = tracePath;
+  simulation.svg = svgPath;
+  simulation.reportExtras = std::move(*toJSON(summary).getAsObject());
+  return simulateProgram(*program, simulation);
+}
+
 /// Reads MODEL as a config.json or as MLIR, by extension.
 OwningOpRef<ModuleOp> loadModel(StringRef path, MLIRContext *context) {
   std::string errorMessage;
@@ -175,8 +298,21 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
-  bool wantSummary = summary || !reportPath.empty() || emit == EmitKind::None;
-  if (emit == EmitKind::Model) {
+  // The summary describes the model as given, before partitioning.
+  ModelSummary figures = summarizeModel(model);
+  bool scheduling = pp != 0;
+  if (scheduling) {
+    int64_t chunks = 0;
+    const sched::ScheduleInfo *info = checkPipelineFlags(chunks);
+    if (!info || failed(compilePipeline(model, *info, chunks, figures)))
+      return 1;
+  } else if (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
+             emit == EmitKind::Program) {
+    return fail("--microbatches, --trace, --svg and --emit program need "
+                "--pp");
+  }
+
+  if (emit != EmitKind::None || (scheduling && outputPath != "-")) {
     std::string errorMessage;
     auto output = openOutputFile(outputPath, &errorMessage);
     if (!output)
@@ -184,23 +320,33 @@ int main(int argc, char **argv) {
     module->print(output->os());
     output->keep();
   }
-  if (!wantSummary)
-    return 0;
 
-  ModelSummary figures = summarizeModel(model);
-  // Asked for nothing at all: the summary is the most useful answer.
-  if (summary || (emit == EmitKind::None && reportPath.empty()))
+  // Asked for nothing at all: the summary is the most useful answer; with a
+  // schedule, the prediction.
+  if (summary || (emit == EmitKind::None && reportPath.empty() &&
+                  outputPath == "-" && !scheduling))
     printModelSummary(figures, llvm::outs());
-  if (!reportPath.empty()) {
+  if (scheduling && emit == EmitKind::None) {
+    auto program = *module->getOps<ProgramOp>().begin();
+    std::string ignored;
+    StringRef timeUnit = CostModel::parse(costs, ignored)->getTimeUnit();
+    llvm::outs() << llvm::formatv(
+        "{0} on {1} devices, {2} microbatches: step time {3} {4}, bubble "
+        "ratio {5:F4}, peak activation {6} microbatches on device 0\n",
+        program.getSchedule(), program.getDevices(), program.getMicrobatches(),
+        cast<FloatAttr>(program->getAttr("step_time")).getValueAsDouble(),
+        timeUnit,
+        cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
+        cast<DenseF64ArrayAttr>(program->getAttr("peak_activation"))[0]);
+  }
+  if (!scheduling && !reportPath.empty()) {
     // writeToOutput writes a temporary file and renames it: a reader never
     // sees half a report, and an old report survives a failed run.
-    if (llvm::Error error =
-            llvm::writeToOutput(reportPath, [&](llvm::raw_ostream &os) {
-              os << llvm::formatv("{0:2}", toJSON(figures)) << "\n";
-              return llvm::Error::success();
-            }))
-      return fail("cannot write '" + reportPath +
-                  "': " + llvm::toString(std::move(error)));
+    std::string error;
+    if (failed(writeFileAtomically(
+            reportPath, llvm::formatv("{0:2}\n", toJSON(figures)).str(),
+            error)))
+      return fail(error);
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/Support/JSON.h"
 
 #include <memory>
 
@@ -55,6 +56,8 @@ struct SimulationOptions {
   std::string report;
   std::string trace;
   std::string svg;
+  /// Fields added to the report (the driver adds the model summary).
+  llvm::json::Object reportExtras;
 };
 LogicalResult simulateProgram(ProgramOp program, const SimulationOptions &opts);
 

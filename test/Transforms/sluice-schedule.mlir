@@ -1,0 +1,82 @@
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" | FileCheck %s --check-prefix=ONEF1B
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes --sluice-schedule="schedule=zb-h1 microbatches=3" | FileCheck %s --check-prefix=ZBH1
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=terapipe microbatches=1 slices=2" | FileCheck %s --check-prefix=TERA
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=pipedream microbatches=2" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=zb-h1 microbatches=2" 2>&1 | FileCheck %s --check-prefix=NEEDSPLIT
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2 virtual=2 placement=interleaved" --sluice-split-passes="split=false" --sluice-schedule="schedule=interleaved-1f1b microbatches=3" 2>&1 | FileCheck %s --check-prefix=SMALLM
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZEROM
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-schedule="schedule=1f1b microbatches=2" 2>&1 | FileCheck %s --check-prefix=NOPASSES
+
+// 1F1B: device 0 warms up with p - d = 2 forwards, then alternates; the
+// receive sits right before its consumer, the send right after its
+// producer.
+// ONEF1B-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 3, slices = 1, schedule = "1f1b"} {
+// ONEF1B-NEXT:    sluice.device 0 {
+// ONEF1B-NEXT:      sluice.exec F @s0 {mb = 0, slice = 0}
+// ONEF1B-NEXT:      sluice.send F @s0 {mb = 0, slice = 0} to 1
+// ONEF1B-NEXT:      sluice.exec F @s0 {mb = 1, slice = 0}
+// ONEF1B-NEXT:      sluice.send F @s0 {mb = 1, slice = 0} to 1
+// ONEF1B-NEXT:      sluice.recv BW @s1 {mb = 0, slice = 0} from 1
+// ONEF1B-NEXT:      sluice.exec BW @s0 {mb = 0, slice = 0}
+// ONEF1B-NEXT:      sluice.exec F @s0 {mb = 2, slice = 0}
+// ONEF1B-NEXT:      sluice.send F @s0 {mb = 2, slice = 0} to 1
+// ONEF1B-NEXT:      sluice.recv BW @s1 {mb = 1, slice = 0} from 1
+// ONEF1B-NEXT:      sluice.exec BW @s0 {mb = 1, slice = 0}
+// ONEF1B-NEXT:      sluice.recv BW @s1 {mb = 2, slice = 0} from 1
+// ONEF1B-NEXT:      sluice.exec BW @s0 {mb = 2, slice = 0}
+// ONEF1B-NEXT:    }
+// ONEF1B-NEXT:    sluice.device 1 {
+// ONEF1B-NEXT:      sluice.recv F @s0 {mb = 0, slice = 0} from 0
+// ONEF1B-NEXT:      sluice.exec F @s1 {mb = 0, slice = 0}
+// ONEF1B-NEXT:      sluice.exec BW @s1 {mb = 0, slice = 0}
+// ONEF1B-NEXT:      sluice.send BW @s1 {mb = 0, slice = 0} to 0
+// ONEF1B-NEXT:      sluice.recv F @s0 {mb = 1, slice = 0} from 0
+// ONEF1B-NEXT:      sluice.exec F @s1 {mb = 1, slice = 0}
+// ONEF1B-NEXT:      sluice.exec BW @s1 {mb = 1, slice = 0}
+// ONEF1B-NEXT:      sluice.send BW @s1 {mb = 1, slice = 0} to 0
+// ONEF1B-NEXT:      sluice.recv F @s0 {mb = 2, slice = 0} from 0
+// ONEF1B-NEXT:      sluice.exec F @s1 {mb = 2, slice = 0}
+// ONEF1B-NEXT:      sluice.exec BW @s1 {mb = 2, slice = 0}
+// ONEF1B-NEXT:      sluice.send BW @s1 {mb = 2, slice = 0} to 0
+// ONEF1B-NEXT:    }
+
+// ZB-H1: the same F/B order; device 0 runs W where it would wait for the
+// next B, the last device defers its W passes to the end.
+// ZBH1-LABEL:   sluice.device 0 {
+// ZBH1:           sluice.exec B @s0 {mb = 1, slice = 0}
+// ZBH1-NEXT:      sluice.exec W @s0 {mb = 0, slice = 0}
+// ZBH1-NEXT:      sluice.recv B @s1 {mb = 2, slice = 0} from 1
+// ZBH1-NEXT:      sluice.exec B @s0 {mb = 2, slice = 0}
+// ZBH1-NEXT:      sluice.exec W @s0 {mb = 1, slice = 0}
+// ZBH1-NEXT:      sluice.exec W @s0 {mb = 2, slice = 0}
+// ZBH1-NEXT:    }
+// ZBH1:           sluice.send B @s1 {mb = 2, slice = 0} to 0
+// ZBH1-NEXT:      sluice.exec W @s1 {mb = 0, slice = 0}
+// ZBH1-NEXT:      sluice.exec W @s1 {mb = 1, slice = 0}
+// ZBH1-NEXT:      sluice.exec W @s1 {mb = 2, slice = 0}
+
+// TeraPipe: forward slices in order, backward slices in reverse.
+// TERA-LABEL:   sluice.device 0 {
+// TERA-NEXT:      sluice.exec F @s0 {mb = 0, slice = 0}
+// TERA-NEXT:      sluice.send F @s0 {mb = 0, slice = 0} to 1
+// TERA-NEXT:      sluice.exec F @s0 {mb = 0, slice = 1}
+// TERA-NEXT:      sluice.send F @s0 {mb = 0, slice = 1} to 1
+// TERA-NEXT:      sluice.recv BW @s1 {mb = 0, slice = 1} from 1
+// TERA-NEXT:      sluice.exec BW @s0 {mb = 0, slice = 1}
+// TERA-NEXT:      sluice.recv BW @s1 {mb = 0, slice = 0} from 1
+// TERA-NEXT:      sluice.exec BW @s0 {mb = 0, slice = 0}
+
+// UNKNOWN: error: 'sluice.model' op cannot be scheduled: unknown schedule 'pipedream' (expected gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-v, v-half, v-min, seq1f1b, seq1f1b-i, terapipe)
+// NEEDSPLIT: error: 'sluice.model' op cannot be scheduled: schedule 'zb-h1' runs the backward split into B and W, but the stages' passes are unsplit (BW)
+// SMALLM: error: 'sluice.model' op cannot be scheduled: schedule 'interleaved-1f1b' needs microbatches = 3 to be a multiple of pp = 2 (schedules that accept pp = 2, microbatches = 3, virtual = 2, slices = 1: zb-v, v-half, v-min)
+// ZEROM: error: 'sluice.model' op cannot be scheduled with 'microbatches' = 0: it must be positive
+// NOPASSES: error: 'sluice.stage' op has no passes: run sluice-split-passes first
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>
+  %x0 = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x1 = sluice.transformer_layer %x0 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x2 = sluice.transformer_layer %x1 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x3 = sluice.transformer_layer %x2 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %loss = sluice.output_layer %x3 {vocab = 100, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}

@@ -1,0 +1,61 @@
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate | FileCheck %s --check-prefix=UNIT
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=F=1,B=2,W=2,comm=0.5" | FileCheck %s --check-prefix=EXPLICIT
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=h100" | FileCheck %s --check-prefix=H100
+// RUN: rm -f %t.json %t.trace.json %t.svg
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="report=%t.json trace=%t.trace.json svg=%t.svg" -o /dev/null
+// RUN: FileCheck %s --check-prefix=REPORT < %t.json
+// RUN: FileCheck %s --check-prefix=TRACE < %t.trace.json
+// RUN: FileCheck %s --check-prefix=SVG < %t.svg
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=tpu" 2>&1 | FileCheck %s --check-prefix=BADCOSTS
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=F=1,B=-2" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+
+// Unit costs: (p - 1) / (m + p - 1) = 1/4 of 2 devices x 12 units idle.
+// UNIT: sluice.program @plan for @m {{.*}} attributes {bubble_ratio = 2.500000e-01 : f64, peak_activation = array<f64: 2.000000e+00, 1.000000e+00>, step_time = 1.200000e+01 : f64}
+
+// F = 1, BW = B + W = 4, 0.5 per transfer. Device 1 gets F2 at 12.5
+// (device 0 runs it after BW0, which waits for device 1's BW0), runs F2 and
+// BW2 until 17.5; the gradient arrives at 18; device 0's BW2 ends at 22.
+// EXPLICIT: step_time = 2.200000e+01 : f64
+
+// Analytic costs, seconds: for this tiny model the 8 us link latency of
+// the four transfers on the critical path dominates (about 32 us).
+// H100: step_time = 3.{{[0-9]+}}E-5 : f64
+
+// REPORT: "bubble_ratio": 0.25,
+// REPORT: "devices": 2,
+// REPORT: "microbatches": 3,
+// REPORT: "per_device": [
+// REPORT:     "busy": 9,
+// REPORT:     "device": 0,
+// REPORT:     "idle": 3,
+// REPORT:     "parameter_bytes": {{[0-9]+}},
+// REPORT:     "peak_activation_bytes": {{[0-9]+}},
+// REPORT:     "peak_activation_microbatches": 2,
+// REPORT:     "peak_memory_bytes": {{[0-9]+}}
+// REPORT:     "device": 1,
+// REPORT:     "peak_activation_microbatches": 1,
+// REPORT: "schedule": "1f1b",
+// REPORT: "step_time": 12,
+// REPORT: "verified": true,
+
+// TRACE: "traceEvents":
+// TRACE-DAG: "name":"process_name"
+// TRACE-DAG: "name":"F s0 mb0"
+// TRACE-DAG: "name":"send F s0 mb0 -> 1"
+
+// SVG: <svg xmlns="http://www.w3.org/2000/svg"
+// SVG: 1f1b: 2 devices, 3 microbatches, bubble 25.0%
+// SVG: device 0
+// SVG: </svg>
+
+// BADCOSTS: error: 'sluice.program' op cannot be simulated: unknown cost model 'tpu' (expected unit, a100, h100, v100, or costs such as F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1)
+// NEGATIVE: error: 'sluice.program' op cannot be simulated: cost 'B' must be non-negative, got -2
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>
+  %x0 = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x1 = sluice.transformer_layer %x0 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x2 = sluice.transformer_layer %x1 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x3 = sluice.transformer_layer %x2 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %loss = sluice.output_layer %x3 {vocab = 100, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}

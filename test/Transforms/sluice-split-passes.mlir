@@ -1,0 +1,23 @@
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes | FileCheck %s --check-prefix=SPLIT
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" | FileCheck %s --check-prefix=UNSPLIT
+// RUN: not sluice-opt %s --sluice-split-passes 2>&1 | FileCheck %s --check-prefix=UNPARTITIONED
+
+// Two layers of hidden 32, ffn 128, 16 tokens: 12288 matmul weights per
+// layer (2 x 12288 x 16 FLOPs each) and causal attention 4 x 32 x 136.
+// Stage 0: F = 2 x (393216 + 17408) = 821248; B = matmuls + 2 x attention
+// = 856064; W = matmuls = 786432. Stage 1 adds the output layer's
+// 2 x 32 x 100 x 16 = 102400 to each.
+// SPLIT:   sluice.stage @s0 device 0 chunk 0 -> tensor<1x16x32xf32> attributes {activation_bytes = {{[0-9]+}} : i64, flops = array<i64: 821248, 856064, 786432>, passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>]}
+// SPLIT:   sluice.stage @s1 device 1 chunk 0 ({{.*}}) -> tensor<f32> attributes {activation_bytes = {{[0-9]+}} : i64, flops = array<i64: 923648, 958464, 888832>, passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>]}
+// UNSPLIT: sluice.stage @s0 {{.*}} flops = array<i64: 821248, 1642496>, passes = [#sluice.pass<F>, #sluice.pass<BW>]
+// UNSPLIT: sluice.stage @s1 {{.*}} flops = array<i64: 923648, 1847296>, passes = [#sluice.pass<F>, #sluice.pass<BW>]
+// UNPARTITIONED: error: 'sluice.model' op is not partitioned into stages: run sluice-partition-stages first
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>
+  %x0 = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x1 = sluice.transformer_layer %x0 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x2 = sluice.transformer_layer %x1 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x3 = sluice.transformer_layer %x2 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %loss = sluice.output_layer %x3 {vocab = 100, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
