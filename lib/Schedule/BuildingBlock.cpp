@@ -14,7 +14,8 @@ using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
 BuildingBlock sched::getOneFOneBBlock(const Pipeline &pipeline,
-                                      llvm::ArrayRef<int64_t> extraIntervals) {
+                                      llvm::ArrayRef<int64_t> extraIntervals,
+                                      llvm::ArrayRef<int64_t> weightLag) {
   const int64_t interval = 3;
   int64_t p = pipeline.devices;
   BuildingBlock block;
@@ -24,14 +25,21 @@ BuildingBlock sched::getOneFOneBBlock(const Pipeline &pipeline,
     int64_t extra = extraIntervals.empty() ? 0 : extraIntervals[d];
     block.entries.push_back({Work{PassKind::F, stage, 0, 0}, d});
     // The last device starts the backward right after its F (at p); each
-    // earlier device 2 units (one backward) later than the next.
-    block.entries.push_back({Work{pipeline.getBackwardKind(), stage, 0, 0},
-                             3 * p - 2 - 2 * d + interval * extra});
+    // earlier device 2 units (one backward) later than the next. Split,
+    // the W takes the backward's second unit, `weightLag[d]` intervals on.
+    int64_t backward = 3 * p - 2 - 2 * d + interval * extra;
+    block.entries.push_back(
+        {Work{pipeline.getBackwardKind(), stage, 0, 0}, backward});
+    int64_t lag = weightLag.empty() ? 0 : weightLag[d];
+    if (pipeline.splitBackward)
+      block.entries.push_back(
+          {Work{PassKind::W, stage, 0, 0}, backward + 1 + interval * lag});
   }
   return block;
 }
 
-BuildingBlock sched::getVShapeBlock(const Pipeline &pipeline, int spacing) {
+BuildingBlock sched::getVShapeBlock(const Pipeline &pipeline, int spacing,
+                                    bool lagWeights) {
   const int64_t interval = 6;
   int p = pipeline.devices;
   BuildingBlock block;
@@ -53,12 +61,25 @@ BuildingBlock sched::getVShapeBlock(const Pipeline &pipeline, int spacing) {
     block.entries.push_back({Work{PassKind::F, stage, 0, 0}, start});
     end = start + 1;
   }
+  std::vector<int64_t> backwardEnd(numStages);
   for (int stage = numStages - 1; stage >= 0; --stage) {
     bool slowed = stage >= p && stage < numStages - 1;
     int64_t start =
         place(pipeline.getDevice(stage), end + (slowed ? spacing : 0));
     block.entries.push_back({Work{PassKind::B, stage, 0, 0}, start});
     end = start + 1;
+    backwardEnd[stage] = end;
+  }
+  // Each W takes the first free slot after its B (device d's, with
+  // `lagWeights`, d intervals later): a device's two chunks leave exactly
+  // two slots of the interval for W, so every W has a place in the steady
+  // state and none piles up until the end of the step.
+  for (int stage = numStages - 1; stage >= 0; --stage) {
+    int device = pipeline.getDevice(stage);
+    int64_t lag = lagWeights ? device : 0;
+    block.entries.push_back(
+        {Work{PassKind::W, stage, 0, 0},
+         place(device, backwardEnd[stage] + interval * lag)});
   }
   return block;
 }
@@ -94,16 +115,17 @@ std::vector<std::vector<Work>> sched::expandBlock(const Pipeline &pipeline,
 }
 
 FailureOr<std::vector<std::vector<Work>>>
-sched::fillWeightPasses(const Pipeline &pipeline,
-                        std::vector<std::vector<Work>> orders,
-                        const Durations &durations, std::string &error) {
+sched::advanceWeightPasses(const Pipeline &pipeline,
+                           const std::vector<std::vector<Work>> &orders,
+                           const Durations &durations, std::string &error) {
   int p = pipeline.devices;
   WorkIndex index(pipeline);
   std::vector<double> end(index.size(), -1.0);
   struct DeviceState {
     size_t next = 0;
     double time = 0;
-    std::deque<Work> pendingW;
+    // W passes whose B has run, oldest first; some may have run already.
+    std::deque<Work> dueW;
     bool waiting = false;
   };
   std::vector<DeviceState> state(p);
@@ -121,7 +143,7 @@ sched::fillWeightPasses(const Pipeline &pipeline,
     st.time = finish;
     result[d].push_back(work);
     if (work.kind == PassKind::B)
-      st.pendingW.push_back(
+      st.dueW.push_back(
           Work{PassKind::W, work.stage, work.microbatch, work.slice});
     auto it = waiters.find(index(work));
     if (it == waiters.end())
@@ -132,10 +154,17 @@ sched::fillWeightPasses(const Pipeline &pipeline,
     }
     waiters.erase(it);
   };
-  auto runPendingW = [&](int d) {
-    Work w = state[d].pendingW.front();
-    state[d].pendingW.pop_front();
+  // Runs the oldest due W that has not run yet; false if there is none.
+  auto runDueW = [&](int d) {
+    DeviceState &st = state[d];
+    while (!st.dueW.empty() && end[index(st.dueW.front())] >= 0)
+      st.dueW.pop_front();
+    if (st.dueW.empty())
+      return false;
+    Work w = st.dueW.front();
+    st.dueW.pop_front();
     run(d, w);
+    return true;
   };
 
   llvm::SmallVector<Work, 4> deps;
@@ -145,13 +174,14 @@ sched::fillWeightPasses(const Pipeline &pipeline,
     DeviceState &st = state[d];
     if (st.waiting || time != st.time)
       continue;
-    if (st.next == orders[d].size()) {
-      // Out of passes: the remaining W's run back to back.
-      while (!st.pendingW.empty())
-        runPendingW(d);
+    // A W that already ran early is skipped at its own place.
+    const auto &order = orders[d];
+    while (st.next < order.size() && order[st.next].kind == PassKind::W &&
+           end[index(order[st.next])] >= 0)
+      ++st.next;
+    if (st.next == order.size())
       continue;
-    }
-    const Work &work = orders[d][st.next];
+    const Work &work = order[st.next];
     deps.clear();
     getDependencies(pipeline, work, deps);
     double ready = 0;
@@ -169,9 +199,8 @@ sched::fillWeightPasses(const Pipeline &pipeline,
     if (!missing && ready <= st.time) {
       ++st.next;
       run(d, work);
-    } else if (!st.pendingW.empty()) {
-      // The next pass cannot start now: a W fills the gap.
-      runPendingW(d);
+    } else if (runDueW(d)) {
+      // The next pass cannot start yet: a due W fills the gap.
     } else if (!missing) {
       st.time = ready;
     } else {

@@ -297,34 +297,39 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
     orders = getSeq1F1BOrders(pipeline);
     break;
   case ScheduleKind::OneFOneB:
-  case ScheduleKind::ZBH1:
-    orders = expandBlock(pipeline, getOneFOneBBlock(pipeline, {}));
+    orders = expandBlock(pipeline, getOneFOneBBlock(pipeline, {}, {}));
     break;
+  case ScheduleKind::ZBH1:
   case ScheduleKind::ZBH2: {
-    // Device d admits p - 1 - d more microbatches before its first B,
-    // filling the warm-up bubble at up to 2p - 1 in flight (ZB-H2).
-    std::vector<int64_t> extra(pipeline.devices);
-    for (int d = 0; d < pipeline.devices; ++d)
-      extra[d] = pipeline.devices - 1 - d;
-    orders = expandBlock(pipeline, getOneFOneBBlock(pipeline, extra));
+    // ZB-H2 admits p - 1 - d more microbatches before device d's first B,
+    // filling the warm-up bubble at up to 2p - 1 in flight.
+    std::vector<int64_t> extra(pipeline.devices, 0), lag(pipeline.devices);
+    for (int d = 0; d < pipeline.devices; ++d) {
+      lag[d] = d;
+      if (schedule.kind == ScheduleKind::ZBH2)
+        extra[d] = pipeline.devices - 1 - d;
+    }
+    orders = expandBlock(pipeline, getOneFOneBBlock(pipeline, extra, lag));
     break;
   }
   case ScheduleKind::ZBV:
-    orders = expandBlock(pipeline, getVShapeBlock(pipeline, 4));
+    orders =
+        expandBlock(pipeline, getVShapeBlock(pipeline, 4, /*lagWeights=*/true));
     break;
   case ScheduleKind::VHalf:
-    orders = expandBlock(pipeline, getVShapeBlock(pipeline, 1));
+    orders = expandBlock(pipeline,
+                         getVShapeBlock(pipeline, 1, /*lagWeights=*/false));
     break;
   case ScheduleKind::VMin:
-    orders = expandBlock(pipeline, getVShapeBlock(pipeline, 0));
+    orders = expandBlock(pipeline,
+                         getVShapeBlock(pipeline, 0, /*lagWeights=*/false));
     break;
   }
   if (pipeline.splitBackward) {
-    auto filled =
-        fillWeightPasses(pipeline, std::move(orders), durations, error);
-    if (failed(filled))
+    auto advanced = advanceWeightPasses(pipeline, orders, durations, error);
+    if (failed(advanced))
       return failure();
-    orders = std::move(*filled);
+    orders = std::move(*advanced);
   }
   return lowerToProgram(pipeline, orders);
 }

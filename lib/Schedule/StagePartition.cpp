@@ -67,8 +67,8 @@ mlir::sluice::sched::partitionLayers(const PartitionProblem &problem,
   int layers = static_cast<int>(problem.layerCosts.size());
   int stages = problem.stages;
   if (stages < 1) {
-    error = llvm::formatv("the number of stages must be positive, got {0}",
-                          stages);
+    error =
+        llvm::formatv("the number of stages must be positive, got {0}", stages);
     return failure();
   }
   int needed = balance == Balance::Uniform ? stages : std::max(0, stages - 2);

@@ -153,6 +153,38 @@ TEST(Schedules, EveryScheduleVerifiesOnTheGrid) {
           }
 }
 
+// W passes fill bubbles but never pile up: a device holds the inputs of at
+// most p pending weight gradients (B run, W not yet), so deferring W does
+// not turn into GPipe's memory.
+TEST(Schedules, WeightPassesNeverPileUp) {
+  for (const ScheduleInfo &info : getSchedules()) {
+    if (!info.splitBackward)
+      continue;
+    for (int pp = 2; pp <= 16; ++pp)
+      for (int mm : {pp, 2 * pp, 4 * pp}) {
+        Pipeline pipe = makePipeline(info, pp, mm, info.chunks, 1);
+        auto unit = [&](const Work &w) { return getUnitDuration(pipe, w); };
+        std::string error;
+        FailureOr<Program> program =
+            buildSchedule(info, pipe, Durations{unit, 0.0}, error);
+        ASSERT_TRUE(succeeded(program)) << error;
+        for (const auto &instrs : program->devices) {
+          int pending = 0, most = 0;
+          for (const Instr &instr : instrs) {
+            if (instr.kind != InstrKind::Exec)
+              continue;
+            pending += instr.work.kind == PassKind::B   ? 1
+                       : instr.work.kind == PassKind::W ? -1
+                                                        : 0;
+            most = std::max(most, pending);
+          }
+          EXPECT_LE(most, pp * info.chunks)
+              << info.name.str() << " p=" << pp << " m=" << mm;
+        }
+      }
+  }
+}
+
 TEST(Schedules, SmallMicrobatchCountsNameTheSchedulesThatAcceptThem) {
   const ScheduleInfo *inter = lookupSchedule("interleaved-1f1b");
   Pipeline pipe = makePipeline(*inter, 8, 12, 2, 1);

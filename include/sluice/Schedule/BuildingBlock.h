@@ -10,9 +10,10 @@
 // Turning a block into per-device programs:
 //  1. expand: microbatch b's passes start at offset + b * interval; each
 //     device runs its passes in that nominal order;
-//  2. fill: W passes are not part of the block; each device runs a pending
-//     W whenever its next pass is not ready yet, and the rest at the end
-//     (the "W fills the bubbles" idea of zero-bubble pipelining);
+//  2. advance W: each device runs a W that is due (its B has run) whenever
+//     its next pass is not ready yet, instead of idling -- the zero-bubble
+//     idea that W fills the bubbles. W passes only ever move earlier than
+//     the block places them, so none piles up until the end of the step;
 //  3. squeeze: executing the orders as early as dependencies allow removes
 //     the idle time the repetition leaves in warm-up (the simulator does
 //     this; the order is what a program records).
@@ -44,20 +45,30 @@ struct BuildingBlock {
 };
 
 /// The 1F1B block on a loop placement, in units where F = 1 and the
-/// backward = 2 (B + W, or BW): device d runs F at d and its backward at
+/// backward = 2 (B then W, or BW): device d runs F at d and its backward at
 /// 3p - 2 - 2d, plus `extraIntervals[d]` intervals (ZB-H2 delays the
-/// backward to admit more microbatches in warm-up). Interval 3.
+/// backward to admit more microbatches in warm-up). Interval 3. Split, W
+/// takes the second unit of the backward's slot `weightLag[d]` intervals
+/// later: zero-bubble schedules let device d lag its W passes by d
+/// microbatches, which is what lets the critical B chain run back to back
+/// (ZB-H1's (p - 1) / (3m + p - 1) bubble) while a device never holds more
+/// than p pending W passes.
 BuildingBlock getOneFOneBBlock(const Pipeline &pipeline,
-                               llvm::ArrayRef<int64_t> extraIntervals);
+                               llvm::ArrayRef<int64_t> extraIntervals,
+                               llvm::ArrayRef<int64_t> weightLag);
 
 /// A V-shape block (2 chunks per device, stage s on device s for s < p and
-/// 2p - 1 - s after), F = B = 1 per chunk, interval 6 (W fills the rest).
-/// Each pass starts at the earliest time after its dependency whose slot
-/// (time modulo the interval) is free on its device. `spacing` delays each
-/// forward of the first chunk and each backward of the second by that many
-/// units: 0 is V-Min (about p/3 microbatches of activations), 1 V-Half
-/// (about p/2), 4 ZB-V (at most p).
-BuildingBlock getVShapeBlock(const Pipeline &pipeline, int spacing);
+/// 2p - 1 - s after), F = B = W = 1 per chunk, interval 6. Each F and B
+/// starts at the earliest time after its dependency whose slot (time
+/// modulo the interval) is free on its device; each W then takes the first
+/// free slot after its B. `spacing` delays each forward of the first chunk
+/// and each backward of the second by that many units: 0 is V-Min (about
+/// p/3 microbatches of activations), 1 V-Half (about p/2), 4 ZB-V (at most
+/// p). `lagWeights` moves device d's W slots d intervals later, as in
+/// ZB-H1; ZB-V uses it, V-Half and V-Min keep W's inputs as short-lived as
+/// their activations.
+BuildingBlock getVShapeBlock(const Pipeline &pipeline, int spacing,
+                             bool lagWeights);
 
 /// Per device, the block's passes for every microbatch in nominal order.
 std::vector<std::vector<Work>> expandBlock(const Pipeline &pipeline,
@@ -70,12 +81,13 @@ struct Durations {
   double transfer = 0;
 };
 
-/// Step 2 above: inserts one W after each B, where the device would
-/// otherwise idle. Fails (naming a stuck pass) if `orders` cannot execute.
+/// Step 2 above: executes `orders` (which hold every W) and returns the
+/// order that results when a due W runs early wherever the device would
+/// otherwise idle. Fails, naming a stuck pass, if `orders` cannot execute.
 FailureOr<std::vector<std::vector<Work>>>
-fillWeightPasses(const Pipeline &pipeline,
-                 std::vector<std::vector<Work>> orders,
-                 const Durations &durations, std::string &error);
+advanceWeightPasses(const Pipeline &pipeline,
+                    const std::vector<std::vector<Work>> &orders,
+                    const Durations &durations, std::string &error);
 
 } // namespace mlir::sluice::sched
 
