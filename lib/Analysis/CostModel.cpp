@@ -211,9 +211,9 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
   for (size_t s = 0; s < profiles.size(); ++s)
     for (size_t kind = 0; kind < kKinds; ++kind)
       for (int slice = 0; slice < k; ++slice)
-        compute[(s * kKinds + kind) * k + slice] = costs.getComputeTime(
-            profiles[s], PassKind(kind), lengths[slice], prefixes[slice],
-            pipeline.chunks, k);
+        compute[(s * kKinds + kind) * k + slice] =
+            costs.getComputeTime(profiles[s], PassKind(kind), lengths[slice],
+                                 prefixes[slice], pipeline.chunks, k);
   for (int slice = 0; slice < k; ++slice)
     transfer.push_back(costs.getTransferTime(
         profiles.front().getMessageBytes(lengths[slice])));

@@ -91,6 +91,8 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
               std::max(stats.peakActivationUnits, st.activationUnits);
           stats.peakActivationBytes =
               std::max(stats.peakActivationBytes, st.activationBytes);
+          result.memory.push_back({d, kind == PassKind::F ? start : end,
+                                   st.activationBytes, st.activationUnits});
         }
       }
       moved |= st.next != before;

@@ -55,6 +55,15 @@ llvm::json::Value mlir::sluice::getChromeTrace(
                                     {"slice", w.slice}}},
     });
   }
+  // Activation memory as one counter track per device.
+  for (const MemorySample &sample : simulation.memory)
+    events.push_back(llvm::json::Object{
+        {"name", "activation memory"},
+        {"ph", "C"},
+        {"pid", sample.device},
+        {"ts", sample.time * microsecondsPerUnit},
+        {"args", llvm::json::Object{{"bytes", sample.bytes}}},
+    });
   return llvm::json::Object{{"traceEvents", std::move(events)},
                             {"displayTimeUnit", "ms"}};
 }

@@ -42,6 +42,7 @@
 // TRACE-DAG: "name":"process_name"
 // TRACE-DAG: "name":"F s0 mb0"
 // TRACE-DAG: "name":"send F s0 mb0 -> 1"
+// TRACE-DAG: "name":"activation memory","ph":"C"
 
 // SVG: <svg xmlns="http://www.w3.org/2000/svg"
 // SVG: 1f1b: 2 devices, 3 microbatches, bubble 25.0%

@@ -42,6 +42,15 @@ struct TimelineEvent {
   double end = 0;
 };
 
+/// A device's activation memory from `time` on (after an F starts or a
+/// B/BW ends).
+struct MemorySample {
+  int device = 0;
+  double time = 0;
+  double bytes = 0;
+  double units = 0;
+};
+
 struct DeviceStatistics {
   double busy = 0;
   double idle = 0;
@@ -55,6 +64,8 @@ struct Simulation {
   double bubbleRatio = 0;
   std::vector<DeviceStatistics> devices;
   std::vector<TimelineEvent> events;
+  /// Activation memory over time, per device, in time order per device.
+  std::vector<MemorySample> memory;
 };
 
 /// Simulates a verified program. Fails, saying where, only if the program
