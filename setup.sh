@@ -44,14 +44,29 @@ build() {
 }
 
 demo() {
+  local compile=build/bin/sluice-compile
   echo
   echo "== Figure 2 of papers/vocabulary-parallelism.txt: Gemma-2-9B at 4096 tokens"
-  build/bin/sluice-compile examples/gemma-2-9b/config.json --summary --seq-len 4096
+  $compile examples/gemma-2-9b/config.json --summary --seq-len 4096
+  echo
+  echo "== every schedule: the paper's 4B model on 8 devices, 24 microbatches, unit costs"
+  for schedule in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zb-v v-half v-min \
+                  seq1f1b seq1f1b-i terapipe; do
+    local slices=1
+    case $schedule in seq1f1b* | terapipe) slices=4 ;; esac
+    $compile examples/vocab-parallelism/table1-4b.mlir --pp 8 --microbatches 24 \
+      --schedule "$schedule" --slices "$slices"
+  done
+  echo
+  echo "== the same model with A100 costs, 1F1B against Redis (layers moved to even out FLOPs)"
+  $compile examples/vocab-parallelism/table1-4b.mlir --pp 8 --microbatches 24 --costs a100
+  $compile examples/vocab-parallelism/table1-4b.mlir --pp 8 --microbatches 24 --costs a100 \
+    --balance compute
   echo
   echo "== every example model (examples/README.md says where each comes from)"
   for model in examples/*/*.mlir examples/*/config.json; do
     echo "-- $model"
-    build/bin/sluice-compile "$model" --summary 2>/dev/null
+    $compile "$model" --summary 2>/dev/null
   done
 }
 

@@ -57,6 +57,12 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
   program->setAttr("step_time", builder.getF64FloatAttr(sim->stepTime));
   program->setAttr("bubble_ratio", builder.getF64FloatAttr(sim->bubbleRatio));
   program->setAttr("peak_activation", builder.getDenseF64ArrayAttr(peaks));
+  if (const HardwareProfile *hw = costs->getHardware())
+    if (sim->stepTime > 0)
+      program->setAttr("mfu",
+                       builder.getF64FloatAttr(
+                           table.getStepFlops() /
+                           (pipeline.devices * hw->peakFlops * sim->stepTime)));
 
   if (!opts.report.empty()) {
     llvm::json::Value report = getScheduleReport(

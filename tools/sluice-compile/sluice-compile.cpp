@@ -338,6 +338,9 @@ int main(int argc, char **argv) {
         timeUnit,
         cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
         cast<DenseF64ArrayAttr>(program->getAttr("peak_activation"))[0]);
+    if (auto mfu = program->getAttrOfType<FloatAttr>("mfu"))
+      llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n",
+                                    mfu.getValueAsDouble(), costs);
   }
   if (!scheduling && !reportPath.empty()) {
     // writeToOutput writes a temporary file and renames it: a reader never

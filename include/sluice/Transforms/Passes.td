@@ -196,7 +196,8 @@ def Simulate : Pass<"sluice-simulate", "ModuleOp"> {
   let description = [{
     Verifies each `sluice.program`, then simulates it under a cost model and
     records the prediction on the program (`step_time`, `bubble_ratio`,
-    `peak_activation`: per device, in microbatch units). `costs` is `unit`
+    `peak_activation`: per device, in microbatch units; `mfu` with a
+    hardware profile). `costs` is `unit`
     (F = B = W = 1 per device and microbatch, BW = 2, divided over chunks
     and slices; vocabulary passes and transfers free), explicit costs
     (`F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1`), or a hardware profile (`a100`,
