@@ -1,0 +1,195 @@
+// One case per verifier rule of the partitioned and program levels.
+// RUN: sluice-opt %s -split-input-file -verify-diagnostics
+
+// stage-negative-device
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{'sluice.stage' op 'device' must be non-negative, got -1}}
+  %0 = sluice.stage @s0 device -1 chunk 0 -> tensor<f32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %0 : tensor<f32>
+}
+
+// -----
+
+// stage-flops-without-passes
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{'sluice.stage' op 'flops' must give one value per pass, got 2 for 0 passes}}
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> attributes {flops = array<i64: 1, 2>} {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %0 : tensor<f32>
+}
+
+// -----
+
+// stage-yields-not-its-last-layer
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %x = sluice.transformer_layer %e {heads = 2, kv_heads = 2, ffn = 16, norm = layernorm, mlp = gelu} : tensor<1x4x8xf32>
+    // expected-error@+1 {{'sluice.yield' op must yield the result of the stage's last layer}}
+    sluice.yield %e : tensor<1x4x8xf32>
+  }
+  %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<1x4x8xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<1x4x8xf32>):
+    %l = sluice.output_layer %a {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}
+
+// -----
+
+// stage-holds-no-layer
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  // expected-error@+1 {{'sluice.stage' op holds no layer}}
+  %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<f32>) -> tensor<f32> {
+  ^bb0(%a: tensor<f32>):
+    sluice.yield %a : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}
+
+// -----
+
+// duplicated-stage-name
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-note@+1 {{first stage @s0 is here}}
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    sluice.yield %e : tensor<1x4x8xf32>
+  }
+  // expected-error@+1 {{'sluice.stage' op duplicates stage name @s0}}
+  %1 = sluice.stage @s0 device 1 chunk 0 (%0 : tensor<1x4x8xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<1x4x8xf32>):
+    %l = sluice.output_layer %a {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}
+
+// -----
+
+// stage-input-does-not-chain
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{'sluice.stage' op is the first stage and must take no input}}
+  %0 = sluice.stage @s0 device 0 chunk 0 (%0 : tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  ^bb0(%a: tensor<1x4x8xf32>):
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    sluice.yield %e : tensor<1x4x8xf32>
+  }
+  %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<1x4x8xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<1x4x8xf32>):
+    %l = sluice.output_layer %a {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}
+
+// -----
+
+// layer-beside-stages
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    sluice.yield %e : tensor<1x4x8xf32>
+  }
+  // expected-error@+1 {{'sluice.output_layer' op cannot appear beside sluice.stage ops in a partitioned model}}
+  %l = sluice.output_layer %0 {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+  sluice.return %l : tensor<f32>
+}
+
+// -----
+
+// program-device-out-of-range
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+  }
+  // expected-error@+1 {{'sluice.device' op index 3 is outside the program's 1 devices}}
+  sluice.device 3 {
+  }
+}
+
+// -----
+
+// program-duplicated-device
+// expected-note@+2 {{first device 0 is here}}
+sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+  }
+  // expected-error@+1 {{'sluice.device' op duplicates device 0}}
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// program-missing-device
+// expected-error@+1 {{'sluice.program' op has no sluice.device 1}}
+sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// program-non-positive-microbatches
+// expected-error@+1 {{'sluice.program' op 'microbatches' must be positive, got 0}}
+sluice.program @p for @m {devices = 1, microbatches = 0, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// instruction-negative-microbatch
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+    // expected-error@+1 {{'sluice.exec' op 'mb' must be non-negative, got -1}}
+    sluice.exec F @s0 {mb = -1, slice = 0}
+  }
+}
+
+// -----
+
+// send-to-itself
+sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+    // expected-error@+1 {{'sluice.send' op 'to' = 0 is not another device}}
+    sluice.send F @s0 {mb = 0, slice = 0} to 0
+  }
+  sluice.device 1 {
+  }
+}
+
+// -----
+
+// recv-from-itself
+sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+  }
+  sluice.device 1 {
+    // expected-error@+1 {{'sluice.recv' op 'from' = 1 is not another device}}
+    sluice.recv F @s0 {mb = 0, slice = 0} from 1
+  }
+}
+
+// -----
+
+// unknown-pass-kind
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+    // expected-error@+1 {{unknown pass kind 'X' (expected F, B, W, BW, S, T, IF or IB)}}
+    sluice.exec X @s0 {mb = 0, slice = 0}
+  }
+}

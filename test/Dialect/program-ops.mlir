@@ -1,0 +1,67 @@
+// The partitioned and program levels round-trip through their custom and
+// generic forms.
+// RUN: sluice-opt %s | sluice-opt | FileCheck %s
+// RUN: sluice-opt %s -mlir-print-op-generic | sluice-opt | FileCheck %s
+// RUN: sluice-opt %s -mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
+
+// CHECK-LABEL: sluice.model @m
+// CHECK:         %[[S0:.+]] = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> attributes {activation_bytes = 512 : i64, flops = array<i64: 10, 20, 10>, passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>]} {
+// CHECK:           sluice.yield %{{.+}} : tensor<1x4x8xf32>
+// CHECK:         %[[S1:.+]] = sluice.stage @s1 device 1 chunk 0 (%[[S0]] : tensor<1x4x8xf32>) -> tensor<f32> {
+// CHECK-NEXT:    ^bb0(%[[A:.+]]: tensor<1x4x8xf32>):
+// CHECK-NEXT:      %[[L:.+]] = sluice.output_layer %[[A]]
+// CHECK-NEXT:      sluice.yield %[[L]] : tensor<f32>
+// CHECK:         sluice.return %[[S1]] : tensor<f32>
+// CHECK-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 1, slices = 1, schedule = "hand-written"} {
+// CHECK-NEXT:    sluice.device 0 {
+// CHECK-NEXT:      sluice.exec F @s0 {mb = 0, slice = 0}
+// CHECK-NEXT:      sluice.send F @s0 {mb = 0, slice = 0} to 1
+// CHECK-NEXT:      sluice.recv B @s1 {mb = 0, slice = 0} from 1 on vocab
+// CHECK-NEXT:      sluice.exec B @s0 {mb = 0, slice = 0}
+// CHECK-NEXT:      sluice.exec W @s0 {mb = 0, slice = 0}
+// CHECK-NEXT:    }
+// CHECK-NEXT:    sluice.device 1 {
+// CHECK-NEXT:      sluice.recv F @s0 {mb = 0, slice = 0} from 0
+// CHECK-NEXT:      sluice.exec S @s1 {mb = 0, slice = 0}
+// CHECK-NEXT:      sluice.exec T @s1 {mb = 0, slice = 0}
+// CHECK-NEXT:      sluice.exec IF @s1 {mb = 0, slice = 0}
+// CHECK-NEXT:      sluice.exec IB @s1 {mb = 0, slice = 0}
+// CHECK-NEXT:      sluice.send B @s1 {mb = 0, slice = 0} to 0 on vocab
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+// GENERIC: "sluice.stage"() <{activation_bytes = 512 : i64, chunk = 0 : i64, device = 0 : i64, flops = array<i64: 10, 20, 10>, passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>], sym_name = "s0"}>
+// GENERIC: "sluice.yield"
+// GENERIC: "sluice.program"() <{devices = 2 : i64, microbatches = 1 : i64, model = @m, schedule = "hand-written", slices = 1 : i64, sym_name = "plan"}>
+// GENERIC: "sluice.device"() <{index = 0 : i64}>
+// GENERIC: "sluice.exec"() <{kind = #sluice.pass<F>, mb = 0 : i64, slice = 0 : i64, stage = @s0}>
+// GENERIC: "sluice.send"() <{kind = #sluice.pass<F>, mb = 0 : i64, slice = 0 : i64, stage = @s0, stream = #sluice<stream comm>, to = 1 : i64}>
+// GENERIC: "sluice.recv"() <{from = 1 : i64, kind = #sluice.pass<B>, mb = 0 : i64, slice = 0 : i64, stage = @s1, stream = #sluice<stream vocab>}>
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> attributes {activation_bytes = 512 : i64, flops = array<i64: 10, 20, 10>, passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>]} {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    sluice.yield %e : tensor<1x4x8xf32>
+  }
+  %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<1x4x8xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<1x4x8xf32>):
+    %l = sluice.output_layer %a {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}
+sluice.program @plan for @m {devices = 2, microbatches = 1, slices = 1, schedule = "hand-written"} {
+  sluice.device 0 {
+    sluice.exec F @s0 {mb = 0, slice = 0}
+    sluice.send F @s0 {mb = 0, slice = 0} to 1
+    sluice.recv B @s1 {mb = 0, slice = 0} from 1 on vocab
+    sluice.exec B @s0 {mb = 0, slice = 0}
+    sluice.exec W @s0 {mb = 0, slice = 0}
+  }
+  sluice.device 1 {
+    sluice.recv F @s0 {mb = 0, slice = 0} from 0
+    sluice.exec S @s1 {mb = 0, slice = 0}
+    sluice.exec T @s1 {mb = 0, slice = 0}
+    sluice.exec IF @s1 {mb = 0, slice = 0}
+    sluice.exec IB @s1 {mb = 0, slice = 0}
+    sluice.send B @s1 {mb = 0, slice = 0} to 0 on vocab
+  }
+}

@@ -1,0 +1,170 @@
+//===- CostModelTest.cpp - Cost models and stage partitioning -------------===//
+
+#include "sluice/Analysis/CostModel.h"
+#include "sluice/Schedule/StagePartition.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+namespace {
+
+TEST(CostModel, UnitCostsAreDividedOverChunksAndSlices) {
+  std::string error;
+  std::optional<CostModel> unit = CostModel::parse("unit", error);
+  ASSERT_TRUE(unit) << error;
+  StageProfile stage;
+  EXPECT_DOUBLE_EQ(unit->getComputeTime(stage, PassKind::F, 1, 0, 1, 1), 1.0);
+  EXPECT_DOUBLE_EQ(unit->getComputeTime(stage, PassKind::BW, 1, 0, 1, 1), 2.0);
+  EXPECT_DOUBLE_EQ(unit->getComputeTime(stage, PassKind::W, 1, 0, 2, 4), 0.125);
+  EXPECT_DOUBLE_EQ(unit->getComputeTime(stage, PassKind::S, 1, 0, 1, 1), 0.0);
+  EXPECT_DOUBLE_EQ(unit->getTransferTime(1 << 20), 0.0);
+}
+
+TEST(CostModel, ExplicitCosts) {
+  std::string error;
+  std::optional<CostModel> costs =
+      CostModel::parse("F=1,B=1.5,W=0.5,S=0.2,T=0.2,comm=0.1", error);
+  ASSERT_TRUE(costs) << error;
+  StageProfile stage;
+  EXPECT_DOUBLE_EQ(costs->getComputeTime(stage, PassKind::B, 1, 0, 1, 1), 1.5);
+  EXPECT_DOUBLE_EQ(costs->getComputeTime(stage, PassKind::BW, 1, 0, 1, 1), 2.0)
+      << "BW defaults to B + W";
+  EXPECT_DOUBLE_EQ(costs->getComputeTime(stage, PassKind::T, 1, 0, 2, 1), 0.1);
+  EXPECT_DOUBLE_EQ(costs->getTransferTime(123), 0.1);
+}
+
+struct BadSpec {
+  const char *spec;
+  const char *error;
+};
+class CostModelErrorTest : public ::testing::TestWithParam<BadSpec> {};
+TEST_P(CostModelErrorTest, NamesTheEntry) {
+  std::string error;
+  EXPECT_FALSE(CostModel::parse(GetParam().spec, error));
+  EXPECT_EQ(error, GetParam().error);
+}
+INSTANTIATE_TEST_SUITE_P(
+    Specs, CostModelErrorTest,
+    ::testing::Values(
+        BadSpec{"tpu", "unknown cost model 'tpu' (expected unit, a100, h100, "
+                       "v100, or costs such as F=1,B=1,W=1,S=0.2,T=0.2,"
+                       "comm=0.1)"},
+        BadSpec{"F=1,B=-1", "cost 'B' must be non-negative, got -1"},
+        BadSpec{"F=fast", "cost 'F' must be a number, got 'fast'"},
+        BadSpec{"F=1,X=2", "unknown cost 'X' (expected F, B, W, BW, S, T, IF, "
+                           "IB or comm)"}));
+
+TEST(CostModel, AnalyticTimeIsFlopsOverAchievableThroughput) {
+  std::string error;
+  std::optional<CostModel> h100 = CostModel::parse("h100", error);
+  ASSERT_TRUE(h100) << error;
+  StageProfile stage;
+  stage.hidden = 1024;
+  stage.seqLen = 2048;
+  TransformerShape layer;
+  layer.hidden = 1024;
+  layer.heads = 16;
+  layer.kvHeads = 16;
+  layer.headDim = 64;
+  layer.ffn = 4096;
+  stage.layers = {layer, layer};
+  const HardwareProfile &hw = *h100->getHardware();
+  double flops = stage.getPassFlops(PassKind::F, 2048, 0);
+  EXPECT_DOUBLE_EQ(h100->getComputeTime(stage, PassKind::F, 2048, 0, 1, 1),
+                   flops / (hw.peakFlops * hw.efficiency));
+  // F + B + W is three forwards; BW is B + W.
+  EXPECT_DOUBLE_EQ(stage.getPassFlops(PassKind::F, 512, 256) +
+                       stage.getPassFlops(PassKind::B, 512, 256) +
+                       stage.getPassFlops(PassKind::W, 512, 256),
+                   3 * stage.getPassFlops(PassKind::F, 512, 256));
+  EXPECT_DOUBLE_EQ(stage.getPassFlops(PassKind::BW, 512, 256),
+                   stage.getPassFlops(PassKind::B, 512, 256) +
+                       stage.getPassFlops(PassKind::W, 512, 256));
+  EXPECT_DOUBLE_EQ(h100->getTransferTime(50'000'000),
+                   hw.linkLatency + 50e6 / hw.linkBandwidth);
+}
+
+TEST(CostModel, UniformSlicesCoverTheSequence) {
+  EXPECT_EQ(getUniformSlices(16, 4), (std::vector<int64_t>{4, 4, 4, 4}));
+  EXPECT_EQ(getUniformSlices(10, 4), (std::vector<int64_t>{3, 3, 2, 2}));
+}
+
+// Redis: the DP's bottleneck equals the best over every contiguous cut.
+TEST(StagePartition, ComputeBalanceIsOptimalAgainstBruteForce) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> cost(0.5, 2.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    sched::PartitionProblem problem;
+    int layers = 2 + trial % 9;
+    for (int i = 0; i < layers; ++i)
+      problem.layerCosts.push_back(cost(rng));
+    problem.firstExtra = cost(rng) * (trial % 3);
+    problem.lastExtra = cost(rng) * (trial % 4);
+    problem.stages = 1 + trial % std::min(layers + 1, 5);
+    std::string error;
+    auto counts =
+        sched::partitionLayers(problem, sched::Balance::Compute, error);
+    ASSERT_TRUE(succeeded(counts)) << error;
+    auto bottleneck = [&](const std::vector<int> &c) {
+      double worst = 0;
+      int at = 0;
+      for (int s = 0; s < problem.stages; ++s) {
+        double sum = 0;
+        for (int i = 0; i < c[s]; ++i)
+          sum += problem.layerCosts[at++];
+        if (s == 0)
+          sum += problem.firstExtra;
+        if (s == problem.stages - 1)
+          sum += problem.lastExtra;
+        worst = std::max(worst, sum);
+      }
+      return worst;
+    };
+    // Enumerate every admissible cut.
+    double best = 1e300;
+    std::vector<int> c(problem.stages);
+    std::function<void(int, int)> enumerate = [&](int s, int left) {
+      if (s == problem.stages - 1) {
+        if (problem.stages > 1 || left >= 0) {
+          c[s] = left;
+          best = std::min(best, bottleneck(c));
+        }
+        return;
+      }
+      int minLayers = s == 0 ? 0 : 1;
+      for (int n = minLayers; n <= left; ++n) {
+        c[s] = n;
+        enumerate(s + 1, left - n);
+      }
+    };
+    enumerate(0, layers);
+    int total = 0;
+    for (int n : *counts)
+      total += n;
+    EXPECT_EQ(total, layers);
+    EXPECT_DOUBLE_EQ(bottleneck(*counts), best) << "trial " << trial;
+  }
+}
+
+TEST(StagePartition, UniformGivesSpareLayersAfterTheEmbeddingStage) {
+  sched::PartitionProblem problem;
+  problem.layerCosts.assign(10, 1.0);
+  problem.stages = 4;
+  std::string error;
+  auto counts = sched::partitionLayers(problem, sched::Balance::Uniform, error);
+  ASSERT_TRUE(succeeded(counts));
+  EXPECT_EQ(*counts, (std::vector<int>{2, 3, 3, 2}));
+  problem.stages = 11;
+  EXPECT_TRUE(
+      failed(sched::partitionLayers(problem, sched::Balance::Uniform, error)));
+  EXPECT_EQ(error,
+            "11 stages need at least 11 transformer layers, the model has 10");
+}
+
+} // namespace
