@@ -1,0 +1,150 @@
+//===- Parameters.cpp - Weights, gradients and optimizer state ------------===//
+
+#include "Parameters.h"
+
+#include <cmath>
+
+namespace sluice::rt {
+
+namespace {
+/// GPT-2's initialisation scale for every weight matrix.
+constexpr double kInitStd = 0.02;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t hashName(const std::string &name) {
+  uint64_t h = 1469598103934665603ULL; // FNV-1a
+  for (unsigned char c : name)
+    h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+/// Element `i` of parameter `name`: N(0, 1) by Box-Muller from two
+/// uniforms that depend on (seed, name, i) alone.
+double normalSample(uint64_t seed, uint64_t nameHash, int64_t i) {
+  uint64_t base = splitmix64(seed ^ nameHash) + 2 * uint64_t(i);
+  double u1 = (double(splitmix64(base) >> 11) + 1.0) * 0x1.0p-53;
+  double u2 = double(splitmix64(base + 1) >> 11) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+std::string prefixOf(const ModelConfig &model, int index) {
+  int transformer = 0;
+  for (int i = 0; i < index; ++i)
+    transformer += model.layers[i].kind == LayerKind::Transformer;
+  return "layers." + std::to_string(transformer) + ".";
+}
+} // namespace
+
+std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
+                                              int index) {
+  const LayerConfig &layer = model.layers[index];
+  int64_t h = model.hidden;
+  std::vector<ParameterSpec> specs;
+  auto norm = [&](const std::string &name) {
+    specs.push_back({name + ".weight", {h}, InitKind::Ones});
+    if (layer.norm == "layernorm")
+      specs.push_back({name + ".bias", {h}, InitKind::Zeros});
+  };
+  auto linear = [&](const std::string &name, int64_t in, int64_t out) {
+    specs.push_back({name + ".weight", {in, out}, InitKind::Normal});
+    if (layer.bias)
+      specs.push_back({name + ".bias", {out}, InitKind::Zeros});
+  };
+  switch (layer.kind) {
+  case LayerKind::Embedding:
+    specs.push_back({"embed.tokens", {layer.vocab, h}, InitKind::Normal});
+    if (layer.positions > 0)
+      specs.push_back(
+          {"embed.positions", {layer.positions, h}, InitKind::Normal});
+    break;
+  case LayerKind::Transformer: {
+    std::string p = prefixOf(model, index);
+    int64_t hd = layer.heads * layer.headDim;
+    int64_t kv = layer.kvHeads * layer.headDim;
+    norm(p + "norm1");
+    linear(p + "attn.qkv", h, hd + 2 * kv);
+    linear(p + "attn.out", hd, h);
+    norm(p + "norm2");
+    linear(p + "mlp.up", h, layer.ffn);
+    linear(p + "mlp.down", layer.ffn, h);
+    break;
+  }
+  case LayerKind::Output:
+    norm("final_norm");
+    specs.push_back({layer.tied ? "embed.tokens" : "lm_head.weight",
+                     {layer.vocab, h},
+                     InitKind::Normal});
+    break;
+  }
+  return specs;
+}
+
+std::vector<ParameterSpec> getModelParameters(const ModelConfig &model) {
+  ParameterStore store;
+  for (size_t i = 0; i < model.layers.size(); ++i)
+    for (const ParameterSpec &spec : getLayerParameters(model, int(i)))
+      store.add(spec);
+  return store.specs();
+}
+
+void ParameterStore::add(const ParameterSpec &spec) {
+  if (index.count(spec.name))
+    return;
+  index[spec.name] = params.size();
+  params.push_back(spec);
+}
+
+void ParameterStore::allocate(uint64_t seed) {
+  offsets.clear();
+  int64_t total = 0;
+  for (const ParameterSpec &p : params) {
+    offsets.push_back(total);
+    total += p.size();
+  }
+  weights.assign(total, 0.0f);
+  grads.assign(total, 0.0f);
+  moment1.assign(total, 0.0f);
+  moment2.assign(total, 0.0f);
+  for (size_t k = 0; k < params.size(); ++k) {
+    const ParameterSpec &p = params[k];
+    float *w = weights.data() + offsets[k];
+    uint64_t nameHash = hashName(p.name);
+    for (int64_t i = 0; i < p.size(); ++i)
+      w[i] = p.init == InitKind::Ones ? 1.0f
+             : p.init == InitKind::Zeros
+                 ? 0.0f
+                 : float(kInitStd * normalSample(seed, nameHash, i));
+  }
+}
+
+int64_t ParameterStore::offset(const std::string &name) const {
+  return offsets[index.at(name)];
+}
+
+float *ParameterStore::weight(const std::string &name) {
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : weights.data() + offsets[it->second];
+}
+
+float *ParameterStore::grad(const std::string &name) {
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : grads.data() + offsets[it->second];
+}
+
+void ParameterStore::zeroGrads() {
+  std::fill(grads.begin(), grads.end(), 0.0f);
+}
+
+void ParameterStore::adamStep(Kernels &kernels, const AdamConfig &config,
+                              int64_t step) {
+  kernels.adamUpdate(weights.data(), grads.data(), moment1.data(),
+                     moment2.data(), int64_t(weights.size()), config, step);
+}
+
+} // namespace sluice::rt

@@ -1,0 +1,74 @@
+//===- Parameters.h - Weights, gradients and optimizer state ----*- C++ -*-===//
+//
+// The parameters of the layers a device runs, named by their global
+// identity in the model (`layers.3.attn.qkv.weight`, `embed.tokens`, ...).
+// Initialisation depends only on the seed, the name and the element index,
+// so every partitioning of a model starts from the same weights -- what
+// makes a pipelined run comparable with the single-device reference.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_RUNTIME_PARAMETERS_H
+#define SLUICE_RUNTIME_PARAMETERS_H
+
+#include "Backend.h"
+#include "ModelConfig.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sluice::rt {
+
+enum class InitKind { Normal, Ones, Zeros };
+
+struct ParameterSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  InitKind init = InitKind::Normal;
+  int64_t size() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+/// The parameters layer `index` of `model` reads. A tied output layer
+/// reads the embedding's table under its name.
+std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
+                                              int index);
+
+/// Every parameter the model has, each once.
+std::vector<ParameterSpec> getModelParameters(const ModelConfig &model);
+
+class ParameterStore {
+public:
+  /// Adds a parameter; adding the same name again (a tied table) is a no-op.
+  void add(const ParameterSpec &spec);
+  /// Allocates weights, gradients and Adam moments and initialises the
+  /// weights from `seed`.
+  void allocate(uint64_t seed);
+
+  float *weight(const std::string &name);
+  float *grad(const std::string &name);
+  bool contains(const std::string &name) const {
+    return index.count(name) != 0;
+  }
+  const std::vector<ParameterSpec> &specs() const { return params; }
+  int64_t offset(const std::string &name) const;
+
+  void zeroGrads();
+  void adamStep(Kernels &kernels, const AdamConfig &config, int64_t step);
+
+  std::vector<float> weights, grads, moment1, moment2;
+
+private:
+  std::vector<ParameterSpec> params;
+  std::vector<int64_t> offsets;
+  std::map<std::string, size_t> index;
+};
+
+} // namespace sluice::rt
+
+#endif // SLUICE_RUNTIME_PARAMETERS_H
