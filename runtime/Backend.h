@@ -25,6 +25,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace sluice::rt {
 
@@ -138,6 +140,8 @@ public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// Sends n floats. The payload is copied before this returns, so the
+  /// caller may reuse `data` at once (the buffer planner relies on it).
   virtual std::unique_ptr<Request> sendAsync(const float *data, int64_t n,
                                              int peer, int tag) = 0;
   virtual std::unique_ptr<Request> recvAsync(float *data, int64_t n, int peer,
@@ -149,12 +153,13 @@ public:
                               int groupSize) = 0;
   virtual Status allReduceSum(double *data, int64_t n) = 0;
   virtual Status allReduceMax(double *data, int64_t n) = 0;
+  /// Collects every rank's string on rank 0 (in rank order); other ranks
+  /// get an empty list.
+  virtual Status gatherToRoot(const std::string &mine,
+                              std::vector<std::string> &all) = 0;
   virtual void barrier() = 0;
-  /// Tells every other rank that this one failed, so that they stop too.
-  virtual void announceFailure() = 0;
-  /// Whether another rank announced a failure (never blocks).
-  virtual bool peerFailed() = 0;
-  /// Ends every rank of the job now, with `code`.
+  /// Ends every rank of the job now, with `code`: one rank's failure stops
+  /// the others instead of leaving them waiting for it.
   [[noreturn]] virtual void abort(int code) = 0;
 };
 

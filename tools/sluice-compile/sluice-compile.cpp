@@ -19,6 +19,7 @@
 #include "sluice/Schedule/Schedules.h"
 #include "sluice/SluiceOps.h"
 #include "sluice/Target/Export.h"
+#include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
 
 #include "mlir/IR/AsmState.h"
@@ -43,7 +44,7 @@ using namespace mlir::sluice;
 namespace cl = llvm::cl;
 
 namespace {
-enum class EmitKind { None, Model, Program };
+enum class EmitKind { None, Model, Program, Plan };
 
 cl::OptionCategory category("sluice-compile options");
 
@@ -60,7 +61,9 @@ cl::opt<EmitKind> emit(
     "emit", cl::desc("IR to print"), cl::init(EmitKind::None),
     cl::values(clEnumValN(EmitKind::Model, "model", "the model-level module"),
                clEnumValN(EmitKind::Program, "program",
-                          "the partitioned model and its program")),
+                          "the partitioned model and its program"),
+               clEnumValN(EmitKind::Plan, "plan",
+                          "the runtime plan (JSON; also -o FILE.json)")),
     cl::cat(category));
 cl::opt<int64_t> pp("pp", cl::desc("Pipeline devices (enables scheduling)"),
                     cl::init(0), cl::value_desc("P"), cl::cat(category));
@@ -307,12 +310,31 @@ int main(int argc, char **argv) {
     if (!info || failed(compilePipeline(model, *info, chunks, figures)))
       return 1;
   } else if (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
-             emit == EmitKind::Program) {
-    return fail("--microbatches, --trace, --svg and --emit program need "
+             emit == EmitKind::Program || emit == EmitKind::Plan) {
+    return fail("--microbatches, --trace, --svg and --emit program|plan need "
                 "--pp");
   }
 
-  if (emit != EmitKind::None || (scheduling && outputPath != "-")) {
+  // A .json output is the runtime plan: buffers planned, then translated.
+  if (scheduling && emit == EmitKind::None &&
+      StringRef(outputPath).ends_with(".json"))
+    emit = EmitKind::Plan;
+  if (emit == EmitKind::Plan) {
+    if (!scheduling)
+      return fail("--emit plan needs --pp");
+    auto program = *module->getOps<ProgramOp>().begin();
+    if (failed(planBuffers(program)))
+      return 1;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (failed(exportPlan(program, os)))
+      return 1;
+    std::string error;
+    if (outputPath == "-")
+      llvm::outs() << text;
+    else if (failed(writeFileAtomically(outputPath, text, error)))
+      return fail(error);
+  } else if (emit != EmitKind::None || (scheduling && outputPath != "-")) {
     std::string errorMessage;
     auto output = openOutputFile(outputPath, &errorMessage);
     if (!output)

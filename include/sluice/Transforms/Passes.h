@@ -61,6 +61,9 @@ struct SimulationOptions {
 };
 LogicalResult simulateProgram(ProgramOp program, const SimulationOptions &opts);
 
+/// What sluice-plan-buffers does to one program.
+LogicalResult planBuffers(ProgramOp program);
+
 #define GEN_PASS_REGISTRATION
 #include "sluice/Transforms/Passes.h.inc"
 

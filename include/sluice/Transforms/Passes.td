@@ -223,4 +223,35 @@ def Simulate : Pass<"sluice-simulate", "ModuleOp"> {
   ];
 }
 
+def PlanBuffers : Pass<"sluice-plan-buffers", "ModuleOp"> {
+  let summary = "Give every value a program keeps a buffer, reusing freed ones";
+  let description = [{
+    For each device of each `sluice.program`, finds what its instructions
+    keep and for how long, and assigns each such value a buffer slot,
+    reusing slots whose values are dead:
+
+    * a pass's forward state, from its F to the last of its B and W;
+    * the weight state B leaves for W (within the instruction for BW);
+    * a microbatch's keys and values, from its first slice's F to its first
+      slice's B (later slices read them and add into their gradients);
+    * an activation or gradient on its way to the next stage: from the pass
+      that produces it to the send, or to the consuming pass when the next
+      stage is on the same device; and a received one, from the receive to
+      the pass that consumes it.
+
+    Sizes follow the CPU runtime's layout (runtime/Layout.h) so the runtime
+    can carve its tensors from the slots and check them. Each device gets
+    `buffers` (bytes per slot); each instruction names its slots (`state`,
+    `wstate`, `kv`, `in`, `out` on `sluice.exec`, `buffer` on send and
+    receive). Passes run on the compute stream, sends and receives on the
+    communication stream.
+
+    ```mlir
+    sluice.device 0 attributes {buffers = array<i64: 30720, 2048, 4096>} {
+      sluice.exec F @s0 {mb = 0, slice = 0} {kv = 1 : i64, out = 2 : i64, state = 0 : i64}
+      sluice.send F @s0 {mb = 0, slice = 0} to 1 {buffer = 2 : i64}
+    ```
+  }];
+}
+
 #endif // SLUICE_TRANSFORMS_PASSES_TD

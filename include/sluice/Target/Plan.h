@@ -1,0 +1,37 @@
+//===- Plan.h - The runtime plan file ---------------------------*- C++ -*-===//
+//
+// Translation from the program level to the versioned JSON plan that
+// sluice-run executes (docs/plan-format.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_TARGET_PLAN_H
+#define SLUICE_TARGET_PLAN_H
+
+#include "runtime/ModelConfig.h"
+#include "sluice/SluiceOps.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <vector>
+
+namespace mlir::sluice {
+
+/// The runtime's plain data types (runtime/*.h live in ::sluice::rt).
+namespace rt = ::sluice::rt;
+
+/// The version this compiler writes; the runtime refuses others.
+constexpr int kPlanVersion = 1;
+
+/// The model section of a plan: the model's layers in chain order.
+rt::ModelConfig getModelConfig(ModelOp model);
+
+/// The token length of each slice the program cuts a microbatch into.
+std::vector<int64_t> getSliceLengths(ProgramOp program, ModelOp model);
+
+/// Writes the plan of `program` (whose buffers are planned) to `os`.
+LogicalResult exportPlan(ProgramOp program, llvm::raw_ostream &os);
+
+} // namespace mlir::sluice
+
+#endif // SLUICE_TARGET_PLAN_H

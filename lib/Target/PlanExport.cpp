@@ -1,0 +1,212 @@
+//===- PlanExport.cpp - Program level to plan.json ------------------------===//
+//
+// Written with llvm::json's streaming writer (the compiler is built without
+// exceptions); the runtime reads the file with nlohmann-json. The schema is
+// docs/plan-format.md; this file and runtime/Plan.cpp are its two ends.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Target/Plan.h"
+
+#include "sluice/Analysis/CostModel.h"
+
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
+  rt::ModelConfig config;
+  config.name = model.getSymName().str();
+  config.seqLen = model.getSeqLen();
+  config.microBatch = model.getMicroBatch();
+  config.hidden = model.getHidden();
+  model.getBody().walk([&](Operation *op) {
+    rt::LayerConfig layer;
+    if (auto e = dyn_cast<EmbeddingOp>(op)) {
+      layer.kind = rt::LayerKind::Embedding;
+      layer.vocab = e.getVocab();
+      layer.positions = e.getPositions().value_or(0);
+    } else if (auto t = dyn_cast<TransformerLayerOp>(op)) {
+      layer.kind = rt::LayerKind::Transformer;
+      layer.heads = t.getHeads();
+      layer.kvHeads = t.getKvHeads();
+      layer.headDim = t.getHeadDimOrDefault();
+      layer.ffn = t.getFfn();
+      layer.bias = t.getBias();
+      layer.norm = stringifyNormKind(t.getNorm()).str();
+      layer.mlp = stringifyMlpKind(t.getMlp()).str();
+    } else if (auto o = dyn_cast<OutputLayerOp>(op)) {
+      layer.kind = rt::LayerKind::Output;
+      layer.vocab = o.getVocab();
+      layer.norm = stringifyNormKind(o.getNorm()).str();
+      layer.tied = o.getTied();
+    } else {
+      return;
+    }
+    config.layers.push_back(layer);
+  });
+  return config;
+}
+
+std::vector<int64_t> mlir::sluice::getSliceLengths(ProgramOp program,
+                                                   ModelOp model) {
+  if (auto lengths = program->getAttrOfType<DenseI64ArrayAttr>("slice_lengths"))
+    return std::vector<int64_t>(lengths.asArrayRef().begin(),
+                                lengths.asArrayRef().end());
+  return getUniformSlices(model.getSeqLen(), program.getSlices());
+}
+
+static const char *getLayerKindName(rt::LayerKind kind) {
+  switch (kind) {
+  case rt::LayerKind::Embedding:
+    return "embedding";
+  case rt::LayerKind::Transformer:
+    return "transformer";
+  case rt::LayerKind::Output:
+    return "output";
+  }
+  return "";
+}
+
+LogicalResult mlir::sluice::exportPlan(ProgramOp program,
+                                       llvm::raw_ostream &os) {
+  auto module = program->getParentOfType<ModuleOp>();
+  auto model = module.lookupSymbol<ModelOp>(program.getModelAttr());
+  if (!model)
+    return program.emitOpError("refers to @")
+           << program.getModel() << ", which is not a sluice.model";
+  for (DeviceOp device : program.getBody().getOps<DeviceOp>())
+    if (!device->hasAttr("buffers"))
+      return program.emitOpError(
+          "has no buffers: run sluice-plan-buffers before exporting a plan");
+
+  rt::ModelConfig config = getModelConfig(model);
+  SmallVector<StageOp> stages = getStages(model);
+  llvm::StringMap<int> stageIndex;
+  for (auto [i, stage] : llvm::enumerate(stages))
+    stageIndex[stage.getSymName()] = int(i);
+  bool split = false;
+  if (std::optional<ArrayAttr> passes = stages.front().getPasses())
+    split = llvm::any_of(*passes, [](Attribute a) {
+      return cast<PassKindAttr>(a).getValue() == PassKind::B;
+    });
+  // A message's key: the work it carries, numbered densely. Unique within
+  // a step, so it can be the transport's tag.
+  int64_t numStages = int64_t(stages.size());
+  int64_t mbs = program.getMicrobatches(), slices = program.getSlices();
+  auto keyOf = [&](PassKind kind, int64_t stage, int64_t mb, int64_t slice) {
+    return ((int64_t(kind) * numStages + stage) * mbs + mb) * slices + slice;
+  };
+
+  llvm::json::OStream json(os, 1);
+  json.object([&] {
+    json.attribute("format", "sluice-plan");
+    json.attribute("version", kPlanVersion);
+    json.attributeObject("model", [&] {
+      json.attribute("name", config.name);
+      json.attribute("seq_len", config.seqLen);
+      json.attribute("micro_batch", config.microBatch);
+      json.attribute("hidden", config.hidden);
+      json.attributeArray("layers", [&] {
+        for (const rt::LayerConfig &l : config.layers)
+          json.object([&] {
+            json.attribute("kind", getLayerKindName(l.kind));
+            if (l.kind != rt::LayerKind::Transformer)
+              json.attribute("vocab", l.vocab);
+            if (l.kind == rt::LayerKind::Embedding)
+              json.attribute("positions", l.positions);
+            if (l.kind == rt::LayerKind::Transformer) {
+              json.attribute("heads", l.heads);
+              json.attribute("kv_heads", l.kvHeads);
+              json.attribute("head_dim", l.headDim);
+              json.attribute("ffn", l.ffn);
+              json.attribute("mlp", l.mlp);
+              json.attribute("bias", l.bias);
+            }
+            if (l.kind != rt::LayerKind::Embedding)
+              json.attribute("norm", l.norm);
+            if (l.kind == rt::LayerKind::Output)
+              json.attribute("tied", l.tied);
+          });
+      });
+    });
+    json.attribute("schedule", program.getSchedule());
+    json.attribute("devices", program.getDevices());
+    json.attribute("microbatches", mbs);
+    json.attributeArray("slices", [&] {
+      for (int64_t length : getSliceLengths(program, model))
+        json.value(length);
+    });
+    json.attribute("split_backward", split);
+    json.attributeArray("stages", [&] {
+      int next = 0;
+      for (StageOp stage : stages)
+        json.object([&] {
+          json.attribute("name", stage.getSymName());
+          json.attribute("device", stage.getDevice());
+          json.attribute("chunk", stage.getChunk());
+          json.attributeArray("layers", [&] {
+            for (size_t i = 0, e = stage.getLayers().size(); i < e; ++i)
+              json.value(next++);
+          });
+        });
+    });
+    json.attributeArray("programs", [&] {
+      for (DeviceOp device : program.getBody().getOps<DeviceOp>())
+        json.object([&] {
+          json.attribute("device", device.getIndex());
+          json.attributeArray("buffers", [&] {
+            for (int64_t bytes :
+                 device->getAttrOfType<DenseI64ArrayAttr>("buffers")
+                     .asArrayRef())
+              json.value(bytes);
+          });
+          json.attributeArray("instructions", [&] {
+            for (Operation &op : device.getBody().front()) {
+              auto slot = [&](StringRef name) -> int64_t {
+                auto attr = op.getAttrOfType<IntegerAttr>(name);
+                return attr ? attr.getInt() : -1;
+              };
+              auto common = [&](StringRef opName, PassKind kind,
+                                StringRef stage, int64_t mb, int64_t slice) {
+                json.attribute("op", opName);
+                json.attribute("pass", stringifyPassKind(kind));
+                json.attribute("stage", stageIndex.lookup(stage));
+                json.attribute("mb", mb);
+                json.attribute("slice", slice);
+              };
+              json.object([&] {
+                if (auto e = dyn_cast<ExecOp>(op)) {
+                  common("exec", e.getKind(), e.getStage(), e.getMb(),
+                         e.getSlice());
+                  for (StringRef role : {"state", "wstate", "kv", "in", "out"})
+                    json.attribute(role, slot(role));
+                } else if (auto s = dyn_cast<SendOp>(op)) {
+                  common("send", s.getKind(), s.getStage(), s.getMb(),
+                         s.getSlice());
+                  json.attribute("peer", s.getTo());
+                  json.attribute("key", keyOf(s.getKind(),
+                                              stageIndex.lookup(s.getStage()),
+                                              s.getMb(), s.getSlice()));
+                  json.attribute("buffer", slot("buffer"));
+                  json.attribute("stream", stringifyStreamKind(s.getStream()));
+                } else if (auto r = dyn_cast<RecvOp>(op)) {
+                  common("recv", r.getKind(), r.getStage(), r.getMb(),
+                         r.getSlice());
+                  json.attribute("peer", r.getFrom());
+                  json.attribute("key", keyOf(r.getKind(),
+                                              stageIndex.lookup(r.getStage()),
+                                              r.getMb(), r.getSlice()));
+                  json.attribute("buffer", slot("buffer"));
+                  json.attribute("stream", stringifyStreamKind(r.getStream()));
+                }
+              });
+            }
+          });
+        });
+    });
+  });
+  os << "\n";
+  return success();
+}

@@ -1,0 +1,229 @@
+//===- PlanBuffers.cpp - Buffer lifetimes and reuse per device ------------===//
+
+#include "sluice/Target/Plan.h"
+#include "sluice/Transforms/Passes.h"
+#include "sluice/Transforms/PipelineIR.h"
+
+#include "runtime/Layout.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <map>
+
+namespace mlir::sluice {
+#define GEN_PASS_DEF_PLANBUFFERS
+#include "sluice/Transforms/Passes.h.inc"
+} // namespace mlir::sluice
+
+using namespace mlir;
+using namespace mlir::sluice;
+using namespace mlir::sluice::sched;
+
+namespace {
+
+/// What a buffer holds.
+enum class ValueKind : uint8_t {
+  ForwardState, // F -> B, W
+  WeightState,  // B -> W
+  KeyValues,    // first slice's F -> first slice's B (per microbatch)
+  Outgoing,     // a pass's result on its way to the next stage
+  Incoming,     // a received result, until its consumer runs
+};
+
+struct ValueKey {
+  ValueKind kind;
+  size_t work;
+  bool operator<(const ValueKey &o) const {
+    return std::tie(kind, work) < std::tie(o.kind, o.work);
+  }
+};
+
+/// Per-device slot allocation: a value gets the smallest free slot large
+/// enough for it, or a new one; it frees its slot after its last use.
+class SlotAllocator {
+public:
+  int allocate(int64_t bytes) {
+    auto best = free.end();
+    for (auto it = free.begin(); it != free.end(); ++it)
+      if (sizes[*it] >= bytes &&
+          (best == free.end() || sizes[*it] < sizes[*best]))
+        best = it;
+    if (best != free.end()) {
+      int slot = *best;
+      free.erase(best);
+      return slot;
+    }
+    sizes.push_back(bytes);
+    return int(sizes.size()) - 1;
+  }
+  void release(int slot) { free.push_back(slot); }
+  const std::vector<int64_t> &getSizes() const { return sizes; }
+
+private:
+  std::vector<int64_t> sizes;
+  std::vector<int> free;
+};
+
+} // namespace
+
+LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
+  FailureOr<ModelOp> model = getProgramModel(program);
+  if (failed(model))
+    return failure();
+  FailureOr<Pipeline> pipeline =
+      getPipeline(*model, program.getMicrobatches(), program.getSlices());
+  if (failed(pipeline))
+    return failure();
+  FailureOr<ProgramView> view = readProgram(program, *model);
+  if (failed(view))
+    return failure();
+
+  rt::ModelConfig config = getModelConfig(*model);
+  std::vector<int64_t> lengths = getSliceLengths(program, *model);
+  SmallVector<StageOp> stages = getStages(*model);
+  // The layers of each stage, as indices into the model's chain.
+  std::vector<std::vector<int>> stageLayers;
+  int next = 0;
+  for (StageOp stage : stages) {
+    std::vector<int> layers;
+    for (size_t i = 0, e = stage.getLayers().size(); i < e; ++i)
+      layers.push_back(next++);
+    stageLayers.push_back(layers);
+  }
+  auto shape = [&](int slice) {
+    int64_t offset = 0;
+    for (int k = 0; k < slice; ++k)
+      offset += lengths[k];
+    return rt::SliceShape{config.microBatch, lengths[slice], offset};
+  };
+  auto bytesOf = [&](ValueKind kind, const Work &w) -> int64_t {
+    rt::SliceShape s = shape(w.slice);
+    int64_t floats = 0;
+    for (int layer : stageLayers[w.stage]) {
+      const rt::LayerConfig &l = config.layers[layer];
+      if (kind == ValueKind::ForwardState)
+        floats += rt::getForwardStateFloats(config, l, s);
+      else if (kind == ValueKind::WeightState)
+        floats += rt::getWeightStateFloats(config, l, s);
+      else if (kind == ValueKind::KeyValues)
+        floats += rt::getKeyValueFloats(config, l, s.rows);
+    }
+    if (kind == ValueKind::Outgoing || kind == ValueKind::Incoming)
+      floats = rt::getMessageFloats(config, s);
+    return floats * int64_t(sizeof(float));
+  };
+
+  WorkIndex index(*pipeline);
+  Builder builder(program.getContext());
+  for (int d = 0; d < pipeline->devices; ++d) {
+    const std::vector<Instr> &instrs = view->program.devices[d];
+    // 1. Which values each instruction defines and uses.
+    std::vector<SmallVector<std::pair<ValueKey, StringRef>, 4>> defs(
+        instrs.size()),
+        uses(instrs.size());
+    auto isBackward = [](PassKind k) {
+      return k == PassKind::B || k == PassKind::BW;
+    };
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      const Instr &instr = instrs[i];
+      const Work &w = instr.work;
+      size_t id = index(w);
+      if (instr.kind == InstrKind::Send) {
+        uses[i].push_back({{ValueKind::Outgoing, id}, "buffer"});
+        continue;
+      }
+      if (instr.kind == InstrKind::Recv) {
+        defs[i].push_back({{ValueKind::Incoming, id}, "buffer"});
+        continue;
+      }
+      Work forward{PassKind::F, w.stage, w.microbatch, w.slice};
+      Work keyValues{PassKind::F, w.stage, w.microbatch, 0};
+      bool hasKV = bytesOf(ValueKind::KeyValues, w) > 0;
+      bool first = w.stage == 0, last = w.stage == pipeline->getLastStage();
+      // The input of F is the previous stage's F, of B the next stage's B.
+      auto input = [&](int stage) {
+        Work producer = w;
+        producer.stage = stage;
+        if (isBackward(w.kind))
+          producer.kind = pipeline->getBackwardKind();
+        ValueKind kind = pipeline->getDevice(stage) == d ? ValueKind::Outgoing
+                                                         : ValueKind::Incoming;
+        uses[i].push_back({{kind, index(producer)}, "in"});
+      };
+      if (w.kind == PassKind::F) {
+        defs[i].push_back({{ValueKind::ForwardState, id}, "state"});
+        if (hasKV) {
+          if (w.slice == 0)
+            defs[i].push_back({{ValueKind::KeyValues, index(keyValues)}, "kv"});
+          else
+            uses[i].push_back({{ValueKind::KeyValues, index(keyValues)}, "kv"});
+        }
+        if (!first)
+          input(w.stage - 1);
+        if (!last)
+          defs[i].push_back({{ValueKind::Outgoing, id}, "out"});
+      } else if (isBackward(w.kind)) {
+        uses[i].push_back({{ValueKind::ForwardState, index(forward)}, "state"});
+        if (hasKV)
+          uses[i].push_back({{ValueKind::KeyValues, index(keyValues)}, "kv"});
+        defs[i].push_back({{ValueKind::WeightState, id}, "wstate"});
+        if (!last)
+          input(w.stage + 1);
+        if (!first)
+          defs[i].push_back({{ValueKind::Outgoing, id}, "out"});
+      } else if (w.kind == PassKind::W) {
+        Work b = w;
+        b.kind = PassKind::B;
+        uses[i].push_back({{ValueKind::ForwardState, index(forward)}, "state"});
+        uses[i].push_back({{ValueKind::WeightState, index(b)}, "wstate"});
+      }
+    }
+    // 2. Last use of every value (its definition if never used again).
+    std::map<ValueKey, size_t> lastUse;
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      for (auto &[key, role] : defs[i])
+        lastUse[key] = std::max(lastUse[key], i);
+      for (auto &[key, role] : uses[i])
+        lastUse[key] = std::max(lastUse[key], i);
+    }
+    // 3. Linear scan: allocate at the definition, free after the last use.
+    SlotAllocator slots;
+    std::map<ValueKey, int> slotOf;
+    std::vector<SmallVector<ValueKey, 4>> dyingAt(instrs.size());
+    for (auto &[key, i] : lastUse)
+      dyingAt[i].push_back(key);
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      Operation *op = view->ops[d][i];
+      for (auto &[key, role] : defs[i]) {
+        int slot = slots.allocate(bytesOf(key.kind, instrs[i].work));
+        slotOf[key] = slot;
+        op->setAttr(role, builder.getI64IntegerAttr(slot));
+      }
+      for (auto &[key, role] : uses[i]) {
+        auto it = slotOf.find(key);
+        if (it == slotOf.end())
+          return op->emitOpError("uses a value no earlier instruction of "
+                                 "this device produces (")
+                 << role << ")";
+        op->setAttr(role, builder.getI64IntegerAttr(it->second));
+      }
+      for (const ValueKey &key : dyingAt[i])
+        slots.release(slotOf[key]);
+    }
+    view->devices[d]->setAttr("buffers",
+                              builder.getDenseI64ArrayAttr(slots.getSizes()));
+  }
+  return success();
+}
+
+namespace {
+struct PlanBuffersPass
+    : public mlir::sluice::impl::PlanBuffersBase<PlanBuffersPass> {
+  void runOnOperation() override {
+    for (ProgramOp program : getOperation().getOps<ProgramOp>())
+      if (failed(planBuffers(program)))
+        return signalPassFailure();
+  }
+};
+} // namespace

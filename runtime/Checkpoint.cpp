@@ -1,0 +1,223 @@
+//===- Checkpoint.cpp - Save and restore training state -------------------===//
+
+#include "Checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace sluice::rt {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'C', 'K'};
+constexpr uint32_t kVersion = 1;
+
+template <typename T> void put(std::string &out, const T &value) {
+  out.append(reinterpret_cast<const char *>(&value), sizeof(T));
+}
+void putFloats(std::string &out, const float *data, int64_t n) {
+  out.append(reinterpret_cast<const char *>(data), n * sizeof(float));
+}
+
+/// Reads little-endian values from a byte string, failing on truncation.
+class Reader {
+public:
+  explicit Reader(std::string bytes) : bytes(std::move(bytes)) {}
+  template <typename T> bool get(T &value) {
+    if (pos + sizeof(T) > bytes.size())
+      return false;
+    std::memcpy(&value, bytes.data() + pos, sizeof(T));
+    pos += sizeof(T);
+    return true;
+  }
+  bool getBytes(char *out, size_t n) {
+    if (pos + n > bytes.size())
+      return false;
+    std::memcpy(out, bytes.data() + pos, n);
+    pos += n;
+    return true;
+  }
+  bool skip(size_t n) {
+    if (pos + n > bytes.size())
+      return false;
+    pos += n;
+    return true;
+  }
+
+private:
+  std::string bytes;
+  size_t pos = 0;
+};
+
+Status readFile(const std::string &path, std::string &contents) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("cannot read '" + path + "'");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  contents = buffer.str();
+  return Status::ok();
+}
+} // namespace
+
+Status writeFileAtomically(const std::string &path,
+                           const std::string &contents) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return Status::error("cannot write '" + tmp + "'");
+    out.write(contents.data(), std::streamsize(contents.size()));
+    out.flush();
+    if (!out)
+      return Status::error("cannot write '" + tmp + "'");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return Status::error("cannot rename '" + tmp + "' to '" + path + "'");
+  }
+  return Status::ok();
+}
+
+Status saveCheckpoint(const std::string &dir, int64_t step,
+                      ParameterStore &params, Communicator &comm) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return Status::error("cannot create checkpoint directory '" + dir + "'");
+  std::string name = "rank-" + std::to_string(comm.rank()) + ".step-" +
+                     std::to_string(step) + ".bin";
+  std::string bytes(kMagic, sizeof(kMagic));
+  put(bytes, kVersion);
+  put(bytes, step);
+  put(bytes, uint32_t(params.specs().size()));
+  for (const ParameterSpec &spec : params.specs()) {
+    put(bytes, uint32_t(spec.name.size()));
+    bytes += spec.name;
+    int64_t n = spec.size(), at = params.offset(spec.name);
+    put(bytes, n);
+    putFloats(bytes, params.weights.data() + at, n);
+    putFloats(bytes, params.moment1.data() + at, n);
+    putFloats(bytes, params.moment2.data() + at, n);
+  }
+  Status st = writeFileAtomically(dir + "/" + name, bytes);
+  // Every rank must agree before the manifest moves: one rank's failure
+  // leaves the previous checkpoint in force.
+  double failed = st ? 0.0 : 1.0;
+  Status reduced = comm.allReduceMax(&failed, 1);
+  if (!st)
+    return st;
+  if (!reduced)
+    return reduced;
+  if (failed > 0)
+    return Status::error("another rank could not write its checkpoint file");
+  if (comm.rank() == 0) {
+    nlohmann::json manifest;
+    manifest["format"] = "sluice-checkpoint";
+    manifest["version"] = kVersion;
+    manifest["step"] = step;
+    for (int r = 0; r < comm.size(); ++r)
+      manifest["files"].push_back("rank-" + std::to_string(r) + ".step-" +
+                                  std::to_string(step) + ".bin");
+    st = writeFileAtomically(dir + "/checkpoint.json", manifest.dump(2) + "\n");
+    if (!st)
+      return st;
+  }
+  comm.barrier();
+  // The manifest now points at this step: older rank files are garbage.
+  std::string mine = "rank-" + std::to_string(comm.rank()) + ".step-";
+  for (const auto &entry : fs::directory_iterator(dir, ec)) {
+    std::string file = entry.path().filename().string();
+    if (file.rfind(mine, 0) == 0 && file != name)
+      fs::remove(entry.path(), ec);
+  }
+  return Status::ok();
+}
+
+Status loadCheckpoint(const std::string &dir, ParameterStore &params,
+                      int64_t &step) {
+  std::string text;
+  Status st = readFile(dir + "/checkpoint.json", text);
+  if (!st)
+    return Status::error("'" + dir +
+                         "' is not a complete checkpoint: " + st.message());
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(text);
+    if (manifest.at("format") != "sluice-checkpoint" ||
+        manifest.at("version") != kVersion)
+      return Status::error("'" + dir + "/checkpoint.json' is not a version " +
+                           std::to_string(kVersion) + " sluice checkpoint");
+    step = manifest.at("step").get<int64_t>();
+  } catch (const nlohmann::json::exception &e) {
+    return Status::error("'" + dir + "/checkpoint.json': " + e.what());
+  }
+  std::vector<bool> restored(params.specs().size(), false);
+  for (const auto &file : manifest["files"]) {
+    std::string path = dir + "/" + file.get<std::string>();
+    std::string bytes;
+    if (Status s = readFile(path, bytes); !s)
+      return s;
+    Reader in(std::move(bytes));
+    char magic[8];
+    uint32_t version = 0, count = 0;
+    int64_t fileStep = 0;
+    if (!in.getBytes(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 ||
+        !in.get(version) || version != kVersion || !in.get(fileStep) ||
+        !in.get(count))
+      return Status::error("'" + path + "' is not a sluice checkpoint file");
+    if (fileStep != step)
+      return Status::error("'" + path + "' holds step " +
+                           std::to_string(fileStep) + ", the manifest step " +
+                           std::to_string(step));
+    for (uint32_t k = 0; k < count; ++k) {
+      uint32_t length = 0;
+      int64_t n = 0;
+      std::string name;
+      if (!in.get(length))
+        return Status::error("'" + path + "' is truncated");
+      name.resize(length);
+      if (!in.getBytes(name.data(), length) || !in.get(n))
+        return Status::error("'" + path + "' is truncated");
+      const auto &specs = params.specs();
+      auto it =
+          std::find_if(specs.begin(), specs.end(),
+                       [&](const ParameterSpec &s) { return s.name == name; });
+      if (it == specs.end()) {
+        if (!in.skip(3 * n * sizeof(float)))
+          return Status::error("'" + path + "' is truncated");
+        continue;
+      }
+      if (it->size() != n)
+        return Status::error("'" + path + "': parameter " + name + " has " +
+                             std::to_string(n) + " values, the model " +
+                             std::to_string(it->size()));
+      int64_t at = params.offset(name);
+      char *w = reinterpret_cast<char *>(params.weights.data() + at);
+      char *m = reinterpret_cast<char *>(params.moment1.data() + at);
+      char *v = reinterpret_cast<char *>(params.moment2.data() + at);
+      if (!in.getBytes(w, n * sizeof(float)) ||
+          !in.getBytes(m, n * sizeof(float)) ||
+          !in.getBytes(v, n * sizeof(float)))
+        return Status::error("'" + path + "' is truncated");
+      restored[it - specs.begin()] = true;
+    }
+  }
+  for (size_t k = 0; k < restored.size(); ++k)
+    if (!restored[k])
+      return Status::error("checkpoint '" + dir + "' has no parameter " +
+                           params.specs()[k].name);
+  return Status::ok();
+}
+
+} // namespace sluice::rt

@@ -1,0 +1,222 @@
+//===- Executor.cpp - Run a plan, or the single-device reference ----------===//
+
+#include "Executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace sluice::rt {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+const char *passName(Pass pass) {
+  switch (pass) {
+  case Pass::F:
+    return "F";
+  case Pass::B:
+    return "B";
+  case Pass::W:
+    return "W";
+  case Pass::BW:
+    return "BW";
+  }
+  return "?";
+}
+} // namespace
+
+Executor::Executor(const Plan &plan, int device, Kernels &kernels,
+                   Communicator &comm, TokenSource &data,
+                   const TrainerOptions &options)
+    : plan(plan), device(device), kernels(kernels), comm(comm), data(data),
+      options(options) {
+  // Parameters of every layer this device runs, then its stages.
+  for (const StagePlan &stage : plan.stages)
+    if (stage.device == device)
+      for (int layer : stage.layers)
+        for (const ParameterSpec &spec : getLayerParameters(plan.model, layer))
+          parameters.add(spec);
+  parameters.allocate(options.seed);
+  int64_t work = 0;
+  stages.resize(plan.stages.size());
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    if (plan.stages[s].device != device)
+      continue;
+    stages[s] = std::make_unique<StageRunner>(plan.model, plan.stages[s].layers,
+                                              parameters, kernels);
+    for (size_t k = 0; k < plan.slices.size(); ++k)
+      work = std::max(
+          work, stages[s]->getWorkspaceFloats(plan.getSliceShape(int(k))));
+  }
+  workspace.assign(work, 0.0f);
+  const DeviceProgram &program = plan.programs[device];
+  for (int64_t bytes : program.buffers)
+    buffers.emplace_back(bytes / sizeof(float), 0.0f);
+  incoming.resize(buffers.size());
+
+  // A tied table whose two ends sit on different devices is held by both;
+  // their gradients are summed before the update (Megatron's embedding
+  // all-reduce).
+  const LayerConfig &out = plan.model.layers.back();
+  int first = plan.stages.front().device, last = plan.stages.back().device;
+  if (out.tied && first != last)
+    tiedGroup = {std::min(first, last), std::max(first, last)};
+}
+
+Status Executor::waitFor(Request &request) {
+  auto start = Clock::now();
+  while (!request.test())
+    std::this_thread::yield();
+  times.commWait += seconds(start, Clock::now());
+  return Status::ok();
+}
+
+Status Executor::runStep(int64_t step, double &meanLoss) {
+  auto stepStart = Clock::now();
+  times = StepTimes();
+  const ModelConfig &model = plan.model;
+  int64_t rows = model.microBatch, seq = model.seqLen;
+  // Each microbatch's tokens, fetched once per step.
+  std::vector<std::vector<int32_t>> batches(plan.microbatches);
+  for (int mb = 0; mb < plan.microbatches; ++mb)
+    data.getBatch(step, mb, rows, seq, batches[mb]);
+  float lossScale = 1.0f / float(plan.microbatches * rows * seq);
+  double lossSum = 0;
+
+  const DeviceProgram &program = plan.programs[device];
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &instr = program.instructions[i];
+    if (int64_t(i) == options.failAtInstruction)
+      return Status::error("instruction " + std::to_string(i) + " (" +
+                           plan.describe(instr) +
+                           "): injected failure (--fail-at-instruction)");
+    SliceShape s = plan.getSliceShape(instr.slice);
+    int64_t messageFloats = getMessageFloats(model, s);
+    if (instr.op == Op::Send) {
+      outgoing.push_back(comm.sendAsync(slot(instr.buffer), messageFloats,
+                                        instr.peer, int(instr.key)));
+      continue;
+    }
+    if (instr.op == Op::Recv) {
+      incoming[instr.buffer] = comm.recvAsync(slot(instr.buffer), messageFloats,
+                                              instr.peer, int(instr.key));
+      continue;
+    }
+    // A pass: wait for its input if a receive is filling it.
+    if (instr.in >= 0 && incoming[instr.in]) {
+      Status st = waitFor(*incoming[instr.in]);
+      if (!st)
+        return st;
+      incoming[instr.in].reset();
+    }
+    StageRunner &stage = *stages[instr.stage];
+    TokenRows tokens{batches[instr.mb].data(), seq + 1};
+    auto start = Clock::now();
+    switch (instr.pass) {
+    case Pass::F:
+      stage.forward(s, tokens, slot(instr.in), slot(instr.out),
+                    slot(instr.state), slot(instr.kv), workspace.data(),
+                    &lossSum);
+      break;
+    case Pass::B:
+    case Pass::BW:
+      stage.backwardInput(s, tokens, slot(instr.in), slot(instr.out),
+                          slot(instr.state), slot(instr.wstate), slot(instr.kv),
+                          workspace.data(), lossScale);
+      if (instr.pass == Pass::BW)
+        stage.backwardWeight(s, tokens, slot(instr.state), slot(instr.wstate),
+                             workspace.data());
+      break;
+    case Pass::W:
+      stage.backwardWeight(s, tokens, slot(instr.state), slot(instr.wstate),
+                           workspace.data());
+      break;
+    }
+    double took = seconds(start, Clock::now());
+    times.compute += took;
+    PassProfile &p =
+        profile[{plan.stages[instr.stage].name, passName(instr.pass)}];
+    p.seconds += took;
+    p.runs += 1;
+    p.tokens += s.rows * s.tokens;
+  }
+  for (auto &request : outgoing) {
+    Status st = waitFor(*request);
+    if (!st)
+      return st;
+  }
+  outgoing.clear();
+
+  // Only the device with the output layer has loss; everyone learns it.
+  Status st = comm.allReduceSum(&lossSum, 1);
+  if (!st)
+    return st;
+  meanLoss = lossSum * lossScale;
+  // The latest step's split; the profile accumulates over all steps.
+  times.total = seconds(stepStart, Clock::now());
+  return Status::ok();
+}
+
+Status Executor::finalizeGradients() {
+  if (tiedGroup.empty() ||
+      std::find(tiedGroup.begin(), tiedGroup.end(), device) == tiedGroup.end())
+    return Status::ok();
+  const std::string name = "embed.tokens";
+  const LayerConfig &emb = plan.model.layers.front();
+  return comm.allReduceSum(parameters.grad(name), emb.vocab * plan.model.hidden,
+                           tiedGroup.data(), int(tiedGroup.size()));
+}
+
+void Executor::applyOptimizer(int64_t step) {
+  parameters.adamStep(kernels, options.adam, step);
+  parameters.zeroGrads();
+}
+
+ReferenceTrainer::ReferenceTrainer(const ModelConfig &model, int microbatches,
+                                   Kernels &kernels, TokenSource &data,
+                                   const TrainerOptions &options)
+    : model(model), microbatches(microbatches), kernels(kernels), data(data),
+      options(options) {
+  std::vector<int> all;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    all.push_back(int(i));
+    for (const ParameterSpec &spec : getLayerParameters(model, int(i)))
+      parameters.add(spec);
+  }
+  parameters.allocate(options.seed);
+  stage = std::make_unique<StageRunner>(model, all, parameters, kernels);
+}
+
+Status ReferenceTrainer::runStep(int64_t step, double &meanLoss) {
+  int64_t rows = model.microBatch, seq = model.seqLen;
+  SliceShape whole{rows, seq, 0};
+  std::vector<float> forward(stage->getForwardStateFloats(whole));
+  std::vector<float> weight(stage->getWeightStateFloats(whole));
+  std::vector<float> kv(stage->getKeyValueFloats(rows));
+  std::vector<float> work(stage->getWorkspaceFloats(whole));
+  std::vector<int32_t> tokens;
+  float lossScale = 1.0f / float(microbatches * rows * seq);
+  double lossSum = 0;
+  for (int mb = 0; mb < microbatches; ++mb) {
+    data.getBatch(step, mb, rows, seq, tokens);
+    TokenRows batch{tokens.data(), seq + 1};
+    stage->forward(whole, batch, nullptr, nullptr, forward.data(), kv.data(),
+                   work.data(), &lossSum);
+    stage->backwardInput(whole, batch, nullptr, nullptr, forward.data(),
+                         weight.data(), kv.data(), work.data(), lossScale);
+    stage->backwardWeight(whole, batch, forward.data(), weight.data(),
+                          work.data());
+  }
+  meanLoss = lossSum * lossScale;
+  return Status::ok();
+}
+
+void ReferenceTrainer::applyOptimizer(int64_t step) {
+  parameters.adamStep(kernels, options.adam, step);
+  parameters.zeroGrads();
+}
+
+} // namespace sluice::rt

@@ -1,0 +1,36 @@
+//===- MpiCommunicator.h - Communication over MPI ---------------*- C++ -*-===//
+
+#ifndef SLUICE_RUNTIME_CPU_MPICOMMUNICATOR_H
+#define SLUICE_RUNTIME_CPU_MPICOMMUNICATOR_H
+
+#include "Backend.h"
+
+namespace sluice::rt {
+
+/// MPI_COMM_WORLD. The caller initialises and finalises MPI.
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator();
+  int rank() const override { return worldRank; }
+  int size() const override { return worldSize; }
+  std::unique_ptr<Request> sendAsync(const float *data, int64_t n, int peer,
+                                     int tag) override;
+  std::unique_ptr<Request> recvAsync(float *data, int64_t n, int peer,
+                                     int tag) override;
+  int maxTag() const override { return tagUpperBound - 1; }
+  Status allReduceSum(float *data, int64_t n, const int *group,
+                      int groupSize) override;
+  Status allReduceSum(double *data, int64_t n) override;
+  Status allReduceMax(double *data, int64_t n) override;
+  Status gatherToRoot(const std::string &mine,
+                      std::vector<std::string> &all) override;
+  void barrier() override;
+  [[noreturn]] void abort(int code) override;
+
+private:
+  int worldRank = 0, worldSize = 1, tagUpperBound = 32767;
+};
+
+} // namespace sluice::rt
+
+#endif // SLUICE_RUNTIME_CPU_MPICOMMUNICATOR_H

@@ -1,0 +1,370 @@
+//===- sluice-run.cpp - Train with a plan, one process per device ---------===//
+//
+//   mpirun -np P sluice-run plan.json [--backend cpu] [--steps N]
+//       [--seed S] [--data tokens.bin [--data-dtype uint16]] [--lr LR]
+//       [--dump-grads DIR | --check-against DIR] [--save DIR] [--load DIR]
+//       [--profile FILE]
+//   sluice-run plan.json --reference ...      (one process, no partitioning)
+//
+// docs/sluice-run.md describes every flag. Errors are one line on one
+// rank; a rank that fails mid-step ends the whole job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
+#include "CpuKernels.h"
+#include "Data.h"
+#include "Executor.h"
+#include "MpiCommunicator.h"
+#include "Plan.h"
+
+#include "llvm/Support/CommandLine.h"
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+using namespace sluice::rt;
+namespace cl = llvm::cl;
+
+namespace {
+cl::OptionCategory category("sluice-run options");
+cl::opt<std::string> planPath(cl::Positional, cl::desc("<plan.json>"),
+                              cl::Required, cl::cat(category));
+cl::opt<std::string> backendName("backend", cl::desc("cpu (default) or cuda"),
+                                 cl::init("cpu"), cl::cat(category));
+cl::opt<int64_t> steps("steps", cl::desc("Training steps to run"), cl::init(1),
+                       cl::cat(category));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of weights and synthetic data"),
+                       cl::init(1), cl::cat(category));
+cl::opt<std::string> dataPath("data",
+                              cl::desc("Token file (default: synthetic)"),
+                              cl::value_desc("FILE"), cl::cat(category));
+cl::opt<std::string> dataDtype("data-dtype",
+                               cl::desc("uint32 (default) or uint16"),
+                               cl::init("uint32"), cl::cat(category));
+cl::opt<float> learningRate("lr", cl::desc("Adam learning rate"),
+                            cl::init(1e-3f), cl::cat(category));
+cl::opt<bool> reference("reference",
+                        cl::desc("Run the model unpartitioned in this process"),
+                        cl::cat(category));
+cl::opt<std::string> dumpGrads("dump-grads",
+                               cl::desc("Write the first step's gradients and "
+                                        "every step's loss to DIR"),
+                               cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string> checkAgainst(
+    "check-against",
+    cl::desc("Compare gradients and losses with a --dump-grads DIR"),
+    cl::value_desc("DIR"), cl::cat(category));
+cl::opt<double> lossTolerance("loss-tolerance",
+                              cl::desc("Relative loss tolerance of the check"),
+                              cl::init(1e-5), cl::cat(category));
+cl::opt<double>
+    gradTolerance("grad-tolerance",
+                  cl::desc("Relative gradient tolerance of the check"),
+                  cl::init(1e-4), cl::cat(category));
+cl::opt<std::string> saveDir("save", cl::desc("Write a checkpoint at the end"),
+                             cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string> loadDir("load", cl::desc("Resume from a checkpoint"),
+                             cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string>
+    profilePath("profile",
+                cl::desc("Write measured pass times (a --costs file)"),
+                cl::value_desc("FILE"), cl::cat(category));
+cl::opt<bool> timing("timing",
+                     cl::desc("Print where each rank's last step went"),
+                     cl::cat(category));
+cl::opt<int64_t> failAt("fail-at-instruction",
+                        cl::desc("Fault injection: fail before this "
+                                 "instruction of --fail-rank's list"),
+                        cl::init(-1), cl::cat(category));
+cl::opt<int> failRank("fail-rank",
+                      cl::desc("The rank --fail-at-instruction "
+                               "fails (default 0)"),
+                      cl::init(0), cl::cat(category));
+
+/// Ends this rank after a failure: one line, then every rank stops.
+[[noreturn]] void failRun(Communicator &comm, const std::string &message) {
+  std::fprintf(stderr, "sluice-run: error: rank %d: %s\n", comm.rank(),
+               message.c_str());
+  std::fflush(stderr);
+  if (comm.size() > 1)
+    comm.abort(1);
+  MPI_Finalize();
+  std::exit(1);
+}
+
+/// Ends every rank after an error all of them found (plan, data, flags):
+/// rank 0 says it once.
+[[noreturn]] void failEverywhere(Communicator &comm,
+                                 const std::string &message) {
+  if (comm.rank() == 0)
+    std::fprintf(stderr, "sluice-run: error: %s\n", message.c_str());
+  MPI_Finalize();
+  std::exit(1);
+}
+
+std::string gradPath(const std::string &dir, const std::string &name) {
+  return dir + "/" + name + ".bin";
+}
+
+Status dumpGradients(const std::string &dir, ParameterStore &params) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  for (const ParameterSpec &spec : params.specs()) {
+    const float *g = params.grad(spec.name);
+    std::string bytes(reinterpret_cast<const char *>(g),
+                      spec.size() * sizeof(float));
+    if (Status st = writeFileAtomically(gradPath(dir, spec.name), bytes); !st)
+      return st;
+  }
+  return Status::ok();
+}
+
+/// The largest relative difference of this rank's gradients from the
+/// dumped ones: max |a - b| / max |b| per tensor.
+Status compareGradients(const std::string &dir, ParameterStore &params,
+                        double &worst, std::string &worstName) {
+  worst = 0;
+  for (const ParameterSpec &spec : params.specs()) {
+    std::ifstream in(gradPath(dir, spec.name), std::ios::binary);
+    if (!in)
+      return Status::error("'" + dir + "' has no gradient of " + spec.name);
+    std::vector<float> expected(spec.size());
+    in.read(reinterpret_cast<char *>(expected.data()),
+            std::streamsize(expected.size() * sizeof(float)));
+    if (in.gcount() != std::streamsize(expected.size() * sizeof(float)) ||
+        in.peek() != EOF)
+      return Status::error("the gradient of " + spec.name + " in '" + dir +
+                           "' has another size");
+    const float *g = params.grad(spec.name);
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < spec.size(); ++i) {
+      diff = std::max(diff, double(std::fabs(g[i] - expected[i])));
+      scale = std::max(scale, double(std::fabs(expected[i])));
+    }
+    double relative = scale > 0 ? diff / scale : diff;
+    if (relative >= worst) {
+      worst = relative;
+      worstName = spec.name;
+    }
+  }
+  return Status::ok();
+}
+
+std::string profileJson(const Executor &executor) {
+  nlohmann::json stages = nlohmann::json::object();
+  for (const auto &[key, p] : executor.getProfile()) {
+    nlohmann::json &entry = stages[key.first][key.second];
+    entry["seconds_per_token"] = p.tokens ? p.seconds / double(p.tokens) : 0;
+    entry["runs"] = p.runs;
+  }
+  return stages.dump();
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "sluice-run: train a model with a plan\n");
+  MpiCommunicator comm;
+  bool root = comm.rank() == 0;
+
+  // Everything that can be wrong before work starts is checked here, the
+  // same way on every rank, so the job ends with one message.
+  if (backendName == "cuda")
+    failEverywhere(comm, "the CUDA backend of sluice-run is not available "
+                         "yet; use --backend cpu");
+  if (backendName != "cpu")
+    failEverywhere(comm, "unknown --backend '" + backendName +
+                             "' (expected cpu or cuda)");
+  if (steps < 1)
+    failEverywhere(comm, "--steps must be positive, got " +
+                             std::to_string(int64_t(steps)));
+  if (!dumpGrads.empty() && !checkAgainst.empty())
+    failEverywhere(comm, "--dump-grads and --check-against exclude each other");
+  Plan plan;
+  if (Status st = loadPlan(planPath, plan); !st)
+    failEverywhere(comm, st.message());
+  if (reference && comm.size() != 1)
+    failEverywhere(comm, "--reference runs in one process; start it without "
+                         "mpirun (got " +
+                             std::to_string(comm.size()) + " ranks)");
+  if (!reference && plan.devices != comm.size())
+    failEverywhere(comm, "plan '" + planPath + "' is for " +
+                             std::to_string(plan.devices) + " devices, but " +
+                             std::to_string(comm.size()) +
+                             " ranks were started (mpirun -np " +
+                             std::to_string(plan.devices) + ")");
+  for (const DeviceProgram &program : plan.programs)
+    for (const Instruction &instr : program.instructions)
+      if (instr.op != Op::Exec && instr.key > comm.maxTag())
+        failEverywhere(comm, "message key " + std::to_string(instr.key) +
+                                 " exceeds the MPI tag limit " +
+                                 std::to_string(comm.maxTag()));
+  std::unique_ptr<TokenSource> data;
+  int64_t vocab = plan.model.layers.front().vocab;
+  if (dataPath.empty())
+    data = makeSyntheticTokens(seed, vocab, plan.microbatches);
+  else if (Status st =
+               loadTokenFile(dataPath, dataDtype, vocab, plan.model.seqLen,
+                             plan.microbatches, data);
+           !st)
+    failEverywhere(comm, st.message());
+
+  CpuKernels kernels;
+  TrainerOptions options;
+  options.seed = seed;
+  options.adam.learningRate = learningRate;
+  if (comm.rank() == failRank)
+    options.failAtInstruction = failAt;
+  std::unique_ptr<Trainer> trainer;
+  Executor *executor = nullptr;
+  if (reference) {
+    trainer = std::make_unique<ReferenceTrainer>(plan.model, plan.microbatches,
+                                                 kernels, *data, options);
+  } else {
+    auto e = std::make_unique<Executor>(plan, comm.rank(), kernels, comm, *data,
+                                        options);
+    executor = e.get();
+    trainer = std::move(e);
+  }
+  int64_t done = 0;
+  if (!loadDir.empty())
+    if (Status st = loadCheckpoint(loadDir, trainer->getParameters(), done);
+        !st)
+      failEverywhere(comm, st.message());
+
+  std::vector<double> losses;
+  double worstGrad = 0;
+  std::string worstName;
+  for (int64_t s = 0; s < steps; ++s) {
+    int64_t step = done + s; // 0-based data step; optimizer step is +1
+    double loss = 0;
+    if (Status st = trainer->runStep(step, loss); !st)
+      failRun(comm, st.message());
+    if (Status st = trainer->finalizeGradients(); !st)
+      failRun(comm, st.message());
+    if (s == 0 && !dumpGrads.empty())
+      if (Status st = dumpGradients(dumpGrads, trainer->getParameters()); !st)
+        failRun(comm, st.message());
+    if (s == 0 && !checkAgainst.empty())
+      if (Status st = compareGradients(checkAgainst, trainer->getParameters(),
+                                       worstGrad, worstName);
+          !st)
+        failRun(comm, st.message());
+    losses.push_back(loss);
+    if (root)
+      std::printf("step %lld: loss %.7f\n", (long long)(step + 1), loss);
+    trainer->applyOptimizer(step + 1);
+  }
+  if (root)
+    std::fflush(stdout);
+
+  int exitCode = 0;
+  if (!dumpGrads.empty() && root) {
+    std::ostringstream os;
+    os.precision(10);
+    for (double loss : losses)
+      os << loss << "\n";
+    if (Status st = writeFileAtomically(dumpGrads + "/losses.txt", os.str());
+        !st)
+      failRun(comm, st.message());
+  }
+  if (!checkAgainst.empty()) {
+    // Every rank's worst tensor reaches rank 0, which judges the run.
+    std::vector<std::string> reports;
+    std::ostringstream mine;
+    mine.precision(3);
+    mine << std::scientific << worstGrad << " " << worstName;
+    if (Status st = comm.gatherToRoot(mine.str(), reports); !st)
+      failRun(comm, st.message());
+    if (root) {
+      double gradWorst = 0;
+      std::string gradName;
+      for (const std::string &r : reports) {
+        std::istringstream in(r);
+        double value;
+        std::string name;
+        in >> value >> name;
+        if (value >= gradWorst) {
+          gradWorst = value;
+          gradName = name;
+        }
+      }
+      std::ifstream in(checkAgainst + "/losses.txt");
+      std::vector<double> expected;
+      for (double v; in >> v;)
+        expected.push_back(v);
+      double lossWorst = 0;
+      size_t compared = std::min(expected.size(), losses.size());
+      for (size_t k = 0; k < compared; ++k)
+        lossWorst = std::max(lossWorst, std::fabs(losses[k] - expected[k]) /
+                                            std::fabs(expected[k]));
+      std::printf("check against %s: loss max relative error %.2e over %zu "
+                  "steps (tolerance %.0e); gradients max relative error "
+                  "%.2e in %s (tolerance %.0e)\n",
+                  checkAgainst.c_str(), lossWorst, compared,
+                  double(lossTolerance), gradWorst, gradName.c_str(),
+                  double(gradTolerance));
+      if (compared == 0) {
+        std::fprintf(stderr,
+                     "sluice-run: error: '%s' has no losses to "
+                     "compare with\n",
+                     checkAgainst.c_str());
+        exitCode = 1;
+      } else if (lossWorst > lossTolerance || gradWorst > gradTolerance) {
+        std::fprintf(stderr,
+                     "sluice-run: error: the run differs from '%s' "
+                     "beyond tolerance\n",
+                     checkAgainst.c_str());
+        exitCode = 1;
+      }
+    }
+  }
+  if (!saveDir.empty())
+    if (Status st = saveCheckpoint(saveDir, done + steps,
+                                   trainer->getParameters(), comm);
+        !st)
+      failRun(comm, st.message());
+  if (executor && !profilePath.empty()) {
+    std::vector<std::string> parts;
+    if (Status st = comm.gatherToRoot(profileJson(*executor), parts); !st)
+      failRun(comm, st.message());
+    if (root) {
+      nlohmann::json profile;
+      profile["format"] = "sluice-profile";
+      profile["version"] = 1;
+      profile["schedule"] = plan.schedule;
+      profile["stages"] = nlohmann::json::object();
+      for (const std::string &part : parts)
+        for (auto &[stage, passes] : nlohmann::json::parse(part).items())
+          profile["stages"][stage] = passes;
+      if (Status st = writeFileAtomically(profilePath, profile.dump(2) + "\n");
+          !st)
+        failRun(comm, st.message());
+    }
+  }
+  if (executor && timing) {
+    const StepTimes &t = executor->getTimes();
+    std::ostringstream line;
+    line.precision(4);
+    line << std::fixed << "rank " << comm.rank() << ": step " << t.total
+         << " s, compute " << t.compute << " s, communication wait "
+         << t.commWait << " s, executor overhead " << t.overhead() << " s ("
+         << 100.0 * t.overhead() / t.total << "%)";
+    std::vector<std::string> lines;
+    comm.gatherToRoot(line.str(), lines);
+    for (const std::string &l : lines)
+      std::printf("%s\n", l.c_str());
+  }
+  MPI_Finalize();
+  return exitCode;
+}
