@@ -18,5 +18,17 @@ config.environment["PATH"] = os.pathsep.join(
 )
 config.substitutions.append(("%examples", os.path.join(config.sluice_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# mpirun as root in containers, without probing for networks, and yielding
+# the CPU while waiting (tests oversubscribe 2 cores with 4 ranks).
+for name, value in [
+    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    ("OMPI_MCA_btl_vader_single_copy_mechanism", "none"),
+    ("OMPI_MCA_mpi_yield_when_idle", "1"),
+    ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+]:
+    config.environment[name] = value
+config.excludes.append("check-equivalence.sh")
+
 if config.sluice_cuda_enabled:
     config.available_features.add("cuda")
