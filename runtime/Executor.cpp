@@ -81,8 +81,10 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   int64_t rows = model.microBatch, seq = model.seqLen;
   // Each microbatch's tokens, fetched once per step.
   std::vector<std::vector<int32_t>> batches(plan.microbatches);
+  auto dataStart = Clock::now();
   for (int mb = 0; mb < plan.microbatches; ++mb)
     data.getBatch(step, mb, rows, seq, batches[mb]);
+  times.data = seconds(dataStart, Clock::now());
   float lossScale = 1.0f / float(plan.microbatches * rows * seq);
   double lossSum = 0;
 
@@ -151,7 +153,9 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   outgoing.clear();
 
   // Only the device with the output layer has loss; everyone learns it.
+  auto reduceStart = Clock::now();
   Status st = comm.allReduceSum(&lossSum, 1);
+  times.commWait += seconds(reduceStart, Clock::now());
   if (!st)
     return st;
   meanLoss = lossSum * lossScale;

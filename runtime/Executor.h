@@ -37,8 +37,10 @@ struct TrainerOptions {
 struct StepTimes {
   double total = 0;
   double compute = 0;  // inside passes
-  double commWait = 0; // waiting for receives and sends to complete
-  double overhead() const { return total - compute - commWait; }
+  double commWait = 0; // waiting for transfers and the loss all-reduce
+  double data = 0;     // fetching the step's tokens
+  /// The executor's own time: dispatch, bookkeeping, posting transfers.
+  double overhead() const { return total - compute - commWait - data; }
 };
 
 /// Measured time per pass kind per stage, for --profile.

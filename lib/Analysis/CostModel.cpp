@@ -5,6 +5,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
 
@@ -30,6 +32,7 @@ llvm::ArrayRef<HardwareProfile> mlir::sluice::getHardwareProfiles() {
 
 StageProfile StageProfile::get(StageOp stage, ModelOp model) {
   StageProfile profile;
+  profile.name = stage.getSymName().str();
   profile.hidden = model.getHidden();
   profile.seqLen = model.getSeqLen();
   profile.microBatch = model.getMicroBatch();
@@ -119,6 +122,36 @@ std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
       model.hardware = &profile;
       return model;
     }
+  if (spec.ends_with(".json")) {
+    // A profile from `sluice-run --profile` (docs/sluice-run.md).
+    auto buffer = llvm::MemoryBuffer::getFile(spec);
+    if (!buffer) {
+      error = "cannot read cost profile '" + spec.str() + "'";
+      return std::nullopt;
+    }
+    llvm::Expected<llvm::json::Value> json =
+        llvm::json::parse((*buffer)->getBuffer());
+    const llvm::json::Object *root = json ? json->getAsObject() : nullptr;
+    const llvm::json::Object *stages =
+        root ? root->getObject("stages") : nullptr;
+    if (!json)
+      llvm::consumeError(json.takeError());
+    if (!stages || root->getString("format") != "sluice-profile") {
+      error = "'" + spec.str() + "' is not a sluice-run --profile file";
+      return std::nullopt;
+    }
+    model.kind = Kind::Measured;
+    for (const auto &[stage, passes] : *stages)
+      if (const llvm::json::Object *byPass = passes.getAsObject()) {
+        if (std::optional<int64_t> layers = byPass->getInteger("layers"))
+          model.measuredLayers[stage.str()] = *layers;
+        for (const auto &[pass, entry] : *byPass)
+          if (const llvm::json::Object *e = entry.getAsObject())
+            if (std::optional<double> spt = e->getNumber("seconds_per_token"))
+              model.measured[stage.str()][pass.str()] = *spt;
+      }
+    return model;
+  }
   if (!spec.contains('=')) {
     llvm::SmallVector<llvm::StringRef> names{"unit"};
     for (const HardwareProfile &profile : kProfiles)
@@ -173,13 +206,60 @@ std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
 double CostModel::getComputeTime(const StageProfile &stage, PassKind pass,
                                  int64_t tokens, int64_t prefix, int chunks,
                                  int slices) const {
+  if (kind == Kind::Measured)
+    return getMeasured(stage.name, pass) * double(tokens * stage.microBatch);
   if (kind != Kind::Analytic)
     return perPass[size_t(pass)] / double(chunks * slices);
   return stage.getPassFlops(pass, tokens, prefix) /
          (hardware->peakFlops * hardware->efficiency);
 }
 
+double CostModel::getMeasured(const std::string &stage, PassKind pass) const {
+  auto it = measured.find(stage);
+  if (it == measured.end())
+    return -1;
+  auto time = [&](llvm::StringRef name) {
+    auto p = it->second.find(name.str());
+    return p == it->second.end() ? -1.0 : p->second;
+  };
+  double direct = time(stringifyPassKind(pass));
+  if (direct >= 0)
+    return direct;
+  // A profile of the other backward form: BW = B + W, B = W = BW / 2.
+  if (pass == PassKind::BW && time("B") >= 0 && time("W") >= 0)
+    return time("B") + time("W");
+  if ((pass == PassKind::B || pass == PassKind::W) && time("BW") >= 0)
+    return time("BW") / 2;
+  return pass == PassKind::F || pass == PassKind::B || pass == PassKind::W ||
+                 pass == PassKind::BW
+             ? -1
+             : 0;
+}
+
+std::string CostModel::checkCoverage(llvm::ArrayRef<StageProfile> stages,
+                                     llvm::ArrayRef<PassKind> passes) const {
+  if (kind != Kind::Measured)
+    return "";
+  for (const StageProfile &stage : stages) {
+    int64_t layers =
+        int64_t(stage.layers.size()) + stage.hasEmbedding + stage.hasOutput;
+    auto measuredAt = measuredLayers.find(stage.name);
+    if (measuredAt != measuredLayers.end() && measuredAt->second != layers)
+      return "the profile '" + spec + "' measured stage " + stage.name +
+             " with " + std::to_string(measuredAt->second) +
+             " layers, this partitioning gives it " + std::to_string(layers);
+    for (PassKind pass : passes)
+      if (getMeasured(stage.name, pass) < 0)
+        return "the profile '" + spec + "' has no time for pass " +
+               stringifyPassKind(pass).str() + " of stage " + stage.name +
+               " (it was measured on another partitioning)";
+  }
+  return "";
+}
+
 double CostModel::getTransferTime(int64_t bytes) const {
+  if (kind == Kind::Measured)
+    return 0;
   if (kind != Kind::Analytic)
     return comm;
   return hardware->linkLatency + double(bytes) / hardware->linkBandwidth;
@@ -196,7 +276,7 @@ std::vector<int64_t> mlir::sluice::getUniformSlices(int64_t seqLen,
 PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
                              const CostModel &costs)
     : pipeline(pipeline), costs(costs) {
-  for (StageOp stage : getStages(model)) {
+  for (StageOp stage : mlir::sluice::getStages(model)) {
     profiles.push_back(StageProfile::get(stage, model));
     transformerLayers += stage.getNumTransformerLayers();
   }

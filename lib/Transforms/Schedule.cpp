@@ -46,6 +46,10 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
     return model.emitOpError("cannot be scheduled: ") << mismatch;
 
   PipelineCosts table(model, *pipeline, *costs);
+  std::string gap =
+      costs->checkCoverage(table.getStages(), sched::getStagePasses(*pipeline));
+  if (!gap.empty())
+    return model.emitOpError("cannot be scheduled: ") << gap;
   auto compute = [&](const sched::Work &w) { return table.getComputeTime(w); };
   double transfer = table.getTransferTime(sched::Work{});
   FailureOr<sched::Program> program = sched::buildSchedule(

@@ -34,6 +34,10 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
     return failure();
 
   PipelineCosts table(model, pipeline, *costs);
+  std::string gap =
+      costs->checkCoverage(table.getStages(), sched::getStagePasses(pipeline));
+  if (!gap.empty())
+    return program.emitOpError("cannot be simulated: ") << gap;
   auto compute = [&](const sched::Work &w) { return table.getComputeTime(w); };
   auto transfer = [&](const sched::Work &w) {
     return table.getTransferTime(w);

@@ -31,6 +31,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -356,7 +357,9 @@ int main(int argc, char **argv) {
         "{0} on {1} devices, {2} microbatches: step time {3} {4}, bubble "
         "ratio {5:F4}, peak activation {6} microbatches on device 0\n",
         program.getSchedule(), program.getDevices(), program.getMicrobatches(),
-        cast<FloatAttr>(program->getAttr("step_time")).getValueAsDouble(),
+        llvm::format(
+            "%.4g",
+            cast<FloatAttr>(program->getAttr("step_time")).getValueAsDouble()),
         timeUnit,
         cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
         cast<DenseF64ArrayAttr>(program->getAttr("peak_activation"))[0]);

@@ -158,13 +158,17 @@ Status compareGradients(const std::string &dir, ParameterStore &params,
   return Status::ok();
 }
 
-std::string profileJson(const Executor &executor) {
+std::string profileJson(const Executor &executor, const Plan &plan) {
   nlohmann::json stages = nlohmann::json::object();
   for (const auto &[key, p] : executor.getProfile()) {
     nlohmann::json &entry = stages[key.first][key.second];
     entry["seconds_per_token"] = p.tokens ? p.seconds / double(p.tokens) : 0;
     entry["runs"] = p.runs;
   }
+  // How many layers each stage held: a profile only costs the same cut.
+  for (const StagePlan &stage : plan.stages)
+    if (stages.contains(stage.name))
+      stages[stage.name]["layers"] = stage.layers.size();
   return stages.dump();
 }
 } // namespace
@@ -336,7 +340,7 @@ int main(int argc, char **argv) {
       failRun(comm, st.message());
   if (executor && !profilePath.empty()) {
     std::vector<std::string> parts;
-    if (Status st = comm.gatherToRoot(profileJson(*executor), parts); !st)
+    if (Status st = comm.gatherToRoot(profileJson(*executor, plan), parts); !st)
       failRun(comm, st.message());
     if (root) {
       nlohmann::json profile;
@@ -344,9 +348,11 @@ int main(int argc, char **argv) {
       profile["version"] = 1;
       profile["schedule"] = plan.schedule;
       profile["stages"] = nlohmann::json::object();
-      for (const std::string &part : parts)
-        for (auto &[stage, passes] : nlohmann::json::parse(part).items())
+      for (const std::string &part : parts) {
+        nlohmann::json stages = nlohmann::json::parse(part);
+        for (auto &[stage, passes] : stages.items())
           profile["stages"][stage] = passes;
+      }
       if (Status st = writeFileAtomically(profilePath, profile.dump(2) + "\n");
           !st)
         failRun(comm, st.message());
@@ -358,8 +364,8 @@ int main(int argc, char **argv) {
     line.precision(4);
     line << std::fixed << "rank " << comm.rank() << ": step " << t.total
          << " s, compute " << t.compute << " s, communication wait "
-         << t.commWait << " s, executor overhead " << t.overhead() << " s ("
-         << 100.0 * t.overhead() / t.total << "%)";
+         << t.commWait << " s, data " << t.data << " s, executor overhead "
+         << t.overhead() << " s (" << 100.0 * t.overhead() / t.total << "%)";
     std::vector<std::string> lines;
     comm.gatherToRoot(line.str(), lines);
     for (const std::string &l : lines)

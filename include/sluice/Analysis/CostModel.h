@@ -12,6 +12,8 @@
 //    slice's tokens and prefix (LayerCost.h) over the hardware's achievable
 //    FLOP/s; a transfer costs latency + bytes / bandwidth. Times are in
 //    seconds.
+//  * measured, a `.json` file written by `sluice-run --profile`: seconds per
+//    token of each pass of each stage (by stage name); transfers free.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +26,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <array>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +50,7 @@ llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
 
 /// What one pipeline stage holds, as far as costs are concerned.
 struct StageProfile {
+  std::string name;
   std::vector<TransformerShape> layers;
   bool hasEmbedding = false;
   bool hasOutput = false;
@@ -81,7 +85,7 @@ struct StageProfile {
 
 class CostModel {
 public:
-  enum class Kind { Unit, Explicit, Analytic };
+  enum class Kind { Unit, Explicit, Analytic, Measured };
 
   /// Parses `unit`, a hardware name, or `KIND=cost,...,comm=cost`. On
   /// failure `error` names the offending entry.
@@ -91,10 +95,14 @@ public:
   Kind getKind() const { return kind; }
   /// The hardware of an analytic model, null otherwise.
   const HardwareProfile *getHardware() const { return hardware; }
-  /// "s" for analytic models (seconds), "unit" otherwise.
+  /// "s" for analytic and measured models (seconds), "unit" otherwise.
   llvm::StringRef getTimeUnit() const {
-    return kind == Kind::Analytic ? "s" : "unit";
+    return kind == Kind::Analytic || kind == Kind::Measured ? "s" : "unit";
   }
+  /// For a measured model: why it cannot cost these stages' passes (a
+  /// profile of another partitioning), or "" if it can.
+  std::string checkCoverage(llvm::ArrayRef<StageProfile> stages,
+                            llvm::ArrayRef<PassKind> passes) const;
   const std::string &getSpec() const { return spec; }
 
   /// Duration of pass `kind` of a stage over `tokens` tokens after
@@ -113,6 +121,11 @@ private:
   std::array<double, 8> perPass{};
   double comm = 0;
   const HardwareProfile *hardware = nullptr;
+  /// Measured: stage name -> pass -> seconds per token, and the number of
+  /// layers each measured stage held.
+  std::map<std::string, std::map<std::string, double>> measured;
+  std::map<std::string, int64_t> measuredLayers;
+  double getMeasured(const std::string &stage, PassKind pass) const;
 };
 
 /// Bytes of training state per parameter: bf16 weights and gradients, fp32
@@ -144,6 +157,7 @@ public:
   double getStepFlops() const;
   const std::vector<int64_t> &getSliceLengths() const { return lengths; }
   const StageProfile &getStage(int stage) const { return profiles[stage]; }
+  llvm::ArrayRef<StageProfile> getStages() const { return profiles; }
   const CostModel &getCostModel() const { return costs; }
 
 private:
