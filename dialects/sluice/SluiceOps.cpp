@@ -54,6 +54,16 @@ template <typename OpTy> static SmallVector<OpTy> collectOps(ModelOp model) {
   return ops;
 }
 
+/// The model's sharded vocabulary layers, if partitioned.
+static VocabInputOp getVocabInput(ModelOp model) {
+  auto ops = collectOps<VocabInputOp>(model);
+  return ops.empty() ? VocabInputOp() : ops.front();
+}
+static VocabOutputOp getVocabOutput(ModelOp model) {
+  auto ops = collectOps<VocabOutputOp>(model);
+  return ops.empty() ? VocabOutputOp() : ops.front();
+}
+
 EmbeddingOp ModelOp::getEmbedding() {
   auto ops = collectOps<EmbeddingOp>(*this);
   return ops.empty() ? EmbeddingOp() : ops.front();
@@ -65,10 +75,11 @@ OutputLayerOp ModelOp::getOutputLayer() {
 }
 
 int64_t ModelOp::getHidden() {
-  EmbeddingOp embedding = getEmbedding();
-  if (!embedding)
-    return 0;
-  return cast<RankedTensorType>(embedding.getType()).getShape().back();
+  if (EmbeddingOp embedding = getEmbedding())
+    return cast<RankedTensorType>(embedding.getType()).getShape().back();
+  if (VocabInputOp input = getVocabInput(*this))
+    return cast<RankedTensorType>(input.getType()).getShape().back();
+  return 0;
 }
 
 RankedTensorType ModelOp::getActivationType() {
@@ -109,7 +120,7 @@ SmallVector<StageOp> mlir::sluice::getStages(ModelOp model) {
 /// before the embedding) and carries an activation of the model's type.
 static LogicalResult verifyLayerLink(ModelOp model, Operation *layer,
                                      Operation *previous, Value input) {
-  if (!isa<EmbeddingOp, TransformerLayerOp, OutputLayerOp>(layer))
+  if (!isa<EmbeddingOp, TransformerLayerOp, OutputLayerOp, FinalNormOp>(layer))
     return layer->emitOpError("is not a model-level layer and cannot appear "
                               "in a sluice.model");
   if (isa_and_nonnull<OutputLayerOp>(previous))
@@ -138,7 +149,11 @@ static LogicalResult verifyLayerLink(ModelOp model, Operation *layer,
 }
 
 LogicalResult ModelOp::verifyRegions() {
-  if (failed(verifyExactlyOne<EmbeddingOp>(*this, "sluice.embedding")) ||
+  // A partitioned model may hold its vocabulary layers as shards instead.
+  if (!getVocabInput(*this) &&
+      failed(verifyExactlyOne<EmbeddingOp>(*this, "sluice.embedding")))
+    return failure();
+  if (!getVocabOutput(*this) &&
       failed(verifyExactlyOne<OutputLayerOp>(*this, "sluice.output_layer")))
     return failure();
 
@@ -169,6 +184,16 @@ LogicalResult ModelOp::verifyRegions() {
   for (Operation &op : getBody().front()) {
     if (isa<ReturnOp>(op))
       break;
+    if (auto input = dyn_cast<VocabInputOp>(op)) {
+      previousLayer = input;
+      continue;
+    }
+    if (auto output = dyn_cast<VocabOutputOp>(op)) {
+      if (!previousStage || output.getInput() != previousStage.getResult(0))
+        return output.emitOpError(
+            "input does not chain: it is not the result of the last stage");
+      continue;
+    }
     if (staged && !isa<StageOp>(op))
       return op.emitOpError("cannot appear beside sluice.stage ops in a "
                             "partitioned model");
@@ -187,15 +212,28 @@ LogicalResult ModelOp::verifyRegions() {
                        "preceding stage")
           .attachNote(previousStage.getLoc())
           .append("preceding stage is here");
-    if (!previousStage && !stage.getInputs().empty())
-      return stage.emitOpError("is the first stage and must take no input");
+    if (!previousStage) {
+      // The first stage reads the sharded embedding, or holds the
+      // embedding itself.
+      auto input = dyn_cast_or_null<VocabInputOp>(previousLayer);
+      bool reads = stage.getInputs().size() == 1 && input &&
+                   stage.getInputs()[0] == input.getResult();
+      if (input ? !reads : !stage.getInputs().empty())
+        return stage.emitOpError(input ? "is the first stage and must take "
+                                         "the sharded embedding"
+                                       : "is the first stage and must take "
+                                         "no input");
+    }
     Value carried = stage.getBody().getNumArguments()
                         ? stage.getBody().getArgument(0)
                         : Value();
     bool first = true;
     for (Operation *layer : stage.getLayers()) {
       Value input = first ? carried : previousLayer->getResult(0);
-      if (failed(verifyLayerLink(*this, layer, previousLayer, input)))
+      Operation *before = isa_and_nonnull<VocabInputOp>(previousLayer)
+                              ? nullptr
+                              : previousLayer;
+      if (failed(verifyLayerLink(*this, layer, before, input)))
         return failure();
       previousLayer = layer;
       first = false;
@@ -205,6 +243,8 @@ LogicalResult ModelOp::verifyRegions() {
 
   EmbeddingOp embedding = getEmbedding();
   OutputLayerOp output = getOutputLayer();
+  if (!embedding || !output)
+    return success();
   if (std::optional<int64_t> positions = embedding.getPositions();
       positions && getSeqLen() > *positions)
     return emitOpError("'seq_len' = ")
@@ -343,6 +383,69 @@ LogicalResult StageOp::verifyRegions() {
       yield.getValues()[0] != layers.back()->getResult(0))
     return yield.emitOpError("must yield the result of the stage's last layer");
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Vocabulary shards
+//===----------------------------------------------------------------------===//
+
+void FinalNormOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), "normed");
+}
+
+LogicalResult FinalNormOp::verify() {
+  return verifyActivationType(*this, "input", getInput().getType());
+}
+
+/// The rules both shards share: sizes, and a padded vocabulary that is a
+/// multiple of 2p covering the real one.
+template <typename OpTy>
+static LogicalResult verifyShardSizes(OpTy op) {
+  if (failed(verifyPositive(op, "devices", op.getDevices())))
+    return failure();
+  if (op.getRoot() < 0 || op.getRoot() >= op.getDevices())
+    return op.emitOpError("'root' = ")
+           << op.getRoot() << " is not one of the " << op.getDevices()
+           << " devices";
+  if (op.getVocab() < 1)
+    return op.emitOpError("'vocab' must be at least 1, got ") << op.getVocab();
+  int64_t multiple = 2 * op.getDevices();
+  if (op.getPaddedVocab() < op.getVocab() ||
+      op.getPaddedVocab() % multiple != 0)
+    return op.emitOpError("'padded_vocab' = ")
+           << op.getPaddedVocab() << " must be a multiple of 2 * devices = "
+           << multiple << " no smaller than 'vocab' = " << op.getVocab();
+  return success();
+}
+
+LogicalResult VocabOutputOp::verify() {
+  if (failed(verifyShardSizes(*this)))
+    return failure();
+  if (getAlgorithm() < 0 || getAlgorithm() > 2)
+    return emitOpError("'algorithm' must be 0 (naive), 1 or 2, got ")
+           << getAlgorithm();
+  int64_t counted = countBarriers(getBody());
+  if (counted != getBarriers())
+    return emitOpError("says it crosses 'barriers' = ")
+           << getBarriers() << " communication barriers, its body crosses "
+           << counted;
+  return success();
+}
+
+LogicalResult VocabInputOp::verify() { return verifyShardSizes(*this); }
+
+int64_t mlir::sluice::countBarriers(Region &shard) {
+  int64_t barriers = 0;
+  bool open = false;
+  for (Operation &op : shard.front()) {
+    if (isa<AllReduceOp, ReduceOp>(op)) {
+      barriers += open ? 0 : 1;
+      open = true;
+    } else if (op.hasTrait<HeavyCompute>()) {
+      open = false;
+    }
+  }
+  return barriers;
 }
 
 //===----------------------------------------------------------------------===//

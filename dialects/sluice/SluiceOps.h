@@ -12,12 +12,24 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "sluice/SluiceDialect.h"
 
+namespace mlir::sluice {
+/// Marks ops whose cost scales with a vocabulary shard: collectives
+/// separated by one are separate communication barriers.
+template <typename ConcreteType>
+class HeavyCompute : public OpTrait::TraitBase<ConcreteType, HeavyCompute> {};
+} // namespace mlir::sluice
+
 #define GET_OP_CLASSES
 #include "sluice/SluiceOps.h.inc"
 
 namespace mlir::sluice {
 /// The pipeline stages of `model` in chain order; empty at the model level.
 SmallVector<StageOp> getStages(ModelOp model);
+
+/// The communication barriers a vocabulary shard crosses: maximal runs of
+/// all-reduces and reduces not separated by a HeavyCompute op (the
+/// broadcast that hands the activation over is not one).
+int64_t countBarriers(Region &shard);
 } // namespace mlir::sluice
 
 #endif // SLUICE_SLUICEOPS_H

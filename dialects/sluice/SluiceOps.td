@@ -403,6 +403,8 @@ def Sluice_RecvOp : Sluice_InstrOp<"recv"> {
   }];
 }
 
+include "sluice/SluiceVocabOps.td"
+
 def Sluice_ReturnOp : Sluice_Op<"return", [
     Pure, Terminator, ReturnLike, HasParent<"ModelOp">]> {
   let summary = "yields the loss of a model";
