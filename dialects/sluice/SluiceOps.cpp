@@ -399,22 +399,21 @@ LogicalResult FinalNormOp::verify() {
 
 /// The rules both shards share: sizes, and a padded vocabulary that is a
 /// multiple of 2p covering the real one.
-template <typename OpTy>
-static LogicalResult verifyShardSizes(OpTy op) {
+template <typename OpTy> static LogicalResult verifyShardSizes(OpTy op) {
   if (failed(verifyPositive(op, "devices", op.getDevices())))
     return failure();
   if (op.getRoot() < 0 || op.getRoot() >= op.getDevices())
-    return op.emitOpError("'root' = ")
-           << op.getRoot() << " is not one of the " << op.getDevices()
-           << " devices";
+    return op.emitOpError("'root' = ") << op.getRoot() << " is not one of the "
+                                       << op.getDevices() << " devices";
   if (op.getVocab() < 1)
     return op.emitOpError("'vocab' must be at least 1, got ") << op.getVocab();
   int64_t multiple = 2 * op.getDevices();
   if (op.getPaddedVocab() < op.getVocab() ||
       op.getPaddedVocab() % multiple != 0)
     return op.emitOpError("'padded_vocab' = ")
-           << op.getPaddedVocab() << " must be a multiple of 2 * devices = "
-           << multiple << " no smaller than 'vocab' = " << op.getVocab();
+           << op.getPaddedVocab()
+           << " must be a multiple of 2 * devices = " << multiple
+           << " no smaller than 'vocab' = " << op.getVocab();
   return success();
 }
 
@@ -432,7 +431,29 @@ LogicalResult VocabOutputOp::verify() {
   return success();
 }
 
-LogicalResult VocabInputOp::verify() { return verifyShardSizes(*this); }
+LogicalResult VocabInputOp::verify() {
+  if (failed(verifyShardSizes(*this)))
+    return failure();
+  if (!getTied())
+    return success();
+  // A tied input shard is the output shard's weight: both must exist and
+  // cut the vocabulary the same way.
+  auto model = (*this)->getParentOfType<ModelOp>();
+  VocabOutputOp output;
+  for (auto op : model.getBody().front().getOps<VocabOutputOp>())
+    output = op;
+  if (!output || !output.getTied())
+    return emitOpError("is 'tied' but the model has no tied "
+                       "sluice.vocab_output to share its shard with");
+  if (output.getPaddedVocab() != getPaddedVocab() ||
+      output.getDevices() != getDevices())
+    return emitOpError("is tied to @")
+           << output.getSymName()
+           << " but shards 'padded_vocab' = " << getPaddedVocab() << " over "
+           << getDevices() << " devices, the output shard "
+           << output.getPaddedVocab() << " over " << output.getDevices();
+  return success();
+}
 
 int64_t mlir::sluice::countBarriers(Region &shard) {
   int64_t barriers = 0;

@@ -64,6 +64,9 @@ def Sluice_VocabOutputOp : Sluice_Op<"vocab_output", [
     maximum, of the sum, and the reduce of the input gradient;
     `sluice-reorder-softmax-barriers` rewrites it to 2 (Algorithm 1) or 1
     (Algorithm 2); `barriers` records the count, `algorithm` the form.
+    `tied` shares the input layer's shard as the LM head (no gradient
+    all-reduce); `synchronous` marks the interlaced baseline, whose
+    collectives block every device (tensor-parallel style).
 
     ```mlir
     %loss = sluice.vocab_output @vout (%n : tensor<1x16x32xf32>) -> tensor<f32>
@@ -80,7 +83,7 @@ def Sluice_VocabOutputOp : Sluice_Op<"vocab_output", [
                        Sluice_SizeAttr:$devices, Sluice_SizeAttr:$root,
                        Sluice_SizeAttr:$vocab, Sluice_SizeAttr:$padded_vocab,
                        Sluice_SizeAttr:$barriers, Sluice_SizeAttr:$algorithm,
-                       UnitAttr:$tied);
+                       UnitAttr:$tied, UnitAttr:$synchronous);
   let results = (outs 0DTensorOf<[F32]>:$loss);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
@@ -106,6 +109,11 @@ def Sluice_VocabInputOp : Sluice_Op<"vocab_input", [
     is broadcast from `root` and each device scatter-adds the rows in its
     range. The block argument is that gradient on `root`.
 
+    `tied` shares the shard with the model's tied `sluice.vocab_output`: the
+    same rows on the same device, one weight and one gradient, so no
+    gradient all-reduce is needed. `synchronous` marks the interlaced
+    baseline, where the collectives block (tensor parallelism).
+
     ```mlir
     %x = sluice.vocab_input @vin -> tensor<1x16x32xf32> attributes {devices = 2 : i64,
         padded_vocab = 104 : i64, positions = 16 : i64, root = 0 : i64, vocab = 100 : i64} {
@@ -122,7 +130,8 @@ def Sluice_VocabInputOp : Sluice_Op<"vocab_input", [
   let arguments = (ins SymbolNameAttr:$sym_name, Sluice_SizeAttr:$devices,
                        Sluice_SizeAttr:$root, Sluice_SizeAttr:$vocab,
                        Sluice_SizeAttr:$padded_vocab,
-                       OptionalAttr<Sluice_SizeAttr>:$positions);
+                       OptionalAttr<Sluice_SizeAttr>:$positions,
+                       UnitAttr:$tied, UnitAttr:$synchronous);
   let results = (outs AnyRankedTensor:$result);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -32,6 +32,12 @@ struct StagePartitionOptions {
 };
 LogicalResult partitionStages(ModelOp model, const StagePartitionOptions &opts);
 
+/// What sluice-partition-vocab does to one partitioned model.
+LogicalResult partitionVocab(ModelOp model, llvm::StringRef mode);
+
+/// What sluice-reorder-softmax-barriers does to one output shard.
+LogicalResult reorderSoftmaxBarriers(VocabOutputOp shard, int64_t algorithm);
+
 /// What sluice-split-passes does to one model.
 LogicalResult splitPasses(ModelOp model, bool split);
 

@@ -104,6 +104,89 @@ def PartitionStages : Pass<"sluice-partition-stages", "ModuleOp"> {
   ];
 }
 
+def PartitionVocab : Pass<"sluice-partition-vocab", "ModuleOp"> {
+  let summary = "Split the vocabulary layers over all pipeline devices";
+  let description = [{
+    Runs on a model partitioned into stages. `mode=baseline` leaves the
+    embedding on the first stage and the output layer on the last (the
+    paper's Baseline; with `balance=compute` stage partitioning, Redis).
+    `mode=vocab` (papers/vocabulary-parallelism.txt §3-4) replaces them with
+    a `sluice.vocab_input` and a `sluice.vocab_output` shard that every
+    device runs on its slice of the vocabulary, padded to a multiple of 2p
+    (§6.1); the output layer's norm stays on the last stage as
+    `sluice.final_norm`. The output shard is written in its naive form, with
+    3 communication barriers (Figure 4). A tied output layer shares the
+    input shard's table. `mode=interlaced` builds the same shards marked
+    `synchronous`: the nnScaler baseline, whose collectives stop every
+    device.
+
+    After, with 2 devices and vocabulary 101 (padded to 104):
+
+    ```mlir
+    %x = sluice.vocab_input @vin -> tensor<1x16x32xf32> attributes {
+        devices = 2 : i64, padded_vocab = 104 : i64, root = 0 : i64, vocab = 101 : i64} {...}
+    %0 = sluice.stage @s0 device 0 chunk 0 (%x : tensor<1x16x32xf32>) -> ...
+    %1 = sluice.stage @s1 device 1 chunk 0 (%0 : ...) -> tensor<1x16x32xf32> {
+      ...
+      %normed = sluice.final_norm %x {norm = layernorm} : tensor<1x16x32xf32>
+      sluice.yield %normed : tensor<1x16x32xf32>
+    }
+    %loss = sluice.vocab_output @vout (%1 : tensor<1x16x32xf32>) -> tensor<f32>
+        attributes {algorithm = 0 : i64, barriers = 3 : i64, ...} {...}
+    ```
+  }];
+  let dependentDialects = ["::mlir::sluice::SluiceDialect"];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"vocab\"",
+           "baseline, vocab or interlaced">
+  ];
+}
+
+def ReorderSoftmaxBarriers : Pass<"sluice-reorder-softmax-barriers", "ModuleOp"> {
+  let summary = "Move the softmax's collectives after the local work: 3 -> 2 -> 1 barriers";
+  let description = [{
+    Rewrites each `sluice.vocab_output` from its naive form.
+
+    `algorithm=1` (papers/vocabulary-parallelism.txt §4.3, equation 5):
+    each shard computes its softmax with its local maximum m' and sum s',
+    then one barrier all-reduces the maximum, rescales the local sum by
+    exp(m' - m) and all-reduces it, and the probabilities are rescaled by
+    s' / s. The input gradient's reduce is the second barrier.
+
+    `algorithm=2` (§4.4, equation 6): additionally computes A = softmax' W
+    and B = G W before the barrier; inside it only the light combination
+    A s' / s - B remains, so the reduce joins the same barrier: 1 barrier,
+    and the weight gradient (pass T) can be delayed freely.
+
+    Naive (3 barriers):
+
+    ```mlir
+    %m = sluice.shard_max %y ...
+    %gm = sluice.all_reduce <max> %m ...
+    %s = sluice.shard_sum_exp %y, %gm ...
+    %gs = sluice.all_reduce <sum> %s ...
+    %p = sluice.shard_softmax %y, %gm, %gs ...
+    ```
+
+    Algorithm 1 (2 barriers):
+
+    ```mlir
+    %m = sluice.shard_max %y ...
+    %s1 = sluice.shard_sum_exp %y, %m ...
+    %p1 = sluice.shard_softmax %y, %m, %s1 ...
+    %gm = sluice.all_reduce <max> %m ...
+    %s2 = sluice.rescale_sum %s1, %m, %gm ...
+    %gs = sluice.all_reduce <sum> %s2 ...
+    %p = sluice.rescale_probs %p1, %s2, %gs ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::sluice::SluiceDialect"];
+  let options = [
+    Option<"algorithm", "algorithm", "int64_t", /*default=*/"2",
+           "1: two barriers; 2: one barrier">
+  ];
+}
+
 def SplitPasses : Pass<"sluice-split-passes", "ModuleOp"> {
   let summary = "Record the passes each stage runs, their FLOPs and memory";
   let description = [{
