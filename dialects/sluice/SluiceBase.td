@@ -64,7 +64,8 @@ def Sluice_PassKind : I32EnumAttr<"PassKind",
   I32EnumAttrCase<"S", 4>,
   I32EnumAttrCase<"T", 5>,
   I32EnumAttrCase<"IF", 6>,
-  I32EnumAttrCase<"IB", 7>
+  I32EnumAttrCase<"IB", 7>,
+  I32EnumAttrCase<"S2", 8>
 ]> {
   let cppNamespace = "::mlir::sluice";
   let genSpecializedAttr = 0;
@@ -84,7 +85,10 @@ def Sluice_PassKindAttr : EnumAttr<Sluice_Dialect, Sluice_PassKind, "pass"> {
       cut at its communication barriers (papers/vocabulary-parallelism.txt
       §4–5);
     * `IF`, `IB`: forward and backward of a vocabulary-parallel input-layer
-      shard (the paper's Appendix C, summarised in DESIGN.md).
+      shard (the paper's Appendix C, summarised in DESIGN.md);
+    * `S2`: the middle pass of the naive (3-barrier) output shard, the sum
+      of exponentials between its two all-reduces (Figure 6); Algorithms 1
+      and 2 have no such pass.
 
     ```mlir
     #sluice.pass<W>

@@ -531,6 +531,15 @@ LogicalResult SendOp::verify() {
   return success();
 }
 
+LogicalResult CollectiveInstrOp::verify() {
+  if (failed(verifyInstrIndices(*this)))
+    return failure();
+  if (getStream() == StreamKind::comm)
+    return emitOpError("runs on the 'vocab' or 'compute' stream, not 'comm' "
+                       "(the pipeline's point-to-point stream)");
+  return success();
+}
+
 LogicalResult RecvOp::verify() {
   if (failed(verifyInstrIndices(*this)))
     return failure();
@@ -553,7 +562,7 @@ static ParseResult parsePassKind(OpAsmParser &parser, PassKindAttr &kind) {
   std::optional<PassKind> value = symbolizePassKind(keyword);
   if (!value)
     return parser.emitError(loc, "unknown pass kind '")
-           << keyword << "' (expected F, B, W, BW, S, T, IF or IB)";
+           << keyword << "' (expected F, B, W, BW, S, S2, T, IF or IB)";
   kind = PassKindAttr::get(parser.getContext(), *value);
   return success();
 }

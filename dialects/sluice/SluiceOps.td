@@ -317,8 +317,8 @@ def Sluice_DeviceOp : Sluice_Op<"device", [
     SingleBlock, NoTerminator, HasParent<"ProgramOp">]> {
   let summary = "the instruction list of one device";
   let description = [{
-    Holds, in execution order, the `sluice.exec`, `sluice.send` and
-    `sluice.recv` instructions of device `index`.
+    Holds, in execution order, the `sluice.exec`, `sluice.send`,
+    `sluice.recv` and `sluice.collective` instructions of device `index`.
 
     ```mlir
     sluice.device 1 {
@@ -344,7 +344,9 @@ def Sluice_ExecOp : Sluice_InstrOp<"exec"> {
   let summary = "runs one pass of a stage for one microbatch slice";
   let description = [{
     Runs pass `kind` of stage `stage` for microbatch `mb`, token slice
-    `slice`, on the device's compute stream.
+    `slice`, on the device's compute stream. The passes of a vocabulary
+    shard (S, S2, T, IF, IB) name the shard instead of a stage and run on
+    the device whose region holds them.
 
     ```mlir
     sluice.exec W @s3 {mb = 5, slice = 0}
@@ -400,6 +402,36 @@ def Sluice_RecvOp : Sluice_InstrOp<"recv"> {
   let assemblyFormat = [{
     custom<PassKind>($kind) $stage ` ` `{` `mb` `=` $mb `,` `slice` `=` $slice
     `}` `from` $from (`on` $stream^)? attr-dict
+  }];
+}
+
+def Sluice_CollectiveInstrOp : Sluice_InstrOp<"collective"> {
+  let summary = "issues one collective of a vocabulary shard";
+  let description = [{
+    Issues collective `group` of vocabulary shard `shard` (the symbol of a
+    `sluice.vocab_output` or `sluice.vocab_input`) for microbatch `mb`,
+    slice `slice`. The groups of an output shard are its broadcast of X
+    (0) and its barriers in order (1 to `barriers`); those of an input
+    shard its forward reduce (0) and backward broadcast (1). Every device
+    issues the same collectives in the same order.
+
+    On the `vocab` stream (the default) the collective is non-blocking: the
+    device goes on, and only the passes that read its result wait for it.
+    On `compute` it blocks the device until every device has joined (the
+    interlaced baseline).
+
+    ```mlir
+    sluice.collective @vout 1 {mb = 3, slice = 0}
+    sluice.collective @vout 0 {mb = 0, slice = 0} on compute
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$shard, Sluice_SizeAttr:$group,
+                       Sluice_SizeAttr:$mb, Sluice_SizeAttr:$slice,
+                       DefaultValuedAttr<Sluice_StreamKindAttr,
+                                         "StreamKind::vocab">:$stream);
+  let assemblyFormat = [{
+    $shard $group ` ` `{` `mb` `=` $mb `,` `slice` `=` $slice `}`
+    (`on` $stream^)? attr-dict
   }];
 }
 

@@ -68,6 +68,10 @@ def Sluice_VocabOutputOp : Sluice_Op<"vocab_output", [
     all-reduce); `synchronous` marks the interlaced baseline, whose
     collectives block every device (tensor-parallel style).
 
+    `sluice-split-passes` cuts the body at the barriers whose results later
+    heavy work reads, and records the passes in `passes`: S, S2, T for the
+    naive form, S, T for Algorithms 1 and 2 (§5.1).
+
     ```mlir
     %loss = sluice.vocab_output @vout (%n : tensor<1x16x32xf32>) -> tensor<f32>
         attributes {devices = 2 : i64, padded_vocab = 104 : i64, root = 1 : i64,
@@ -83,7 +87,9 @@ def Sluice_VocabOutputOp : Sluice_Op<"vocab_output", [
                        Sluice_SizeAttr:$devices, Sluice_SizeAttr:$root,
                        Sluice_SizeAttr:$vocab, Sluice_SizeAttr:$padded_vocab,
                        Sluice_SizeAttr:$barriers, Sluice_SizeAttr:$algorithm,
-                       UnitAttr:$tied, UnitAttr:$synchronous);
+                       UnitAttr:$tied, UnitAttr:$synchronous,
+                       OptionalAttr<TypedArrayAttrBase<Sluice_PassKindAttr,
+                                    "pass kinds">>:$passes);
   let results = (outs 0DTensorOf<[F32]>:$loss);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
@@ -113,6 +119,7 @@ def Sluice_VocabInputOp : Sluice_Op<"vocab_input", [
     same rows on the same device, one weight and one gradient, so no
     gradient all-reduce is needed. `synchronous` marks the interlaced
     baseline, where the collectives block (tensor parallelism).
+    `sluice-split-passes` records its passes, IF and IB, in `passes`.
 
     ```mlir
     %x = sluice.vocab_input @vin -> tensor<1x16x32xf32> attributes {devices = 2 : i64,
@@ -131,7 +138,9 @@ def Sluice_VocabInputOp : Sluice_Op<"vocab_input", [
                        Sluice_SizeAttr:$root, Sluice_SizeAttr:$vocab,
                        Sluice_SizeAttr:$padded_vocab,
                        OptionalAttr<Sluice_SizeAttr>:$positions,
-                       UnitAttr:$tied, UnitAttr:$synchronous);
+                       UnitAttr:$tied, UnitAttr:$synchronous,
+                       OptionalAttr<TypedArrayAttrBase<Sluice_PassKindAttr,
+                                    "pass kinds">>:$passes);
   let results = (outs AnyRankedTensor:$result);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -103,6 +103,85 @@ double StageProfile::getActivationBytes(int64_t tokens) const {
   return perToken * double(tokens) * double(microBatch);
 }
 
+VocabProfile VocabProfile::get(ModelOp model) {
+  VocabProfile profile;
+  profile.hidden = model.getHidden();
+  profile.seqLen = model.getSeqLen();
+  profile.microBatch = model.getMicroBatch();
+  profile.dtypeBytes =
+      std::max<int64_t>(1, model.getDtype().getIntOrFloatBitWidth() / 8);
+  for (Operation &op : model.getBody().front()) {
+    if (auto in = dyn_cast<VocabInputOp>(op)) {
+      profile.input = true;
+      profile.devices = in.getDevices();
+      profile.paddedVocab = in.getPaddedVocab();
+      profile.positions = in.getPositions().value_or(0);
+      profile.inputName = in.getSymName().str();
+    } else if (auto out = dyn_cast<VocabOutputOp>(op)) {
+      profile.output = true;
+      profile.devices = out.getDevices();
+      profile.paddedVocab = out.getPaddedVocab();
+      profile.algorithm = static_cast<int>(out.getAlgorithm());
+      profile.tied = out.getTied();
+      profile.outputName = out.getSymName().str();
+    }
+  }
+  return profile;
+}
+
+double VocabProfile::getPassFlops(PassKind kind, int64_t tokens) const {
+  double t = double(tokens * microBatch);
+  double matmul = 2.0 * double(hidden) * double(getShardRows()) * t;
+  double elements = double(getShardRows()) * t;
+  switch (kind) {
+  case PassKind::S:
+    // Logits, max, sum of exponentials, softmax; Algorithm 2 also
+    // softmax' W.
+    return matmul * (algorithm == 2 ? 2.0 : 1.0) + 4.0 * elements;
+  case PassKind::S2:
+    return 3.0 * elements;
+  case PassKind::T:
+    // The (rescaled) softmax gradient, then the weight gradient and,
+    // except in Algorithm 2, the input gradient.
+    return matmul * (algorithm == 2 ? 1.0 : 2.0) + 2.0 * elements;
+  case PassKind::IF:
+  case PassKind::IB:
+    return double(hidden) * t;
+  default:
+    return 0;
+  }
+}
+
+int64_t VocabProfile::getShardParams() const {
+  int64_t tables = int64_t(output) + int64_t(input && !(tied && output));
+  return tables * getShardRows() * hidden;
+}
+
+double VocabProfile::getKeptBytes(int64_t tokens) const {
+  if (!output)
+    return 0;
+  double t = double(tokens * microBatch);
+  return t * (4.0 * double(getShardRows()) + double(hidden * dtypeBytes));
+}
+
+double VocabProfile::getCollectiveBytes(const sched::CollectiveId &id,
+                                        int64_t tokens) const {
+  double t = double(tokens * microBatch);
+  double activation = t * double(hidden * dtypeBytes);
+  double statistics = 4.0 * t; // one fp32 per token
+  if (id.shard == sched::ShardKind::Input)
+    return activation;
+  if (id.group == 0)
+    return activation;
+  int barriers = algorithm == 0 ? 3 : 3 - algorithm;
+  bool last = id.group == barriers;
+  if (algorithm == 0)
+    return last ? activation : statistics;
+  // Algorithms 1 and 2 all-reduce the maximum and the sum in group 1;
+  // the input gradient's reduce is the last group (Algorithm 2: the same).
+  return (id.group == 1 ? 2.0 * statistics : 0.0) + (last ? activation : 0.0);
+}
+
 std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
                                           std::string &error) {
   CostModel model;
@@ -265,6 +344,37 @@ double CostModel::getTransferTime(int64_t bytes) const {
   return hardware->linkLatency + double(bytes) / hardware->linkBandwidth;
 }
 
+double CostModel::getVocabComputeTime(const VocabProfile &vocab, PassKind pass,
+                                      int64_t tokens, int slices) const {
+  switch (kind) {
+  case Kind::Measured: {
+    bool input = pass == PassKind::IF || pass == PassKind::IB;
+    double spt = getMeasured(input ? vocab.inputName : vocab.outputName, pass);
+    return std::max(spt, 0.0) * double(tokens * vocab.microBatch);
+  }
+  case Kind::Analytic:
+    return vocab.getPassFlops(pass, tokens) /
+           (hardware->peakFlops * hardware->efficiency);
+  default:
+    // Per device per microbatch, like the stages' passes; a shard is one
+    // per device whatever its chunks.
+    return perPass[size_t(pass)] / double(slices);
+  }
+}
+
+double CostModel::getCollectiveTime(double bytes, bool allReduce,
+                                    int64_t devices) const {
+  if (kind == Kind::Measured || devices < 2)
+    return 0;
+  if (kind != Kind::Analytic)
+    return comm;
+  // Ring algorithms: 2 (p - 1) steps of bytes / p for an all-reduce,
+  // p - 1 for a (pipelined) broadcast or reduce.
+  double steps = double(devices - 1) * (allReduce ? 2.0 : 1.0);
+  return steps * hardware->linkLatency +
+         steps * bytes / double(devices) / hardware->linkBandwidth;
+}
+
 std::vector<int64_t> mlir::sluice::getUniformSlices(int64_t seqLen,
                                                     int64_t slices) {
   std::vector<int64_t> lengths(slices, seqLen / slices);
@@ -297,10 +407,26 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
   for (int slice = 0; slice < k; ++slice)
     transfer.push_back(costs.getTransferTime(
         profiles.front().getMessageBytes(lengths[slice])));
+  vocab = VocabProfile::get(model);
+  vocabCompute.assign(kKinds * k, 0.0);
+  for (size_t kind = 0; kind < kKinds; ++kind)
+    if (sched::isVocabPass(PassKind(kind)))
+      for (int slice = 0; slice < k; ++slice)
+        vocabCompute[kind * k + slice] =
+            costs.getVocabComputeTime(vocab, PassKind(kind), lengths[slice], k);
+}
+
+double PipelineCosts::getCollectiveTime(const sched::CollectiveId &id) const {
+  bool allReduce = id.shard == sched::ShardKind::Output && id.group > 0 &&
+                   !(vocab.algorithm == 0 && id.group == 3) &&
+                   !(vocab.algorithm == 1 && id.group == 2);
+  return costs.getCollectiveTime(
+      vocab.getCollectiveBytes(id, lengths[id.slice]), allReduce,
+      pipeline.devices);
 }
 
 double PipelineCosts::getActivationUnits(const sched::Work &work) const {
-  if (transformerLayers == 0)
+  if (transformerLayers == 0 || sched::isVocabPass(work.kind))
     return 0;
   const StageProfile &stage = profiles[work.stage];
   double share = double(stage.layers.size()) * pipeline.devices /
@@ -309,6 +435,8 @@ double PipelineCosts::getActivationUnits(const sched::Work &work) const {
 }
 
 double PipelineCosts::getActivationBytes(const sched::Work &work) const {
+  if (sched::isVocabPass(work.kind))
+    return vocab.getKeptBytes(lengths[work.slice]);
   return profiles[work.stage].getActivationBytes(lengths[work.slice]);
 }
 
@@ -317,13 +445,22 @@ int64_t PipelineCosts::getParameterBytes(int device) const {
   for (size_t s = 0; s < profiles.size(); ++s)
     if (pipeline.getDevice(s) == device)
       params += profiles[s].params;
+  // Every device holds its rows of the vocabulary shards; the input
+  // shard's root also the positions.
+  params += vocab.getShardParams();
+  if (vocab.input && device == pipeline.getInputRoot())
+    params += vocab.positions * vocab.hidden;
   return params * kTrainingBytesPerParameter;
 }
 
 double PipelineCosts::getStepFlops() const {
-  // F + B + W = three forwards (LayerCost.h), for every microbatch.
+  // F + B + W = three forwards (LayerCost.h), for every microbatch; the
+  // output layer's logits, input gradient and weight gradient likewise.
   double forward = 0;
   for (const StageProfile &stage : profiles)
     forward += stage.getForwardFlops(stage.seqLen, 0);
+  if (vocab.output)
+    forward += 2.0 * double(vocab.hidden) * double(vocab.paddedVocab) *
+               double(vocab.seqLen * vocab.microBatch);
   return 3.0 * forward * pipeline.microbatches;
 }

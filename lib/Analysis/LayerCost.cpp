@@ -70,6 +70,10 @@ int64_t mlir::sluice::getParameterCount(Operation *layer) {
             cast<RankedTensorType>(op.getInput().getType()).getShape().back();
         return op.getVocab() * hidden + getNormParams(op.getNorm(), hidden);
       })
+      .Case([](FinalNormOp op) {
+        int64_t hidden = op.getType().getShape().back();
+        return getNormParams(op.getNorm(), hidden);
+      })
       .Default([](Operation *) { return int64_t(0); });
 }
 

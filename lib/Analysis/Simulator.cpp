@@ -16,9 +16,23 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
                                              std::string &error) {
   int p = pipeline.devices;
   WorkIndex index(pipeline);
+  CollectiveIndex cindex(pipeline);
   std::vector<double> finished(index.size(), -1.0);
   // Arrival time of a pass's result at a device: (work, device) -> time.
   llvm::DenseMap<std::pair<size_t, int>, double> arrival;
+
+  // Collectives: issue times, how many devices issued, when each ends.
+  std::vector<double> latestIssue(cindex.size(), 0.0);
+  std::vector<int> joined(cindex.size(), 0);
+  std::vector<double> collectiveEnd(cindex.size(), -1.0);
+  // Each shard's collectives in their issue order, a queue of their own.
+  std::vector<CollectiveId> order[2];
+  if (p > 0)
+    for (const Instr &instr : program.devices[0])
+      if (instr.kind == InstrKind::Collective)
+        order[int(instr.collective.shard)].push_back(instr.collective);
+  size_t completedOf[2] = {0, 0};
+  double freeOf[2] = {0, 0};
 
   struct DeviceState {
     size_t next = 0;
@@ -26,19 +40,44 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
     double commFree = 0;
     double activationUnits = 0;
     double activationBytes = 0;
+    // The collective at `next` has been joined (blocking ones wait there).
+    bool joinedNext = false;
   };
   std::vector<DeviceState> state(p);
   Simulation result;
   result.devices.resize(p);
-  llvm::SmallVector<Work, 4> deps;
+  llvm::SmallVector<Work, 4> deps, contributions;
+  llvm::SmallVector<CollectiveId, 2> inputs;
 
-  // Only a receive can wait for another device; keep sweeping the devices
-  // until a sweep issues nothing.
+  // Completes, in the issue order, every collective all devices joined.
+  auto settle = [&](ShardKind shard) {
+    std::vector<CollectiveId> &queue = order[int(shard)];
+    size_t &completed = completedOf[int(shard)];
+    double &vocabFree = freeOf[int(shard)];
+    while (completed < queue.size() && joined[cindex(queue[completed])] == p) {
+      const CollectiveId &id = queue[completed++];
+      double start = std::max(latestIssue[cindex(id)], vocabFree);
+      double end = start + costs.collective(id);
+      collectiveEnd[cindex(id)] = vocabFree = end;
+      for (int d = 0; d < p; ++d)
+        result.events.push_back(
+            {d,
+             pipeline.vocab.synchronous ? StreamKind::compute
+                                        : StreamKind::vocab,
+             InstrKind::Collective, Work{}, -1, id, start, end});
+      result.stepTime = std::max(result.stepTime, end);
+    }
+  };
+
+  // A device waits only at a receive, a pass reading an unfinished
+  // collective, or a blocking collective; keep sweeping the devices until
+  // a sweep moves nothing.
   for (bool moved = true; moved;) {
     moved = false;
     for (int d = 0; d < p; ++d) {
       DeviceState &st = state[d];
       size_t before = st.next;
+      bool joinedBefore = st.joinedNext;
       DeviceStatistics &stats = result.devices[d];
       const auto &instrs = program.devices[d];
       for (; st.next < instrs.size(); ++st.next) {
@@ -48,6 +87,30 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
             break;
           continue;
         }
+        if (instr.kind == InstrKind::Collective) {
+          size_t c = cindex(instr.collective);
+          if (!st.joinedNext) {
+            // Joined once the local contributions are done (asynchronous)
+            // or when the device reaches it (blocking).
+            double issue = instr.blocking ? st.computeFree : 0.0;
+            contributions.clear();
+            getCollectiveContributions(pipeline, instr.collective, d,
+                                       contributions);
+            for (const Work &w : contributions)
+              issue = std::max(issue, finished[index(w)]);
+            latestIssue[c] = std::max(latestIssue[c], issue);
+            ++joined[c];
+            st.joinedNext = true;
+            settle(instr.collective.shard);
+          }
+          if (instr.blocking) {
+            if (collectiveEnd[c] < 0)
+              break;
+            st.computeFree = std::max(st.computeFree, collectiveEnd[c]);
+          }
+          st.joinedNext = false;
+          continue;
+        }
         if (instr.kind == InstrKind::Send) {
           double ready = finished[index(instr.work)];
           double start = std::max(ready, st.commFree);
@@ -55,16 +118,29 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
           st.commFree = end;
           arrival[{index(instr.work), instr.peer}] = end;
           result.events.push_back({d, StreamKind::comm, InstrKind::Send,
-                                   instr.work, instr.peer, start, end});
+                                   instr.work, instr.peer, CollectiveId{},
+                                   start, end});
           result.stepTime = std::max(result.stepTime, end);
           continue;
         }
         // A pass starts when the stream is free and every input is here.
         double start = st.computeFree;
+        inputs.clear();
+        getCollectiveInputs(pipeline, instr.work, inputs);
+        bool waiting = false;
+        for (const CollectiveId &id : inputs) {
+          if (collectiveEnd[cindex(id)] < 0) {
+            waiting = true;
+            break;
+          }
+          start = std::max(start, collectiveEnd[cindex(id)]);
+        }
+        if (waiting)
+          break;
         deps.clear();
         getDependencies(pipeline, instr.work, deps);
         for (const Work &dep : deps) {
-          if (pipeline.getDevice(dep.stage) == d)
+          if (pipeline.getWorkDevice(dep) == d)
             start = std::max(start, finished[index(dep)]);
           else
             start = std::max(start, arrival.lookup({index(dep), d}));
@@ -75,33 +151,39 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
         st.computeFree = end;
         stats.busy += duration;
         result.events.push_back({d, StreamKind::compute, InstrKind::Exec,
-                                 instr.work, -1, start, end});
+                                 instr.work, -1, CollectiveId{}, start, end});
         result.stepTime = std::max(result.stepTime, end);
 
-        // Activations live from the start of F to the end of B (or BW).
+        // Activations live from the start of F to the end of B (or BW); a
+        // shard's kept logits from its S to its T.
         PassKind kind = instr.work.kind;
-        if (kind == PassKind::F || kind == PassKind::B ||
-            kind == PassKind::BW) {
-          Work forward = instr.work;
-          forward.kind = PassKind::F;
-          double sign = kind == PassKind::F ? 1.0 : -1.0;
-          st.activationUnits += sign * costs.activationUnits(forward);
-          st.activationBytes += sign * costs.activationBytes(forward);
+        bool allocates = kind == PassKind::F || kind == PassKind::S;
+        bool frees =
+            kind == PassKind::B || kind == PassKind::BW || kind == PassKind::T;
+        if (allocates || frees) {
+          Work owner = instr.work;
+          owner.kind = isVocabPass(kind) ? PassKind::S : PassKind::F;
+          double sign = allocates ? 1.0 : -1.0;
+          if (!isVocabPass(kind))
+            st.activationUnits += sign * costs.activationUnits(owner);
+          st.activationBytes += sign * costs.activationBytes(owner);
           stats.peakActivationUnits =
               std::max(stats.peakActivationUnits, st.activationUnits);
           stats.peakActivationBytes =
               std::max(stats.peakActivationBytes, st.activationBytes);
-          result.memory.push_back({d, kind == PassKind::F ? start : end,
+          result.memory.push_back({d, allocates ? start : end,
                                    st.activationBytes, st.activationUnits});
         }
       }
-      moved |= st.next != before;
+      moved |= st.next != before || st.joinedNext != joinedBefore;
     }
   }
   for (int d = 0; d < p; ++d)
     if (state[d].next < program.devices[d].size()) {
-      error = "device " + std::to_string(d) + " never receives " +
-              toString(program.devices[d][state[d].next].work);
+      const Instr &instr = program.devices[d][state[d].next];
+      error = "device " + std::to_string(d) + " never gets past " +
+              (instr.kind == InstrKind::Collective ? toString(instr.collective)
+                                                   : toString(instr.work));
       return failure();
     }
 

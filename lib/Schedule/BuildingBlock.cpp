@@ -3,10 +3,14 @@
 #include "sluice/Schedule/BuildingBlock.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <functional>
+#include <limits>
+#include <optional>
 #include <queue>
 
 using namespace mlir;
@@ -84,10 +88,221 @@ BuildingBlock sched::getVShapeBlock(const Pipeline &pipeline, int spacing,
   return block;
 }
 
+int64_t sched::getBlockLength(PassKind kind) {
+  if (isVocabPass(kind))
+    return 0;
+  return kind == PassKind::BW ? 2 : 1;
+}
+
+/// The entry of `kind` for `stage` in `block`, which must have it.
+static const BlockEntry &findEntry(const BuildingBlock &block, PassKind kind,
+                                   int stage) {
+  for (const BlockEntry &entry : block.entries)
+    if (entry.work.kind == kind && entry.work.stage == stage)
+      return entry;
+  llvm_unreachable("building block lacks a stage's pass");
+}
+
+void sched::addVocabularyPasses(const Pipeline &pipeline,
+                                BuildingBlock &block) {
+  const VocabLayers &vocab = pipeline.vocab;
+  int64_t interval = block.interval;
+  PassKind backward = pipeline.getBackwardKind();
+  if (vocab.output) {
+    int64_t widen = vocab.getBarriers() * interval;
+    for (BlockEntry &entry : block.entries)
+      if (entry.work.kind == backward || entry.work.kind == PassKind::W)
+        entry.offset += widen;
+  }
+  // Read the (widened) positions the shard passes hang from.
+  int64_t firstForward = findEntry(block, PassKind::F, 0).offset;
+  const BlockEntry &firstBackward = findEntry(block, backward, 0);
+  int64_t firstBackwardEnd = firstBackward.offset + getBlockLength(backward);
+  int64_t lastForwardEnd =
+      findEntry(block, PassKind::F, pipeline.getLastStage()).offset + 1;
+  auto everywhere = [&](PassKind kind, int64_t offset) {
+    for (int d = 0; d < pipeline.devices; ++d)
+      block.entries.push_back({Work{kind, d, 0, 0}, offset, -1});
+  };
+  if (vocab.output) {
+    // One shard pass per interval of the gap; the unit after the last F
+    // leaves the broadcast of X (C0) time to arrive.
+    int64_t at = lastForwardEnd + 1;
+    for (PassKind kind : vocab.getOutputPasses()) {
+      everywhere(kind, at);
+      at += interval;
+    }
+  }
+  if (vocab.input) {
+    // IF one interval ahead, so that the reduce onto the first device has
+    // that long; IB a unit after the backward, behind its broadcast.
+    everywhere(PassKind::IF, firstForward - interval);
+    everywhere(PassKind::IB, firstBackwardEnd + 1);
+  }
+}
+
+namespace {
+/// Slots of one device in a block being aligned: which units of the
+/// interval are taken, and the lengths of the passes still to place.
+struct DeviceSlots {
+  std::vector<bool> taken;
+  std::vector<int64_t> remaining;
+};
+} // namespace
+
+/// Whether `lengths` fit into the free runs of `taken` (a linear view of
+/// the interval: unit 0 follows a synchronisation point, so no pass may
+/// wrap from the last unit to the first).
+static bool fits(const std::vector<bool> &taken,
+                 llvm::ArrayRef<int64_t> lengths) {
+  std::vector<int64_t> runs;
+  int64_t run = 0;
+  for (bool t : taken) {
+    if (t) {
+      if (run)
+        runs.push_back(run);
+      run = 0;
+    } else {
+      ++run;
+    }
+  }
+  if (run)
+    runs.push_back(run);
+  // Place the longest pass first, trying each run: the handful of passes a
+  // device holds makes this search tiny.
+  std::vector<int64_t> sorted(lengths.begin(), lengths.end());
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::function<bool(size_t)> place = [&](size_t i) {
+    if (i == sorted.size())
+      return true;
+    for (int64_t &r : runs)
+      if (r >= sorted[i]) {
+        r -= sorted[i];
+        bool ok = place(i + 1);
+        r += sorted[i];
+        if (ok)
+          return true;
+      }
+    return false;
+  };
+  return place(0);
+}
+
+/// Tries to align with interval `interval`.
+static std::optional<BuildingBlock> alignWithInterval(const Pipeline &pipeline,
+                                                      const BuildingBlock &base,
+                                                      int64_t interval) {
+  const VocabLayers &vocab = pipeline.vocab;
+  PassKind backward = pipeline.getBackwardKind();
+  std::vector<BlockEntry> order;
+  for (const BlockEntry &entry : base.entries)
+    if (!isVocabPass(entry.work.kind))
+      order.push_back(entry);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const BlockEntry &a, const BlockEntry &b) {
+                     return a.offset < b.offset;
+                   });
+  std::vector<DeviceSlots> slots(pipeline.devices);
+  for (DeviceSlots &device : slots)
+    device.taken.assign(interval, false);
+  for (const BlockEntry &entry : order)
+    slots[pipeline.getWorkDevice(entry.work)].remaining.push_back(
+        getBlockLength(entry.work.kind));
+
+  auto roundUp = [&](int64_t t) {
+    int64_t r = ((t % interval) + interval) % interval;
+    return r == 0 ? t : t + interval - r;
+  };
+  auto roundDown = [&](int64_t t) {
+    return t - (((t % interval) + interval) % interval);
+  };
+  auto mod = [&](int64_t t) { return ((t % interval) + interval) % interval; };
+
+  BuildingBlock block;
+  block.interval = interval;
+  WorkIndex index(pipeline);
+  std::vector<int64_t> end(index.size(), INT64_MIN);
+  int64_t syncOutput = INT64_MIN;
+  llvm::SmallVector<Work, 4> deps;
+  for (const BlockEntry &entry : order) {
+    const Work &work = entry.work;
+    int device = pipeline.getWorkDevice(work);
+    int64_t length = getBlockLength(work.kind);
+    int64_t ready = entry.offset;
+    deps.clear();
+    getDependencies(pipeline, work, deps);
+    for (const Work &dep : deps)
+      ready = std::max(ready, end[index(dep)]);
+    bool lastBackward =
+        work.kind == backward && work.stage == pipeline.getLastStage();
+    if (vocab.output && lastBackward) {
+      // The output layer's synchronisation point: the first one after the
+      // last F; the last stage's backward follows it.
+      syncOutput = roundUp(end[index(Work{PassKind::F, work.stage, 0, 0})]);
+      ready = std::max(ready, syncOutput);
+    }
+    DeviceSlots &dev = slots[device];
+    auto it = llvm::find(dev.remaining, length);
+    dev.remaining.erase(it);
+    std::optional<int64_t> start;
+    for (int64_t t = ready; t < ready + 4 * interval; ++t) {
+      bool free = true;
+      for (int64_t u = 0; u < length && free; ++u)
+        free = !dev.taken[mod(t + u)];
+      // A synchronisation point may not fall strictly inside the pass.
+      if (!free || (length > 1 && roundUp(t + 1) < t + length))
+        continue;
+      for (int64_t u = 0; u < length; ++u)
+        dev.taken[mod(t + u)] = true;
+      if (fits(dev.taken, dev.remaining)) {
+        start = t;
+        break;
+      }
+      for (int64_t u = 0; u < length; ++u)
+        dev.taken[mod(t + u)] = false;
+    }
+    if (!start)
+      return std::nullopt;
+    end[index(work)] = *start + length;
+    block.entries.push_back({work, *start, 0});
+  }
+
+  // The shard passes at the synchronisation points, in their order.
+  auto everywhere = [&](PassKind kind, int64_t offset, int rank) {
+    for (int d = 0; d < pipeline.devices; ++d)
+      block.entries.push_back({Work{kind, d, 0, 0}, offset, rank});
+  };
+  if (vocab.output) {
+    int rank = -3;
+    for (PassKind kind : vocab.getOutputPasses())
+      everywhere(kind, syncOutput, rank++);
+  }
+  if (vocab.input) {
+    everywhere(PassKind::IF, roundDown(findEntry(block, PassKind::F, 0).offset),
+               -4);
+    everywhere(PassKind::IB, roundUp(end[index(Work{backward, 0, 0, 0})]), -4);
+  }
+  return block;
+}
+
+FailureOr<BuildingBlock>
+sched::alignSynchronousVocabulary(const Pipeline &pipeline,
+                                  const BuildingBlock &base) {
+  // Widen the interval (adding idle units) only if the base interval
+  // admits no layout.
+  for (int64_t interval = base.interval; interval <= 2 * base.interval;
+       ++interval)
+    if (std::optional<BuildingBlock> block =
+            alignWithInterval(pipeline, base, interval))
+      return *block;
+  return failure();
+}
+
 std::vector<std::vector<Work>> sched::expandBlock(const Pipeline &pipeline,
                                                   const BuildingBlock &block) {
   struct Timed {
     int64_t start;
+    int rank;
     Work work;
   };
   std::vector<std::vector<Timed>> timed(pipeline.devices);
@@ -95,8 +310,8 @@ std::vector<std::vector<Work>> sched::expandBlock(const Pipeline &pipeline,
     for (const BlockEntry &entry : block.entries) {
       Work work = entry.work;
       work.microbatch = mb;
-      timed[pipeline.getDevice(work.stage)].push_back(
-          {entry.offset + mb * block.interval, work});
+      timed[pipeline.getWorkDevice(work)].push_back(
+          {entry.offset + mb * block.interval, entry.rank, work});
     }
   std::vector<std::vector<Work>> orders(pipeline.devices);
   for (int d = 0; d < pipeline.devices; ++d) {
@@ -106,6 +321,8 @@ std::vector<std::vector<Work>> sched::expandBlock(const Pipeline &pipeline,
                      [](const Timed &a, const Timed &b) {
                        if (a.start != b.start)
                          return a.start < b.start;
+                       if (a.rank != b.rank)
+                         return a.rank < b.rank;
                        return a.work.kind > b.work.kind;
                      });
     for (const Timed &t : timed[d])
@@ -115,17 +332,20 @@ std::vector<std::vector<Work>> sched::expandBlock(const Pipeline &pipeline,
 }
 
 FailureOr<std::vector<std::vector<Work>>>
-sched::advanceWeightPasses(const Pipeline &pipeline,
-                           const std::vector<std::vector<Work>> &orders,
-                           const Durations &durations, std::string &error) {
+sched::refineOrders(const Pipeline &pipeline,
+                    const std::vector<std::vector<Work>> &orders,
+                    const Durations &durations, std::string &error) {
   int p = pipeline.devices;
   WorkIndex index(pipeline);
   std::vector<double> end(index.size(), -1.0);
+  bool floatVocab = pipeline.vocab.any() && !pipeline.vocab.synchronous;
   struct DeviceState {
     size_t next = 0;
     double time = 0;
     // W passes whose B has run, oldest first; some may have run already.
     std::deque<Work> dueW;
+    // Vocabulary passes passed over because their inputs were not ready.
+    std::vector<Work> deferred;
     bool waiting = false;
   };
   std::vector<DeviceState> state(p);
@@ -142,7 +362,7 @@ sched::advanceWeightPasses(const Pipeline &pipeline,
     end[index(work)] = finish;
     st.time = finish;
     result[d].push_back(work);
-    if (work.kind == PassKind::B)
+    if (work.kind == PassKind::B && pipeline.splitBackward)
       st.dueW.push_back(
           Work{PassKind::W, work.stage, work.microbatch, work.slice});
     auto it = waiters.find(index(work));
@@ -167,53 +387,112 @@ sched::advanceWeightPasses(const Pipeline &pipeline,
     return true;
   };
 
-  llvm::SmallVector<Work, 4> deps;
+  llvm::SmallVector<Work, 8> deps;
+  // When `work` could start on device d: its inputs' ends (a transfer
+  // later from another device), or nullopt with `missing` set if one has
+  // not run yet.
+  auto readyTime = [&](int d, const Work &work,
+                       const Work *&missing) -> std::optional<double> {
+    deps.clear();
+    getAllDependencies(pipeline, work, deps);
+    double ready = 0;
+    for (const Work &dep : deps) {
+      double depEnd = end[index(dep)];
+      if (depEnd < 0) {
+        missing = &dep;
+        return std::nullopt;
+      }
+      if (pipeline.getWorkDevice(dep) != d)
+        depEnd += durations.transfer;
+      ready = std::max(ready, depEnd);
+    }
+    return ready;
+  };
+
   while (!events.empty()) {
     auto [time, d] = events.top();
     events.pop();
     DeviceState &st = state[d];
     if (st.waiting || time != st.time)
       continue;
+    // A deferred vocabulary pass whose inputs are here runs first.
+    bool ranDeferred = false;
+    for (size_t i = 0; i < st.deferred.size(); ++i) {
+      const Work *missing = nullptr;
+      std::optional<double> ready = readyTime(d, st.deferred[i], missing);
+      if (ready && *ready <= st.time) {
+        Work work = st.deferred[i];
+        st.deferred.erase(st.deferred.begin() + i);
+        run(d, work);
+        ranDeferred = true;
+        break;
+      }
+    }
+    if (ranDeferred) {
+      events.push({st.time, d});
+      continue;
+    }
     // A W that already ran early is skipped at its own place.
     const auto &order = orders[d];
     while (st.next < order.size() && order[st.next].kind == PassKind::W &&
            end[index(order[st.next])] >= 0)
       ++st.next;
-    if (st.next == order.size())
-      continue;
-    const Work &work = order[st.next];
-    deps.clear();
-    getDependencies(pipeline, work, deps);
-    double ready = 0;
+    std::optional<double> ready;
     const Work *missing = nullptr;
-    for (const Work &dep : deps) {
-      double depEnd = end[index(dep)];
-      if (depEnd < 0) {
-        missing = &dep;
-        break;
+    if (st.next < order.size()) {
+      const Work &work = order[st.next];
+      ready = readyTime(d, work, missing);
+      if (ready && *ready <= st.time) {
+        ++st.next;
+        run(d, work);
+        events.push({st.time, d});
+        continue;
       }
-      if (pipeline.getDevice(dep.stage) != d)
-        depEnd += durations.transfer;
-      ready = std::max(ready, depEnd);
-    }
-    if (!missing && ready <= st.time) {
-      ++st.next;
-      run(d, work);
-    } else if (runDueW(d)) {
+      // A vocabulary pass whose inputs are late does not hold the device
+      // up: the passes after it go first (in the warm-up, devices reach
+      // the block's nominal place of S long before the last stage's F).
+      if (floatVocab && isVocabPass(work.kind)) {
+        st.deferred.push_back(work);
+        ++st.next;
+        events.push({st.time, d});
+        continue;
+      }
       // The next pass cannot start yet: a due W fills the gap.
-    } else if (!missing) {
-      st.time = ready;
-    } else {
-      st.waiting = true;
-      waiters[index(*missing)].push_back(d);
+      if (runDueW(d)) {
+        events.push({st.time, d});
+        continue;
+      }
+    } else if (st.deferred.empty()) {
       continue;
     }
-    events.push({st.time, d});
+    // Wait for the next pass or any deferred one, whichever can go first.
+    double wake = ready ? *ready : std::numeric_limits<double>::infinity();
+    llvm::SmallVector<size_t, 4> blockers;
+    if (missing)
+      blockers.push_back(index(*missing));
+    for (const Work &work : st.deferred) {
+      const Work *absent = nullptr;
+      std::optional<double> at = readyTime(d, work, absent);
+      if (at)
+        wake = std::min(wake, *at);
+      else
+        blockers.push_back(index(*absent));
+    }
+    if (wake != std::numeric_limits<double>::infinity()) {
+      st.time = std::max(st.time, wake);
+      events.push({st.time, d});
+      continue;
+    }
+    st.waiting = true;
+    for (size_t blocker : blockers)
+      waiters[blocker].push_back(d);
   }
   for (int d = 0; d < p; ++d)
-    if (state[d].next != orders[d].size()) {
-      error = "device " + std::to_string(d) + " cannot run " +
-              toString(orders[d][state[d].next]) +
+    if (state[d].next != orders[d].size() || !state[d].deferred.empty()) {
+      const Work &stuck = state[d].next != orders[d].size()
+                              ? orders[d][state[d].next]
+                              : state[d].deferred.front();
+      error = "device " + std::to_string(d) + " cannot run " + toString(stuck) +
               ": its inputs are never produced before it";
       return failure();
     }

@@ -1,24 +1,119 @@
-//===- Pipeline.cpp - Work dependencies and lowering to send/recv ---------===//
+//===- Pipeline.cpp - Work dependencies and lowering to instructions ------===//
 
 #include "sluice/Schedule/Pipeline.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
+bool sched::isVocabPass(PassKind kind) {
+  switch (kind) {
+  case PassKind::S:
+  case PassKind::S2:
+  case PassKind::T:
+  case PassKind::IF:
+  case PassKind::IB:
+    return true;
+  default:
+    return false;
+  }
+}
+
+llvm::SmallVector<PassKind, 3> VocabLayers::getOutputPasses() const {
+  if (algorithm == 0)
+    return {PassKind::S, PassKind::S2, PassKind::T};
+  return {PassKind::S, PassKind::T};
+}
+
+int VocabLayers::getNumGroups(ShardKind shard) const {
+  if (shard == ShardKind::Input)
+    return input ? 2 : 0;
+  return output ? 1 + getBarriers() : 0;
+}
+
+int Pipeline::getWorkDevice(const Work &work) const {
+  return isVocabPass(work.kind) ? work.stage : getDevice(work.stage);
+}
+
 std::string sched::toString(const Work &work) {
+  if (isVocabPass(work.kind))
+    return llvm::formatv("{0} of the vocabulary shard on device {1}, "
+                         "microbatch {2}, slice {3}",
+                         stringifyPassKind(work.kind), work.stage,
+                         work.microbatch, work.slice)
+        .str();
   return llvm::formatv("{0} of stage {1}, microbatch {2}, slice {3}",
                        stringifyPassKind(work.kind), work.stage,
                        work.microbatch, work.slice)
       .str();
 }
 
+std::string sched::toString(const CollectiveId &id) {
+  return llvm::formatv("collective {0} of the {1} shard, microbatch {2}, "
+                       "slice {3}",
+                       id.group,
+                       id.shard == ShardKind::Input ? "input" : "output",
+                       id.microbatch, id.slice)
+      .str();
+}
+
+std::vector<CollectiveId> sched::getCollectives(const Pipeline &pipeline) {
+  std::vector<CollectiveId> ids;
+  for (int mb = 0; mb < pipeline.microbatches; ++mb)
+    for (int k = 0; k < pipeline.slices; ++k)
+      for (ShardKind shard : {ShardKind::Input, ShardKind::Output})
+        for (int g = 0; g < pipeline.vocab.getNumGroups(shard); ++g)
+          ids.push_back({shard, g, mb, k});
+  return ids;
+}
+
 llvm::SmallVector<PassKind, 3> sched::getStagePasses(const Pipeline &pipeline) {
   if (pipeline.splitBackward)
     return {PassKind::F, PassKind::B, PassKind::W};
   return {PassKind::F, PassKind::BW};
+}
+
+/// The shard passes each device runs per microbatch slice.
+static llvm::SmallVector<PassKind, 5> getShardPasses(const Pipeline &pipeline) {
+  llvm::SmallVector<PassKind, 5> kinds;
+  if (pipeline.vocab.input)
+    kinds.append({PassKind::IF, PassKind::IB});
+  if (pipeline.vocab.output)
+    kinds.append(pipeline.vocab.getOutputPasses());
+  return kinds;
+}
+
+std::vector<Work> sched::getAllWork(const Pipeline &pipeline) {
+  std::vector<Work> all;
+  auto add = [&](PassKind kind, int stage) {
+    for (int mb = 0; mb < pipeline.microbatches; ++mb)
+      for (int k = 0; k < pipeline.slices; ++k)
+        all.push_back({kind, stage, mb, k});
+  };
+  for (int s = 0; s < pipeline.getNumStages(); ++s)
+    for (PassKind kind : getStagePasses(pipeline))
+      add(kind, s);
+  for (int d = 0; d < pipeline.devices; ++d)
+    for (PassKind kind : getShardPasses(pipeline))
+      add(kind, d);
+  return all;
+}
+
+bool sched::hasWork(const Pipeline &pipeline, const Work &work) {
+  if (work.microbatch < 0 || work.microbatch >= pipeline.microbatches ||
+      work.slice < 0 || work.slice >= pipeline.slices || work.stage < 0)
+    return false;
+  if (isVocabPass(work.kind))
+    return work.stage < pipeline.devices &&
+           llvm::is_contained(getShardPasses(pipeline), work.kind);
+  return work.stage < pipeline.getNumStages() &&
+         llvm::is_contained(getStagePasses(pipeline), work.kind);
 }
 
 void sched::getDependencies(const Pipeline &pipeline, const Work &work,
@@ -49,9 +144,98 @@ void sched::getDependencies(const Pipeline &pipeline, const Work &work,
   case PassKind::W:
     deps.push_back(at(PassKind::B, work.stage, work.slice));
     break;
+  // A shard's later passes read what its earlier ones kept on the device
+  // (the logits, the local softmax).
+  case PassKind::S2:
+    deps.push_back(at(PassKind::S, work.stage, work.slice));
+    break;
+  case PassKind::T:
+    deps.push_back(
+        at(pipeline.vocab.algorithm == 0 ? PassKind::S2 : PassKind::S,
+           work.stage, work.slice));
+    break;
   default:
     break;
   }
+}
+
+void sched::getCollectiveInputs(const Pipeline &pipeline, const Work &work,
+                                llvm::SmallVectorImpl<CollectiveId> &inputs) {
+  const VocabLayers &vocab = pipeline.vocab;
+  auto output = [&](int group) {
+    inputs.push_back({ShardKind::Output, group, work.microbatch, work.slice});
+  };
+  auto input = [&](int group) {
+    inputs.push_back({ShardKind::Input, group, work.microbatch, work.slice});
+  };
+  switch (work.kind) {
+  case PassKind::F:
+    if (vocab.input && work.stage == 0)
+      input(0);
+    break;
+  case PassKind::B:
+  case PassKind::BW:
+    // §5.1: the last stage's backward needs the reduced input gradient,
+    // which the last barrier delivers.
+    if (vocab.output && work.stage == pipeline.getLastStage())
+      output(vocab.getBarriers());
+    break;
+  case PassKind::S:
+    output(0);
+    break;
+  case PassKind::S2:
+    output(1);
+    break;
+  case PassKind::T:
+    output(vocab.algorithm == 0 ? 2 : 1);
+    break;
+  case PassKind::IB:
+    input(1);
+    break;
+  default:
+    break;
+  }
+}
+
+void sched::getCollectiveContributions(
+    const Pipeline &pipeline, const CollectiveId &id, int device,
+    llvm::SmallVectorImpl<Work> &contributions) {
+  auto on = [&](PassKind kind, int stage) {
+    contributions.push_back({kind, stage, id.microbatch, id.slice});
+  };
+  if (id.shard == ShardKind::Input) {
+    if (id.group == 0)
+      on(PassKind::IF, device);
+    else if (device == pipeline.getInputRoot())
+      on(pipeline.getBackwardKind(), 0);
+    return;
+  }
+  int algorithm = pipeline.vocab.algorithm;
+  switch (id.group) {
+  case 0:
+    if (device == pipeline.getOutputRoot())
+      on(PassKind::F, pipeline.getLastStage());
+    break;
+  case 1:
+    on(PassKind::S, device);
+    break;
+  case 2:
+    on(algorithm == 0 ? PassKind::S2 : PassKind::T, device);
+    break;
+  case 3:
+    on(PassKind::T, device);
+    break;
+  }
+}
+
+void sched::getAllDependencies(const Pipeline &pipeline, const Work &work,
+                               llvm::SmallVectorImpl<Work> &deps) {
+  getDependencies(pipeline, work, deps);
+  llvm::SmallVector<CollectiveId, 2> inputs;
+  getCollectiveInputs(pipeline, work, inputs);
+  for (const CollectiveId &id : inputs)
+    for (int d = 0; d < pipeline.devices; ++d)
+      getCollectiveContributions(pipeline, id, d, deps);
 }
 
 /// The stage that consumes the result of `work`, or -1 if none does.
@@ -63,28 +247,204 @@ static int getConsumerStage(const Pipeline &pipeline, const Work &work) {
   return -1;
 }
 
-Program sched::lowerToProgram(const Pipeline &pipeline,
-                              llvm::ArrayRef<std::vector<Work>> orders) {
+namespace {
+struct Execution {
+  std::vector<double> start, finish;
+};
+} // namespace
+
+/// Start and finish times of every work when the devices run `orders` as
+/// early as their dependencies allow (compute passes 1 unit, BW 2, shard
+/// passes 0.01), a collective completing with its last contribution.
+static FailureOr<Execution>
+executeOrders(const Pipeline &pipeline,
+              llvm::ArrayRef<std::vector<Work>> orders, std::string &error) {
+  WorkIndex index(pipeline);
+  Execution result;
+  std::vector<double> &finish = result.finish;
+  finish.assign(index.size(), -1.0);
+  result.start.assign(index.size(), -1.0);
+  std::vector<size_t> next(pipeline.devices, 0);
+  std::vector<double> time(pipeline.devices, 0.0);
+  llvm::SmallVector<Work, 8> deps;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int d = 0; d < pipeline.devices; ++d) {
+      for (; next[d] < orders[d].size(); ++next[d]) {
+        const Work &work = orders[d][next[d]];
+        deps.clear();
+        getAllDependencies(pipeline, work, deps);
+        double start = time[d];
+        bool ready = true;
+        for (const Work &dep : deps) {
+          double end = finish[index(dep)];
+          if (end < 0) {
+            ready = false;
+            break;
+          }
+          start = std::max(start, end);
+        }
+        if (!ready)
+          break;
+        // Every pass takes some time, shard passes a little: with zero
+        // durations a pass could "finish" when the pass before it starts,
+        // and the collective order below would contradict the lists.
+        double duration = isVocabPass(work.kind)      ? 0.01
+                          : work.kind == PassKind::BW ? 2.0
+                                                      : 1.0;
+        result.start[index(work)] = start;
+        time[d] = finish[index(work)] = start + duration;
+        moved = true;
+      }
+    }
+  }
+  for (int d = 0; d < pipeline.devices; ++d)
+    if (next[d] < orders[d].size()) {
+      error = "device " + std::to_string(d) + " cannot run " +
+              toString(orders[d][next[d]]) +
+              ": what it waits for never runs before it";
+      return failure();
+    }
+  return result;
+}
+
+FailureOr<Program>
+sched::lowerToProgram(const Pipeline &pipeline,
+                      llvm::ArrayRef<std::vector<Work>> orders,
+                      std::string &error) {
+  WorkIndex index(pipeline);
+  CollectiveIndex collectiveIndex(pipeline);
   Program program;
   program.devices.resize(pipeline.devices);
-  llvm::SmallVector<Work, 4> deps;
+
+  // One global collective order, that of an execution of the orders: a
+  // device that needs collective c has run every contribution to the ones
+  // before it, so issuing in this order never waits on its own future.
+  std::vector<CollectiveId> collectives = getCollectives(pipeline);
+  std::vector<double> ready(collectiveIndex.size(), 0.0);
+  Execution execution;
+  llvm::SmallVector<Work, 4> deps, contributions;
+  if (!collectives.empty()) {
+    FailureOr<Execution> executed = executeOrders(pipeline, orders, error);
+    if (failed(executed))
+      return failure();
+    execution = std::move(*executed);
+    for (const CollectiveId &id : collectives) {
+      contributions.clear();
+      for (int d = 0; d < pipeline.devices; ++d)
+        getCollectiveContributions(pipeline, id, d, contributions);
+      for (const Work &work : contributions)
+        ready[collectiveIndex(id)] =
+            std::max(ready[collectiveIndex(id)], execution.finish[index(work)]);
+    }
+    std::stable_sort(collectives.begin(), collectives.end(),
+                     [&](const CollectiveId &a, const CollectiveId &b) {
+                       return ready[collectiveIndex(a)] <
+                              ready[collectiveIndex(b)];
+                     });
+  }
+  bool blocking = pipeline.vocab.synchronous;
+
+  llvm::SmallVector<CollectiveId, 2> inputs;
   for (int device = 0; device < pipeline.devices; ++device) {
+    const std::vector<Work> &order = orders[device];
     std::vector<Instr> &instrs = program.devices[device];
-    instrs.reserve(orders[device].size() * 2);
-    for (const Work &work : orders[device]) {
+    instrs.reserve(order.size() * 2);
+    std::vector<int> position(index.size(), -1);
+    for (int i = 0; i < int(order.size()); ++i)
+      position[index(order[i])] = i;
+    auto lastContribution = [&](const CollectiveId &id) {
+      contributions.clear();
+      getCollectiveContributions(pipeline, id, device, contributions);
+      int last = -1;
+      for (const Work &w : contributions)
+        last = std::max(last, position[index(w)]);
+      return last;
+    };
+    for (const CollectiveId &id : collectives) {
+      contributions.clear();
+      getCollectiveContributions(pipeline, id, device, contributions);
+      for (const Work &w : contributions)
+        if (position[index(w)] < 0) {
+          error = llvm::formatv("device {0} never runs {1}, its part of {2}",
+                                device, toString(w), toString(id));
+          return failure();
+        }
+    }
+
+    // Where each collective goes: before order[issueAt[c]] (order.size():
+    // at the end).
+    //  * vocabulary stream: as early as possible -- right after its local
+    //    contributions, and after the collective before it;
+    //  * blocking: where the device would meet the others -- before its
+    //    first pass that starts once every contribution has finished, but
+    //    after its own contributions.
+    std::vector<int> issueAt(collectives.size());
+    // Each shard's collectives form their own queue (stream and
+    // communicator), so only those of one shard keep each other's order.
+    int previousOf[2] = {0, 0};
+    // Blocking collectives stop the device, so they all keep one order.
+    for (size_t c = 0; c < collectives.size(); ++c) {
+      int &previous = previousOf[blocking ? 0 : int(collectives[c].shard)];
+      int at = lastContribution(collectives[c]) + 1;
+      if (blocking) {
+        double when = ready[collectiveIndex(collectives[c])];
+        int first = int(order.size());
+        for (int i = 0; i < int(order.size()); ++i)
+          if (execution.start[index(order[i])] >= when) {
+            first = i;
+            break;
+          }
+        at = std::max(at, first);
+      }
+      issueAt[c] = previous = std::max(at, previous);
+    }
+
+    // Issue in the global order, each where it goes.
+    std::vector<size_t> byPosition(collectives.size());
+    std::iota(byPosition.begin(), byPosition.end(), 0);
+    std::stable_sort(
+        byPosition.begin(), byPosition.end(),
+        [&](size_t a, size_t b) { return issueAt[a] < issueAt[b]; });
+    size_t next = 0;
+    std::vector<bool> issued(collectiveIndex.size(), false);
+    auto issueUpTo = [&](int i) {
+      for (; next < byPosition.size() && issueAt[byPosition[next]] <= i;
+           ++next) {
+        const CollectiveId &id = collectives[byPosition[next]];
+        issued[collectiveIndex(id)] = true;
+        instrs.push_back(Instr::coll(id, blocking));
+      }
+    };
+    for (int i = 0; i < int(order.size()); ++i) {
+      const Work &work = order[i];
+      issueUpTo(i);
       // Receive what this work needs from other devices, just before it.
       deps.clear();
       getDependencies(pipeline, work, deps);
       for (const Work &dep : deps) {
-        int from = pipeline.getDevice(dep.stage);
+        int from = pipeline.getWorkDevice(dep);
         if (from != device)
-          instrs.push_back({InstrKind::Recv, dep, from});
+          instrs.push_back(Instr::recv(dep, from));
       }
-      instrs.push_back({InstrKind::Exec, work, -1});
+      inputs.clear();
+      getCollectiveInputs(pipeline, work, inputs);
+      for (const CollectiveId &id : inputs)
+        if (!issued[collectiveIndex(id)]) {
+          error = llvm::formatv(
+              "device {0} cannot run {1}: it needs {2}, which it cannot "
+              "issue before its part of {3} (every device issues the "
+              "collectives in the same order)",
+              device, toString(work), toString(id),
+              toString(collectives[byPosition[next]]));
+          return failure();
+        }
+      instrs.push_back(Instr::exec(work));
       int consumer = getConsumerStage(pipeline, work);
       if (consumer >= 0 && pipeline.getDevice(consumer) != device)
-        instrs.push_back({InstrKind::Send, work, pipeline.getDevice(consumer)});
+        instrs.push_back(Instr::send(work, pipeline.getDevice(consumer)));
     }
+    issueUpTo(int(order.size()));
   }
   return program;
 }

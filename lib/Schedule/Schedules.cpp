@@ -7,6 +7,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -39,6 +40,20 @@ static const ScheduleInfo kSchedules[] = {
 };
 
 llvm::ArrayRef<ScheduleInfo> sched::getSchedules() { return kSchedules; }
+
+bool sched::isBuildingBlockSchedule(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::OneFOneB:
+  case ScheduleKind::ZBH1:
+  case ScheduleKind::ZBH2:
+  case ScheduleKind::ZBV:
+  case ScheduleKind::VHalf:
+  case ScheduleKind::VMin:
+    return true;
+  default:
+    return false;
+  }
+}
 
 const ScheduleInfo *sched::lookupSchedule(llvm::StringRef name) {
   for (const ScheduleInfo &info : kSchedules)
@@ -115,6 +130,14 @@ std::string sched::checkPipeline(const ScheduleInfo &schedule,
         name, units, p, m, v, k,
         accepting.empty() ? std::string("none") : llvm::join(accepting, ", "));
   }
+  if (pipeline.vocab.any() && !isBuildingBlockSchedule(schedule.kind))
+    return llvm::formatv(
+        "schedule '{0}' is not built from building blocks, so it cannot "
+        "place the vocabulary shards' passes (papers/vocabulary-"
+        "parallelism.txt §5.2); schedules that can: {1}",
+        name, listSchedules([](const ScheduleInfo &i) {
+          return isBuildingBlockSchedule(i.kind);
+        }));
   int expectedStages = p * v;
   if (pipeline.getNumStages() != expectedStages)
     return llvm::formatv("schedule '{0}' needs pp * virtual = {1} stages, "
@@ -284,6 +307,7 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
                                         const Durations &durations,
                                         std::string &error) {
   std::vector<std::vector<Work>> orders;
+  std::optional<BuildingBlock> block;
   switch (schedule.kind) {
   case ScheduleKind::GPipe:
   case ScheduleKind::TeraPipe:
@@ -297,7 +321,7 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
     orders = getSeq1F1BOrders(pipeline);
     break;
   case ScheduleKind::OneFOneB:
-    orders = expandBlock(pipeline, getOneFOneBBlock(pipeline, {}, {}));
+    block = getOneFOneBBlock(pipeline, {}, {});
     break;
   case ScheduleKind::ZBH1:
   case ScheduleKind::ZBH2: {
@@ -309,27 +333,42 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
       if (schedule.kind == ScheduleKind::ZBH2)
         extra[d] = pipeline.devices - 1 - d;
     }
-    orders = expandBlock(pipeline, getOneFOneBBlock(pipeline, extra, lag));
+    block = getOneFOneBBlock(pipeline, extra, lag);
     break;
   }
   case ScheduleKind::ZBV:
-    orders =
-        expandBlock(pipeline, getVShapeBlock(pipeline, 4, /*lagWeights=*/true));
+    block = getVShapeBlock(pipeline, 4, /*lagWeights=*/true);
     break;
   case ScheduleKind::VHalf:
-    orders = expandBlock(pipeline,
-                         getVShapeBlock(pipeline, 1, /*lagWeights=*/false));
+    block = getVShapeBlock(pipeline, 1, /*lagWeights=*/false);
     break;
   case ScheduleKind::VMin:
-    orders = expandBlock(pipeline,
-                         getVShapeBlock(pipeline, 0, /*lagWeights=*/false));
+    block = getVShapeBlock(pipeline, 0, /*lagWeights=*/false);
     break;
   }
-  if (pipeline.splitBackward) {
-    auto advanced = advanceWeightPasses(pipeline, orders, durations, error);
+  if (block) {
+    // §5.2: the vocabulary passes go into the building block.
+    if (pipeline.vocab.any() && pipeline.vocab.synchronous) {
+      FailureOr<BuildingBlock> aligned =
+          alignSynchronousVocabulary(pipeline, *block);
+      if (failed(aligned)) {
+        error = "cannot align the '" + schedule.name.str() +
+                "' building block to the interlaced vocabulary layers' "
+                "synchronisation points";
+        return failure();
+      }
+      block = std::move(*aligned);
+    } else if (pipeline.vocab.any()) {
+      addVocabularyPasses(pipeline, *block);
+    }
+    orders = expandBlock(pipeline, *block);
+  }
+  if (pipeline.splitBackward ||
+      (pipeline.vocab.any() && !pipeline.vocab.synchronous)) {
+    auto advanced = refineOrders(pipeline, orders, durations, error);
     if (failed(advanced))
       return failure();
     orders = std::move(*advanced);
   }
-  return lowerToProgram(pipeline, orders);
+  return lowerToProgram(pipeline, orders, error);
 }

@@ -40,6 +40,8 @@ public:
       return v;
     if (auto v = checkMessages())
       return v;
+    if (auto v = checkCollectives())
+      return v;
     if (auto v = checkDependencies())
       return v;
     return checkDeadlock();
@@ -59,11 +61,12 @@ private:
                      std::move(relatedMessage)};
   }
 
-  bool inRange(const Work &work) const {
-    return work.stage >= 0 && work.stage < pipeline.getNumStages() &&
-           work.microbatch >= 0 && work.microbatch < pipeline.microbatches &&
-           work.slice >= 0 && work.slice < pipeline.slices &&
-           llvm::is_contained(getStagePasses(pipeline), work.kind);
+  bool inRange(const Work &work) const { return hasWork(pipeline, work); }
+
+  bool inRange(const CollectiveId &id) const {
+    return id.group >= 0 && id.group < pipeline.vocab.getNumGroups(id.shard) &&
+           id.microbatch >= 0 && id.microbatch < pipeline.microbatches &&
+           id.slice >= 0 && id.slice < pipeline.slices;
   }
 
   /// Every (pass, stage, microbatch, slice) exactly once, on its device.
@@ -78,17 +81,23 @@ private:
       const auto &instrs = program.devices[d];
       for (int i = 0; i < int(instrs.size()); ++i) {
         const Instr &instr = instrs[i];
+        if (instr.kind == InstrKind::Collective) {
+          if (!inRange(instr.collective))
+            return violation({d, i}, "issues " + toString(instr.collective) +
+                                         ", which this pipeline does not have");
+          continue;
+        }
         if (!inRange(instr.work))
           return violation({d, i}, "names " + toString(instr.work) +
                                        ", which this pipeline does not have");
         if (instr.kind != InstrKind::Exec)
           continue;
-        if (pipeline.getDevice(instr.work.stage) != d)
+        if (pipeline.getWorkDevice(instr.work) != d)
           return violation(
               {d, i}, llvm::formatv("runs {0} on device {1}, but "
                                     "stage {2} is on device {3}",
                                     toString(instr.work), d, instr.work.stage,
-                                    pipeline.getDevice(instr.work.stage)));
+                                    pipeline.getWorkDevice(instr.work)));
         InstrRef &first = execAt[index(instr.work)];
         if (first.device >= 0)
           return violation({d, i}, "runs " + toString(instr.work) + " twice",
@@ -96,15 +105,10 @@ private:
         first = {d, i};
       }
     }
-    for (int s = 0; s < pipeline.getNumStages(); ++s)
-      for (PassKind kind : getStagePasses(pipeline))
-        for (int mb = 0; mb < pipeline.microbatches; ++mb)
-          for (int k = 0; k < pipeline.slices; ++k) {
-            Work work{kind, s, mb, k};
-            if (execAt[index(work)].device < 0)
-              return violation({pipeline.getDevice(s), -1},
-                               "never runs " + toString(work));
-          }
+    for (const Work &work : getAllWork(pipeline))
+      if (execAt[index(work)].device < 0)
+        return violation({pipeline.getWorkDevice(work), -1},
+                         "never runs " + toString(work));
     return std::nullopt;
   }
 
@@ -114,7 +118,8 @@ private:
       const auto &instrs = program.devices[d];
       for (int i = 0; i < int(instrs.size()); ++i) {
         const Instr &instr = instrs[i];
-        if (instr.kind == InstrKind::Exec)
+        if (instr.kind == InstrKind::Exec ||
+            instr.kind == InstrKind::Collective)
           continue;
         if (instr.peer < 0 || instr.peer >= pipeline.devices || instr.peer == d)
           return violation({d, i}, llvm::formatv("peer {0} is not another "
@@ -122,13 +127,13 @@ private:
                                                  instr.peer));
         bool isSend = instr.kind == InstrKind::Send;
         int producer = isSend ? d : instr.peer;
-        if (pipeline.getDevice(instr.work.stage) != producer)
+        if (pipeline.getWorkDevice(instr.work) != producer)
           return violation(
               {d, i},
               llvm::formatv("{0} {1}, which device {2} produces, not "
                             "device {3}",
                             isSend ? "sends" : "receives", toString(instr.work),
-                            pipeline.getDevice(instr.work.stage), producer));
+                            pipeline.getWorkDevice(instr.work), producer));
         MessageKey key{index(instr.work), isSend ? instr.peer : d};
         auto &table = isSend ? sends : recvs;
         auto [it, inserted] = table.try_emplace(key, InstrRef{d, i});
@@ -157,11 +162,103 @@ private:
     return std::nullopt;
   }
 
+  /// Every device issues every collective exactly once, all in the same
+  /// order (a mismatch deadlocks MPI and NCCL), blocking exactly when the
+  /// vocabulary layers are synchronous, and after its own contributions.
+  std::optional<Violation> checkCollectives() {
+    CollectiveIndex cindex(pipeline);
+    std::vector<std::vector<InstrRef>> sequences(pipeline.devices);
+    issuedAt.assign(pipeline.devices, std::vector<int>(cindex.size(), -1));
+    llvm::SmallVector<Work, 4> contributions;
+    for (int d = 0; d < pipeline.devices; ++d) {
+      const auto &instrs = program.devices[d];
+      for (int i = 0; i < int(instrs.size()); ++i) {
+        const Instr &instr = instrs[i];
+        if (instr.kind != InstrKind::Collective)
+          continue;
+        int &at = issuedAt[d][cindex(instr.collective)];
+        if (at >= 0)
+          return violation({d, i},
+                           "issues " + toString(instr.collective) + " twice",
+                           InstrRef{d, at}, "first issued here");
+        at = i;
+        if (instr.blocking != pipeline.vocab.synchronous)
+          return violation(
+              {d, i}, llvm::formatv("issues {0} {1}, but the vocabulary "
+                                    "layers are {2}",
+                                    toString(instr.collective),
+                                    instr.blocking ? "blocking"
+                                                   : "on the vocabulary stream",
+                                    pipeline.vocab.synchronous
+                                        ? "synchronous (interlaced)"
+                                        : "asynchronous"));
+        contributions.clear();
+        getCollectiveContributions(pipeline, instr.collective, d,
+                                   contributions);
+        for (const Work &work : contributions) {
+          InstrRef ran = execAt[index(work)];
+          if (ran.index > i)
+            return violation({d, i},
+                             "issues " + toString(instr.collective) +
+                                 " before " + toString(work) +
+                                 ", whose result it carries",
+                             ran, "which runs here");
+        }
+        sequences[d].push_back({d, i});
+      }
+      for (const CollectiveId &id : getCollectives(pipeline))
+        if (issuedAt[d][cindex(id)] < 0)
+          return violation({d, -1}, "never issues " + toString(id));
+    }
+    // Per shard: each has its own queue.
+    for (ShardKind shard : {ShardKind::Input, ShardKind::Output}) {
+      auto ofShard = [&](int d) {
+        std::vector<InstrRef> refs;
+        for (InstrRef ref : sequences[d])
+          if (program.devices[d][ref.index].collective.shard == shard)
+            refs.push_back(ref);
+        return refs;
+      };
+      std::vector<InstrRef> first = ofShard(0);
+      for (int d = 1; d < pipeline.devices; ++d) {
+        std::vector<InstrRef> mine = ofShard(d);
+        if (auto v = compareSequences(mine, first))
+          return v;
+      }
+    }
+    return std::nullopt;
+  }
+
+  /// The first place device `here[0].device` issues a shard's collectives
+  /// in another order than device 0.
+  std::optional<Violation> compareSequences(llvm::ArrayRef<InstrRef> refs,
+                                            llvm::ArrayRef<InstrRef> first) {
+    {
+      for (size_t k = 0; k < refs.size() && k < first.size(); ++k) {
+        InstrRef here = refs[k], there = first[k];
+        int d = here.device;
+        const CollectiveId &mine = program.devices[d][here.index].collective;
+        const CollectiveId &theirs = program.devices[0][there.index].collective;
+        if (mine != theirs)
+          return violation(
+              here,
+              llvm::formatv("issues {0} as its collective number {1} of "
+                            "that shard, but device 0 issues {2} there: "
+                            "every device must issue a shard's collectives "
+                            "in the same order",
+                            toString(mine), k, toString(theirs)),
+              there, "device 0's collective number " + std::to_string(k));
+      }
+    }
+    return std::nullopt;
+  }
+
   /// Each unit after its dependencies: on the same device, earlier in the
   /// list; from another device, through a receive earlier in the list and
   /// a send after the producer on the producing device.
   std::optional<Violation> checkDependencies() {
     llvm::SmallVector<Work, 4> deps;
+    llvm::SmallVector<CollectiveId, 2> inputs;
     for (int d = 0; d < pipeline.devices; ++d) {
       const auto &instrs = program.devices[d];
       // Position of each local receive, by the work it carries.
@@ -172,6 +269,8 @@ private:
           received[index(instr.work)] = i;
           continue;
         }
+        if (instr.kind == InstrKind::Collective)
+          continue;
         if (instr.kind == InstrKind::Send) {
           InstrRef producer = execAt[index(instr.work)];
           if (producer.index > i)
@@ -201,27 +300,73 @@ private:
                                            depAt.device),
                              depAt, "which runs here");
         }
+        inputs.clear();
+        getCollectiveInputs(pipeline, instr.work, inputs);
+        CollectiveIndex cindex(pipeline);
+        for (const CollectiveId &id : inputs) {
+          int at = issuedAt[d][cindex(id)];
+          if (at > i)
+            return violation({d, i},
+                             "runs " + toString(instr.work) +
+                                 " before issuing " + toString(id) +
+                                 ", whose result it reads",
+                             InstrRef{d, at}, "which is issued here");
+        }
       }
     }
     return std::nullopt;
   }
 
   /// Issues every device's instructions in order; a receive blocks until
-  /// its send has been issued. Stuck devices are a deadlock.
+  /// its send has been issued, a pass until every device has issued the
+  /// collectives it reads, and a blocking collective until every device has
+  /// issued it. Stuck devices are a deadlock.
   std::optional<Violation> checkDeadlock() {
     int p = pipeline.devices;
+    CollectiveIndex cindex(pipeline);
     std::vector<int> next(p, 0);
+    std::vector<int> joined(cindex.size(), 0);
     llvm::DenseMap<MessageKey, bool, MessageKeyInfo> issued;
+    llvm::SmallVector<CollectiveId, 2> inputs;
+    // Why device d is stuck, if it is, for the diagnostic.
+    std::vector<std::optional<CollectiveId>> waitingFor(p);
+    auto complete = [&](const CollectiveId &id) {
+      return joined[cindex(id)] == p;
+    };
+    std::vector<bool> joinedHere(size_t(p) * cindex.size(), false);
     bool progress = true;
     while (progress) {
       progress = false;
       for (int d = 0; d < p; ++d) {
         const auto &instrs = program.devices[d];
+        waitingFor[d].reset();
         while (next[d] < int(instrs.size())) {
           const Instr &instr = instrs[next[d]];
           if (instr.kind == InstrKind::Recv &&
               !issued.count({index(instr.work), d}))
             break;
+          if (instr.kind == InstrKind::Collective) {
+            size_t slot = size_t(d) * cindex.size() + cindex(instr.collective);
+            if (!joinedHere[slot]) {
+              joinedHere[slot] = true;
+              ++joined[cindex(instr.collective)];
+              progress = true;
+            }
+            if (instr.blocking && !complete(instr.collective)) {
+              waitingFor[d] = instr.collective;
+              break;
+            }
+          }
+          if (instr.kind == InstrKind::Exec) {
+            inputs.clear();
+            getCollectiveInputs(pipeline, instr.work, inputs);
+            auto open = llvm::find_if(
+                inputs, [&](const CollectiveId &id) { return !complete(id); });
+            if (open != inputs.end()) {
+              waitingFor[d] = *open;
+              break;
+            }
+          }
           if (instr.kind == InstrKind::Send)
             issued[{index(instr.work), instr.peer}] = true;
           ++next[d];
@@ -234,6 +379,26 @@ private:
         continue;
       InstrRef at{d, next[d]};
       const Instr &instr = program.devices[d][next[d]];
+      if (waitingFor[d]) {
+        // Name a device that has not joined the collective.
+        const CollectiveId &id = *waitingFor[d];
+        int absent = 0;
+        for (int e = 0; e < p; ++e)
+          if (!joinedHere[size_t(e) * cindex.size() + cindex(id)]) {
+            absent = e;
+            break;
+          }
+        InstrRef blocker{absent, next[absent]};
+        return violation(
+            at,
+            llvm::formatv("deadlock: device {0} waits here for {1}, which "
+                          "device {2} never issues",
+                          d, toString(id), absent),
+            blocker,
+            blocker.index < int(program.devices[absent].size())
+                ? "device " + std::to_string(absent) + " is stuck here"
+                : "device " + std::to_string(absent) + " stops here");
+      }
       InstrRef sender = sends.lookup({index(instr.work), d});
       InstrRef blocker{sender.device, next[sender.device]};
       return violation(
@@ -254,6 +419,8 @@ private:
   const Program &program;
   WorkIndex index;
   std::vector<InstrRef> execAt;
+  /// Per device, where each collective is issued (-1: not).
+  std::vector<std::vector<int>> issuedAt;
   llvm::DenseMap<MessageKey, InstrRef, MessageKeyInfo> sends, recvs;
 };
 

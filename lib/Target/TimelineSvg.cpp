@@ -27,6 +27,8 @@ static llvm::StringRef getColor(PassKind kind) {
     return "#9c755f";
   case PassKind::IB:
     return "#bab0ac";
+  case PassKind::S2:
+    return "#edc948";
   }
   return "#888888";
 }
@@ -67,8 +69,10 @@ std::string mlir::sluice::renderTimelineSvg(const sched::Pipeline &pipeline,
                        "height=\"%.1f\" fill=\"%s\" stroke=\"white\" "
                        "stroke-width=\"0.5\"><title>",
                        x, y, w, rowHeight - 4, getColor(e.work.kind).data())
-       << stringifyPassKind(e.work.kind) << " stage " << e.work.stage << " mb "
-       << e.work.microbatch << " slice " << e.work.slice << "</title></rect>\n";
+       << stringifyPassKind(e.work.kind)
+       << (sched::isVocabPass(e.work.kind) ? " shard " : " stage ")
+       << e.work.stage << " mb " << e.work.microbatch << " slice "
+       << e.work.slice << "</title></rect>\n";
     // Label with the microbatch where the box is wide enough to read it.
     std::string label = std::to_string(e.work.microbatch);
     if (pipeline.slices > 1)
@@ -81,8 +85,13 @@ std::string mlir::sluice::renderTimelineSvg(const sched::Pipeline &pipeline,
   }
   double legendY = top + rowHeight * pipeline.devices + 20;
   double x = left;
-  for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W, PassKind::BW,
-                        PassKind::S, PassKind::T}) {
+  // The legend lists the kinds the timeline shows.
+  llvm::SmallVector<PassKind> kinds(sched::getStagePasses(pipeline));
+  if (pipeline.vocab.output)
+    kinds.append(pipeline.vocab.getOutputPasses());
+  if (pipeline.vocab.input)
+    kinds.append({PassKind::IF, PassKind::IB});
+  for (PassKind kind : kinds) {
     os << llvm::format("<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" "
                        "height=\"14\" fill=\"%s\"/>",
                        x, legendY - 11, getColor(kind).data());

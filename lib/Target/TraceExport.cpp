@@ -26,17 +26,47 @@ llvm::json::Value mlir::sluice::getChromeTrace(
     meta("process_sort_index", d, -1, std::to_string(d));
     meta("thread_name", d, int(StreamKind::compute), "compute");
     meta("thread_name", d, int(StreamKind::comm), "comm");
+    if (pipeline.vocab.any())
+      meta("thread_name", d, int(StreamKind::vocab), "vocab");
   }
   for (const TimelineEvent &e : simulation.events) {
     const sched::Work &w = e.work;
+    if (e.kind == sched::InstrKind::Collective) {
+      const sched::CollectiveId &c = e.collective;
+      llvm::StringRef shard =
+          c.shard == sched::ShardKind::Input ? "input" : "output";
+      std::string name = llvm::formatv("{0} shard collective {1} mb{2}", shard,
+                                       c.group, c.microbatch)
+                             .str();
+      if (pipeline.slices > 1)
+        name += ".s" + std::to_string(c.slice);
+      events.push_back(llvm::json::Object{
+          {"name", name},
+          {"cat", "collective"},
+          {"ph", "X"},
+          {"pid", e.device},
+          {"tid", int(e.stream)},
+          {"ts", e.start * microsecondsPerUnit},
+          {"dur", (e.end - e.start) * microsecondsPerUnit},
+          {"args", llvm::json::Object{{"shard", shard},
+                                      {"group", c.group},
+                                      {"microbatch", c.microbatch},
+                                      {"slice", c.slice}}},
+      });
+      continue;
+    }
+    // A vocabulary pass runs the device's shard, not a stage.
+    std::string where = sched::isVocabPass(w.kind)
+                            ? "vocab" + std::to_string(w.stage)
+                            : stageNames[w.stage];
     std::string name =
         e.kind == sched::InstrKind::Exec
-            ? llvm::formatv("{0} {1} mb{2}", stringifyPassKind(w.kind),
-                            stageNames[w.stage], w.microbatch)
+            ? llvm::formatv("{0} {1} mb{2}", stringifyPassKind(w.kind), where,
+                            w.microbatch)
                   .str()
             : llvm::formatv("send {0} {1} mb{2} -> {3}",
-                            stringifyPassKind(w.kind), stageNames[w.stage],
-                            w.microbatch, e.peer)
+                            stringifyPassKind(w.kind), where, w.microbatch,
+                            e.peer)
                   .str();
     if (pipeline.slices > 1)
       name += ".s" + std::to_string(w.slice);
@@ -50,7 +80,7 @@ llvm::json::Value mlir::sluice::getChromeTrace(
         {"tid", int(e.stream)},
         {"ts", e.start * microsecondsPerUnit},
         {"dur", (e.end - e.start) * microsecondsPerUnit},
-        {"args", llvm::json::Object{{"stage", stageNames[w.stage]},
+        {"args", llvm::json::Object{{"stage", where},
                                     {"microbatch", w.microbatch},
                                     {"slice", w.slice}}},
     });

@@ -103,7 +103,8 @@ LogicalResult mlir::sluice::partitionVocab(ModelOp model,
       b, embedding.getLoc(), act, "vin", devices, first.getDevice(),
       embedding.getVocab(),
       (embedding.getVocab() + multiple - 1) / multiple * multiple,
-      embedding.getPositionsAttr(), output.getTied(), synchronous);
+      embedding.getPositionsAttr(), output.getTied(), synchronous,
+      /*passes=*/nullptr);
   {
     Block *body = b.createBlock(&input.getBody());
     Value grad = body->addArgument(act, embedding.getLoc());
@@ -134,7 +135,7 @@ LogicalResult mlir::sluice::partitionVocab(ModelOp model,
   auto vocabOut = VocabOutputOp::create(
       b, outLoc, RankedTensorType::get({}, b.getF32Type()), "vout", oldLoss,
       devices, last.getDevice(), vocab, padded,
-      /*barriers=*/3, /*algorithm=*/0, tied, synchronous);
+      /*barriers=*/3, /*algorithm=*/0, tied, synchronous, /*passes=*/nullptr);
   Value loss = vocabOut.getLoss();
   ret->setOperands(ValueRange(loss));
   oldLoss.setType(act);

@@ -3,6 +3,7 @@
 #include "sluice/Transforms/PipelineIR.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
@@ -54,7 +55,70 @@ mlir::sluice::getPipeline(ModelOp model, int64_t microbatches, int64_t slices) {
         std::max(pipeline.chunks, static_cast<int>(stage.getChunk()) + 1);
   }
   pipeline.splitBackward = *split;
+
+  // Sharded vocabulary layers (sluice-partition-vocab, split by
+  // sluice-split-passes).
+  for (Operation &op : model.getBody().front()) {
+    auto requirePasses = [&](std::optional<ArrayAttr> passes,
+                             ArrayRef<PassKind> expected) -> LogicalResult {
+      if (!passes)
+        return op.emitOpError("has no passes: run sluice-split-passes first");
+      SmallVector<PassKind> have;
+      for (Attribute a : *passes)
+        have.push_back(cast<PassKindAttr>(a).getValue());
+      if (ArrayRef<PassKind>(have) != expected)
+        return op.emitOpError("'passes' do not match its form: expected ")
+               << llvm::join(llvm::map_range(expected,
+                                             [](PassKind k) {
+                                               return stringifyPassKind(k);
+                                             }),
+                             ", ");
+      return success();
+    };
+    if (auto out = dyn_cast<VocabOutputOp>(op)) {
+      pipeline.vocab.output = true;
+      pipeline.vocab.algorithm = static_cast<int>(out.getAlgorithm());
+      pipeline.vocab.synchronous |= out.getSynchronous();
+      if (out.getDevices() != pipeline.devices ||
+          out.getRoot() != pipeline.getOutputRoot()) {
+        out.emitOpError("is sharded over ")
+            << out.getDevices() << " devices rooted at device " << out.getRoot()
+            << ", but the stages span " << pipeline.devices
+            << " devices and the last one is on device "
+            << pipeline.getOutputRoot();
+        return failure();
+      }
+      if (failed(
+              requirePasses(out.getPasses(), pipeline.vocab.getOutputPasses())))
+        return failure();
+    } else if (auto in = dyn_cast<VocabInputOp>(op)) {
+      pipeline.vocab.input = true;
+      pipeline.vocab.synchronous |= in.getSynchronous();
+      if (in.getDevices() != pipeline.devices ||
+          in.getRoot() != pipeline.getInputRoot()) {
+        in.emitOpError("is sharded over ")
+            << in.getDevices() << " devices rooted at device " << in.getRoot()
+            << ", but the stages span " << pipeline.devices
+            << " devices and the first one is on device "
+            << pipeline.getInputRoot();
+        return failure();
+      }
+      if (failed(requirePasses(in.getPasses(), {PassKind::IF, PassKind::IB})))
+        return failure();
+    }
+  }
   return pipeline;
+}
+
+ShardNames mlir::sluice::getShardNames(ModelOp model) {
+  ShardNames names;
+  for (Operation &op : model.getBody().front()) {
+    if (auto out = dyn_cast<VocabOutputOp>(op))
+      names.output = out.getSymName();
+    else if (auto in = dyn_cast<VocabInputOp>(op))
+      names.input = in.getSymName();
+  }
+  return names;
 }
 
 FailureOr<ModelOp> mlir::sluice::getProgramModel(ProgramOp program) {
@@ -74,6 +138,7 @@ FailureOr<ProgramView> mlir::sluice::readProgram(ProgramOp program,
   llvm::StringMap<int> stageIndex;
   for (auto [i, stage] : llvm::enumerate(getStages(model)))
     stageIndex[stage.getSymName()] = static_cast<int>(i);
+  ShardNames shards = getShardNames(model);
 
   ProgramView view;
   int64_t devices = program.getDevices();
@@ -93,6 +158,26 @@ FailureOr<ProgramView> mlir::sluice::readProgram(ProgramOp program,
         instr.peer = static_cast<int32_t>(peer);
         stageName = typed.getStage();
       };
+      if (auto coll = dyn_cast<CollectiveInstrOp>(op)) {
+        StringRef shard = coll.getShard();
+        if (shard.empty() ||
+            (shard != shards.input && shard != shards.output)) {
+          op.emitOpError("names @")
+              << shard << ", which is not a vocabulary shard of model @"
+              << model.getSymName();
+          return failure();
+        }
+        instr.kind = InstrKind::Collective;
+        instr.collective = {shard == shards.input ? sched::ShardKind::Input
+                                                  : sched::ShardKind::Output,
+                            static_cast<int32_t>(coll.getGroup()),
+                            static_cast<int32_t>(coll.getMb()),
+                            static_cast<int32_t>(coll.getSlice())};
+        instr.blocking = coll.getStream() == StreamKind::compute;
+        view.program.devices[d].push_back(instr);
+        view.ops[d].push_back(&op);
+        continue;
+      }
       if (auto exec = dyn_cast<ExecOp>(op))
         fill(exec, InstrKind::Exec, -1);
       else if (auto send = dyn_cast<SendOp>(op))
@@ -101,6 +186,24 @@ FailureOr<ProgramView> mlir::sluice::readProgram(ProgramOp program,
         fill(recv, InstrKind::Recv, recv.getFrom());
       else
         continue;
+      if (sched::isVocabPass(instr.work.kind)) {
+        // A shard pass names its shard and runs on this device (or, sent
+        // or received, on the peer that produces it).
+        bool input =
+            instr.work.kind == PassKind::IF || instr.work.kind == PassKind::IB;
+        StringRef expected = input ? shards.input : shards.output;
+        if (expected.empty() || stageName != expected) {
+          op.emitOpError("runs pass ")
+              << stringifyPassKind(instr.work.kind) << " of @" << stageName
+              << ", which is not the model's " << (input ? "input" : "output")
+              << " vocabulary shard";
+          return failure();
+        }
+        instr.work.stage = instr.kind == InstrKind::Recv ? instr.peer : d;
+        view.program.devices[d].push_back(instr);
+        view.ops[d].push_back(&op);
+        continue;
+      }
       auto it = stageIndex.find(stageName);
       if (it == stageIndex.end()) {
         op.emitOpError("names stage @")
@@ -126,6 +229,13 @@ ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
   SmallVector<StringRef> stageNames;
   for (StageOp stage : getStages(model))
     stageNames.push_back(stage.getSymName());
+  ShardNames shards = getShardNames(model);
+  auto nameOf = [&](const Work &w) {
+    if (!sched::isVocabPass(w.kind))
+      return stageNames[w.stage];
+    return w.kind == PassKind::IF || w.kind == PassKind::IB ? shards.input
+                                                            : shards.output;
+  };
 
   auto result = ProgramOp::create(builder, loc, name, model.getSymName(),
                                   pipeline.devices, pipeline.microbatches,
@@ -137,8 +247,23 @@ ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
     builder.createBlock(&device.getBody());
     for (const Instr &instr : program.devices[d]) {
       const Work &w = instr.work;
-      StringRef stage = stageNames[w.stage];
       switch (instr.kind) {
+      case InstrKind::Collective: {
+        const sched::CollectiveId &c = instr.collective;
+        CollectiveInstrOp::create(
+            builder, loc,
+            c.shard == sched::ShardKind::Input ? shards.input : shards.output,
+            c.group, c.microbatch, c.slice,
+            instr.blocking ? StreamKind::compute : StreamKind::vocab);
+        continue;
+      }
+      default:
+        break;
+      }
+      StringRef stage = nameOf(w);
+      switch (instr.kind) {
+      case InstrKind::Collective:
+        break;
       case InstrKind::Exec:
         ExecOp::create(builder, loc, w.kind, stage, w.microbatch, w.slice);
         break;

@@ -48,9 +48,12 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
   auto bytes = [&](const sched::Work &w) {
     return table.getActivationBytes(w);
   };
-  FailureOr<Simulation> sim =
-      simulate(pipeline, view->program,
-               SimulationCosts{compute, transfer, units, bytes}, error);
+  auto collective = [&](const sched::CollectiveId &id) {
+    return table.getCollectiveTime(id);
+  };
+  FailureOr<Simulation> sim = simulate(
+      pipeline, view->program,
+      SimulationCosts{compute, transfer, units, bytes, collective}, error);
   if (failed(sim))
     return program.emitOpError("cannot be simulated: ") << error;
 

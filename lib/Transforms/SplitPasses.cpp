@@ -15,6 +15,52 @@ namespace mlir::sluice {
 using namespace mlir;
 using namespace mlir::sluice;
 
+/// The output shard's passes (§5.1): the body is cut before a heavy op
+/// that reads, directly or through light ops, a collective issued since
+/// the current pass began. Heavy work that does not wait for a collective
+/// (Algorithm 1's weight gradient after the reduce) stays in its pass.
+static SmallVector<PassKind> getOutputShardPasses(VocabOutputOp shard) {
+  // For each value, the number of the latest collective it depends on.
+  llvm::DenseMap<Value, int> latest;
+  int collectives = 0, passStart = 0, passes = 0;
+  for (Operation &op : shard.getBody().front()) {
+    int dependsOn = 0;
+    for (Value operand : op.getOperands())
+      dependsOn = std::max(dependsOn, latest.lookup(operand));
+    if (isa<BroadcastOp, AllReduceOp, ReduceOp>(op))
+      dependsOn = ++collectives;
+    else if (op.hasTrait<HeavyCompute>() && dependsOn > passStart) {
+      ++passes;
+      passStart = collectives;
+    }
+    for (Value result : op.getResults())
+      latest[result] = dependsOn;
+  }
+  SmallVector<PassKind> kinds{PassKind::S};
+  for (int i = 2; i < passes; ++i)
+    kinds.push_back(PassKind::S2);
+  if (passes > 1)
+    kinds.push_back(PassKind::T);
+  return kinds;
+}
+
+/// Records the shards' passes.
+static void splitShardPasses(ModelOp model) {
+  Builder builder(model.getContext());
+  auto record = [&](Operation *op, ArrayRef<PassKind> kinds) {
+    SmallVector<Attribute> passes;
+    for (PassKind kind : kinds)
+      passes.push_back(PassKindAttr::get(model.getContext(), kind));
+    op->setAttr("passes", builder.getArrayAttr(passes));
+  };
+  for (Operation &op : model.getBody().front()) {
+    if (auto out = dyn_cast<VocabOutputOp>(op))
+      record(out, getOutputShardPasses(out));
+    else if (isa<VocabInputOp>(op))
+      record(&op, {PassKind::IF, PassKind::IB});
+  }
+}
+
 LogicalResult mlir::sluice::splitPasses(ModelOp model, bool split) {
   SmallVector<StageOp> stages = getStages(model);
   if (stages.empty())
@@ -38,6 +84,7 @@ LogicalResult mlir::sluice::splitPasses(ModelOp model, bool split) {
     stage.setActivationBytesAttr(builder.getI64IntegerAttr(
         static_cast<int64_t>(profile.getActivationBytes(profile.seqLen))));
   }
+  splitShardPasses(model);
   return success();
 }
 

@@ -189,7 +189,7 @@ sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = 
 // unknown-pass-kind
 sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
   sluice.device 0 {
-    // expected-error@+1 {{unknown pass kind 'X' (expected F, B, W, BW, S, T, IF or IB)}}
+    // expected-error@+1 {{unknown pass kind 'X' (expected F, B, W, BW, S, S2, T, IF or IB)}}
     sluice.exec X @s0 {mb = 0, slice = 0}
   }
 }

@@ -3,6 +3,8 @@
 // sluice-compile MODEL [--seq-len S] [--micro-batch B]
 //                      [--pp P --microbatches M --schedule S [--virtual V]
 //                       [--slices K] [--balance uniform|compute]
+//                       [--vocab baseline|redis|naive|vocab-1|vocab-2|
+//                                interlaced]
 //                       [--costs unit|a100|h100|v100|F=..,B=..]
 //                       [--trace FILE] [--svg FILE]]
 //                      [--emit model|program] [-o FILE]
@@ -84,6 +86,11 @@ cl::opt<int64_t> slices("slices", cl::desc("Token slices per microbatch"),
 cl::opt<std::string> balance("balance",
                              cl::desc("Layers per stage: uniform or compute"),
                              cl::init("uniform"), cl::cat(category));
+cl::opt<std::string> vocabMode(
+    "vocab",
+    cl::desc("Vocabulary layers: baseline, redis, naive, vocab-1, vocab-2 or "
+             "interlaced (docs/vocabulary.md)"),
+    cl::init("baseline"), cl::cat(category));
 cl::opt<std::string>
     costs("costs",
           cl::desc("Cost model: unit, a100, h100, v100, or F=..,B=..,..."),
@@ -215,7 +222,47 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
     fail("unknown --balance '" + balance + "' (expected uniform or compute)");
     return nullptr;
   }
+  static const char *const modes[] = {"baseline", "redis",   "naive",
+                                      "vocab-1",  "vocab-2", "interlaced"};
+  if (!llvm::is_contained(modes, StringRef(vocabMode))) {
+    fail("unknown --vocab '" + vocabMode +
+         "' (expected baseline, redis, naive, vocab-1, vocab-2 or "
+         "interlaced)");
+    return nullptr;
+  }
+  if (vocabMode == "redis" && balance.getNumOccurrences() &&
+      balance != "compute") {
+    fail("--vocab redis balances the stages by compute; it cannot be "
+         "combined with --balance " +
+         balance);
+    return nullptr;
+  }
+  bool sharded = vocabMode != "baseline" && vocabMode != "redis";
+  if (sharded && !sched::isBuildingBlockSchedule(info->kind)) {
+    shape.vocab.output = true;
+    fail(sched::checkPipeline(*info, shape));
+    return nullptr;
+  }
   return info;
+}
+
+/// Applies --vocab to a model partitioned into stages: shards the
+/// vocabulary layers and reorders the output shard's barriers.
+LogicalResult partitionVocabulary(ModelOp model) {
+  if (vocabMode == "baseline" || vocabMode == "redis")
+    return success();
+  if (failed(partitionVocab(model, vocabMode == "interlaced" ? "interlaced"
+                                                             : "vocab")))
+    return failure();
+  int64_t algorithm = vocabMode == "vocab-1"   ? 1
+                      : vocabMode == "vocab-2" ? 2
+                                               : 0;
+  if (algorithm == 0)
+    return success();
+  for (auto shard : model.getBody().getOps<VocabOutputOp>())
+    if (failed(reorderSoftmaxBarriers(shard, algorithm)))
+      return failure();
+  return success();
 }
 
 /// Partitions, splits, schedules, verifies and simulates: the full
@@ -226,9 +273,11 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
   partition.pp = pp;
   partition.virtualChunks = chunks;
   partition.placement = info.placement;
-  partition.balance =
-      balance == "compute" ? sched::Balance::Compute : sched::Balance::Uniform;
+  partition.balance = balance == "compute" || vocabMode == "redis"
+                          ? sched::Balance::Compute
+                          : sched::Balance::Uniform;
   if (failed(partitionStages(model, partition)) ||
+      failed(partitionVocabulary(model)) ||
       failed(splitPasses(model, info.splitBackward)))
     return failure();
   SchedulingOptions scheduling;
@@ -353,16 +402,22 @@ int main(int argc, char **argv) {
     auto program = *module->getOps<ProgramOp>().begin();
     std::string ignored;
     StringRef timeUnit = CostModel::parse(costs, ignored)->getTimeUnit();
+    // The most loaded device (the first of equals).
+    auto peaks = cast<DenseF64ArrayAttr>(program->getAttr("peak_activation"));
+    size_t busiest = 0;
+    for (size_t d = 1; d < peaks.size(); ++d)
+      if (peaks[d] > peaks[busiest] + 1e-9)
+        busiest = d;
     llvm::outs() << llvm::formatv(
         "{0} on {1} devices, {2} microbatches: step time {3} {4}, bubble "
-        "ratio {5:F4}, peak activation {6} microbatches on device 0\n",
+        "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",
         program.getSchedule(), program.getDevices(), program.getMicrobatches(),
         llvm::format(
             "%.4g",
             cast<FloatAttr>(program->getAttr("step_time")).getValueAsDouble()),
         timeUnit,
         cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
-        cast<DenseF64ArrayAttr>(program->getAttr("peak_activation"))[0]);
+        peaks[busiest], busiest);
     if (auto mfu = program->getAttrOfType<FloatAttr>("mfu"))
       llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n",
                                     mfu.getValueAsDouble(), costs);

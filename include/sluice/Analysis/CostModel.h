@@ -83,6 +83,44 @@ struct StageProfile {
   }
 };
 
+/// The vocabulary shards of a model partitioned with Vocabulary
+/// Parallelism, as far as costs are concerned: every device holds
+/// `paddedVocab / devices` rows of each.
+struct VocabProfile {
+  bool input = false;
+  bool output = false;
+  int algorithm = 0;
+  bool tied = false;
+  int64_t devices = 1;
+  int64_t paddedVocab = 0;
+  int64_t hidden = 0;
+  int64_t seqLen = 0;
+  int64_t microBatch = 1;
+  int64_t dtypeBytes = 2;
+  /// Learned positions, held by the input shard's root.
+  int64_t positions = 0;
+  std::string inputName, outputName;
+
+  /// The shards of `model` (none for the baseline).
+  static VocabProfile get(ModelOp model);
+  int64_t getShardRows() const { return paddedVocab / devices; }
+  /// FLOPs one device spends on pass `kind` of its shard for `tokens`
+  /// tokens of the microbatch (papers/vocabulary-parallelism.txt §4): S the
+  /// logits (and, in Algorithm 2, softmax' W), S2 the sum of exponentials,
+  /// T the input gradient (not in Algorithm 2) and the weight gradient;
+  /// IF and IB a lookup and a scatter (one add per element).
+  double getPassFlops(PassKind kind, int64_t tokens) const;
+  /// Parameters one device holds for its shards (the input table's rows
+  /// only once when tied), without the positions.
+  int64_t getShardParams() const;
+  /// Bytes a device keeps from S to T: its fp32 logits and the
+  /// broadcast X.
+  double getKeptBytes(int64_t tokens) const;
+  /// Bytes collective `id` moves per device.
+  double getCollectiveBytes(const sched::CollectiveId &id,
+                            int64_t tokens) const;
+};
+
 class CostModel {
 public:
   enum class Kind { Unit, Explicit, Analytic, Measured };
@@ -113,12 +151,20 @@ public:
                         int slices) const;
   /// Duration of sending `bytes` to a pipeline neighbour.
   double getTransferTime(int64_t bytes) const;
+  /// Duration of pass `kind` of a vocabulary shard on one device, for
+  /// `tokens` tokens (microbatches cut into `slices` slices).
+  double getVocabComputeTime(const VocabProfile &vocab, PassKind kind,
+                             int64_t tokens, int slices) const;
+  /// Duration of a vocabulary collective moving `bytes` per device over
+  /// `devices` devices (ring algorithms: about twice the bytes cross each
+  /// link for an all-reduce, once for a broadcast or reduce).
+  double getCollectiveTime(double bytes, bool allReduce, int64_t devices) const;
 
 private:
   Kind kind = Kind::Unit;
   std::string spec;
   /// Per-device-per-microbatch cost of each PassKind (unit and explicit).
-  std::array<double, 8> perPass{};
+  std::array<double, sched::kNumPassKinds> perPass{};
   double comm = 0;
   const HardwareProfile *hardware = nullptr;
   /// Measured: stage name -> pass -> seconds per token, and the number of
@@ -140,10 +186,13 @@ public:
                 const CostModel &costs);
 
   double getComputeTime(const sched::Work &work) const {
+    if (sched::isVocabPass(work.kind))
+      return vocabCompute[size_t(work.kind) * pipeline.slices + work.slice];
     return compute[(size_t(work.stage) * kKinds + size_t(work.kind)) *
                        pipeline.slices +
                    work.slice];
   }
+  double getCollectiveTime(const sched::CollectiveId &id) const;
   double getTransferTime(const sched::Work &work) const {
     return transfer[work.slice];
   }
@@ -159,9 +208,12 @@ public:
   const StageProfile &getStage(int stage) const { return profiles[stage]; }
   llvm::ArrayRef<StageProfile> getStages() const { return profiles; }
   const CostModel &getCostModel() const { return costs; }
+  const VocabProfile &getVocab() const { return vocab; }
 
 private:
-  static constexpr size_t kKinds = 8;
+  static constexpr size_t kKinds = sched::kNumPassKinds;
+  VocabProfile vocab;
+  std::vector<double> vocabCompute;
   sched::Pipeline pipeline;
   CostModel costs;
   std::vector<StageProfile> profiles;

@@ -8,6 +8,12 @@
 // waits. Activation memory follows the order: a pass F allocates its
 // microbatch slice's activations, its B (or BW) frees them.
 //
+// Vocabulary collectives run in the one order every device issues them,
+// a queue per shard: each starts once every device has issued it -- after
+// its local contributions -- and the shard's previous one has finished;
+// the passes that read it wait for its end. A blocking collective
+// (interlaced) also holds its device's compute stream until then.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef SLUICE_ANALYSIS_SIMULATOR_H
@@ -27,8 +33,11 @@ struct SimulationCosts {
   /// Activations the forward pass `work` allocates, in microbatch units
   /// (one microbatch's activations of 1/p of the transformer layers).
   llvm::function_ref<double(const sched::Work &)> activationUnits;
-  /// The same in bytes.
+  /// The same in bytes. An S pass allocates its shard's kept logits, and
+  /// the shard's T frees them.
   llvm::function_ref<double(const sched::Work &)> activationBytes;
+  /// Duration of a vocabulary collective once every device has joined.
+  llvm::function_ref<double(const sched::CollectiveId &)> collective;
 };
 
 /// One span on a device's stream, for traces and timelines.
@@ -38,6 +47,8 @@ struct TimelineEvent {
   sched::InstrKind kind = sched::InstrKind::Exec;
   sched::Work work;
   int peer = -1;
+  /// For collectives.
+  sched::CollectiveId collective;
   double start = 0;
   double end = 0;
 };

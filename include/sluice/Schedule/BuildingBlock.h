@@ -33,10 +33,13 @@
 
 namespace mlir::sluice::sched {
 
-/// One pass of microbatch 0 and its nominal start.
+/// One pass of microbatch 0 and its nominal start. Among passes of a
+/// device that start at the same time, lower `rank` runs first (the
+/// zero-length vocabulary passes use it to sit before or after a pass).
 struct BlockEntry {
   Work work;
   int64_t offset = 0;
+  int rank = 0;
 };
 
 struct BuildingBlock {
@@ -70,6 +73,34 @@ BuildingBlock getOneFOneBBlock(const Pipeline &pipeline,
 BuildingBlock getVShapeBlock(const Pipeline &pipeline, int spacing,
                              bool lagWeights);
 
+/// Length of a pass in block time units: F, B and W 1, BW 2; the
+/// vocabulary shard's passes take no slot of their own.
+int64_t getBlockLength(PassKind kind);
+
+/// papers/vocabulary-parallelism.txt §5.2, for the asynchronous
+/// vocabulary shards (Vocab-1, Vocab-2, naive): widens the gap between the
+/// last stage's F and its B by one interval per barrier -- every backward
+/// pass moves that many intervals later, which keeps the block's slots --
+/// and places the output shard's passes one per interval inside the gap,
+/// S right after the last F and each next pass an interval later; the
+/// input shard's IF an interval before the first stage's F and IB right
+/// after the first stage's backward (DESIGN.md, Appendix C).
+void addVocabularyPasses(const Pipeline &pipeline, BuildingBlock &block);
+
+/// The interlaced baseline (Appendix B): the vocabulary layers run
+/// synchronously, so every device must stop at the same time for each
+/// microbatch's output layer (and input layer). Rebuilds `base` so that
+/// these synchronisation points fall at multiples of the interval and no
+/// pass straddles one: each pass of the base block, in order, takes the
+/// earliest free slot after its dependencies that does not straddle a
+/// synchronisation point and leaves room for the device's other passes.
+/// For 1F1B this alternates the devices' F/B layouts, and the lifespan on
+/// the first device grows to about 1.5 times 1F1B's (the paper's 1.5x
+/// activation memory). Fails only if no layout exists within a few
+/// intervals.
+FailureOr<BuildingBlock> alignSynchronousVocabulary(const Pipeline &pipeline,
+                                                    const BuildingBlock &base);
+
 /// Per device, the block's passes for every microbatch in nominal order.
 std::vector<std::vector<Work>> expandBlock(const Pipeline &pipeline,
                                            const BuildingBlock &block);
@@ -83,11 +114,15 @@ struct Durations {
 
 /// Step 2 above: executes `orders` (which hold every W) and returns the
 /// order that results when a due W runs early wherever the device would
-/// otherwise idle. Fails, naming a stuck pass, if `orders` cannot execute.
+/// otherwise idle. Asynchronous vocabulary passes likewise do not hold a
+/// device up: one whose inputs have not arrived is passed over and runs as
+/// soon as they have (the block places S at the last stage's F plus a
+/// unit, which devices reach early in the warm-up). Fails, naming a stuck
+/// pass, if `orders` cannot execute.
 FailureOr<std::vector<std::vector<Work>>>
-advanceWeightPasses(const Pipeline &pipeline,
-                    const std::vector<std::vector<Work>> &orders,
-                    const Durations &durations, std::string &error);
+refineOrders(const Pipeline &pipeline,
+             const std::vector<std::vector<Work>> &orders,
+             const Durations &durations, std::string &error);
 
 } // namespace mlir::sluice::sched
 

@@ -49,6 +49,11 @@ struct ScheduleInfo {
 };
 
 llvm::ArrayRef<ScheduleInfo> getSchedules();
+
+/// Whether the schedule is generated from a building block, and so can
+/// take the vocabulary shards' passes (papers/vocabulary-parallelism.txt
+/// §5.2).
+bool isBuildingBlockSchedule(ScheduleKind kind);
 const ScheduleInfo *lookupSchedule(llvm::StringRef name);
 
 /// Why `pipeline` does not suit `schedule`, or "" if it does. The message

@@ -21,10 +21,17 @@ namespace mlir::sluice {
 FailureOr<ModelOp> getSingleModel(ModuleOp module);
 
 /// The pipeline a partitioned, pass-split model describes, for
-/// `microbatches` microbatches of `slices` slices. Emits an error on the
-/// model if it has no stages or its stages have no passes.
+/// `microbatches` microbatches of `slices` slices, with its vocabulary
+/// shards if it has them. Emits an error on the model if it has no stages
+/// or its stages (or shards) have no passes.
 FailureOr<sched::Pipeline> getPipeline(ModelOp model, int64_t microbatches,
                                        int64_t slices);
+
+/// The symbols of a model's vocabulary shards ("" where it has none).
+struct ShardNames {
+  StringRef input, output;
+};
+ShardNames getShardNames(ModelOp model);
 
 /// The partitioned model `program` was scheduled for.
 FailureOr<ModelOp> getProgramModel(ProgramOp program);
