@@ -36,7 +36,29 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
   llvm::json::Array slices;
   for (int64_t length : in.costs.getSliceLengths())
     slices.push_back(length);
+  // The vocabulary layers: where they are and, when sharded, how.
+  const VocabProfile &vocab = in.costs.getVocab();
+  llvm::json::Value vocabulary = llvm::json::Object{{"sharded", false}};
+  if (pipe.vocab.any()) {
+    const char *form = pipe.vocab.synchronous   ? "interlaced"
+                       : !pipe.vocab.output     ? "input-only"
+                       : pipe.vocab.algorithm == 1 ? "vocab-1"
+                       : pipe.vocab.algorithm == 2 ? "vocab-2"
+                                                   : "naive";
+    vocabulary = llvm::json::Object{
+        {"sharded", true},
+        {"form", form},
+        {"input_shard", pipe.vocab.input},
+        {"output_shard", pipe.vocab.output},
+        {"barriers", pipe.vocab.output ? pipe.vocab.getBarriers() : 0},
+        {"synchronous", pipe.vocab.synchronous},
+        {"padded_vocab", vocab.paddedVocab},
+        {"rows_per_device", vocab.getShardRows()},
+        {"tied", vocab.tied},
+    };
+  }
   return llvm::json::Object{
+      {"vocabulary", std::move(vocabulary)},
       {"model", in.model},
       {"schedule", in.schedule},
       {"devices", pipe.devices},

@@ -6,6 +6,8 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2 virtual=2 placement=interleaved" --sluice-split-passes="split=false" --sluice-schedule="schedule=interleaved-1f1b microbatches=3" 2>&1 | FileCheck %s --check-prefix=SMALLM
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZEROM
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-schedule="schedule=1f1b microbatches=2" 2>&1 | FileCheck %s --check-prefix=NOPASSES
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab --sluice-reorder-softmax-barriers="algorithm=1" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-verify-schedule | FileCheck %s --check-prefix=VOCAB
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-partition-vocab --sluice-schedule="schedule=1f1b microbatches=2" 2>&1 | FileCheck %s --check-prefix=SHARDPASSES
 
 // 1F1B: device 0 warms up with p - d = 2 forwards, then alternates; the
 // receive sits right before its consumer, the send right after its
@@ -80,6 +82,22 @@
 // SMALLM: error: 'sluice.model' op cannot be scheduled: schedule 'interleaved-1f1b' needs microbatches = 3 to be a multiple of pp = 2 (schedules that accept pp = 2, microbatches = 3, virtual = 2, slices = 1: zb-v, v-half, v-min)
 // ZEROM: error: 'sluice.model' op cannot be scheduled with 'microbatches' = 0: it must be positive
 // NOPASSES: error: 'sluice.stage' op has no passes: run sluice-split-passes first
+// Vocab-1 (Algorithm 1) on 2 devices: device 1 holds the last stage; after
+// its F it broadcasts X (collective 0), every device runs S, joins the
+// barrier (collective 1) and runs T, whose reduce (collective 2) the last
+// stage's backward waits for (§5.1).
+// VOCAB:      sluice.device 1 {
+// VOCAB:        sluice.exec F @s1 {mb = 0, slice = 0}
+// VOCAB-NEXT:   sluice.collective @vout 0 {mb = 0, slice = 0}
+// VOCAB-NEXT:   sluice.exec S @vout {mb = 0, slice = 0}
+// VOCAB-NEXT:   sluice.collective @vout 1 {mb = 0, slice = 0}
+// VOCAB:        sluice.exec T @vout {mb = 0, slice = 0}
+// VOCAB-NEXT:   sluice.collective @vout 2 {mb = 0, slice = 0}
+// VOCAB:        sluice.exec BW @s1 {mb = 0, slice = 0}
+// VOCAB:        sluice.exec IB @vin {mb = 1, slice = 0}
+// VOCAB-NEXT: }
+// SHARDPASSES: error: 'sluice.vocab_input' op has no passes: run sluice-split-passes first
+
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>
   %x0 = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>

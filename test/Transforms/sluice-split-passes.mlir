@@ -1,6 +1,9 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes | FileCheck %s --check-prefix=SPLIT
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" | FileCheck %s --check-prefix=UNSPLIT
 // RUN: not sluice-opt %s --sluice-split-passes 2>&1 | FileCheck %s --check-prefix=UNPARTITIONED
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab --sluice-split-passes | FileCheck %s --check-prefix=NAIVE
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab --sluice-reorder-softmax-barriers="algorithm=1" --sluice-split-passes | FileCheck %s --check-prefix=ALG1
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab --sluice-reorder-softmax-barriers="algorithm=2" --sluice-split-passes | FileCheck %s --check-prefix=ALG2
 
 // Two layers of hidden 32, ffn 128, 16 tokens: 12288 matmul weights per
 // layer (2 x 12288 x 16 FLOPs each) and causal attention 4 x 32 x 136.
@@ -11,6 +14,15 @@
 // SPLIT:   sluice.stage @s1 device 1 chunk 0 ({{.*}}) -> tensor<f32> attributes {activation_bytes = {{[0-9]+}} : i64, flops = array<i64: 923648, 958464, 888832>, passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>]}
 // UNSPLIT: sluice.stage @s0 {{.*}} flops = array<i64: 821248, 1642496>, passes = [#sluice.pass<F>, #sluice.pass<BW>]
 // UNSPLIT: sluice.stage @s1 {{.*}} flops = array<i64: 923648, 1847296>, passes = [#sluice.pass<F>, #sluice.pass<BW>]
+// Vocabulary shards are cut before heavy work that reads a collective
+// issued since the pass began (§5.1): the naive form's sum of exponentials
+// waits for the maximum (S2), its softmax for the sum (T); Algorithm 1's
+// weight gradient after the reduce reads nothing new and stays in T;
+// Algorithm 2 has S and T only. The input shard runs IF and IB.
+// NAIVE: sluice.vocab_input @vin {{.*}}passes = [#sluice.pass<IF>, #sluice.pass<IB>]
+// NAIVE: sluice.vocab_output @vout{{.*}}passes = [#sluice.pass<S>, #sluice.pass<S2>, #sluice.pass<T>]
+// ALG1: sluice.vocab_output @vout{{.*}}algorithm = 1 : i64, barriers = 2 : i64, {{.*}}passes = [#sluice.pass<S>, #sluice.pass<T>]
+// ALG2: sluice.vocab_output @vout{{.*}}algorithm = 2 : i64, barriers = 1 : i64, {{.*}}passes = [#sluice.pass<S>, #sluice.pass<T>]
 // UNPARTITIONED: error: 'sluice.model' op is not partitioned into stages: run sluice-partition-stages first
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>
