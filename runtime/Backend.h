@@ -121,6 +121,57 @@ public:
                                     int64_t length, int64_t vocab, float scale,
                                     float *dlogits) = 0;
 
+  // The vocabulary shards (papers/vocabulary-parallelism.txt §4): a device
+  // holds rows [first, first + count) of a table; `count` may be less than
+  // the shard's padded row count and 0, and no other row ever takes part.
+  // Logits are [tokens, ld] with the shard's rows in the first `count`
+  // columns.
+
+  /// out[t] = table[token - first] for tokens in the shard, else 0.
+  virtual void shardLookup(const int32_t *tokens, int64_t stride, int64_t rows,
+                           int64_t length, const float *table, int64_t first,
+                           int64_t count, int64_t hidden, float *out) = 0;
+  /// dtable[token - first] += dout[t] for tokens in the shard.
+  virtual void shardScatterAdd(const int32_t *tokens, int64_t stride,
+                               int64_t rows, int64_t length, const float *dout,
+                               int64_t first, int64_t count, int64_t hidden,
+                               float *dtable) = 0;
+  /// Per token: max[t] = max of its `count` logits (-inf if none);
+  /// sum[t] = sum exp(logit - reference[t]) with reference = `max` when
+  /// null; and, if `probs` is given, probs = exp(logit - ref) / sum[t].
+  virtual void shardSoftmaxStatistics(const float *logits, int64_t tokens,
+                                      int64_t count, int64_t ld,
+                                      const float *reference, float *max,
+                                      float *sum, float *probs) = 0;
+  /// Equation 5: scaled[t] = sum[t] * exp(localMax[t] - globalMax[t]).
+  virtual void rescaleSum(const float *sum, const float *localMax,
+                          const float *globalMax, int64_t tokens,
+                          float *scaled) = 0;
+  /// x[t][c] *= factor[t] / divisor[t] for c < count (ld apart).
+  virtual void scaleRows(float *x, const float *factor, const float *divisor,
+                         int64_t tokens, int64_t count, int64_t ld) = 0;
+  /// The shard's part of the summed cross-entropy: for each token whose
+  /// label is in the shard, max + log(sum) - logit[label].
+  virtual double shardLoss(const float *logits, const int32_t *labels,
+                           int64_t stride, int64_t rows, int64_t length,
+                           int64_t first, int64_t count, int64_t ld,
+                           const float *max, const float *sum) = 0;
+  /// probs -= onehot(label) where the label is in the shard, then *= scale:
+  /// the shard's columns of the softmax gradient.
+  virtual void shardSoftmaxGrad(float *probs, const int32_t *labels,
+                                int64_t stride, int64_t rows, int64_t length,
+                                int64_t first, int64_t count, int64_t ld,
+                                float scale) = 0;
+  /// Equation 6's B = G W: out[t] = table[label - first] where the label is
+  /// in the shard, else 0.
+  virtual void labelRows(const int32_t *labels, int64_t stride, int64_t rows,
+                         int64_t length, const float *table, int64_t first,
+                         int64_t count, int64_t hidden, float *out) = 0;
+  /// Equation 6: out = scale * (A * scaled[t] / sum[t] - B).
+  virtual void combineGrad(const float *a, const float *b, const float *scaled,
+                           const float *sum, int64_t tokens, int64_t hidden,
+                           float scale, float *out) = 0;
+
   /// One Adam(W) update of n weights at step `step` (from 1).
   virtual void adamUpdate(float *weights, const float *grads, float *m,
                           float *v, int64_t n, const AdamConfig &config,
@@ -135,8 +186,18 @@ public:
   virtual bool test() = 0;
 };
 
+/// The combining function of a collective reduction.
+enum class Reduction { Sum, Max };
+
 class Communicator {
 public:
+  /// Independent ordering domains for non-blocking collectives: every rank
+  /// issues the collectives of one channel in the same order, but two
+  /// channels' collectives may interleave differently on different ranks
+  /// (an MPI communicator each; on CUDA an NCCL communicator and stream).
+  /// The vocabulary shards use one channel each.
+  static constexpr int kChannels = 2;
+
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -148,6 +209,17 @@ public:
                                              int tag) = 0;
   /// The largest tag the transport accepts.
   virtual int maxTag() const = 0;
+  /// Non-blocking collectives over every rank on `channel`; `data` must stay
+  /// valid until the request completes. Broadcast: root's n floats reach
+  /// every rank's `data`. All-reduce: every rank's `data` becomes the
+  /// element-wise reduction. Reduce: root's `data` becomes the sum, the
+  /// others' is left as it was.
+  virtual std::unique_ptr<Request> broadcastAsync(float *data, int64_t n,
+                                                  int root, int channel) = 0;
+  virtual std::unique_ptr<Request>
+  allReduceAsync(float *data, int64_t n, Reduction reduction, int channel) = 0;
+  virtual std::unique_ptr<Request> reduceSumAsync(float *data, int64_t n,
+                                                  int root, int channel) = 0;
   /// Sums `data` over the ranks of `group` (every member calls it).
   virtual Status allReduceSum(float *data, int64_t n, const int *group,
                               int groupSize) = 0;

@@ -18,7 +18,9 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'C', 'K'};
-constexpr uint32_t kVersion = 1;
+// Version 2 records each tensor's row range, so that the vocabulary
+// shards (row ranges of a table) load under any partitioning.
+constexpr uint32_t kVersion = 2;
 
 template <typename T> void put(std::string &out, const T &value) {
   out.append(reinterpret_cast<const char *>(&value), sizeof(T));
@@ -104,8 +106,12 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
   for (const ParameterSpec &spec : params.specs()) {
     put(bytes, uint32_t(spec.name.size()));
     bytes += spec.name;
-    int64_t n = spec.size(), at = params.offset(spec.name);
-    put(bytes, n);
+    // The real rows only: a shard's padding is not part of the model.
+    int64_t rowSize = spec.getRowSize(), rows = spec.getValidRows();
+    int64_t n = rows * rowSize, at = params.offset(spec.name);
+    put(bytes, spec.firstRow);
+    put(bytes, rows);
+    put(bytes, rowSize);
     putFloats(bytes, params.weights.data() + at, n);
     putFloats(bytes, params.moment1.data() + at, n);
     putFloats(bytes, params.moment2.data() + at, n);
@@ -155,14 +161,17 @@ Status loadCheckpoint(const std::string &dir, ParameterStore &params,
   try {
     manifest = nlohmann::json::parse(text);
     if (manifest.at("format") != "sluice-checkpoint" ||
-        manifest.at("version") != kVersion)
+        manifest.at("version").get<uint32_t>() > kVersion)
       return Status::error("'" + dir + "/checkpoint.json' is not a version " +
-                           std::to_string(kVersion) + " sluice checkpoint");
+                           std::to_string(kVersion) +
+                           " (or older) sluice checkpoint");
     step = manifest.at("step").get<int64_t>();
   } catch (const nlohmann::json::exception &e) {
     return Status::error("'" + dir + "/checkpoint.json': " + e.what());
   }
-  std::vector<bool> restored(params.specs().size(), false);
+  // Rows restored per parameter: shards of one table may come from
+  // several files, in other row ranges than this partitioning's.
+  std::vector<int64_t> restored(params.specs().size(), 0);
   for (const auto &file : manifest["files"]) {
     std::string path = dir + "/" + file.get<std::string>();
     std::string bytes;
@@ -173,8 +182,8 @@ Status loadCheckpoint(const std::string &dir, ParameterStore &params,
     uint32_t version = 0, count = 0;
     int64_t fileStep = 0;
     if (!in.getBytes(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 ||
-        !in.get(version) || version != kVersion || !in.get(fileStep) ||
-        !in.get(count))
+        !in.get(version) || version < 1 || version > kVersion ||
+        !in.get(fileStep) || !in.get(count))
       return Status::error("'" + path + "' is not a sluice checkpoint file");
     if (fileStep != step)
       return Status::error("'" + path + "' holds step " +
@@ -182,41 +191,64 @@ Status loadCheckpoint(const std::string &dir, ParameterStore &params,
                            std::to_string(step));
     for (uint32_t k = 0; k < count; ++k) {
       uint32_t length = 0;
-      int64_t n = 0;
+      int64_t firstRow = 0, rows = 0, rowSize = 0, n = 0;
       std::string name;
       if (!in.get(length))
         return Status::error("'" + path + "' is truncated");
       name.resize(length);
-      if (!in.getBytes(name.data(), length) || !in.get(n))
+      if (!in.getBytes(name.data(), length))
         return Status::error("'" + path + "' is truncated");
       const auto &specs = params.specs();
       auto it =
           std::find_if(specs.begin(), specs.end(),
                        [&](const ParameterSpec &s) { return s.name == name; });
-      if (it == specs.end()) {
-        if (!in.skip(3 * n * sizeof(float)))
+      if (version >= 2) {
+        if (!in.get(firstRow) || !in.get(rows) || !in.get(rowSize))
           return Status::error("'" + path + "' is truncated");
-        continue;
+        n = rows * rowSize;
+      } else {
+        // Version 1: whole tensors.
+        if (!in.get(n))
+          return Status::error("'" + path + "' is truncated");
+        rowSize = it == specs.end() ? 1 : it->getRowSize();
+        rows = n / std::max<int64_t>(rowSize, 1);
       }
-      if (it->size() != n)
-        return Status::error("'" + path + "': parameter " + name + " has " +
-                             std::to_string(n) + " values, the model " +
-                             std::to_string(it->size()));
-      int64_t at = params.offset(name);
-      char *w = reinterpret_cast<char *>(params.weights.data() + at);
-      char *m = reinterpret_cast<char *>(params.moment1.data() + at);
-      char *v = reinterpret_cast<char *>(params.moment2.data() + at);
-      if (!in.getBytes(w, n * sizeof(float)) ||
-          !in.getBytes(m, n * sizeof(float)) ||
-          !in.getBytes(v, n * sizeof(float)))
+      std::vector<float> w(n), m(n), v(n);
+      if (!in.getBytes(reinterpret_cast<char *>(w.data()), n * sizeof(float)) ||
+          !in.getBytes(reinterpret_cast<char *>(m.data()), n * sizeof(float)) ||
+          !in.getBytes(reinterpret_cast<char *>(v.data()), n * sizeof(float)))
         return Status::error("'" + path + "' is truncated");
-      restored[it - specs.begin()] = true;
+      if (it == specs.end())
+        continue;
+      if (rowSize != it->getRowSize())
+        return Status::error("'" + path + "': parameter " + name + " has " +
+                             std::to_string(rowSize) +
+                             " values per row, the model " +
+                             std::to_string(it->getRowSize()));
+      // The rows both this parameter and the file's tensor hold.
+      int64_t lo = std::max(firstRow, it->firstRow);
+      int64_t hi = std::min(firstRow + rows, it->firstRow + it->getValidRows());
+      if (lo >= hi)
+        continue;
+      int64_t at = params.offset(name) + (lo - it->firstRow) * rowSize;
+      int64_t from = (lo - firstRow) * rowSize, count = (hi - lo) * rowSize;
+      std::copy_n(w.data() + from, count, params.weights.data() + at);
+      std::copy_n(m.data() + from, count, params.moment1.data() + at);
+      std::copy_n(v.data() + from, count, params.moment2.data() + at);
+      restored[it - specs.begin()] += hi - lo;
     }
   }
-  for (size_t k = 0; k < restored.size(); ++k)
-    if (!restored[k])
+  for (size_t k = 0; k < restored.size(); ++k) {
+    const ParameterSpec &spec = params.specs()[k];
+    if (restored[k] == 0 && spec.getValidRows() > 0)
       return Status::error("checkpoint '" + dir + "' has no parameter " +
-                           params.specs()[k].name);
+                           spec.name);
+    if (restored[k] != spec.getValidRows())
+      return Status::error("checkpoint '" + dir + "' holds " +
+                           std::to_string(restored[k]) + " of the " +
+                           std::to_string(spec.getValidRows()) + " rows of " +
+                           spec.name + " this device needs");
+  }
   return Status::ok();
 }
 

@@ -14,17 +14,9 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 const char *passName(Pass pass) {
-  switch (pass) {
-  case Pass::F:
-    return "F";
-  case Pass::B:
-    return "B";
-  case Pass::W:
-    return "W";
-  case Pass::BW:
-    return "BW";
-  }
-  return "?";
+  static const char *const names[] = {"F",  "B", "W",  "BW", "S",
+                                      "S2", "T", "IF", "IB"};
+  return names[int(pass)];
 }
 } // namespace
 
@@ -39,7 +31,13 @@ Executor::Executor(const Plan &plan, int device, Kernels &kernels,
       for (int layer : stage.layers)
         for (const ParameterSpec &spec : getLayerParameters(plan.model, layer))
           parameters.add(spec);
+  if (plan.vocabulary.any()) {
+    shards = std::make_unique<VocabularyShards>(plan, device, kernels, comm);
+    shards->addParameters(parameters);
+  }
   parameters.allocate(options.seed);
+  if (shards)
+    shards->bind(parameters);
   int64_t work = 0;
   stages.resize(plan.stages.size());
   for (size_t s = 0; s < plan.stages.size(); ++s) {
@@ -62,7 +60,8 @@ Executor::Executor(const Plan &plan, int device, Kernels &kernels,
   // all-reduce).
   const LayerConfig &out = plan.model.layers.back();
   int first = plan.stages.front().device, last = plan.stages.back().device;
-  if (out.tied && first != last)
+  // Sharded, the two ends share one shard on every device: nothing to sum.
+  if (out.tied && first != last && !out.sharded)
     tiedGroup = {std::min(first, last), std::max(first, last)};
 }
 
@@ -72,6 +71,21 @@ Status Executor::waitFor(Request &request) {
     std::this_thread::yield();
   times.commWait += seconds(start, Clock::now());
   return Status::ok();
+}
+
+void Executor::waitForCollectives(const Instruction &instr) {
+  if (!shards)
+    return;
+  for (auto [shard, group] : plan.getCollectiveInputs(instr)) {
+    if (shards->isComplete(shard, group, instr.mb, instr.slice))
+      continue;
+    auto start = Clock::now();
+    while (!shards->isComplete(shard, group, instr.mb, instr.slice)) {
+      shards->progress();
+      std::this_thread::yield();
+    }
+    times.commWait += seconds(start, Clock::now());
+  }
 }
 
 Status Executor::runStep(int64_t step, double &meanLoss) {
@@ -87,6 +101,9 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   times.data = seconds(dataStart, Clock::now());
   float lossScale = 1.0f / float(plan.microbatches * rows * seq);
   double lossSum = 0;
+  if (shards)
+    shards->beginStep(batches, lossScale);
+  int lastStage = plan.getLastStage();
 
   const DeviceProgram &program = plan.programs[device];
   for (size_t i = 0; i < program.instructions.size(); ++i) {
@@ -107,6 +124,32 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
                                               instr.peer, int(instr.key));
       continue;
     }
+    if (shards)
+      shards->progress();
+    if (instr.op == Op::Collective) {
+      auto start = Clock::now();
+      shards->issue(instr.shard, instr.group, instr.mb, instr.slice,
+                    instr.blocking);
+      if (instr.blocking)
+        times.commWait += seconds(start, Clock::now());
+      continue;
+    }
+    waitForCollectives(instr);
+    if (instr.shard != Shard::None) {
+      // A vocabulary shard's pass.
+      auto start = Clock::now();
+      shards->run(instr.pass, instr.mb, instr.slice, lossSum);
+      double took = seconds(start, Clock::now());
+      times.compute += took;
+      const ShardPlan &shard = instr.shard == Shard::Input
+                                   ? plan.vocabulary.input
+                                   : plan.vocabulary.output;
+      PassProfile &p = profile[{shard.name, passName(instr.pass)}];
+      p.seconds += took;
+      p.runs += 1;
+      p.tokens += s.rows * s.tokens;
+      continue;
+    }
     // A pass: wait for its input if a receive is filling it.
     if (instr.in >= 0 && incoming[instr.in]) {
       Status st = waitFor(*incoming[instr.in]);
@@ -116,18 +159,35 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
     }
     StageRunner &stage = *stages[instr.stage];
     TokenRows tokens{batches[instr.mb].data(), seq + 1};
+    // The stages next to the vocabulary shards read and write the shards'
+    // buffers instead of plan buffers.
+    bool inputShard = plan.vocabulary.input.present && instr.stage == 0;
+    bool outputShard =
+        plan.vocabulary.output.present && instr.stage == lastStage;
+    float *in = slot(instr.in), *out = slot(instr.out);
     auto start = Clock::now();
     switch (instr.pass) {
     case Pass::F:
-      stage.forward(s, tokens, slot(instr.in), slot(instr.out),
-                    slot(instr.state), slot(instr.kv), workspace.data(),
-                    &lossSum);
+      if (inputShard)
+        in = shards->getEmbedded(instr.mb, instr.slice);
+      if (outputShard)
+        out = shards->getLastOutput(instr.mb, instr.slice);
+      stage.forward(s, tokens, in, out, slot(instr.state), slot(instr.kv),
+                    workspace.data(), &lossSum);
+      if (inputShard)
+        shards->release(Shard::Input, instr.mb, instr.slice);
       break;
     case Pass::B:
     case Pass::BW:
-      stage.backwardInput(s, tokens, slot(instr.in), slot(instr.out),
-                          slot(instr.state), slot(instr.wstate), slot(instr.kv),
-                          workspace.data(), lossScale);
+      if (outputShard)
+        in = shards->getOutputGrad(instr.mb, instr.slice);
+      if (inputShard)
+        out = shards->getEmbeddingGrad(instr.mb, instr.slice);
+      stage.backwardInput(s, tokens, in, out, slot(instr.state),
+                          slot(instr.wstate), slot(instr.kv), workspace.data(),
+                          lossScale);
+      if (outputShard)
+        shards->release(Shard::Output, instr.mb, instr.slice);
       if (instr.pass == Pass::BW)
         stage.backwardWeight(s, tokens, slot(instr.state), slot(instr.wstate),
                              workspace.data());
@@ -135,6 +195,8 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
     case Pass::W:
       stage.backwardWeight(s, tokens, slot(instr.state), slot(instr.wstate),
                            workspace.data());
+      break;
+    default:
       break;
     }
     double took = seconds(start, Clock::now());
@@ -151,8 +213,14 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
       return st;
   }
   outgoing.clear();
+  if (shards) {
+    auto drainStart = Clock::now();
+    shards->finishStep();
+    times.commWait += seconds(drainStart, Clock::now());
+  }
 
-  // Only the device with the output layer has loss; everyone learns it.
+  // Only the device with the output layer has loss (sharded: every
+  // device its labels' part); everyone learns the sum.
   auto reduceStart = Clock::now();
   Status st = comm.allReduceSum(&lossSum, 1);
   times.commWait += seconds(reduceStart, Clock::now());
@@ -179,11 +247,18 @@ void Executor::applyOptimizer(int64_t step) {
   parameters.zeroGrads();
 }
 
-ReferenceTrainer::ReferenceTrainer(const ModelConfig &model, int microbatches,
+/// The model with its vocabulary layers whole: the reference never shards.
+static ModelConfig unsharded(ModelConfig model) {
+  for (LayerConfig &layer : model.layers)
+    layer.sharded = false;
+  return model;
+}
+
+ReferenceTrainer::ReferenceTrainer(const ModelConfig &sharded, int microbatches,
                                    Kernels &kernels, TokenSource &data,
                                    const TrainerOptions &options)
-    : model(model), microbatches(microbatches), kernels(kernels), data(data),
-      options(options) {
+    : model(unsharded(sharded)), microbatches(microbatches), kernels(kernels),
+      data(data), options(options) {
   std::vector<int> all;
   for (size_t i = 0; i < model.layers.size(); ++i) {
     all.push_back(int(i));

@@ -17,6 +17,7 @@
 #include "Parameters.h"
 #include "Plan.h"
 #include "Stage.h"
+#include "Vocab.h"
 
 #include <map>
 #include <memory>
@@ -82,6 +83,9 @@ public:
 
 private:
   Status waitFor(Request &request);
+  /// Waits (progressing the vocabulary streams) for the collectives an
+  /// exec reads.
+  void waitForCollectives(const Instruction &instr);
   float *slot(int32_t index) {
     return index < 0 ? nullptr : buffers[index].data();
   }
@@ -94,6 +98,8 @@ private:
   TrainerOptions options;
   ParameterStore parameters;
   std::vector<std::unique_ptr<StageRunner>> stages; // by stage index
+  /// The vocabulary shards, with Vocabulary Parallelism.
+  std::unique_ptr<VocabularyShards> shards;
   std::vector<std::vector<float>> buffers;
   std::vector<float> workspace;
   /// The receive that will fill each slot, until its consumer waits on it.
@@ -117,7 +123,7 @@ public:
   ParameterStore &getParameters() override { return parameters; }
 
 private:
-  const ModelConfig &model;
+  ModelConfig model;
   int microbatches;
   Kernels &kernels;
   TokenSource &data;

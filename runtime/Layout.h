@@ -14,7 +14,8 @@
 //    output and 1/std, Q, the attention probabilities (H x t x (o + t) per
 //    row), the attention context, the second norm's output and 1/std, the
 //    MLP's pre-activation and activation; the output layer's norm output,
-//    1/std and probabilities (t x vocab); the embedding keeps nothing;
+//    1/std and probabilities (t x vocab; none when the layer is sharded);
+//    the embedding keeps nothing;
 //  * weight state (B -> W): the gradients at every linear map's output and
 //    at each norm's output, which W turns into weight gradients;
 //  * key/value state (first slice's F -> first slice's B): the keys and
@@ -50,7 +51,8 @@ inline int64_t getForwardStateFloats(const ModelConfig &model,
   case LayerKind::Embedding:
     return 0;
   case LayerKind::Output:
-    return rt * h + rt + rt * layer.vocab;
+    // Sharded: the final norm alone, whose output the shards read.
+    return rt * h + rt + (layer.sharded ? 0 : rt * layer.vocab);
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;
     int64_t probs = s.rows * layer.heads * s.tokens * (s.offset + s.tokens);
@@ -73,7 +75,8 @@ inline int64_t getWeightStateFloats(const ModelConfig &model,
   case LayerKind::Embedding:
     return rt * h; // gradient of the embedding output
   case LayerKind::Output:
-    return rt * layer.vocab + rt * h; // logits and norm-output gradients
+    // Logits and norm-output gradients (sharded: the latter only).
+    return (layer.sharded ? 0 : rt * layer.vocab) + rt * h;
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;
     int64_t kv = layer.kvHeads * layer.headDim;

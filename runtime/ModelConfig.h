@@ -35,6 +35,11 @@ struct LayerConfig {
   std::string mlp = "gelu";
   // Output: the LM head is the embedding table.
   bool tied = false;
+  // Embedding and output: the layer is sharded along the vocabulary over
+  // every device (Vocabulary Parallelism). Its stage then runs only what
+  // is not sharded -- the embedding's positions, the output layer's final
+  // norm -- and the shards run as their own passes.
+  bool sharded = false;
 };
 
 struct ModelConfig {

@@ -2,6 +2,7 @@
 
 #include "Parameters.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace sluice::rt {
@@ -58,7 +59,8 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
   };
   switch (layer.kind) {
   case LayerKind::Embedding:
-    specs.push_back({"embed.tokens", {layer.vocab, h}, InitKind::Normal});
+    if (!layer.sharded)
+      specs.push_back({"embed.tokens", {layer.vocab, h}, InitKind::Normal});
     if (layer.positions > 0)
       specs.push_back(
           {"embed.positions", {layer.positions, h}, InitKind::Normal});
@@ -77,12 +79,23 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
   }
   case LayerKind::Output:
     norm("final_norm");
-    specs.push_back({layer.tied ? "embed.tokens" : "lm_head.weight",
-                     {layer.vocab, h},
-                     InitKind::Normal});
+    if (!layer.sharded)
+      specs.push_back({layer.tied ? "embed.tokens" : "lm_head.weight",
+                       {layer.vocab, h},
+                       InitKind::Normal});
     break;
   }
   return specs;
+}
+
+ParameterSpec getTableShard(const std::string &name, int64_t vocab,
+                            int64_t paddedVocab, int64_t hidden, int device,
+                            int devices) {
+  int64_t rows = paddedVocab / devices, first = int64_t(device) * rows;
+  ParameterSpec spec{name, {rows, hidden}, InitKind::Normal};
+  spec.firstRow = first;
+  spec.validRows = std::max<int64_t>(0, std::min(rows, vocab - first));
+  return spec;
 }
 
 std::vector<ParameterSpec> getModelParameters(const ModelConfig &model) {
@@ -115,11 +128,16 @@ void ParameterStore::allocate(uint64_t seed) {
     const ParameterSpec &p = params[k];
     float *w = weights.data() + offsets[k];
     uint64_t nameHash = hashName(p.name);
+    // A shard draws its rows' values by their place in the whole table, so
+    // it starts equal to those rows of the unsharded table; padding is 0.
+    int64_t base = p.firstRow * p.getRowSize();
+    int64_t valid = p.getValidRows() * p.getRowSize();
     for (int64_t i = 0; i < p.size(); ++i)
-      w[i] = p.init == InitKind::Ones ? 1.0f
+      w[i] = i >= valid                 ? 0.0f
+             : p.init == InitKind::Ones ? 1.0f
              : p.init == InitKind::Zeros
                  ? 0.0f
-                 : float(kInitStd * normalSample(seed, nameHash, i));
+                 : float(kInitStd * normalSample(seed, nameHash, base + i));
   }
 }
 

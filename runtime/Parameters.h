@@ -26,6 +26,20 @@ struct ParameterSpec {
   std::string name;
   std::vector<int64_t> shape;
   InitKind init = InitKind::Normal;
+  /// A row shard of a larger table (the vocabulary shards): these rows are
+  /// the table's rows [firstRow, firstRow + shape[0]); only the first
+  /// `validRows` exist in the model, the rest is padding held at zero.
+  /// Initialisation and checkpoints use the table's row numbers.
+  int64_t firstRow = 0;
+  int64_t validRows = -1; // -1: every row
+  bool isShard() const { return validRows >= 0; }
+  int64_t getValidRows() const { return validRows < 0 ? shape[0] : validRows; }
+  int64_t getRowSize() const {
+    int64_t n = 1;
+    for (size_t i = 1; i < shape.size(); ++i)
+      n *= shape[i];
+    return n;
+  }
   int64_t size() const {
     int64_t n = 1;
     for (int64_t d : shape)
@@ -35,9 +49,17 @@ struct ParameterSpec {
 };
 
 /// The parameters layer `index` of `model` reads. A tied output layer
-/// reads the embedding's table under its name.
+/// reads the embedding's table under its name. A sharded embedding or
+/// output layer reads only what its stage runs (positions; the final
+/// norm): its table belongs to the shards (getShardParameters).
 std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
                                               int index);
+
+/// The row shard of the table `name` ([vocab, hidden]) that device `device`
+/// of `devices` holds when the table is padded to `paddedVocab` rows.
+ParameterSpec getTableShard(const std::string &name, int64_t vocab,
+                            int64_t paddedVocab, int64_t hidden, int device,
+                            int devices);
 
 /// Every parameter the model has, each once.
 std::vector<ParameterSpec> getModelParameters(const ModelConfig &model);

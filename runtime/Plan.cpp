@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <fstream>
 #include <map>
 #include <set>
@@ -58,17 +59,13 @@ bool flag(const json &object, const char *name, const std::string &where) {
 }
 
 const char *passName(Pass pass) {
-  switch (pass) {
-  case Pass::F:
-    return "F";
-  case Pass::B:
-    return "B";
-  case Pass::W:
-    return "W";
-  case Pass::BW:
-    return "BW";
-  }
-  return "?";
+  static const char *const names[] = {"F",  "B", "W",  "BW", "S",
+                                      "S2", "T", "IF", "IB"};
+  return names[int(pass)];
+}
+
+const char *shardName(Shard shard) {
+  return shard == Shard::Input ? "input" : "output";
 }
 
 ModelConfig readModel(const json &j) {
@@ -88,10 +85,15 @@ ModelConfig readModel(const json &j) {
     LayerConfig c;
     std::string kind = text(l, "kind", at);
     bool first = i == 0, last = i + 1 == layers.size();
+    // Version 1 plans have no sharded layers.
+    auto sharded = [&] {
+      return l.contains("sharded") && flag(l, "sharded", at);
+    };
     if (kind == "embedding" && first) {
       c.kind = LayerKind::Embedding;
       c.vocab = integer(l, "vocab", at, 1);
       c.positions = integer(l, "positions", at, 0);
+      c.sharded = sharded();
       if (c.positions && c.positions < m.seqLen)
         fail(at + ": 'positions' = " + std::to_string(c.positions) +
              " is shorter than seq_len = " + std::to_string(m.seqLen));
@@ -100,6 +102,7 @@ ModelConfig readModel(const json &j) {
       c.vocab = integer(l, "vocab", at, 1);
       c.norm = text(l, "norm", at);
       c.tied = flag(l, "tied", at);
+      c.sharded = sharded();
     } else if (kind == "transformer" && !first && !last) {
       c.kind = LayerKind::Transformer;
       c.heads = integer(l, "heads", at, 1);
@@ -145,9 +148,83 @@ Pass readPass(const std::string &name, const std::string &where) {
     return Pass::W;
   if (name == "BW")
     return Pass::BW;
+  for (Pass pass : {Pass::S, Pass::S2, Pass::T, Pass::IF, Pass::IB})
+    if (name == passName(pass))
+      return pass;
   fail(where + ": pass '" + name +
-       "' is not one the CPU runtime runs (F, B, "
-       "W, BW)");
+       "' is not one the CPU runtime runs (F, B, W, BW, S, S2, T, IF, IB)");
+}
+
+Shard readShard(const std::string &name, const std::string &where) {
+  if (name == "input")
+    return Shard::Input;
+  if (name == "output")
+    return Shard::Output;
+  fail(where + ": unknown shard '" + name + "' (expected input or output)");
+}
+
+ShardPlan readShardPlan(const json &j, const std::string &where) {
+  ShardPlan shard;
+  shard.present = true;
+  shard.name = text(j, "name", where);
+  shard.vocab = integer(j, "vocab", where, 1);
+  shard.paddedVocab = integer(j, "padded_vocab", where, 1);
+  shard.root = int(integer(j, "root", where));
+  return shard;
+}
+
+/// The vocabulary shards against the model and the stages.
+void validateVocabulary(const Plan &plan) {
+  const VocabularyPlan &v = plan.vocabulary;
+  const LayerConfig &embedding = plan.model.layers.front();
+  const LayerConfig &output = plan.model.layers.back();
+  if (embedding.sharded != v.input.present)
+    fail(std::string("the model's embedding is ") +
+         (embedding.sharded ? "" : "not ") +
+         "sharded, but the plan's vocabulary section " +
+         (v.input.present ? "has" : "has no") + " input shard");
+  if (output.sharded != v.output.present)
+    fail(std::string("the model's output layer is ") +
+         (output.sharded ? "" : "not ") +
+         "sharded, but the plan's vocabulary section " +
+         (v.output.present ? "has" : "has no") + " output shard");
+  auto check = [&](const ShardPlan &shard, const LayerConfig &layer,
+                   int expectedRoot, const char *what) {
+    if (!shard.present)
+      return;
+    std::string where = std::string("vocabulary ") + what + " shard";
+    if (shard.vocab != layer.vocab)
+      fail(where + ": 'vocab' = " + std::to_string(shard.vocab) +
+           ", the model's is " + std::to_string(layer.vocab));
+    int64_t multiple = 2 * int64_t(plan.devices);
+    if (shard.paddedVocab < shard.vocab || shard.paddedVocab % multiple != 0)
+      fail(where + ": 'padded_vocab' = " + std::to_string(shard.paddedVocab) +
+           " must be a multiple of 2 * devices = " + std::to_string(multiple) +
+           " no smaller than 'vocab' = " + std::to_string(shard.vocab));
+    if (shard.root != expectedRoot)
+      fail(where + ": 'root' = " + std::to_string(shard.root) +
+           ", but the stage next to it is on device " +
+           std::to_string(expectedRoot));
+  };
+  check(v.input, embedding, plan.stages.front().device, "input");
+  check(v.output, output, plan.stages.back().device, "output");
+  if (v.output.present) {
+    if (v.algorithm < 0 || v.algorithm > 2)
+      fail("vocabulary output shard: 'algorithm' = " +
+           std::to_string(v.algorithm) + " is not 0, 1 or 2");
+    int expected = v.algorithm == 0 ? 3 : 3 - v.algorithm;
+    if (v.barriers != expected)
+      fail("vocabulary output shard: algorithm " + std::to_string(v.algorithm) +
+           " crosses " + std::to_string(expected) +
+           " barriers, the plan says " + std::to_string(v.barriers));
+  }
+  if (output.tied && v.input.present != v.output.present)
+    fail("a tied model must shard both vocabulary layers or neither");
+  if (output.tied && v.input.present &&
+      v.input.paddedVocab != v.output.paddedVocab)
+    fail("the tied shards pad the vocabulary differently (" +
+         std::to_string(v.input.paddedVocab) + " and " +
+         std::to_string(v.output.paddedVocab) + ")");
 }
 
 /// Floats the stage's layers keep for `kind` of state on a slice.
@@ -161,7 +238,91 @@ int64_t stateFloats(const Plan &plan, int stage, const SliceShape &s,
   return total;
 }
 
+/// What the shard checks track while walking the programs.
+struct ShardState {
+  /// (device, pass, stage or shard, mb, slice) of every pass run so far.
+  std::set<std::tuple<int, int, int, int, int>> executed;
+  /// (device, shard, group, mb, slice) of every collective issued so far.
+  std::set<std::tuple<int, int, int, int, int>> issued;
+  /// Per device and shard, the (group, mb, slice) sequence issued.
+  std::vector<std::array<std::vector<std::tuple<int, int, int>>, 2>> sequence;
+  std::vector<size_t> shardPassesRun;
+};
+
+/// An exec's collective inputs were issued earlier on its device.
+void checkCollectiveInputs(const Plan &plan, int d, const Instruction &instr,
+                           const std::string &where, const ShardState &st) {
+  for (auto [shard, group] : plan.getCollectiveInputs(instr))
+    if (!st.issued.count({d, int(shard), group, instr.mb, instr.slice}))
+      fail(where + ": needs collective " + std::to_string(group) + " of the " +
+           shardName(shard) +
+           " shard, which this device has not issued before it");
+}
+
+void validateShardInstruction(const Plan &plan, int d, const Instruction &instr,
+                              const std::string &where, ShardState &st) {
+  const VocabularyPlan &v = plan.vocabulary;
+  const ShardPlan &shard = instr.shard == Shard::Input ? v.input : v.output;
+  if (!shard.present)
+    fail(where + ": the plan has no " + shardName(instr.shard) + " shard");
+  if (instr.op == Op::Exec) {
+    bool inputPass = instr.pass == Pass::IF || instr.pass == Pass::IB;
+    bool legal = isShardPass(instr.pass) &&
+                 inputPass == (instr.shard == Shard::Input) &&
+                 (instr.pass != Pass::S2 || v.algorithm == 0);
+    if (!legal)
+      fail(where + ": pass " + passName(instr.pass) + " is not a pass of the " +
+           shardName(instr.shard) + " shard" +
+           (instr.pass == Pass::S2 ? " in this form" : ""));
+    if (!st.executed
+             .insert({d, int(instr.pass), -1 - int(instr.shard), instr.mb,
+                      instr.slice})
+             .second)
+      fail(where + ": runs twice");
+    ++st.shardPassesRun[d];
+    checkCollectiveInputs(plan, d, instr, where, st);
+    return;
+  }
+  if (instr.op != Op::Collective)
+    fail(where + ": sends and receives name a stage, not a shard");
+  if (instr.group < 0 || instr.group >= v.getNumGroups(instr.shard))
+    fail(where + ": the " + std::string(shardName(instr.shard)) +
+         " shard has no collective " + std::to_string(instr.group));
+  if (instr.blocking != v.synchronous)
+    fail(where + ": a " + (instr.blocking ? "blocking" : "non-blocking") +
+         " collective, but the vocabulary layers are " +
+         (v.synchronous ? "synchronous" : "asynchronous"));
+  if (!st.issued
+           .insert({d, int(instr.shard), instr.group, instr.mb, instr.slice})
+           .second)
+    fail(where + ": issued twice");
+  st.sequence[d][int(instr.shard)].push_back(
+      {instr.group, instr.mb, instr.slice});
+  // What it carries has been computed on this device.
+  for (auto [pass, stage, execShard] :
+       std::vector<std::tuple<Pass, int, Shard>>{
+           {Pass::IF, -1, Shard::Input},
+           {Pass::S, -1, Shard::Output},
+           {Pass::S2, -1, Shard::Output},
+           {Pass::T, -1, Shard::Output},
+           {plan.splitBackward ? Pass::B : Pass::BW, 0, Shard::None},
+           {Pass::F, plan.getLastStage(), Shard::None}}) {
+    if (!plan.contributes(instr.shard, instr.group, d, pass, stage, execShard))
+      continue;
+    int key = execShard == Shard::None ? stage : -1 - int(execShard);
+    if (!st.executed.count({d, int(pass), key, instr.mb, instr.slice}))
+      fail(where + ": issued before " + passName(pass) +
+           (execShard == Shard::None ? " of stage " + std::to_string(stage)
+                                     : std::string(" of the shard")) +
+           ", whose result it carries");
+  }
+}
+
 void validate(Plan &plan) {
+  validateVocabulary(plan);
+  ShardState shardState;
+  shardState.sequence.resize(plan.devices);
+  shardState.shardPassesRun.assign(plan.devices, 0);
   int64_t covered = 0;
   for (int64_t length : plan.slices)
     covered += length;
@@ -199,13 +360,17 @@ void validate(Plan &plan) {
       const Instruction &instr = program.instructions[i];
       std::string where = "device " + std::to_string(d) + ", instruction " +
                           std::to_string(i) + " (" + plan.describe(instr) + ")";
-      if (instr.stage < 0 || instr.stage >= int(plan.stages.size()))
-        fail(where + ": stage " + std::to_string(instr.stage) +
-             " does not exist");
       if (instr.mb < 0 || instr.mb >= plan.microbatches)
         fail(where + ": microbatch out of range");
       if (instr.slice < 0 || instr.slice >= int(plan.slices.size()))
         fail(where + ": slice out of range");
+      if (instr.shard != Shard::None) {
+        validateShardInstruction(plan, d, instr, where, shardState);
+        continue;
+      }
+      if (instr.stage < 0 || instr.stage >= int(plan.stages.size()))
+        fail(where + ": stage " + std::to_string(instr.stage) +
+             " does not exist");
       SliceShape s = plan.getSliceShape(instr.slice);
       auto checkSlot = [&](int32_t slot, int64_t floats, const char *what) {
         if (floats == 0 && slot < 0)
@@ -237,6 +402,9 @@ void validate(Plan &plan) {
                  .insert({int(instr.pass), instr.stage, instr.mb, instr.slice})
                  .second)
           fail(where + ": runs twice");
+        shardState.executed.insert(
+            {d, int(instr.pass), instr.stage, instr.mb, instr.slice});
+        checkCollectiveInputs(plan, d, instr, where, shardState);
         bool first = instr.stage == 0;
         bool last = instr.stage + 1 == int(plan.stages.size());
         int64_t message = getMessageFloats(plan.model, s);
@@ -294,9 +462,107 @@ void validate(Plan &plan) {
   if (executed.size() != expected)
     fail("the plan runs " + std::to_string(executed.size()) + " passes, " +
          std::to_string(expected) + " are needed");
+  // And every shard pass on every device, and every collective: each
+  // device issues the same collectives of a shard in the same order.
+  const VocabularyPlan &v = plan.vocabulary;
+  size_t units = size_t(plan.microbatches) * plan.slices.size();
+  size_t shardPasses = (v.input.present ? 2 : 0) +
+                       (v.output.present ? (v.algorithm == 0 ? 3 : 2) : 0);
+  for (int d = 0; d < plan.devices; ++d) {
+    size_t ran = shardState.shardPassesRun[d];
+    if (ran != shardPasses * units)
+      fail("device " + std::to_string(d) + " runs " + std::to_string(ran) +
+           " vocabulary shard passes, " + std::to_string(shardPasses * units) +
+           " are needed");
+    for (Shard shard : {Shard::Input, Shard::Output}) {
+      const auto &mine = shardState.sequence[d][int(shard)];
+      size_t needed = units * size_t(v.getNumGroups(shard));
+      if (mine.size() != needed)
+        fail("device " + std::to_string(d) + " issues " +
+             std::to_string(mine.size()) + " collectives of the " +
+             shardName(shard) + " shard, " + std::to_string(needed) +
+             " are needed");
+      const auto &first = shardState.sequence[0][int(shard)];
+      for (size_t k = 0; k < mine.size(); ++k)
+        if (mine[k] != first[k])
+          fail("device " + std::to_string(d) + " issues the " +
+               shardName(shard) +
+               " shard's collectives in another order "
+               "than device 0 (collective number " +
+               std::to_string(k) + "): the run would deadlock");
+    }
+  }
 }
 
 } // namespace
+
+int VocabularyPlan::getNumGroups(Shard shard) const {
+  if (shard == Shard::Input)
+    return input.present ? 2 : 0;
+  return output.present ? 1 + barriers : 0;
+}
+
+std::vector<std::pair<Shard, int>>
+Plan::getCollectiveInputs(const Instruction &exec) const {
+  // The dependencies of papers/vocabulary-parallelism.txt §5.1 and
+  // Appendix C; lib/Schedule/Pipeline.cpp has the compiler's copy.
+  const VocabularyPlan &v = vocabulary;
+  std::vector<std::pair<Shard, int>> inputs;
+  if (exec.op != Op::Exec)
+    return inputs;
+  bool stagePass = exec.shard == Shard::None;
+  switch (exec.pass) {
+  case Pass::F:
+    if (stagePass && v.input.present && exec.stage == 0)
+      inputs.push_back({Shard::Input, 0});
+    break;
+  case Pass::B:
+  case Pass::BW:
+    if (stagePass && v.output.present && exec.stage == getLastStage())
+      inputs.push_back({Shard::Output, v.barriers});
+    break;
+  case Pass::S:
+    inputs.push_back({Shard::Output, 0});
+    break;
+  case Pass::S2:
+    inputs.push_back({Shard::Output, 1});
+    break;
+  case Pass::T:
+    inputs.push_back({Shard::Output, v.algorithm == 0 ? 2 : 1});
+    break;
+  case Pass::IB:
+    inputs.push_back({Shard::Input, 1});
+    break;
+  default:
+    break;
+  }
+  return inputs;
+}
+
+bool Plan::contributes(Shard shard, int group, int device, Pass pass, int stage,
+                       Shard execShard) const {
+  const VocabularyPlan &v = vocabulary;
+  if (shard == Shard::Input) {
+    if (group == 0)
+      return execShard == Shard::Input && pass == Pass::IF;
+    return device == v.input.root && execShard == Shard::None && stage == 0 &&
+           (pass == Pass::B || pass == Pass::BW);
+  }
+  switch (group) {
+  case 0:
+    return device == v.output.root && execShard == Shard::None &&
+           pass == Pass::F && stage == getLastStage();
+  case 1:
+    return execShard == Shard::Output && pass == Pass::S;
+  case 2:
+    return execShard == Shard::Output &&
+           pass == (v.algorithm == 0 ? Pass::S2 : Pass::T);
+  case 3:
+    return execShard == Shard::Output && pass == Pass::T;
+  default:
+    return false;
+  }
+}
 
 SliceShape Plan::getSliceShape(int slice) const {
   int64_t offset = 0;
@@ -307,11 +573,20 @@ SliceShape Plan::getSliceShape(int slice) const {
 
 std::string Plan::describe(const Instruction &instr) const {
   std::ostringstream os;
+  if (instr.op == Op::Collective) {
+    os << "collective " << instr.group << " of the " << shardName(instr.shard)
+       << " shard, microbatch " << instr.mb << ", slice " << instr.slice;
+    return os.str();
+  }
   os << (instr.op == Op::Exec   ? "exec "
          : instr.op == Op::Send ? "send "
                                 : "recv ")
-     << passName(instr.pass) << " of stage " << instr.stage << ", microbatch "
-     << instr.mb << ", slice " << instr.slice;
+     << passName(instr.pass);
+  if (instr.shard != Shard::None)
+    os << " of the " << shardName(instr.shard) << " shard";
+  else
+    os << " of stage " << instr.stage;
+  os << ", microbatch " << instr.mb << ", slice " << instr.slice;
   if (instr.op != Op::Exec)
     os << (instr.op == Op::Send ? " to device " : " from device ")
        << instr.peer;
@@ -325,12 +600,12 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
     if (!j.is_object() || !j.contains("format") || j["format"] != "sluice-plan")
       fail("not a sluice plan (no \"format\": \"sluice-plan\")");
     int64_t version = integer(j, "version", "plan", 1);
-    if (version != kPlanVersion)
+    if (version > kPlanVersion)
       fail("plan version " + std::to_string(version) +
-           " is not the version this runtime reads (" +
+           " is newer than this runtime reads (" +
            std::to_string(kPlanVersion) +
-           "); recompile it with this "
-           "release's sluice-compile");
+           " and older); run it with the sluice-run of the sluice-compile "
+           "that wrote it");
     plan = Plan();
     plan.model = readModel(field(j, "model", "plan"));
     plan.schedule = text(j, "schedule", "plan");
@@ -352,6 +627,23 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
         stage.layers.push_back(layer.get<int>());
       plan.stages.push_back(stage);
     }
+    if (plan.stages.empty())
+      fail("the plan has no stages");
+    if (j.contains("vocabulary")) {
+      const json &v = j.at("vocabulary");
+      if (v.contains("input"))
+        plan.vocabulary.input =
+            readShardPlan(v.at("input"), "vocabulary input shard");
+      if (v.contains("output")) {
+        const json &out = v.at("output");
+        plan.vocabulary.output = readShardPlan(out, "vocabulary output shard");
+        plan.vocabulary.algorithm =
+            int(integer(out, "algorithm", "vocabulary output shard"));
+        plan.vocabulary.barriers =
+            int(integer(out, "barriers", "vocabulary output shard", 1));
+      }
+      plan.vocabulary.synchronous = flag(v, "synchronous", "vocabulary");
+    }
     for (const json &p : field(j, "programs", "plan")) {
       DeviceProgram program;
       program.device = int(integer(p, "device", "program"));
@@ -364,12 +656,37 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
         std::string at = where + ", instruction " + std::to_string(i);
         Instruction instr;
         std::string op = text(in, "op", at);
-        instr.op = op == "exec"   ? Op::Exec
-                   : op == "send" ? Op::Send
-                   : op == "recv"
-                       ? Op::Recv
-                       : (fail(at + ": unknown op '" + op + "'"), Op::Exec);
+        instr.op = op == "exec"         ? Op::Exec
+                   : op == "send"       ? Op::Send
+                   : op == "recv"       ? Op::Recv
+                   : op == "collective" ? Op::Collective
+                                        : (fail(at + ": unknown op '" + op +
+                                                "' (expected exec, send, "
+                                                "recv or collective)"),
+                                           Op::Exec);
+        if (instr.op == Op::Collective) {
+          instr.shard = readShard(text(in, "shard", at), at);
+          instr.group = int32_t(integer(in, "group", at));
+          instr.mb = int32_t(integer(in, "mb", at));
+          instr.slice = int32_t(integer(in, "slice", at));
+          instr.blocking = flag(in, "blocking", at);
+          instr.stage = -1;
+          program.instructions.push_back(instr);
+          continue;
+        }
         instr.pass = readPass(text(in, "pass", at), at);
+        if (in.contains("shard")) {
+          // A vocabulary shard's pass runs on this device's rows.
+          instr.shard = readShard(text(in, "shard", at), at);
+          instr.mb = int32_t(integer(in, "mb", at));
+          instr.slice = int32_t(integer(in, "slice", at));
+          instr.stage = -1;
+          program.instructions.push_back(instr);
+          continue;
+        }
+        if (isShardPass(instr.pass))
+          fail(at + ": pass " + passName(instr.pass) +
+               " runs a vocabulary shard and must name it ('shard')");
         instr.stage = int32_t(integer(in, "stage", at));
         instr.mb = int32_t(integer(in, "mb", at));
         instr.slice = int32_t(integer(in, "slice", at));

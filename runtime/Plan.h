@@ -20,20 +20,56 @@
 
 namespace sluice::rt {
 
-constexpr int kPlanVersion = 1;
+/// The newest plan version this runtime reads; it reads every older one.
+constexpr int kPlanVersion = 2;
 
-enum class Pass : uint8_t { F, B, W, BW };
-enum class Op : uint8_t { Exec, Send, Recv };
+enum class Pass : uint8_t { F, B, W, BW, S, S2, T, IF, IB };
+enum class Op : uint8_t { Exec, Send, Recv, Collective };
+/// A vocabulary shard; also its collectives' communication channel.
+enum class Shard : int8_t { None = -1, Input = 0, Output = 1 };
+
+inline bool isShardPass(Pass pass) { return pass >= Pass::S; }
 
 struct Instruction {
   Op op = Op::Exec;
   Pass pass = Pass::F;
+  // A stage's pass names the stage; a shard pass or collective its shard.
   int32_t stage = 0, mb = 0, slice = 0;
+  Shard shard = Shard::None;
   // exec: buffer slots (-1: none).
   int32_t state = -1, wstate = -1, kv = -1, in = -1, out = -1;
   // send/recv.
   int32_t peer = -1, buffer = -1;
   int64_t key = -1;
+  // collective: which of the shard's collectives, and whether it blocks
+  // the device (interlaced) instead of running on the vocabulary stream.
+  int32_t group = -1;
+  bool blocking = false;
+};
+
+/// One vocabulary shard: every device holds rows [d * rows, (d + 1) * rows)
+/// of the padded table, rows = paddedVocab / devices; rows past `vocab`
+/// are padding that never takes part.
+struct ShardPlan {
+  bool present = false;
+  std::string name;
+  int64_t vocab = 0;
+  int64_t paddedVocab = 0;
+  int root = 0;
+};
+
+/// The vocabulary layers sharded over all devices (papers/vocabulary-
+/// parallelism.txt; docs/vocabulary.md).
+struct VocabularyPlan {
+  ShardPlan input, output;
+  /// The output shard's form: 0 naive (S, S2, T), 1 or 2 (S, T).
+  int algorithm = 0;
+  int barriers = 0;
+  bool synchronous = false;
+
+  bool any() const { return input.present || output.present; }
+  /// Collectives per microbatch slice: input 2, output 1 + barriers.
+  int getNumGroups(Shard shard) const;
 };
 
 struct DeviceProgram {
@@ -57,9 +93,18 @@ struct Plan {
   std::vector<int64_t> slices; // token lengths
   bool splitBackward = false;
   std::vector<StagePlan> stages;
+  VocabularyPlan vocabulary;
   std::vector<DeviceProgram> programs;
 
   SliceShape getSliceShape(int slice) const;
+  /// The collectives (shard, group) an exec must see completed first.
+  std::vector<std::pair<Shard, int>>
+  getCollectiveInputs(const Instruction &exec) const;
+  /// Whether exec `pass` of stage `stage` (-1: a shard pass of `shard`) on
+  /// `device` carries a part of collective (shard, group).
+  bool contributes(Shard shard, int group, int device, Pass pass, int stage,
+                   Shard execShard) const;
+  int getLastStage() const { return int(stages.size()) - 1; }
   /// "exec F of stage 2, microbatch 3, slice 0": for messages naming one.
   std::string describe(const Instruction &instr) const;
 };

@@ -314,6 +314,16 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
     float *dst = last && output ? output : ping[i % 2];
     switch (c.kind) {
     case LayerKind::Embedding:
+      if (c.sharded) {
+        // The input shard summed the token rows onto this device (Appendix
+        // C); the learned positions, which it holds, are added here.
+        kernels.copy(dst, current, rt * h);
+        if (l.w.positions)
+          for (int64_t r = 0; r < s.rows; ++r)
+            kernels.add(dst + r * s.tokens * h, l.w.positions + s.offset * h,
+                        s.tokens * h);
+        break;
+      }
       kernels.embeddingForward(batch.tokens + s.offset, batch.stride, l.w.table,
                                l.w.positions, s.rows, s.tokens, s.offset, h,
                                dst);
@@ -323,6 +333,12 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
       break;
     case LayerKind::Output: {
       float *xhat = state, *rstd = xhat + rt * h, *probs = rstd + rt;
+      if (c.sharded) {
+        // The final norm; the output shard takes its result, X.
+        kernels.normForward(current, l.w.normW, l.w.normB, rt, h,
+                            c.norm == "rmsnorm", dst, xhat, rstd);
+        break;
+      }
       float *normOut = scratch;
       kernels.normForward(current, l.w.normW, l.w.normB, rt, h,
                           c.norm == "rmsnorm", normOut, xhat, rstd);
@@ -368,8 +384,11 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
     float *wstate = weightState + wstateAt[k];
     switch (c.kind) {
     case LayerKind::Embedding:
-      // Nothing flows further back: keep the gradient for W.
+      // Keep the gradient for W; sharded, it also goes back to the input
+      // shard's broadcast.
       kernels.copy(wstate, grad, rt * h);
+      if (c.sharded && inputGrad)
+        kernels.copy(inputGrad, grad, rt * h);
       break;
     case LayerKind::Transformer:
       transformerBackward(l, s, grad, dst, state, wstate, keyValues + kvAt[k],
@@ -377,6 +396,15 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
       break;
     case LayerKind::Output: {
       const float *xhat = state, *rstd = xhat + rt * h, *probs = rstd + rt;
+      if (c.sharded) {
+        // The output shard's reduced gradient of X, through the final norm.
+        float *dnorm = wstate;
+        kernels.copy(dnorm, grad, rt * h);
+        kernels.fill(dst, 0.0f, rt * h);
+        kernels.normBackward(dnorm, xhat, rstd, l.w.normW, rt, h,
+                             c.norm == "rmsnorm", dst);
+        break;
+      }
       float *dlogits = wstate, *dnorm = dlogits + rt * c.vocab;
       kernels.crossEntropyBackward(probs, batch.tokens + s.offset + 1,
                                    batch.stride, s.rows, s.tokens, c.vocab,
@@ -403,6 +431,14 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
     const LayerConfig &c = *l.config;
     switch (c.kind) {
     case LayerKind::Embedding:
+      if (c.sharded) {
+        // The table's gradient is the input shard's (IB); positions here.
+        if (l.g.positions)
+          for (int64_t r = 0; r < s.rows; ++r)
+            kernels.add(l.g.positions + s.offset * h, wstate + r * s.tokens * h,
+                        s.tokens * h);
+        break;
+      }
       kernels.embeddingBackward(batch.tokens + s.offset, batch.stride, wstate,
                                 s.rows, s.tokens, s.offset, h, l.g.table,
                                 l.g.positions);
@@ -412,6 +448,10 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
       break;
     case LayerKind::Output: {
       const float *xhat = state;
+      if (c.sharded) {
+        kernels.normParamGrads(wstate, xhat, rt, h, l.g.normW, l.g.normB);
+        break;
+      }
       const float *dlogits = wstate, *dnorm = dlogits + rt * c.vocab;
       kernels.normAffine(xhat, l.w.normW, l.w.normB, rt, h, scratch);
       kernels.gemm(true, false, c.vocab, h, rt, 1.0f, dlogits, c.vocab, scratch,

@@ -9,6 +9,7 @@
 #include "sluice/Target/Plan.h"
 
 #include "sluice/Analysis/CostModel.h"
+#include "sluice/Transforms/PipelineIR.h"
 
 #include "llvm/Support/JSON.h"
 
@@ -21,9 +22,24 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
   config.seqLen = model.getSeqLen();
   config.microBatch = model.getMicroBatch();
   config.hidden = model.getHidden();
+  // The final norm of a sharded output layer sits on the last stage.
+  std::optional<NormKind> finalNorm;
+  model.getBody().walk([&](FinalNormOp op) { finalNorm = op.getNorm(); });
   model.getBody().walk([&](Operation *op) {
     rt::LayerConfig layer;
-    if (auto e = dyn_cast<EmbeddingOp>(op)) {
+    if (auto in = dyn_cast<VocabInputOp>(op)) {
+      layer.kind = rt::LayerKind::Embedding;
+      layer.vocab = in.getVocab();
+      layer.positions = in.getPositions().value_or(0);
+      layer.sharded = true;
+    } else if (auto out = dyn_cast<VocabOutputOp>(op)) {
+      layer.kind = rt::LayerKind::Output;
+      layer.vocab = out.getVocab();
+      layer.norm =
+          stringifyNormKind(finalNorm.value_or(NormKind::layernorm)).str();
+      layer.tied = out.getTied();
+      layer.sharded = true;
+    } else if (auto e = dyn_cast<EmbeddingOp>(op)) {
       layer.kind = rt::LayerKind::Embedding;
       layer.vocab = e.getVocab();
       layer.positions = e.getPositions().value_or(0);
@@ -47,6 +63,23 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
     config.layers.push_back(layer);
   });
   return config;
+}
+
+std::vector<std::vector<int>>
+mlir::sluice::getStageLayerIndices(ModelOp model) {
+  bool shardedInput = !model.getBody().getOps<VocabInputOp>().empty();
+  std::vector<std::vector<int>> indices;
+  int next = 0;
+  for (StageOp stage : getStages(model)) {
+    std::vector<int> layers;
+    // The sharded embedding's positions are added on the first stage.
+    if (shardedInput && indices.empty())
+      layers.push_back(next++);
+    for (size_t i = 0, e = stage.getLayers().size(); i < e; ++i)
+      layers.push_back(next++);
+    indices.push_back(std::move(layers));
+  }
+  return indices;
 }
 
 std::vector<int64_t> mlir::sluice::getSliceLengths(ProgramOp program,
@@ -128,6 +161,8 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
               json.attribute("norm", l.norm);
             if (l.kind == rt::LayerKind::Output)
               json.attribute("tied", l.tied);
+            if (l.kind != rt::LayerKind::Transformer)
+              json.attribute("sharded", l.sharded);
           });
       });
     });
@@ -139,18 +174,43 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
         json.value(length);
     });
     json.attribute("split_backward", split);
+    std::vector<std::vector<int>> layerIndices = getStageLayerIndices(model);
     json.attributeArray("stages", [&] {
-      int next = 0;
-      for (StageOp stage : stages)
+      for (auto [i, stage] : llvm::enumerate(stages))
         json.object([&] {
           json.attribute("name", stage.getSymName());
           json.attribute("device", stage.getDevice());
           json.attribute("chunk", stage.getChunk());
           json.attributeArray("layers", [&] {
-            for (size_t i = 0, e = stage.getLayers().size(); i < e; ++i)
-              json.value(next++);
+            for (int layer : layerIndices[i])
+              json.value(layer);
           });
         });
+    });
+    // The vocabulary shards: sizes, roots and the output shard's form.
+    json.attributeObject("vocabulary", [&] {
+      bool synchronous = false;
+      for (auto in : model.getBody().getOps<VocabInputOp>()) {
+        synchronous |= in.getSynchronous();
+        json.attributeObject("input", [&] {
+          json.attribute("name", in.getSymName());
+          json.attribute("vocab", in.getVocab());
+          json.attribute("padded_vocab", in.getPaddedVocab());
+          json.attribute("root", in.getRoot());
+        });
+      }
+      for (auto out : model.getBody().getOps<VocabOutputOp>()) {
+        synchronous |= out.getSynchronous();
+        json.attributeObject("output", [&] {
+          json.attribute("name", out.getSymName());
+          json.attribute("vocab", out.getVocab());
+          json.attribute("padded_vocab", out.getPaddedVocab());
+          json.attribute("root", out.getRoot());
+          json.attribute("algorithm", out.getAlgorithm());
+          json.attribute("barriers", out.getBarriers());
+        });
+      }
+      json.attribute("synchronous", synchronous);
     });
     json.attributeArray("programs", [&] {
       for (DeviceOp device : program.getBody().getOps<DeviceOp>())
@@ -176,8 +236,31 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
                 json.attribute("mb", mb);
                 json.attribute("slice", slice);
               };
+              ShardNames shards = getShardNames(model);
+              auto shardOf = [&](StringRef name) {
+                return name == shards.input ? "input" : "output";
+              };
               json.object([&] {
-                if (auto e = dyn_cast<ExecOp>(op)) {
+                if (auto c = dyn_cast<CollectiveInstrOp>(op)) {
+                  json.attribute("op", "collective");
+                  json.attribute("shard", shardOf(c.getShard()));
+                  json.attribute("group", c.getGroup());
+                  json.attribute("mb", c.getMb());
+                  json.attribute("slice", c.getSlice());
+                  json.attribute("blocking",
+                                 c.getStream() == StreamKind::compute);
+                  return;
+                }
+                auto e = dyn_cast<ExecOp>(op);
+                if (e && sched::isVocabPass(e.getKind())) {
+                  json.attribute("op", "exec");
+                  json.attribute("pass", stringifyPassKind(e.getKind()));
+                  json.attribute("shard", shardOf(e.getStage()));
+                  json.attribute("mb", e.getMb());
+                  json.attribute("slice", e.getSlice());
+                  return;
+                }
+                if (e) {
                   common("exec", e.getKind(), e.getStage(), e.getMb(),
                          e.getSlice());
                   for (StringRef role : {"state", "wstate", "kv", "in", "out"})

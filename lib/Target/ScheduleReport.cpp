@@ -40,8 +40,8 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
   const VocabProfile &vocab = in.costs.getVocab();
   llvm::json::Value vocabulary = llvm::json::Object{{"sharded", false}};
   if (pipe.vocab.any()) {
-    const char *form = pipe.vocab.synchronous   ? "interlaced"
-                       : !pipe.vocab.output     ? "input-only"
+    const char *form = pipe.vocab.synchronous      ? "interlaced"
+                       : !pipe.vocab.output        ? "input-only"
                        : pipe.vocab.algorithm == 1 ? "vocab-1"
                        : pipe.vocab.algorithm == 2 ? "vocab-2"
                                                    : "naive";

@@ -83,14 +83,7 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
   std::vector<int64_t> lengths = getSliceLengths(program, *model);
   SmallVector<StageOp> stages = getStages(*model);
   // The layers of each stage, as indices into the model's chain.
-  std::vector<std::vector<int>> stageLayers;
-  int next = 0;
-  for (StageOp stage : stages) {
-    std::vector<int> layers;
-    for (size_t i = 0, e = stage.getLayers().size(); i < e; ++i)
-      layers.push_back(next++);
-    stageLayers.push_back(layers);
-  }
+  std::vector<std::vector<int>> stageLayers = getStageLayerIndices(*model);
   auto shape = [&](int slice) {
     int64_t offset = 0;
     for (int k = 0; k < slice; ++k)
@@ -128,6 +121,10 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
     for (size_t i = 0; i < instrs.size(); ++i) {
       const Instr &instr = instrs[i];
       const Work &w = instr.work;
+      // The vocabulary shards' state lives across collectives; the runtime
+      // keeps it per microbatch slice (docs/plan-format.md).
+      if (instr.kind == InstrKind::Collective || isVocabPass(w.kind))
+        continue;
       size_t id = index(w);
       if (instr.kind == InstrKind::Send) {
         uses[i].push_back({{ValueKind::Outgoing, id}, "buffer"});

@@ -298,4 +298,138 @@ void CpuKernels::adamUpdate(float *w, const float *g, float *m, float *v,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Vocabulary shards
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The shard row of `token`, or -1 when another device holds it.
+inline int64_t shardRow(int32_t token, int64_t first, int64_t count) {
+  int64_t row = int64_t(token) - first;
+  return row >= 0 && row < count ? row : -1;
+}
+} // namespace
+
+void CpuKernels::shardLookup(const int32_t *tokens, int64_t stride,
+                             int64_t rows, int64_t length, const float *table,
+                             int64_t first, int64_t count, int64_t hidden,
+                             float *out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t) {
+      float *dst = out + (r * length + t) * hidden;
+      int64_t row = shardRow(tokens[r * stride + t], first, count);
+      if (row < 0)
+        std::fill(dst, dst + hidden, 0.0f);
+      else
+        std::copy(table + row * hidden, table + (row + 1) * hidden, dst);
+    }
+}
+
+void CpuKernels::shardScatterAdd(const int32_t *tokens, int64_t stride,
+                                 int64_t rows, int64_t length,
+                                 const float *dout, int64_t first,
+                                 int64_t count, int64_t hidden, float *dtable) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t) {
+      int64_t row = shardRow(tokens[r * stride + t], first, count);
+      if (row < 0)
+        continue;
+      const float *g = dout + (r * length + t) * hidden;
+      float *dst = dtable + row * hidden;
+      for (int64_t c = 0; c < hidden; ++c)
+        dst[c] += g[c];
+    }
+}
+
+void CpuKernels::shardSoftmaxStatistics(const float *logits, int64_t tokens,
+                                        int64_t count, int64_t ld,
+                                        const float *reference, float *max,
+                                        float *sum, float *probs) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *z = logits + t * ld;
+    float m = -INFINITY;
+    for (int64_t v = 0; v < count; ++v)
+      m = std::max(m, z[v]);
+    if (max)
+      max[t] = m;
+    float ref = reference ? reference[t] : m;
+    double s = 0;
+    for (int64_t v = 0; v < count; ++v)
+      s += std::exp(double(z[v]) - double(ref));
+    sum[t] = float(s);
+    if (probs)
+      for (int64_t v = 0; v < count; ++v)
+        probs[t * ld + v] = float(std::exp(double(z[v]) - double(ref)) / s);
+  }
+}
+
+void CpuKernels::rescaleSum(const float *sum, const float *localMax,
+                            const float *globalMax, int64_t tokens,
+                            float *scaled) {
+  for (int64_t t = 0; t < tokens; ++t)
+    // A shard without rows has sum 0 and max -inf: it contributes 0.
+    scaled[t] = sum[t] == 0.0f
+                    ? 0.0f
+                    : float(double(sum[t]) * std::exp(double(localMax[t]) -
+                                                      double(globalMax[t])));
+}
+
+void CpuKernels::scaleRows(float *x, const float *factor, const float *divisor,
+                           int64_t tokens, int64_t count, int64_t ld) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    float f = float(double(factor[t]) / double(divisor[t]));
+    for (int64_t v = 0; v < count; ++v)
+      x[t * ld + v] *= f;
+  }
+}
+
+double CpuKernels::shardLoss(const float *logits, const int32_t *labels,
+                             int64_t stride, int64_t rows, int64_t length,
+                             int64_t first, int64_t count, int64_t ld,
+                             const float *max, const float *sum) {
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t) {
+      int64_t row = shardRow(labels[r * stride + t], first, count);
+      if (row < 0)
+        continue;
+      int64_t token = r * length + t;
+      total += double(max[token]) + std::log(double(sum[token])) -
+               double(logits[token * ld + row]);
+    }
+  return total;
+}
+
+void CpuKernels::shardSoftmaxGrad(float *probs, const int32_t *labels,
+                                  int64_t stride, int64_t rows, int64_t length,
+                                  int64_t first, int64_t count, int64_t ld,
+                                  float scale) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t) {
+      float *p = probs + (r * length + t) * ld;
+      int64_t row = shardRow(labels[r * stride + t], first, count);
+      if (row >= 0)
+        p[row] -= 1.0f;
+      for (int64_t v = 0; v < count; ++v)
+        p[v] *= scale;
+    }
+}
+
+void CpuKernels::labelRows(const int32_t *labels, int64_t stride, int64_t rows,
+                           int64_t length, const float *table, int64_t first,
+                           int64_t count, int64_t hidden, float *out) {
+  shardLookup(labels, stride, rows, length, table, first, count, hidden, out);
+}
+
+void CpuKernels::combineGrad(const float *a, const float *b,
+                             const float *scaled, const float *sum,
+                             int64_t tokens, int64_t hidden, float scale,
+                             float *out) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    float f = float(double(scaled[t]) / double(sum[t]));
+    for (int64_t c = 0; c < hidden; ++c)
+      out[t * hidden + c] = scale * (a[t * hidden + c] * f - b[t * hidden + c]);
+  }
+}
+
 } // namespace sluice::rt

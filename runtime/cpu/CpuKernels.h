@@ -54,6 +54,32 @@ public:
                             int64_t stride, int64_t rows, int64_t length,
                             int64_t vocab, float scale,
                             float *dlogits) override;
+  void shardLookup(const int32_t *tokens, int64_t stride, int64_t rows,
+                   int64_t length, const float *table, int64_t first,
+                   int64_t count, int64_t hidden, float *out) override;
+  void shardScatterAdd(const int32_t *tokens, int64_t stride, int64_t rows,
+                       int64_t length, const float *dout, int64_t first,
+                       int64_t count, int64_t hidden, float *dtable) override;
+  void shardSoftmaxStatistics(const float *logits, int64_t tokens,
+                              int64_t count, int64_t ld, const float *reference,
+                              float *max, float *sum, float *probs) override;
+  void rescaleSum(const float *sum, const float *localMax,
+                  const float *globalMax, int64_t tokens,
+                  float *scaled) override;
+  void scaleRows(float *x, const float *factor, const float *divisor,
+                 int64_t tokens, int64_t count, int64_t ld) override;
+  double shardLoss(const float *logits, const int32_t *labels, int64_t stride,
+                   int64_t rows, int64_t length, int64_t first, int64_t count,
+                   int64_t ld, const float *max, const float *sum) override;
+  void shardSoftmaxGrad(float *probs, const int32_t *labels, int64_t stride,
+                        int64_t rows, int64_t length, int64_t first,
+                        int64_t count, int64_t ld, float scale) override;
+  void labelRows(const int32_t *labels, int64_t stride, int64_t rows,
+                 int64_t length, const float *table, int64_t first,
+                 int64_t count, int64_t hidden, float *out) override;
+  void combineGrad(const float *a, const float *b, const float *scaled,
+                   const float *sum, int64_t tokens, int64_t hidden,
+                   float scale, float *out) override;
   void adamUpdate(float *weights, const float *grads, float *m, float *v,
                   int64_t n, const AdamConfig &config, int64_t step) override;
 };

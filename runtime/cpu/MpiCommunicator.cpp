@@ -53,6 +53,48 @@ MpiCommunicator::MpiCommunicator() {
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);
   if (found && value)
     tagUpperBound = *static_cast<int *>(value);
+  // Collective: every rank constructs its communicator at start-up.
+  for (void *&channel : channels) {
+    auto *comm = new MPI_Comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, comm);
+    channel = comm;
+  }
+}
+
+namespace {
+MPI_Comm channelComm(void *const *channels, int channel) {
+  return *static_cast<MPI_Comm *>(channels[channel]);
+}
+} // namespace
+
+std::unique_ptr<Request>
+MpiCommunicator::broadcastAsync(float *data, int64_t n, int root, int channel) {
+  auto request = std::make_unique<MpiRequest>();
+  MPI_Ibcast(data, int(n), MPI_FLOAT, root, channelComm(channels, channel),
+             &request->request);
+  return request;
+}
+
+std::unique_ptr<Request> MpiCommunicator::allReduceAsync(float *data, int64_t n,
+                                                         Reduction reduction,
+                                                         int channel) {
+  auto request = std::make_unique<MpiRequest>();
+  MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT,
+                 reduction == Reduction::Max ? MPI_MAX : MPI_SUM,
+                 channelComm(channels, channel), &request->request);
+  return request;
+}
+
+std::unique_ptr<Request>
+MpiCommunicator::reduceSumAsync(float *data, int64_t n, int root, int channel) {
+  auto request = std::make_unique<MpiRequest>();
+  if (worldRank == root)
+    MPI_Ireduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, root,
+                channelComm(channels, channel), &request->request);
+  else
+    MPI_Ireduce(data, nullptr, int(n), MPI_FLOAT, MPI_SUM, root,
+                channelComm(channels, channel), &request->request);
+  return request;
 }
 
 std::unique_ptr<Request>

@@ -18,6 +18,13 @@ public:
   std::unique_ptr<Request> recvAsync(float *data, int64_t n, int peer,
                                      int tag) override;
   int maxTag() const override { return tagUpperBound - 1; }
+  std::unique_ptr<Request> broadcastAsync(float *data, int64_t n, int root,
+                                          int channel) override;
+  std::unique_ptr<Request> allReduceAsync(float *data, int64_t n,
+                                          Reduction reduction,
+                                          int channel) override;
+  std::unique_ptr<Request> reduceSumAsync(float *data, int64_t n, int root,
+                                          int channel) override;
   Status allReduceSum(float *data, int64_t n, const int *group,
                       int groupSize) override;
   Status allReduceSum(double *data, int64_t n) override;
@@ -29,6 +36,9 @@ public:
 
 private:
   int worldRank = 0, worldSize = 1, tagUpperBound = 32767;
+  /// One duplicate of MPI_COMM_WORLD per channel (MPI_Comm values are ints
+  /// in MPICH and pointers in Open MPI: kept opaque here).
+  void *channels[kChannels] = {};
 };
 
 } // namespace sluice::rt

@@ -5,11 +5,15 @@
 # single-process reference: every gradient within 1e-4 relative after the
 # first step, the loss within 1e-5 relative at every step.
 #
-#   check-equivalence.sh SCHEDULE WORKDIR
+# $VOCAB picks how the vocabulary layers are placed (sluice-compile --vocab;
+# default baseline).
+#
+#   [MODEL=...] [VOCAB=...] check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
 schedule=$1
 work=$2
 model=${MODEL:-$(dirname "$0")/../Inputs/tiny-train.mlir}
+vocab=${VOCAB:-baseline}
 mkdir -p "$work"
 case $schedule in
   interleaved-1f1b | zb-v | v-half | v-min) virtuals="2" ;;
@@ -26,11 +30,12 @@ for p in 2 4; do
   for m in $p $((2 * p)); do
     for v in $virtuals; do
       for k in $slices_list; do
-        name="$schedule p=$p m=$m v=$v k=$k"
+        name="$schedule p=$p m=$m v=$v k=$k vocab=$vocab"
         plan="$work/plan-p$p-m$m-v$v-k$k.json"
         ref="$work/ref-m$m"
         sluice-compile "$model" --pp "$p" --microbatches "$m" \
-          --schedule "$schedule" --virtual "$v" --slices "$k" -o "$plan" >/dev/null
+          --schedule "$schedule" --virtual "$v" --slices "$k" \
+          --vocab "$vocab" -o "$plan" >/dev/null
         # The reference depends on the model and the microbatches only.
         [ -f "$ref/losses.txt" ] ||
           sluice-run "$plan" --reference --steps 3 --dump-grads "$ref" >/dev/null

@@ -119,9 +119,14 @@ Status dumpGradients(const std::string &dir, ParameterStore &params) {
   std::filesystem::create_directories(dir, ec);
   for (const ParameterSpec &spec : params.specs()) {
     const float *g = params.grad(spec.name);
-    std::string bytes(reinterpret_cast<const char *>(g),
-                      spec.size() * sizeof(float));
-    if (Status st = writeFileAtomically(gradPath(dir, spec.name), bytes); !st)
+    // A vocabulary shard writes its real rows under their row range.
+    int64_t n = spec.getValidRows() * spec.getRowSize();
+    std::string name = spec.name;
+    if (spec.isShard())
+      name += ".rows-" + std::to_string(spec.firstRow) + "-" +
+              std::to_string(spec.firstRow + spec.getValidRows());
+    std::string bytes(reinterpret_cast<const char *>(g), n * sizeof(float));
+    if (Status st = writeFileAtomically(gradPath(dir, name), bytes); !st)
       return st;
   }
   return Status::ok();
@@ -136,16 +141,30 @@ Status compareGradients(const std::string &dir, ParameterStore &params,
     std::ifstream in(gradPath(dir, spec.name), std::ios::binary);
     if (!in)
       return Status::error("'" + dir + "' has no gradient of " + spec.name);
-    std::vector<float> expected(spec.size());
-    in.read(reinterpret_cast<char *>(expected.data()),
-            std::streamsize(expected.size() * sizeof(float)));
-    if (in.gcount() != std::streamsize(expected.size() * sizeof(float)) ||
-        in.peek() != EOF)
+    // A vocabulary shard compares its real rows with those rows of the
+    // whole table; its padding rows must have no gradient at all.
+    int64_t rowSize = spec.getRowSize();
+    int64_t n = spec.getValidRows() * rowSize;
+    in.seekg(0, std::ios::end);
+    int64_t fileFloats = int64_t(in.tellg()) / int64_t(sizeof(float));
+    if (n > 0)
+      in.seekg(spec.firstRow * rowSize * int64_t(sizeof(float)));
+    int64_t wanted = spec.isShard() ? -1 : spec.size();
+    if ((wanted >= 0 && fileFloats != wanted) ||
+        (wanted < 0 && n > 0 && fileFloats < (spec.firstRow * rowSize + n)))
       return Status::error("the gradient of " + spec.name + " in '" + dir +
                            "' has another size");
+    std::vector<float> expected(n);
+    in.read(reinterpret_cast<char *>(expected.data()),
+            std::streamsize(n * sizeof(float)));
     const float *g = params.grad(spec.name);
+    for (int64_t i = n; i < spec.size(); ++i)
+      if (g[i] != 0.0f)
+        return Status::error("padding row " +
+                             std::to_string(spec.firstRow + i / rowSize) +
+                             " of " + spec.name + " has a gradient");
     double diff = 0, scale = 0;
-    for (int64_t i = 0; i < spec.size(); ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       diff = std::max(diff, double(std::fabs(g[i] - expected[i])));
       scale = std::max(scale, double(std::fabs(expected[i])));
     }
@@ -367,7 +386,8 @@ int main(int argc, char **argv) {
          << t.commWait << " s, data " << t.data << " s, executor overhead "
          << t.overhead() << " s (" << 100.0 * t.overhead() / t.total << "%)";
     std::vector<std::string> lines;
-    comm.gatherToRoot(line.str(), lines);
+    if (Status st = comm.gatherToRoot(line.str(), lines); !st)
+      failRun(comm, st.message());
     for (const std::string &l : lines)
       std::printf("%s\n", l.c_str());
   }

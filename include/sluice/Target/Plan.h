@@ -20,11 +20,20 @@ namespace mlir::sluice {
 /// The runtime's plain data types (runtime/*.h live in ::sluice::rt).
 namespace rt = ::sluice::rt;
 
-/// The version this compiler writes; the runtime refuses others.
-constexpr int kPlanVersion = 1;
+/// The version this compiler writes (2: vocabulary shards and collectives);
+/// the runtime reads 1 and 2.
+constexpr int kPlanVersion = 2;
 
-/// The model section of a plan: the model's layers in chain order.
+/// The model section of a plan: the model's layers in chain order. With
+/// sharded vocabulary layers (sluice-partition-vocab) the embedding and
+/// output layer are rebuilt from the shards and marked `sharded`.
 rt::ModelConfig getModelConfig(ModelOp model);
+
+/// Per stage, the indices into getModelConfig's layers that it runs: a
+/// stage's layer ops in order, plus, with sharded vocabulary layers, the
+/// embedding (its positions) on the first stage; the last stage's final
+/// norm is the output layer's index.
+std::vector<std::vector<int>> getStageLayerIndices(ModelOp model);
 
 /// The token length of each slice the program cuts a microbatch into.
 std::vector<int64_t> getSliceLengths(ProgramOp program, ModelOp model);
