@@ -1,0 +1,411 @@
+//===- TokenSlicing.cpp - Where to cut a sequence into slices -------------===//
+
+#include "sluice/Schedule/TokenSlicing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+using namespace mlir::sluice;
+using namespace mlir::sluice::slicing;
+
+static constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+double slicing::getPipelineLatency(llvm::ArrayRef<int64_t> lengths, int stages,
+                                   SliceLatency latency) {
+  double sum = 0, slowest = 0;
+  int64_t context = 0;
+  for (int64_t length : lengths) {
+    double t = latency(length, context);
+    sum += t;
+    slowest = std::max(slowest, t);
+    context += length;
+  }
+  return sum + double(stages - 1) * slowest;
+}
+
+namespace {
+
+/// The table of t(length, context) the dynamic programme reads, by the end
+/// of the slice: row `end` holds t(k, end - k) for k = 1..min(end, maxLen)
+/// at index k - 1, contiguous for the inner loop. Only lengths that are
+/// multiples of the granularity (or reach the end of the sequence) are
+/// allowed; others hold infinity.
+class LatencyTable {
+public:
+  LatencyTable(int64_t tokens, int64_t maxLength, int64_t granularity,
+               SliceLatency latency)
+      : tokens(tokens), maxLength(std::min(maxLength, tokens)) {
+    rows.resize(tokens + 1);
+    for (int64_t end = 1; end <= tokens; ++end) {
+      int64_t longest = std::min(end, this->maxLength);
+      rows[end].assign(longest, kInfinity);
+      for (int64_t k = 1; k <= longest; ++k) {
+        int64_t start = end - k;
+        // Slices start on the granularity; the last may be shorter.
+        if (start % granularity != 0 ||
+            (end != tokens && end % granularity != 0))
+          continue;
+        rows[end][k - 1] = latency(k, start);
+      }
+    }
+  }
+
+  double at(int64_t end, int64_t length) const { return rows[end][length - 1]; }
+  const std::vector<double> &row(int64_t end) const { return rows[end]; }
+
+private:
+  int64_t tokens, maxLength;
+  std::vector<std::vector<double>> rows;
+};
+
+/// Algorithm 1: S*(L; bound) and its slicing. With a slice count the
+/// table gains that dimension: best[c][i] is the least sum over prefixes
+/// of i tokens cut into c slices.
+struct BoundedDP {
+  std::vector<std::vector<double>> best;
+  std::vector<std::vector<int64_t>> choice;
+
+  bool run(const LatencyTable &table, int64_t tokens, double bound,
+           int64_t maxLength, int64_t slices) {
+    int64_t layers = slices ? slices : 1;
+    best.assign(layers + 1, std::vector<double>(tokens + 1, kInfinity));
+    choice.assign(layers + 1, std::vector<int64_t>(tokens + 1, 0));
+    best[0][0] = 0;
+    for (int64_t c = 1; c <= layers; ++c) {
+      // Without a count, one layer that extends itself: best[1] reads
+      // best[1] (any number of slices), seeded by the empty prefix.
+      const std::vector<double> &from = slices ? best[c - 1] : best[1];
+      if (!slices)
+        best[1][0] = 0;
+      for (int64_t end = 1; end <= tokens; ++end) {
+        const std::vector<double> &row = table.row(end);
+        int64_t longest = std::min<int64_t>(int64_t(row.size()), maxLength);
+        double bestHere = kInfinity;
+        int64_t chosen = 0;
+        for (int64_t k = 1; k <= longest; ++k) {
+          double t = row[k - 1];
+          if (t > bound)
+            continue;
+          double total = from[end - k] + t;
+          if (total < bestHere) {
+            bestHere = total;
+            chosen = k;
+          }
+        }
+        best[c][end] = bestHere;
+        choice[c][end] = chosen;
+      }
+    }
+    return best[layers][tokens] < kInfinity;
+  }
+
+  std::vector<int64_t> lengths(int64_t tokens, int64_t slices) const {
+    std::vector<int64_t> result;
+    int64_t c = slices ? slices : 1;
+    for (int64_t end = tokens; end > 0;) {
+      int64_t k = choice[c][end];
+      result.push_back(k);
+      end -= k;
+      if (slices)
+        --c;
+    }
+    std::reverse(result.begin(), result.end());
+    return result;
+  }
+};
+
+} // namespace
+
+Slicing slicing::solveTeraPipe(int64_t tokens, SliceLatency latency,
+                               const TeraPipeOptions &options) {
+  Slicing result;
+  if (tokens < 1)
+    return result;
+  int stages = std::max(options.stages, 1);
+  int64_t granularity = std::max<int64_t>(options.granularity, 1);
+  // An upper bound to start from: the best of a few uniform slicings (any
+  // slicing's latency bounds the optimum, and a tight bound prunes the
+  // table and the bounds below).
+  auto granularUniform = [&](int64_t count) {
+    // Equal slices on the granularity, the last taking the rest.
+    int64_t each = (tokens + count - 1) / count;
+    each = (each + granularity - 1) / granularity * granularity;
+    std::vector<int64_t> lengths;
+    for (int64_t left = tokens; left > 0; left -= lengths.back())
+      lengths.push_back(std::min(each, left));
+    return lengths;
+  };
+  if (options.slices) {
+    // A given count: start from the uniform slicing of that count (with a
+    // granularity it may come out shorter; the DP then finds none better
+    // or one of the count).
+    result.lengths = options.slices <= tokens
+                         ? getUniformLengths(tokens, options.slices)
+                         : std::vector<int64_t>{tokens};
+    result.latency = getPipelineLatency(result.lengths, stages, latency);
+  } else {
+    result.lengths = {tokens};
+    result.latency = getPipelineLatency(result.lengths, stages, latency);
+  }
+  for (int64_t count = 2; count <= tokens && !options.slices;
+       count = std::max(count + 1, count * 5 / 4)) {
+    std::vector<int64_t> lengths = granularUniform(count);
+    double total = getPipelineLatency(lengths, stages, latency);
+    if (total < result.latency) {
+      result.latency = total;
+      result.lengths = std::move(lengths);
+    }
+  }
+
+  // A slice of latency t makes the whole at least stages * t, so only
+  // slices with t <= best / stages can be part of a better slicing: their
+  // lengths bound the table. t(k, 0) grows with k, and context only adds.
+  int64_t maxLength = tokens;
+  for (int64_t k = 1; k <= tokens; ++k)
+    if (double(stages) * latency(k, 0) > result.latency) {
+      maxLength = std::max<int64_t>(k - 1, 1);
+      break;
+    }
+  LatencyTable table(tokens, maxLength, granularity, latency);
+
+  // The candidate bounds: every slice latency that can appear, sorted.
+  std::vector<double> candidates;
+  for (int64_t end = 1; end <= tokens; ++end)
+    for (double t : table.row(end))
+      if (t < kInfinity && double(stages) * t <= result.latency)
+        candidates.push_back(t);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()),
+                   candidates.end());
+
+  BoundedDP dp;
+  double epsilon = std::max(options.epsilon, 0.0);
+  double bound = -kInfinity;
+  for (size_t c = 0; c < candidates.size();) {
+    // The next bound: the next candidate, or epsilon past the last bound --
+    // every candidate skipped lies below it, so it admits every slicing
+    // they would.
+    bound = std::max(candidates[c], bound + epsilon);
+    // §3.3: no slicing whose slowest slice reaches the bound can beat the
+    // best found once stages * bound exceeds it.
+    if (double(stages) * bound > result.latency)
+      break;
+    ++result.boundsEvaluated;
+    if (dp.run(table, tokens, bound, maxLength, options.slices)) {
+      std::vector<int64_t> lengths = dp.lengths(tokens, options.slices);
+      double total = getPipelineLatency(lengths, stages, latency);
+      if (total < result.latency) {
+        result.latency = total;
+        result.lengths = std::move(lengths);
+      }
+    }
+    while (c < candidates.size() && candidates[c] <= bound)
+      ++c;
+  }
+  return result;
+}
+
+Slicing slicing::solveExhaustively(int64_t tokens, int stages,
+                                   SliceLatency latency) {
+  Slicing result;
+  result.latency = kInfinity;
+  if (tokens < 1 || tokens > 30)
+    return result;
+  // Bit b of `cuts` set: a slice ends after token b + 1.
+  for (uint64_t cuts = 0; cuts < (uint64_t(1) << (tokens - 1)); ++cuts) {
+    std::vector<int64_t> lengths;
+    int64_t start = 0;
+    for (int64_t b = 0; b < tokens - 1; ++b)
+      if (cuts >> b & 1) {
+        lengths.push_back(b + 1 - start);
+        start = b + 1;
+      }
+    lengths.push_back(tokens - start);
+    double total = getPipelineLatency(lengths, stages, latency);
+    if (total < result.latency) {
+      result.latency = total;
+      result.lengths = std::move(lengths);
+    }
+  }
+  return result;
+}
+
+JointSlicing slicing::solveTeraPipeJoint(int64_t batch, int64_t tokens,
+                                         BatchSliceLatency latency,
+                                         const TeraPipeOptions &options) {
+  JointSlicing result;
+  if (batch < 1 || tokens < 1)
+    return result;
+  // T_b and its slicing for every part size.
+  std::vector<Slicing> perSize(batch + 1);
+  for (int64_t b = 1; b <= batch; ++b)
+    perSize[b] = solveTeraPipe(
+        tokens,
+        [&](int64_t length, int64_t context) {
+          return latency(b, length, context);
+        },
+        options);
+  // The knapsack: best[n] = min over the last part b of best[n - b] + T_b.
+  std::vector<double> best(batch + 1, kInfinity);
+  std::vector<int64_t> last(batch + 1, 0);
+  best[0] = 0;
+  for (int64_t n = 1; n <= batch; ++n)
+    for (int64_t b = 1; b <= n; ++b)
+      if (best[n - b] + perSize[b].latency < best[n]) {
+        best[n] = best[n - b] + perSize[b].latency;
+        last[n] = b;
+      }
+  result.latency = best[batch];
+  for (int64_t n = batch; n > 0; n -= last[n]) {
+    result.batchSplit.push_back(last[n]);
+    result.tokenSlices.push_back(perSize[last[n]].lengths);
+  }
+  std::reverse(result.batchSplit.begin(), result.batchSplit.end());
+  std::reverse(result.tokenSlices.begin(), result.tokenSlices.end());
+  return result;
+}
+
+LatencyModel LatencyModel::fit(std::vector<double> base,
+                               llvm::ArrayRef<std::array<double, 3>> samples) {
+  LatencyModel model;
+  model.base = std::move(base);
+  // Normal equations of t_ctx = a0 + a1 i + a2 j + a3 ij (4 x 4).
+  double m[4][5] = {};
+  int rows = 0;
+  for (const auto &[i, j, seconds] : samples) {
+    int64_t length = int64_t(i);
+    if (length < 1 || length > int64_t(model.base.size()))
+      continue;
+    double ctx = seconds - model.base[length - 1];
+    double x[4] = {1.0, i, j, i * j};
+    for (int r = 0; r < 4; ++r) {
+      for (int c = 0; c < 4; ++c)
+        m[r][c] += x[r] * x[c];
+      m[r][4] += x[r] * ctx;
+    }
+    ++rows;
+  }
+  if (rows > 0) {
+    // Gaussian elimination with partial pivoting; a feature that never
+    // varies (say, no context at all) keeps coefficient 0.
+    int row[4] = {0, 1, 2, 3};
+    for (int col = 0; col < 4; ++col) {
+      int pivot = col;
+      for (int r = col + 1; r < 4; ++r)
+        if (std::fabs(m[row[r]][col]) > std::fabs(m[row[pivot]][col]))
+          pivot = r;
+      std::swap(row[col], row[pivot]);
+      double p = m[row[col]][col];
+      if (std::fabs(p) < 1e-300)
+        continue;
+      for (int r = 0; r < 4; ++r) {
+        if (r == col)
+          continue;
+        double f = m[row[r]][col] / p;
+        for (int c = col; c < 5; ++c)
+          m[row[r]][c] -= f * m[row[col]][c];
+      }
+    }
+    for (int col = 0; col < 4; ++col) {
+      double p = m[row[col]][col];
+      model.a[col] = std::fabs(p) < 1e-300 ? 0.0 : m[row[col]][4] / p;
+    }
+  }
+  for (const auto &[i, j, seconds] : samples)
+    if (j > 0 && seconds > 0 && i >= 1 && i <= double(model.base.size()))
+      model.relativeError = std::max(
+          model.relativeError,
+          std::fabs(model(int64_t(i), int64_t(j)) - seconds) / seconds);
+  return model;
+}
+
+double LatencyModel::operator()(int64_t length, int64_t context) const {
+  double i = double(length), j = double(context);
+  double t0 = base.empty()
+                  ? 0.0
+                  : base[std::clamp<int64_t>(length, 1, base.size()) - 1];
+  if (context == 0)
+    return t0;
+  return t0 + a[0] + a[1] * i + a[2] * j + a[3] * i * j;
+}
+
+std::vector<int64_t> slicing::getUniformLengths(int64_t tokens,
+                                                int64_t slices) {
+  std::vector<int64_t> lengths(slices, tokens / slices);
+  for (int64_t i = 0; i < tokens % slices; ++i)
+    ++lengths[i];
+  return lengths;
+}
+
+/// Cuts `tokens` greedily into segments of cost at most `target`; returns
+/// how many it takes (the last segment taking what remains).
+static int64_t cutGreedily(int64_t tokens, double target, SliceLatency cost,
+                           std::vector<int64_t> &lengths) {
+  lengths.clear();
+  int64_t prefix = 0;
+  while (prefix < tokens) {
+    // The longest length within the target (at least one token), by
+    // bisection: cost grows with the length.
+    int64_t lo = 1, hi = tokens - prefix;
+    if (cost(hi, prefix) <= target) {
+      lo = hi;
+    } else {
+      while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (cost(mid, prefix) <= target)
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+    }
+    lengths.push_back(lo);
+    prefix += lo;
+  }
+  return int64_t(lengths.size());
+}
+
+std::vector<int64_t> slicing::solveEqualCost(int64_t tokens, int64_t slices,
+                                             SliceLatency cost) {
+  if (slices <= 1 || tokens <= slices)
+    return getUniformLengths(tokens, std::max<int64_t>(slices, 1));
+  // The smallest common cost at which a greedy cut needs at most `slices`
+  // segments: every segment then costs about the same, the last taking
+  // the remainder.
+  double lo = 0, hi = cost(tokens, 0);
+  std::vector<int64_t> lengths;
+  for (int iteration = 0; iteration < 200 && hi - lo > 1e-12 * hi;
+       ++iteration) {
+    double mid = 0.5 * (lo + hi);
+    if (cutGreedily(tokens, mid, cost, lengths) <= slices)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  cutGreedily(tokens, hi, cost, lengths);
+  // Fewer segments than asked (a very short sequence): split the longest.
+  while (int64_t(lengths.size()) < slices) {
+    auto longest = std::max_element(lengths.begin(), lengths.end());
+    int64_t half = *longest / 2;
+    *longest -= half;
+    lengths.insert(longest + 1, half);
+  }
+  return lengths;
+}
+
+std::string slicing::checkSlicing(int64_t tokens,
+                                  llvm::ArrayRef<int64_t> lengths) {
+  if (lengths.empty())
+    return "a slicing needs at least one slice";
+  int64_t sum = 0;
+  for (int64_t length : lengths) {
+    if (length < 1)
+      return "slice lengths must be positive, got " + std::to_string(length);
+    sum += length;
+  }
+  if (sum != tokens)
+    return "slice lengths sum to " + std::to_string(sum) +
+           ", the sequence has " + std::to_string(tokens) + " tokens";
+  return "";
+}
