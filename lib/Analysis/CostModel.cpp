@@ -20,10 +20,13 @@ using namespace mlir::sluice;
 // crosses: 200 Gb/s HDR InfiniBand for A100 clusters, 400 Gb/s NDR for
 // H100, and the 25 Gb/s network of AWS p3.16xlarge V100 nodes that
 // TeraPipe's evaluation used.
+// Memory bandwidth: the data sheets' HBM figures (A100 SXM 80 GB, H100
+// SXM, V100 SXM2). The per-layer overhead is about a dozen kernel launches
+// of a few microseconds each.
 static const HardwareProfile kProfiles[] = {
-    {"a100", 312e12, 0.50, 25e9, 10e-6},
-    {"h100", 989e12, 0.45, 50e9, 8e-6},
-    {"v100", 125e12, 0.40, 3.125e9, 30e-6},
+    {"a100", 312e12, 0.50, 25e9, 10e-6, 2.039e12, 20e-6},
+    {"h100", 989e12, 0.45, 50e9, 8e-6, 3.35e12, 15e-6},
+    {"v100", 125e12, 0.40, 3.125e9, 30e-6, 0.9e12, 25e-6},
 };
 
 llvm::ArrayRef<HardwareProfile> mlir::sluice::getHardwareProfiles() {
@@ -87,6 +90,39 @@ double StageProfile::getPassFlops(PassKind kind, int64_t tokens,
   default:
     return 0;
   }
+}
+
+double StageProfile::getPassTime(PassKind kind, int64_t tokens,
+                                 int64_t prefix,
+                                 const HardwareProfile &hw) const {
+  double rate = hw.peakFlops * hw.efficiency;
+  // Weight traffic per pass, in multiples of the weights' bytes.
+  double traffic = kind == PassKind::F || kind == PassKind::B ? 1.0
+                   : kind == PassKind::W                      ? 2.0
+                   : kind == PassKind::BW                     ? 3.0
+                                                              : 0.0;
+  if (traffic == 0)
+    return 0;
+  // One layer at a time: a profile of this stage with that layer alone.
+  StageProfile one = *this;
+  one.hasEmbedding = one.hasOutput = false;
+  double time = 0;
+  for (const TransformerShape &shape : layers) {
+    one.layers = {shape};
+    double flops = one.getPassFlops(kind, tokens, prefix);
+    double bytes = traffic * double(getParameterCount(shape) * dtypeBytes);
+    time += std::max(flops / rate, bytes / hw.memoryBandwidth) +
+            hw.layerOverhead;
+  }
+  if (hasOutput) {
+    // The LM head: a [vocab, hidden] matmul per token and its weights.
+    double flops = 2.0 * double(hidden) * double(vocab) * double(tokens) *
+                   double(microBatch) * (kind == PassKind::BW ? 2.0 : 1.0);
+    double bytes = traffic * double(hidden * vocab * dtypeBytes);
+    time += std::max(flops / rate, bytes / hw.memoryBandwidth) +
+            hw.layerOverhead;
+  }
+  return time;
 }
 
 double StageProfile::getActivationBytes(int64_t tokens) const {
@@ -289,8 +325,7 @@ double CostModel::getComputeTime(const StageProfile &stage, PassKind pass,
     return getMeasured(stage.name, pass) * double(tokens * stage.microBatch);
   if (kind != Kind::Analytic)
     return perPass[size_t(pass)] / double(chunks * slices);
-  return stage.getPassFlops(pass, tokens, prefix) /
-         (hardware->peakFlops * hardware->efficiency);
+  return stage.getPassTime(pass, tokens, prefix, *hardware);
 }
 
 double CostModel::getMeasured(const std::string &stage, PassKind pass) const {

@@ -17,9 +17,10 @@
 // BW2 until 17.5; the gradient arrives at 18; device 0's BW2 ends at 22.
 // EXPLICIT: step_time = 2.200000e+01 : f64
 
-// Analytic costs, seconds: for this tiny model the 8 us link latency of
-// the four transfers on the critical path dominates (about 32 us).
-// H100: step_time = 3.{{[0-9]+}}E-5 : f64
+// Analytic costs, seconds: this tiny model's FLOPs take nanoseconds; the
+// fixed 15 us of every layer's pass (kernel launches), the weight reads at
+// memory bandwidth and the 8 us link latencies make up about 0.35 ms.
+// H100: step_time = 3.{{[0-9]+}}E-4 : f64
 
 // REPORT: "bubble_ratio": 0.25,
 // REPORT: "devices": 2,

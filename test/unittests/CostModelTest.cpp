@@ -75,9 +75,20 @@ TEST(CostModel, AnalyticTimeIsFlopsOverAchievableThroughput) {
   layer.ffn = 4096;
   stage.layers = {layer, layer};
   const HardwareProfile &hw = *h100->getHardware();
+  // 2048 tokens: compute-bound; each layer adds its fixed overhead.
   double flops = stage.getPassFlops(PassKind::F, 2048, 0);
   EXPECT_DOUBLE_EQ(h100->getComputeTime(stage, PassKind::F, 2048, 0, 1, 1),
-                   flops / (hw.peakFlops * hw.efficiency));
+                   flops / (hw.peakFlops * hw.efficiency) +
+                       2 * hw.layerOverhead);
+  // One token: each layer streams its weights (bf16 by default here: 2
+  // bytes) at memory bandwidth -- TeraPipe's Figure 3, flat for short
+  // slices.
+  int64_t params = getParameterCount(layer);
+  EXPECT_DOUBLE_EQ(h100->getComputeTime(stage, PassKind::F, 1, 0, 1, 1),
+                   2 * (double(params * 2) / hw.memoryBandwidth +
+                        hw.layerOverhead));
+  EXPECT_DOUBLE_EQ(h100->getComputeTime(stage, PassKind::F, 1, 0, 1, 1),
+                   h100->getComputeTime(stage, PassKind::F, 8, 0, 1, 1));
   // F + B + W is three forwards; BW is B + W.
   EXPECT_DOUBLE_EQ(stage.getPassFlops(PassKind::F, 512, 256) +
                        stage.getPassFlops(PassKind::B, 512, 256) +

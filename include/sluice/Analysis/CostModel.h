@@ -44,6 +44,11 @@ struct HardwareProfile {
   double linkBandwidth;
   /// Per-message latency, seconds.
   double linkLatency;
+  /// Device memory bandwidth, bytes/s: a pass cannot stream its layer's
+  /// weights faster (why short slices under-use a GPU, TeraPipe Figure 3).
+  double memoryBandwidth;
+  /// Fixed time of one layer's pass: kernel launches and synchronisation.
+  double layerOverhead;
 };
 
 llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
@@ -71,6 +76,12 @@ struct StageProfile {
   /// more, attention twice), W the weight gradient (the matmuls once), BW
   /// both. Embedding lookups and their scatter are not FLOPs.
   double getPassFlops(PassKind kind, int64_t tokens, int64_t prefix) const;
+  /// Time of a pass on `hw`, layer by layer: the longer of its FLOPs at the
+  /// achievable rate and its weight traffic at memory bandwidth (F and B
+  /// read the weights, W reads them and updates fp32 gradients), plus the
+  /// layer's fixed overhead.
+  double getPassTime(PassKind kind, int64_t tokens, int64_t prefix,
+                     const HardwareProfile &hw) const;
   /// Bytes kept from F until B for `tokens` tokens of the microbatch:
   /// what autograd saves without recomputation, with flash attention (no
   /// s x s scores): norm and projection inputs, Q, K, V, the attention
