@@ -94,7 +94,29 @@ LogicalResult ModelOp::verify() {
   if (!isa<FloatType>(getDtype()))
     return emitOpError("'dtype' must be a floating-point type, got ")
            << getDtype();
+  if (std::optional<ArrayRef<int64_t>> slices = getTokenSlices()) {
+    int64_t sum = 0;
+    for (int64_t length : *slices) {
+      if (length < 1)
+        return emitOpError("'token_slices' must be positive lengths, got ")
+               << length;
+      sum += length;
+    }
+    if (slices->empty() || sum != getSeqLen())
+      return emitOpError("'token_slices' sum to ")
+             << sum << ", but 'seq_len' = " << getSeqLen();
+  }
   return success();
+}
+
+SmallVector<int64_t> ModelOp::getSliceLengths(int64_t slices) {
+  if (std::optional<ArrayRef<int64_t>> lengths = getTokenSlices())
+    if (int64_t(lengths->size()) == slices)
+      return SmallVector<int64_t>(lengths->begin(), lengths->end());
+  SmallVector<int64_t> lengths(slices, getSeqLen() / slices);
+  for (int64_t i = 0; i < getSeqLen() % slices; ++i)
+    ++lengths[i];
+  return lengths;
 }
 
 /// Reports the second op of a kind that must be unique.

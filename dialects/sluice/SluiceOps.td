@@ -51,6 +51,10 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     After `sluice-partition-stages` the layers sit inside `sluice.stage`
     ops, chained the same way; the model then is the partitioned level.
 
+    `token_slices`, set by `sluice-slice-tokens`, lists the lengths of the
+    token slices each sequence is cut into (TeraPipe, Seq1F1B); they sum to
+    `seq_len`. `slicing` names the method that chose them.
+
     ```mlir
     sluice.model @tiny {seq_len = 16, micro_batch = 2, dtype = f32} {
       %emb = sluice.embedding {vocab = 256} : tensor<2x16x32xf32>
@@ -63,7 +67,9 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Sluice_SizeAttr:$seq_len,
-                       Sluice_SizeAttr:$micro_batch, TypeAttr:$dtype);
+                       Sluice_SizeAttr:$micro_batch, TypeAttr:$dtype,
+                       OptionalAttr<DenseI64ArrayAttr>:$token_slices,
+                       OptionalAttr<StrAttr>:$slicing);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name ` ` `{` `seq_len` `=` $seq_len `,` `micro_batch` `=` $micro_batch
@@ -80,6 +86,9 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     int64_t getHidden();
     /// The expected type of every activation between layers.
     RankedTensorType getActivationType();
+    /// The lengths of `slices` token slices: the model's `token_slices` if
+    /// it has that many, else near-equal lengths.
+    SmallVector<int64_t> getSliceLengths(int64_t slices);
   }];
 }
 

@@ -425,7 +425,8 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
     profiles.push_back(StageProfile::get(stage, model));
     transformerLayers += stage.getNumTransformerLayers();
   }
-  lengths = getUniformSlices(model.getSeqLen(), pipeline.slices);
+  for (int64_t length : model.getSliceLengths(pipeline.slices))
+    lengths.push_back(length);
   int64_t prefix = 0;
   for (int64_t length : lengths) {
     prefixes.push_back(prefix);

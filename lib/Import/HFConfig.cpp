@@ -461,7 +461,8 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
   auto size = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
   auto model = ModelOp::create(builder, fileLoc, config->name,
                                /*seq_len=*/config->positions,
-                               /*micro_batch=*/1, config->dtype);
+                               /*micro_batch=*/1, config->dtype,
+                               /*token_slices=*/nullptr, /*slicing=*/nullptr);
   builder.createBlock(&model.getBody());
 
   // Name each op after the Hugging Face module it stands for, so that a

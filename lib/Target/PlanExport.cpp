@@ -84,10 +84,8 @@ mlir::sluice::getStageLayerIndices(ModelOp model) {
 
 std::vector<int64_t> mlir::sluice::getSliceLengths(ProgramOp program,
                                                    ModelOp model) {
-  if (auto lengths = program->getAttrOfType<DenseI64ArrayAttr>("slice_lengths"))
-    return std::vector<int64_t>(lengths.asArrayRef().begin(),
-                                lengths.asArrayRef().end());
-  return getUniformSlices(model.getSeqLen(), program.getSlices());
+  SmallVector<int64_t> lengths = model.getSliceLengths(program.getSlices());
+  return std::vector<int64_t>(lengths.begin(), lengths.end());
 }
 
 static const char *getLayerKindName(rt::LayerKind kind) {

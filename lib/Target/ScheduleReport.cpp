@@ -57,7 +57,19 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
         {"tied", vocab.tied},
     };
   }
+  // How the slices were chosen (sluice-slice-tokens), when they were.
+  llvm::json::Value slicing = in.slicing.empty()
+                                  ? llvm::json::Value("uniform")
+                                  : llvm::json::Value(in.slicing);
+  llvm::json::Value fitError = nullptr, dpLatency = nullptr;
+  if (in.slicingFitError >= 0)
+    fitError = in.slicingFitError;
+  if (in.slicingLatency >= 0)
+    dpLatency = in.slicingLatency;
   return llvm::json::Object{
+      {"slicing", std::move(slicing)},
+      {"slicing_fit_error", std::move(fitError)},
+      {"slicing_latency", std::move(dpLatency)},
       {"vocabulary", std::move(vocabulary)},
       {"model", in.model},
       {"schedule", in.schedule},

@@ -28,17 +28,25 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
   if (opts.microbatches < 1)
     return model.emitOpError("cannot be scheduled with 'microbatches' = ")
            << opts.microbatches << ": it must be positive";
-  if (opts.slices < 1 || opts.slices > model.getSeqLen())
+  int64_t slices = opts.slices;
+  std::optional<ArrayRef<int64_t>> chosen = model.getTokenSlices();
+  if (slices == 0)
+    slices = chosen ? int64_t(chosen->size()) : 1;
+  if (slices < 1 || slices > model.getSeqLen())
     return model.emitOpError("cannot be scheduled with 'slices' = ")
-           << opts.slices << ": it must be between 1 and the sequence length "
+           << slices << ": it must be between 1 and the sequence length "
            << model.getSeqLen();
+  if (chosen && int64_t(chosen->size()) != slices)
+    return model.emitOpError("cannot be scheduled with 'slices' = ")
+           << slices << ": its 'token_slices' cut each sequence into "
+           << chosen->size() << " (sluice-slice-tokens)";
   std::string error;
   std::optional<CostModel> costs = CostModel::parse(opts.costs, error);
   if (!costs)
     return model.emitOpError("cannot be scheduled: ") << error;
 
   FailureOr<sched::Pipeline> pipeline =
-      getPipeline(model, opts.microbatches, opts.slices);
+      getPipeline(model, opts.microbatches, slices);
   if (failed(pipeline))
     return failure();
   std::string mismatch = sched::checkPipeline(*info, *pipeline);

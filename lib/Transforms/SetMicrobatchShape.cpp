@@ -17,8 +17,12 @@ LogicalResult mlir::sluice::setMicrobatchShape(ModelOp model, int64_t seqLen,
   if (microBatch < 0)
     return model.emitOpError("cannot set 'micro_batch' to ") << microBatch;
   Builder builder(model.getContext());
-  if (seqLen)
+  if (seqLen && seqLen != model.getSeqLen()) {
     model.setSeqLenAttr(builder.getI64IntegerAttr(seqLen));
+    // Slices chosen for the old length do not cut the new one.
+    model.removeTokenSlicesAttr();
+    model.removeSlicingAttr();
+  }
   if (microBatch)
     model.setMicroBatchAttr(builder.getI64IntegerAttr(microBatch));
 

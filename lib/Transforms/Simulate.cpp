@@ -72,9 +72,16 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
                            (pipeline.devices * hw->peakFlops * sim->stepTime)));
 
   if (!opts.report.empty()) {
-    llvm::json::Value report = getScheduleReport(
-        {model.getSymName(), program.getSchedule(), pipeline, table, *sim,
-         /*verified=*/true});
+    ScheduleReportInputs inputs{
+        model.getSymName(), program.getSchedule(), pipeline, table, *sim,
+        /*verified=*/true};
+    if (pipeline.slices > 1 || model.getSlicing())
+      inputs.slicing = model.getSlicing().value_or("uniform").str();
+    if (auto fit = model->getAttrOfType<FloatAttr>("slicing_fit_error"))
+      inputs.slicingFitError = fit.getValueAsDouble();
+    if (auto latency = model->getAttrOfType<FloatAttr>("slicing_latency"))
+      inputs.slicingLatency = latency.getValueAsDouble();
+    llvm::json::Value report = getScheduleReport(inputs);
     for (const auto &[key, value] : opts.reportExtras)
       report.getAsObject()->try_emplace(key, value);
     if (failed(writeFileAtomically(

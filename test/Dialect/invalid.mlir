@@ -274,3 +274,23 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
+
+// -----
+
+// token-slices-do-not-cover-the-sequence
+// expected-error@+1 {{'sluice.model' op 'token_slices' sum to 3, but 'seq_len' = 4}}
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} attributes {token_slices = array<i64: 2, 1>} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// token-slices-not-positive
+// expected-error@+1 {{'sluice.model' op 'token_slices' must be positive lengths, got 0}}
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} attributes {token_slices = array<i64: 4, 0>} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}

@@ -2,7 +2,8 @@
 //
 // sluice-compile MODEL [--seq-len S] [--micro-batch B]
 //                      [--pp P --microbatches M --schedule S [--virtual V]
-//                       [--slices K] [--balance uniform|compute]
+//                       [--slices K|auto [--slicing uniform|seq1f1b|terapipe]]
+//                       [--balance uniform|compute]
 //                       [--vocab baseline|redis|naive|vocab-1|vocab-2|
 //                                interlaced]
 //                       [--costs unit|a100|h100|v100|F=..,B=..]
@@ -81,8 +82,24 @@ cl::opt<int64_t>
     virtualChunks("virtual",
                   cl::desc("Chunks per device (default: the schedule's)"),
                   cl::init(0), cl::value_desc("V"), cl::cat(category));
-cl::opt<int64_t> slices("slices", cl::desc("Token slices per microbatch"),
-                        cl::init(1), cl::value_desc("K"), cl::cat(category));
+cl::opt<std::string> slices("slices",
+                            cl::desc("Token slices per microbatch, or auto "
+                                     "(--slicing terapipe)"),
+                            cl::init("1"), cl::value_desc("K"),
+                            cl::cat(category));
+cl::opt<std::string>
+    slicingMethod("slicing",
+                  cl::desc("Where slices cut a sequence: uniform, seq1f1b "
+                           "(equal FLOPs) or terapipe (dynamic programme)"),
+                  cl::init("uniform"), cl::cat(category));
+cl::opt<double> slicingEpsilon(
+    "slicing-epsilon",
+    cl::desc("TeraPipe's least step between bounds, seconds (1e-4)"),
+    cl::init(1e-4), cl::cat(category));
+cl::opt<int64_t> slicingGranularity(
+    "slicing-granularity",
+    cl::desc("TeraPipe's slice lengths are multiples of this (0: auto)"),
+    cl::init(0), cl::cat(category));
 cl::opt<std::string> balance("balance",
                              cl::desc("Layers per stage: uniform or compute"),
                              cl::init("uniform"), cl::cat(category));
@@ -109,6 +126,9 @@ cl::opt<std::string> reportPath("report",
 cl::opt<std::string> outputPath("o", cl::desc("Output file for the emitted IR"),
                                 cl::value_desc("FILE"), cl::init("-"),
                                 cl::cat(category));
+
+/// --slices as a number; 0 for auto.
+int64_t sliceCount = 1;
 
 /// Prints each diagnostic on one line, `location: severity: message`: users
 /// grep and parse these, so they never span lines.
@@ -188,9 +208,26 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
     fail("--" + name + " must be positive, got " + Twine(int64_t(flag)));
     return false;
   };
-  if (!positive(pp, "pp") || !positive(microbatches, "microbatches") ||
-      !positive(slices, "slices"))
+  if (!positive(pp, "pp") || !positive(microbatches, "microbatches"))
     return nullptr;
+  if (slicingMethod != "uniform" && slicingMethod != "seq1f1b" &&
+      slicingMethod != "terapipe") {
+    fail("unknown --slicing '" + slicingMethod +
+         "' (expected uniform, seq1f1b or terapipe)");
+    return nullptr;
+  }
+  if (slices == "auto") {
+    if (slicingMethod != "terapipe") {
+      fail("--slices auto needs --slicing terapipe (its dynamic programme "
+           "picks the count); --slicing " +
+           slicingMethod + " needs a number");
+      return nullptr;
+    }
+    sliceCount = 0;
+  } else if (StringRef(slices).getAsInteger(10, sliceCount) || sliceCount < 1) {
+    fail("--slices must be a positive number or auto, got '" + slices + "'");
+    return nullptr;
+  }
   chunks = virtualChunks ? int64_t(virtualChunks)
                          : std::max(1, info->chunks == 0 ? 2 : info->chunks);
   if (chunks < 1) {
@@ -201,7 +238,8 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
   shape.devices = int(pp);
   shape.chunks = int(chunks);
   shape.microbatches = int(microbatches);
-  shape.slices = int(slices);
+  // With --slices auto the count is the DP's: check the rest with 2.
+  shape.slices = int(sliceCount ? sliceCount : 2);
   shape.splitBackward = info->splitBackward;
   for (int s = 0; s < pp * chunks; ++s)
     shape.stages.push_back(
@@ -277,13 +315,24 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
                           ? sched::Balance::Compute
                           : sched::Balance::Uniform;
   if (failed(partitionStages(model, partition)) ||
-      failed(partitionVocabulary(model)) ||
-      failed(splitPasses(model, info.splitBackward)))
+      failed(partitionVocabulary(model)))
+    return failure();
+  if (sliceCount != 1 || slicingMethod != "uniform") {
+    TokenSlicingOptions slicing;
+    slicing.slices = sliceCount;
+    slicing.method = slicingMethod;
+    slicing.costs = costs;
+    slicing.epsilon = slicingEpsilon;
+    slicing.granularity = slicingGranularity;
+    if (failed(sliceTokens(model, slicing)))
+      return failure();
+  }
+  if (failed(splitPasses(model, info.splitBackward)))
     return failure();
   SchedulingOptions scheduling;
   scheduling.schedule = info.name.str();
   scheduling.microbatches = microbatches;
-  scheduling.slices = slices;
+  scheduling.slices = 0; // the model's token_slices
   scheduling.costs = costs;
   FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
   if (failed(program))
@@ -408,6 +457,15 @@ int main(int argc, char **argv) {
     for (size_t d = 1; d < peaks.size(); ++d)
       if (peaks[d] > peaks[busiest] + 1e-9)
         busiest = d;
+    if (std::optional<ArrayRef<int64_t>> lengths = model.getTokenSlices()) {
+      llvm::outs() << model.getSlicing().value_or("uniform")
+                   << " slicing: " << lengths->size() << " slices ";
+      llvm::interleaveComma(*lengths, llvm::outs());
+      if (auto fit = model->getAttrOfType<FloatAttr>("slicing_fit_error"))
+        llvm::outs() << llvm::formatv(" (latency model fit error {0:P1})",
+                                      fit.getValueAsDouble());
+      llvm::outs() << "\n";
+    }
     llvm::outs() << llvm::formatv(
         "{0} on {1} devices, {2} microbatches: step time {3} {4}, bubble "
         "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",

@@ -22,6 +22,11 @@ struct ScheduleReportInputs {
   const PipelineCosts &costs;
   const Simulation &simulation;
   bool verified;
+  /// How the token slices were chosen ("" if never), and for TeraPipe's
+  /// DP equation 9's fit error and the DP's latency (-1 if none).
+  std::string slicing = "";
+  double slicingFitError = -1;
+  double slicingLatency = -1;
 };
 
 /// The report.json object: the schedule, its predicted step time, bubble

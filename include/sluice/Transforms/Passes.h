@@ -38,6 +38,17 @@ LogicalResult partitionVocab(ModelOp model, llvm::StringRef mode);
 /// What sluice-reorder-softmax-barriers does to one output shard.
 LogicalResult reorderSoftmaxBarriers(VocabOutputOp shard, int64_t algorithm);
 
+/// What sluice-slice-tokens does to one model.
+struct TokenSlicingOptions {
+  /// Number of slices; 0: auto (terapipe only).
+  int64_t slices = 1;
+  std::string method = "uniform";
+  std::string costs = "a100";
+  double epsilon = 1e-4;
+  int64_t granularity = 0;
+};
+LogicalResult sliceTokens(ModelOp model, const TokenSlicingOptions &opts);
+
 /// What sluice-split-passes does to one model.
 LogicalResult splitPasses(ModelOp model, bool split);
 
@@ -45,7 +56,8 @@ LogicalResult splitPasses(ModelOp model, bool split);
 struct SchedulingOptions {
   std::string schedule = "1f1b";
   int64_t microbatches = 1;
-  int64_t slices = 1;
+  /// 0: as many as the model's `token_slices` (1 without).
+  int64_t slices = 0;
   std::string costs = "unit";
   std::string programName = "plan";
 };

@@ -187,6 +187,50 @@ def ReorderSoftmaxBarriers : Pass<"sluice-reorder-softmax-barriers", "ModuleOp">
   ];
 }
 
+def SliceTokens : Pass<"sluice-slice-tokens", "ModuleOp"> {
+  let summary = "Choose where each sequence is cut into token slices";
+  let description = [{
+    Sets the model's `token_slices` (and `slicing`, the method) for the
+    token-sliced schedules (`seq1f1b`, `seq1f1b-i`, `terapipe`):
+
+    * `method=uniform`: `slices` near-equal lengths (they differ by at most
+      one token);
+    * `method=seq1f1b`: papers/seq1f1b.txt §3.4's computation-wise
+      partition -- `slices` segments of equal FLOPs (forward and backward of
+      every layer), which makes the first segment the longest since
+      attention grows with the prefix;
+    * `method=terapipe`: papers/terapipe.txt §3.3's dynamic programme over
+      the partitioned model's stages, minimising sum t_i + (K - 1) max t_i
+      with t(i, j) the slowest stage's F and backward of a slice of i
+      tokens after j, plus its two transfers, from the `costs` model
+      (`a100`, `h100`, `v100`) through equation 9's fitted latency model
+      (its relative error is recorded as `slicing_fit_error`). `slices` may
+      be `auto`: the number of slices is then the DP's too. `epsilon`
+      (seconds) and `granularity` (tokens; every slice a multiple of it,
+      which must divide the sequence; 0 picks the smallest divisor of the
+      sequence of at least seq_len / 2048) bound its work.
+
+    ```mlir
+    sluice.model @m {seq_len = 2048, micro_batch = 1, dtype = bf16}
+        attributes {slicing = "seq1f1b",
+                    token_slices = array<i64: 701, 503, 446, 398>} {...}
+    ```
+  }];
+  let dependentDialects = ["::mlir::sluice::SluiceDialect"];
+  let options = [
+    Option<"slices", "slices", "std::string", /*default=*/"\"1\"",
+           "number of slices, or auto (terapipe)">,
+    Option<"method", "method", "std::string", /*default=*/"\"uniform\"",
+           "uniform, seq1f1b or terapipe">,
+    Option<"costs", "costs", "std::string", /*default=*/"\"a100\"",
+           "cost model of the terapipe method">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"1e-4",
+           "terapipe: the least step between bounds t_max, seconds">,
+    Option<"granularity", "granularity", "int64_t", /*default=*/"0",
+           "terapipe: slice lengths are multiples of this (0: automatic)">
+  ];
+}
+
 def SplitPasses : Pass<"sluice-split-passes", "ModuleOp"> {
   let summary = "Record the passes each stage runs, their FLOPs and memory";
   let description = [{
@@ -244,8 +288,8 @@ def Schedule : Pass<"sluice-schedule", "ModuleOp"> {
            "schedule name">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "microbatches per step">,
-    Option<"slices", "slices", "int64_t", /*default=*/"1",
-           "token slices per microbatch">,
+    Option<"slices", "slices", "int64_t", /*default=*/"0",
+           "token slices per microbatch (0: the model's token_slices, or 1)">,
     Option<"costs", "costs", "std::string", /*default=*/"\"unit\"",
            "cost model used to place W passes">,
     Option<"programName", "name", "std::string", /*default=*/"\"plan\"",

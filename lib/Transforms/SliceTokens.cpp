@@ -1,0 +1,192 @@
+//===- SliceTokens.cpp - Choose the token slices of a sequence ------------===//
+//
+// The pass adapts lib/Schedule/TokenSlicing.cpp to a model: the cost of a
+// slice from the model's layers (FLOPs for Seq1F1B's computation-wise
+// partition, papers/seq1f1b.txt §3.4; a cost model's latency through
+// equation 9 for TeraPipe's dynamic programme, papers/terapipe.txt §3.3).
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Analysis/CostModel.h"
+#include "sluice/Schedule/TokenSlicing.h"
+#include "sluice/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+
+namespace mlir::sluice {
+#define GEN_PASS_DEF_SLICETOKENS
+#include "sluice/Transforms/Passes.h.inc"
+} // namespace mlir::sluice
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+/// Every transformer layer of the model, partitioned or not, as one stage.
+static StageProfile getWholeModelProfile(ModelOp model) {
+  StageProfile profile;
+  profile.name = "model";
+  profile.hidden = model.getHidden();
+  profile.seqLen = model.getSeqLen();
+  profile.microBatch = model.getMicroBatch();
+  profile.dtypeBytes =
+      std::max<int64_t>(1, model.getDtype().getIntOrFloatBitWidth() / 8);
+  model.walk([&](TransformerLayerOp layer) {
+    profile.layers.push_back(TransformerShape::get(layer));
+  });
+  return profile;
+}
+
+/// The smallest divisor of `tokens` of at least tokens / 2048: the DP's
+/// table stays near 2048 rows whatever the sequence.
+static int64_t getAutoGranularity(int64_t tokens) {
+  for (int64_t g = std::max<int64_t>(1, (tokens + 2047) / 2048); g <= tokens;
+       ++g)
+    if (tokens % g == 0)
+      return g;
+  return tokens;
+}
+
+LogicalResult mlir::sluice::sliceTokens(ModelOp model,
+                                        const TokenSlicingOptions &opts) {
+  int64_t tokens = model.getSeqLen();
+  const std::string &method = opts.method;
+  if (method != "uniform" && method != "seq1f1b" && method != "terapipe")
+    return model.emitOpError("cannot slice tokens: unknown method '")
+           << method << "' (expected uniform, seq1f1b or terapipe)";
+  if (opts.slices == 0 && method != "terapipe")
+    return model.emitOpError("cannot slice tokens: 'slices' = auto needs "
+                             "method terapipe (its dynamic programme picks "
+                             "the count); method ")
+           << method << " needs a number";
+  if (opts.slices < 0)
+    return model.emitOpError("cannot slice tokens: 'slices' must be at "
+                             "least 1, got ")
+           << opts.slices;
+  if (opts.slices > tokens)
+    return model.emitOpError("cannot slice tokens: 'slices' = ")
+           << opts.slices
+           << " is larger than the sequence ('seq_len' = " << tokens << ")";
+
+  std::vector<int64_t> lengths;
+  Builder builder(model.getContext());
+  if (method == "uniform") {
+    lengths = slicing::getUniformLengths(tokens, opts.slices);
+  } else if (method == "seq1f1b") {
+    // Equations 7-8: equal FLOPs of forward and backward over every layer
+    // for each segment, attention growing with the segment's prefix.
+    StageProfile profile = getWholeModelProfile(model);
+    auto flops = [&](int64_t length, int64_t prefix) {
+      return profile.getPassFlops(PassKind::F, length, prefix) +
+             profile.getPassFlops(PassKind::BW, length, prefix);
+    };
+    lengths = slicing::solveEqualCost(tokens, opts.slices, flops);
+  } else {
+    SmallVector<StageOp> stages = getStages(model);
+    if (stages.empty())
+      return model.emitOpError(
+          "cannot slice tokens with method terapipe: its dynamic programme "
+          "optimises over the pipeline's stages; run sluice-partition-stages "
+          "first");
+    std::string error;
+    std::optional<CostModel> costs = CostModel::parse(opts.costs, error);
+    if (!costs)
+      return model.emitOpError("cannot slice tokens: ") << error;
+    if (costs->getKind() != CostModel::Kind::Analytic)
+      return model.emitOpError(
+                 "cannot slice tokens with method terapipe and costs '")
+             << opts.costs
+             << "': its latencies must depend on the slice's length and "
+                "context (use a100, h100 or v100)";
+    int64_t granularity =
+        opts.granularity ? opts.granularity : getAutoGranularity(tokens);
+    if (granularity < 1 || tokens % granularity != 0)
+      return model.emitOpError("cannot slice tokens: 'granularity' = ")
+             << granularity << " does not divide 'seq_len' = " << tokens;
+    if (opts.slices && tokens / granularity < opts.slices)
+      return model.emitOpError("cannot slice tokens: ")
+             << opts.slices << " slices of multiples of " << granularity
+             << " tokens do not fit in " << tokens;
+    std::vector<StageProfile> profiles;
+    for (StageOp stage : stages)
+      profiles.push_back(StageProfile::get(stage, model));
+    // §3.3: t_fwd + t_bwd of the slowest stage, plus the activation's and
+    // the gradient's transfer.
+    auto measure = [&](int64_t length, int64_t context) {
+      double slowest = 0;
+      for (const StageProfile &p : profiles)
+        slowest = std::max(
+            slowest,
+            costs->getComputeTime(p, PassKind::F, length, context, 1, 1) +
+                costs->getComputeTime(p, PassKind::BW, length, context, 1, 1));
+      return slowest +
+             2 * costs->getTransferTime(profiles[0].getMessageBytes(length));
+    };
+    // Equation 9: t(i, 0) for every length; the context term fitted on a
+    // grid of (length, context) samples.
+    std::vector<double> base;
+    for (int64_t i = 1; i <= tokens; ++i)
+      base.push_back(measure(i, 0));
+    std::vector<std::array<double, 3>> samples;
+    for (int64_t i = granularity; i <= tokens;
+         i = std::max(i + granularity, i * 3 / 2))
+      for (int step = 1; step <= 12; ++step) {
+        int64_t context = (tokens - i) * step / 12;
+        if (context > 0)
+          samples.push_back({double(i), double(context), measure(i, context)});
+      }
+    slicing::LatencyModel fitted = slicing::LatencyModel::fit(base, samples);
+    slicing::TeraPipeOptions dp;
+    dp.stages = int(stages.size());
+    dp.epsilon = opts.epsilon;
+    dp.granularity = granularity;
+    dp.slices = opts.slices;
+    slicing::Slicing best = slicing::solveTeraPipe(
+        tokens,
+        [&](int64_t length, int64_t context) {
+          return fitted(length, context);
+        },
+        dp);
+    lengths = best.lengths;
+    model->setAttr("slicing_fit_error",
+                   builder.getF64FloatAttr(fitted.getRelativeError()));
+    model->setAttr("slicing_latency", builder.getF64FloatAttr(best.latency));
+  }
+  std::string problem = slicing::checkSlicing(tokens, lengths);
+  if (!problem.empty())
+    return model.emitOpError("cannot slice tokens: ") << problem;
+  model.setTokenSlices(lengths);
+  model.setSlicing(method);
+  return success();
+}
+
+namespace {
+struct SliceTokensPass
+    : public mlir::sluice::impl::SliceTokensBase<SliceTokensPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    TokenSlicingOptions opts;
+    opts.method = method;
+    opts.costs = costs;
+    opts.epsilon = epsilon;
+    opts.granularity = granularity;
+    if (slices == "auto") {
+      opts.slices = 0;
+    } else if (llvm::StringRef(slices).getAsInteger(10, opts.slices)) {
+      getOperation().emitError("sluice-slice-tokens: 'slices' must be a "
+                               "number or auto, got '")
+          << slices << "'";
+      return signalPassFailure();
+    } else if (opts.slices < 1) {
+      getOperation().emitError(
+          "sluice-slice-tokens: 'slices' must be at least 1, got ")
+          << opts.slices;
+      return signalPassFailure();
+    }
+    for (ModelOp model : getOperation().getOps<ModelOp>())
+      if (failed(sliceTokens(model, opts)))
+        return signalPassFailure();
+  }
+};
+} // namespace
