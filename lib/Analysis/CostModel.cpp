@@ -92,8 +92,7 @@ double StageProfile::getPassFlops(PassKind kind, int64_t tokens,
   }
 }
 
-double StageProfile::getPassTime(PassKind kind, int64_t tokens,
-                                 int64_t prefix,
+double StageProfile::getPassTime(PassKind kind, int64_t tokens, int64_t prefix,
                                  const HardwareProfile &hw) const {
   double rate = hw.peakFlops * hw.efficiency;
   // Weight traffic per pass, in multiples of the weights' bytes.
@@ -111,18 +110,27 @@ double StageProfile::getPassTime(PassKind kind, int64_t tokens,
     one.layers = {shape};
     double flops = one.getPassFlops(kind, tokens, prefix);
     double bytes = traffic * double(getParameterCount(shape) * dtypeBytes);
-    time += std::max(flops / rate, bytes / hw.memoryBandwidth) +
-            hw.layerOverhead;
+    time +=
+        std::max(flops / rate, bytes / hw.memoryBandwidth) + hw.layerOverhead;
   }
   if (hasOutput) {
     // The LM head: a [vocab, hidden] matmul per token and its weights.
     double flops = 2.0 * double(hidden) * double(vocab) * double(tokens) *
                    double(microBatch) * (kind == PassKind::BW ? 2.0 : 1.0);
     double bytes = traffic * double(hidden * vocab * dtypeBytes);
-    time += std::max(flops / rate, bytes / hw.memoryBandwidth) +
-            hw.layerOverhead;
+    time +=
+        std::max(flops / rate, bytes / hw.memoryBandwidth) + hw.layerOverhead;
   }
   return time;
+}
+
+double StageProfile::getKeyValueBytes(int64_t tokens,
+                                      bool withGradients) const {
+  double perToken = 0;
+  for (const TransformerShape &s : layers)
+    perToken += 2.0 * double(s.kvHeads * s.headDim * dtypeBytes);
+  return perToken * (withGradients ? 2.0 : 1.0) * double(tokens) *
+         double(microBatch);
 }
 
 double StageProfile::getActivationBytes(int64_t tokens) const {
@@ -473,7 +481,20 @@ double PipelineCosts::getActivationUnits(const sched::Work &work) const {
 double PipelineCosts::getActivationBytes(const sched::Work &work) const {
   if (sched::isVocabPass(work.kind))
     return vocab.getKeptBytes(lengths[work.slice]);
-  return profiles[work.stage].getActivationBytes(lengths[work.slice]);
+  const StageProfile &stage = profiles[work.stage];
+  int64_t tokens = lengths[work.slice];
+  if (pipeline.slices == 1)
+    return stage.getActivationBytes(tokens);
+  // Sliced: the keys and values are the microbatch's key/value state.
+  return stage.getActivationBytes(tokens) -
+         stage.getKeyValueBytes(tokens, /*withGradients=*/false);
+}
+
+double PipelineCosts::getKeyValueStateBytes(int stage) const {
+  if (pipeline.slices == 1)
+    return 0;
+  const StageProfile &profile = profiles[stage];
+  return profile.getKeyValueBytes(profile.seqLen, /*withGradients=*/true);
 }
 
 int64_t PipelineCosts::getParameterBytes(int device) const {

@@ -167,6 +167,11 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
           if (!isVocabPass(kind))
             st.activationUnits += sign * costs.activationUnits(owner);
           st.activationBytes += sign * costs.activationBytes(owner);
+          // A sliced microbatch's keys and values live from its first
+          // slice's F to that slice's backward, its last.
+          if (costs.keyValueBytes && !isVocabPass(kind) &&
+              instr.work.slice == 0 && pipeline.slices > 1)
+            st.activationBytes += sign * costs.keyValueBytes(instr.work.stage);
           stats.peakActivationUnits =
               std::max(stats.peakActivationUnits, st.activationUnits);
           stats.peakActivationBytes =

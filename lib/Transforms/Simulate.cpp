@@ -51,9 +51,13 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
   auto collective = [&](const sched::CollectiveId &id) {
     return table.getCollectiveTime(id);
   };
+  auto keyValues = [&](int stage) {
+    return table.getKeyValueStateBytes(stage);
+  };
   FailureOr<Simulation> sim = simulate(
       pipeline, view->program,
-      SimulationCosts{compute, transfer, units, bytes, collective}, error);
+      SimulationCosts{compute, transfer, units, bytes, collective, keyValues},
+      error);
   if (failed(sim))
     return program.emitOpError("cannot be simulated: ") << error;
 

@@ -6,14 +6,18 @@
 # first step, the loss within 1e-5 relative at every step.
 #
 # $VOCAB picks how the vocabulary layers are placed (sluice-compile --vocab;
-# default baseline).
+# default baseline); $SLICING how slices cut a sequence (--slicing; default
+# uniform) and $SLICES the slice counts of token-sliced schedules (default
+# "2 4").
 #
-#   [MODEL=...] [VOCAB=...] check-equivalence.sh SCHEDULE WORKDIR
+#   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] \
+#     check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
 schedule=$1
 work=$2
 model=${MODEL:-$(dirname "$0")/../Inputs/tiny-train.mlir}
 vocab=${VOCAB:-baseline}
+slicing=${SLICING:-uniform}
 mkdir -p "$work"
 case $schedule in
   interleaved-1f1b | zb-v | v-half | v-min) virtuals="2" ;;
@@ -21,7 +25,7 @@ case $schedule in
   *) virtuals="1" ;;
 esac
 case $schedule in
-  seq1f1b | seq1f1b-i | terapipe) slices_list="2 4" ;;
+  seq1f1b | seq1f1b-i | terapipe) slices_list=${SLICES:-"2 4"} ;;
   *) slices_list="1" ;;
 esac
 mpirun_flags=(--oversubscribe --mca pml ob1 --mca btl self,vader)
@@ -30,12 +34,13 @@ for p in 2 4; do
   for m in $p $((2 * p)); do
     for v in $virtuals; do
       for k in $slices_list; do
-        name="$schedule p=$p m=$m v=$v k=$k vocab=$vocab"
+        name="$schedule p=$p m=$m v=$v k=$k vocab=$vocab slicing=$slicing"
         plan="$work/plan-p$p-m$m-v$v-k$k.json"
         ref="$work/ref-m$m"
         sluice-compile "$model" --pp "$p" --microbatches "$m" \
           --schedule "$schedule" --virtual "$v" --slices "$k" \
-          --vocab "$vocab" -o "$plan" >/dev/null
+          --vocab "$vocab" --slicing "$slicing" --costs "${COSTS:-unit}" \
+          -o "$plan" >/dev/null
         # The reference depends on the model and the microbatches only.
         [ -f "$ref/losses.txt" ] ||
           sluice-run "$plan" --reference --steps 3 --dump-grads "$ref" >/dev/null

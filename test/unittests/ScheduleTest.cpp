@@ -207,3 +207,27 @@ TEST(Schedules, ChunksAndSlicesOnlyWhereTheScheduleHasThem) {
 }
 
 } // namespace
+
+// A token-sliced microbatch's key/value state lives from its first slice's
+// F to its first slice's backward (the last): Seq1F1B on 2 devices, 2
+// microbatches of 2 slices; device 0 runs F(0,0) F(0,1) F(1,0) B(0,1) F(1,1)
+// B(0,0) ..., holding both microbatches' states at once.
+TEST(Schedules, SlicedMicrobatchesKeepTheirKeyValueState) {
+  const ScheduleInfo *info = lookupSchedule("seq1f1b");
+  Pipeline pipe = makePipeline(*info, 2, 2, 1, 2);
+  auto unit = [&](const Work &w) { return getUnitDuration(pipe, w); };
+  std::string error;
+  FailureOr<Program> program =
+      buildSchedule(*info, pipe, Durations{unit, 0.0}, error);
+  ASSERT_TRUE(succeeded(program)) << error;
+  auto zero = [](const Work &) { return 0.0; };
+  auto one = [](const Work &) { return 1.0; };
+  auto freeCollective = [](const CollectiveId &) { return 0.0; };
+  auto kv = [](int) { return 1000.0; };
+  FailureOr<Simulation> sim = simulate(
+      pipe, *program, SimulationCosts{unit, zero, one, one, freeCollective, kv},
+      error);
+  ASSERT_TRUE(succeeded(sim)) << error;
+  EXPECT_DOUBLE_EQ(sim->devices[0].peakActivationBytes, 2003.0);
+  EXPECT_DOUBLE_EQ(sim->devices[0].peakActivationUnits, 3.0);
+}

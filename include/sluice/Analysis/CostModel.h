@@ -88,6 +88,11 @@ struct StageProfile {
   /// output, the MLP's pre- and post-activation tensors, the softmax
   /// statistics in fp32, and the output layer's fp32 logits.
   double getActivationBytes(int64_t tokens) const;
+  /// Of those, the keys and values (`tokens` of them). A token-sliced
+  /// microbatch keeps the whole sequence's keys and values, and gradients
+  /// for them that later slices' backward passes accumulate into, from its
+  /// first slice's F to its last backward (the runtime's key/value state).
+  double getKeyValueBytes(int64_t tokens, bool withGradients) const;
   /// Bytes of the activation (or gradient) a stage sends per slice.
   int64_t getMessageBytes(int64_t tokens) const {
     return tokens * microBatch * hidden * dtypeBytes;
@@ -211,6 +216,9 @@ public:
   /// of 1/p of the transformer layers.
   double getActivationUnits(const sched::Work &work) const;
   double getActivationBytes(const sched::Work &work) const;
+  /// The key/value state a token-sliced microbatch keeps on a stage
+  /// (included in getActivationBytes when the microbatch is one slice).
+  double getKeyValueStateBytes(int stage) const;
   /// Weights, gradients and optimizer state a device holds.
   int64_t getParameterBytes(int device) const;
   /// FLOPs of one training step (forward, input and weight gradients).

@@ -38,6 +38,10 @@ struct SimulationCosts {
   llvm::function_ref<double(const sched::Work &)> activationBytes;
   /// Duration of a vocabulary collective once every device has joined.
   llvm::function_ref<double(const sched::CollectiveId &)> collective;
+  /// Bytes of a stage's key/value state for one token-sliced microbatch:
+  /// allocated by its first slice's F, freed by its first slice's backward
+  /// (the last, backward running in reverse slice order). Null: none.
+  llvm::function_ref<double(int)> keyValueBytes = nullptr;
 };
 
 /// One span on a device's stream, for traces and timelines.
