@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "sluice/Analysis/CostModel.h"
+#include "sluice/Analysis/SliceLatency.h"
 #include "sluice/Schedule/TokenSlicing.h"
 #include "sluice/Transforms/Passes.h"
 
@@ -111,32 +112,8 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
     std::vector<StageProfile> profiles;
     for (StageOp stage : stages)
       profiles.push_back(StageProfile::get(stage, model));
-    // §3.3: t_fwd + t_bwd of the slowest stage, plus the activation's and
-    // the gradient's transfer.
-    auto measure = [&](int64_t length, int64_t context) {
-      double slowest = 0;
-      for (const StageProfile &p : profiles)
-        slowest = std::max(
-            slowest,
-            costs->getComputeTime(p, PassKind::F, length, context, 1, 1) +
-                costs->getComputeTime(p, PassKind::BW, length, context, 1, 1));
-      return slowest +
-             2 * costs->getTransferTime(profiles[0].getMessageBytes(length));
-    };
-    // Equation 9: t(i, 0) for every length; the context term fitted on a
-    // grid of (length, context) samples.
-    std::vector<double> base;
-    for (int64_t i = 1; i <= tokens; ++i)
-      base.push_back(measure(i, 0));
-    std::vector<std::array<double, 3>> samples;
-    for (int64_t i = granularity; i <= tokens;
-         i = std::max(i + granularity, i * 3 / 2))
-      for (int step = 1; step <= 12; ++step) {
-        int64_t context = (tokens - i) * step / 12;
-        if (context > 0)
-          samples.push_back({double(i), double(context), measure(i, context)});
-      }
-    slicing::LatencyModel fitted = slicing::LatencyModel::fit(base, samples);
+    slicing::LatencyModel fitted =
+        fitSliceLatency(profiles, *costs, tokens, granularity);
     slicing::TeraPipeOptions dp;
     dp.stages = int(stages.size());
     dp.epsilon = opts.epsilon;

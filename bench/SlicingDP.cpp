@@ -1,0 +1,91 @@
+//===- SlicingDP.cpp - How long TeraPipe's dynamic programme takes --------===//
+//
+// papers/terapipe.txt §3.3 says its DP "can finish within a minute". Target
+// (issue 6): L = 2048 tokens at 1-token granularity on K = 48 stages in
+// under 1 s on this 2-core machine. The latency is the GPT3-44B of
+// TeraPipe's Table 1 cut into 48 stages of 2 layers, under V100 costs,
+// through equation 9's fitted model -- what `sluice-slice-tokens
+// method=terapipe` runs. Prints, for a few epsilons (the paper uses 0.1
+// ms), the time to fit equation 9, the DP's time, how many bounds it
+// evaluated, the latency found and the slices. Best of three runs.
+//
+//   build/bin/sluice-bench-slicing [model.mlir]
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Analysis/SliceLatency.h"
+#include "sluice/SluiceOps.h"
+#include "sluice/Transforms/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+int main(int argc, char **argv) {
+  std::string path = argc > 1 ? argv[1]
+                              : std::string(SLUICE_SOURCE_DIR) +
+                                    "/examples/terapipe/gpt3-44b.mlir";
+  MLIRContext context;
+  context.loadDialect<SluiceDialect>();
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(path, &context);
+  if (!module) {
+    llvm::errs() << "sluice-bench-slicing: cannot parse " << path << "\n";
+    return 1;
+  }
+  ModelOp model = *module->getOps<ModelOp>().begin();
+  StagePartitionOptions partition;
+  partition.pp = 48;
+  if (failed(partitionStages(model, partition)))
+    return 1;
+  std::vector<StageProfile> stages;
+  for (StageOp stage : getStages(model))
+    stages.push_back(StageProfile::get(stage, model));
+  std::string error;
+  CostModel v100 = *CostModel::parse("v100", error);
+  int64_t tokens = model.getSeqLen();
+
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  double fitTime = 1e9;
+  slicing::LatencyModel fitted;
+  for (int run = 0; run < 3; ++run) {
+    auto start = Clock::now();
+    fitted = fitSliceLatency(stages, v100, tokens, 1);
+    fitTime = std::min(fitTime, seconds(start, Clock::now()));
+  }
+  llvm::outs() << llvm::format(
+      "TeraPipe DP: %s, L = %lld tokens at 1-token granularity, K = %zu "
+      "stages, v100 costs\n",
+      model.getSymName().str().c_str(), (long long)tokens, stages.size());
+  llvm::outs() << llvm::format(
+      "equation 9 fit: %.3f s, relative error %.2f%% (TeraPipe: < 2%%)\n",
+      fitTime, 100 * fitted.getRelativeError());
+  for (double epsilon : {1e-4, 1e-5, 1e-6}) {
+    slicing::TeraPipeOptions options;
+    options.stages = int(stages.size());
+    options.epsilon = epsilon;
+    slicing::Slicing best;
+    double time = 1e9;
+    for (int run = 0; run < 3; ++run) {
+      auto start = Clock::now();
+      best = slicing::solveTeraPipe(
+          tokens, [&](int64_t i, int64_t j) { return fitted(i, j); }, options);
+      time = std::min(time, seconds(start, Clock::now()));
+    }
+    llvm::outs() << llvm::format(
+        "epsilon %.0e s: DP %.3f s (target 1 s), %lld bounds, latency %.4f "
+        "s, %zu slices (first %lld, last %lld tokens)\n",
+        epsilon, time, (long long)best.boundsEvaluated, best.latency,
+        best.lengths.size(), (long long)best.lengths.front(),
+        (long long)best.lengths.back());
+  }
+  return 0;
+}
