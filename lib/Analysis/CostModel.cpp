@@ -23,10 +23,12 @@ using namespace mlir::sluice;
 // Memory bandwidth: the data sheets' HBM figures (A100 SXM 80 GB, H100
 // SXM, V100 SXM2). The per-layer overhead is about a dozen kernel launches
 // of a few microseconds each.
+// Saturation: 256 tokens on a V100 (TeraPipe, Figure 3), proportionally
+// more on a GPU with more FLOP/s per byte of bandwidth.
 static const HardwareProfile kProfiles[] = {
-    {"a100", 312e12, 0.50, 25e9, 10e-6, 2.039e12, 20e-6},
-    {"h100", 989e12, 0.45, 50e9, 8e-6, 3.35e12, 15e-6},
-    {"v100", 125e12, 0.40, 3.125e9, 30e-6, 0.9e12, 25e-6},
+    {"a100", 312e12, 0.50, 25e9, 10e-6, 2.039e12, 20e-6, 256},
+    {"h100", 989e12, 0.45, 50e9, 8e-6, 3.35e12, 15e-6, 512},
+    {"v100", 125e12, 0.40, 3.125e9, 30e-6, 0.9e12, 25e-6, 256},
 };
 
 llvm::ArrayRef<HardwareProfile> mlir::sluice::getHardwareProfiles() {
@@ -106,9 +108,18 @@ double StageProfile::getPassTime(PassKind kind, int64_t tokens, int64_t prefix,
   StageProfile one = *this;
   one.hasEmbedding = one.hasOutput = false;
   double time = 0;
+  // Tokens of the whole microbatch below saturation run as slowly as a
+  // saturating pass's matmuls (attention, which grows with the context,
+  // is left as it is).
+  double saturation = std::max(
+      0.0, hw.saturationTokens / double(std::max<int64_t>(microBatch, 1)) -
+               double(tokens));
   for (const TransformerShape &shape : layers) {
     one.layers = {shape};
     double flops = one.getPassFlops(kind, tokens, prefix);
+    if (saturation > 0)
+      flops += saturation *
+               (one.getPassFlops(kind, 2, 0) - one.getPassFlops(kind, 1, 0));
     double bytes = traffic * double(getParameterCount(shape) * dtypeBytes);
     time +=
         std::max(flops / rate, bytes / hw.memoryBandwidth) + hw.layerOverhead;
@@ -239,12 +250,23 @@ std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
     model.perPass[size_t(PassKind::BW)] = 2;
     return model;
   }
-  for (const HardwareProfile &profile : kProfiles)
-    if (spec == profile.name) {
-      model.kind = Kind::Analytic;
-      model.hardware = &profile;
-      return model;
-    }
+  for (const HardwareProfile &profile : kProfiles) {
+    if (!spec.starts_with(profile.name))
+      continue;
+    llvm::StringRef rest = spec.drop_front(profile.name.size());
+    unsigned gpus = 1;
+    // `NAMExG`: G GPUs share each layer (tensor parallelism, as in
+    // TeraPipe's Table 1 #Op column): together G times the FLOP/s and
+    // memory bandwidth; their communication is not modelled.
+    if (!rest.empty() &&
+        (!rest.consume_front("x") || rest.getAsInteger(10, gpus) || gpus < 1))
+      continue;
+    model.kind = Kind::Analytic;
+    model.hardware = profile;
+    model.hardware->peakFlops *= gpus;
+    model.hardware->memoryBandwidth *= gpus;
+    return model;
+  }
   if (spec.ends_with(".json")) {
     // A profile from `sluice-run --profile` (docs/sluice-run.md).
     auto buffer = llvm::MemoryBuffer::getFile(spec);
@@ -333,7 +355,7 @@ double CostModel::getComputeTime(const StageProfile &stage, PassKind pass,
     return getMeasured(stage.name, pass) * double(tokens * stage.microBatch);
   if (kind != Kind::Analytic)
     return perPass[size_t(pass)] / double(chunks * slices);
-  return stage.getPassTime(pass, tokens, prefix, *hardware);
+  return stage.getPassTime(pass, tokens, prefix, *getHardware());
 }
 
 double CostModel::getMeasured(const std::string &stage, PassKind pass) const {

@@ -8,10 +8,12 @@
 //    model under which the papers' bubble and memory formulas are exact.
 //  * explicit, `F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1`: the same scaling with
 //    the given per-device-per-microbatch costs (BW defaults to B + W).
-//  * analytic, `a100`, `h100`, `v100`: FLOPs of the stage's layers for the
-//    slice's tokens and prefix (LayerCost.h) over the hardware's achievable
-//    FLOP/s; a transfer costs latency + bytes / bandwidth. Times are in
-//    seconds.
+//  * analytic, `a100`, `h100`, `v100` (`v100x8`: a cell of 8 GPUs splitting
+//    every layer, tensor-parallel, as one device of 8x the FLOP/s and
+//    memory bandwidth -- their all-reduces not modelled): FLOPs of the stage's
+//    layers for the slice's tokens and prefix (LayerCost.h) over the hardware's
+//    achievable FLOP/s; a transfer costs latency + bytes / bandwidth. Times are
+//    in seconds.
 //  * measured, a `.json` file written by `sluice-run --profile`: seconds per
 //    token of each pass of each stage (by stage name); transfers free.
 //
@@ -49,6 +51,10 @@ struct HardwareProfile {
   double memoryBandwidth;
   /// Fixed time of one layer's pass: kernel launches and synchronisation.
   double layerOverhead;
+  /// A layer's matmuls over fewer tokens (of the whole microbatch) than
+  /// this do not fill the GPU and take as long as this many: TeraPipe's
+  /// Figure 3 measures a flat forward time up to 256 tokens on a V100.
+  double saturationTokens;
 };
 
 llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
@@ -148,7 +154,9 @@ public:
 
   Kind getKind() const { return kind; }
   /// The hardware of an analytic model, null otherwise.
-  const HardwareProfile *getHardware() const { return hardware; }
+  const HardwareProfile *getHardware() const {
+    return hardware ? &*hardware : nullptr;
+  }
   /// "s" for analytic and measured models (seconds), "unit" otherwise.
   llvm::StringRef getTimeUnit() const {
     return kind == Kind::Analytic || kind == Kind::Measured ? "s" : "unit";
@@ -182,7 +190,8 @@ private:
   /// Per-device-per-microbatch cost of each PassKind (unit and explicit).
   std::array<double, sched::kNumPassKinds> perPass{};
   double comm = 0;
-  const HardwareProfile *hardware = nullptr;
+  /// By value: `v100x8` scales a data sheet's profile.
+  std::optional<HardwareProfile> hardware;
   /// Measured: stage name -> pass -> seconds per token, and the number of
   /// layers each measured stage held.
   std::map<std::string, std::map<std::string, double>> measured;
