@@ -232,6 +232,64 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   return Status::ok();
 }
 
+std::map<std::string, std::vector<Executor::SliceSample>>
+Executor::calibrateSlices(int repeats) {
+  const ModelConfig &model = plan.model;
+  int64_t rows = model.microBatch, seq = model.seqLen, h = model.hidden;
+  // Lengths growing by about 1.5x up to the sequence, each at a few
+  // contexts from none to the most it can have.
+  std::vector<int64_t> lengths;
+  for (int64_t i = 1; i < seq; i = std::max(i + 1, i * 3 / 2))
+    lengths.push_back(i);
+  lengths.push_back(seq);
+  // Synthetic tokens: valid ids, any values.
+  std::vector<int32_t> tokens(rows * (seq + 1));
+  int64_t vocab = model.layers.front().vocab;
+  for (size_t t = 0; t < tokens.size(); ++t)
+    tokens[t] = int32_t((t * 7919) % vocab);
+  TokenRows batch{tokens.data(), seq + 1};
+  std::map<std::string, std::vector<SliceSample>> samples;
+  for (size_t index = 0; index < stages.size(); ++index) {
+    if (!stages[index])
+      continue;
+    StageRunner &stage = *stages[index];
+    std::vector<SliceSample> &out = samples[plan.stages[index].name];
+    for (int64_t length : lengths)
+      for (int part = 0; part <= 3; ++part) {
+        int64_t context = (seq - length) * part / 3;
+        if (part > 0 && context == 0)
+          continue;
+        SliceShape s{rows, length, context};
+        // Fresh buffers of the sizes the layout gives this slice.
+        std::vector<float> state(stage.getForwardStateFloats(s));
+        std::vector<float> wstate(stage.getWeightStateFloats(s));
+        std::vector<float> kv(stage.getKeyValueFloats(rows));
+        std::vector<float> work(stage.getWorkspaceFloats(s));
+        std::vector<float> in(rows * length * h, 0.01f);
+        std::vector<float> outBuf(rows * length * h);
+        std::vector<float> grad(rows * length * h, 0.01f);
+        std::vector<float> inGrad(rows * length * h);
+        double best = 1e300;
+        for (int r = 0; r < repeats; ++r) {
+          double ignored = 0;
+          auto start = Clock::now();
+          stage.forward(s, batch, in.data(), outBuf.data(), state.data(),
+                        kv.data(), work.data(), &ignored);
+          stage.backwardInput(s, batch, grad.data(), inGrad.data(),
+                              state.data(), wstate.data(), kv.data(),
+                              work.data(), 1.0f);
+          stage.backwardWeight(s, batch, state.data(), wstate.data(),
+                               work.data());
+          best = std::min(best, seconds(start, Clock::now()));
+        }
+        out.push_back({length, context, best});
+      }
+  }
+  // The calibration accumulated gradients into the real ones.
+  parameters.zeroGrads();
+  return samples;
+}
+
 Status Executor::finalizeGradients() {
   if (tiedGroup.empty() ||
       std::find(tiedGroup.begin(), tiedGroup.end(), device) == tiedGroup.end())

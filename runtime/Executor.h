@@ -75,6 +75,18 @@ public:
   ParameterStore &getParameters() override { return parameters; }
 
   const StepTimes &getTimes() const { return times; }
+
+  /// One timing of a stage's forward and backward (F, B and W, or F and
+  /// BW) on a slice of `tokens` tokens after `context`, in seconds.
+  struct SliceSample {
+    int64_t tokens = 0, context = 0;
+    double seconds = 0;
+  };
+  /// Times every stage of this device over a grid of slice lengths and
+  /// contexts (the best of `repeats` runs each), on synthetic data: the
+  /// samples equation 9 of papers/terapipe.txt is fitted to
+  /// (`sluice-run --profile-slices`). Stage name -> samples.
+  std::map<std::string, std::vector<SliceSample>> calibrateSlices(int repeats);
   /// (stage name, pass) -> measured time, over all steps run.
   const std::map<std::pair<std::string, std::string>, PassProfile> &
   getProfile() const {

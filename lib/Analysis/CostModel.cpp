@@ -294,6 +294,17 @@ std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
           if (const llvm::json::Object *e = entry.getAsObject())
             if (std::optional<double> spt = e->getNumber("seconds_per_token"))
               model.measured[stage.str()][pass.str()] = *spt;
+        if (const llvm::json::Array *samples =
+                byPass->getArray("slice_samples"))
+          for (const llvm::json::Value &sample : *samples)
+            if (const llvm::json::Array *triple = sample.getAsArray();
+                triple && triple->size() == 3) {
+              std::optional<double> i = (*triple)[0].getAsNumber(),
+                                    j = (*triple)[1].getAsNumber(),
+                                    t = (*triple)[2].getAsNumber();
+              if (i && j && t)
+                model.sliceSamples[stage.str()].push_back({*i, *j, *t});
+            }
       }
     return model;
   }
@@ -356,6 +367,13 @@ double CostModel::getComputeTime(const StageProfile &stage, PassKind pass,
   if (kind != Kind::Analytic)
     return perPass[size_t(pass)] / double(chunks * slices);
   return stage.getPassTime(pass, tokens, prefix, *getHardware());
+}
+
+const std::vector<std::array<double, 3>> &
+CostModel::getSliceSamples(const std::string &stage) const {
+  static const std::vector<std::array<double, 3>> none;
+  auto it = sliceSamples.find(stage);
+  return it == sliceSamples.end() ? none : it->second;
 }
 
 double CostModel::getMeasured(const std::string &stage, PassKind pass) const {

@@ -47,3 +47,57 @@ mlir::sluice::fitSliceLatency(llvm::ArrayRef<StageProfile> stages,
     }
   return slicing::LatencyModel::fit(std::move(base), samples);
 }
+
+FailureOr<std::vector<slicing::LatencyModel>>
+mlir::sluice::fitMeasuredSliceLatency(llvm::ArrayRef<StageProfile> stages,
+                                      const CostModel &costs, int64_t tokens,
+                                      std::string &error) {
+  std::vector<slicing::LatencyModel> models;
+  for (const StageProfile &stage : stages) {
+    const std::vector<std::array<double, 3>> &samples =
+        costs.getSliceSamples(stage.name);
+    // t(i, 0): the context-free samples by length, interpolated.
+    std::vector<std::pair<double, double>> base;
+    std::vector<std::array<double, 3>> withContext;
+    for (const auto &s : samples) {
+      if (s[1] == 0)
+        base.push_back({s[0], s[2]});
+      else
+        withContext.push_back(s);
+    }
+    std::sort(base.begin(), base.end());
+    if (base.empty()) {
+      error = "the profile '" + costs.getSpec() +
+              "' has no slice timings of "
+              "stage " +
+              stage.name +
+              " (run sluice-run --profile FILE "
+              "--profile-slices with the same partitioning)";
+      return failure();
+    }
+    std::vector<double> table(tokens);
+    for (int64_t i = 1; i <= tokens; ++i) {
+      double x = double(i);
+      auto hi =
+          std::lower_bound(base.begin(), base.end(), std::make_pair(x, -1e300));
+      double t;
+      if (hi == base.end())
+        t = base.size() == 1
+                ? base.back().second
+                : base.back().second +
+                      (x - base.back().first) *
+                          (base.back().second - base[base.size() - 2].second) /
+                          (base.back().first - base[base.size() - 2].first);
+      else if (hi == base.begin() || hi->first == x)
+        t = hi->second;
+      else {
+        auto lo = hi - 1;
+        t = lo->second + (x - lo->first) * (hi->second - lo->second) /
+                             (hi->first - lo->first);
+      }
+      table[i - 1] = std::max(t, 0.0);
+    }
+    models.push_back(slicing::LatencyModel::fit(std::move(table), withContext));
+  }
+  return models;
+}

@@ -313,11 +313,17 @@ LatencyModel LatencyModel::fit(std::vector<double> base,
       model.a[col] = std::fabs(p) < 1e-300 ? 0.0 : m[row[col]][4] / p;
     }
   }
+  double sum = 0;
+  int counted = 0;
   for (const auto &[i, j, seconds] : samples)
-    if (j > 0 && seconds > 0 && i >= 1 && i <= double(model.base.size()))
-      model.relativeError = std::max(
-          model.relativeError,
-          std::fabs(model(int64_t(i), int64_t(j)) - seconds) / seconds);
+    if (j > 0 && seconds > 0 && i >= 1 && i <= double(model.base.size())) {
+      double error =
+          std::fabs(model(int64_t(i), int64_t(j)) - seconds) / seconds;
+      model.maxRelativeError = std::max(model.maxRelativeError, error);
+      sum += error;
+      ++counted;
+    }
+  model.relativeError = counted ? sum / counted : 0.0;
   return model;
 }
 

@@ -94,12 +94,14 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
     std::optional<CostModel> costs = CostModel::parse(opts.costs, error);
     if (!costs)
       return model.emitOpError("cannot slice tokens: ") << error;
-    if (costs->getKind() != CostModel::Kind::Analytic)
+    bool measured = costs->getKind() == CostModel::Kind::Measured;
+    if (costs->getKind() != CostModel::Kind::Analytic && !measured)
       return model.emitOpError(
                  "cannot slice tokens with method terapipe and costs '")
              << opts.costs
              << "': its latencies must depend on the slice's length and "
-                "context (use a100, h100 or v100)";
+                "context (use a100, h100, v100, or a sluice-run --profile "
+                "file with --profile-slices)";
     int64_t granularity =
         opts.granularity ? opts.granularity : getAutoGranularity(tokens);
     if (granularity < 1 || tokens % granularity != 0)
@@ -112,8 +114,27 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
     std::vector<StageProfile> profiles;
     for (StageOp stage : stages)
       profiles.push_back(StageProfile::get(stage, model));
-    slicing::LatencyModel fitted =
-        fitSliceLatency(profiles, *costs, tokens, granularity);
+    // Equation 9: from the cost model's latencies, or per stage from the
+    // runtime's measured slice timings (the slowest stage's latency).
+    std::vector<slicing::LatencyModel> fits;
+    if (measured) {
+      FailureOr<std::vector<slicing::LatencyModel>> perStage =
+          fitMeasuredSliceLatency(profiles, *costs, tokens, error);
+      if (failed(perStage))
+        return model.emitOpError("cannot slice tokens: ") << error;
+      fits = std::move(*perStage);
+    } else {
+      fits.push_back(fitSliceLatency(profiles, *costs, tokens, granularity));
+    }
+    double fitError = 0;
+    for (const slicing::LatencyModel &m : fits)
+      fitError = std::max(fitError, m.getRelativeError());
+    auto fitted = [&](int64_t length, int64_t context) {
+      double slowest = 0;
+      for (const slicing::LatencyModel &m : fits)
+        slowest = std::max(slowest, m(length, context));
+      return slowest;
+    };
     slicing::TeraPipeOptions dp;
     dp.stages = int(stages.size());
     dp.epsilon = opts.epsilon;
@@ -126,8 +147,7 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
         },
         dp);
     lengths = best.lengths;
-    model->setAttr("slicing_fit_error",
-                   builder.getF64FloatAttr(fitted.getRelativeError()));
+    model->setAttr("slicing_fit_error", builder.getF64FloatAttr(fitError));
     model->setAttr("slicing_latency", builder.getF64FloatAttr(best.latency));
   }
   std::string problem = slicing::checkSlicing(tokens, lengths);

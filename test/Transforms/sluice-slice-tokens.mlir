@@ -32,7 +32,7 @@
 // AUTO: error: 'sluice.model' op cannot slice tokens: 'slices' = auto needs method terapipe (its dynamic programme picks the count); method seq1f1b needs a number
 // METHOD: error: 'sluice.model' op cannot slice tokens: unknown method 'random' (expected uniform, seq1f1b or terapipe)
 // UNPARTITIONED: error: 'sluice.model' op cannot slice tokens with method terapipe: its dynamic programme optimises over the pipeline's stages; run sluice-partition-stages first
-// UNIT: error: 'sluice.model' op cannot slice tokens with method terapipe and costs 'unit': its latencies must depend on the slice's length and context (use a100, h100 or v100)
+// UNIT: error: 'sluice.model' op cannot slice tokens with method terapipe and costs 'unit': its latencies must depend on the slice's length and context (use a100, h100, v100, or a sluice-run --profile file with --profile-slices)
 // GRANULARITY: error: 'sluice.model' op cannot slice tokens: 'granularity' = 100 does not divide 'seq_len' = 4096
 
 sluice.model @m {seq_len = 4096, micro_batch = 1, dtype = bf16} {

@@ -447,6 +447,17 @@ int main(int argc, char **argv) {
   if (summary || (emit == EmitKind::None && reportPath.empty() &&
                   outputPath == "-" && !scheduling))
     printModelSummary(figures, llvm::outs());
+  // The chosen slices, unless stdout carries the emitted IR or plan.
+  if (scheduling && !(emit != EmitKind::None && outputPath == "-"))
+    if (std::optional<ArrayRef<int64_t>> lengths = model.getTokenSlices()) {
+      llvm::outs() << model.getSlicing().value_or("uniform")
+                   << " slicing: " << lengths->size() << " slices ";
+      llvm::interleaveComma(*lengths, llvm::outs());
+      if (auto fit = model->getAttrOfType<FloatAttr>("slicing_fit_error"))
+        llvm::outs() << llvm::formatv(" (latency model fit error {0:P1})",
+                                      fit.getValueAsDouble());
+      llvm::outs() << "\n";
+    }
   if (scheduling && emit == EmitKind::None) {
     auto program = *module->getOps<ProgramOp>().begin();
     std::string ignored;
@@ -457,15 +468,6 @@ int main(int argc, char **argv) {
     for (size_t d = 1; d < peaks.size(); ++d)
       if (peaks[d] > peaks[busiest] + 1e-9)
         busiest = d;
-    if (std::optional<ArrayRef<int64_t>> lengths = model.getTokenSlices()) {
-      llvm::outs() << model.getSlicing().value_or("uniform")
-                   << " slicing: " << lengths->size() << " slices ";
-      llvm::interleaveComma(*lengths, llvm::outs());
-      if (auto fit = model->getAttrOfType<FloatAttr>("slicing_fit_error"))
-        llvm::outs() << llvm::formatv(" (latency model fit error {0:P1})",
-                                      fit.getValueAsDouble());
-      llvm::outs() << "\n";
-    }
     llvm::outs() << llvm::formatv(
         "{0} on {1} devices, {2} microbatches: step time {3} {4}, bubble "
         "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",

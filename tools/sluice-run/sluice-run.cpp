@@ -77,6 +77,11 @@ cl::opt<std::string>
     profilePath("profile",
                 cl::desc("Write measured pass times (a --costs file)"),
                 cl::value_desc("FILE"), cl::cat(category));
+cl::opt<bool> profileSlices(
+    "profile-slices",
+    cl::desc("With --profile: also time each stage over a grid of slice "
+             "lengths and contexts (for --slicing terapipe)"),
+    cl::cat(category));
 cl::opt<bool> timing("timing",
                      cl::desc("Print where each rank's last step went"),
                      cl::cat(category));
@@ -177,8 +182,21 @@ Status compareGradients(const std::string &dir, ParameterStore &params,
   return Status::ok();
 }
 
-std::string profileJson(const Executor &executor, const Plan &plan) {
+std::string profileJson(Executor &executor, const Plan &plan,
+                        Communicator &comm) {
   nlohmann::json stages = nlohmann::json::object();
+  // One rank at a time, so that ranks sharing a machine do not slow each
+  // other's timings down.
+  for (int rank = 0; profileSlices && rank < comm.size(); ++rank) {
+    if (rank == comm.rank())
+      for (const auto &[stage, samples] : executor.calibrateSlices(5)) {
+        nlohmann::json &list = stages[stage]["slice_samples"];
+        list = nlohmann::json::array();
+        for (const Executor::SliceSample &s : samples)
+          list.push_back({s.tokens, s.context, s.seconds});
+      }
+    comm.barrier();
+  }
   for (const auto &[key, p] : executor.getProfile()) {
     nlohmann::json &entry = stages[key.first][key.second];
     entry["seconds_per_token"] = p.tokens ? p.seconds / double(p.tokens) : 0;
@@ -213,6 +231,8 @@ int main(int argc, char **argv) {
                              std::to_string(int64_t(steps)));
   if (!dumpGrads.empty() && !checkAgainst.empty())
     failEverywhere(comm, "--dump-grads and --check-against exclude each other");
+  if (profileSlices && profilePath.empty())
+    failEverywhere(comm, "--profile-slices needs --profile FILE");
   Plan plan;
   if (Status st = loadPlan(planPath, plan); !st)
     failEverywhere(comm, st.message());
@@ -359,7 +379,9 @@ int main(int argc, char **argv) {
       failRun(comm, st.message());
   if (executor && !profilePath.empty()) {
     std::vector<std::string> parts;
-    if (Status st = comm.gatherToRoot(profileJson(*executor, plan), parts); !st)
+    if (Status st =
+            comm.gatherToRoot(profileJson(*executor, plan, comm), parts);
+        !st)
       failRun(comm, st.message());
     if (root) {
       nlohmann::json profile;

@@ -166,6 +166,10 @@ public:
   std::string checkCoverage(llvm::ArrayRef<StageProfile> stages,
                             llvm::ArrayRef<PassKind> passes) const;
   const std::string &getSpec() const { return spec; }
+  /// A measured profile's timings of a stage's forward and backward over
+  /// slices (`sluice-run --profile-slices`): (tokens, context, seconds).
+  const std::vector<std::array<double, 3>> &
+  getSliceSamples(const std::string &stage) const;
 
   /// Duration of pass `kind` of a stage over `tokens` tokens after
   /// `prefix`, on a device with `chunks` chunks, microbatches cut into
@@ -196,6 +200,7 @@ private:
   /// layers each measured stage held.
   std::map<std::string, std::map<std::string, double>> measured;
   std::map<std::string, int64_t> measuredLayers;
+  std::map<std::string, std::vector<std::array<double, 3>>> sliceSamples;
   double getMeasured(const std::string &stage, PassKind pass) const;
 };
 

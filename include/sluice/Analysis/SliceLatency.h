@@ -28,6 +28,16 @@ slicing::LatencyModel fitSliceLatency(llvm::ArrayRef<StageProfile> stages,
                                       const CostModel &costs, int64_t tokens,
                                       int64_t granularity);
 
+/// Equation 9 for each stage from a measured profile's slice samples
+/// (`sluice-run --profile-slices`): t(i, 0) interpolated linearly between
+/// the measured lengths, the context term fitted to the samples with
+/// context. Fails, naming the stage, if a stage has no samples at context
+/// 0.
+FailureOr<std::vector<slicing::LatencyModel>>
+fitMeasuredSliceLatency(llvm::ArrayRef<StageProfile> stages,
+                        const CostModel &costs, int64_t tokens,
+                        std::string &error);
+
 } // namespace mlir::sluice
 
 #endif // SLUICE_ANALYSIS_SLICELATENCY_H
