@@ -10,6 +10,8 @@
 // evaluated, the latency found and the slices. Best of three runs.
 //
 //   build/bin/sluice-bench-slicing [model.mlir]
+//   build/bin/sluice-bench-slicing --joint MODEL STAGES COSTS BATCH
+//       (§3.4's joint batch and token slicing; bench/slicing.sh uses it)
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,7 +29,64 @@
 using namespace mlir;
 using namespace mlir::sluice;
 
+namespace {
+/// `--joint MODEL STAGES COSTS BATCH`: §3.4's joint slicing of a pipeline's
+/// batch of BATCH sequences -- the DP for every part size, then the
+/// knapsack -- printed as one CSV-friendly line: the predicted latency,
+/// the batch split and each part's slice count.
+int runJoint(int argc, char **argv) {
+  if (argc != 6) {
+    llvm::errs() << "usage: sluice-bench-slicing --joint MODEL STAGES COSTS "
+                    "BATCH\n";
+    return 2;
+  }
+  MLIRContext context;
+  context.loadDialect<SluiceDialect>();
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(argv[2], &context);
+  if (!module)
+    return 1;
+  ModelOp model = *module->getOps<ModelOp>().begin();
+  StagePartitionOptions partition;
+  partition.pp = std::atoi(argv[3]);
+  if (failed(partitionStages(model, partition)))
+    return 1;
+  std::string error;
+  std::optional<CostModel> costs = CostModel::parse(argv[4], error);
+  if (!costs) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  int64_t batch = std::atoll(argv[5]), tokens = model.getSeqLen();
+  std::vector<StageProfile> stages;
+  for (StageOp stage : getStages(model))
+    stages.push_back(StageProfile::get(stage, model));
+  // Equation 9 for every part size b (its rows), fitted once per b.
+  std::vector<slicing::LatencyModel> fits(batch + 1);
+  for (int64_t b = 1; b <= batch; ++b) {
+    std::vector<StageProfile> rows = stages;
+    for (StageProfile &p : rows)
+      p.microBatch = b;
+    fits[b] = fitSliceLatency(rows, *costs, tokens, 8);
+  }
+  slicing::TeraPipeOptions options;
+  options.stages = int(stages.size());
+  options.epsilon = 1e-4;
+  options.granularity = 8;
+  slicing::JointSlicing joint = slicing::solveTeraPipeJoint(
+      batch, tokens,
+      [&](int64_t b, int64_t i, int64_t j) { return fits[b](i, j); }, options);
+  llvm::outs() << llvm::format("joint DP latency %.4f s, split", joint.latency);
+  for (size_t d = 0; d < joint.batchSplit.size(); ++d)
+    llvm::outs() << " " << joint.batchSplit[d] << "x"
+                 << joint.tokenSlices[d].size();
+  llvm::outs() << "\n";
+  return 0;
+}
+} // namespace
+
 int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "--joint")
+    return runJoint(argc, argv);
   std::string path = argc > 1 ? argv[1]
                               : std::string(SLUICE_SOURCE_DIR) +
                                     "/examples/terapipe/gpt3-44b.mlir";

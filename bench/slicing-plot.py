@@ -62,11 +62,12 @@ for setting, g in tera.items():
     if not gp or not tp or value(gp, "step_time_s") is None or value(tp, "step_time_s") is None:
         continue
     speedup = value(gp, "step_time_s") / value(tp, "step_time_s")
-    paper = float(tp["detail"].split("paper ")[-1])
+    paper = float(tp["detail"].split("paper ")[-1].split(";")[0])
     bars.append((setting + " " + tp["model"].replace("gpt3-", ""), speedup, paper))
-    print("  %-5s %-10s %.2fx (paper %.2fx)   gpipe: %s; terapipe: %s"
+    joint = tp["detail"].split("; ")[-1] if "joint" in tp["detail"] else ""
+    print("  %-5s %-10s %.2fx (paper %.2fx)   gpipe: %s; terapipe: %s; %s"
           % (setting, tp["model"], speedup, paper, gp["detail"].split(" paper")[0],
-             tp["detail"].split(" paper")[0]))
+             tp["detail"].split(" paper")[0], joint))
 
 # The SVG: two bar panels.
 W, H, top, left = 1000, 760, 40, 60

@@ -89,6 +89,14 @@ terapipe() {
         bestLine="terapipe,$model,($setting),2048,$m,$schedule,$step,$(python3 -c "print($batch*2048/$step)"),$mfu,$mem,$act,rows $b x $m microbatches ${k:+x $k token slices} paper $paper"
       fi
     done
+    if [ "$schedule" = terapipe ]; then
+      # §3.4's own model: the joint batch and token DP (its knapsack may
+      # split the batch unevenly, which the IR's equal microbatches cannot).
+      local joint
+      joint=$(build/bin/sluice-bench-slicing --joint "examples/terapipe/$model.mlir" \
+                "$pp" "$costs" "$batch" | tr ',' ';')
+      bestLine="$bestLine; $joint"
+    fi
     echo "$bestLine"
   done
 }
