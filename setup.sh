@@ -77,6 +77,19 @@ demo() {
       --vocab "$vocab" --costs a100
   done
   echo
+  echo "== token slicing: Seq1F1B's equal-FLOP cut (2.7B at 16k tokens) against 1F1B and"
+  echo "   uniform slices; TeraPipe's DP slicing GPT3-1B's 16 sequences (one part of 16"
+  echo "   rows, §3.4) on 24 stages, against GPipe with 16 microbatches"
+  $compile examples/seq1f1b/gpt-2.7b.mlir --pp 8 --microbatches 32 --costs a100
+  $compile examples/seq1f1b/gpt-2.7b.mlir --pp 8 --microbatches 32 --costs a100 \
+    --schedule seq1f1b --slices 4
+  $compile examples/seq1f1b/gpt-2.7b.mlir --pp 8 --microbatches 32 --costs a100 \
+    --schedule seq1f1b --slices 4 --slicing seq1f1b
+  $compile examples/terapipe/gpt3-1b.mlir --pp 24 --microbatches 16 --costs v100 \
+    --schedule gpipe
+  $compile examples/terapipe/gpt3-1b.mlir --pp 24 --micro-batch 16 --microbatches 1 \
+    --costs v100 --schedule terapipe --slices auto --slicing terapipe
+  echo
   echo "== training: a byte-level GPT on examples/corpus, 4 CPU ranks, ZB-H1, against one process"
   local work=build/demo
   mkdir -p "$work"
