@@ -41,11 +41,18 @@ struct AdamConfig {
 /// Attention over one token slice: `tokens` queries at positions
 /// [offset, offset + tokens) attend causally to keys [0, offset + tokens)
 /// of the same row. Q and context are [rows, tokens, heads, headDim]; the
-/// key/value caches [rows, seqLen, heads, headDim]; probabilities
-/// [rows, heads, tokens, offset + tokens].
+/// key/value caches [rows, seqLen, kvHeads, headDim]; probabilities
+/// [rows, heads, tokens, offset + tokens]. Grouped-query attention: query
+/// head h reads key/value head h / (heads / kvHeads), so each key/value
+/// head serves a group of consecutive query heads (kvHeads == heads is
+/// ordinary multi-head attention).
 struct AttentionShape {
-  int64_t rows, tokens, offset, seqLen, heads, headDim;
+  int64_t rows, tokens, offset, seqLen, heads, headDim, kvHeads;
 };
+
+/// The nonlinearity of a gated feed-forward block: SiLU (SwiGLU, Llama) or
+/// the tanh-approximated GELU (GeGLU, Gemma).
+enum class GateActivation { Silu, Gelu };
 
 class Kernels {
 public:
@@ -88,6 +95,14 @@ public:
   /// du = dg * gelu'(u).
   virtual void geluBackward(const float *u, const float *dg, float *du,
                             int64_t n) = 0;
+
+  /// Gated feed-forward: g = act(z) * u, element-wise over n values.
+  virtual void gatedForward(GateActivation act, const float *z, const float *u,
+                            float *g, int64_t n) = 0;
+  /// dz = dg * u * act'(z), du = dg * act(z).
+  virtual void gatedBackward(GateActivation act, const float *z, const float *u,
+                             const float *dg, float *dz, float *du,
+                             int64_t n) = 0;
 
   virtual void attentionForward(const AttentionShape &s, const float *q,
                                 const float *keys, const float *values,

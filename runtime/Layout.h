@@ -13,7 +13,8 @@
 //  * forward state (F -> B, W): per transformer layer the first norm's
 //    output and 1/std, Q, the attention probabilities (H x t x (o + t) per
 //    row), the attention context, the second norm's output and 1/std, the
-//    MLP's pre-activation and activation; the output layer's norm output,
+//    MLP's pre-activation and activation (gated blocks: also the gate's
+//    pre-activation); the output layer's norm output,
 //    1/std and probabilities (t x vocab; none when the layer is sharded);
 //    the embedding keeps nothing;
 //  * weight state (B -> W): the gradients at every linear map's output and
@@ -29,7 +30,9 @@
 
 #include "ModelConfig.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace sluice::rt {
 
@@ -56,12 +59,13 @@ inline int64_t getForwardStateFloats(const ModelConfig &model,
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;
     int64_t probs = s.rows * layer.heads * s.tokens * (s.offset + s.tokens);
-    return rt * h + rt           // norm 1 output, 1/std
-           + rt * hd             // Q
-           + probs               // attention probabilities
-           + rt * hd             // attention context
-           + rt * h + rt         // norm 2 output, 1/std
-           + 2 * rt * layer.ffn; // MLP pre-activation, activation
+    return rt * h + rt          // norm 1 output, 1/std
+           + rt * hd            // Q
+           + probs              // attention probabilities
+           + rt * hd            // attention context
+           + rt * h + rt        // norm 2 output, 1/std
+           + 2 * rt * layer.ffn // MLP pre-activation, activation
+           + (layer.isGated() ? rt * layer.ffn : 0); // gate pre-activation
   }
   }
   return 0;
@@ -85,7 +89,8 @@ inline int64_t getWeightStateFloats(const ModelConfig &model,
            + rt * h           // attention projection output gradient
            + rt * h           // norm 2 output gradient
            + rt * layer.ffn   // MLP up-projection output gradient
-           + rt * h;          // MLP down-projection output gradient
+           + rt * h           // MLP down-projection output gradient
+           + (layer.isGated() ? rt * layer.ffn : 0); // gate output gradient
   }
   }
   return 0;
@@ -97,6 +102,22 @@ inline int64_t getKeyValueFloats(const ModelConfig &model,
     return 0;
   // Keys, values and their gradients over the whole sequence.
   return 4 * rows * model.seqLen * layer.kvHeads * layer.headDim;
+}
+
+/// Scratch for one pass of a stage running `layers`: two activations to
+/// pass between layers, plus the largest layer's scratch.
+inline int64_t getWorkspaceFloats(const ModelConfig &model,
+                                  const std::vector<int> &layers,
+                                  const SliceShape &s) {
+  int64_t rt = s.rows * s.tokens, h = model.hidden, most = rt * h;
+  for (int index : layers) {
+    const LayerConfig &l = model.layers[index];
+    int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
+    if (l.kind == LayerKind::Transformer)
+      most = std::max(
+          {most, rt * (3 * h + hd + 2 * kv), rt * (l.ffn + h + 2 * hd)});
+  }
+  return 2 * rt * h + most;
 }
 
 /// The activation (or its gradient) that travels between stages.

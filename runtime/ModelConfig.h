@@ -33,6 +33,8 @@ struct LayerConfig {
   // "geglu" (transformer).
   std::string norm = "layernorm";
   std::string mlp = "gelu";
+  /// A gated feed-forward block (SwiGLU, GeGLU): a third, gate matrix.
+  bool isGated() const { return mlp == "swiglu" || mlp == "geglu"; }
   // Output: the LM head is the embedding table.
   bool tied = false;
   // Embedding and output: the layer is sharded along the vocabulary over

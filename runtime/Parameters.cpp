@@ -73,6 +73,8 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
     linear(p + "attn.qkv", h, hd + 2 * kv);
     linear(p + "attn.out", hd, h);
     norm(p + "norm2");
+    if (layer.isGated())
+      linear(p + "mlp.gate", h, layer.ffn);
     linear(p + "mlp.up", h, layer.ffn);
     linear(p + "mlp.down", layer.ffn, h);
     break;

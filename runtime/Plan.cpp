@@ -112,15 +112,12 @@ ModelConfig readModel(const json &j) {
       c.norm = text(l, "norm", at);
       c.mlp = text(l, "mlp", at);
       c.bias = flag(l, "bias", at);
-      // What the CPU backend implements; say so rather than compute wrong.
-      if (c.kvHeads != c.heads)
-        fail(at + ": grouped-query attention (kv_heads = " +
-             std::to_string(c.kvHeads) +
-             ", heads = " + std::to_string(c.heads) +
-             ") is not implemented by the CPU runtime");
-      if (c.mlp != "gelu")
-        fail(at + ": mlp '" + c.mlp +
-             "' is not implemented by the CPU runtime (it runs GELU MLPs)");
+      if (c.heads % c.kvHeads != 0)
+        fail(at + ": 'kv_heads' = " + std::to_string(c.kvHeads) +
+             " does not divide 'heads' = " + std::to_string(c.heads));
+      if (c.mlp != "gelu" && c.mlp != "swiglu" && c.mlp != "geglu")
+        fail(at + ": unknown mlp '" + c.mlp +
+             "' (expected gelu, swiglu or geglu)");
     } else {
       fail(at + ": unexpected '" + kind +
            "' here (a model is an embedding, "

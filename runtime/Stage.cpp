@@ -1,11 +1,16 @@
 //===- Stage.cpp - The passes of one pipeline stage -----------------------===//
 //
-// A pre-norm GPT block, with the backward split into B (input gradients)
-// and W (weight gradients) as zero-bubble schedules need:
+// A pre-norm decoder block, with the backward split into B (input
+// gradients) and W (weight gradients) as zero-bubble schedules need:
 //
 //   a = norm1(x); [q k v] = a Wqkv + bqkv; ctx = attention(q, K, V)
 //   x2 = x + ctx Wo + bo; c = norm2(x2); u = c W1 + b1; g = gelu(u)
 //   out = x2 + g W2 + b2
+//
+// Llama and Gemma variants: grouped-query attention (K and V have fewer
+// heads, each shared by a group of query heads), and gated feed-forward
+// blocks, where z = c Wg + bg and g = act(z) * u with act SiLU (SwiGLU) or
+// GELU (GeGLU).
 //
 // Token slicing (TeraPipe, Seq1F1B): a slice's queries attend to the keys
 // and values of every earlier slice of the same microbatch, kept in the
@@ -59,6 +64,10 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
         bind(&LayerParams::outW);
       else if (ends("attn.out.bias"))
         bind(&LayerParams::outB);
+      else if (ends("mlp.gate.weight"))
+        bind(&LayerParams::gateW);
+      else if (ends("mlp.gate.bias"))
+        bind(&LayerParams::gateB);
       else if (ends("mlp.up.weight"))
         bind(&LayerParams::upW);
       else if (ends("mlp.up.bias"))
@@ -106,16 +115,7 @@ int64_t StageRunner::getKeyValueFloats(int64_t rows) const {
 }
 
 int64_t StageRunner::getWorkspaceFloats(const SliceShape &s) const {
-  int64_t rt = s.rows * s.tokens, h = model.hidden, most = rt * h;
-  for (int index : layers) {
-    const LayerConfig &l = model.layers[index];
-    int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
-    if (l.kind == LayerKind::Transformer)
-      most = std::max(
-          {most, rt * (3 * h + hd + 2 * kv), rt * (l.ffn + h + 2 * hd)});
-  }
-  // Two activations to pass between layers, plus one layer's scratch.
-  return 2 * rt * h + most;
+  return rt::getWorkspaceFloats(model, layers, s);
 }
 
 //===----------------------------------------------------------------------===//
@@ -125,10 +125,14 @@ int64_t StageRunner::getWorkspaceFloats(const SliceShape &s) const {
 namespace {
 /// Views of a transformer layer's slices of the three kinds of state.
 struct TransformerViews {
-  float *xhat1, *rstd1, *q, *probs, *ctx, *xhat2, *rstd2, *u, *g;
-  float *dqkv, *da, *dy1, *dc, *du, *dy2;
+  float *xhat1, *rstd1, *q, *probs, *ctx, *xhat2, *rstd2, *u, *g, *z;
+  float *dqkv, *da, *dy1, *dc, *du, *dy2, *dz;
   float *keys, *values, *dkeys, *dvalues;
 };
+
+GateActivation activation(const LayerConfig &l) {
+  return l.mlp == "swiglu" ? GateActivation::Silu : GateActivation::Gelu;
+}
 
 TransformerViews view(const ModelConfig &model, const LayerConfig &l,
                       const SliceShape &s, const float *state,
@@ -146,7 +150,8 @@ TransformerViews view(const ModelConfig &model, const LayerConfig &l,
     v.xhat2 = p, p += rt * h;
     v.rstd2 = p, p += rt;
     v.u = p, p += rt * l.ffn;
-    v.g = p;
+    v.g = p, p += rt * l.ffn;
+    v.z = l.isGated() ? p : nullptr;
   }
   p = const_cast<float *>(wstate);
   if (p) {
@@ -155,7 +160,8 @@ TransformerViews view(const ModelConfig &model, const LayerConfig &l,
     v.dy1 = p, p += rt * h;
     v.dc = p, p += rt * h;
     v.du = p, p += rt * l.ffn;
-    v.dy2 = p;
+    v.dy2 = p, p += rt * h;
+    v.dz = l.isGated() ? p : nullptr;
   }
   p = const_cast<float *>(kv);
   if (p) {
@@ -198,8 +204,8 @@ void StageRunner::transformerForward(const Layer &l, const SliceShape &s,
       kernels.copy(v.keys + pos * kvw, row + hd, kvw);
       kernels.copy(v.values + pos * kvw, row + hd + kvw, kvw);
     }
-  AttentionShape shape{s.rows,       s.tokens, s.offset,
-                       model.seqLen, c.heads,  c.headDim};
+  AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
+                       c.heads, c.headDim, c.kvHeads};
   kernels.attentionForward(shape, v.q, v.keys, v.values, v.probs, v.ctx);
   kernels.gemm(false, false, rt, h, hd, 1.0f, v.ctx, hd, l.w.outW, h, 0.0f, x2,
                h);
@@ -211,7 +217,15 @@ void StageRunner::transformerForward(const Layer &l, const SliceShape &s,
   kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.upW, f, 0.0f, v.u, f);
   if (l.w.upB)
     kernels.addRowVector(v.u, l.w.upB, rt, f);
-  kernels.geluForward(v.u, v.g, rt * f);
+  if (c.isGated()) {
+    kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.gateW, f, 0.0f, v.z,
+                 f);
+    if (l.w.gateB)
+      kernels.addRowVector(v.z, l.w.gateB, rt, f);
+    kernels.gatedForward(activation(c), v.z, v.u, v.g, rt * f);
+  } else {
+    kernels.geluForward(v.u, v.g, rt * f);
+  }
   kernels.gemm(false, false, rt, h, f, 1.0f, v.g, f, l.w.downW, h, 0.0f, out,
                h);
   if (l.w.downB)
@@ -235,15 +249,21 @@ void StageRunner::transformerBackward(const Layer &l, const SliceShape &s,
   kernels.copy(v.dy2, dout, rt * h);
   kernels.gemm(false, true, rt, f, h, 1.0f, v.dy2, h, l.w.downW, h, 0.0f, dg,
                f);
-  kernels.geluBackward(v.u, dg, v.du, rt * f);
+  if (c.isGated())
+    kernels.gatedBackward(activation(c), v.z, v.u, dg, v.dz, v.du, rt * f);
+  else
+    kernels.geluBackward(v.u, dg, v.du, rt * f);
   kernels.gemm(false, true, rt, h, f, 1.0f, v.du, f, l.w.upW, f, 0.0f, v.dc, h);
+  if (c.isGated())
+    kernels.gemm(false, true, rt, h, f, 1.0f, v.dz, f, l.w.gateW, f, 1.0f, v.dc,
+                 h);
   kernels.copy(dx2, dout, rt * h);
   kernels.normBackward(v.dc, v.xhat2, v.rstd2, l.w.norm2W, rt, h, rms, dx2);
   kernels.copy(v.dy1, dx2, rt * h);
   kernels.gemm(false, true, rt, hd, h, 1.0f, v.dy1, h, l.w.outW, h, 0.0f, dctx,
                hd);
-  AttentionShape shape{s.rows,       s.tokens, s.offset,
-                       model.seqLen, c.heads,  c.headDim};
+  AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
+                       c.heads, c.headDim, c.kvHeads};
   kernels.attentionBackward(shape, v.q, v.keys, v.values, v.probs, dctx, dq,
                             v.dkeys, v.dvalues);
   // Every later slice has added into this slice's key and value gradients,
@@ -288,6 +308,12 @@ void StageRunner::transformerWeight(const Layer &l, const SliceShape &s,
                f);
   if (l.g.upB)
     kernels.accumulateColumnSums(v.du, rt, f, l.g.upB);
+  if (c.isGated()) {
+    kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, v.dz, f, 1.0f,
+                 l.g.gateW, f);
+    if (l.g.gateB)
+      kernels.accumulateColumnSums(v.dz, rt, f, l.g.gateB);
+  }
   kernels.gemm(true, false, f, h, rt, 1.0f, v.g, f, v.dy2, h, 1.0f, l.g.downW,
                h);
   if (l.g.downB)

@@ -68,8 +68,9 @@ private:
   struct LayerParams {
     float *normW = nullptr, *normB = nullptr, *qkvW = nullptr, *qkvB = nullptr,
           *outW = nullptr, *outB = nullptr, *norm2W = nullptr,
-          *norm2B = nullptr, *upW = nullptr, *upB = nullptr, *downW = nullptr,
-          *downB = nullptr, *table = nullptr, *positions = nullptr;
+          *norm2B = nullptr, *upW = nullptr, *upB = nullptr, *gateW = nullptr,
+          *gateB = nullptr, *downW = nullptr, *downB = nullptr,
+          *table = nullptr, *positions = nullptr;
   };
   struct Layer {
     const LayerConfig *config;

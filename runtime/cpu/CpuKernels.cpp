@@ -140,20 +140,59 @@ void CpuKernels::geluBackward(const float *u, const float *dg, float *du,
   }
 }
 
+namespace {
+/// act(x) and act'(x) of a gate.
+inline void gate(GateActivation act, float x, float &value, float &slope) {
+  if (act == GateActivation::Silu) {
+    float sigmoid = 1.0f / (1.0f + std::exp(-x));
+    value = x * sigmoid;
+    slope = sigmoid * (1.0f + x * (1.0f - sigmoid));
+    return;
+  }
+  float inner = kGeluScale * (x + kGeluCubic * x * x * x);
+  float t = std::tanh(inner);
+  float dInner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+  value = 0.5f * x * (1.0f + t);
+  slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dInner;
+}
+} // namespace
+
+void CpuKernels::gatedForward(GateActivation act, const float *z,
+                              const float *u, float *g, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float value, slope;
+    gate(act, z[i], value, slope);
+    g[i] = value * u[i];
+  }
+}
+
+void CpuKernels::gatedBackward(GateActivation act, const float *z,
+                               const float *u, const float *dg, float *dz,
+                               float *du, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float value, slope;
+    gate(act, z[i], value, slope);
+    dz[i] = dg[i] * u[i] * slope;
+    du[i] = dg[i] * value;
+  }
+}
+
 void CpuKernels::attentionForward(const AttentionShape &s, const float *q,
                                   const float *keys, const float *values,
                                   float *probs, float *context) {
   const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim;
+  const int64_t kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
   const float scale = 1.0f / std::sqrt(float(s.headDim));
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.tokens; ++i) {
+        const int64_t kvAt = (h / group) * s.headDim;
         const float *qi = q + (r * s.tokens + i) * hd + h * s.headDim;
         float *p = probs + ((r * s.heads + h) * s.tokens + i) * span;
         int64_t visible = s.offset + i + 1; // causal: keys [0, offset + i]
         float maxScore = -INFINITY;
         for (int64_t j = 0; j < visible; ++j) {
-          const float *kj = keys + (r * s.seqLen + j) * hd + h * s.headDim;
+          const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
           float dot = 0;
           for (int64_t e = 0; e < s.headDim; ++e)
             dot += qi[e] * kj[e];
@@ -172,7 +211,7 @@ void CpuKernels::attentionForward(const AttentionShape &s, const float *q,
         float *ci = context + (r * s.tokens + i) * hd + h * s.headDim;
         std::fill(ci, ci + s.headDim, 0.0f);
         for (int64_t j = 0; j < visible; ++j) {
-          const float *vj = values + (r * s.seqLen + j) * hd + h * s.headDim;
+          const float *vj = values + (r * s.seqLen + j) * kvw + kvAt;
           for (int64_t e = 0; e < s.headDim; ++e)
             ci[e] += p[j] * vj[e];
         }
@@ -184,11 +223,15 @@ void CpuKernels::attentionBackward(const AttentionShape &s, const float *q,
                                    const float *probs, const float *dcontext,
                                    float *dq, float *dkeys, float *dvalues) {
   const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim;
+  const int64_t kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
   const float scale = 1.0f / std::sqrt(float(s.headDim));
   std::vector<float> dp(span);
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.tokens; ++i) {
+        // A group's query heads all add into their key/value head's
+        // gradients.
+        const int64_t kvAt = (h / group) * s.headDim;
         int64_t row = r * s.tokens + i;
         const float *qi = q + row * hd + h * s.headDim;
         const float *dci = dcontext + row * hd + h * s.headDim;
@@ -198,8 +241,8 @@ void CpuKernels::attentionBackward(const AttentionShape &s, const float *q,
         // dP = dctx . V and dV += P dctx.
         double weighted = 0;
         for (int64_t j = 0; j < visible; ++j) {
-          const float *vj = values + (r * s.seqLen + j) * hd + h * s.headDim;
-          float *dvj = dvalues + (r * s.seqLen + j) * hd + h * s.headDim;
+          const float *vj = values + (r * s.seqLen + j) * kvw + kvAt;
+          float *dvj = dvalues + (r * s.seqLen + j) * kvw + kvAt;
           float dot = 0;
           for (int64_t e = 0; e < s.headDim; ++e) {
             dot += dci[e] * vj[e];
@@ -212,8 +255,8 @@ void CpuKernels::attentionBackward(const AttentionShape &s, const float *q,
         std::fill(dqi, dqi + s.headDim, 0.0f);
         for (int64_t j = 0; j < visible; ++j) {
           float ds = p[j] * float(dp[j] - weighted) * scale;
-          const float *kj = keys + (r * s.seqLen + j) * hd + h * s.headDim;
-          float *dkj = dkeys + (r * s.seqLen + j) * hd + h * s.headDim;
+          const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
+          float *dkj = dkeys + (r * s.seqLen + j) * kvw + kvAt;
           for (int64_t e = 0; e < s.headDim; ++e) {
             dqi[e] += ds * kj[e];
             dkj[e] += ds * qi[e];

@@ -32,6 +32,10 @@ public:
   void geluForward(const float *u, float *g, int64_t n) override;
   void geluBackward(const float *u, const float *dg, float *du,
                     int64_t n) override;
+  void gatedForward(GateActivation act, const float *z, const float *u,
+                    float *g, int64_t n) override;
+  void gatedBackward(GateActivation act, const float *z, const float *u,
+                     const float *dg, float *dz, float *du, int64_t n) override;
   void attentionForward(const AttentionShape &s, const float *q,
                         const float *keys, const float *values, float *probs,
                         float *context) override;

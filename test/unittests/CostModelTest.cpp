@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <random>
 
@@ -58,7 +59,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"F=1,B=-1", "cost 'B' must be non-negative, got -1"},
         BadSpec{"F=fast", "cost 'F' must be a number, got 'fast'"},
         BadSpec{"F=1,X=2", "unknown cost 'X' (expected F, B, W, BW, S, T, IF, "
-                           "IB or comm)"}));
+                           "IB or comm)"}),
+    [](const ::testing::TestParamInfo<BadSpec> &info) {
+      // The spec, letters and digits only: "F=1,B=-1" -> "F1B1".
+      std::string name;
+      for (char c : std::string(info.param.spec))
+        if (std::isalnum(static_cast<unsigned char>(c)))
+          name += c;
+      return name + "_" + std::to_string(info.index);
+    });
 
 TEST(CostModel, AnalyticTimeIsFlopsOverAchievableThroughput) {
   std::string error;

@@ -15,6 +15,7 @@
 #include "CpuKernels.h"
 #include "Data.h"
 #include "Executor.h"
+#include "HostMemory.h"
 #include "MpiCommunicator.h"
 #include "Plan.h"
 
@@ -89,6 +90,12 @@ cl::opt<int64_t> failAt("fail-at-instruction",
                         cl::desc("Fault injection: fail before this "
                                  "instruction of --fail-rank's list"),
                         cl::init(-1), cl::cat(category));
+cl::opt<double> memoryLimit(
+    "memory-limit",
+    cl::desc("Host memory the ranks on one host may use, in GiB; a run "
+             "that needs more is refused before it starts (default: the "
+             "host's available memory)"),
+    cl::init(-1), cl::cat(category));
 cl::opt<int> failRank("fail-rank",
                       cl::desc("The rank --fail-at-instruction "
                                "fails (default 0)"),
@@ -111,6 +118,49 @@ cl::opt<int> failRank("fail-rank",
                                  const std::string &message) {
   if (comm.rank() == 0)
     std::fprintf(stderr, "sluice-run: error: %s\n", message.c_str());
+  MPI_Finalize();
+  std::exit(1);
+}
+
+/// Refuses a run whose ranks on some host need more memory than it has
+/// (or than --memory-limit), before anything is allocated: the kernel would
+/// otherwise kill a rank half-way through the first step.
+void checkHostMemory(Communicator &comm, const Plan &plan) {
+  MemoryNeed mine = reference ? getReferenceMemoryNeed(plan.model)
+                              : getDeviceMemoryNeed(plan, comm.rank());
+  MemoryNeed host = mine;
+  int hostRanks = 1, hostRank = 0;
+  MPI_Comm node = MPI_COMM_NULL;
+  if (comm.size() > 1) {
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm.rank(),
+                        MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &hostRanks);
+    MPI_Comm_rank(node, &hostRank);
+    int64_t sums[2] = {mine.parameters, mine.bytes}, totals[2];
+    MPI_Allreduce(sums, totals, 2, MPI_INT64_T, MPI_SUM, node);
+    host.parameters = totals[0];
+    host.bytes = totals[1];
+    MPI_Comm_free(&node);
+  }
+  int64_t limit = memoryLimit >= 0
+                      ? int64_t(memoryLimit * 1024.0 * 1024.0 * 1024.0)
+                      : getAvailableHostBytes();
+  std::string who =
+      reference ? std::string("the reference needs")
+      : hostRanks == 1
+          ? "rank " + std::to_string(comm.rank()) + " needs"
+          : "the " + std::to_string(hostRanks) + " ranks on this host need";
+  Status st = checkMemoryNeed(host, limit, who,
+                              memoryLimit >= 0 ? "that --memory-limit allows"
+                                               : "available on this host");
+  int failed = st ? 0 : 1, anyFailed = failed;
+  if (comm.size() > 1)
+    MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!anyFailed)
+    return;
+  // One line per failing host, from its first rank.
+  if (failed && hostRank == 0)
+    std::fprintf(stderr, "sluice-run: error: %s\n", st.message().c_str());
   MPI_Finalize();
   std::exit(1);
 }
@@ -252,6 +302,7 @@ int main(int argc, char **argv) {
         failEverywhere(comm, "message key " + std::to_string(instr.key) +
                                  " exceeds the MPI tag limit " +
                                  std::to_string(comm.maxTag()));
+  checkHostMemory(comm, plan);
   std::unique_ptr<TokenSource> data;
   int64_t vocab = plan.model.layers.front().vocab;
   if (dataPath.empty())

@@ -1,0 +1,126 @@
+//===- HostMemory.cpp - What a rank needs against what the host has -------===//
+
+#include "HostMemory.h"
+
+#include "Layout.h"
+#include "Parameters.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace sluice::rt {
+
+namespace {
+/// Weights, gradients and the two Adam moments, in fp32.
+constexpr int64_t kBytesPerParameter = 4 * sizeof(float);
+
+int64_t countFloats(const ParameterStore &store) {
+  int64_t n = 0;
+  for (const ParameterSpec &spec : store.specs())
+    n += spec.size();
+  return n;
+}
+
+std::string gib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f GiB",
+                double(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+std::string count(int64_t n) {
+  char text[32];
+  if (n >= 1000000000)
+    std::snprintf(text, sizeof(text), "%.2f billion", n / 1e9);
+  else if (n >= 1000000)
+    std::snprintf(text, sizeof(text), "%.2f million", n / 1e6);
+  else
+    std::snprintf(text, sizeof(text), "%lld", static_cast<long long>(n));
+  return text;
+}
+} // namespace
+
+MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
+  // The same parameters the executor adds (Executor::Executor), without
+  // allocating them.
+  ParameterStore store;
+  int64_t work = 0;
+  for (const StagePlan &stage : plan.stages) {
+    if (stage.device != device)
+      continue;
+    for (int layer : stage.layers)
+      for (const ParameterSpec &spec : getLayerParameters(plan.model, layer))
+        store.add(spec);
+  }
+  const VocabularyPlan &v = plan.vocabulary;
+  const LayerConfig &output = plan.model.layers.back();
+  if (v.input.present)
+    store.add(getTableShard("embed.tokens", v.input.vocab, v.input.paddedVocab,
+                            plan.model.hidden, device, plan.devices));
+  if (v.output.present)
+    store.add(getTableShard(output.tied ? "embed.tokens" : "lm_head.weight",
+                            v.output.vocab, v.output.paddedVocab,
+                            plan.model.hidden, device, plan.devices));
+  MemoryNeed need;
+  need.parameters = countFloats(store);
+  need.bytes = need.parameters * kBytesPerParameter;
+  for (const StagePlan &stage : plan.stages) {
+    if (stage.device != device)
+      continue;
+    for (size_t k = 0; k < plan.slices.size(); ++k)
+      work = std::max(work, getWorkspaceFloats(plan.model, stage.layers,
+                                               plan.getSliceShape(int(k))));
+  }
+  need.bytes += work * int64_t(sizeof(float));
+  if (device >= 0 && device < int(plan.programs.size()))
+    for (int64_t bytes : plan.programs[device].buffers)
+      need.bytes += bytes;
+  return need;
+}
+
+MemoryNeed getReferenceMemoryNeed(const ModelConfig &model) {
+  ParameterStore store;
+  for (size_t i = 0; i < model.layers.size(); ++i)
+    for (const ParameterSpec &spec : getLayerParameters(model, int(i)))
+      store.add(spec);
+  MemoryNeed need;
+  need.parameters = countFloats(store);
+  need.bytes = need.parameters * kBytesPerParameter;
+  SliceShape whole{model.microBatch, model.seqLen, 0};
+  for (const LayerConfig &layer : model.layers)
+    need.bytes += int64_t(sizeof(float)) *
+                  (getForwardStateFloats(model, layer, whole) +
+                   getWeightStateFloats(model, layer, whole) +
+                   getKeyValueFloats(model, layer, model.microBatch));
+  return need;
+}
+
+int64_t getAvailableHostBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:")
+      return kib * 1024;
+  }
+  return -1;
+}
+
+Status checkMemoryNeed(const MemoryNeed &need, int64_t limit,
+                       const std::string &who, const std::string &limitSource) {
+  if (limit < 0 || need.bytes <= limit)
+    return Status::ok();
+  return Status::error(
+      who + " " + gib(need.bytes) + " of host memory (" +
+      count(need.parameters) +
+      " parameters, 16 bytes each with gradients and Adam moments in fp32, "
+      "plus activations), more than the " +
+      gib(limit) + " " + limitSource +
+      "; use more pipeline devices, a smaller model, or --memory-limit");
+}
+
+} // namespace sluice::rt

@@ -1,0 +1,48 @@
+//===- HostMemory.h - What a rank needs against what the host has -*- C++
+//-*-===//
+//
+// A plan for a real model (Llama-3-8B: 8 billion parameters, 128 GB with
+// gradients and Adam moments in fp32) would have the CPU runtime allocate
+// memory lazily and be killed by the kernel half-way through the first
+// step. These estimates let sluice-run refuse such a run before it starts,
+// with the figures a user needs to pick more devices or a smaller model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_RUNTIME_HOSTMEMORY_H
+#define SLUICE_RUNTIME_HOSTMEMORY_H
+
+#include "Plan.h"
+#include "Status.h"
+
+#include <cstdint>
+#include <string>
+
+namespace sluice::rt {
+
+struct MemoryNeed {
+  int64_t parameters = 0; // parameter count (weights)
+  int64_t bytes = 0;      // everything the rank holds for the whole run
+};
+
+/// One device of a plan: its parameters with gradients and both Adam
+/// moments, its vocabulary shards, the plan's buffers and the largest
+/// workspace of its stages.
+MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device);
+
+/// The single-process reference: the whole model and one microbatch's
+/// state.
+MemoryNeed getReferenceMemoryNeed(const ModelConfig &model);
+
+/// MemAvailable of /proc/meminfo, in bytes; -1 where unknown.
+int64_t getAvailableHostBytes();
+
+/// An error naming the figures when `need` exceeds `limit` bytes (no
+/// check when limit < 0); `who` names the rank or the reference with its
+/// verb ("rank 0 needs", "the 4 ranks on this host need").
+Status checkMemoryNeed(const MemoryNeed &need, int64_t limit,
+                       const std::string &who, const std::string &limitSource);
+
+} // namespace sluice::rt
+
+#endif // SLUICE_RUNTIME_HOSTMEMORY_H
