@@ -104,6 +104,16 @@ public:
                              const float *dg, float *dz, float *du,
                              int64_t n) = 0;
 
+  /// Rotary position embedding in place (RoFormer; Hugging Face's Llama
+  /// layout). x holds rows x tokens vectors `stride` floats apart, each
+  /// starting with `heads` heads of `headDim`; in every head, dimensions i
+  /// and i + headDim / 2 turn by the angle (offset + t) * theta^(-2i /
+  /// headDim) of the vector's position. `inverse` turns them back, which is
+  /// also the rotation's gradient (its transpose).
+  virtual void rotate(float *x, int64_t rows, int64_t tokens, int64_t offset,
+                      int64_t heads, int64_t headDim, int64_t stride,
+                      double theta, bool inverse) = 0;
+
   virtual void attentionForward(const AttentionShape &s, const float *q,
                                 const float *keys, const float *values,
                                 float *probs, float *context) = 0;

@@ -29,6 +29,8 @@ struct LayerConfig {
   int64_t headDim = 0;
   int64_t ffn = 0;
   bool bias = false;
+  // Rotary positions' frequency base; 0: none.
+  double ropeTheta = 0;
   // "layernorm" or "rmsnorm" (transformer and output); "gelu", "swiglu" or
   // "geglu" (transformer).
   std::string norm = "layernorm";

@@ -112,6 +112,16 @@ ModelConfig readModel(const json &j) {
       c.norm = text(l, "norm", at);
       c.mlp = text(l, "mlp", at);
       c.bias = flag(l, "bias", at);
+      if (l.contains("rope_theta")) {
+        const json &theta = l["rope_theta"];
+        if (!theta.is_number() || !(theta.get<double>() > 0))
+          fail(at + ": 'rope_theta' must be a positive number, got " +
+               theta.dump());
+        c.ropeTheta = theta.get<double>();
+        if (c.headDim % 2 != 0)
+          fail(at + ": rotary positions need an even 'head_dim', got " +
+               std::to_string(c.headDim));
+      }
       if (c.heads % c.kvHeads != 0)
         fail(at + ": 'kv_heads' = " + std::to_string(c.kvHeads) +
              " does not divide 'heads' = " + std::to_string(c.heads));

@@ -8,9 +8,10 @@
 //   out = x2 + g W2 + b2
 //
 // Llama and Gemma variants: grouped-query attention (K and V have fewer
-// heads, each shared by a group of query heads), and gated feed-forward
-// blocks, where z = c Wg + bg and g = act(z) * u with act SiLU (SwiGLU) or
-// GELU (GeGLU).
+// heads, each shared by a group of query heads), rotary positions (q and k
+// turned by their absolute position before attention), and gated
+// feed-forward blocks, where z = c Wg + bg and g = act(z) * u with act
+// SiLU (SwiGLU) or GELU (GeGLU).
 //
 // Token slicing (TeraPipe, Seq1F1B): a slice's queries attend to the keys
 // and values of every earlier slice of the same microbatch, kept in the
@@ -196,6 +197,14 @@ void StageRunner::transformerForward(const Layer &l, const SliceShape &s,
                qkv, width);
   if (l.w.qkvB)
     kernels.addRowVector(qkv, l.w.qkvB, rt, width);
+  if (c.ropeTheta > 0) {
+    // Rotated by absolute position (offset + t), so the keys a later slice
+    // reads from the state are the ones the whole sequence would have.
+    kernels.rotate(qkv, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
+                   c.ropeTheta, false);
+    kernels.rotate(qkv + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
+                   width, c.ropeTheta, false);
+  }
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t i = 0; i < s.tokens; ++i) {
       const float *row = qkv + (r * s.tokens + i) * width;
@@ -276,6 +285,13 @@ void StageRunner::transformerBackward(const Layer &l, const SliceShape &s,
       kernels.copy(row + hd, v.dkeys + pos * kvw, kvw);
       kernels.copy(row + hd + kvw, v.dvalues + pos * kvw, kvw);
     }
+  if (c.ropeTheta > 0) {
+    // Back through the rotation: its gradient is its transpose.
+    kernels.rotate(v.dqkv, s.rows, s.tokens, s.offset, c.heads, c.headDim,
+                   width, c.ropeTheta, true);
+    kernels.rotate(v.dqkv + hd, s.rows, s.tokens, s.offset, c.kvHeads,
+                   c.headDim, width, c.ropeTheta, true);
+  }
   kernels.gemm(false, true, rt, h, width, 1.0f, v.dqkv, width, l.w.qkvW, width,
                0.0f, v.da, h);
   kernels.copy(dx, dx2, rt * h);

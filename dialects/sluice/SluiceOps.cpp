@@ -13,6 +13,8 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::sluice;
 
@@ -334,6 +336,16 @@ LogicalResult TransformerLayerOp::verify() {
     return emitOpError("'heads' = ")
            << getHeads()
            << " is not divisible by 'kv_heads' = " << getKvHeads();
+  if (FloatAttr thetaAttr = getRopeThetaAttr()) {
+    double theta = thetaAttr.getValueAsDouble();
+    // Written so that NaN fails too.
+    if (!(theta > 0))
+      return emitOpError("'rope_theta' must be positive, got ") << theta;
+    if (getHeadDimOrDefault() % 2 != 0)
+      return emitOpError("rotary positions ('rope_theta') need an even head "
+                         "size, got ")
+             << getHeadDimOrDefault();
+  }
   return success();
 }
 
@@ -592,6 +604,52 @@ static ParseResult parsePassKind(OpAsmParser &parser, PassKindAttr &kind) {
 static void printPassKind(OpAsmPrinter &printer, Operation *,
                           PassKindAttr kind) {
   printer << stringifyPassKind(kind.getValue());
+}
+
+//===----------------------------------------------------------------------===//
+// custom<LayerOptions>: a transformer layer's optional trailing entries
+//===----------------------------------------------------------------------===//
+
+/// `, bias` and `, rope_theta = 10000.0`, each optional, in this order. A
+/// declarative optional group cannot start with the `,` both share, so the
+/// keyword after the comma decides.
+static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
+                                     FloatAttr &ropeTheta) {
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (parser.parseKeyword(&keyword))
+      return failure();
+    if (keyword == "bias" && !bias && !ropeTheta) {
+      bias = parser.getBuilder().getUnitAttr();
+      continue;
+    }
+    if (keyword == "rope_theta" && !ropeTheta) {
+      double value;
+      if (parser.parseEqual() || parser.parseFloat(value))
+        return failure();
+      ropeTheta = parser.getBuilder().getF64FloatAttr(value);
+      continue;
+    }
+    return parser.emitError(loc, "unexpected '")
+           << keyword << "' (expected 'bias', then 'rope_theta = <float>')";
+  }
+  return success();
+}
+
+static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
+                              FloatAttr ropeTheta) {
+  if (bias)
+    printer << ", bias";
+  if (ropeTheta) {
+    printer << ", rope_theta = ";
+    // Bases are round numbers (10000, 500000): print them as written.
+    double value = ropeTheta.getValueAsDouble();
+    if (value == std::floor(value) && std::fabs(value) < 1e15)
+      printer << static_cast<int64_t>(value) << ".0";
+    else
+      printer.printFloat(ropeTheta.getValue());
+  }
 }
 
 #define GET_OP_CLASSES

@@ -133,15 +133,22 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     give it explicitly and then `heads * head_dim` may differ from `hidden`.
     `ffn` is the feed-forward width, `norm` and `mlp` select the
     normalisation and the feed-forward kind, and the unit attribute `bias`
-    adds biases to every linear map (GPT-2).
+    adds biases to every linear map (GPT-2). `rope_theta`, when present,
+    rotates queries and keys by their absolute position before attention
+    (rotary position embeddings, RoFormer; Llama and Gemma): the pair of
+    dimensions (i, i + head_dim / 2) turns by position * rope_theta^(-2i /
+    head_dim). Its cost is negligible and it holds no parameters, so only
+    the runtime reads it.
 
     Rules checked by the verifier: all sizes positive; `kv_heads` divides
-    `heads`; `heads` divides `hidden` when `head_dim` is absent.
+    `heads`; `heads` divides `hidden` when `head_dim` is absent;
+    `rope_theta` positive and `head_dim` even when it is given.
 
     ```mlir
-    // Llama-3-8B: grouped-query attention, SwiGLU.
+    // Llama-3-8B: grouped-query attention, SwiGLU, rotary positions.
     %y = sluice.transformer_layer %x {heads = 32, kv_heads = 8, ffn = 14336,
-           norm = rmsnorm, mlp = swiglu} : tensor<1x8192x4096xbf16>
+           norm = rmsnorm, mlp = swiglu, rope_theta = 500000.0}
+           : tensor<1x8192x4096xbf16>
     // Gemma-2-9B: heads * head_dim = 4096 differs from hidden = 3584.
     %v = sluice.transformer_layer %u {heads = 16, kv_heads = 8, head_dim = 256,
            ffn = 14336, norm = rmsnorm, mlp = geglu} : tensor<1x8192x3584xbf16>
@@ -153,12 +160,14 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
   let arguments = (ins AnyRankedTensor:$input, Sluice_SizeAttr:$heads,
                        Sluice_SizeAttr:$kv_heads, OptionalAttr<Sluice_SizeAttr>:$head_dim,
                        Sluice_SizeAttr:$ffn, Sluice_NormKindAttr:$norm,
-                       Sluice_MlpKindAttr:$mlp, UnitAttr:$bias);
+                       Sluice_MlpKindAttr:$mlp, UnitAttr:$bias,
+                       OptionalAttr<F64Attr>:$rope_theta);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     $input ` ` `{` `heads` `=` $heads `,` `kv_heads` `=` $kv_heads `,`
     (`head_dim` `=` $head_dim^ `,`)? `ffn` `=` $ffn `,` `norm` `=` `` $norm
-    `,` `mlp` `=` `` $mlp (`,` `bias` $bias^)? `}` attr-dict `:` type($input)
+    `,` `mlp` `=` `` $mlp `` custom<LayerOptions>($bias, $rope_theta) `}`
+    attr-dict `:` type($input)
   }];
   let extraClassDeclaration = [{
     /// The hidden size, the last dimension of the input.

@@ -175,6 +175,29 @@ public:
     return std::optional<std::string>(string->str());
   }
 
+  /// A positive number under `key`, or nullopt if absent.
+  FailureOr<std::optional<double>> optionalPositive(StringRef key) const {
+    StringRef found;
+    FailureOr<const llvm::json::Value *> value = find({key}, found);
+    if (failed(value))
+      return failure();
+    if (!*value)
+      return std::optional<double>();
+    std::optional<double> number = (*value)->getAsNumber();
+    if (!number || !(*number > 0)) {
+      error(key) << "key '" << key << "' must be a positive number, got "
+                 << formatJSON(**value);
+      return failure();
+    }
+    return number;
+  }
+
+  /// Whether `key` is present with a non-null value.
+  bool has(StringRef key) const {
+    const llvm::json::Value *value = object.get(key);
+    return value && value->kind() != llvm::json::Value::Null;
+  }
+
   FailureOr<std::optional<bool>> optionalBool(StringRef key) const {
     StringRef found;
     FailureOr<const llvm::json::Value *> value = find({key}, found);
@@ -238,6 +261,7 @@ struct ImportedConfig {
   const Family *family = nullptr;
   int64_t hidden, layers, heads, kvHeads, ffn, vocab, positions;
   std::optional<int64_t> headDim;
+  std::optional<double> ropeTheta; // rotary families only
   bool tied;
   Type dtype;
 };
@@ -377,6 +401,23 @@ FailureOr<ImportedConfig> readConfig(const ConfigReader &reader,
     return failure();
   }
 
+  // Rotary positions (Llama, Gemma): the frequency base; GPT-2 learns a
+  // position table instead.
+  if (!family.learnedPositions) {
+    auto theta = reader.optionalPositive("rope_theta");
+    if (failed(theta))
+      return failure();
+    config.ropeTheta = theta->value_or(10000.0);
+    if (!*theta)
+      reader.remarkDefault("rope_theta", "10000.0",
+                           "Hugging Face's default for " + family.name);
+    if (reader.has("rope_scaling"))
+      emitWarning(reader.loc("rope_scaling"))
+          << "key 'rope_scaling' is not modelled: rotary positions use the "
+             "unscaled frequencies of rope_theta = "
+          << llvm::formatv("{0:F1}", *config.ropeTheta).str();
+  }
+
   auto tied = reader.optionalBool("tie_word_embeddings");
   if (failed(tied))
     return failure();
@@ -482,7 +523,9 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
         config->headDim ? size(*config->headDim) : IntegerAttr(),
         size(config->ffn), NormKindAttr::get(context, family.norm),
         MlpKindAttr::get(context, family.mlp),
-        family.bias ? builder.getUnitAttr() : UnitAttr());
+        family.bias ? builder.getUnitAttr() : UnitAttr(),
+        config->ropeTheta ? builder.getF64FloatAttr(*config->ropeTheta)
+                          : FloatAttr());
   Value loss = OutputLayerOp::create(
       builder, named("lm_head"),
       RankedTensorType::get({}, builder.getF32Type()), x, size(config->vocab),

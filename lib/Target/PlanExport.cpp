@@ -52,6 +52,8 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
       layer.bias = t.getBias();
       layer.norm = stringifyNormKind(t.getNorm()).str();
       layer.mlp = stringifyMlpKind(t.getMlp()).str();
+      if (FloatAttr theta = t.getRopeThetaAttr())
+        layer.ropeTheta = theta.getValueAsDouble();
     } else if (auto o = dyn_cast<OutputLayerOp>(op)) {
       layer.kind = rt::LayerKind::Output;
       layer.vocab = o.getVocab();
@@ -154,6 +156,8 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
               json.attribute("ffn", l.ffn);
               json.attribute("mlp", l.mlp);
               json.attribute("bias", l.bias);
+              if (l.ropeTheta > 0)
+                json.attribute("rope_theta", l.ropeTheta);
             }
             if (l.kind != rt::LayerKind::Embedding)
               json.attribute("norm", l.norm);

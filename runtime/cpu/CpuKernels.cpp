@@ -177,6 +177,28 @@ void CpuKernels::gatedBackward(GateActivation act, const float *z,
   }
 }
 
+void CpuKernels::rotate(float *x, int64_t rows, int64_t tokens, int64_t offset,
+                        int64_t heads, int64_t headDim, int64_t stride,
+                        double theta, bool inverse) {
+  const int64_t half = headDim / 2;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      // In double: positions reach 10^5 and the angle must stay exact
+      // enough that every slice of a sequence sees the same rotation.
+      double angle =
+          double(offset + t) * std::pow(theta, -2.0 * double(i) / headDim);
+      float c = float(std::cos(angle));
+      float sn = float(inverse ? -std::sin(angle) : std::sin(angle));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t h = 0; h < heads; ++h) {
+          float *v = x + (r * tokens + t) * stride + h * headDim;
+          float a = v[i], b = v[i + half];
+          v[i] = a * c - b * sn;
+          v[i + half] = b * c + a * sn;
+        }
+    }
+}
+
 void CpuKernels::attentionForward(const AttentionShape &s, const float *q,
                                   const float *keys, const float *values,
                                   float *probs, float *context) {

@@ -36,6 +36,9 @@ public:
                     float *g, int64_t n) override;
   void gatedBackward(GateActivation act, const float *z, const float *u,
                      const float *dg, float *dz, float *du, int64_t n) override;
+  void rotate(float *x, int64_t rows, int64_t tokens, int64_t offset,
+              int64_t heads, int64_t headDim, int64_t stride, double theta,
+              bool inverse) override;
   void attentionForward(const AttentionShape &s, const float *q,
                         const float *keys, const float *values, float *probs,
                         float *context) override;

@@ -23,6 +23,37 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 
 // -----
 
+// non-positive-rope-theta
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'rope_theta' must be positive, got 0.000000e+00}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 0.0} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// rope-needs-even-head-size
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x30xf32>
+  // expected-error@+1 {{rotary positions ('rope_theta') need an even head size, got 15}}
+  %x = sluice.transformer_layer %emb {heads = 2, kv_heads = 2, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0} : tensor<1x4x30xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x30xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// rope-after-bias
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{unexpected 'bias' (expected 'bias', then 'rope_theta = <float>')}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, bias} : tensor<1x4x32xf32>
+}
+
+// -----
+
 // non-positive-heads
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>

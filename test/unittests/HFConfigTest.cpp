@@ -65,7 +65,7 @@ constexpr const char *kTinyLlama = R"({
   "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
   "num_attention_heads": 4, "num_key_value_heads": 2,
   "intermediate_size": 128, "vocab_size": 300,
-  "max_position_embeddings": 32, "hidden_act": "silu",
+  "max_position_embeddings": 32, "hidden_act": "silu", "rope_theta": 250.5,
   "tie_word_embeddings": false, "torch_dtype": "float32"
 })";
 
@@ -165,7 +165,18 @@ TEST_F(HFConfigTest, TinyLlamaImportsExactly) {
   EXPECT_TRUE(model.getDtype().isF32());
   EXPECT_EQ(model.getActivationType(),
             RankedTensorType::get({1, 32, 64}, model.getDtype()));
+  for (TransformerLayerOp layer : layers(model))
+    EXPECT_EQ(layer.getRopeThetaAttr().getValueAsDouble(), 250.5);
   EXPECT_TRUE(remarks.empty());
+}
+
+TEST_F(HFConfigTest, AbsentRopeThetaDefaultsWithRemark) {
+  ModelOp model = import(tinyLlamaWith("rope_theta", ""));
+  ASSERT_TRUE(model);
+  EXPECT_EQ(layers(model).front().getRopeThetaAttr().getValueAsDouble(),
+            10000.0);
+  ASSERT_EQ(remarks.size(), 1u);
+  EXPECT_NE(remarks.front().find("rope_theta"), std::string::npos);
 }
 
 TEST_F(HFConfigTest, AbsentKvHeadsDefaultsToHeadsWithRemark) {
@@ -224,6 +235,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"num_key_value_heads", "3",
                   "key 'num_attention_heads' = 4 is not divisible by key "
                   "'num_key_value_heads' = 3"},
+        BadConfig{"rope_theta", "-1",
+                  "key 'rope_theta' must be a positive number, got -1"},
+        BadConfig{"rope_theta", "\"big\"",
+                  "key 'rope_theta' must be a positive number, got \"big\""},
         BadConfig{"model_type", "\"bert\"",
                   "key 'model_type' = \"bert\" is not supported (supported: "
                   "gemma, gemma2, gpt2, llama, mistral)"},

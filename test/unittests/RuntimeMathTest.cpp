@@ -25,11 +25,12 @@ struct Variant {
   bool positions, bias;
   const char *norm, *mlp;
   int64_t heads, kvHeads;
+  double ropeTheta = 0; // rotary positions' base (Llama, Gemma); 0: none
 };
 
 ModelConfig tinyModel(bool positions, bool bias, const char *norm,
                       const char *mlp = "gelu", int64_t heads = 2,
-                      int64_t kvHeads = 2) {
+                      int64_t kvHeads = 2, double ropeTheta = 0) {
   ModelConfig m;
   m.name = "tiny";
   m.seqLen = 6;
@@ -48,6 +49,7 @@ ModelConfig tinyModel(bool positions, bool bias, const char *norm,
   t.bias = bias;
   t.norm = norm;
   t.mlp = mlp;
+  t.ropeTheta = ropeTheta;
   LayerConfig out;
   out.kind = LayerKind::Output;
   out.vocab = 11;
@@ -100,8 +102,8 @@ class GradientCheck : public ::testing::TestWithParam<Variant> {};
 // Every parameter's gradient against central finite differences.
 TEST_P(GradientCheck, MatchesFiniteDifferences) {
   const Variant &v = GetParam();
-  ModelConfig model =
-      tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads, v.kvHeads);
+  ModelConfig model = tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads,
+                                v.kvHeads, v.ropeTheta);
   ParameterStore store;
   for (const ParameterSpec &p : getModelParameters(model))
     store.add(p);
@@ -137,9 +139,10 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"gpt2", true, true, "layernorm", "gelu", 2, 2},
         Variant{"plain", false, false, "layernorm", "gelu", 2, 2},
         Variant{"rms_bias", false, true, "rmsnorm", "gelu", 2, 2},
-        Variant{"llama", false, false, "rmsnorm", "swiglu", 4, 2},
-        Variant{"multi_query", false, false, "rmsnorm", "swiglu", 4, 1},
-        Variant{"gemma", false, false, "rmsnorm", "geglu", 2, 1},
+        // A small rotary base turns even these 6 positions far.
+        Variant{"llama", false, false, "rmsnorm", "swiglu", 4, 2, 100.0},
+        Variant{"multi_query", false, false, "rmsnorm", "swiglu", 4, 1, 100.0},
+        Variant{"gemma", false, false, "rmsnorm", "geglu", 2, 1, 100.0},
         Variant{"gated_bias", true, true, "layernorm", "swiglu", 4, 2}),
     [](const ::testing::TestParamInfo<Variant> &info) {
       return std::string(info.param.name);
@@ -152,8 +155,8 @@ INSTANTIATE_TEST_SUITE_P(
 // that every block's nonlinearity works outside its linear region.
 TEST_P(GradientCheck, DirectionalDerivativePerTensor) {
   const Variant &v = GetParam();
-  ModelConfig model =
-      tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads, v.kvHeads);
+  ModelConfig model = tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads,
+                                v.kvHeads, v.ropeTheta);
   ParameterStore store;
   for (const ParameterSpec &p : getModelParameters(model))
     store.add(p);
@@ -198,8 +201,8 @@ class SlicedVariant : public ::testing::TestWithParam<Variant> {};
 // TeraPipe/Seq1F1B slicing computes the same loss and gradients.
 TEST_P(SlicedVariant, TokenSlicesChangeNothing) {
   const Variant &v = GetParam();
-  ModelConfig model =
-      tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads, v.kvHeads);
+  ModelConfig model = tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads,
+                                v.kvHeads, v.ropeTheta);
   std::vector<int32_t> tokens = tokensFor(model);
   ParameterStore whole, sliced;
   for (const ParameterSpec &p : getModelParameters(model)) {
@@ -220,14 +223,48 @@ TEST_P(SlicedVariant, TokenSlicesChangeNothing) {
   EXPECT_LT(maxDiff, 1e-5 * maxGrad);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SlicedVariant,
-                         ::testing::Values(Variant{"gpt2", true, true,
-                                                   "layernorm", "gelu", 2, 2},
-                                           Variant{"llama", false, false,
-                                                   "rmsnorm", "swiglu", 4, 2}),
-                         [](const ::testing::TestParamInfo<Variant> &info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, SlicedVariant,
+    ::testing::Values(Variant{"gpt2", true, true, "layernorm", "gelu", 2, 2},
+                      Variant{"llama", false, false, "rmsnorm", "swiglu", 4, 2,
+                              100.0}),
+    [](const ::testing::TestParamInfo<Variant> &info) {
+      return std::string(info.param.name);
+    });
+
+// Rotary positions make attention scores depend on relative positions
+// only: <rot(q, m), rot(k, n)> is the same for (m, n) and (m + d, n + d);
+// the inverse rotation undoes the forward one.
+TEST(RuntimeMath, RotaryScoresDependOnRelativePositions) {
+  CpuKernels kernels;
+  const int64_t heads = 2, headDim = 8, width = heads * headDim;
+  std::mt19937 random(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> q(width), k(width);
+  for (float &x : q)
+    x = normal(random);
+  for (float &x : k)
+    x = normal(random);
+  auto score = [&](int64_t m, int64_t n) {
+    std::vector<float> qm = q, kn = k;
+    kernels.rotate(qm.data(), 1, 1, m, heads, headDim, width, 10000.0, false);
+    kernels.rotate(kn.data(), 1, 1, n, heads, headDim, width, 10000.0, false);
+    double dot = 0;
+    for (int64_t e = 0; e < headDim; ++e) // the first head
+      dot += double(qm[e]) * kn[e];
+    return dot;
+  };
+  EXPECT_NEAR(score(5, 2), score(105, 102), 1e-4);
+  EXPECT_NEAR(score(7, 7), score(0, 0), 1e-4);
+  // Position matters: the same vectors three apart score differently.
+  EXPECT_GT(std::fabs(score(5, 2) - score(2, 2)), 1e-2);
+
+  std::vector<float> x = q;
+  kernels.rotate(x.data(), 1, 1, 4097, heads, headDim, width, 500000.0, false);
+  kernels.rotate(x.data(), 1, 1, 4097, heads, headDim, width, 500000.0, true);
+  for (int64_t e = 0; e < width; ++e)
+    EXPECT_NEAR(x[e], q[e], 1e-5);
+}
 
 TEST(RuntimeMath, InitialisationDependsOnNamesNotOrder) {
   ModelConfig model = tinyModel(false, false, "layernorm");
