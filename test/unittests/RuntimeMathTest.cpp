@@ -97,17 +97,26 @@ std::vector<int32_t> tokensFor(const ModelConfig &model) {
 
 void PrintTo(const Variant &v, std::ostream *os) { *os << v.name; }
 
+ModelConfig tinyModel(const Variant &v) {
+  return tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads, v.kvHeads,
+                   v.ropeTheta);
+}
+
+/// Every parameter of `model`, initialised from `seed`.
+ParameterStore makeStore(const ModelConfig &model, uint64_t seed) {
+  ParameterStore store;
+  for (const ParameterSpec &p : getModelParameters(model))
+    store.add(p);
+  store.allocate(seed);
+  return store;
+}
+
 class GradientCheck : public ::testing::TestWithParam<Variant> {};
 
 // Every parameter's gradient against central finite differences.
 TEST_P(GradientCheck, MatchesFiniteDifferences) {
-  const Variant &v = GetParam();
-  ModelConfig model = tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads,
-                                v.kvHeads, v.ropeTheta);
-  ParameterStore store;
-  for (const ParameterSpec &p : getModelParameters(model))
-    store.add(p);
-  store.allocate(42);
+  ModelConfig model = tinyModel(GetParam());
+  ParameterStore store = makeStore(model, 42);
   std::vector<int32_t> tokens = tokensFor(model);
   runStep(model, store, tokens, 1);
   std::vector<float> analytic = store.grads;
@@ -154,13 +163,8 @@ INSTANTIATE_TEST_SUITE_P(
 // of a gated block, around 1e-4) drown in it; the weights are scaled up so
 // that every block's nonlinearity works outside its linear region.
 TEST_P(GradientCheck, DirectionalDerivativePerTensor) {
-  const Variant &v = GetParam();
-  ModelConfig model = tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads,
-                                v.kvHeads, v.ropeTheta);
-  ParameterStore store;
-  for (const ParameterSpec &p : getModelParameters(model))
-    store.add(p);
-  store.allocate(11);
+  ModelConfig model = tinyModel(GetParam());
+  ParameterStore store = makeStore(model, 11);
   for (float &w : store.weights)
     w *= 2.0f;
   std::vector<int32_t> tokens = tokensFor(model);
@@ -200,17 +204,9 @@ class SlicedVariant : public ::testing::TestWithParam<Variant> {};
 
 // TeraPipe/Seq1F1B slicing computes the same loss and gradients.
 TEST_P(SlicedVariant, TokenSlicesChangeNothing) {
-  const Variant &v = GetParam();
-  ModelConfig model = tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads,
-                                v.kvHeads, v.ropeTheta);
+  ModelConfig model = tinyModel(GetParam());
   std::vector<int32_t> tokens = tokensFor(model);
-  ParameterStore whole, sliced;
-  for (const ParameterSpec &p : getModelParameters(model)) {
-    whole.add(p);
-    sliced.add(p);
-  }
-  whole.allocate(7);
-  sliced.allocate(7);
+  ParameterStore whole = makeStore(model, 7), sliced = makeStore(model, 7);
   double a = runStep(model, whole, tokens, 1);
   double b = runStep(model, sliced, tokens, 3);
   EXPECT_NEAR(a, b, 1e-6 * std::fabs(a));
