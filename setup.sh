@@ -112,6 +112,15 @@ demo() {
     --vocab vocab-2 -o "$work/vocab-plan.json"
   mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/vocab-plan.json" \
     "${train[@]}" --check-against "$work/reference" --loss-tolerance 1e-3
+  echo "-- a Llama-shaped byte model (grouped-query attention, rotary positions,"
+  echo "   SwiGLU), token-sliced: Seq1F1B with 4 equal-FLOP slices on the 4 ranks"
+  $compile examples/demo/byte-llama.mlir --pp 4 --microbatches 8 --schedule seq1f1b \
+    --slices 4 --slicing seq1f1b -o "$work/llama-plan.json"
+  rm -rf "$work/llama-reference"
+  build/bin/sluice-run "$work/llama-plan.json" --reference "${train[@]}" \
+    --dump-grads "$work/llama-reference" | tail -n 1
+  mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/llama-plan.json" \
+    "${train[@]}" --check-against "$work/llama-reference"
   echo
   echo "== every example model (examples/README.md says where each comes from)"
   for model in examples/*/*.mlir examples/*/config.json; do

@@ -8,13 +8,19 @@ config.name = "Sluice"
 # bash, not lit's internal shell: tests pipe and loop over example files.
 config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "unittests", "CMakeLists.txt", "lit.cfg.py"]
+config.excludes = ["Inputs", "unittests", "bin", "CMakeLists.txt", "lit.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.sluice_obj_root, "test")
 
-# Sluice's tools first, then FileCheck, not and count from LLVM.
+# The tests' mpirun wrapper (a private session directory per run), Sluice's
+# tools, then FileCheck, not and count from LLVM.
 config.environment["PATH"] = os.pathsep.join(
-    [config.sluice_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")]
+    [
+        os.path.join(config.test_source_root, "bin"),
+        config.sluice_tools_dir,
+        config.llvm_tools_dir,
+        config.environment.get("PATH", ""),
+    ]
 )
 config.substitutions.append(("%examples", os.path.join(config.sluice_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
