@@ -44,6 +44,7 @@ struct BadSpec {
   const char *spec;
   const char *error;
 };
+void PrintTo(const BadSpec &bad, std::ostream *os) { *os << bad.spec; }
 class CostModelErrorTest : public ::testing::TestWithParam<BadSpec> {};
 TEST_P(CostModelErrorTest, NamesTheEntry) {
   std::string error;

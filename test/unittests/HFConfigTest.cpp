@@ -193,6 +193,10 @@ struct BadConfig {
   const char *error;
 };
 
+void PrintTo(const BadConfig &bad, std::ostream *os) {
+  *os << bad.key << " = " << (*bad.value ? bad.value : "(absent)");
+}
+
 class HFConfigErrorTest : public HFConfigTest,
                           public ::testing::WithParamInterface<BadConfig> {};
 
