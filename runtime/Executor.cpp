@@ -20,36 +20,49 @@ const char *passName(Pass pass) {
 }
 } // namespace
 
+std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device) {
+  std::vector<ParameterSpec> specs;
+  for (const StagePlan &stage : plan.stages)
+    if (stage.device == device)
+      for (int layer : stage.layers)
+        for (ParameterSpec &spec : getLayerParameters(plan.model, layer))
+          specs.push_back(std::move(spec));
+  if (plan.vocabulary.input.present)
+    specs.push_back(getInputShardSpec(plan, device));
+  if (plan.vocabulary.output.present)
+    specs.push_back(getOutputShardSpec(plan, device));
+  return specs;
+}
+
+int64_t getDeviceWorkspaceFloats(const Plan &plan, int device) {
+  int64_t work = 0;
+  for (const StagePlan &stage : plan.stages)
+    if (stage.device == device)
+      for (size_t k = 0; k < plan.slices.size(); ++k)
+        work = std::max(work, getWorkspaceFloats(plan.model, stage.layers,
+                                                 plan.getSliceShape(int(k))));
+  return work;
+}
+
 Executor::Executor(const Plan &plan, int device, Kernels &kernels,
                    Communicator &comm, TokenSource &data,
                    const TrainerOptions &options)
     : plan(plan), device(device), kernels(kernels), comm(comm), data(data),
       options(options) {
-  // Parameters of every layer this device runs, then its stages.
-  for (const StagePlan &stage : plan.stages)
-    if (stage.device == device)
-      for (int layer : stage.layers)
-        for (const ParameterSpec &spec : getLayerParameters(plan.model, layer))
-          parameters.add(spec);
-  if (plan.vocabulary.any()) {
+  // ParameterStore::add ignores a tied table's second spec.
+  for (const ParameterSpec &spec : getDeviceParameters(plan, device))
+    parameters.add(spec);
+  if (plan.vocabulary.any())
     shards = std::make_unique<VocabularyShards>(plan, device, kernels, comm);
-    shards->addParameters(parameters);
-  }
   parameters.allocate(options.seed);
   if (shards)
     shards->bind(parameters);
-  int64_t work = 0;
   stages.resize(plan.stages.size());
-  for (size_t s = 0; s < plan.stages.size(); ++s) {
-    if (plan.stages[s].device != device)
-      continue;
-    stages[s] = std::make_unique<StageRunner>(plan.model, plan.stages[s].layers,
-                                              parameters, kernels);
-    for (size_t k = 0; k < plan.slices.size(); ++k)
-      work = std::max(
-          work, stages[s]->getWorkspaceFloats(plan.getSliceShape(int(k))));
-  }
-  workspace.assign(work, 0.0f);
+  for (size_t s = 0; s < plan.stages.size(); ++s)
+    if (plan.stages[s].device == device)
+      stages[s] = std::make_unique<StageRunner>(
+          plan.model, plan.stages[s].layers, parameters, kernels);
+  workspace.assign(getDeviceWorkspaceFloats(plan, device), 0.0f);
   const DeviceProgram &program = plan.programs[device];
   for (int64_t bytes : program.buffers)
     buffers.emplace_back(bytes / sizeof(float), 0.0f);

@@ -64,6 +64,12 @@ public:
   virtual ParameterStore &getParameters() = 0;
 };
 
+/// Every parameter `device` holds: its stages' layers, then its vocabulary
+/// table shards (a tied table once).
+std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device);
+/// The scratch `device` needs: the largest of its stages' over every slice.
+int64_t getDeviceWorkspaceFloats(const Plan &plan, int device);
+
 class Executor final : public Trainer {
 public:
   Executor(const Plan &plan, int device, Kernels &kernels, Communicator &comm,

@@ -2,7 +2,7 @@
 
 #include "HostMemory.h"
 
-#include "Layout.h"
+#include "Executor.h"
 #include "Parameters.h"
 
 #include <algorithm>
@@ -43,37 +43,14 @@ std::string count(int64_t n) {
 } // namespace
 
 MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
-  // The same parameters the executor adds (Executor::Executor), without
-  // allocating them.
+  // The parameters the executor adds, without allocating them.
   ParameterStore store;
-  int64_t work = 0;
-  for (const StagePlan &stage : plan.stages) {
-    if (stage.device != device)
-      continue;
-    for (int layer : stage.layers)
-      for (const ParameterSpec &spec : getLayerParameters(plan.model, layer))
-        store.add(spec);
-  }
-  const VocabularyPlan &v = plan.vocabulary;
-  const LayerConfig &output = plan.model.layers.back();
-  if (v.input.present)
-    store.add(getTableShard("embed.tokens", v.input.vocab, v.input.paddedVocab,
-                            plan.model.hidden, device, plan.devices));
-  if (v.output.present)
-    store.add(getTableShard(output.tied ? "embed.tokens" : "lm_head.weight",
-                            v.output.vocab, v.output.paddedVocab,
-                            plan.model.hidden, device, plan.devices));
+  for (const ParameterSpec &spec : getDeviceParameters(plan, device))
+    store.add(spec);
   MemoryNeed need;
   need.parameters = countFloats(store);
-  need.bytes = need.parameters * kBytesPerParameter;
-  for (const StagePlan &stage : plan.stages) {
-    if (stage.device != device)
-      continue;
-    for (size_t k = 0; k < plan.slices.size(); ++k)
-      work = std::max(work, getWorkspaceFloats(plan.model, stage.layers,
-                                               plan.getSliceShape(int(k))));
-  }
-  need.bytes += work * int64_t(sizeof(float));
+  need.bytes = need.parameters * kBytesPerParameter +
+               getDeviceWorkspaceFloats(plan, device) * int64_t(sizeof(float));
   if (device >= 0 && device < int(plan.programs.size()))
     for (int64_t bytes : plan.programs[device].buffers)
       need.bytes += bytes;
@@ -82,9 +59,8 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
 
 MemoryNeed getReferenceMemoryNeed(const ModelConfig &model) {
   ParameterStore store;
-  for (size_t i = 0; i < model.layers.size(); ++i)
-    for (const ParameterSpec &spec : getLayerParameters(model, int(i)))
-      store.add(spec);
+  for (const ParameterSpec &spec : getModelParameters(model))
+    store.add(spec);
   MemoryNeed need;
   need.parameters = countFloats(store);
   need.bytes = need.parameters * kBytesPerParameter;

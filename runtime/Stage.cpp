@@ -131,6 +131,19 @@ struct TransformerViews {
   float *keys, *values, *dkeys, *dvalues;
 };
 
+/// A transformer layer's sizes for one slice: rows x tokens, hidden, ffn,
+/// the query heads' and the key/value heads' widths, and the QKV
+/// projection's (q, k and v side by side).
+struct Sizes {
+  int64_t rt, h, f, hd, kvw, width;
+};
+
+Sizes getSizes(const ModelConfig &model, const LayerConfig &l,
+               const SliceShape &s) {
+  int64_t hd = l.heads * l.headDim, kvw = l.kvHeads * l.headDim;
+  return {s.rows * s.tokens, model.hidden, l.ffn, hd, kvw, hd + 2 * kvw};
+}
+
 GateActivation activation(const LayerConfig &l) {
   return l.mlp == "swiglu" ? GateActivation::Silu : GateActivation::Gelu;
 }
@@ -138,8 +151,7 @@ GateActivation activation(const LayerConfig &l) {
 TransformerViews view(const ModelConfig &model, const LayerConfig &l,
                       const SliceShape &s, const float *state,
                       const float *wstate, const float *kv) {
-  int64_t rt = s.rows * s.tokens, h = model.hidden;
-  int64_t hd = l.heads * l.headDim, kvw = l.kvHeads * l.headDim;
+  auto [rt, h, f, hd, kvw, width] = getSizes(model, l, s);
   TransformerViews v{};
   float *p = const_cast<float *>(state);
   if (p) {
@@ -150,17 +162,17 @@ TransformerViews view(const ModelConfig &model, const LayerConfig &l,
     v.ctx = p, p += rt * hd;
     v.xhat2 = p, p += rt * h;
     v.rstd2 = p, p += rt;
-    v.u = p, p += rt * l.ffn;
-    v.g = p, p += rt * l.ffn;
+    v.u = p, p += rt * f;
+    v.g = p, p += rt * f;
     v.z = l.isGated() ? p : nullptr;
   }
   p = const_cast<float *>(wstate);
   if (p) {
-    v.dqkv = p, p += rt * (hd + 2 * kvw);
+    v.dqkv = p, p += rt * width;
     v.da = p, p += rt * h;
     v.dy1 = p, p += rt * h;
     v.dc = p, p += rt * h;
-    v.du = p, p += rt * l.ffn;
+    v.du = p, p += rt * f;
     v.dy2 = p, p += rt * h;
     v.dz = l.isGated() ? p : nullptr;
   }
@@ -178,9 +190,7 @@ void StageRunner::transformerForward(const Layer &l, const SliceShape &s,
                                      const float *x, float *out, float *state,
                                      float *kvState, float *work) {
   const LayerConfig &c = *l.config;
-  int64_t rt = s.rows * s.tokens, h = model.hidden, f = c.ffn;
-  int64_t hd = c.heads * c.headDim, kvw = c.kvHeads * c.headDim;
-  int64_t width = hd + 2 * kvw;
+  auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
   bool rms = c.norm == "rmsnorm";
   TransformerViews v = view(model, c, s, state, nullptr, kvState);
   float *a = work, *qkv = a + rt * h, *x2 = qkv + rt * width, *cn = x2 + rt * h;
@@ -247,9 +257,7 @@ void StageRunner::transformerBackward(const Layer &l, const SliceShape &s,
                                       const float *state, float *wstate,
                                       float *kvState, float *work) {
   const LayerConfig &c = *l.config;
-  int64_t rt = s.rows * s.tokens, h = model.hidden, f = c.ffn;
-  int64_t hd = c.heads * c.headDim, kvw = c.kvHeads * c.headDim;
-  int64_t width = hd + 2 * kvw;
+  auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
   bool rms = c.norm == "rmsnorm";
   TransformerViews v = view(model, c, s, state, wstate, kvState);
   float *dg = work, *dx2 = dg + rt * f, *dctx = dx2 + rt * h,
@@ -302,9 +310,7 @@ void StageRunner::transformerWeight(const Layer &l, const SliceShape &s,
                                     const float *state, const float *wstate,
                                     float *work) {
   const LayerConfig &c = *l.config;
-  int64_t rt = s.rows * s.tokens, h = model.hidden, f = c.ffn;
-  int64_t hd = c.heads * c.headDim, kvw = c.kvHeads * c.headDim;
-  int64_t width = hd + 2 * kvw;
+  auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
   TransformerViews v = view(model, c, s, state, wstate, nullptr);
   float *normOut = work;
 

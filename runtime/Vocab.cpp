@@ -7,36 +7,39 @@
 
 namespace sluice::rt {
 
+ParameterSpec getInputShardSpec(const Plan &plan, int device) {
+  const ShardPlan &input = plan.vocabulary.input;
+  return getTableShard("embed.tokens", input.vocab, input.paddedVocab,
+                       plan.model.hidden, device, plan.devices);
+}
+
+ParameterSpec getOutputShardSpec(const Plan &plan, int device) {
+  // Tied: the LM head is the embedding table, the same shard (§6.1:
+  // "the same device placement ... the shared weight tensor").
+  const ShardPlan &output = plan.vocabulary.output;
+  bool tied = plan.model.layers.back().tied;
+  return getTableShard(tied ? "embed.tokens" : "lm_head.weight", output.vocab,
+                       output.paddedVocab, plan.model.hidden, device,
+                       plan.devices);
+}
+
 VocabularyShards::VocabularyShards(const Plan &plan, int device,
                                    Kernels &kernels, Communicator &comm)
     : plan(plan), device(device), kernels(kernels), comm(comm),
       hidden(plan.model.hidden) {
   const VocabularyPlan &v = plan.vocabulary;
-  const LayerConfig &output = plan.model.layers.back();
   if (v.input.present) {
-    inSpec = getTableShard("embed.tokens", v.input.vocab, v.input.paddedVocab,
-                           hidden, device, plan.devices);
+    inSpec = getInputShardSpec(plan, device);
     inFirst = inSpec.firstRow;
     inCount = inSpec.getValidRows();
     inRows = inSpec.shape[0];
   }
   if (v.output.present) {
-    // Tied: the LM head is the embedding table, the same shard (§6.1:
-    // "the same device placement ... the shared weight tensor").
-    outSpec = getTableShard(output.tied ? "embed.tokens" : "lm_head.weight",
-                            v.output.vocab, v.output.paddedVocab, hidden,
-                            device, plan.devices);
+    outSpec = getOutputShardSpec(plan, device);
     outFirst = outSpec.firstRow;
     outCount = outSpec.getValidRows();
     outRows = outSpec.shape[0];
   }
-}
-
-void VocabularyShards::addParameters(ParameterStore &store) const {
-  if (plan.vocabulary.input.present)
-    store.add(inSpec);
-  if (plan.vocabulary.output.present)
-    store.add(outSpec);
 }
 
 void VocabularyShards::bind(ParameterStore &store) {

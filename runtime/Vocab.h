@@ -35,13 +35,18 @@
 
 namespace sluice::rt {
 
+/// The rows of the input (embedding) table that `device` holds; only
+/// meaningful when the plan shards the input layer.
+ParameterSpec getInputShardSpec(const Plan &plan, int device);
+/// The rows of the LM head (the embedding table when tied) that `device`
+/// holds; only meaningful when the plan shards the output layer.
+ParameterSpec getOutputShardSpec(const Plan &plan, int device);
+
 class VocabularyShards {
 public:
   VocabularyShards(const Plan &plan, int device, Kernels &kernels,
                    Communicator &comm);
 
-  /// Adds this device's table shards to `store` (before it allocates).
-  void addParameters(ParameterStore &store) const;
   /// Resolves the shards' weights and gradients (after allocation).
   void bind(ParameterStore &store);
 

@@ -120,26 +120,6 @@ void CpuKernels::normParamGrads(const float *dy, const float *xhat,
     }
 }
 
-void CpuKernels::geluForward(const float *u, float *g, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float x = u[i];
-    float inner = kGeluScale * (x + kGeluCubic * x * x * x);
-    g[i] = 0.5f * x * (1.0f + std::tanh(inner));
-  }
-}
-
-void CpuKernels::geluBackward(const float *u, const float *dg, float *du,
-                              int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float x = u[i];
-    float inner = kGeluScale * (x + kGeluCubic * x * x * x);
-    float t = std::tanh(inner);
-    float dInner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-    float derivative = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dInner;
-    du[i] = dg[i] * derivative;
-  }
-}
-
 namespace {
 /// act(x) and act'(x) of a gate.
 inline void gate(GateActivation act, float x, float &value, float &slope) {
@@ -156,6 +136,22 @@ inline void gate(GateActivation act, float x, float &value, float &slope) {
   slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dInner;
 }
 } // namespace
+
+void CpuKernels::geluForward(const float *u, float *g, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float slope;
+    gate(GateActivation::Gelu, u[i], g[i], slope);
+  }
+}
+
+void CpuKernels::geluBackward(const float *u, const float *dg, float *du,
+                              int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float value, slope;
+    gate(GateActivation::Gelu, u[i], value, slope);
+    du[i] = dg[i] * slope;
+  }
+}
 
 void CpuKernels::gatedForward(GateActivation act, const float *z,
                               const float *u, float *g, int64_t n) {
