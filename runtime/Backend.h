@@ -1,25 +1,41 @@
 //===- Backend.h - What the executor needs from a device --------*- C++ -*-===//
 //
-// The executor and the layers talk to a device only through these two
-// interfaces, so a CUDA/NCCL backend implements them without touching the
-// executor:
+// The executor and the layers talk to a device only through these
+// interfaces, so the CPU and the CUDA backends implement them without
+// touching the executor:
 //
-//  * Kernels: the math of every pass, on device memory, fp32, row-major. On
-//    CUDA each call is a launch on the compute stream.
-//  * Communicator: point-to-point and collective communication. Sends and
-//    receives are non-blocking and return a Request -- the event a
-//    consumer waits on (an MPI request here; a cudaEvent recorded on the
-//    communication stream after an NCCL call on CUDA).
+//  * Device: owned, typed memory (DeviceBuffer) from the backend's
+//    allocator; three streams -- compute, pipeline communication and a
+//    high-priority vocabulary stream (papers/vocabulary-parallelism.txt
+//    §6.1: the vocabulary collectives overlap transformer compute);
+//    events; host <-> device copies; and Kernels bound to each stream.
+//  * Kernels: the math of every pass on device memory. Each call is
+//    enqueued on the kernels' stream (on the CPU it runs at once). Tensors
+//    are typed pointers (DevicePtr); which operand takes which type is
+//    said per method, in the terms of DType.h: "act" is the run's
+//    activation type (bf16 or fp32), "f32" always fp32.
+//  * Communicator: point-to-point and collective communication of typed
+//    device memory, ordered on a stream. Every transfer returns a Request;
+//    a consumer orders its stream after it with Request::waitOn.
 //
-// Ownership: callers own every pointer they pass; a backend keeps none
-// beyond a call, except a Request's buffer until the request completes.
-// Threading: one executor thread drives a backend.
+// Ordering: work on one stream runs in issue order. Across streams the
+// executor orders explicitly -- Stream::wait(event) makes a stream wait
+// for an event another stream recorded -- so the host only ever waits for
+// the device once per step (and where a host transport such as MPI must
+// see data).
+//
+// Ownership: a DeviceBuffer owns its memory and returns it to its Device;
+// DevicePtrs never own. A backend keeps no pointer beyond a call except a
+// Request's buffers until it completes: a send's source must not be
+// written, and a receive's destination not read, before Request::waitOn.
+// Threading: one executor thread drives a device and its communicator.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef SLUICE_RUNTIME_BACKEND_H
 #define SLUICE_RUNTIME_BACKEND_H
 
+#include "DType.h"
 #include "Status.h"
 
 #include <cstddef>
@@ -29,6 +45,122 @@
 #include <vector>
 
 namespace sluice::rt {
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+/// A typed pointer into device memory; never owns. Arithmetic counts
+/// elements of its type.
+class DevicePtr {
+public:
+  DevicePtr() = default;
+  DevicePtr(void *data, DType type) : data(data), type(type) {}
+  // Host pointers of the CPU backend (and of tests) convert implicitly.
+  DevicePtr(float *data) : data(data), type(DType::F32) {}
+  DevicePtr(const float *data)
+      : data(const_cast<float *>(data)), type(DType::F32) {}
+  DevicePtr(int32_t *data) : data(data), type(DType::I32) {}
+  DevicePtr(const int32_t *data)
+      : data(const_cast<int32_t *>(data)), type(DType::I32) {}
+  DevicePtr(double *data) : data(data), type(DType::F64) {}
+  DevicePtr(std::nullptr_t) {}
+
+  void *get() const { return data; }
+  DType getType() const { return type; }
+  explicit operator bool() const { return data != nullptr; }
+  /// The memory as T; the CPU backend reads fp32 through f32().
+  template <class T> T *as() const { return static_cast<T *>(data); }
+  float *f32() const { return as<float>(); }
+  int32_t *i32() const { return as<int32_t>(); }
+
+  DevicePtr operator+(int64_t elements) const {
+    if (!data)
+      return {};
+    return {static_cast<char *>(data) + elements * getSize(type), type};
+  }
+  /// The same memory, `bytes` further on, as `to` (carving typed regions
+  /// out of a byte buffer: Layout.h).
+  DevicePtr atByte(int64_t bytes, DType to) const {
+    return {static_cast<char *>(data) + bytes, to};
+  }
+
+private:
+  void *data = nullptr;
+  DType type = DType::F32;
+};
+
+class Device;
+
+/// Device memory of `count` elements of one type, owned: returned to its
+/// device when destroyed. Zero-filled when allocated.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device *owner, void *data, DType type, int64_t count)
+      : owner(owner), data(data), type(type), count(count) {}
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  DeviceBuffer(DeviceBuffer &&other) noexcept { *this = std::move(other); }
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+  ~DeviceBuffer() { reset(); }
+
+  /// Returns the memory to the device now.
+  void reset();
+  DevicePtr get() const { return {data, type}; }
+  /// The same memory seen as another type (a byte arena's regions).
+  DevicePtr as(DType to) const { return {data, to}; }
+  DType getType() const { return type; }
+  int64_t size() const { return count; }
+  int64_t getBytes() const { return count * getSize(type); }
+  bool empty() const { return data == nullptr; }
+
+private:
+  Device *owner = nullptr;
+  void *data = nullptr;
+  DType type = DType::F32;
+  int64_t count = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Streams and events
+//===----------------------------------------------------------------------===//
+
+enum class StreamKind : uint8_t {
+  Compute,    // every pass
+  Pipeline,   // sends and receives between stages
+  Vocabulary, // the vocabulary shards' collectives, high priority
+};
+constexpr int kStreamKinds = 3;
+
+class Event;
+
+/// An in-order queue of device work.
+class Stream {
+public:
+  virtual ~Stream() = default;
+  /// Work enqueued after this call waits until `event` has happened.
+  virtual void wait(Event &event) = 0;
+  /// Blocks the host until everything enqueued so far has run; reports a
+  /// failure of any of it.
+  virtual Status synchronize() = 0;
+};
+
+/// A point in a stream's work.
+class Event {
+public:
+  virtual ~Event() = default;
+  /// Marks the current end of `stream`'s work.
+  virtual void record(Stream &stream) = 0;
+  /// Whether the work before the recorded point has run (never blocks).
+  virtual bool isComplete() = 0;
+  /// Seconds between `start` and this event, both recorded and complete.
+  virtual double secondsSince(Event &start) = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
 
 struct AdamConfig {
   float learningRate = 1e-3f;
@@ -40,14 +172,22 @@ struct AdamConfig {
 
 /// Attention over one token slice: `tokens` queries at positions
 /// [offset, offset + tokens) attend causally to keys [0, offset + tokens)
-/// of the same row. Q and context are [rows, tokens, heads, headDim]; the
-/// key/value caches [rows, seqLen, kvHeads, headDim]; probabilities
-/// [rows, heads, tokens, offset + tokens]. Grouped-query attention: query
-/// head h reads key/value head h / (heads / kvHeads), so each key/value
-/// head serves a group of consecutive query heads (kvHeads == heads is
-/// ordinary multi-head attention).
+/// of the same row (a bottom-right causal mask). Q and context are
+/// [rows, tokens, heads, headDim]; the key/value caches [rows, seqLen,
+/// kvHeads, headDim]; the log-sum-exp [rows, heads, tokens]. Grouped-query
+/// attention: query head h reads key/value head h / (heads / kvHeads), so
+/// each key/value head serves a group of consecutive query heads (kvHeads
+/// == heads is ordinary multi-head attention).
 struct AttentionShape {
   int64_t rows, tokens, offset, seqLen, heads, headDim, kvHeads;
+};
+
+/// A batch of row blocks: for b < batches, r < rows, c < cols,
+/// dst[b * dstBatch + r * dstRow + c] = src[b * srcBatch + r * srcRow + c]
+/// (strides in elements).
+struct StridedCopy {
+  int64_t batches, rows, cols;
+  int64_t srcBatch, srcRow, dstBatch, dstRow;
 };
 
 /// The nonlinearity of a gated feed-forward block: SiLU (SwiGLU, Llama) or
@@ -58,157 +198,260 @@ class Kernels {
 public:
   virtual ~Kernels() = default;
 
-  /// C = alpha * op(A) * op(B) + beta * C, op(A) m x k, op(B) k x n.
+  /// C = alpha * op(A) * op(B) + beta * C, op(A) m x k, op(B) k x n,
+  /// row-major. A and B share a type; C is that type or f32; products
+  /// accumulate in fp32 (no TF32).
   virtual void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                    float alpha, const float *a, int64_t lda, const float *b,
-                    int64_t ldb, float beta, float *c, int64_t ldc) = 0;
-  /// x[r][c] += v[c].
-  virtual void addRowVector(float *x, const float *v, int64_t rows,
+                    float alpha, DevicePtr a, int64_t lda, DevicePtr b,
+                    int64_t ldb, float beta, DevicePtr c, int64_t ldc) = 0;
+  /// x[r][c] += v[c] (act).
+  virtual void addRowVector(DevicePtr x, DevicePtr v, int64_t rows,
                             int64_t cols) = 0;
-  /// out[c] += sum_r x[r][c].
-  virtual void accumulateColumnSums(const float *x, int64_t rows, int64_t cols,
-                                    float *out) = 0;
-  /// y += x.
-  virtual void add(float *y, const float *x, int64_t n) = 0;
-  virtual void copy(float *y, const float *x, int64_t n) = 0;
-  virtual void fill(float *y, float value, int64_t n) = 0;
+  /// out[c] += sum_r x[r][c] (x act, out f32).
+  virtual void accumulateColumnSums(DevicePtr x, int64_t rows, int64_t cols,
+                                    DevicePtr out) = 0;
+  /// y += x (same type).
+  virtual void add(DevicePtr y, DevicePtr x, int64_t n) = 0;
+  /// y = x, converting between the two types.
+  virtual void copy(DevicePtr y, DevicePtr x, int64_t n) = 0;
+  /// y = value, in y's type.
+  virtual void fill(DevicePtr y, double value, int64_t n) = 0;
+  /// Row blocks from src to dst in one call, converting types.
+  virtual void copyStrided(DevicePtr dst, DevicePtr src,
+                           const StridedCopy &shape) = 0;
 
   /// xhat = (x - mean) * rstd (RMS norm: x * rstd), y = gamma * xhat + beta
-  /// (beta null for RMS norm).
-  virtual void normForward(const float *x, const float *gamma,
-                           const float *beta, int64_t rows, int64_t cols,
-                           bool rms, float *y, float *xhat, float *rstd) = 0;
+  /// (beta null for RMS norm). Statistics in fp32; rstd f32, the rest act.
+  virtual void normForward(DevicePtr x, DevicePtr gamma, DevicePtr beta,
+                           int64_t rows, int64_t cols, bool rms, DevicePtr y,
+                           DevicePtr xhat, DevicePtr rstd) = 0;
   /// y = gamma * xhat + beta, recomputing a norm's output.
-  virtual void normAffine(const float *xhat, const float *gamma,
-                          const float *beta, int64_t rows, int64_t cols,
-                          float *y) = 0;
-  /// dx += the input gradient of the norm for output gradient dy.
-  virtual void normBackward(const float *dy, const float *xhat,
-                            const float *rstd, const float *gamma, int64_t rows,
-                            int64_t cols, bool rms, float *dx) = 0;
-  /// dgamma += sum dy * xhat; dbeta += sum dy (dbeta may be null).
-  virtual void normParamGrads(const float *dy, const float *xhat, int64_t rows,
-                              int64_t cols, float *dgamma, float *dbeta) = 0;
+  virtual void normAffine(DevicePtr xhat, DevicePtr gamma, DevicePtr beta,
+                          int64_t rows, int64_t cols, DevicePtr y) = 0;
+  /// dx += the input gradient of the norm for output gradient dy (the B
+  /// part: no parameter gradients).
+  virtual void normBackward(DevicePtr dy, DevicePtr xhat, DevicePtr rstd,
+                            DevicePtr gamma, int64_t rows, int64_t cols,
+                            bool rms, DevicePtr dx) = 0;
+  /// dgamma += sum dy * xhat; dbeta += sum dy (dbeta may be null): the W
+  /// part (dgamma, dbeta f32).
+  virtual void normParamGrads(DevicePtr dy, DevicePtr xhat, int64_t rows,
+                              int64_t cols, DevicePtr dgamma,
+                              DevicePtr dbeta) = 0;
 
   /// GELU, tanh approximation (GPT-2).
-  virtual void geluForward(const float *u, float *g, int64_t n) = 0;
+  virtual void geluForward(DevicePtr u, DevicePtr g, int64_t n) = 0;
   /// du = dg * gelu'(u).
-  virtual void geluBackward(const float *u, const float *dg, float *du,
+  virtual void geluBackward(DevicePtr u, DevicePtr dg, DevicePtr du,
                             int64_t n) = 0;
-
   /// Gated feed-forward: g = act(z) * u, element-wise over n values.
-  virtual void gatedForward(GateActivation act, const float *z, const float *u,
-                            float *g, int64_t n) = 0;
+  virtual void gatedForward(GateActivation act, DevicePtr z, DevicePtr u,
+                            DevicePtr g, int64_t n) = 0;
   /// dz = dg * u * act'(z), du = dg * act(z).
-  virtual void gatedBackward(GateActivation act, const float *z, const float *u,
-                             const float *dg, float *dz, float *du,
+  virtual void gatedBackward(GateActivation act, DevicePtr z, DevicePtr u,
+                             DevicePtr dg, DevicePtr dz, DevicePtr du,
                              int64_t n) = 0;
 
   /// Rotary position embedding in place (RoFormer; Hugging Face's Llama
-  /// layout). x holds rows x tokens vectors `stride` floats apart, each
+  /// layout). x holds rows x tokens vectors `stride` elements apart, each
   /// starting with `heads` heads of `headDim`; in every head, dimensions i
   /// and i + headDim / 2 turn by the angle (offset + t) * theta^(-2i /
-  /// headDim) of the vector's position. `inverse` turns them back, which is
-  /// also the rotation's gradient (its transpose).
-  virtual void rotate(float *x, int64_t rows, int64_t tokens, int64_t offset,
-                      int64_t heads, int64_t headDim, int64_t stride,
-                      double theta, bool inverse) = 0;
+  /// headDim) of the vector's position (computed in double). `inverse`
+  /// turns them back, which is also the rotation's gradient.
+  virtual void rotate(DevicePtr x, int64_t rows, int64_t tokens,
+                      int64_t offset, int64_t heads, int64_t headDim,
+                      int64_t stride, double theta, bool inverse) = 0;
 
-  virtual void attentionForward(const AttentionShape &s, const float *q,
-                                const float *keys, const float *values,
-                                float *probs, float *context) = 0;
-  /// dq = ...; dkeys and dvalues accumulate over [0, offset + tokens).
-  virtual void attentionBackward(const AttentionShape &s, const float *q,
-                                 const float *keys, const float *values,
-                                 const float *probs, const float *dcontext,
-                                 float *dq, float *dkeys, float *dvalues) = 0;
+  /// context = softmax(q k^T / sqrt(d)) v under the causal mask; lse (f32)
+  /// the log-sum-exp of each query's scaled scores.
+  virtual void attentionForward(const AttentionShape &s, DevicePtr q,
+                                DevicePtr keys, DevicePtr values,
+                                DevicePtr lse, DevicePtr context) = 0;
+  /// dq = ...; dkeys and dvalues (f32) accumulate over [0, offset +
+  /// tokens). The probabilities are recomputed from q, keys and lse.
+  virtual void attentionBackward(const AttentionShape &s, DevicePtr q,
+                                 DevicePtr keys, DevicePtr values,
+                                 DevicePtr context, DevicePtr lse,
+                                 DevicePtr dcontext, DevicePtr dq,
+                                 DevicePtr dkeys, DevicePtr dvalues) = 0;
 
   /// out[r][t] = table[tokens[r * stride + t]] (+ positions[offset + t]).
-  virtual void embeddingForward(const int32_t *tokens, int64_t stride,
-                                const float *table, const float *positions,
+  virtual void embeddingForward(DevicePtr tokens, int64_t stride,
+                                DevicePtr table, DevicePtr positions,
                                 int64_t rows, int64_t length, int64_t offset,
-                                int64_t hidden, float *out) = 0;
-  /// dtable[token] += dout, dpositions[offset + t] += dout.
-  virtual void embeddingBackward(const int32_t *tokens, int64_t stride,
-                                 const float *dout, int64_t rows,
-                                 int64_t length, int64_t offset, int64_t hidden,
-                                 float *dtable, float *dpositions) = 0;
+                                int64_t hidden, DevicePtr out) = 0;
+  /// dtable[token] += dout, dpositions[offset + t] += dout (f32).
+  virtual void embeddingBackward(DevicePtr tokens, int64_t stride,
+                                 DevicePtr dout, int64_t rows, int64_t length,
+                                 int64_t offset, int64_t hidden,
+                                 DevicePtr dtable, DevicePtr dpositions) = 0;
 
-  /// probs = softmax(logits) in place; returns the summed cross-entropy of
-  /// the labels (row r, token t: labels[r * stride + t]), in double.
-  virtual double crossEntropyForward(float *logitsToProbs,
-                                     const int32_t *labels, int64_t stride,
-                                     int64_t rows, int64_t length,
-                                     int64_t vocab) = 0;
-  /// dlogits = (probs - onehot(labels)) * scale.
-  virtual void crossEntropyBackward(const float *probs, const int32_t *labels,
+  /// probs = softmax(logits) in place (f32); adds the summed cross-entropy
+  /// of the labels (row r, token t: labels[r * stride + t]) to the f64
+  /// accumulator `loss` on the device.
+  virtual void crossEntropyForward(DevicePtr logitsToProbs, DevicePtr labels,
+                                   int64_t stride, int64_t rows,
+                                   int64_t length, int64_t vocab,
+                                   DevicePtr loss) = 0;
+  /// dlogits (act) = (probs - onehot(labels)) * scale.
+  virtual void crossEntropyBackward(DevicePtr probs, DevicePtr labels,
                                     int64_t stride, int64_t rows,
                                     int64_t length, int64_t vocab, float scale,
-                                    float *dlogits) = 0;
+                                    DevicePtr dlogits) = 0;
 
   // The vocabulary shards (papers/vocabulary-parallelism.txt §4): a device
   // holds rows [first, first + count) of a table; `count` may be less than
   // the shard's padded row count and 0, and no other row ever takes part.
-  // Logits are [tokens, ld] with the shard's rows in the first `count`
-  // columns.
+  // Logits (f32) and probabilities (act) are [tokens, ld] with the shard's
+  // rows in the first `count` columns; per-token statistics are f32.
 
   /// out[t] = table[token - first] for tokens in the shard, else 0.
-  virtual void shardLookup(const int32_t *tokens, int64_t stride, int64_t rows,
-                           int64_t length, const float *table, int64_t first,
-                           int64_t count, int64_t hidden, float *out) = 0;
-  /// dtable[token - first] += dout[t] for tokens in the shard.
-  virtual void shardScatterAdd(const int32_t *tokens, int64_t stride,
-                               int64_t rows, int64_t length, const float *dout,
-                               int64_t first, int64_t count, int64_t hidden,
-                               float *dtable) = 0;
+  virtual void shardLookup(DevicePtr tokens, int64_t stride, int64_t rows,
+                           int64_t length, DevicePtr table, int64_t first,
+                           int64_t count, int64_t hidden, DevicePtr out) = 0;
+  /// dtable[token - first] += dout[t] for tokens in the shard (f32).
+  virtual void shardScatterAdd(DevicePtr tokens, int64_t stride, int64_t rows,
+                               int64_t length, DevicePtr dout, int64_t first,
+                               int64_t count, int64_t hidden,
+                               DevicePtr dtable) = 0;
   /// Per token: max[t] = max of its `count` logits (-inf if none);
   /// sum[t] = sum exp(logit - reference[t]) with reference = `max` when
   /// null; and, if `probs` is given, probs = exp(logit - ref) / sum[t].
-  virtual void shardSoftmaxStatistics(const float *logits, int64_t tokens,
+  virtual void shardSoftmaxStatistics(DevicePtr logits, int64_t tokens,
                                       int64_t count, int64_t ld,
-                                      const float *reference, float *max,
-                                      float *sum, float *probs) = 0;
+                                      DevicePtr reference, DevicePtr max,
+                                      DevicePtr sum, DevicePtr probs) = 0;
   /// Equation 5: scaled[t] = sum[t] * exp(localMax[t] - globalMax[t]).
-  virtual void rescaleSum(const float *sum, const float *localMax,
-                          const float *globalMax, int64_t tokens,
-                          float *scaled) = 0;
+  virtual void rescaleSum(DevicePtr sum, DevicePtr localMax,
+                          DevicePtr globalMax, int64_t tokens,
+                          DevicePtr scaled) = 0;
   /// x[t][c] *= factor[t] / divisor[t] for c < count (ld apart).
-  virtual void scaleRows(float *x, const float *factor, const float *divisor,
+  virtual void scaleRows(DevicePtr x, DevicePtr factor, DevicePtr divisor,
                          int64_t tokens, int64_t count, int64_t ld) = 0;
-  /// The shard's part of the summed cross-entropy: for each token whose
-  /// label is in the shard, max + log(sum) - logit[label].
-  virtual double shardLoss(const float *logits, const int32_t *labels,
-                           int64_t stride, int64_t rows, int64_t length,
-                           int64_t first, int64_t count, int64_t ld,
-                           const float *max, const float *sum) = 0;
+  /// Adds the shard's part of the summed cross-entropy to the f64
+  /// accumulator `loss`: for each token whose label is in the shard,
+  /// max + log(sum) - logit[label].
+  virtual void shardLoss(DevicePtr logits, DevicePtr labels, int64_t stride,
+                         int64_t rows, int64_t length, int64_t first,
+                         int64_t count, int64_t ld, DevicePtr max,
+                         DevicePtr sum, DevicePtr loss) = 0;
   /// probs -= onehot(label) where the label is in the shard, then *= scale:
   /// the shard's columns of the softmax gradient.
-  virtual void shardSoftmaxGrad(float *probs, const int32_t *labels,
+  virtual void shardSoftmaxGrad(DevicePtr probs, DevicePtr labels,
                                 int64_t stride, int64_t rows, int64_t length,
                                 int64_t first, int64_t count, int64_t ld,
                                 float scale) = 0;
   /// Equation 6's B = G W: out[t] = table[label - first] where the label is
   /// in the shard, else 0.
-  virtual void labelRows(const int32_t *labels, int64_t stride, int64_t rows,
-                         int64_t length, const float *table, int64_t first,
-                         int64_t count, int64_t hidden, float *out) = 0;
+  virtual void labelRows(DevicePtr labels, int64_t stride, int64_t rows,
+                         int64_t length, DevicePtr table, int64_t first,
+                         int64_t count, int64_t hidden, DevicePtr out) = 0;
   /// Equation 6: out = scale * (A * scaled[t] / sum[t] - B).
-  virtual void combineGrad(const float *a, const float *b, const float *scaled,
-                           const float *sum, int64_t tokens, int64_t hidden,
-                           float scale, float *out) = 0;
+  virtual void combineGrad(DevicePtr a, DevicePtr b, DevicePtr scaled,
+                           DevicePtr sum, int64_t tokens, int64_t hidden,
+                           float scale, DevicePtr out) = 0;
 
-  /// One Adam(W) update of n weights at step `step` (from 1).
-  virtual void adamUpdate(float *weights, const float *grads, float *m,
-                          float *v, int64_t n, const AdamConfig &config,
-                          int64_t step) = 0;
+  /// One Adam(W) update of n f32 weights at step `step` (from 1); writes
+  /// the updated weights' working copy too when `working` is given (a
+  /// mixed-precision run's bf16 weights).
+  virtual void adamUpdate(DevicePtr weights, DevicePtr grads, DevicePtr m,
+                          DevicePtr v, int64_t n, const AdamConfig &config,
+                          int64_t step, DevicePtr working) = 0;
 };
+
+//===----------------------------------------------------------------------===//
+// The device
+//===----------------------------------------------------------------------===//
+
+class Device {
+public:
+  virtual ~Device() = default;
+  /// "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)".
+  virtual std::string describe() const = 0;
+  /// Whether this backend computes in `precision`.
+  virtual bool supports(const Precision &precision) const = 0;
+
+  /// `count` zero-filled elements of `type`.
+  virtual Status allocate(DType type, int64_t count, DeviceBuffer &out) = 0;
+  /// Bytes this device can still allocate; -1 where unknown.
+  virtual int64_t getFreeBytes() = 0;
+
+  virtual Stream &getStream(StreamKind kind) = 0;
+  virtual Kernels &getKernels(StreamKind kind) = 0;
+  virtual std::unique_ptr<Event> createEvent() = 0;
+
+  /// Host -> device and device -> host copies, ordered on `stream`; the
+  /// host memory must stay valid (and, for a download, unread) until the
+  /// stream has reached them.
+  virtual void upload(DevicePtr dst, const void *host, int64_t bytes,
+                      Stream &stream) = 0;
+  virtual void download(void *host, DevicePtr src, int64_t bytes,
+                        Stream &stream) = 0;
+
+  /// Every stream's work done; the first failure of any of it.
+  Status synchronize() {
+    for (int k = 0; k < kStreamKinds; ++k)
+      if (Status st = getStream(StreamKind(k)).synchronize(); !st)
+        return st;
+    return Status::ok();
+  }
+
+protected:
+  friend class DeviceBuffer;
+  /// Takes back memory of a buffer (the backend may delay reuse until the
+  /// streams that may still read it are past this point).
+  virtual void release(void *data, int64_t bytes) = 0;
+};
+
+inline DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
+  if (this != &other) {
+    reset();
+    owner = other.owner;
+    data = other.data;
+    type = other.type;
+    count = other.count;
+    other.owner = nullptr;
+    other.data = nullptr;
+    other.count = 0;
+  }
+  return *this;
+}
+
+inline void DeviceBuffer::reset() {
+  if (owner && data)
+    owner->release(data, getBytes());
+  owner = nullptr;
+  data = nullptr;
+  count = 0;
+}
+
+/// Downloads a whole buffer to the host and waits for it.
+template <class T>
+Status downloadAll(Device &device, const DeviceBuffer &buffer,
+                   std::vector<T> &out) {
+  out.resize(buffer.getBytes() / sizeof(T));
+  Stream &stream = device.getStream(StreamKind::Compute);
+  device.download(out.data(), buffer.get(), buffer.getBytes(), stream);
+  return stream.synchronize();
+}
+
+//===----------------------------------------------------------------------===//
+// Communication
+//===----------------------------------------------------------------------===//
 
 /// A pending non-blocking transfer.
 class Request {
 public:
   virtual ~Request() = default;
-  /// Whether the transfer has completed (never blocks).
+  /// Advances the transfer without blocking; true once the host has
+  /// nothing left to do for it (a host transport's data has arrived; a
+  /// device transport's operation is enqueued).
   virtual bool test() = 0;
+  /// Orders `stream` after the transfer: work enqueued on it from now on
+  /// sees a receive's or collective's data, and may overwrite a send's
+  /// source. Blocks the host while a host transport (MPI) completes; only
+  /// enqueues a wait for a device transport (NCCL).
+  virtual Status waitOn(Stream &stream) = 0;
 };
 
 /// The combining function of a collective reduction.
@@ -219,35 +462,48 @@ public:
   /// Independent ordering domains for non-blocking collectives: every rank
   /// issues the collectives of one channel in the same order, but two
   /// channels' collectives may interleave differently on different ranks
-  /// (an MPI communicator each; on CUDA an NCCL communicator and stream).
-  /// The vocabulary shards use one channel each.
+  /// (an MPI communicator each; on CUDA an NCCL communicator each). The
+  /// vocabulary shards use one channel each.
   static constexpr int kChannels = 2;
 
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// Sends n floats. The payload is copied before this returns, so the
-  /// caller may reuse `data` at once (the buffer planner relies on it).
-  virtual std::unique_ptr<Request> sendAsync(const float *data, int64_t n,
-                                             int peer, int tag) = 0;
-  virtual std::unique_ptr<Request> recvAsync(float *data, int64_t n, int peer,
-                                             int tag) = 0;
+
+  /// Sends `count` elements of data's type after the work enqueued on
+  /// `stream`. Nothing is copied: `data` must not be written until the
+  /// request completes (the plan-buffers contract, docs/plan-format.md).
+  virtual std::unique_ptr<Request> sendAsync(DevicePtr data, int64_t count,
+                                             int peer, int tag,
+                                             Stream &stream) = 0;
+  virtual std::unique_ptr<Request> recvAsync(DevicePtr data, int64_t count,
+                                             int peer, int tag,
+                                             Stream &stream) = 0;
   /// The largest tag the transport accepts.
   virtual int maxTag() const = 0;
-  /// Non-blocking collectives over every rank on `channel`; `data` must stay
-  /// valid until the request completes. Broadcast: root's n floats reach
-  /// every rank's `data`. All-reduce: every rank's `data` becomes the
-  /// element-wise reduction. Reduce: root's `data` becomes the sum, the
-  /// others' is left as it was.
-  virtual std::unique_ptr<Request> broadcastAsync(float *data, int64_t n,
-                                                  int root, int channel) = 0;
-  virtual std::unique_ptr<Request>
-  allReduceAsync(float *data, int64_t n, Reduction reduction, int channel) = 0;
-  virtual std::unique_ptr<Request> reduceSumAsync(float *data, int64_t n,
-                                                  int root, int channel) = 0;
-  /// Sums `data` over the ranks of `group` (every member calls it).
-  virtual Status allReduceSum(float *data, int64_t n, const int *group,
-                              int groupSize) = 0;
+  /// Non-blocking collectives over every rank on `channel`, after the work
+  /// enqueued on `stream`; `data` must stay valid until the request
+  /// completes. Broadcast: root's elements reach every rank's `data`.
+  /// All-reduce: every rank's `data` becomes the element-wise reduction.
+  /// Reduce: root's `data` becomes the sum, the others' is left as it was.
+  virtual std::unique_ptr<Request> broadcastAsync(DevicePtr data,
+                                                  int64_t count, int root,
+                                                  int channel,
+                                                  Stream &stream) = 0;
+  virtual std::unique_ptr<Request> allReduceAsync(DevicePtr data,
+                                                  int64_t count,
+                                                  Reduction reduction,
+                                                  int channel,
+                                                  Stream &stream) = 0;
+  virtual std::unique_ptr<Request> reduceSumAsync(DevicePtr data,
+                                                  int64_t count, int root,
+                                                  int channel,
+                                                  Stream &stream) = 0;
+  /// Sums `data` over the ranks of `group` (every member calls it) and
+  /// returns when `data` holds the sum for work enqueued on `stream`.
+  virtual Status allReduceSum(DevicePtr data, int64_t count, const int *group,
+                              int groupSize, Stream &stream) = 0;
+  /// Host values over every rank.
   virtual Status allReduceSum(double *data, int64_t n) = 0;
   virtual Status allReduceMax(double *data, int64_t n) = 0;
   /// Collects every rank's string on rank 0 (in rank order); other ranks

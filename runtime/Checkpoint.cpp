@@ -99,6 +99,13 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
     return Status::error("cannot create checkpoint directory '" + dir + "'");
   std::string name = "rank-" + std::to_string(comm.rank()) + ".step-" +
                      std::to_string(step) + ".bin";
+  // The device's weights and moments, on the host.
+  std::vector<float> weights, moment1, moment2;
+  Status read = params.read(ParameterStore::Tensor::Weights, weights);
+  if (read)
+    read = params.read(ParameterStore::Tensor::Moment1, moment1);
+  if (read)
+    read = params.read(ParameterStore::Tensor::Moment2, moment2);
   std::string bytes(kMagic, sizeof(kMagic));
   put(bytes, kVersion);
   put(bytes, step);
@@ -112,11 +119,13 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
     put(bytes, spec.firstRow);
     put(bytes, rows);
     put(bytes, rowSize);
-    putFloats(bytes, params.weights.data() + at, n);
-    putFloats(bytes, params.moment1.data() + at, n);
-    putFloats(bytes, params.moment2.data() + at, n);
+    if (read) {
+      putFloats(bytes, weights.data() + at, n);
+      putFloats(bytes, moment1.data() + at, n);
+      putFloats(bytes, moment2.data() + at, n);
+    }
   }
-  Status st = writeFileAtomically(dir + "/" + name, bytes);
+  Status st = read ? writeFileAtomically(dir + "/" + name, bytes) : read;
   // Every rank must agree before the manifest moves: one rank's failure
   // leaves the previous checkpoint in force.
   double failed = st ? 0.0 : 1.0;
@@ -172,6 +181,13 @@ Status loadCheckpoint(const std::string &dir, ParameterStore &params,
   // Rows restored per parameter: shards of one table may come from
   // several files, in other row ranges than this partitioning's.
   std::vector<int64_t> restored(params.specs().size(), 0);
+  std::vector<float> weights, moment1, moment2;
+  if (Status s = params.read(ParameterStore::Tensor::Weights, weights); !s)
+    return s;
+  if (Status s = params.read(ParameterStore::Tensor::Moment1, moment1); !s)
+    return s;
+  if (Status s = params.read(ParameterStore::Tensor::Moment2, moment2); !s)
+    return s;
   for (const auto &file : manifest["files"]) {
     std::string path = dir + "/" + file.get<std::string>();
     std::string bytes;
@@ -232,9 +248,9 @@ Status loadCheckpoint(const std::string &dir, ParameterStore &params,
         continue;
       int64_t at = params.offset(name) + (lo - it->firstRow) * rowSize;
       int64_t from = (lo - firstRow) * rowSize, count = (hi - lo) * rowSize;
-      std::copy_n(w.data() + from, count, params.weights.data() + at);
-      std::copy_n(m.data() + from, count, params.moment1.data() + at);
-      std::copy_n(v.data() + from, count, params.moment2.data() + at);
+      std::copy_n(w.data() + from, count, weights.data() + at);
+      std::copy_n(m.data() + from, count, moment1.data() + at);
+      std::copy_n(v.data() + from, count, moment2.data() + at);
       restored[it - specs.begin()] += hi - lo;
     }
   }
@@ -249,7 +265,11 @@ Status loadCheckpoint(const std::string &dir, ParameterStore &params,
                            std::to_string(spec.getValidRows()) + " rows of " +
                            spec.name + " this device needs");
   }
-  return Status::ok();
+  if (Status s = params.write(ParameterStore::Tensor::Weights, weights); !s)
+    return s;
+  if (Status s = params.write(ParameterStore::Tensor::Moment1, moment1); !s)
+    return s;
+  return params.write(ParameterStore::Tensor::Moment2, moment2);
 }
 
 } // namespace sluice::rt

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <tuple>
 
 namespace sluice::rt {
 
@@ -34,39 +35,88 @@ std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device) {
   return specs;
 }
 
-int64_t getDeviceWorkspaceFloats(const Plan &plan, int device) {
+int64_t getDeviceWorkspaceBytes(const Plan &plan, int device) {
   int64_t work = 0;
   for (const StagePlan &stage : plan.stages)
     if (stage.device == device)
       for (size_t k = 0; k < plan.slices.size(); ++k)
-        work = std::max(work, getWorkspaceFloats(plan.model, stage.layers,
-                                                 plan.getSliceShape(int(k))));
+        work = std::max(work,
+                        getWorkspaceBytes(plan.model, stage.layers,
+                                          plan.getSliceShape(int(k)),
+                                          plan.precision));
   return work;
 }
 
-Executor::Executor(const Plan &plan, int device, Kernels &kernels,
+namespace {
+constexpr int kPasses = int(Pass::IB) + 1;
+} // namespace
+
+Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
                    Communicator &comm, TokenSource &data,
                    const TrainerOptions &options)
-    : plan(plan), device(device), kernels(kernels), comm(comm), data(data),
-      options(options) {
+    : plan(plan), deviceIndex(deviceIndex), device(device),
+      kernels(device.getKernels(StreamKind::Compute)),
+      compute(device.getStream(StreamKind::Compute)),
+      pipeline(device.getStream(StreamKind::Pipeline)), comm(comm),
+      data(data), options(options) {}
+
+Status Executor::prepare() {
   // ParameterStore::add ignores a tied table's second spec.
-  for (const ParameterSpec &spec : getDeviceParameters(plan, device))
+  for (const ParameterSpec &spec : getDeviceParameters(plan, deviceIndex))
     parameters.add(spec);
   if (plan.vocabulary.any())
-    shards = std::make_unique<VocabularyShards>(plan, device, kernels, comm);
-  parameters.allocate(options.seed);
+    shards = std::make_unique<VocabularyShards>(plan, deviceIndex, device,
+                                                comm);
+  if (Status st = parameters.allocate(device, plan.precision, options.seed);
+      !st)
+    return st;
   if (shards)
     shards->bind(parameters);
   stages.resize(plan.stages.size());
   for (size_t s = 0; s < plan.stages.size(); ++s)
-    if (plan.stages[s].device == device)
+    if (plan.stages[s].device == deviceIndex)
       stages[s] = std::make_unique<StageRunner>(
-          plan.model, plan.stages[s].layers, parameters, kernels);
-  workspace.assign(getDeviceWorkspaceFloats(plan, device), 0.0f);
-  const DeviceProgram &program = plan.programs[device];
-  for (int64_t bytes : program.buffers)
-    buffers.emplace_back(bytes / sizeof(float), 0.0f);
+          plan.model, plan.stages[s].layers, parameters, kernels,
+          plan.precision);
+  DType act = plan.precision.activations;
+  auto elements = [&](int64_t bytes) {
+    return (bytes + getSize(act) - 1) / getSize(act);
+  };
+  if (Status st = device.allocate(
+          act, elements(getDeviceWorkspaceBytes(plan, deviceIndex)), workspace);
+      !st)
+    return st;
+  const DeviceProgram &program = plan.programs[deviceIndex];
+  buffers.resize(program.buffers.size());
+  for (size_t b = 0; b < program.buffers.size(); ++b)
+    if (Status st = device.allocate(act, elements(program.buffers[b]),
+                                    buffers[b]);
+        !st)
+      return st;
   incoming.resize(buffers.size());
+  sendOf.assign(buffers.size(), -1);
+
+  const ModelConfig &model = plan.model;
+  int64_t row = model.microBatch * (model.seqLen + 1);
+  if (Status st =
+          device.allocate(DType::I32, plan.microbatches * row, tokens);
+      !st)
+    return st;
+  hostTokens.assign(plan.microbatches * row, 0);
+  for (int mb = 0; mb < plan.microbatches; ++mb)
+    batches.push_back({tokens.get() + mb * row, model.seqLen + 1});
+  if (Status st = device.allocate(DType::F64, 1, lossSum); !st)
+    return st;
+
+  ready = device.createEvent();
+  passStart.resize(program.instructions.size());
+  passEnd.resize(program.instructions.size());
+  for (size_t i = 0; i < program.instructions.size(); ++i)
+    if (program.instructions[i].op == Op::Exec) {
+      passStart[i] = device.createEvent();
+      passEnd[i] = device.createEvent();
+    }
+  profile.assign((plan.stages.size() + 2) * kPasses, PassProfile());
 
   // A tied table whose two ends sit on different devices is held by both;
   // their gradients are summed before the update (Megatron's embedding
@@ -76,28 +126,88 @@ Executor::Executor(const Plan &plan, int device, Kernels &kernels,
   // Sharded, the two ends share one shard on every device: nothing to sum.
   if (out.tied && first != last && !out.sharded)
     tiedGroup = {std::min(first, last), std::max(first, last)};
+  return device.synchronize();
 }
 
-Status Executor::waitFor(Request &request) {
+size_t Executor::profileIndex(int stage, Shard shard, Pass pass) const {
+  size_t owner = stage >= 0 ? size_t(stage)
+                            : plan.stages.size() + size_t(int(shard));
+  return owner * kPasses + size_t(pass);
+}
+
+Status Executor::settle(int32_t slot, Stream &stream) {
+  if (slot < 0 || sendOf[slot] < 0)
+    return Status::ok();
   auto start = Clock::now();
-  while (!request.test())
-    std::this_thread::yield();
+  Status st = outgoing[sendOf[slot]]->waitOn(stream);
   times.commWait += seconds(start, Clock::now());
+  sendOf[slot] = -1;
+  return st;
+}
+
+Status Executor::waitForCollectives(const Instruction &instr) {
+  if (!shards)
+    return Status::ok();
+  for (auto [shard, group] : plan.getCollectiveInputs(instr)) {
+    auto start = Clock::now();
+    Status st = shards->waitFor(shard, group, instr.mb, instr.slice, compute);
+    times.commWait += seconds(start, Clock::now());
+    if (!st)
+      return st;
+  }
   return Status::ok();
 }
 
-void Executor::waitForCollectives(const Instruction &instr) {
-  if (!shards)
-    return;
-  for (auto [shard, group] : plan.getCollectiveInputs(instr)) {
-    if (shards->isComplete(shard, group, instr.mb, instr.slice))
-      continue;
-    auto start = Clock::now();
-    while (!shards->isComplete(shard, group, instr.mb, instr.slice)) {
-      shards->progress();
-      std::this_thread::yield();
-    }
-    times.commWait += seconds(start, Clock::now());
+Status Executor::runPass(const Instruction &instr, float lossScale) {
+  SliceShape s = plan.getSliceShape(instr.slice);
+  if (instr.shard != Shard::None)
+    // A vocabulary shard's pass.
+    return shards->run(instr.pass, instr.mb, instr.slice, lossSum.get());
+  StageRunner &stage = *stages[instr.stage];
+  const TokenRows &batch = batches[instr.mb];
+  // The stages next to the vocabulary shards read and write the shards'
+  // buffers instead of plan buffers.
+  bool inputShard = plan.vocabulary.input.present && instr.stage == 0;
+  bool outputShard =
+      plan.vocabulary.output.present && instr.stage == plan.getLastStage();
+  DevicePtr in = slot(instr.in), out = slot(instr.out);
+  switch (instr.pass) {
+  case Pass::F:
+    if (inputShard)
+      if (Status st = shards->getEmbedded(instr.mb, instr.slice, in); !st)
+        return st;
+    if (outputShard)
+      if (Status st = shards->getLastOutput(instr.mb, instr.slice, out); !st)
+        return st;
+    stage.forward(s, batch, in, out, slot(instr.state), slot(instr.kv),
+                  workspace.get(), lossSum.get());
+    if (inputShard)
+      shards->release(Shard::Input, instr.mb, instr.slice);
+    return Status::ok();
+  case Pass::B:
+  case Pass::BW:
+    if (outputShard)
+      if (Status st = shards->getOutputGrad(instr.mb, instr.slice, in); !st)
+        return st;
+    if (inputShard)
+      if (Status st = shards->getEmbeddingGrad(instr.mb, instr.slice, out);
+          !st)
+        return st;
+    stage.backwardInput(s, batch, in, out, slot(instr.state),
+                        slot(instr.wstate), slot(instr.kv), workspace.get(),
+                        lossScale);
+    if (outputShard)
+      shards->release(Shard::Output, instr.mb, instr.slice);
+    if (instr.pass == Pass::BW)
+      stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
+                           workspace.get());
+    return Status::ok();
+  case Pass::W:
+    stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
+                         workspace.get());
+    return Status::ok();
+  default:
+    return Status::ok();
   }
 }
 
@@ -106,19 +216,23 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   times = StepTimes();
   const ModelConfig &model = plan.model;
   int64_t rows = model.microBatch, seq = model.seqLen;
-  // Each microbatch's tokens, fetched once per step.
-  std::vector<std::vector<int32_t>> batches(plan.microbatches);
+  // Every microbatch's tokens, fetched and uploaded once per step.
   auto dataStart = Clock::now();
-  for (int mb = 0; mb < plan.microbatches; ++mb)
-    data.getBatch(step, mb, rows, seq, batches[mb]);
+  std::vector<int32_t> batch;
+  int64_t row = rows * (seq + 1);
+  for (int mb = 0; mb < plan.microbatches; ++mb) {
+    data.getBatch(step, mb, rows, seq, batch);
+    std::copy(batch.begin(), batch.end(), hostTokens.begin() + mb * row);
+  }
+  device.upload(tokens.get(), hostTokens.data(),
+                int64_t(hostTokens.size() * sizeof(int32_t)), compute);
   times.data = seconds(dataStart, Clock::now());
   float lossScale = 1.0f / float(plan.microbatches * rows * seq);
-  double lossSum = 0;
+  kernels.fill(lossSum.get(), 0.0, 1);
   if (shards)
     shards->beginStep(batches, lossScale);
-  int lastStage = plan.getLastStage();
 
-  const DeviceProgram &program = plan.programs[device];
+  const DeviceProgram &program = plan.programs[deviceIndex];
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &instr = program.instructions[i];
     if (int64_t(i) == options.failAtInstruction)
@@ -126,129 +240,122 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
                            plan.describe(instr) +
                            "): injected failure (--fail-at-instruction)");
     SliceShape s = plan.getSliceShape(instr.slice);
-    int64_t messageFloats = getMessageFloats(model, s);
-    if (instr.op == Op::Send) {
-      outgoing.push_back(comm.sendAsync(slot(instr.buffer), messageFloats,
-                                        instr.peer, int(instr.key)));
-      continue;
-    }
-    if (instr.op == Op::Recv) {
-      incoming[instr.buffer] = comm.recvAsync(slot(instr.buffer), messageFloats,
-                                              instr.peer, int(instr.key));
+    int64_t message = getMessageElements(model, s);
+    if (instr.op == Op::Send || instr.op == Op::Recv) {
+      // The pipeline stream moves what compute has produced, and writes a
+      // slot only after compute's earlier reads of it.
+      ready->record(compute);
+      pipeline.wait(*ready);
+      DevicePtr payload = slot(instr.buffer);
+      if (instr.op == Op::Send) {
+        sendOf[instr.buffer] = int64_t(outgoing.size());
+        outgoing.push_back(comm.sendAsync(payload, message, instr.peer,
+                                          int(instr.key), pipeline));
+      } else {
+        if (Status st = settle(instr.buffer, pipeline); !st)
+          return st;
+        incoming[instr.buffer] = comm.recvAsync(payload, message, instr.peer,
+                                                int(instr.key), pipeline);
+      }
       continue;
     }
     if (shards)
-      shards->progress();
+      if (Status st = shards->progress(); !st)
+        return st;
     if (instr.op == Op::Collective) {
       auto start = Clock::now();
-      shards->issue(instr.shard, instr.group, instr.mb, instr.slice,
-                    instr.blocking);
+      Status st = shards->issue(instr.shard, instr.group, instr.mb,
+                                instr.slice, instr.blocking);
       if (instr.blocking)
         times.commWait += seconds(start, Clock::now());
+      if (!st)
+        return st;
       continue;
     }
-    waitForCollectives(instr);
-    if (instr.shard != Shard::None) {
-      // A vocabulary shard's pass.
-      auto start = Clock::now();
-      shards->run(instr.pass, instr.mb, instr.slice, lossSum);
-      double took = seconds(start, Clock::now());
-      times.compute += took;
-      const ShardPlan &shard = instr.shard == Shard::Input
-                                   ? plan.vocabulary.input
-                                   : plan.vocabulary.output;
-      PassProfile &p = profile[{shard.name, passName(instr.pass)}];
-      p.seconds += took;
-      p.runs += 1;
-      p.tokens += s.rows * s.tokens;
-      continue;
-    }
-    // A pass: wait for its input if a receive is filling it.
+    if (Status st = waitForCollectives(instr); !st)
+      return st;
+    // A pass: its input once the receive filling it has arrived; its
+    // slots once no send reads them any more.
     if (instr.in >= 0 && incoming[instr.in]) {
-      Status st = waitFor(*incoming[instr.in]);
+      auto start = Clock::now();
+      Status st = incoming[instr.in]->waitOn(compute);
+      times.commWait += seconds(start, Clock::now());
       if (!st)
         return st;
       incoming[instr.in].reset();
     }
-    StageRunner &stage = *stages[instr.stage];
-    TokenRows tokens{batches[instr.mb].data(), seq + 1};
-    // The stages next to the vocabulary shards read and write the shards'
-    // buffers instead of plan buffers.
-    bool inputShard = plan.vocabulary.input.present && instr.stage == 0;
-    bool outputShard =
-        plan.vocabulary.output.present && instr.stage == lastStage;
-    float *in = slot(instr.in), *out = slot(instr.out);
-    auto start = Clock::now();
-    switch (instr.pass) {
-    case Pass::F:
-      if (inputShard)
-        in = shards->getEmbedded(instr.mb, instr.slice);
-      if (outputShard)
-        out = shards->getLastOutput(instr.mb, instr.slice);
-      stage.forward(s, tokens, in, out, slot(instr.state), slot(instr.kv),
-                    workspace.data(), &lossSum);
-      if (inputShard)
-        shards->release(Shard::Input, instr.mb, instr.slice);
-      break;
-    case Pass::B:
-    case Pass::BW:
-      if (outputShard)
-        in = shards->getOutputGrad(instr.mb, instr.slice);
-      if (inputShard)
-        out = shards->getEmbeddingGrad(instr.mb, instr.slice);
-      stage.backwardInput(s, tokens, in, out, slot(instr.state),
-                          slot(instr.wstate), slot(instr.kv), workspace.data(),
-                          lossScale);
-      if (outputShard)
-        shards->release(Shard::Output, instr.mb, instr.slice);
-      if (instr.pass == Pass::BW)
-        stage.backwardWeight(s, tokens, slot(instr.state), slot(instr.wstate),
-                             workspace.data());
-      break;
-    case Pass::W:
-      stage.backwardWeight(s, tokens, slot(instr.state), slot(instr.wstate),
-                           workspace.data());
-      break;
-    default:
-      break;
-    }
-    double took = seconds(start, Clock::now());
+    for (int32_t written : {instr.out, instr.state, instr.wstate, instr.kv})
+      if (Status st = settle(written, compute); !st)
+        return st;
+    passStart[i]->record(compute);
+    if (Status st = runPass(instr, lossScale); !st)
+      return st;
+    passEnd[i]->record(compute);
+  }
+  auto drainStart = Clock::now();
+  for (auto &request : outgoing)
+    if (Status st = request->waitOn(pipeline); !st)
+      return st;
+  outgoing.clear();
+  std::fill(sendOf.begin(), sendOf.end(), -1);
+  if (shards)
+    if (Status st = shards->finishStep(); !st)
+      return st;
+  // The one host wait of the step: the loss and the timings are read once
+  // the device is done.
+  double hostLoss = 0;
+  device.download(&hostLoss, lossSum.get(), sizeof(double), compute);
+  if (Status st = device.synchronize(); !st)
+    return st;
+  times.commWait += seconds(drainStart, Clock::now());
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &instr = program.instructions[i];
+    if (instr.op != Op::Exec)
+      continue;
+    double took = passEnd[i]->secondsSince(*passStart[i]);
     times.compute += took;
-    PassProfile &p =
-        profile[{plan.stages[instr.stage].name, passName(instr.pass)}];
+    PassProfile &p = profile[profileIndex(instr.stage, instr.shard, instr.pass)];
+    SliceShape s = plan.getSliceShape(instr.slice);
     p.seconds += took;
     p.runs += 1;
     p.tokens += s.rows * s.tokens;
-  }
-  for (auto &request : outgoing) {
-    Status st = waitFor(*request);
-    if (!st)
-      return st;
-  }
-  outgoing.clear();
-  if (shards) {
-    auto drainStart = Clock::now();
-    shards->finishStep();
-    times.commWait += seconds(drainStart, Clock::now());
   }
 
   // Only the device with the output layer has loss (sharded: every
   // device its labels' part); everyone learns the sum.
   auto reduceStart = Clock::now();
-  Status st = comm.allReduceSum(&lossSum, 1);
+  Status st = comm.allReduceSum(&hostLoss, 1);
   times.commWait += seconds(reduceStart, Clock::now());
   if (!st)
     return st;
-  meanLoss = lossSum * lossScale;
+  meanLoss = hostLoss * lossScale;
   // The latest step's split; the profile accumulates over all steps.
   times.total = seconds(stepStart, Clock::now());
   return Status::ok();
 }
 
-std::map<std::string, std::vector<Executor::SliceSample>>
-Executor::calibrateSlices(int repeats) {
+std::map<std::pair<std::string, std::string>, PassProfile>
+Executor::getProfile() const {
+  std::map<std::pair<std::string, std::string>, PassProfile> named;
+  for (size_t owner = 0; owner < plan.stages.size() + 2; ++owner)
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const PassProfile &p = profile[owner * kPasses + pass];
+      if (p.runs == 0)
+        continue;
+      std::string name =
+          owner < plan.stages.size() ? plan.stages[owner].name
+          : owner == plan.stages.size() ? plan.vocabulary.input.name
+                                        : plan.vocabulary.output.name;
+      named[{name, passName(Pass(pass))}] = p;
+    }
+  return named;
+}
+
+Status Executor::calibrateSlices(
+    int repeats, std::map<std::string, std::vector<SliceSample>> &samples) {
   const ModelConfig &model = plan.model;
   int64_t rows = model.microBatch, seq = model.seqLen, h = model.hidden;
+  DType act = plan.precision.activations;
   // Lengths growing by about 1.5x up to the sequence, each at a few
   // contexts from none to the most it can have.
   std::vector<int64_t> lengths;
@@ -256,12 +363,22 @@ Executor::calibrateSlices(int repeats) {
     lengths.push_back(i);
   lengths.push_back(seq);
   // Synthetic tokens: valid ids, any values.
-  std::vector<int32_t> tokens(rows * (seq + 1));
+  std::vector<int32_t> host(rows * (seq + 1));
   int64_t vocab = model.layers.front().vocab;
-  for (size_t t = 0; t < tokens.size(); ++t)
-    tokens[t] = int32_t((t * 7919) % vocab);
-  TokenRows batch{tokens.data(), seq + 1};
-  std::map<std::string, std::vector<SliceSample>> samples;
+  for (size_t t = 0; t < host.size(); ++t)
+    host[t] = int32_t((t * 7919) % vocab);
+  DeviceBuffer synthetic;
+  if (Status st = device.allocate(DType::I32, int64_t(host.size()), synthetic);
+      !st)
+    return st;
+  device.upload(synthetic.get(), host.data(),
+                int64_t(host.size() * sizeof(int32_t)), compute);
+  TokenRows batch{synthetic.get(), seq + 1};
+  auto bytesAs = [&](int64_t bytes) {
+    return (bytes + getSize(act) - 1) / getSize(act);
+  };
+  std::unique_ptr<Event> start = device.createEvent(),
+                         end = device.createEvent();
   for (size_t index = 0; index < stages.size(); ++index) {
     if (!stages[index])
       continue;
@@ -274,47 +391,55 @@ Executor::calibrateSlices(int repeats) {
           continue;
         SliceShape s{rows, length, context};
         // Fresh buffers of the sizes the layout gives this slice.
-        std::vector<float> state(stage.getForwardStateFloats(s));
-        std::vector<float> wstate(stage.getWeightStateFloats(s));
-        std::vector<float> kv(stage.getKeyValueFloats(rows));
-        std::vector<float> work(stage.getWorkspaceFloats(s));
-        std::vector<float> in(rows * length * h, 0.01f);
-        std::vector<float> outBuf(rows * length * h);
-        std::vector<float> grad(rows * length * h, 0.01f);
-        std::vector<float> inGrad(rows * length * h);
+        DeviceBuffer state, wstate, kv, work, in, outBuf, grad, inGrad, loss;
+        for (auto [buffer, type, count] :
+             {std::tuple{&state, act, bytesAs(stage.getForwardStateBytes(s))},
+              std::tuple{&wstate, act, bytesAs(stage.getWeightStateBytes(s))},
+              std::tuple{&kv, act, bytesAs(stage.getKeyValueBytes(rows))},
+              std::tuple{&work, act, bytesAs(stage.getWorkspaceBytes(s))},
+              std::tuple{&in, act, rows * length * h},
+              std::tuple{&outBuf, act, rows * length * h},
+              std::tuple{&grad, act, rows * length * h},
+              std::tuple{&inGrad, act, rows * length * h},
+              std::tuple{&loss, DType::F64, int64_t(1)}})
+          if (Status st = device.allocate(type, count, *buffer); !st)
+            return st;
+        kernels.fill(in.get(), 0.01, rows * length * h);
+        kernels.fill(grad.get(), 0.01, rows * length * h);
         double best = 1e300;
         for (int r = 0; r < repeats; ++r) {
-          double ignored = 0;
-          auto start = Clock::now();
-          stage.forward(s, batch, in.data(), outBuf.data(), state.data(),
-                        kv.data(), work.data(), &ignored);
-          stage.backwardInput(s, batch, grad.data(), inGrad.data(),
-                              state.data(), wstate.data(), kv.data(),
-                              work.data(), 1.0f);
-          stage.backwardWeight(s, batch, state.data(), wstate.data(),
-                               work.data());
-          best = std::min(best, seconds(start, Clock::now()));
+          start->record(compute);
+          stage.forward(s, batch, in.get(), outBuf.get(), state.get(),
+                        kv.get(), work.get(), loss.get());
+          stage.backwardInput(s, batch, grad.get(), inGrad.get(), state.get(),
+                              wstate.get(), kv.get(), work.get(), 1.0f);
+          stage.backwardWeight(s, batch, state.get(), wstate.get(),
+                               work.get());
+          end->record(compute);
+          if (Status st = compute.synchronize(); !st)
+            return st;
+          best = std::min(best, end->secondsSince(*start));
         }
         out.push_back({length, context, best});
       }
   }
   // The calibration accumulated gradients into the real ones.
   parameters.zeroGrads();
-  return samples;
+  return compute.synchronize();
 }
 
 Status Executor::finalizeGradients() {
-  if (tiedGroup.empty() ||
-      std::find(tiedGroup.begin(), tiedGroup.end(), device) == tiedGroup.end())
+  if (tiedGroup.empty() || std::find(tiedGroup.begin(), tiedGroup.end(),
+                                     deviceIndex) == tiedGroup.end())
     return Status::ok();
   const std::string name = "embed.tokens";
   const LayerConfig &emb = plan.model.layers.front();
   return comm.allReduceSum(parameters.grad(name), emb.vocab * plan.model.hidden,
-                           tiedGroup.data(), int(tiedGroup.size()));
+                           tiedGroup.data(), int(tiedGroup.size()), compute);
 }
 
 void Executor::applyOptimizer(int64_t step) {
-  parameters.adamStep(kernels, options.adam, step);
+  parameters.adamStep(options.adam, step);
   parameters.zeroGrads();
 }
 
@@ -326,46 +451,74 @@ static ModelConfig unsharded(ModelConfig model) {
 }
 
 ReferenceTrainer::ReferenceTrainer(const ModelConfig &sharded, int microbatches,
-                                   Kernels &kernels, TokenSource &data,
+                                   const Precision &precision, Device &device,
+                                   TokenSource &data,
                                    const TrainerOptions &options)
-    : model(unsharded(sharded)), microbatches(microbatches), kernels(kernels),
-      data(data), options(options) {
+    : model(unsharded(sharded)), microbatches(microbatches),
+      precision(precision), device(device), data(data), options(options) {}
+
+Status ReferenceTrainer::prepare() {
   std::vector<int> all;
   for (size_t i = 0; i < model.layers.size(); ++i) {
     all.push_back(int(i));
     for (const ParameterSpec &spec : getLayerParameters(model, int(i)))
       parameters.add(spec);
   }
-  parameters.allocate(options.seed);
-  stage = std::make_unique<StageRunner>(model, all, parameters, kernels);
+  if (Status st = parameters.allocate(device, precision, options.seed); !st)
+    return st;
+  stage = std::make_unique<StageRunner>(
+      model, all, parameters, device.getKernels(StreamKind::Compute),
+      precision);
+  int64_t rows = model.microBatch, seq = model.seqLen;
+  SliceShape whole{rows, seq, 0};
+  DType act = precision.activations;
+  auto bytesAs = [&](int64_t bytes) {
+    return (bytes + getSize(act) - 1) / getSize(act);
+  };
+  for (auto [buffer, type, count] :
+       {std::tuple{&forward, act, bytesAs(stage->getForwardStateBytes(whole))},
+        std::tuple{&weight, act, bytesAs(stage->getWeightStateBytes(whole))},
+        std::tuple{&kv, act, bytesAs(stage->getKeyValueBytes(rows))},
+        std::tuple{&work, act, bytesAs(stage->getWorkspaceBytes(whole))},
+        std::tuple{&tokens, DType::I32, rows * (seq + 1)},
+        std::tuple{&lossSum, DType::F64, int64_t(1)}})
+    if (Status st = device.allocate(type, count, *buffer); !st)
+      return st;
+  return device.synchronize();
 }
 
 Status ReferenceTrainer::runStep(int64_t step, double &meanLoss) {
   int64_t rows = model.microBatch, seq = model.seqLen;
   SliceShape whole{rows, seq, 0};
-  std::vector<float> forward(stage->getForwardStateFloats(whole));
-  std::vector<float> weight(stage->getWeightStateFloats(whole));
-  std::vector<float> kv(stage->getKeyValueFloats(rows));
-  std::vector<float> work(stage->getWorkspaceFloats(whole));
-  std::vector<int32_t> tokens;
+  Kernels &kernels = device.getKernels(StreamKind::Compute);
+  Stream &compute = device.getStream(StreamKind::Compute);
   float lossScale = 1.0f / float(microbatches * rows * seq);
-  double lossSum = 0;
+  kernels.fill(lossSum.get(), 0.0, 1);
   for (int mb = 0; mb < microbatches; ++mb) {
-    data.getBatch(step, mb, rows, seq, tokens);
-    TokenRows batch{tokens.data(), seq + 1};
-    stage->forward(whole, batch, nullptr, nullptr, forward.data(), kv.data(),
-                   work.data(), &lossSum);
-    stage->backwardInput(whole, batch, nullptr, nullptr, forward.data(),
-                         weight.data(), kv.data(), work.data(), lossScale);
-    stage->backwardWeight(whole, batch, forward.data(), weight.data(),
-                          work.data());
+    data.getBatch(step, mb, rows, seq, hostTokens);
+    device.upload(tokens.get(), hostTokens.data(),
+                  int64_t(hostTokens.size() * sizeof(int32_t)), compute);
+    TokenRows batch{tokens.get(), seq + 1};
+    stage->forward(whole, batch, nullptr, nullptr, forward.get(), kv.get(),
+                   work.get(), lossSum.get());
+    stage->backwardInput(whole, batch, nullptr, nullptr, forward.get(),
+                         weight.get(), kv.get(), work.get(), lossScale);
+    stage->backwardWeight(whole, batch, forward.get(), weight.get(),
+                          work.get());
+    // The host tokens are refilled for the next microbatch.
+    if (Status st = compute.synchronize(); !st)
+      return st;
   }
-  meanLoss = lossSum * lossScale;
+  double hostLoss = 0;
+  device.download(&hostLoss, lossSum.get(), sizeof(double), compute);
+  if (Status st = compute.synchronize(); !st)
+    return st;
+  meanLoss = hostLoss * lossScale;
   return Status::ok();
 }
 
 void ReferenceTrainer::applyOptimizer(int64_t step) {
-  parameters.adamStep(kernels, options.adam, step);
+  parameters.adamStep(options.adam, step);
   parameters.zeroGrads();
 }
 

@@ -34,7 +34,7 @@ struct TrainerOptions {
   int64_t failAtInstruction = -1;
 };
 
-/// Where a rank's step time went.
+/// Where a rank's step time went (passes timed with device events).
 struct StepTimes {
   double total = 0;
   double compute = 0;  // inside passes
@@ -54,12 +54,14 @@ struct PassProfile {
 class Trainer {
 public:
   virtual ~Trainer() = default;
+  /// Allocates and initialises everything on the device; before any step.
+  virtual Status prepare() = 0;
   /// Runs one step's forward and backward passes; gradients accumulate.
   /// `meanLoss` is the loss of the whole step (every rank gets it).
   virtual Status runStep(int64_t step, double &meanLoss) = 0;
   /// Makes gradients final: sums those of parameters two ranks share.
   virtual Status finalizeGradients() = 0;
-  /// One Adam step, then clears the gradients.
+  /// One Adam step, then clears the gradients (enqueued on the device).
   virtual void applyOptimizer(int64_t step) = 0;
   virtual ParameterStore &getParameters() = 0;
 };
@@ -67,14 +69,18 @@ public:
 /// Every parameter `device` holds: its stages' layers, then its vocabulary
 /// table shards (a tied table once).
 std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device);
-/// The scratch `device` needs: the largest of its stages' over every slice.
-int64_t getDeviceWorkspaceFloats(const Plan &plan, int device);
+/// The scratch `device` needs: the largest of its stages' over every slice,
+/// in bytes of the plan's precision.
+int64_t getDeviceWorkspaceBytes(const Plan &plan, int device);
 
 class Executor final : public Trainer {
 public:
-  Executor(const Plan &plan, int device, Kernels &kernels, Communicator &comm,
-           TokenSource &data, const TrainerOptions &options);
+  /// Runs device `deviceIndex`'s program of `plan` on `device`.
+  Executor(const Plan &plan, int deviceIndex, Device &device,
+           Communicator &comm, TokenSource &data,
+           const TrainerOptions &options);
 
+  Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
   Status finalizeGradients() override;
   void applyOptimizer(int64_t step) override;
@@ -92,25 +98,32 @@ public:
   /// contexts (the best of `repeats` runs each), on synthetic data: the
   /// samples equation 9 of papers/terapipe.txt is fitted to
   /// (`sluice-run --profile-slices`). Stage name -> samples.
-  std::map<std::string, std::vector<SliceSample>> calibrateSlices(int repeats);
-  /// (stage name, pass) -> measured time, over all steps run.
-  const std::map<std::pair<std::string, std::string>, PassProfile> &
-  getProfile() const {
-    return profile;
-  }
+  Status calibrateSlices(int repeats,
+                         std::map<std::string, std::vector<SliceSample>> &out);
+  /// (stage or shard name, pass) -> measured time, over all steps run.
+  std::map<std::pair<std::string, std::string>, PassProfile>
+  getProfile() const;
 
 private:
-  Status waitFor(Request &request);
-  /// Waits (progressing the vocabulary streams) for the collectives an
-  /// exec reads.
-  void waitForCollectives(const Instruction &instr);
-  float *slot(int32_t index) {
-    return index < 0 ? nullptr : buffers[index].data();
+  /// Orders `stream` after the pending send out of `slot`, if any, so the
+  /// slot may be written (the plan-buffers contract: the planner freed it
+  /// only where that send is sure to complete).
+  Status settle(int32_t slot, Stream &stream);
+  /// Orders the compute stream after the collectives an exec reads.
+  Status waitForCollectives(const Instruction &instr);
+  /// Runs one exec instruction's pass on the compute stream.
+  Status runPass(const Instruction &instr, float lossScale);
+  DevicePtr slot(int32_t index) const {
+    return index < 0 ? DevicePtr() : buffers[index].get();
   }
+  /// Index into `profile` of a pass of a stage (or of a shard: stage -1).
+  size_t profileIndex(int stage, Shard shard, Pass pass) const;
 
   const Plan &plan;
-  int device;
+  int deviceIndex;
+  Device &device;
   Kernels &kernels;
+  Stream &compute, &pipeline;
   Communicator &comm;
   TokenSource &data;
   TrainerOptions options;
@@ -118,23 +131,38 @@ private:
   std::vector<std::unique_ptr<StageRunner>> stages; // by stage index
   /// The vocabulary shards, with Vocabulary Parallelism.
   std::unique_ptr<VocabularyShards> shards;
-  std::vector<std::vector<float>> buffers;
-  std::vector<float> workspace;
+  std::vector<DeviceBuffer> buffers;
+  DeviceBuffer workspace;
+  /// The step's tokens, every microbatch, uploaded once per step.
+  DeviceBuffer tokens;
+  std::vector<int32_t> hostTokens;
+  std::vector<TokenRows> batches;
+  /// The step's summed cross-entropy (f64), read once per step.
+  DeviceBuffer lossSum;
   /// The receive that will fill each slot, until its consumer waits on it.
   std::vector<std::unique_ptr<Request>> incoming;
+  /// The step's sends, and for each slot the one still reading it (-1).
   std::vector<std::unique_ptr<Request>> outgoing;
+  std::vector<int64_t> sendOf;
+  /// Orders the pipeline stream after the compute work before a transfer.
+  std::unique_ptr<Event> ready;
+  /// Per exec instruction, events around its pass (null for others).
+  std::vector<std::unique_ptr<Event>> passStart, passEnd;
   /// Ranks sharing a tied embedding table, if the two ends are apart.
   std::vector<int> tiedGroup;
   StepTimes times;
-  std::map<std::pair<std::string, std::string>, PassProfile> profile;
+  /// Per (stage or shard, pass), accumulated over the steps.
+  std::vector<PassProfile> profile;
 };
 
 /// The unpartitioned model on this rank alone: each microbatch's forward
 /// over the whole sequence, then its backward.
 class ReferenceTrainer final : public Trainer {
 public:
-  ReferenceTrainer(const ModelConfig &model, int microbatches, Kernels &kernels,
+  ReferenceTrainer(const ModelConfig &model, int microbatches,
+                   const Precision &precision, Device &device,
                    TokenSource &data, const TrainerOptions &options);
+  Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
   Status finalizeGradients() override { return Status::ok(); }
   void applyOptimizer(int64_t step) override;
@@ -143,11 +171,14 @@ public:
 private:
   ModelConfig model;
   int microbatches;
-  Kernels &kernels;
+  Precision precision;
+  Device &device;
   TokenSource &data;
   TrainerOptions options;
   ParameterStore parameters;
   std::unique_ptr<StageRunner> stage;
+  DeviceBuffer forward, weight, kv, work, tokens, lossSum;
+  std::vector<int32_t> hostTokens;
 };
 
 } // namespace sluice::rt

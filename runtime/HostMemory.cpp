@@ -13,8 +13,12 @@
 namespace sluice::rt {
 
 namespace {
-/// Weights, gradients and the two Adam moments, in fp32.
-constexpr int64_t kBytesPerParameter = 4 * sizeof(float);
+/// Weights, gradients and the two Adam moments, in fp32; mixed precision
+/// adds the weights' working copy.
+int64_t bytesPerParameter(const Precision &precision) {
+  return 4 * getSize(kMasterType) +
+         (precision.isMixed() ? getSize(precision.activations) : 0);
+}
 
 int64_t countFloats(const ParameterStore &store) {
   int64_t n = 0;
@@ -49,27 +53,30 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
     store.add(spec);
   MemoryNeed need;
   need.parameters = countFloats(store);
-  need.bytes = need.parameters * kBytesPerParameter +
-               getDeviceWorkspaceFloats(plan, device) * int64_t(sizeof(float));
+  need.bytes = need.parameters * bytesPerParameter(plan.precision) +
+               getDeviceWorkspaceBytes(plan, device);
   if (device >= 0 && device < int(plan.programs.size()))
     for (int64_t bytes : plan.programs[device].buffers)
       need.bytes += bytes;
   return need;
 }
 
-MemoryNeed getReferenceMemoryNeed(const ModelConfig &model) {
+MemoryNeed getReferenceMemoryNeed(const ModelConfig &model,
+                                  const Precision &precision) {
   ParameterStore store;
   for (const ParameterSpec &spec : getModelParameters(model))
     store.add(spec);
   MemoryNeed need;
   need.parameters = countFloats(store);
-  need.bytes = need.parameters * kBytesPerParameter;
+  need.bytes = need.parameters * bytesPerParameter(precision);
   SliceShape whole{model.microBatch, model.seqLen, 0};
-  for (const LayerConfig &layer : model.layers)
-    need.bytes += int64_t(sizeof(float)) *
-                  (getForwardStateFloats(model, layer, whole) +
-                   getWeightStateFloats(model, layer, whole) +
-                   getKeyValueFloats(model, layer, model.microBatch));
+  std::vector<int> all;
+  for (size_t i = 0; i < model.layers.size(); ++i)
+    all.push_back(int(i));
+  need.bytes += getForwardStateBytes(model, all, whole, precision) +
+                getWeightStateBytes(model, all, whole, precision) +
+                getKeyValueBytes(model, all, model.microBatch, precision) +
+                getWorkspaceBytes(model, all, whole, precision);
   return need;
 }
 
@@ -93,8 +100,8 @@ Status checkMemoryNeed(const MemoryNeed &need, int64_t limit,
   return Status::error(
       who + " " + gib(need.bytes) + " of host memory (" +
       count(need.parameters) +
-      " parameters, 16 bytes each with gradients and Adam moments in fp32, "
-      "plus activations), more than the " +
+      " parameters with fp32 weights, gradients and Adam moments, plus "
+      "activations), more than the " +
       gib(limit) + " " + limitSource +
       "; use more pipeline devices, a smaller model, or --memory-limit");
 }

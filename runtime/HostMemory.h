@@ -32,7 +32,8 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device);
 
 /// The single-process reference: the whole model and one microbatch's
 /// state.
-MemoryNeed getReferenceMemoryNeed(const ModelConfig &model);
+MemoryNeed getReferenceMemoryNeed(const ModelConfig &model,
+                                  const Precision &precision);
 
 /// MemAvailable of /proc/meminfo, in bytes; -1 where unknown.
 int64_t getAvailableHostBytes();

@@ -1,33 +1,44 @@
-//===- Layout.h - What a pass keeps, in floats ------------------*- C++ -*-===//
+//===- Layout.h - What a pass keeps, in typed regions ------------*- C++ -*-===//
 //
-// The contract between the compiler's buffer planning and the CPU runtime:
-// how many fp32 values each pass of a stage keeps for a later pass of the
-// same microbatch slice. The compiler sizes plan buffers with these
-// functions; the runtime carves its tensors out of those buffers in the
-// same order and refuses a plan whose buffers are too small. Header-only,
+// The contract between the compiler's buffer planning and the runtime: the
+// tensors each pass of a stage keeps for a later pass of the same
+// microbatch slice, with their element types, in the order the runtime
+// carves them out of a buffer. The compiler sizes plan buffers with these
+// functions; the runtime carves its tensors out of those buffers with the
+// same walk and refuses a plan whose buffers are too small. Header-only,
 // no dependencies, so both sides include the same code.
 //
 // For a slice of t tokens after o tokens of context, R rows (micro-batch),
-// hidden h, H heads of size d, feed-forward f:
+// hidden h, H query heads of size d, KV key/value heads, feed-forward f:
 //
 //  * forward state (F -> B, W): per transformer layer the first norm's
-//    output and 1/std, Q, the attention probabilities (H x t x (o + t) per
-//    row), the attention context, the second norm's output and 1/std, the
-//    MLP's pre-activation and activation (gated blocks: also the gate's
-//    pre-activation); the output layer's norm output,
+//    normalised input and 1/std, Q, the attention's log-sum-exp per query
+//    and head (R x H x t: FlashAttention's statistic, from which B
+//    recomputes the probabilities instead of keeping R x H x t x (o + t)
+//    of them), the attention context, the second norm's normalised input
+//    and 1/std, the MLP's pre-activation and activation (gated blocks:
+//    also the gate's pre-activation); the output layer's normalised input,
 //    1/std and probabilities (t x vocab; none when the layer is sharded);
 //    the embedding keeps nothing;
 //  * weight state (B -> W): the gradients at every linear map's output and
 //    at each norm's output, which W turns into weight gradients;
 //  * key/value state (first slice's F -> first slice's B): the keys and
 //    values of the whole sequence and their gradients, which later slices
-//    read and whose gradients the backward of later slices accumulates.
+//    read and whose gradients the backward of later slices accumulates
+//    (in fp32: they are sums over slices).
+//
+// Element types (DType.h): activations and their gradients in the
+// precision's activation type; statistics (1/std, log-sum-exp), logits and
+// probabilities, and the key/value gradient accumulators in fp32. Every
+// region starts at a multiple of kRegionAlignment bytes, as vectorised
+// kernels, cuBLASLt and cuDNN want.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef SLUICE_RUNTIME_LAYOUT_H
 #define SLUICE_RUNTIME_LAYOUT_H
 
+#include "DType.h"
 #include "ModelConfig.h"
 
 #include <algorithm>
@@ -42,87 +53,228 @@ struct SliceShape {
   int64_t offset = 0;
 };
 
-inline int64_t getNormStatFloats(const SliceShape &s) {
-  return s.rows * s.tokens;
+/// Every region of a buffer starts at a multiple of this many bytes.
+constexpr int64_t kRegionAlignment = 256;
+
+/// What a region holds, and so its element type.
+enum class Storage : uint8_t {
+  Activation, // the precision's activation type
+  Fp32,       // statistics, logits, accumulators
+};
+
+inline DType getType(Storage storage, const Precision &precision) {
+  return storage == Storage::Fp32 ? kStatisticType : precision.activations;
 }
 
-inline int64_t getForwardStateFloats(const ModelConfig &model,
-                                     const LayerConfig &layer,
-                                     const SliceShape &s) {
+/// Lays regions out one after the other, each aligned: the byte offset of
+/// every region and the total.
+class Arena {
+public:
+  explicit Arena(const Precision &precision) : precision(precision) {}
+  /// Appends `count` elements of `storage`; returns their byte offset.
+  int64_t take(int64_t count, Storage storage) {
+    int64_t at = (used + kRegionAlignment - 1) / kRegionAlignment *
+                 kRegionAlignment;
+    used = at + count * getSize(getType(storage, precision));
+    return at;
+  }
+  int64_t getBytes() const { return used; }
+  const Precision &getPrecision() const { return precision; }
+
+private:
+  Precision precision;
+  int64_t used = 0;
+};
+
+/// The named tensors of the three kinds of state and of scratch.
+enum class Field : uint8_t {
+  // Transformer forward state.
+  Xhat1, Rstd1, Q, Lse, Context, Xhat2, Rstd2, Up, Act, Gate,
+  // Transformer weight state.
+  DQkv, DA, DY1, DC, DUp, DY2, DGate,
+  // Key/value state.
+  Keys, Values, DKeys, DValues,
+  // Output layer (forward, then weight state); embedding (weight state).
+  OutXhat, OutRstd, OutProbs, OutDLogits, OutDNorm, EmbedGrad,
+};
+
+/// Calls fn(field, count, storage) for each region of `layer`'s forward
+/// state, in layout order.
+template <class Fn>
+void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
+                      const SliceShape &s, Fn &&fn) {
   int64_t h = model.hidden, rt = s.rows * s.tokens;
   switch (layer.kind) {
   case LayerKind::Embedding:
-    return 0;
+    return;
   case LayerKind::Output:
     // Sharded: the final norm alone, whose output the shards read.
-    return rt * h + rt + (layer.sharded ? 0 : rt * layer.vocab);
+    fn(Field::OutXhat, rt * h, Storage::Activation);
+    fn(Field::OutRstd, rt, Storage::Fp32);
+    if (!layer.sharded)
+      fn(Field::OutProbs, rt * layer.vocab, Storage::Fp32);
+    return;
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;
-    int64_t probs = s.rows * layer.heads * s.tokens * (s.offset + s.tokens);
-    return rt * h + rt          // norm 1 output, 1/std
-           + rt * hd            // Q
-           + probs              // attention probabilities
-           + rt * hd            // attention context
-           + rt * h + rt        // norm 2 output, 1/std
-           + 2 * rt * layer.ffn // MLP pre-activation, activation
-           + (layer.isGated() ? rt * layer.ffn : 0); // gate pre-activation
+    fn(Field::Xhat1, rt * h, Storage::Activation);
+    fn(Field::Rstd1, rt, Storage::Fp32);
+    fn(Field::Q, rt * hd, Storage::Activation);
+    fn(Field::Lse, s.rows * layer.heads * s.tokens, Storage::Fp32);
+    fn(Field::Context, rt * hd, Storage::Activation);
+    fn(Field::Xhat2, rt * h, Storage::Activation);
+    fn(Field::Rstd2, rt, Storage::Fp32);
+    fn(Field::Up, rt * layer.ffn, Storage::Activation);
+    fn(Field::Act, rt * layer.ffn, Storage::Activation);
+    if (layer.isGated())
+      fn(Field::Gate, rt * layer.ffn, Storage::Activation);
+    return;
   }
   }
-  return 0;
 }
 
-inline int64_t getWeightStateFloats(const ModelConfig &model,
-                                    const LayerConfig &layer,
-                                    const SliceShape &s) {
+/// The same for the weight state (B -> W).
+template <class Fn>
+void walkWeightState(const ModelConfig &model, const LayerConfig &layer,
+                     const SliceShape &s, Fn &&fn) {
   int64_t h = model.hidden, rt = s.rows * s.tokens;
   switch (layer.kind) {
   case LayerKind::Embedding:
-    return rt * h; // gradient of the embedding output
+    fn(Field::EmbedGrad, rt * h, Storage::Activation);
+    return;
   case LayerKind::Output:
-    // Logits and norm-output gradients (sharded: the latter only).
-    return (layer.sharded ? 0 : rt * layer.vocab) + rt * h;
+    // Logits' and norm output's gradients (sharded: the latter only).
+    if (!layer.sharded)
+      fn(Field::OutDLogits, rt * layer.vocab, Storage::Activation);
+    fn(Field::OutDNorm, rt * h, Storage::Activation);
+    return;
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;
     int64_t kv = layer.kvHeads * layer.headDim;
-    return rt * (hd + 2 * kv) // QKV-projection output gradient
-           + rt * h           // norm 1 output gradient
-           + rt * h           // attention projection output gradient
-           + rt * h           // norm 2 output gradient
-           + rt * layer.ffn   // MLP up-projection output gradient
-           + rt * h           // MLP down-projection output gradient
-           + (layer.isGated() ? rt * layer.ffn : 0); // gate output gradient
+    fn(Field::DQkv, rt * (hd + 2 * kv), Storage::Activation);
+    fn(Field::DA, rt * h, Storage::Activation);  // norm 1 output
+    fn(Field::DY1, rt * h, Storage::Activation); // attention projection out
+    fn(Field::DC, rt * h, Storage::Activation);  // norm 2 output
+    fn(Field::DUp, rt * layer.ffn, Storage::Activation);
+    fn(Field::DY2, rt * h, Storage::Activation); // MLP down-projection out
+    if (layer.isGated())
+      fn(Field::DGate, rt * layer.ffn, Storage::Activation);
+    return;
   }
   }
-  return 0;
 }
 
-inline int64_t getKeyValueFloats(const ModelConfig &model,
-                                 const LayerConfig &layer, int64_t rows) {
+/// The same for the key/value state of a microbatch of `rows` rows.
+template <class Fn>
+void walkKeyValues(const ModelConfig &model, const LayerConfig &layer,
+                   int64_t rows, Fn &&fn) {
   if (layer.kind != LayerKind::Transformer)
-    return 0;
-  // Keys, values and their gradients over the whole sequence.
-  return 4 * rows * model.seqLen * layer.kvHeads * layer.headDim;
+    return;
+  int64_t cache = rows * model.seqLen * layer.kvHeads * layer.headDim;
+  fn(Field::Keys, cache, Storage::Activation);
+  fn(Field::Values, cache, Storage::Activation);
+  fn(Field::DKeys, cache, Storage::Fp32);
+  fn(Field::DValues, cache, Storage::Fp32);
+}
+
+namespace detail {
+template <class Walk>
+int64_t countBytes(const Precision &precision, Walk &&walk) {
+  Arena arena(precision);
+  walk([&](Field, int64_t count, Storage storage) {
+    arena.take(count, storage);
+  });
+  return arena.getBytes();
+}
+} // namespace detail
+
+/// Bytes of the state a stage's `layers` keep, one layer's regions after
+/// the other's (each layer's start aligned). With `layers` one layer, that
+/// layer's.
+inline int64_t getForwardStateBytes(const ModelConfig &model,
+                                    const std::vector<int> &layers,
+                                    const SliceShape &s,
+                                    const Precision &precision) {
+  return detail::countBytes(precision, [&](auto &&fn) {
+    for (int index : layers)
+      walkForwardState(model, model.layers[index], s, fn);
+  });
+}
+
+inline int64_t getWeightStateBytes(const ModelConfig &model,
+                                   const std::vector<int> &layers,
+                                   const SliceShape &s,
+                                   const Precision &precision) {
+  return detail::countBytes(precision, [&](auto &&fn) {
+    for (int index : layers)
+      walkWeightState(model, model.layers[index], s, fn);
+  });
+}
+
+inline int64_t getKeyValueBytes(const ModelConfig &model,
+                                const std::vector<int> &layers, int64_t rows,
+                                const Precision &precision) {
+  return detail::countBytes(precision, [&](auto &&fn) {
+    for (int index : layers)
+      walkKeyValues(model, model.layers[index], rows, fn);
+  });
+}
+
+/// Scratch of one transformer layer's passes, in activation elements:
+/// forward (norm output, QKV projection, residual, second norm output),
+/// backward (MLP activation gradient, residual gradient, context and query
+/// gradients), weight (a recomputed norm output).
+struct TransformerScratch {
+  int64_t norm, qkv, residual, norm2;
+  int64_t dAct, dResidual, dContext, dQ;
+};
+
+inline TransformerScratch getTransformerScratch(const ModelConfig &model,
+                                                const LayerConfig &l,
+                                                const SliceShape &s) {
+  int64_t rt = s.rows * s.tokens, h = model.hidden;
+  int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
+  return {rt * h,     rt * (hd + 2 * kv), rt * h,  rt * h,
+          rt * l.ffn, rt * h,             rt * hd, rt * hd};
 }
 
 /// Scratch for one pass of a stage running `layers`: two activations to
-/// pass between layers, plus the largest layer's scratch.
-inline int64_t getWorkspaceFloats(const ModelConfig &model,
-                                  const std::vector<int> &layers,
-                                  const SliceShape &s) {
-  int64_t rt = s.rows * s.tokens, h = model.hidden, most = rt * h;
+/// pass between layers, then the largest layer's scratch (each layer's
+/// regions carved in the order of TransformerScratch).
+inline int64_t getWorkspaceBytes(const ModelConfig &model,
+                                 const std::vector<int> &layers,
+                                 const SliceShape &s,
+                                 const Precision &precision) {
+  int64_t rt = s.rows * s.tokens, h = model.hidden;
+  auto arenaOf = [&](std::initializer_list<int64_t> counts) {
+    Arena arena(precision);
+    arena.take(rt * h, Storage::Activation); // ping
+    arena.take(rt * h, Storage::Activation); // pong
+    for (int64_t count : counts)
+      arena.take(count, Storage::Activation);
+    return arena.getBytes();
+  };
+  int64_t most = arenaOf({rt * h}); // the output layer's norm output
   for (int index : layers) {
     const LayerConfig &l = model.layers[index];
-    int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
-    if (l.kind == LayerKind::Transformer)
-      most = std::max(
-          {most, rt * (3 * h + hd + 2 * kv), rt * (l.ffn + h + 2 * hd)});
+    if (l.kind != LayerKind::Transformer)
+      continue;
+    TransformerScratch t = getTransformerScratch(model, l, s);
+    most = std::max({most, arenaOf({t.norm, t.qkv, t.residual, t.norm2}),
+                     arenaOf({t.dAct, t.dResidual, t.dContext, t.dQ})});
   }
-  return 2 * rt * h + most;
+  return most;
 }
 
-/// The activation (or its gradient) that travels between stages.
-inline int64_t getMessageFloats(const ModelConfig &model, const SliceShape &s) {
+/// The activation (or its gradient) that travels between stages, in
+/// elements of the activation type.
+inline int64_t getMessageElements(const ModelConfig &model,
+                                  const SliceShape &s) {
   return s.rows * s.tokens * model.hidden;
+}
+
+inline int64_t getMessageBytes(const ModelConfig &model, const SliceShape &s,
+                               const Precision &precision) {
+  return getMessageElements(model, s) * getSize(precision.activations);
 }
 
 } // namespace sluice::rt

@@ -115,56 +115,110 @@ void ParameterStore::add(const ParameterSpec &spec) {
   params.push_back(spec);
 }
 
-void ParameterStore::allocate(uint64_t seed) {
+Status ParameterStore::allocate(Device &on, const Precision &p,
+                                uint64_t seed) {
+  device = &on;
+  precision = p;
   offsets.clear();
-  int64_t total = 0;
-  for (const ParameterSpec &p : params) {
+  total = 0;
+  for (const ParameterSpec &spec : params) {
     offsets.push_back(total);
-    total += p.size();
+    total += spec.size();
   }
-  weights.assign(total, 0.0f);
-  grads.assign(total, 0.0f);
-  moment1.assign(total, 0.0f);
-  moment2.assign(total, 0.0f);
+  std::vector<float> host(total, 0.0f);
   for (size_t k = 0; k < params.size(); ++k) {
-    const ParameterSpec &p = params[k];
-    float *w = weights.data() + offsets[k];
-    uint64_t nameHash = hashName(p.name);
+    const ParameterSpec &spec = params[k];
+    float *w = host.data() + offsets[k];
+    uint64_t nameHash = hashName(spec.name);
     // A shard draws its rows' values by their place in the whole table, so
     // it starts equal to those rows of the unsharded table; padding is 0.
-    int64_t base = p.firstRow * p.getRowSize();
-    int64_t valid = p.getValidRows() * p.getRowSize();
-    for (int64_t i = 0; i < p.size(); ++i)
-      w[i] = i >= valid                 ? 0.0f
-             : p.init == InitKind::Ones ? 1.0f
-             : p.init == InitKind::Zeros
+    int64_t base = spec.firstRow * spec.getRowSize();
+    int64_t valid = spec.getValidRows() * spec.getRowSize();
+    for (int64_t i = 0; i < spec.size(); ++i)
+      w[i] = i >= valid                    ? 0.0f
+             : spec.init == InitKind::Ones ? 1.0f
+             : spec.init == InitKind::Zeros
                  ? 0.0f
                  : float(kInitStd * normalSample(seed, nameHash, base + i));
   }
+  for (DeviceBuffer *buffer : {&weights, &grads, &moment1, &moment2})
+    if (Status st = on.allocate(kMasterType, total, *buffer); !st)
+      return st;
+  if (precision.isMixed())
+    if (Status st = on.allocate(precision.activations, total, working); !st)
+      return st;
+  return write(Tensor::Weights, host);
 }
 
 int64_t ParameterStore::offset(const std::string &name) const {
   return offsets[index.at(name)];
 }
 
-float *ParameterStore::weight(const std::string &name) {
+DevicePtr ParameterStore::weight(const std::string &name) const {
   auto it = index.find(name);
-  return it == index.end() ? nullptr : weights.data() + offsets[it->second];
+  if (it == index.end())
+    return {};
+  return (working.empty() ? weights.get() : working.get()) +
+         offsets[it->second];
 }
 
-float *ParameterStore::grad(const std::string &name) {
+DevicePtr ParameterStore::master(const std::string &name) const {
   auto it = index.find(name);
-  return it == index.end() ? nullptr : grads.data() + offsets[it->second];
+  return it == index.end() ? DevicePtr() : weights.get() + offsets[it->second];
+}
+
+DevicePtr ParameterStore::grad(const std::string &name) const {
+  auto it = index.find(name);
+  return it == index.end() ? DevicePtr() : grads.get() + offsets[it->second];
 }
 
 void ParameterStore::zeroGrads() {
-  std::fill(grads.begin(), grads.end(), 0.0f);
+  device->getKernels(StreamKind::Compute).fill(grads.get(), 0.0, total);
 }
 
-void ParameterStore::adamStep(Kernels &kernels, const AdamConfig &config,
-                              int64_t step) {
-  kernels.adamUpdate(weights.data(), grads.data(), moment1.data(),
-                     moment2.data(), int64_t(weights.size()), config, step);
+void ParameterStore::adamStep(const AdamConfig &config, int64_t step) {
+  device->getKernels(StreamKind::Compute)
+      .adamUpdate(weights.get(), grads.get(), moment1.get(), moment2.get(),
+                  total, config, step,
+                  working.empty() ? DevicePtr() : working.get());
+}
+
+const DeviceBuffer &ParameterStore::buffer(Tensor which) const {
+  switch (which) {
+  case Tensor::Weights:
+    return weights;
+  case Tensor::Grads:
+    return grads;
+  case Tensor::Moment1:
+    return moment1;
+  case Tensor::Moment2:
+    return moment2;
+  }
+  return weights;
+}
+
+Status ParameterStore::read(Tensor which, std::vector<float> &out) const {
+  return downloadAll(*device, buffer(which), out);
+}
+
+Status ParameterStore::write(Tensor which, const std::vector<float> &in) {
+  const DeviceBuffer &target = buffer(which);
+  if (int64_t(in.size()) != target.size())
+    return Status::error("parameter buffer of " +
+                         std::to_string(target.size()) +
+                         " values written with " + std::to_string(in.size()));
+  Stream &stream = device->getStream(StreamKind::Compute);
+  device->upload(target.get(), in.data(), target.getBytes(), stream);
+  if (which == Tensor::Weights)
+    refreshWorkingCopy();
+  // The host vector may go once the copy has run.
+  return stream.synchronize();
+}
+
+void ParameterStore::refreshWorkingCopy() {
+  if (!working.empty())
+    device->getKernels(StreamKind::Compute)
+        .copy(working.get(), weights.get(), total);
 }
 
 } // namespace sluice::rt

@@ -64,31 +64,56 @@ ParameterSpec getTableShard(const std::string &name, int64_t vocab,
 /// Every parameter the model has, each once.
 std::vector<ParameterSpec> getModelParameters(const ModelConfig &model);
 
+/// A device's parameters, in flat device buffers: the fp32 master
+/// weights, their gradients and both Adam moments; a mixed-precision run
+/// adds the weights' working copy in the activation type, which the
+/// kernels read and the optimizer rewrites after each update (fp32 runs
+/// read the masters).
 class ParameterStore {
 public:
   /// Adds a parameter; adding the same name again (a tied table) is a no-op.
   void add(const ParameterSpec &spec);
-  /// Allocates weights, gradients and Adam moments and initialises the
-  /// weights from `seed`.
-  void allocate(uint64_t seed);
+  /// Allocates everything on `device` and initialises the weights from
+  /// `seed` (drawn on the host, uploaded once).
+  Status allocate(Device &device, const Precision &precision, uint64_t seed);
 
-  float *weight(const std::string &name);
-  float *grad(const std::string &name);
+  /// The weights the kernels read (the working copy when mixed).
+  DevicePtr weight(const std::string &name) const;
+  DevicePtr master(const std::string &name) const;
+  DevicePtr grad(const std::string &name) const;
   bool contains(const std::string &name) const {
     return index.count(name) != 0;
   }
   const std::vector<ParameterSpec> &specs() const { return params; }
+  /// Element offset of `name` in the flat buffers.
   int64_t offset(const std::string &name) const;
+  int64_t getTotalElements() const { return total; }
+
+  /// The whole flat buffers (on the CPU backend, host memory).
+  DevicePtr getMasters() const { return weights.get(); }
+  DevicePtr getGrads() const { return grads.get(); }
 
   void zeroGrads();
-  void adamStep(Kernels &kernels, const AdamConfig &config, int64_t step);
+  void adamStep(const AdamConfig &config, int64_t step);
 
-  std::vector<float> weights, grads, moment1, moment2;
+  /// Host copies of the flat buffers, for checkpoints and checks.
+  enum class Tensor { Weights, Grads, Moment1, Moment2 };
+  Status read(Tensor which, std::vector<float> &out) const;
+  /// Replaces a flat buffer from the host (weights: the working copy too).
+  Status write(Tensor which, const std::vector<float> &in);
 
 private:
+  const DeviceBuffer &buffer(Tensor which) const;
+  /// Rewrites the working copy from the masters (mixed precision).
+  void refreshWorkingCopy();
+
+  Device *device = nullptr;
+  Precision precision;
   std::vector<ParameterSpec> params;
   std::vector<int64_t> offsets;
   std::map<std::string, size_t> index;
+  int64_t total = 0;
+  DeviceBuffer weights, grads, moment1, moment2, working;
 };
 
 } // namespace sluice::rt

@@ -234,17 +234,6 @@ void validateVocabulary(const Plan &plan) {
          std::to_string(v.output.paddedVocab) + ")");
 }
 
-/// Floats the stage's layers keep for `kind` of state on a slice.
-int64_t stateFloats(const Plan &plan, int stage, const SliceShape &s,
-                    int64_t (*perLayer)(const ModelConfig &,
-                                        const LayerConfig &,
-                                        const SliceShape &)) {
-  int64_t total = 0;
-  for (int layer : plan.stages[stage].layers)
-    total += perLayer(plan.model, plan.model.layers[layer], s);
-  return total;
-}
-
 /// What the shard checks track while walking the programs.
 struct ShardState {
   /// (device, pass, stage or shard, mb, slice) of every pass run so far.
@@ -379,18 +368,23 @@ void validate(Plan &plan) {
         fail(where + ": stage " + std::to_string(instr.stage) +
              " does not exist");
       SliceShape s = plan.getSliceShape(instr.slice);
-      auto checkSlot = [&](int32_t slot, int64_t floats, const char *what) {
-        if (floats == 0 && slot < 0)
+      auto checkSlot = [&](int32_t slot, int64_t need, const char *what) {
+        if (need == 0 && slot < 0)
           return;
         if (slot < 0 || slot >= int(program.buffers.size()))
           fail(where + ": " + what + " buffer " + std::to_string(slot) +
                " does not exist (the device has " +
                std::to_string(program.buffers.size()) + ")");
-        int64_t need = floats * int64_t(sizeof(float));
         if (program.buffers[slot] < need)
           fail(where + ": buffer " + std::to_string(slot) + " has " +
                std::to_string(program.buffers[slot]) + " bytes, the " + what +
-               " needs " + std::to_string(need));
+               " needs " + std::to_string(need) + " in " +
+               plan.precision.getName() +
+               (plan.version < kPlanVersion
+                    ? " (a version " + std::to_string(plan.version) +
+                          " plan sizes buffers for an earlier layout: "
+                          "compile it again)"
+                    : std::string()));
       };
       const StagePlan &stage = plan.stages[instr.stage];
       if (instr.op == Op::Exec) {
@@ -414,20 +408,21 @@ void validate(Plan &plan) {
         checkCollectiveInputs(plan, d, instr, where, shardState);
         bool first = instr.stage == 0;
         bool last = instr.stage + 1 == int(plan.stages.size());
-        int64_t message = getMessageFloats(plan.model, s);
+        const Precision &precision = plan.precision;
+        int64_t message = getMessageBytes(plan.model, s, precision);
         checkSlot(instr.state,
-                  stateFloats(plan, instr.stage, s, getForwardStateFloats),
+                  getForwardStateBytes(plan.model, stage.layers, s, precision),
                   "forward state");
         if (instr.pass != Pass::F)
-          checkSlot(instr.wstate,
-                    stateFloats(plan, instr.stage, s, getWeightStateFloats),
-                    "weight state");
+          checkSlot(
+              instr.wstate,
+              getWeightStateBytes(plan.model, stage.layers, s, precision),
+              "weight state");
         if (instr.pass != Pass::W) {
-          int64_t kv = 0;
-          for (int layer : stage.layers)
-            kv +=
-                getKeyValueFloats(plan.model, plan.model.layers[layer], s.rows);
-          checkSlot(instr.kv, kv, "key/value state");
+          checkSlot(
+              instr.kv,
+              getKeyValueBytes(plan.model, stage.layers, s.rows, precision),
+              "key/value state");
           bool hasInput = instr.pass == Pass::F ? !first : !last;
           bool hasOutput = instr.pass == Pass::F ? !last : !first;
           checkSlot(instr.in, hasInput ? message : 0, "input");
@@ -439,7 +434,8 @@ void validate(Plan &plan) {
                " is not another device");
         if (instr.key < 0)
           fail(where + ": message key must be non-negative");
-        checkSlot(instr.buffer, getMessageFloats(plan.model, s), "message");
+        checkSlot(instr.buffer,
+                  getMessageBytes(plan.model, s, plan.precision), "message");
         auto &table = instr.op == Op::Send ? sends : recvs;
         auto key = std::make_tuple(d, instr.peer, instr.key);
         if (!table.emplace(key, int(i)).second)
@@ -614,6 +610,12 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
            " and older); run it with the sluice-run of the sluice-compile "
            "that wrote it");
     plan = Plan();
+    plan.version = int(version);
+    if (j.contains("precision")) {
+      std::string name = text(j, "precision", "plan");
+      if (!Precision::parse(name, plan.precision))
+        fail("unknown precision '" + name + "' (expected fp32 or bf16)");
+    }
     plan.model = readModel(field(j, "model", "plan"));
     plan.schedule = text(j, "schedule", "plan");
     plan.devices = int(integer(j, "devices", "plan", 1));
@@ -717,6 +719,23 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
     return Status::error(origin + ": " + e.message);
   } catch (const json::exception &e) {
     return Status::error(origin + ": malformed plan: " + e.what());
+  }
+  return Status::ok();
+}
+
+Status Plan::setPrecision(const Precision &run) {
+  if (run == precision)
+    return Status::ok();
+  Precision compiled = precision;
+  precision = run;
+  try {
+    validate(*this);
+  } catch (const PlanError &e) {
+    precision = compiled;
+    return Status::error("the plan was compiled for " +
+                         std::string(compiled.getName()) + " and cannot run in " +
+                         run.getName() + ": " + e.message +
+                         "; compile it with --precision " + run.getName());
   }
   return Status::ok();
 }

@@ -21,7 +21,7 @@
 namespace sluice::rt {
 
 /// The newest plan version this runtime reads; it reads every older one.
-constexpr int kPlanVersion = 2;
+constexpr int kPlanVersion = 3;
 
 enum class Pass : uint8_t { F, B, W, BW, S, S2, T, IF, IB };
 enum class Op : uint8_t { Exec, Send, Recv, Collective };
@@ -86,6 +86,10 @@ struct StagePlan {
 };
 
 struct Plan {
+  /// The file's format version (kPlanVersion or older).
+  int version = kPlanVersion;
+  /// Element types the buffers were sized for (version 3; fp32 before).
+  Precision precision;
   ModelConfig model;
   std::string schedule;
   int devices = 0;
@@ -105,6 +109,9 @@ struct Plan {
   bool contributes(Shard shard, int group, int device, Pass pass, int stage,
                    Shard execShard) const;
   int getLastStage() const { return int(stages.size()) - 1; }
+  /// Runs the plan in `run` instead of the precision it was compiled for;
+  /// an error when a buffer is too small for it (fp32 in a bf16 plan).
+  Status setPrecision(const Precision &run);
   /// "exec F of stage 2, microbatch 3, slice 0": for messages naming one.
   std::string describe(const Instruction &instr) const;
 };

@@ -24,12 +24,15 @@
 #include "Stage.h"
 
 #include <algorithm>
+#include <array>
 
 namespace sluice::rt {
 
 StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
-                         ParameterStore &store, Kernels &kernels)
-    : model(model), layers(std::move(layers)), kernels(kernels) {
+                         ParameterStore &store, Kernels &kernels,
+                         const Precision &precision)
+    : model(model), layers(std::move(layers)), kernels(kernels),
+      precision(precision) {
   for (int index : this->layers) {
     Layer layer;
     layer.config = &model.layers[index];
@@ -40,8 +43,8 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
         return n.size() >= s.size() &&
                n.compare(n.size() - s.size(), s.size(), s) == 0;
       };
-      float **w = nullptr, **g = nullptr;
-      auto bind = [&](float *LayerParams::*field) {
+      DevicePtr *w = nullptr, *g = nullptr;
+      auto bind = [&](DevicePtr LayerParams::*field) {
         w = &(layer.w.*field);
         g = &(layer.g.*field);
       };
@@ -84,6 +87,7 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
     }
     resolved.push_back(layer);
   }
+  views.resize(resolved.size());
 }
 
 bool StageRunner::hasEmbedding() const {
@@ -94,29 +98,42 @@ bool StageRunner::hasOutput() const {
   return model.layers[layers.back()].kind == LayerKind::Output;
 }
 
-int64_t StageRunner::getForwardStateFloats(const SliceShape &s) const {
-  int64_t total = 0;
-  for (int index : layers)
-    total += rt::getForwardStateFloats(model, model.layers[index], s);
-  return total;
+int64_t StageRunner::getForwardStateBytes(const SliceShape &s) const {
+  return rt::getForwardStateBytes(model, layers, s, precision);
 }
 
-int64_t StageRunner::getWeightStateFloats(const SliceShape &s) const {
-  int64_t total = 0;
-  for (int index : layers)
-    total += rt::getWeightStateFloats(model, model.layers[index], s);
-  return total;
+int64_t StageRunner::getWeightStateBytes(const SliceShape &s) const {
+  return rt::getWeightStateBytes(model, layers, s, precision);
 }
 
-int64_t StageRunner::getKeyValueFloats(int64_t rows) const {
-  int64_t total = 0;
-  for (int index : layers)
-    total += rt::getKeyValueFloats(model, model.layers[index], rows);
-  return total;
+int64_t StageRunner::getKeyValueBytes(int64_t rows) const {
+  return rt::getKeyValueBytes(model, layers, rows, precision);
 }
 
-int64_t StageRunner::getWorkspaceFloats(const SliceShape &s) const {
-  return rt::getWorkspaceFloats(model, layers, s);
+int64_t StageRunner::getWorkspaceBytes(const SliceShape &s) const {
+  return rt::getWorkspaceBytes(model, layers, s, precision);
+}
+
+void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
+                        DevicePtr weightState, DevicePtr keyValues) {
+  // The same walks, in the same order, that size the buffers (Layout.h).
+  Arena forward(precision), weight(precision), kv(precision);
+  auto into = [&](Views &v, DevicePtr base, Arena &arena) {
+    return [&v, base, &arena](Field f, int64_t count, Storage storage) {
+      int64_t at = arena.take(count, storage);
+      v.at[int(f)] =
+          base ? base.atByte(at, getType(storage, arena.getPrecision()))
+               : DevicePtr();
+    };
+  };
+  for (size_t k = 0; k < resolved.size(); ++k) {
+    const LayerConfig &c = *resolved[k].config;
+    Views &v = views[k];
+    v = Views();
+    walkForwardState(model, c, s, into(v, forwardState, forward));
+    walkWeightState(model, c, s, into(v, weightState, weight));
+    walkKeyValues(model, c, s.rows, into(v, keyValues, kv));
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -124,13 +141,6 @@ int64_t StageRunner::getWorkspaceFloats(const SliceShape &s) const {
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// Views of a transformer layer's slices of the three kinds of state.
-struct TransformerViews {
-  float *xhat1, *rstd1, *q, *probs, *ctx, *xhat2, *rstd2, *u, *g, *z;
-  float *dqkv, *da, *dy1, *dc, *du, *dy2, *dz;
-  float *keys, *values, *dkeys, *dvalues;
-};
-
 /// A transformer layer's sizes for one slice: rows x tokens, hidden, ffn,
 /// the query heads' and the key/value heads' widths, and the QKV
 /// projection's (q, k and v side by side).
@@ -148,61 +158,72 @@ GateActivation activation(const LayerConfig &l) {
   return l.mlp == "swiglu" ? GateActivation::Silu : GateActivation::Gelu;
 }
 
-TransformerViews view(const ModelConfig &model, const LayerConfig &l,
-                      const SliceShape &s, const float *state,
-                      const float *wstate, const float *kv) {
-  auto [rt, h, f, hd, kvw, width] = getSizes(model, l, s);
-  TransformerViews v{};
-  float *p = const_cast<float *>(state);
-  if (p) {
-    v.xhat1 = p, p += rt * h;
-    v.rstd1 = p, p += rt;
-    v.q = p, p += rt * hd;
-    v.probs = p, p += s.rows * l.heads * s.tokens * (s.offset + s.tokens);
-    v.ctx = p, p += rt * hd;
-    v.xhat2 = p, p += rt * h;
-    v.rstd2 = p, p += rt;
-    v.u = p, p += rt * f;
-    v.g = p, p += rt * f;
-    v.z = l.isGated() ? p : nullptr;
+/// A pass's workspace (Layout.h getWorkspaceBytes): two activations that
+/// carry the pass from layer to layer, then one layer's scratch regions.
+class Workspace {
+public:
+  Workspace(DevicePtr base, const Precision &precision, int64_t activation)
+      : base(base), arena(precision) {
+    ping[0] = region(arena, activation);
+    ping[1] = region(arena, activation);
   }
-  p = const_cast<float *>(wstate);
-  if (p) {
-    v.dqkv = p, p += rt * width;
-    v.da = p, p += rt * h;
-    v.dy1 = p, p += rt * h;
-    v.dc = p, p += rt * h;
-    v.du = p, p += rt * f;
-    v.dy2 = p, p += rt * h;
-    v.dz = l.isGated() ? p : nullptr;
+  /// Scratch regions of these sizes, from the start of the scratch.
+  template <size_t N>
+  std::array<DevicePtr, N> scratch(const int64_t (&counts)[N]) const {
+    Arena rest = arena;
+    std::array<DevicePtr, N> out;
+    for (size_t i = 0; i < N; ++i)
+      out[i] = region(rest, counts[i]);
+    return out;
   }
-  p = const_cast<float *>(kv);
-  if (p) {
-    int64_t cache = s.rows * model.seqLen * kvw;
-    v.keys = p, v.values = p + cache, v.dkeys = p + 2 * cache,
-    v.dvalues = p + 3 * cache;
+  DevicePtr ping[2];
+
+private:
+  DevicePtr region(Arena &a, int64_t count) const {
+    int64_t at = a.take(count, Storage::Activation);
+    return base.atByte(at, a.getPrecision().activations);
   }
-  return v;
+  DevicePtr base;
+  Arena arena;
+};
+
+/// The slice's rows of a [rows, seqLen, width] cache against a
+/// [rows, tokens, width] block `tokenStride` elements per token apart.
+StridedCopy cacheRows(const SliceShape &s, int64_t seqLen, int64_t width,
+                      int64_t tokenStride, bool intoCache) {
+  StridedCopy c{s.rows, s.tokens, width, 0, 0, 0, 0};
+  int64_t blockBatch = s.tokens * tokenStride, cacheBatch = seqLen * width;
+  if (intoCache) {
+    c.srcBatch = blockBatch, c.srcRow = tokenStride;
+    c.dstBatch = cacheBatch, c.dstRow = width;
+  } else {
+    c.srcBatch = cacheBatch, c.srcRow = width;
+    c.dstBatch = blockBatch, c.dstRow = tokenStride;
+  }
+  return c;
 }
 } // namespace
 
-void StageRunner::transformerForward(const Layer &l, const SliceShape &s,
-                                     const float *x, float *out, float *state,
-                                     float *kvState, float *work) {
+void StageRunner::transformerForward(const Layer &l, const Views &v,
+                                     const SliceShape &s, DevicePtr x,
+                                     DevicePtr out, DevicePtr work) {
   const LayerConfig &c = *l.config;
   auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
   bool rms = c.norm == "rmsnorm";
-  TransformerViews v = view(model, c, s, state, nullptr, kvState);
-  float *a = work, *qkv = a + rt * h, *x2 = qkv + rt * width, *cn = x2 + rt * h;
+  TransformerScratch t = getTransformerScratch(model, c, s);
+  auto [a, qkv, x2, cn] = Workspace(work, precision, rt * h)
+                              .scratch({t.norm, t.qkv, t.residual, t.norm2});
+  DevicePtr keys = v[Field::Keys], values = v[Field::Values];
 
   // The backward of later slices accumulates into this microbatch's key and
   // value gradients; they start at zero with its first slice.
   if (s.offset == 0) {
     int64_t cache = s.rows * model.seqLen * kvw;
-    kernels.fill(v.dkeys, 0.0f, cache);
-    kernels.fill(v.dvalues, 0.0f, cache);
+    kernels.fill(v[Field::DKeys], 0.0, cache);
+    kernels.fill(v[Field::DValues], 0.0, cache);
   }
-  kernels.normForward(x, l.w.normW, l.w.normB, rt, h, rms, a, v.xhat1, v.rstd1);
+  kernels.normForward(x, l.w.normW, l.w.normB, rt, h, rms, a, v[Field::Xhat1],
+                      v[Field::Rstd1]);
   kernels.gemm(false, false, rt, width, h, 1.0f, a, h, l.w.qkvW, width, 0.0f,
                qkv, width);
   if (l.w.qkvB)
@@ -215,131 +236,137 @@ void StageRunner::transformerForward(const Layer &l, const SliceShape &s,
     kernels.rotate(qkv + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
                    width, c.ropeTheta, false);
   }
-  for (int64_t r = 0; r < s.rows; ++r)
-    for (int64_t i = 0; i < s.tokens; ++i) {
-      const float *row = qkv + (r * s.tokens + i) * width;
-      int64_t pos = r * model.seqLen + s.offset + i;
-      kernels.copy(v.q + (r * s.tokens + i) * hd, row, hd);
-      kernels.copy(v.keys + pos * kvw, row + hd, kvw);
-      kernels.copy(v.values + pos * kvw, row + hd + kvw, kvw);
-    }
+  // Q to the state; K and V to the slice's rows of the microbatch's cache:
+  // one strided copy each.
+  kernels.copyStrided(v[Field::Q], qkv, {1, rt, hd, 0, width, 0, hd});
+  int64_t at = s.offset * kvw;
+  kernels.copyStrided(keys + at, qkv + hd,
+                      cacheRows(s, model.seqLen, kvw, width, true));
+  kernels.copyStrided(values + at, qkv + hd + kvw,
+                      cacheRows(s, model.seqLen, kvw, width, true));
   AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
                        c.heads, c.headDim, c.kvHeads};
-  kernels.attentionForward(shape, v.q, v.keys, v.values, v.probs, v.ctx);
-  kernels.gemm(false, false, rt, h, hd, 1.0f, v.ctx, hd, l.w.outW, h, 0.0f, x2,
-               h);
+  kernels.attentionForward(shape, v[Field::Q], keys, values, v[Field::Lse],
+                           v[Field::Context]);
+  kernels.gemm(false, false, rt, h, hd, 1.0f, v[Field::Context], hd, l.w.outW,
+               h, 0.0f, x2, h);
   if (l.w.outB)
     kernels.addRowVector(x2, l.w.outB, rt, h);
   kernels.add(x2, x, rt * h);
-  kernels.normForward(x2, l.w.norm2W, l.w.norm2B, rt, h, rms, cn, v.xhat2,
-                      v.rstd2);
-  kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.upW, f, 0.0f, v.u, f);
+  kernels.normForward(x2, l.w.norm2W, l.w.norm2B, rt, h, rms, cn,
+                      v[Field::Xhat2], v[Field::Rstd2]);
+  DevicePtr u = v[Field::Up], g = v[Field::Act], z = v[Field::Gate];
+  kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.upW, f, 0.0f, u, f);
   if (l.w.upB)
-    kernels.addRowVector(v.u, l.w.upB, rt, f);
+    kernels.addRowVector(u, l.w.upB, rt, f);
   if (c.isGated()) {
-    kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.gateW, f, 0.0f, v.z,
+    kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.gateW, f, 0.0f, z,
                  f);
     if (l.w.gateB)
-      kernels.addRowVector(v.z, l.w.gateB, rt, f);
-    kernels.gatedForward(activation(c), v.z, v.u, v.g, rt * f);
+      kernels.addRowVector(z, l.w.gateB, rt, f);
+    kernels.gatedForward(activation(c), z, u, g, rt * f);
   } else {
-    kernels.geluForward(v.u, v.g, rt * f);
+    kernels.geluForward(u, g, rt * f);
   }
-  kernels.gemm(false, false, rt, h, f, 1.0f, v.g, f, l.w.downW, h, 0.0f, out,
-               h);
+  kernels.gemm(false, false, rt, h, f, 1.0f, g, f, l.w.downW, h, 0.0f, out, h);
   if (l.w.downB)
     kernels.addRowVector(out, l.w.downB, rt, h);
   kernels.add(out, x2, rt * h);
 }
 
-void StageRunner::transformerBackward(const Layer &l, const SliceShape &s,
-                                      const float *dout, float *dx,
-                                      const float *state, float *wstate,
-                                      float *kvState, float *work) {
+void StageRunner::transformerBackward(const Layer &l, const Views &v,
+                                      const SliceShape &s, DevicePtr dout,
+                                      DevicePtr dx, DevicePtr work) {
   const LayerConfig &c = *l.config;
   auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
   bool rms = c.norm == "rmsnorm";
-  TransformerViews v = view(model, c, s, state, wstate, kvState);
-  float *dg = work, *dx2 = dg + rt * f, *dctx = dx2 + rt * h,
-        *dq = dctx + rt * hd;
+  TransformerScratch t = getTransformerScratch(model, c, s);
+  auto [dg, dx2, dctx, dq] =
+      Workspace(work, precision, rt * h)
+          .scratch({t.dAct, t.dResidual, t.dContext, t.dQ});
+  DevicePtr dy2 = v[Field::DY2], du = v[Field::DUp], dz = v[Field::DGate],
+            dc = v[Field::DC], dy1 = v[Field::DY1], dqkv = v[Field::DQkv];
 
-  kernels.copy(v.dy2, dout, rt * h);
-  kernels.gemm(false, true, rt, f, h, 1.0f, v.dy2, h, l.w.downW, h, 0.0f, dg,
-               f);
+  kernels.copy(dy2, dout, rt * h);
+  kernels.gemm(false, true, rt, f, h, 1.0f, dy2, h, l.w.downW, h, 0.0f, dg, f);
   if (c.isGated())
-    kernels.gatedBackward(activation(c), v.z, v.u, dg, v.dz, v.du, rt * f);
+    kernels.gatedBackward(activation(c), v[Field::Gate], v[Field::Up], dg, dz,
+                          du, rt * f);
   else
-    kernels.geluBackward(v.u, dg, v.du, rt * f);
-  kernels.gemm(false, true, rt, h, f, 1.0f, v.du, f, l.w.upW, f, 0.0f, v.dc, h);
+    kernels.geluBackward(v[Field::Up], dg, du, rt * f);
+  kernels.gemm(false, true, rt, h, f, 1.0f, du, f, l.w.upW, f, 0.0f, dc, h);
   if (c.isGated())
-    kernels.gemm(false, true, rt, h, f, 1.0f, v.dz, f, l.w.gateW, f, 1.0f, v.dc,
+    kernels.gemm(false, true, rt, h, f, 1.0f, dz, f, l.w.gateW, f, 1.0f, dc,
                  h);
   kernels.copy(dx2, dout, rt * h);
-  kernels.normBackward(v.dc, v.xhat2, v.rstd2, l.w.norm2W, rt, h, rms, dx2);
-  kernels.copy(v.dy1, dx2, rt * h);
-  kernels.gemm(false, true, rt, hd, h, 1.0f, v.dy1, h, l.w.outW, h, 0.0f, dctx,
+  kernels.normBackward(dc, v[Field::Xhat2], v[Field::Rstd2], l.w.norm2W, rt, h,
+                       rms, dx2);
+  kernels.copy(dy1, dx2, rt * h);
+  kernels.gemm(false, true, rt, hd, h, 1.0f, dy1, h, l.w.outW, h, 0.0f, dctx,
                hd);
   AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
                        c.heads, c.headDim, c.kvHeads};
-  kernels.attentionBackward(shape, v.q, v.keys, v.values, v.probs, dctx, dq,
-                            v.dkeys, v.dvalues);
+  kernels.attentionBackward(shape, v[Field::Q], v[Field::Keys],
+                            v[Field::Values], v[Field::Context], v[Field::Lse],
+                            dctx, dq, v[Field::DKeys], v[Field::DValues]);
   // Every later slice has added into this slice's key and value gradients,
   // so they are complete: assemble the QKV projection's output gradient.
-  for (int64_t r = 0; r < s.rows; ++r)
-    for (int64_t i = 0; i < s.tokens; ++i) {
-      float *row = v.dqkv + (r * s.tokens + i) * width;
-      int64_t pos = r * model.seqLen + s.offset + i;
-      kernels.copy(row, dq + (r * s.tokens + i) * hd, hd);
-      kernels.copy(row + hd, v.dkeys + pos * kvw, kvw);
-      kernels.copy(row + hd + kvw, v.dvalues + pos * kvw, kvw);
-    }
+  kernels.copyStrided(dqkv, dq, {1, rt, hd, 0, hd, 0, width});
+  int64_t at = s.offset * kvw;
+  kernels.copyStrided(dqkv + hd, v[Field::DKeys] + at,
+                      cacheRows(s, model.seqLen, kvw, width, false));
+  kernels.copyStrided(dqkv + hd + kvw, v[Field::DValues] + at,
+                      cacheRows(s, model.seqLen, kvw, width, false));
   if (c.ropeTheta > 0) {
     // Back through the rotation: its gradient is its transpose.
-    kernels.rotate(v.dqkv, s.rows, s.tokens, s.offset, c.heads, c.headDim,
+    kernels.rotate(dqkv, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
+                   c.ropeTheta, true);
+    kernels.rotate(dqkv + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
                    width, c.ropeTheta, true);
-    kernels.rotate(v.dqkv + hd, s.rows, s.tokens, s.offset, c.kvHeads,
-                   c.headDim, width, c.ropeTheta, true);
   }
-  kernels.gemm(false, true, rt, h, width, 1.0f, v.dqkv, width, l.w.qkvW, width,
-               0.0f, v.da, h);
+  kernels.gemm(false, true, rt, h, width, 1.0f, dqkv, width, l.w.qkvW, width,
+               0.0f, v[Field::DA], h);
   kernels.copy(dx, dx2, rt * h);
-  kernels.normBackward(v.da, v.xhat1, v.rstd1, l.w.normW, rt, h, rms, dx);
+  kernels.normBackward(v[Field::DA], v[Field::Xhat1], v[Field::Rstd1],
+                       l.w.normW, rt, h, rms, dx);
 }
 
-void StageRunner::transformerWeight(const Layer &l, const SliceShape &s,
-                                    const float *state, const float *wstate,
-                                    float *work) {
+void StageRunner::transformerWeight(const Layer &l, const Views &v,
+                                    const SliceShape &s, DevicePtr work) {
   const LayerConfig &c = *l.config;
   auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
-  TransformerViews v = view(model, c, s, state, wstate, nullptr);
-  float *normOut = work;
+  auto [normOut] = Workspace(work, precision, rt * h).scratch({rt * h});
+  DevicePtr dqkv = v[Field::DQkv], dy1 = v[Field::DY1], du = v[Field::DUp],
+            dz = v[Field::DGate], dy2 = v[Field::DY2];
 
-  kernels.normAffine(v.xhat1, l.w.normW, l.w.normB, rt, h, normOut);
-  kernels.gemm(true, false, h, width, rt, 1.0f, normOut, h, v.dqkv, width, 1.0f,
+  kernels.normAffine(v[Field::Xhat1], l.w.normW, l.w.normB, rt, h, normOut);
+  kernels.gemm(true, false, h, width, rt, 1.0f, normOut, h, dqkv, width, 1.0f,
                l.g.qkvW, width);
   if (l.g.qkvB)
-    kernels.accumulateColumnSums(v.dqkv, rt, width, l.g.qkvB);
-  kernels.normParamGrads(v.da, v.xhat1, rt, h, l.g.normW, l.g.normB);
-  kernels.gemm(true, false, hd, h, rt, 1.0f, v.ctx, hd, v.dy1, h, 1.0f,
-               l.g.outW, h);
+    kernels.accumulateColumnSums(dqkv, rt, width, l.g.qkvB);
+  kernels.normParamGrads(v[Field::DA], v[Field::Xhat1], rt, h, l.g.normW,
+                         l.g.normB);
+  kernels.gemm(true, false, hd, h, rt, 1.0f, v[Field::Context], hd, dy1, h,
+               1.0f, l.g.outW, h);
   if (l.g.outB)
-    kernels.accumulateColumnSums(v.dy1, rt, h, l.g.outB);
-  kernels.normAffine(v.xhat2, l.w.norm2W, l.w.norm2B, rt, h, normOut);
-  kernels.normParamGrads(v.dc, v.xhat2, rt, h, l.g.norm2W, l.g.norm2B);
-  kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, v.du, f, 1.0f, l.g.upW,
+    kernels.accumulateColumnSums(dy1, rt, h, l.g.outB);
+  kernels.normAffine(v[Field::Xhat2], l.w.norm2W, l.w.norm2B, rt, h, normOut);
+  kernels.normParamGrads(v[Field::DC], v[Field::Xhat2], rt, h, l.g.norm2W,
+                         l.g.norm2B);
+  kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, du, f, 1.0f, l.g.upW,
                f);
   if (l.g.upB)
-    kernels.accumulateColumnSums(v.du, rt, f, l.g.upB);
+    kernels.accumulateColumnSums(du, rt, f, l.g.upB);
   if (c.isGated()) {
-    kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, v.dz, f, 1.0f,
+    kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, dz, f, 1.0f,
                  l.g.gateW, f);
     if (l.g.gateB)
-      kernels.accumulateColumnSums(v.dz, rt, f, l.g.gateB);
+      kernels.accumulateColumnSums(dz, rt, f, l.g.gateB);
   }
-  kernels.gemm(true, false, f, h, rt, 1.0f, v.g, f, v.dy2, h, 1.0f, l.g.downW,
-               h);
+  kernels.gemm(true, false, f, h, rt, 1.0f, v[Field::Act], f, dy2, h, 1.0f,
+               l.g.downW, h);
   if (l.g.downB)
-    kernels.accumulateColumnSums(v.dy2, rt, h, l.g.downB);
+    kernels.accumulateColumnSums(dy2, rt, h, l.g.downB);
 }
 
 //===----------------------------------------------------------------------===//
@@ -347,19 +374,19 @@ void StageRunner::transformerWeight(const Layer &l, const SliceShape &s,
 //===----------------------------------------------------------------------===//
 
 void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
-                          const float *input, float *output,
-                          float *forwardState, float *keyValues,
-                          float *workspace, double *loss) {
+                          DevicePtr input, DevicePtr output,
+                          DevicePtr forwardState, DevicePtr keyValues,
+                          DevicePtr workspace, DevicePtr loss) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
-  float *ping[2] = {workspace, workspace + rt * h};
-  float *scratch = workspace + 2 * rt * h;
-  const float *current = input;
-  float *state = forwardState, *kv = keyValues;
+  Workspace work(workspace, precision, rt * h);
+  carve(s, forwardState, nullptr, keyValues);
+  DevicePtr current = input;
   for (size_t i = 0; i < resolved.size(); ++i) {
     const Layer &l = resolved[i];
     const LayerConfig &c = *l.config;
+    const Views &v = views[i];
     bool last = i + 1 == resolved.size();
-    float *dst = last && output ? output : ping[i % 2];
+    DevicePtr dst = last && output ? output : work.ping[i % 2];
     switch (c.kind) {
     case LayerKind::Embedding:
       if (c.sharded) {
@@ -377,89 +404,76 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
                                dst);
       break;
     case LayerKind::Transformer:
-      transformerForward(l, s, current, dst, state, kv, scratch);
+      transformerForward(l, v, s, current, dst, workspace);
       break;
     case LayerKind::Output: {
-      float *xhat = state, *rstd = xhat + rt * h, *probs = rstd + rt;
+      DevicePtr xhat = v[Field::OutXhat], rstd = v[Field::OutRstd];
       if (c.sharded) {
         // The final norm; the output shard takes its result, X.
         kernels.normForward(current, l.w.normW, l.w.normB, rt, h,
                             c.norm == "rmsnorm", dst, xhat, rstd);
         break;
       }
-      float *normOut = scratch;
+      auto [normOut] = work.scratch({rt * h});
+      DevicePtr probs = v[Field::OutProbs];
       kernels.normForward(current, l.w.normW, l.w.normB, rt, h,
                           c.norm == "rmsnorm", normOut, xhat, rstd);
       kernels.gemm(false, true, rt, c.vocab, h, 1.0f, normOut, h, l.w.table, h,
                    0.0f, probs, c.vocab);
-      *loss +=
-          kernels.crossEntropyForward(probs, batch.tokens + s.offset + 1,
-                                      batch.stride, s.rows, s.tokens, c.vocab);
+      kernels.crossEntropyForward(probs, batch.tokens + s.offset + 1,
+                                  batch.stride, s.rows, s.tokens, c.vocab,
+                                  loss);
       break;
     }
     }
     current = dst;
-    state += rt::getForwardStateFloats(model, c, s);
-    kv += rt::getKeyValueFloats(model, c, s.rows);
   }
 }
 
 void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
-                                const float *outputGrad, float *inputGrad,
-                                const float *forwardState, float *weightState,
-                                float *keyValues, float *workspace,
+                                DevicePtr outputGrad, DevicePtr inputGrad,
+                                DevicePtr forwardState, DevicePtr weightState,
+                                DevicePtr keyValues, DevicePtr workspace,
                                 float lossScale) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
-  float *ping[2] = {workspace, workspace + rt * h};
-  float *scratch = workspace + 2 * rt * h;
-  // Offsets of each layer's state, walked backwards.
-  std::vector<int64_t> stateAt, wstateAt, kvAt;
-  int64_t so = 0, wo = 0, ko = 0;
-  for (const Layer &l : resolved) {
-    stateAt.push_back(so);
-    wstateAt.push_back(wo);
-    kvAt.push_back(ko);
-    so += rt::getForwardStateFloats(model, *l.config, s);
-    wo += rt::getWeightStateFloats(model, *l.config, s);
-    ko += rt::getKeyValueFloats(model, *l.config, s.rows);
-  }
-  const float *grad = outputGrad;
+  Workspace work(workspace, precision, rt * h);
+  carve(s, forwardState, weightState, keyValues);
+  DevicePtr grad = outputGrad;
   for (size_t k = resolved.size(); k-- > 0;) {
     const Layer &l = resolved[k];
     const LayerConfig &c = *l.config;
-    float *dst = k == 0 ? inputGrad : ping[k % 2];
-    const float *state = forwardState + stateAt[k];
-    float *wstate = weightState + wstateAt[k];
+    const Views &v = views[k];
+    DevicePtr dst = k == 0 ? inputGrad : work.ping[k % 2];
     switch (c.kind) {
     case LayerKind::Embedding:
       // Keep the gradient for W; sharded, it also goes back to the input
       // shard's broadcast.
-      kernels.copy(wstate, grad, rt * h);
+      kernels.copy(v[Field::EmbedGrad], grad, rt * h);
       if (c.sharded && inputGrad)
         kernels.copy(inputGrad, grad, rt * h);
       break;
     case LayerKind::Transformer:
-      transformerBackward(l, s, grad, dst, state, wstate, keyValues + kvAt[k],
-                          scratch);
+      transformerBackward(l, v, s, grad, dst, workspace);
       break;
     case LayerKind::Output: {
-      const float *xhat = state, *rstd = xhat + rt * h, *probs = rstd + rt;
+      DevicePtr xhat = v[Field::OutXhat], rstd = v[Field::OutRstd];
+      DevicePtr dnorm = v[Field::OutDNorm];
       if (c.sharded) {
         // The output shard's reduced gradient of X, through the final norm.
-        float *dnorm = wstate;
         kernels.copy(dnorm, grad, rt * h);
-        kernels.fill(dst, 0.0f, rt * h);
+        kernels.fill(dst, 0.0, rt * h);
         kernels.normBackward(dnorm, xhat, rstd, l.w.normW, rt, h,
                              c.norm == "rmsnorm", dst);
         break;
       }
-      float *dlogits = wstate, *dnorm = dlogits + rt * c.vocab;
-      kernels.crossEntropyBackward(probs, batch.tokens + s.offset + 1,
-                                   batch.stride, s.rows, s.tokens, c.vocab,
-                                   lossScale, dlogits);
+      DevicePtr dlogits = v[Field::OutDLogits];
+      kernels.crossEntropyBackward(v[Field::OutProbs],
+                                   batch.tokens + s.offset + 1, batch.stride,
+                                   s.rows, s.tokens, c.vocab, lossScale,
+                                   dlogits);
       kernels.gemm(false, false, rt, h, c.vocab, 1.0f, dlogits, c.vocab,
                    l.w.table, h, 0.0f, dnorm, h);
-      kernels.fill(dst, 0.0f, rt * h);
+      kernels.fill(dst, 0.0, rt * h);
       kernels.normBackward(dnorm, xhat, rstd, l.w.normW, rt, h,
                            c.norm == "rmsnorm", dst);
       break;
@@ -470,46 +484,48 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
 }
 
 void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
-                                 const float *forwardState,
-                                 const float *weightState, float *workspace) {
+                                 DevicePtr forwardState, DevicePtr weightState,
+                                 DevicePtr workspace) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
-  float *scratch = workspace + 2 * rt * h;
-  const float *state = forwardState, *wstate = weightState;
-  for (const Layer &l : resolved) {
+  Workspace work(workspace, precision, rt * h);
+  carve(s, forwardState, weightState, nullptr);
+  for (size_t k = 0; k < resolved.size(); ++k) {
+    const Layer &l = resolved[k];
     const LayerConfig &c = *l.config;
+    const Views &v = views[k];
     switch (c.kind) {
     case LayerKind::Embedding:
       if (c.sharded) {
         // The table's gradient is the input shard's (IB); positions here.
         if (l.g.positions)
           for (int64_t r = 0; r < s.rows; ++r)
-            kernels.add(l.g.positions + s.offset * h, wstate + r * s.tokens * h,
-                        s.tokens * h);
+            kernels.add(l.g.positions + s.offset * h,
+                        v[Field::EmbedGrad] + r * s.tokens * h, s.tokens * h);
         break;
       }
-      kernels.embeddingBackward(batch.tokens + s.offset, batch.stride, wstate,
-                                s.rows, s.tokens, s.offset, h, l.g.table,
-                                l.g.positions);
+      kernels.embeddingBackward(batch.tokens + s.offset, batch.stride,
+                                v[Field::EmbedGrad], s.rows, s.tokens,
+                                s.offset, h, l.g.table, l.g.positions);
       break;
     case LayerKind::Transformer:
-      transformerWeight(l, s, state, wstate, scratch);
+      transformerWeight(l, v, s, workspace);
       break;
     case LayerKind::Output: {
-      const float *xhat = state;
+      DevicePtr xhat = v[Field::OutXhat];
       if (c.sharded) {
-        kernels.normParamGrads(wstate, xhat, rt, h, l.g.normW, l.g.normB);
+        kernels.normParamGrads(v[Field::OutDNorm], xhat, rt, h, l.g.normW,
+                               l.g.normB);
         break;
       }
-      const float *dlogits = wstate, *dnorm = dlogits + rt * c.vocab;
-      kernels.normAffine(xhat, l.w.normW, l.w.normB, rt, h, scratch);
-      kernels.gemm(true, false, c.vocab, h, rt, 1.0f, dlogits, c.vocab, scratch,
-                   h, 1.0f, l.g.table, h);
-      kernels.normParamGrads(dnorm, xhat, rt, h, l.g.normW, l.g.normB);
+      auto [normOut] = work.scratch({rt * h});
+      kernels.normAffine(xhat, l.w.normW, l.w.normB, rt, h, normOut);
+      kernels.gemm(true, false, c.vocab, h, rt, 1.0f, v[Field::OutDLogits],
+                   c.vocab, normOut, h, 1.0f, l.g.table, h);
+      kernels.normParamGrads(v[Field::OutDNorm], xhat, rt, h, l.g.normW,
+                             l.g.normB);
       break;
     }
     }
-    state += rt::getForwardStateFloats(model, c, s);
-    wstate += rt::getWeightStateFloats(model, c, s);
   }
 }
 

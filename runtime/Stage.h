@@ -2,10 +2,11 @@
 //
 // Runs F, B and W of one stage (a run of consecutive layers) for one
 // microbatch slice. State that one pass leaves for a later one lives in
-// caller-provided memory laid out as Layout.h says: `forwardState` (F to B
-// and W), `weightState` (B to W) and `keyValues` (a microbatch's keys and
-// values, from its first slice's F to its first slice's B). Scratch memory
-// is `workspace`, valid only during a call.
+// caller-provided device memory laid out as Layout.h says: `forwardState`
+// (F to B and W), `weightState` (B to W) and `keyValues` (a microbatch's
+// keys and values, from its first slice's F to its first slice's B).
+// Scratch memory is `workspace`, valid only during a call. Every kernel is
+// enqueued on the stream of the Kernels the stage was given.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,74 +22,87 @@
 
 namespace sluice::rt {
 
-/// A microbatch's tokens: row r's inputs are tokens[r * stride + t] and
-/// its labels the next tokens, tokens[r * stride + t + 1].
+/// A microbatch's tokens on the device (int32): row r's inputs are
+/// tokens[r * stride + t] and its labels the next tokens,
+/// tokens[r * stride + t + 1].
 struct TokenRows {
-  const int32_t *tokens = nullptr;
+  DevicePtr tokens;
   int64_t stride = 0;
 };
 
 class StageRunner {
 public:
   /// `layers` are indices into model.layers; `store` must hold their
-  /// parameters (allocated).
+  /// parameters (allocated). State buffers are carved as Layout.h says for
+  /// `precision`.
   StageRunner(const ModelConfig &model, std::vector<int> layers,
-              ParameterStore &store, Kernels &kernels);
+              ParameterStore &store, Kernels &kernels,
+              const Precision &precision);
 
   bool hasEmbedding() const;
   bool hasOutput() const;
   const std::vector<int> &getLayers() const { return layers; }
 
-  int64_t getForwardStateFloats(const SliceShape &s) const;
-  int64_t getWeightStateFloats(const SliceShape &s) const;
-  int64_t getKeyValueFloats(int64_t rows) const;
-  int64_t getWorkspaceFloats(const SliceShape &s) const;
+  int64_t getForwardStateBytes(const SliceShape &s) const;
+  int64_t getWeightStateBytes(const SliceShape &s) const;
+  int64_t getKeyValueBytes(int64_t rows) const;
+  int64_t getWorkspaceBytes(const SliceShape &s) const;
 
   /// F. `input` is the previous stage's activation (null on the first
   /// stage); `output` receives this stage's (null on the last stage, which
-  /// adds the slice's summed cross-entropy to *loss instead).
-  void forward(const SliceShape &s, const TokenRows &batch, const float *input,
-               float *output, float *forwardState, float *keyValues,
-               float *workspace, double *loss);
+  /// adds the slice's summed cross-entropy to the f64 `loss` on the device
+  /// instead).
+  void forward(const SliceShape &s, const TokenRows &batch, DevicePtr input,
+               DevicePtr output, DevicePtr forwardState, DevicePtr keyValues,
+               DevicePtr workspace, DevicePtr loss);
 
   /// B. `outputGrad` is the next stage's input gradient (null on the last
   /// stage, where the loss gradient is `lossScale` per token); `inputGrad`
   /// receives this stage's (null on the first stage).
   void backwardInput(const SliceShape &s, const TokenRows &batch,
-                     const float *outputGrad, float *inputGrad,
-                     const float *forwardState, float *weightState,
-                     float *keyValues, float *workspace, float lossScale);
+                     DevicePtr outputGrad, DevicePtr inputGrad,
+                     DevicePtr forwardState, DevicePtr weightState,
+                     DevicePtr keyValues, DevicePtr workspace, float lossScale);
 
   /// W: accumulates the stage's weight gradients.
   void backwardWeight(const SliceShape &s, const TokenRows &batch,
-                      const float *forwardState, const float *weightState,
-                      float *workspace);
+                      DevicePtr forwardState, DevicePtr weightState,
+                      DevicePtr workspace);
 
 private:
   struct LayerParams {
-    float *normW = nullptr, *normB = nullptr, *qkvW = nullptr, *qkvB = nullptr,
-          *outW = nullptr, *outB = nullptr, *norm2W = nullptr,
-          *norm2B = nullptr, *upW = nullptr, *upB = nullptr, *gateW = nullptr,
-          *gateB = nullptr, *downW = nullptr, *downB = nullptr,
-          *table = nullptr, *positions = nullptr;
+    DevicePtr normW, normB, qkvW, qkvB, outW, outB, norm2W, norm2B, upW, upB,
+        gateW, gateB, downW, downB, table, positions;
   };
   struct Layer {
     const LayerConfig *config;
-    LayerParams w, g; // weights and their gradients
+    LayerParams w, g; // weights (working copy) and their gradients (f32)
+  };
+  /// One layer's tensors in the three kinds of state, by Layout.h field.
+  struct Views {
+    DevicePtr at[int(Field::EmbedGrad) + 1];
+    DevicePtr operator[](Field f) const { return at[int(f)]; }
   };
 
-  void transformerForward(const Layer &l, const SliceShape &s, const float *x,
-                          float *out, float *state, float *kv, float *work);
-  void transformerBackward(const Layer &l, const SliceShape &s,
-                           const float *dout, float *dx, const float *state,
-                           float *wstate, float *kv, float *work);
-  void transformerWeight(const Layer &l, const SliceShape &s,
-                         const float *state, const float *wstate, float *work);
+  /// Carves every layer's views out of the state buffers (null buffers
+  /// give null views).
+  void carve(const SliceShape &s, DevicePtr forwardState,
+             DevicePtr weightState, DevicePtr keyValues);
+
+  void transformerForward(const Layer &l, const Views &v, const SliceShape &s,
+                          DevicePtr x, DevicePtr out, DevicePtr work);
+  void transformerBackward(const Layer &l, const Views &v, const SliceShape &s,
+                           DevicePtr dout, DevicePtr dx, DevicePtr work);
+  void transformerWeight(const Layer &l, const Views &v, const SliceShape &s,
+                         DevicePtr work);
 
   const ModelConfig &model;
   std::vector<int> layers;
   std::vector<Layer> resolved;
   Kernels &kernels;
+  Precision precision;
+  /// Per layer, the views of the pass being run (kept to reuse its memory).
+  std::vector<Views> views;
 };
 
 } // namespace sluice::rt

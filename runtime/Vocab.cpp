@@ -23,19 +23,23 @@ ParameterSpec getOutputShardSpec(const Plan &plan, int device) {
                        plan.devices);
 }
 
-VocabularyShards::VocabularyShards(const Plan &plan, int device,
-                                   Kernels &kernels, Communicator &comm)
-    : plan(plan), device(device), kernels(kernels), comm(comm),
-      hidden(plan.model.hidden) {
+VocabularyShards::VocabularyShards(const Plan &plan, int deviceIndex,
+                                   Device &device, Communicator &comm)
+    : plan(plan), deviceIndex(deviceIndex), device(device),
+      kernels(device.getKernels(StreamKind::Compute)),
+      streamKernels(device.getKernels(StreamKind::Vocabulary)),
+      compute(device.getStream(StreamKind::Compute)),
+      vocabStream(device.getStream(StreamKind::Vocabulary)), comm(comm),
+      precision(plan.precision), hidden(plan.model.hidden) {
   const VocabularyPlan &v = plan.vocabulary;
   if (v.input.present) {
-    inSpec = getInputShardSpec(plan, device);
+    inSpec = getInputShardSpec(plan, deviceIndex);
     inFirst = inSpec.firstRow;
     inCount = inSpec.getValidRows();
     inRows = inSpec.shape[0];
   }
   if (v.output.present) {
-    outSpec = getOutputShardSpec(plan, device);
+    outSpec = getOutputShardSpec(plan, deviceIndex);
     outFirst = outSpec.firstRow;
     outCount = outSpec.getValidRows();
     outRows = outSpec.shape[0];
@@ -53,57 +57,86 @@ void VocabularyShards::bind(ParameterStore &store) {
   }
 }
 
-void VocabularyShards::beginStep(
-    const std::vector<std::vector<int32_t>> &stepBatches, float scale) {
+void VocabularyShards::beginStep(const std::vector<TokenRows> &stepBatches,
+                                 float scale) {
   batches = &stepBatches;
   lossScale = scale;
+  for (auto &[key, event] : completed)
+    spareEvents.push_back(std::move(event));
   completed.clear();
 }
 
-void VocabularyShards::finishStep() {
+Status VocabularyShards::finishStep() {
   for (const std::deque<Collective> &queue : queues)
     while (!queue.empty()) {
-      progress();
+      if (Status st = progress(); !st)
+        return st;
       std::this_thread::yield();
     }
+  // The compute stream's later work (the next step, the optimizer) comes
+  // after every collective of this one.
+  for (auto &[key, event] : completed)
+    compute.wait(*event);
   slices.clear();
   batches = nullptr;
+  return Status::ok();
 }
 
 VocabularyShards::Slice &VocabularyShards::state(int mb, int slice) {
   return slices[{mb, slice}];
 }
 
-void VocabularyShards::prepareOutput(Slice &st, const SliceShape &s) {
+std::unique_ptr<Event> VocabularyShards::takeEvent() {
+  if (spareEvents.empty())
+    return device.createEvent();
+  std::unique_ptr<Event> event = std::move(spareEvents.back());
+  spareEvents.pop_back();
+  return event;
+}
+
+Status VocabularyShards::prepareOutput(Slice &st, const SliceShape &s) {
   if (!st.x.empty() || !plan.vocabulary.output.present)
-    return;
+    return Status::ok();
   int64_t rt = s.rows * s.tokens;
-  st.x.assign(rt * hidden, 0.0f);
-  st.logits.assign(rt * outRows, 0.0f);
-  st.probs.assign(rt * outRows, 0.0f);
-  for (auto *v : {&st.localMax, &st.localSum, &st.globalMax, &st.globalSum,
-                  &st.scaledSum})
-    v->assign(rt, 0.0f);
-  st.dx.assign(rt * hidden, 0.0f);
+  DType act = precision.activations;
+  struct Want {
+    DeviceBuffer *buffer;
+    DType type;
+    int64_t count;
+  };
+  std::vector<Want> wants = {
+      {&st.x, act, rt * hidden},          {&st.logits, DType::F32, rt * outRows},
+      {&st.probs, act, rt * outRows},     {&st.localMax, DType::F32, rt},
+      {&st.localSum, DType::F32, rt},     {&st.globalMax, DType::F32, rt},
+      {&st.globalSum, DType::F32, rt},    {&st.scaledSum, DType::F32, rt},
+      {&st.dx, act, rt * hidden}};
   if (plan.vocabulary.algorithm == 2) {
-    st.a.assign(rt * hidden, 0.0f);
-    st.labelRows.assign(rt * hidden, 0.0f);
+    wants.push_back({&st.a, act, rt * hidden});
+    wants.push_back({&st.labelRows, act, rt * hidden});
   }
+  for (const Want &w : wants)
+    if (Status status = device.allocate(w.type, w.count, *w.buffer); !status)
+      return status;
   // Its passes, its collectives and, on the root, the last stage's
   // backward that reads the reduced gradient.
   const VocabularyPlan &v = plan.vocabulary;
   st.pendingOutput = (v.algorithm == 0 ? 3 : 2) + 1 + v.barriers +
-                     (device == v.output.root ? 1 : 0);
+                     (deviceIndex == v.output.root ? 1 : 0);
+  return Status::ok();
 }
 
-void VocabularyShards::prepareInput(Slice &st, const SliceShape &s) {
+Status VocabularyShards::prepareInput(Slice &st, const SliceShape &s) {
   if (!st.partial.empty() || !plan.vocabulary.input.present)
-    return;
+    return Status::ok();
   int64_t rt = s.rows * s.tokens;
-  st.partial.assign(rt * hidden, 0.0f);
-  st.grad.assign(rt * hidden, 0.0f);
+  for (DeviceBuffer *buffer : {&st.partial, &st.grad})
+    if (Status status =
+            device.allocate(precision.activations, rt * hidden, *buffer);
+        !status)
+      return status;
   // IF, IB, two collectives and, on the root, the first stage's F.
-  st.pendingInput = 4 + (device == plan.vocabulary.input.root ? 1 : 0);
+  st.pendingInput = 4 + (deviceIndex == plan.vocabulary.input.root ? 1 : 0);
+  return Status::ok();
 }
 
 void VocabularyShards::consume(Shard shard, int mb, int slice) {
@@ -112,15 +145,17 @@ void VocabularyShards::consume(Shard shard, int mb, int slice) {
     return;
   Slice &st = it->second;
   // The state goes once its last use is done: buffers the size of a
-  // microbatch's logits do not pile up over a step.
+  // microbatch's logits do not pile up over a step. (The device takes the
+  // memory back only once the streams that used it are past this point.)
   if (shard == Shard::Output && --st.pendingOutput == 0)
-    for (auto *v : {&st.x, &st.logits, &st.probs, &st.localMax, &st.localSum,
-                    &st.globalMax, &st.globalSum, &st.scaledSum, &st.a,
-                    &st.labelRows, &st.dx})
-      std::vector<float>().swap(*v);
+    for (DeviceBuffer *b :
+         {&st.x, &st.logits, &st.probs, &st.localMax, &st.localSum,
+          &st.globalMax, &st.globalSum, &st.scaledSum, &st.a, &st.labelRows,
+          &st.dx})
+      b->reset();
   if (shard == Shard::Input && --st.pendingInput == 0) {
-    std::vector<float>().swap(st.partial);
-    std::vector<float>().swap(st.grad);
+    st.partial.reset();
+    st.grad.reset();
   }
   if (st.x.empty() && st.partial.empty() && st.pendingOutput <= 0 &&
       st.pendingInput <= 0)
@@ -131,105 +166,105 @@ void VocabularyShards::release(Shard shard, int mb, int slice) {
   consume(shard, mb, slice);
 }
 
-float *VocabularyShards::getEmbedded(int mb, int slice) {
+Status VocabularyShards::getEmbedded(int mb, int slice, DevicePtr &out) {
   Slice &st = state(mb, slice);
-  prepareInput(st, shape(slice));
-  return st.partial.data();
+  Status status = prepareInput(st, shape(slice));
+  out = st.partial.get();
+  return status;
 }
 
-float *VocabularyShards::getEmbeddingGrad(int mb, int slice) {
+Status VocabularyShards::getEmbeddingGrad(int mb, int slice, DevicePtr &out) {
   Slice &st = state(mb, slice);
-  prepareInput(st, shape(slice));
-  return st.grad.data();
+  Status status = prepareInput(st, shape(slice));
+  out = st.grad.get();
+  return status;
 }
 
-float *VocabularyShards::getLastOutput(int mb, int slice) {
+Status VocabularyShards::getLastOutput(int mb, int slice, DevicePtr &out) {
   Slice &st = state(mb, slice);
-  prepareOutput(st, shape(slice));
-  return st.x.data();
+  Status status = prepareOutput(st, shape(slice));
+  out = st.x.get();
+  return status;
 }
 
-float *VocabularyShards::getOutputGrad(int mb, int slice) {
+Status VocabularyShards::getOutputGrad(int mb, int slice, DevicePtr &out) {
   Slice &st = state(mb, slice);
-  prepareOutput(st, shape(slice));
-  return st.dx.data();
+  Status status = prepareOutput(st, shape(slice));
+  out = st.dx.get();
+  return status;
 }
 
-void VocabularyShards::run(Pass pass, int mb, int slice, double &lossSum) {
+Status VocabularyShards::run(Pass pass, int mb, int slice, DevicePtr loss) {
   SliceShape s = shape(slice);
   Slice &st = state(mb, slice);
   int64_t rt = s.rows * s.tokens, h = hidden;
-  int64_t seq = plan.model.seqLen;
-  const int32_t *tokens = (*batches)[mb].data() + s.offset;
-  const int32_t *labels = tokens + 1;
-  int64_t stride = seq + 1;
+  const TokenRows &batch = (*batches)[mb];
+  DevicePtr tokens = batch.tokens + s.offset, labels = tokens + 1;
+  int64_t stride = batch.stride;
   int algorithm = plan.vocabulary.algorithm;
   switch (pass) {
   case Pass::IF:
     // Appendix C: look up the tokens in this device's rows, zeros for the
     // others; the reduce sums the parts onto the first stage's device.
-    prepareInput(st, s);
+    if (Status status = prepareInput(st, s); !status)
+      return status;
     kernels.shardLookup(tokens, stride, s.rows, s.tokens, inTable, inFirst,
-                        inCount, h, st.partial.data());
+                        inCount, h, st.partial.get());
     consume(Shard::Input, mb, slice);
-    return;
+    return Status::ok();
   case Pass::IB:
-    kernels.shardScatterAdd(tokens, stride, s.rows, s.tokens, st.grad.data(),
+    kernels.shardScatterAdd(tokens, stride, s.rows, s.tokens, st.grad.get(),
                             inFirst, inCount, h, inGrad);
     consume(Shard::Input, mb, slice);
-    return;
+    return Status::ok();
   case Pass::S: {
-    prepareOutput(st, s);
+    if (Status status = prepareOutput(st, s); !status)
+      return status;
     // Y = X W^T over this device's rows.
     if (outCount > 0)
-      kernels.gemm(false, true, rt, outCount, h, 1.0f, st.x.data(), h, outTable,
-                   h, 0.0f, st.logits.data(), outRows);
-    if (algorithm == 0) {
-      // Figure 4: only the local maximum before the first barrier.
-      kernels.shardSoftmaxStatistics(st.logits.data(), rt, outCount, outRows,
-                                     nullptr, st.localMax.data(),
-                                     st.localSum.data(), nullptr);
-    } else {
-      // Equation 5: softmax' with the local maximum and sum.
-      kernels.shardSoftmaxStatistics(st.logits.data(), rt, outCount, outRows,
-                                     nullptr, st.localMax.data(),
-                                     st.localSum.data(), st.probs.data());
-    }
+      kernels.gemm(false, true, rt, outCount, h, 1.0f, st.x.get(), h, outTable,
+                   h, 0.0f, st.logits.get(), outRows);
+    // Figure 4 (naive): only the local maximum before the first barrier;
+    // equation 5: softmax' with the local maximum and sum.
+    kernels.shardSoftmaxStatistics(st.logits.get(), rt, outCount, outRows,
+                                   nullptr, st.localMax.get(),
+                                   st.localSum.get(),
+                                   algorithm == 0 ? DevicePtr() : st.probs.get());
     if (algorithm == 2) {
       // Equation 6: A = softmax'(Y) W and B = G W before the barrier.
       if (outCount > 0)
-        kernels.gemm(false, false, rt, h, outCount, 1.0f, st.probs.data(),
-                     outRows, outTable, h, 0.0f, st.a.data(), h);
+        kernels.gemm(false, false, rt, h, outCount, 1.0f, st.probs.get(),
+                     outRows, outTable, h, 0.0f, st.a.get(), h);
       kernels.labelRows(labels, stride, s.rows, s.tokens, outTable, outFirst,
-                        outCount, h, st.labelRows.data());
+                        outCount, h, st.labelRows.get());
     }
     consume(Shard::Output, mb, slice);
-    return;
+    return Status::ok();
   }
   case Pass::S2:
     // The naive form's sum of exponentials under the global maximum.
-    kernels.shardSoftmaxStatistics(st.logits.data(), rt, outCount, outRows,
-                                   st.globalMax.data(), nullptr,
-                                   st.localSum.data(), nullptr);
+    kernels.shardSoftmaxStatistics(st.logits.get(), rt, outCount, outRows,
+                                   st.globalMax.get(), nullptr,
+                                   st.localSum.get(), nullptr);
     consume(Shard::Output, mb, slice);
-    return;
+    return Status::ok();
   case Pass::T: {
-    float *probs = st.probs.data();
+    DevicePtr probs = st.probs.get();
     if (algorithm == 0) {
       // softmax = exp(Y - M) / S from the global maximum and sum.
-      kernels.shardSoftmaxStatistics(st.logits.data(), rt, outCount, outRows,
-                                     st.globalMax.data(), nullptr,
-                                     st.scaledSum.data(), probs);
-      kernels.scaleRows(probs, st.scaledSum.data(), st.globalSum.data(), rt,
+      kernels.shardSoftmaxStatistics(st.logits.get(), rt, outCount, outRows,
+                                     st.globalMax.get(), nullptr,
+                                     st.scaledSum.get(), probs);
+      kernels.scaleRows(probs, st.scaledSum.get(), st.globalSum.get(), rt,
                         outCount, outRows);
     } else {
       // Equation 5: softmax = softmax' * s' exp(m' - M) / S.
-      kernels.scaleRows(probs, st.scaledSum.data(), st.globalSum.data(), rt,
+      kernels.scaleRows(probs, st.scaledSum.get(), st.globalSum.get(), rt,
                         outCount, outRows);
     }
-    lossSum += kernels.shardLoss(st.logits.data(), labels, stride, s.rows,
-                                 s.tokens, outFirst, outCount, outRows,
-                                 st.globalMax.data(), st.globalSum.data());
+    kernels.shardLoss(st.logits.get(), labels, stride, s.rows, s.tokens,
+                      outFirst, outCount, outRows, st.globalMax.get(),
+                      st.globalSum.get(), loss);
     // G = (softmax - onehot) / tokens, this device's columns.
     kernels.shardSoftmaxGrad(probs, labels, stride, s.rows, s.tokens, outFirst,
                              outCount, outRows, lossScale);
@@ -237,19 +272,19 @@ void VocabularyShards::run(Pass pass, int mb, int slice, double &lossSum) {
       // dX = G W, reduced onto the last stage's device afterwards.
       if (outCount > 0)
         kernels.gemm(false, false, rt, h, outCount, 1.0f, probs, outRows,
-                     outTable, h, 0.0f, st.dx.data(), h);
+                     outTable, h, 0.0f, st.dx.get(), h);
       else
-        kernels.fill(st.dx.data(), 0.0f, rt * h);
+        kernels.fill(st.dx.get(), 0.0, rt * h);
     }
     // dW += G^T X.
     if (outCount > 0)
       kernels.gemm(true, false, outCount, h, rt, 1.0f, probs, outRows,
-                   st.x.data(), h, 1.0f, outGrad, h);
+                   st.x.get(), h, 1.0f, outGrad, h);
     consume(Shard::Output, mb, slice);
-    return;
+    return Status::ok();
   }
   default:
-    return;
+    return Status::ok();
   }
 }
 
@@ -260,40 +295,40 @@ VocabularyShards::buildSteps(Shard shard, int group, int mb, int slice) {
   int64_t rt = s.rows * s.tokens, h = hidden;
   int channel = int(shard);
   const VocabularyPlan &v = plan.vocabulary;
+  Stream &stream = vocabStream;
+  Kernels &k = streamKernels;
   std::vector<Step> steps;
   auto nothing = [] {};
   if (shard == Shard::Input) {
-    prepareInput(st, s);
     int root = v.input.root;
     if (group == 0)
-      steps.push_back({[=, &st] {
-                         return comm.reduceSumAsync(st.partial.data(), rt * h,
-                                                    root, channel);
+      steps.push_back({[=, &st, &stream] {
+                         return comm.reduceSumAsync(st.partial.get(), rt * h,
+                                                    root, channel, stream);
                        },
                        nothing});
     else
-      steps.push_back({[=, &st] {
-                         return comm.broadcastAsync(st.grad.data(), rt * h,
-                                                    root, channel);
+      steps.push_back({[=, &st, &stream] {
+                         return comm.broadcastAsync(st.grad.get(), rt * h,
+                                                    root, channel, stream);
                        },
                        nothing});
     return steps;
   }
-  prepareOutput(st, s);
   int root = v.output.root;
-  auto reduceDx = [=, &st] {
-    return comm.reduceSumAsync(st.dx.data(), rt * h, root, channel);
+  auto reduceDx = [=, &st, &stream] {
+    return comm.reduceSumAsync(st.dx.get(), rt * h, root, channel, stream);
   };
-  auto allReduceMax = [=, &st] {
-    kernels.copy(st.globalMax.data(), st.localMax.data(), rt);
-    return comm.allReduceAsync(st.globalMax.data(), rt, Reduction::Max,
-                               channel);
+  auto allReduceMax = [=, &st, &stream, &k] {
+    k.copy(st.globalMax.get(), st.localMax.get(), rt);
+    return comm.allReduceAsync(st.globalMax.get(), rt, Reduction::Max, channel,
+                               stream);
   };
   if (group == 0) {
     // C0: X from the last stage to every device.
-    steps.push_back({[=, &st] {
-                       return comm.broadcastAsync(st.x.data(), rt * h, root,
-                                                  channel);
+    steps.push_back({[=, &st, &stream] {
+                       return comm.broadcastAsync(st.x.get(), rt * h, root,
+                                                  channel, stream);
                      },
                      nothing});
     return steps;
@@ -303,11 +338,11 @@ VocabularyShards::buildSteps(Shard shard, int group, int mb, int slice) {
     if (group == 1)
       steps.push_back({allReduceMax, nothing});
     else if (group == 2)
-      steps.push_back({[=, &st] {
-                         kernels.copy(st.globalSum.data(), st.localSum.data(),
-                                      rt);
-                         return comm.allReduceAsync(st.globalSum.data(), rt,
-                                                    Reduction::Sum, channel);
+      steps.push_back({[=, &st, &stream, &k] {
+                         k.copy(st.globalSum.get(), st.localSum.get(), rt);
+                         return comm.allReduceAsync(st.globalSum.get(), rt,
+                                                    Reduction::Sum, channel,
+                                                    stream);
                        },
                        nothing});
     else
@@ -317,25 +352,23 @@ VocabularyShards::buildSteps(Shard shard, int group, int mb, int slice) {
   if (group == 1) {
     // Equation 5 inside the barrier: M = max m', s'' = s' exp(m' - M),
     // S = sum s''.
-    steps.push_back({allReduceMax, [=, &st] {
-                       kernels.rescaleSum(
-                           st.localSum.data(), st.localMax.data(),
-                           st.globalMax.data(), rt, st.scaledSum.data());
+    steps.push_back({allReduceMax, [=, &st, &k] {
+                       k.rescaleSum(st.localSum.get(), st.localMax.get(),
+                                    st.globalMax.get(), rt, st.scaledSum.get());
                      }});
-    steps.push_back({[=, &st] {
-                       kernels.copy(st.globalSum.data(), st.scaledSum.data(),
-                                    rt);
-                       return comm.allReduceAsync(st.globalSum.data(), rt,
-                                                  Reduction::Sum, channel);
+    steps.push_back({[=, &st, &stream, &k] {
+                       k.copy(st.globalSum.get(), st.scaledSum.get(), rt);
+                       return comm.allReduceAsync(st.globalSum.get(), rt,
+                                                  Reduction::Sum, channel,
+                                                  stream);
                      },
                      nothing});
     if (v.algorithm == 2) {
       // Equation 6: dX = (A s'' / S - B) / tokens, then its reduce, in the
       // same barrier.
-      steps.back().after = [=, &st] {
-        kernels.combineGrad(st.a.data(), st.labelRows.data(),
-                            st.scaledSum.data(), st.globalSum.data(), rt, h,
-                            lossScale, st.dx.data());
+      steps.back().after = [=, &st, &k] {
+        k.combineGrad(st.a.get(), st.labelRows.get(), st.scaledSum.get(),
+                      st.globalSum.get(), rt, h, lossScale, st.dx.get());
       };
       steps.push_back({reduceDx, nothing});
     }
@@ -346,32 +379,50 @@ VocabularyShards::buildSteps(Shard shard, int group, int mb, int slice) {
   return steps;
 }
 
-void VocabularyShards::issue(Shard shard, int group, int mb, int slice,
-                             bool blocking) {
+Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
+                               bool blocking) {
+  Slice &st = state(mb, slice);
+  SliceShape s = shape(slice);
+  if (Status status = shard == Shard::Input ? prepareInput(st, s)
+                                            : prepareOutput(st, s);
+      !status)
+    return status;
+  // The collective carries what the compute stream has produced so far.
+  std::unique_ptr<Event> ready = takeEvent();
+  ready->record(compute);
+  vocabStream.wait(*ready);
+  spareEvents.push_back(std::move(ready));
   Collective c{shard, group,  mb, slice, buildSteps(shard, group, mb, slice),
                0,     nullptr};
   queues[int(shard)].push_back(std::move(c));
-  progress();
-  while (blocking && !isComplete(shard, group, mb, slice)) {
+  if (Status status = progress(); !status)
+    return status;
+  if (blocking)
+    return waitFor(shard, group, mb, slice, compute);
+  return Status::ok();
+}
+
+Status VocabularyShards::waitFor(Shard shard, int group, int mb, int slice,
+                                 Stream &stream) {
+  Key key{int(shard), group, mb, slice};
+  auto it = completed.find(key);
+  while (it == completed.end()) {
     std::this_thread::yield();
-    progress();
+    if (Status status = progress(); !status)
+      return status;
+    it = completed.find(key);
   }
+  stream.wait(*it->second);
+  return Status::ok();
 }
 
-bool VocabularyShards::isComplete(Shard shard, int group, int mb,
-                                  int slice) const {
-  return completed.count({int(shard), group, mb, slice}) != 0;
-}
-
-void VocabularyShards::finished(Shard shard, int mb, int slice) {
-  consume(shard, mb, slice);
-}
-
-void VocabularyShards::progress() {
+Status VocabularyShards::progress() {
   for (std::deque<Collective> &queue : queues) {
     while (!queue.empty()) {
       Collective &head = queue.front();
       if (head.pending) {
+        // Done for the host: whatever the vocabulary stream runs next
+        // sees the transfer's data.
         if (!head.pending->test())
           break;
         head.pending.reset();
@@ -380,15 +431,21 @@ void VocabularyShards::progress() {
       }
       if (head.next < head.steps.size()) {
         head.pending = head.steps[head.next++].start();
+        if (!head.pending)
+          return Status::error("a vocabulary collective could not start");
         continue;
       }
-      completed.insert({int(head.shard), head.group, head.mb, head.slice});
+      std::unique_ptr<Event> done = takeEvent();
+      done->record(vocabStream);
+      completed[{int(head.shard), head.group, head.mb, head.slice}] =
+          std::move(done);
       Shard shard = head.shard;
       int mb = head.mb, slice = head.slice;
       queue.pop_front();
-      finished(shard, mb, slice);
+      consume(shard, mb, slice);
     }
   }
+  return Status::ok();
 }
 
 } // namespace sluice::rt

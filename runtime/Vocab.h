@@ -6,14 +6,18 @@
 // collectives between them, with each microbatch slice's state from its
 // first pass to its last.
 //
-// Collectives run on a per-shard "vocabulary stream": issued in plan order,
-// each shard's collectives progress one at a time in that order, on their
-// own communicator channel, so every rank makes the same MPI calls in the
-// same order however the shards interleave. A collective is a short
-// sequence of steps -- Algorithm 1's barrier is an all-reduce of the
-// maxima, the rescaling of equation 5, and an all-reduce of the sums --
-// which progress() advances without blocking. A blocking collective (the
-// interlaced baseline) runs to completion where it is issued.
+// Collectives run on the device's vocabulary stream (§6.1: high priority,
+// overlapping transformer compute): issued in plan order, each shard's
+// collectives progress one at a time in that order, on their own
+// communicator channel, so every rank makes the same calls in the same
+// order however the shards interleave. A collective is a short sequence of
+// steps -- Algorithm 1's barrier is an all-reduce of the maxima, the
+// rescaling of equation 5, and an all-reduce of the sums -- which
+// progress() advances without blocking. Streams are ordered by events: a
+// collective's stream waits for the compute work issued before it, and a
+// pass reading a collective's result waits for the event recorded after
+// it. A blocking collective (the interlaced baseline) runs to completion
+// where it is issued.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,47 +48,51 @@ ParameterSpec getOutputShardSpec(const Plan &plan, int device);
 
 class VocabularyShards {
 public:
-  VocabularyShards(const Plan &plan, int device, Kernels &kernels,
+  /// Shard passes run on `device`'s compute stream, collectives and the
+  /// steps inside them on its vocabulary stream.
+  VocabularyShards(const Plan &plan, int deviceIndex, Device &device,
                    Communicator &comm);
 
   /// Resolves the shards' weights and gradients (after allocation).
   void bind(ParameterStore &store);
 
-  /// Starts a step over these microbatches' token rows (each row holds
-  /// seq_len + 1 tokens: inputs, and labels one later).
-  void beginStep(const std::vector<std::vector<int32_t>> &batches,
-                 float lossScale);
+  /// Starts a step over these microbatches' token rows on the device (each
+  /// row holds seq_len + 1 tokens: inputs, and labels one later).
+  void beginStep(const std::vector<TokenRows> &batches, float lossScale);
   /// Waits for every collective issued this step and releases the state.
-  void finishStep();
+  Status finishStep();
 
   // Where the stages next to the shards read and write.
   /// Input root: the summed lookups, the first stage's F input.
-  float *getEmbedded(int mb, int slice);
+  Status getEmbedded(int mb, int slice, DevicePtr &out);
   /// Input root: where the first stage's backward puts its input gradient.
-  float *getEmbeddingGrad(int mb, int slice);
+  Status getEmbeddingGrad(int mb, int slice, DevicePtr &out);
   /// Output root: where the last stage's F puts the normalised X.
-  float *getLastOutput(int mb, int slice);
+  Status getLastOutput(int mb, int slice, DevicePtr &out);
   /// Output root: the reduced input gradient of the output layer.
-  float *getOutputGrad(int mb, int slice);
+  Status getOutputGrad(int mb, int slice, DevicePtr &out);
   /// A stage pass that consumed a shard's buffer is done with it.
   void release(Shard shard, int mb, int slice);
 
   /// Runs shard pass `pass`; T adds the shard's part of the summed
-  /// cross-entropy to `lossSum`.
-  void run(Pass pass, int mb, int slice, double &lossSum);
-  /// Issues collective `group` of `shard`; a blocking one completes here.
-  void issue(Shard shard, int group, int mb, int slice, bool blocking);
-  bool isComplete(Shard shard, int group, int mb, int slice) const;
+  /// cross-entropy to the f64 accumulator `loss`.
+  Status run(Pass pass, int mb, int slice, DevicePtr loss);
+  /// Issues collective `group` of `shard` after the compute work enqueued
+  /// so far; a blocking one completes here.
+  Status issue(Shard shard, int group, int mb, int slice, bool blocking);
+  /// Orders `stream` after collective (shard, group) of (mb, slice),
+  /// advancing the collectives until the host has issued all of it.
+  Status waitFor(Shard shard, int group, int mb, int slice, Stream &stream);
   /// Advances the head collective of each shard's queue, never blocking.
-  void progress();
+  Status progress();
 
 private:
   struct Slice {
-    // Output shard.
-    std::vector<float> x, logits, probs, localMax, localSum, globalMax,
-        globalSum, scaledSum, a, labelRows, dx;
+    // Output shard (logits and statistics f32, the rest act).
+    DeviceBuffer x, logits, probs, localMax, localSum, globalMax, globalSum,
+        scaledSum, a, labelRows, dx;
     // Input shard.
-    std::vector<float> partial, grad;
+    DeviceBuffer partial, grad;
     /// Uses still to come before the state can go (passes, collectives,
     /// the neighbouring stage's pass on a root).
     int pendingOutput = 0, pendingInput = 0;
@@ -100,34 +108,40 @@ private:
     size_t next = 0;
     std::unique_ptr<Request> pending;
   };
+  using Key = std::tuple<int, int, int, int>; // shard, group, mb, slice
 
   Slice &state(int mb, int slice);
   SliceShape shape(int slice) const { return plan.getSliceShape(slice); }
   /// Allocates the buffers of (mb, slice) for one shard on first use.
-  void prepareOutput(Slice &st, const SliceShape &s);
-  void prepareInput(Slice &st, const SliceShape &s);
+  Status prepareOutput(Slice &st, const SliceShape &s);
+  Status prepareInput(Slice &st, const SliceShape &s);
   std::vector<Step> buildSteps(Shard shard, int group, int mb, int slice);
-  void finished(Shard shard, int mb, int slice);
   void consume(Shard shard, int mb, int slice);
+  std::unique_ptr<Event> takeEvent();
 
   const Plan &plan;
-  int device;
-  Kernels &kernels;
+  int deviceIndex;
+  Device &device;
+  Kernels &kernels;       // shard passes, on the compute stream
+  Kernels &streamKernels; // steps inside collectives, vocabulary stream
+  Stream &compute, &vocabStream;
   Communicator &comm;
+  Precision precision;
   int64_t hidden;
   // The device's rows of each table: [first, first + count) real, padded
   // to `rows`.
   int64_t inFirst = 0, inCount = 0, inRows = 0;
   int64_t outFirst = 0, outCount = 0, outRows = 0;
   ParameterSpec inSpec, outSpec;
-  float *inTable = nullptr, *inGrad = nullptr;
-  float *outTable = nullptr, *outGrad = nullptr;
+  DevicePtr inTable, inGrad, outTable, outGrad;
 
-  const std::vector<std::vector<int32_t>> *batches = nullptr;
+  const std::vector<TokenRows> *batches = nullptr;
   float lossScale = 1;
   std::map<std::pair<int, int>, Slice> slices;
   std::deque<Collective> queues[2];
-  std::set<std::tuple<int, int, int, int>> completed;
+  /// Finished collectives, each with the vocabulary-stream event after it.
+  std::map<Key, std::unique_ptr<Event>> completed;
+  std::vector<std::unique_ptr<Event>> spareEvents;
 };
 
 } // namespace sluice::rt

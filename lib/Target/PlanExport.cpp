@@ -102,6 +102,18 @@ static const char *getLayerKindName(rt::LayerKind kind) {
   return "";
 }
 
+FailureOr<rt::Precision> mlir::sluice::getPrecision(ModelOp model) {
+  Type dtype = model.getDtype();
+  if (dtype.isBF16())
+    return rt::Precision::bf16();
+  if (dtype.isF32())
+    return rt::Precision::fp32();
+  return model.emitOpError("dtype ")
+         << dtype
+         << " has no runtime precision: plans train in bf16 or f32 "
+            "(sluice-compile --precision bf16|fp32)";
+}
+
 LogicalResult mlir::sluice::exportPlan(ProgramOp program,
                                        llvm::raw_ostream &os) {
   auto module = program->getParentOfType<ModuleOp>();
@@ -114,6 +126,9 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
       return program.emitOpError(
           "has no buffers: run sluice-plan-buffers before exporting a plan");
 
+  FailureOr<rt::Precision> precision = getPrecision(model);
+  if (failed(precision))
+    return failure();
   rt::ModelConfig config = getModelConfig(model);
   SmallVector<StageOp> stages = getStages(model);
   llvm::StringMap<int> stageIndex;
@@ -136,6 +151,7 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
   json.object([&] {
     json.attribute("format", "sluice-plan");
     json.attribute("version", kPlanVersion);
+    json.attribute("precision", precision->getName());
     json.attributeObject("model", [&] {
       json.attribute("name", config.name);
       json.attribute("seq_len", config.seqLen);

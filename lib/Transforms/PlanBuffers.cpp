@@ -79,6 +79,9 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
   if (failed(view))
     return failure();
 
+  FailureOr<rt::Precision> precision = getPrecision(*model);
+  if (failed(precision))
+    return failure();
   rt::ModelConfig config = getModelConfig(*model);
   std::vector<int64_t> lengths = getSliceLengths(program, *model);
   SmallVector<StageOp> stages = getStages(*model);
@@ -92,23 +95,31 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
   };
   auto bytesOf = [&](ValueKind kind, const Work &w) -> int64_t {
     rt::SliceShape s = shape(w.slice);
-    int64_t floats = 0;
-    for (int layer : stageLayers[w.stage]) {
-      const rt::LayerConfig &l = config.layers[layer];
-      if (kind == ValueKind::ForwardState)
-        floats += rt::getForwardStateFloats(config, l, s);
-      else if (kind == ValueKind::WeightState)
-        floats += rt::getWeightStateFloats(config, l, s);
-      else if (kind == ValueKind::KeyValues)
-        floats += rt::getKeyValueFloats(config, l, s.rows);
+    const std::vector<int> &layers = stageLayers[w.stage];
+    switch (kind) {
+    case ValueKind::ForwardState:
+      return rt::getForwardStateBytes(config, layers, s, *precision);
+    case ValueKind::WeightState:
+      return rt::getWeightStateBytes(config, layers, s, *precision);
+    case ValueKind::KeyValues:
+      return rt::getKeyValueBytes(config, layers, s.rows, *precision);
+    case ValueKind::Outgoing:
+    case ValueKind::Incoming:
+      return rt::getMessageBytes(config, s, *precision);
     }
-    if (kind == ValueKind::Outgoing || kind == ValueKind::Incoming)
-      floats = rt::getMessageFloats(config, s);
-    return floats * int64_t(sizeof(float));
+    return 0;
   };
 
   WorkIndex index(*pipeline);
   Builder builder(program.getContext());
+  // (device, send or receive, work, peer) -> position in the device's list.
+  std::map<std::tuple<int, int, size_t, int>, int64_t> transfers;
+  for (int d = 0; d < pipeline->devices; ++d)
+    for (auto [k, instr] : llvm::enumerate(view->program.devices[d]))
+      if ((instr.kind == InstrKind::Send || instr.kind == InstrKind::Recv) &&
+          !isVocabPass(instr.work.kind))
+        transfers[{d, int(instr.kind), index(instr.work), instr.peer}] =
+            int64_t(k);
   for (int d = 0; d < pipeline->devices; ++d) {
     const std::vector<Instr> &instrs = view->program.devices[d];
     // 1. Which values each instruction defines and uses.
@@ -183,6 +194,37 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
         lastUse[key] = std::max(lastUse[key], i);
       for (auto &[key, role] : uses[i])
         lastUse[key] = std::max(lastUse[key], i);
+    }
+    // 2b. Sends copy nothing: a sent slot stays alive until its send has
+    // surely completed, which the runtime waits for before the slot is
+    // written again. Waiting must not deadlock, so the slot is freed only
+    // once the peer has certainly posted the matching receive: after this
+    // device has consumed a message the peer sent later in its program
+    // than that receive (in 1F1B, the gradient that comes back for the
+    // activation sent). With none, the slot lives to the end of the step.
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      const Instr &send = instrs[i];
+      if (send.kind != InstrKind::Send || isVocabPass(send.work.kind))
+        continue;
+      auto position = [&](InstrKind kind, const Work &w, int from) {
+        auto it = transfers.find({send.peer, int(kind), index(w), from});
+        return it == transfers.end() ? int64_t(-1) : it->second;
+      };
+      int64_t posted = position(InstrKind::Recv, send.work, d);
+      size_t until = instrs.size() - 1;
+      for (size_t j = i + 1; j < instrs.size() && posted >= 0; ++j) {
+        const Instr &recv = instrs[j];
+        if (recv.kind != InstrKind::Recv || recv.peer != send.peer ||
+            position(InstrKind::Send, recv.work, d) <= posted)
+          continue;
+        auto consumed = lastUse.find({ValueKind::Incoming, index(recv.work)});
+        if (consumed != lastUse.end()) {
+          until = consumed->second;
+          break;
+        }
+      }
+      ValueKey sent{ValueKind::Outgoing, index(send.work)};
+      lastUse[sent] = std::max(lastUse[sent], until);
     }
     // 3. Linear scan: allocate at the definition, free after the last use.
     SlotAllocator slots;

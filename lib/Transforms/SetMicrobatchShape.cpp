@@ -11,7 +11,8 @@ using namespace mlir;
 using namespace mlir::sluice;
 
 LogicalResult mlir::sluice::setMicrobatchShape(ModelOp model, int64_t seqLen,
-                                               int64_t microBatch) {
+                                               int64_t microBatch,
+                                               StringRef dtype) {
   if (seqLen < 0)
     return model.emitOpError("cannot set 'seq_len' to ") << seqLen;
   if (microBatch < 0)
@@ -25,6 +26,16 @@ LogicalResult mlir::sluice::setMicrobatchShape(ModelOp model, int64_t seqLen,
   }
   if (microBatch)
     model.setMicroBatchAttr(builder.getI64IntegerAttr(microBatch));
+  if (!dtype.empty()) {
+    // The two element types the runtime trains in (docs/precision.md).
+    Type type = dtype == "bf16"  ? Type(builder.getBF16Type())
+                : dtype == "f32" ? Type(builder.getF32Type())
+                                 : Type();
+    if (!type)
+      return model.emitOpError("cannot set 'dtype' to '")
+             << dtype << "' (expected bf16 or f32)";
+    model.setDtypeAttr(TypeAttr::get(type));
+  }
 
   // Every layer result except the scalar loss is an activation.
   RankedTensorType activation = model.getActivationType();
@@ -41,7 +52,7 @@ struct SetMicrobatchShapePass
 
   void runOnOperation() override {
     for (ModelOp model : getOperation().getOps<ModelOp>())
-      if (failed(setMicrobatchShape(model, seqLen, microBatch)))
+      if (failed(setMicrobatchShape(model, seqLen, microBatch, dtype)))
         return signalPassFailure();
   }
 };

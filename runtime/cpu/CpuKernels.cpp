@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace sluice::rt {
@@ -18,43 +19,122 @@ constexpr float kGeluCubic = 0.044715f;
 } // namespace
 
 void CpuKernels::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                      float alpha, const float *a, int64_t lda, const float *b,
-                      int64_t ldb, float beta, float *c, int64_t ldc) {
+                      float alpha, DevicePtr aPtr, int64_t lda, DevicePtr bPtr,
+                      int64_t ldb, float beta, DevicePtr cPtr, int64_t ldc) {
+  const float *a = aPtr.as<float>();
+  const float *b = bPtr.as<float>();
+  float *c = cPtr.as<float>();
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha,
               a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
-void CpuKernels::addRowVector(float *x, const float *v, int64_t rows,
+void CpuKernels::addRowVector(DevicePtr xPtr, DevicePtr vPtr, int64_t rows,
                               int64_t cols) {
+  float *x = xPtr.as<float>();
+  const float *v = vPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       x[r * cols + c] += v[c];
 }
 
-void CpuKernels::accumulateColumnSums(const float *x, int64_t rows,
-                                      int64_t cols, float *out) {
+void CpuKernels::accumulateColumnSums(DevicePtr xPtr, int64_t rows,
+                                      int64_t cols, DevicePtr outPtr) {
+  const float *x = xPtr.as<float>();
+  float *out = outPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       out[c] += x[r * cols + c];
 }
 
-void CpuKernels::add(float *y, const float *x, int64_t n) {
+void CpuKernels::add(DevicePtr yPtr, DevicePtr xPtr, int64_t n) {
+  float *y = yPtr.as<float>();
+  const float *x = xPtr.as<float>();
   for (int64_t i = 0; i < n; ++i)
     y[i] += x[i];
 }
 
-void CpuKernels::copy(float *y, const float *x, int64_t n) {
-  std::copy(x, x + n, y);
+namespace {
+/// Element i of a typed array, as double (the CPU backend converts through
+/// double; bf16 is the upper half of an fp32).
+double load(DevicePtr p, int64_t i) {
+  switch (p.getType()) {
+  case DType::F32:
+    return p.as<float>()[i];
+  case DType::F64:
+    return p.as<double>()[i];
+  case DType::I32:
+    return p.as<int32_t>()[i];
+  case DType::BF16: {
+    uint32_t bits = uint32_t(p.as<uint16_t>()[i]) << 16;
+    float value;
+    std::memcpy(&value, &bits, sizeof(value));
+    return value;
+  }
+  }
+  return 0;
 }
 
-void CpuKernels::fill(float *y, float value, int64_t n) {
-  std::fill(y, y + n, value);
+void store(DevicePtr p, int64_t i, double value) {
+  switch (p.getType()) {
+  case DType::F32:
+    p.as<float>()[i] = float(value);
+    return;
+  case DType::F64:
+    p.as<double>()[i] = value;
+    return;
+  case DType::I32:
+    p.as<int32_t>()[i] = int32_t(value);
+    return;
+  case DType::BF16: {
+    // Round to nearest even, as __float2bfloat16_rn does.
+    float f = float(value);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof(bits));
+    bits += 0x7fff + ((bits >> 16) & 1);
+    p.as<uint16_t>()[i] = uint16_t(bits >> 16);
+    return;
+  }
+  }
+}
+} // namespace
+
+void CpuKernels::copy(DevicePtr y, DevicePtr x, int64_t n) {
+  if (y.getType() == x.getType()) {
+    std::memcpy(y.get(), x.get(), size_t(n * getSize(x.getType())));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    store(y, i, load(x, i));
 }
 
-void CpuKernels::normForward(const float *x, const float *gamma,
-                             const float *beta, int64_t rows, int64_t cols,
-                             bool rms, float *y, float *xhat, float *rstd) {
+void CpuKernels::fill(DevicePtr y, double value, int64_t n) {
+  if (y.getType() == DType::F32) {
+    std::fill(y.f32(), y.f32() + n, float(value));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    store(y, i, value);
+}
+
+void CpuKernels::copyStrided(DevicePtr dst, DevicePtr src,
+                             const StridedCopy &c) {
+  for (int64_t b = 0; b < c.batches; ++b)
+    for (int64_t r = 0; r < c.rows; ++r)
+      copy(dst + (b * c.dstBatch + r * c.dstRow),
+           src + (b * c.srcBatch + r * c.srcRow), c.cols);
+}
+
+void CpuKernels::normForward(DevicePtr xPtr, DevicePtr gammaPtr,
+                             DevicePtr betaPtr, int64_t rows, int64_t cols,
+                             bool rms, DevicePtr yPtr, DevicePtr xhatPtr,
+                             DevicePtr rstdPtr) {
+  const float *x = xPtr.as<float>();
+  const float *gamma = gammaPtr.as<float>();
+  const float *beta = betaPtr.as<float>();
+  float *y = yPtr.as<float>();
+  float *xhat = xhatPtr.as<float>();
+  float *rstd = rstdPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * cols;
     double mean = 0;
@@ -79,17 +159,27 @@ void CpuKernels::normForward(const float *x, const float *gamma,
   }
 }
 
-void CpuKernels::normAffine(const float *xhat, const float *gamma,
-                            const float *beta, int64_t rows, int64_t cols,
-                            float *y) {
+void CpuKernels::normAffine(DevicePtr xhatPtr, DevicePtr gammaPtr,
+                            DevicePtr betaPtr, int64_t rows, int64_t cols,
+                            DevicePtr yPtr) {
+  const float *xhat = xhatPtr.as<float>();
+  const float *gamma = gammaPtr.as<float>();
+  const float *beta = betaPtr.as<float>();
+  float *y = yPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       y[r * cols + c] = gamma[c] * xhat[r * cols + c] + (beta ? beta[c] : 0.0f);
 }
 
-void CpuKernels::normBackward(const float *dy, const float *xhat,
-                              const float *rstd, const float *gamma,
-                              int64_t rows, int64_t cols, bool rms, float *dx) {
+void CpuKernels::normBackward(DevicePtr dyPtr, DevicePtr xhatPtr,
+                              DevicePtr rstdPtr, DevicePtr gammaPtr,
+                              int64_t rows, int64_t cols, bool rms,
+                              DevicePtr dxPtr) {
+  const float *dy = dyPtr.as<float>();
+  const float *xhat = xhatPtr.as<float>();
+  const float *rstd = rstdPtr.as<float>();
+  const float *gamma = gammaPtr.as<float>();
+  float *dx = dxPtr.as<float>();
   // With g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g * xhat));
   // RMS norm has no mean term.
   for (int64_t r = 0; r < rows; ++r) {
@@ -109,9 +199,13 @@ void CpuKernels::normBackward(const float *dy, const float *xhat,
   }
 }
 
-void CpuKernels::normParamGrads(const float *dy, const float *xhat,
-                                int64_t rows, int64_t cols, float *dgamma,
-                                float *dbeta) {
+void CpuKernels::normParamGrads(DevicePtr dyPtr, DevicePtr xhatPtr,
+                                int64_t rows, int64_t cols, DevicePtr dgammaPtr,
+                                DevicePtr dbetaPtr) {
+  const float *dy = dyPtr.as<float>();
+  const float *xhat = xhatPtr.as<float>();
+  float *dgamma = dgammaPtr.as<float>();
+  float *dbeta = dbetaPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       dgamma[c] += dy[r * cols + c] * xhat[r * cols + c];
@@ -137,15 +231,20 @@ inline void gate(GateActivation act, float x, float &value, float &slope) {
 }
 } // namespace
 
-void CpuKernels::geluForward(const float *u, float *g, int64_t n) {
+void CpuKernels::geluForward(DevicePtr uPtr, DevicePtr gPtr, int64_t n) {
+  const float *u = uPtr.as<float>();
+  float *g = gPtr.as<float>();
   for (int64_t i = 0; i < n; ++i) {
     float slope;
     gate(GateActivation::Gelu, u[i], g[i], slope);
   }
 }
 
-void CpuKernels::geluBackward(const float *u, const float *dg, float *du,
+void CpuKernels::geluBackward(DevicePtr uPtr, DevicePtr dgPtr, DevicePtr duPtr,
                               int64_t n) {
+  const float *u = uPtr.as<float>();
+  const float *dg = dgPtr.as<float>();
+  float *du = duPtr.as<float>();
   for (int64_t i = 0; i < n; ++i) {
     float value, slope;
     gate(GateActivation::Gelu, u[i], value, slope);
@@ -153,8 +252,11 @@ void CpuKernels::geluBackward(const float *u, const float *dg, float *du,
   }
 }
 
-void CpuKernels::gatedForward(GateActivation act, const float *z,
-                              const float *u, float *g, int64_t n) {
+void CpuKernels::gatedForward(GateActivation act, DevicePtr zPtr,
+                              DevicePtr uPtr, DevicePtr gPtr, int64_t n) {
+  const float *z = zPtr.as<float>();
+  const float *u = uPtr.as<float>();
+  float *g = gPtr.as<float>();
   for (int64_t i = 0; i < n; ++i) {
     float value, slope;
     gate(act, z[i], value, slope);
@@ -162,9 +264,14 @@ void CpuKernels::gatedForward(GateActivation act, const float *z,
   }
 }
 
-void CpuKernels::gatedBackward(GateActivation act, const float *z,
-                               const float *u, const float *dg, float *dz,
-                               float *du, int64_t n) {
+void CpuKernels::gatedBackward(GateActivation act, DevicePtr zPtr,
+                               DevicePtr uPtr, DevicePtr dgPtr, DevicePtr dzPtr,
+                               DevicePtr duPtr, int64_t n) {
+  const float *z = zPtr.as<float>();
+  const float *u = uPtr.as<float>();
+  const float *dg = dgPtr.as<float>();
+  float *dz = dzPtr.as<float>();
+  float *du = duPtr.as<float>();
   for (int64_t i = 0; i < n; ++i) {
     float value, slope;
     gate(act, z[i], value, slope);
@@ -173,9 +280,10 @@ void CpuKernels::gatedBackward(GateActivation act, const float *z,
   }
 }
 
-void CpuKernels::rotate(float *x, int64_t rows, int64_t tokens, int64_t offset,
-                        int64_t heads, int64_t headDim, int64_t stride,
-                        double theta, bool inverse) {
+void CpuKernels::rotate(DevicePtr xPtr, int64_t rows, int64_t tokens,
+                        int64_t offset, int64_t heads, int64_t headDim,
+                        int64_t stride, double theta, bool inverse) {
+  float *x = xPtr.as<float>();
   const int64_t half = headDim / 2;
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t i = 0; i < half; ++i) {
@@ -195,18 +303,20 @@ void CpuKernels::rotate(float *x, int64_t rows, int64_t tokens, int64_t offset,
     }
 }
 
-void CpuKernels::attentionForward(const AttentionShape &s, const float *q,
-                                  const float *keys, const float *values,
-                                  float *probs, float *context) {
+void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
+                                  DevicePtr keysPtr, DevicePtr valuesPtr,
+                                  DevicePtr lsePtr, DevicePtr contextPtr) {
+  const float *q = qPtr.f32(), *keys = keysPtr.f32(), *values = valuesPtr.f32();
+  float *lse = lsePtr.f32(), *context = contextPtr.f32();
   const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim;
   const int64_t kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
   const float scale = 1.0f / std::sqrt(float(s.headDim));
+  std::vector<float> p(span);
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.tokens; ++i) {
         const int64_t kvAt = (h / group) * s.headDim;
         const float *qi = q + (r * s.tokens + i) * hd + h * s.headDim;
-        float *p = probs + ((r * s.heads + h) * s.tokens + i) * span;
         int64_t visible = s.offset + i + 1; // causal: keys [0, offset + i]
         float maxScore = -INFINITY;
         for (int64_t j = 0; j < visible; ++j) {
@@ -224,8 +334,8 @@ void CpuKernels::attentionForward(const AttentionShape &s, const float *q,
         }
         for (int64_t j = 0; j < visible; ++j)
           p[j] = float(p[j] / sum);
-        for (int64_t j = visible; j < span; ++j)
-          p[j] = 0.0f;
+        lse[(r * s.heads + h) * s.tokens + i] =
+            float(double(maxScore) + std::log(sum));
         float *ci = context + (r * s.tokens + i) * hd + h * s.headDim;
         std::fill(ci, ci + s.headDim, 0.0f);
         for (int64_t j = 0; j < visible; ++j) {
@@ -236,14 +346,19 @@ void CpuKernels::attentionForward(const AttentionShape &s, const float *q,
       }
 }
 
-void CpuKernels::attentionBackward(const AttentionShape &s, const float *q,
-                                   const float *keys, const float *values,
-                                   const float *probs, const float *dcontext,
-                                   float *dq, float *dkeys, float *dvalues) {
+void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
+                                   DevicePtr keysPtr, DevicePtr valuesPtr,
+                                   DevicePtr contextPtr, DevicePtr lsePtr,
+                                   DevicePtr dcontextPtr, DevicePtr dqPtr,
+                                   DevicePtr dkeysPtr, DevicePtr dvaluesPtr) {
+  const float *q = qPtr.f32(), *keys = keysPtr.f32(), *values = valuesPtr.f32(),
+              *context = contextPtr.f32(), *lse = lsePtr.f32(),
+              *dcontext = dcontextPtr.f32();
+  float *dq = dqPtr.f32(), *dkeys = dkeysPtr.f32(), *dvalues = dvaluesPtr.f32();
   const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim;
   const int64_t kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
   const float scale = 1.0f / std::sqrt(float(s.headDim));
-  std::vector<float> dp(span);
+  std::vector<float> p(span);
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.tokens; ++i) {
@@ -253,11 +368,25 @@ void CpuKernels::attentionBackward(const AttentionShape &s, const float *q,
         int64_t row = r * s.tokens + i;
         const float *qi = q + row * hd + h * s.headDim;
         const float *dci = dcontext + row * hd + h * s.headDim;
-        const float *p = probs + ((r * s.heads + h) * s.tokens + i) * span;
+        const float *ci = context + row * hd + h * s.headDim;
         float *dqi = dq + row * hd + h * s.headDim;
         int64_t visible = s.offset + i + 1;
-        // dP = dctx . V and dV += P dctx.
+        // FlashAttention's backward: P = exp(S - lse) from the kept
+        // log-sum-exp, and D = dctx . ctx = sum_j P_j dP_j.
+        double logSum = lse[(r * s.heads + h) * s.tokens + i];
+        for (int64_t j = 0; j < visible; ++j) {
+          const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
+          float dot = 0;
+          for (int64_t e = 0; e < s.headDim; ++e)
+            dot += qi[e] * kj[e];
+          p[j] = float(std::exp(double(dot * scale) - logSum));
+        }
         double weighted = 0;
+        for (int64_t e = 0; e < s.headDim; ++e)
+          weighted += double(dci[e]) * ci[e];
+        // dP = dctx . V and dV += P dctx; softmax backward, then the
+        // 1/sqrt(d) scale.
+        std::fill(dqi, dqi + s.headDim, 0.0f);
         for (int64_t j = 0; j < visible; ++j) {
           const float *vj = values + (r * s.seqLen + j) * kvw + kvAt;
           float *dvj = dvalues + (r * s.seqLen + j) * kvw + kvAt;
@@ -266,13 +395,7 @@ void CpuKernels::attentionBackward(const AttentionShape &s, const float *q,
             dot += dci[e] * vj[e];
             dvj[e] += p[j] * dci[e];
           }
-          dp[j] = dot;
-          weighted += double(p[j]) * dot;
-        }
-        // Softmax backward, then the 1/sqrt(d) scale.
-        std::fill(dqi, dqi + s.headDim, 0.0f);
-        for (int64_t j = 0; j < visible; ++j) {
-          float ds = p[j] * float(dp[j] - weighted) * scale;
+          float ds = p[j] * float(dot - weighted) * scale;
           const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
           float *dkj = dkeys + (r * s.seqLen + j) * kvw + kvAt;
           for (int64_t e = 0; e < s.headDim; ++e) {
@@ -283,10 +406,14 @@ void CpuKernels::attentionBackward(const AttentionShape &s, const float *q,
       }
 }
 
-void CpuKernels::embeddingForward(const int32_t *tokens, int64_t stride,
-                                  const float *table, const float *positions,
+void CpuKernels::embeddingForward(DevicePtr tokensPtr, int64_t stride,
+                                  DevicePtr tablePtr, DevicePtr positionsPtr,
                                   int64_t rows, int64_t length, int64_t offset,
-                                  int64_t hidden, float *out) {
+                                  int64_t hidden, DevicePtr outPtr) {
+  const int32_t *tokens = tokensPtr.as<int32_t>();
+  const float *table = tablePtr.as<float>();
+  const float *positions = positionsPtr.as<float>();
+  float *out = outPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
       const float *row = table + int64_t(tokens[r * stride + t]) * hidden;
@@ -296,11 +423,15 @@ void CpuKernels::embeddingForward(const int32_t *tokens, int64_t stride,
     }
 }
 
-void CpuKernels::embeddingBackward(const int32_t *tokens, int64_t stride,
-                                   const float *dout, int64_t rows,
+void CpuKernels::embeddingBackward(DevicePtr tokensPtr, int64_t stride,
+                                   DevicePtr doutPtr, int64_t rows,
                                    int64_t length, int64_t offset,
-                                   int64_t hidden, float *dtable,
-                                   float *dpositions) {
+                                   int64_t hidden, DevicePtr dtablePtr,
+                                   DevicePtr dpositionsPtr) {
+  const int32_t *tokens = tokensPtr.as<int32_t>();
+  const float *dout = doutPtr.as<float>();
+  float *dtable = dtablePtr.as<float>();
+  float *dpositions = dpositionsPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
       float *row = dtable + int64_t(tokens[r * stride + t]) * hidden;
@@ -313,9 +444,12 @@ void CpuKernels::embeddingBackward(const int32_t *tokens, int64_t stride,
     }
 }
 
-double CpuKernels::crossEntropyForward(float *logits, const int32_t *labels,
-                                       int64_t stride, int64_t rows,
-                                       int64_t length, int64_t vocab) {
+void CpuKernels::crossEntropyForward(DevicePtr logitsPtr, DevicePtr labelsPtr,
+                                     int64_t stride, int64_t rows,
+                                     int64_t length, int64_t vocab,
+                                     DevicePtr loss) {
+  float *logits = logitsPtr.as<float>();
+  const int32_t *labels = labelsPtr.as<int32_t>();
   double total = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
@@ -330,13 +464,16 @@ double CpuKernels::crossEntropyForward(float *logits, const int32_t *labels,
         z[v] = float(z[v] / sum);
       total -= std::log(std::max(double(z[labels[r * stride + t]]), 1e-30));
     }
-  return total;
+  *loss.as<double>() += total;
 }
 
-void CpuKernels::crossEntropyBackward(const float *probs, const int32_t *labels,
+void CpuKernels::crossEntropyBackward(DevicePtr probsPtr, DevicePtr labelsPtr,
                                       int64_t stride, int64_t rows,
                                       int64_t length, int64_t vocab,
-                                      float scale, float *dlogits) {
+                                      float scale, DevicePtr dlogitsPtr) {
+  const float *probs = probsPtr.as<float>();
+  const int32_t *labels = labelsPtr.as<int32_t>();
+  float *dlogits = dlogitsPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
       int64_t row = r * length + t;
@@ -346,8 +483,13 @@ void CpuKernels::crossEntropyBackward(const float *probs, const int32_t *labels,
     }
 }
 
-void CpuKernels::adamUpdate(float *w, const float *g, float *m, float *v,
-                            int64_t n, const AdamConfig &c, int64_t step) {
+void CpuKernels::adamUpdate(DevicePtr wPtr, DevicePtr gPtr, DevicePtr mPtr,
+                            DevicePtr vPtr, int64_t n, const AdamConfig &c,
+                            int64_t step, DevicePtr working) {
+  float *w = wPtr.as<float>();
+  const float *g = gPtr.as<float>();
+  float *m = mPtr.as<float>();
+  float *v = vPtr.as<float>();
   double correction1 = 1.0 - std::pow(double(c.beta1), double(step));
   double correction2 = 1.0 - std::pow(double(c.beta2), double(step));
   for (int64_t i = 0; i < n; ++i) {
@@ -357,6 +499,8 @@ void CpuKernels::adamUpdate(float *w, const float *g, float *m, float *v,
     w[i] -= float(c.learningRate * (mHat / (std::sqrt(vHat) + c.epsilon) +
                                     c.weightDecay * w[i]));
   }
+  if (working && working.get() != wPtr.get())
+    copy(working, wPtr, n);
 }
 
 //===----------------------------------------------------------------------===//
@@ -371,10 +515,12 @@ inline int64_t shardRow(int32_t token, int64_t first, int64_t count) {
 }
 } // namespace
 
-void CpuKernels::shardLookup(const int32_t *tokens, int64_t stride,
-                             int64_t rows, int64_t length, const float *table,
-                             int64_t first, int64_t count, int64_t hidden,
-                             float *out) {
+void CpuKernels::shardLookup(DevicePtr tokensPtr, int64_t stride, int64_t rows,
+                             int64_t length, DevicePtr tablePtr, int64_t first,
+                             int64_t count, int64_t hidden, DevicePtr outPtr) {
+  const int32_t *tokens = tokensPtr.as<int32_t>();
+  const float *table = tablePtr.as<float>();
+  float *out = outPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
       float *dst = out + (r * length + t) * hidden;
@@ -386,10 +532,14 @@ void CpuKernels::shardLookup(const int32_t *tokens, int64_t stride,
     }
 }
 
-void CpuKernels::shardScatterAdd(const int32_t *tokens, int64_t stride,
+void CpuKernels::shardScatterAdd(DevicePtr tokensPtr, int64_t stride,
                                  int64_t rows, int64_t length,
-                                 const float *dout, int64_t first,
-                                 int64_t count, int64_t hidden, float *dtable) {
+                                 DevicePtr doutPtr, int64_t first,
+                                 int64_t count, int64_t hidden,
+                                 DevicePtr dtablePtr) {
+  const int32_t *tokens = tokensPtr.as<int32_t>();
+  const float *dout = doutPtr.as<float>();
+  float *dtable = dtablePtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
       int64_t row = shardRow(tokens[r * stride + t], first, count);
@@ -402,10 +552,16 @@ void CpuKernels::shardScatterAdd(const int32_t *tokens, int64_t stride,
     }
 }
 
-void CpuKernels::shardSoftmaxStatistics(const float *logits, int64_t tokens,
+void CpuKernels::shardSoftmaxStatistics(DevicePtr logitsPtr, int64_t tokens,
                                         int64_t count, int64_t ld,
-                                        const float *reference, float *max,
-                                        float *sum, float *probs) {
+                                        DevicePtr referencePtr,
+                                        DevicePtr maxPtr, DevicePtr sumPtr,
+                                        DevicePtr probsPtr) {
+  const float *logits = logitsPtr.as<float>();
+  const float *reference = referencePtr.as<float>();
+  float *max = maxPtr.as<float>();
+  float *sum = sumPtr.as<float>();
+  float *probs = probsPtr.as<float>();
   for (int64_t t = 0; t < tokens; ++t) {
     const float *z = logits + t * ld;
     float m = -INFINITY;
@@ -424,9 +580,13 @@ void CpuKernels::shardSoftmaxStatistics(const float *logits, int64_t tokens,
   }
 }
 
-void CpuKernels::rescaleSum(const float *sum, const float *localMax,
-                            const float *globalMax, int64_t tokens,
-                            float *scaled) {
+void CpuKernels::rescaleSum(DevicePtr sumPtr, DevicePtr localMaxPtr,
+                            DevicePtr globalMaxPtr, int64_t tokens,
+                            DevicePtr scaledPtr) {
+  const float *sum = sumPtr.as<float>();
+  const float *localMax = localMaxPtr.as<float>();
+  const float *globalMax = globalMaxPtr.as<float>();
+  float *scaled = scaledPtr.as<float>();
   for (int64_t t = 0; t < tokens; ++t)
     // A shard without rows has sum 0 and max -inf: it contributes 0.
     scaled[t] = sum[t] == 0.0f
@@ -435,8 +595,12 @@ void CpuKernels::rescaleSum(const float *sum, const float *localMax,
                                                       double(globalMax[t])));
 }
 
-void CpuKernels::scaleRows(float *x, const float *factor, const float *divisor,
-                           int64_t tokens, int64_t count, int64_t ld) {
+void CpuKernels::scaleRows(DevicePtr xPtr, DevicePtr factorPtr,
+                           DevicePtr divisorPtr, int64_t tokens, int64_t count,
+                           int64_t ld) {
+  float *x = xPtr.as<float>();
+  const float *factor = factorPtr.as<float>();
+  const float *divisor = divisorPtr.as<float>();
   for (int64_t t = 0; t < tokens; ++t) {
     float f = float(double(factor[t]) / double(divisor[t]));
     for (int64_t v = 0; v < count; ++v)
@@ -444,10 +608,14 @@ void CpuKernels::scaleRows(float *x, const float *factor, const float *divisor,
   }
 }
 
-double CpuKernels::shardLoss(const float *logits, const int32_t *labels,
-                             int64_t stride, int64_t rows, int64_t length,
-                             int64_t first, int64_t count, int64_t ld,
-                             const float *max, const float *sum) {
+void CpuKernels::shardLoss(DevicePtr logitsPtr, DevicePtr labelsPtr,
+                           int64_t stride, int64_t rows, int64_t length,
+                           int64_t first, int64_t count, int64_t ld,
+                           DevicePtr maxPtr, DevicePtr sumPtr, DevicePtr loss) {
+  const float *logits = logitsPtr.as<float>();
+  const int32_t *labels = labelsPtr.as<int32_t>();
+  const float *max = maxPtr.as<float>();
+  const float *sum = sumPtr.as<float>();
   double total = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
@@ -458,13 +626,15 @@ double CpuKernels::shardLoss(const float *logits, const int32_t *labels,
       total += double(max[token]) + std::log(double(sum[token])) -
                double(logits[token * ld + row]);
     }
-  return total;
+  *loss.as<double>() += total;
 }
 
-void CpuKernels::shardSoftmaxGrad(float *probs, const int32_t *labels,
+void CpuKernels::shardSoftmaxGrad(DevicePtr probsPtr, DevicePtr labelsPtr,
                                   int64_t stride, int64_t rows, int64_t length,
                                   int64_t first, int64_t count, int64_t ld,
                                   float scale) {
+  float *probs = probsPtr.as<float>();
+  const int32_t *labels = labelsPtr.as<int32_t>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
       float *p = probs + (r * length + t) * ld;
@@ -476,16 +646,24 @@ void CpuKernels::shardSoftmaxGrad(float *probs, const int32_t *labels,
     }
 }
 
-void CpuKernels::labelRows(const int32_t *labels, int64_t stride, int64_t rows,
-                           int64_t length, const float *table, int64_t first,
-                           int64_t count, int64_t hidden, float *out) {
+void CpuKernels::labelRows(DevicePtr labelsPtr, int64_t stride, int64_t rows,
+                           int64_t length, DevicePtr tablePtr, int64_t first,
+                           int64_t count, int64_t hidden, DevicePtr outPtr) {
+  const int32_t *labels = labelsPtr.as<int32_t>();
+  const float *table = tablePtr.as<float>();
+  float *out = outPtr.as<float>();
   shardLookup(labels, stride, rows, length, table, first, count, hidden, out);
 }
 
-void CpuKernels::combineGrad(const float *a, const float *b,
-                             const float *scaled, const float *sum,
+void CpuKernels::combineGrad(DevicePtr aPtr, DevicePtr bPtr,
+                             DevicePtr scaledPtr, DevicePtr sumPtr,
                              int64_t tokens, int64_t hidden, float scale,
-                             float *out) {
+                             DevicePtr outPtr) {
+  const float *a = aPtr.as<float>();
+  const float *b = bPtr.as<float>();
+  const float *scaled = scaledPtr.as<float>();
+  const float *sum = sumPtr.as<float>();
+  float *out = outPtr.as<float>();
   for (int64_t t = 0; t < tokens; ++t) {
     float f = float(double(scaled[t]) / double(sum[t]));
     for (int64_t c = 0; c < hidden; ++c)

@@ -4,6 +4,9 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <thread>
 #include <vector>
 
 namespace sluice::rt {
@@ -24,7 +27,6 @@ namespace {
 
 class MpiRequest final : public Request {
 public:
-  MpiRequest() = default;
   ~MpiRequest() override {
     // A request destroyed before completion (an aborting run) is left to
     // MPI_Finalize/abort; waiting here could hang.
@@ -35,14 +37,63 @@ public:
     int flag = 0;
     MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
     done = flag != 0;
-    if (done)
-      payload.clear();
     return done;
   }
+  Status waitOn(Stream &) override {
+    // Host memory: the data is there once MPI says so; polling (not
+    // MPI_Wait) keeps the rank yielding its core to the others.
+    while (!test())
+      std::this_thread::yield();
+    return Status::ok();
+  }
   MPI_Request request = MPI_REQUEST_NULL;
-  std::vector<float> payload; // a send's copy of the data
   bool done = false;
 };
+
+MPI_Datatype mpiType(DType type) {
+  switch (type) {
+  case DType::F32:
+    return MPI_FLOAT;
+  case DType::F64:
+    return MPI_DOUBLE;
+  case DType::I32:
+    return MPI_INT;
+  case DType::BF16:
+    return MPI_UINT16_T;
+  }
+  return MPI_BYTE;
+}
+
+float bf16ToFloat(uint16_t value) {
+  uint32_t bits = uint32_t(value) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  bits += 0x7fff + ((bits >> 16) & 1); // round to nearest even
+  return uint16_t(bits >> 16);
+}
+
+void bf16SumOp(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<uint16_t *>(in), *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = floatToBf16(bf16ToFloat(a[i]) + bf16ToFloat(b[i]));
+}
+
+void bf16MaxOp(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<uint16_t *>(in), *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    if (bf16ToFloat(a[i]) > bf16ToFloat(b[i]))
+      b[i] = a[i];
+}
+
+MPI_Comm channelComm(void *const *channels, int channel) {
+  return *static_cast<MPI_Comm *>(channels[channel]);
+}
 } // namespace
 
 MpiCommunicator::MpiCommunicator() {
@@ -59,82 +110,112 @@ MpiCommunicator::MpiCommunicator() {
     MPI_Comm_dup(MPI_COMM_WORLD, comm);
     channel = comm;
   }
+  auto *sum = new MPI_Op, *max = new MPI_Op;
+  MPI_Op_create(&bf16SumOp, /*commute=*/1, sum);
+  MPI_Op_create(&bf16MaxOp, /*commute=*/1, max);
+  bf16Sum = sum;
+  bf16Max = max;
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  // The handles themselves go with MPI_Finalize.
+  for (void *channel : channels)
+    delete static_cast<MPI_Comm *>(channel);
+  delete static_cast<MPI_Op *>(bf16Sum);
+  delete static_cast<MPI_Op *>(bf16Max);
 }
 
 namespace {
-MPI_Comm channelComm(void *const *channels, int channel) {
-  return *static_cast<MPI_Comm *>(channels[channel]);
+MPI_Op reductionOp(Reduction reduction, DType type, void *bf16Sum,
+                   void *bf16Max) {
+  if (type == DType::BF16)
+    return *static_cast<MPI_Op *>(reduction == Reduction::Max ? bf16Max
+                                                               : bf16Sum);
+  return reduction == Reduction::Max ? MPI_MAX : MPI_SUM;
 }
 } // namespace
 
-std::unique_ptr<Request>
-MpiCommunicator::broadcastAsync(float *data, int64_t n, int root, int channel) {
+std::unique_ptr<Request> MpiCommunicator::broadcastAsync(DevicePtr data,
+                                                         int64_t count,
+                                                         int root, int channel,
+                                                         Stream &) {
   auto request = std::make_unique<MpiRequest>();
-  MPI_Ibcast(data, int(n), MPI_FLOAT, root, channelComm(channels, channel),
-             &request->request);
+  MPI_Ibcast(data.get(), int(count), mpiType(data.getType()), root,
+             channelComm(channels, channel), &request->request);
   return request;
 }
 
-std::unique_ptr<Request> MpiCommunicator::allReduceAsync(float *data, int64_t n,
-                                                         Reduction reduction,
-                                                         int channel) {
+std::unique_ptr<Request>
+MpiCommunicator::allReduceAsync(DevicePtr data, int64_t count,
+                                Reduction reduction, int channel, Stream &) {
   auto request = std::make_unique<MpiRequest>();
-  MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT,
-                 reduction == Reduction::Max ? MPI_MAX : MPI_SUM,
+  MPI_Iallreduce(MPI_IN_PLACE, data.get(), int(count), mpiType(data.getType()),
+                 reductionOp(reduction, data.getType(), bf16Sum, bf16Max),
                  channelComm(channels, channel), &request->request);
   return request;
 }
 
-std::unique_ptr<Request>
-MpiCommunicator::reduceSumAsync(float *data, int64_t n, int root, int channel) {
+std::unique_ptr<Request> MpiCommunicator::reduceSumAsync(DevicePtr data,
+                                                         int64_t count,
+                                                         int root, int channel,
+                                                         Stream &) {
   auto request = std::make_unique<MpiRequest>();
+  MPI_Datatype type = mpiType(data.getType());
+  MPI_Op op = reductionOp(Reduction::Sum, data.getType(), bf16Sum, bf16Max);
   if (worldRank == root)
-    MPI_Ireduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, root,
+    MPI_Ireduce(MPI_IN_PLACE, data.get(), int(count), type, op, root,
                 channelComm(channels, channel), &request->request);
   else
-    MPI_Ireduce(data, nullptr, int(n), MPI_FLOAT, MPI_SUM, root,
+    MPI_Ireduce(data.get(), nullptr, int(count), type, op, root,
                 channelComm(channels, channel), &request->request);
   return request;
 }
 
-std::unique_ptr<Request>
-MpiCommunicator::sendAsync(const float *data, int64_t n, int peer, int tag) {
+std::unique_ptr<Request> MpiCommunicator::sendAsync(DevicePtr data,
+                                                    int64_t count, int peer,
+                                                    int tag, Stream &) {
   auto request = std::make_unique<MpiRequest>();
-  request->payload.assign(data, data + n);
-  MPI_Isend(request->payload.data(), int(n), MPI_FLOAT, peer, tag,
+  MPI_Isend(data.get(), int(count), mpiType(data.getType()), peer, tag,
             MPI_COMM_WORLD, &request->request);
   return request;
 }
 
-std::unique_ptr<Request> MpiCommunicator::recvAsync(float *data, int64_t n,
-                                                    int peer, int tag) {
+std::unique_ptr<Request> MpiCommunicator::recvAsync(DevicePtr data,
+                                                    int64_t count, int peer,
+                                                    int tag, Stream &) {
   auto request = std::make_unique<MpiRequest>();
-  MPI_Irecv(data, int(n), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
-            &request->request);
+  MPI_Irecv(data.get(), int(count), mpiType(data.getType()), peer, tag,
+            MPI_COMM_WORLD, &request->request);
   return request;
 }
 
-Status MpiCommunicator::allReduceSum(float *data, int64_t n, const int *group,
-                                     int groupSize) {
+Status MpiCommunicator::allReduceSum(DevicePtr data, int64_t count,
+                                     const int *group, int groupSize,
+                                     Stream &) {
   // Groups are tiny (the two ends of a tied embedding): reduce to the
   // first member and send the sum back, on the largest tag, which message
-  // keys never reach.
+  // keys never reach. In place, in the data's own type.
   const int tag = tagUpperBound;
   int root = group[0];
+  MPI_Datatype type = mpiType(data.getType());
+  int64_t bytes = count * getSize(data.getType());
   if (worldRank == root) {
-    std::vector<float> incoming(n);
+    std::vector<char> incoming(bytes);
+    DevicePtr other(incoming.data(), data.getType());
+    MPI_Op op = reductionOp(Reduction::Sum, data.getType(), bf16Sum, bf16Max);
     for (int i = 1; i < groupSize; ++i) {
-      MPI_CHECK(MPI_Recv(incoming.data(), int(n), MPI_FLOAT, group[i], tag,
+      MPI_CHECK(MPI_Recv(incoming.data(), int(count), type, group[i], tag,
                          MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-      for (int64_t k = 0; k < n; ++k)
-        data[k] += incoming[k];
+      MPI_CHECK(MPI_Reduce_local(other.get(), data.get(), int(count), type,
+                                 op));
     }
     for (int i = 1; i < groupSize; ++i)
       MPI_CHECK(
-          MPI_Send(data, int(n), MPI_FLOAT, group[i], tag, MPI_COMM_WORLD));
+          MPI_Send(data.get(), int(count), type, group[i], tag, MPI_COMM_WORLD));
   } else {
-    MPI_CHECK(MPI_Send(data, int(n), MPI_FLOAT, root, tag, MPI_COMM_WORLD));
-    MPI_CHECK(MPI_Recv(data, int(n), MPI_FLOAT, root, tag, MPI_COMM_WORLD,
+    MPI_CHECK(
+        MPI_Send(data.get(), int(count), type, root, tag, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Recv(data.get(), int(count), type, root, tag, MPI_COMM_WORLD,
                        MPI_STATUS_IGNORE));
   }
   return Status::ok();

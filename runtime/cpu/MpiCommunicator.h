@@ -1,4 +1,17 @@
 //===- MpiCommunicator.h - Communication over MPI ---------------*- C++ -*-===//
+//
+// MPI_COMM_WORLD as a Communicator over host memory: every DevicePtr it is
+// given must be host memory (the CPU backend's, or the pinned staging
+// buffers of the CUDA backend's staged communicator). The streams it is
+// given are host streams, on which work runs when enqueued: an MPI call
+// is posted at once, and Request::waitOn blocks until MPI has finished.
+// Nothing is copied: a send reads its source until it completes.
+//
+// Element types: fp32, f64 and int32 map to MPI's; bf16 travels as 16-bit
+// words and is reduced with MPI operations of our own (round to nearest
+// even after each fp32 sum or max), since MPI has no bf16.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef SLUICE_RUNTIME_CPU_MPICOMMUNICATOR_H
 #define SLUICE_RUNTIME_CPU_MPICOMMUNICATOR_H
@@ -11,22 +24,25 @@ namespace sluice::rt {
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator();
+  ~MpiCommunicator() override;
   int rank() const override { return worldRank; }
   int size() const override { return worldSize; }
-  std::unique_ptr<Request> sendAsync(const float *data, int64_t n, int peer,
-                                     int tag) override;
-  std::unique_ptr<Request> recvAsync(float *data, int64_t n, int peer,
-                                     int tag) override;
+  std::unique_ptr<Request> sendAsync(DevicePtr data, int64_t count, int peer,
+                                     int tag, Stream &stream) override;
+  std::unique_ptr<Request> recvAsync(DevicePtr data, int64_t count, int peer,
+                                     int tag, Stream &stream) override;
   int maxTag() const override { return tagUpperBound - 1; }
-  std::unique_ptr<Request> broadcastAsync(float *data, int64_t n, int root,
-                                          int channel) override;
-  std::unique_ptr<Request> allReduceAsync(float *data, int64_t n,
-                                          Reduction reduction,
-                                          int channel) override;
-  std::unique_ptr<Request> reduceSumAsync(float *data, int64_t n, int root,
-                                          int channel) override;
-  Status allReduceSum(float *data, int64_t n, const int *group,
-                      int groupSize) override;
+  std::unique_ptr<Request> broadcastAsync(DevicePtr data, int64_t count,
+                                          int root, int channel,
+                                          Stream &stream) override;
+  std::unique_ptr<Request> allReduceAsync(DevicePtr data, int64_t count,
+                                          Reduction reduction, int channel,
+                                          Stream &stream) override;
+  std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
+                                          int root, int channel,
+                                          Stream &stream) override;
+  Status allReduceSum(DevicePtr data, int64_t count, const int *group,
+                      int groupSize, Stream &stream) override;
   Status allReduceSum(double *data, int64_t n) override;
   Status allReduceMax(double *data, int64_t n) override;
   Status gatherToRoot(const std::string &mine,
@@ -36,9 +52,11 @@ public:
 
 private:
   int worldRank = 0, worldSize = 1, tagUpperBound = 32767;
-  /// One duplicate of MPI_COMM_WORLD per channel (MPI_Comm values are ints
-  /// in MPICH and pointers in Open MPI: kept opaque here).
+  /// One duplicate of MPI_COMM_WORLD per channel, and the bf16 sum and max
+  /// operations (MPI handles are ints in MPICH and pointers in Open MPI:
+  /// kept opaque here).
   void *channels[kChannels] = {};
+  void *bf16Sum = nullptr, *bf16Max = nullptr;
 };
 
 } // namespace sluice::rt

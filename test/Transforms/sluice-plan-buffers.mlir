@@ -3,31 +3,40 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=terapipe microbatches=1 slices=2" --sluice-plan-buffers | FileCheck %s --check-prefix=SLICED
 
 // Stage 0 (embedding, two layers of hidden 32, 4 heads of 8, ffn 128) on
-// 16 tokens keeps per layer 512 + 16 (norm 1 output, 1/std) + 512 (Q) +
-// 4 x 16 x 16 (attention probabilities) + 512 (context) + 512 + 16 (norm 2)
-// + 2 x 16 x 128 (MLP) = 7200 floats: 57600 bytes for two layers. Keys,
-// values and their gradients: 4 x 16 x 32 floats per layer, 16384 bytes.
-// A message is 16 x 32 floats, 2048 bytes. BW's weight state (45056 bytes
-// for the layers, 2048 for the embedding's gradient) lives only within it.
-// CHECK-LABEL: sluice.device 0 attributes {buffers = array<i64: 57600, 16384, 2048, 57600, 16384, 47104>} {
-// Microbatch 0's forward state (slot 0) and keys (1) live until its BW; the
-// outgoing activation's slot (2) is free again once sent.
+// 16 tokens keeps per layer, each region aligned to 256 bytes
+// (runtime/Layout.h): 512 floats of norm 1 output (2048 bytes), 16 of
+// 1/std (256), 512 of Q (2048), 4 x 16 of attention log-sum-exp (256), 512
+// of context (2048), 512 + 16 of norm 2 (2048 + 256) and 2 x 16 x 128 of
+// MLP (16384): 25344 bytes, 50688 for two layers. Keys, values and their
+// gradients: 4 x 16 x 32 floats per layer, 16384 bytes. A message is
+// 16 x 32 floats, 2048 bytes. BW's weight state (45056 bytes for the
+// layers, 2048 for the embedding's gradient) lives only within it.
+// CHECK-LABEL: sluice.device 0 attributes {buffers = array<i64: 50688, 16384, 2048, 50688, 16384, 2048, 2048, 47104>} {
+// Microbatch 0's forward state (slot 0) and keys (1) live until its BW.
+// Sends copy nothing: the activation sent from slot 2 keeps it until this
+// device has consumed a message device 1 sent after receiving it (the
+// gradient of microbatch 0), so microbatch 1's activation takes slot 5.
 // CHECK-NEXT:    sluice.exec F @s0 {mb = 0, slice = 0} {kv = 1 : i64, out = 2 : i64, state = 0 : i64}
 // CHECK-NEXT:    sluice.send F @s0 {mb = 0, slice = 0} to 1 {buffer = 2 : i64}
-// CHECK-NEXT:    sluice.exec F @s0 {mb = 1, slice = 0} {kv = 4 : i64, out = 2 : i64, state = 3 : i64}
-// CHECK-NEXT:    sluice.send F @s0 {mb = 1, slice = 0} to 1 {buffer = 2 : i64}
-// CHECK-NEXT:    sluice.recv BW @s1 {mb = 0, slice = 0} from 1 {buffer = 2 : i64}
-// CHECK-NEXT:    sluice.exec BW @s0 {mb = 0, slice = 0} {in = 2 : i64, kv = 1 : i64, state = 0 : i64, wstate = 5 : i64}
+// CHECK-NEXT:    sluice.exec F @s0 {mb = 1, slice = 0} {kv = 4 : i64, out = 5 : i64, state = 3 : i64}
+// CHECK-NEXT:    sluice.send F @s0 {mb = 1, slice = 0} to 1 {buffer = 5 : i64}
+// CHECK-NEXT:    sluice.recv BW @s1 {mb = 0, slice = 0} from 1 {buffer = 6 : i64}
+// CHECK-NEXT:    sluice.exec BW @s0 {mb = 0, slice = 0} {in = 6 : i64, kv = 1 : i64, state = 0 : i64, wstate = 7 : i64}
+// Slot 2 is free again once that gradient has been consumed.
 // CHECK-NEXT:    sluice.recv BW @s1 {mb = 1, slice = 0} from 1 {buffer = 2 : i64}
-// CHECK-NEXT:    sluice.exec BW @s0 {mb = 1, slice = 0} {in = 2 : i64, kv = 4 : i64, state = 3 : i64, wstate = 5 : i64}
-// The last device holds one microbatch at a time: its slots are reused.
-// CHECK-LABEL: sluice.device 1 attributes {buffers = array<i64: 2048, 66112, 16384, 53504>} {
+// CHECK-NEXT:    sluice.exec BW @s0 {mb = 1, slice = 0} {in = 2 : i64, kv = 4 : i64, state = 3 : i64, wstate = 7 : i64}
+// The last device holds one microbatch at a time: its slots are reused,
+// but a gradient it sends keeps its slot to the end of the step (device 0
+// sends nothing after receiving it).
+// CHECK-LABEL: sluice.device 1 attributes {buffers = array<i64: 2048, 59392, 16384, 53504, 53504>} {
 // CHECK-NEXT:    sluice.recv F @s0 {mb = 0, slice = 0} from 0 {buffer = 0 : i64}
 // CHECK-NEXT:    sluice.exec F @s1 {mb = 0, slice = 0} {in = 0 : i64, kv = 2 : i64, state = 1 : i64}
 // CHECK-NEXT:    sluice.exec BW @s1 {mb = 0, slice = 0} {kv = 2 : i64, out = 0 : i64, state = 1 : i64, wstate = 3 : i64}
+// CHECK-NEXT:    sluice.send BW @s1 {mb = 0, slice = 0} to 0 {buffer = 0 : i64}
+// CHECK-NEXT:    sluice.recv F @s0 {mb = 1, slice = 0} from 0 {buffer = 2 : i64}
 
 // Split: B leaves weight state (slot 5) for W.
-// SPLIT:      sluice.exec B @s0 {mb = 0, slice = 0} {in = 2 : i64, kv = 1 : i64, state = 0 : i64, wstate = [[WS:[0-9]+]] : i64}
+// SPLIT:      sluice.exec B @s0 {mb = 0, slice = 0} {in = {{[0-9]+}} : i64, kv = 1 : i64, state = 0 : i64, wstate = [[WS:[0-9]+]] : i64}
 // SPLIT-NEXT: sluice.exec W @s0 {mb = 0, slice = 0} {state = 0 : i64, wstate = [[WS]] : i64}
 
 // Token slices share their microbatch's keys and values from the first

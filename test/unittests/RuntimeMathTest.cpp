@@ -4,7 +4,7 @@
 // exact derivative of the loss, and token slicing must not change a single
 // number beyond float rounding.
 
-#include "CpuKernels.h"
+#include "CpuDevice.h"
 #include "Stage.h"
 
 #include <gtest/gtest.h>
@@ -58,34 +58,52 @@ ModelConfig tinyModel(bool positions, bool bias, const char *norm,
   return m;
 }
 
+/// The device every test runs on: host memory.
+CpuDevice &cpu() {
+  static CpuDevice device;
+  return device;
+}
+
+/// Host memory for `bytes` of state, as floats.
+std::vector<float> stateFor(int64_t bytes) {
+  return std::vector<float>((bytes + 3) / 4, 0.0f);
+}
+
 /// Runs F, B and W of the whole model as one stage over `slices` equal
 /// token slices; returns the mean loss and leaves gradients in `store`.
 double runStep(const ModelConfig &model, ParameterStore &store,
                const std::vector<int32_t> &tokens, int slices) {
-  CpuKernels kernels;
-  StageRunner stage(model, {0, 1, 2, 3}, store, kernels);
+  StageRunner stage(model, {0, 1, 2, 3}, store,
+                    cpu().getKernels(StreamKind::Compute), Precision::fp32());
   int64_t rows = model.microBatch, seq = model.seqLen, len = seq / slices;
   TokenRows batch{tokens.data(), seq + 1};
   std::vector<std::vector<float>> fstate(slices), wstate(slices);
-  std::vector<float> kv(stage.getKeyValueFloats(rows));
-  std::vector<float> work(stage.getWorkspaceFloats({rows, seq, 0}));
+  std::vector<float> kv = stateFor(stage.getKeyValueBytes(rows));
+  std::vector<float> work = stateFor(stage.getWorkspaceBytes({rows, seq, 0}));
   double loss = 0;
   float scale = 1.0f / float(rows * seq);
   for (int k = 0; k < slices; ++k) {
     SliceShape s{rows, len, k * len};
-    fstate[k].resize(stage.getForwardStateFloats(s));
+    fstate[k] = stateFor(stage.getForwardStateBytes(s));
     stage.forward(s, batch, nullptr, nullptr, fstate[k].data(), kv.data(),
                   work.data(), &loss);
   }
   for (int k = slices - 1; k >= 0; --k) {
     SliceShape s{rows, len, k * len};
-    wstate[k].resize(stage.getWeightStateFloats(s));
+    wstate[k] = stateFor(stage.getWeightStateBytes(s));
     stage.backwardInput(s, batch, nullptr, nullptr, fstate[k].data(),
                         wstate[k].data(), kv.data(), work.data(), scale);
     stage.backwardWeight(s, batch, fstate[k].data(), wstate[k].data(),
                          work.data());
   }
   return loss * scale;
+}
+
+/// The store's flat weights and gradients, in host memory on the CPU.
+float *weightsOf(ParameterStore &store) { return store.getMasters().f32(); }
+std::vector<float> gradsOf(ParameterStore &store) {
+  const float *g = store.getGrads().f32();
+  return std::vector<float>(g, g + store.getTotalElements());
 }
 
 std::vector<int32_t> tokensFor(const ModelConfig &model) {
@@ -107,7 +125,7 @@ ParameterStore makeStore(const ModelConfig &model, uint64_t seed) {
   ParameterStore store;
   for (const ParameterSpec &p : getModelParameters(model))
     store.add(p);
-  store.allocate(seed);
+  EXPECT_TRUE(store.allocate(cpu(), Precision::fp32(), seed));
   return store;
 }
 
@@ -119,21 +137,22 @@ TEST_P(GradientCheck, MatchesFiniteDifferences) {
   ParameterStore store = makeStore(model, 42);
   std::vector<int32_t> tokens = tokensFor(model);
   runStep(model, store, tokens, 1);
-  std::vector<float> analytic = store.grads;
+  std::vector<float> analytic = gradsOf(store);
+  float *weights = weightsOf(store);
 
   // Small enough for the residual stream (activations around 0.02), large
   // enough for fp32 losses.
   const float eps = 2e-3f;
   int checked = 0;
-  for (size_t i = 0; i < store.weights.size(); i += 7) {
-    float saved = store.weights[i];
-    store.weights[i] = saved + eps;
+  for (int64_t i = 0; i < store.getTotalElements(); i += 7) {
+    float saved = weights[i];
+    weights[i] = saved + eps;
     store.zeroGrads();
     double up = runStep(model, store, tokens, 1);
-    store.weights[i] = saved - eps;
+    weights[i] = saved - eps;
     store.zeroGrads();
     double down = runStep(model, store, tokens, 1);
-    store.weights[i] = saved;
+    weights[i] = saved;
     double numeric = (up - down) / (2 * eps);
     EXPECT_NEAR(analytic[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
         << "parameter element " << i;
@@ -165,19 +184,19 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_P(GradientCheck, DirectionalDerivativePerTensor) {
   ModelConfig model = tinyModel(GetParam());
   ParameterStore store = makeStore(model, 11);
-  for (float &w : store.weights)
-    w *= 2.0f;
+  float *weights = weightsOf(store);
+  for (int64_t i = 0; i < store.getTotalElements(); ++i)
+    weights[i] *= 2.0f;
   std::vector<int32_t> tokens = tokensFor(model);
   store.zeroGrads();
   runStep(model, store, tokens, 1);
-  std::vector<float> analytic = store.grads;
+  std::vector<float> analytic = gradsOf(store);
 
   const double eps = 5e-4;
   std::mt19937 random(5);
   for (const ParameterSpec &spec : store.specs()) {
     int64_t at = store.offset(spec.name), n = spec.size();
-    std::vector<float> direction(n),
-        saved(store.weights.begin() + at, store.weights.begin() + at + n);
+    std::vector<float> direction(n), saved(weights + at, weights + at + n);
     double expected = 0;
     for (int64_t i = 0; i < n; ++i) {
       direction[i] = (random() & 1) ? 1.0f : -1.0f;
@@ -185,7 +204,7 @@ TEST_P(GradientCheck, DirectionalDerivativePerTensor) {
     }
     auto lossAt = [&](double t) {
       for (int64_t i = 0; i < n; ++i)
-        store.weights[at + i] = float(saved[i] + t * direction[i]);
+        weights[at + i] = float(saved[i] + t * direction[i]);
       store.zeroGrads();
       return runStep(model, store, tokens, 1);
     };
@@ -211,10 +230,11 @@ TEST_P(SlicedVariant, TokenSlicesChangeNothing) {
   double b = runStep(model, sliced, tokens, 3);
   EXPECT_NEAR(a, b, 1e-6 * std::fabs(a));
   double maxDiff = 0, maxGrad = 0;
-  for (size_t i = 0; i < whole.grads.size(); ++i) {
+  std::vector<float> wholeGrads = gradsOf(whole), slicedGrads = gradsOf(sliced);
+  for (size_t i = 0; i < wholeGrads.size(); ++i) {
     maxDiff =
-        std::max(maxDiff, double(std::fabs(whole.grads[i] - sliced.grads[i])));
-    maxGrad = std::max(maxGrad, double(std::fabs(whole.grads[i])));
+        std::max(maxDiff, double(std::fabs(wholeGrads[i] - slicedGrads[i])));
+    maxGrad = std::max(maxGrad, double(std::fabs(wholeGrads[i])));
   }
   EXPECT_LT(maxDiff, 1e-5 * maxGrad);
 }
@@ -232,7 +252,7 @@ INSTANTIATE_TEST_SUITE_P(
 // only: <rot(q, m), rot(k, n)> is the same for (m, n) and (m + d, n + d);
 // the inverse rotation undoes the forward one.
 TEST(RuntimeMath, RotaryScoresDependOnRelativePositions) {
-  CpuKernels kernels;
+  Kernels &kernels = cpu().getKernels(StreamKind::Compute);
   const int64_t heads = 2, headDim = 8, width = heads * headDim;
   std::mt19937 random(3);
   std::normal_distribution<float> normal;
@@ -269,10 +289,10 @@ TEST(RuntimeMath, InitialisationDependsOnNamesNotOrder) {
     all.add(p);
   for (const ParameterSpec &p : getLayerParameters(model, 2))
     lastOnly.add(p);
-  all.allocate(3);
-  lastOnly.allocate(3);
+  ASSERT_TRUE(all.allocate(cpu(), Precision::fp32(), 3));
+  ASSERT_TRUE(lastOnly.allocate(cpu(), Precision::fp32(), 3));
   const std::string name = "layers.1.mlp.up.weight";
-  EXPECT_EQ(0, std::memcmp(all.weight(name), lastOnly.weight(name),
+  EXPECT_EQ(0, std::memcmp(all.weight(name).get(), lastOnly.weight(name).get(),
                            sizeof(float) * 8 * 16));
 }
 

@@ -61,6 +61,12 @@ cl::opt<int64_t> microBatch("micro-batch",
                             cl::desc("Override the micro-batch size"),
                             cl::init(0), cl::value_desc("B"),
                             cl::cat(category));
+cl::opt<std::string> precision(
+    "precision",
+    cl::desc("Element types the plan trains in: bf16 (activations; fp32 "
+             "master weights, gradients, Adam moments) or fp32 (default: "
+             "the model's dtype)"),
+    cl::value_desc("bf16|fp32"), cl::cat(category));
 cl::opt<EmitKind> emit(
     "emit", cl::desc("IR to print"), cl::init(EmitKind::None),
     cl::values(clEnumValN(EmitKind::Model, "model", "the model-level module"),
@@ -396,7 +402,13 @@ int main(int argc, char **argv) {
                            : "--micro-batch must be positive, got " +
                                  llvm::Twine(int64_t(microBatch)));
   PassManager pm(&context);
-  pm.addPass(createSetMicrobatchShape({seqLen, microBatch}));
+  std::string dtype;
+  if (precision == "bf16" || precision == "fp32")
+    dtype = precision == "bf16" ? "bf16" : "f32";
+  else if (!precision.empty())
+    return fail("unknown --precision '" + precision +
+                "' (expected bf16 or fp32)");
+  pm.addPass(createSetMicrobatchShape({seqLen, microBatch, dtype}));
   if (failed(pm.run(*module)))
     return 1;
 

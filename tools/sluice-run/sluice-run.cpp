@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
-#include "CpuKernels.h"
+#include "CpuDevice.h"
 #include "Data.h"
 #include "Executor.h"
 #include "HostMemory.h"
@@ -40,6 +40,10 @@ cl::opt<std::string> planPath(cl::Positional, cl::desc("<plan.json>"),
                               cl::Required, cl::cat(category));
 cl::opt<std::string> backendName("backend", cl::desc("cpu (default) or cuda"),
                                  cl::init("cpu"), cl::cat(category));
+cl::opt<std::string> precisionName(
+    "precision",
+    cl::desc("bf16 or fp32 (default: the plan's; the CPU backend runs fp32)"),
+    cl::value_desc("bf16|fp32"), cl::cat(category));
 cl::opt<int64_t> steps("steps", cl::desc("Training steps to run"), cl::init(1),
                        cl::cat(category));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of weights and synthetic data"),
@@ -126,8 +130,9 @@ cl::opt<int> failRank("fail-rank",
 /// (or than --memory-limit), before anything is allocated: the kernel would
 /// otherwise kill a rank half-way through the first step.
 void checkHostMemory(Communicator &comm, const Plan &plan) {
-  MemoryNeed mine = reference ? getReferenceMemoryNeed(plan.model)
-                              : getDeviceMemoryNeed(plan, comm.rank());
+  MemoryNeed mine = reference
+                       ? getReferenceMemoryNeed(plan.model, plan.precision)
+                       : getDeviceMemoryNeed(plan, comm.rank());
   MemoryNeed host = mine;
   int hostRanks = 1, hostRank = 0;
   MPI_Comm node = MPI_COMM_NULL;
@@ -172,8 +177,11 @@ std::string gradPath(const std::string &dir, const std::string &name) {
 Status dumpGradients(const std::string &dir, ParameterStore &params) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  std::vector<float> grads;
+  if (Status st = params.read(ParameterStore::Tensor::Grads, grads); !st)
+    return st;
   for (const ParameterSpec &spec : params.specs()) {
-    const float *g = params.grad(spec.name);
+    const float *g = grads.data() + params.offset(spec.name);
     // A vocabulary shard writes its real rows under their row range.
     int64_t n = spec.getValidRows() * spec.getRowSize();
     std::string name = spec.name;
@@ -192,6 +200,9 @@ Status dumpGradients(const std::string &dir, ParameterStore &params) {
 Status compareGradients(const std::string &dir, ParameterStore &params,
                         double &worst, std::string &worstName) {
   worst = 0;
+  std::vector<float> grads;
+  if (Status st = params.read(ParameterStore::Tensor::Grads, grads); !st)
+    return st;
   for (const ParameterSpec &spec : params.specs()) {
     std::ifstream in(gradPath(dir, spec.name), std::ios::binary);
     if (!in)
@@ -212,7 +223,7 @@ Status compareGradients(const std::string &dir, ParameterStore &params,
     std::vector<float> expected(n);
     in.read(reinterpret_cast<char *>(expected.data()),
             std::streamsize(n * sizeof(float)));
-    const float *g = params.grad(spec.name);
+    const float *g = grads.data() + params.offset(spec.name);
     for (int64_t i = n; i < spec.size(); ++i)
       if (g[i] != 0.0f)
         return Status::error("padding row " +
@@ -238,8 +249,12 @@ std::string profileJson(Executor &executor, const Plan &plan,
   // One rank at a time, so that ranks sharing a machine do not slow each
   // other's timings down.
   for (int rank = 0; profileSlices && rank < comm.size(); ++rank) {
+    std::map<std::string, std::vector<Executor::SliceSample>> calibration;
     if (rank == comm.rank())
-      for (const auto &[stage, samples] : executor.calibrateSlices(5)) {
+      if (Status st = executor.calibrateSlices(5, calibration); !st)
+        failRun(comm, st.message());
+    if (rank == comm.rank())
+      for (const auto &[stage, samples] : calibration) {
         nlohmann::json &list = stages[stage]["slice_samples"];
         list = nlohmann::json::array();
         for (const Executor::SliceSample &s : samples)
@@ -302,6 +317,20 @@ int main(int argc, char **argv) {
         failEverywhere(comm, "message key " + std::to_string(instr.key) +
                                  " exceeds the MPI tag limit " +
                                  std::to_string(comm.maxTag()));
+  if (!precisionName.empty()) {
+    Precision run;
+    if (!Precision::parse(precisionName, run))
+      failEverywhere(comm, "unknown --precision '" + precisionName +
+                               "' (expected bf16 or fp32)");
+    if (Status st = plan.setPrecision(run); !st)
+      failEverywhere(comm, st.message());
+  }
+  CpuDevice device;
+  if (!device.supports(plan.precision))
+    failEverywhere(comm, "the " + device.describe() +
+                             " backend computes in fp32; plan '" + planPath +
+                             "' trains in " + plan.precision.getName() +
+                             " (compile it with --precision fp32)");
   checkHostMemory(comm, plan);
   std::unique_ptr<TokenSource> data;
   int64_t vocab = plan.model.layers.front().vocab;
@@ -313,7 +342,6 @@ int main(int argc, char **argv) {
            !st)
     failEverywhere(comm, st.message());
 
-  CpuKernels kernels;
   TrainerOptions options;
   options.seed = seed;
   options.adam.learningRate = learningRate;
@@ -322,14 +350,16 @@ int main(int argc, char **argv) {
   std::unique_ptr<Trainer> trainer;
   Executor *executor = nullptr;
   if (reference) {
-    trainer = std::make_unique<ReferenceTrainer>(plan.model, plan.microbatches,
-                                                 kernels, *data, options);
+    trainer = std::make_unique<ReferenceTrainer>(
+        plan.model, plan.microbatches, plan.precision, device, *data, options);
   } else {
-    auto e = std::make_unique<Executor>(plan, comm.rank(), kernels, comm, *data,
+    auto e = std::make_unique<Executor>(plan, comm.rank(), device, comm, *data,
                                         options);
     executor = e.get();
     trainer = std::move(e);
   }
+  if (Status st = trainer->prepare(); !st)
+    failRun(comm, st.message());
   int64_t done = 0;
   if (!loadDir.empty())
     if (Status st = loadCheckpoint(loadDir, trainer->getParameters(), done);

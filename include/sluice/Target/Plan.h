@@ -8,6 +8,7 @@
 #ifndef SLUICE_TARGET_PLAN_H
 #define SLUICE_TARGET_PLAN_H
 
+#include "runtime/DType.h"
 #include "runtime/ModelConfig.h"
 #include "sluice/SluiceOps.h"
 
@@ -20,14 +21,20 @@ namespace mlir::sluice {
 /// The runtime's plain data types (runtime/*.h live in ::sluice::rt).
 namespace rt = ::sluice::rt;
 
-/// The version this compiler writes (2: vocabulary shards and collectives);
-/// the runtime reads 1 and 2.
-constexpr int kPlanVersion = 2;
+/// The version this compiler writes (2: vocabulary shards and collectives;
+/// 3: element types, typed buffer regions, log-sum-exp attention state);
+/// the runtime reads 1 to 3.
+constexpr int kPlanVersion = 3;
 
 /// The model section of a plan: the model's layers in chain order. With
 /// sharded vocabulary layers (sluice-partition-vocab) the embedding and
 /// output layer are rebuilt from the shards and marked `sharded`.
 rt::ModelConfig getModelConfig(ModelOp model);
+
+/// The element types a plan of `model` runs in, from its `dtype`: bf16
+/// activations with fp32 masters (bf16), or fp32 throughout (f32). Any
+/// other dtype is an error at the model: the runtime trains in these two.
+FailureOr<rt::Precision> getPrecision(ModelOp model);
 
 /// Per stage, the indices into getModelConfig's layers that it runs: a
 /// stage's layer ops in order, plus, with sharded vocabulary layers, the

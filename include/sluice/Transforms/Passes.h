@@ -17,11 +17,12 @@ namespace mlir::sluice {
 #define GEN_PASS_DECL
 #include "sluice/Transforms/Passes.h.inc"
 
-/// Sets `seq_len` and `micro_batch` of `model` (zero keeps a value) and
-/// retypes every activation to match. Emits an error on the model and fails
-/// for a negative size.
+/// Sets `seq_len`, `micro_batch` and `dtype` of `model` (zero or empty
+/// keeps a value; dtype "bf16" or "f32") and retypes every activation to
+/// match. Emits an error on the model and fails for a negative size or
+/// another dtype.
 LogicalResult setMicrobatchShape(ModelOp model, int64_t seqLen,
-                                 int64_t microBatch);
+                                 int64_t microBatch, StringRef dtype = "");
 
 /// What sluice-partition-stages does, callable without a pass manager.
 struct StagePartitionOptions {

@@ -6,13 +6,15 @@
 include "mlir/Pass/PassBase.td"
 
 def SetMicrobatchShape : Pass<"sluice-set-microbatch-shape", "ModuleOp"> {
-  let summary = "Set the sequence length and micro-batch size of every model";
+  let summary = "Set the sequence length, micro-batch size and element type of every model";
   let description = [{
     Rewrites the `seq_len` and `micro_batch` attributes of each
     `sluice.model` and the types of all its activations to match, so that
-    one model description serves any training shape. This is what
-    `sluice-compile --seq-len S --micro-batch B` runs. A zero option keeps
-    the model's value.
+    one model description serves any training shape. `dtype` (`bf16` or
+    `f32`) sets the element type the same way: the precision a plan trains
+    in (docs/precision.md). This is what `sluice-compile --seq-len S
+    --micro-batch B --precision bf16|fp32` runs. A zero or empty option
+    keeps the model's value.
 
     Before, with `seq-len=4096`:
 
@@ -38,7 +40,10 @@ def SetMicrobatchShape : Pass<"sluice-set-microbatch-shape", "ModuleOp"> {
     Option<"seqLen", "seq-len", "int64_t", /*default=*/"0",
            "tokens per sequence (0 keeps the model's)">,
     Option<"microBatch", "micro-batch", "int64_t", /*default=*/"0",
-           "sequences per microbatch (0 keeps the model's)">
+           "sequences per microbatch (0 keeps the model's)">,
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"\"",
+           "element type of activations and weights: bf16 or f32 (empty "
+           "keeps the model's)">
   ];
 }
 
@@ -362,12 +367,19 @@ def PlanBuffers : Pass<"sluice-plan-buffers", "ModuleOp"> {
     * a microbatch's keys and values, from its first slice's F to its first
       slice's B (later slices read them and add into their gradients);
     * an activation or gradient on its way to the next stage: from the pass
-      that produces it to the send, or to the consuming pass when the next
-      stage is on the same device; and a received one, from the receive to
-      the pass that consumes it.
+      that produces it until its send has surely completed, or to the
+      consuming pass when the next stage is on the same device; and a
+      received one, from the receive to the pass that consumes it.
 
-    Sizes follow the CPU runtime's layout (runtime/Layout.h) so the runtime
-    can carve its tensors from the slots and check them. Each device gets
+    Sends copy nothing, so the runtime waits for a send before its slot is
+    written again. That wait must not deadlock: a sent slot is freed only
+    after this device has consumed a message that the peer sent later in
+    its program than its receive of this one (so the peer has posted that
+    receive), else at the end of the step.
+
+    Sizes and element types follow the runtime's layout (runtime/Layout.h,
+    for the model's dtype: bf16 or f32) so the runtime can carve its typed
+    tensors from the slots and check them. Each device gets
     `buffers` (bytes per slot); each instruction names its slots (`state`,
     `wstate`, `kv`, `in`, `out` on `sluice.exec`, `buffer` on send and
     receive). Passes run on the compute stream, sends and receives on the
