@@ -28,7 +28,12 @@ case $schedule in
   seq1f1b | seq1f1b-i | terapipe) slices_list=${SLICES:-"2 4"} ;;
   *) slices_list="1" ;;
 esac
-mpirun_flags=(--oversubscribe --mca pml ob1 --mca btl self,vader)
+# A small eager limit makes every message a rendezvous: a send completes
+# only once its receive is posted, so the slot-lifetime contract of
+# docs/plan-format.md (sends copy nothing) is what keeps these runs right
+# and deadlock-free.
+mpirun_flags=(--oversubscribe --mca pml ob1 --mca btl self,vader
+              --mca btl_vader_eager_limit 1024 --mca btl_vader_rndv_eager_limit 256)
 status=0
 for p in 2 4; do
   for m in $p $((2 * p)); do

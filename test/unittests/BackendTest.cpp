@@ -1,0 +1,194 @@
+//===- BackendTest.cpp - The device seam on the CPU backend ---------------===//
+//
+// What the executor relies on from any backend, checked on the CPU one:
+// owned, zero-filled typed buffers; conversions between element types
+// (bf16 rounds to nearest even, as CUDA's __float2bfloat16_rn); strided
+// copies; the loss accumulated on the device; attention state that keeps
+// a log-sum-exp per query instead of its probabilities; and the typed
+// layout that plan buffers are sized by.
+
+#include "CpuDevice.h"
+#include "Layout.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+using namespace sluice::rt;
+
+namespace {
+
+TEST(Backend, BuffersAreOwnedTypedAndZeroFilled) {
+  CpuDevice device;
+  DeviceBuffer a;
+  ASSERT_TRUE(device.allocate(DType::BF16, 1000, a));
+  EXPECT_EQ(a.getType(), DType::BF16);
+  EXPECT_EQ(a.getBytes(), 2000);
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_EQ(a.get().as<uint16_t>()[i], 0);
+  void *memory = a.get().get();
+  DeviceBuffer b = std::move(a);
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(b.get().get(), memory);
+  b.reset();
+  EXPECT_TRUE(b.empty());
+  DeviceBuffer bad;
+  EXPECT_FALSE(device.allocate(DType::F32, -1, bad));
+}
+
+TEST(Backend, DevicePointersCountElementsOfTheirType) {
+  float data[8];
+  DevicePtr p(data);
+  EXPECT_EQ((p + 3).get(), data + 3);
+  DevicePtr half(data, DType::BF16);
+  EXPECT_EQ((half + 4).get(), data + 2);
+  EXPECT_FALSE(DevicePtr() + 5);
+  EXPECT_EQ(p.atByte(8, DType::F64).getType(), DType::F64);
+}
+
+float bf16Round(float x) {
+  CpuDevice device;
+  Kernels &k = device.getKernels(StreamKind::Compute);
+  uint16_t half = 0;
+  float back = 0;
+  k.copy(DevicePtr(&half, DType::BF16), DevicePtr(&x), 1);
+  k.copy(DevicePtr(&back), DevicePtr(&half, DType::BF16), 1);
+  return back;
+}
+
+TEST(Backend, Bf16RoundsToNearestEven) {
+  // bf16 keeps 8 significant bits: around 1 its step is 2^-7.
+  EXPECT_EQ(bf16Round(1.0f), 1.0f);
+  EXPECT_EQ(bf16Round(1.0f + 0x1p-8f), 1.0f); // halfway: to even (1.0)
+  EXPECT_EQ(bf16Round(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f); // halfway: up
+  EXPECT_EQ(bf16Round(1.0f + 0x1p-7f + 1e-4f), 1.0f + 0x1p-7f);
+  EXPECT_EQ(bf16Round(-2.5f), -2.5f);
+  EXPECT_TRUE(std::isinf(bf16Round(INFINITY)));
+}
+
+TEST(Backend, StridedCopyMovesRowBlocksInOneCall) {
+  CpuDevice device;
+  Kernels &k = device.getKernels(StreamKind::Compute);
+  // Two batches of 3 rows of 2 from a [2][3][4] block into a [2][5][2]
+  // cache at row 1.
+  std::vector<float> src(24), dst(20, -1.0f);
+  for (int i = 0; i < 24; ++i)
+    src[i] = float(i);
+  k.copyStrided(dst.data() + 2, src.data() + 1, {2, 3, 2, 12, 4, 10, 2});
+  for (int b = 0; b < 2; ++b)
+    for (int r = 0; r < 5; ++r)
+      for (int c = 0; c < 2; ++c) {
+        float want = r >= 1 && r <= 3 ? src[b * 12 + (r - 1) * 4 + 1 + c]
+                                      : -1.0f;
+        EXPECT_EQ(dst[b * 10 + r * 2 + c], want) << b << " " << r << " " << c;
+      }
+}
+
+TEST(Backend, LossAccumulatesOnTheDevice) {
+  CpuDevice device;
+  Kernels &k = device.getKernels(StreamKind::Compute);
+  DeviceBuffer loss;
+  ASSERT_TRUE(device.allocate(DType::F64, 1, loss));
+  k.fill(loss.get(), 0.0, 1);
+  // Uniform logits over 4 classes: each token costs ln 4.
+  std::vector<float> logits(2 * 4, 0.5f);
+  int32_t labels[3] = {0, 1, 2};
+  k.crossEntropyForward(logits.data(), labels, 3, 1, 2, 4, loss.get());
+  std::fill(logits.begin(), logits.end(), 0.5f);
+  k.crossEntropyForward(logits.data(), labels, 3, 1, 2, 4, loss.get());
+  double host = 0;
+  device.download(&host, loss.get(), sizeof(host),
+                  device.getStream(StreamKind::Compute));
+  EXPECT_NEAR(host, 4 * std::log(4.0), 1e-6);
+}
+
+TEST(Backend, AttentionKeepsTheLogSumExpOfEachQuery) {
+  CpuDevice device;
+  Kernels &k = device.getKernels(StreamKind::Compute);
+  // One row, 3 queries after 2 tokens of context, 2 heads of 4 sharing
+  // one key/value head (grouped-query attention).
+  AttentionShape s{1, 3, 2, 5, 2, 4, 1};
+  std::mt19937 random(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> q(3 * 8), keys(5 * 4), values(5 * 4), lse(2 * 3),
+      ctx(3 * 8);
+  for (auto *v : {&q, &keys, &values})
+    for (float &x : *v)
+      x = normal(random);
+  k.attentionForward(s, q.data(), keys.data(), values.data(), lse.data(),
+                     ctx.data());
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 3; ++i) {
+      double sum = 0;
+      for (int j = 0; j <= 2 + i; ++j) {
+        double dot = 0;
+        for (int e = 0; e < 4; ++e)
+          dot += double(q[i * 8 + h * 4 + e]) * keys[j * 4 + e];
+        sum += std::exp(dot / 2.0);
+      }
+      EXPECT_NEAR(lse[h * 3 + i], std::log(sum), 1e-5);
+    }
+}
+
+ModelConfig layoutModel(int64_t seqLen) {
+  ModelConfig m;
+  m.seqLen = seqLen;
+  m.microBatch = 1;
+  m.hidden = 64;
+  LayerConfig t;
+  t.kind = LayerKind::Transformer;
+  t.heads = 4;
+  t.kvHeads = 2;
+  t.headDim = 16;
+  t.ffn = 128;
+  t.mlp = "swiglu";
+  m.layers = {t};
+  return m;
+}
+
+TEST(Layout, AttentionStateDoesNotGrowWithContext) {
+  // The forward state of a slice keeps a log-sum-exp per query: the same
+  // bytes whatever context the slice attends to (FlashAttention), where
+  // probabilities would grow with it.
+  ModelConfig m = layoutModel(4096);
+  Precision fp32 = Precision::fp32();
+  int64_t first = getForwardStateBytes(m, {0}, {1, 128, 0}, fp32);
+  int64_t last = getForwardStateBytes(m, {0}, {1, 128, 3968}, fp32);
+  EXPECT_EQ(first, last);
+  // And linear in the slice's length.
+  EXPECT_EQ(getForwardStateBytes(m, {0}, {1, 256, 0}, fp32), 2 * first);
+}
+
+TEST(Layout, Bf16HalvesActivationsAndKeepsStatisticsInFp32) {
+  ModelConfig m = layoutModel(64);
+  SliceShape s{1, 64, 0};
+  Precision fp32 = Precision::fp32(), bf16 = Precision::bf16();
+  int64_t statistics = 0;
+  walkForwardState(m, m.layers[0], s, [&](Field, int64_t count, Storage st) {
+    if (st == Storage::Fp32)
+      statistics += count;
+  });
+  EXPECT_GT(statistics, 0); // 1/std of both norms, the log-sum-exp
+  // Every region aligned: the totals are sums of rounded-up regions.
+  auto aligned = [](int64_t bytes) {
+    return (bytes + kRegionAlignment - 1) / kRegionAlignment *
+           kRegionAlignment;
+  };
+  int64_t want32 = 0, want16 = 0;
+  walkForwardState(m, m.layers[0], s, [&](Field, int64_t count, Storage st) {
+    want32 += aligned(count * 4);
+    want16 += aligned(count * (st == Storage::Fp32 ? 4 : 2));
+  });
+  EXPECT_EQ(getForwardStateBytes(m, {0}, s, fp32), want32);
+  EXPECT_EQ(getForwardStateBytes(m, {0}, s, bf16), want16);
+  EXPECT_LT(want16, want32);
+  // Keys and values in bf16, their gradient accumulators in fp32.
+  int64_t cache = 64 * 2 * 16;
+  EXPECT_EQ(getKeyValueBytes(m, {0}, 1, bf16),
+            aligned(cache * 2) * 2 + aligned(cache * 4) * 2);
+  EXPECT_EQ(getMessageBytes(m, s, bf16), 64 * 64 * 2);
+}
+
+} // namespace
