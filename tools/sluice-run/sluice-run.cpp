@@ -18,6 +18,9 @@
 #include "HostMemory.h"
 #include "MpiCommunicator.h"
 #include "Plan.h"
+#if SLUICE_HAVE_CUDA
+#include "CudaBackend.h"
+#endif
 
 #include "llvm/Support/CommandLine.h"
 
@@ -38,12 +41,21 @@ namespace {
 cl::OptionCategory category("sluice-run options");
 cl::opt<std::string> planPath(cl::Positional, cl::desc("<plan.json>"),
                               cl::Required, cl::cat(category));
-cl::opt<std::string> backendName("backend", cl::desc("cpu (default) or cuda"),
+cl::opt<std::string> backendName("backend",
+                                 cl::desc("cpu (default) or cuda (a GPU per "
+                                          "rank, shared when ranks outnumber "
+                                          "GPUs)"),
                                  cl::init("cpu"), cl::cat(category));
 cl::opt<std::string> precisionName(
     "precision",
     cl::desc("bf16 or fp32 (default: the plan's; the CPU backend runs fp32)"),
     cl::value_desc("bf16|fp32"), cl::cat(category));
+cl::opt<std::string> transport(
+    "transport",
+    cl::desc("With --backend cuda: nccl (one rank per GPU), mpi (through "
+             "pinned host memory; ranks may share a GPU) or auto (nccl "
+             "unless ranks share a GPU)"),
+    cl::init("auto"), cl::cat(category));
 cl::opt<int64_t> steps("steps", cl::desc("Training steps to run"), cl::init(1),
                        cl::cat(category));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of weights and synthetic data"),
@@ -273,6 +285,97 @@ std::string profileJson(Executor &executor, const Plan &plan,
       stages[stage.name]["layers"] = stage.layers.size();
   return stages.dump();
 }
+
+/// This rank's device and the communicator its plan runs over.
+struct RankBackend {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Communicator> owned;
+  Communicator *comm = nullptr;
+};
+
+/// Ends every rank when any failed `st` (each failing rank says why), so
+/// that no rank is left waiting in a collective the others never join.
+void agree(MpiCommunicator &world, const Status &st) {
+  int failed = st ? 0 : 1, anyFailed = failed;
+  if (world.size() > 1)
+    MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!anyFailed)
+    return;
+  if (failed)
+    std::fprintf(stderr, "sluice-run: error: rank %d: %s\n", world.rank(),
+                 st.message().c_str());
+  MPI_Finalize();
+  std::exit(1);
+}
+
+#if SLUICE_HAVE_CUDA
+/// Refuses a run whose ranks on one GPU need more than its free memory,
+/// before anything is allocated.
+Status checkDeviceMemory(MpiCommunicator &world, const Plan &plan,
+                         Device &device, const cuda::Placement &placement) {
+  MemoryNeed mine = reference
+                        ? getReferenceMemoryNeed(plan.model, plan.precision)
+                        : getDeviceMemoryNeed(plan, world.rank());
+  int64_t need = mine.bytes;
+  if (world.size() > 1) {
+    // The ranks sharing this rank's GPU: same host, same GPU.
+    MPI_Comm node = MPI_COMM_NULL, gpu = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank(),
+                        MPI_INFO_NULL, &node);
+    MPI_Comm_split(node, placement.gpu, world.rank(), &gpu);
+    MPI_Allreduce(&mine.bytes, &need, 1, MPI_INT64_T, MPI_SUM, gpu);
+    MPI_Comm_free(&gpu);
+    MPI_Comm_free(&node);
+  }
+  int64_t limit = memoryLimit >= 0
+                      ? int64_t(memoryLimit * 1024.0 * 1024.0 * 1024.0)
+                      : device.getFreeBytes();
+  MemoryNeed total{mine.parameters, need};
+  std::string who = placement.sharing > 1
+                        ? "the " + std::to_string(placement.sharing) +
+                              " ranks on " + device.describe() + " need"
+                        : "rank " + std::to_string(world.rank()) + " needs";
+  return checkMemoryNeed(total, limit, who,
+                         memoryLimit >= 0 ? "that --memory-limit allows"
+                                          : "free on " + device.describe());
+}
+#endif
+
+void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
+  if (backendName == "cpu") {
+    out.device = std::make_unique<CpuDevice>();
+    out.comm = &world;
+    if (!out.device->supports(plan.precision))
+      failEverywhere(world, "the " + out.device->describe() +
+                                " backend computes in fp32; plan '" +
+                                planPath + "' trains in " +
+                                plan.precision.getName() +
+                                " (compile it with --precision fp32)");
+    checkHostMemory(world, plan);
+    return;
+  }
+#if SLUICE_HAVE_CUDA
+  cuda::Placement placement;
+  agree(world, cuda::placeRank(world, placement));
+  if (placement.empty())
+    agree(world, Status::error("--backend cuda: this host has no usable GPU "
+                               "(no device, or no driver)"));
+  agree(world, cuda::openDevice(placement, out.device));
+  agree(world, checkDeviceMemory(world, plan, *out.device, placement));
+  std::string chosen;
+  agree(world, cuda::openCommunicator(world, *out.device, placement, plan,
+                                      transport, out.owned, chosen));
+  out.comm = out.owned.get();
+  if (world.rank() == 0)
+    std::printf("backend: %s, %s, %s transport, %d rank(s) per GPU\n",
+                out.device->describe().c_str(), plan.precision.getName(),
+                chosen.c_str(), placement.sharing);
+#else
+  failEverywhere(world, "this sluice-run was built without the CUDA backend "
+                        "(nvcc was not found when it was configured); use "
+                        "--backend cpu");
+#endif
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -280,58 +383,55 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "sluice-run: train a model with a plan\n");
-  MpiCommunicator comm;
-  bool root = comm.rank() == 0;
+  MpiCommunicator world;
+  bool root = world.rank() == 0;
 
   // Everything that can be wrong before work starts is checked here, the
   // same way on every rank, so the job ends with one message.
-  if (backendName == "cuda")
-    failEverywhere(comm, "the CUDA backend of sluice-run is not available "
-                         "yet; use --backend cpu");
-  if (backendName != "cpu")
-    failEverywhere(comm, "unknown --backend '" + backendName +
-                             "' (expected cpu or cuda)");
+  if (backendName != "cpu" && backendName != "cuda")
+    failEverywhere(world, "unknown --backend '" + backendName +
+                              "' (expected cpu or cuda)");
+  if (transport != "auto" && transport != "nccl" && transport != "mpi")
+    failEverywhere(world, "unknown --transport '" + transport +
+                              "' (expected auto, nccl or mpi)");
   if (steps < 1)
-    failEverywhere(comm, "--steps must be positive, got " +
+    failEverywhere(world, "--steps must be positive, got " +
                              std::to_string(int64_t(steps)));
   if (!dumpGrads.empty() && !checkAgainst.empty())
-    failEverywhere(comm, "--dump-grads and --check-against exclude each other");
+    failEverywhere(world, "--dump-grads and --check-against exclude each other");
   if (profileSlices && profilePath.empty())
-    failEverywhere(comm, "--profile-slices needs --profile FILE");
+    failEverywhere(world, "--profile-slices needs --profile FILE");
   Plan plan;
   if (Status st = loadPlan(planPath, plan); !st)
-    failEverywhere(comm, st.message());
-  if (reference && comm.size() != 1)
-    failEverywhere(comm, "--reference runs in one process; start it without "
+    failEverywhere(world, st.message());
+  if (reference && world.size() != 1)
+    failEverywhere(world, "--reference runs in one process; start it without "
                          "mpirun (got " +
-                             std::to_string(comm.size()) + " ranks)");
-  if (!reference && plan.devices != comm.size())
-    failEverywhere(comm, "plan '" + planPath + "' is for " +
+                             std::to_string(world.size()) + " ranks)");
+  if (!reference && plan.devices != world.size())
+    failEverywhere(world, "plan '" + planPath + "' is for " +
                              std::to_string(plan.devices) + " devices, but " +
-                             std::to_string(comm.size()) +
+                             std::to_string(world.size()) +
                              " ranks were started (mpirun -np " +
                              std::to_string(plan.devices) + ")");
   for (const DeviceProgram &program : plan.programs)
     for (const Instruction &instr : program.instructions)
-      if (instr.op != Op::Exec && instr.key > comm.maxTag())
-        failEverywhere(comm, "message key " + std::to_string(instr.key) +
+      if (instr.op != Op::Exec && instr.key > world.maxTag())
+        failEverywhere(world, "message key " + std::to_string(instr.key) +
                                  " exceeds the MPI tag limit " +
-                                 std::to_string(comm.maxTag()));
+                                 std::to_string(world.maxTag()));
   if (!precisionName.empty()) {
     Precision run;
     if (!Precision::parse(precisionName, run))
-      failEverywhere(comm, "unknown --precision '" + precisionName +
+      failEverywhere(world, "unknown --precision '" + precisionName +
                                "' (expected bf16 or fp32)");
     if (Status st = plan.setPrecision(run); !st)
-      failEverywhere(comm, st.message());
+      failEverywhere(world, st.message());
   }
-  CpuDevice device;
-  if (!device.supports(plan.precision))
-    failEverywhere(comm, "the " + device.describe() +
-                             " backend computes in fp32; plan '" + planPath +
-                             "' trains in " + plan.precision.getName() +
-                             " (compile it with --precision fp32)");
-  checkHostMemory(comm, plan);
+  RankBackend backend;
+  openBackend(world, plan, backend);
+  Device &device = *backend.device;
+  Communicator &comm = *backend.comm;
   std::unique_ptr<TokenSource> data;
   int64_t vocab = plan.model.layers.front().vocab;
   if (dataPath.empty())

@@ -1,0 +1,25 @@
+//===- Adam.cu - The fused Adam launcher ----------------------------------===//
+
+#include "Adam.cuh"
+#include "CudaKernels.h"
+
+#include <cmath>
+
+namespace sluice::rt::cuda {
+
+void CudaKernels::adamUpdate(DevicePtr weights, DevicePtr grads, DevicePtr m,
+                             DevicePtr v, int64_t n, const AdamConfig &config,
+                             int64_t step, DevicePtr working) {
+  if (n <= 0)
+    return;
+  // The bias corrections, in double on the host as the CPU computes them.
+  double correction1 = 1.0 - std::pow(double(config.beta1), double(step));
+  double correction2 = 1.0 - std::pow(double(config.beta2), double(step));
+  SLUICE_DISPATCH_ACT(working ? working.getType() : DType::F32, W,
+                      adamKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          weights.f32(), grads.f32(), m.f32(), v.f32(), n,
+                          config, correction1, correction2, working.as<W>()));
+  SLUICE_LAUNCHED(errors);
+}
+
+} // namespace sluice::rt::cuda

@@ -1,0 +1,55 @@
+//===- Attention.cu - Attention launchers ---------------------------------===//
+
+#include "Attention.cuh"
+#include "CudaKernels.h"
+
+namespace sluice::rt::cuda {
+
+namespace {
+bool checkShape(const AttentionShape &s, ErrorSink &errors) {
+  if (s.headDim <= kMaxHeadDim)
+    return true;
+  errors.check(cudaErrorInvalidValue,
+               ("attention: head size " + std::to_string(s.headDim) +
+                " exceeds the fallback kernel's " +
+                std::to_string(kMaxHeadDim))
+                   .c_str(),
+               __FILE__, __LINE__);
+  return false;
+}
+} // namespace
+
+void CudaKernels::attentionForward(const AttentionShape &s, DevicePtr q,
+                                   DevicePtr keys, DevicePtr values,
+                                   DevicePtr lse, DevicePtr context) {
+  int64_t queries = s.rows * s.heads * s.tokens;
+  if (queries == 0 || !checkShape(s, errors))
+    return;
+  SLUICE_DISPATCH_ACT(q.getType(), T,
+                      attentionForwardKernel<<<unsigned(queries),
+                                               kAttentionThreads, 0, stream>>>(
+                          s, q.as<T>(), keys.as<T>(), values.as<T>(),
+                          lse.f32(), context.as<T>()));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::attentionBackward(const AttentionShape &s, DevicePtr q,
+                                    DevicePtr keys, DevicePtr values,
+                                    DevicePtr context, DevicePtr lse,
+                                    DevicePtr dcontext, DevicePtr dq,
+                                    DevicePtr dkeys, DevicePtr dvalues) {
+  int64_t queries = s.rows * s.heads * s.tokens;
+  if (queries == 0 || !checkShape(s, errors))
+    return;
+  SLUICE_DISPATCH_ACT(
+      q.getType(), T,
+      attentionBackwardKernel<<<unsigned(queries), kAttentionThreads, 0,
+                                stream>>>(s, q.as<T>(), keys.as<T>(),
+                                          values.as<T>(), context.as<T>(),
+                                          lse.f32(), dcontext.as<T>(),
+                                          dq.as<T>(), dkeys.f32(),
+                                          dvalues.f32()));
+  SLUICE_LAUNCHED(errors);
+}
+
+} // namespace sluice::rt::cuda

@@ -1,0 +1,177 @@
+//===- Attention.cuh - Causal attention over a token slice ------*- C++ -*-===//
+//
+// The hand-written attention: fp32 math on any storage type, a bottom-right
+// causal mask (the slice's queries sit at [offset, offset + tokens) and see
+// keys [0, offset + i]), grouped-query heads. One block per (row, head,
+// query); the scores are never stored: the forward pass finds the
+// log-sum-exp with an online softmax, then accumulates the context tile by
+// tile, recomputing each score; the backward pass recomputes the
+// probabilities from the log-sum-exp (FlashAttention's backward) and adds
+// into the fp32 key and value gradients atomically.
+//
+// It is the fallback: cuDNN's fused attention (AttentionCudnn.cpp) is the
+// fast path where it is built and accepts the shape.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_RUNTIME_CUDA_ATTENTION_CUH
+#define SLUICE_RUNTIME_CUDA_ATTENTION_CUH
+
+#include "Common.cuh"
+
+namespace sluice::rt::cuda {
+
+/// Threads per query block, and so keys per tile; the largest head size is
+/// twice this (each thread owns two dimensions at most).
+constexpr int kAttentionThreads = 128;
+constexpr int kMaxHeadDim = 2 * kAttentionThreads;
+
+struct AttentionIndex {
+  int64_t r, h, i, kvAt, row, visible;
+};
+
+__device__ __forceinline__ AttentionIndex locate(const AttentionShape &s) {
+  int64_t query = blockIdx.x;
+  AttentionIndex x;
+  x.i = query % s.tokens;
+  x.h = (query / s.tokens) % s.heads;
+  x.r = query / (s.tokens * s.heads);
+  x.kvAt = (x.h / (s.heads / s.kvHeads)) * s.headDim;
+  x.row = x.r * s.tokens + x.i;
+  x.visible = s.offset + x.i + 1;
+  return x;
+}
+
+template <class T>
+__device__ __forceinline__ float score(const float *q, const T *key,
+                                       int64_t headDim, float scale) {
+  float dot = 0;
+  for (int64_t e = 0; e < headDim; ++e)
+    dot += q[e] * toFloat(key[e]);
+  return dot * scale;
+}
+
+template <class T>
+__global__ void attentionForwardKernel(AttentionShape s, const T *q,
+                                       const T *keys, const T *values,
+                                       float *lse, T *context) {
+  __shared__ float shared[32];
+  __shared__ float qs[kMaxHeadDim];
+  __shared__ float p[kAttentionThreads];
+  AttentionIndex x = locate(s);
+  const int64_t hd = s.heads * s.headDim, kvw = s.kvHeads * s.headDim;
+  const float scale = rsqrtf(float(s.headDim));
+  for (int64_t e = threadIdx.x; e < s.headDim; e += blockDim.x)
+    qs[e] = toFloat(q[x.row * hd + x.h * s.headDim + e]);
+  __syncthreads();
+  const T *keyBase = keys + x.r * s.seqLen * kvw + x.kvAt;
+  const T *valueBase = values + x.r * s.seqLen * kvw + x.kvAt;
+  // Online softmax over this thread's keys, then across the block.
+  float m = -INFINITY, l = 0;
+  for (int64_t j = threadIdx.x; j < x.visible; j += blockDim.x) {
+    float v = score(qs, keyBase + j * kvw, s.headDim, scale);
+    if (v > m) {
+      l = l * expf(m - v) + 1.0f;
+      m = v;
+    } else {
+      l += expf(v - m);
+    }
+  }
+  float most = blockMax(m, shared);
+  float total = blockSum(m == -INFINITY ? 0.0f : l * expf(m - most), shared);
+  float logSum = most + logf(total);
+  if (threadIdx.x == 0)
+    lse[(x.r * s.heads + x.h) * s.tokens + x.i] = logSum;
+  // context = sum_j p_j v_j, a tile of keys at a time.
+  float acc0 = 0, acc1 = 0;
+  int64_t e0 = threadIdx.x, e1 = threadIdx.x + blockDim.x;
+  for (int64_t tile = 0; tile < x.visible; tile += blockDim.x) {
+    int64_t j = tile + threadIdx.x;
+    __syncthreads();
+    p[threadIdx.x] =
+        j < x.visible
+            ? expf(score(qs, keyBase + j * kvw, s.headDim, scale) - logSum)
+            : 0.0f;
+    __syncthreads();
+    int64_t count = x.visible - tile < blockDim.x ? x.visible - tile
+                                                  : int64_t(blockDim.x);
+    for (int64_t jj = 0; jj < count; ++jj) {
+      const T *v = valueBase + (tile + jj) * kvw;
+      if (e0 < s.headDim)
+        acc0 += p[jj] * toFloat(v[e0]);
+      if (e1 < s.headDim)
+        acc1 += p[jj] * toFloat(v[e1]);
+    }
+  }
+  T *out = context + x.row * hd + x.h * s.headDim;
+  if (e0 < s.headDim)
+    out[e0] = fromFloat<T>(acc0);
+  if (e1 < s.headDim)
+    out[e1] = fromFloat<T>(acc1);
+}
+
+template <class T>
+__global__ void attentionBackwardKernel(AttentionShape s, const T *q,
+                                        const T *keys, const T *values,
+                                        const T *context, const float *lse,
+                                        const T *dcontext, T *dq, float *dkeys,
+                                        float *dvalues) {
+  __shared__ float shared[32];
+  __shared__ float qs[kMaxHeadDim], dcs[kMaxHeadDim];
+  __shared__ float p[kAttentionThreads], ds[kAttentionThreads];
+  AttentionIndex x = locate(s);
+  const int64_t hd = s.heads * s.headDim, kvw = s.kvHeads * s.headDim;
+  const float scale = rsqrtf(float(s.headDim));
+  int64_t at = x.row * hd + x.h * s.headDim;
+  float weighted = 0; // D = dctx . ctx = sum_j P_j dP_j
+  for (int64_t e = threadIdx.x; e < s.headDim; e += blockDim.x) {
+    qs[e] = toFloat(q[at + e]);
+    dcs[e] = toFloat(dcontext[at + e]);
+    weighted += dcs[e] * toFloat(context[at + e]);
+  }
+  weighted = blockSum(weighted, shared);
+  float logSum = lse[(x.r * s.heads + x.h) * s.tokens + x.i];
+  int64_t base = x.r * s.seqLen * kvw + x.kvAt;
+  float acc0 = 0, acc1 = 0;
+  int64_t e0 = threadIdx.x, e1 = threadIdx.x + blockDim.x;
+  for (int64_t tile = 0; tile < x.visible; tile += blockDim.x) {
+    int64_t j = tile + threadIdx.x;
+    __syncthreads();
+    if (j < x.visible) {
+      const T *key = keys + base + j * kvw, *value = values + base + j * kvw;
+      float prob = expf(score(qs, key, s.headDim, scale) - logSum);
+      float dp = 0;
+      for (int64_t e = 0; e < s.headDim; ++e)
+        dp += dcs[e] * toFloat(value[e]);
+      p[threadIdx.x] = prob;
+      ds[threadIdx.x] = prob * (dp - weighted) * scale;
+    } else {
+      p[threadIdx.x] = 0;
+      ds[threadIdx.x] = 0;
+    }
+    __syncthreads();
+    int64_t count = x.visible - tile < blockDim.x ? x.visible - tile
+                                                  : int64_t(blockDim.x);
+    for (int64_t jj = 0; jj < count; ++jj) {
+      int64_t kj = base + (tile + jj) * kvw;
+      if (e0 < s.headDim) {
+        acc0 += ds[jj] * toFloat(keys[kj + e0]);
+        atomicAdd(dkeys + kj + e0, ds[jj] * qs[e0]);
+        atomicAdd(dvalues + kj + e0, p[jj] * dcs[e0]);
+      }
+      if (e1 < s.headDim) {
+        acc1 += ds[jj] * toFloat(keys[kj + e1]);
+        atomicAdd(dkeys + kj + e1, ds[jj] * qs[e1]);
+        atomicAdd(dvalues + kj + e1, p[jj] * dcs[e1]);
+      }
+    }
+  }
+  if (e0 < s.headDim)
+    dq[at + e0] = fromFloat<T>(acc0);
+  if (e1 < s.headDim)
+    dq[at + e1] = fromFloat<T>(acc1);
+}
+
+} // namespace sluice::rt::cuda
+
+#endif // SLUICE_RUNTIME_CUDA_ATTENTION_CUH

@@ -1,0 +1,250 @@
+//===- CudaDevice.cu - One GPU as a Device --------------------------------===//
+
+#include "CudaCheck.h"
+#include "CudaDevice.h"
+#include "CudaKernels.h"
+
+#include <cuda_runtime.h>
+
+#include <sstream>
+
+namespace sluice::rt::cuda {
+
+void ErrorSink::check(cudaError_t error, const char *expression,
+                      const char *file, int line) {
+  if (error == cudaSuccess || !first.isOk())
+    return;
+  (void)(first = cudaFailure(error, expression, file, line));
+}
+
+Status ErrorSink::take() {
+  Status kept = first;
+  (void)(first = Status::ok());
+  return kept;
+}
+
+/// A CUDA stream; synchronize() also reports what the device's sink kept.
+class CudaDevice::CudaStream final : public Stream {
+public:
+  CudaStream(cudaStream_t handle, ErrorSink &errors)
+      : handle(handle), errors(errors) {}
+  ~CudaStream() override { cudaStreamDestroy(handle); }
+  void wait(Event &event) override {
+    SLUICE_CUDA_RECORD(errors,
+                       cudaStreamWaitEvent(handle, getHandle(event), 0));
+  }
+  Status synchronize() override {
+    SLUICE_CUDA_RECORD(errors, cudaStreamSynchronize(handle));
+    // An asynchronous kernel fault surfaces here.
+    SLUICE_CUDA_RECORD(errors, cudaGetLastError());
+    return errors.take();
+  }
+  cudaStream_t handle;
+
+private:
+  ErrorSink &errors;
+};
+
+namespace {
+class CudaEvent final : public Event {
+public:
+  CudaEvent(cudaEvent_t handle, ErrorSink &errors)
+      : handle(handle), errors(errors) {}
+  ~CudaEvent() override { cudaEventDestroy(handle); }
+  void record(Stream &stream) override {
+    SLUICE_CUDA_RECORD(errors, cudaEventRecord(handle,
+                                               CudaDevice::getHandle(stream)));
+  }
+  bool isComplete() override {
+    cudaError_t status = cudaEventQuery(handle);
+    if (status == cudaErrorNotReady)
+      return false;
+    SLUICE_CUDA_RECORD(errors, status);
+    return true;
+  }
+  double secondsSince(Event &start) override {
+    float ms = 0;
+    SLUICE_CUDA_RECORD(errors, cudaEventElapsedTime(
+                                   &ms, CudaDevice::getHandle(start), handle));
+    return double(ms) / 1000.0;
+  }
+  cudaEvent_t handle;
+
+private:
+  ErrorSink &errors;
+};
+
+/// Allocations are rounded up so that freed blocks fit more requests.
+int64_t roundUp(int64_t bytes) {
+  const int64_t granule = 512;
+  return (std::max<int64_t>(bytes, 1) + granule - 1) / granule * granule;
+}
+} // namespace
+
+cudaStream_t CudaDevice::getHandle(Stream &stream) {
+  return static_cast<CudaStream &>(stream).handle;
+}
+
+cudaEvent_t CudaDevice::getHandle(Event &event) {
+  return static_cast<CudaEvent &>(event).handle;
+}
+
+Status CudaDevice::open(int index, std::unique_ptr<CudaDevice> &out) {
+  std::unique_ptr<CudaDevice> device(new CudaDevice());
+  device->index = index;
+  CUDA_CHECK(cudaSetDevice(index));
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  device->description = "cuda:" + std::to_string(index) + " (" + prop.name +
+                        ")";
+  int least = 0, greatest = 0;
+  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  for (int k = 0; k < kStreamKinds; ++k) {
+    // The vocabulary collectives run at the highest priority (§6.1), so
+    // their short kernels are not queued behind a transformer layer's.
+    int priority = StreamKind(k) == StreamKind::Vocabulary ? greatest : least;
+    cudaStream_t handle;
+    CUDA_CHECK(
+        cudaStreamCreateWithPriority(&handle, cudaStreamNonBlocking, priority));
+    device->streams[k] = std::make_unique<CudaStream>(handle, device->errors);
+    std::unique_ptr<GemmEngine> gemm;
+    if (Status st = GemmEngine::create(device->errors, gemm); !st)
+      return st;
+    device->kernels[k] = std::make_unique<CudaKernels>(
+        handle, device->errors, std::move(gemm));
+  }
+  out = std::move(device);
+  return Status::ok();
+}
+
+CudaDevice::~CudaDevice() {
+  cudaDeviceSynchronize();
+  for (auto &[bytes, blocks] : cache)
+    for (Freed &block : blocks) {
+      cudaFree(block.data);
+      for (cudaEvent_t event : block.passed)
+        cudaEventDestroy(event);
+    }
+  for (cudaEvent_t event : spareEvents)
+    cudaEventDestroy(event);
+}
+
+void *CudaDevice::reuse(int64_t bytes) {
+  auto it = cache.find(bytes);
+  if (it == cache.end())
+    return nullptr;
+  std::vector<Freed> &blocks = it->second;
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    bool done = true;
+    for (cudaEvent_t event : blocks[k].passed)
+      done = done && cudaEventQuery(event) == cudaSuccess;
+    if (!done)
+      continue;
+    void *data = blocks[k].data;
+    for (cudaEvent_t event : blocks[k].passed)
+      spareEvents.push_back(event);
+    blocks.erase(blocks.begin() + k);
+    return data;
+  }
+  return nullptr;
+}
+
+void CudaDevice::trim() {
+  cudaDeviceSynchronize();
+  for (auto &[bytes, blocks] : cache)
+    for (Freed &block : blocks) {
+      cudaFree(block.data);
+      for (cudaEvent_t event : block.passed)
+        spareEvents.push_back(event);
+    }
+  cache.clear();
+}
+
+Status CudaDevice::allocate(DType type, int64_t count, DeviceBuffer &out) {
+  if (count < 0)
+    return Status::error("cannot allocate " + std::to_string(count) +
+                         " elements");
+  int64_t bytes = roundUp(count * getSize(type));
+  void *data = reuse(bytes);
+  if (!data) {
+    cudaError_t error = cudaMalloc(&data, size_t(bytes));
+    if (error == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      trim();
+      error = cudaMalloc(&data, size_t(bytes));
+    }
+    if (error != cudaSuccess) {
+      (void)cudaGetLastError();
+      size_t free = 0, total = 0;
+      cudaMemGetInfo(&free, &total);
+      std::ostringstream os;
+      os << describe() << ": cannot allocate " << bytes << " bytes ("
+         << cudaGetErrorString(error) << "; " << free << " of " << total
+         << " bytes free)";
+      return Status::error(os.str());
+    }
+  }
+  // Zero-filled in compute-stream order: whatever uses the buffer first is
+  // issued after this on the compute stream or after an event on it.
+  SLUICE_CUDA_RECORD(errors,
+                     cudaMemsetAsync(data, 0, size_t(bytes),
+                                     getHandle(getStream(StreamKind::Compute))));
+  out = DeviceBuffer(this, data, type, count);
+  return Status::ok();
+}
+
+void CudaDevice::release(void *data, int64_t bytes) {
+  // Kept until every stream has passed this point: work already enqueued
+  // may still read or write it.
+  Freed block{data, {}};
+  for (int k = 0; k < kStreamKinds; ++k) {
+    cudaEvent_t event;
+    if (!spareEvents.empty()) {
+      event = spareEvents.back();
+      spareEvents.pop_back();
+    } else {
+      SLUICE_CUDA_RECORD(errors, cudaEventCreateWithFlags(
+                                     &event, cudaEventDisableTiming));
+    }
+    SLUICE_CUDA_RECORD(errors, cudaEventRecord(event, streams[k]->handle));
+    block.passed[k] = event;
+  }
+  cache[roundUp(bytes)].push_back(block);
+}
+
+int64_t CudaDevice::getFreeBytes() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess)
+    return -1;
+  return int64_t(free);
+}
+
+Stream &CudaDevice::getStream(StreamKind kind) { return *streams[int(kind)]; }
+
+Kernels &CudaDevice::getKernels(StreamKind kind) {
+  return *kernels[int(kind)];
+}
+
+std::unique_ptr<Event> CudaDevice::createEvent() {
+  cudaEvent_t handle = nullptr;
+  SLUICE_CUDA_RECORD(errors, cudaEventCreate(&handle));
+  return std::make_unique<CudaEvent>(handle, errors);
+}
+
+void CudaDevice::upload(DevicePtr dst, const void *host, int64_t bytes,
+                        Stream &stream) {
+  if (bytes > 0)
+    SLUICE_CUDA_RECORD(errors, cudaMemcpyAsync(dst.get(), host, size_t(bytes),
+                                               cudaMemcpyHostToDevice,
+                                               getHandle(stream)));
+}
+
+void CudaDevice::download(void *host, DevicePtr src, int64_t bytes,
+                          Stream &stream) {
+  if (bytes > 0)
+    SLUICE_CUDA_RECORD(errors, cudaMemcpyAsync(host, src.get(), size_t(bytes),
+                                               cudaMemcpyDeviceToHost,
+                                               getHandle(stream)));
+}
+
+} // namespace sluice::rt::cuda

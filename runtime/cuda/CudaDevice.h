@@ -1,0 +1,108 @@
+//===- CudaDevice.h - One GPU as a Device -----------------------*- C++ -*-===//
+//
+// The CUDA backend's Device (runtime/Backend.h): device memory from a
+// caching allocator, three streams -- compute, pipeline communication, and
+// the vocabulary stream at the device's highest priority -- CUDA events
+// (timed), and CudaKernels bound to each stream, sharing one cuBLASLt
+// handle and workspace.
+//
+// Errors: kernels are enqueued without a status; the first failure of a
+// launch or of an asynchronous copy is kept and reported by the next
+// synchronize() (once per step), naming the call that failed.
+//
+// Freed memory: a buffer released while streams may still use it is kept
+// until each stream has passed the release point (an event per stream),
+// then reused for an allocation of the same size -- so the vocabulary
+// shards can free a microbatch's state as soon as the host has issued its
+// last use.
+//
+// Threading: one host thread drives a CudaDevice.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_RUNTIME_CUDA_CUDADEVICE_H
+#define SLUICE_RUNTIME_CUDA_CUDADEVICE_H
+
+#include "Backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace sluice::rt::cuda {
+
+class CudaKernels;
+class GemmEngine;
+
+/// Where launches and asynchronous calls report failures.
+class ErrorSink {
+public:
+  /// Keeps the first failure; later ones are consequences.
+  void check(cudaError_t error, const char *expression, const char *file,
+             int line);
+  /// The kept failure (ok if none); clears it.
+  Status take();
+
+private:
+  Status first;
+};
+
+/// Records a failing CUDA call into an ErrorSink.
+#define SLUICE_CUDA_RECORD(sink, expr) (sink).check((expr), #expr, __FILE__, __LINE__)
+
+class CudaDevice final : public Device {
+public:
+  ~CudaDevice() override;
+  /// Opens GPU `index` and creates its streams, events and handles.
+  static Status open(int index, std::unique_ptr<CudaDevice> &out);
+
+  std::string describe() const override { return description; }
+  bool supports(const Precision &) const override { return true; }
+  Status allocate(DType type, int64_t count, DeviceBuffer &out) override;
+  int64_t getFreeBytes() override;
+  Stream &getStream(StreamKind kind) override;
+  Kernels &getKernels(StreamKind kind) override;
+  std::unique_ptr<Event> createEvent() override;
+  void upload(DevicePtr dst, const void *host, int64_t bytes,
+              Stream &stream) override;
+  void download(void *host, DevicePtr src, int64_t bytes,
+                Stream &stream) override;
+
+  int getIndex() const { return index; }
+  ErrorSink &getErrors() { return errors; }
+  /// The CUDA stream behind a Stream of this device.
+  static cudaStream_t getHandle(Stream &stream);
+  static cudaEvent_t getHandle(Event &event);
+
+protected:
+  void release(void *data, int64_t bytes) override;
+
+private:
+  class CudaStream;
+  struct Freed {
+    void *data;
+    cudaEvent_t passed[kStreamKinds];
+  };
+  CudaDevice() = default;
+  /// A freed block of `bytes` every stream is done with, or null.
+  void *reuse(int64_t bytes);
+  /// Returns every reusable cached block to CUDA (before an allocation
+  /// that failed is retried).
+  void trim();
+
+  int index = 0;
+  std::string description;
+  ErrorSink errors;
+  std::unique_ptr<CudaStream> streams[kStreamKinds];
+  std::unique_ptr<GemmEngine> gemm;
+  std::unique_ptr<CudaKernels> kernels[kStreamKinds];
+  /// Rounded size -> blocks waiting to be reused.
+  std::map<int64_t, std::vector<Freed>> cache;
+  std::vector<cudaEvent_t> spareEvents;
+};
+
+} // namespace sluice::rt::cuda
+
+#endif // SLUICE_RUNTIME_CUDA_CUDADEVICE_H

@@ -1,0 +1,145 @@
+//===- Elementwise.cu - Element-wise launchers ----------------------------===//
+
+#include "CudaKernels.h"
+#include "Elementwise.cuh"
+
+namespace sluice::rt::cuda {
+
+void CudaKernels::add(DevicePtr y, DevicePtr x, int64_t n) {
+  SLUICE_DISPATCH_ACT(y.getType(), T,
+                      addKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          y.as<T>(), x.as<T>(), n));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::copy(DevicePtr y, DevicePtr x, int64_t n) {
+  if (n <= 0)
+    return;
+  if (y.getType() == x.getType()) {
+    SLUICE_CUDA_RECORD(errors,
+                       cudaMemcpyAsync(y.get(), x.get(),
+                                       size_t(n * getSize(x.getType())),
+                                       cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  convertKernel<<<gridFor(n), kThreads, 0, stream>>>(y.get(), y.getType(),
+                                                     x.get(), x.getType(), n);
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::fill(DevicePtr y, double value, int64_t n) {
+  if (n <= 0)
+    return;
+  if (value == 0.0) {
+    // All-zero bits in every type: the copy engine's memset.
+    SLUICE_CUDA_RECORD(errors, cudaMemsetAsync(y.get(), 0,
+                                               size_t(n * getSize(y.getType())),
+                                               stream));
+    return;
+  }
+  fillKernel<<<gridFor(n), kThreads, 0, stream>>>(y.get(), y.getType(), value,
+                                                  n);
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::copyStrided(DevicePtr dst, DevicePtr src,
+                              const StridedCopy &shape) {
+  int64_t n = shape.batches * shape.rows * shape.cols;
+  if (n <= 0)
+    return;
+  if (dst.getType() == src.getType() && shape.batches == 1) {
+    // One 2-D copy: rows of `cols` elements, pitched.
+    int64_t size = getSize(src.getType());
+    SLUICE_CUDA_RECORD(errors,
+                       cudaMemcpy2DAsync(dst.get(), size_t(shape.dstRow * size),
+                                         src.get(), size_t(shape.srcRow * size),
+                                         size_t(shape.cols * size),
+                                         size_t(shape.rows),
+                                         cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  stridedKernel<<<gridFor(n), kThreads, 0, stream>>>(
+      dst.get(), dst.getType(), src.get(), src.getType(), shape);
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::addRowVector(DevicePtr x, DevicePtr v, int64_t rows,
+                               int64_t cols) {
+  SLUICE_DISPATCH_ACT(
+      x.getType(), T,
+      SLUICE_DISPATCH_ACT(v.getType(), V,
+                          addRowVectorKernel<<<gridFor(rows * cols), kThreads,
+                                               0, stream>>>(
+                              x.as<T>(), v.as<V>(), rows, cols)));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::accumulateColumnSums(DevicePtr x, int64_t rows, int64_t cols,
+                                       DevicePtr out) {
+  if (rows <= 0 || cols <= 0)
+    return;
+  // Chunks of rows so that there are enough threads for a full GPU.
+  const int64_t chunk = 64;
+  dim3 grid(unsigned((cols + kThreads - 1) / kThreads),
+            unsigned((rows + chunk - 1) / chunk));
+  SLUICE_DISPATCH_ACT(x.getType(), T,
+                      columnSumsKernel<<<grid, kThreads, 0, stream>>>(
+                          x.as<T>(), rows, cols, chunk, out.f32()));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::geluForward(DevicePtr u, DevicePtr g, int64_t n) {
+  SLUICE_DISPATCH_ACT(u.getType(), T,
+                      geluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          u.as<T>(), g.as<T>(), n));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::geluBackward(DevicePtr u, DevicePtr dg, DevicePtr du,
+                               int64_t n) {
+  SLUICE_DISPATCH_ACT(u.getType(), T,
+                      geluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          u.as<T>(), dg.as<T>(), du.as<T>(), n));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::gatedForward(GateActivation act, DevicePtr z, DevicePtr u,
+                               DevicePtr g, int64_t n) {
+  SLUICE_DISPATCH_ACT(z.getType(), T,
+                      gatedForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          act, z.as<T>(), u.as<T>(), g.as<T>(), n));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::gatedBackward(GateActivation act, DevicePtr z, DevicePtr u,
+                                DevicePtr dg, DevicePtr dz, DevicePtr du,
+                                int64_t n) {
+  SLUICE_DISPATCH_ACT(
+      z.getType(), T,
+      gatedBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
+          act, z.as<T>(), u.as<T>(), dg.as<T>(), dz.as<T>(), du.as<T>(), n));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::rotate(DevicePtr x, int64_t rows, int64_t tokens,
+                         int64_t offset, int64_t heads, int64_t headDim,
+                         int64_t stride, double theta, bool inverse) {
+  int64_t n = rows * tokens * heads * (headDim / 2);
+  if (n <= 0)
+    return;
+  SLUICE_DISPATCH_ACT(x.getType(), T,
+                      rotateKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          x.as<T>(), rows, tokens, offset, heads, headDim,
+                          stride, theta, inverse));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::gemm(bool transA, bool transB, int64_t m, int64_t n,
+                       int64_t k, float alpha, DevicePtr a, int64_t lda,
+                       DevicePtr b, int64_t ldb, float beta, DevicePtr c,
+                       int64_t ldc) {
+  gemmEngine->run(stream, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta,
+                  c, ldc);
+}
+
+} // namespace sluice::rt::cuda

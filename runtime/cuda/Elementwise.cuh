@@ -1,0 +1,152 @@
+//===- Elementwise.cuh - Element-wise kernels -------------------*- C++ -*-===//
+//
+// Additions, conversions, fills, strided copies, bias rows and column sums,
+// GELU and the gated activations (SiLU, tanh GELU), and rotary positions:
+// the math of CpuKernels (runtime/cpu/CpuKernels.cpp) element by element,
+// in fp32 whatever the storage type.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_RUNTIME_CUDA_ELEMENTWISE_CUH
+#define SLUICE_RUNTIME_CUDA_ELEMENTWISE_CUH
+
+#include "Common.cuh"
+
+namespace sluice::rt::cuda {
+
+// sqrt(2 / pi) and the cubic term of the GELU tanh approximation (GPT-2).
+constexpr float kGeluScale = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+/// act(x) and act'(x) of a gate, as CpuKernels computes them.
+__device__ __forceinline__ void gate(GateActivation act, float x, float &value,
+                                     float &slope) {
+  if (act == GateActivation::Silu) {
+    float sigmoid = 1.0f / (1.0f + expf(-x));
+    value = x * sigmoid;
+    slope = sigmoid * (1.0f + x * (1.0f - sigmoid));
+    return;
+  }
+  float inner = kGeluScale * (x + kGeluCubic * x * x * x);
+  float t = tanhf(inner);
+  float dInner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+  value = 0.5f * x * (1.0f + t);
+  slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dInner;
+}
+
+template <class T>
+__global__ void addKernel(T *y, const T *x, int64_t n) {
+  SLUICE_GRID_STRIDE(i, n)
+  y[i] = fromFloat<T>(toFloat(y[i]) + toFloat(x[i]));
+}
+
+__global__ void convertKernel(void *y, DType yType, const void *x, DType xType,
+                              int64_t n) {
+  SLUICE_GRID_STRIDE(i, n) storeAny(y, yType, i, loadAny(x, xType, i));
+}
+
+__global__ void fillKernel(void *y, DType type, double value, int64_t n) {
+  SLUICE_GRID_STRIDE(i, n) storeAny(y, type, i, value);
+}
+
+__global__ void stridedKernel(void *dst, DType dstType, const void *src,
+                              DType srcType, StridedCopy c) {
+  int64_t n = c.batches * c.rows * c.cols;
+  SLUICE_GRID_STRIDE(i, n) {
+    int64_t col = i % c.cols, row = (i / c.cols) % c.rows,
+            batch = i / (c.cols * c.rows);
+    storeAny(dst, dstType, batch * c.dstBatch + row * c.dstRow + col,
+             loadAny(src, srcType, batch * c.srcBatch + row * c.srcRow + col));
+  }
+}
+
+template <class T, class V>
+__global__ void addRowVectorKernel(T *x, const V *v, int64_t rows,
+                                   int64_t cols) {
+  SLUICE_GRID_STRIDE(i, rows * cols)
+  x[i] = fromFloat<T>(toFloat(x[i]) + toFloat(v[i % cols]));
+}
+
+/// out[c] += sum over a chunk of rows of x[r][c]: one thread per column and
+/// chunk, the chunks' partial sums added atomically.
+template <class T>
+__global__ void columnSumsKernel(const T *x, int64_t rows, int64_t cols,
+                                 int64_t chunk, float *out) {
+  int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols)
+    return;
+  int64_t first = int64_t(blockIdx.y) * chunk;
+  int64_t last = first + chunk < rows ? first + chunk : rows;
+  float sum = 0;
+  for (int64_t r = first; r < last; ++r)
+    sum += toFloat(x[r * cols + c]);
+  atomicAdd(out + c, sum);
+}
+
+template <class T>
+__global__ void geluForwardKernel(const T *u, T *g, int64_t n) {
+  SLUICE_GRID_STRIDE(i, n) {
+    float value, slope;
+    gate(GateActivation::Gelu, toFloat(u[i]), value, slope);
+    g[i] = fromFloat<T>(value);
+  }
+}
+
+template <class T>
+__global__ void geluBackwardKernel(const T *u, const T *dg, T *du, int64_t n) {
+  SLUICE_GRID_STRIDE(i, n) {
+    float value, slope;
+    gate(GateActivation::Gelu, toFloat(u[i]), value, slope);
+    du[i] = fromFloat<T>(toFloat(dg[i]) * slope);
+  }
+}
+
+template <class T>
+__global__ void gatedForwardKernel(GateActivation act, const T *z, const T *u,
+                                   T *g, int64_t n) {
+  SLUICE_GRID_STRIDE(i, n) {
+    float value, slope;
+    gate(act, toFloat(z[i]), value, slope);
+    g[i] = fromFloat<T>(value * toFloat(u[i]));
+  }
+}
+
+template <class T>
+__global__ void gatedBackwardKernel(GateActivation act, const T *z,
+                                    const T *u, const T *dg, T *dz, T *du,
+                                    int64_t n) {
+  SLUICE_GRID_STRIDE(i, n) {
+    float value, slope;
+    gate(act, toFloat(z[i]), value, slope);
+    float d = toFloat(dg[i]);
+    dz[i] = fromFloat<T>(d * toFloat(u[i]) * slope);
+    du[i] = fromFloat<T>(d * value);
+  }
+}
+
+/// One thread per (row, token, head, pair i < headDim / 2). The angle is
+/// computed in double, as on the CPU: positions reach 10^5 and every slice
+/// of a sequence must see the same rotation.
+template <class T>
+__global__ void rotateKernel(T *x, int64_t rows, int64_t tokens,
+                             int64_t offset, int64_t heads, int64_t headDim,
+                             int64_t stride, double theta, bool inverse) {
+  int64_t half = headDim / 2;
+  SLUICE_GRID_STRIDE(index, rows * tokens * heads * half) {
+    int64_t i = index % half, h = (index / half) % heads,
+            t = (index / (half * heads)) % tokens,
+            r = index / (half * heads * tokens);
+    double angle =
+        double(offset + t) * pow(theta, -2.0 * double(i) / double(headDim));
+    float c = float(cos(angle));
+    float s = float(inverse ? -sin(angle) : sin(angle));
+    T *v = x + (r * tokens + t) * stride + h * headDim;
+    float a = toFloat(v[i]), b = toFloat(v[i + half]);
+    v[i] = fromFloat<T>(a * c - b * s);
+    v[i + half] = fromFloat<T>(b * c + a * s);
+  }
+}
+
+} // namespace sluice::rt::cuda
+
+#endif // SLUICE_RUNTIME_CUDA_ELEMENTWISE_CUH

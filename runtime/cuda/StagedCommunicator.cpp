@@ -1,0 +1,227 @@
+//===- StagedCommunicator.cpp - MPI through pinned host memory ------------===//
+
+#include "StagedCommunicator.h"
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <thread>
+
+namespace sluice::rt::cuda {
+
+PinnedPool::~PinnedPool() {
+  cudaDeviceSynchronize();
+  for (auto &[bytes, blocks] : free)
+    for (Block &block : blocks)
+      cudaFreeHost(block.data);
+}
+
+void *PinnedPool::take(int64_t bytes) {
+  auto it = free.find(bytes);
+  if (it != free.end())
+    for (size_t k = 0; k < it->second.size(); ++k) {
+      Block &block = it->second[k];
+      if (block.pending && !block.pending->isComplete())
+        continue;
+      void *data = block.data;
+      it->second.erase(it->second.begin() + k);
+      return data;
+    }
+  void *block = nullptr;
+  if (cudaMallocHost(&block, size_t(std::max<int64_t>(bytes, 1))) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return block;
+}
+
+void PinnedPool::give(void *data, int64_t bytes,
+                      std::unique_ptr<Event> pending) {
+  free[bytes].push_back({data, std::move(pending)});
+}
+
+namespace {
+/// The host stream MpiCommunicator is given: it runs nothing.
+class HostStream final : public Stream {
+public:
+  void wait(Event &) override {}
+  Status synchronize() override { return Status::ok(); }
+};
+
+/// One staged transfer: copy out (unless it only receives), post MPI, copy
+/// back (unless it only sends).
+class StagedRequest final : public Request {
+public:
+  enum class Kind { Send, Receive, Collective };
+
+  StagedRequest(StagedCommunicator &comm, Kind kind, DevicePtr device,
+                int64_t count, Stream &stream,
+                std::function<std::unique_ptr<Request>(DevicePtr)> post)
+      : comm(comm), kind(kind), device(device), count(count), stream(stream),
+        post(std::move(post)), bytes(count * getSize(device.getType())) {
+    CudaDevice &gpu = comm.getDevice();
+    staging = comm.getPool().take(bytes);
+    if (!staging) {
+      failed = Status::error("out of pinned host memory staging " +
+                             std::to_string(bytes) + " bytes");
+      return;
+    }
+    copiedOut = gpu.createEvent();
+    copiedBack = gpu.createEvent();
+    if (kind == Kind::Receive) {
+      // Nothing to copy out: receive into the staging buffer at once.
+      pending = this->post(host());
+      return;
+    }
+    gpu.download(staging, device, bytes, stream);
+    copiedOut->record(stream);
+  }
+
+  ~StagedRequest() override {
+    // An unfinished request (an aborting run) keeps its staging buffer:
+    // MPI may still write into it. A finished one may still be read by its
+    // copy back to the device.
+    if (staging && done)
+      comm.getPool().give(staging, bytes,
+                          kind == Kind::Send ? nullptr
+                                             : std::move(copiedBack));
+  }
+
+  bool test() override {
+    if (done || !failed.isOk())
+      return true;
+    if (!pending) {
+      if (!copiedOut->isComplete())
+        return false;
+      pending = post(host());
+    }
+    if (!pending->test())
+      return false;
+    if (kind != Kind::Send) {
+      comm.getDevice().upload(device, staging, bytes, stream);
+      copiedBack->record(stream);
+    }
+    done = true;
+    return true;
+  }
+
+  Status waitOn(Stream &consumer) override {
+    if (!failed.isOk())
+      return failed;
+    if (kind == Kind::Send && !pending) {
+      // The source may be overwritten once it has been copied out.
+      consumer.wait(*copiedOut);
+      return Status::ok();
+    }
+    while (!test())
+      std::this_thread::yield();
+    if (!failed.isOk())
+      return failed;
+    if (kind == Kind::Send)
+      consumer.wait(*copiedOut);
+    else
+      consumer.wait(*copiedBack);
+    return Status::ok();
+  }
+
+private:
+  DevicePtr host() const { return DevicePtr(staging, device.getType()); }
+
+  StagedCommunicator &comm;
+  Kind kind;
+  DevicePtr device;
+  int64_t count;
+  Stream &stream;
+  std::function<std::unique_ptr<Request>(DevicePtr)> post;
+  int64_t bytes;
+  void *staging = nullptr;
+  std::unique_ptr<Event> copiedOut, copiedBack;
+  std::unique_ptr<Request> pending;
+  bool done = false;
+  Status failed;
+};
+
+HostStream &hostStream() {
+  static HostStream stream;
+  return stream;
+}
+} // namespace
+
+StagedCommunicator::StagedCommunicator(MpiCommunicator &host,
+                                       CudaDevice &device)
+    : host(host), device(device) {}
+
+std::unique_ptr<Request> StagedCommunicator::sendAsync(DevicePtr data,
+                                                       int64_t count, int peer,
+                                                       int tag,
+                                                       Stream &stream) {
+  return std::make_unique<StagedRequest>(
+      *this, StagedRequest::Kind::Send, data, count, stream,
+      [this, count, peer, tag](DevicePtr staged) {
+        return host.sendAsync(staged, count, peer, tag, hostStream());
+      });
+}
+
+std::unique_ptr<Request> StagedCommunicator::recvAsync(DevicePtr data,
+                                                       int64_t count, int peer,
+                                                       int tag,
+                                                       Stream &stream) {
+  return std::make_unique<StagedRequest>(
+      *this, StagedRequest::Kind::Receive, data, count, stream,
+      [this, count, peer, tag](DevicePtr staged) {
+        return host.recvAsync(staged, count, peer, tag, hostStream());
+      });
+}
+
+std::unique_ptr<Request>
+StagedCommunicator::broadcastAsync(DevicePtr data, int64_t count, int root,
+                                   int channel, Stream &stream) {
+  return std::make_unique<StagedRequest>(
+      *this, StagedRequest::Kind::Collective, data, count, stream,
+      [this, count, root, channel](DevicePtr staged) {
+        return host.broadcastAsync(staged, count, root, channel, hostStream());
+      });
+}
+
+std::unique_ptr<Request>
+StagedCommunicator::allReduceAsync(DevicePtr data, int64_t count,
+                                   Reduction reduction, int channel,
+                                   Stream &stream) {
+  return std::make_unique<StagedRequest>(
+      *this, StagedRequest::Kind::Collective, data, count, stream,
+      [this, count, reduction, channel](DevicePtr staged) {
+        return host.allReduceAsync(staged, count, reduction, channel,
+                                   hostStream());
+      });
+}
+
+std::unique_ptr<Request>
+StagedCommunicator::reduceSumAsync(DevicePtr data, int64_t count, int root,
+                                   int channel, Stream &stream) {
+  return std::make_unique<StagedRequest>(
+      *this, StagedRequest::Kind::Collective, data, count, stream,
+      [this, count, root, channel](DevicePtr staged) {
+        return host.reduceSumAsync(staged, count, root, channel, hostStream());
+      });
+}
+
+Status StagedCommunicator::allReduceSum(DevicePtr data, int64_t count,
+                                        const int *group, int groupSize,
+                                        Stream &stream) {
+  // Once per step (the tied embedding's two ends): synchronous staging.
+  int64_t bytes = count * getSize(data.getType());
+  std::vector<char> staging(size_t(std::max<int64_t>(bytes, 1)));
+  device.download(staging.data(), data, bytes, stream);
+  if (Status st = stream.synchronize(); !st)
+    return st;
+  DevicePtr staged(staging.data(), data.getType());
+  if (Status st =
+          host.allReduceSum(staged, count, group, groupSize, hostStream());
+      !st)
+    return st;
+  device.upload(data, staging.data(), bytes, stream);
+  return stream.synchronize();
+}
+
+} // namespace sluice::rt::cuda
