@@ -4,6 +4,9 @@
 #   bash setup.sh demo    install what is missing, build, run the demo
 #   bash setup.sh test    install what is missing, build, run every test
 #   bash setup.sh build   install what is missing, build
+#   bash setup.sh gpu-bundle
+#                         the same, then the self-contained bundle the GPU
+#                         suite runs from on a GPU machine (docs/gpu.md)
 #
 # Packages come from Debian (apt-get, as root or through sudo); CUDA, when
 # present under /usr/local/cuda, turns the optional CUDA backend on.
@@ -12,8 +15,8 @@ cd "$(dirname "$0")"
 
 job=${1:-demo}
 case "$job" in
-  demo | test | build) ;;
-  *) echo "usage: bash setup.sh [demo|test|build]" >&2; exit 2 ;;
+  demo | test | build | gpu-bundle) ;;
+  *) echo "usage: bash setup.sh [demo|test|build|gpu-bundle]" >&2; exit 2 ;;
 esac
 
 packages=(
@@ -141,4 +144,5 @@ case "$job" in
   demo) demo ;;
   test) ctest --test-dir build --output-on-failure -j "$(nproc)" ;;
   build) ;;
+  gpu-bundle) bash tools/gpu/bundle.sh ;;
 esac

@@ -1,0 +1,444 @@
+//===- CudaKernelsTest.cpp - Every CUDA kernel against the CPU's ----------===//
+//
+// Each Kernels method of the CUDA backend on random inputs, against
+// CpuKernels on the same inputs: fp32 within 1e-5 of the largest value
+// (relative), bf16 within 1e-2 (inputs rounded to bf16 first, so both
+// sides compute on equal numbers); a NaN anywhere fails. Runs on a machine
+// with a GPU (test/gpu/run.sh through the device tool); skipped without.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuDevice.h"
+#include "CudaDevice.h"
+#include "Device.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace sluice::rt;
+
+namespace {
+
+cuda::CudaDevice *openGpu() {
+  static std::unique_ptr<cuda::CudaDevice> gpu;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    std::vector<cuda::DeviceInfo> devices;
+    if (cuda::listDevices(devices) && !devices.empty()) {
+      Status st = cuda::CudaDevice::open(0, gpu);
+      EXPECT_TRUE(st.isOk()) << st.message();
+    }
+  }
+  return gpu.get();
+}
+
+/// The same values on the host (fp32, for the CPU kernels) and on the GPU
+/// (in `type`).
+struct Tensor {
+  std::vector<float> host;
+  DeviceBuffer device;
+  DType type = DType::F32;
+  DevicePtr cpu() { return host.data(); }
+  DevicePtr gpu() { return device.get(); }
+};
+
+class CudaKernelsTest : public ::testing::TestWithParam<DType> {
+protected:
+  void SetUp() override {
+    gpu = openGpu();
+    if (!gpu)
+      GTEST_SKIP() << "no CUDA device on this machine";
+  }
+
+  DType act() const { return GetParam(); }
+  double tolerance() const { return act() == DType::BF16 ? 1e-2 : 1e-5; }
+
+  /// n values drawn from N(0, scale^2) (or `fill`), representable in `type`.
+  Tensor make(int64_t n, DType type, float scale = 1.0f) {
+    Tensor t;
+    t.type = type;
+    t.host.resize(n);
+    std::normal_distribution<float> normal(0.0f, scale);
+    for (float &x : t.host)
+      x = normal(random);
+    upload(t);
+    return t;
+  }
+  Tensor constant(int64_t n, DType type, float value) {
+    Tensor t;
+    t.type = type;
+    t.host.assign(n, value);
+    upload(t);
+    return t;
+  }
+  /// Rounds the host values to the type and copies them to the GPU.
+  void upload(Tensor &t) {
+    int64_t n = int64_t(t.host.size());
+    std::vector<char> staged(size_t(std::max<int64_t>(1, n * getSize(t.type))));
+    DevicePtr typed(staged.data(), t.type);
+    cpuKernels().copy(typed, t.host.data(), n);
+    cpuKernels().copy(t.host.data(), typed, n);
+    ASSERT_TRUE(gpu->allocate(t.type, n, t.device));
+    gpu->upload(t.device.get(), staged.data(), n * getSize(t.type),
+                gpu->getStream(StreamKind::Compute));
+    ASSERT_TRUE(gpu->synchronize());
+  }
+  /// The GPU's values as fp32.
+  std::vector<float> fetch(Tensor &t) {
+    int64_t n = int64_t(t.host.size());
+    std::vector<char> staged(size_t(std::max<int64_t>(1, n * getSize(t.type))));
+    gpu->download(staged.data(), t.device.get(), n * getSize(t.type),
+                  gpu->getStream(StreamKind::Compute));
+    Status st = gpu->synchronize();
+    EXPECT_TRUE(st.isOk()) << st.message();
+    std::vector<float> out(n);
+    cpuKernels().copy(out.data(), DevicePtr(staged.data(), t.type), n);
+    return out;
+  }
+  /// GPU against CPU, relative to the CPU's largest magnitude.
+  void expectClose(Tensor &t, const char *what, double scale = 1.0) {
+    std::vector<float> got = fetch(t);
+    double most = 0, diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_FALSE(std::isnan(got[i])) << what << " element " << i;
+      most = std::max(most, double(std::fabs(t.host[i])));
+      diff = std::max(diff, double(std::fabs(got[i] - t.host[i])));
+    }
+    EXPECT_LE(diff, tolerance() * scale * std::max(most, 1e-6))
+        << what << ": max difference " << diff << " against max " << most;
+  }
+  Kernels &cpuKernels() { return cpu.getKernels(StreamKind::Compute); }
+  Kernels &gpuKernels() { return gpu->getKernels(StreamKind::Compute); }
+
+  cuda::CudaDevice *gpu = nullptr;
+  CpuDevice cpu;
+  std::mt19937 random{17};
+};
+
+TEST_P(CudaKernelsTest, Gemm) {
+  const int64_t m = 37, n = 45, k = 29;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (DType out : {act(), DType::F32}) {
+        Tensor a = make(m * k, act()), b = make(k * n, act()),
+               c = make(m * n, out);
+        int64_t lda = ta ? m : k, ldb = tb ? k : n;
+        cpuKernels().gemm(ta, tb, m, n, k, 0.7f, a.cpu(), lda, b.cpu(), ldb,
+                          0.5f, c.cpu(), n);
+        gpuKernels().gemm(ta, tb, m, n, k, 0.7f, a.gpu(), lda, b.gpu(), ldb,
+                          0.5f, c.gpu(), n);
+        expectClose(c, ta ? (tb ? "gemm TT" : "gemm TN")
+                          : (tb ? "gemm NT" : "gemm NN"));
+      }
+}
+
+TEST_P(CudaKernelsTest, Elementwise) {
+  const int64_t rows = 13, cols = 70, n = rows * cols;
+  Tensor x = make(n, act()), v = make(cols, act()), y = make(n, act());
+  cpuKernels().addRowVector(x.cpu(), v.cpu(), rows, cols);
+  gpuKernels().addRowVector(x.gpu(), v.gpu(), rows, cols);
+  expectClose(x, "addRowVector");
+  Tensor sums = make(cols, DType::F32);
+  cpuKernels().accumulateColumnSums(x.cpu(), rows, cols, sums.cpu());
+  gpuKernels().accumulateColumnSums(x.gpu(), rows, cols, sums.gpu());
+  expectClose(sums, "accumulateColumnSums");
+  cpuKernels().add(y.cpu(), x.cpu(), n);
+  gpuKernels().add(y.gpu(), x.gpu(), n);
+  expectClose(y, "add");
+  Tensor f = make(n, DType::F32);
+  cpuKernels().copy(f.cpu(), y.cpu(), n);
+  gpuKernels().copy(f.gpu(), y.gpu(), n);
+  expectClose(f, "copy (converting)");
+  cpuKernels().fill(y.cpu(), 0.25, n);
+  gpuKernels().fill(y.gpu(), 0.25, n);
+  expectClose(y, "fill");
+  Tensor dst = make(2 * 9 * 6, act()), src = make(2 * 4 * 10, act());
+  StridedCopy shape{2, 4, 5, 40, 10, 54, 6};
+  cpuKernels().copyStrided(dst.cpu() + 6, src.cpu() + 2, shape);
+  gpuKernels().copyStrided(dst.gpu() + 6, src.gpu() + 2, shape);
+  expectClose(dst, "copyStrided");
+  Tensor u = make(n, act()), z = make(n, act()), g = make(n, act()),
+         dg = make(n, act()), du = make(n, act()), dz = make(n, act());
+  cpuKernels().geluForward(u.cpu(), g.cpu(), n);
+  gpuKernels().geluForward(u.gpu(), g.gpu(), n);
+  expectClose(g, "geluForward");
+  cpuKernels().geluBackward(u.cpu(), dg.cpu(), du.cpu(), n);
+  gpuKernels().geluBackward(u.gpu(), dg.gpu(), du.gpu(), n);
+  expectClose(du, "geluBackward");
+  for (GateActivation a : {GateActivation::Silu, GateActivation::Gelu}) {
+    cpuKernels().gatedForward(a, z.cpu(), u.cpu(), g.cpu(), n);
+    gpuKernels().gatedForward(a, z.gpu(), u.gpu(), g.gpu(), n);
+    expectClose(g, "gatedForward");
+    cpuKernels().gatedBackward(a, z.cpu(), u.cpu(), dg.cpu(), dz.cpu(),
+                               du.cpu(), n);
+    gpuKernels().gatedBackward(a, z.gpu(), u.gpu(), dg.gpu(), dz.gpu(),
+                               du.gpu(), n);
+    expectClose(dz, "gatedBackward dz");
+    expectClose(du, "gatedBackward du");
+  }
+}
+
+TEST_P(CudaKernelsTest, RotaryPositions) {
+  const int64_t rows = 2, tokens = 5, heads = 3, headDim = 8,
+                stride = heads * headDim + 4;
+  Tensor x = make(rows * tokens * stride, act());
+  for (bool inverse : {false, true}) {
+    cpuKernels().rotate(x.cpu(), rows, tokens, 4093, heads, headDim, stride,
+                        500000.0, inverse);
+    gpuKernels().rotate(x.gpu(), rows, tokens, 4093, heads, headDim, stride,
+                        500000.0, inverse);
+    expectClose(x, inverse ? "rotate back" : "rotate");
+  }
+}
+
+TEST_P(CudaKernelsTest, Norms) {
+  const int64_t rows = 9, cols = 300;
+  for (bool rms : {false, true}) {
+    Tensor x = make(rows * cols, act(), 3.0f), gamma = make(cols, act()),
+           beta = make(cols, act()), y = make(rows * cols, act()),
+           xhat = make(rows * cols, act()), rstd = make(rows, DType::F32);
+    DevicePtr betaCpu = rms ? DevicePtr() : beta.cpu();
+    DevicePtr betaGpu = rms ? DevicePtr() : beta.gpu();
+    cpuKernels().normForward(x.cpu(), gamma.cpu(), betaCpu, rows, cols, rms,
+                             y.cpu(), xhat.cpu(), rstd.cpu());
+    gpuKernels().normForward(x.gpu(), gamma.gpu(), betaGpu, rows, cols, rms,
+                             y.gpu(), xhat.gpu(), rstd.gpu());
+    expectClose(y, "normForward y");
+    expectClose(xhat, "normForward xhat");
+    expectClose(rstd, "normForward rstd");
+    // The backward passes read the same saved values on both sides.
+    upload(xhat);
+    upload(rstd);
+    cpuKernels().normAffine(xhat.cpu(), gamma.cpu(), betaCpu, rows, cols,
+                            y.cpu());
+    gpuKernels().normAffine(xhat.gpu(), gamma.gpu(), betaGpu, rows, cols,
+                            y.gpu());
+    expectClose(y, "normAffine");
+    Tensor dy = make(rows * cols, act()), dx = make(rows * cols, act());
+    cpuKernels().normBackward(dy.cpu(), xhat.cpu(), rstd.cpu(), gamma.cpu(),
+                              rows, cols, rms, dx.cpu());
+    gpuKernels().normBackward(dy.gpu(), xhat.gpu(), rstd.gpu(), gamma.gpu(),
+                              rows, cols, rms, dx.gpu());
+    expectClose(dx, "normBackward");
+    Tensor dgamma = make(cols, DType::F32), dbeta = make(cols, DType::F32);
+    cpuKernels().normParamGrads(dy.cpu(), xhat.cpu(), rows, cols, dgamma.cpu(),
+                                rms ? DevicePtr() : dbeta.cpu());
+    gpuKernels().normParamGrads(dy.gpu(), xhat.gpu(), rows, cols, dgamma.gpu(),
+                                rms ? DevicePtr() : dbeta.gpu());
+    expectClose(dgamma, "normParamGrads dgamma");
+    expectClose(dbeta, "normParamGrads dbeta");
+  }
+}
+
+TEST_P(CudaKernelsTest, AttentionOverASliceWithContext) {
+  // Queries at [offset, offset + tokens) of a 40-token sequence, grouped
+  // heads (4 query heads, 2 key/value heads), head size 16.
+  for (int64_t offset : {int64_t(0), int64_t(23)}) {
+    AttentionShape s{2, 17, offset, 40, 4, 16, 2};
+    int64_t hd = s.heads * s.headDim, kvw = s.kvHeads * s.headDim;
+    Tensor q = make(s.rows * s.tokens * hd, act()),
+           keys = make(s.rows * s.seqLen * kvw, act()),
+           values = make(s.rows * s.seqLen * kvw, act()),
+           lse = make(s.rows * s.heads * s.tokens, DType::F32),
+           ctx = make(s.rows * s.tokens * hd, act());
+    cpuKernels().attentionForward(s, q.cpu(), keys.cpu(), values.cpu(),
+                                  lse.cpu(), ctx.cpu());
+    gpuKernels().attentionForward(s, q.gpu(), keys.gpu(), values.gpu(),
+                                  lse.gpu(), ctx.gpu());
+    expectClose(lse, "attention log-sum-exp");
+    expectClose(ctx, "attention context");
+    upload(lse);
+    upload(ctx);
+    Tensor dctx = make(s.rows * s.tokens * hd, act()),
+           dq = make(s.rows * s.tokens * hd, act()),
+           dkeys = make(s.rows * s.seqLen * kvw, DType::F32),
+           dvalues = make(s.rows * s.seqLen * kvw, DType::F32);
+    cpuKernels().attentionBackward(s, q.cpu(), keys.cpu(), values.cpu(),
+                                   ctx.cpu(), lse.cpu(), dctx.cpu(), dq.cpu(),
+                                   dkeys.cpu(), dvalues.cpu());
+    gpuKernels().attentionBackward(s, q.gpu(), keys.gpu(), values.gpu(),
+                                   ctx.gpu(), lse.gpu(), dctx.gpu(), dq.gpu(),
+                                   dkeys.gpu(), dvalues.gpu());
+    expectClose(dq, "attention dq");
+    expectClose(dkeys, "attention dkeys");
+    expectClose(dvalues, "attention dvalues");
+  }
+}
+
+TEST_P(CudaKernelsTest, EmbeddingsAndShards) {
+  const int64_t rows = 2, length = 7, stride = 9, hidden = 24, vocab = 50;
+  Tensor tokens;
+  tokens.type = DType::I32;
+  std::vector<int32_t> ids(rows * stride);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = int32_t((i * 17 + 3) % vocab);
+  ASSERT_TRUE(gpu->allocate(DType::I32, int64_t(ids.size()), tokens.device));
+  gpu->upload(tokens.device.get(), ids.data(),
+              int64_t(ids.size() * sizeof(int32_t)),
+              gpu->getStream(StreamKind::Compute));
+  DevicePtr idsCpu(ids.data()), idsGpu = tokens.device.get();
+  Tensor table = make(vocab * hidden, act()),
+         positions = make(16 * hidden, act()),
+         out = make(rows * length * hidden, act());
+  cpuKernels().embeddingForward(idsCpu, stride, table.cpu(), positions.cpu(),
+                                rows, length, 3, hidden, out.cpu());
+  gpuKernels().embeddingForward(idsGpu, stride, table.gpu(), positions.gpu(),
+                                rows, length, 3, hidden, out.gpu());
+  expectClose(out, "embeddingForward");
+  Tensor dout = make(rows * length * hidden, act()),
+         dtable = make(vocab * hidden, DType::F32),
+         dpositions = make(16 * hidden, DType::F32);
+  cpuKernels().embeddingBackward(idsCpu, stride, dout.cpu(), rows, length, 3,
+                                 hidden, dtable.cpu(), dpositions.cpu());
+  gpuKernels().embeddingBackward(idsGpu, stride, dout.gpu(), rows, length, 3,
+                                 hidden, dtable.gpu(), dpositions.gpu());
+  expectClose(dtable, "embeddingBackward table");
+  expectClose(dpositions, "embeddingBackward positions");
+  // A shard of rows [20, 33) of a table padded to 14 rows per device.
+  const int64_t first = 20, count = 13, shardRows = 14;
+  Tensor shard = make(shardRows * hidden, act()),
+         dshard = make(shardRows * hidden, DType::F32);
+  cpuKernels().shardLookup(idsCpu, stride, rows, length, shard.cpu(), first,
+                           count, hidden, out.cpu());
+  gpuKernels().shardLookup(idsGpu, stride, rows, length, shard.gpu(), first,
+                           count, hidden, out.gpu());
+  expectClose(out, "shardLookup");
+  cpuKernels().labelRows(idsCpu, stride, rows, length, shard.cpu(), first,
+                         count, hidden, out.cpu());
+  gpuKernels().labelRows(idsGpu, stride, rows, length, shard.gpu(), first,
+                         count, hidden, out.gpu());
+  expectClose(out, "labelRows");
+  cpuKernels().shardScatterAdd(idsCpu, stride, rows, length, dout.cpu(), first,
+                               count, hidden, dshard.cpu());
+  gpuKernels().shardScatterAdd(idsGpu, stride, rows, length, dout.gpu(), first,
+                               count, hidden, dshard.gpu());
+  expectClose(dshard, "shardScatterAdd");
+}
+
+TEST_P(CudaKernelsTest, CrossEntropyAndTheShardedSoftmax) {
+  const int64_t rows = 2, length = 6, stride = 8, vocab = 77,
+                tokens = rows * length;
+  std::vector<int32_t> ids(rows * stride);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = int32_t((i * 31 + 5) % vocab);
+  DeviceBuffer labels;
+  ASSERT_TRUE(gpu->allocate(DType::I32, int64_t(ids.size()), labels));
+  gpu->upload(labels.get(), ids.data(), int64_t(ids.size() * sizeof(int32_t)),
+              gpu->getStream(StreamKind::Compute));
+  DevicePtr labelsCpu(ids.data()), labelsGpu = labels.get();
+  Tensor logits = make(tokens * vocab, DType::F32, 3.0f),
+         loss = constant(1, DType::F32, 0.0f);
+  // The loss accumulates in f64 on both sides.
+  double lossCpu = 0;
+  DeviceBuffer lossGpu;
+  ASSERT_TRUE(gpu->allocate(DType::F64, 1, lossGpu));
+  cpuKernels().crossEntropyForward(logits.cpu(), labelsCpu, stride, rows,
+                                   length, vocab, &lossCpu);
+  gpuKernels().crossEntropyForward(logits.gpu(), labelsGpu, stride, rows,
+                                   length, vocab, lossGpu.get());
+  expectClose(logits, "crossEntropyForward probabilities");
+  double lossBack = 0;
+  gpu->download(&lossBack, lossGpu.get(), sizeof(double),
+                gpu->getStream(StreamKind::Compute));
+  ASSERT_TRUE(gpu->synchronize());
+  EXPECT_NEAR(lossBack, lossCpu, 1e-5 * std::fabs(lossCpu));
+  Tensor dlogits = make(tokens * vocab, act());
+  cpuKernels().crossEntropyBackward(logits.cpu(), labelsCpu, stride, rows,
+                                    length, vocab, 0.1f, dlogits.cpu());
+  gpuKernels().crossEntropyBackward(logits.gpu(), labelsGpu, stride, rows,
+                                    length, vocab, 0.1f, dlogits.gpu());
+  expectClose(dlogits, "crossEntropyBackward");
+
+  // A shard: rows [30, 48) of the vocabulary, 20 columns apart.
+  const int64_t first = 30, count = 18, ld = 20;
+  Tensor shardLogits = make(tokens * ld, DType::F32, 3.0f),
+         max = make(tokens, DType::F32), sum = make(tokens, DType::F32),
+         probs = make(tokens * ld, act()), ref = make(tokens, DType::F32);
+  cpuKernels().shardSoftmaxStatistics(shardLogits.cpu(), tokens, count, ld,
+                                      nullptr, max.cpu(), sum.cpu(),
+                                      probs.cpu());
+  gpuKernels().shardSoftmaxStatistics(shardLogits.gpu(), tokens, count, ld,
+                                      nullptr, max.gpu(), sum.gpu(),
+                                      probs.gpu());
+  expectClose(max, "shardSoftmaxStatistics max");
+  expectClose(sum, "shardSoftmaxStatistics sum");
+  expectClose(probs, "shardSoftmaxStatistics probs");
+  cpuKernels().shardSoftmaxStatistics(shardLogits.cpu(), tokens, count, ld,
+                                      ref.cpu(), nullptr, sum.cpu(), nullptr);
+  gpuKernels().shardSoftmaxStatistics(shardLogits.gpu(), tokens, count, ld,
+                                      ref.gpu(), nullptr, sum.gpu(), nullptr);
+  expectClose(sum, "shardSoftmaxStatistics sum under a reference");
+  upload(max);
+  upload(sum);
+  Tensor globalMax = make(tokens, DType::F32), scaled = make(tokens, DType::F32);
+  for (size_t t = 0; t < globalMax.host.size(); ++t)
+    globalMax.host[t] = max.host[t] + std::fabs(globalMax.host[t]);
+  upload(globalMax);
+  cpuKernels().rescaleSum(sum.cpu(), max.cpu(), globalMax.cpu(), tokens,
+                          scaled.cpu());
+  gpuKernels().rescaleSum(sum.gpu(), max.gpu(), globalMax.gpu(), tokens,
+                          scaled.gpu());
+  expectClose(scaled, "rescaleSum");
+  upload(scaled);
+  cpuKernels().scaleRows(probs.cpu(), scaled.cpu(), sum.cpu(), tokens, count,
+                         ld);
+  gpuKernels().scaleRows(probs.gpu(), scaled.gpu(), sum.gpu(), tokens, count,
+                         ld);
+  expectClose(probs, "scaleRows");
+  double shardCpu = 0;
+  DeviceBuffer shardGpu;
+  ASSERT_TRUE(gpu->allocate(DType::F64, 1, shardGpu));
+  cpuKernels().shardLoss(shardLogits.cpu(), labelsCpu, stride, rows, length,
+                         first, count, ld, max.cpu(), sum.cpu(), &shardCpu);
+  gpuKernels().shardLoss(shardLogits.gpu(), labelsGpu, stride, rows, length,
+                         first, count, ld, max.gpu(), sum.gpu(),
+                         shardGpu.get());
+  double shardBack = 0;
+  gpu->download(&shardBack, shardGpu.get(), sizeof(double),
+                gpu->getStream(StreamKind::Compute));
+  ASSERT_TRUE(gpu->synchronize());
+  EXPECT_NEAR(shardBack, shardCpu, 1e-5 * std::max(1.0, std::fabs(shardCpu)));
+  upload(probs);
+  cpuKernels().shardSoftmaxGrad(probs.cpu(), labelsCpu, stride, rows, length,
+                                first, count, ld, 0.5f);
+  gpuKernels().shardSoftmaxGrad(probs.gpu(), labelsGpu, stride, rows, length,
+                                first, count, ld, 0.5f);
+  expectClose(probs, "shardSoftmaxGrad");
+  const int64_t hidden = 24;
+  Tensor a = make(tokens * hidden, act()), b = make(tokens * hidden, act()),
+         out = make(tokens * hidden, act());
+  cpuKernels().combineGrad(a.cpu(), b.cpu(), scaled.cpu(), sum.cpu(), tokens,
+                           hidden, 0.25f, out.cpu());
+  gpuKernels().combineGrad(a.gpu(), b.gpu(), scaled.gpu(), sum.gpu(), tokens,
+                           hidden, 0.25f, out.gpu());
+  expectClose(out, "combineGrad");
+}
+
+TEST_P(CudaKernelsTest, FusedAdamWritesTheWorkingCopy) {
+  const int64_t n = 1000;
+  Tensor w = make(n, DType::F32), g = make(n, DType::F32),
+         m = make(n, DType::F32, 0.1f), v = constant(n, DType::F32, 0.01f),
+         working = make(n, act());
+  AdamConfig config;
+  config.learningRate = 1e-2f;
+  config.weightDecay = 0.1f;
+  cpuKernels().adamUpdate(w.cpu(), g.cpu(), m.cpu(), v.cpu(), n, config, 3,
+                          working.cpu());
+  gpuKernels().adamUpdate(w.gpu(), g.gpu(), m.gpu(), v.gpu(), n, config, 3,
+                          working.gpu());
+  expectClose(w, "adam weights");
+  expectClose(m, "adam first moment");
+  expectClose(v, "adam second moment");
+  expectClose(working, "adam working copy");
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaKernelsTest,
+                         ::testing::Values(DType::F32, DType::BF16),
+                         [](const ::testing::TestParamInfo<DType> &info) {
+                           return std::string(getName(info.param));
+                         });
+
+} // namespace

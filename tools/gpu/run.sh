@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The GPU suite, run on the GPU machine from the bundle tools/gpu/bundle.sh
+# builds; the device tool carries build-gpu/bundle.tar.xz (docs/gpu.md):
+#
+#   tar -C /tmp -xJf build-gpu/bundle.tar.xz
+#   bash /tmp/bundle/run.sh /tmp/bundle [quick|all]
+#
+# 1. every CUDA kernel against the CPU's (SluiceCudaTests);
+# 2. one GPU, fp32: training equals the CPU reference (loss 1e-5, gradients
+#    1e-4), for the GPT and Llama test models;
+# 3. 2 and 4 ranks sharing the GPU through the staged MPI communicator:
+#    1f1b, zb-h1, zb-v, v-half, seq1f1b and vocab-2 equal the single-GPU
+#    reference in fp32 (tight) and in bf16 against a bf16 reference; bf16
+#    against fp32 is printed as a band;
+# 4. an NCCL communicator of one rank; compute-sanitizer on a small step;
+#    a failing rank ends every rank;
+# 5. (all) benchmarks: one GPT layer, a Llama-3.2-1B step, PyTorch's step.
+#
+# Writes a line per check to $OUT/summary.txt (or ./gpu-out) and exits 1 if
+# any check failed.
+set -uo pipefail
+bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|all]}" && pwd)
+mode=${2:-all}
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+summary=$out/summary.txt
+: >"$summary"
+failed=0
+
+# CUDA libraries: the device's own, shipped with PyTorch's wheels.
+site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+libs=""
+for d in nvidia/cu13/lib nvidia/cublas/lib nvidia/nccl/lib nvidia/cudnn/lib \
+         nvidia/cuda_runtime/lib; do
+  [ -d "$site/$d" ] && libs="$libs:$site/$d"
+done
+export LD_LIBRARY_PATH="$bundle/openmpi/lib${libs}:${LD_LIBRARY_PATH:-}"
+export OPAL_PREFIX=$bundle/openmpi PATH="$bundle/openmpi/bin:$bundle/bin:$PATH"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpi=(mpirun --oversubscribe --mca btl self,sm --mca pml ob1)
+plans=$bundle/plans
+work=$(mktemp -d)
+
+record() { # record NAME STATUS [DETAIL]
+  echo "$2 $1${3:+: $3}" | tee -a "$summary"
+  [ "$2" = PASS ] || failed=1
+}
+check() { # check NAME COMMAND...: PASS when the command exits 0
+  local name=$1
+  shift
+  if "$@" >"$work/log" 2>&1; then
+    record "$name" PASS "$(grep -m1 '^check' "$work/log" || true)"
+  else
+    local why
+    why=$(grep -m1 -E 'error|FAILED|Failure' "$work/log" ||
+          tail -n 2 "$work/log" | tr '\n' ' ')
+    record "$name" FAIL "$why"
+    cp "$work/log" "$out/$(echo "$name" | tr ' /=' '___').log"
+  fi
+}
+
+if ! nvidia-smi --query-gpu=name,memory.total,driver_version \
+    --format=csv,noheader >"$out/device.txt" 2>&1; then
+  record "a GPU on this machine" FAIL "nvidia-smi: $(head -n 1 "$out/device.txt")"
+  exit 1
+fi
+echo "device: $(head -n 1 "$out/device.txt"), $(date -u +%F)" | tee -a "$summary"
+
+# 1. Kernels.
+check "kernels against the CPU" SluiceCudaTests \
+  --gtest_output=xml:"$out/kernels.xml"
+mv "$work/log" "$out/kernels.log" 2>/dev/null
+
+# 2. One GPU against the CPU reference, fp32.
+for model in tiny-train tiny-llama; do
+  plan=$plans/$model-1f1b-p1-fp32.json
+  ref=$work/$model-cpu
+  sluice-run "$plan" --reference --backend cpu --steps 3 --dump-grads "$ref" \
+    >/dev/null 2>&1
+  check "$model one GPU fp32 = CPU" sluice-run "$plan" --backend cuda \
+    --steps 3 --check-against "$ref"
+  check "$model one GPU reference fp32 = CPU" sluice-run "$plan" --reference \
+    --backend cuda --steps 3 --check-against "$ref"
+done
+
+# 3. Ranks sharing the GPU, staged through host memory.
+for model in tiny-train tiny-llama; do
+  for precision in fp32 bf16; do
+    ref=$work/$model-gpu-$precision
+    sluice-run "$plans/$model-1f1b-p1-$precision.json" --reference \
+      --backend cuda --steps 3 --dump-grads "$ref" >/dev/null 2>&1
+  done
+  for p in 2 4; do
+    for schedule in 1f1b zb-h1 zb-v v-half seq1f1b vocab-2; do
+      fp32=$plans/$model-$schedule-p$p-fp32.json
+      bf16=$plans/$model-$schedule-p$p-bf16.json
+      [ -f "$fp32" ] || continue
+      check "$model $schedule p=$p fp32, $p ranks on one GPU" \
+        "${mpi[@]}" -np "$p" sluice-run "$fp32" --backend cuda \
+        --transport mpi --steps 3 --check-against "$work/$model-gpu-fp32"
+      # bf16 against bf16: other summation orders only.
+      check "$model $schedule p=$p bf16 = bf16 reference" \
+        "${mpi[@]}" -np "$p" sluice-run "$bf16" --backend cuda \
+        --transport mpi --steps 3 --check-against "$work/$model-gpu-bf16" \
+        --loss-tolerance 2e-3 --grad-tolerance 5e-2
+      # bf16 against fp32: the band, measured (never fails).
+      "${mpi[@]}" -np "$p" sluice-run "$bf16" --backend cuda --transport mpi \
+        --steps 3 --check-against "$work/$model-gpu-fp32" \
+        --loss-tolerance 1 --grad-tolerance 1e9 2>&1 |
+        grep '^check' | sed "s/^/BAND $model $schedule p=$p bf16 vs fp32: /" |
+        tee -a "$summary"
+    done
+  done
+done
+
+# 4. NCCL with one rank; the sanitizer; a failing rank.
+check "NCCL communicator of one rank" "${mpi[@]}" -np 1 sluice-run \
+  "$plans/tiny-train-1f1b-p1-fp32.json" --backend cuda --transport nccl \
+  --steps 2
+if command -v compute-sanitizer >/dev/null; then
+  check "compute-sanitizer memcheck, one step" compute-sanitizer \
+    --error-exitcode 1 --tool memcheck sluice-run \
+    "$plans/tiny-llama-1f1b-p1-bf16.json" --backend cuda --steps 1
+else
+  record "compute-sanitizer memcheck" SKIP "compute-sanitizer not found"
+fi
+if timeout 120 "${mpi[@]}" -np 2 sluice-run "$plans/tiny-train-1f1b-p2-fp32.json" \
+  --backend cuda --transport mpi --steps 2 --fail-at-instruction 3 \
+  --fail-rank 1 >"$work/log" 2>&1; then
+  record "a failing rank ends every rank" FAIL "the run exited 0"
+elif [ $? = 124 ]; then
+  record "a failing rank ends every rank" FAIL "the run hung"
+else
+  record "a failing rank ends every rank" PASS "$(grep -m1 'error' "$work/log")"
+fi
+
+# 5. Benchmarks.
+if [ "$mode" = all ]; then
+  sluice-bench-gpu-layer 2>&1 | tee "$out/bench-layer.txt"
+  sluice-bench-gpu-step "$plans/llama-3.2-1b-p1-bf16.json" 2>&1 |
+    tee "$out/bench-step.txt"
+  (cd "$bundle" && python3 torch_step.py --config llama-3.2-1b.json) 2>&1 |
+    tee "$out/bench-torch.txt"
+fi
+rm -rf "$work"
+echo "summary: $out/summary.txt"
+exit $failed
