@@ -19,6 +19,11 @@
 
 using namespace sluice::rt;
 
+namespace sluice::rt {
+/// Test names and failures print the element type, not its bytes.
+void PrintTo(DType type, std::ostream *os) { *os << getName(type); }
+} // namespace sluice::rt
+
 namespace {
 
 cuda::CudaDevice *openGpu() {
