@@ -25,6 +25,9 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev libgtest-dev
 )
 
+# pip fetches cudnn-frontend's headers for the CUDA backend.
+[ -d /usr/local/cuda/bin ] && packages+=(python3-pip)
+
 install_packages() {
   local missing=()
   for package in "${packages[@]}"; do
@@ -40,8 +43,32 @@ install_packages() {
     --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# cuDNN's fused attention for the CUDA backend compiles against the
+# header-only cudnn-frontend, which PyPI ships (nvidia-cudnn-frontend) and
+# Debian does not: fetched once into build/_deps when CUDA is here. Without
+# it the backend uses its own attention kernel (docs/gpu.md).
+fetch_cudnn_frontend() {
+  local dir=build/_deps/cudnn-frontend
+  [ -d /usr/local/cuda/bin ] || return 0
+  [ -f "$dir/include/cudnn_frontend.h" ] && return 0
+  mkdir -p build/_deps
+  if python3 -m pip download --quiet --no-deps --dest build/_deps \
+       nvidia-cudnn-frontend==1.32.0 >/dev/null 2>&1; then
+    rm -rf "$dir" build/_deps/wheel
+    python3 -m zipfile -e build/_deps/nvidia_cudnn_frontend-1.32.0-*.whl \
+      build/_deps/wheel
+    mkdir -p "$dir"
+    mv build/_deps/wheel/include "$dir/include"
+    rm -rf build/_deps/wheel
+  else
+    echo "== note: could not fetch nvidia-cudnn-frontend from PyPI; the CUDA" \
+      "backend is built without cuDNN attention"
+  fi
+}
+
 build() {
   [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+  fetch_cudnn_frontend
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build
 }

@@ -23,7 +23,11 @@ void CudaKernels::attentionForward(const AttentionShape &s, DevicePtr q,
                                    DevicePtr keys, DevicePtr values,
                                    DevicePtr lse, DevicePtr context) {
   int64_t queries = s.rows * s.heads * s.tokens;
-  if (queries == 0 || !checkShape(s, errors))
+  if (queries == 0)
+    return;
+  if (cudnn && cudnn->forward(stream, s, q, keys, values, lse, context))
+    return;
+  if (!checkShape(s, errors))
     return;
   SLUICE_DISPATCH_ACT(q.getType(), T,
                       attentionForwardKernel<<<unsigned(queries),
@@ -39,7 +43,21 @@ void CudaKernels::attentionBackward(const AttentionShape &s, DevicePtr q,
                                     DevicePtr dcontext, DevicePtr dq,
                                     DevicePtr dkeys, DevicePtr dvalues) {
   int64_t queries = s.rows * s.heads * s.tokens;
-  if (queries == 0 || !checkShape(s, errors))
+  if (queries == 0)
+    return;
+  DevicePtr dk, dv;
+  if (cudnn && cudnn->backward(stream, s, q, keys, values, context, lse,
+                               dcontext, dq, dk, dv)) {
+    // cuDNN overwrites dK and dV; the runtime's accumulate over slices.
+    int64_t span = s.offset + s.tokens, width = s.kvHeads * s.headDim;
+    int64_t n = s.rows * span * width;
+    for (auto [cache, scratch] : {std::pair{dkeys, dk}, std::pair{dvalues, dv}})
+      addIntoCacheKernel<<<gridFor(n), kThreads, 0, stream>>>(
+          cache.f32(), scratch.as<bf16>(), s.rows, span, s.seqLen, width);
+    SLUICE_LAUNCHED(errors);
+    return;
+  }
+  if (!checkShape(s, errors))
     return;
   SLUICE_DISPATCH_ACT(
       q.getType(), T,

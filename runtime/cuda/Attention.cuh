@@ -172,6 +172,18 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
     dq[at + e1] = fromFloat<T>(acc1);
 }
 
+/// cache[r][j] += scratch[r][j] over keys j < span: cuDNN's dK or dV of a
+/// slice added into the microbatch's fp32 accumulator.
+template <class T>
+__global__ void addIntoCacheKernel(float *cache, const T *scratch,
+                                   int64_t rows, int64_t span, int64_t seqLen,
+                                   int64_t width) {
+  SLUICE_GRID_STRIDE(i, rows * span * width) {
+    int64_t c = i % width, j = (i / width) % span, r = i / (width * span);
+    cache[(r * seqLen + j) * width + c] += toFloat(scratch[i]);
+  }
+}
+
 } // namespace sluice::rt::cuda
 
 #endif // SLUICE_RUNTIME_CUDA_ATTENTION_CUH

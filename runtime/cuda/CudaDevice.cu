@@ -110,8 +110,13 @@ Status CudaDevice::open(int index, std::unique_ptr<CudaDevice> &out) {
     std::unique_ptr<GemmEngine> gemm;
     if (Status st = GemmEngine::create(device->errors, gemm); !st)
       return st;
+    // Attention runs on the compute stream only.
+    std::unique_ptr<CudnnAttention> cudnn;
+    if (StreamKind(k) == StreamKind::Compute)
+      if (Status st = CudnnAttention::create(device->errors, cudnn); !st)
+        return st;
     device->kernels[k] = std::make_unique<CudaKernels>(
-        handle, device->errors, std::move(gemm));
+        handle, device->errors, std::move(gemm), std::move(cudnn));
   }
   out = std::move(device);
   return Status::ok();

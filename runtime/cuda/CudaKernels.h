@@ -16,6 +16,7 @@
 #ifndef SLUICE_RUNTIME_CUDA_CUDAKERNELS_H
 #define SLUICE_RUNTIME_CUDA_CUDAKERNELS_H
 
+#include "AttentionCudnn.h"
 #include "Backend.h"
 #include "CudaDevice.h"
 #include "Gemm.h"
@@ -28,9 +29,12 @@ namespace sluice::rt::cuda {
 
 class CudaKernels final : public Kernels {
 public:
+  /// `cudnn` (may be null) is the fused attention's fast path.
   CudaKernels(cudaStream_t stream, ErrorSink &errors,
-              std::unique_ptr<GemmEngine> gemm)
-      : stream(stream), errors(errors), gemmEngine(std::move(gemm)) {}
+              std::unique_ptr<GemmEngine> gemm,
+              std::unique_ptr<CudnnAttention> cudnn)
+      : stream(stream), errors(errors), gemmEngine(std::move(gemm)),
+        cudnn(std::move(cudnn)) {}
 
   void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
             float alpha, DevicePtr a, int64_t lda, DevicePtr b, int64_t ldb,
@@ -119,6 +123,7 @@ private:
   cudaStream_t stream;
   ErrorSink &errors;
   std::unique_ptr<GemmEngine> gemmEngine;
+  std::unique_ptr<CudnnAttention> cudnn;
 };
 
 } // namespace sluice::rt::cuda

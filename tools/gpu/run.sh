@@ -67,10 +67,13 @@ if ! nvidia-smi --query-gpu=name,memory.total,driver_version \
 fi
 echo "device: $(head -n 1 "$out/device.txt"), $(date -u +%F)" | tee -a "$summary"
 
-# 1. Kernels.
+# 1. Kernels: with cuDNN's attention (bf16) and with the hand-written one.
 check "kernels against the CPU" SluiceCudaTests \
   --gtest_output=xml:"$out/kernels.xml"
 mv "$work/log" "$out/kernels.log" 2>/dev/null
+SLUICE_CUDNN_ATTENTION=0 check "kernels against the CPU, no cuDNN" \
+  SluiceCudaTests --gtest_filter='*Attention*'
+mv "$work/log" "$out/kernels-fallback.log" 2>/dev/null
 
 # 2. One GPU against the CPU reference, fp32.
 for model in tiny-train tiny-llama; do
