@@ -40,7 +40,8 @@ void check(const Status &st) {
 /// Median seconds of `repeats` runs of `work` on the compute stream.
 double timeIt(Device &device, int repeats, const std::function<void()> &work) {
   Stream &stream = device.getStream(StreamKind::Compute);
-  std::unique_ptr<Event> start = device.createEvent(), end = device.createEvent();
+  std::unique_ptr<Event> start = device.createEvent(),
+                         end = device.createEvent();
   std::vector<double> times;
   work(); // warm-up: cuBLASLt plans, caches
   check(stream.synchronize());

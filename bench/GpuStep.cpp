@@ -39,7 +39,8 @@ double trainingFlopsPerToken(const ModelConfig &model) {
   double h = double(model.hidden), s = double(model.seqLen), flops = 0;
   for (const LayerConfig &l : model.layers) {
     if (l.kind == LayerKind::Transformer) {
-      double hd = double(l.heads * l.headDim), kv = double(l.kvHeads * l.headDim);
+      double hd = double(l.heads * l.headDim),
+             kv = double(l.kvHeads * l.headDim);
       double linear = h * (hd + 2 * kv) + hd * h +
                       (l.isGated() ? 3.0 : 2.0) * h * double(l.ffn);
       // Causal attention: a token attends to (s + 1) / 2 keys on average,
@@ -88,13 +89,15 @@ int main(int argc, char **argv) {
     check(device.allocate(act, n * n, b));
     check(device.allocate(act, n * n, c));
     Kernels &k = device.getKernels(StreamKind::Compute);
-    std::unique_ptr<Event> start = device.createEvent(), end = device.createEvent();
+    std::unique_ptr<Event> start = device.createEvent(),
+                           end = device.createEvent();
     Stream &stream = device.getStream(StreamKind::Compute);
-    k.gemm(false, false, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(), n);
+    k.gemm(false, false, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(),
+           n);
     start->record(stream);
     for (int r = 0; r < 10; ++r)
-      k.gemm(false, false, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f,
-             c.get(), n);
+      k.gemm(false, false, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(),
+             n);
     end->record(stream);
     check(stream.synchronize());
     peak = 10 * 2.0 * n * n * n / end->secondsSince(*start);

@@ -258,15 +258,15 @@ public:
   /// and i + headDim / 2 turn by the angle (offset + t) * theta^(-2i /
   /// headDim) of the vector's position (computed in double). `inverse`
   /// turns them back, which is also the rotation's gradient.
-  virtual void rotate(DevicePtr x, int64_t rows, int64_t tokens,
-                      int64_t offset, int64_t heads, int64_t headDim,
-                      int64_t stride, double theta, bool inverse) = 0;
+  virtual void rotate(DevicePtr x, int64_t rows, int64_t tokens, int64_t offset,
+                      int64_t heads, int64_t headDim, int64_t stride,
+                      double theta, bool inverse) = 0;
 
   /// context = softmax(q k^T / sqrt(d)) v under the causal mask; lse (f32)
   /// the log-sum-exp of each query's scaled scores.
   virtual void attentionForward(const AttentionShape &s, DevicePtr q,
-                                DevicePtr keys, DevicePtr values,
-                                DevicePtr lse, DevicePtr context) = 0;
+                                DevicePtr keys, DevicePtr values, DevicePtr lse,
+                                DevicePtr context) = 0;
   /// dq = ...; dkeys and dvalues (f32) accumulate over [0, offset +
   /// tokens). The probabilities are recomputed from q, keys and lse.
   virtual void attentionBackward(const AttentionShape &s, DevicePtr q,
@@ -290,9 +290,8 @@ public:
   /// of the labels (row r, token t: labels[r * stride + t]) to the f64
   /// accumulator `loss` on the device.
   virtual void crossEntropyForward(DevicePtr logitsToProbs, DevicePtr labels,
-                                   int64_t stride, int64_t rows,
-                                   int64_t length, int64_t vocab,
-                                   DevicePtr loss) = 0;
+                                   int64_t stride, int64_t rows, int64_t length,
+                                   int64_t vocab, DevicePtr loss) = 0;
   /// dlogits (act) = (probs - onehot(labels)) * scale.
   virtual void crossEntropyBackward(DevicePtr probs, DevicePtr labels,
                                     int64_t stride, int64_t rows,
@@ -486,18 +485,15 @@ public:
   /// completes. Broadcast: root's elements reach every rank's `data`.
   /// All-reduce: every rank's `data` becomes the element-wise reduction.
   /// Reduce: root's `data` becomes the sum, the others' is left as it was.
-  virtual std::unique_ptr<Request> broadcastAsync(DevicePtr data,
-                                                  int64_t count, int root,
-                                                  int channel,
+  virtual std::unique_ptr<Request> broadcastAsync(DevicePtr data, int64_t count,
+                                                  int root, int channel,
                                                   Stream &stream) = 0;
-  virtual std::unique_ptr<Request> allReduceAsync(DevicePtr data,
-                                                  int64_t count,
+  virtual std::unique_ptr<Request> allReduceAsync(DevicePtr data, int64_t count,
                                                   Reduction reduction,
                                                   int channel,
                                                   Stream &stream) = 0;
-  virtual std::unique_ptr<Request> reduceSumAsync(DevicePtr data,
-                                                  int64_t count, int root,
-                                                  int channel,
+  virtual std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
+                                                  int root, int channel,
                                                   Stream &stream) = 0;
   /// Sums `data` over the ranks of `group` (every member calls it) and
   /// returns when `data` holds the sum for work enqueued on `stream`.

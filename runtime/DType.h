@@ -1,4 +1,5 @@
-//===- DType.h - Element types of a run --------------------------*- C++ -*-===//
+//===- DType.h - Element types of a run --------------------------*- C++
+//-*-===//
 //
 // The element types the runtime stores and the precision a plan is
 // compiled for. Header-only and dependency-free: the compiler sizes plan

@@ -40,10 +40,9 @@ int64_t getDeviceWorkspaceBytes(const Plan &plan, int device) {
   for (const StagePlan &stage : plan.stages)
     if (stage.device == device)
       for (size_t k = 0; k < plan.slices.size(); ++k)
-        work = std::max(work,
-                        getWorkspaceBytes(plan.model, stage.layers,
-                                          plan.getSliceShape(int(k)),
-                                          plan.precision));
+        work = std::max(work, getWorkspaceBytes(plan.model, stage.layers,
+                                                plan.getSliceShape(int(k)),
+                                                plan.precision));
   return work;
 }
 
@@ -57,16 +56,16 @@ Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
     : plan(plan), deviceIndex(deviceIndex), device(device),
       kernels(device.getKernels(StreamKind::Compute)),
       compute(device.getStream(StreamKind::Compute)),
-      pipeline(device.getStream(StreamKind::Pipeline)), comm(comm),
-      data(data), options(options) {}
+      pipeline(device.getStream(StreamKind::Pipeline)), comm(comm), data(data),
+      options(options) {}
 
 Status Executor::prepare() {
   // ParameterStore::add ignores a tied table's second spec.
   for (const ParameterSpec &spec : getDeviceParameters(plan, deviceIndex))
     parameters.add(spec);
   if (plan.vocabulary.any())
-    shards = std::make_unique<VocabularyShards>(plan, deviceIndex, device,
-                                                comm);
+    shards =
+        std::make_unique<VocabularyShards>(plan, deviceIndex, device, comm);
   if (Status st = parameters.allocate(device, plan.precision, options.seed);
       !st)
     return st;
@@ -75,9 +74,9 @@ Status Executor::prepare() {
   stages.resize(plan.stages.size());
   for (size_t s = 0; s < plan.stages.size(); ++s)
     if (plan.stages[s].device == deviceIndex)
-      stages[s] = std::make_unique<StageRunner>(
-          plan.model, plan.stages[s].layers, parameters, kernels,
-          plan.precision);
+      stages[s] =
+          std::make_unique<StageRunner>(plan.model, plan.stages[s].layers,
+                                        parameters, kernels, plan.precision);
   DType act = plan.precision.activations;
   auto elements = [&](int64_t bytes) {
     return (bytes + getSize(act) - 1) / getSize(act);
@@ -89,8 +88,8 @@ Status Executor::prepare() {
   const DeviceProgram &program = plan.programs[deviceIndex];
   buffers.resize(program.buffers.size());
   for (size_t b = 0; b < program.buffers.size(); ++b)
-    if (Status st = device.allocate(act, elements(program.buffers[b]),
-                                    buffers[b]);
+    if (Status st =
+            device.allocate(act, elements(program.buffers[b]), buffers[b]);
         !st)
       return st;
   incoming.resize(buffers.size());
@@ -98,8 +97,7 @@ Status Executor::prepare() {
 
   const ModelConfig &model = plan.model;
   int64_t row = model.microBatch * (model.seqLen + 1);
-  if (Status st =
-          device.allocate(DType::I32, plan.microbatches * row, tokens);
+  if (Status st = device.allocate(DType::I32, plan.microbatches * row, tokens);
       !st)
     return st;
   hostTokens.assign(plan.microbatches * row, 0);
@@ -130,8 +128,8 @@ Status Executor::prepare() {
 }
 
 size_t Executor::profileIndex(int stage, Shard shard, Pass pass) const {
-  size_t owner = stage >= 0 ? size_t(stage)
-                            : plan.stages.size() + size_t(int(shard));
+  size_t owner =
+      stage >= 0 ? size_t(stage) : plan.stages.size() + size_t(int(shard));
   return owner * kPasses + size_t(pass);
 }
 
@@ -190,8 +188,7 @@ Status Executor::runPass(const Instruction &instr, float lossScale) {
       if (Status st = shards->getOutputGrad(instr.mb, instr.slice, in); !st)
         return st;
     if (inputShard)
-      if (Status st = shards->getEmbeddingGrad(instr.mb, instr.slice, out);
-          !st)
+      if (Status st = shards->getEmbeddingGrad(instr.mb, instr.slice, out); !st)
         return st;
     stage.backwardInput(s, batch, in, out, slot(instr.state),
                         slot(instr.wstate), slot(instr.kv), workspace.get(),
@@ -264,8 +261,8 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
         return st;
     if (instr.op == Op::Collective) {
       auto start = Clock::now();
-      Status st = shards->issue(instr.shard, instr.group, instr.mb,
-                                instr.slice, instr.blocking);
+      Status st = shards->issue(instr.shard, instr.group, instr.mb, instr.slice,
+                                instr.blocking);
       if (instr.blocking)
         times.commWait += seconds(start, Clock::now());
       if (!st)
@@ -314,7 +311,8 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
       continue;
     double took = passEnd[i]->secondsSince(*passStart[i]);
     times.compute += took;
-    PassProfile &p = profile[profileIndex(instr.stage, instr.shard, instr.pass)];
+    PassProfile &p =
+        profile[profileIndex(instr.stage, instr.shard, instr.pass)];
     SliceShape s = plan.getSliceShape(instr.slice);
     p.seconds += took;
     p.runs += 1;
@@ -342,10 +340,10 @@ Executor::getProfile() const {
       const PassProfile &p = profile[owner * kPasses + pass];
       if (p.runs == 0)
         continue;
-      std::string name =
-          owner < plan.stages.size() ? plan.stages[owner].name
-          : owner == plan.stages.size() ? plan.vocabulary.input.name
-                                        : plan.vocabulary.output.name;
+      std::string name = owner < plan.stages.size() ? plan.stages[owner].name
+                         : owner == plan.stages.size()
+                             ? plan.vocabulary.input.name
+                             : plan.vocabulary.output.name;
       named[{name, passName(Pass(pass))}] = p;
     }
   return named;
@@ -409,12 +407,11 @@ Status Executor::calibrateSlices(
         double best = 1e300;
         for (int r = 0; r < repeats; ++r) {
           start->record(compute);
-          stage.forward(s, batch, in.get(), outBuf.get(), state.get(),
-                        kv.get(), work.get(), loss.get());
+          stage.forward(s, batch, in.get(), outBuf.get(), state.get(), kv.get(),
+                        work.get(), loss.get());
           stage.backwardInput(s, batch, grad.get(), inGrad.get(), state.get(),
                               wstate.get(), kv.get(), work.get(), 1.0f);
-          stage.backwardWeight(s, batch, state.get(), wstate.get(),
-                               work.get());
+          stage.backwardWeight(s, batch, state.get(), wstate.get(), work.get());
           end->record(compute);
           if (Status st = compute.synchronize(); !st)
             return st;
@@ -466,9 +463,9 @@ Status ReferenceTrainer::prepare() {
   }
   if (Status st = parameters.allocate(device, precision, options.seed); !st)
     return st;
-  stage = std::make_unique<StageRunner>(
-      model, all, parameters, device.getKernels(StreamKind::Compute),
-      precision);
+  stage = std::make_unique<StageRunner>(model, all, parameters,
+                                        device.getKernels(StreamKind::Compute),
+                                        precision);
   int64_t rows = model.microBatch, seq = model.seqLen;
   SliceShape whole{rows, seq, 0};
   DType act = precision.activations;

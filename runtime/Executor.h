@@ -101,8 +101,7 @@ public:
   Status calibrateSlices(int repeats,
                          std::map<std::string, std::vector<SliceSample>> &out);
   /// (stage or shard name, pass) -> measured time, over all steps run.
-  std::map<std::pair<std::string, std::string>, PassProfile>
-  getProfile() const;
+  std::map<std::pair<std::string, std::string>, PassProfile> getProfile() const;
 
 private:
   /// Orders `stream` after the pending send out of `slot`, if any, so the

@@ -1,4 +1,5 @@
-//===- Layout.h - What a pass keeps, in typed regions ------------*- C++ -*-===//
+//===- Layout.h - What a pass keeps, in typed regions ------------*- C++
+//-*-===//
 //
 // The contract between the compiler's buffer planning and the runtime: the
 // tensors each pass of a stage keeps for a later pass of the same
@@ -73,8 +74,8 @@ public:
   explicit Arena(const Precision &precision) : precision(precision) {}
   /// Appends `count` elements of `storage`; returns their byte offset.
   int64_t take(int64_t count, Storage storage) {
-    int64_t at = (used + kRegionAlignment - 1) / kRegionAlignment *
-                 kRegionAlignment;
+    int64_t at =
+        (used + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
     used = at + count * getSize(getType(storage, precision));
     return at;
   }
@@ -89,13 +90,36 @@ private:
 /// The named tensors of the three kinds of state and of scratch.
 enum class Field : uint8_t {
   // Transformer forward state.
-  Xhat1, Rstd1, Q, Lse, Context, Xhat2, Rstd2, Up, Act, Gate,
+  Xhat1,
+  Rstd1,
+  Q,
+  Lse,
+  Context,
+  Xhat2,
+  Rstd2,
+  Up,
+  Act,
+  Gate,
   // Transformer weight state.
-  DQkv, DA, DY1, DC, DUp, DY2, DGate,
+  DQkv,
+  DA,
+  DY1,
+  DC,
+  DUp,
+  DY2,
+  DGate,
   // Key/value state.
-  Keys, Values, DKeys, DValues,
+  Keys,
+  Values,
+  DKeys,
+  DValues,
   // Output layer (forward, then weight state); embedding (weight state).
-  OutXhat, OutRstd, OutProbs, OutDLogits, OutDNorm, EmbedGrad,
+  OutXhat,
+  OutRstd,
+  OutProbs,
+  OutDLogits,
+  OutDNorm,
+  EmbedGrad,
 };
 
 /// Calls fn(field, count, storage) for each region of `layer`'s forward
@@ -233,8 +257,9 @@ inline TransformerScratch getTransformerScratch(const ModelConfig &model,
                                                 const SliceShape &s) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
   int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
-  return {rt * h,     rt * (hd + 2 * kv), rt * h,  rt * h,
-          rt * l.ffn, rt * h,             rt * hd, rt * hd};
+  return {
+      rt * h, rt * (hd + 2 * kv), rt * h, rt * h, rt * l.ffn, rt * h, rt * hd,
+      rt * hd};
 }
 
 /// Scratch for one pass of a stage running `layers`: two activations to

@@ -115,8 +115,7 @@ void ParameterStore::add(const ParameterSpec &spec) {
   params.push_back(spec);
 }
 
-Status ParameterStore::allocate(Device &on, const Precision &p,
-                                uint64_t seed) {
+Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
   device = &on;
   precision = p;
   offsets.clear();

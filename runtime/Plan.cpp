@@ -414,10 +414,9 @@ void validate(Plan &plan) {
                   getForwardStateBytes(plan.model, stage.layers, s, precision),
                   "forward state");
         if (instr.pass != Pass::F)
-          checkSlot(
-              instr.wstate,
-              getWeightStateBytes(plan.model, stage.layers, s, precision),
-              "weight state");
+          checkSlot(instr.wstate,
+                    getWeightStateBytes(plan.model, stage.layers, s, precision),
+                    "weight state");
         if (instr.pass != Pass::W) {
           checkSlot(
               instr.kv,
@@ -434,8 +433,8 @@ void validate(Plan &plan) {
                " is not another device");
         if (instr.key < 0)
           fail(where + ": message key must be non-negative");
-        checkSlot(instr.buffer,
-                  getMessageBytes(plan.model, s, plan.precision), "message");
+        checkSlot(instr.buffer, getMessageBytes(plan.model, s, plan.precision),
+                  "message");
         auto &table = instr.op == Op::Send ? sends : recvs;
         auto key = std::make_tuple(d, instr.peer, instr.key);
         if (!table.emplace(key, int(i)).second)
@@ -732,10 +731,10 @@ Status Plan::setPrecision(const Precision &run) {
     validate(*this);
   } catch (const PlanError &e) {
     precision = compiled;
-    return Status::error("the plan was compiled for " +
-                         std::string(compiled.getName()) + " and cannot run in " +
-                         run.getName() + ": " + e.message +
-                         "; compile it with --precision " + run.getName());
+    return Status::error(
+        "the plan was compiled for " + std::string(compiled.getName()) +
+        " and cannot run in " + run.getName() + ": " + e.message +
+        "; compile it with --precision " + run.getName());
   }
   return Status::ok();
 }

@@ -260,8 +260,7 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
   if (l.w.upB)
     kernels.addRowVector(u, l.w.upB, rt, f);
   if (c.isGated()) {
-    kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.gateW, f, 0.0f, z,
-                 f);
+    kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.gateW, f, 0.0f, z, f);
     if (l.w.gateB)
       kernels.addRowVector(z, l.w.gateB, rt, f);
     kernels.gatedForward(activation(c), z, u, g, rt * f);
@@ -296,8 +295,7 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
     kernels.geluBackward(v[Field::Up], dg, du, rt * f);
   kernels.gemm(false, true, rt, h, f, 1.0f, du, f, l.w.upW, f, 0.0f, dc, h);
   if (c.isGated())
-    kernels.gemm(false, true, rt, h, f, 1.0f, dz, f, l.w.gateW, f, 1.0f, dc,
-                 h);
+    kernels.gemm(false, true, rt, h, f, 1.0f, dz, f, l.w.gateW, f, 1.0f, dc, h);
   kernels.copy(dx2, dout, rt * h);
   kernels.normBackward(dc, v[Field::Xhat2], v[Field::Rstd2], l.w.norm2W, rt, h,
                        rms, dx2);
@@ -467,10 +465,9 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
         break;
       }
       DevicePtr dlogits = v[Field::OutDLogits];
-      kernels.crossEntropyBackward(v[Field::OutProbs],
-                                   batch.tokens + s.offset + 1, batch.stride,
-                                   s.rows, s.tokens, c.vocab, lossScale,
-                                   dlogits);
+      kernels.crossEntropyBackward(
+          v[Field::OutProbs], batch.tokens + s.offset + 1, batch.stride, s.rows,
+          s.tokens, c.vocab, lossScale, dlogits);
       kernels.gemm(false, false, rt, h, c.vocab, 1.0f, dlogits, c.vocab,
                    l.w.table, h, 0.0f, dnorm, h);
       kernels.fill(dst, 0.0, rt * h);
@@ -504,8 +501,8 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
         break;
       }
       kernels.embeddingBackward(batch.tokens + s.offset, batch.stride,
-                                v[Field::EmbedGrad], s.rows, s.tokens,
-                                s.offset, h, l.g.table, l.g.positions);
+                                v[Field::EmbedGrad], s.rows, s.tokens, s.offset,
+                                h, l.g.table, l.g.positions);
       break;
     case LayerKind::Transformer:
       transformerWeight(l, v, s, workspace);

@@ -86,8 +86,8 @@ private:
 
   /// Carves every layer's views out of the state buffers (null buffers
   /// give null views).
-  void carve(const SliceShape &s, DevicePtr forwardState,
-             DevicePtr weightState, DevicePtr keyValues);
+  void carve(const SliceShape &s, DevicePtr forwardState, DevicePtr weightState,
+             DevicePtr keyValues);
 
   void transformerForward(const Layer &l, const Views &v, const SliceShape &s,
                           DevicePtr x, DevicePtr out, DevicePtr work);

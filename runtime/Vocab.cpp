@@ -105,10 +105,10 @@ Status VocabularyShards::prepareOutput(Slice &st, const SliceShape &s) {
     int64_t count;
   };
   std::vector<Want> wants = {
-      {&st.x, act, rt * hidden},          {&st.logits, DType::F32, rt * outRows},
-      {&st.probs, act, rt * outRows},     {&st.localMax, DType::F32, rt},
-      {&st.localSum, DType::F32, rt},     {&st.globalMax, DType::F32, rt},
-      {&st.globalSum, DType::F32, rt},    {&st.scaledSum, DType::F32, rt},
+      {&st.x, act, rt * hidden},       {&st.logits, DType::F32, rt * outRows},
+      {&st.probs, act, rt * outRows},  {&st.localMax, DType::F32, rt},
+      {&st.localSum, DType::F32, rt},  {&st.globalMax, DType::F32, rt},
+      {&st.globalSum, DType::F32, rt}, {&st.scaledSum, DType::F32, rt},
       {&st.dx, act, rt * hidden}};
   if (plan.vocabulary.algorithm == 2) {
     wants.push_back({&st.a, act, rt * hidden});
@@ -148,10 +148,9 @@ void VocabularyShards::consume(Shard shard, int mb, int slice) {
   // microbatch's logits do not pile up over a step. (The device takes the
   // memory back only once the streams that used it are past this point.)
   if (shard == Shard::Output && --st.pendingOutput == 0)
-    for (DeviceBuffer *b :
-         {&st.x, &st.logits, &st.probs, &st.localMax, &st.localSum,
-          &st.globalMax, &st.globalSum, &st.scaledSum, &st.a, &st.labelRows,
-          &st.dx})
+    for (DeviceBuffer *b : {&st.x, &st.logits, &st.probs, &st.localMax,
+                            &st.localSum, &st.globalMax, &st.globalSum,
+                            &st.scaledSum, &st.a, &st.labelRows, &st.dx})
       b->reset();
   if (shard == Shard::Input && --st.pendingInput == 0) {
     st.partial.reset();
@@ -226,10 +225,9 @@ Status VocabularyShards::run(Pass pass, int mb, int slice, DevicePtr loss) {
                    h, 0.0f, st.logits.get(), outRows);
     // Figure 4 (naive): only the local maximum before the first barrier;
     // equation 5: softmax' with the local maximum and sum.
-    kernels.shardSoftmaxStatistics(st.logits.get(), rt, outCount, outRows,
-                                   nullptr, st.localMax.get(),
-                                   st.localSum.get(),
-                                   algorithm == 0 ? DevicePtr() : st.probs.get());
+    kernels.shardSoftmaxStatistics(
+        st.logits.get(), rt, outCount, outRows, nullptr, st.localMax.get(),
+        st.localSum.get(), algorithm == 0 ? DevicePtr() : st.probs.get());
     if (algorithm == 2) {
       // Equation 6: A = softmax'(Y) W and B = G W before the barrier.
       if (outCount > 0)
@@ -309,8 +307,8 @@ VocabularyShards::buildSteps(Shard shard, int group, int mb, int slice) {
                        nothing});
     else
       steps.push_back({[=, &st, &stream] {
-                         return comm.broadcastAsync(st.grad.get(), rt * h,
-                                                    root, channel, stream);
+                         return comm.broadcastAsync(st.grad.get(), rt * h, root,
+                                                    channel, stream);
                        },
                        nothing});
     return steps;
@@ -383,8 +381,8 @@ Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
                                bool blocking) {
   Slice &st = state(mb, slice);
   SliceShape s = shape(slice);
-  if (Status status = shard == Shard::Input ? prepareInput(st, s)
-                                            : prepareOutput(st, s);
+  if (Status status =
+          shard == Shard::Input ? prepareInput(st, s) : prepareOutput(st, s);
       !status)
     return status;
   // The collective carries what the compute stream has produced so far.

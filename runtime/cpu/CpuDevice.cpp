@@ -31,9 +31,10 @@ Status CpuDevice::allocate(DType type, int64_t count, DeviceBuffer &out) {
     return Status::error("cannot allocate " + std::to_string(count) +
                          " elements");
   size_t bytes = size_t(count) * size_t(getSize(type));
-  size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment *
-                   kHostAlignment;
-  void *data = std::aligned_alloc(kHostAlignment, std::max<size_t>(rounded, 64));
+  size_t rounded =
+      (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+  void *data =
+      std::aligned_alloc(kHostAlignment, std::max<size_t>(rounded, 64));
   if (!data)
     return Status::error("out of host memory allocating " +
                          std::to_string(bytes) + " bytes");

@@ -130,7 +130,7 @@ MPI_Op reductionOp(Reduction reduction, DType type, void *bf16Sum,
                    void *bf16Max) {
   if (type == DType::BF16)
     return *static_cast<MPI_Op *>(reduction == Reduction::Max ? bf16Max
-                                                               : bf16Sum);
+                                                              : bf16Sum);
   return reduction == Reduction::Max ? MPI_MAX : MPI_SUM;
 }
 } // namespace
@@ -206,12 +206,12 @@ Status MpiCommunicator::allReduceSum(DevicePtr data, int64_t count,
     for (int i = 1; i < groupSize; ++i) {
       MPI_CHECK(MPI_Recv(incoming.data(), int(count), type, group[i], tag,
                          MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-      MPI_CHECK(MPI_Reduce_local(other.get(), data.get(), int(count), type,
-                                 op));
+      MPI_CHECK(
+          MPI_Reduce_local(other.get(), data.get(), int(count), type, op));
     }
     for (int i = 1; i < groupSize; ++i)
-      MPI_CHECK(
-          MPI_Send(data.get(), int(count), type, group[i], tag, MPI_COMM_WORLD));
+      MPI_CHECK(MPI_Send(data.get(), int(count), type, group[i], tag,
+                         MPI_COMM_WORLD));
   } else {
     MPI_CHECK(
         MPI_Send(data.get(), int(count), type, root, tag, MPI_COMM_WORLD));

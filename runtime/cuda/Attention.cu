@@ -11,8 +11,7 @@ bool checkShape(const AttentionShape &s, ErrorSink &errors) {
     return true;
   errors.check(cudaErrorInvalidValue,
                ("attention: head size " + std::to_string(s.headDim) +
-                " exceeds the fallback kernel's " +
-                std::to_string(kMaxHeadDim))
+                " exceeds the fallback kernel's " + std::to_string(kMaxHeadDim))
                    .c_str(),
                __FILE__, __LINE__);
   return false;
@@ -32,8 +31,8 @@ void CudaKernels::attentionForward(const AttentionShape &s, DevicePtr q,
   SLUICE_DISPATCH_ACT(q.getType(), T,
                       attentionForwardKernel<<<unsigned(queries),
                                                kAttentionThreads, 0, stream>>>(
-                          s, q.as<T>(), keys.as<T>(), values.as<T>(),
-                          lse.f32(), context.as<T>()));
+                          s, q.as<T>(), keys.as<T>(), values.as<T>(), lse.f32(),
+                          context.as<T>()));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -59,14 +58,12 @@ void CudaKernels::attentionBackward(const AttentionShape &s, DevicePtr q,
   }
   if (!checkShape(s, errors))
     return;
-  SLUICE_DISPATCH_ACT(
-      q.getType(), T,
-      attentionBackwardKernel<<<unsigned(queries), kAttentionThreads, 0,
-                                stream>>>(s, q.as<T>(), keys.as<T>(),
-                                          values.as<T>(), context.as<T>(),
-                                          lse.f32(), dcontext.as<T>(),
-                                          dq.as<T>(), dkeys.f32(),
-                                          dvalues.f32()));
+  SLUICE_DISPATCH_ACT(q.getType(), T,
+                      attentionBackwardKernel<<<unsigned(queries),
+                                                kAttentionThreads, 0, stream>>>(
+                          s, q.as<T>(), keys.as<T>(), values.as<T>(),
+                          context.as<T>(), lse.f32(), dcontext.as<T>(),
+                          dq.as<T>(), dkeys.f32(), dvalues.f32()));
   SLUICE_LAUNCHED(errors);
 }
 

@@ -93,8 +93,8 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
             ? expf(score(qs, keyBase + j * kvw, s.headDim, scale) - logSum)
             : 0.0f;
     __syncthreads();
-    int64_t count = x.visible - tile < blockDim.x ? x.visible - tile
-                                                  : int64_t(blockDim.x);
+    int64_t count =
+        x.visible - tile < blockDim.x ? x.visible - tile : int64_t(blockDim.x);
     for (int64_t jj = 0; jj < count; ++jj) {
       const T *v = valueBase + (tile + jj) * kvw;
       if (e0 < s.headDim)
@@ -150,8 +150,8 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
       ds[threadIdx.x] = 0;
     }
     __syncthreads();
-    int64_t count = x.visible - tile < blockDim.x ? x.visible - tile
-                                                  : int64_t(blockDim.x);
+    int64_t count =
+        x.visible - tile < blockDim.x ? x.visible - tile : int64_t(blockDim.x);
     for (int64_t jj = 0; jj < count; ++jj) {
       int64_t kj = base + (tile + jj) * kvw;
       if (e0 < s.headDim) {
@@ -175,8 +175,8 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
 /// cache[r][j] += scratch[r][j] over keys j < span: cuDNN's dK or dV of a
 /// slice added into the microbatch's fp32 accumulator.
 template <class T>
-__global__ void addIntoCacheKernel(float *cache, const T *scratch,
-                                   int64_t rows, int64_t span, int64_t seqLen,
+__global__ void addIntoCacheKernel(float *cache, const T *scratch, int64_t rows,
+                                   int64_t span, int64_t seqLen,
                                    int64_t width) {
   SLUICE_GRID_STRIDE(i, rows * span * width) {
     int64_t c = i % width, j = (i / width) % span, r = i / (width * span);

@@ -80,8 +80,8 @@ void *CudnnAttention::reserve(void *&buffer, size_t &size, size_t bytes,
 
 CudnnAttention::Graph *CudnnAttention::getGraph(bool backward,
                                                 const AttentionShape &s) {
-  Key key{backward, s.rows, s.tokens, s.offset, s.seqLen, s.heads, s.headDim,
-          s.kvHeads};
+  Key key{backward, s.rows,  s.tokens,  s.offset,
+          s.seqLen, s.heads, s.headDim, s.kvHeads};
   auto found = graphs.find(key);
   if (found != graphs.end())
     return found->second.get();
@@ -119,13 +119,13 @@ CudnnAttention::Graph *CudnnAttention::getGraph(bool backward,
   } else {
     auto o = tensor("O", kO, s.heads, s.tokens, queryStrides(s));
     auto dO = tensor("dO", kDO, s.heads, s.tokens, queryStrides(s));
-    auto stats = graph->tensor(fe::graph::Tensor_attributes()
-                                   .set_name("stats")
-                                   .set_uid(kStats)
-                                   .set_dim({s.rows, s.heads, s.tokens, 1})
-                                   .set_stride({s.heads * s.tokens, s.tokens,
-                                                1, 1})
-                                   .set_data_type(fe::DataType_t::FLOAT));
+    auto stats =
+        graph->tensor(fe::graph::Tensor_attributes()
+                          .set_name("stats")
+                          .set_uid(kStats)
+                          .set_dim({s.rows, s.heads, s.tokens, 1})
+                          .set_stride({s.heads * s.tokens, s.tokens, 1, 1})
+                          .set_data_type(fe::DataType_t::FLOAT));
     auto options = fe::graph::SDPA_backward_attributes()
                        .set_name("attention backward")
                        .set_attn_scale(scale)
@@ -154,9 +154,9 @@ CudnnAttention::Graph *CudnnAttention::getGraph(bool backward,
                  "sluice-run: note: cuDNN attention refuses %s of %lld "
                  "queries after %lld tokens (%lld heads of %lld, %lld "
                  "key/value heads); using the fallback kernel\n",
-                 backward ? "the backward" : "the forward",
-                 (long long)s.tokens, (long long)s.offset, (long long)s.heads,
-                 (long long)s.headDim, (long long)s.kvHeads);
+                 backward ? "the backward" : "the forward", (long long)s.tokens,
+                 (long long)s.offset, (long long)s.heads, (long long)s.headDim,
+                 (long long)s.kvHeads);
     graphs[key] = nullptr;
     return nullptr;
   }
@@ -173,9 +173,11 @@ bool CudnnAttention::forward(cudaStream_t stream, const AttentionShape &s,
   if (!g)
     return false;
   void *ws = reserve(workspace, workspaceBytes, size_t(g->workspace), stream);
-  std::unordered_map<int64_t, void *> pack = {
-      {kQ, q.get()},         {kK, keys.get()},    {kV, values.get()},
-      {kO, context.get()},   {kStats, lse.get()}};
+  std::unordered_map<int64_t, void *> pack = {{kQ, q.get()},
+                                              {kK, keys.get()},
+                                              {kV, values.get()},
+                                              {kO, context.get()},
+                                              {kStats, lse.get()}};
   auto h = static_cast<cudnnHandle_t>(handle);
   cudnnSetStream(h, stream);
   fe::error_t status = g->graph->execute(h, pack, ws);
@@ -196,15 +198,15 @@ bool CudnnAttention::backward(cudaStream_t stream, const AttentionShape &s,
   Graph *g = getGraph(true, s);
   if (!g)
     return false;
-  size_t cache = size_t(s.rows * (s.offset + s.tokens) * s.kvHeads *
-                        s.headDim * getSize(DType::BF16));
+  size_t cache = size_t(s.rows * (s.offset + s.tokens) * s.kvHeads * s.headDim *
+                        getSize(DType::BF16));
   void *ws = reserve(workspace, workspaceBytes, size_t(g->workspace), stream);
   dkScratch = DevicePtr(reserve(dk, dkBytes, cache, stream), DType::BF16);
   dvScratch = DevicePtr(reserve(dv, dvBytes, cache, stream), DType::BF16);
   std::unordered_map<int64_t, void *> pack = {
-      {kQ, q.get()},          {kK, keys.get()},          {kV, values.get()},
-      {kO, context.get()},    {kStats, lse.get()},       {kDO, dcontext.get()},
-      {kDQ, dq.get()},        {kDK, dkScratch.get()},    {kDV, dvScratch.get()}};
+      {kQ, q.get()},       {kK, keys.get()},       {kV, values.get()},
+      {kO, context.get()}, {kStats, lse.get()},    {kDO, dcontext.get()},
+      {kDQ, dq.get()},     {kDK, dkScratch.get()}, {kDV, dvScratch.get()}};
   auto h = static_cast<cudnnHandle_t>(handle);
   cudnnSetStream(h, stream);
   fe::error_t status = g->graph->execute(h, pack, ws);

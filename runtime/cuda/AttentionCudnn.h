@@ -1,4 +1,5 @@
-//===- AttentionCudnn.h - cuDNN's fused attention for bf16 slices -*- C++ -*-===//
+//===- AttentionCudnn.h - cuDNN's fused attention for bf16 slices -*- C++
+//-*-===//
 //
 // The fast path of Kernels::attentionForward/attentionBackward: cuDNN's
 // scaled-dot-product attention (FlashAttention-2 style) through the

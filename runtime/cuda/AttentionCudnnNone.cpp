@@ -12,7 +12,8 @@ struct CudnnAttention::Graph {};
 CudnnAttention::CudnnAttention(ErrorSink &errors) : errors(errors) {}
 CudnnAttention::~CudnnAttention() = default;
 
-Status CudnnAttention::create(ErrorSink &, std::unique_ptr<CudnnAttention> &out) {
+Status CudnnAttention::create(ErrorSink &,
+                              std::unique_ptr<CudnnAttention> &out) {
   out.reset();
   return Status::ok();
 }

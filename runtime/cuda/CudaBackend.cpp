@@ -28,8 +28,8 @@ Status placeRank(MpiCommunicator &world, Placement &out) {
   out.gpu = hostRank % out.gpus;
   out.gpuRank = hostRank / out.gpus;
   // Round-robin: the first (hostRanks % gpus) GPUs get one rank more.
-  out.sharing = out.hostRanks / out.gpus +
-                (out.gpu < out.hostRanks % out.gpus ? 1 : 0);
+  out.sharing =
+      out.hostRanks / out.gpus + (out.gpu < out.hostRanks % out.gpus ? 1 : 0);
   return Status::ok();
 }
 

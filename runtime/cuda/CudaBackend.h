@@ -19,11 +19,11 @@ namespace sluice::rt::cuda {
 
 /// How this host's ranks sit on its GPUs.
 struct Placement {
-  int gpu = 0;         // this rank's GPU
-  int gpus = 0;        // GPUs on the host
-  int hostRanks = 1;   // ranks on the host
-  int sharing = 1;     // ranks on this rank's GPU
-  int gpuRank = 0;     // this rank among them
+  int gpu = 0;       // this rank's GPU
+  int gpus = 0;      // GPUs on the host
+  int hostRanks = 1; // ranks on the host
+  int sharing = 1;   // ranks on this rank's GPU
+  int gpuRank = 0;   // this rank among them
   bool empty() const { return gpus == 0; }
 };
 

@@ -52,8 +52,8 @@ public:
       : handle(handle), errors(errors) {}
   ~CudaEvent() override { cudaEventDestroy(handle); }
   void record(Stream &stream) override {
-    SLUICE_CUDA_RECORD(errors, cudaEventRecord(handle,
-                                               CudaDevice::getHandle(stream)));
+    SLUICE_CUDA_RECORD(errors,
+                       cudaEventRecord(handle, CudaDevice::getHandle(stream)));
   }
   bool isComplete() override {
     cudaError_t status = cudaEventQuery(handle);
@@ -95,8 +95,8 @@ Status CudaDevice::open(int index, std::unique_ptr<CudaDevice> &out) {
   CUDA_CHECK(cudaSetDevice(index));
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
-  device->description = "cuda:" + std::to_string(index) + " (" + prop.name +
-                        ")";
+  device->description =
+      "cuda:" + std::to_string(index) + " (" + prop.name + ")";
   int least = 0, greatest = 0;
   CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   for (int k = 0; k < kStreamKinds; ++k) {
@@ -191,9 +191,9 @@ Status CudaDevice::allocate(DType type, int64_t count, DeviceBuffer &out) {
   }
   // Zero-filled in compute-stream order: whatever uses the buffer first is
   // issued after this on the compute stream or after an event on it.
-  SLUICE_CUDA_RECORD(errors,
-                     cudaMemsetAsync(data, 0, size_t(bytes),
-                                     getHandle(getStream(StreamKind::Compute))));
+  SLUICE_CUDA_RECORD(
+      errors, cudaMemsetAsync(data, 0, size_t(bytes),
+                              getHandle(getStream(StreamKind::Compute))));
   out = DeviceBuffer(this, data, type, count);
   return Status::ok();
 }
@@ -208,8 +208,8 @@ void CudaDevice::release(void *data, int64_t bytes) {
       event = spareEvents.back();
       spareEvents.pop_back();
     } else {
-      SLUICE_CUDA_RECORD(errors, cudaEventCreateWithFlags(
-                                     &event, cudaEventDisableTiming));
+      SLUICE_CUDA_RECORD(
+          errors, cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     }
     SLUICE_CUDA_RECORD(errors, cudaEventRecord(event, streams[k]->handle));
     block.passed[k] = event;
@@ -226,9 +226,7 @@ int64_t CudaDevice::getFreeBytes() {
 
 Stream &CudaDevice::getStream(StreamKind kind) { return *streams[int(kind)]; }
 
-Kernels &CudaDevice::getKernels(StreamKind kind) {
-  return *kernels[int(kind)];
-}
+Kernels &CudaDevice::getKernels(StreamKind kind) { return *kernels[int(kind)]; }
 
 std::unique_ptr<Event> CudaDevice::createEvent() {
   cudaEvent_t handle = nullptr;

@@ -50,7 +50,8 @@ private:
 };
 
 /// Records a failing CUDA call into an ErrorSink.
-#define SLUICE_CUDA_RECORD(sink, expr) (sink).check((expr), #expr, __FILE__, __LINE__)
+#define SLUICE_CUDA_RECORD(sink, expr)                                         \
+  (sink).check((expr), #expr, __FILE__, __LINE__)
 
 class CudaDevice final : public Device {
 public:

@@ -6,9 +6,9 @@
 namespace sluice::rt::cuda {
 
 void CudaKernels::add(DevicePtr y, DevicePtr x, int64_t n) {
-  SLUICE_DISPATCH_ACT(y.getType(), T,
-                      addKernel<<<gridFor(n), kThreads, 0, stream>>>(
-                          y.as<T>(), x.as<T>(), n));
+  SLUICE_DISPATCH_ACT(
+      y.getType(), T,
+      addKernel<<<gridFor(n), kThreads, 0, stream>>>(y.as<T>(), x.as<T>(), n));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -32,9 +32,9 @@ void CudaKernels::fill(DevicePtr y, double value, int64_t n) {
     return;
   if (value == 0.0) {
     // All-zero bits in every type: the copy engine's memset.
-    SLUICE_CUDA_RECORD(errors, cudaMemsetAsync(y.get(), 0,
-                                               size_t(n * getSize(y.getType())),
-                                               stream));
+    SLUICE_CUDA_RECORD(
+        errors,
+        cudaMemsetAsync(y.get(), 0, size_t(n * getSize(y.getType())), stream));
     return;
   }
   fillKernel<<<gridFor(n), kThreads, 0, stream>>>(y.get(), y.getType(), value,
@@ -50,12 +50,11 @@ void CudaKernels::copyStrided(DevicePtr dst, DevicePtr src,
   if (dst.getType() == src.getType() && shape.batches == 1) {
     // One 2-D copy: rows of `cols` elements, pitched.
     int64_t size = getSize(src.getType());
-    SLUICE_CUDA_RECORD(errors,
-                       cudaMemcpy2DAsync(dst.get(), size_t(shape.dstRow * size),
-                                         src.get(), size_t(shape.srcRow * size),
-                                         size_t(shape.cols * size),
-                                         size_t(shape.rows),
-                                         cudaMemcpyDeviceToDevice, stream));
+    SLUICE_CUDA_RECORD(
+        errors, cudaMemcpy2DAsync(dst.get(), size_t(shape.dstRow * size),
+                                  src.get(), size_t(shape.srcRow * size),
+                                  size_t(shape.cols * size), size_t(shape.rows),
+                                  cudaMemcpyDeviceToDevice, stream));
     return;
   }
   stridedKernel<<<gridFor(n), kThreads, 0, stream>>>(
@@ -67,10 +66,10 @@ void CudaKernels::addRowVector(DevicePtr x, DevicePtr v, int64_t rows,
                                int64_t cols) {
   SLUICE_DISPATCH_ACT(
       x.getType(), T,
-      SLUICE_DISPATCH_ACT(v.getType(), V,
-                          addRowVectorKernel<<<gridFor(rows * cols), kThreads,
-                                               0, stream>>>(
-                              x.as<T>(), v.as<V>(), rows, cols)));
+      SLUICE_DISPATCH_ACT(
+          v.getType(), V,
+          addRowVectorKernel<<<gridFor(rows * cols), kThreads, 0, stream>>>(
+              x.as<T>(), v.as<V>(), rows, cols)));
   SLUICE_LAUNCHED(errors);
 }
 

@@ -34,8 +34,7 @@ __device__ __forceinline__ void gate(GateActivation act, float x, float &value,
   slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dInner;
 }
 
-template <class T>
-__global__ void addKernel(T *y, const T *x, int64_t n) {
+template <class T> __global__ void addKernel(T *y, const T *x, int64_t n) {
   SLUICE_GRID_STRIDE(i, n)
   y[i] = fromFloat<T>(toFloat(y[i]) + toFloat(x[i]));
 }
@@ -112,9 +111,8 @@ __global__ void gatedForwardKernel(GateActivation act, const T *z, const T *u,
 }
 
 template <class T>
-__global__ void gatedBackwardKernel(GateActivation act, const T *z,
-                                    const T *u, const T *dg, T *dz, T *du,
-                                    int64_t n) {
+__global__ void gatedBackwardKernel(GateActivation act, const T *z, const T *u,
+                                    const T *dg, T *dz, T *du, int64_t n) {
   SLUICE_GRID_STRIDE(i, n) {
     float value, slope;
     gate(act, toFloat(z[i]), value, slope);
@@ -128,9 +126,9 @@ __global__ void gatedBackwardKernel(GateActivation act, const T *z,
 /// computed in double, as on the CPU: positions reach 10^5 and every slice
 /// of a sequence must see the same rotation.
 template <class T>
-__global__ void rotateKernel(T *x, int64_t rows, int64_t tokens,
-                             int64_t offset, int64_t heads, int64_t headDim,
-                             int64_t stride, double theta, bool inverse) {
+__global__ void rotateKernel(T *x, int64_t rows, int64_t tokens, int64_t offset,
+                             int64_t heads, int64_t headDim, int64_t stride,
+                             double theta, bool inverse) {
   int64_t half = headDim / 2;
   SLUICE_GRID_STRIDE(index, rows * tokens * heads * half) {
     int64_t i = index % half, h = (index / half) % heads,

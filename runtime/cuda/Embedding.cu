@@ -10,12 +10,11 @@ void CudaKernels::embeddingForward(DevicePtr tokens, int64_t stride,
                                    int64_t rows, int64_t length, int64_t offset,
                                    int64_t hidden, DevicePtr out) {
   int64_t n = rows * length * hidden;
-  SLUICE_DISPATCH_ACT(out.getType(), T,
-                      embeddingForwardKernel<<<gridFor(n), kThreads, 0,
-                                               stream>>>(
-                          tokens.i32(), stride, table.as<T>(),
-                          positions.as<T>(), rows, length, offset, hidden,
-                          out.as<T>()));
+  SLUICE_DISPATCH_ACT(
+      out.getType(), T,
+      embeddingForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
+          tokens.i32(), stride, table.as<T>(), positions.as<T>(), rows, length,
+          offset, hidden, out.as<T>()));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -25,11 +24,11 @@ void CudaKernels::embeddingBackward(DevicePtr tokens, int64_t stride,
                                     int64_t hidden, DevicePtr dtable,
                                     DevicePtr dpositions) {
   int64_t n = rows * length * hidden;
-  SLUICE_DISPATCH_ACT(dout.getType(), T,
-                      embeddingBackwardKernel<<<gridFor(n), kThreads, 0,
-                                                stream>>>(
-                          tokens.i32(), stride, dout.as<T>(), rows, length,
-                          offset, hidden, dtable.f32(), dpositions.f32()));
+  SLUICE_DISPATCH_ACT(
+      dout.getType(), T,
+      embeddingBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
+          tokens.i32(), stride, dout.as<T>(), rows, length, offset, hidden,
+          dtable.f32(), dpositions.f32()));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -49,11 +48,11 @@ void CudaKernels::shardScatterAdd(DevicePtr tokens, int64_t stride,
                                   int64_t first, int64_t count, int64_t hidden,
                                   DevicePtr dtable) {
   int64_t n = rows * length * hidden;
-  SLUICE_DISPATCH_ACT(dout.getType(), T,
-                      shardScatterAddKernel<<<gridFor(n), kThreads, 0,
-                                              stream>>>(
-                          tokens.i32(), stride, rows, length, dout.as<T>(),
-                          first, count, hidden, dtable.f32()));
+  SLUICE_DISPATCH_ACT(
+      dout.getType(), T,
+      shardScatterAddKernel<<<gridFor(n), kThreads, 0, stream>>>(
+          tokens.i32(), stride, rows, length, dout.as<T>(), first, count,
+          hidden, dtable.f32()));
   SLUICE_LAUNCHED(errors);
 }
 

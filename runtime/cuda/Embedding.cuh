@@ -19,8 +19,7 @@ template <class T>
 __global__ void embeddingForwardKernel(const int32_t *tokens, int64_t stride,
                                        const T *table, const T *positions,
                                        int64_t rows, int64_t length,
-                                       int64_t offset, int64_t hidden,
-                                       T *out) {
+                                       int64_t offset, int64_t hidden, T *out) {
   SLUICE_GRID_STRIDE(i, rows * length * hidden) {
     int64_t c = i % hidden, t = (i / hidden) % length,
             r = i / (hidden * length);
@@ -32,11 +31,10 @@ __global__ void embeddingForwardKernel(const int32_t *tokens, int64_t stride,
 }
 
 template <class T>
-__global__ void embeddingBackwardKernel(const int32_t *tokens, int64_t stride,
-                                        const T *dout, int64_t rows,
-                                        int64_t length, int64_t offset,
-                                        int64_t hidden, float *dtable,
-                                        float *dpositions) {
+__global__ void
+embeddingBackwardKernel(const int32_t *tokens, int64_t stride, const T *dout,
+                        int64_t rows, int64_t length, int64_t offset,
+                        int64_t hidden, float *dtable, float *dpositions) {
   SLUICE_GRID_STRIDE(i, rows * length * hidden) {
     int64_t c = i % hidden, t = (i / hidden) % length,
             r = i / (hidden * length);
@@ -68,11 +66,10 @@ __global__ void shardLookupKernel(const int32_t *tokens, int64_t stride,
 }
 
 template <class T>
-__global__ void shardScatterAddKernel(const int32_t *tokens, int64_t stride,
-                                      int64_t rows, int64_t length,
-                                      const T *dout, int64_t first,
-                                      int64_t count, int64_t hidden,
-                                      float *dtable) {
+__global__ void
+shardScatterAddKernel(const int32_t *tokens, int64_t stride, int64_t rows,
+                      int64_t length, const T *dout, int64_t first,
+                      int64_t count, int64_t hidden, float *dtable) {
   SLUICE_GRID_STRIDE(i, rows * length * hidden) {
     int64_t c = i % hidden, t = (i / hidden) % length,
             r = i / (hidden * length);

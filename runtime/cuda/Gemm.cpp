@@ -48,8 +48,7 @@ struct GemmEngine::Plan {
 
 GemmEngine::GemmEngine(ErrorSink &errors) : errors(errors) {}
 
-Status GemmEngine::create(ErrorSink &errors,
-                          std::unique_ptr<GemmEngine> &out) {
+Status GemmEngine::create(ErrorSink &errors, std::unique_ptr<GemmEngine> &out) {
   std::unique_ptr<GemmEngine> engine(new GemmEngine(errors));
   cublasLtHandle_t handle = nullptr;
   cublasStatus_t status = cublasLtCreate(&handle);
@@ -138,15 +137,23 @@ void GemmEngine::run(cudaStream_t stream, bool transA, bool transB, int64_t m,
                  __LINE__);
     return;
   }
-  Key key{transA, transB, m, n, k, lda, ldb, ldc,
-          int(cudaType(a.getType())), int(cudaType(c.getType()))};
+  Key key{transA,
+          transB,
+          m,
+          n,
+          k,
+          lda,
+          ldb,
+          ldc,
+          int(cudaType(a.getType())),
+          int(cudaType(c.getType()))};
   Plan *plan = getPlan(key);
   if (!plan)
     return;
   BLAS_RECORD(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle), plan->op,
-                             &alpha, b.get(), plan->a, a.get(), plan->b,
-                             &beta, c.get(), plan->c, c.get(), plan->c,
-                             &plan->algo, workspace, workspaceBytes, stream));
+                             &alpha, b.get(), plan->a, a.get(), plan->b, &beta,
+                             c.get(), plan->c, c.get(), plan->c, &plan->algo,
+                             workspace, workspaceBytes, stream));
 }
 
 } // namespace sluice::rt::cuda

@@ -31,9 +31,9 @@ public:
   static Status create(ErrorSink &errors, std::unique_ptr<GemmEngine> &out);
   ~GemmEngine();
 
-  void run(cudaStream_t stream, bool transA, bool transB, int64_t m,
-           int64_t n, int64_t k, float alpha, DevicePtr a, int64_t lda,
-           DevicePtr b, int64_t ldb, float beta, DevicePtr c, int64_t ldc);
+  void run(cudaStream_t stream, bool transA, bool transB, int64_t m, int64_t n,
+           int64_t k, float alpha, DevicePtr a, int64_t lda, DevicePtr b,
+           int64_t ldb, float beta, DevicePtr c, int64_t ldc);
 
 private:
   struct Plan;

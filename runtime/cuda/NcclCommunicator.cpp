@@ -27,11 +27,11 @@ void recordNccl(ErrorSink &errors, ncclResult_t result, const char *expression,
                 const char *file, int line) {
   if (result == ncclSuccess)
     return;
-  errors.check(cudaErrorUnknown,
-               (std::string(expression) + " returned " +
-                ncclGetErrorString(result))
-                   .c_str(),
-               file, line);
+  errors.check(
+      cudaErrorUnknown,
+      (std::string(expression) + " returned " + ncclGetErrorString(result))
+          .c_str(),
+      file, line);
 }
 #define NCCL_RECORD(expr)                                                      \
   recordNccl(device.getErrors(), (expr), #expr, __FILE__, __LINE__)
@@ -70,8 +70,8 @@ public:
       : handle(handle), errors(errors) {}
   ~LinkStream() override { cudaStreamDestroy(handle); }
   void wait(Event &event) override {
-    SLUICE_CUDA_RECORD(errors, cudaStreamWaitEvent(
-                                   handle, CudaDevice::getHandle(event), 0));
+    SLUICE_CUDA_RECORD(
+        errors, cudaStreamWaitEvent(handle, CudaDevice::getHandle(event), 0));
   }
   Status synchronize() override {
     SLUICE_CUDA_RECORD(errors, cudaStreamSynchronize(handle));
@@ -95,7 +95,7 @@ struct NcclCommunicator::Link {
 };
 
 NcclCommunicator::NcclCommunicator(MpiCommunicator &host, CudaDevice &device)
-    : host(host), device(device) {}
+    : HostAssistedCommunicator(host, device) {}
 
 std::vector<std::pair<int, int>> getLinks(const Plan &plan) {
   std::set<std::pair<int, int>> links;
@@ -167,8 +167,7 @@ Status NcclCommunicator::create(MpiCommunicator &host, CudaDevice &device,
     ncclUniqueId id;
     if (me == 0)
       NCCL_CHECK(ncclGetUniqueId(&id));
-    if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) !=
-        MPI_SUCCESS)
+    if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
       return Status::error("cannot broadcast an NCCL id");
     ncclComm_t handle = nullptr;
     NCCL_CHECK(ncclCommInitRank(&handle, host.size(), id, me));
@@ -204,10 +203,10 @@ std::unique_ptr<Request> NcclCommunicator::sendAsync(DevicePtr data,
                                                      int, Stream &stream) {
   auto it = links.find({rank(), peer});
   if (it == links.end()) {
-    device.getErrors().check(cudaErrorInvalidValue,
-                             ("no NCCL link to rank " + std::to_string(peer))
-                                 .c_str(),
-                             __FILE__, __LINE__);
+    device.getErrors().check(
+        cudaErrorInvalidValue,
+        ("no NCCL link to rank " + std::to_string(peer)).c_str(), __FILE__,
+        __LINE__);
     return std::make_unique<NcclRequest>(device.createEvent());
   }
   Link &link = *it->second;
@@ -222,10 +221,10 @@ std::unique_ptr<Request> NcclCommunicator::recvAsync(DevicePtr data,
                                                      int, Stream &stream) {
   auto it = links.find({peer, rank()});
   if (it == links.end()) {
-    device.getErrors().check(cudaErrorInvalidValue,
-                             ("no NCCL link from rank " + std::to_string(peer))
-                                 .c_str(),
-                             __FILE__, __LINE__);
+    device.getErrors().check(
+        cudaErrorInvalidValue,
+        ("no NCCL link from rank " + std::to_string(peer)).c_str(), __FILE__,
+        __LINE__);
     return std::make_unique<NcclRequest>(device.createEvent());
   }
   Link &link = *it->second;
@@ -235,9 +234,10 @@ std::unique_ptr<Request> NcclCommunicator::recvAsync(DevicePtr data,
   });
 }
 
-std::unique_ptr<Request>
-NcclCommunicator::broadcastAsync(DevicePtr data, int64_t count, int root,
-                                 int channel, Stream &stream) {
+std::unique_ptr<Request> NcclCommunicator::broadcastAsync(DevicePtr data,
+                                                          int64_t count,
+                                                          int root, int channel,
+                                                          Stream &stream) {
   auto comm = static_cast<ncclComm_t>(channels[channel]);
   return enqueue(stream, stream, [&](cudaStream_t s) {
     NCCL_RECORD(ncclBroadcast(data.get(), data.get(), size_t(count),
@@ -245,10 +245,11 @@ NcclCommunicator::broadcastAsync(DevicePtr data, int64_t count, int root,
   });
 }
 
-std::unique_ptr<Request>
-NcclCommunicator::allReduceAsync(DevicePtr data, int64_t count,
-                                 Reduction reduction, int channel,
-                                 Stream &stream) {
+std::unique_ptr<Request> NcclCommunicator::allReduceAsync(DevicePtr data,
+                                                          int64_t count,
+                                                          Reduction reduction,
+                                                          int channel,
+                                                          Stream &stream) {
   auto comm = static_cast<ncclComm_t>(channels[channel]);
   ncclRedOp_t op = reduction == Reduction::Max ? ncclMax : ncclSum;
   return enqueue(stream, stream, [&](cudaStream_t s) {
@@ -257,37 +258,15 @@ NcclCommunicator::allReduceAsync(DevicePtr data, int64_t count,
   });
 }
 
-std::unique_ptr<Request>
-NcclCommunicator::reduceSumAsync(DevicePtr data, int64_t count, int root,
-                                 int channel, Stream &stream) {
+std::unique_ptr<Request> NcclCommunicator::reduceSumAsync(DevicePtr data,
+                                                          int64_t count,
+                                                          int root, int channel,
+                                                          Stream &stream) {
   auto comm = static_cast<ncclComm_t>(channels[channel]);
   return enqueue(stream, stream, [&](cudaStream_t s) {
     NCCL_RECORD(ncclReduce(data.get(), data.get(), size_t(count),
                            ncclType(data.getType()), ncclSum, root, comm, s));
   });
-}
-
-Status NcclCommunicator::allReduceSum(DevicePtr data, int64_t count,
-                                      const int *group, int groupSize,
-                                      Stream &stream) {
-  // Once per step, two ranks (a tied table's ends): staged through MPI
-  // rather than a communicator per group.
-  int64_t bytes = count * getSize(data.getType());
-  std::vector<char> staging(size_t(std::max<int64_t>(bytes, 1)));
-  device.download(staging.data(), data, bytes, stream);
-  if (Status st = stream.synchronize(); !st)
-    return st;
-  class HostStream final : public Stream {
-  public:
-    void wait(Event &) override {}
-    Status synchronize() override { return Status::ok(); }
-  } hostStream;
-  if (Status st = host.allReduceSum(DevicePtr(staging.data(), data.getType()),
-                                    count, group, groupSize, hostStream);
-      !st)
-    return st;
-  device.upload(data, staging.data(), bytes, stream);
-  return stream.synchronize();
 }
 
 void NcclCommunicator::abort(int code) {

@@ -1,4 +1,5 @@
-//===- NcclCommunicator.h - NCCL between GPUs, bootstrapped by MPI -*- C++ -*-===//
+//===- NcclCommunicator.h - NCCL between GPUs, bootstrapped by MPI -*- C++
+//-*-===//
 //
 // The Communicator for one rank per GPU: NCCL moves device memory with no
 // host copy. MPI bootstraps it, as multi-node NCCL programs do: a rank
@@ -24,8 +25,7 @@
 #ifndef SLUICE_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
 #define SLUICE_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
 
-#include "CudaDevice.h"
-#include "MpiCommunicator.h"
+#include "HostAssisted.h"
 #include "Plan.h"
 
 #include <map>
@@ -43,7 +43,7 @@ std::vector<std::pair<int, int>> getLinks(const Plan &plan);
 /// its receives in another order than the sender sends.
 Status checkMessageOrder(const Plan &plan);
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public HostAssistedCommunicator {
 public:
   ~NcclCommunicator() override;
   /// Collective over every rank: creates the link and channel
@@ -52,13 +52,10 @@ public:
                        const std::vector<std::pair<int, int>> &links,
                        std::unique_ptr<NcclCommunicator> &out);
 
-  int rank() const override { return host.rank(); }
-  int size() const override { return host.size(); }
   std::unique_ptr<Request> sendAsync(DevicePtr data, int64_t count, int peer,
                                      int tag, Stream &stream) override;
   std::unique_ptr<Request> recvAsync(DevicePtr data, int64_t count, int peer,
                                      int tag, Stream &stream) override;
-  int maxTag() const override { return host.maxTag(); }
   std::unique_ptr<Request> broadcastAsync(DevicePtr data, int64_t count,
                                           int root, int channel,
                                           Stream &stream) override;
@@ -68,19 +65,6 @@ public:
   std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
                                           int root, int channel,
                                           Stream &stream) override;
-  Status allReduceSum(DevicePtr data, int64_t count, const int *group,
-                      int groupSize, Stream &stream) override;
-  Status allReduceSum(double *data, int64_t n) override {
-    return host.allReduceSum(data, n);
-  }
-  Status allReduceMax(double *data, int64_t n) override {
-    return host.allReduceMax(data, n);
-  }
-  Status gatherToRoot(const std::string &mine,
-                      std::vector<std::string> &all) override {
-    return host.gatherToRoot(mine, all);
-  }
-  void barrier() override { host.barrier(); }
   [[noreturn]] void abort(int code) override;
 
 private:
@@ -91,8 +75,6 @@ private:
   template <class Op>
   std::unique_ptr<Request> enqueue(Stream &after, Stream &on, Op &&op);
 
-  MpiCommunicator &host;
-  CudaDevice &device;
   /// (sender, receiver) -> this rank's side of the link.
   std::map<std::pair<int, int>, std::unique_ptr<Link>> links;
   void *channels[kChannels] = {}; // ncclComm_t

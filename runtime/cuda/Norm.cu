@@ -10,11 +10,11 @@ void CudaKernels::normForward(DevicePtr x, DevicePtr gamma, DevicePtr beta,
                               DevicePtr xhat, DevicePtr rstd) {
   if (rows <= 0)
     return;
-  SLUICE_DISPATCH_ACT(x.getType(), T,
-                      normForwardKernel<<<unsigned(rows), kThreads, 0,
-                                          stream>>>(
-                          x.as<T>(), gamma.as<T>(), beta.as<T>(), cols, rms,
-                          y.as<T>(), xhat.as<T>(), rstd.f32()));
+  SLUICE_DISPATCH_ACT(
+      x.getType(), T,
+      normForwardKernel<<<unsigned(rows), kThreads, 0, stream>>>(
+          x.as<T>(), gamma.as<T>(), beta.as<T>(), cols, rms, y.as<T>(),
+          xhat.as<T>(), rstd.f32()));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -32,11 +32,11 @@ void CudaKernels::normBackward(DevicePtr dy, DevicePtr xhat, DevicePtr rstd,
                                bool rms, DevicePtr dx) {
   if (rows <= 0)
     return;
-  SLUICE_DISPATCH_ACT(dy.getType(), T,
-                      normBackwardKernel<<<unsigned(rows), kThreads, 0,
-                                           stream>>>(
-                          dy.as<T>(), xhat.as<T>(), rstd.f32(), gamma.as<T>(),
-                          cols, rms, dx.as<T>()));
+  SLUICE_DISPATCH_ACT(
+      dy.getType(), T,
+      normBackwardKernel<<<unsigned(rows), kThreads, 0, stream>>>(
+          dy.as<T>(), xhat.as<T>(), rstd.f32(), gamma.as<T>(), cols, rms,
+          dx.as<T>()));
   SLUICE_LAUNCHED(errors);
 }
 

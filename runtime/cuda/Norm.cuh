@@ -42,8 +42,8 @@ __global__ void normForwardKernel(const T *x, const T *gamma, const T *beta,
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     float h = (toFloat(xr[c]) - mean) * inv;
     xhat[row * cols + c] = fromFloat<T>(h);
-    y[row * cols + c] = fromFloat<T>(toFloat(gamma[c]) * h +
-                                     (beta ? toFloat(beta[c]) : 0.0f));
+    y[row * cols + c] =
+        fromFloat<T>(toFloat(gamma[c]) * h + (beta ? toFloat(beta[c]) : 0.0f));
   }
 }
 
@@ -86,8 +86,8 @@ __global__ void normBackwardKernel(const T *dy, const T *xhat,
 /// dgamma[c] += sum dy * xhat, dbeta[c] += sum dy over a chunk of rows.
 template <class T>
 __global__ void normParamGradsKernel(const T *dy, const T *xhat, int64_t rows,
-                                     int64_t cols, int64_t chunk,
-                                     float *dgamma, float *dbeta) {
+                                     int64_t cols, int64_t chunk, float *dgamma,
+                                     float *dbeta) {
   int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= cols)
     return;

@@ -5,10 +5,10 @@
 
 namespace sluice::rt::cuda {
 
-void CudaKernels::crossEntropyForward(DevicePtr logitsToProbs,
-                                      DevicePtr labels, int64_t stride,
-                                      int64_t rows, int64_t length,
-                                      int64_t vocab, DevicePtr loss) {
+void CudaKernels::crossEntropyForward(DevicePtr logitsToProbs, DevicePtr labels,
+                                      int64_t stride, int64_t rows,
+                                      int64_t length, int64_t vocab,
+                                      DevicePtr loss) {
   int64_t tokens = rows * length;
   if (tokens == 0)
     return;
@@ -23,11 +23,11 @@ void CudaKernels::crossEntropyBackward(DevicePtr probs, DevicePtr labels,
                                        int64_t length, int64_t vocab,
                                        float scale, DevicePtr dlogits) {
   int64_t n = rows * length * vocab;
-  SLUICE_DISPATCH_ACT(dlogits.getType(), T,
-                      crossEntropyBackwardKernel<<<gridFor(n), kThreads, 0,
-                                                   stream>>>(
-                          probs.f32(), labels.i32(), stride, rows, length,
-                          vocab, scale, dlogits.as<T>()));
+  SLUICE_DISPATCH_ACT(
+      dlogits.getType(), T,
+      crossEntropyBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
+          probs.f32(), labels.i32(), stride, rows, length, vocab, scale,
+          dlogits.as<T>()));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -38,11 +38,11 @@ void CudaKernels::shardSoftmaxStatistics(DevicePtr logits, int64_t tokens,
   if (tokens == 0)
     return;
   // Without probabilities the type is moot: use the fp32 instance.
-  SLUICE_DISPATCH_ACT(probs ? probs.getType() : DType::F32, T,
-                      shardStatisticsKernel<<<unsigned(tokens), kThreads, 0,
-                                              stream>>>(
-                          logits.f32(), count, ld, reference.f32(), max.f32(),
-                          sum.f32(), probs.as<T>()));
+  SLUICE_DISPATCH_ACT(
+      probs ? probs.getType() : DType::F32, T,
+      shardStatisticsKernel<<<unsigned(tokens), kThreads, 0, stream>>>(
+          logits.f32(), count, ld, reference.f32(), max.f32(), sum.f32(),
+          probs.as<T>()));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -59,10 +59,10 @@ void CudaKernels::scaleRows(DevicePtr x, DevicePtr factor, DevicePtr divisor,
   int64_t n = tokens * count;
   if (n == 0)
     return;
-  SLUICE_DISPATCH_ACT(x.getType(), T,
-                      scaleRowsKernel<<<gridFor(n), kThreads, 0, stream>>>(
-                          x.as<T>(), factor.f32(), divisor.f32(), tokens,
-                          count, ld));
+  SLUICE_DISPATCH_ACT(
+      x.getType(), T,
+      scaleRowsKernel<<<gridFor(n), kThreads, 0, stream>>>(
+          x.as<T>(), factor.f32(), divisor.f32(), tokens, count, ld));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -77,17 +77,17 @@ void CudaKernels::shardLoss(DevicePtr logits, DevicePtr labels, int64_t stride,
 }
 
 void CudaKernels::shardSoftmaxGrad(DevicePtr probs, DevicePtr labels,
-                                   int64_t stride, int64_t rows,
-                                   int64_t length, int64_t first,
-                                   int64_t count, int64_t ld, float scale) {
+                                   int64_t stride, int64_t rows, int64_t length,
+                                   int64_t first, int64_t count, int64_t ld,
+                                   float scale) {
   int64_t n = rows * length * count;
   if (n == 0)
     return;
-  SLUICE_DISPATCH_ACT(probs.getType(), T,
-                      shardSoftmaxGradKernel<<<gridFor(n), kThreads, 0,
-                                               stream>>>(
-                          probs.as<T>(), labels.i32(), stride, rows, length,
-                          first, count, ld, scale));
+  SLUICE_DISPATCH_ACT(
+      probs.getType(), T,
+      shardSoftmaxGradKernel<<<gridFor(n), kThreads, 0, stream>>>(
+          probs.as<T>(), labels.i32(), stride, rows, length, first, count, ld,
+          scale));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -97,8 +97,8 @@ void CudaKernels::combineGrad(DevicePtr a, DevicePtr b, DevicePtr scaled,
   int64_t n = tokens * hidden;
   SLUICE_DISPATCH_ACT(out.getType(), T,
                       combineGradKernel<<<gridFor(n), kThreads, 0, stream>>>(
-                          a.as<T>(), b.as<T>(), scaled.f32(), sum.f32(),
-                          tokens, hidden, scale, out.as<T>()));
+                          a.as<T>(), b.as<T>(), scaled.f32(), sum.f32(), tokens,
+                          hidden, scale, out.as<T>()));
   SLUICE_LAUNCHED(errors);
 }
 

@@ -45,11 +45,10 @@ __global__ void crossEntropyForwardKernel(float *logits, const int32_t *labels,
 }
 
 template <class T>
-__global__ void crossEntropyBackwardKernel(const float *probs,
-                                           const int32_t *labels,
-                                           int64_t stride, int64_t rows,
-                                           int64_t length, int64_t vocab,
-                                           float scale, T *dlogits) {
+__global__ void
+crossEntropyBackwardKernel(const float *probs, const int32_t *labels,
+                           int64_t stride, int64_t rows, int64_t length,
+                           int64_t vocab, float scale, T *dlogits) {
   SLUICE_GRID_STRIDE(i, rows * length * vocab) {
     int64_t v = i % vocab, token = i / vocab;
     int64_t r = token / length, t = token % length;
@@ -96,9 +95,8 @@ __global__ void rescaleSumKernel(const float *sum, const float *localMax,
 }
 
 template <class T>
-__global__ void scaleRowsKernel(T *x, const float *factor,
-                                const float *divisor, int64_t tokens,
-                                int64_t count, int64_t ld) {
+__global__ void scaleRowsKernel(T *x, const float *factor, const float *divisor,
+                                int64_t tokens, int64_t count, int64_t ld) {
   SLUICE_GRID_STRIDE(i, tokens * count) {
     int64_t v = i % count, t = i / count;
     T &cell = x[t * ld + v];
@@ -124,8 +122,7 @@ template <class T>
 __global__ void shardSoftmaxGradKernel(T *probs, const int32_t *labels,
                                        int64_t stride, int64_t rows,
                                        int64_t length, int64_t first,
-                                       int64_t count, int64_t ld,
-                                       float scale) {
+                                       int64_t count, int64_t ld, float scale) {
   SLUICE_GRID_STRIDE(i, rows * length * count) {
     int64_t v = i % count, token = i / count;
     int64_t r = token / length, t = token % length;

@@ -42,13 +42,6 @@ void PinnedPool::give(void *data, int64_t bytes,
 }
 
 namespace {
-/// The host stream MpiCommunicator is given: it runs nothing.
-class HostStream final : public Stream {
-public:
-  void wait(Event &) override {}
-  Status synchronize() override { return Status::ok(); }
-};
-
 /// One staged transfer: copy out (unless it only receives), post MPI, copy
 /// back (unless it only sends).
 class StagedRequest final : public Request {
@@ -84,8 +77,7 @@ public:
     // copy back to the device.
     if (staging && done)
       comm.getPool().give(staging, bytes,
-                          kind == Kind::Send ? nullptr
-                                             : std::move(copiedBack));
+                          kind == Kind::Send ? nullptr : std::move(copiedBack));
   }
 
   bool test() override {
@@ -142,15 +134,7 @@ private:
   Status failed;
 };
 
-HostStream &hostStream() {
-  static HostStream stream;
-  return stream;
-}
 } // namespace
-
-StagedCommunicator::StagedCommunicator(MpiCommunicator &host,
-                                       CudaDevice &device)
-    : host(host), device(device) {}
 
 std::unique_ptr<Request> StagedCommunicator::sendAsync(DevicePtr data,
                                                        int64_t count, int peer,
@@ -159,7 +143,7 @@ std::unique_ptr<Request> StagedCommunicator::sendAsync(DevicePtr data,
   return std::make_unique<StagedRequest>(
       *this, StagedRequest::Kind::Send, data, count, stream,
       [this, count, peer, tag](DevicePtr staged) {
-        return host.sendAsync(staged, count, peer, tag, hostStream());
+        return host.sendAsync(staged, count, peer, tag, hostStream);
       });
 }
 
@@ -170,7 +154,7 @@ std::unique_ptr<Request> StagedCommunicator::recvAsync(DevicePtr data,
   return std::make_unique<StagedRequest>(
       *this, StagedRequest::Kind::Receive, data, count, stream,
       [this, count, peer, tag](DevicePtr staged) {
-        return host.recvAsync(staged, count, peer, tag, hostStream());
+        return host.recvAsync(staged, count, peer, tag, hostStream);
       });
 }
 
@@ -180,19 +164,20 @@ StagedCommunicator::broadcastAsync(DevicePtr data, int64_t count, int root,
   return std::make_unique<StagedRequest>(
       *this, StagedRequest::Kind::Collective, data, count, stream,
       [this, count, root, channel](DevicePtr staged) {
-        return host.broadcastAsync(staged, count, root, channel, hostStream());
+        return host.broadcastAsync(staged, count, root, channel, hostStream);
       });
 }
 
-std::unique_ptr<Request>
-StagedCommunicator::allReduceAsync(DevicePtr data, int64_t count,
-                                   Reduction reduction, int channel,
-                                   Stream &stream) {
+std::unique_ptr<Request> StagedCommunicator::allReduceAsync(DevicePtr data,
+                                                            int64_t count,
+                                                            Reduction reduction,
+                                                            int channel,
+                                                            Stream &stream) {
   return std::make_unique<StagedRequest>(
       *this, StagedRequest::Kind::Collective, data, count, stream,
       [this, count, reduction, channel](DevicePtr staged) {
         return host.allReduceAsync(staged, count, reduction, channel,
-                                   hostStream());
+                                   hostStream);
       });
 }
 
@@ -202,26 +187,8 @@ StagedCommunicator::reduceSumAsync(DevicePtr data, int64_t count, int root,
   return std::make_unique<StagedRequest>(
       *this, StagedRequest::Kind::Collective, data, count, stream,
       [this, count, root, channel](DevicePtr staged) {
-        return host.reduceSumAsync(staged, count, root, channel, hostStream());
+        return host.reduceSumAsync(staged, count, root, channel, hostStream);
       });
-}
-
-Status StagedCommunicator::allReduceSum(DevicePtr data, int64_t count,
-                                        const int *group, int groupSize,
-                                        Stream &stream) {
-  // Once per step (the tied embedding's two ends): synchronous staging.
-  int64_t bytes = count * getSize(data.getType());
-  std::vector<char> staging(size_t(std::max<int64_t>(bytes, 1)));
-  device.download(staging.data(), data, bytes, stream);
-  if (Status st = stream.synchronize(); !st)
-    return st;
-  DevicePtr staged(staging.data(), data.getType());
-  if (Status st =
-          host.allReduceSum(staged, count, group, groupSize, hostStream());
-      !st)
-    return st;
-  device.upload(data, staging.data(), bytes, stream);
-  return stream.synchronize();
 }
 
 } // namespace sluice::rt::cuda

@@ -21,8 +21,7 @@
 #ifndef SLUICE_RUNTIME_CUDA_STAGEDCOMMUNICATOR_H
 #define SLUICE_RUNTIME_CUDA_STAGEDCOMMUNICATOR_H
 
-#include "CudaDevice.h"
-#include "MpiCommunicator.h"
+#include "HostAssisted.h"
 
 #include <map>
 #include <memory>
@@ -48,17 +47,15 @@ private:
   std::map<int64_t, std::vector<Block>> free;
 };
 
-class StagedCommunicator final : public Communicator {
+class StagedCommunicator final : public HostAssistedCommunicator {
 public:
-  StagedCommunicator(MpiCommunicator &host, CudaDevice &device);
+  StagedCommunicator(MpiCommunicator &host, CudaDevice &device)
+      : HostAssistedCommunicator(host, device) {}
 
-  int rank() const override { return host.rank(); }
-  int size() const override { return host.size(); }
   std::unique_ptr<Request> sendAsync(DevicePtr data, int64_t count, int peer,
                                      int tag, Stream &stream) override;
   std::unique_ptr<Request> recvAsync(DevicePtr data, int64_t count, int peer,
                                      int tag, Stream &stream) override;
-  int maxTag() const override { return host.maxTag(); }
   std::unique_ptr<Request> broadcastAsync(DevicePtr data, int64_t count,
                                           int root, int channel,
                                           Stream &stream) override;
@@ -68,20 +65,6 @@ public:
   std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
                                           int root, int channel,
                                           Stream &stream) override;
-  Status allReduceSum(DevicePtr data, int64_t count, const int *group,
-                      int groupSize, Stream &stream) override;
-  Status allReduceSum(double *data, int64_t n) override {
-    return host.allReduceSum(data, n);
-  }
-  Status allReduceMax(double *data, int64_t n) override {
-    return host.allReduceMax(data, n);
-  }
-  Status gatherToRoot(const std::string &mine,
-                      std::vector<std::string> &all) override {
-    return host.gatherToRoot(mine, all);
-  }
-  void barrier() override { host.barrier(); }
-  [[noreturn]] void abort(int code) override { host.abort(code); }
 
   /// What a staged request needs from its communicator.
   MpiCommunicator &getHost() { return host; }
@@ -89,8 +72,6 @@ public:
   PinnedPool &getPool() { return pool; }
 
 private:
-  MpiCommunicator &host;
-  CudaDevice &device;
   PinnedPool pool;
 };
 

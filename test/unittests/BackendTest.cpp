@@ -80,8 +80,8 @@ TEST(Backend, StridedCopyMovesRowBlocksInOneCall) {
   for (int b = 0; b < 2; ++b)
     for (int r = 0; r < 5; ++r)
       for (int c = 0; c < 2; ++c) {
-        float want = r >= 1 && r <= 3 ? src[b * 12 + (r - 1) * 4 + 1 + c]
-                                      : -1.0f;
+        float want =
+            r >= 1 && r <= 3 ? src[b * 12 + (r - 1) * 4 + 1 + c] : -1.0f;
         EXPECT_EQ(dst[b * 10 + r * 2 + c], want) << b << " " << r << " " << c;
       }
 }
@@ -173,8 +173,7 @@ TEST(Layout, Bf16HalvesActivationsAndKeepsStatisticsInFp32) {
   EXPECT_GT(statistics, 0); // 1/std of both norms, the log-sum-exp
   // Every region aligned: the totals are sums of rounded-up regions.
   auto aligned = [](int64_t bytes) {
-    return (bytes + kRegionAlignment - 1) / kRegionAlignment *
-           kRegionAlignment;
+    return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
   };
   int64_t want32 = 0, want16 = 0;
   walkForwardState(m, m.layers[0], s, [&](Field, int64_t count, Storage st) {

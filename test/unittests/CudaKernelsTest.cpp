@@ -378,7 +378,8 @@ TEST_P(CudaKernelsTest, CrossEntropyAndTheShardedSoftmax) {
   expectClose(sum, "shardSoftmaxStatistics sum under a reference");
   upload(max);
   upload(sum);
-  Tensor globalMax = make(tokens, DType::F32), scaled = make(tokens, DType::F32);
+  Tensor globalMax = make(tokens, DType::F32),
+         scaled = make(tokens, DType::F32);
   for (size_t t = 0; t < globalMax.host.size(); ++t)
     globalMax.host[t] = max.host[t] + std::fabs(globalMax.host[t]);
   upload(globalMax);

@@ -79,8 +79,7 @@ public:
                                           Stream &) override {
     return nullptr;
   }
-  Status allReduceSum(DevicePtr, int64_t, const int *, int,
-                      Stream &) override {
+  Status allReduceSum(DevicePtr, int64_t, const int *, int, Stream &) override {
     return Status::ok();
   }
   Status allReduceSum(double *, int64_t) override { return Status::ok(); }
@@ -118,18 +117,17 @@ std::string planReusingASentSlot() {
           message = getMessageBytes(model, s, fp32);
   using nlohmann::json;
   auto exec = [](const char *pass, int stage, int mb, json slots) {
-    json j = {{"op", "exec"}, {"pass", pass}, {"stage", stage},
-              {"mb", mb},     {"slice", 0},   {"state", -1},
-              {"wstate", -1}, {"kv", -1},     {"in", -1},
-              {"out", -1}};
+    json j = {{"op", "exec"}, {"pass", pass}, {"stage", stage}, {"mb", mb},
+              {"slice", 0},   {"state", -1},  {"wstate", -1},   {"kv", -1},
+              {"in", -1},     {"out", -1}};
     j.update(slots);
     return j;
   };
   auto transfer = [](const char *op, const char *pass, int stage, int mb,
                      int peer, int key, int buffer) {
-    return json{{"op", op},     {"pass", pass}, {"stage", stage},
-                {"mb", mb},     {"slice", 0},   {"peer", peer},
-                {"key", key},   {"buffer", buffer}, {"stream", "comm"}};
+    return json{{"op", op},   {"pass", pass},     {"stage", stage},
+                {"mb", mb},   {"slice", 0},       {"peer", peer},
+                {"key", key}, {"buffer", buffer}, {"stream", "comm"}};
   };
   json device0 = {
       {"device", 0},
@@ -143,32 +141,42 @@ std::string planReusingASentSlot() {
         transfer("recv", "BW", 1, 0, 1, 2, 5),
         exec("BW", 0, 0, {{"state", 0}, {"kv", 1}, {"in", 5}, {"wstate", 6}}),
         transfer("recv", "BW", 1, 1, 1, 3, 5),
-        exec("BW", 0, 1, {{"state", 3}, {"kv", 4}, {"in", 5}, {"wstate", 6}})}}};
-  json device1 = {
-      {"device", 1},
-      {"buffers", {message, state1, wstate1, message}},
-      {"instructions",
-       {transfer("recv", "F", 0, 0, 0, 0, 0),
-        exec("F", 1, 0, {{"in", 0}, {"state", 1}}),
-        exec("BW", 1, 0, {{"state", 1}, {"wstate", 2}, {"out", 3}}),
-        transfer("send", "BW", 1, 0, 0, 2, 3),
-        transfer("recv", "F", 0, 1, 0, 1, 0),
-        exec("F", 1, 1, {{"in", 0}, {"state", 1}}),
-        exec("BW", 1, 1, {{"state", 1}, {"wstate", 2}, {"out", 3}}),
-        transfer("send", "BW", 1, 1, 0, 3, 3)}}};
+        exec("BW", 0, 1,
+             {{"state", 3}, {"kv", 4}, {"in", 5}, {"wstate", 6}})}}};
+  json device1 = {{"device", 1},
+                  {"buffers", {message, state1, wstate1, message}},
+                  {"instructions",
+                   {transfer("recv", "F", 0, 0, 0, 0, 0),
+                    exec("F", 1, 0, {{"in", 0}, {"state", 1}}),
+                    exec("BW", 1, 0, {{"state", 1}, {"wstate", 2}, {"out", 3}}),
+                    transfer("send", "BW", 1, 0, 0, 2, 3),
+                    transfer("recv", "F", 0, 1, 0, 1, 0),
+                    exec("F", 1, 1, {{"in", 0}, {"state", 1}}),
+                    exec("BW", 1, 1, {{"state", 1}, {"wstate", 2}, {"out", 3}}),
+                    transfer("send", "BW", 1, 1, 0, 3, 3)}}};
   json layers = json::array();
   layers.push_back({{"kind", "embedding"}, {"vocab", 11}, {"positions", 0}});
-  layers.push_back({{"kind", "transformer"}, {"heads", 2}, {"kv_heads", 2},
-                    {"head_dim", 8}, {"ffn", 32}, {"mlp", "gelu"},
-                    {"bias", false}, {"norm", "layernorm"}});
-  layers.push_back({{"kind", "output"}, {"vocab", 11}, {"norm", "layernorm"},
+  layers.push_back({{"kind", "transformer"},
+                    {"heads", 2},
+                    {"kv_heads", 2},
+                    {"head_dim", 8},
+                    {"ffn", 32},
+                    {"mlp", "gelu"},
+                    {"bias", false},
+                    {"norm", "layernorm"}});
+  layers.push_back({{"kind", "output"},
+                    {"vocab", 11},
+                    {"norm", "layernorm"},
                     {"tied", false}});
   json plan = {
       {"format", "sluice-plan"},
       {"version", kPlanVersion},
       {"precision", "fp32"},
       {"model",
-       {{"name", "tiny"}, {"seq_len", 8}, {"micro_batch", 1}, {"hidden", 16},
+       {{"name", "tiny"},
+        {"seq_len", 8},
+        {"micro_batch", 1},
+        {"hidden", 16},
         {"layers", layers}}},
       {"schedule", "1f1b"},
       {"devices", 2},

@@ -143,8 +143,8 @@ cl::opt<int> failRank("fail-rank",
 /// otherwise kill a rank half-way through the first step.
 void checkHostMemory(Communicator &comm, const Plan &plan) {
   MemoryNeed mine = reference
-                       ? getReferenceMemoryNeed(plan.model, plan.precision)
-                       : getDeviceMemoryNeed(plan, comm.rank());
+                        ? getReferenceMemoryNeed(plan.model, plan.precision)
+                        : getDeviceMemoryNeed(plan, comm.rank());
   MemoryNeed host = mine;
   int hostRanks = 1, hostRank = 0;
   MPI_Comm node = MPI_COMM_NULL;
@@ -347,9 +347,8 @@ void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
     out.comm = &world;
     if (!out.device->supports(plan.precision))
       failEverywhere(world, "the " + out.device->describe() +
-                                " backend computes in fp32; plan '" +
-                                planPath + "' trains in " +
-                                plan.precision.getName() +
+                                " backend computes in fp32; plan '" + planPath +
+                                "' trains in " + plan.precision.getName() +
                                 " (compile it with --precision fp32)");
     checkHostMemory(world, plan);
     return;
@@ -396,9 +395,10 @@ int main(int argc, char **argv) {
                               "' (expected auto, nccl or mpi)");
   if (steps < 1)
     failEverywhere(world, "--steps must be positive, got " +
-                             std::to_string(int64_t(steps)));
+                              std::to_string(int64_t(steps)));
   if (!dumpGrads.empty() && !checkAgainst.empty())
-    failEverywhere(world, "--dump-grads and --check-against exclude each other");
+    failEverywhere(world,
+                   "--dump-grads and --check-against exclude each other");
   if (profileSlices && profilePath.empty())
     failEverywhere(world, "--profile-slices needs --profile FILE");
   Plan plan;
@@ -406,25 +406,25 @@ int main(int argc, char **argv) {
     failEverywhere(world, st.message());
   if (reference && world.size() != 1)
     failEverywhere(world, "--reference runs in one process; start it without "
-                         "mpirun (got " +
-                             std::to_string(world.size()) + " ranks)");
+                          "mpirun (got " +
+                              std::to_string(world.size()) + " ranks)");
   if (!reference && plan.devices != world.size())
     failEverywhere(world, "plan '" + planPath + "' is for " +
-                             std::to_string(plan.devices) + " devices, but " +
-                             std::to_string(world.size()) +
-                             " ranks were started (mpirun -np " +
-                             std::to_string(plan.devices) + ")");
+                              std::to_string(plan.devices) + " devices, but " +
+                              std::to_string(world.size()) +
+                              " ranks were started (mpirun -np " +
+                              std::to_string(plan.devices) + ")");
   for (const DeviceProgram &program : plan.programs)
     for (const Instruction &instr : program.instructions)
       if (instr.op != Op::Exec && instr.key > world.maxTag())
         failEverywhere(world, "message key " + std::to_string(instr.key) +
-                                 " exceeds the MPI tag limit " +
-                                 std::to_string(world.maxTag()));
+                                  " exceeds the MPI tag limit " +
+                                  std::to_string(world.maxTag()));
   if (!precisionName.empty()) {
     Precision run;
     if (!Precision::parse(precisionName, run))
       failEverywhere(world, "unknown --precision '" + precisionName +
-                               "' (expected bf16 or fp32)");
+                                "' (expected bf16 or fp32)");
     if (Status st = plan.setPrecision(run); !st)
       failEverywhere(world, st.message());
   }
