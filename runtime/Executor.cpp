@@ -69,8 +69,13 @@ Status Executor::prepare() {
   if (Status st = parameters.allocate(device, plan.precision, options.seed);
       !st)
     return st;
-  if (shards)
+  if (shards) {
     shards->bind(parameters);
+    shards->setProgressOthers([this] {
+      progressTransfers();
+      return Status::ok();
+    });
+  }
   stages.resize(plan.stages.size());
   for (size_t s = 0; s < plan.stages.size(); ++s)
     if (plan.stages[s].device == deviceIndex)
@@ -133,12 +138,34 @@ size_t Executor::profileIndex(int stage, Shard shard, Pass pass) const {
   return owner * kPasses + size_t(pass);
 }
 
+void Executor::progressTransfers() {
+  // Drop what the host is done with; the rest get a turn.
+  active.erase(std::remove_if(active.begin(), active.end(),
+                              [](Request *r) { return r->test(); }),
+               active.end());
+}
+
+Status Executor::progressAll() {
+  progressTransfers();
+  return shards ? shards->progress() : Status::ok();
+}
+
+Status Executor::await(Request &request, Stream &stream) {
+  auto start = Clock::now();
+  while (!request.test()) {
+    if (Status st = progressAll(); !st)
+      return st;
+    std::this_thread::yield();
+  }
+  Status st = request.waitOn(stream);
+  times.commWait += seconds(start, Clock::now());
+  return st;
+}
+
 Status Executor::settle(int32_t slot, Stream &stream) {
   if (slot < 0 || sendOf[slot] < 0)
     return Status::ok();
-  auto start = Clock::now();
-  Status st = outgoing[sendOf[slot]]->waitOn(stream);
-  times.commWait += seconds(start, Clock::now());
+  Status st = await(*outgoing[sendOf[slot]], stream);
   sendOf[slot] = -1;
   return st;
 }
@@ -248,17 +275,18 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
         sendOf[instr.buffer] = int64_t(outgoing.size());
         outgoing.push_back(comm.sendAsync(payload, message, instr.peer,
                                           int(instr.key), pipeline));
+        active.push_back(outgoing.back().get());
       } else {
         if (Status st = settle(instr.buffer, pipeline); !st)
           return st;
         incoming[instr.buffer] = comm.recvAsync(payload, message, instr.peer,
                                                 int(instr.key), pipeline);
+        active.push_back(incoming[instr.buffer].get());
       }
       continue;
     }
-    if (shards)
-      if (Status st = shards->progress(); !st)
-        return st;
+    if (Status st = progressAll(); !st)
+      return st;
     if (instr.op == Op::Collective) {
       auto start = Clock::now();
       Status st = shards->issue(instr.shard, instr.group, instr.mb, instr.slice,
@@ -274,11 +302,11 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
     // A pass: its input once the receive filling it has arrived; its
     // slots once no send reads them any more.
     if (instr.in >= 0 && incoming[instr.in]) {
-      auto start = Clock::now();
-      Status st = incoming[instr.in]->waitOn(compute);
-      times.commWait += seconds(start, Clock::now());
-      if (!st)
+      if (Status st = await(*incoming[instr.in], compute); !st)
         return st;
+      Request *done = incoming[instr.in].get();
+      active.erase(std::remove(active.begin(), active.end(), done),
+                   active.end());
       incoming[instr.in].reset();
     }
     for (int32_t written : {instr.out, instr.state, instr.wstate, instr.kv})
@@ -291,9 +319,10 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   }
   auto drainStart = Clock::now();
   for (auto &request : outgoing)
-    if (Status st = request->waitOn(pipeline); !st)
+    if (Status st = await(*request, pipeline); !st)
       return st;
   outgoing.clear();
+  active.clear();
   std::fill(sendOf.begin(), sendOf.end(), -1);
   if (shards)
     if (Status st = shards->finishStep(); !st)

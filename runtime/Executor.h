@@ -108,6 +108,15 @@ private:
   /// slot may be written (the plan-buffers contract: the planner freed it
   /// only where that send is sure to complete).
   Status settle(int32_t slot, Stream &stream);
+  /// Waits until `request` needs the host no more, then orders `stream`
+  /// after it -- advancing every other transfer meanwhile: a host-staged
+  /// transport posts a send or a collective only when advanced, so a rank
+  /// waiting on one transfer must not hold back another rank's.
+  Status await(Request &request, Stream &stream);
+  /// Advances every send and receive in flight, never blocking.
+  void progressTransfers();
+  /// The same, and the vocabulary collectives.
+  Status progressAll();
   /// Orders the compute stream after the collectives an exec reads.
   Status waitForCollectives(const Instruction &instr);
   /// Runs one exec instruction's pass on the compute stream.
@@ -143,6 +152,8 @@ private:
   /// The step's sends, and for each slot the one still reading it (-1).
   std::vector<std::unique_ptr<Request>> outgoing;
   std::vector<int64_t> sendOf;
+  /// The transfers the host may still have work for (progressAll).
+  std::vector<Request *> active;
   /// Orders the pipeline stream after the compute work before a transfer.
   std::unique_ptr<Event> ready;
   /// Per exec instruction, events around its pass (null for others).

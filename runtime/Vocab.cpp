@@ -71,6 +71,9 @@ Status VocabularyShards::finishStep() {
     while (!queue.empty()) {
       if (Status st = progress(); !st)
         return st;
+      if (progressOthers)
+        if (Status st = progressOthers(); !st)
+          return st;
       std::this_thread::yield();
     }
   // The compute stream's later work (the next step, the optimizer) comes
@@ -408,6 +411,9 @@ Status VocabularyShards::waitFor(Shard shard, int group, int mb, int slice,
     std::this_thread::yield();
     if (Status status = progress(); !status)
       return status;
+    if (progressOthers)
+      if (Status status = progressOthers(); !status)
+        return status;
     it = completed.find(key);
   }
   stream.wait(*it->second);

@@ -85,6 +85,12 @@ public:
   Status waitFor(Shard shard, int group, int mb, int slice, Stream &stream);
   /// Advances the head collective of each shard's queue, never blocking.
   Status progress();
+  /// What else to advance while waiting for a collective (the executor's
+  /// sends and receives: a host-staged transport posts them only when
+  /// advanced).
+  void setProgressOthers(std::function<Status()> others) {
+    progressOthers = std::move(others);
+  }
 
 private:
   struct Slice {
@@ -142,6 +148,7 @@ private:
   /// Finished collectives, each with the vocabulary-stream event after it.
   std::map<Key, std::unique_ptr<Event>> completed;
   std::vector<std::unique_ptr<Event>> spareEvents;
+  std::function<Status()> progressOthers;
 };
 
 } // namespace sluice::rt
