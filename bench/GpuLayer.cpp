@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
   SliceShape s{1, seq, 0};
   auto buffer = [&](int64_t bytes) {
     DeviceBuffer out;
-    check(device.allocate(act, (bytes + getSize(act) - 1) / getSize(act), out));
+    check(device.allocateBytes(act, bytes, out));
     return out;
   };
   DeviceBuffer state = buffer(stage.getForwardStateBytes(s)),

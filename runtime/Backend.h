@@ -372,6 +372,11 @@ public:
 
   /// `count` zero-filled elements of `type`.
   virtual Status allocate(DType type, int64_t count, DeviceBuffer &out) = 0;
+  /// At least `bytes`, as whole elements of `type`: a buffer whose regions
+  /// have several types (Layout.h).
+  Status allocateBytes(DType type, int64_t bytes, DeviceBuffer &out) {
+    return allocate(type, (bytes + getSize(type) - 1) / getSize(type), out);
+  }
   /// Bytes this device can still allocate; -1 where unknown.
   virtual int64_t getFreeBytes() = 0;
 

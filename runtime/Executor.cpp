@@ -83,18 +83,14 @@ Status Executor::prepare() {
           std::make_unique<StageRunner>(plan.model, plan.stages[s].layers,
                                         parameters, kernels, plan.precision);
   DType act = plan.precision.activations;
-  auto elements = [&](int64_t bytes) {
-    return (bytes + getSize(act) - 1) / getSize(act);
-  };
-  if (Status st = device.allocate(
-          act, elements(getDeviceWorkspaceBytes(plan, deviceIndex)), workspace);
+  if (Status st = device.allocateBytes(
+          act, getDeviceWorkspaceBytes(plan, deviceIndex), workspace);
       !st)
     return st;
   const DeviceProgram &program = plan.programs[deviceIndex];
   buffers.resize(program.buffers.size());
   for (size_t b = 0; b < program.buffers.size(); ++b)
-    if (Status st =
-            device.allocate(act, elements(program.buffers[b]), buffers[b]);
+    if (Status st = device.allocateBytes(act, program.buffers[b], buffers[b]);
         !st)
       return st;
   incoming.resize(buffers.size());
@@ -401,9 +397,7 @@ Status Executor::calibrateSlices(
   device.upload(synthetic.get(), host.data(),
                 int64_t(host.size() * sizeof(int32_t)), compute);
   TokenRows batch{synthetic.get(), seq + 1};
-  auto bytesAs = [&](int64_t bytes) {
-    return (bytes + getSize(act) - 1) / getSize(act);
-  };
+  int64_t activation = rows * h * getSize(act);
   std::unique_ptr<Event> start = device.createEvent(),
                          end = device.createEvent();
   for (size_t index = 0; index < stages.size(); ++index) {
@@ -419,17 +413,17 @@ Status Executor::calibrateSlices(
         SliceShape s{rows, length, context};
         // Fresh buffers of the sizes the layout gives this slice.
         DeviceBuffer state, wstate, kv, work, in, outBuf, grad, inGrad, loss;
-        for (auto [buffer, type, count] :
-             {std::tuple{&state, act, bytesAs(stage.getForwardStateBytes(s))},
-              std::tuple{&wstate, act, bytesAs(stage.getWeightStateBytes(s))},
-              std::tuple{&kv, act, bytesAs(stage.getKeyValueBytes(rows))},
-              std::tuple{&work, act, bytesAs(stage.getWorkspaceBytes(s))},
-              std::tuple{&in, act, rows * length * h},
-              std::tuple{&outBuf, act, rows * length * h},
-              std::tuple{&grad, act, rows * length * h},
-              std::tuple{&inGrad, act, rows * length * h},
-              std::tuple{&loss, DType::F64, int64_t(1)}})
-          if (Status st = device.allocate(type, count, *buffer); !st)
+        for (auto [buffer, type, bytes] :
+             {std::tuple{&state, act, stage.getForwardStateBytes(s)},
+              std::tuple{&wstate, act, stage.getWeightStateBytes(s)},
+              std::tuple{&kv, act, stage.getKeyValueBytes(rows)},
+              std::tuple{&work, act, stage.getWorkspaceBytes(s)},
+              std::tuple{&in, act, activation * length},
+              std::tuple{&outBuf, act, activation * length},
+              std::tuple{&grad, act, activation * length},
+              std::tuple{&inGrad, act, activation * length},
+              std::tuple{&loss, DType::F64, getSize(DType::F64)}})
+          if (Status st = device.allocateBytes(type, bytes, *buffer); !st)
             return st;
         kernels.fill(in.get(), 0.01, rows * length * h);
         kernels.fill(grad.get(), 0.01, rows * length * h);
@@ -498,17 +492,14 @@ Status ReferenceTrainer::prepare() {
   int64_t rows = model.microBatch, seq = model.seqLen;
   SliceShape whole{rows, seq, 0};
   DType act = precision.activations;
-  auto bytesAs = [&](int64_t bytes) {
-    return (bytes + getSize(act) - 1) / getSize(act);
-  };
-  for (auto [buffer, type, count] :
-       {std::tuple{&forward, act, bytesAs(stage->getForwardStateBytes(whole))},
-        std::tuple{&weight, act, bytesAs(stage->getWeightStateBytes(whole))},
-        std::tuple{&kv, act, bytesAs(stage->getKeyValueBytes(rows))},
-        std::tuple{&work, act, bytesAs(stage->getWorkspaceBytes(whole))},
-        std::tuple{&tokens, DType::I32, rows * (seq + 1)},
-        std::tuple{&lossSum, DType::F64, int64_t(1)}})
-    if (Status st = device.allocate(type, count, *buffer); !st)
+  for (auto [buffer, type, bytes] :
+       {std::tuple{&forward, act, stage->getForwardStateBytes(whole)},
+        std::tuple{&weight, act, stage->getWeightStateBytes(whole)},
+        std::tuple{&kv, act, stage->getKeyValueBytes(rows)},
+        std::tuple{&work, act, stage->getWorkspaceBytes(whole)},
+        std::tuple{&tokens, DType::I32, rows * (seq + 1) * getSize(DType::I32)},
+        std::tuple{&lossSum, DType::F64, getSize(DType::F64)}})
+    if (Status st = device.allocateBytes(type, bytes, *buffer); !st)
       return st;
   return device.synchronize();
 }
