@@ -27,51 +27,58 @@ double slicing::getPipelineLatency(llvm::ArrayRef<int64_t> lengths, int stages,
 
 namespace {
 
+/// Where slices may start and end: every multiple of the granularity, and
+/// the end of the sequence. The dynamic programme works on these positions
+/// only ("units"), so a granularity g shrinks it g^2-fold.
+struct Positions {
+  Positions(int64_t tokens, int64_t granularity) {
+    for (int64_t p = 0; p < tokens; p += granularity)
+      at.push_back(p);
+    at.push_back(tokens);
+  }
+  int64_t units() const { return int64_t(at.size()) - 1; }
+  std::vector<int64_t> at;
+};
+
 /// The table of t(length, context) the dynamic programme reads, by the end
-/// of the slice: row `end` holds t(k, end - k) for k = 1..min(end, maxLen)
-/// at index k - 1, contiguous for the inner loop. Only lengths that are
-/// multiples of the granularity (or reach the end of the sequence) are
-/// allowed; others hold infinity.
+/// of the slice in units: row `end` holds the latency of the slice of k
+/// units ending there, k = 1..min(end, maxUnits), at index k - 1,
+/// contiguous for the inner loop.
 class LatencyTable {
 public:
-  LatencyTable(int64_t tokens, int64_t maxLength, int64_t granularity,
-               SliceLatency latency)
-      : tokens(tokens), maxLength(std::min(maxLength, tokens)) {
-    rows.resize(tokens + 1);
-    for (int64_t end = 1; end <= tokens; ++end) {
-      int64_t longest = std::min(end, this->maxLength);
-      rows[end].assign(longest, kInfinity);
+  LatencyTable(const Positions &positions, int64_t maxUnits,
+               SliceLatency latency) {
+    int64_t units = positions.units();
+    rows.resize(units + 1);
+    for (int64_t end = 1; end <= units; ++end) {
+      int64_t longest = std::min(end, maxUnits);
+      rows[end].resize(longest);
       for (int64_t k = 1; k <= longest; ++k) {
-        int64_t start = end - k;
-        // Slices start on the granularity; the last may be shorter.
-        if (start % granularity != 0 ||
-            (end != tokens && end % granularity != 0))
-          continue;
-        rows[end][k - 1] = latency(k, start);
+        int64_t start = positions.at[end - k];
+        rows[end][k - 1] = latency(positions.at[end] - start, start);
       }
     }
   }
-
-  double at(int64_t end, int64_t length) const { return rows[end][length - 1]; }
   const std::vector<double> &row(int64_t end) const { return rows[end]; }
+  int64_t units() const { return int64_t(rows.size()) - 1; }
 
 private:
-  int64_t tokens, maxLength;
   std::vector<std::vector<double>> rows;
 };
 
-/// Algorithm 1: S*(L; bound) and its slicing. With a slice count the
-/// table gains that dimension: best[c][i] is the least sum over prefixes
-/// of i tokens cut into c slices.
+/// Algorithm 1: S*(L; bound), the least sum of slice latencies with every
+/// slice's at most `bound`, and its slicing. With a slice count the table
+/// gains that dimension: best[c][i] is the least sum over prefixes of i
+/// units cut into c slices.
 struct BoundedDP {
   std::vector<std::vector<double>> best;
   std::vector<std::vector<int64_t>> choice;
 
-  bool run(const LatencyTable &table, int64_t tokens, double bound,
-           int64_t maxLength, int64_t slices) {
-    int64_t layers = slices ? slices : 1;
-    best.assign(layers + 1, std::vector<double>(tokens + 1, kInfinity));
-    choice.assign(layers + 1, std::vector<int64_t>(tokens + 1, 0));
+  /// The least sum (infinity: no slicing within the bound).
+  double run(const LatencyTable &table, double bound, int64_t slices) {
+    int64_t units = table.units(), layers = slices ? slices : 1;
+    best.assign(layers + 1, std::vector<double>(units + 1, kInfinity));
+    choice.assign(layers + 1, std::vector<int64_t>(units + 1, 0));
     best[0][0] = 0;
     for (int64_t c = 1; c <= layers; ++c) {
       // Without a count, one layer that extends itself: best[1] reads
@@ -79,12 +86,11 @@ struct BoundedDP {
       const std::vector<double> &from = slices ? best[c - 1] : best[1];
       if (!slices)
         best[1][0] = 0;
-      for (int64_t end = 1; end <= tokens; ++end) {
+      for (int64_t end = 1; end <= units; ++end) {
         const std::vector<double> &row = table.row(end);
-        int64_t longest = std::min<int64_t>(int64_t(row.size()), maxLength);
         double bestHere = kInfinity;
         int64_t chosen = 0;
-        for (int64_t k = 1; k <= longest; ++k) {
+        for (int64_t k = 1; k <= int64_t(row.size()); ++k) {
           double t = row[k - 1];
           if (t > bound)
             continue;
@@ -98,15 +104,17 @@ struct BoundedDP {
         choice[c][end] = chosen;
       }
     }
-    return best[layers][tokens] < kInfinity;
+    return best[layers][units];
   }
 
-  std::vector<int64_t> lengths(int64_t tokens, int64_t slices) const {
+  /// The slicing of the last run, in tokens.
+  std::vector<int64_t> lengths(const Positions &positions,
+                               int64_t slices) const {
     std::vector<int64_t> result;
     int64_t c = slices ? slices : 1;
-    for (int64_t end = tokens; end > 0;) {
+    for (int64_t end = positions.units(); end > 0;) {
       int64_t k = choice[c][end];
-      result.push_back(k);
+      result.push_back(positions.at[end] - positions.at[end - k]);
       end -= k;
       if (slices)
         --c;
@@ -125,9 +133,10 @@ Slicing slicing::solveTeraPipe(int64_t tokens, SliceLatency latency,
     return result;
   int stages = std::max(options.stages, 1);
   int64_t granularity = std::max<int64_t>(options.granularity, 1);
+  Positions positions(tokens, granularity);
   // An upper bound to start from: the best of a few uniform slicings (any
   // slicing's latency bounds the optimum, and a tight bound prunes the
-  // table and the bounds below).
+  // table and the search below).
   auto granularUniform = [&](int64_t count) {
     // Equal slices on the granularity, the last taking the rest.
     int64_t each = (tokens + count - 1) / count;
@@ -144,11 +153,10 @@ Slicing slicing::solveTeraPipe(int64_t tokens, SliceLatency latency,
     result.lengths = options.slices <= tokens
                          ? getUniformLengths(tokens, options.slices)
                          : std::vector<int64_t>{tokens};
-    result.latency = getPipelineLatency(result.lengths, stages, latency);
   } else {
     result.lengths = {tokens};
-    result.latency = getPipelineLatency(result.lengths, stages, latency);
   }
+  result.latency = getPipelineLatency(result.lengths, stages, latency);
   for (int64_t count = 2; count <= tokens && !options.slices;
        count = std::max(count + 1, count * 5 / 4)) {
     std::vector<int64_t> lengths = granularUniform(count);
@@ -162,47 +170,63 @@ Slicing slicing::solveTeraPipe(int64_t tokens, SliceLatency latency,
   // A slice of latency t makes the whole at least stages * t, so only
   // slices with t <= best / stages can be part of a better slicing: their
   // lengths bound the table. t(k, 0) grows with k, and context only adds.
-  int64_t maxLength = tokens;
-  for (int64_t k = 1; k <= tokens; ++k)
-    if (double(stages) * latency(k, 0) > result.latency) {
-      maxLength = std::max<int64_t>(k - 1, 1);
+  int64_t units = positions.units(), maxUnits = units;
+  for (int64_t k = 1; k <= units; ++k)
+    if (double(stages) * latency(positions.at[k], 0) > result.latency) {
+      maxUnits = std::max<int64_t>(k - 1, 1);
       break;
     }
-  LatencyTable table(tokens, maxLength, granularity, latency);
+  LatencyTable table(positions, maxUnits, latency);
 
-  // The candidate bounds: every slice latency that can appear, sorted.
+  // The candidate bounds: every slice latency that can be the slowest of a
+  // better slicing, sorted.
   std::vector<double> candidates;
-  for (int64_t end = 1; end <= tokens; ++end)
+  for (int64_t end = 1; end <= units; ++end)
     for (double t : table.row(end))
-      if (t < kInfinity && double(stages) * t <= result.latency)
+      if (double(stages) * t <= result.latency)
         candidates.push_back(t);
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()),
                    candidates.end());
+  if (candidates.empty())
+    return result;
 
+  // §3.3 enumerates the bounds in increasing order and solves S*(L; t_max)
+  // for each. Instead, intervals of candidates are searched: any slicing
+  // whose slowest slice lies in [c_lo, c_hi] sums to at least S*(c_hi) and
+  // costs at least S*(c_hi) + (stages - 1) c_lo, so one DP at c_hi rules out
+  // a whole interval that cannot beat the best found, and splits the rest.
+  // The optimum is the same -- every candidate is covered -- with far fewer
+  // DPs (the enumeration needs one per bound, and the bounds multiply as
+  // latencies grow with the sequence). An interval narrower than epsilon
+  // is not split: the answer is then within stages * epsilon of the
+  // optimum, as with TeraPipe's skipped bounds.
   BoundedDP dp;
   double epsilon = std::max(options.epsilon, 0.0);
-  double bound = -kInfinity;
-  for (size_t c = 0; c < candidates.size();) {
-    // The next bound: the next candidate, or epsilon past the last bound --
-    // every candidate skipped lies below it, so it admits every slicing
-    // they would.
-    bound = std::max(candidates[c], bound + epsilon);
-    // §3.3: no slicing whose slowest slice reaches the bound can beat the
-    // best found once stages * bound exceeds it.
-    if (double(stages) * bound > result.latency)
-      break;
+  std::vector<std::pair<size_t, size_t>> pending = {{0, candidates.size() - 1}};
+  while (!pending.empty()) {
+    auto [lo, hi] = pending.back();
+    pending.pop_back();
+    if (double(stages) * candidates[lo] > result.latency)
+      continue; // every slicing here has a slice too slow
     ++result.boundsEvaluated;
-    if (dp.run(table, tokens, bound, maxLength, options.slices)) {
-      std::vector<int64_t> lengths = dp.lengths(tokens, options.slices);
-      double total = getPipelineLatency(lengths, stages, latency);
-      if (total < result.latency) {
-        result.latency = total;
-        result.lengths = std::move(lengths);
-      }
+    double sum = dp.run(table, candidates[hi], options.slices);
+    if (sum == kInfinity)
+      continue; // nothing fits under c_hi, so nothing under lower bounds
+    std::vector<int64_t> lengths = dp.lengths(positions, options.slices);
+    double total = getPipelineLatency(lengths, stages, latency);
+    if (total < result.latency) {
+      result.latency = total;
+      result.lengths = std::move(lengths);
     }
-    while (c < candidates.size() && candidates[c] <= bound)
-      ++c;
+    if (sum + double(stages - 1) * candidates[lo] >= result.latency)
+      continue;
+    if (lo == hi || candidates[hi] - candidates[lo] <= epsilon)
+      continue;
+    size_t mid = lo + (hi - lo) / 2;
+    // The lower half last: searched first, it tightens the best soonest.
+    pending.push_back({mid + 1, hi});
+    pending.push_back({lo, mid});
   }
   return result;
 }

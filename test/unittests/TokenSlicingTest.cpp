@@ -62,6 +62,38 @@ TEST(TeraPipe, EqualsBruteForceOnEverySmallCase) {
   EXPECT_EQ(cases, 14 * 6 * 4);
 }
 
+// With a granularity the DP works on aligned positions only: still the
+// optimum over every slicing whose cuts are aligned (brute force over them).
+TEST(TeraPipe, GranularityKeepsTheOptimumOverAlignedSlicings) {
+  for (int64_t tokens : {13, 14, 20})
+    for (int64_t g : {2, 3, 4})
+      for (int stages : {1, 3, 6}) {
+        RandomLatency f(unsigned(tokens * 13 + g * 5 + stages), tokens);
+        auto t = [&](int64_t i, int64_t j) { return f(i, j); };
+        std::vector<int64_t> cuts; // aligned positions strictly inside
+        for (int64_t p = g; p < tokens; p += g)
+          cuts.push_back(p);
+        double best = 1e300;
+        for (uint64_t mask = 0; mask < (uint64_t(1) << cuts.size()); ++mask) {
+          std::vector<int64_t> lengths;
+          int64_t start = 0;
+          for (size_t b = 0; b < cuts.size(); ++b)
+            if (mask >> b & 1) {
+              lengths.push_back(cuts[b] - start);
+              start = cuts[b];
+            }
+          lengths.push_back(tokens - start);
+          best = std::min(best, getPipelineLatency(lengths, stages, t));
+        }
+        TeraPipeOptions options;
+        options.stages = stages;
+        options.granularity = g;
+        Slicing dp = solveTeraPipe(tokens, t, options);
+        EXPECT_NEAR(dp.latency, best, 1e-9 * best)
+            << "L=" << tokens << " g=" << g << " K=" << stages;
+      }
+}
+
 TEST(TeraPipe, EpsilonStaysWithinStagesTimesEpsilon) {
   for (int64_t tokens : {8, 12, 14})
     for (int stages : {2, 4, 6})

@@ -6,12 +6,13 @@
 // l_1 + ... + l_{i-1} tokens of context.
 //
 //  * TeraPipe's dynamic programme: minimise the pipeline latency
-//    sum_i t(l_i, ctx_i) + (K - 1) max_i t(l_i, ctx_i) on K stages, by
-//    enumerating the bound t_max of the slowest slice in increasing order and
-//    solving S*(L; t_max) = min sum t_i subject to t_i <= t_max by dynamic
-//    programming (Algorithm 1); the enumeration skips bounds closer than
-//    epsilon to the last one (an answer within K epsilon of the optimum) and
-//    stops once K t_max exceeds the best latency found (§3.3, Optimization).
+//    sum_i t(l_i, ctx_i) + (K - 1) max_i t(l_i, ctx_i) on K stages, from
+//    S*(L; t_max) = min sum t_i subject to t_i <= t_max by dynamic
+//    programming (Algorithm 1). TeraPipe enumerates the bounds t_max; here
+//    intervals of candidate bounds are searched, each ruled out or split by
+//    one DP (docs/slicing.md): the same optimum, or within K epsilon of it
+//    with epsilon > 0 as with the paper's skipped bounds (§3.3,
+//    Optimization), with far fewer DPs.
 //  * Its joint extension over the batch dimension (§3.4): the best latency
 //    T_b of every batch size b, then a 1D knapsack splitting the batch B
 //    into parts b_1 + ... + b_D = B of least sum T_{b_d}.
@@ -49,14 +50,14 @@ struct Slicing {
   /// The objective: sum t_i + (stages - 1) max t_i.
   double latency = 0;
   std::vector<int64_t> lengths;
-  /// How many bounds t_max the dynamic programme evaluated.
+  /// How many times the dynamic programme ran (one bound t_max each).
   int64_t boundsEvaluated = 0;
 };
 
 struct TeraPipeOptions {
   int stages = 1;
-  /// Skip bounds t_max within epsilon of the last one evaluated; the answer
-  /// is then within stages * epsilon of the optimum. 0: exact.
+  /// Do not split an interval of bounds t_max narrower than epsilon; the
+  /// answer is then within stages * epsilon of the optimum. 0: exact.
   double epsilon = 0;
   /// Slice lengths are multiples of this (the last slice takes the rest).
   int64_t granularity = 1;
