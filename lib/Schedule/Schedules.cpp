@@ -14,29 +14,29 @@ using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
 static const ScheduleInfo kSchedules[] = {
-    {ScheduleKind::GPipe, "gpipe", PlacementKind::loop, false, false, 1, false,
+    {ScheduleKind::GPipe, "gpipe", PlacementKind::loop, false, false, 1,
      "all forwards, then all backwards (Huang et al. 2019)"},
     {ScheduleKind::OneFOneB, "1f1b", PlacementKind::loop, false, false, 1,
-     false, "one forward, one backward (Harlap et al. 2018)"},
+     "one forward, one backward (Harlap et al. 2018)"},
     {ScheduleKind::Interleaved1F1B, "interleaved-1f1b",
-     PlacementKind::interleaved, false, false, 0, true,
+     PlacementKind::interleaved, false, false, 0,
      "Megatron's interleaved 1F1B over virtual chunks"},
-    {ScheduleKind::ZBH1, "zb-h1", PlacementKind::loop, true, false, 1, false,
+    {ScheduleKind::ZBH1, "zb-h1", PlacementKind::loop, true, false, 1,
      "zero-bubble with 1F1B's memory: W fills the bubbles"},
-    {ScheduleKind::ZBH2, "zb-h2", PlacementKind::loop, true, false, 1, false,
+    {ScheduleKind::ZBH2, "zb-h2", PlacementKind::loop, true, false, 1,
      "zero-bubble with up to 2p - 1 microbatches in flight"},
-    {ScheduleKind::ZBV, "zb-v", PlacementKind::vshape, true, false, 2, false,
+    {ScheduleKind::ZBV, "zb-v", PlacementKind::vshape, true, false, 2,
      "zero-bubble V-shape, at most p microbatches of activations"},
     {ScheduleKind::VHalf, "v-half", PlacementKind::vshape, true, false, 2,
-     false, "V-shape with about half of 1F1B's activations"},
-    {ScheduleKind::VMin, "v-min", PlacementKind::vshape, true, false, 2, false,
+     "V-shape with about half of 1F1B's activations"},
+    {ScheduleKind::VMin, "v-min", PlacementKind::vshape, true, false, 2,
      "V-shape with about a third of 1F1B's activations"},
     {ScheduleKind::Seq1F1B, "seq1f1b", PlacementKind::loop, false, true, 1,
-     false, "1F1B over token slices (Seq1F1B)"},
+     "1F1B over token slices (Seq1F1B)"},
     {ScheduleKind::Seq1F1BI, "seq1f1b-i", PlacementKind::interleaved, false,
-     true, 0, true, "interleaved 1F1B over token slices (Seq1F1B-I)"},
+     true, 0, "interleaved 1F1B over token slices (Seq1F1B-I)"},
     {ScheduleKind::TeraPipe, "terapipe", PlacementKind::loop, false, true, 1,
-     false, "GPipe over token slices (TeraPipe)"},
+     "GPipe over token slices (TeraPipe)"},
 };
 
 llvm::ArrayRef<ScheduleInfo> sched::getSchedules() { return kSchedules; }
@@ -116,20 +116,6 @@ std::string sched::checkPipeline(const ScheduleInfo &schedule,
         "schedule '{0}' does not slice tokens: slices must be 1, got {1} "
         "(token-sliced schedules: {2})",
         name, k, listSchedules([](const ScheduleInfo &i) { return i.sliced; }));
-  if (schedule.microbatchesMultipleOfDevices && (m * k) % p != 0) {
-    std::string units = k == 1 ? llvm::formatv("microbatches = {0}", m).str()
-                               : llvm::formatv("microbatches * slices = {0} * "
-                                               "{1} = {2}",
-                                               m, k, m * k)
-                                     .str();
-    std::vector<llvm::StringRef> accepting = getAcceptingSchedules(p, m, v, k);
-    return llvm::formatv(
-        "schedule '{0}' needs {1} to be a multiple of pp = {2} (schedules "
-        "that accept pp = {2}, microbatches = {3}, virtual = {4}, slices = "
-        "{5}: {6})",
-        name, units, p, m, v, k,
-        accepting.empty() ? std::string("none") : llvm::join(accepting, ", "));
-  }
   if (pipeline.vocab.any() && !isBuildingBlockSchedule(schedule.kind))
     return llvm::formatv(
         "schedule '{0}' is not built from building blocks, so it cannot "
@@ -160,22 +146,6 @@ std::string sched::checkPipeline(const ScheduleInfo &schedule,
         name, schedule.splitBackward ? "split into B and W" : "unsplit (BW)",
         pipeline.splitBackward ? "split into B and W" : "unsplit (BW)");
   return "";
-}
-
-std::vector<llvm::StringRef> sched::getAcceptingSchedules(int devices,
-                                                          int microbatches,
-                                                          int chunks,
-                                                          int slices) {
-  std::vector<llvm::StringRef> names;
-  for (const ScheduleInfo &info : kSchedules) {
-    bool chunksOk = info.chunks == 0 ? chunks >= 2 : chunks == info.chunks;
-    bool slicesOk = info.sliced || slices == 1;
-    bool countOk = !info.microbatchesMultipleOfDevices ||
-                   (microbatches * slices) % devices == 0;
-    if (chunksOk && slicesOk && countOk)
-      names.push_back(info.name);
-  }
-  return names;
 }
 
 double sched::getUnitDuration(const Pipeline &pipeline, const Work &work) {
@@ -219,30 +189,48 @@ static std::vector<std::vector<Work>> getGPipeOrders(const Pipeline &pipe) {
 }
 
 /// Megatron's interleaved 1F1B (Narayanan et al. 2021), generalised to
-/// token slices for Seq1F1B-I (papers/seq1f1b.txt §3.3): the unit of work
-/// is a (microbatch, slice) pair; forwards run groups of p units through
-/// chunk 0, then chunk 1, ...; backwards the same groups through the
-/// chunks in reverse, each microbatch's slices in reverse.
+/// token slices for Seq1F1B-I (papers/seq1f1b.txt §3.3) and to any number
+/// of units: the unit of work is a (microbatch, slice) pair; forwards run
+/// rounds of units through chunk 0, then chunk 1, ...; backwards the same
+/// rounds through the chunks in reverse, each microbatch's slices in
+/// reverse. Megatron's rounds hold p units, so it needs the unit count to
+/// be a multiple of p; as in PyTorch's flexible interleaving, the units are
+/// cut into max(1, units / p) rounds of as equal sizes as possible (each at
+/// least p, so that a unit's next chunk never comes back to device 0 before
+/// the round's last unit has left it).
 ///
 /// Device d runs `warmup` forwards, then alternates forward and backward.
 /// Its i-th backward (microbatch b) transitively needs b's last slice to
 /// have passed its last chunk, so that forward must come among the first
 /// warmup + i; on top, 2 (p - d - 1) forwards cover the round trip to the
-/// last device and back. For k = 1 this is Megatron's warm-up,
-/// 2 (p - d - 1) + (v - 1) p.
+/// last device and back. For k = 1 and full rounds this is Megatron's
+/// warm-up, 2 (p - d - 1) + (v - 1) p.
 static std::vector<std::vector<Work>>
 getInterleavedOrders(const Pipeline &pipe) {
   int p = pipe.devices, v = pipe.chunks, k = pipe.slices;
   int units = pipe.microbatches * k;
   int total = units * v;
-  // Position of unit u on chunk c in a device's forward sequence.
+  // Round r holds units [first[r], first[r + 1]); the first rounds get one
+  // unit more when the count does not divide.
+  int rounds = std::max(1, units / p);
+  std::vector<int> first(rounds + 1, 0);
+  for (int r = 0; r < rounds; ++r)
+    first[r + 1] = first[r] + units / rounds + (r < units % rounds ? 1 : 0);
+  std::vector<int> roundOf(units);
+  for (int r = 0; r < rounds; ++r)
+    for (int u = first[r]; u < first[r + 1]; ++u)
+      roundOf[u] = r;
+  // Position of unit u on chunk c in a device's forward sequence, and back.
   auto forwardIndex = [&](int unit, int chunk) {
-    return (unit / p) * p * v + chunk * p + unit % p;
+    int r = roundOf[unit], size = first[r + 1] - first[r];
+    return first[r] * v + chunk * size + (unit - first[r]);
   };
+  std::vector<std::pair<int, int>> atIndex(total); // (unit, chunk)
+  for (int u = 0; u < units; ++u)
+    for (int c = 0; c < v; ++c)
+      atIndex[forwardIndex(u, c)] = {u, c};
   auto unitWork = [&](int index, bool forward, int device) {
-    int round = index / (p * v), within = index % (p * v);
-    int chunk = within / p;
-    int unit = round * p + within % p;
+    auto [unit, chunk] = atIndex[index];
     int mb = unit / k, slice = unit % k;
     if (!forward) {
       chunk = v - 1 - chunk;

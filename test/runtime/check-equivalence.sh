@@ -8,9 +8,9 @@
 # $VOCAB picks how the vocabulary layers are placed (sluice-compile --vocab;
 # default baseline); $SLICING how slices cut a sequence (--slicing; default
 # uniform) and $SLICES the slice counts of token-sliced schedules (default
-# "2 4").
+# "2 4"); $MICROBATCHES the microbatch counts (default p and 2p).
 #
-#   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] \
+#   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
 #     check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
 schedule=$1
@@ -36,7 +36,7 @@ mpirun_flags=(--oversubscribe --mca pml ob1 --mca btl self,vader
               --mca btl_vader_eager_limit 1024 --mca btl_vader_rndv_eager_limit 256)
 status=0
 for p in 2 4; do
-  for m in $p $((2 * p)); do
+  for m in ${MICROBATCHES:-$p $((2 * p))}; do
     for v in $virtuals; do
       for k in $slices_list; do
         name="$schedule p=$p m=$m v=$v k=$k vocab=$vocab slicing=$slicing"

@@ -185,13 +185,21 @@ TEST(Schedules, WeightPassesNeverPileUp) {
   }
 }
 
-TEST(Schedules, SmallMicrobatchCountsNameTheSchedulesThatAcceptThem) {
+// Interleaved 1F1B takes any microbatch count (PyTorch's flexible
+// interleaving): Megatron's rounds of p units become max(1, m / p) rounds
+// of at least p, and the bubble keeps Megatron's (p - 1) / (V m + p - 1)
+// for every m >= p, multiple of p or not.
+TEST(Schedules, InterleavingTakesAnyMicrobatchCount) {
   const ScheduleInfo *inter = lookupSchedule("interleaved-1f1b");
-  Pipeline pipe = makePipeline(*inter, 8, 12, 2, 1);
-  EXPECT_EQ(checkPipeline(*inter, pipe),
-            "schedule 'interleaved-1f1b' needs microbatches = 12 to be a "
-            "multiple of pp = 8 (schedules that accept pp = 8, microbatches "
-            "= 12, virtual = 2, slices = 1: zb-v, v-half, v-min)");
+  for (int pp : {2, 3, 4, 8})
+    for (int v : {2, 3})
+      for (int mm = pp; mm <= 3 * pp + 1; ++mm) {
+        Pipeline pipe = makePipeline(*inter, pp, mm, v, 1);
+        ASSERT_EQ(checkPipeline(*inter, pipe), "");
+        Outcome o = run("interleaved-1f1b", pp, mm, v, 1);
+        EXPECT_NEAR(o.bubble, double(pp - 1) / (v * mm + pp - 1), kEps)
+            << "p=" << pp << " m=" << mm << " v=" << v;
+      }
 }
 
 TEST(Schedules, ChunksAndSlicesOnlyWhereTheScheduleHasThem) {

@@ -42,9 +42,6 @@ struct ScheduleInfo {
   bool sliced;
   /// Chunks per device it places; 0 means any number from 2 up.
   int chunks;
-  /// The microbatch count must be a multiple of the device count (with
-  /// slices: microbatches * slices must).
-  bool microbatchesMultipleOfDevices;
   llvm::StringLiteral summary;
 };
 
@@ -60,10 +57,6 @@ const ScheduleInfo *lookupSchedule(llvm::StringRef name);
 /// names the offending value and what would be accepted.
 std::string checkPipeline(const ScheduleInfo &schedule,
                           const Pipeline &pipeline);
-
-/// The schedules that accept a pipeline of this shape, for diagnostics.
-std::vector<llvm::StringRef>
-getAcceptingSchedules(int devices, int microbatches, int chunks, int slices);
 
 /// Builds the per-device programs. `durations` decide where W passes fill
 /// bubbles (unit costs reproduce the papers' figures). The pipeline must
