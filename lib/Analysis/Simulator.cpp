@@ -37,13 +37,18 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
   struct DeviceState {
     size_t next = 0;
     double computeFree = 0;
-    double commFree = 0;
+    /// When each peer's send queue is free: NCCL runs sends to different
+    /// peers at once (each on its own connection) and those to one peer in
+    /// order.
+    std::vector<double> sendFree;
     double activationUnits = 0;
     double activationBytes = 0;
     // The collective at `next` has been joined (blocking ones wait there).
     bool joinedNext = false;
   };
   std::vector<DeviceState> state(p);
+  for (DeviceState &st : state)
+    st.sendFree.assign(p, 0.0);
   Simulation result;
   result.devices.resize(p);
   llvm::SmallVector<Work, 4> deps, contributions;
@@ -113,9 +118,10 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
         }
         if (instr.kind == InstrKind::Send) {
           double ready = finished[index(instr.work)];
-          double start = std::max(ready, st.commFree);
+          double &queue = st.sendFree[instr.peer];
+          double start = std::max(ready, queue);
           double end = start + costs.transfer(instr.work);
-          st.commFree = end;
+          queue = end;
           arrival[{index(instr.work), instr.peer}] = end;
           result.events.push_back({d, StreamKind::comm, InstrKind::Send,
                                    instr.work, instr.peer, CollectiveId{},

@@ -239,3 +239,34 @@ TEST(Schedules, SlicedMicrobatchesKeepTheirKeyValueState) {
   EXPECT_DOUBLE_EQ(sim->devices[0].peakActivationBytes, 2003.0);
   EXPECT_DOUBLE_EQ(sim->devices[0].peakActivationUnits, 3.0);
 }
+
+// With links slower than a pass, a V-shape device's sends to its two
+// neighbours overlap (NCCL's per-peer connections); sends to one peer stay
+// in order and never overlap.
+TEST(Simulator, SendsToDifferentPeersOverlap) {
+  const ScheduleInfo *info = lookupSchedule("v-half");
+  Pipeline pipe = makePipeline(*info, 4, 8, 2, 1);
+  auto unit = [&](const Work &w) { return getUnitDuration(pipe, w); };
+  std::string error;
+  FailureOr<Program> program =
+      buildSchedule(*info, pipe, Durations{unit, 0.0}, error);
+  ASSERT_TRUE(succeeded(program)) << error;
+  auto slow = [](const Work &) { return 3.0; };
+  auto units = [](const Work &) { return 0.5; };
+  FailureOr<Simulation> sim = simulate(
+      pipe, *program, SimulationCosts{unit, slow, units, units}, error);
+  ASSERT_TRUE(succeeded(sim)) << error;
+  bool overlapped = false;
+  for (const TimelineEvent &a : sim->events)
+    for (const TimelineEvent &b : sim->events) {
+      if (&a == &b || a.kind != InstrKind::Send || b.kind != InstrKind::Send ||
+          a.device != b.device)
+        continue;
+      bool overlap = a.start < b.end && b.start < a.end;
+      if (a.peer == b.peer)
+        EXPECT_FALSE(overlap) << "two sends to one peer at once";
+      else
+        overlapped |= overlap;
+    }
+  EXPECT_TRUE(overlapped);
+}

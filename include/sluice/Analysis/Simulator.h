@@ -2,10 +2,11 @@
 //
 // Executes a Program in time: each device issues its instructions in order;
 // passes run on its compute stream one after another, each as soon as its
-// inputs have arrived; a send occupies the sender's communication stream
-// from the end of the producing pass for the transfer's duration, so
-// communication overlaps compute; a receive only marks where the consumer
-// waits. Activation memory follows the order: a pass F allocates its
+// inputs have arrived; a send occupies the sender's queue to its peer from
+// the end of the producing pass for the transfer's duration, so
+// communication overlaps compute, and -- as NCCL's connections do --
+// sends to different peers overlap each other while those to one peer run
+// in order; a receive only marks where the consumer waits. Activation memory follows the order: a pass F allocates its
 // microbatch slice's activations, its B (or BW) frees them.
 //
 // Vocabulary collectives run in the one order every device issues them,
