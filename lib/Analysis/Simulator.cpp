@@ -43,6 +43,9 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
     std::vector<double> sendFree;
     double activationUnits = 0;
     double activationBytes = 0;
+    /// Activations from F to W (to BW when the backward is not split): what
+    /// a weight pass still reads after B.
+    double unitsUntilW = 0;
     // The collective at `next` has been joined (blocking ones wait there).
     bool joinedNext = false;
   };
@@ -161,8 +164,18 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
         result.stepTime = std::max(result.stepTime, end);
 
         // Activations live from the start of F to the end of B (or BW); a
-        // shard's kept logits from its S to its T.
+        // shard's kept logits from its S to its T. What W reads lives on
+        // until W ends.
         PassKind kind = instr.work.kind;
+        if (kind == PassKind::F || kind == PassKind::W ||
+            kind == PassKind::BW) {
+          Work owner = instr.work;
+          owner.kind = PassKind::F;
+          st.unitsUntilW += (kind == PassKind::F ? 1.0 : -1.0) *
+                            costs.activationUnits(owner);
+          stats.peakActivationUnitsUntilW =
+              std::max(stats.peakActivationUnitsUntilW, st.unitsUntilW);
+        }
         bool allocates = kind == PassKind::F || kind == PassKind::S;
         bool frees =
             kind == PassKind::B || kind == PassKind::BW || kind == PassKind::T;

@@ -22,6 +22,8 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
         {"busy", stats.busy},
         {"idle", stats.idle},
         {"peak_activation_microbatches", stats.peakActivationUnits},
+        {"peak_activation_microbatches_until_w",
+         stats.peakActivationUnitsUntilW},
         {"peak_activation_bytes", stats.peakActivationBytes},
         {"parameter_bytes", params},
         {"peak_memory_bytes", double(params) + stats.peakActivationBytes},

@@ -62,12 +62,16 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
     return program.emitOpError("cannot be simulated: ") << error;
 
   Builder builder(program.getContext());
-  SmallVector<double> peaks;
-  for (const DeviceStatistics &d : sim->devices)
+  SmallVector<double> peaks, peaksUntilW;
+  for (const DeviceStatistics &d : sim->devices) {
     peaks.push_back(d.peakActivationUnits);
+    peaksUntilW.push_back(d.peakActivationUnitsUntilW);
+  }
   program->setAttr("step_time", builder.getF64FloatAttr(sim->stepTime));
   program->setAttr("bubble_ratio", builder.getF64FloatAttr(sim->bubbleRatio));
   program->setAttr("peak_activation", builder.getDenseF64ArrayAttr(peaks));
+  program->setAttr("peak_activation_until_w",
+                   builder.getDenseF64ArrayAttr(peaksUntilW));
   if (const HardwareProfile *hw = costs->getHardware())
     if (sim->stepTime > 0)
       program->setAttr("mfu",

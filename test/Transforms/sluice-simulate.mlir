@@ -10,7 +10,8 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=F=1,B=-2" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 
 // Unit costs: (p - 1) / (m + p - 1) = 1/4 of 2 devices x 12 units idle.
-// UNIT: sluice.program @plan for @m {{.*}} attributes {bubble_ratio = 2.500000e-01 : f64, peak_activation = array<f64: 2.000000e+00, 1.000000e+00>, step_time = 1.200000e+01 : f64}
+// Unsplit (BW), the peak until W is the peak until B.
+// UNIT: sluice.program @plan for @m {{.*}} attributes {bubble_ratio = 2.500000e-01 : f64, peak_activation = array<f64: 2.000000e+00, 1.000000e+00>, peak_activation_until_w = array<f64: 2.000000e+00, 1.000000e+00>, step_time = 1.200000e+01 : f64}
 
 // F = 1, BW = B + W = 4, 0.5 per transfer. Device 1 gets F2 at 12.5
 // (device 0 runs it after BW0, which waits for device 1's BW0), runs F2 and

@@ -490,6 +490,18 @@ int main(int argc, char **argv) {
         timeUnit,
         cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
         peaks[busiest], busiest);
+    // A zero-bubble schedule keeps what W reads beyond B: say so where it
+    // makes the peak higher.
+    auto untilW =
+        program->getAttrOfType<DenseF64ArrayAttr>("peak_activation_until_w");
+    size_t heaviest = 0;
+    for (size_t d = 1; untilW && d < untilW.size(); ++d)
+      if (untilW[d] > untilW[heaviest] + 1e-9)
+        heaviest = d;
+    if (untilW && untilW[heaviest] > peaks[busiest] + 1e-9)
+      llvm::outs() << llvm::formatv(
+          "  until W runs: peak activation {0} microbatches on device {1}\n",
+          untilW[heaviest], heaviest);
     if (auto mfu = program->getAttrOfType<FloatAttr>("mfu"))
       llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n",
                                     mfu.getValueAsDouble(), costs);

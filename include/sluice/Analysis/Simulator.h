@@ -6,8 +6,10 @@
 // the end of the producing pass for the transfer's duration, so
 // communication overlaps compute, and -- as NCCL's connections do --
 // sends to different peers overlap each other while those to one peer run
-// in order; a receive only marks where the consumer waits. Activation memory follows the order: a pass F allocates its
-// microbatch slice's activations, its B (or BW) frees them.
+// in order; a receive only marks where the consumer waits. Activation
+// memory follows the order: a pass F allocates its microbatch slice's
+// activations, its B (or BW) frees them; the peak until W counts them until
+// the slice's W instead (what a weight pass still reads).
 //
 // Vocabulary collectives run in the one order every device issues them,
 // a queue per shard: each starts once every device has issued it -- after
@@ -70,7 +72,11 @@ struct MemorySample {
 struct DeviceStatistics {
   double busy = 0;
   double idle = 0;
+  /// Activations held from F to B (BW), in microbatch units.
   double peakActivationUnits = 0;
+  /// The same from F to W: a zero-bubble schedule frees part of a
+  /// microbatch's activations only when its W has run.
+  double peakActivationUnitsUntilW = 0;
   double peakActivationBytes = 0;
 };
 

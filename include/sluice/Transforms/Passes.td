@@ -328,8 +328,9 @@ def Simulate : Pass<"sluice-simulate", "ModuleOp"> {
   let description = [{
     Verifies each `sluice.program`, then simulates it under a cost model and
     records the prediction on the program (`step_time`, `bubble_ratio`,
-    `peak_activation`: per device, in microbatch units; `mfu` with a
-    hardware profile). `costs` is `unit`
+    `peak_activation`: per device, in microbatch units, from F to B;
+    `peak_activation_until_w`: the same until W, what weight passes still
+    read; `mfu` with a hardware profile). `costs` is `unit`
     (F = B = W = 1 per device and microbatch, BW = 2, divided over chunks
     and slices; vocabulary passes and transfers free), explicit costs
     (`F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1`), or a hardware profile (`a100`,
@@ -340,7 +341,7 @@ def Simulate : Pass<"sluice-simulate", "ModuleOp"> {
     ```mlir
     sluice.program @plan for @m {devices = 4, microbatches = 8, slices = 1, schedule = "1f1b"}
         attributes {bubble_ratio = 0.2727, peak_activation = array<f64: 4.0, 3.0, 2.0, 1.0>,
-                    step_time = 33.0} {
+                    peak_activation_until_w = array<f64: 4.0, 3.0, 2.0, 1.0>, step_time = 33.0} {
     ```
   }];
   let options = [
