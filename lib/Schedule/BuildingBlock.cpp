@@ -374,12 +374,14 @@ sched::refineOrders(const Pipeline &pipeline,
     }
     waiters.erase(it);
   };
-  // Runs the oldest due W that has not run yet; false if there is none.
-  auto runDueW = [&](int d) {
+  // Runs the oldest due W that has not run yet if it ends by `until`;
+  // false if there is none or it would not.
+  auto runDueW = [&](int d, double until) {
     DeviceState &st = state[d];
     while (!st.dueW.empty() && end[index(st.dueW.front())] >= 0)
       st.dueW.pop_front();
-    if (st.dueW.empty())
+    if (st.dueW.empty() ||
+        st.time + durations.compute(st.dueW.front()) > until + 1e-12)
       return false;
     Work w = st.dueW.front();
     st.dueW.pop_front();
@@ -457,8 +459,14 @@ sched::refineOrders(const Pipeline &pipeline,
         events.push({st.time, d});
         continue;
       }
-      // The next pass cannot start yet: a due W fills the gap.
-      if (runDueW(d)) {
+      // The next pass cannot start yet: a due W fills the gap, if it ends
+      // before the pass's inputs arrive. One that overran would delay the
+      // pass, and the delay would cascade down the pipeline (a 0.1 wait
+      // for a transfer becoming a whole W); left due, it runs in a later
+      // gap that fits or at its own place in the order. While an input's
+      // producer has not run, the gap is unknown: the device waits, and is
+      // woken with it known.
+      if (ready && runDueW(d, *ready)) {
         events.push({st.time, d});
         continue;
       }

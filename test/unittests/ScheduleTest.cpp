@@ -295,3 +295,29 @@ TEST(Schedules, PeaksUntilWeightPasses) {
   EXPECT_DOUBLE_EQ(run("zb-h2", p, m).maxPeakUntilW(), double(2 * p - 1));
   EXPECT_DOUBLE_EQ(run("zb-v", p, m, 2).maxPeakUntilW(), double(2 * p - 1));
 }
+
+// Issue 11's case: p = 8, m = 8, F = B = W = 1, 0.1 per transfer. A W
+// that starts in a gap must end before the next pass's input arrives,
+// else a 0.1 wait becomes a whole W and cascades: 38.4 with W started
+// anywhere, 33.6 with W only where it fits (the ILP's optimum is 32.4).
+TEST(Schedules, WeightPassesGoOnlyWhereTheyFit) {
+  const ScheduleInfo *info = lookupSchedule("zb-h1");
+  Pipeline pipe = makePipeline(*info, 8, 8, 1, 1);
+  auto one = [](const Work &w) {
+    return w.kind == PassKind::F || w.kind == PassKind::B ||
+                   w.kind == PassKind::W
+               ? 1.0
+               : 0.0;
+  };
+  auto comm = [](const Work &) { return 0.1; };
+  auto units = [](const Work &) { return 1.0; };
+  std::string error;
+  FailureOr<Program> program =
+      buildSchedule(*info, pipe, Durations{one, 0.1}, error);
+  ASSERT_TRUE(succeeded(program)) << error;
+  ASSERT_FALSE(verifyProgram(pipe, *program));
+  FailureOr<Simulation> sim =
+      simulate(pipe, *program, SimulationCosts{one, comm, units, units}, error);
+  ASSERT_TRUE(succeeded(sim)) << error;
+  EXPECT_NEAR(sim->stepTime, 33.6, 1e-9);
+}

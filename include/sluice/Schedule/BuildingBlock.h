@@ -114,7 +114,7 @@ struct Durations {
 
 /// Step 2 above: executes `orders` (which hold every W) and returns the
 /// order that results when a due W runs early wherever the device would
-/// otherwise idle. Asynchronous vocabulary passes likewise do not hold a
+/// otherwise idle and it ends before the next pass's inputs arrive. Asynchronous vocabulary passes likewise do not hold a
 /// device up: one whose inputs have not arrived is passed over and runs as
 /// soon as they have (the block places S at the last stage's F plus a
 /// unit, which devices reach early in the warm-up). Fails, naming a stuck
