@@ -35,11 +35,6 @@ protected:
   void release(void *data, int64_t bytes) override;
 
 private:
-  class HostStream final : public Stream {
-  public:
-    void wait(Event &) override {}
-    Status synchronize() override { return Status::ok(); }
-  };
   HostStream streams[kStreamKinds];
   CpuKernels kernels;
 };

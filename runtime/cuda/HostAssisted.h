@@ -15,13 +15,6 @@
 
 namespace sluice::rt::cuda {
 
-/// A stream that runs nothing: MpiCommunicator's, on host memory.
-class HostStream final : public Stream {
-public:
-  void wait(Event &) override {}
-  Status synchronize() override { return Status::ok(); }
-};
-
 class HostAssistedCommunicator : public Communicator {
 public:
   int rank() const override { return host.rank(); }
