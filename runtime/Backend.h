@@ -219,7 +219,8 @@ public:
   /// out[c] += sum_r x[r][c] (x act, out f32).
   virtual void accumulateColumnSums(DevicePtr x, int64_t rows, int64_t cols,
                                     DevicePtr out) = 0;
-  /// y += x (same type).
+  /// y += x, x converted to y's type (an f32 gradient may take an act
+  /// input gradient).
   virtual void add(DevicePtr y, DevicePtr x, int64_t n) = 0;
   /// y = x, converting between the two types.
   virtual void copy(DevicePtr y, DevicePtr x, int64_t n) = 0;

@@ -6,9 +6,13 @@
 namespace sluice::rt::cuda {
 
 void CudaKernels::add(DevicePtr y, DevicePtr x, int64_t n) {
+  // Mixed types occur: a sharded embedding adds its bf16 input gradient
+  // into the f32 gradient of the learned positions.
   SLUICE_DISPATCH_ACT(
       y.getType(), T,
-      addKernel<<<gridFor(n), kThreads, 0, stream>>>(y.as<T>(), x.as<T>(), n));
+      SLUICE_DISPATCH_ACT(x.getType(), X,
+                          addKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                              y.as<T>(), x.as<X>(), n)));
   SLUICE_LAUNCHED(errors);
 }
 

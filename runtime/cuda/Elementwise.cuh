@@ -34,7 +34,8 @@ __device__ __forceinline__ void gate(GateActivation act, float x, float &value,
   slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dInner;
 }
 
-template <class T> __global__ void addKernel(T *y, const T *x, int64_t n) {
+template <class T, class X>
+__global__ void addKernel(T *y, const X *x, int64_t n) {
   SLUICE_GRID_STRIDE(i, n)
   y[i] = fromFloat<T>(toFloat(y[i]) + toFloat(x[i]));
 }

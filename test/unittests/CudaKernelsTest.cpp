@@ -153,6 +153,10 @@ TEST_P(CudaKernelsTest, Elementwise) {
   cpuKernels().add(y.cpu(), x.cpu(), n);
   gpuKernels().add(y.gpu(), x.gpu(), n);
   expectClose(y, "add");
+  Tensor acc = make(n, DType::F32);
+  cpuKernels().add(acc.cpu(), x.cpu(), n);
+  gpuKernels().add(acc.gpu(), x.gpu(), n);
+  expectClose(acc, "add (f32 += act)");
   Tensor f = make(n, DType::F32);
   cpuKernels().copy(f.cpu(), y.cpu(), n);
   gpuKernels().copy(f.gpu(), y.gpu(), n);

@@ -361,9 +361,13 @@ void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
                                "(no device, or no driver)"));
   agree(world, cuda::openDevice(placement, out.device));
   agree(world, checkDeviceMemory(world, plan, *out.device, placement));
+  // The reference runs the whole model in this one process: it sends
+  // nothing, and a plan's NCCL links name ranks it does not have.
   std::string chosen;
   agree(world, cuda::openCommunicator(world, *out.device, placement, plan,
-                                      transport, out.owned, chosen));
+                                      reference ? std::string("mpi")
+                                                : std::string(transport),
+                                      out.owned, chosen));
   out.comm = out.owned.get();
   if (world.rank() == 0)
     std::printf("backend: %s, %s, %s transport, %d rank(s) per GPU\n",
