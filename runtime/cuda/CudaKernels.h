@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <vector>
 
 namespace sluice::rt::cuda {
 
@@ -119,7 +120,25 @@ public:
                   int64_t n, const AdamConfig &config, int64_t step,
                   DevicePtr working) override;
 
+  ~CudaKernels() override;
+
 private:
+  /// The rotations of positions [0, positions) for (theta, headDim), built
+  /// on this stream the first time they are needed; null after an error
+  /// (recorded).
+  const float2 *getRotaryTable(double theta, int64_t headDim,
+                               int64_t positions);
+
+  struct RotaryTable {
+    double theta;
+    int64_t headDim;
+    int64_t positions;
+    float2 *table;
+  };
+  std::vector<RotaryTable> rotaryTables;
+  /// Every table ever built, freed with the kernels.
+  std::vector<float2 *> retiredTables;
+
   cudaStream_t stream;
   ErrorSink &errors;
   std::unique_ptr<GemmEngine> gemmEngine;

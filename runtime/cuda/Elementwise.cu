@@ -8,6 +8,13 @@ namespace sluice::rt::cuda {
 void CudaKernels::add(DevicePtr y, DevicePtr x, int64_t n) {
   // Mixed types occur: a sharded embedding adds its bf16 input gradient
   // into the f32 gradient of the learned positions.
+  if (y.getType() == DType::BF16 && x.getType() == DType::BF16 &&
+      canPack<bf16>(n, {y.get(), x.get()})) {
+    addPackedKernel<<<gridFor(n / Pack<bf16>::kSize), kThreads, 0, stream>>>(
+        y.as<bf16>(), x.as<bf16>(), n);
+    SLUICE_LAUNCHED(errors);
+    return;
+  }
   SLUICE_DISPATCH_ACT(
       y.getType(), T,
       SLUICE_DISPATCH_ACT(x.getType(), X,
@@ -108,9 +115,14 @@ void CudaKernels::geluBackward(DevicePtr u, DevicePtr dg, DevicePtr du,
 
 void CudaKernels::gatedForward(GateActivation act, DevicePtr z, DevicePtr u,
                                DevicePtr g, int64_t n) {
-  SLUICE_DISPATCH_ACT(z.getType(), T,
-                      gatedForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
-                          act, z.as<T>(), u.as<T>(), g.as<T>(), n));
+  SLUICE_DISPATCH_ACT(
+      z.getType(), T,
+      if (canPack<T>(n, {z.get(), u.get(), g.get()}))
+          gatedForwardKernel<T, true>
+          <<<gridFor(n / Pack<T>::kSize), kThreads, 0, stream>>>(
+              act, z.as<T>(), u.as<T>(), g.as<T>(), n);
+      else gatedForwardKernel<T, false><<<gridFor(n), kThreads, 0, stream>>>(
+          act, z.as<T>(), u.as<T>(), g.as<T>(), n));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -119,7 +131,12 @@ void CudaKernels::gatedBackward(GateActivation act, DevicePtr z, DevicePtr u,
                                 int64_t n) {
   SLUICE_DISPATCH_ACT(
       z.getType(), T,
-      gatedBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
+      if (canPack<T>(n, {z.get(), u.get(), dg.get(), dz.get(), du.get()}))
+          gatedBackwardKernel<T, true>
+          <<<gridFor(n / Pack<T>::kSize), kThreads, 0, stream>>>(
+              act, z.as<T>(), u.as<T>(), dg.as<T>(), dz.as<T>(), du.as<T>(),
+              n);
+      else gatedBackwardKernel<T, false><<<gridFor(n), kThreads, 0, stream>>>(
           act, z.as<T>(), u.as<T>(), dg.as<T>(), dz.as<T>(), du.as<T>(), n));
   SLUICE_LAUNCHED(errors);
 }
@@ -130,11 +147,54 @@ void CudaKernels::rotate(DevicePtr x, int64_t rows, int64_t tokens,
   int64_t n = rows * tokens * heads * (headDim / 2);
   if (n <= 0)
     return;
+  const float2 *table = getRotaryTable(theta, headDim, offset + tokens);
+  if (!table)
+    return;
   SLUICE_DISPATCH_ACT(x.getType(), T,
                       rotateKernel<<<gridFor(n), kThreads, 0, stream>>>(
                           x.as<T>(), rows, tokens, offset, heads, headDim,
-                          stride, theta, inverse));
+                          stride, table, inverse));
   SLUICE_LAUNCHED(errors);
+}
+
+const float2 *CudaKernels::getRotaryTable(double theta, int64_t headDim,
+                                          int64_t positions) {
+  int64_t half = headDim / 2;
+  RotaryTable *found = nullptr;
+  for (RotaryTable &t : rotaryTables)
+    if (t.theta == theta && t.headDim == headDim)
+      found = &t;
+  if (found && found->positions >= positions)
+    return found->table;
+  // Grow to a power of two (at least 4096 positions) so that a sequence
+  // sees a few growths at most. The old table stays allocated: kernels
+  // enqueued before may still read it.
+  int64_t want = 4096;
+  while (want < positions)
+    want *= 2;
+  float2 *table = nullptr;
+  cudaError_t allocated =
+      cudaMalloc(&table, size_t(want * half) * sizeof(float2));
+  if (allocated != cudaSuccess) {
+    SLUICE_CUDA_RECORD(errors, allocated);
+    return nullptr;
+  }
+  retiredTables.push_back(table);
+  rotaryTableKernel<<<gridFor(want * half), kThreads, 0, stream>>>(
+      table, 0, want, half, headDim, theta);
+  SLUICE_LAUNCHED(errors);
+  if (!found) {
+    rotaryTables.push_back({theta, headDim, 0, nullptr});
+    found = &rotaryTables.back();
+  }
+  found->positions = want;
+  found->table = table;
+  return table;
+}
+
+CudaKernels::~CudaKernels() {
+  for (float2 *table : retiredTables)
+    cudaFree(table);
 }
 
 void CudaKernels::gemm(bool transA, bool transB, int64_t m, int64_t n,

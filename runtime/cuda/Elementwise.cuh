@@ -12,6 +12,9 @@
 
 #include "Common.cuh"
 
+#include <cstdint>
+#include <initializer_list>
+
 namespace sluice::rt::cuda {
 
 // sqrt(2 / pi) and the cubic term of the GELU tanh approximation (GPT-2).
@@ -34,10 +37,39 @@ __device__ __forceinline__ void gate(GateActivation act, float x, float &value,
   slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dInner;
 }
 
+/// 16 bytes of T: eight bf16 or four floats, loaded and stored at once.
+template <class T> struct alignas(16) Pack {
+  static constexpr int kSize = int(16 / sizeof(T));
+  T v[kSize];
+};
+
+/// Whether n elements at every pointer can go as Packs of T.
+template <class T>
+inline bool canPack(int64_t n, std::initializer_list<const void *> pointers) {
+  if (n % Pack<T>::kSize != 0)
+    return false;
+  for (const void *p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      return false;
+  return true;
+}
+
 template <class T, class X>
 __global__ void addKernel(T *y, const X *x, int64_t n) {
   SLUICE_GRID_STRIDE(i, n)
   y[i] = fromFloat<T>(toFloat(y[i]) + toFloat(x[i]));
+}
+
+/// y += x in bf16 Packs (residual connections: n a multiple of eight).
+template <class T> __global__ void addPackedKernel(T *y, const T *x, int64_t n) {
+  using P = Pack<T>;
+  SLUICE_GRID_STRIDE(i, n / P::kSize) {
+    P yp = reinterpret_cast<P *>(y)[i], xp = reinterpret_cast<const P *>(x)[i];
+#pragma unroll
+    for (int k = 0; k < P::kSize; ++k)
+      yp.v[k] = fromFloat<T>(toFloat(yp.v[k]) + toFloat(xp.v[k]));
+    reinterpret_cast<P *>(y)[i] = yp;
+  }
 }
 
 __global__ void convertKernel(void *y, DType yType, const void *x, DType xType,
@@ -101,44 +133,93 @@ __global__ void geluBackwardKernel(const T *u, const T *dg, T *du, int64_t n) {
   }
 }
 
-template <class T>
+/// g = act(z) * u. With `Packed`, each thread takes Packs (n a multiple of
+/// the pack size, pointers aligned): element-wise kernels on bf16 reach
+/// the memory's bandwidth only with 16-byte accesses.
+template <class T, bool Packed>
 __global__ void gatedForwardKernel(GateActivation act, const T *z, const T *u,
                                    T *g, int64_t n) {
-  SLUICE_GRID_STRIDE(i, n) {
-    float value, slope;
-    gate(act, toFloat(z[i]), value, slope);
-    g[i] = fromFloat<T>(value * toFloat(u[i]));
+  if constexpr (Packed) {
+    using P = Pack<T>;
+    SLUICE_GRID_STRIDE(i, n / P::kSize) {
+      P zp = reinterpret_cast<const P *>(z)[i],
+        up = reinterpret_cast<const P *>(u)[i], gp;
+#pragma unroll
+      for (int k = 0; k < P::kSize; ++k) {
+        float value, slope;
+        gate(act, toFloat(zp.v[k]), value, slope);
+        gp.v[k] = fromFloat<T>(value * toFloat(up.v[k]));
+      }
+      reinterpret_cast<P *>(g)[i] = gp;
+    }
+  } else {
+    SLUICE_GRID_STRIDE(i, n) {
+      float value, slope;
+      gate(act, toFloat(z[i]), value, slope);
+      g[i] = fromFloat<T>(value * toFloat(u[i]));
+    }
   }
 }
 
-template <class T>
+template <class T, bool Packed>
 __global__ void gatedBackwardKernel(GateActivation act, const T *z, const T *u,
                                     const T *dg, T *dz, T *du, int64_t n) {
-  SLUICE_GRID_STRIDE(i, n) {
-    float value, slope;
-    gate(act, toFloat(z[i]), value, slope);
-    float d = toFloat(dg[i]);
-    dz[i] = fromFloat<T>(d * toFloat(u[i]) * slope);
-    du[i] = fromFloat<T>(d * value);
+  if constexpr (Packed) {
+    using P = Pack<T>;
+    SLUICE_GRID_STRIDE(i, n / P::kSize) {
+      P zp = reinterpret_cast<const P *>(z)[i],
+        up = reinterpret_cast<const P *>(u)[i],
+        gp = reinterpret_cast<const P *>(dg)[i], dzp, dup;
+#pragma unroll
+      for (int k = 0; k < P::kSize; ++k) {
+        float value, slope;
+        gate(act, toFloat(zp.v[k]), value, slope);
+        float d = toFloat(gp.v[k]);
+        dzp.v[k] = fromFloat<T>(d * toFloat(up.v[k]) * slope);
+        dup.v[k] = fromFloat<T>(d * value);
+      }
+      reinterpret_cast<P *>(dz)[i] = dzp;
+      reinterpret_cast<P *>(du)[i] = dup;
+    }
+  } else {
+    SLUICE_GRID_STRIDE(i, n) {
+      float value, slope;
+      gate(act, toFloat(z[i]), value, slope);
+      float d = toFloat(dg[i]);
+      dz[i] = fromFloat<T>(d * toFloat(u[i]) * slope);
+      du[i] = fromFloat<T>(d * value);
+    }
   }
 }
 
-/// One thread per (row, token, head, pair i < headDim / 2). The angle is
-/// computed in double, as on the CPU: positions reach 10^5 and every slice
-/// of a sequence must see the same rotation.
+/// The rotation of every position below `positions` and pair i < half:
+/// (cos, sin) of position * theta^(-2i / headDim), computed in double as
+/// on the CPU (positions reach 10^5 and every slice of a sequence must see
+/// the same rotation), then rounded to float -- once per table, not once
+/// per element and step (double pow/sin/cos cost ~4% of a 1B model's step).
+__global__ void rotaryTableKernel(float2 *table, int64_t first,
+                                  int64_t positions, int64_t half,
+                                  int64_t headDim, double theta) {
+  SLUICE_GRID_STRIDE(index, (positions - first) * half) {
+    int64_t i = index % half, p = first + index / half;
+    double angle = double(p) * pow(theta, -2.0 * double(i) / double(headDim));
+    table[p * half + i] = make_float2(float(cos(angle)), float(sin(angle)));
+  }
+}
+
+/// One thread per (row, token, head, pair i < headDim / 2), reading the
+/// rotation from the table of rotaryTableKernel.
 template <class T>
 __global__ void rotateKernel(T *x, int64_t rows, int64_t tokens, int64_t offset,
                              int64_t heads, int64_t headDim, int64_t stride,
-                             double theta, bool inverse) {
+                             const float2 *table, bool inverse) {
   int64_t half = headDim / 2;
   SLUICE_GRID_STRIDE(index, rows * tokens * heads * half) {
     int64_t i = index % half, h = (index / half) % heads,
             t = (index / (half * heads)) % tokens,
             r = index / (half * heads * tokens);
-    double angle =
-        double(offset + t) * pow(theta, -2.0 * double(i) / double(headDim));
-    float c = float(cos(angle));
-    float s = float(inverse ? -sin(angle) : sin(angle));
+    float2 cs = table[(offset + t) * half + i];
+    float c = cs.x, s = inverse ? -cs.y : cs.y;
     T *v = x + (r * tokens + t) * stride + h * headDim;
     float a = toFloat(v[i]), b = toFloat(v[i + half]);
     v[i] = fromFloat<T>(a * c - b * s);

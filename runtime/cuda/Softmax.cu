@@ -22,11 +22,13 @@ void CudaKernels::crossEntropyBackward(DevicePtr probs, DevicePtr labels,
                                        int64_t stride, int64_t rows,
                                        int64_t length, int64_t vocab,
                                        float scale, DevicePtr dlogits) {
-  int64_t n = rows * length * vocab;
+  int64_t tokens = rows * length;
+  if (tokens == 0)
+    return;
   SLUICE_DISPATCH_ACT(
       dlogits.getType(), T,
-      crossEntropyBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
-          probs.f32(), labels.i32(), stride, rows, length, vocab, scale,
+      crossEntropyBackwardKernel<<<unsigned(tokens), kThreads, 0, stream>>>(
+          probs.f32(), labels.i32(), stride, length, vocab, scale,
           dlogits.as<T>()));
   SLUICE_LAUNCHED(errors);
 }

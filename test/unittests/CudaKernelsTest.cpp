@@ -188,6 +188,25 @@ TEST_P(CudaKernelsTest, Elementwise) {
     expectClose(dz, "gatedBackward dz");
     expectClose(du, "gatedBackward du");
   }
+  // 16-byte packs: a count that is a multiple of eight, aligned buffers.
+  const int64_t packed = 8 * 131;
+  Tensor pz = make(packed, act()), pu = make(packed, act()),
+         pg = make(packed, act()), pdg = make(packed, act()),
+         pdz = make(packed, act()), pdu = make(packed, act());
+  cpuKernels().gatedForward(GateActivation::Silu, pz.cpu(), pu.cpu(),
+                            pg.cpu(), packed);
+  gpuKernels().gatedForward(GateActivation::Silu, pz.gpu(), pu.gpu(),
+                            pg.gpu(), packed);
+  expectClose(pg, "gatedForward (packed)");
+  cpuKernels().gatedBackward(GateActivation::Silu, pz.cpu(), pu.cpu(),
+                             pdg.cpu(), pdz.cpu(), pdu.cpu(), packed);
+  gpuKernels().gatedBackward(GateActivation::Silu, pz.gpu(), pu.gpu(),
+                             pdg.gpu(), pdz.gpu(), pdu.gpu(), packed);
+  expectClose(pdz, "gatedBackward dz (packed)");
+  expectClose(pdu, "gatedBackward du (packed)");
+  cpuKernels().add(pg.cpu(), pu.cpu(), packed);
+  gpuKernels().add(pg.gpu(), pu.gpu(), packed);
+  expectClose(pg, "add (packed)");
 }
 
 TEST_P(CudaKernelsTest, RotaryPositions) {
@@ -201,6 +220,12 @@ TEST_P(CudaKernelsTest, RotaryPositions) {
                         500000.0, inverse);
     expectClose(x, inverse ? "rotate back" : "rotate");
   }
+  // Positions the first table (grown past 4096 above) already holds.
+  cpuKernels().rotate(x.cpu(), rows, tokens, 17, heads, headDim, stride,
+                      500000.0, false);
+  gpuKernels().rotate(x.gpu(), rows, tokens, 17, heads, headDim, stride,
+                      500000.0, false);
+  expectClose(x, "rotate (a table built before)");
 }
 
 TEST_P(CudaKernelsTest, Norms) {
@@ -325,6 +350,38 @@ TEST_P(CudaKernelsTest, EmbeddingsAndShards) {
   gpuKernels().shardScatterAdd(idsGpu, stride, rows, length, dout.gpu(), first,
                                count, hidden, dshard.gpu());
   expectClose(dshard, "shardScatterAdd");
+}
+
+TEST_P(CudaKernelsTest, CrossEntropyWithFourFloatRows) {
+  // A vocabulary that is a multiple of four: the rows go as float4.
+  const int64_t rows = 3, length = 5, stride = 5, vocab = 1000,
+                tokens = rows * length;
+  std::vector<int32_t> ids(rows * stride);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = int32_t((i * 389 + 7) % vocab);
+  DeviceBuffer labels, lossGpu;
+  ASSERT_TRUE(gpu->allocate(DType::I32, int64_t(ids.size()), labels));
+  ASSERT_TRUE(gpu->allocate(DType::F64, 1, lossGpu));
+  gpu->upload(labels.get(), ids.data(), int64_t(ids.size() * sizeof(int32_t)),
+              gpu->getStream(StreamKind::Compute));
+  Tensor logits = make(tokens * vocab, DType::F32, 4.0f),
+         dlogits = make(tokens * vocab, act());
+  double lossCpu = 0, lossBack = 0;
+  cpuKernels().crossEntropyForward(logits.cpu(), DevicePtr(ids.data()), stride,
+                                   rows, length, vocab, &lossCpu);
+  gpuKernels().crossEntropyForward(logits.gpu(), labels.get(), stride, rows,
+                                   length, vocab, lossGpu.get());
+  expectClose(logits, "crossEntropyForward probabilities (float4)");
+  gpu->download(&lossBack, lossGpu.get(), sizeof(double),
+                gpu->getStream(StreamKind::Compute));
+  ASSERT_TRUE(gpu->synchronize());
+  EXPECT_NEAR(lossBack, lossCpu, 1e-5 * std::fabs(lossCpu));
+  cpuKernels().crossEntropyBackward(logits.cpu(), DevicePtr(ids.data()),
+                                    stride, rows, length, vocab, 0.5f,
+                                    dlogits.cpu());
+  gpuKernels().crossEntropyBackward(logits.gpu(), labels.get(), stride, rows,
+                                    length, vocab, 0.5f, dlogits.gpu());
+  expectClose(dlogits, "crossEntropyBackward (float4)");
 }
 
 TEST_P(CudaKernelsTest, CrossEntropyAndTheShardedSoftmax) {

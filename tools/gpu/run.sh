@@ -16,7 +16,8 @@
 #    a failing rank ends every rank;
 # 5. (all, bench) benchmarks: one GPT layer, a Llama-3.2-1B step, PyTorch's step.
 #
-# ONLY=REGEX keeps the checks whose names match. Writes a line per check to $OUT/summary.txt (or ./gpu-out) and exits 1 if
+# ONLY=REGEX keeps the checks whose names match; TORCH=0 leaves PyTorch's
+# step out of the benchmarks. Writes a line per check to $OUT/summary.txt (or ./gpu-out) and exits 1 if
 # any check failed.
 set -uo pipefail
 bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|bench|all]}" && pwd)
@@ -161,8 +162,10 @@ if [ "$mode" = all ] || [ "$mode" = bench ]; then
   timeout 200 sluice-bench-gpu-layer 2>&1 | tee "$out/bench-layer.txt"
   timeout 200 sluice-bench-gpu-step "$plans/llama-3.2-1b-p1-bf16.json" 2>&1 |
     tee "$out/bench-step.txt"
-  (cd "$bundle" && timeout 300 python3 torch_step.py \
-    --config llama-3.2-1b.json) 2>&1 | tee "$out/bench-torch.txt"
+  # TORCH=0 skips PyTorch's step (two minutes, most of it torch.compile).
+  [ "${TORCH:-1}" = 1 ] &&
+    (cd "$bundle" && timeout 300 python3 torch_step.py \
+      --config llama-3.2-1b.json) 2>&1 | tee "$out/bench-torch.txt"
 fi
 rm -rf "$work"
 echo "summary: $out/summary.txt"
