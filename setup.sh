@@ -23,6 +23,7 @@ packages=(
   build-essential cmake ninja-build ccache
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev libgtest-dev
+  libglpk-dev
 )
 
 # pip fetches cudnn-frontend's headers for the CUDA backend.

@@ -110,6 +110,9 @@ std::vector<std::vector<Work>> expandBlock(const Pipeline &pipeline,
 struct Durations {
   llvm::function_ref<double(const Work &)> compute;
   double transfer = 0;
+  /// Activations a forward pass allocates until its W frees them (the
+  /// improver's memory cap, ImproveOrders.h); null: one per pass.
+  llvm::function_ref<double(const Work &)> activation = nullptr;
 };
 
 /// Step 2 above: executes `orders` (which hold every W) and returns the

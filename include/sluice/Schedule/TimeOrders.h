@@ -1,0 +1,46 @@
+//===- TimeOrders.h - Orders executed strictly, in time ---------*- C++ -*-===//
+//
+// The scheduler's cost model applied to fixed per-device orders: passes on
+// one device run one after another in order, each as soon as its inputs
+// are there (a transfer later from another device). The tests time every
+// order of small pipelines with it to check the exact schedule of
+// OptimalOrders.h by brute force, and measure how far the generated
+// schedules are from it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_SCHEDULE_TIMEORDERS_H
+#define SLUICE_SCHEDULE_TIMEORDERS_H
+
+#include "sluice/Schedule/BuildingBlock.h"
+
+#include <optional>
+
+namespace mlir::sluice::sched {
+
+/// Orders executed strictly: each device runs its passes in its order, a
+/// pass starting once the device is free and its inputs have arrived.
+struct OrderTiming {
+  /// When the last pass ends.
+  double makespan = 0;
+  /// The sum of every pass's end.
+  double totalEnd = 0;
+};
+
+/// Times `orders`; nullopt (with `error` naming a stuck pass) if some pass
+/// waits for one that never runs.
+std::optional<OrderTiming>
+timeOrders(const Pipeline &pipeline,
+           const std::vector<std::vector<Work>> &orders,
+           const Durations &durations, std::string &error);
+
+/// Per device, the most activations held from F to W (to BW where the
+/// backward is not split) along its order.
+std::vector<double>
+getPeakUntilW(const Pipeline &pipeline,
+              const std::vector<std::vector<Work>> &orders,
+              const Durations &durations);
+
+} // namespace mlir::sluice::sched
+
+#endif // SLUICE_SCHEDULE_TIMEORDERS_H

@@ -1,0 +1,213 @@
+//===- OptimalOrders.cpp - The exact schedule of small pipelines ----------===//
+
+#include "sluice/Schedule/OptimalOrders.h"
+
+#include <glpk.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+
+using namespace mlir;
+using namespace mlir::sluice;
+using namespace mlir::sluice::sched;
+
+namespace {
+/// One row of the program: sum(coef * column) >= lower.
+struct Row {
+  std::vector<int> columns;
+  std::vector<double> coefficients;
+  double lower;
+};
+
+struct ProblemDeleter {
+  void operator()(glp_prob *p) const { glp_delete_prob(p); }
+};
+
+/// GLPK prints its progress to stdout by default; a compiler is quiet.
+int silence(void *, const char *) { return 1; }
+} // namespace
+
+FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
+                                                  const Durations &durations,
+                                                  const OptimalOptions &options,
+                                                  std::string &error) {
+  if (pipeline.vocab.any() || pipeline.slices != 1) {
+    error = "the exact schedule covers pipelines without vocabulary passes "
+            "or token slices";
+    return failure();
+  }
+  int p = pipeline.devices;
+  if (!options.memoryCap.empty() && int(options.memoryCap.size()) != p) {
+    error = "one memory cap per device is needed (got " +
+            std::to_string(options.memoryCap.size()) + " for " +
+            std::to_string(p) + " devices)";
+    return failure();
+  }
+  // The passes, numbered from 1 (GLPK's columns are 1-based); column 0 of
+  // the program is unused, the makespan is the last.
+  std::vector<Work> works;
+  std::vector<int> device;
+  for (int stage = 0; stage < pipeline.getNumStages(); ++stage)
+    for (PassKind kind : getStagePasses(pipeline))
+      for (int mb = 0; mb < pipeline.microbatches; ++mb) {
+        Work work{kind, stage, mb, 0};
+        if (!hasWork(pipeline, work))
+          continue;
+        works.push_back(work);
+        device.push_back(pipeline.getWorkDevice(work));
+      }
+  int n = int(works.size());
+  std::map<std::tuple<int, int, int, int>, int> number;
+  auto key = [](const Work &w) {
+    return std::make_tuple(int(w.kind), w.stage, w.microbatch, w.slice);
+  };
+  for (int j = 0; j < n; ++j)
+    number[key(works[j])] = j;
+  auto duration = [&](int j) { return durations.compute(works[j]); };
+  auto activation = [&](int j) {
+    Work owner = works[j];
+    owner.kind = PassKind::F;
+    return durations.activation ? durations.activation(owner) : 1.0;
+  };
+  // A bound on any start: everything one after another, every transfer.
+  double big = 0;
+  for (int j = 0; j < n; ++j)
+    big += duration(j) + durations.transfer;
+
+  // Columns: starts 1..n, then an order variable per pair on one device
+  // (1: the first of the pair runs before the second), then the makespan.
+  std::map<std::pair<int, int>, int> order;
+  int columns = n;
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j)
+      if (device[i] == device[j])
+        order[{i, j}] = ++columns;
+  int makespan = ++columns;
+  // [a before b] as (constant, column, sign): y or 1 - y.
+  auto before = [&](int a, int b, double weight, Row &row, double &constant) {
+    if (a < b) {
+      row.columns.push_back(order[{a, b}]);
+      row.coefficients.push_back(weight);
+    } else {
+      row.columns.push_back(order[{b, a}]);
+      row.coefficients.push_back(-weight);
+      constant += weight;
+    }
+  };
+
+  std::vector<Row> rows;
+  llvm::SmallVector<Work, 8> deps;
+  std::vector<std::pair<int, int>> fixed; // (order column, value)
+  for (int j = 0; j < n; ++j) {
+    // Dependencies: s_j - s_i >= d_i (+ a transfer between devices).
+    deps.clear();
+    getDependencies(pipeline, works[j], deps);
+    for (const Work &dep : deps) {
+      auto it = number.find(key(dep));
+      if (it == number.end())
+        continue;
+      int i = it->second;
+      double gap = duration(i) + (device[i] != device[j] ? durations.transfer
+                                                          : 0.0);
+      rows.push_back({{j + 1, i + 1}, {1.0, -1.0}, gap});
+      if (device[i] == device[j])
+        fixed.push_back({order[{std::min(i, j), std::max(i, j)}],
+                         i < j ? 1 : 0});
+    }
+    // The makespan: C - s_j >= d_j.
+    rows.push_back({{makespan, j + 1}, {1.0, -1.0}, duration(j)});
+  }
+  // One pass at a time per device: for i < j with y = [i before j],
+  //   s_j - s_i - M y >= d_i - M   and   s_i - s_j + M y >= d_j.
+  for (auto [pair, column] : order) {
+    auto [i, j] = pair;
+    rows.push_back({{j + 1, i + 1, column}, {1.0, -1.0, -big},
+                    duration(i) - big});
+    rows.push_back({{i + 1, j + 1, column}, {1.0, -1.0, big}, duration(j)});
+  }
+  // Memory: when F_k starts, its device holds F_k's activations, every
+  // earlier F's, less every earlier W's (BW's): at most the cap.
+  //   cap - a_k >= sum_j a_j [F_j before F_k] - sum_j a_j [W_j before F_k]
+  if (!options.memoryCap.empty())
+    for (int k = 0; k < n; ++k) {
+      if (works[k].kind != PassKind::F)
+        continue;
+      Row row;
+      double constant = 0;
+      for (int j = 0; j < n; ++j) {
+        if (j == k || device[j] != device[k])
+          continue;
+        PassKind kind = works[j].kind;
+        if (kind == PassKind::F)
+          before(j, k, -activation(j), row, constant);
+        else if (kind == PassKind::W || kind == PassKind::BW)
+          before(j, k, activation(j), row, constant);
+      }
+      // sum(coef * column) + constant >= a_k - cap.
+      row.lower = activation(k) - options.memoryCap[device[k]] - constant;
+      rows.push_back(std::move(row));
+    }
+
+  std::unique_ptr<glp_prob, ProblemDeleter> lp(glp_create_prob());
+  glp_term_hook(silence, nullptr);
+  glp_set_obj_dir(lp.get(), GLP_MIN);
+  glp_add_cols(lp.get(), columns);
+  for (int c = 1; c <= n; ++c)
+    glp_set_col_bnds(lp.get(), c, GLP_LO, 0.0, 0.0);
+  for (auto [pair, column] : order) {
+    glp_set_col_kind(lp.get(), column, GLP_BV);
+    (void)pair;
+  }
+  for (auto [column, value] : fixed)
+    glp_set_col_bnds(lp.get(), column, GLP_FX, value, value);
+  glp_set_col_bnds(lp.get(), makespan, GLP_LO, 0.0, 0.0);
+  glp_set_obj_coef(lp.get(), makespan, 1.0);
+  glp_add_rows(lp.get(), int(rows.size()));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const Row &row = rows[r];
+    glp_set_row_bnds(lp.get(), int(r) + 1, GLP_LO, row.lower, 0.0);
+    // GLPK's arrays are 1-based too.
+    std::vector<int> index(1, 0);
+    std::vector<double> value(1, 0.0);
+    // A pair may name a column twice (never here, but GLPK refuses it).
+    std::map<int, double> merged;
+    for (size_t k = 0; k < row.columns.size(); ++k)
+      merged[row.columns[k]] += row.coefficients[k];
+    for (auto [column, coefficient] : merged) {
+      index.push_back(column);
+      value.push_back(coefficient);
+    }
+    glp_set_mat_row(lp.get(), int(r) + 1, int(index.size()) - 1, index.data(),
+                    value.data());
+  }
+
+  glp_iocp parameters;
+  glp_init_iocp(&parameters);
+  parameters.presolve = GLP_ON;
+  parameters.msg_lev = GLP_MSG_OFF;
+  parameters.tm_lim = int(std::min(options.timeLimit * 1000.0, 2.0e9));
+  int status = glp_intopt(lp.get(), &parameters);
+  int found = glp_mip_status(lp.get());
+  if (found != GLP_OPT && found != GLP_FEAS) {
+    error = found == GLP_NOFEAS
+                ? "no schedule keeps every device within its memory cap"
+                : "no schedule found within the time limit (GLPK status " +
+                      std::to_string(status) + ")";
+    return failure();
+  }
+  OptimalResult result;
+  result.makespan = glp_mip_obj_val(lp.get());
+  result.proven = found == GLP_OPT;
+  std::vector<std::vector<std::pair<double, int>>> starts(p);
+  for (int j = 0; j < n; ++j)
+    starts[device[j]].push_back({glp_mip_col_val(lp.get(), j + 1), j});
+  result.orders.resize(p);
+  for (int d = 0; d < p; ++d) {
+    std::sort(starts[d].begin(), starts[d].end());
+    for (auto [start, j] : starts[d])
+      result.orders[d].push_back(works[j]);
+  }
+  return result;
+}

@@ -1,0 +1,133 @@
+//===- TimeOrders.cpp - Orders executed strictly, in time -----------------===//
+
+#include "sluice/Schedule/TimeOrders.h"
+
+#include <algorithm>
+
+using namespace mlir::sluice;
+using namespace mlir::sluice::sched;
+
+namespace {
+/// Times orders: the tables are kept between calls.
+class OrderTimer {
+public:
+  OrderTimer(const Pipeline &pipeline, const Durations &durations)
+      : pipeline(pipeline), durations(durations), index(pipeline),
+        end(index.size(), -1.0) {}
+
+  /// Fills `timing`; false with `stuck` set if a pass never becomes ready.
+  bool time(const std::vector<std::vector<Work>> &orders, OrderTiming &timing,
+            Work &stuck) {
+    int p = int(orders.size());
+    std::fill(end.begin(), end.end(), -1.0);
+    next.assign(p, 0);
+    free.assign(p, 0.0);
+
+    size_t total = 0, done = 0;
+    for (const auto &order : orders)
+      total += order.size();
+    timing = OrderTiming{};
+    while (done < total) {
+      size_t before = done;
+      for (int d = 0; d < p; ++d) {
+        const auto &order = orders[d];
+        while (next[d] < order.size()) {
+          const Work &work = order[next[d]];
+          deps.clear();
+          getAllDependencies(pipeline, work, deps);
+          double start = 0;
+          bool ready = true;
+          for (const Work &dep : deps) {
+            double depEnd = end[index(dep)];
+            if (depEnd < 0) {
+              ready = false;
+              break;
+            }
+            if (pipeline.getWorkDevice(dep) != d)
+              depEnd += durations.transfer;
+            start = std::max(start, depEnd);
+          }
+          if (!ready)
+            break;
+          start = std::max(start, free[d]);
+          double finish = start + durations.compute(work);
+          end[index(work)] = finish;
+          free[d] = finish;
+          timing.makespan = std::max(timing.makespan, finish);
+          timing.totalEnd += finish;
+          ++next[d];
+          ++done;
+        }
+      }
+      if (done == before) {
+        for (int d = 0; d < p; ++d)
+          if (next[d] < orders[d].size()) {
+            stuck = orders[d][next[d]];
+            break;
+          }
+        return false;
+      }
+    }
+    return true;
+  }
+
+private:
+  const Pipeline &pipeline;
+  const Durations &durations;
+  WorkIndex index;
+  std::vector<double> end;
+  std::vector<size_t> next;
+  std::vector<double> free;
+  llvm::SmallVector<Work, 8> deps;
+};
+
+double getActivation(const Durations &durations, const Work &work) {
+  Work owner = work;
+  owner.kind = PassKind::F;
+  return durations.activation ? durations.activation(owner) : 1.0;
+}
+
+/// The most activations `order` holds from F to W (or BW), or with
+/// `untilB` from F to B (or BW).
+double getPeak(const std::vector<Work> &order, const Durations &durations,
+               bool untilB = false) {
+  double live = 0, peak = 0;
+  for (const Work &work : order) {
+    if (work.kind == PassKind::F)
+      live += getActivation(durations, work);
+    else if (work.kind == PassKind::BW ||
+             work.kind == (untilB ? PassKind::B : PassKind::W))
+      live -= getActivation(durations, work);
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+} // namespace
+
+std::optional<OrderTiming>
+sched::timeOrders(const Pipeline &pipeline,
+                  const std::vector<std::vector<Work>> &orders,
+                  const Durations &durations, std::string &error) {
+  OrderTimer timer(pipeline, durations);
+  OrderTiming timing;
+  Work stuck;
+  if (!timer.time(orders, timing, stuck)) {
+    error = "the orders cannot execute: " + toString(stuck) +
+            " waits for work that never runs";
+    return std::nullopt;
+  }
+  return timing;
+}
+
+std::vector<double>
+sched::getPeakUntilW(const Pipeline &pipeline,
+                     const std::vector<std::vector<Work>> &orders,
+                     const Durations &durations) {
+  (void)pipeline;
+  std::vector<double> peaks;
+  for (const auto &order : orders)
+    peaks.push_back(getPeak(order, durations));
+  return peaks;
+}
+
