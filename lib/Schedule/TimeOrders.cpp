@@ -8,7 +8,7 @@ using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
 namespace {
-/// Times orders: the tables are kept between calls.
+/// Runs each device's order as far as its inputs allow, round after round.
 class OrderTimer {
 public:
   OrderTimer(const Pipeline &pipeline, const Durations &durations)
@@ -87,16 +87,13 @@ double getActivation(const Durations &durations, const Work &work) {
   return durations.activation ? durations.activation(owner) : 1.0;
 }
 
-/// The most activations `order` holds from F to W (or BW), or with
-/// `untilB` from F to B (or BW).
-double getPeak(const std::vector<Work> &order, const Durations &durations,
-               bool untilB = false) {
+/// The most activations `order` holds from F to W (or BW).
+double getPeak(const std::vector<Work> &order, const Durations &durations) {
   double live = 0, peak = 0;
   for (const Work &work : order) {
     if (work.kind == PassKind::F)
       live += getActivation(durations, work);
-    else if (work.kind == PassKind::BW ||
-             work.kind == (untilB ? PassKind::B : PassKind::W))
+    else if (work.kind == PassKind::W || work.kind == PassKind::BW)
       live -= getActivation(durations, work);
     peak = std::max(peak, live);
   }
