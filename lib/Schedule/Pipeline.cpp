@@ -238,8 +238,7 @@ void sched::getAllDependencies(const Pipeline &pipeline, const Work &work,
       getCollectiveContributions(pipeline, id, d, deps);
 }
 
-/// The stage that consumes the result of `work`, or -1 if none does.
-static int getConsumerStage(const Pipeline &pipeline, const Work &work) {
+int sched::getConsumerStage(const Pipeline &pipeline, const Work &work) {
   if (work.kind == PassKind::F)
     return work.stage < pipeline.getLastStage() ? work.stage + 1 : -1;
   if (work.kind == PassKind::B || work.kind == PassKind::BW)

@@ -1,6 +1,7 @@
 //===- Schedules.cpp - The pipeline schedules Sluice generates ------------===//
 
 #include "sluice/Schedule/Schedules.h"
+#include "sluice/Schedule/ImproveOrders.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -290,10 +291,59 @@ static std::vector<std::vector<Work>> getSeq1F1BOrders(const Pipeline &pipe) {
   return orders;
 }
 
+/// The family's other blocks (the zero-bubble and V-shape blocks with and
+/// without the W lag, and the V-shapes' other spacings): drawn for unit
+/// costs like the named one, any of them may be faster under the real
+/// costs, and the improver keeps one only if it holds the named one's cap.
+static std::vector<BuildingBlock>
+getAlternativeBlocks(const ScheduleInfo &schedule, const Pipeline &pipeline) {
+  std::vector<BuildingBlock> blocks;
+  int p = pipeline.devices;
+  if (schedule.placement == PlacementKind::vshape) {
+    for (int spacing : {0, 1, 4})
+      for (bool lag : {false, true})
+        blocks.push_back(getVShapeBlock(pipeline, spacing, lag));
+    return blocks;
+  }
+  if (schedule.kind != ScheduleKind::ZBH1 &&
+      schedule.kind != ScheduleKind::ZBH2)
+    return blocks;
+  for (bool h2 : {false, true})
+    for (bool lagged : {false, true}) {
+      if (h2 && schedule.kind == ScheduleKind::ZBH1)
+        continue;
+      std::vector<int64_t> extra(p, 0), lag(p, 0);
+      for (int d = 0; d < p; ++d) {
+        lag[d] = lagged ? d : 0;
+        extra[d] = h2 ? p - 1 - d : 0;
+      }
+      blocks.push_back(getOneFOneBBlock(pipeline, extra, lag));
+    }
+  return blocks;
+}
+
+std::optional<double> sched::getMemoryCap(ScheduleKind kind, int devices) {
+  int p = devices;
+  switch (kind) {
+  case ScheduleKind::ZBH1:
+  case ScheduleKind::ZBV:
+    return p;
+  case ScheduleKind::ZBH2:
+    return 2 * p - 1;
+  case ScheduleKind::VHalf:
+    return (p + 1) / 2 + 1;
+  case ScheduleKind::VMin:
+    return (p + 4) / 3;
+  default:
+    return std::nullopt;
+  }
+}
+
 FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
                                         const Pipeline &pipeline,
                                         const Durations &durations,
-                                        std::string &error) {
+                                        std::string &error,
+                                        const BuildOptions &options) {
   std::vector<std::vector<Work>> orders;
   std::optional<BuildingBlock> block;
   switch (schedule.kind) {
@@ -357,6 +407,29 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
     if (failed(advanced))
       return failure();
     orders = std::move(*advanced);
+  }
+  // Issue 11: the block is drawn for unit costs; under the real ones
+  // another block or a list schedule within the same memory may be faster.
+  if (std::optional<double> microbatches =
+          getMemoryCap(schedule.kind, pipeline.devices);
+      options.improve && microbatches && !pipeline.vocab.any()) {
+    MemoryCaps caps;
+    for (int d = 0; d < pipeline.devices; ++d)
+      caps.push_back(*microbatches *
+                     getMicrobatchActivation(pipeline, durations, d));
+    std::vector<std::vector<std::vector<Work>>> candidates{orders};
+    for (const BuildingBlock &other : getAlternativeBlocks(schedule, pipeline)) {
+      auto refined = refineOrders(pipeline, expandBlock(pipeline, other),
+                                  durations, error);
+      if (failed(refined))
+        return failure();
+      candidates.push_back(std::move(*refined));
+    }
+    FailureOr<Improved> improved =
+        improveOrders(pipeline, candidates, durations, caps, error);
+    if (failed(improved))
+      return failure();
+    orders = std::move(improved->orders);
   }
   return lowerToProgram(pipeline, orders, error);
 }

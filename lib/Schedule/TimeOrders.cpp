@@ -13,13 +13,15 @@ class OrderTimer {
 public:
   OrderTimer(const Pipeline &pipeline, const Durations &durations)
       : pipeline(pipeline), durations(durations), index(pipeline),
-        end(index.size(), -1.0) {}
+        end(index.size(), -1.0), arrival(index.size(), -1.0) {}
 
   /// Fills `timing`; false with `stuck` set if a pass never becomes ready.
   bool time(const std::vector<std::vector<Work>> &orders, OrderTiming &timing,
             Work &stuck) {
     int p = int(orders.size());
     std::fill(end.begin(), end.end(), -1.0);
+    std::fill(arrival.begin(), arrival.end(), -1.0);
+    linkFree.assign(size_t(p) * p, 0.0);
     next.assign(p, 0);
     free.assign(p, 0.0);
 
@@ -43,8 +45,11 @@ public:
               ready = false;
               break;
             }
+            // From another device: through the link (a vocabulary
+            // collective's contribution: one transfer later).
             if (pipeline.getWorkDevice(dep) != d)
-              depEnd += durations.transfer;
+              depEnd = arrival[index(dep)] >= 0 ? arrival[index(dep)]
+                                                : depEnd + durations.transfer;
             start = std::max(start, depEnd);
           }
           if (!ready)
@@ -53,6 +58,15 @@ public:
           double finish = start + durations.compute(work);
           end[index(work)] = finish;
           free[d] = finish;
+          // The result travels to the consumer's device behind the
+          // link's earlier sends (NCCL: one connection per peer, in
+          // order; different peers overlap).
+          int consumer = getConsumerStage(pipeline, work);
+          if (consumer >= 0 && pipeline.getDevice(consumer) != d) {
+            double &link = linkFree[size_t(d) * p + pipeline.getDevice(consumer)];
+            link = std::max(link, finish) + durations.transfer;
+            arrival[index(work)] = link;
+          }
           timing.makespan = std::max(timing.makespan, finish);
           timing.totalEnd += finish;
           ++next[d];
@@ -75,7 +89,7 @@ private:
   const Pipeline &pipeline;
   const Durations &durations;
   WorkIndex index;
-  std::vector<double> end;
+  std::vector<double> end, arrival, linkFree;
   std::vector<size_t> next;
   std::vector<double> free;
   llvm::SmallVector<Work, 8> deps;

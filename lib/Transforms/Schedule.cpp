@@ -60,8 +60,11 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
     return model.emitOpError("cannot be scheduled: ") << gap;
   auto compute = [&](const sched::Work &w) { return table.getComputeTime(w); };
   double transfer = table.getTransferTime(sched::Work{});
+  auto units = [&](const sched::Work &w) {
+    return table.getActivationUnits(w);
+  };
   FailureOr<sched::Program> program = sched::buildSchedule(
-      *info, *pipeline, sched::Durations{compute, transfer}, error);
+      *info, *pipeline, sched::Durations{compute, transfer, units}, error);
   if (failed(program))
     return model.emitOpError("schedule '")
            << info->name << "' failed: " << error;

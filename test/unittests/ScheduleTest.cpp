@@ -281,9 +281,10 @@ TEST(Simulator, SendsToDifferentPeersOverlap) {
 }
 
 // The report counts activations until W too: what a weight pass still
-// reads. ZB-H1 and ZB-H2 keep their caps (p; 2p - 1) until W; ZB-V holds
-// up to 2p - 1 microbatches until W where its peers hold p (issue 11: the
-// schedule improver's work); never less than until B anywhere.
+// reads. Every memory-capped schedule keeps its cap until W (ZB-H1 and
+// ZB-V p, ZB-H2 2p - 1, V-Half ceil(p/2) + 1, V-Min floor((p + 4)/3)); the
+// ZB-V block alone would hold 2p - 1 (the improver picks an order within
+// p); never less than until B anywhere.
 TEST(Schedules, PeaksUntilWeightPasses) {
   for (const char *name :
        {"1f1b", "zb-h1", "zb-h2", "zb-v", "v-half", "v-min"}) {
@@ -295,13 +296,16 @@ TEST(Schedules, PeaksUntilWeightPasses) {
   EXPECT_DOUBLE_EQ(run("1f1b", p, m).maxPeakUntilW(), double(p));
   EXPECT_DOUBLE_EQ(run("zb-h1", p, m).maxPeakUntilW(), double(p));
   EXPECT_DOUBLE_EQ(run("zb-h2", p, m).maxPeakUntilW(), double(2 * p - 1));
-  EXPECT_DOUBLE_EQ(run("zb-v", p, m, 2).maxPeakUntilW(), double(2 * p - 1));
+  EXPECT_LE(run("zb-v", p, m, 2).maxPeakUntilW(), double(p));
+  EXPECT_LE(run("v-half", p, m, 2).maxPeakUntilW(), double((p + 1) / 2 + 1));
+  EXPECT_LE(run("v-min", p, m, 2).maxPeakUntilW(), double((p + 4) / 3));
 }
 
 // Issue 11's case: p = 8, m = 8, F = B = W = 1, 0.1 per transfer. A W
 // that starts in a gap must end before the next pass's input arrives,
 // else a 0.1 wait becomes a whole W and cascades: 38.4 with W started
-// anywhere, 33.6 with W only where it fits (the ILP's optimum is 32.4).
+// anywhere, 33.6 for the block with W only where it fits; the improver's
+// list schedule reaches 32.4, the optimum of the zero-bubble paper's ILP.
 TEST(Schedules, WeightPassesGoOnlyWhereTheyFit) {
   const ScheduleInfo *info = lookupSchedule("zb-h1");
   Pipeline pipe = makePipeline(*info, 8, 8, 1, 1);
@@ -313,15 +317,18 @@ TEST(Schedules, WeightPassesGoOnlyWhereTheyFit) {
   };
   auto comm = [](const Work &) { return 0.1; };
   auto units = [](const Work &) { return 1.0; };
-  std::string error;
-  FailureOr<Program> program =
-      buildSchedule(*info, pipe, Durations{one, 0.1}, error);
-  ASSERT_TRUE(succeeded(program)) << error;
-  ASSERT_FALSE(verifyProgram(pipe, *program));
-  FailureOr<Simulation> sim =
-      simulate(pipe, *program, SimulationCosts{one, comm, units, units}, error);
-  ASSERT_TRUE(succeeded(sim)) << error;
-  EXPECT_NEAR(sim->stepTime, 33.6, 1e-9);
+  for (auto [improve, step] : {std::pair{false, 33.6}, std::pair{true, 32.4}}) {
+    std::string error;
+    FailureOr<Program> program = buildSchedule(*info, pipe, Durations{one, 0.1},
+                                               error, BuildOptions{improve});
+    ASSERT_TRUE(succeeded(program)) << error;
+    ASSERT_FALSE(verifyProgram(pipe, *program));
+    FailureOr<Simulation> sim = simulate(
+        pipe, *program, SimulationCosts{one, comm, units, units}, error);
+    ASSERT_TRUE(succeeded(sim)) << error;
+    EXPECT_NEAR(sim->stepTime, step, 1e-9) << "improve=" << improve;
+    EXPECT_LE(sim->devices[0].peakActivationUnitsUntilW, 8.0);
+  }
 }
 
 

@@ -212,6 +212,10 @@ void getCollectiveContributions(const Pipeline &pipeline,
 void getAllDependencies(const Pipeline &pipeline, const Work &work,
                         llvm::SmallVectorImpl<Work> &deps);
 
+/// The next stage that consumes the result of `work` (F: the one after,
+/// B or BW: the one before), or -1 if none does.
+int getConsumerStage(const Pipeline &pipeline, const Work &work);
+
 enum class InstrKind : uint8_t { Exec, Send, Recv, Collective };
 
 /// One instruction of a device program. A send or receive names the work

@@ -15,6 +15,8 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
+
 namespace mlir::sluice::sched {
 
 enum class ScheduleKind {
@@ -58,13 +60,26 @@ const ScheduleInfo *lookupSchedule(llvm::StringRef name);
 std::string checkPipeline(const ScheduleInfo &schedule,
                           const Pipeline &pipeline);
 
+/// The activations, in microbatches of a device's own stages, a schedule
+/// may hold from F to W (the memory it is named for): p for ZB-H1 and
+/// ZB-V, 2p - 1 for ZB-H2, ceil(p / 2) + 1 for V-Half, floor((p + 4) / 3)
+/// for V-Min; none for the others, whose order is fixed by their papers.
+std::optional<double> getMemoryCap(ScheduleKind kind, int devices);
+
+struct BuildOptions {
+  /// Replace a building block's order by a faster one within the
+  /// schedule's memory cap (ImproveOrders.h) where one exists; off, the
+  /// block's order as drawn (benchmarks compare the two).
+  bool improve = true;
+};
+
 /// Builds the per-device programs. `durations` decide where W passes fill
 /// bubbles (unit costs reproduce the papers' figures). The pipeline must
 /// pass checkPipeline.
 FailureOr<Program> buildSchedule(const ScheduleInfo &schedule,
                                  const Pipeline &pipeline,
-                                 const Durations &durations,
-                                 std::string &error);
+                                 const Durations &durations, std::string &error,
+                                 const BuildOptions &options = {});
 
 /// Unit durations: F = B = W = 1 and BW = 2 per device per microbatch,
 /// divided evenly over its chunks and slices; no transfer delay.

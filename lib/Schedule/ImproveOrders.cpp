@@ -1,0 +1,398 @@
+//===- ImproveOrders.cpp - Faster orders under a memory cap ---------------===//
+
+#include "sluice/Schedule/ImproveOrders.h"
+#include "sluice/Schedule/TimeOrders.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <queue>
+
+using namespace mlir;
+using namespace mlir::sluice;
+using namespace mlir::sluice::sched;
+
+static double getActivation(const Durations &durations, const Work &work) {
+  Work owner = work;
+  owner.kind = PassKind::F;
+  return durations.activation ? durations.activation(owner) : 1.0;
+}
+
+double sched::getMicrobatchActivation(const Pipeline &pipeline,
+                                      const Durations &durations, int device) {
+  double total = 0;
+  for (int s = 0; s < pipeline.getNumStages(); ++s)
+    if (pipeline.getDevice(s) == device)
+      for (int k = 0; k < pipeline.slices; ++k)
+        total += getActivation(durations, Work{PassKind::F, s, 0, k});
+  return total;
+}
+
+namespace {
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kEpsilon = 1e-9;
+
+/// The list scheduler: an event simulation in which each device, at its
+/// clock, either runs a pass or advances its clock to the next time
+/// something may change. Devices are visited in clock order, so when
+/// device d decides at time t every other device is at t or later: a pass
+/// not run yet cannot end before t plus its duration, which bounds the
+/// arrivals d does not know yet.
+class ListScheduler {
+public:
+  ListScheduler(const Pipeline &pipeline, const Durations &durations,
+                const MemoryCaps &caps, const ListPolicy &policy)
+      : pipe(pipeline), durations(durations), caps(caps), policy(policy),
+        index(pipeline), units(pipeline.microbatches * pipeline.slices) {}
+
+  FailureOr<std::vector<std::vector<Work>>> run(std::string &error);
+
+private:
+  struct Device {
+    double clock = 0;
+    /// Activations held: every F run less what each W (BW) has freed.
+    double live = 0;
+    /// What the microbatches started on the device will still allocate.
+    double pending = 0;
+    /// The largest forward of a stage after the device's first one.
+    double laterForward = 0;
+    std::vector<int> stages;
+    std::deque<Work> dueW;
+    std::vector<char> started;
+    size_t remaining = 0;
+  };
+
+  Work forwardAt(int stage, int i) const {
+    return {PassKind::F, stage, i / pipe.slices, i % pipe.slices};
+  }
+  Work backwardAt(int stage, int i) const {
+    return {pipe.getBackwardKind(), stage, i / pipe.slices,
+            pipe.slices - 1 - i % pipe.slices};
+  }
+  /// When `work` may start on its device at `now`: its inputs' arrivals,
+  /// or (with `known` false) a lower bound where one has not run.
+  double readyTime(const Work &work, double now, bool &known);
+  void execute(int d, const Work &work);
+  /// The device's priority between two ready passes of one kind.
+  bool before(const Work &a, const Work &b) const {
+    if (a.microbatch != b.microbatch && !policy.laterStageFirst)
+      return a.microbatch < b.microbatch;
+    if (a.stage != b.stage)
+      return a.stage > b.stage;
+    return a.microbatch < b.microbatch;
+  }
+
+  const Pipeline &pipe;
+  const Durations &durations;
+  const MemoryCaps &caps;
+  const ListPolicy &policy;
+  WorkIndex index;
+  int units;
+  std::vector<double> end, arrival;
+  std::vector<double> linkFree;
+  std::vector<int> nextF, nextB;
+  std::vector<Device> devices;
+  std::vector<std::vector<Work>> orders;
+  llvm::SmallVector<Work, 4> deps;
+};
+} // namespace
+
+double ListScheduler::readyTime(const Work &work, double now, bool &known) {
+  deps.clear();
+  getDependencies(pipe, work, deps);
+  int d = pipe.getWorkDevice(work);
+  double ready = 0;
+  known = true;
+  for (const Work &dep : deps) {
+    bool remote = pipe.getWorkDevice(dep) != d;
+    double at = remote ? arrival[index(dep)] : end[index(dep)];
+    if (at < 0) {
+      known = false;
+      at = now + durations.compute(dep) + (remote ? durations.transfer : 0);
+    }
+    ready = std::max(ready, at);
+  }
+  return ready;
+}
+
+void ListScheduler::execute(int d, const Work &work) {
+  Device &dev = devices[d];
+  double finish = dev.clock + durations.compute(work);
+  size_t id = index(work);
+  end[id] = finish;
+  dev.clock = finish;
+  orders[d].push_back(work);
+  --dev.remaining;
+  // The result travels on the link to the consumer's device, in order
+  // behind the link's earlier sends (NCCL: one connection per peer).
+  int consumer = getConsumerStage(pipe, work);
+  if (consumer >= 0 && pipe.getDevice(consumer) != d) {
+    double &link = linkFree[size_t(d) * pipe.devices + pipe.getDevice(consumer)];
+    link = std::max(link, finish) + durations.transfer;
+    arrival[id] = link;
+  } else {
+    arrival[id] = finish;
+  }
+  switch (work.kind) {
+  case PassKind::F:
+    ++nextF[work.stage];
+    if (!dev.started[work.microbatch]) {
+      dev.started[work.microbatch] = 1;
+      dev.pending += getMicrobatchActivation(pipe, durations, d);
+    }
+    dev.live += getActivation(durations, work);
+    dev.pending -= getActivation(durations, work);
+    break;
+  case PassKind::B:
+    ++nextB[work.stage];
+    dev.dueW.push_back({PassKind::W, work.stage, work.microbatch, work.slice});
+    break;
+  case PassKind::BW:
+    ++nextB[work.stage];
+    dev.live -= getActivation(durations, work);
+    break;
+  case PassKind::W:
+    dev.live -= getActivation(durations, work);
+    break;
+  default:
+    break;
+  }
+}
+
+FailureOr<std::vector<std::vector<Work>>>
+ListScheduler::run(std::string &error) {
+  int p = pipe.devices;
+  end.assign(index.size(), -1.0);
+  arrival.assign(index.size(), -1.0);
+  linkFree.assign(size_t(p) * p, 0.0);
+  nextF.assign(pipe.getNumStages(), 0);
+  nextB.assign(pipe.getNumStages(), 0);
+  devices.assign(p, Device{});
+  orders.assign(p, {});
+  size_t passesPerStage = pipe.splitBackward ? 3 : 2;
+  for (int s = 0; s < pipe.getNumStages(); ++s) {
+    Device &dev = devices[pipe.getDevice(s)];
+    dev.stages.push_back(s);
+    dev.remaining += passesPerStage * units;
+  }
+  for (int d = 0; d < p; ++d) {
+    devices[d].started.assign(pipe.microbatches, 0);
+    for (size_t i = 1; i < devices[d].stages.size(); ++i)
+      for (int k = 0; k < pipe.slices; ++k)
+        devices[d].laterForward = std::max(
+            devices[d].laterForward,
+            getActivation(durations,
+                          Work{PassKind::F, devices[d].stages[i], 0, k}));
+    double need = getMicrobatchActivation(pipe, durations, d);
+    if (d < int(caps.size()) && caps[d] + kEpsilon < need) {
+      error = llvm::formatv("the memory cap of device {0} ({1}) is below one "
+                            "microbatch of its activations ({2})",
+                            d, caps[d], need);
+      return failure();
+    }
+  }
+  auto cap = [&](int d) {
+    return d < int(caps.size()) ? caps[d] : kInfinity;
+  };
+
+  using Event = std::pair<double, int>;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  for (int d = 0; d < p; ++d)
+    events.push({0.0, d});
+  while (!events.empty()) {
+    auto [time, d] = events.top();
+    events.pop();
+    Device &dev = devices[d];
+    if (time != dev.clock || dev.remaining == 0)
+      continue;
+    double now = dev.clock;
+    std::optional<Work> bestB, bestF;
+    bool blockedF = false;
+    // The earliest a forward or backward may become ready, and the
+    // earliest a backward's input is known to arrive.
+    double nextArrival = kInfinity, nextKnownB = kInfinity;
+    for (int s : dev.stages) {
+      if (nextB[s] < units) {
+        Work b = backwardAt(s, nextB[s]);
+        bool known;
+        double ready = readyTime(b, now, known);
+        if (known && ready <= now + kEpsilon) {
+          if (!bestB || before(b, *bestB))
+            bestB = b;
+        } else {
+          nextArrival = std::min(nextArrival, ready);
+          if (known)
+            nextKnownB = std::min(nextKnownB, ready);
+        }
+      }
+      if (nextF[s] < units) {
+        Work f = forwardAt(s, nextF[s]);
+        // Room for this forward and what the started microbatches will
+        // still need: all of it, or one more forward of a later stage.
+        double need;
+        if (policy.reserveMicrobatch)
+          need = dev.pending +
+                 (dev.started[f.microbatch]
+                      ? 0
+                      : getMicrobatchActivation(pipe, durations, d));
+        else
+          need = getActivation(durations, f) +
+                 (dev.started[f.microbatch] ? 0 : dev.laterForward);
+        bool fits = dev.live + need <= cap(d) + kEpsilon;
+        bool known;
+        double ready = readyTime(f, now, known);
+        if (known && ready <= now + kEpsilon) {
+          if (!fits)
+            blockedF = true;
+          else if (!bestF || before(f, *bestF))
+            bestF = f;
+        } else if (fits) {
+          nextArrival = std::min(nextArrival, ready);
+        }
+      }
+    }
+    // A forward that would hold up a backward whose input is on its way
+    // waits, as the policy says.
+    if (bestF && !bestB &&
+        now + durations.compute(*bestF) >
+            nextKnownB + policy.forwardOverrun * durations.compute(*bestF) +
+                kEpsilon) {
+      nextArrival = std::min(nextArrival, nextKnownB);
+      bestF.reset();
+    }
+    if (bestB || bestF) {
+      bool forward = bestF && (!bestB || policy.forwardFirst);
+      execute(d, forward ? *bestF : *bestB);
+      events.push({dev.clock, d});
+      continue;
+    }
+    if (!dev.dueW.empty()) {
+      Work w = dev.dueW.front();
+      double length = durations.compute(w);
+      // W frees memory a blocked forward needs, fills a gap it fits, or
+      // overruns the next arrival by what the policy allows; once nothing
+      // but W is left it simply runs.
+      if (blockedF || nextArrival == kInfinity ||
+          now + length <=
+              nextArrival + policy.weightOverrun * length + kEpsilon) {
+        dev.dueW.pop_front();
+        execute(d, w);
+        events.push({dev.clock, d});
+        continue;
+      }
+    }
+    if (nextArrival == kInfinity) {
+      error = llvm::formatv("device {0} cannot go on at time {1}: its memory "
+                            "cap ({2}) admits no forward and no backward is "
+                            "left to free it",
+                            d, now, cap(d));
+      return failure();
+    }
+    dev.clock = nextArrival;
+    events.push({dev.clock, d});
+  }
+  for (int d = 0; d < p; ++d)
+    if (devices[d].remaining != 0) {
+      error = llvm::formatv("device {0} never ran {1} of its passes", d,
+                            devices[d].remaining);
+      return failure();
+    }
+  return std::move(orders);
+}
+
+FailureOr<std::vector<std::vector<Work>>>
+sched::scheduleByList(const Pipeline &pipeline, const Durations &durations,
+                      const MemoryCaps &caps, const ListPolicy &policy,
+                      std::string &error) {
+  if (pipeline.vocab.any()) {
+    error = "the list scheduler does not place vocabulary passes";
+    return failure();
+  }
+  ListScheduler scheduler(pipeline, durations, caps, policy);
+  return scheduler.run(error);
+}
+
+/// Whether `orders` hold at most `caps` from F to W on every device.
+static bool keepsCaps(const Pipeline &pipeline,
+                      const std::vector<std::vector<Work>> &orders,
+                      const Durations &durations, const MemoryCaps &caps) {
+  std::vector<double> peaks = getPeakUntilW(pipeline, orders, durations);
+  for (size_t d = 0; d < caps.size() && d < peaks.size(); ++d)
+    if (peaks[d] > caps[d] + kEpsilon)
+      return false;
+  return true;
+}
+
+FailureOr<Improved>
+sched::improveOrders(const Pipeline &pipeline,
+                     llvm::ArrayRef<std::vector<std::vector<Work>>> candidates,
+                     const Durations &durations, const MemoryCaps &caps,
+                     std::string &error) {
+  Improved best;
+  bool haveBest = false;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::optional<OrderTiming> timing =
+        timeOrders(pipeline, candidates[i], durations, error);
+    if (!timing)
+      return failure();
+    if (!pipeline.vocab.any() &&
+        !keepsCaps(pipeline, candidates[i], durations, caps))
+      continue;
+    if (haveBest && timing->makespan >= best.makespan - kEpsilon)
+      continue;
+    best = {candidates[i], timing->makespan,
+            i == 0 ? "block" : "block " + std::to_string(i)};
+    haveBest = true;
+    if (pipeline.vocab.any())
+      return best;
+  }
+
+  // Every policy on small pipelines; on large ones, where a list schedule
+  // costs tens of milliseconds, the four that won most often over the
+  // benchmark's grid (bench/ScheduleQuality.cpp).
+  size_t passes = 0;
+  for (const auto &order : candidates.front())
+    passes += order.size();
+  std::vector<ListPolicy> policies;
+  for (double weightOverrun : {0.0, 0.5, 1e9})
+    for (bool laterStageFirst : {true, false})
+      for (double forwardOverrun : {1e9, 0.0})
+        for (bool reserve : {false, true})
+          for (bool forwardFirst : {false, true})
+            policies.push_back({weightOverrun, laterStageFirst,
+                                forwardOverrun, reserve, forwardFirst});
+  if (passes > 20000)
+    policies = {ListPolicy{0, true, 1e9}, ListPolicy{0, true, 0},
+                ListPolicy{1e9, true, 1e9}, ListPolicy{0, true, 1e9, true}};
+
+  for (const ListPolicy &policy : policies) {
+    std::string why;
+    auto listed = scheduleByList(pipeline, durations, caps, policy, why);
+    if (failed(listed))
+      continue;
+    auto refined = refineOrders(pipeline, *listed, durations, why);
+    if (failed(refined))
+      continue;
+    for (auto *candidate : {&*listed, &*refined}) {
+      auto time = timeOrders(pipeline, *candidate, durations, why);
+      if (!time || (haveBest && time->makespan >= best.makespan - kEpsilon))
+        continue;
+      best.orders = *candidate;
+      best.makespan = time->makespan;
+      best.source = llvm::formatv(
+          "list (W overrun {0}, {1} first, F overrun {2}{3}{4})",
+          policy.weightOverrun, policy.laterStageFirst ? "later stage" : "oldest",
+          policy.forwardOverrun,
+          policy.reserveMicrobatch ? ", whole microbatches" : "",
+          policy.forwardFirst ? ", forwards first" : "");
+      haveBest = true;
+    }
+  }
+  if (!haveBest) {
+    error = "no order keeps the memory caps";
+    return failure();
+  }
+  return best;
+}
