@@ -66,20 +66,7 @@ struct Profile {
 };
 
 Pipeline makePipeline(const ScheduleInfo &info, int p, int m) {
-  Pipeline pipe;
-  pipe.devices = p;
-  pipe.microbatches = m;
-  pipe.chunks = info.chunks == 1 ? 1 : 2;
-  pipe.slices = 1;
-  pipe.splitBackward = info.splitBackward;
-  for (int s = 0; s < p * pipe.chunks; ++s) {
-    if (info.placement == PlacementKind::vshape)
-      pipe.stages.push_back(s < p ? StagePlacement{s, 0}
-                                  : StagePlacement{2 * p - 1 - s, 1});
-    else
-      pipe.stages.push_back({s % p, s / p});
-  }
-  return pipe;
+  return makeSchedulePipeline(info, p, m, info.chunks == 1 ? 1 : 2, 1);
 }
 
 std::vector<std::vector<Work>> getOrders(const Program &program) {

@@ -325,6 +325,48 @@ static bool keepsCaps(const Pipeline &pipeline,
   return true;
 }
 
+/// `orders` with W passes moved earlier where a forward would break a cap:
+/// before each F that would, the device's oldest W whose B has run moves to
+/// just before it. nullopt if no W can free enough (a cap below what the
+/// order's backwards allow).
+static std::optional<std::vector<std::vector<Work>>>
+moveWeightsForCaps(const Pipeline &pipeline,
+                   const std::vector<std::vector<Work>> &orders,
+                   const Durations &durations, const MemoryCaps &caps) {
+  std::vector<std::vector<Work>> result(orders.size());
+  WorkIndex index(pipeline);
+  std::vector<char> moved(index.size(), 0);
+  for (size_t d = 0; d < orders.size(); ++d) {
+    double cap = d < caps.size() ? caps[d] : kInfinity, live = 0;
+    std::deque<Work> due;
+    for (const Work &work : orders[d]) {
+      if (work.kind == PassKind::W && moved[index(work)])
+        continue;
+      if (work.kind == PassKind::F) {
+        double need = getActivation(durations, work);
+        while (live + need > cap + kEpsilon) {
+          if (due.empty())
+            return std::nullopt;
+          Work w = due.front();
+          due.pop_front();
+          moved[index(w)] = 1;
+          result[d].push_back(w);
+          live -= getActivation(durations, w);
+        }
+        live += need;
+      } else if (work.kind == PassKind::B) {
+        due.push_back({PassKind::W, work.stage, work.microbatch, work.slice});
+      } else if (work.kind == PassKind::W || work.kind == PassKind::BW) {
+        live -= getActivation(durations, work);
+        if (work.kind == PassKind::W)
+          llvm::erase(due, work);
+      }
+      result[d].push_back(work);
+    }
+  }
+  return result;
+}
+
 FailureOr<Improved>
 sched::improveOrders(const Pipeline &pipeline,
                      llvm::ArrayRef<std::vector<std::vector<Work>>> candidates,
@@ -332,17 +374,31 @@ sched::improveOrders(const Pipeline &pipeline,
                      std::string &error) {
   Improved best;
   bool haveBest = false;
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  // A block over the cap may come within it with some W passes earlier
+  // (they free what the forward after them needs).
+  std::vector<std::vector<std::vector<Work>>> blocks(candidates.begin(),
+                                                     candidates.end());
+  if (!pipeline.vocab.any())
+    for (const auto &orders : candidates)
+      if (!keepsCaps(pipeline, orders, durations, caps))
+        if (auto capped =
+                moveWeightsForCaps(pipeline, orders, durations, caps)) {
+          std::string why;
+          auto refined = refineOrders(pipeline, *capped, durations, why);
+          if (succeeded(refined))
+            blocks.push_back(std::move(*refined));
+        }
+  for (size_t i = 0; i < blocks.size(); ++i) {
     std::optional<OrderTiming> timing =
-        timeOrders(pipeline, candidates[i], durations, error);
+        timeOrders(pipeline, blocks[i], durations, error);
     if (!timing)
       return failure();
     if (!pipeline.vocab.any() &&
-        !keepsCaps(pipeline, candidates[i], durations, caps))
+        !keepsCaps(pipeline, blocks[i], durations, caps))
       continue;
     if (haveBest && timing->makespan >= best.makespan - kEpsilon)
       continue;
-    best = {candidates[i], timing->makespan,
+    best = {blocks[i], timing->makespan,
             i == 0 ? "block" : "block " + std::to_string(i)};
     haveBest = true;
     if (pipeline.vocab.any())

@@ -87,6 +87,20 @@ static StagePlacement getPlacement(PlacementKind placement, int devices,
   llvm_unreachable("unknown placement");
 }
 
+Pipeline sched::makeSchedulePipeline(const ScheduleInfo &schedule,
+                                     int devices, int microbatches,
+                                     int chunks, int slices) {
+  Pipeline pipe;
+  pipe.devices = devices;
+  pipe.microbatches = microbatches;
+  pipe.chunks = chunks;
+  pipe.slices = slices;
+  pipe.splitBackward = schedule.splitBackward;
+  for (int s = 0; s < devices * chunks; ++s)
+    pipe.stages.push_back(getPlacement(schedule.placement, devices, s));
+  return pipe;
+}
+
 std::string sched::checkPipeline(const ScheduleInfo &schedule,
                                  const Pipeline &pipeline) {
   std::string name = schedule.name.str();

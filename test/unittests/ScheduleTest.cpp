@@ -5,6 +5,7 @@
 
 #include "sluice/Analysis/Simulator.h"
 #include "sluice/Schedule/Schedules.h"
+#include "sluice/Schedule/ImproveOrders.h"
 #include "sluice/Schedule/OptimalOrders.h"
 #include "sluice/Schedule/TimeOrders.h"
 #include "sluice/Schedule/Verifier.h"
@@ -31,20 +32,7 @@ struct Outcome {
 };
 
 Pipeline makePipeline(const ScheduleInfo &info, int p, int m, int v, int k) {
-  Pipeline pipe;
-  pipe.devices = p;
-  pipe.microbatches = m;
-  pipe.chunks = v;
-  pipe.slices = k;
-  pipe.splitBackward = info.splitBackward;
-  for (int s = 0; s < p * v; ++s) {
-    if (info.placement == PlacementKind::vshape)
-      pipe.stages.push_back(s < p ? StagePlacement{s, 0}
-                                  : StagePlacement{2 * p - 1 - s, 1});
-    else
-      pipe.stages.push_back({s % p, s / p});
-  }
-  return pipe;
+  return makeSchedulePipeline(info, p, m, v, k);
 }
 
 /// Builds, verifies and simulates `name` with unit costs.
@@ -447,9 +435,9 @@ TEST(OptimalOrders, RefusesAnImpossibleCap) {
   EXPECT_NE(error.find("memory cap"), std::string::npos) << error;
 }
 
-// The generated zero-bubble schedule never beats the proven optimum under
-// its own memory caps (a check of both), and the gap is printed: the
-// ground truth issue 11 measures schedules against.
+// The generated schedules against the proven optimum under the same memory
+// cap (the family's, F to W): never below it (a check of both), within 2%
+// of it (issue 11; equal on every case here), and the gap is printed.
 TEST(OptimalOrders, GeneratedScheduleAgainstTheOptimum) {
   struct Case {
     const char *schedule;
@@ -457,15 +445,22 @@ TEST(OptimalOrders, GeneratedScheduleAgainstTheOptimum) {
     double f, b, w, comm;
   };
   for (Case c : {Case{"zb-h1", 3, 3, 1, 1, 1, 0.1},
+                 Case{"zb-h1", 3, 3, 1, 1.2, 0.8, 0.05},
                  Case{"zb-h1", 2, 3, 1, 1.5, 0.5, 0.3},
                  Case{"zb-h1", 2, 4, 1, 1, 1, 0.5},
-                 Case{"zb-h2", 3, 3, 1, 1, 1, 0.1}}) {
+                 Case{"zb-h2", 3, 3, 1, 1, 1, 0.1},
+                 Case{"zb-v", 2, 2, 1, 1.2, 0.8, 0.05},
+                 Case{"v-half", 3, 2, 1, 1, 1, 0},
+                 Case{"v-min", 3, 2, 1, 1, 1, 0.1}}) {
     const ScheduleInfo *info = lookupSchedule(c.schedule);
-    Pipeline pipe = makePipeline(*info, c.p, c.m, 1, 1);
+    int v = info->chunks == 1 ? 1 : 2;
+    Pipeline pipe = makePipeline(*info, c.p, c.m, v, 1);
     auto cost = [&](const Work &w) {
-      return w.kind == PassKind::F ? c.f : w.kind == PassKind::B ? c.b : c.w;
+      return (w.kind == PassKind::F ? c.f : w.kind == PassKind::B ? c.b : c.w) /
+             v;
     };
-    Durations durations{cost, c.comm};
+    auto units = [&](const Work &) { return 1.0 / v; };
+    Durations durations{cost, c.comm, units};
     std::string error;
     FailureOr<Program> program = buildSchedule(*info, pipe, durations, error);
     ASSERT_TRUE(succeeded(program)) << error;
@@ -476,15 +471,73 @@ TEST(OptimalOrders, GeneratedScheduleAgainstTheOptimum) {
           orders[d].push_back(instr.work);
     auto built = timeOrders(pipe, orders, durations, error);
     ASSERT_TRUE(built) << error;
-    std::vector<double> caps = getPeakUntilW(pipe, orders, durations);
+    std::vector<double> caps(c.p, *getMemoryCap(info->kind, c.p));
+    for (double peak : getPeakUntilW(pipe, orders, durations))
+      EXPECT_LE(peak, caps[0] + 1e-9) << c.schedule;
     FailureOr<OptimalResult> optimal =
         findOptimalOrders(pipe, durations, {caps, 60}, error);
     ASSERT_TRUE(succeeded(optimal)) << error;
     EXPECT_GE(built->makespan, optimal->makespan - 1e-6);
+    if (optimal->proven)
+      EXPECT_LE(built->makespan, 1.02 * optimal->makespan) << c.schedule;
     std::printf("%s p=%d m=%d F=%g B=%g W=%g comm=%g: %.2f, optimum %.2f%s "
                 "(+%.1f%%)\n",
                 c.schedule, c.p, c.m, c.f, c.b, c.w, c.comm, built->makespan,
                 optimal->makespan, optimal->proven ? "" : " (unproven)",
                 100.0 * (built->makespan / optimal->makespan - 1));
   }
+}
+
+// The improver on a grid of families, sizes and cost profiles: every
+// program verifies, keeps its family's cap until W on every device, and is
+// never slower than the family's own block where that keeps the cap.
+TEST(ImproveOrders, KeepsTheCapAndNeverLosesToTheBlock) {
+  struct Profile {
+    double f, b, w, comm, last;
+  };
+  for (const char *name : {"zb-h1", "zb-h2", "zb-v", "v-half", "v-min"})
+    for (int p : {2, 4, 5})
+      for (int m : {1, 3, 2 * p + 1})
+        for (Profile c : {Profile{1, 1, 1, 0, 1}, Profile{1, 1.2, 0.8, 0.05, 1},
+                          Profile{1, 1, 1, 0.1, 1}, Profile{1, 1, 1, 0, 1.8},
+                          Profile{1, 2, 0.5, 1.5, 1}}) {
+          const ScheduleInfo *info = lookupSchedule(name);
+          int v = info->chunks == 1 ? 1 : 2;
+          Pipeline pipe = makePipeline(*info, p, m, v, 1);
+          auto cost = [&](const Work &w) {
+            double base = w.kind == PassKind::F   ? c.f
+                          : w.kind == PassKind::B ? c.b
+                                                  : c.w;
+            return base / v * (w.stage == pipe.getLastStage() ? c.last : 1);
+          };
+          auto units = [&](const Work &) { return 1.0 / v; };
+          Durations durations{cost, c.comm, units};
+          std::string error, where = std::string(name) + " p=" +
+                                     std::to_string(p) + " m=" +
+                                     std::to_string(m) + " B=" +
+                                     std::to_string(c.b) + " comm=" +
+                                     std::to_string(c.comm);
+          std::vector<double> timesAndPeaks[2];
+          for (bool improve : {false, true}) {
+            FailureOr<Program> program = buildSchedule(
+                *info, pipe, durations, error, BuildOptions{improve});
+            ASSERT_TRUE(succeeded(program)) << where << ": " << error;
+            std::optional<Violation> violation = verifyProgram(pipe, *program);
+            ASSERT_FALSE(violation) << where << ": " << violation->message;
+            std::vector<std::vector<Work>> orders(p);
+            for (int d = 0; d < p; ++d)
+              for (const Instr &instr : program->devices[d])
+                if (instr.kind == InstrKind::Exec)
+                  orders[d].push_back(instr.work);
+            auto timing = timeOrders(pipe, orders, durations, error);
+            ASSERT_TRUE(timing) << where << ": " << error;
+            std::vector<double> peaks = getPeakUntilW(pipe, orders, durations);
+            timesAndPeaks[improve] = {
+                timing->makespan, *std::max_element(peaks.begin(), peaks.end())};
+          }
+          double cap = *getMemoryCap(info->kind, p);
+          EXPECT_LE(timesAndPeaks[1][1], cap + 1e-9) << where;
+          if (timesAndPeaks[0][1] <= cap + 1e-9)
+            EXPECT_LE(timesAndPeaks[1][0], timesAndPeaks[0][0] + 1e-9) << where;
+        }
 }

@@ -36,18 +36,8 @@ enum class Mode { Naive, Vocab1, Vocab2, Interlaced };
 
 Pipeline makePipeline(const ScheduleInfo &info, int p, int m, Mode mode,
                       bool input = true) {
-  Pipeline pipe;
-  pipe.devices = p;
-  pipe.microbatches = m;
-  pipe.chunks = info.chunks == 2 ? 2 : 1;
-  pipe.splitBackward = info.splitBackward;
-  for (int s = 0; s < p * pipe.chunks; ++s) {
-    if (info.placement == PlacementKind::vshape)
-      pipe.stages.push_back(s < p ? StagePlacement{s, 0}
-                                  : StagePlacement{2 * p - 1 - s, 1});
-    else
-      pipe.stages.push_back({s % p, s / p});
-  }
+  Pipeline pipe =
+      makeSchedulePipeline(info, p, m, info.chunks == 2 ? 2 : 1, 1);
   pipe.vocab.output = true;
   pipe.vocab.input = input;
   pipe.vocab.algorithm = mode == Mode::Vocab1   ? 1

@@ -60,6 +60,12 @@ const ScheduleInfo *lookupSchedule(llvm::StringRef name);
 std::string checkPipeline(const ScheduleInfo &schedule,
                           const Pipeline &pipeline);
 
+/// A pipeline of p x chunks uniform stages placed as `schedule` needs
+/// (loop, interleaved or V), with its backward split or not: what tests
+/// and benchmarks schedule without a model.
+Pipeline makeSchedulePipeline(const ScheduleInfo &schedule, int devices,
+                              int microbatches, int chunks, int slices);
+
 /// The activations, in microbatches of a device's own stages, a schedule
 /// may hold from F to W (the memory it is named for): p for ZB-H1 and
 /// ZB-V, 2p - 1 for ZB-H2, ceil(p / 2) + 1 for V-Half, floor((p + 4) / 3)
