@@ -1,0 +1,27 @@
+//===- PeerZeroBubble.h - The zero-bubble repo's ZB-H heuristic -*- C++ -*-===//
+//
+// Benchmark-only: the peer schedule sluice-bench-schedules compares ZB-H1
+// and ZB-H2 against (see PeerZeroBubble.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_BENCH_PEERZEROBUBBLE_H
+#define SLUICE_BENCH_PEERZEROBUBBLE_H
+
+#include "sluice/Schedule/BuildingBlock.h"
+
+#include <optional>
+
+/// Per stage (one per device, loop placement), the order the zero-bubble
+/// authors' heuristic builds under `cap` activations from F to W: the best
+/// of its eight switch settings by `time` (negative: cannot execute);
+/// nullopt if none fits the cap.
+std::optional<std::vector<std::vector<mlir::sluice::sched::Work>>>
+getPeerZeroBubbleOrders(
+    const mlir::sluice::sched::Pipeline &pipeline,
+    const mlir::sluice::sched::Durations &durations, double cap,
+    llvm::function_ref<
+        double(const std::vector<std::vector<mlir::sluice::sched::Work>> &)>
+        time);
+
+#endif // SLUICE_BENCH_PEERZEROBUBBLE_H
