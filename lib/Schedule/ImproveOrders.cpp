@@ -14,12 +14,6 @@ using namespace mlir;
 using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
-static double getActivation(const Durations &durations, const Work &work) {
-  Work owner = work;
-  owner.kind = PassKind::F;
-  return durations.activation ? durations.activation(owner) : 1.0;
-}
-
 double sched::getMicrobatchActivation(const Pipeline &pipeline,
                                       const Durations &durations, int device) {
   double total = 0;
@@ -58,6 +52,8 @@ private:
     double pending = 0;
     /// The largest forward of a stage after the device's first one.
     double laterForward = 0;
+    /// getMicrobatchActivation of the device, computed once.
+    double perMicrobatch = 0;
     std::vector<int> stages;
     std::deque<Work> dueW;
     std::vector<char> started;
@@ -140,7 +136,7 @@ void ListScheduler::execute(int d, const Work &work) {
     ++nextF[work.stage];
     if (!dev.started[work.microbatch]) {
       dev.started[work.microbatch] = 1;
-      dev.pending += getMicrobatchActivation(pipe, durations, d);
+      dev.pending += dev.perMicrobatch;
     }
     dev.live += getActivation(durations, work);
     dev.pending -= getActivation(durations, work);
@@ -185,7 +181,8 @@ ListScheduler::run(std::string &error) {
             devices[d].laterForward,
             getActivation(durations,
                           Work{PassKind::F, devices[d].stages[i], 0, k}));
-    double need = getMicrobatchActivation(pipe, durations, d);
+    double need = devices[d].perMicrobatch =
+        getMicrobatchActivation(pipe, durations, d);
     if (d < int(caps.size()) && caps[d] + kEpsilon < need) {
       error = llvm::formatv("the memory cap of device {0} ({1}) is below one "
                             "microbatch of its activations ({2})",
@@ -236,7 +233,7 @@ ListScheduler::run(std::string &error) {
           need = dev.pending +
                  (dev.started[f.microbatch]
                       ? 0
-                      : getMicrobatchActivation(pipe, durations, d));
+                      : dev.perMicrobatch);
         else
           need = getActivation(durations, f) +
                  (dev.started[f.microbatch] ? 0 : dev.laterForward);

@@ -95,12 +95,6 @@ private:
   llvm::SmallVector<Work, 8> deps;
 };
 
-double getActivation(const Durations &durations, const Work &work) {
-  Work owner = work;
-  owner.kind = PassKind::F;
-  return durations.activation ? durations.activation(owner) : 1.0;
-}
-
 /// The most activations `order` holds from F to W (or BW).
 double getPeak(const std::vector<Work> &order, const Durations &durations) {
   double live = 0, peak = 0;
@@ -115,6 +109,12 @@ double getPeak(const std::vector<Work> &order, const Durations &durations) {
 }
 
 } // namespace
+
+double sched::getActivation(const Durations &durations, const Work &work) {
+  Work owner = work;
+  owner.kind = PassKind::F;
+  return durations.activation ? durations.activation(owner) : 1.0;
+}
 
 std::optional<OrderTiming>
 sched::timeOrders(const Pipeline &pipeline,

@@ -34,6 +34,11 @@ timeOrders(const Pipeline &pipeline,
            const std::vector<std::vector<Work>> &orders,
            const Durations &durations, std::string &error);
 
+/// The activations of `work`'s microbatch slice on its stage (what its F
+/// allocates and its W or BW frees): Durations::activation of the F, one
+/// if that is null.
+double getActivation(const Durations &durations, const Work &work);
+
 /// Per device, the most activations held from F to W (to BW where the
 /// backward is not split) along its order.
 std::vector<double>
