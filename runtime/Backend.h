@@ -377,6 +377,9 @@ public:
   virtual ~Device() = default;
   /// "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)".
   virtual std::string describe() const = 0;
+  /// Whether kernels run behind the host (a GPU): the host enqueues work
+  /// and its clocks do not say when the device was busy.
+  virtual bool isAsynchronous() const { return false; }
   /// Whether this backend computes in `precision`.
   virtual bool supports(const Precision &precision) const = 0;
 

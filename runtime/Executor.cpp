@@ -14,11 +14,6 @@ using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
-const char *passName(Pass pass) {
-  static const char *const names[] = {"F",  "B", "W",  "BW", "S",
-                                      "S2", "T", "IF", "IB"};
-  return names[int(pass)];
-}
 } // namespace
 
 std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device) {
@@ -108,6 +103,8 @@ Status Executor::prepare() {
     return st;
 
   ready = device.createEvent();
+  stepBegin = device.createEvent();
+  waited.assign(program.instructions.size(), 0);
   passStart.resize(program.instructions.size());
   passEnd.resize(program.instructions.size());
   for (size_t i = 0; i < program.instructions.size(); ++i)
@@ -234,6 +231,7 @@ Status Executor::runPass(const Instruction &instr, float lossScale) {
 Status Executor::runStep(int64_t step, double &meanLoss) {
   auto stepStart = Clock::now();
   times = StepTimes();
+  stepBegin->record(compute);
   const ModelConfig &model = plan.model;
   int64_t rows = model.microBatch, seq = model.seqLen;
   // Every microbatch's tokens, fetched and uploaded once per step.
@@ -293,6 +291,8 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
         return st;
       continue;
     }
+    waited[i] = (instr.in >= 0 && incoming[instr.in]) ||
+                (shards && !plan.getCollectiveInputs(instr).empty());
     if (Status st = waitForCollectives(instr); !st)
       return st;
     // A pass: its input once the receive filling it has arrived; its
@@ -330,11 +330,24 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   if (Status st = device.synchronize(); !st)
     return st;
   times.commWait += seconds(drainStart, Clock::now());
+  // The device's idle time before each pass that waited for nothing: the
+  // host had not enqueued it yet (dispatch; the first one's also fetching
+  // the step's data).
+  double dispatchIdle = 0;
+  Event *previous = stepBegin.get();
+  trace.clear();
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &instr = program.instructions[i];
     if (instr.op != Op::Exec)
       continue;
     double took = passEnd[i]->secondsSince(*passStart[i]);
+    double idle = std::max(0.0, passStart[i]->secondsSince(*previous));
+    if (!waited[i])
+      dispatchIdle += idle;
+    previous = passEnd[i].get();
+    double start = passStart[i]->secondsSince(*stepBegin);
+    trace.push_back({plan.describe(instr).substr(5), "compute", start,
+                     start + took});
     times.compute += took;
     PassProfile &p =
         profile[profileIndex(instr.stage, instr.shard, instr.pass)];
@@ -342,6 +355,24 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
     p.seconds += took;
     p.runs += 1;
     p.tokens += s.rows * s.tokens;
+  }
+  if (shards) {
+    // The passes are in order on one stream: a collective's overlap is its
+    // intersection with them.
+    size_t passes = trace.size();
+    for (const VocabularyShards::Span &c : shards->getSpans(*stepBegin)) {
+      double length = std::max(0.0, c.end - c.start);
+      times.vocabCollectives += length;
+      for (size_t k = 0; k < passes; ++k)
+        times.vocabOverlapped +=
+            std::max(0.0, std::min(c.end, trace[k].end) -
+                              std::max(c.start, trace[k].start));
+      trace.push_back({"collective " + std::to_string(c.group) + " of the " +
+                           shardName(c.shard) + " shard, microbatch " +
+                           std::to_string(c.mb) + ", slice " +
+                           std::to_string(c.slice),
+                       "vocabulary", c.start, c.start + length});
+    }
   }
 
   // Only the device with the output layer has loss (sharded: every
@@ -354,6 +385,14 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   meanLoss = hostLoss * lossScale;
   // The latest step's split; the profile accumulates over all steps.
   times.total = seconds(stepStart, Clock::now());
+  if (device.isAsynchronous()) {
+    // The host's clocks around waits say nothing on a GPU: it enqueues
+    // ahead and waits once at the end. Overhead is then what the device
+    // sat idle for dispatch; communication the rest.
+    double overhead = std::max(0.0, dispatchIdle - times.data);
+    times.commWait =
+        std::max(0.0, times.total - times.compute - times.data - overhead);
+  }
   return Status::ok();
 }
 

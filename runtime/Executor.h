@@ -42,6 +42,19 @@ struct StepTimes {
   double data = 0;     // fetching the step's tokens
   /// The executor's own time: dispatch, bookkeeping, posting transfers.
   double overhead() const { return total - compute - commWait - data; }
+  /// Vocabulary collectives (sharded output layer): their time on the
+  /// vocabulary stream, and how much of it a pass ran beside on the
+  /// compute stream (paper section 6.1: they should hide behind passes).
+  double vocabCollectives = 0;
+  double vocabOverlapped = 0;
+};
+
+/// One interval of the last step on a device stream, in seconds after the
+/// step began: a pass on "compute" or a collective on "vocabulary".
+struct TraceSpan {
+  std::string name;
+  std::string stream;
+  double start = 0, end = 0;
 };
 
 /// Measured time per pass kind per stage, for --profile.
@@ -87,6 +100,9 @@ public:
   ParameterStore &getParameters() override { return parameters; }
 
   const StepTimes &getTimes() const { return times; }
+  /// The last step's passes and collectives (Chrome trace: sluice-run
+  /// --trace).
+  const std::vector<TraceSpan> &getTrace() const { return trace; }
 
   /// One timing of a stage's forward and backward (F, B and W, or F and
   /// BW) on a slice of `tokens` tokens after `context`, in seconds.
@@ -158,9 +174,15 @@ private:
   std::unique_ptr<Event> ready;
   /// Per exec instruction, events around its pass (null for others).
   std::vector<std::unique_ptr<Event>> passStart, passEnd;
+  /// On the compute stream when the step begins.
+  std::unique_ptr<Event> stepBegin;
+  /// Per exec instruction, whether it waited for a transfer or collective
+  /// (the device's idle time before it is communication, not dispatch).
+  std::vector<char> waited;
   /// Ranks sharing a tied embedding table, if the two ends are apart.
   std::vector<int> tiedGroup;
   StepTimes times;
+  std::vector<TraceSpan> trace;
   /// Per (stage or shard, pass), accumulated over the steps.
   std::vector<PassProfile> profile;
 };

@@ -13,6 +13,16 @@
 
 namespace sluice::rt {
 
+const char *passName(Pass pass) {
+  static const char *const names[] = {"F",  "B", "W",  "BW", "S",
+                                      "S2", "T", "IF", "IB"};
+  return names[int(pass)];
+}
+
+const char *shardName(Shard shard) {
+  return shard == Shard::Input ? "input" : "output";
+}
+
 using nlohmann::json;
 
 namespace {
@@ -56,16 +66,6 @@ bool flag(const json &object, const char *name, const std::string &where) {
   if (!value.is_boolean())
     fail(where + ": '" + name + "' must be true or false, got " + value.dump());
   return value.get<bool>();
-}
-
-const char *passName(Pass pass) {
-  static const char *const names[] = {"F",  "B", "W",  "BW", "S",
-                                      "S2", "T", "IF", "IB"};
-  return names[int(pass)];
-}
-
-const char *shardName(Shard shard) {
-  return shard == Shard::Input ? "input" : "output";
 }
 
 ModelConfig readModel(const json &j) {

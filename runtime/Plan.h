@@ -29,6 +29,9 @@ enum class Op : uint8_t { Exec, Send, Recv, Collective };
 enum class Shard : int8_t { None = -1, Input = 0, Output = 1 };
 
 inline bool isShardPass(Pass pass) { return pass >= Pass::S; }
+/// The plan's names: "F", "BW", "IB"; "input", "output".
+const char *passName(Pass pass);
+const char *shardName(Shard shard);
 
 struct Instruction {
   Op op = Op::Exec;

@@ -61,9 +61,26 @@ void VocabularyShards::beginStep(const std::vector<TokenRows> &stepBatches,
                                  float scale) {
   batches = &stepBatches;
   lossScale = scale;
-  for (auto &[key, event] : completed)
-    spareEvents.push_back(std::move(event));
-  completed.clear();
+  for (auto *done : {&completed, &begun}) {
+    for (auto &[key, event] : *done)
+      spareEvents.push_back(std::move(event));
+    done->clear();
+  }
+}
+
+std::vector<VocabularyShards::Span>
+VocabularyShards::getSpans(Event &origin) {
+  std::vector<Span> spans;
+  for (auto &[key, done] : completed) {
+    auto begin = begun.find(key);
+    if (begin == begun.end())
+      continue;
+    auto [shard, group, mb, slice] = key;
+    spans.push_back({Shard(shard), group, mb, slice,
+                     begin->second->secondsSince(origin),
+                     done->secondsSince(origin)});
+  }
+  return spans;
 }
 
 Status VocabularyShards::finishStep() {
@@ -394,7 +411,8 @@ Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
   vocabStream.wait(*ready);
   spareEvents.push_back(std::move(ready));
   Collective c{shard, group,  mb, slice, buildSteps(shard, group, mb, slice),
-               0,     nullptr};
+               0,     nullptr, takeEvent()};
+  c.begin->record(vocabStream);
   queues[int(shard)].push_back(std::move(c));
   if (Status status = progress(); !status)
     return status;
@@ -441,8 +459,9 @@ Status VocabularyShards::progress() {
       }
       std::unique_ptr<Event> done = takeEvent();
       done->record(vocabStream);
-      completed[{int(head.shard), head.group, head.mb, head.slice}] =
-          std::move(done);
+      Key key{int(head.shard), head.group, head.mb, head.slice};
+      completed[key] = std::move(done);
+      begun[key] = std::move(head.begin);
       Shard shard = head.shard;
       int mb = head.mb, slice = head.slice;
       queue.pop_front();

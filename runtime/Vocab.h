@@ -61,6 +61,15 @@ public:
   void beginStep(const std::vector<TokenRows> &batches, float lossScale);
   /// Waits for every collective issued this step and releases the state.
   Status finishStep();
+  /// A collective of the step just finished, as seconds after `origin` on
+  /// the vocabulary stream: from when its inputs were ready to when its
+  /// result was (read once the device has finished the step).
+  struct Span {
+    Shard shard;
+    int group, mb, slice;
+    double start, end;
+  };
+  std::vector<Span> getSpans(Event &origin);
 
   // Where the stages next to the shards read and write.
   /// Input root: the summed lookups, the first stage's F input.
@@ -113,6 +122,8 @@ private:
     std::vector<Step> steps;
     size_t next = 0;
     std::unique_ptr<Request> pending;
+    /// On the vocabulary stream once the collective's inputs are ready.
+    std::unique_ptr<Event> begin;
   };
   using Key = std::tuple<int, int, int, int>; // shard, group, mb, slice
 
@@ -147,6 +158,8 @@ private:
   std::deque<Collective> queues[2];
   /// Finished collectives, each with the vocabulary-stream event after it.
   std::map<Key, std::unique_ptr<Event>> completed;
+  /// The `begin` events of the completed collectives.
+  std::map<Key, std::unique_ptr<Event>> begun;
   std::vector<std::unique_ptr<Event>> spareEvents;
   std::function<Status()> progressOthers;
 };

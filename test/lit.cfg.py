@@ -1,6 +1,7 @@
 # lit configuration for Sluice's IR and tool tests.
 
 import os
+import sys
 
 import lit.formats
 
@@ -23,6 +24,7 @@ config.environment["PATH"] = os.pathsep.join(
     ]
 )
 config.substitutions.append(("%examples", os.path.join(config.sluice_src_root, "examples")))
+config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # mpirun as root in containers, without probing for networks, and yielding
 # the CPU while waiting (tests oversubscribe 2 cores with 4 ranks).

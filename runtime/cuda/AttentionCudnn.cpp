@@ -33,7 +33,18 @@ std::vector<int64_t> cacheStrides(const AttentionShape &s, int64_t rowsApart) {
 struct CudnnAttention::Graph {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspace = 0;
+  /// Whether the plans still wait to be timed (autotune only).
+  bool untimed = false;
 };
+
+namespace {
+bool envFlag(const char *name, bool otherwise) {
+  const char *value = std::getenv(name);
+  if (!value || !*value)
+    return otherwise;
+  return std::string(value) != "0";
+}
+} // namespace
 
 CudnnAttention::CudnnAttention(ErrorSink &errors) : errors(errors) {}
 
@@ -51,6 +62,8 @@ Status CudnnAttention::create(ErrorSink &errors,
     return Status::ok();
   out.reset(new CudnnAttention(errors));
   out->handle = handle;
+  out->deterministic = envFlag("SLUICE_ATTENTION_DETERMINISTIC", true);
+  out->autotune = envFlag("SLUICE_CUDNN_AUTOTUNE", false);
   return Status::ok();
 }
 
@@ -130,7 +143,7 @@ CudnnAttention::Graph *CudnnAttention::getGraph(bool backward,
                        .set_name("attention backward")
                        .set_attn_scale(scale)
                        .set_causal_mask_bottom_right(true)
-                       .set_deterministic_algorithm(true);
+                       .set_deterministic_algorithm(deterministic);
     auto [dQ, dK, dV] = graph->sdpa_backward(q, k, v, o, dO, stats, options);
     dQ->set_output(true)
         .set_uid(kDQ)
@@ -147,8 +160,18 @@ CudnnAttention::Graph *CudnnAttention::getGraph(bool backward,
             graph->build_operation_graph(h).is_good() &&
             graph->create_execution_plans({fe::HeurMode_t::A}).is_good() &&
             graph->check_support(h).is_good() &&
-            graph->build_plans(h).is_good() &&
-            graph->get_workspace_size(built->workspace).is_good();
+            graph->build_plans(h, autotune ? fe::BuildPlanPolicy_t::ALL
+                                           : fe::BuildPlanPolicy_t::
+                                                 HEURISTICS_CHOICE)
+                .is_good();
+  if (ok) {
+    // Timing needs room for the hungriest plan.
+    if (autotune)
+      built->workspace = graph->get_autotune_workspace_size();
+    else
+      ok = graph->get_workspace_size(built->workspace).is_good();
+    built->untimed = autotune;
+  }
   if (!ok) {
     std::fprintf(stderr,
                  "sluice-run: note: cuDNN attention refuses %s of %lld "
@@ -162,6 +185,26 @@ CudnnAttention::Graph *CudnnAttention::getGraph(bool backward,
   }
   built->graph = std::move(graph);
   return (graphs[key] = std::move(built)).get();
+}
+
+void CudnnAttention::run(Graph &g, cudaStream_t stream,
+                         std::unordered_map<int64_t, void *> &pack,
+                         void *workspace, const char *what) {
+  auto h = static_cast<cudnnHandle_t>(handle);
+  cudnnSetStream(h, stream);
+  if (g.untimed) {
+    // Once per shape: every plan runs on these operands (outputs are
+    // overwritten, so timing on them is harmless) and the fastest leads.
+    g.untimed = false;
+    fe::error_t status = g.graph->autotune(h, pack, workspace);
+    if (!status.is_good())
+      std::fprintf(stderr, "sluice-run: note: %scould not time plans (%s)\n",
+                   what, status.get_message().c_str());
+  }
+  fe::error_t status = g.graph->execute(h, pack, workspace);
+  if (!status.is_good())
+    errors.check(cudaErrorUnknown, (what + status.get_message()).c_str(),
+                 __FILE__, __LINE__);
 }
 
 bool CudnnAttention::forward(cudaStream_t stream, const AttentionShape &s,
@@ -178,13 +221,7 @@ bool CudnnAttention::forward(cudaStream_t stream, const AttentionShape &s,
                                               {kV, values.get()},
                                               {kO, context.get()},
                                               {kStats, lse.get()}};
-  auto h = static_cast<cudnnHandle_t>(handle);
-  cudnnSetStream(h, stream);
-  fe::error_t status = g->graph->execute(h, pack, ws);
-  if (!status.is_good())
-    errors.check(cudaErrorUnknown,
-                 ("cuDNN attention forward: " + status.get_message()).c_str(),
-                 __FILE__, __LINE__);
+  run(*g, stream, pack, ws, "cuDNN attention forward: ");
   return true;
 }
 
@@ -207,13 +244,7 @@ bool CudnnAttention::backward(cudaStream_t stream, const AttentionShape &s,
       {kQ, q.get()},       {kK, keys.get()},       {kV, values.get()},
       {kO, context.get()}, {kStats, lse.get()},    {kDO, dcontext.get()},
       {kDQ, dq.get()},     {kDK, dkScratch.get()}, {kDV, dvScratch.get()}};
-  auto h = static_cast<cudnnHandle_t>(handle);
-  cudnnSetStream(h, stream);
-  fe::error_t status = g->graph->execute(h, pack, ws);
-  if (!status.is_good())
-    errors.check(cudaErrorUnknown,
-                 ("cuDNN attention backward: " + status.get_message()).c_str(),
-                 __FILE__, __LINE__);
+  run(*g, stream, pack, ws, "cuDNN attention backward: ");
   return true;
 }
 

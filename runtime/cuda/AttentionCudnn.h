@@ -7,7 +7,10 @@
 // bottom-right causal mask over keys [0, offset + tokens) -- the slice's
 // queries are the last rows of the square -- read in place from the
 // microbatch's key/value cache by strides; grouped-query heads natively;
-// the backward pass deterministic. cuDNN writes dK and dV, where the
+// the backward pass deterministic unless SLUICE_ATTENTION_DETERMINISTIC=0
+// (cuDNN's atomic dQ accumulation: faster, run-to-run rounding differs).
+// SLUICE_CUDNN_AUTOTUNE=1 times every plan cuDNN offers for a shape on its
+// first run and keeps the fastest. cuDNN writes dK and dV, where the
 // runtime adds into fp32 accumulators over slices: they go to scratch and
 // are added by CudaKernels.
 //
@@ -31,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 
 namespace sluice::rt::cuda {
 
@@ -59,6 +63,11 @@ private:
   explicit CudnnAttention(ErrorSink &errors);
   /// The built graph of a shape, or null where cuDNN refuses it.
   Graph *getGraph(bool backward, const AttentionShape &s);
+  /// Runs `g` (timing its plans first where asked); `pack` maps cuDNN's
+  /// tensor ids to device pointers (std::unordered_map<int64_t, void *>).
+  void run(Graph &g, cudaStream_t stream,
+           std::unordered_map<int64_t, void *> &pack, void *workspace,
+           const char *what);
   /// At least `bytes` of stream-ordered scratch in `buffer`.
   void *reserve(void *&buffer, size_t &size, size_t bytes, cudaStream_t stream);
 
@@ -67,6 +76,7 @@ private:
   std::map<Key, std::unique_ptr<Graph>> graphs;
   void *workspace = nullptr, *dk = nullptr, *dv = nullptr;
   size_t workspaceBytes = 0, dkBytes = 0, dvBytes = 0;
+  bool deterministic = true, autotune = false;
 };
 
 } // namespace sluice::rt::cuda

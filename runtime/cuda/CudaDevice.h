@@ -60,6 +60,7 @@ public:
   static Status open(int index, std::unique_ptr<CudaDevice> &out);
 
   std::string describe() const override { return description; }
+  bool isAsynchronous() const override { return true; }
   bool supports(const Precision &) const override { return true; }
   Status allocate(DType type, int64_t count, DeviceBuffer &out) override;
   int64_t getFreeBytes() override;

@@ -4,7 +4,11 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace sluice::rt::cuda {
 
@@ -12,6 +16,22 @@ namespace {
 /// cuBLASLt's scratch per stream: its heuristics pick faster kernels (split
 /// K, stream-K) when they may use some.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+/// How many of the heuristic's algorithms are timed, how often each, and
+/// the largest scratch output an accumulating GEMM is timed into (beyond
+/// it the heuristic's first choice stays: the output layer's logits
+/// gradient is gigabytes).
+constexpr int kCandidates = 8, kTimedRuns = 3;
+constexpr size_t kMaxScratchBytes = size_t(1) << 30;
+/// A candidate replaces the heuristic's choice only when this much faster:
+/// timings within noise keep the first choice, so runs mostly agree.
+constexpr double kMargin = 0.03;
+
+bool envFlag(const char *name, bool otherwise) {
+  const char *value = std::getenv(name);
+  if (!value || !*value)
+    return otherwise;
+  return std::string(value) != "0";
+}
 
 cudaDataType_t cudaType(DType type) {
   return type == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -37,6 +57,8 @@ struct GemmEngine::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  /// The heuristic's ranking, best first; emptied once timed.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
   ~Plan() {
     if (op)
       cublasLtMatmulDescDestroy(op);
@@ -46,7 +68,9 @@ struct GemmEngine::Plan {
   }
 };
 
-GemmEngine::GemmEngine(ErrorSink &errors) : errors(errors) {}
+GemmEngine::GemmEngine(ErrorSink &errors)
+    : errors(errors), autotune(envFlag("SLUICE_GEMM_AUTOTUNE", true)),
+      log(envFlag("SLUICE_GEMM_LOG", false)) {}
 
 Status GemmEngine::create(ErrorSink &errors, std::unique_ptr<GemmEngine> &out) {
   std::unique_ptr<GemmEngine> engine(new GemmEngine(errors));
@@ -78,7 +102,9 @@ GemmEngine::Plan *GemmEngine::getPlan(const Key &key) {
   auto found = plans.find(key);
   if (found != plans.end())
     return found->second.get();
-  auto [transA, transB, m, n, k, lda, ldb, ldc, abType, cType] = key;
+  auto [transA, transB, m, n, k, lda, ldb, ldc, abType, cType, accumulate] =
+      key;
+  (void)accumulate; // the same algorithms serve both; timing differs
   auto plan = std::make_unique<Plan>();
   cudaDataType_t ab = cudaDataType_t(abType), cd = cudaDataType_t(cType);
   // fp32 accumulation for every input type; never TF32.
@@ -106,11 +132,12 @@ GemmEngine::Plan *GemmEngine::getPlan(const Key &key) {
   BLAS_RECORD(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
       sizeof(workspaceBytes)));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found_ = 0;
   BLAS_RECORD(cublasLtMatmulAlgoGetHeuristic(
       static_cast<cublasLtHandle_t>(handle), plan->op, plan->a, plan->b,
-      plan->c, plan->c, preference, 1, &result, &found_));
+      plan->c, plan->c, preference, autotune ? kCandidates : 1, results,
+      &found_));
   if (preference)
     cublasLtMatmulPreferenceDestroy(preference);
   if (found_ == 0) {
@@ -121,8 +148,73 @@ GemmEngine::Plan *GemmEngine::getPlan(const Key &key) {
                  __FILE__, __LINE__);
     return nullptr;
   }
-  plan->algo = result.algo;
+  plan->algo = results[0].algo;
+  if (found_ > 1)
+    for (int i = 0; i < found_; ++i)
+      plan->candidates.push_back(results[i].algo);
   return (plans[key] = std::move(plan)).get();
+}
+
+void GemmEngine::tune(Plan &plan, cudaStream_t stream, int64_t m, int64_t n,
+                      int64_t k, int64_t ldc,
+                      float alpha, DevicePtr a, DevicePtr b, float beta,
+                      DevicePtr c) {
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  candidates.swap(plan.candidates);
+  // An overwritten output is timed in place (the real run overwrites it
+  // again); an accumulated one in zeroed scratch of its size.
+  size_t bytes = size_t(m) * size_t(ldc) * getSize(c.getType());
+  void *out = c.get(), *scratch = nullptr;
+  if (beta != 0.0f) {
+    if (bytes > kMaxScratchBytes ||
+        cudaMallocAsync(&scratch, bytes, stream) != cudaSuccess) {
+      cudaGetLastError(); // no room to time: the heuristic's choice stays
+      return;
+    }
+    cudaMemsetAsync(scratch, 0, bytes, stream);
+    out = scratch;
+  }
+  cudaEvent_t start = nullptr, end = nullptr;
+  cudaEventCreate(&start);
+  cudaEventCreate(&end);
+  auto handle_ = static_cast<cublasLtHandle_t>(handle);
+  std::vector<float> ms(candidates.size(), -1.0f);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    auto launch = [&] {
+      return cublasLtMatmul(handle_, plan.op, &alpha, b.get(), plan.a, a.get(),
+                            plan.b, &beta, out, plan.c, out, plan.c,
+                            &candidates[i], workspace, workspaceBytes, stream);
+    };
+    // A candidate that fails to launch is skipped, not an error.
+    if (launch() != CUBLAS_STATUS_SUCCESS)
+      continue;
+    cudaEventRecord(start, stream);
+    for (int r = 0; r < kTimedRuns; ++r)
+      launch();
+    cudaEventRecord(end, stream);
+    if (cudaEventSynchronize(end) == cudaSuccess)
+      cudaEventElapsedTime(&ms[i], start, end);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(end);
+  if (scratch)
+    cudaFreeAsync(scratch, stream);
+  size_t best = 0;
+  for (size_t i = 1; i < ms.size(); ++i)
+    if (ms[i] > 0 && (ms[best] <= 0 || ms[i] < ms[best] * (1.0 - kMargin)))
+      best = i;
+  if (ms[best] > 0)
+    plan.algo = candidates[best];
+  if (log) {
+    std::fprintf(stderr, "gemm tune %lldx%lldx%lld %s%s:", (long long)m,
+                 (long long)n, (long long)k,
+                 c.getType() == DType::F32 ? "f32" : "bf16",
+                 beta != 0.0f ? " +=" : "");
+    for (size_t i = 0; i < ms.size(); ++i)
+      std::fprintf(stderr, " %s%.3f", i == best ? "*" : "",
+                   double(ms[i]) / kTimedRuns);
+    std::fprintf(stderr, " ms\n");
+  }
 }
 
 void GemmEngine::run(cudaStream_t stream, bool transA, bool transB, int64_t m,
@@ -146,10 +238,13 @@ void GemmEngine::run(cudaStream_t stream, bool transA, bool transB, int64_t m,
           ldb,
           ldc,
           int(cudaType(a.getType())),
-          int(cudaType(c.getType()))};
+          int(cudaType(c.getType())),
+          beta != 0.0f};
   Plan *plan = getPlan(key);
   if (!plan)
     return;
+  if (!plan->candidates.empty())
+    tune(*plan, stream, m, n, k, ldc, alpha, a, b, beta, c);
   BLAS_RECORD(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle), plan->op,
                              &alpha, b.get(), plan->a, a.get(), plan->b, &beta,
                              c.get(), plan->c, c.get(), plan->c, &plan->algo,

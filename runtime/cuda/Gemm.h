@@ -6,9 +6,15 @@
 // uses TF32. cuBLASLt is column-major: a row-major C is the column-major
 // C^T = op(B)^T op(A)^T, so the operands are passed swapped.
 //
-// Each shape, type and transposition gets its descriptors and the
-// heuristic's best algorithm once, then reuses them. One engine per
-// stream: the workspace is not shared between streams.
+// Each shape, type, transposition and accumulate-or-overwrite gets its
+// descriptors once and its algorithm on its first run: the heuristic's
+// candidates are timed on the call's own operands (an output it accumulates
+// into is replaced by scratch while timing) and the fastest is kept, unless
+// SLUICE_GEMM_AUTOTUNE=0 keeps the heuristic's first choice -- cuBLASLt's
+// ranking misses by up to a third for the fp32-accumulating weight-gradient
+// shapes (bench/results/). Every candidate accumulates in fp32; the choice
+// changes rounding only. SLUICE_GEMM_LOG=1 prints each shape's timings.
+// One engine per stream: the workspace is not shared between streams.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,15 +44,20 @@ public:
 private:
   struct Plan;
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int, int>;
+                         int64_t, int64_t, int, int, bool>;
   explicit GemmEngine(ErrorSink &errors);
   /// The descriptors and algorithm of one shape (null on failure).
   Plan *getPlan(const Key &key);
+  /// Times `plan`'s candidates on these operands and keeps the fastest.
+  void tune(Plan &plan, cudaStream_t stream, int64_t m, int64_t n,
+            int64_t k, int64_t ldc,
+            float alpha, DevicePtr a, DevicePtr b, float beta, DevicePtr c);
 
   ErrorSink &errors;
   void *handle = nullptr; // cublasLtHandle_t
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
+  bool autotune = true, log = false;
   std::map<Key, std::unique_ptr<Plan>> plans;
 };
 

@@ -79,6 +79,11 @@ done
 "$compile" examples/llama-3.2-1b/config.json --seq-len 2048 --micro-batch 4 \
   --pp 1 --microbatches 8 --precision bf16 \
   -o "$out/plans/llama-3.2-1b-p1-bf16.json" 2>/dev/null
+# The same model on 2 devices with the output layer sharded (vocab-2):
+# where the vocabulary collectives overlap passes.
+"$compile" examples/llama-3.2-1b/config.json --seq-len 2048 --micro-batch 1 \
+  --pp 2 --microbatches 8 --schedule 1f1b --vocab vocab-2 --precision bf16 \
+  -o "$out/plans/llama-3.2-1b-vocab-2-p2-bf16.json" 2>/dev/null
 # One compressed file to carry (the device tool's limit is 64 MiB).
 tar -C build-gpu -cf - bundle | xz -T0 -6 >build-gpu/bundle.tar.xz
 echo "bundle.sh: $(du -sh "$out" | cut -f1) in $out," \

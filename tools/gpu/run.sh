@@ -3,7 +3,7 @@
 # builds; the device tool carries build-gpu/bundle.tar.xz (docs/gpu.md):
 #
 #   tar -C /tmp -xJf build-gpu/bundle.tar.xz
-#   bash /tmp/bundle/run.sh /tmp/bundle [quick|bench|all]
+#   bash /tmp/bundle/run.sh /tmp/bundle [quick|bench|all|variants]
 #
 # 1. every CUDA kernel against the CPU's (SluiceCudaTests);
 # 2. one GPU, fp32: training equals the CPU reference (loss 1e-5, gradients
@@ -15,6 +15,11 @@
 # 4. an NCCL communicator of one rank; compute-sanitizer on a small step;
 #    a failing rank ends every rank;
 # 5. (all, bench) benchmarks: one GPT layer, a Llama-3.2-1B step, PyTorch's step.
+# 6. (variants) the benchmarks under each speed switch (VARIANTS, a list of
+#    environment settings separated by ';'), the executor's own time in a
+#    1B step (sluice-run --timing --trace), cuBLASLt's candidates per GEMM
+#    shape, and the 1B model on 2 ranks with a sharded vocabulary: how
+#    much of the collectives' time passes ran beside (and its trace).
 #
 # ONLY=REGEX keeps the checks whose names match; TORCH=0 leaves PyTorch's
 # step out of the benchmarks. Writes a line per check to $OUT/summary.txt (or ./gpu-out) and exits 1 if
@@ -72,7 +77,7 @@ if ! nvidia-smi --query-gpu=name,memory.total,driver_version \
 fi
 echo "device: $(head -n 1 "$out/device.txt"), $(date -u +%F)" | tee -a "$summary"
 
-if [ "$mode" != bench ]; then
+if [ "$mode" != bench ] && [ "$mode" != variants ]; then
 # 1. Kernels: with cuDNN's attention (bf16) and with the hand-written one.
 check "kernels against the CPU" SluiceCudaTests \
   --gtest_output=xml:"$out/kernels.xml"
@@ -166,6 +171,32 @@ if [ "$mode" = all ] || [ "$mode" = bench ]; then
   [ "${TORCH:-1}" = 1 ] &&
     (cd "$bundle" && timeout 300 python3 torch_step.py \
       --config llama-3.2-1b.json) 2>&1 | tee "$out/bench-torch.txt"
+fi
+# 6. The speed switches, side by side.
+if [ "$mode" = variants ]; then
+  llama=$plans/llama-3.2-1b-p1-bf16.json
+  IFS=';' read -ra settings <<<"${VARIANTS:-default;SLUICE_GEMM_AUTOTUNE=0;SLUICE_ATTENTION_DETERMINISTIC=0;SLUICE_CUDNN_AUTOTUNE=1}"
+  for setting in "${settings[@]}"; do
+    [ "$setting" = default ] && setting=""
+    echo "=== variant: ${setting:-default}" | tee -a "$out/variants.txt"
+    # shellcheck disable=SC2086
+    env $setting timeout 120 sluice-bench-gpu-layer --repeats 10 2>&1 |
+      grep -aE '^(F|B|W|F\+B\+W|GEMM) ' | tee -a "$out/variants.txt"
+    # shellcheck disable=SC2086
+    env $setting timeout 150 sluice-bench-gpu-step "$llama" --steps 4 \
+      --warmup 2 2>&1 | grep -a '^step' | tee -a "$out/variants.txt"
+  done
+  echo "=== the executor in a 1B step (sluice-run --timing)" | tee -a "$out/variants.txt"
+  timeout 150 sluice-run "$llama" --backend cuda --steps 4 --timing \
+    --trace "$out/trace-1b.json" 2>&1 | tail -n 1 | tee -a "$out/variants.txt"
+  SLUICE_GEMM_LOG=1 timeout 120 sluice-bench-gpu-step "$llama" --steps 1 \
+    --warmup 0 >"$out/gemm-tune.txt" 2>&1
+  # Vocabulary collectives beside passes: the 1B model on 2 ranks sharing
+  # the GPU, sharded output layer (vocab-2), and its trace.
+  echo "=== vocab-2, 2 ranks on the GPU (sluice-run --timing)" | tee -a "$out/variants.txt"
+  timeout 200 "${mpi[@]}" -np 2 sluice-run "$plans/llama-3.2-1b-vocab-2-p2-bf16.json" \
+    --backend cuda --transport mpi --steps 3 --timing \
+    --trace "$out/trace-vocab-2.json" 2>&1 | grep -a '^rank' | tee -a "$out/variants.txt"
 fi
 rm -rf "$work"
 echo "summary: $out/summary.txt"

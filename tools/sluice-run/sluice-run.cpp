@@ -102,6 +102,11 @@ cl::opt<bool> profileSlices(
 cl::opt<bool> timing("timing",
                      cl::desc("Print where each rank's last step went"),
                      cl::cat(category));
+cl::opt<std::string> tracePath(
+    "trace",
+    cl::desc("Write the last step's passes and vocabulary collectives, per "
+             "rank and stream, as a Chrome trace (Perfetto)"),
+    cl::value_desc("FILE"), cl::cat(category));
 cl::opt<int64_t> failAt("fail-at-instruction",
                         cl::desc("Fault injection: fail before this "
                                  "instruction of --fail-rank's list"),
@@ -405,6 +410,13 @@ int main(int argc, char **argv) {
                    "--dump-grads and --check-against exclude each other");
   if (profileSlices && profilePath.empty())
     failEverywhere(world, "--profile-slices needs --profile FILE");
+  for (auto [flag, used] : {std::pair{"--trace", !tracePath.empty()},
+                             std::pair{"--timing", bool(timing)},
+                             std::pair{"--profile", !profilePath.empty()}})
+    if (reference && used)
+      failEverywhere(world, std::string(flag) +
+                                " times the pipelined run's passes; "
+                                "--reference runs none");
   Plan plan;
   if (Status st = loadPlan(planPath, plan); !st)
     failEverywhere(world, st.message());
@@ -584,6 +596,43 @@ int main(int argc, char **argv) {
         failRun(comm, st.message());
     }
   }
+  if (executor && !tracePath.empty()) {
+    // Chrome's trace format: one process per rank, one thread per stream,
+    // complete events in microseconds from the rank's step start.
+    nlohmann::json events = nlohmann::json::array();
+    for (const TraceSpan &span : executor->getTrace())
+      events.push_back({{"name", span.name},
+                        {"ph", "X"},
+                        {"pid", comm.rank()},
+                        {"tid", span.stream == "compute" ? 0 : 1},
+                        {"ts", span.start * 1e6},
+                        {"dur", (span.end - span.start) * 1e6}});
+    std::vector<std::string> parts;
+    if (Status st = comm.gatherToRoot(events.dump(), parts); !st)
+      failRun(comm, st.message());
+    if (root) {
+      nlohmann::json trace;
+      trace["displayTimeUnit"] = "ms";
+      nlohmann::json &all = trace["traceEvents"] = nlohmann::json::array();
+      for (size_t rank = 0; rank < parts.size(); ++rank) {
+        all.push_back({{"name", "process_name"},
+                       {"ph", "M"},
+                       {"pid", rank},
+                       {"args", {{"name", "rank " + std::to_string(rank)}}}});
+        for (int tid : {0, 1})
+          all.push_back(
+              {{"name", "thread_name"},
+               {"ph", "M"},
+               {"pid", rank},
+               {"tid", tid},
+               {"args", {{"name", tid == 0 ? "compute" : "vocabulary"}}}});
+        for (auto &event : nlohmann::json::parse(parts[rank]))
+          all.push_back(event);
+      }
+      if (Status st = writeFileAtomically(tracePath, trace.dump() + "\n"); !st)
+        failRun(comm, st.message());
+    }
+  }
   if (executor && timing) {
     const StepTimes &t = executor->getTimes();
     std::ostringstream line;
@@ -592,6 +641,10 @@ int main(int argc, char **argv) {
          << " s, compute " << t.compute << " s, communication wait "
          << t.commWait << " s, data " << t.data << " s, executor overhead "
          << t.overhead() << " s (" << 100.0 * t.overhead() / t.total << "%)";
+    if (t.vocabCollectives > 0)
+      line << ", vocabulary collectives " << t.vocabCollectives << " s ("
+           << 100.0 * t.vocabOverlapped / t.vocabCollectives
+           << "% beside passes)";
     std::vector<std::string> lines;
     if (Status st = comm.gatherToRoot(line.str(), lines); !st)
       failRun(comm, st.message());
