@@ -1,7 +1,7 @@
 //===- PeerZeroBubble.h - The zero-bubble repo's ZB-H heuristic -*- C++ -*-===//
 //
-// Benchmark-only: the peer schedule sluice-bench-schedules compares ZB-H1
-// and ZB-H2 against (see PeerZeroBubble.cpp).
+// Benchmark-only: the peer schedules sluice-bench-schedules compares ZB-H1,
+// ZB-H2 and ZB-V against (see PeerZeroBubble.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +18,16 @@
 /// nullopt if none fits the cap.
 std::optional<std::vector<std::vector<mlir::sluice::sched::Work>>>
 getPeerZeroBubbleOrders(
+    const mlir::sluice::sched::Pipeline &pipeline,
+    const mlir::sluice::sched::Durations &durations, double cap,
+    llvm::function_ref<
+        double(const std::vector<std::vector<mlir::sluice::sched::Work>> &)>
+        time);
+
+/// The same for ZB-V (two chunks per device in a V): the authors' zbv.py
+/// heuristic, best of its four switch settings; nullopt if none fits.
+std::optional<std::vector<std::vector<mlir::sluice::sched::Work>>>
+getPeerZeroBubbleVOrders(
     const mlir::sluice::sched::Pipeline &pipeline,
     const mlir::sluice::sched::Durations &durations, double cap,
     llvm::function_ref<

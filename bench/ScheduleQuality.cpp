@@ -201,14 +201,16 @@ int main(int argc, char **argv) {
             }
           // The zero-bubble authors' heuristic, for the loop-placed family.
           std::string peer = "-";
-          if (info->placement == PlacementKind::loop) {
+          bool isZbv = std::string(name) == "zb-v";
+          if (info->placement == PlacementKind::loop || isZbv) {
             auto timeOf = [&](const std::vector<std::vector<Work>> &o) {
               std::string why;
               auto t = timeOrders(pipe, o, durations, why);
               return t ? t->makespan : -1.0;
             };
             auto peerOrders =
-                getPeerZeroBubbleOrders(pipe, durations, cap, timeOf);
+                isZbv ? getPeerZeroBubbleVOrders(pipe, durations, cap, timeOf)
+                      : getPeerZeroBubbleOrders(pipe, durations, cap, timeOf);
             if (peerOrders) {
               for (double peak : getPeakUntilW(pipe, *peerOrders, durations))
                 if (peak > cap + 1e-9)
