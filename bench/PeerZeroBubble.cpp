@@ -27,6 +27,24 @@ using namespace mlir::sluice::sched;
 namespace {
 enum Kind { F = 0, B = 1, W = 2 };
 
+PassKind getPass(Kind kind) {
+  return kind == F ? PassKind::F : kind == B ? PassKind::B : PassKind::W;
+}
+
+/// Keeps the fastest executable order of the switch settings tried.
+struct Best {
+  llvm::function_ref<double(const std::vector<std::vector<Work>> &)> time;
+  std::optional<std::vector<std::vector<Work>>> orders;
+  double seconds = 0;
+  void offer(std::vector<std::vector<Work>> candidate) {
+    double t = time(candidate);
+    if (t >= 0 && (!orders || t < seconds)) {
+      orders = std::move(candidate);
+      seconds = t;
+    }
+  }
+};
+
 class Heuristic {
 public:
   Heuristic(int stages, int microbatches, const Durations &durations,
@@ -42,9 +60,7 @@ public:
 
 private:
   Work work(Kind kind, int stage, int mb) const {
-    PassKind pass = kind == F ? PassKind::F : kind == B ? PassKind::B
-                                                        : PassKind::W;
-    return {pass, stage, mb, 0};
+    return {getPass(kind), stage, mb, 0};
   }
   double cost(Kind kind, int stage, int mb) const {
     return durations.compute(work(kind, stage, mb));
@@ -213,26 +229,17 @@ getPeerZeroBubbleOrders(const Pipeline &pipeline, const Durations &durations,
                         llvm::function_ref<double(
                             const std::vector<std::vector<Work>> &)>
                             time) {
-  std::optional<std::vector<std::vector<Work>>> best;
-  double bestTime = 0;
+  Best best{time};
   for (bool bubbleBeforeFirstB : {true, false})
     for (bool prioritiseB : {true, false})
       for (bool greedyW : {true, false}) {
         Heuristic heuristic(pipeline.getNumStages(), pipeline.microbatches,
                             durations, cap, bubbleBeforeFirstB, prioritiseB,
                             greedyW);
-        auto orders = heuristic.run();
-        if (!orders)
-          continue;
-        double t = time(*orders);
-        if (t < 0)
-          continue;
-        if (!best || t < bestTime) {
-          best = std::move(orders);
-          bestTime = t;
-        }
+        if (auto orders = heuristic.run())
+          best.offer(std::move(*orders));
       }
-  return best;
+  return best.orders;
 }
 
 //===----------------------------------------------------------------------===//
@@ -260,7 +267,7 @@ class VHeuristic {
 public:
   VHeuristic(const Pipeline &pipeline, const Durations &durations, double cap,
              bool fillF, bool fillB, std::vector<double> approved)
-      : pipeline(pipeline), p(pipeline.devices), m(pipeline.microbatches),
+      : p(pipeline.devices), m(pipeline.microbatches),
         durations(durations), cap(cap), fillF(fillF), fillB(fillB),
         approved(std::move(approved)), count(p, std::vector<int>(6, 0)),
         now(p, 0.0), memory(p, 0.0), bubble(p, 0.0), pending(p),
@@ -271,7 +278,8 @@ public:
               pipeline.stages[s].chunk] = s;
   }
 
-  /// Per device, the order; the devices' bubbles in `bubbles`.
+  /// Per device, the order (nullopt if this setting gets stuck);
+  /// getBubbles() then gives each device's accumulated idle time.
   std::optional<std::vector<std::vector<Work>>> run();
   const std::vector<double> &getBubbles() const { return bubble; }
 
@@ -284,9 +292,7 @@ private:
     return stageOf[size_t(device) * 2 + chunk];
   }
   Work work(Kind kind, int flow, int device, int mb) const {
-    PassKind pass = kind == F ? PassKind::F : kind == B ? PassKind::B
-                                                        : PassKind::W;
-    return {pass, stage(kind, flow, device), mb, 0};
+    return {getPass(kind), stage(kind, flow, device), mb, 0};
   }
   double cost(Kind kind, int flow, int device) const {
     return durations.compute(
@@ -340,7 +346,6 @@ private:
     return true;
   }
 
-  const Pipeline &pipeline;
   int p, m;
   const Durations &durations;
   double cap;
@@ -502,8 +507,7 @@ getPeerZeroBubbleVOrders(const Pipeline &pipeline, const Durations &durations,
                              time) {
   if (pipeline.chunks != 2 || pipeline.getNumStages() != 2 * pipeline.devices)
     return std::nullopt;
-  std::optional<std::vector<std::vector<Work>>> best;
-  double bestTime = 0;
+  Best best{time};
   for (bool fillB : {true, false})
     for (bool fillF : {true, false}) {
       // Again with the bubbles as the budget while the worst one shrinks.
@@ -520,12 +524,8 @@ getPeerZeroBubbleVOrders(const Pipeline &pipeline, const Durations &durations,
           break;
         worst = mine;
         approved = bubbles;
-        double t = time(*orders);
-        if (t >= 0 && (!best || t < bestTime)) {
-          best = std::move(orders);
-          bestTime = t;
-        }
+        best.offer(std::move(*orders));
       }
     }
-  return best;
+  return best.orders;
 }

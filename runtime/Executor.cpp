@@ -163,10 +163,32 @@ Status Executor::settle(int32_t slot, Stream &stream) {
   return st;
 }
 
-Status Executor::waitForCollectives(const Instruction &instr) {
+std::vector<TraceSpan> Executor::getTrace() const {
+  const DeviceProgram &program = plan.programs[deviceIndex];
+  std::vector<TraceSpan> trace;
+  for (const PassSpan &pass : passSpans)
+    // describe() begins "exec ".
+    trace.push_back(
+        {plan.describe(program.instructions[pass.instruction]).substr(5),
+         "compute", pass.start, pass.end});
+  for (const VocabularyShards::Span &c : collectiveSpans) {
+    Instruction collective;
+    collective.op = Op::Collective;
+    collective.shard = c.shard;
+    collective.group = c.group;
+    collective.mb = c.mb;
+    collective.slice = c.slice;
+    trace.push_back(
+        {plan.describe(collective), "vocabulary", c.start, c.end});
+  }
+  return trace;
+}
+
+Status Executor::waitForCollectives(const Instruction &instr, bool &waited) {
   if (!shards)
     return Status::ok();
   for (auto [shard, group] : plan.getCollectiveInputs(instr)) {
+    waited = true;
     auto start = Clock::now();
     Status st = shards->waitFor(shard, group, instr.mb, instr.slice, compute);
     times.commWait += seconds(start, Clock::now());
@@ -291,10 +313,10 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
         return st;
       continue;
     }
-    waited[i] = (instr.in >= 0 && incoming[instr.in]) ||
-                (shards && !plan.getCollectiveInputs(instr).empty());
-    if (Status st = waitForCollectives(instr); !st)
+    bool dependent = instr.in >= 0 && incoming[instr.in];
+    if (Status st = waitForCollectives(instr, dependent); !st)
       return st;
+    waited[i] = dependent;
     // A pass: its input once the receive filling it has arrived; its
     // slots once no send reads them any more.
     if (instr.in >= 0 && incoming[instr.in]) {
@@ -335,7 +357,8 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   // the step's data).
   double dispatchIdle = 0;
   Event *previous = stepBegin.get();
-  trace.clear();
+  passSpans.clear();
+  collectiveSpans.clear();
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &instr = program.instructions[i];
     if (instr.op != Op::Exec)
@@ -346,8 +369,7 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
       dispatchIdle += idle;
     previous = passEnd[i].get();
     double start = passStart[i]->secondsSince(*stepBegin);
-    trace.push_back({plan.describe(instr).substr(5), "compute", start,
-                     start + took});
+    passSpans.push_back({i, start, start + took});
     times.compute += took;
     PassProfile &p =
         profile[profileIndex(instr.stage, instr.shard, instr.pass)];
@@ -359,19 +381,14 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   if (shards) {
     // The passes are in order on one stream: a collective's overlap is its
     // intersection with them.
-    size_t passes = trace.size();
-    for (const VocabularyShards::Span &c : shards->getSpans(*stepBegin)) {
-      double length = std::max(0.0, c.end - c.start);
-      times.vocabCollectives += length;
-      for (size_t k = 0; k < passes; ++k)
+    collectiveSpans = shards->getSpans(*stepBegin);
+    for (VocabularyShards::Span &c : collectiveSpans) {
+      c.end = std::max(c.start, c.end);
+      times.vocabCollectives += c.end - c.start;
+      for (const PassSpan &pass : passSpans)
         times.vocabOverlapped +=
-            std::max(0.0, std::min(c.end, trace[k].end) -
-                              std::max(c.start, trace[k].start));
-      trace.push_back({"collective " + std::to_string(c.group) + " of the " +
-                           shardName(c.shard) + " shard, microbatch " +
-                           std::to_string(c.mb) + ", slice " +
-                           std::to_string(c.slice),
-                       "vocabulary", c.start, c.start + length});
+            std::max(0.0, std::min(c.end, pass.end) -
+                              std::max(c.start, pass.start));
     }
   }
 

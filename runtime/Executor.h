@@ -102,7 +102,7 @@ public:
   const StepTimes &getTimes() const { return times; }
   /// The last step's passes and collectives (Chrome trace: sluice-run
   /// --trace).
-  const std::vector<TraceSpan> &getTrace() const { return trace; }
+  std::vector<TraceSpan> getTrace() const;
 
   /// One timing of a stage's forward and backward (F, B and W, or F and
   /// BW) on a slice of `tokens` tokens after `context`, in seconds.
@@ -134,7 +134,8 @@ private:
   /// The same, and the vocabulary collectives.
   Status progressAll();
   /// Orders the compute stream after the collectives an exec reads.
-  Status waitForCollectives(const Instruction &instr);
+  /// Sets `waited` if `instr` has collective inputs.
+  Status waitForCollectives(const Instruction &instr, bool &waited);
   /// Runs one exec instruction's pass on the compute stream.
   Status runPass(const Instruction &instr, float lossScale);
   DevicePtr slot(int32_t index) const {
@@ -182,7 +183,14 @@ private:
   /// Ranks sharing a tied embedding table, if the two ends are apart.
   std::vector<int> tiedGroup;
   StepTimes times;
-  std::vector<TraceSpan> trace;
+  /// The last step's passes (by instruction) and collectives, in seconds
+  /// after `stepBegin`; named only when getTrace() asks.
+  struct PassSpan {
+    size_t instruction;
+    double start, end;
+  };
+  std::vector<PassSpan> passSpans;
+  std::vector<VocabularyShards::Span> collectiveSpans;
   /// Per (stage or shard, pass), accumulated over the steps.
   std::vector<PassProfile> profile;
 };

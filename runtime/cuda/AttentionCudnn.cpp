@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 namespace sluice::rt::cuda {
@@ -37,14 +36,6 @@ struct CudnnAttention::Graph {
   bool untimed = false;
 };
 
-namespace {
-bool envFlag(const char *name, bool otherwise) {
-  const char *value = std::getenv(name);
-  if (!value || !*value)
-    return otherwise;
-  return std::string(value) != "0";
-}
-} // namespace
 
 CudnnAttention::CudnnAttention(ErrorSink &errors) : errors(errors) {}
 
@@ -52,9 +43,8 @@ Status CudnnAttention::create(ErrorSink &errors,
                               std::unique_ptr<CudnnAttention> &out) {
   // SLUICE_CUDNN_ATTENTION=0 runs the hand-written kernel everywhere (the
   // GPU suite tests both).
-  if (const char *use = std::getenv("SLUICE_CUDNN_ATTENTION"))
-    if (std::string(use) == "0")
-      return Status::ok();
+  if (!getEnvFlag("SLUICE_CUDNN_ATTENTION", true))
+    return Status::ok();
   cudnnHandle_t handle = nullptr;
   cudnnStatus_t status = cudnnCreate(&handle);
   if (status != CUDNN_STATUS_SUCCESS)
@@ -62,8 +52,8 @@ Status CudnnAttention::create(ErrorSink &errors,
     return Status::ok();
   out.reset(new CudnnAttention(errors));
   out->handle = handle;
-  out->deterministic = envFlag("SLUICE_ATTENTION_DETERMINISTIC", true);
-  out->autotune = envFlag("SLUICE_CUDNN_AUTOTUNE", false);
+  out->deterministic = getEnvFlag("SLUICE_ATTENTION_DETERMINISTIC", true);
+  out->autotune = getEnvFlag("SLUICE_CUDNN_AUTOTUNE", false);
   return Status::ok();
 }
 

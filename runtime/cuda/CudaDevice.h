@@ -27,11 +27,23 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <string>
+
 #include <map>
 #include <memory>
 #include <vector>
 
 namespace sluice::rt::cuda {
+
+/// A SLUICE_* switch of the environment: unset or empty gives `otherwise`,
+/// "0" false, anything else true.
+inline bool getEnvFlag(const char *name, bool otherwise) {
+  const char *value = std::getenv(name);
+  if (!value || !*value)
+    return otherwise;
+  return std::string(value) != "0";
+}
 
 class CudaKernels;
 class GemmEngine;

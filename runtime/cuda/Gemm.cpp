@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -25,13 +24,6 @@ constexpr size_t kMaxScratchBytes = size_t(1) << 30;
 /// A candidate replaces the heuristic's choice only when this much faster:
 /// timings within noise keep the first choice, so runs mostly agree.
 constexpr double kMargin = 0.03;
-
-bool envFlag(const char *name, bool otherwise) {
-  const char *value = std::getenv(name);
-  if (!value || !*value)
-    return otherwise;
-  return std::string(value) != "0";
-}
 
 cudaDataType_t cudaType(DType type) {
   return type == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -69,8 +61,8 @@ struct GemmEngine::Plan {
 };
 
 GemmEngine::GemmEngine(ErrorSink &errors)
-    : errors(errors), autotune(envFlag("SLUICE_GEMM_AUTOTUNE", true)),
-      log(envFlag("SLUICE_GEMM_LOG", false)) {}
+    : errors(errors), autotune(getEnvFlag("SLUICE_GEMM_AUTOTUNE", true)),
+      log(getEnvFlag("SLUICE_GEMM_LOG", false)) {}
 
 Status GemmEngine::create(ErrorSink &errors, std::unique_ptr<GemmEngine> &out) {
   std::unique_ptr<GemmEngine> engine(new GemmEngine(errors));
