@@ -1,7 +1,9 @@
-//===- PeerZeroBubble.h - The zero-bubble repo's ZB-H heuristic -*- C++ -*-===//
+//===- PeerZeroBubble.h - The zero-bubble repo's schedules ------*- C++ -*-===//
 //
-// Benchmark-only: the peer schedules sluice-bench-schedules compares ZB-H1,
-// ZB-H2 and ZB-V against (see PeerZeroBubble.cpp).
+// Benchmark-only: the zero-bubble repository's schedules that
+// sluice-bench-schedules compares ZB-H1, ZB-H2, ZB-V, V-Half and V-Min
+// against (PeerZeroBubble.cpp; V-Half and V-Min use the library's port,
+// SqueezeVShape.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -4,13 +4,20 @@
 // {4, 8, 16}, m in {1, p - 1, p, 2p, 4p} and four cost profiles, the step
 // time of the order the building block draws ("block"), of what Sluice
 // builds (the block or a list schedule within the same memory cap,
-// ImproveOrders.h), for ZB-H1/H2 the zero-bubble authors' heuristic under
-// the same cap (PeerZeroBubble.cpp), a lower bound no order can beat (each device's work
-// after its first input can arrive; one microbatch's critical path), and,
-// where GLPK proves it within the time limit, the exact optimum under the
-// same caps (OptimalOrders.h). Timed with the simulator's rules
-// (TimeOrders.h: per-peer links in order). Prints a table; exits non-zero
-// only if a schedule fails to build or breaks its memory cap.
+// ImproveOrders.h), of the peers on the same costs -- "zb-repo": the
+// zero-bubble authors' generator for the family (zb.py for ZB-H1/H2 and
+// zbv.py for ZB-V under the same cap, PeerZeroBubble.cpp; zbv_greedy.py for
+// V-Half/V-Min, the library's port in SqueezeVShape.cpp, which Sluice
+// also offers its improver), "torch": PyTorch's order where it has the
+// family (ScheduleInterleavedZeroBubble for ZB-H1, ScheduleZBVZeroBubble
+// for ZB-V, PeerPyTorch.cpp); a "+" marks a peer holding more than the
+// family's cap until W -- a lower bound no order can beat (each device's
+// work after its first input can arrive; one microbatch's critical path),
+// and, where GLPK proves it within the time limit, the exact optimum under
+// the same caps (OptimalOrders.h). Timed with the simulator's rules
+// (TimeOrders.h: per-peer links in order). Prints the table and, per
+// family, how Sluice fares against the best peer within the cap; exits
+// non-zero only if a schedule fails to build or breaks its memory cap.
 //
 //   build/bin/sluice-bench-schedules [--exact-seconds S] [--p N]
 //   build/bin/sluice-bench-schedules --large     (p = 64, m = 512: seconds)
@@ -25,11 +32,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PeerPyTorch.h"
 #include "PeerZeroBubble.h"
 
 #include "sluice/Schedule/ImproveOrders.h"
 #include "sluice/Schedule/OptimalOrders.h"
 #include "sluice/Schedule/Schedules.h"
+#include "sluice/Schedule/VShapeOrders.h"
 #include "sluice/Schedule/TimeOrders.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -38,6 +47,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <map>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -118,6 +128,41 @@ double getLowerBound(const Pipeline &pipe, const Durations &durations) {
   chain += cost(PassKind::W, 0);
   return std::max(bound, chain);
 }
+
+/// A peer's cell: its step time, or why there is none; a time followed by
+/// "+" is a peer that holds more than the family's cap until W.
+struct PeerResult {
+  std::string text;
+  double seconds = -1;
+  bool withinCap = true;
+};
+
+PeerResult judgePeer(
+    const std::optional<std::vector<std::vector<Work>>> &orders,
+    const Pipeline &pipe, const Durations &durations, double cap,
+    llvm::function_ref<double(const std::vector<std::vector<Work>> &)>
+        timeOf) {
+  if (!orders)
+    return {"none"};
+  PeerResult result;
+  result.seconds = timeOf(*orders);
+  if (result.seconds < 0)
+    return {"stuck"};
+  for (double peak : getPeakUntilW(pipe, *orders, durations))
+    result.withinCap &= peak <= cap + 1e-9;
+  result.text = llvm::formatv("{0:F2}{1}", result.seconds,
+                              result.withinCap ? "" : "+")
+                    .str();
+  return result;
+}
+
+/// Sluice against the best peer at the same memory, per family.
+struct Tally {
+  int faster = 0, equal = 0, slower = 0;
+  double worst = -1;
+  // Peers that hold more memory than the cap, and how often they win.
+  int overCap = 0, overCapFaster = 0;
+};
 } // namespace
 
 int main(int argc, char **argv) {
@@ -152,10 +197,12 @@ int main(int argc, char **argv) {
     return ok ? 0 : 1;
   }
   llvm::outs() << llvm::format(
-      "%-7s %-5s %3s %4s %9s %9s %9s %9s %9s %7s %7s %6s\n", "family",
-      "costs", "p", "m", "block", "sluice", "zb-peer", "bound", "optimum",
-      "vs-opt", "vs-bnd", "ms");
-  for (const char *name : {"zb-h1", "zb-h2", "zb-v", "v-half", "v-min"}) {
+      "%-7s %-5s %3s %4s %9s %9s %9s %9s %9s %9s %7s %7s %6s\n", "family",
+      "costs", "p", "m", "block", "sluice", "zb-repo", "torch", "bound",
+      "optimum", "vs-opt", "vs-bnd", "ms");
+  std::map<std::string, Tally> tallies;
+  const char *families[] = {"zb-h1", "zb-h2", "zb-v", "v-half", "v-min"};
+  for (const char *name : families) {
     const ScheduleInfo *info = lookupSchedule(name);
     for (const Profile &profile : profiles)
       for (int p : deviceCounts)
@@ -199,28 +246,49 @@ int main(int argc, char **argv) {
                            << " above the cap " << cap << "\n";
               ok = false;
             }
-          // The zero-bubble authors' heuristic, for the loop-placed family.
-          std::string peer = "-";
-          bool isZbv = std::string(name) == "zb-v";
-          if (info->placement == PlacementKind::loop || isZbv) {
-            auto timeOf = [&](const std::vector<std::vector<Work>> &o) {
-              std::string why;
-              auto t = timeOrders(pipe, o, durations, why);
-              return t ? t->makespan : -1.0;
-            };
-            auto peerOrders =
-                isZbv ? getPeerZeroBubbleVOrders(pipe, durations, cap, timeOf)
-                      : getPeerZeroBubbleOrders(pipe, durations, cap, timeOf);
-            if (peerOrders) {
-              for (double peak : getPeakUntilW(pipe, *peerOrders, durations))
-                if (peak > cap + 1e-9)
-                  peer = "over cap";
-              if (peer == "-")
-                peer = llvm::formatv("{0:F2}", timeOf(*peerOrders)).str();
-            } else {
-              peer = "none";
-            }
+          // The peers: the zero-bubble repository's generator for the
+          // family and PyTorch's order where it has one, timed alike.
+          auto timeOf = [&](const std::vector<std::vector<Work>> &o) {
+            std::string why;
+            auto t = timeOrders(pipe, o, durations, why);
+            return t ? t->makespan : -1.0;
+          };
+          std::string family = name;
+          std::optional<std::vector<std::vector<Work>>> repoOrders,
+              torchOrders;
+          if (info->placement == PlacementKind::loop)
+            repoOrders = getPeerZeroBubbleOrders(pipe, durations, cap, timeOf);
+          else if (family == "zb-v")
+            repoOrders = getPeerZeroBubbleVOrders(pipe, durations, cap, timeOf);
+          else
+            repoOrders = getSqueezedVShapeOrders(pipe, family == "v-half");
+          if (family == "zb-h1")
+            torchOrders = getPyTorchZeroBubbleOrders(pipe);
+          else if (family == "zb-v")
+            torchOrders = getHandcraftedZbvOrders(pipe);
+          PeerResult repo = judgePeer(repoOrders, pipe, durations, cap, timeOf);
+          PeerResult torch =
+              family == "zb-h1" || family == "zb-v"
+                  ? judgePeer(torchOrders, pipe, durations, cap, timeOf)
+                  : PeerResult{"-"};
+          Tally &tally = tallies[family];
+          double bestPeer = -1;
+          for (const PeerResult *peer : {&repo, &torch})
+            if (peer->seconds >= 0 && peer->withinCap &&
+                (bestPeer < 0 || peer->seconds < bestPeer))
+              bestPeer = peer->seconds;
+          if (bestPeer >= 0) {
+            double ratio = builtTime->makespan / bestPeer - 1;
+            ++(ratio > 1e-9 ? tally.slower : ratio < -1e-9 ? tally.faster
+                                                           : tally.equal);
+            tally.worst = std::max(tally.worst, ratio);
           }
+          for (const PeerResult *peer : {&repo, &torch})
+            if (peer->seconds >= 0 && !peer->withinCap) {
+              ++tally.overCap;
+              if (builtTime->makespan > peer->seconds + 1e-9)
+                ++tally.overCapFaster;
+            }
           double bound = getLowerBound(pipe, durations);
           std::string optimum = "-", vsOpt = "-";
           size_t passes = size_t(pipe.getNumStages()) * m * 3;
@@ -239,24 +307,46 @@ int main(int argc, char **argv) {
             }
           }
           llvm::outs() << llvm::format(
-              "%-7s %-5s %3d %4d %9.2f %9.2f %9s %9.2f %9s %7s %6.1f%% %6.1f\n",
+              "%-7s %-5s %3d %4d %9.2f %9.2f %9s %9s %9.2f %9s %7s %6.1f%% "
+              "%6.1f\n",
               name, profile.name, p, m, blockTime->makespan,
-              builtTime->makespan, peer.c_str(), bound, optimum.c_str(),
+              builtTime->makespan, repo.text.c_str(), torch.text.c_str(), bound,
+              optimum.c_str(),
               vsOpt.c_str(),
               100.0 * (builtTime->makespan / bound - 1), ms);
-          if (show == std::string(name) + "," + profile.name)
-            for (int d = 0; d < p; ++d) {
-              llvm::outs() << "  device " << d << ":";
-              for (const Work &w : orders[d])
-                llvm::outs() << " " << stringifyPassKind(w.kind)
-                             << (pipe.chunks > 1
-                                     ? std::to_string(pipe.stages[w.stage].chunk)
-                                     : "")
-                             << "." << w.microbatch;
-              llvm::outs() << "\n";
-            }
+          if (show == std::string(name) + "," + profile.name) {
+            auto print = [&](const char *who,
+                             const std::vector<std::vector<Work>> &o) {
+              for (int d = 0; d < p; ++d) {
+                llvm::outs() << "  " << who << " device " << d << ":";
+                for (const Work &w : o[d])
+                  llvm::outs()
+                      << " " << stringifyPassKind(w.kind)
+                      << (pipe.chunks > 1
+                              ? std::to_string(pipe.stages[w.stage].chunk)
+                              : "")
+                      << "." << w.microbatch;
+                llvm::outs() << "\n";
+              }
+            };
+            print("sluice", orders);
+            if (repoOrders)
+              print("zb-repo", *repoOrders);
+            if (torchOrders)
+              print("torch", *torchOrders);
+          }
           llvm::outs().flush();
         }
+  }
+  llvm::outs() << "\nSluice against the best peer within the family's cap "
+                  "(zb-repo, torch):\n";
+  for (const char *name : families) {
+    const Tally &t = tallies[name];
+    llvm::outs() << llvm::format(
+        "  %-7s faster %3d, equal %3d, slower %3d (worst %+.1f%%); peers over "
+        "the cap: %d, faster than Sluice in %d\n",
+        name, t.faster, t.equal, t.slower, 100.0 * std::max(t.worst, 0.0),
+        t.overCap, t.overCapFaster);
   }
   return ok ? 0 : 1;
 }

@@ -2,6 +2,7 @@
 
 #include "sluice/Schedule/Schedules.h"
 #include "sluice/Schedule/ImproveOrders.h"
+#include "sluice/Schedule/VShapeOrders.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -439,6 +440,16 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
         return failure();
       candidates.push_back(std::move(*refined));
     }
+    // The controllable-memory paper's own V-Half / V-Min construction.
+    if (schedule.kind == ScheduleKind::VHalf ||
+        schedule.kind == ScheduleKind::VMin)
+      if (auto squeezed = getSqueezedVShapeOrders(
+              pipeline, schedule.kind == ScheduleKind::VHalf))
+        candidates.push_back(std::move(*squeezed));
+    // The zero-bubble paper's handcrafted ZB-V.
+    if (schedule.kind == ScheduleKind::ZBV)
+      if (auto handcrafted = getHandcraftedZbvOrders(pipeline))
+        candidates.push_back(std::move(*handcrafted));
     FailureOr<Improved> improved =
         improveOrders(pipeline, candidates, durations, caps, error);
     if (failed(improved))

@@ -13,12 +13,14 @@ class OrderTimer {
 public:
   OrderTimer(const Pipeline &pipeline, const Durations &durations)
       : pipeline(pipeline), durations(durations), index(pipeline),
-        end(index.size(), -1.0), arrival(index.size(), -1.0) {}
+        start(index.size(), -1.0), end(index.size(), -1.0),
+        arrival(index.size(), -1.0) {}
 
   /// Fills `timing`; false with `stuck` set if a pass never becomes ready.
   bool time(const std::vector<std::vector<Work>> &orders, OrderTiming &timing,
             Work &stuck) {
     int p = int(orders.size());
+    std::fill(start.begin(), start.end(), -1.0);
     std::fill(end.begin(), end.end(), -1.0);
     std::fill(arrival.begin(), arrival.end(), -1.0);
     linkFree.assign(size_t(p) * p, 0.0);
@@ -37,7 +39,7 @@ public:
           const Work &work = order[next[d]];
           deps.clear();
           getAllDependencies(pipeline, work, deps);
-          double start = 0;
+          double begin = 0;
           bool ready = true;
           for (const Work &dep : deps) {
             double depEnd = end[index(dep)];
@@ -50,12 +52,13 @@ public:
             if (pipeline.getWorkDevice(dep) != d)
               depEnd = arrival[index(dep)] >= 0 ? arrival[index(dep)]
                                                 : depEnd + durations.transfer;
-            start = std::max(start, depEnd);
+            begin = std::max(begin, depEnd);
           }
           if (!ready)
             break;
-          start = std::max(start, free[d]);
-          double finish = start + durations.compute(work);
+          begin = std::max(begin, free[d]);
+          double finish = begin + durations.compute(work);
+          start[index(work)] = begin;
           end[index(work)] = finish;
           free[d] = finish;
           // The result travels to the consumer's device behind the
@@ -85,11 +88,18 @@ public:
     return true;
   }
 
+  void getTimes(PassTimes &times) const {
+    times = {start, end, arrival};
+    for (size_t i = 0; i < end.size(); ++i)
+      if (times.arrival[i] < 0)
+        times.arrival[i] = end[i];
+  }
+
 private:
   const Pipeline &pipeline;
   const Durations &durations;
   WorkIndex index;
-  std::vector<double> end, arrival, linkFree;
+  std::vector<double> start, end, arrival, linkFree;
   std::vector<size_t> next;
   std::vector<double> free;
   llvm::SmallVector<Work, 8> deps;
@@ -119,7 +129,8 @@ double sched::getActivation(const Durations &durations, const Work &work) {
 std::optional<OrderTiming>
 sched::timeOrders(const Pipeline &pipeline,
                   const std::vector<std::vector<Work>> &orders,
-                  const Durations &durations, std::string &error) {
+                  const Durations &durations, std::string &error,
+                  PassTimes *times) {
   OrderTimer timer(pipeline, durations);
   OrderTiming timing;
   Work stuck;
@@ -128,6 +139,8 @@ sched::timeOrders(const Pipeline &pipeline,
             " waits for work that never runs";
     return std::nullopt;
   }
+  if (times)
+    timer.getTimes(*times);
   return timing;
 }
 

@@ -27,12 +27,19 @@ struct OrderTiming {
   double totalEnd = 0;
 };
 
+/// Per pass (indexed by WorkIndex), when it starts and ends and when its
+/// result reaches the consuming device (its end where that is its own).
+struct PassTimes {
+  std::vector<double> start, end, arrival;
+};
+
 /// Times `orders`; nullopt (with `error` naming a stuck pass) if some pass
-/// waits for one that never runs.
+/// waits for one that never runs. With `times`, also each pass's times.
 std::optional<OrderTiming>
 timeOrders(const Pipeline &pipeline,
            const std::vector<std::vector<Work>> &orders,
-           const Durations &durations, std::string &error);
+           const Durations &durations, std::string &error,
+           PassTimes *times = nullptr);
 
 /// The activations of `work`'s microbatch slice on its stage (what its F
 /// allocates and its W or BW frees): Durations::activation of the F, one

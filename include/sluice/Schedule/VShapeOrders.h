@@ -1,0 +1,43 @@
+//===- VShapeOrders.h - The V-shape papers' own orders ----------*- C++ -*-===//
+//
+// Orders the V-shape schedules' authors publish, which Sluice offers its
+// improver next to its own blocks (Schedules.cpp): the controllable-memory
+// paper's V-Half and V-Min (Qi et al. 2024, §3), built on unit time slots
+// from a repeated pattern and squeezed without raising any device's peak
+// memory (SqueezeVShape.cpp), and the zero-bubble paper's handcrafted ZB-V
+// (Qi et al. 2023, §6) as PyTorch's ScheduleZBVZeroBubble runs it
+// (ZeroBubbleV.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_SCHEDULE_VSHAPEORDERS_H
+#define SLUICE_SCHEDULE_VSHAPEORDERS_H
+
+#include "sluice/Schedule/BuildingBlock.h"
+
+#include <optional>
+
+namespace mlir::sluice::sched {
+
+/// Per device, the V-Half (`half`) or V-Min order; the memory is what the
+/// pattern gives (about a half or a third of 1F1B's, counted from F to W),
+/// and the order does not depend on the pass costs. nullopt unless the
+/// pipeline is a V (two chunks per device, one stage each, no slices) or if
+/// the pattern breaks a dependency.
+std::optional<std::vector<std::vector<Work>>>
+getSqueezedVShapeOrders(const Pipeline &pipeline, bool half);
+
+/// Per device, the handcrafted ZB-V order: rank r runs 2(p - r) - 1
+/// forwards of its first chunk, r pairs (second chunk, first chunk), p - r
+/// triples F, B, W of the second chunk, then F, B, W of the first chunk
+/// and of the second until every forward is done, then r pairs of
+/// backwards (first chunk, second chunk), p - r pairs B, W of the first
+/// chunk and the remaining W (second chunk, then first). Planned for
+/// max(m, 2p - 1) microbatches, those beyond m dropped. nullopt unless the
+/// pipeline is a V without slices or vocabulary passes.
+std::optional<std::vector<std::vector<Work>>>
+getHandcraftedZbvOrders(const Pipeline &pipeline);
+
+} // namespace mlir::sluice::sched
+
+#endif // SLUICE_SCHEDULE_VSHAPEORDERS_H
