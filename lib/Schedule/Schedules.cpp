@@ -440,9 +440,12 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
         return failure();
       candidates.push_back(std::move(*refined));
     }
-    // The controllable-memory paper's own V-Half / V-Min construction.
-    if (schedule.kind == ScheduleKind::VHalf ||
-        schedule.kind == ScheduleKind::VMin)
+    // The controllable-memory paper's own V-Half / V-Min construction
+    // (its squeezing is quadratic in the microbatches per device: up to
+    // 20,000 passes, like the list schedules' full set of policies).
+    if ((schedule.kind == ScheduleKind::VHalf ||
+         schedule.kind == ScheduleKind::VMin) &&
+        6 * size_t(pipeline.devices) * pipeline.microbatches <= 20000)
       if (auto squeezed = getSqueezedVShapeOrders(
               pipeline, schedule.kind == ScheduleKind::VHalf))
         candidates.push_back(std::move(*squeezed));
