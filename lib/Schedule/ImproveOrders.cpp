@@ -393,20 +393,6 @@ private:
   std::vector<std::pair<int, int>>
   getCriticalChains(const std::vector<std::vector<Work>> &orders,
                     const PassTimes &times);
-  bool keepsCap(const std::vector<Work> &order, int device) const {
-    if (device >= int(caps.size()))
-      return true;
-    double live = 0;
-    for (const Work &work : order) {
-      if (work.kind == PassKind::F)
-        live += getActivation(durations, work);
-      else if (work.kind == PassKind::W || work.kind == PassKind::BW)
-        live -= getActivation(durations, work);
-      if (live > caps[device] + kEpsilon)
-        return false;
-    }
-    return true;
-  }
 
   const Pipeline &pipe;
   const Durations &durations;
@@ -498,7 +484,8 @@ void Polisher::run(std::vector<std::vector<Work>> &orders, double &makespan,
         std::vector<Work> &order = orders[d];
         std::rotate(order.begin() + (i - k), order.begin() + i,
                     order.begin() + i + 1);
-        bool kept = moving.kind != PassKind::F || keepsCap(order, d);
+        bool kept = moving.kind != PassKind::F ||
+                    keepsCaps(pipe, orders, durations, caps);
         std::optional<OrderTiming> timing;
         if (kept) {
           --budget;
