@@ -2,8 +2,8 @@
 //
 // Benchmark-only: the zero-bubble repository's schedules that
 // sluice-bench-schedules compares ZB-H1, ZB-H2, ZB-V, V-Half and V-Min
-// against (PeerZeroBubble.cpp; V-Half and V-Min use the library's port,
-// SqueezeVShape.h).
+// against (PeerZeroBubble.cpp; ZB-V, V-Half and V-Min use the library's
+// ports, VShapeOrders.h, which Sluice also offers its improver).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,16 +20,6 @@
 /// nullopt if none fits the cap.
 std::optional<std::vector<std::vector<mlir::sluice::sched::Work>>>
 getPeerZeroBubbleOrders(
-    const mlir::sluice::sched::Pipeline &pipeline,
-    const mlir::sluice::sched::Durations &durations, double cap,
-    llvm::function_ref<
-        double(const std::vector<std::vector<mlir::sluice::sched::Work>> &)>
-        time);
-
-/// The same for ZB-V (two chunks per device in a V): the authors' zbv.py
-/// heuristic, best of its four switch settings; nullopt if none fits.
-std::optional<std::vector<std::vector<mlir::sluice::sched::Work>>>
-getPeerZeroBubbleVOrders(
     const mlir::sluice::sched::Pipeline &pipeline,
     const mlir::sluice::sched::Durations &durations, double cap,
     llvm::function_ref<

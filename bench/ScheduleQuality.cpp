@@ -259,7 +259,8 @@ int main(int argc, char **argv) {
           if (info->placement == PlacementKind::loop)
             repoOrders = getPeerZeroBubbleOrders(pipe, durations, cap, timeOf);
           else if (family == "zb-v")
-            repoOrders = getPeerZeroBubbleVOrders(pipe, durations, cap, timeOf);
+            repoOrders = getGreedyZbvOrders(
+                pipe, durations, std::vector<double>(size_t(p), cap));
           else
             repoOrders = getSqueezedVShapeOrders(pipe, family == "v-half");
           if (family == "zb-h1")

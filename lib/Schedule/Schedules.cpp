@@ -449,10 +449,14 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
       if (auto squeezed = getSqueezedVShapeOrders(
               pipeline, schedule.kind == ScheduleKind::VHalf))
         candidates.push_back(std::move(*squeezed));
-    // The zero-bubble paper's handcrafted ZB-V.
-    if (schedule.kind == ScheduleKind::ZBV)
+    // The zero-bubble paper's handcrafted ZB-V and its authors' cost-aware
+    // heuristic (linear in the passes per setting, a handful of settings).
+    if (schedule.kind == ScheduleKind::ZBV) {
       if (auto handcrafted = getHandcraftedZbvOrders(pipeline))
         candidates.push_back(std::move(*handcrafted));
+      if (auto greedy = getGreedyZbvOrders(pipeline, durations, caps))
+        candidates.push_back(std::move(*greedy));
+    }
     FailureOr<Improved> improved =
         improveOrders(pipeline, candidates, durations, caps, error);
     if (failed(improved))

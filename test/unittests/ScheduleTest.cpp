@@ -573,16 +573,33 @@ TEST(ImproveOrders, NeverLosesToThePapersOrders) {
           std::string error, where = std::string(name) + " p=" +
                                      std::to_string(p) + " m=" +
                                      std::to_string(m);
-          auto papers = std::string(name) == "zb-v"
-                            ? getHandcraftedZbvOrders(pipe)
-                            : getSqueezedVShapeOrders(pipe, std::string(name) ==
-                                                                "v-half");
-          ASSERT_TRUE(papers) << where;
-          auto theirs = timeOrders(pipe, *papers, durations, error);
-          ASSERT_TRUE(theirs) << where << ": " << error;
           double cap = *getMemoryCap(info->kind, p);
-          for (double peak : getPeakUntilW(pipe, *papers, durations))
-            EXPECT_LE(peak, cap + 1e-9) << where;
+          std::vector<std::optional<std::vector<std::vector<Work>>>> papers;
+          if (std::string(name) == "zb-v") {
+            papers.push_back(getHandcraftedZbvOrders(pipe));
+            papers.push_back(getGreedyZbvOrders(
+                pipe, durations,
+                MemoryCaps(p, cap * getMicrobatchActivation(pipe, durations,
+                                                            0))));
+          } else {
+            papers.push_back(
+                getSqueezedVShapeOrders(pipe, std::string(name) == "v-half"));
+          }
+          double fastest = -1;
+          for (const auto &paper : papers) {
+            ASSERT_TRUE(paper) << where;
+            auto theirs = timeOrders(pipe, *paper, durations, error);
+            ASSERT_TRUE(theirs) << where << ": " << error;
+            std::vector<double> peaks =
+                getPeakUntilW(pipe, *paper, durations);
+            for (int d = 0; d < p; ++d)
+              EXPECT_LE(peaks[d],
+                        cap * getMicrobatchActivation(pipe, durations, d) +
+                            1e-9)
+                  << where << " device " << d;
+            if (fastest < 0 || theirs->makespan < fastest)
+              fastest = theirs->makespan;
+          }
           FailureOr<Program> program =
               buildSchedule(*info, pipe, durations, error);
           ASSERT_TRUE(succeeded(program)) << where << ": " << error;
@@ -593,7 +610,7 @@ TEST(ImproveOrders, NeverLosesToThePapersOrders) {
                 orders[d].push_back(instr.work);
           auto ours = timeOrders(pipe, orders, durations, error);
           ASSERT_TRUE(ours) << where << ": " << error;
-          EXPECT_LE(ours->makespan, theirs->makespan + 1e-9) << where;
+          EXPECT_LE(ours->makespan, fastest + 1e-9) << where;
         }
 
   // V-Half, p = 4, m = 8, B = 1.2, W = 0.8, 0.05 per transfer.

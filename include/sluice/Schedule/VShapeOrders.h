@@ -6,7 +6,8 @@
 // from a repeated pattern and squeezed without raising any device's peak
 // memory (SqueezeVShape.cpp), and the zero-bubble paper's handcrafted ZB-V
 // (Qi et al. 2023, §6) as PyTorch's ScheduleZBVZeroBubble runs it
-// (ZeroBubbleV.cpp).
+// (ZeroBubbleV.cpp) and as the zero-bubble repository's cost-aware
+// heuristic builds it (GreedyZeroBubbleV.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +38,15 @@ getSqueezedVShapeOrders(const Pipeline &pipeline, bool half);
 /// pipeline is a V without slices or vocabulary passes.
 std::optional<std::vector<std::vector<Work>>>
 getHandcraftedZbvOrders(const Pipeline &pipeline);
+
+/// Per device, the ZB-V order the zero-bubble repository's heuristic
+/// (zbv.py) builds for these costs with at most `caps[d]` activations held
+/// from F to W on device d: the fastest (by timeOrders) of its switch
+/// settings and bubble-budget repeats. nullopt unless the pipeline is a V
+/// without slices or vocabulary passes, or if no setting fits the caps.
+std::optional<std::vector<std::vector<Work>>>
+getGreedyZbvOrders(const Pipeline &pipeline, const Durations &durations,
+                   llvm::ArrayRef<double> caps);
 
 } // namespace mlir::sluice::sched
 
