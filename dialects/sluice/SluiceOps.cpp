@@ -515,6 +515,10 @@ LogicalResult ProgramOp::verify() {
            << getMicrobatches();
   if (getSlices() < 1)
     return emitOpError("'slices' must be positive, got ") << getSlices();
+  if (getTp() < 1)
+    return emitOpError("'tp' must be positive, got ") << getTp();
+  if (getDp() < 1)
+    return emitOpError("'dp' must be positive, got ") << getDp();
   SmallVector<DeviceOp> seen(getDevices());
   for (Operation &op : getBody().front()) {
     auto device = dyn_cast<DeviceOp>(op);
@@ -562,6 +566,15 @@ LogicalResult SendOp::verify() {
     return failure();
   if (getTo() < 0 || getTo() == getOwnDevice(*this))
     return emitOpError("'to' = ") << getTo() << " is not another device";
+  return success();
+}
+
+LogicalResult GradSyncOp::verify() {
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  if (program && program.getDp() < 2)
+    return emitOpError("averages gradients over data-parallel replicas, but "
+                       "the program has none (dp = ")
+           << program.getDp() << ")";
   return success();
 }
 

@@ -301,6 +301,15 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     step of `microbatches` microbatches, each cut into `slices` token
     slices. `schedule` names the schedule that produced it.
 
+    The program runs on a device mesh (docs/parallelism.md): `devices`
+    pipeline devices, each replicated `dp` times for data parallelism
+    (`tp`, tensor parallelism, is 1 until Sluice shards layers). Replica
+    r of pipeline device d is rank d * tp * dp + r * tp (tensor-parallel
+    ranks innermost, as Megatron-LM orders them). Every replica runs the
+    same program on its own microbatches; `sluice.grad_sync` instructions
+    average the gradients over the replicas. Both are printed only when
+    not 1.
+
     ```mlir
     sluice.program @plan for @gpt {devices = 2, microbatches = 1, slices = 1,
                                    schedule = "1f1b"} {
@@ -318,15 +327,27 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
       }
     }
     ```
+
+    With two data-parallel replicas of each device:
+
+    ```mlir
+    sluice.program @plan for @gpt {devices = 2, microbatches = 1, slices = 1,
+                                   schedule = "1f1b"} dp 2 {
+      ...
+    }
+    ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$model,
                        Sluice_SizeAttr:$devices, Sluice_SizeAttr:$microbatches,
-                       Sluice_SizeAttr:$slices, StrAttr:$schedule);
+                       Sluice_SizeAttr:$slices, StrAttr:$schedule,
+                       DefaultValuedAttr<Sluice_SizeAttr, "1">:$tp,
+                       DefaultValuedAttr<Sluice_SizeAttr, "1">:$dp);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `for` $model ` ` `{` `devices` `=` $devices `,`
     `microbatches` `=` $microbatches `,` `slices` `=` $slices `,`
-    `schedule` `=` $schedule `}` attr-dict-with-keyword $body
+    `schedule` `=` $schedule `}` (`tp` $tp^)? (`dp` $dp^)?
+    attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
 }
@@ -451,6 +472,26 @@ def Sluice_CollectiveInstrOp : Sluice_InstrOp<"collective"> {
     $shard $group ` ` `{` `mb` `=` $mb `,` `slice` `=` $slice `}`
     (`on` $stream^)? attr-dict
   }];
+}
+
+def Sluice_GradSyncOp : Sluice_InstrOp<"grad_sync"> {
+  let summary = "averages a stage's gradients over the data-parallel replicas";
+  let description = [{
+    Starts the all-reduce that averages the weight gradients of `stage` (a
+    stage, or a vocabulary shard's symbol) over the program's `dp`
+    replicas of this device. It stands after the last pass of `stage` on
+    the device, so the gradients are final; it does not block: the
+    reduction overlaps the passes after it, and the optimizer step waits
+    for it (papers/lecture-model-parallelism.txt, data parallelism;
+    `sluice-sync-gradients` places it).
+
+    ```mlir
+    sluice.exec W @s0 {mb = 7, slice = 0}
+    sluice.grad_sync @s0
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$stage);
+  let assemblyFormat = "$stage attr-dict";
 }
 
 include "sluice/SluiceVocabOps.td"

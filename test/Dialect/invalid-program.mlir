@@ -193,3 +193,23 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
     sluice.exec X @s0 {mb = 0, slice = 0}
   }
 }
+
+// -----
+
+// program-zero-replicas
+// expected-error@+1 {{'sluice.program' op 'dp' must be positive, got 0}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} dp 0 {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// grad-sync-without-replicas
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+    sluice.exec F @s0 {mb = 0, slice = 0}
+    // expected-error@+1 {{'sluice.grad_sync' op averages gradients over data-parallel replicas, but the program has none (dp = 1)}}
+    sluice.grad_sync @s0
+  }
+}

@@ -83,6 +83,10 @@ LogicalResult simulateProgram(ProgramOp program, const SimulationOptions &opts);
 /// What sluice-plan-buffers does to one program.
 LogicalResult planBuffers(ProgramOp program);
 
+/// What sluice-sync-gradients does to one program: `dataParallel`
+/// replicas, a grad_sync after each stage's and shard's last pass.
+LogicalResult syncGradients(ProgramOp program, int64_t dataParallel);
+
 #define GEN_PASS_REGISTRATION
 #include "sluice/Transforms/Passes.h.inc"
 

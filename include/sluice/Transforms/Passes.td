@@ -394,4 +394,39 @@ def PlanBuffers : Pass<"sluice-plan-buffers", "ModuleOp"> {
   }];
 }
 
+def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
+  let summary = "Replicate every program for data parallelism and average its gradients";
+  let description = [{
+    Sets each `sluice.program`'s `dp` to `data-parallel` (the replicas of
+    every pipeline device; docs/parallelism.md) and, when that is more than
+    one, places a `sluice.grad_sync` of each stage and vocabulary shard
+    right after its last pass on its device: from there its gradients are
+    final, so their all-reduce over the replicas overlaps whatever the
+    device still runs (the other stages' backward passes, a V-shape's
+    first chunk) instead of waiting for the end of the step, as
+    data-parallel training overlaps gradient reduction with the backward
+    pass (papers/lecture-model-parallelism.txt). The replicas run the same
+    program on different microbatches; the loss of a step is the mean over
+    all `dp` x `microbatches` microbatches.
+
+    With `data-parallel=2`, a 1F1B device 0 of two stages:
+
+    ```mlir
+    sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2 {
+      sluice.device 0 {
+        ...
+        sluice.exec BW @s0 {mb = 1, slice = 0}
+        sluice.grad_sync @s0
+      }
+    ```
+
+    A program that already has replicas is refused: run the pass once.
+  }];
+  let dependentDialects = ["::mlir::sluice::SluiceDialect"];
+  let options = [
+    Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
+           "replicas of each pipeline device">,
+  ];
+}
+
 #endif // SLUICE_TRANSFORMS_PASSES_TD

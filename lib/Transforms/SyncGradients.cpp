@@ -1,0 +1,67 @@
+//===- SyncGradients.cpp - Data-parallel replicas of a program ------------===//
+//
+// Data parallelism (papers/lecture-model-parallelism.txt; Megatron-LM and
+// torchtitan do the same): every pipeline device is replicated, each
+// replica trains on its own microbatches, and the replicas average their
+// gradients before the optimizer step. The average of a stage is issued as
+// soon as the stage's gradients are final -- after its last pass on the
+// device -- so that it overlaps the passes still to run there rather than
+// all of it waiting for the end of the step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::sluice {
+#define GEN_PASS_DEF_SYNCGRADIENTS
+#include "sluice/Transforms/Passes.h.inc"
+} // namespace mlir::sluice
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+LogicalResult mlir::sluice::syncGradients(ProgramOp program,
+                                          int64_t dataParallel) {
+  if (dataParallel < 1)
+    return program.emitOpError("cannot have ")
+           << dataParallel
+           << " data-parallel replicas: the count must be positive";
+  if (program.getDp() != 1)
+    return program.emitOpError("already has ")
+           << program.getDp() << " data-parallel replicas";
+  OpBuilder builder(program.getContext());
+  program.setDp(dataParallel);
+  if (dataParallel == 1)
+    return success();
+  for (DeviceOp device : program.getBody().getOps<DeviceOp>()) {
+    // The last pass of each stage or shard on this device, in the order
+    // the stages finish.
+    llvm::MapVector<Attribute, Operation *> last;
+    for (Operation &op : device.getBody().front())
+      if (auto exec = dyn_cast<ExecOp>(op)) {
+        last.erase(exec.getStageAttr());
+        last[exec.getStageAttr()] = &op;
+      }
+    for (auto [stage, op] : last) {
+      builder.setInsertionPointAfter(op);
+      GradSyncOp::create(builder, op->getLoc(),
+                         cast<FlatSymbolRefAttr>(stage));
+    }
+  }
+  return success();
+}
+
+namespace {
+struct SyncGradientsPass
+    : public mlir::sluice::impl::SyncGradientsBase<SyncGradientsPass> {
+  using SyncGradientsBase::SyncGradientsBase;
+  void runOnOperation() override {
+    for (ProgramOp program : getOperation().getOps<ProgramOp>())
+      if (failed(syncGradients(program, dataParallel)))
+        return signalPassFailure();
+  }
+};
+} // namespace

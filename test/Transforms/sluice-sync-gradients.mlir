@@ -1,0 +1,48 @@
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2" | FileCheck %s
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2 virtual=2 placement=vshape" --sluice-split-passes --sluice-schedule="schedule=zb-v microbatches=2" --sluice-sync-gradients="data-parallel=4" | FileCheck %s --check-prefix=VSHAPE
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1" | FileCheck %s --check-prefix=ONE
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2" --sluice-sync-gradients="data-parallel=2" 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+
+// Each stage's gradients are averaged right after its last pass on its
+// device: the first stage's last BW ends device 0's program, the second
+// stage's comes before device 1 sends the last gradient back.
+// CHECK-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2
+// CHECK:         sluice.device 0 {
+// CHECK:           sluice.exec BW @s0 {mb = 1, slice = 0}
+// CHECK-NEXT:      sluice.grad_sync @s0
+// CHECK-NEXT:    }
+// CHECK:         sluice.device 1 {
+// CHECK:           sluice.exec BW @s1 {mb = 1, slice = 0}
+// CHECK-NEXT:      sluice.grad_sync @s1
+// CHECK-NEXT:      sluice.send BW @s1 {mb = 1, slice = 0} to 0
+// CHECK-NEXT:    }
+
+// A V: device 0 holds the first and the last stage; the last stage's
+// gradients are final (after its last W) while device 0 still runs the
+// first stage's backward passes, so its all-reduce overlaps them.
+// VSHAPE-LABEL: schedule = "zb-v"} dp 4
+// VSHAPE:         sluice.device 0 {
+// VSHAPE:           sluice.exec W @s3 {mb = 1, slice = 0}
+// VSHAPE-NEXT:      sluice.grad_sync @s3
+// VSHAPE:           sluice.exec B @s0 {mb = 1, slice = 0}
+// VSHAPE:           sluice.exec W @s0 {mb = 1, slice = 0}
+// VSHAPE-NEXT:      sluice.grad_sync @s0
+// VSHAPE-NEXT:    }
+
+// One replica: nothing to average, the program is unchanged.
+// ONE-LABEL: schedule = "1f1b"} {
+// ONE-NOT: grad_sync
+
+// TWICE: error: 'sluice.program' op already has 2 data-parallel replicas
+// ZERO: error: 'sluice.program' op cannot have 0 data-parallel replicas: the count must be positive
+
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>
+  %x0 = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x1 = sluice.transformer_layer %x0 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x2 = sluice.transformer_layer %x1 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %x3 = sluice.transformer_layer %x2 {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>
+  %loss = sluice.output_layer %x3 {vocab = 100, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
