@@ -101,4 +101,27 @@ Status loadTokenFile(const std::string &path, const std::string &dtype,
   return Status::ok();
 }
 
+namespace {
+class ReplicaTokens final : public TokenSource {
+public:
+  ReplicaTokens(std::unique_ptr<TokenSource> all, int64_t first)
+      : all(std::move(all)), first(first) {}
+  void getBatch(int64_t step, int64_t microbatch, int64_t rows,
+                int64_t seqLen, std::vector<int32_t> &tokens) override {
+    all->getBatch(step, first + microbatch, rows, seqLen, tokens);
+  }
+
+private:
+  std::unique_ptr<TokenSource> all;
+  int64_t first;
+};
+} // namespace
+
+std::unique_ptr<TokenSource> makeReplicaTokens(std::unique_ptr<TokenSource> all,
+                                               int64_t replica,
+                                               int64_t microbatches) {
+  return std::make_unique<ReplicaTokens>(std::move(all),
+                                         replica * microbatches);
+}
+
 } // namespace sluice::rt

@@ -39,6 +39,14 @@ Status loadTokenFile(const std::string &path, const std::string &dtype,
                      int64_t vocab, int64_t seqLen, int64_t microbatches,
                      std::unique_ptr<TokenSource> &source);
 
+/// Data parallelism: replica r of `replicas`, each running `microbatches`
+/// per step, reads microbatches [r * microbatches, (r + 1) * microbatches)
+/// of `all`'s steps of replicas * microbatches, so the replicas together
+/// see what one device running them all would.
+std::unique_ptr<TokenSource> makeReplicaTokens(std::unique_ptr<TokenSource> all,
+                                               int64_t replica,
+                                               int64_t microbatches);
+
 } // namespace sluice::rt
 
 #endif // SLUICE_RUNTIME_DATA_H

@@ -47,12 +47,12 @@ constexpr int kPasses = int(Pass::IB) + 1;
 
 Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
                    Communicator &comm, TokenSource &data,
-                   const TrainerOptions &options)
+                   const TrainerOptions &options, Communicator *replicas)
     : plan(plan), deviceIndex(deviceIndex), device(device),
       kernels(device.getKernels(StreamKind::Compute)),
       compute(device.getStream(StreamKind::Compute)),
       pipeline(device.getStream(StreamKind::Pipeline)), comm(comm), data(data),
-      options(options) {}
+      options(options), replicas(plan.dp > 1 ? replicas : nullptr) {}
 
 Status Executor::prepare() {
   // ParameterStore::add ignores a tied table's second spec.
@@ -122,6 +122,51 @@ Status Executor::prepare() {
   // Sharded, the two ends share one shard on every device: nothing to sum.
   if (out.tied && first != last && !out.sharded)
     tiedGroup = {std::min(first, last), std::max(first, last)};
+
+  // Data parallelism: what each grad_sync averages. A parameter goes to
+  // the last grad_sync naming a stage or shard that holds it.
+  if (plan.dp > 1 && !replicas)
+    return Status::error("the plan has " + std::to_string(plan.dp) +
+                         " data-parallel replicas, but no communicator "
+                         "spans them");
+  std::map<std::string, size_t> averagedBy;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &instr = program.instructions[i];
+    if (instr.op != Op::GradSync)
+      continue;
+    if (instr.shard != Shard::None) {
+      ParameterSpec spec = instr.shard == Shard::Input
+                               ? getInputShardSpec(plan, deviceIndex)
+                               : getOutputShardSpec(plan, deviceIndex);
+      averagedBy[spec.name] = i;
+      continue;
+    }
+    for (int layer : plan.stages[instr.stage].layers)
+      for (const ParameterSpec &spec : getLayerParameters(plan.model, layer))
+        averagedBy[spec.name] = i;
+  }
+  std::map<size_t, std::vector<std::pair<int64_t, int64_t>>> runs;
+  for (const ParameterSpec &spec : parameters.specs())
+    if (auto it = averagedBy.find(spec.name); it != averagedBy.end())
+      runs[it->second].push_back({parameters.offset(spec.name), spec.size()});
+  if (plan.dp > 1 && averagedBy.size() < parameters.specs().size())
+    for (const ParameterSpec &spec : parameters.specs())
+      if (!averagedBy.count(spec.name))
+        return Status::error("device " + std::to_string(deviceIndex) +
+                             ": no grad_sync averages the gradient of " +
+                             spec.name);
+  for (auto &[instruction, list] : runs) {
+    // Adjacent tensors are averaged in one call.
+    std::sort(list.begin(), list.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (auto [offset, count] : list)
+      if (!merged.empty() &&
+          merged.back().first + merged.back().second == offset)
+        merged.back().second += count;
+      else
+        merged.push_back({offset, count});
+    syncRuns[instruction] = std::move(merged);
+  }
   return device.synchronize();
 }
 
@@ -267,7 +312,10 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   device.upload(tokens.get(), hostTokens.data(),
                 int64_t(hostTokens.size() * sizeof(int32_t)), compute);
   times.data = seconds(dataStart, Clock::now());
-  float lossScale = 1.0f / float(plan.microbatches * rows * seq);
+  // The mean over every replica's microbatches: summed over the replicas
+  // (grad_sync), each replica's share comes out right.
+  float lossScale = 1.0f / float(int64_t(plan.microbatches) * plan.dp * rows *
+                                 seq);
   kernels.fill(lossSum.get(), 0.0, 1);
   if (shards)
     shards->beginStep(batches, lossScale);
@@ -303,6 +351,19 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
     }
     if (Status st = progressAll(); !st)
       return st;
+    if (instr.op == Op::GradSync) {
+      // The stage's gradients are final: their sum over the replicas runs
+      // on the pipeline stream while compute goes on.
+      ready->record(compute);
+      pipeline.wait(*ready);
+      DevicePtr grads = parameters.getGrads();
+      for (auto [offset, count] : syncRuns[i]) {
+        gradSyncs.push_back(replicas->allReduceAsync(
+            grads + offset, count, Reduction::Sum, 0, pipeline));
+        active.push_back(gradSyncs.back().get());
+      }
+      continue;
+    }
     if (instr.op == Op::Collective) {
       auto start = Clock::now();
       Status st = shards->issue(instr.shard, instr.group, instr.mb, instr.slice,
@@ -396,6 +457,8 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   // device its labels' part); everyone learns the sum.
   auto reduceStart = Clock::now();
   Status st = comm.allReduceSum(&hostLoss, 1);
+  if (st && replicas)
+    st = replicas->allReduceSum(&hostLoss, 1);
   times.commWait += seconds(reduceStart, Clock::now());
   if (!st)
     return st;
@@ -505,6 +568,11 @@ Status Executor::calibrateSlices(
 }
 
 Status Executor::finalizeGradients() {
+  // The replicas' sums: the optimizer reads them on the compute stream.
+  for (std::unique_ptr<Request> &request : gradSyncs)
+    if (Status st = await(*request, compute); !st)
+      return st;
+  gradSyncs.clear();
   if (tiedGroup.empty() || std::find(tiedGroup.begin(), tiedGroup.end(),
                                      deviceIndex) == tiedGroup.end())
     return Status::ok();

@@ -88,10 +88,14 @@ int64_t getDeviceWorkspaceBytes(const Plan &plan, int device);
 
 class Executor final : public Trainer {
 public:
-  /// Runs device `deviceIndex`'s program of `plan` on `device`.
+  /// Runs device `deviceIndex`'s program of `plan` on `device`; `comm`
+  /// spans the pipeline's devices (rank = device index). With
+  /// data-parallel replicas (plan.dp > 1), `replicas` spans this device's
+  /// replicas, whose gradients its grad_sync instructions average; `data`
+  /// then gives this replica's microbatches.
   Executor(const Plan &plan, int deviceIndex, Device &device,
            Communicator &comm, TokenSource &data,
-           const TrainerOptions &options);
+           const TrainerOptions &options, Communicator *replicas = nullptr);
 
   Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
@@ -182,6 +186,14 @@ private:
   std::vector<char> waited;
   /// Ranks sharing a tied embedding table, if the two ends are apart.
   std::vector<int> tiedGroup;
+  /// This device's data-parallel replicas (null: none).
+  Communicator *replicas = nullptr;
+  /// Per grad_sync instruction, the (offset, count) runs of the gradient
+  /// buffer it averages; a parameter two of them share (a tied table)
+  /// goes with the later one, when both stages' parts are in.
+  std::map<size_t, std::vector<std::pair<int64_t, int64_t>>> syncRuns;
+  /// The step's gradient averages in flight, until finalizeGradients.
+  std::vector<std::unique_ptr<Request>> gradSyncs;
   StepTimes times;
   /// The last step's passes (by instruction) and collectives, in seconds
   /// after `stepBegin`; named only when getTrace() asks.

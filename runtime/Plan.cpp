@@ -347,6 +347,13 @@ void validate(Plan &plan) {
   // (device, peer, key) of every send and receive, to match them.
   std::map<std::tuple<int, int, int64_t>, int> sends, recvs;
   std::set<std::tuple<int, int, int, int>> executed;
+  // Per (device, stage or -1 - shard): its last exec and its grad_sync.
+  std::map<std::pair<int, int>, size_t> lastExec, gradSync;
+  auto ownerName = [&](int owner) {
+    return owner >= 0 ? "stage " + plan.stages[owner].name
+                      : std::string("the ") + shardName(Shard(-1 - owner)) +
+                            " shard";
+  };
   for (int d = 0; d < plan.devices; ++d) {
     const DeviceProgram &program = plan.programs[d];
     if (program.device != d)
@@ -356,6 +363,35 @@ void validate(Plan &plan) {
       const Instruction &instr = program.instructions[i];
       std::string where = "device " + std::to_string(d) + ", instruction " +
                           std::to_string(i) + " (" + plan.describe(instr) + ")";
+      int owner = instr.shard != Shard::None ? -1 - int(instr.shard)
+                                             : instr.stage;
+      if (instr.op == Op::GradSync) {
+        if (plan.dp < 2)
+          fail(where + ": averages gradients over data-parallel replicas, "
+                       "but the plan's mesh has none (dp = 1)");
+        if (instr.shard != Shard::None) {
+          const ShardPlan &shard = instr.shard == Shard::Input
+                                       ? plan.vocabulary.input
+                                       : plan.vocabulary.output;
+          if (!shard.present)
+            fail(where + ": the plan has no " + shardName(instr.shard) +
+                 " shard");
+        } else if (instr.stage < 0 ||
+                   instr.stage >= int(plan.stages.size())) {
+          fail(where + ": stage " + std::to_string(instr.stage) +
+               " does not exist");
+        } else if (plan.stages[instr.stage].device != d) {
+          fail(where + ": stage " + plan.stages[instr.stage].name +
+               " is on device " +
+               std::to_string(plan.stages[instr.stage].device));
+        }
+        if (!gradSync.emplace(std::pair{d, owner}, i).second)
+          fail(where + ": averages the gradients of " + ownerName(owner) +
+               " a second time");
+        continue;
+      }
+      if (instr.op == Op::Exec)
+        lastExec[{d, owner}] = i;
       if (instr.mb < 0 || instr.mb >= plan.microbatches)
         fail(where + ": microbatch out of range");
       if (instr.slice < 0 || instr.slice >= int(plan.slices.size()))
@@ -457,6 +493,24 @@ void validate(Plan &plan) {
       fail("device " + std::to_string(device) + ", instruction " +
            std::to_string(index) + ": sends key " + std::to_string(k) +
            " to device " + std::to_string(peer) + ", which never receives it");
+  }
+  // With replicas, each stage's and shard's gradients are averaged once,
+  // after its last pass on the device (earlier would miss some of them).
+  for (auto &[key, last] : lastExec) {
+    if (plan.dp < 2)
+      break;
+    auto [device, owner] = key;
+    auto sync = gradSync.find(key);
+    std::string at = "device " + std::to_string(device) + ": ";
+    if (sync == gradSync.end())
+      fail(at + "the gradients of " + ownerName(owner) +
+           " are never averaged over the " + std::to_string(plan.dp) +
+           " data-parallel replicas (no grad_sync)");
+    if (sync->second < last)
+      fail(at + "instruction " + std::to_string(sync->second) +
+           " averages the gradients of " + ownerName(owner) +
+           " before its last pass (instruction " + std::to_string(last) +
+           ")");
   }
   // Every pass of every stage, microbatch and slice runs somewhere.
   size_t expected = plan.stages.size() * size_t(plan.microbatches) *
@@ -575,6 +629,14 @@ SliceShape Plan::getSliceShape(int slice) const {
 
 std::string Plan::describe(const Instruction &instr) const {
   std::ostringstream os;
+  if (instr.op == Op::GradSync) {
+    os << "grad_sync of ";
+    if (instr.shard != Shard::None)
+      os << "the " << shardName(instr.shard) << " shard";
+    else
+      os << "stage " << instr.stage;
+    return os.str();
+  }
   if (instr.op == Op::Collective) {
     os << "collective " << instr.group << " of the " << shardName(instr.shard)
        << " shard, microbatch " << instr.mb << ", slice " << instr.slice;
@@ -619,6 +681,18 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
     plan.schedule = text(j, "schedule", "plan");
     plan.devices = int(integer(j, "devices", "plan", 1));
     plan.microbatches = int(integer(j, "microbatches", "plan", 1));
+    if (j.contains("mesh")) {
+      const json &mesh = j.at("mesh");
+      int64_t pp = integer(mesh, "pp", "mesh", 1);
+      plan.tp = int(integer(mesh, "tp", "mesh", 1));
+      plan.dp = int(integer(mesh, "dp", "mesh", 1));
+      if (pp != plan.devices)
+        fail("the mesh's pp = " + std::to_string(pp) + " is not the plan's " +
+             std::to_string(plan.devices) + " devices");
+      if (plan.tp != 1)
+        fail("the mesh has tp = " + std::to_string(plan.tp) +
+             ": this runtime does not run tensor-parallel layers yet");
+    }
     plan.splitBackward = flag(j, "split_backward", "plan");
     for (const json &length : field(j, "slices", "plan")) {
       if (!length.is_number_integer() || length.get<int64_t>() < 1)
@@ -668,10 +742,22 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
                    : op == "send"       ? Op::Send
                    : op == "recv"       ? Op::Recv
                    : op == "collective" ? Op::Collective
+                   : op == "grad_sync"  ? Op::GradSync
                                         : (fail(at + ": unknown op '" + op +
                                                 "' (expected exec, send, "
-                                                "recv or collective)"),
+                                                "recv, collective or "
+                                                "grad_sync)"),
                                            Op::Exec);
+        if (instr.op == Op::GradSync) {
+          if (in.contains("shard")) {
+            instr.shard = readShard(text(in, "shard", at), at);
+            instr.stage = -1;
+          } else {
+            instr.stage = int32_t(integer(in, "stage", at));
+          }
+          program.instructions.push_back(instr);
+          continue;
+        }
         if (instr.op == Op::Collective) {
           instr.shard = readShard(text(in, "shard", at), at);
           instr.group = int32_t(integer(in, "group", at));

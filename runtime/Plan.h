@@ -21,10 +21,12 @@
 namespace sluice::rt {
 
 /// The newest plan version this runtime reads; it reads every older one.
-constexpr int kPlanVersion = 3;
+constexpr int kPlanVersion = 4;
 
 enum class Pass : uint8_t { F, B, W, BW, S, S2, T, IF, IB };
-enum class Op : uint8_t { Exec, Send, Recv, Collective };
+/// GradSync: start averaging a stage's (or shard's) gradients over the
+/// data-parallel replicas (plan version 4).
+enum class Op : uint8_t { Exec, Send, Recv, Collective, GradSync };
 /// A vocabulary shard; also its collectives' communication channel.
 enum class Shard : int8_t { None = -1, Input = 0, Output = 1 };
 
@@ -96,6 +98,10 @@ struct Plan {
   ModelConfig model;
   std::string schedule;
   int devices = 0;
+  /// The mesh (version 4): each of the `devices` pipeline devices is
+  /// replicated dp times (tensor parallelism: tp, 1 until layers shard);
+  /// ranks = devices * tp * dp. `microbatches` is per replica.
+  int tp = 1, dp = 1;
   int microbatches = 0;
   std::vector<int64_t> slices; // token lengths
   bool splitBackward = false;
@@ -112,6 +118,8 @@ struct Plan {
   bool contributes(Shard shard, int group, int device, Pass pass, int stage,
                    Shard execShard) const;
   int getLastStage() const { return int(stages.size()) - 1; }
+  /// Ranks the plan runs on.
+  int getRanks() const { return devices * tp * dp; }
   /// Runs the plan in `run` instead of the precision it was compiled for;
   /// an error when a buffer is too small for it (fp32 in a bf16 plan).
   Status setPrecision(const Precision &run);

@@ -186,6 +186,12 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
     });
     json.attribute("schedule", program.getSchedule());
     json.attribute("devices", program.getDevices());
+    // Version 4: the device mesh; ranks = devices x tp x dp.
+    json.attributeObject("mesh", [&] {
+      json.attribute("pp", program.getDevices());
+      json.attribute("tp", program.getTp());
+      json.attribute("dp", program.getDp());
+    });
     json.attribute("microbatches", mbs);
     json.attributeArray("slices", [&] {
       for (int64_t length : getSliceLengths(program, model))
@@ -259,6 +265,15 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
                 return name == shards.input ? "input" : "output";
               };
               json.object([&] {
+                if (auto g = dyn_cast<GradSyncOp>(op)) {
+                  json.attribute("op", "grad_sync");
+                  StringRef name = g.getStage();
+                  if (name == shards.input || name == shards.output)
+                    json.attribute("shard", shardOf(name));
+                  else
+                    json.attribute("stage", stageIndex.lookup(name));
+                  return;
+                }
                 if (auto c = dyn_cast<CollectiveInstrOp>(op)) {
                   json.attribute("op", "collective");
                   json.attribute("shard", shardOf(c.getShard()));

@@ -96,18 +96,27 @@ MPI_Comm channelComm(void *const *channels, int channel) {
 }
 } // namespace
 
-MpiCommunicator::MpiCommunicator() {
-  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
-  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+MpiCommunicator::MpiCommunicator() : MpiCommunicator(nullptr) {}
+
+MpiCommunicator::MpiCommunicator(void *owned) : base(owned) {
+  if (!base) {
+    auto *world = new MPI_Comm;
+    *world = MPI_COMM_WORLD;
+    base = world;
+  }
+  MPI_Comm all = *static_cast<MPI_Comm *>(base);
+  MPI_Comm_rank(all, &worldRank);
+  MPI_Comm_size(all, &worldSize);
   void *value = nullptr;
   int found = 0;
+  // The tag bound is an attribute of MPI_COMM_WORLD only.
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);
   if (found && value)
     tagUpperBound = *static_cast<int *>(value);
   // Collective: every rank constructs its communicator at start-up.
   for (void *&channel : channels) {
     auto *comm = new MPI_Comm;
-    MPI_Comm_dup(MPI_COMM_WORLD, comm);
+    MPI_Comm_dup(all, comm);
     channel = comm;
   }
   auto *sum = new MPI_Op, *max = new MPI_Op;
@@ -117,10 +126,17 @@ MpiCommunicator::MpiCommunicator() {
   bf16Max = max;
 }
 
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
+  auto *part = new MPI_Comm;
+  MPI_Comm_split(MPI_COMM_WORLD, color, key, part);
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(part));
+}
+
 MpiCommunicator::~MpiCommunicator() {
   // The handles themselves go with MPI_Finalize.
   for (void *channel : channels)
     delete static_cast<MPI_Comm *>(channel);
+  delete static_cast<MPI_Comm *>(base);
   delete static_cast<MPI_Op *>(bf16Sum);
   delete static_cast<MPI_Op *>(bf16Max);
 }
@@ -176,7 +192,7 @@ std::unique_ptr<Request> MpiCommunicator::sendAsync(DevicePtr data,
                                                     int tag, Stream &) {
   auto request = std::make_unique<MpiRequest>();
   MPI_Isend(data.get(), int(count), mpiType(data.getType()), peer, tag,
-            MPI_COMM_WORLD, &request->request);
+            *static_cast<MPI_Comm *>(base), &request->request);
   return request;
 }
 
@@ -185,7 +201,7 @@ std::unique_ptr<Request> MpiCommunicator::recvAsync(DevicePtr data,
                                                     int tag, Stream &) {
   auto request = std::make_unique<MpiRequest>();
   MPI_Irecv(data.get(), int(count), mpiType(data.getType()), peer, tag,
-            MPI_COMM_WORLD, &request->request);
+            *static_cast<MPI_Comm *>(base), &request->request);
   return request;
 }
 
@@ -205,17 +221,17 @@ Status MpiCommunicator::allReduceSum(DevicePtr data, int64_t count,
     MPI_Op op = reductionOp(Reduction::Sum, data.getType(), bf16Sum, bf16Max);
     for (int i = 1; i < groupSize; ++i) {
       MPI_CHECK(MPI_Recv(incoming.data(), int(count), type, group[i], tag,
-                         MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                         *static_cast<MPI_Comm *>(base), MPI_STATUS_IGNORE));
       MPI_CHECK(
           MPI_Reduce_local(other.get(), data.get(), int(count), type, op));
     }
     for (int i = 1; i < groupSize; ++i)
       MPI_CHECK(MPI_Send(data.get(), int(count), type, group[i], tag,
-                         MPI_COMM_WORLD));
+                         *static_cast<MPI_Comm *>(base)));
   } else {
     MPI_CHECK(
-        MPI_Send(data.get(), int(count), type, root, tag, MPI_COMM_WORLD));
-    MPI_CHECK(MPI_Recv(data.get(), int(count), type, root, tag, MPI_COMM_WORLD,
+        MPI_Send(data.get(), int(count), type, root, tag, *static_cast<MPI_Comm *>(base)));
+    MPI_CHECK(MPI_Recv(data.get(), int(count), type, root, tag, *static_cast<MPI_Comm *>(base),
                        MPI_STATUS_IGNORE));
   }
   return Status::ok();
@@ -223,13 +239,13 @@ Status MpiCommunicator::allReduceSum(DevicePtr data, int64_t count,
 
 Status MpiCommunicator::allReduceSum(double *data, int64_t n) {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, int(n), MPI_DOUBLE, MPI_SUM,
-                          MPI_COMM_WORLD));
+                          *static_cast<MPI_Comm *>(base)));
   return Status::ok();
 }
 
 Status MpiCommunicator::allReduceMax(double *data, int64_t n) {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, int(n), MPI_DOUBLE, MPI_MAX,
-                          MPI_COMM_WORLD));
+                          *static_cast<MPI_Comm *>(base)));
   return Status::ok();
 }
 
@@ -238,7 +254,7 @@ Status MpiCommunicator::gatherToRoot(const std::string &mine,
   int length = int(mine.size());
   std::vector<int> lengths(worldRank == 0 ? worldSize : 0);
   MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0,
-                       MPI_COMM_WORLD));
+                       *static_cast<MPI_Comm *>(base)));
   std::vector<int> offsets(lengths.size(), 0);
   int total = 0;
   for (size_t r = 0; r < lengths.size(); ++r) {
@@ -248,14 +264,14 @@ Status MpiCommunicator::gatherToRoot(const std::string &mine,
   std::vector<char> bytes(total);
   MPI_CHECK(MPI_Gatherv(mine.data(), length, MPI_CHAR, bytes.data(),
                         lengths.data(), offsets.data(), MPI_CHAR, 0,
-                        MPI_COMM_WORLD));
+                        *static_cast<MPI_Comm *>(base)));
   all.clear();
   for (size_t r = 0; r < lengths.size(); ++r)
     all.emplace_back(bytes.data() + offsets[r], lengths[r]);
   return Status::ok();
 }
 
-void MpiCommunicator::barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+void MpiCommunicator::barrier() { MPI_Barrier(*static_cast<MPI_Comm *>(base)); }
 
 void MpiCommunicator::abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);

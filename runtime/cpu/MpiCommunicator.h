@@ -20,10 +20,14 @@
 
 namespace sluice::rt {
 
-/// MPI_COMM_WORLD. The caller initialises and finalises MPI.
+/// MPI_COMM_WORLD, or a part of it (split). The caller initialises and
+/// finalises MPI. abort() ends every rank of the world.
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator();
+  /// The ranks of MPI_COMM_WORLD that give the same `color`, ranked by
+  /// `key` (MPI_Comm_split; collective over the world).
+  static std::unique_ptr<MpiCommunicator> split(int color, int key);
   ~MpiCommunicator() override;
   int rank() const override { return worldRank; }
   int size() const override { return worldSize; }
@@ -51,6 +55,10 @@ public:
   [[noreturn]] void abort(int code) override;
 
 private:
+  /// Takes an MPI_Comm (heap, owned); null: MPI_COMM_WORLD.
+  explicit MpiCommunicator(void *owned);
+  /// The communicator this one spans (MPI_Comm *).
+  void *base = nullptr;
   int worldRank = 0, worldSize = 1, tagUpperBound = 32767;
   /// One duplicate of MPI_COMM_WORLD per channel, and the bf16 sum and max
   /// operations (MPI handles are ints in MPICH and pointers in Open MPI:

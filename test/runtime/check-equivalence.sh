@@ -8,15 +8,19 @@
 # $VOCAB picks how the vocabulary layers are placed (sluice-compile --vocab;
 # default baseline); $SLICING how slices cut a sequence (--slicing; default
 # uniform) and $SLICES the slice counts of token-sliced schedules (default
-# "2 4"); $MICROBATCHES the microbatch counts (default p and 2p).
+# "2 4"); $MICROBATCHES the microbatch counts (default p and 2p); $PIPELINES
+# the pipeline device counts (default "2 4"); $DP the data-parallel
+# replicas of each device (default 1: mpirun -np p * DP, and the reference
+# runs every replica's microbatches).
 #
 #   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
-#     check-equivalence.sh SCHEDULE WORKDIR
+#     [PIPELINES=...] [DP=...] check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
 schedule=$1
 work=$2
 model=${MODEL:-$(dirname "$0")/../Inputs/tiny-train.mlir}
 vocab=${VOCAB:-baseline}
+dp=${DP:-1}
 slicing=${SLICING:-uniform}
 mkdir -p "$work"
 case $schedule in
@@ -35,21 +39,23 @@ esac
 mpirun_flags=(--oversubscribe --mca pml ob1 --mca btl self,vader
               --mca btl_vader_eager_limit 1024 --mca btl_vader_rndv_eager_limit 256)
 status=0
-for p in 2 4; do
+for p in ${PIPELINES:-2 4}; do
   for m in ${MICROBATCHES:-$p $((2 * p))}; do
     for v in $virtuals; do
       for k in $slices_list; do
         name="$schedule p=$p m=$m v=$v k=$k vocab=$vocab slicing=$slicing"
+        [ "$dp" = 1 ] || name="$name dp=$dp"
         plan="$work/plan-p$p-m$m-v$v-k$k.json"
-        ref="$work/ref-m$m"
+        ref="$work/ref-m$m-dp$dp"
         sluice-compile "$model" --pp "$p" --microbatches "$m" \
           --schedule "$schedule" --virtual "$v" --slices "$k" \
           --vocab "$vocab" --slicing "$slicing" --costs "${COSTS:-unit}" \
-          -o "$plan" >/dev/null
-        # The reference depends on the model and the microbatches only.
+          --dp "$dp" -o "$plan" >/dev/null
+        # The reference depends on the model and the microbatches only
+        # (every replica's).
         [ -f "$ref/losses.txt" ] ||
           sluice-run "$plan" --reference --steps 3 --dump-grads "$ref" >/dev/null
-        if out=$(mpirun "${mpirun_flags[@]}" -np "$p" sluice-run "$plan" \
+        if out=$(mpirun "${mpirun_flags[@]}" -np $((p * dp)) sluice-run "$plan" \
                    --steps 3 --check-against "$ref" 2>&1); then
           echo "PASS $name: $(echo "$out" | grep '^check')"
         else

@@ -77,8 +77,17 @@ cl::opt<EmitKind> emit(
     cl::cat(category));
 cl::opt<int64_t> pp("pp", cl::desc("Pipeline devices (enables scheduling)"),
                     cl::init(0), cl::value_desc("P"), cl::cat(category));
+cl::opt<int64_t> dp("dp",
+                    cl::desc("Data-parallel replicas of each pipeline "
+                             "device (ranks = pp x tp x dp)"),
+                    cl::init(1), cl::value_desc("D"), cl::cat(category));
+cl::opt<int64_t> tp("tp",
+                    cl::desc("Tensor-parallel shards of each layer (only 1 "
+                             "so far)"),
+                    cl::init(1), cl::value_desc("T"), cl::cat(category));
 cl::opt<int64_t> microbatches("microbatches",
-                              cl::desc("Microbatches per training step"),
+                              cl::desc("Microbatches per training step (per "
+                                       "data-parallel replica)"),
                               cl::init(0), cl::value_desc("M"),
                               cl::cat(category));
 cl::opt<std::string> scheduleName("schedule", cl::desc("Pipeline schedule"),
@@ -214,8 +223,15 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
     fail("--" + name + " must be positive, got " + Twine(int64_t(flag)));
     return false;
   };
-  if (!positive(pp, "pp") || !positive(microbatches, "microbatches"))
+  if (!positive(pp, "pp") || !positive(microbatches, "microbatches") ||
+      !positive(dp, "dp") || !positive(tp, "tp"))
     return nullptr;
+  if (tp != 1) {
+    fail("--tp " + Twine(int64_t(tp)) +
+         ": tensor-parallel layers are not implemented yet; use --tp 1 "
+         "(docs/parallelism.md)");
+    return nullptr;
+  }
   if (slicingMethod != "uniform" && slicingMethod != "seq1f1b" &&
       slicingMethod != "terapipe") {
     fail("unknown --slicing '" + slicingMethod +
@@ -341,7 +357,7 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
   scheduling.slices = 0; // the model's token_slices
   scheduling.costs = costs;
   FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
-  if (failed(program))
+  if (failed(program) || failed(syncGradients(*program, dp)))
     return failure();
   // The schedule report extends the model summary's report.
   SimulationOptions simulation;
@@ -421,9 +437,10 @@ int main(int argc, char **argv) {
     if (!info || failed(compilePipeline(model, *info, chunks, figures)))
       return 1;
   } else if (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
-             emit == EmitKind::Program || emit == EmitKind::Plan) {
-    return fail("--microbatches, --trace, --svg and --emit program|plan need "
-                "--pp");
+             emit == EmitKind::Program || emit == EmitKind::Plan ||
+             dp != 1 || tp != 1) {
+    return fail("--microbatches, --dp, --tp, --trace, --svg and --emit "
+                "program|plan need --pp");
   }
 
   // A .json output is the runtime plan: buffers planned, then translated.
@@ -481,7 +498,7 @@ int main(int argc, char **argv) {
       if (peaks[d] > peaks[busiest] + 1e-9)
         busiest = d;
     llvm::outs() << llvm::formatv(
-        "{0} on {1} devices, {2} microbatches: step time {3} {4}, bubble "
+        "{0} on {1} devices{8}, {2} microbatches: step time {3} {4}, bubble "
         "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",
         program.getSchedule(), program.getDevices(), program.getMicrobatches(),
         llvm::format(
@@ -489,7 +506,11 @@ int main(int argc, char **argv) {
             cast<FloatAttr>(program->getAttr("step_time")).getValueAsDouble()),
         timeUnit,
         cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
-        peaks[busiest], busiest);
+        peaks[busiest], busiest,
+        program.getDp() > 1
+            ? llvm::formatv(" x {0} data-parallel replicas", program.getDp())
+                  .str()
+            : std::string());
     // A zero-bubble schedule keeps what W reads beyond B: say so where it
     // makes the peak higher.
     auto untilW =

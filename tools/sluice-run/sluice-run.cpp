@@ -146,10 +146,10 @@ cl::opt<int> failRank("fail-rank",
 /// Refuses a run whose ranks on some host need more memory than it has
 /// (or than --memory-limit), before anything is allocated: the kernel would
 /// otherwise kill a rank half-way through the first step.
-void checkHostMemory(Communicator &comm, const Plan &plan) {
+void checkHostMemory(Communicator &comm, const Plan &plan, int device) {
   MemoryNeed mine = reference
                         ? getReferenceMemoryNeed(plan.model, plan.precision)
-                        : getDeviceMemoryNeed(plan, comm.rank());
+                        : getDeviceMemoryNeed(plan, device);
   MemoryNeed host = mine;
   int hostRanks = 1, hostRank = 0;
   MPI_Comm node = MPI_COMM_NULL;
@@ -296,7 +296,27 @@ struct RankBackend {
   std::unique_ptr<Device> device;
   std::unique_ptr<Communicator> owned;
   Communicator *comm = nullptr;
+  /// With data parallelism: the ranks holding this device's replicas, and
+  /// which replica this rank is.
+  std::unique_ptr<Communicator> replicas;
+  int replica = 0;
 };
+
+/// Where this rank sits in the plan's mesh: ranks are numbered with the
+/// tensor-parallel index fastest, then the data-parallel replica, then
+/// the pipeline device (Megatron-LM's order: a node holds whole TP
+/// groups). Splits the world into this rank's pipeline (same replica) and
+/// its replicas (same pipeline device).
+void placeOnMesh(const Plan &plan, RankBackend &out) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int tp = plan.tp, dp = plan.dp;
+  int device = rank / (tp * dp), replica = (rank / tp) % dp, shard = rank % tp;
+  out.owned = MpiCommunicator::split(replica * tp + shard, device);
+  out.comm = out.owned.get();
+  out.replicas = MpiCommunicator::split(device * tp + shard, replica);
+  out.replica = replica;
+}
 
 /// Ends every rank when any failed `st` (each failing rank says why), so
 /// that no rank is left waiting in a collective the others never join.
@@ -350,15 +370,22 @@ void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
   if (backendName == "cpu") {
     out.device = std::make_unique<CpuDevice>();
     out.comm = &world;
+    if (!reference && plan.dp > 1)
+      placeOnMesh(plan, out);
     if (!out.device->supports(plan.precision))
       failEverywhere(world, "the " + out.device->describe() +
                                 " backend computes in fp32; plan '" + planPath +
                                 "' trains in " + plan.precision.getName() +
                                 " (compile it with --precision fp32)");
-    checkHostMemory(world, plan);
+    checkHostMemory(world, plan, out.comm->rank());
     return;
   }
 #if SLUICE_HAVE_CUDA
+  if (!reference && plan.dp > 1)
+    failEverywhere(world,
+                   "plan '" + planPath + "' has " + std::to_string(plan.dp) +
+                       " data-parallel replicas; the cuda backend runs "
+                       "pipelines only so far (use --backend cpu)");
   cuda::Placement placement;
   agree(world, cuda::placeRank(world, placement));
   if (placement.empty())
@@ -424,12 +451,19 @@ int main(int argc, char **argv) {
     failEverywhere(world, "--reference runs in one process; start it without "
                           "mpirun (got " +
                               std::to_string(world.size()) + " ranks)");
-  if (!reference && plan.devices != world.size())
-    failEverywhere(world, "plan '" + planPath + "' is for " +
-                              std::to_string(plan.devices) + " devices, but " +
-                              std::to_string(world.size()) +
-                              " ranks were started (mpirun -np " +
-                              std::to_string(plan.devices) + ")");
+  if (!reference && plan.getRanks() != world.size())
+    failEverywhere(
+        world,
+        "plan '" + planPath + "' is for " +
+            (plan.dp * plan.tp == 1
+                 ? std::to_string(plan.devices) + " devices"
+                 : std::to_string(plan.getRanks()) + " ranks (pp " +
+                       std::to_string(plan.devices) + " x tp " +
+                       std::to_string(plan.tp) + " x dp " +
+                       std::to_string(plan.dp) + ")") +
+            ", but " + std::to_string(world.size()) +
+            " ranks were started (mpirun -np " +
+            std::to_string(plan.getRanks()) + ")");
   for (const DeviceProgram &program : plan.programs)
     for (const Instruction &instr : program.instructions)
       if (instr.op != Op::Exec && instr.key > world.maxTag())
@@ -450,13 +484,18 @@ int main(int argc, char **argv) {
   Communicator &comm = *backend.comm;
   std::unique_ptr<TokenSource> data;
   int64_t vocab = plan.model.layers.front().vocab;
+  // A step is every replica's microbatches; each replica reads its own.
+  int64_t stepMicrobatches = int64_t(plan.microbatches) * plan.dp;
   if (dataPath.empty())
-    data = makeSyntheticTokens(seed, vocab, plan.microbatches);
+    data = makeSyntheticTokens(seed, vocab, stepMicrobatches);
   else if (Status st =
                loadTokenFile(dataPath, dataDtype, vocab, plan.model.seqLen,
-                             plan.microbatches, data);
+                             stepMicrobatches, data);
            !st)
     failEverywhere(comm, st.message());
+  if (!reference && plan.dp > 1)
+    data = makeReplicaTokens(std::move(data), backend.replica,
+                             plan.microbatches);
 
   TrainerOptions options;
   options.seed = seed;
@@ -467,10 +506,11 @@ int main(int argc, char **argv) {
   Executor *executor = nullptr;
   if (reference) {
     trainer = std::make_unique<ReferenceTrainer>(
-        plan.model, plan.microbatches, plan.precision, device, *data, options);
+        plan.model, int(stepMicrobatches), plan.precision, device, *data,
+        options);
   } else {
     auto e = std::make_unique<Executor>(plan, comm.rank(), device, comm, *data,
-                                        options);
+                                        options, backend.replicas.get());
     executor = e.get();
     trainer = std::move(e);
   }
@@ -524,7 +564,8 @@ int main(int argc, char **argv) {
     std::ostringstream mine;
     mine.precision(3);
     mine << std::scientific << worstGrad << " " << worstName;
-    if (Status st = comm.gatherToRoot(mine.str(), reports); !st)
+    // Over the world: every replica's gradients are judged.
+    if (Status st = world.gatherToRoot(mine.str(), reports); !st)
       failRun(comm, st.message());
     if (root) {
       double gradWorst = 0;
@@ -569,11 +610,14 @@ int main(int argc, char **argv) {
       }
     }
   }
-  if (!saveDir.empty())
+  // The replicas hold the same parameters: the first one writes them.
+  if (!saveDir.empty() && backend.replica == 0)
     if (Status st = saveCheckpoint(saveDir, done + steps,
                                    trainer->getParameters(), comm);
         !st)
       failRun(comm, st.message());
+  if (!saveDir.empty() && plan.dp > 1)
+    world.barrier();
   if (executor && !profilePath.empty()) {
     std::vector<std::string> parts;
     if (Status st =
