@@ -13,6 +13,12 @@
 
 #include "llvm/Support/JSON.h"
 
+#include "runtime/Plan.h"
+
+// The compiler writes the newest version the runtime reads.
+static_assert(mlir::sluice::kPlanVersion == ::sluice::rt::kPlanVersion,
+              "bump both plan versions together");
+
 using namespace mlir;
 using namespace mlir::sluice;
 
