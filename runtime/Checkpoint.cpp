@@ -19,8 +19,11 @@ namespace fs = std::filesystem;
 namespace {
 constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'C', 'K'};
 // Version 2 records each tensor's row range, so that the vocabulary
-// shards (row ranges of a table) load under any partitioning.
-constexpr uint32_t kVersion = 2;
+// shards (row ranges of a table) load under any partitioning; version 3
+// records where each tensor's elements sit in the whole tensor as runs
+// (getRuns), so that tensor-parallel slices -- column ranges too -- load
+// under any (pp, tp).
+constexpr uint32_t kVersion = 3;
 
 template <typename T> void put(std::string &out, const T &value) {
   out.append(reinterpret_cast<const char *>(&value), sizeof(T));
@@ -113,17 +116,20 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
   for (const ParameterSpec &spec : params.specs()) {
     put(bytes, uint32_t(spec.name.size()));
     bytes += spec.name;
-    // The real rows only: a shard's padding is not part of the model.
-    int64_t rowSize = spec.getRowSize(), rows = spec.getValidRows();
-    int64_t n = rows * rowSize, at = params.offset(spec.name);
-    put(bytes, spec.firstRow);
-    put(bytes, rows);
-    put(bytes, rowSize);
-    if (read) {
-      putFloats(bytes, weights.data() + at, n);
-      putFloats(bytes, moment1.data() + at, n);
-      putFloats(bytes, moment2.data() + at, n);
+    // The real elements only (a shard's padding is not part of the model),
+    // each run under its place in the whole tensor.
+    std::vector<TensorRun> runs = getRuns(spec);
+    put(bytes, getWholeElements(spec));
+    put(bytes, uint32_t(runs.size()));
+    for (const TensorRun &run : runs) {
+      put(bytes, run.global);
+      put(bytes, run.count);
     }
+    int64_t at = params.offset(spec.name);
+    for (const std::vector<float> *tensor : {&weights, &moment1, &moment2})
+      for (const TensorRun &run : runs)
+        if (read)
+          putFloats(bytes, tensor->data() + at + run.local, run.count);
   }
   Status st = read ? writeFileAtomically(dir + "/" + name, bytes) : read;
   // Every rank must agree before the manifest moves: one rank's failure
@@ -178,9 +184,22 @@ Status loadCheckpoint(const std::string &dir, ParameterStore &params,
   } catch (const nlohmann::json::exception &e) {
     return Status::error("'" + dir + "/checkpoint.json': " + e.what());
   }
-  // Rows restored per parameter: shards of one table may come from
-  // several files, in other row ranges than this partitioning's.
-  std::vector<int64_t> restored(params.specs().size(), 0);
+  // Which elements of each parameter some file restored: shards and
+  // slices of one tensor may come from several files, in other ranges than
+  // this partitioning's, and a tensor every tensor-parallel shard holds
+  // whole comes once per shard.
+  const std::vector<ParameterSpec> &specs = params.specs();
+  std::vector<std::vector<char>> restored(specs.size());
+  // Each parameter's runs, by their place in the whole tensor.
+  std::vector<std::vector<TensorRun>> wanted(specs.size());
+  for (size_t k = 0; k < specs.size(); ++k) {
+    restored[k].assign(specs[k].size(), 0);
+    wanted[k] = getRuns(specs[k]);
+    std::sort(wanted[k].begin(), wanted[k].end(),
+              [](const TensorRun &a, const TensorRun &b) {
+                return a.global < b.global;
+              });
+  }
   std::vector<float> weights, moment1, moment2;
   if (Status s = params.read(ParameterStore::Tensor::Weights, weights); !s)
     return s;
@@ -205,65 +224,106 @@ Status loadCheckpoint(const std::string &dir, ParameterStore &params,
       return Status::error("'" + path + "' holds step " +
                            std::to_string(fileStep) + ", the manifest step " +
                            std::to_string(step));
+    Status truncated = Status::error("'" + path + "' is truncated");
     for (uint32_t k = 0; k < count; ++k) {
       uint32_t length = 0;
-      int64_t firstRow = 0, rows = 0, rowSize = 0, n = 0;
       std::string name;
       if (!in.get(length))
-        return Status::error("'" + path + "' is truncated");
+        return truncated;
       name.resize(length);
       if (!in.getBytes(name.data(), length))
-        return Status::error("'" + path + "' is truncated");
-      const auto &specs = params.specs();
+        return truncated;
       auto it =
           std::find_if(specs.begin(), specs.end(),
                        [&](const ParameterSpec &s) { return s.name == name; });
-      if (version >= 2) {
-        if (!in.get(firstRow) || !in.get(rows) || !in.get(rowSize))
-          return Status::error("'" + path + "' is truncated");
-        n = rows * rowSize;
+      size_t p = it - specs.begin();
+      // The file's runs, in its order; their values follow one another.
+      std::vector<TensorRun> runs;
+      int64_t n = 0, wholeElements = -1;
+      if (version >= 3) {
+        uint32_t runCount = 0;
+        if (!in.get(wholeElements) || !in.get(runCount))
+          return truncated;
+        for (uint32_t r = 0; r < runCount; ++r) {
+          TensorRun run;
+          run.local = n;
+          if (!in.get(run.global) || !in.get(run.count) || run.count < 0)
+            return truncated;
+          n += run.count;
+          runs.push_back(run);
+        }
       } else {
-        // Version 1: whole tensors.
-        if (!in.get(n))
-          return Status::error("'" + path + "' is truncated");
-        rowSize = it == specs.end() ? 1 : it->getRowSize();
-        rows = n / std::max<int64_t>(rowSize, 1);
+        int64_t firstRow = 0, rows = 0, rowSize = 0;
+        if (version == 2) {
+          if (!in.get(firstRow) || !in.get(rows) || !in.get(rowSize))
+            return truncated;
+          n = rows * rowSize;
+        } else {
+          // Version 1: whole tensors.
+          if (!in.get(n))
+            return truncated;
+          rowSize = it == specs.end() ? 1 : it->getRowSize();
+        }
+        if (it != specs.end() && rowSize != it->getRowSize() &&
+            !it->isSlice())
+          return Status::error("'" + path + "': parameter " + name + " has " +
+                               std::to_string(rowSize) +
+                               " values per row, the model " +
+                               std::to_string(it->getRowSize()));
+        runs.push_back({0, firstRow * rowSize, n});
       }
       std::vector<float> w(n), m(n), v(n);
       if (!in.getBytes(reinterpret_cast<char *>(w.data()), n * sizeof(float)) ||
           !in.getBytes(reinterpret_cast<char *>(m.data()), n * sizeof(float)) ||
           !in.getBytes(reinterpret_cast<char *>(v.data()), n * sizeof(float)))
-        return Status::error("'" + path + "' is truncated");
+        return truncated;
       if (it == specs.end())
         continue;
-      if (rowSize != it->getRowSize())
+      int64_t mine = getWholeElements(*it);
+      if (wholeElements >= 0 && mine >= 0 && wholeElements != mine)
         return Status::error("'" + path + "': parameter " + name + " has " +
-                             std::to_string(rowSize) +
-                             " values per row, the model " +
-                             std::to_string(it->getRowSize()));
-      // The rows both this parameter and the file's tensor hold.
-      int64_t lo = std::max(firstRow, it->firstRow);
-      int64_t hi = std::min(firstRow + rows, it->firstRow + it->getValidRows());
-      if (lo >= hi)
-        continue;
-      int64_t at = params.offset(name) + (lo - it->firstRow) * rowSize;
-      int64_t from = (lo - firstRow) * rowSize, count = (hi - lo) * rowSize;
-      std::copy_n(w.data() + from, count, weights.data() + at);
-      std::copy_n(m.data() + from, count, moment1.data() + at);
-      std::copy_n(v.data() + from, count, moment2.data() + at);
-      restored[it - specs.begin()] += hi - lo;
+                             std::to_string(wholeElements) +
+                             " values, the model " + std::to_string(mine));
+      // Copy what each file run has in common with this parameter's runs.
+      const std::vector<TensorRun> &want = wanted[p];
+      int64_t base = params.offset(name);
+      for (const TensorRun &run : runs) {
+        auto first = std::upper_bound(
+            want.begin(), want.end(), run.global,
+            [](int64_t g, const TensorRun &r) { return g < r.global; });
+        if (first != want.begin())
+          --first;
+        for (auto w2 = first;
+             w2 != want.end() && w2->global < run.global + run.count; ++w2) {
+          int64_t lo = std::max(run.global, w2->global);
+          int64_t hi = std::min(run.global + run.count, w2->global + w2->count);
+          if (lo >= hi)
+            continue;
+          int64_t from = run.local + (lo - run.global);
+          int64_t to = w2->local + (lo - w2->global);
+          std::copy_n(w.data() + from, hi - lo, weights.data() + base + to);
+          std::copy_n(m.data() + from, hi - lo, moment1.data() + base + to);
+          std::copy_n(v.data() + from, hi - lo, moment2.data() + base + to);
+          std::fill_n(restored[p].begin() + to, hi - lo, 1);
+        }
+      }
     }
   }
-  for (size_t k = 0; k < restored.size(); ++k) {
-    const ParameterSpec &spec = params.specs()[k];
-    if (restored[k] == 0 && spec.getValidRows() > 0)
+  for (size_t k = 0; k < specs.size(); ++k) {
+    int64_t needed = 0, found = 0;
+    for (const TensorRun &run : wanted[k]) {
+      needed += run.count;
+      found += std::count(restored[k].begin() + run.local,
+                          restored[k].begin() + run.local + run.count, 1);
+    }
+    if (found == 0 && needed > 0)
       return Status::error("checkpoint '" + dir + "' has no parameter " +
-                           spec.name);
-    if (restored[k] != spec.getValidRows())
+                           specs[k].name);
+    if (found != needed)
       return Status::error("checkpoint '" + dir + "' holds " +
-                           std::to_string(restored[k]) + " of the " +
-                           std::to_string(spec.getValidRows()) + " rows of " +
-                           spec.name + " this device needs");
+                           std::to_string(found) + " of the " +
+                           std::to_string(needed) + " values of " +
+                           specs[k].name + " this device needs");
   }
   if (Status s = params.write(ParameterStore::Tensor::Weights, weights); !s)
     return s;

@@ -16,12 +16,14 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 }
 } // namespace
 
-std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device) {
+std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device,
+                                               int shard) {
   std::vector<ParameterSpec> specs;
   for (const StagePlan &stage : plan.stages)
     if (stage.device == device)
       for (int layer : stage.layers)
-        for (ParameterSpec &spec : getLayerParameters(plan.model, layer))
+        for (ParameterSpec &spec :
+             getLayerParameters(plan.model, layer, {shard, plan.tp}))
           specs.push_back(std::move(spec));
   if (plan.vocabulary.input.present)
     specs.push_back(getInputShardSpec(plan, device));
@@ -35,7 +37,7 @@ int64_t getDeviceWorkspaceBytes(const Plan &plan, int device) {
   for (const StagePlan &stage : plan.stages)
     if (stage.device == device)
       for (size_t k = 0; k < plan.slices.size(); ++k)
-        work = std::max(work, getWorkspaceBytes(plan.model, stage.layers,
+        work = std::max(work, getWorkspaceBytes(plan.shardModel, stage.layers,
                                                 plan.getSliceShape(int(k)),
                                                 plan.precision));
   return work;
@@ -47,16 +49,25 @@ constexpr int kPasses = int(Pass::IB) + 1;
 
 Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
                    Communicator &comm, TokenSource &data,
-                   const TrainerOptions &options, Communicator *replicas)
+                   const TrainerOptions &options, Communicator *replicas,
+                   Communicator *tensorGroup)
     : plan(plan), deviceIndex(deviceIndex), device(device),
       kernels(device.getKernels(StreamKind::Compute)),
       compute(device.getStream(StreamKind::Compute)),
       pipeline(device.getStream(StreamKind::Pipeline)), comm(comm), data(data),
-      options(options), replicas(plan.dp > 1 ? replicas : nullptr) {}
+      options(options), replicas(plan.dp > 1 ? replicas : nullptr),
+      tensorGroup(plan.tp > 1 ? tensorGroup : nullptr),
+      shardIndex(this->tensorGroup ? this->tensorGroup->rank() : 0) {}
 
 Status Executor::prepare() {
+  if (plan.tp > 1 && (!tensorGroup || tensorGroup->size() != plan.tp))
+    return Status::error("the plan splits layers over " +
+                         std::to_string(plan.tp) +
+                         " tensor-parallel shards, but no communicator "
+                         "spans them");
   // ParameterStore::add ignores a tied table's second spec.
-  for (const ParameterSpec &spec : getDeviceParameters(plan, deviceIndex))
+  for (const ParameterSpec &spec :
+       getDeviceParameters(plan, deviceIndex, shardIndex))
     parameters.add(spec);
   if (plan.vocabulary.any())
     shards =
@@ -72,11 +83,59 @@ Status Executor::prepare() {
     });
   }
   stages.resize(plan.stages.size());
-  for (size_t s = 0; s < plan.stages.size(); ++s)
-    if (plan.stages[s].device == deviceIndex)
-      stages[s] =
-          std::make_unique<StageRunner>(plan.model, plan.stages[s].layers,
-                                        parameters, kernels, plan.precision);
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    if (plan.stages[s].device != deviceIndex)
+      continue;
+    stages[s] =
+        std::make_unique<StageRunner>(plan.shardModel, plan.stages[s].layers,
+                                      parameters, kernels, plan.precision);
+    if (tensorGroup)
+      // On the critical path (the blog's "Communication Overhead"): the
+      // pass waits for the sum, advancing the pipeline's transfers.
+      stages[s]->setTensorParallel([this](DevicePtr data, int64_t count) {
+        if (!tensorSums || !tensorFailure)
+          return;
+        std::unique_ptr<Request> sum = tensorGroup->allReduceAsync(
+            data, count, Reduction::Sum, 0, compute);
+        tensorFailure = await(*sum, compute);
+      });
+  }
+  // Key/value heads a group of shards holds alike (fewer heads than
+  // shards): their gradients are summed over the group before the update.
+  for (const StagePlan &stage : plan.stages)
+    if (stage.device == deviceIndex && tensorGroup)
+      for (int layer : stage.layers) {
+        const LayerConfig &whole = plan.model.layers[layer];
+        if (whole.kind != LayerKind::Transformer || whole.kvHeads >= plan.tp)
+          continue;
+        int perHead = plan.tp / int(whole.kvHeads);
+        ReplicatedKeyValues r;
+        for (const ParameterSpec &spec : getLayerParameters(plan.model, layer)) {
+          const std::string &n = spec.name;
+          auto ends = [&](const std::string &suffix) {
+            return n.size() >= suffix.size() &&
+                   n.compare(n.size() - suffix.size(), suffix.size(),
+                             suffix) == 0;
+          };
+          if (ends("attn.qkv.weight"))
+            r.weight = n;
+          else if (ends("attn.qkv.bias"))
+            r.bias = n;
+        }
+        const LayerConfig &mine = plan.shardModel.layers[layer];
+        r.queries = mine.heads * mine.headDim;
+        r.keyValues = mine.kvHeads * mine.headDim;
+        for (int t = shardIndex / perHead * perHead;
+             t < (shardIndex / perHead + 1) * perHead; ++t)
+          r.group.push_back(t);
+        kvScratchElements = std::max(
+            kvScratchElements, plan.model.hidden * 2 * r.keyValues);
+        replicatedKv.push_back(std::move(r));
+      }
+  if (kvScratchElements > 0)
+    if (Status st = device.allocate(kMasterType, kvScratchElements, kvScratch);
+        !st)
+      return st;
   DType act = plan.precision.activations;
   if (Status st = device.allocateBytes(
           act, getDeviceWorkspaceBytes(plan, deviceIndex), workspace);
@@ -394,6 +453,8 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
     passStart[i]->record(compute);
     if (Status st = runPass(instr, lossScale); !st)
       return st;
+    if (!tensorFailure)
+      return tensorFailure;
     passEnd[i]->record(compute);
   }
   auto drainStart = Clock::now();
@@ -517,6 +578,9 @@ Status Executor::calibrateSlices(
                 int64_t(host.size() * sizeof(int32_t)), compute);
   TokenRows batch{synthetic.get(), seq + 1};
   int64_t activation = rows * h * getSize(act);
+  // Each rank calibrates alone: its tensor-parallel partners are not there
+  // to sum with, so the samples time the shard's compute only.
+  tensorSums = false;
   std::unique_ptr<Event> start = device.createEvent(),
                          end = device.createEvent();
   for (size_t index = 0; index < stages.size(); ++index) {
@@ -562,6 +626,7 @@ Status Executor::calibrateSlices(
         out.push_back({length, context, best});
       }
   }
+  tensorSums = true;
   // The calibration accumulated gradients into the real ones.
   parameters.zeroGrads();
   return compute.synchronize();
@@ -573,6 +638,27 @@ Status Executor::finalizeGradients() {
     if (Status st = await(*request, compute); !st)
       return st;
   gradSyncs.clear();
+  // Replicated key/value heads: each shard of the group has the part of
+  // their gradient its query heads gave; the sum is theirs.
+  int64_t h = plan.model.hidden;
+  for (const ReplicatedKeyValues &r : replicatedKv) {
+    int64_t width = r.queries + 2 * r.keyValues, cols = 2 * r.keyValues;
+    DevicePtr weight = parameters.grad(r.weight), scratch = kvScratch.get();
+    kernels.copyStrided(scratch, weight + r.queries,
+                        {1, h, cols, 0, width, 0, cols});
+    if (Status st = tensorGroup->allReduceSum(scratch, h * cols, r.group.data(),
+                                              int(r.group.size()), compute);
+        !st)
+      return st;
+    kernels.copyStrided(weight + r.queries, scratch,
+                        {1, h, cols, 0, cols, 0, width});
+    if (!r.bias.empty())
+      if (Status st = tensorGroup->allReduceSum(
+              parameters.grad(r.bias) + r.queries, cols, r.group.data(),
+              int(r.group.size()), compute);
+          !st)
+        return st;
+  }
   if (tiedGroup.empty() || std::find(tiedGroup.begin(), tiedGroup.end(),
                                      deviceIndex) == tiedGroup.end())
     return Status::ok();

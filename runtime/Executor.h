@@ -79,9 +79,11 @@ public:
   virtual ParameterStore &getParameters() = 0;
 };
 
-/// Every parameter `device` holds: its stages' layers, then its vocabulary
-/// table shards (a tied table once).
-std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device);
+/// Every parameter `device` holds: its stages' layers (tensor-parallel
+/// shard `shard`'s slices of them), then its vocabulary table shards (a
+/// tied table once).
+std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device,
+                                               int shard = 0);
 /// The scratch `device` needs: the largest of its stages' over every slice,
 /// in bytes of the plan's precision.
 int64_t getDeviceWorkspaceBytes(const Plan &plan, int device);
@@ -92,10 +94,14 @@ public:
   /// spans the pipeline's devices (rank = device index). With
   /// data-parallel replicas (plan.dp > 1), `replicas` spans this device's
   /// replicas, whose gradients its grad_sync instructions average; `data`
-  /// then gives this replica's microbatches.
+  /// then gives this replica's microbatches. With tensor parallelism
+  /// (plan.tp > 1), `tensorGroup` spans the device's shards (rank = shard
+  /// index); `comm` then links this shard with the same shard of the
+  /// other devices.
   Executor(const Plan &plan, int deviceIndex, Device &device,
            Communicator &comm, TokenSource &data,
-           const TrainerOptions &options, Communicator *replicas = nullptr);
+           const TrainerOptions &options, Communicator *replicas = nullptr,
+           Communicator *tensorGroup = nullptr);
 
   Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
@@ -194,6 +200,24 @@ private:
   std::map<size_t, std::vector<std::pair<int64_t, int64_t>>> syncRuns;
   /// The step's gradient averages in flight, until finalizeGradients.
   std::vector<std::unique_ptr<Request>> gradSyncs;
+  /// This device's tensor-parallel shards (null: layers whole), and which
+  /// shard this rank is.
+  Communicator *tensorGroup = nullptr;
+  int shardIndex = 0;
+  /// Whether the stages sum over the shards (not while calibrating), and
+  /// the first failure of such a sum.
+  bool tensorSums = true;
+  Status tensorFailure = Status::ok();
+  /// A layer whose key/value heads this shard holds alike with `group`
+  /// (rank in tensorGroup): the K and V columns of its QKV projection.
+  struct ReplicatedKeyValues {
+    std::string weight, bias;
+    int64_t queries = 0, keyValues = 0; // local columns
+    std::vector<int> group;
+  };
+  std::vector<ReplicatedKeyValues> replicatedKv;
+  DeviceBuffer kvScratch;
+  int64_t kvScratchElements = 0;
   StepTimes times;
   /// The last step's passes (by instruction) and collectives, in seconds
   /// after `stepBegin`; named only when getTrace() asks.

@@ -55,6 +55,58 @@ struct ModelConfig {
   std::vector<LayerConfig> layers;
 };
 
+/// Why `model` cannot be split over `tp` tensor-parallel shards, or "" when
+/// it can: every transformer layer's query heads and feed-forward width
+/// divide by tp, and its key/value heads either divide by tp or divide tp
+/// (then each shard holds the one key/value head its query heads share,
+/// replicated: papers/tensor-parallelism-blog.txt, "Grouped/Multi-Query
+/// Attention").
+inline std::string checkTensorParallel(const ModelConfig &model, int tp) {
+  if (tp < 1)
+    return "tensor parallelism must be at least 1, got " + std::to_string(tp);
+  int transformer = 0;
+  for (const LayerConfig &l : model.layers) {
+    if (l.kind != LayerKind::Transformer)
+      continue;
+    std::string at = "layer " + std::to_string(transformer++) + ": ";
+    if (l.heads % tp != 0)
+      return at + std::to_string(l.heads) +
+             " attention heads do not divide among " + std::to_string(tp) +
+             " tensor-parallel shards";
+    if (l.ffn % tp != 0)
+      return at + "the feed-forward width " + std::to_string(l.ffn) +
+             " does not divide among " + std::to_string(tp) +
+             " tensor-parallel shards";
+    if (l.kvHeads % tp != 0 && tp % l.kvHeads != 0)
+      return at + std::to_string(l.kvHeads) +
+             " key/value heads neither divide among " + std::to_string(tp) +
+             " tensor-parallel shards nor divide " + std::to_string(tp) +
+             " (to be replicated)";
+  }
+  return "";
+}
+
+/// The key/value heads each of `tp` shards holds: its share, or the one
+/// head its query heads read when there are fewer heads than shards.
+inline int64_t getShardKvHeads(const LayerConfig &l, int tp) {
+  return l.kvHeads >= tp ? l.kvHeads / tp : 1;
+}
+
+/// The model one of `tp` tensor-parallel shards runs (Megatron-LM): each
+/// transformer layer keeps heads/tp query heads, its key/value heads'
+/// share (getShardKvHeads) and ffn/tp of the feed-forward width; hidden
+/// size, embedding and output layers are whole. checkTensorParallel must
+/// accept `model` and `tp`.
+inline ModelConfig getTensorShardModel(ModelConfig model, int tp) {
+  for (LayerConfig &l : model.layers)
+    if (l.kind == LayerKind::Transformer) {
+      l.kvHeads = getShardKvHeads(l, tp);
+      l.heads /= tp;
+      l.ffn /= tp;
+    }
+  return model;
+}
+
 } // namespace sluice::rt
 
 #endif // SLUICE_RUNTIME_MODELCONFIG_H

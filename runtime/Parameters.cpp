@@ -42,8 +42,24 @@ std::string prefixOf(const ModelConfig &model, int index) {
 }
 } // namespace
 
+namespace {
+int64_t total(const std::vector<IndexRange> &ranges) {
+  int64_t n = 0;
+  for (const IndexRange &r : ranges)
+    n += r.count;
+  return n;
+}
+
+/// How a tensor-parallel shard holds a linear map's weight [in, out].
+enum class Split {
+  Whole,   // every shard all of it
+  Columns, // column-parallel: output features `parts`; the bias sliced too
+  Rows,    // row-parallel: input features `parts`; the bias whole
+};
+} // namespace
+
 std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
-                                              int index) {
+                                              int index, TensorShard shard) {
   const LayerConfig &layer = model.layers[index];
   int64_t h = model.hidden;
   std::vector<ParameterSpec> specs;
@@ -52,10 +68,31 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
     if (layer.norm == "layernorm")
       specs.push_back({name + ".bias", {h}, InitKind::Zeros});
   };
-  auto linear = [&](const std::string &name, int64_t in, int64_t out) {
-    specs.push_back({name + ".weight", {in, out}, InitKind::Normal});
+  std::string sliceName = "tp" + std::to_string(shard.index) + "of" +
+                          std::to_string(shard.count);
+  auto linear = [&](const std::string &name, int64_t in, int64_t out,
+                    Split split, std::vector<IndexRange> parts) {
+    ParameterSpec weight{name + ".weight", {in, out}, InitKind::Normal};
+    ParameterSpec bias{name + ".bias", {out}, InitKind::Zeros};
+    if (shard.count > 1 && split != Split::Whole) {
+      weight.whole = weight.shape;
+      weight.sliceName = sliceName;
+      if (split == Split::Columns) {
+        weight.shape[1] = total(parts);
+        weight.columns = parts;
+        // A vector's elements are its rows.
+        bias.whole = bias.shape;
+        bias.shape[0] = total(parts);
+        bias.rows = parts;
+        bias.sliceName = sliceName;
+      } else {
+        weight.shape[0] = total(parts);
+        weight.rows = parts;
+      }
+    }
+    specs.push_back(std::move(weight));
     if (layer.bias)
-      specs.push_back({name + ".bias", {out}, InitKind::Zeros});
+      specs.push_back(std::move(bias));
   };
   switch (layer.kind) {
   case LayerKind::Embedding:
@@ -67,16 +104,25 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
     break;
   case LayerKind::Transformer: {
     std::string p = prefixOf(model, index);
-    int64_t hd = layer.heads * layer.headDim;
-    int64_t kv = layer.kvHeads * layer.headDim;
+    int64_t d = layer.headDim, hd = layer.heads * d, kv = layer.kvHeads * d;
+    int64_t t = shard.index, n = shard.count;
+    // Shard t's query heads, the key/value heads they read, its share of
+    // the feed-forward width (checkTensorParallel holds).
+    int64_t queries = layer.heads / n * d;
+    int64_t kvHeads = getShardKvHeads(layer, int(n));
+    int64_t firstKv = layer.kvHeads >= n ? t * kvHeads : t / (n / layer.kvHeads);
+    int64_t f = layer.ffn / n;
     norm(p + "norm1");
-    linear(p + "attn.qkv", h, hd + 2 * kv);
-    linear(p + "attn.out", hd, h);
+    linear(p + "attn.qkv", h, hd + 2 * kv, Split::Columns,
+           {{t * queries, queries},
+            {hd + firstKv * d, kvHeads * d},
+            {hd + kv + firstKv * d, kvHeads * d}});
+    linear(p + "attn.out", hd, h, Split::Rows, {{t * queries, queries}});
     norm(p + "norm2");
     if (layer.isGated())
-      linear(p + "mlp.gate", h, layer.ffn);
-    linear(p + "mlp.up", h, layer.ffn);
-    linear(p + "mlp.down", layer.ffn, h);
+      linear(p + "mlp.gate", h, layer.ffn, Split::Columns, {{t * f, f}});
+    linear(p + "mlp.up", h, layer.ffn, Split::Columns, {{t * f, f}});
+    linear(p + "mlp.down", layer.ffn, h, Split::Rows, {{t * f, f}});
     break;
   }
   case LayerKind::Output:
@@ -88,6 +134,42 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
     break;
   }
   return specs;
+}
+
+std::vector<TensorRun> getRuns(const ParameterSpec &spec) {
+  int64_t rowSize = spec.getRowSize();
+  if (!spec.isSlice())
+    return {{0, spec.firstRow * rowSize, spec.getValidRows() * rowSize}};
+  std::vector<IndexRange> rows = spec.rows;
+  if (rows.empty())
+    rows.push_back({0, spec.whole[0]});
+  int64_t wholeRow = 1;
+  for (size_t i = 1; i < spec.whole.size(); ++i)
+    wholeRow *= spec.whole[i];
+  std::vector<TensorRun> runs;
+  int64_t local = 0;
+  for (const IndexRange &r : rows) {
+    if (spec.columns.empty()) {
+      runs.push_back({local, r.first * wholeRow, r.count * rowSize});
+      local += r.count * rowSize;
+      continue;
+    }
+    for (int64_t i = 0; i < r.count; ++i)
+      for (const IndexRange &c : spec.columns) {
+        runs.push_back({local, (r.first + i) * wholeRow + c.first, c.count});
+        local += c.count;
+      }
+  }
+  return runs;
+}
+
+int64_t getWholeElements(const ParameterSpec &spec) {
+  if (spec.isShard())
+    return -1;
+  int64_t n = 1;
+  for (int64_t d : spec.isSlice() ? spec.whole : spec.shape)
+    n *= d;
+  return n;
 }
 
 ParameterSpec getTableShard(const std::string &name, int64_t vocab,
@@ -129,16 +211,17 @@ Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
     const ParameterSpec &spec = params[k];
     float *w = host.data() + offsets[k];
     uint64_t nameHash = hashName(spec.name);
-    // A shard draws its rows' values by their place in the whole table, so
-    // it starts equal to those rows of the unsharded table; padding is 0.
-    int64_t base = spec.firstRow * spec.getRowSize();
-    int64_t valid = spec.getValidRows() * spec.getRowSize();
-    for (int64_t i = 0; i < spec.size(); ++i)
-      w[i] = i >= valid                    ? 0.0f
-             : spec.init == InitKind::Ones ? 1.0f
-             : spec.init == InitKind::Zeros
-                 ? 0.0f
-                 : float(kInitStd * normalSample(seed, nameHash, base + i));
+    // A shard or slice draws its values by their place in the whole
+    // tensor, so it starts equal to that part of the unsharded tensor;
+    // padding is 0.
+    for (const TensorRun &run : getRuns(spec))
+      for (int64_t i = 0; i < run.count; ++i)
+        w[run.local + i] =
+            spec.init == InitKind::Ones ? 1.0f
+            : spec.init == InitKind::Zeros
+                ? 0.0f
+                : float(kInitStd *
+                        normalSample(seed, nameHash, run.global + i));
   }
   for (DeviceBuffer *buffer : {&weights, &grads, &moment1, &moment2})
     if (Status st = on.allocate(kMasterType, total, *buffer); !st)

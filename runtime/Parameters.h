@@ -22,6 +22,17 @@ namespace sluice::rt {
 
 enum class InitKind { Normal, Ones, Zeros };
 
+/// Consecutive indices [first, first + count) of a dimension.
+struct IndexRange {
+  int64_t first = 0, count = 0;
+};
+
+/// Consecutive elements of a tensor and where they sit in the whole
+/// tensor it is part of (flat, row-major indices).
+struct TensorRun {
+  int64_t local = 0, global = 0, count = 0;
+};
+
 struct ParameterSpec {
   std::string name;
   std::vector<int64_t> shape;
@@ -32,7 +43,18 @@ struct ParameterSpec {
   /// Initialisation and checkpoints use the table's row numbers.
   int64_t firstRow = 0;
   int64_t validRows = -1; // -1: every row
+  /// A tensor-parallel slice (Megatron-LM's column- and row-parallel
+  /// layers): these elements are the whole tensor's rows `rows` (a
+  /// vector's elements) crossed with its columns `columns`, each list in
+  /// the order stored here; an empty list is every index. `whole` is the
+  /// whole tensor's shape (empty: not a slice). Initialisation,
+  /// checkpoints and gradient checks use the whole tensor's indices.
+  std::vector<IndexRange> rows, columns;
+  std::vector<int64_t> whole;
+  /// How a slice's files are named apart ("tp1of2").
+  std::string sliceName;
   bool isShard() const { return validRows >= 0; }
+  bool isSlice() const { return !whole.empty(); }
   int64_t getValidRows() const { return validRows < 0 ? shape[0] : validRows; }
   int64_t getRowSize() const {
     int64_t n = 1;
@@ -48,12 +70,32 @@ struct ParameterSpec {
   }
 };
 
+/// Where `spec`'s real elements sit in the whole tensor, by local
+/// position: one run for a whole tensor or a vocabulary shard (its padding
+/// rows are in none), one per row and column range of a slice.
+std::vector<TensorRun> getRuns(const ParameterSpec &spec);
+/// Elements of the whole tensor `spec` is part of (-1 for a vocabulary
+/// shard, whose table's size it does not know).
+int64_t getWholeElements(const ParameterSpec &spec);
+
+/// One of `count` tensor-parallel shards.
+struct TensorShard {
+  int index = 0, count = 1;
+};
+
 /// The parameters layer `index` of `model` reads. A tied output layer
 /// reads the embedding's table under its name. A sharded embedding or
 /// output layer reads only what its stage runs (positions; the final
-/// norm): its table belongs to the shards (getShardParameters).
+/// norm): its table belongs to the shards (getShardParameters). With
+/// tensor parallelism, a transformer layer's shard holds slices: the QKV,
+/// up and gate projections by columns (its query heads, its key/value
+/// heads -- the same ones on every shard of a group when the layer has
+/// fewer than shards -- and its share of the feed-forward width), the
+/// attention output and down projections by rows; norms and the biases
+/// added after those two are whole on every shard.
 std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
-                                              int index);
+                                              int index,
+                                              TensorShard shard = {});
 
 /// The row shard of the table `name` ([vocab, hidden]) that device `device`
 /// of `devices` holds when the table is padded to `paddedVocab` rows.

@@ -445,18 +445,18 @@ void validate(Plan &plan) {
         bool first = instr.stage == 0;
         bool last = instr.stage + 1 == int(plan.stages.size());
         const Precision &precision = plan.precision;
-        int64_t message = getMessageBytes(plan.model, s, precision);
+        int64_t message = getMessageBytes(plan.shardModel, s, precision);
         checkSlot(instr.state,
-                  getForwardStateBytes(plan.model, stage.layers, s, precision),
+                  getForwardStateBytes(plan.shardModel, stage.layers, s, precision),
                   "forward state");
         if (instr.pass != Pass::F)
           checkSlot(instr.wstate,
-                    getWeightStateBytes(plan.model, stage.layers, s, precision),
+                    getWeightStateBytes(plan.shardModel, stage.layers, s, precision),
                     "weight state");
         if (instr.pass != Pass::W) {
           checkSlot(
               instr.kv,
-              getKeyValueBytes(plan.model, stage.layers, s.rows, precision),
+              getKeyValueBytes(plan.shardModel, stage.layers, s.rows, precision),
               "key/value state");
           bool hasInput = instr.pass == Pass::F ? !first : !last;
           bool hasOutput = instr.pass == Pass::F ? !last : !first;
@@ -469,7 +469,7 @@ void validate(Plan &plan) {
                " is not another device");
         if (instr.key < 0)
           fail(where + ": message key must be non-negative");
-        checkSlot(instr.buffer, getMessageBytes(plan.model, s, plan.precision),
+        checkSlot(instr.buffer, getMessageBytes(plan.shardModel, s, plan.precision),
                   "message");
         auto &table = instr.op == Op::Send ? sends : recvs;
         auto key = std::make_tuple(d, instr.peer, instr.key);
@@ -689,10 +689,12 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
       if (pp != plan.devices)
         fail("the mesh's pp = " + std::to_string(pp) + " is not the plan's " +
              std::to_string(plan.devices) + " devices");
-      if (plan.tp != 1)
-        fail("the mesh has tp = " + std::to_string(plan.tp) +
-             ": this runtime does not run tensor-parallel layers yet");
+      std::string problem = checkTensorParallel(plan.model, plan.tp);
+      if (!problem.empty())
+        fail("the mesh's tp = " + std::to_string(plan.tp) + ": model " +
+             problem);
     }
+    plan.shardModel = getTensorShardModel(plan.model, plan.tp);
     plan.splitBackward = flag(j, "split_backward", "plan");
     for (const json &length : field(j, "slices", "plan")) {
       if (!length.is_number_integer() || length.get<int64_t>() < 1)

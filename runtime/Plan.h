@@ -96,11 +96,14 @@ struct Plan {
   /// Element types the buffers were sized for (version 3; fp32 before).
   Precision precision;
   ModelConfig model;
+  /// What one tensor-parallel shard of a device runs (getTensorShardModel;
+  /// the model itself when tp is 1): the buffers are sized for it.
+  ModelConfig shardModel;
   std::string schedule;
   int devices = 0;
   /// The mesh (version 4): each of the `devices` pipeline devices is
-  /// replicated dp times (tensor parallelism: tp, 1 until layers shard);
-  /// ranks = devices * tp * dp. `microbatches` is per replica.
+  /// split over tp tensor-parallel shards and replicated dp times; ranks
+  /// = devices * tp * dp. `microbatches` is per replica.
   int tp = 1, dp = 1;
   int microbatches = 0;
   std::vector<int64_t> slices; // token lengths

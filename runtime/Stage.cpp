@@ -250,6 +250,9 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
                            v[Field::Context]);
   kernels.gemm(false, false, rt, h, hd, 1.0f, v[Field::Context], hd, l.w.outW,
                h, 0.0f, x2, h);
+  // Row-parallel: each shard's heads give a partial sum (the blog's first
+  // ALLREDUCE); the whole bias is added once, after it.
+  sumOverShards(x2, rt * h);
   if (l.w.outB)
     kernels.addRowVector(x2, l.w.outB, rt, h);
   kernels.add(x2, x, rt * h);
@@ -268,6 +271,7 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
     kernels.geluForward(u, g, rt * f);
   }
   kernels.gemm(false, false, rt, h, f, 1.0f, g, f, l.w.downW, h, 0.0f, out, h);
+  sumOverShards(out, rt * h);
   if (l.w.downB)
     kernels.addRowVector(out, l.w.downB, rt, h);
   kernels.add(out, x2, rt * h);
@@ -296,6 +300,9 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
   kernels.gemm(false, true, rt, h, f, 1.0f, du, f, l.w.upW, f, 0.0f, dc, h);
   if (c.isGated())
     kernels.gemm(false, true, rt, h, f, 1.0f, dz, f, l.w.gateW, f, 1.0f, dc, h);
+  // Column-parallel in F, so each shard's share of the width gives a part
+  // of the norm output's gradient: summed before the (whole) norm.
+  sumOverShards(dc, rt * h);
   kernels.copy(dx2, dout, rt * h);
   kernels.normBackward(dc, v[Field::Xhat2], v[Field::Rstd2], l.w.norm2W, rt, h,
                        rms, dx2);
@@ -324,6 +331,7 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
   }
   kernels.gemm(false, true, rt, h, width, 1.0f, dqkv, width, l.w.qkvW, width,
                0.0f, v[Field::DA], h);
+  sumOverShards(v[Field::DA], rt * h);
   kernels.copy(dx, dx2, rt * h);
   kernels.normBackward(v[Field::DA], v[Field::Xhat1], v[Field::Rstd1],
                        l.w.normW, rt, h, rms, dx);

@@ -17,6 +17,7 @@
 #include "Layout.h"
 #include "Parameters.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,17 @@ public:
   StageRunner(const ModelConfig &model, std::vector<int> layers,
               ParameterStore &store, Kernels &kernels,
               const Precision &precision);
+
+  /// Sums `count` elements at `data` over the stage's tensor-parallel
+  /// group, ordered on the stage's stream.
+  using GroupSum = std::function<void(DevicePtr data, int64_t count)>;
+  /// Makes the stage one tensor-parallel shard: the runner was given the
+  /// shard's model (getTensorShardModel) and parameters, and `sum` adds
+  /// up the partial results of its row-parallel projections in F and of
+  /// its column-parallel ones' input gradients in B (Megatron-LM;
+  /// papers/tensor-parallelism-blog.txt, "Communication Overhead"). Unset
+  /// (or empty): the layers are whole.
+  void setTensorParallel(GroupSum sum) { groupSum = std::move(sum); }
 
   bool hasEmbedding() const;
   bool hasOutput() const;
@@ -96,7 +108,13 @@ private:
   void transformerWeight(const Layer &l, const Views &v, const SliceShape &s,
                          DevicePtr work);
 
+  void sumOverShards(DevicePtr data, int64_t count) {
+    if (groupSum)
+      groupSum(data, count);
+  }
+
   const ModelConfig &model;
+  GroupSum groupSum;
   std::vector<int> layers;
   std::vector<Layer> resolved;
   Kernels &kernels;

@@ -82,7 +82,10 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
   FailureOr<rt::Precision> precision = getPrecision(*model);
   if (failed(precision))
     return failure();
-  rt::ModelConfig config = getModelConfig(*model);
+  // A tensor-parallel shard keeps its heads' and feed-forward share's
+  // state (sluice-shard-tensors).
+  rt::ModelConfig config =
+      rt::getTensorShardModel(getModelConfig(*model), int(program.getTp()));
   std::vector<int64_t> lengths = getSliceLengths(program, *model);
   SmallVector<StageOp> stages = getStages(*model);
   // The layers of each stage, as indices into the model's chain.

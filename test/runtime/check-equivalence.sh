@@ -11,16 +11,18 @@
 # "2 4"); $MICROBATCHES the microbatch counts (default p and 2p); $PIPELINES
 # the pipeline device counts (default "2 4"); $DP the data-parallel
 # replicas of each device (default 1: mpirun -np p * DP, and the reference
-# runs every replica's microbatches).
+# runs every replica's microbatches); $TP the tensor-parallel shards of
+# each device (default 1: mpirun -np p * TP * DP).
 #
 #   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
-#     [PIPELINES=...] [DP=...] check-equivalence.sh SCHEDULE WORKDIR
+#     [PIPELINES=...] [DP=...] [TP=...] check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
 schedule=$1
 work=$2
 model=${MODEL:-$(dirname "$0")/../Inputs/tiny-train.mlir}
 vocab=${VOCAB:-baseline}
 dp=${DP:-1}
+tp=${TP:-1}
 slicing=${SLICING:-uniform}
 mkdir -p "$work"
 case $schedule in
@@ -44,18 +46,19 @@ for p in ${PIPELINES:-2 4}; do
     for v in $virtuals; do
       for k in $slices_list; do
         name="$schedule p=$p m=$m v=$v k=$k vocab=$vocab slicing=$slicing"
+        [ "$tp" = 1 ] || name="$name tp=$tp"
         [ "$dp" = 1 ] || name="$name dp=$dp"
         plan="$work/plan-p$p-m$m-v$v-k$k.json"
         ref="$work/ref-m$m-dp$dp"
         sluice-compile "$model" --pp "$p" --microbatches "$m" \
           --schedule "$schedule" --virtual "$v" --slices "$k" \
           --vocab "$vocab" --slicing "$slicing" --costs "${COSTS:-unit}" \
-          --dp "$dp" -o "$plan" >/dev/null
+          --dp "$dp" --tp "$tp" -o "$plan" >/dev/null
         # The reference depends on the model and the microbatches only
         # (every replica's).
         [ -f "$ref/losses.txt" ] ||
           sluice-run "$plan" --reference --steps 3 --dump-grads "$ref" >/dev/null
-        if out=$(mpirun "${mpirun_flags[@]}" -np $((p * dp)) sluice-run "$plan" \
+        if out=$(mpirun "${mpirun_flags[@]}" -np $((p * tp * dp)) sluice-run "$plan" \
                    --steps 3 --check-against "$ref" 2>&1); then
           echo "PASS $name: $(echo "$out" | grep '^check')"
         else

@@ -82,8 +82,8 @@ cl::opt<int64_t> dp("dp",
                              "device (ranks = pp x tp x dp)"),
                     cl::init(1), cl::value_desc("D"), cl::cat(category));
 cl::opt<int64_t> tp("tp",
-                    cl::desc("Tensor-parallel shards of each layer (only 1 "
-                             "so far)"),
+                    cl::desc("Tensor-parallel shards of each pipeline "
+                             "device, splitting every transformer layer"),
                     cl::init(1), cl::value_desc("T"), cl::cat(category));
 cl::opt<int64_t> microbatches("microbatches",
                               cl::desc("Microbatches per training step (per "
@@ -226,12 +226,6 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
   if (!positive(pp, "pp") || !positive(microbatches, "microbatches") ||
       !positive(dp, "dp") || !positive(tp, "tp"))
     return nullptr;
-  if (tp != 1) {
-    fail("--tp " + Twine(int64_t(tp)) +
-         ": tensor-parallel layers are not implemented yet; use --tp 1 "
-         "(docs/parallelism.md)");
-    return nullptr;
-  }
   if (slicingMethod != "uniform" && slicingMethod != "seq1f1b" &&
       slicingMethod != "terapipe") {
     fail("unknown --slicing '" + slicingMethod +
@@ -357,7 +351,8 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
   scheduling.slices = 0; // the model's token_slices
   scheduling.costs = costs;
   FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
-  if (failed(program) || failed(syncGradients(*program, dp)))
+  if (failed(program) || failed(syncGradients(*program, dp)) ||
+      failed(shardTensors(*program, tp)))
     return failure();
   // The schedule report extends the model summary's report.
   SimulationOptions simulation;
@@ -507,10 +502,15 @@ int main(int argc, char **argv) {
         timeUnit,
         cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
         peaks[busiest], busiest,
-        program.getDp() > 1
-            ? llvm::formatv(" x {0} data-parallel replicas", program.getDp())
-                  .str()
-            : std::string());
+        (program.getTp() > 1
+             ? llvm::formatv(" x {0} tensor-parallel shards", program.getTp())
+                   .str()
+             : std::string()) +
+            (program.getDp() > 1
+                 ? llvm::formatv(" x {0} data-parallel replicas",
+                                 program.getDp())
+                       .str()
+                 : std::string()));
     // A zero-bubble schedule keeps what W reads beyond B: say so where it
     // makes the peak higher.
     auto untilW =

@@ -199,13 +199,17 @@ Status dumpGradients(const std::string &dir, ParameterStore &params) {
     return st;
   for (const ParameterSpec &spec : params.specs()) {
     const float *g = grads.data() + params.offset(spec.name);
-    // A vocabulary shard writes its real rows under their row range.
-    int64_t n = spec.getValidRows() * spec.getRowSize();
-    std::string name = spec.name;
+    // A vocabulary shard writes its real rows under their row range, a
+    // tensor-parallel slice its elements under its shard's name.
+    std::string name = spec.name, bytes;
     if (spec.isShard())
       name += ".rows-" + std::to_string(spec.firstRow) + "-" +
               std::to_string(spec.firstRow + spec.getValidRows());
-    std::string bytes(reinterpret_cast<const char *>(g), n * sizeof(float));
+    if (spec.isSlice())
+      name += "." + spec.sliceName;
+    for (const TensorRun &run : getRuns(spec))
+      bytes.append(reinterpret_cast<const char *>(g + run.local),
+                   run.count * sizeof(float));
     if (Status st = writeFileAtomically(gradPath(dir, name), bytes); !st)
       return st;
   }
@@ -224,33 +228,38 @@ Status compareGradients(const std::string &dir, ParameterStore &params,
     std::ifstream in(gradPath(dir, spec.name), std::ios::binary);
     if (!in)
       return Status::error("'" + dir + "' has no gradient of " + spec.name);
-    // A vocabulary shard compares its real rows with those rows of the
-    // whole table; its padding rows must have no gradient at all.
-    int64_t rowSize = spec.getRowSize();
-    int64_t n = spec.getValidRows() * rowSize;
+    // A shard or slice compares its elements with theirs in the whole
+    // tensor; a vocabulary shard's padding rows must have no gradient.
     in.seekg(0, std::ios::end);
     int64_t fileFloats = int64_t(in.tellg()) / int64_t(sizeof(float));
-    if (n > 0)
-      in.seekg(spec.firstRow * rowSize * int64_t(sizeof(float)));
-    int64_t wanted = spec.isShard() ? -1 : spec.size();
-    if ((wanted >= 0 && fileFloats != wanted) ||
-        (wanted < 0 && n > 0 && fileFloats < (spec.firstRow * rowSize + n)))
+    in.seekg(0);
+    std::vector<TensorRun> runs = getRuns(spec);
+    int64_t whole = getWholeElements(spec), reach = 0;
+    for (const TensorRun &run : runs)
+      if (run.count > 0)
+        reach = std::max(reach, run.global + run.count);
+    if ((whole >= 0 && fileFloats != whole) || fileFloats < reach)
       return Status::error("the gradient of " + spec.name + " in '" + dir +
                            "' has another size");
-    std::vector<float> expected(n);
+    std::vector<float> expected(fileFloats);
     in.read(reinterpret_cast<char *>(expected.data()),
-            std::streamsize(n * sizeof(float)));
+            std::streamsize(fileFloats * sizeof(float)));
     const float *g = grads.data() + params.offset(spec.name);
-    for (int64_t i = n; i < spec.size(); ++i)
-      if (g[i] != 0.0f)
-        return Status::error("padding row " +
-                             std::to_string(spec.firstRow + i / rowSize) +
-                             " of " + spec.name + " has a gradient");
+    std::vector<char> real(spec.size(), 0);
     double diff = 0, scale = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      diff = std::max(diff, double(std::fabs(g[i] - expected[i])));
-      scale = std::max(scale, double(std::fabs(expected[i])));
-    }
+    for (const TensorRun &run : runs)
+      for (int64_t i = 0; i < run.count; ++i) {
+        real[run.local + i] = 1;
+        float want = expected[run.global + i];
+        diff = std::max(diff, double(std::fabs(g[run.local + i] - want)));
+        scale = std::max(scale, double(std::fabs(want)));
+      }
+    for (int64_t i = 0; i < spec.size(); ++i)
+      if (!real[i] && g[i] != 0.0f)
+        return Status::error("padding row " +
+                             std::to_string(spec.firstRow +
+                                            i / spec.getRowSize()) +
+                             " of " + spec.name + " has a gradient");
     double relative = scale > 0 ? diff / scale : diff;
     if (relative >= worst) {
       worst = relative;
@@ -300,22 +309,31 @@ struct RankBackend {
   /// which replica this rank is.
   std::unique_ptr<Communicator> replicas;
   int replica = 0;
+  /// With tensor parallelism: the ranks holding this device's shards.
+  std::unique_ptr<Communicator> shards;
+  /// With either: the ranks of this rank's replica, every device and shard
+  /// (they write a checkpoint together).
+  std::unique_ptr<Communicator> model;
 };
 
 /// Where this rank sits in the plan's mesh: ranks are numbered with the
 /// tensor-parallel index fastest, then the data-parallel replica, then
 /// the pipeline device (Megatron-LM's order: a node holds whole TP
-/// groups). Splits the world into this rank's pipeline (same replica) and
-/// its replicas (same pipeline device).
+/// groups). Splits the world into this rank's pipeline (same replica and
+/// shard), its replicas (same device and shard), its tensor-parallel group
+/// (same device and replica) and its replica's ranks.
 void placeOnMesh(const Plan &plan, RankBackend &out) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int tp = plan.tp, dp = plan.dp;
   int device = rank / (tp * dp), replica = (rank / tp) % dp, shard = rank % tp;
+  // MPI_Comm_split is collective over the world: every rank makes all four.
   out.owned = MpiCommunicator::split(replica * tp + shard, device);
   out.comm = out.owned.get();
   out.replicas = MpiCommunicator::split(device * tp + shard, replica);
   out.replica = replica;
+  out.shards = MpiCommunicator::split(device * dp + replica, shard);
+  out.model = MpiCommunicator::split(replica, device * tp + shard);
 }
 
 /// Ends every rank when any failed `st` (each failing rank says why), so
@@ -370,7 +388,7 @@ void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
   if (backendName == "cpu") {
     out.device = std::make_unique<CpuDevice>();
     out.comm = &world;
-    if (!reference && plan.dp > 1)
+    if (!reference && plan.dp * plan.tp > 1)
       placeOnMesh(plan, out);
     if (!out.device->supports(plan.precision))
       failEverywhere(world, "the " + out.device->describe() +
@@ -381,11 +399,15 @@ void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
     return;
   }
 #if SLUICE_HAVE_CUDA
-  if (!reference && plan.dp > 1)
+  if (!reference && plan.dp * plan.tp > 1)
     failEverywhere(world,
-                   "plan '" + planPath + "' has " + std::to_string(plan.dp) +
-                       " data-parallel replicas; the cuda backend runs "
-                       "pipelines only so far (use --backend cpu)");
+                   "plan '" + planPath + "' has " +
+                       (plan.dp > 1 ? std::to_string(plan.dp) +
+                                          " data-parallel replicas"
+                                    : std::to_string(plan.tp) +
+                                          " tensor-parallel shards") +
+                       "; the cuda backend runs pipelines only so far (use "
+                       "--backend cpu)");
   cuda::Placement placement;
   agree(world, cuda::placeRank(world, placement));
   if (placement.empty())
@@ -510,7 +532,8 @@ int main(int argc, char **argv) {
         options);
   } else {
     auto e = std::make_unique<Executor>(plan, comm.rank(), device, comm, *data,
-                                        options, backend.replicas.get());
+                                        options, backend.replicas.get(),
+                                        backend.shards.get());
     executor = e.get();
     trainer = std::move(e);
   }
@@ -610,13 +633,15 @@ int main(int argc, char **argv) {
       }
     }
   }
-  // The replicas hold the same parameters: the first one writes them.
+  // The replicas hold the same parameters: the first one writes them, a
+  // file per device and shard.
   if (!saveDir.empty() && backend.replica == 0)
     if (Status st = saveCheckpoint(saveDir, done + steps,
-                                   trainer->getParameters(), comm);
+                                   trainer->getParameters(),
+                                   backend.model ? *backend.model : comm);
         !st)
       failRun(comm, st.message());
-  if (!saveDir.empty() && plan.dp > 1)
+  if (!saveDir.empty() && backend.model)
     world.barrier();
   if (executor && !profilePath.empty()) {
     std::vector<std::string> parts;

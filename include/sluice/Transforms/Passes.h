@@ -87,6 +87,10 @@ LogicalResult planBuffers(ProgramOp program);
 /// replicas, a grad_sync after each stage's and shard's last pass.
 LogicalResult syncGradients(ProgramOp program, int64_t dataParallel);
 
+/// What sluice-shard-tensors does to one program: checks that every
+/// transformer layer splits over `tensorParallel` shards and sets its tp.
+LogicalResult shardTensors(ProgramOp program, int64_t tensorParallel);
+
 #define GEN_PASS_REGISTRATION
 #include "sluice/Transforms/Passes.h.inc"
 

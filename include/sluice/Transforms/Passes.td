@@ -430,3 +430,41 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
 }
 
 #endif // SLUICE_TRANSFORMS_PASSES_TD
+
+def ShardTensors : Pass<"sluice-shard-tensors", "ModuleOp"> {
+  let summary = "Split every pipeline device of a program into tensor-parallel shards";
+  let description = [{
+    Sets each `sluice.program`'s `tp` to `tensor-parallel`: every pipeline
+    device becomes that many shards that split each transformer layer as
+    Megatron-LM does (papers/tensor-parallelism-blog.txt;
+    docs/parallelism.md). The QKV, up and gate projections are
+    column-parallel -- a shard holds its query heads, the key/value heads
+    they read and its share of the feed-forward width -- and the attention
+    output and down projections row-parallel. Their collectives are fixed
+    by that split, so the program does not list them: in F, an all-reduce
+    of the attention output's and of the MLP output's partial sums (before
+    the whole biases are added); in B, an all-reduce of the input gradient
+    of each norm's output, which the column-parallel projections leave in
+    parts; none in W. Embedding and output layers stay whole on every
+    shard. The shards of a device run its instruction list in lockstep.
+
+    Every transformer layer must split: its heads and feed-forward width
+    divide by `tensor-parallel`, and its key/value heads either divide by
+    it or divide it -- with fewer key/value heads than shards each shard
+    holds the head its query heads share, replicated, as the blog's
+    "Grouped/Multi-Query Attention" section does, and the replicas' weight
+    gradients are summed before the update. A layer that does not split
+    is an error at that layer; so is a program that already has shards.
+
+    With `tensor-parallel=2`:
+
+    ```mlir
+    sluice.program @plan for @m {devices = 2, microbatches = 4, slices = 1, schedule = "1f1b"} tp 2 {
+    ```
+  }];
+  let dependentDialects = ["::mlir::sluice::SluiceDialect"];
+  let options = [
+    Option<"tensorParallel", "tensor-parallel", "int64_t", /*default=*/"1",
+           "tensor-parallel shards of each pipeline device">,
+  ];
+}

@@ -1,0 +1,181 @@
+//===- TensorParallelTest.cpp - Tensor-parallel slices and collectives ----===//
+//
+// Megatron-LM's split of a transformer layer (papers/tensor-parallelism-
+// blog.txt): the shards' slices tile every tensor, the replicated
+// key/value heads come once per shard of their group, and a layer moves
+// exactly the blog's "Communication Overhead" table through its
+// all-reduces.
+
+#include "CpuDevice.h"
+#include "Stage.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+using namespace sluice::rt;
+
+namespace {
+
+ModelConfig layerModel(int64_t heads, int64_t kvHeads, const char *mlp,
+                       bool bias) {
+  ModelConfig m;
+  m.name = "tp";
+  m.seqLen = 8;
+  m.microBatch = 2;
+  m.hidden = 16;
+  LayerConfig emb;
+  emb.kind = LayerKind::Embedding;
+  emb.vocab = 13;
+  LayerConfig t;
+  t.kind = LayerKind::Transformer;
+  t.heads = heads;
+  t.kvHeads = kvHeads;
+  t.headDim = 16 / heads;
+  t.ffn = 32;
+  t.bias = bias;
+  t.mlp = mlp;
+  t.norm = bias ? "layernorm" : "rmsnorm";
+  LayerConfig out;
+  out.kind = LayerKind::Output;
+  out.vocab = 13;
+  out.norm = t.norm;
+  m.layers = {emb, t, out};
+  return m;
+}
+
+/// How many shards hold each element of each tensor of layer 1.
+std::map<std::string, std::vector<int>> coverage(const ModelConfig &model,
+                                                 int tp) {
+  std::map<std::string, std::vector<int>> seen;
+  for (int t = 0; t < tp; ++t)
+    for (const ParameterSpec &spec : getLayerParameters(model, 1, {t, tp})) {
+      std::vector<int> &count = seen[spec.name];
+      count.resize(getWholeElements(spec), 0);
+      int64_t local = 0;
+      for (const TensorRun &run : getRuns(spec)) {
+        EXPECT_EQ(run.local, local) << spec.name;
+        local += run.count;
+        for (int64_t i = 0; i < run.count; ++i)
+          ++count.at(run.global + i);
+      }
+      EXPECT_EQ(local, spec.size()) << spec.name;
+    }
+  return seen;
+}
+
+TEST(TensorParallel, SlicesTileEveryTensor) {
+  // Heads divide among the shards: every element of a sliced tensor is on
+  // exactly one shard; norms and the row-parallel biases on all of them.
+  for (int tp : {2, 4}) {
+    ModelConfig model = layerModel(4, 4, "gelu", /*bias=*/true);
+    ASSERT_EQ(checkTensorParallel(model, tp), "");
+    for (const auto &[name, count] : coverage(model, tp)) {
+      bool whole = name.find("norm") != std::string::npos ||
+                   name == "layers.0.attn.out.bias" ||
+                   name == "layers.0.mlp.down.bias";
+      for (size_t i = 0; i < count.size(); ++i)
+        ASSERT_EQ(count[i], whole ? tp : 1) << name << "[" << i << "], tp " << tp;
+    }
+  }
+}
+
+TEST(TensorParallel, FewerKeyValueHeadsThanShardsAreReplicated) {
+  // 2 key/value heads over 4 shards: each held by the two shards whose
+  // query heads read it; query columns once.
+  ModelConfig model = layerModel(4, 2, "swiglu", /*bias=*/false);
+  ASSERT_EQ(checkTensorParallel(model, 4), "");
+  std::vector<int> qkv = coverage(model, 4).at("layers.0.attn.qkv.weight");
+  int64_t h = 16, width = 16 + 2 * 8;
+  for (int64_t row = 0; row < h; ++row)
+    for (int64_t col = 0; col < width; ++col)
+      ASSERT_EQ(qkv[row * width + col], col < 16 ? 1 : 2) << row << "," << col;
+  // Shard 1's query head 1 reads key/value head 0 (groups of two), shard 2's
+  // head 2 reads head 1.
+  for (auto [shard, kvHead] : {std::pair{1, 0}, std::pair{2, 1}}) {
+    ParameterSpec spec = getLayerParameters(model, 1, {shard, 4})[1];
+    ASSERT_EQ(spec.name, "layers.0.attn.qkv.weight");
+    ASSERT_EQ(spec.columns.size(), 3u);
+    EXPECT_EQ(spec.columns[0].first, shard * 4);
+    EXPECT_EQ(spec.columns[1].first, 16 + kvHead * 4);
+    EXPECT_EQ(spec.columns[2].first, 24 + kvHead * 4);
+  }
+  ModelConfig shard = getTensorShardModel(model, 4);
+  EXPECT_EQ(shard.layers[1].heads, 1);
+  EXPECT_EQ(shard.layers[1].kvHeads, 1);
+  EXPECT_EQ(shard.layers[1].ffn, 8);
+}
+
+TEST(TensorParallel, LayersThatDoNotSplitAreNamed) {
+  EXPECT_EQ(checkTensorParallel(layerModel(4, 4, "gelu", true), 3),
+            "layer 0: 4 attention heads do not divide among 3 tensor-parallel "
+            "shards");
+  ModelConfig ffn = layerModel(4, 4, "gelu", true);
+  ffn.layers[1].ffn = 30;
+  EXPECT_EQ(checkTensorParallel(ffn, 4),
+            "layer 0: the feed-forward width 30 does not divide among 4 "
+            "tensor-parallel shards");
+  ModelConfig kv = layerModel(4, 4, "gelu", true);
+  kv.layers[1].heads = 6;
+  kv.layers[1].kvHeads = 3;
+  EXPECT_EQ(checkTensorParallel(kv, 2),
+            "layer 0: 3 key/value heads neither divide among 2 "
+            "tensor-parallel shards nor divide 2 (to be replicated)");
+}
+
+/// Host memory for `bytes` of state, as floats.
+std::vector<float> stateFor(int64_t bytes) {
+  return std::vector<float>((bytes + 3) / 4, 0.0f);
+}
+
+// The blog's "Communication Overhead" table, per transformer layer: the
+// attention block and the MLP each all-reduce one N_batch x N_ctx x
+// D_model activation in the forward pass and one in the backward pass;
+// the weight-gradient pass (W) moves nothing.
+TEST(TensorParallel, CommunicationVolumeMatchesTheBlogTable) {
+  for (const char *mlp : {"gelu", "swiglu"}) {
+    ModelConfig model = layerModel(4, 2, mlp, std::string(mlp) == "gelu");
+    int tp = 2;
+    ModelConfig shard = getTensorShardModel(model, tp);
+    ParameterStore store;
+    for (const ParameterSpec &spec : getLayerParameters(model, 1, {1, tp}))
+      store.add(spec);
+    static CpuDevice cpu;
+    ASSERT_TRUE(store.allocate(cpu, Precision::fp32(), 7));
+    StageRunner stage(shard, {1}, store, cpu.getKernels(StreamKind::Compute),
+                      Precision::fp32());
+    std::vector<int64_t> sums;
+    stage.setTensorParallel(
+        [&](DevicePtr, int64_t count) { sums.push_back(count); });
+    int64_t rows = model.microBatch, seq = model.seqLen, h = model.hidden;
+    SliceShape s{rows, seq, 0};
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal;
+    std::vector<float> x(rows * seq * h), y(x.size()), dy(x.size()),
+        dx(x.size());
+    for (float &v : x)
+      v = normal(rng);
+    for (float &v : dy)
+      v = normal(rng);
+    std::vector<int32_t> tokens(rows * (seq + 1), 1);
+    TokenRows batch{tokens.data(), seq + 1};
+    std::vector<float> f = stateFor(stage.getForwardStateBytes(s)),
+                       w = stateFor(stage.getWeightStateBytes(s)),
+                       kv = stateFor(stage.getKeyValueBytes(rows)),
+                       work = stateFor(stage.getWorkspaceBytes(s));
+    int64_t activation = rows * seq * h; // N_batch x N_ctx x D_model
+    stage.forward(s, batch, x.data(), y.data(), f.data(), kv.data(),
+                  work.data(), nullptr);
+    EXPECT_EQ(sums, (std::vector<int64_t>{activation, activation})) << mlp;
+    sums.clear();
+    stage.backwardInput(s, batch, dy.data(), dx.data(), f.data(), w.data(),
+                        kv.data(), work.data(), 1.0f);
+    EXPECT_EQ(sums, (std::vector<int64_t>{activation, activation})) << mlp;
+    sums.clear();
+    stage.backwardWeight(s, batch, f.data(), w.data(), work.data());
+    EXPECT_TRUE(sums.empty()) << mlp;
+  }
+}
+
+} // namespace
