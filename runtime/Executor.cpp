@@ -39,7 +39,8 @@ int64_t getDeviceWorkspaceBytes(const Plan &plan, int device) {
       for (size_t k = 0; k < plan.slices.size(); ++k)
         work = std::max(work, getWorkspaceBytes(plan.shardModel, stage.layers,
                                                 plan.getSliceShape(int(k)),
-                                                plan.precision));
+                                                plan.precision,
+                                                stage.recompute));
   return work;
 }
 
@@ -86,9 +87,9 @@ Status Executor::prepare() {
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     if (plan.stages[s].device != deviceIndex)
       continue;
-    stages[s] =
-        std::make_unique<StageRunner>(plan.shardModel, plan.stages[s].layers,
-                                      parameters, kernels, plan.precision);
+    stages[s] = std::make_unique<StageRunner>(
+        plan.shardModel, plan.stages[s].layers, parameters, kernels,
+        plan.precision, plan.stages[s].recompute);
     if (tensorGroup)
       // On the critical path (the blog's "Communication Overhead"): the
       // pass waits for the sum, advancing the pipeline's transfers.
@@ -338,16 +339,16 @@ Status Executor::runPass(const Instruction &instr, float lossScale) {
         return st;
     stage.backwardInput(s, batch, in, out, slot(instr.state),
                         slot(instr.wstate), slot(instr.kv), workspace.get(),
-                        lossScale);
+                        lossScale, slot(instr.rstate));
     if (outputShard)
       shards->release(Shard::Output, instr.mb, instr.slice);
     if (instr.pass == Pass::BW)
       stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
-                           workspace.get());
+                           workspace.get(), slot(instr.rstate));
     return Status::ok();
   case Pass::W:
     stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
-                         workspace.get());
+                         workspace.get(), slot(instr.rstate));
     return Status::ok();
   default:
     return Status::ok();
@@ -595,9 +596,11 @@ Status Executor::calibrateSlices(
           continue;
         SliceShape s{rows, length, context};
         // Fresh buffers of the sizes the layout gives this slice.
-        DeviceBuffer state, wstate, kv, work, in, outBuf, grad, inGrad, loss;
+        DeviceBuffer state, wstate, rstate, kv, work, in, outBuf, grad, inGrad,
+            loss;
         for (auto [buffer, type, bytes] :
              {std::tuple{&state, act, stage.getForwardStateBytes(s)},
+              std::tuple{&rstate, act, stage.getRecomputedStateBytes(s)},
               std::tuple{&wstate, act, stage.getWeightStateBytes(s)},
               std::tuple{&kv, act, stage.getKeyValueBytes(rows)},
               std::tuple{&work, act, stage.getWorkspaceBytes(s)},
@@ -616,8 +619,10 @@ Status Executor::calibrateSlices(
           stage.forward(s, batch, in.get(), outBuf.get(), state.get(), kv.get(),
                         work.get(), loss.get());
           stage.backwardInput(s, batch, grad.get(), inGrad.get(), state.get(),
-                              wstate.get(), kv.get(), work.get(), 1.0f);
-          stage.backwardWeight(s, batch, state.get(), wstate.get(), work.get());
+                              wstate.get(), kv.get(), work.get(), 1.0f,
+                              rstate.get());
+          stage.backwardWeight(s, batch, state.get(), wstate.get(), work.get(),
+                               rstate.get());
           end->record(compute);
           if (Status st = compute.synchronize(); !st)
             return st;

@@ -122,6 +122,34 @@ enum class Field : uint8_t {
   EmbedGrad,
 };
 
+/// What a stage recomputes in its backward pass instead of keeping it from
+/// F (activation recomputation: papers/lecture-model-parallelism.txt;
+/// Megatron-LM's `--recompute-granularity`):
+///  * None: F keeps its whole forward state until B and W;
+///  * Selective: F keeps the norms' and the projections' tensors (what the
+///    matmuls made: Xhat, Q, the MLP's pre-activations) and drops the
+///    attention's output and statistics and the MLP's activation; B
+///    recomputes them (the attention core and an elementwise function,
+///    Korthikanti et al.'s selective recomputation) into the recomputed
+///    state, which lives until W;
+///  * Full: F keeps only the stage's input (the checkpoint); B runs the
+///    stage's F again from it into the recomputed state.
+enum class Recompute : uint8_t { None, Selective, Full };
+
+/// Whether `field` of the forward state is recomputed under `r`.
+inline bool isRecomputed(Field field, Recompute r) {
+  switch (r) {
+  case Recompute::None:
+    return false;
+  case Recompute::Full:
+    return true;
+  case Recompute::Selective:
+    return field == Field::Lse || field == Field::Context ||
+           field == Field::Act;
+  }
+  return false;
+}
+
 /// Calls fn(field, count, storage) for each region of `layer`'s forward
 /// state, in layout order.
 template <class Fn>
@@ -211,16 +239,58 @@ int64_t countBytes(const Precision &precision, Walk &&walk) {
 }
 } // namespace detail
 
-/// Bytes of the state a stage's `layers` keep, one layer's regions after
-/// the other's (each layer's start aligned). With `layers` one layer, that
-/// layer's.
+/// Bytes of the stage input a Full-recomputing stage keeps from F to B:
+/// none when it begins with a whole embedding (B looks the tokens up
+/// again).
+inline int64_t getCheckpointBytes(const ModelConfig &model,
+                                  const std::vector<int> &layers,
+                                  const SliceShape &s,
+                                  const Precision &precision) {
+  const LayerConfig &first = model.layers[layers.front()];
+  if (first.kind == LayerKind::Embedding && !first.sharded)
+    return 0;
+  Arena arena(precision);
+  arena.take(s.rows * s.tokens * model.hidden, Storage::Activation);
+  return arena.getBytes();
+}
+
+/// Bytes of the state a stage's `layers` keep from F to B and W, one
+/// layer's regions after the other's (each layer's start aligned); with
+/// recomputation, the regions it keeps (Full: the checkpoint). With
+/// `layers` one layer, that layer's.
 inline int64_t getForwardStateBytes(const ModelConfig &model,
                                     const std::vector<int> &layers,
                                     const SliceShape &s,
-                                    const Precision &precision) {
+                                    const Precision &precision,
+                                    Recompute r = Recompute::None) {
+  if (r == Recompute::Full)
+    return getCheckpointBytes(model, layers, s, precision);
   return detail::countBytes(precision, [&](auto &&fn) {
     for (int index : layers)
-      walkForwardState(model, model.layers[index], s, fn);
+      walkForwardState(model, model.layers[index], s,
+                       [&](Field f, int64_t count, Storage storage) {
+                         if (!isRecomputed(f, r))
+                           fn(f, count, storage);
+                       });
+  });
+}
+
+/// Bytes of the forward state B recomputes (kept until W), in layout
+/// order: the regions getForwardStateBytes leaves out.
+inline int64_t getRecomputedStateBytes(const ModelConfig &model,
+                                       const std::vector<int> &layers,
+                                       const SliceShape &s,
+                                       const Precision &precision,
+                                       Recompute r) {
+  if (r == Recompute::None)
+    return 0;
+  return detail::countBytes(precision, [&](auto &&fn) {
+    for (int index : layers)
+      walkForwardState(model, model.layers[index], s,
+                       [&](Field f, int64_t count, Storage storage) {
+                         if (isRecomputed(f, r))
+                           fn(f, count, storage);
+                       });
   });
 }
 
@@ -262,13 +332,43 @@ inline TransformerScratch getTransformerScratch(const ModelConfig &model,
       rt * hd};
 }
 
-/// Scratch for one pass of a stage running `layers`: two activations to
-/// pass between layers, then the largest layer's scratch (each layer's
-/// regions carved in the order of TransformerScratch).
 inline int64_t getWorkspaceBytes(const ModelConfig &model,
                                  const std::vector<int> &layers,
                                  const SliceShape &s,
-                                 const Precision &precision) {
+                                 const Precision &precision, Recompute r);
+
+/// Where a recomputing stage's workspace continues past the scratch, in
+/// bytes: an f64 for the loss B's second F computes and discards, then
+/// the recomputed regions while F makes them (B and W find them in the
+/// recomputed state instead).
+struct RecomputeArea {
+  int64_t loss, area;
+};
+inline RecomputeArea getRecomputeArea(const ModelConfig &model,
+                                      const std::vector<int> &layers,
+                                      const SliceShape &s,
+                                      const Precision &precision) {
+  auto align = [](int64_t bytes) {
+    return (bytes + kRegionAlignment - 1) / kRegionAlignment *
+           kRegionAlignment;
+  };
+  int64_t loss =
+      align(getWorkspaceBytes(model, layers, s, precision, Recompute::None));
+  return {loss, align(loss + 8)};
+}
+
+/// Scratch for one pass of a stage running `layers`: two activations to
+/// pass between layers, then the largest layer's scratch (each layer's
+/// regions carved in the order of TransformerScratch); a recomputing
+/// stage's RecomputeArea after it.
+inline int64_t getWorkspaceBytes(const ModelConfig &model,
+                                 const std::vector<int> &layers,
+                                 const SliceShape &s,
+                                 const Precision &precision,
+                                 Recompute r = Recompute::None) {
+  if (r != Recompute::None)
+    return getRecomputeArea(model, layers, s, precision).area +
+           getRecomputedStateBytes(model, layers, s, precision, r);
   int64_t rt = s.rows * s.tokens, h = model.hidden;
   auto arenaOf = [&](std::initializer_list<int64_t> counts) {
     Arena arena(precision);

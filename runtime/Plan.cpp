@@ -447,12 +447,19 @@ void validate(Plan &plan) {
         const Precision &precision = plan.precision;
         int64_t message = getMessageBytes(plan.shardModel, s, precision);
         checkSlot(instr.state,
-                  getForwardStateBytes(plan.shardModel, stage.layers, s, precision),
+                  getForwardStateBytes(plan.shardModel, stage.layers, s,
+                                       precision, stage.recompute),
                   "forward state");
-        if (instr.pass != Pass::F)
+        if (instr.pass != Pass::F) {
           checkSlot(instr.wstate,
                     getWeightStateBytes(plan.shardModel, stage.layers, s, precision),
                     "weight state");
+          if (stage.recompute != Recompute::None)
+            checkSlot(instr.rstate,
+                      getRecomputedStateBytes(plan.shardModel, stage.layers, s,
+                                              precision, stage.recompute),
+                      "recomputed state");
+        }
         if (instr.pass != Pass::W) {
           checkSlot(
               instr.kv,
@@ -709,6 +716,16 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
       stage.chunk = int(integer(s, "chunk", where));
       for (const json &layer : field(s, "layers", where))
         stage.layers.push_back(layer.get<int>());
+      if (s.contains("recompute")) {
+        std::string mode = text(s, "recompute", where);
+        if (mode == "selective")
+          stage.recompute = Recompute::Selective;
+        else if (mode == "full")
+          stage.recompute = Recompute::Full;
+        else if (mode != "none")
+          fail(where + ": unknown recompute '" + mode +
+               "' (expected none, selective or full)");
+      }
       plan.stages.push_back(stage);
     }
     if (plan.stages.empty())
@@ -792,6 +809,8 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
           instr.kv = int32_t(integer(in, "kv", at, -1));
           instr.in = int32_t(integer(in, "in", at, -1));
           instr.out = int32_t(integer(in, "out", at, -1));
+          if (in.contains("rstate"))
+            instr.rstate = int32_t(integer(in, "rstate", at, -1));
         } else {
           instr.peer = int32_t(integer(in, "peer", at, -1));
           instr.key = integer(in, "key", at, -1);

@@ -21,7 +21,7 @@
 namespace sluice::rt {
 
 /// The newest plan version this runtime reads; it reads every older one.
-constexpr int kPlanVersion = 4;
+constexpr int kPlanVersion = 5;
 
 enum class Pass : uint8_t { F, B, W, BW, S, S2, T, IF, IB };
 /// GradSync: start averaging a stage's (or shard's) gradients over the
@@ -43,6 +43,8 @@ struct Instruction {
   Shard shard = Shard::None;
   // exec: buffer slots (-1: none).
   int32_t state = -1, wstate = -1, kv = -1, in = -1, out = -1;
+  // A recomputing stage's B and W: the recomputed state (version 5).
+  int32_t rstate = -1;
   // send/recv.
   int32_t peer = -1, buffer = -1;
   int64_t key = -1;
@@ -88,6 +90,8 @@ struct StagePlan {
   int device = 0;
   int chunk = 0;
   std::vector<int> layers;
+  /// What its B recomputes (version 5; Layout.h).
+  Recompute recompute = Recompute::None;
 };
 
 struct Plan {

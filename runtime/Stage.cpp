@@ -30,9 +30,9 @@ namespace sluice::rt {
 
 StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
                          ParameterStore &store, Kernels &kernels,
-                         const Precision &precision)
+                         const Precision &precision, Recompute recompute)
     : model(model), layers(std::move(layers)), kernels(kernels),
-      precision(precision) {
+      precision(precision), recompute(recompute) {
   for (int index : this->layers) {
     Layer layer;
     layer.config = &model.layers[index];
@@ -99,7 +99,7 @@ bool StageRunner::hasOutput() const {
 }
 
 int64_t StageRunner::getForwardStateBytes(const SliceShape &s) const {
-  return rt::getForwardStateBytes(model, layers, s, precision);
+  return rt::getForwardStateBytes(model, layers, s, precision, recompute);
 }
 
 int64_t StageRunner::getWeightStateBytes(const SliceShape &s) const {
@@ -111,13 +111,19 @@ int64_t StageRunner::getKeyValueBytes(int64_t rows) const {
 }
 
 int64_t StageRunner::getWorkspaceBytes(const SliceShape &s) const {
-  return rt::getWorkspaceBytes(model, layers, s, precision);
+  return rt::getWorkspaceBytes(model, layers, s, precision, recompute);
+}
+
+int64_t StageRunner::getRecomputedStateBytes(const SliceShape &s) const {
+  return rt::getRecomputedStateBytes(model, layers, s, precision, recompute);
 }
 
 void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
-                        DevicePtr weightState, DevicePtr keyValues) {
+                        DevicePtr weightState, DevicePtr keyValues,
+                        DevicePtr recomputed) {
   // The same walks, in the same order, that size the buffers (Layout.h).
-  Arena forward(precision), weight(precision), kv(precision);
+  Arena forward(precision), weight(precision), kv(precision),
+      again(precision);
   auto into = [&](Views &v, DevicePtr base, Arena &arena) {
     return [&v, base, &arena](Field f, int64_t count, Storage storage) {
       int64_t at = arena.take(count, storage);
@@ -130,7 +136,15 @@ void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
     const LayerConfig &c = *resolved[k].config;
     Views &v = views[k];
     v = Views();
-    walkForwardState(model, c, s, into(v, forwardState, forward));
+    auto kept = into(v, forwardState, forward);
+    auto redone = into(v, recomputed, again);
+    walkForwardState(model, c, s,
+                     [&](Field f, int64_t count, Storage storage) {
+                       if (isRecomputed(f, recompute))
+                         redone(f, count, storage);
+                       else
+                         kept(f, count, storage);
+                     });
     walkWeightState(model, c, s, into(v, weightState, weight));
     walkKeyValues(model, c, s.rows, into(v, keyValues, kv));
   }
@@ -206,7 +220,8 @@ StridedCopy cacheRows(const SliceShape &s, int64_t seqLen, int64_t width,
 
 void StageRunner::transformerForward(const Layer &l, const Views &v,
                                      const SliceShape &s, DevicePtr x,
-                                     DevicePtr out, DevicePtr work) {
+                                     DevicePtr out, DevicePtr work,
+                                     bool again) {
   const LayerConfig &c = *l.config;
   auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
   bool rms = c.norm == "rmsnorm";
@@ -217,7 +232,7 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
 
   // The backward of later slices accumulates into this microbatch's key and
   // value gradients; they start at zero with its first slice.
-  if (s.offset == 0) {
+  if (s.offset == 0 && !again) {
     int64_t cache = s.rows * model.seqLen * kvw;
     kernels.fill(v[Field::DKeys], 0.0, cache);
     kernels.fill(v[Field::DValues], 0.0, cache);
@@ -275,6 +290,24 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
   if (l.w.downB)
     kernels.addRowVector(out, l.w.downB, rt, h);
   kernels.add(out, x2, rt * h);
+}
+
+void StageRunner::recomputeLayer(const Layer &l, const Views &v,
+                                 const SliceShape &s) {
+  // The attention core from the kept Q and the microbatch's keys and
+  // values (B runs slices in reverse, so every earlier slice's are still
+  // there), and the MLP's activation from its kept pre-activations.
+  const LayerConfig &c = *l.config;
+  AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
+                       c.heads, c.headDim, c.kvHeads};
+  kernels.attentionForward(shape, v[Field::Q], v[Field::Keys],
+                           v[Field::Values], v[Field::Lse], v[Field::Context]);
+  int64_t n = s.rows * s.tokens * c.ffn;
+  if (c.isGated())
+    kernels.gatedForward(activation(c), v[Field::Gate], v[Field::Up],
+                         v[Field::Act], n);
+  else
+    kernels.geluForward(v[Field::Up], v[Field::Act], n);
 }
 
 void StageRunner::transformerBackward(const Layer &l, const Views &v,
@@ -383,9 +416,28 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
                           DevicePtr input, DevicePtr output,
                           DevicePtr forwardState, DevicePtr keyValues,
                           DevicePtr workspace, DevicePtr loss) {
+  DevicePtr area;
+  if (recompute != Recompute::None) {
+    // What B will recompute is made in the workspace and dropped.
+    RecomputeArea at = getRecomputeArea(model, layers, s, precision);
+    area = workspace.atByte(at.area, precision.activations);
+  }
+  if (recompute == Recompute::Full) {
+    // The checkpoint: the stage's input (none for a whole embedding, which
+    // B looks up from the tokens again).
+    if (input && getCheckpointBytes(model, layers, s, precision) > 0)
+      kernels.copy(forwardState, input, s.rows * s.tokens * model.hidden);
+    forwardState = DevicePtr();
+  }
+  carve(s, forwardState, nullptr, keyValues, area);
+  runForward(s, batch, input, output, workspace, loss, /*again=*/false);
+}
+
+void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
+                             DevicePtr input, DevicePtr output,
+                             DevicePtr workspace, DevicePtr loss, bool again) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
   Workspace work(workspace, precision, rt * h);
-  carve(s, forwardState, nullptr, keyValues);
   DevicePtr current = input;
   for (size_t i = 0; i < resolved.size(); ++i) {
     const Layer &l = resolved[i];
@@ -410,7 +462,7 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
                                dst);
       break;
     case LayerKind::Transformer:
-      transformerForward(l, v, s, current, dst, workspace);
+      transformerForward(l, v, s, current, dst, workspace, again);
       break;
     case LayerKind::Output: {
       DevicePtr xhat = v[Field::OutXhat], rstd = v[Field::OutRstd];
@@ -440,10 +492,26 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
                                 DevicePtr outputGrad, DevicePtr inputGrad,
                                 DevicePtr forwardState, DevicePtr weightState,
                                 DevicePtr keyValues, DevicePtr workspace,
-                                float lossScale) {
+                                float lossScale, DevicePtr recomputedState) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
+  if (recompute == Recompute::Full) {
+    // F once more, from the checkpoint, into the recomputed state; its
+    // loss is counted already.
+    RecomputeArea at = getRecomputeArea(model, layers, s, precision);
+    DevicePtr checkpoint =
+        getCheckpointBytes(model, layers, s, precision) > 0 ? forwardState
+                                                            : DevicePtr();
+    carve(s, nullptr, nullptr, keyValues, recomputedState);
+    runForward(s, batch, checkpoint, nullptr, workspace,
+               workspace.atByte(at.loss, DType::F64), /*again=*/true);
+    forwardState = DevicePtr();
+  }
+  carve(s, forwardState, weightState, keyValues, recomputedState);
+  if (recompute == Recompute::Selective)
+    for (size_t k = 0; k < resolved.size(); ++k)
+      if (resolved[k].config->kind == LayerKind::Transformer)
+        recomputeLayer(resolved[k], views[k], s);
   Workspace work(workspace, precision, rt * h);
-  carve(s, forwardState, weightState, keyValues);
   DevicePtr grad = outputGrad;
   for (size_t k = resolved.size(); k-- > 0;) {
     const Layer &l = resolved[k];
@@ -490,10 +558,13 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
 
 void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
                                  DevicePtr forwardState, DevicePtr weightState,
-                                 DevicePtr workspace) {
+                                 DevicePtr workspace,
+                                 DevicePtr recomputedState) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
   Workspace work(workspace, precision, rt * h);
-  carve(s, forwardState, weightState, nullptr);
+  if (recompute == Recompute::Full)
+    forwardState = DevicePtr();
+  carve(s, forwardState, weightState, nullptr, recomputedState);
   for (size_t k = 0; k < resolved.size(); ++k) {
     const Layer &l = resolved[k];
     const LayerConfig &c = *l.config;

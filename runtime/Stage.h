@@ -38,7 +38,8 @@ public:
   /// `precision`.
   StageRunner(const ModelConfig &model, std::vector<int> layers,
               ParameterStore &store, Kernels &kernels,
-              const Precision &precision);
+              const Precision &precision,
+              Recompute recompute = Recompute::None);
 
   /// Sums `count` elements at `data` over the stage's tensor-parallel
   /// group, ordered on the stage's stream.
@@ -59,6 +60,9 @@ public:
   int64_t getWeightStateBytes(const SliceShape &s) const;
   int64_t getKeyValueBytes(int64_t rows) const;
   int64_t getWorkspaceBytes(const SliceShape &s) const;
+  /// With recomputation, the state B recomputes and W reads.
+  int64_t getRecomputedStateBytes(const SliceShape &s) const;
+  Recompute getRecompute() const { return recompute; }
 
   /// F. `input` is the previous stage's activation (null on the first
   /// stage); `output` receives this stage's (null on the last stage, which
@@ -70,16 +74,18 @@ public:
 
   /// B. `outputGrad` is the next stage's input gradient (null on the last
   /// stage, where the loss gradient is `lossScale` per token); `inputGrad`
-  /// receives this stage's (null on the first stage).
+  /// receives this stage's (null on the first stage). A recomputing stage
+  /// first recomputes what F did not keep into `recomputedState`.
   void backwardInput(const SliceShape &s, const TokenRows &batch,
                      DevicePtr outputGrad, DevicePtr inputGrad,
                      DevicePtr forwardState, DevicePtr weightState,
-                     DevicePtr keyValues, DevicePtr workspace, float lossScale);
+                     DevicePtr keyValues, DevicePtr workspace, float lossScale,
+                     DevicePtr recomputedState = {});
 
   /// W: accumulates the stage's weight gradients.
   void backwardWeight(const SliceShape &s, const TokenRows &batch,
                       DevicePtr forwardState, DevicePtr weightState,
-                      DevicePtr workspace);
+                      DevicePtr workspace, DevicePtr recomputedState = {});
 
 private:
   struct LayerParams {
@@ -97,12 +103,20 @@ private:
   };
 
   /// Carves every layer's views out of the state buffers (null buffers
-  /// give null views).
+  /// give null views); recomputed regions from `recomputed`.
   void carve(const SliceShape &s, DevicePtr forwardState, DevicePtr weightState,
-             DevicePtr keyValues);
+             DevicePtr keyValues, DevicePtr recomputed);
+  /// F's layers over the carved views; `again`: B's recomputation (the
+  /// key/value gradients already accumulate later slices' parts).
+  void runForward(const SliceShape &s, const TokenRows &batch, DevicePtr input,
+                  DevicePtr output, DevicePtr workspace, DevicePtr loss,
+                  bool again);
+  /// Selective recomputation of one layer: attention and activation.
+  void recomputeLayer(const Layer &l, const Views &v, const SliceShape &s);
 
   void transformerForward(const Layer &l, const Views &v, const SliceShape &s,
-                          DevicePtr x, DevicePtr out, DevicePtr work);
+                          DevicePtr x, DevicePtr out, DevicePtr work,
+                          bool again);
   void transformerBackward(const Layer &l, const Views &v, const SliceShape &s,
                            DevicePtr dout, DevicePtr dx, DevicePtr work);
   void transformerWeight(const Layer &l, const Views &v, const SliceShape &s,
@@ -119,6 +133,7 @@ private:
   std::vector<Layer> resolved;
   Kernels &kernels;
   Precision precision;
+  Recompute recompute;
   /// Per layer, the views of the pass being run (kept to reuse its memory).
   std::vector<Views> views;
 };

@@ -138,6 +138,28 @@ def Sluice_NormKindAttr : EnumAttr<Sluice_Dialect, Sluice_NormKind, "norm"> {
   }];
 }
 
+def Sluice_RecomputeKind : I32EnumAttr<"RecomputeKind",
+    "what a stage's backward pass recomputes", [
+  I32EnumAttrCase<"none", 0>,
+  I32EnumAttrCase<"selective", 1>,
+  I32EnumAttrCase<"full", 2>
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+def Sluice_RecomputeKindAttr : EnumAttr<Sluice_Dialect, Sluice_RecomputeKind,
+                                        "recompute"> {
+  let summary = "activation recomputation of a stage";
+  let description = [{
+    `none`: F keeps everything B and W read. `selective`: F keeps the
+    norms' and projections' tensors and drops the attention output and the
+    MLP activation, which B recomputes (Korthikanti et al.'s selective
+    recomputation). `full`: F keeps only the stage's input, and B runs F
+    again from it. Recomputed tensors live from B to W.
+  }];
+}
+
 def Sluice_MlpKind : I32EnumAttr<"MlpKind",
     "feed-forward block of a transformer layer", [
   I32EnumAttrCase<"gelu", 0>,

@@ -231,7 +231,9 @@ def Sluice_StageOp : Sluice_Op<"stage", [
     stage: `passes` (F, B, W when the backward is split, F and BW
     otherwise), their forward-equivalent `flops` per microbatch in the same
     order, and `activation_bytes`, the activations one microbatch keeps
-    alive from its F until its B (or BW).
+    alive from its F until its B (or BW). With activation recomputation
+    (`recompute`), B's FLOPs include what it recomputes and
+    `activation_bytes` only what F keeps.
 
     ```mlir
     %a = sluice.stage @s0 device 0 chunk 0 -> tensor<1x16x32xf32> {
@@ -255,7 +257,8 @@ def Sluice_StageOp : Sluice_Op<"stage", [
                        OptionalAttr<TypedArrayAttrBase<Sluice_PassKindAttr,
                                     "pass kinds">>:$passes,
                        OptionalAttr<DenseI64ArrayAttr>:$flops,
-                       OptionalAttr<Sluice_SizeAttr>:$activation_bytes);
+                       OptionalAttr<Sluice_SizeAttr>:$activation_bytes,
+                       OptionalAttr<Sluice_RecomputeKindAttr>:$recompute);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -54,6 +54,7 @@ StageProfile StageProfile::get(StageOp stage, ModelOp model) {
       profile.vocab = o.getVocab();
     }
   }
+  profile.recompute = stage.getRecompute().value_or(RecomputeKind::none);
   return profile;
 }
 
@@ -80,15 +81,20 @@ double StageProfile::getPassFlops(PassKind kind, int64_t tokens,
   }
   attention *= double(microBatch);
   double matmul = forward - attention;
+  // What B does again before its own work: the whole forward, or (selective)
+  // the attention core; the MLP activation is no FLOPs in this count.
+  double again = recompute == RecomputeKind::full        ? forward
+                 : recompute == RecomputeKind::selective ? attention
+                                                         : 0.0;
   switch (kind) {
   case PassKind::F:
     return forward;
   case PassKind::B:
-    return matmul + 2.0 * attention;
+    return matmul + 2.0 * attention + again;
   case PassKind::W:
     return matmul;
   case PassKind::BW:
-    return 2.0 * matmul + 2.0 * attention;
+    return 2.0 * matmul + 2.0 * attention + again;
   default:
     return 0;
   }
@@ -126,8 +132,11 @@ double StageProfile::getPassTime(PassKind kind, int64_t tokens, int64_t prefix,
   }
   if (hasOutput) {
     // The LM head: a [vocab, hidden] matmul per token and its weights.
+    bool backward = kind == PassKind::B || kind == PassKind::BW;
+    double times = (kind == PassKind::BW ? 2.0 : 1.0) +
+                   (backward && recompute == RecomputeKind::full ? 1.0 : 0.0);
     double flops = 2.0 * double(hidden) * double(vocab) * double(tokens) *
-                   double(microBatch) * (kind == PassKind::BW ? 2.0 : 1.0);
+                   double(microBatch) * times;
     double bytes = traffic * double(hidden * vocab * dtypeBytes);
     time +=
         std::max(flops / rate, bytes / hw.memoryBandwidth) + hw.layerOverhead;
@@ -146,12 +155,22 @@ double StageProfile::getKeyValueBytes(int64_t tokens,
 
 double StageProfile::getActivationBytes(int64_t tokens) const {
   double perToken = 0;
+  if (recompute == RecomputeKind::full)
+    // The stage's input alone (a stage that embeds looks tokens up again).
+    return hasEmbedding ? 0.0
+                        : double(hidden * dtypeBytes) * double(tokens) *
+                              double(microBatch);
+  bool selective = recompute == RecomputeKind::selective;
   for (const TransformerShape &s : layers) {
+    // Selective recomputation drops the attention output, its softmax
+    // statistics and the MLP's activation.
     double kept = 4.0 * double(s.hidden) +
                   double((s.heads + 2 * s.kvHeads) * s.headDim) +
-                  double(s.heads * s.headDim) +
-                  double(s.ffn) * (s.mlp == MlpKind::gelu ? 2.0 : 3.0);
-    perToken += kept * double(dtypeBytes) + 4.0 * double(s.heads);
+                  (selective ? 0.0 : double(s.heads * s.headDim)) +
+                  double(s.ffn) * ((s.mlp == MlpKind::gelu ? 2.0 : 3.0) -
+                                   (selective ? 1.0 : 0.0));
+    perToken += kept * double(dtypeBytes) + (selective ? 0.0 : 4.0) *
+                                                double(s.heads);
   }
   if (hasOutput)
     perToken += 4.0 * double(vocab) + double(hidden * dtypeBytes);

@@ -211,6 +211,9 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
           json.attribute("name", stage.getSymName());
           json.attribute("device", stage.getDevice());
           json.attribute("chunk", stage.getChunk());
+          if (std::optional<RecomputeKind> r = stage.getRecompute();
+              r && *r != RecomputeKind::none)
+            json.attribute("recompute", stringifyRecomputeKind(*r));
           json.attributeArray("layers", [&] {
             for (int layer : layerIndices[i])
               json.value(layer);
@@ -304,6 +307,9 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
                          e.getSlice());
                   for (StringRef role : {"state", "wstate", "kv", "in", "out"})
                     json.attribute(role, slot(role));
+                  // Version 5: a recomputing stage's recomputed state.
+                  if (op.hasAttr("rstate"))
+                    json.attribute("rstate", slot("rstate"));
                 } else if (auto s = dyn_cast<SendOp>(op)) {
                   common("send", s.getKind(), s.getStage(), s.getMb(),
                          s.getSlice());

@@ -98,7 +98,8 @@ LogicalResult mlir::sluice::partitionStages(ModelOp model,
         builder, group.front()->getLoc(), TypeRange{out.getType()},
         builder.getStringAttr("s" + std::to_string(s)),
         builder.getI64IntegerAttr(device), builder.getI64IntegerAttr(chunk),
-        inputs, ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr());
+        inputs, ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(),
+        RecomputeKindAttr());
     Block *body = new Block();
     stage.getBody().push_back(body);
     if (carried) {

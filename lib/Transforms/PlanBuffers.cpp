@@ -26,6 +26,7 @@ namespace {
 enum class ValueKind : uint8_t {
   ForwardState, // F -> B, W
   WeightState,  // B -> W
+  Recomputed,   // B -> W: what a recomputing stage's B made again
   KeyValues,    // first slice's F -> first slice's B (per microbatch)
   Outgoing,     // a pass's result on its way to the next stage
   Incoming,     // a received result, until its consumer runs
@@ -90,6 +91,19 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
   SmallVector<StageOp> stages = getStages(*model);
   // The layers of each stage, as indices into the model's chain.
   std::vector<std::vector<int>> stageLayers = getStageLayerIndices(*model);
+  std::vector<rt::Recompute> recompute;
+  for (StageOp stage : stages)
+    switch (stage.getRecompute().value_or(RecomputeKind::none)) {
+    case RecomputeKind::none:
+      recompute.push_back(rt::Recompute::None);
+      break;
+    case RecomputeKind::selective:
+      recompute.push_back(rt::Recompute::Selective);
+      break;
+    case RecomputeKind::full:
+      recompute.push_back(rt::Recompute::Full);
+      break;
+    }
   auto shape = [&](int slice) {
     int64_t offset = 0;
     for (int k = 0; k < slice; ++k)
@@ -101,7 +115,11 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
     const std::vector<int> &layers = stageLayers[w.stage];
     switch (kind) {
     case ValueKind::ForwardState:
-      return rt::getForwardStateBytes(config, layers, s, *precision);
+      return rt::getForwardStateBytes(config, layers, s, *precision,
+                                      recompute[w.stage]);
+    case ValueKind::Recomputed:
+      return rt::getRecomputedStateBytes(config, layers, s, *precision,
+                                         recompute[w.stage]);
     case ValueKind::WeightState:
       return rt::getWeightStateBytes(config, layers, s, *precision);
     case ValueKind::KeyValues:
@@ -179,6 +197,8 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
         if (hasKV)
           uses[i].push_back({{ValueKind::KeyValues, index(keyValues)}, "kv"});
         defs[i].push_back({{ValueKind::WeightState, id}, "wstate"});
+        if (recompute[w.stage] != rt::Recompute::None)
+          defs[i].push_back({{ValueKind::Recomputed, id}, "rstate"});
         if (!last)
           input(w.stage + 1);
         if (!first)
@@ -188,6 +208,8 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
         b.kind = PassKind::B;
         uses[i].push_back({{ValueKind::ForwardState, index(forward)}, "state"});
         uses[i].push_back({{ValueKind::WeightState, index(b)}, "wstate"});
+        if (recompute[w.stage] != rt::Recompute::None)
+          uses[i].push_back({{ValueKind::Recomputed, index(b)}, "rstate"});
       }
     }
     // 2. Last use of every value (its definition if never used again).

@@ -61,7 +61,8 @@ static void splitShardPasses(ModelOp model) {
   }
 }
 
-LogicalResult mlir::sluice::splitPasses(ModelOp model, bool split) {
+LogicalResult mlir::sluice::splitPasses(ModelOp model, bool split,
+                                        RecomputeKind recompute) {
   SmallVector<StageOp> stages = getStages(model);
   if (stages.empty())
     return model.emitOpError("is not partitioned into stages: run "
@@ -71,6 +72,9 @@ LogicalResult mlir::sluice::splitPasses(ModelOp model, bool split) {
       split ? SmallVector<PassKind>{PassKind::F, PassKind::B, PassKind::W}
             : SmallVector<PassKind>{PassKind::F, PassKind::BW};
   for (StageOp stage : stages) {
+    if (recompute != RecomputeKind::none)
+      stage.setRecomputeAttr(
+          RecomputeKindAttr::get(model.getContext(), recompute));
     StageProfile profile = StageProfile::get(stage, model);
     SmallVector<Attribute> passes;
     SmallVector<int64_t> flops;
@@ -93,8 +97,14 @@ struct SplitPassesPass : public sluice::impl::SplitPassesBase<SplitPassesPass> {
   using Base::Base;
 
   void runOnOperation() override {
+    std::optional<RecomputeKind> kind = symbolizeRecomputeKind(recompute);
+    if (!kind) {
+      getOperation().emitError("unknown recompute '")
+          << recompute << "' (expected none, selective or full)";
+      return signalPassFailure();
+    }
     for (ModelOp model : getOperation().getOps<ModelOp>())
-      if (failed(splitPasses(model, split)))
+      if (failed(splitPasses(model, split, *kind)))
         return signalPassFailure();
   }
 };

@@ -4,6 +4,9 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab --sluice-split-passes | FileCheck %s --check-prefix=NAIVE
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab --sluice-reorder-softmax-barriers="algorithm=1" --sluice-split-passes | FileCheck %s --check-prefix=ALG1
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab --sluice-reorder-softmax-barriers="algorithm=2" --sluice-split-passes | FileCheck %s --check-prefix=ALG2
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="recompute=full" | FileCheck %s --check-prefix=FULL
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="recompute=selective" | FileCheck %s --check-prefix=SELECTIVE
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="recompute=most" 2>&1 | FileCheck %s --check-prefix=BADMODE
 
 // Two layers of hidden 32, ffn 128, 16 tokens: 12288 matmul weights per
 // layer (2 x 12288 x 16 FLOPs each) and causal attention 4 x 32 x 136.
@@ -14,6 +17,14 @@
 // SPLIT:   sluice.stage @s1 device 1 chunk 0 ({{.*}}) -> tensor<f32> attributes {activation_bytes = {{[0-9]+}} : i64, flops = array<i64: 923648, 958464, 888832>, passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>]}
 // UNSPLIT: sluice.stage @s0 {{.*}} flops = array<i64: 821248, 1642496>, passes = [#sluice.pass<F>, #sluice.pass<BW>]
 // UNSPLIT: sluice.stage @s1 {{.*}} flops = array<i64: 923648, 1847296>, passes = [#sluice.pass<F>, #sluice.pass<BW>]
+// Full recomputation: B runs F again first (stage 0: 856064 + 821248;
+// stage 1: 958464 + 923648); F keeps only the stage's input, 16 x 32
+// floats, and nothing on the stage that embeds.
+// FULL:   sluice.stage @s0 {{.*}}activation_bytes = 0 : i64, flops = array<i64: 821248, 1677312, 786432>, {{.*}}recompute = #sluice<recompute full>}
+// FULL:   sluice.stage @s1 {{.*}}activation_bytes = 2048 : i64, flops = array<i64: 923648, 1882112, 888832>, {{.*}}recompute = #sluice<recompute full>}
+// Selective: B recomputes each layer's attention core (2 x 17408).
+// SELECTIVE: sluice.stage @s0 {{.*}}flops = array<i64: 821248, 890880, 786432>, {{.*}}recompute = #sluice<recompute selective>}
+// BADMODE: error: unknown recompute 'most' (expected none, selective or full)
 // Vocabulary shards are cut before heavy work that reads a collective
 // issued since the pass began (§5.1): the naive form's sum of exponentials
 // waits for the maximum (S2), its softmax for the sum (T); Algorithm 1's

@@ -12,10 +12,12 @@
 # the pipeline device counts (default "2 4"); $DP the data-parallel
 # replicas of each device (default 1: mpirun -np p * DP, and the reference
 # runs every replica's microbatches); $TP the tensor-parallel shards of
-# each device (default 1: mpirun -np p * TP * DP).
+# each device (default 1: mpirun -np p * TP * DP); $RECOMPUTE the
+# activation recomputation of every stage (--recompute; default none).
 #
 #   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
-#     [PIPELINES=...] [DP=...] [TP=...] check-equivalence.sh SCHEDULE WORKDIR
+#     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] \
+#     check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
 schedule=$1
 work=$2
@@ -46,6 +48,7 @@ for p in ${PIPELINES:-2 4}; do
     for v in $virtuals; do
       for k in $slices_list; do
         name="$schedule p=$p m=$m v=$v k=$k vocab=$vocab slicing=$slicing"
+        [ "${RECOMPUTE:-none}" = none ] || name="$name recompute=$RECOMPUTE"
         [ "$tp" = 1 ] || name="$name tp=$tp"
         [ "$dp" = 1 ] || name="$name dp=$dp"
         plan="$work/plan-p$p-m$m-v$v-k$k.json"
@@ -53,7 +56,7 @@ for p in ${PIPELINES:-2 4}; do
         sluice-compile "$model" --pp "$p" --microbatches "$m" \
           --schedule "$schedule" --virtual "$v" --slices "$k" \
           --vocab "$vocab" --slicing "$slicing" --costs "${COSTS:-unit}" \
-          --dp "$dp" --tp "$tp" -o "$plan" >/dev/null
+          --dp "$dp" --tp "$tp" --recompute "${RECOMPUTE:-none}" -o "$plan" >/dev/null
         # The reference depends on the model and the microbatches only
         # (every replica's).
         [ -f "$ref/losses.txt" ] ||

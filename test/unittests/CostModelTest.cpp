@@ -218,3 +218,76 @@ TEST(CostModel, TensorParallelCellsScaleTheHardware) {
   EXPECT_FALSE(CostModel::parse("v100x0", error));
   EXPECT_FALSE(CostModel::parse("v100y8", error));
 }
+
+namespace {
+/// A stage of two Llama-shaped layers (h 64, 8 heads of 8, 2 key/value
+/// heads, SwiGLU 160) in bf16.
+StageProfile recomputeStage(RecomputeKind recompute) {
+  StageProfile stage;
+  TransformerShape layer;
+  layer.hidden = 64;
+  layer.heads = 8;
+  layer.kvHeads = 2;
+  layer.headDim = 8;
+  layer.ffn = 160;
+  layer.mlp = MlpKind::swiglu;
+  stage.layers = {layer, layer};
+  stage.hidden = 64;
+  stage.seqLen = 128;
+  stage.microBatch = 2;
+  stage.dtypeBytes = 2;
+  stage.recompute = recompute;
+  return stage;
+}
+} // namespace
+
+// Activation recomputation (papers/lecture-model-parallelism.txt): per
+// token and layer, a stage without recomputation keeps
+//   (4h + (H + 2KV) d + H d + 3 ffn) bytes-per-element + 4 H (fp32 stats);
+// selective drops the attention output (H d), its statistics (4 H) and
+// the MLP activation (ffn); full keeps only the stage's input, h.
+TEST(CostModel, RecomputedActivationsMatchTheirClosedForms) {
+  int64_t tokens = 128, rows = 2, h = 64, H = 8, KV = 2, d = 8, f = 160;
+  double none = double((4 * h + (H + 2 * KV) * d + H * d + 3 * f) * 2 + 4 * H);
+  double selective = double((4 * h + (H + 2 * KV) * d + 2 * f) * 2);
+  double full = double(h * 2);
+  double perTokenLayers = 2.0 * double(tokens * rows);
+  EXPECT_DOUBLE_EQ(
+      recomputeStage(RecomputeKind::none).getActivationBytes(tokens),
+      none * perTokenLayers);
+  EXPECT_DOUBLE_EQ(
+      recomputeStage(RecomputeKind::selective).getActivationBytes(tokens),
+      selective * perTokenLayers);
+  EXPECT_DOUBLE_EQ(
+      recomputeStage(RecomputeKind::full).getActivationBytes(tokens),
+      full * double(tokens * rows));
+  StageProfile embeds = recomputeStage(RecomputeKind::full);
+  embeds.hasEmbedding = true;
+  EXPECT_DOUBLE_EQ(embeds.getActivationBytes(tokens), 0.0)
+      << "a stage that embeds looks its tokens up again";
+}
+
+// And the time: B (and BW) add the forward once more (full), or the
+// attention core, 4 H d (t p + t (t + 1) / 2) FLOPs per row and layer
+// (selective); F and W are unchanged.
+TEST(CostModel, RecomputedFlopsMatchTheirClosedForms) {
+  StageProfile none = recomputeStage(RecomputeKind::none);
+  StageProfile selective = recomputeStage(RecomputeKind::selective);
+  StageProfile full = recomputeStage(RecomputeKind::full);
+  int64_t t = 64, p = 32;
+  double forward = none.getPassFlops(PassKind::F, t, p);
+  double attention = 2.0 * 2.0 * 4.0 * 64.0 *
+                     (double(t * p) + double(t) * double(t + 1) / 2.0);
+  for (PassKind kind : {PassKind::F, PassKind::W}) {
+    EXPECT_DOUBLE_EQ(full.getPassFlops(kind, t, p),
+                     none.getPassFlops(kind, t, p));
+    EXPECT_DOUBLE_EQ(selective.getPassFlops(kind, t, p),
+                     none.getPassFlops(kind, t, p));
+  }
+  for (PassKind kind : {PassKind::B, PassKind::BW}) {
+    EXPECT_DOUBLE_EQ(full.getPassFlops(kind, t, p),
+                     none.getPassFlops(kind, t, p) + forward);
+    EXPECT_DOUBLE_EQ(selective.getPassFlops(kind, t, p),
+                     none.getPassFlops(kind, t, p) + attention);
+  }
+}

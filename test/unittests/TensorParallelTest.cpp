@@ -179,3 +179,33 @@ TEST(TensorParallel, CommunicationVolumeMatchesTheBlogTable) {
 }
 
 } // namespace
+
+namespace {
+// What the runtime keeps and recomputes (Layout.h), per transformer layer
+// of a slice of R rows x t tokens: selective recomputation moves the
+// attention's log-sum-exp (R H t, fp32), its output (R t H d) and the MLP
+// activation (R t ffn) from the forward state into the recomputed state;
+// full keeps only the stage's input (R t h), none for a stage that embeds.
+TEST(Recompute, LayoutMatchesTheClosedForms) {
+  ModelConfig model = layerModel(4, 2, "swiglu", /*bias=*/false);
+  Precision fp32 = Precision::fp32();
+  SliceShape s{2, 8, 0};
+  int64_t rt = 16, h = 16, hd = 16, f = 32, H = 4;
+  auto aligned = [](int64_t floats) {
+    return (floats * 4 + kRegionAlignment - 1) / kRegionAlignment *
+           kRegionAlignment;
+  };
+  int64_t recomputed = aligned(2 * H * 8) + aligned(rt * hd) + aligned(rt * f);
+  int64_t none = getForwardStateBytes(model, {1}, s, fp32);
+  EXPECT_EQ(getRecomputedStateBytes(model, {1}, s, fp32, Recompute::Selective),
+            recomputed);
+  EXPECT_EQ(getForwardStateBytes(model, {1}, s, fp32, Recompute::Selective),
+            none - recomputed);
+  EXPECT_EQ(getRecomputedStateBytes(model, {1}, s, fp32, Recompute::Full),
+            none);
+  EXPECT_EQ(getForwardStateBytes(model, {1}, s, fp32, Recompute::Full),
+            aligned(rt * h));
+  EXPECT_EQ(getForwardStateBytes(model, {0, 1}, s, fp32, Recompute::Full), 0);
+  EXPECT_EQ(getRecomputedStateBytes(model, {1}, s, fp32, Recompute::None), 0);
+}
+} // namespace

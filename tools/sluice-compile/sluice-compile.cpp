@@ -85,6 +85,13 @@ cl::opt<int64_t> tp("tp",
                     cl::desc("Tensor-parallel shards of each pipeline "
                              "device, splitting every transformer layer"),
                     cl::init(1), cl::value_desc("T"), cl::cat(category));
+cl::opt<std::string> recompute(
+    "recompute",
+    cl::desc("Activation recomputation of every stage: none (default), "
+             "selective (B recomputes attention and the MLP activation) or "
+             "full (B runs F again from the stage's input)"),
+    cl::init("none"), cl::value_desc("none|selective|full"),
+    cl::cat(category));
 cl::opt<int64_t> microbatches("microbatches",
                               cl::desc("Microbatches per training step (per "
                                        "data-parallel replica)"),
@@ -226,6 +233,11 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
   if (!positive(pp, "pp") || !positive(microbatches, "microbatches") ||
       !positive(dp, "dp") || !positive(tp, "tp"))
     return nullptr;
+  if (!symbolizeRecomputeKind(recompute)) {
+    fail("unknown --recompute '" + recompute +
+         "' (expected none, selective or full)");
+    return nullptr;
+  }
   if (slicingMethod != "uniform" && slicingMethod != "seq1f1b" &&
       slicingMethod != "terapipe") {
     fail("unknown --slicing '" + slicingMethod +
@@ -343,7 +355,8 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
     if (failed(sliceTokens(model, slicing)))
       return failure();
   }
-  if (failed(splitPasses(model, info.splitBackward)))
+  if (failed(splitPasses(model, info.splitBackward,
+                         *symbolizeRecomputeKind(recompute))))
     return failure();
   SchedulingOptions scheduling;
   scheduling.schedule = info.name.str();
@@ -433,9 +446,9 @@ int main(int argc, char **argv) {
       return 1;
   } else if (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
              emit == EmitKind::Program || emit == EmitKind::Plan ||
-             dp != 1 || tp != 1) {
-    return fail("--microbatches, --dp, --tp, --trace, --svg and --emit "
-                "program|plan need --pp");
+             dp != 1 || tp != 1 || recompute != "none") {
+    return fail("--microbatches, --dp, --tp, --recompute, --trace, --svg and "
+                "--emit program|plan need --pp");
   }
 
   // A .json output is the runtime plan: buffers planned, then translated.

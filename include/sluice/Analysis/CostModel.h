@@ -72,6 +72,9 @@ struct StageProfile {
   int64_t dtypeBytes = 2;
   /// Parameters the stage holds (a tied table counted on both ends).
   int64_t params = 0;
+  /// What B recomputes (the stage's `recompute`): its FLOPs are added to
+  /// B's and BW's, its tensors left out of the activation bytes.
+  RecomputeKind recompute = RecomputeKind::none;
 
   static StageProfile get(StageOp stage, ModelOp model);
 

@@ -23,8 +23,9 @@ namespace rt = ::sluice::rt;
 
 /// The version this compiler writes (2: vocabulary shards and collectives;
 /// 3: element types, typed buffer regions, log-sum-exp attention state;
-/// 4: the device mesh and grad_sync); the runtime reads 1 to 4.
-constexpr int kPlanVersion = 4;
+/// 4: the device mesh and grad_sync; 5: recomputing stages and their
+/// recomputed state); the runtime reads 1 to 5.
+constexpr int kPlanVersion = 5;
 
 /// The model section of a plan: the model's layers in chain order. With
 /// sharded vocabulary layers (sluice-partition-vocab) the embedding and

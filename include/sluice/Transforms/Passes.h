@@ -51,7 +51,9 @@ struct TokenSlicingOptions {
 LogicalResult sliceTokens(ModelOp model, const TokenSlicingOptions &opts);
 
 /// What sluice-split-passes does to one model.
-LogicalResult splitPasses(ModelOp model, bool split);
+/// `recompute` (other than none) is set on every stage.
+LogicalResult splitPasses(ModelOp model, bool split,
+                          RecomputeKind recompute = RecomputeKind::none);
 
 /// What sluice-schedule does: builds and inserts the program.
 struct SchedulingOptions {

@@ -247,6 +247,14 @@ def SplitPasses : Pass<"sluice-split-passes", "ModuleOp"> {
     matmuls) and the stage its `activation_bytes`: what one microbatch keeps
     alive from its F to its B.
 
+    With `recompute=selective` or `recompute=full` every stage gets that
+    `recompute` (activation recomputation, papers/lecture-model-
+    parallelism.txt): B's (and BW's) FLOPs add what it recomputes -- the
+    attention core, or the whole forward -- and `activation_bytes` counts
+    only what F keeps: without the attention output, its statistics and
+    the MLP activation, or only the stage's input (none for a stage that
+    embeds: B looks the tokens up again).
+
     ```mlir
     %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x16x32xf32> attributes {
         activation_bytes = 30720 : i64,
@@ -257,7 +265,9 @@ def SplitPasses : Pass<"sluice-split-passes", "ModuleOp"> {
   let dependentDialects = ["::mlir::sluice::SluiceDialect"];
   let options = [
     Option<"split", "split", "bool", /*default=*/"true",
-           "split the backward into B and W">
+           "split the backward into B and W">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "activation recomputation of every stage: none, selective or full">
   ];
 }
 
