@@ -110,22 +110,19 @@ Status Executor::prepare() {
         if (whole.kind != LayerKind::Transformer || whole.kvHeads >= plan.tp)
           continue;
         int perHead = plan.tp / int(whole.kvHeads);
+        // The QKV projection's slices: query, key and value column ranges
+        // (the bias's as its elements).
         ReplicatedKeyValues r;
-        for (const ParameterSpec &spec : getLayerParameters(plan.model, layer)) {
-          const std::string &n = spec.name;
-          auto ends = [&](const std::string &suffix) {
-            return n.size() >= suffix.size() &&
-                   n.compare(n.size() - suffix.size(), suffix.size(),
-                             suffix) == 0;
-          };
-          if (ends("attn.qkv.weight"))
-            r.weight = n;
-          else if (ends("attn.qkv.bias"))
-            r.bias = n;
+        for (const ParameterSpec &spec :
+             getLayerParameters(plan.model, layer, {shardIndex, plan.tp})) {
+          const std::vector<IndexRange> &qkv =
+              spec.shape.size() == 2 ? spec.columns : spec.rows;
+          if (qkv.size() != 3)
+            continue;
+          (spec.shape.size() == 2 ? r.weight : r.bias) = spec.name;
+          r.queries = qkv[0].count;
+          r.keyValues = qkv[1].count;
         }
-        const LayerConfig &mine = plan.shardModel.layers[layer];
-        r.queries = mine.heads * mine.headDim;
-        r.keyValues = mine.kvHeads * mine.headDim;
         for (int t = shardIndex / perHead * perHead;
              t < (shardIndex / perHead + 1) * perHead; ++t)
           r.group.push_back(t);
@@ -580,8 +577,13 @@ Status Executor::calibrateSlices(
   TokenRows batch{synthetic.get(), seq + 1};
   int64_t activation = rows * h * getSize(act);
   // Each rank calibrates alone: its tensor-parallel partners are not there
-  // to sum with, so the samples time the shard's compute only.
+  // to sum with, so the samples time the shard's compute only (on every
+  // way out of here, the sums resume).
   tensorSums = false;
+  struct Resume {
+    bool &sums;
+    ~Resume() { sums = true; }
+  } resume{tensorSums};
   std::unique_ptr<Event> start = device.createEvent(),
                          end = device.createEvent();
   for (size_t index = 0; index < stages.size(); ++index) {
@@ -631,7 +633,6 @@ Status Executor::calibrateSlices(
         out.push_back({length, context, best});
       }
   }
-  tensorSums = true;
   // The calibration accumulated gradients into the real ones.
   parameters.zeroGrads();
   return compute.synchronize();

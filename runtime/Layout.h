@@ -332,43 +332,13 @@ inline TransformerScratch getTransformerScratch(const ModelConfig &model,
       rt * hd};
 }
 
-inline int64_t getWorkspaceBytes(const ModelConfig &model,
-                                 const std::vector<int> &layers,
-                                 const SliceShape &s,
-                                 const Precision &precision, Recompute r);
-
-/// Where a recomputing stage's workspace continues past the scratch, in
-/// bytes: an f64 for the loss B's second F computes and discards, then
-/// the recomputed regions while F makes them (B and W find them in the
-/// recomputed state instead).
-struct RecomputeArea {
-  int64_t loss, area;
-};
-inline RecomputeArea getRecomputeArea(const ModelConfig &model,
-                                      const std::vector<int> &layers,
-                                      const SliceShape &s,
-                                      const Precision &precision) {
-  auto align = [](int64_t bytes) {
-    return (bytes + kRegionAlignment - 1) / kRegionAlignment *
-           kRegionAlignment;
-  };
-  int64_t loss =
-      align(getWorkspaceBytes(model, layers, s, precision, Recompute::None));
-  return {loss, align(loss + 8)};
-}
-
 /// Scratch for one pass of a stage running `layers`: two activations to
 /// pass between layers, then the largest layer's scratch (each layer's
-/// regions carved in the order of TransformerScratch); a recomputing
-/// stage's RecomputeArea after it.
-inline int64_t getWorkspaceBytes(const ModelConfig &model,
-                                 const std::vector<int> &layers,
-                                 const SliceShape &s,
-                                 const Precision &precision,
-                                 Recompute r = Recompute::None) {
-  if (r != Recompute::None)
-    return getRecomputeArea(model, layers, s, precision).area +
-           getRecomputedStateBytes(model, layers, s, precision, r);
+/// regions carved in the order of TransformerScratch).
+inline int64_t getScratchBytes(const ModelConfig &model,
+                               const std::vector<int> &layers,
+                               const SliceShape &s,
+                               const Precision &precision) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
   auto arenaOf = [&](std::initializer_list<int64_t> counts) {
     Arena arena(precision);
@@ -388,6 +358,38 @@ inline int64_t getWorkspaceBytes(const ModelConfig &model,
                      arenaOf({t.dAct, t.dResidual, t.dContext, t.dQ})});
   }
   return most;
+}
+
+/// Where a recomputing stage's workspace continues past the scratch, in
+/// bytes: an f64 for the loss B's second F computes and discards, then
+/// the recomputed regions while F makes them (B and W find them in the
+/// recomputed state instead).
+struct RecomputeArea {
+  int64_t loss, area;
+};
+inline RecomputeArea getRecomputeArea(const ModelConfig &model,
+                                      const std::vector<int> &layers,
+                                      const SliceShape &s,
+                                      const Precision &precision) {
+  auto align = [](int64_t bytes) {
+    return (bytes + kRegionAlignment - 1) / kRegionAlignment *
+           kRegionAlignment;
+  };
+  int64_t loss = align(getScratchBytes(model, layers, s, precision));
+  return {loss, align(loss + 8)};
+}
+
+/// A pass's workspace: the scratch, and a recomputing stage's
+/// RecomputeArea after it.
+inline int64_t getWorkspaceBytes(const ModelConfig &model,
+                                 const std::vector<int> &layers,
+                                 const SliceShape &s,
+                                 const Precision &precision,
+                                 Recompute r = Recompute::None) {
+  if (r == Recompute::None)
+    return getScratchBytes(model, layers, s, precision);
+  return getRecomputeArea(model, layers, s, precision).area +
+         getRecomputedStateBytes(model, layers, s, precision, r);
 }
 
 /// The activation (or its gradient) that travels between stages, in
