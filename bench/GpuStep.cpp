@@ -1,6 +1,6 @@
 //===- GpuStep.cpp - A whole training step on one GPU ---------------------===//
 //
-// sluice-bench-gpu-step PLAN.json [--steps N] [--warmup W]
+// sluice-bench-gpu-step PLAN.json [--steps N] [--warmup W] [--microbatches M]
 //
 // Trains a one-device plan (for example Llama-3.2-1B, bench/gpu.sh) on the
 // CUDA backend and prints tokens/s and MFU: model FLOPs (each linear map
@@ -57,14 +57,17 @@ double trainingFlopsPerToken(const ModelConfig &model) {
 
 int main(int argc, char **argv) {
   std::string planPath;
-  int steps = 10, warmup = 3;
+  int steps = 10, warmup = 3, microbatches = 0;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if ((flag == "--steps" || flag == "--warmup") && i + 1 < argc)
       (flag == "--steps" ? steps : warmup) = std::atoi(argv[++i]);
+    else if (flag == "--microbatches" && i + 1 < argc)
+      // Fewer microbatches than the plan's: a short step to profile.
+      microbatches = std::atoi(argv[++i]);
     else if (flag == "--help" || flag == "-h") {
       std::printf("usage: sluice-bench-gpu-step PLAN.json [--steps N] "
-                  "[--warmup W]\n");
+                  "[--warmup W] [--microbatches M]\n");
       return 0;
     } else if (planPath.empty() && flag[0] != '-')
       planPath = flag;
@@ -75,6 +78,10 @@ int main(int argc, char **argv) {
     die("no plan given (--help)");
   Plan plan;
   check(loadPlan(planPath, plan));
+  if (microbatches < 0 || steps < 1 || warmup < 0)
+    die("--steps must be positive, --warmup and --microbatches not negative");
+  if (microbatches > 0)
+    plan.microbatches = microbatches;
   std::unique_ptr<cuda::CudaDevice> gpu;
   check(cuda::CudaDevice::open(0, gpu));
   Device &device = *gpu;

@@ -3,6 +3,7 @@
 
     python3 bench/torch_step.py [--config examples/llama-3.2-1b/config.json]
         [--seq 2048] [--micro-batch 4] [--microbatches 8] [--steps 10]
+        [--only eager|torch.compile] [--profile]
 
 The same model (RMSNorm, grouped-query attention with rotary positions,
 SwiGLU, tied embeddings), the same tokens per step (microbatches of
@@ -10,6 +11,9 @@ micro-batch x seq, gradients accumulated), fp32 master weights with bf16
 autocast and fused AdamW: the way torchtitan-style training runs in plain
 PyTorch. Prints tokens/s and MFU (model FLOPs as sluice-bench-gpu-step
 counts them, against 989 TFLOP/s) for eager mode and for torch.compile.
+--profile adds, after the timed steps, one step under torch.profiler and
+its GPU kernels by time (what the step spends where, to set beside
+`ncu --print-summary per-kernel` of sluice-bench-gpu-step).
 """
 import argparse
 import json
@@ -104,6 +108,15 @@ def run(model, opt, args, vocab, label):
         loss = step(args.warmup + i)
     torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / args.steps
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step(args.warmup + args.steps)
+            torch.cuda.synchronize()
+        print(f"== {label}: one step's GPU kernels")
+        print(prof.key_averages().table(sort_by="self_device_time_total",
+                                        row_limit=60,
+                                        max_name_column_width=100))
     return seconds, float(loss) * args.microbatches
 
 
@@ -115,12 +128,16 @@ def main():
     p.add_argument("--microbatches", type=int, default=8)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--only", choices=("eager", "torch.compile"))
+    p.add_argument("--profile", action="store_true")
     args = p.parse_args()
     c = json.load(open(args.config))
     tokens = args.microbatches * args.micro_batch * args.seq
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, "
           f"{tokens} tokens per step")
     for label in ("eager", "torch.compile"):
+        if args.only and label != args.only:
+            continue
         torch.manual_seed(0)
         model = Llama(c, args.seq).cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)

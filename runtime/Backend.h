@@ -296,17 +296,20 @@ public:
                                  int64_t offset, int64_t hidden,
                                  DevicePtr dtable, DevicePtr dpositions) = 0;
 
-  /// probs = softmax(logits) in place (f32); adds the summed cross-entropy
-  /// of the labels (row r, token t: labels[r * stride + t]) to the f64
-  /// accumulator `loss` on the device.
-  virtual void crossEntropyForward(DevicePtr logitsToProbs, DevicePtr labels,
+  /// Per token (row r, token t; label labels[r * stride + t]): lse = the
+  /// log-sum-exp of its logits (f32, kept for B), and lse - logits[label]
+  /// added to the f64 accumulator `loss` on the device. The logits (act)
+  /// are left as they are: B needs nothing else.
+  virtual void crossEntropyForward(DevicePtr logits, DevicePtr labels,
                                    int64_t stride, int64_t rows, int64_t length,
-                                   int64_t vocab, DevicePtr loss) = 0;
-  /// dlogits (act) = (probs - onehot(labels)) * scale.
-  virtual void crossEntropyBackward(DevicePtr probs, DevicePtr labels,
-                                    int64_t stride, int64_t rows,
-                                    int64_t length, int64_t vocab, float scale,
-                                    DevicePtr dlogits) = 0;
+                                   int64_t vocab, DevicePtr lse,
+                                   DevicePtr loss) = 0;
+  /// dlogits (act, the logits' type) = (exp(logits - lse) -
+  /// onehot(labels)) * scale.
+  virtual void crossEntropyBackward(DevicePtr logits, DevicePtr lse,
+                                    DevicePtr labels, int64_t stride,
+                                    int64_t rows, int64_t length, int64_t vocab,
+                                    float scale, DevicePtr dlogits) = 0;
 
   // The vocabulary shards (papers/vocabulary-parallelism.txt §4): a device
   // holds rows [first, first + count) of a table; `count` may be less than

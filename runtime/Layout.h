@@ -19,7 +19,9 @@
 //    of them), the attention context, the second norm's normalised input
 //    and 1/std, the MLP's pre-activation and activation (gated blocks:
 //    also the gate's pre-activation); the output layer's normalised input,
-//    1/std and probabilities (t x vocab; none when the layer is sharded);
+//    1/std, logits (t x vocab) and their log-sum-exp per token (none of
+//    the two when the layer is sharded): B makes the logits' gradient
+//    from them, so no probabilities are kept;
 //    the embedding keeps nothing;
 //  * weight state (B -> W): the gradients at every linear map's output and
 //    at each norm's output, which W turns into weight gradients;
@@ -29,8 +31,9 @@
 //    (in fp32: they are sums over slices).
 //
 // Element types (DType.h): activations and their gradients in the
-// precision's activation type; statistics (1/std, log-sum-exp), logits and
-// probabilities, and the key/value gradient accumulators in fp32. Every
+// precision's activation type, the unsharded output layer's logits too (as
+// a bf16 GEMM writes them under PyTorch's autocast); statistics (1/std,
+// log-sum-exp) and the key/value gradient accumulators in fp32. Every
 // region starts at a multiple of kRegionAlignment bytes, as vectorised
 // kernels, cuBLASLt and cuDNN want.
 //
@@ -116,7 +119,8 @@ enum class Field : uint8_t {
   // Output layer (forward, then weight state); embedding (weight state).
   OutXhat,
   OutRstd,
-  OutProbs,
+  OutLogits,
+  OutLse,
   OutDLogits,
   OutDNorm,
   EmbedGrad,
@@ -163,8 +167,13 @@ void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
     // Sharded: the final norm alone, whose output the shards read.
     fn(Field::OutXhat, rt * h, Storage::Activation);
     fn(Field::OutRstd, rt, Storage::Fp32);
-    if (!layer.sharded)
-      fn(Field::OutProbs, rt * layer.vocab, Storage::Fp32);
+    // Unsharded: the logits as the GEMM wrote them (the activation type,
+    // as under PyTorch's autocast) and their log-sum-exp per token; B
+    // makes the gradient from the two, so no fp32 probabilities are kept.
+    if (!layer.sharded) {
+      fn(Field::OutLogits, rt * layer.vocab, Storage::Activation);
+      fn(Field::OutLse, rt, Storage::Fp32);
+    }
     return;
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;

@@ -473,14 +473,14 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
         break;
       }
       auto [normOut] = work.scratch({rt * h});
-      DevicePtr probs = v[Field::OutProbs];
+      DevicePtr logits = v[Field::OutLogits];
       kernels.normForward(current, l.w.normW, l.w.normB, rt, h,
                           c.norm == "rmsnorm", normOut, xhat, rstd);
       kernels.gemm(false, true, rt, c.vocab, h, 1.0f, normOut, h, l.w.table, h,
-                   0.0f, probs, c.vocab);
-      kernels.crossEntropyForward(probs, batch.tokens + s.offset + 1,
+                   0.0f, logits, c.vocab);
+      kernels.crossEntropyForward(logits, batch.tokens + s.offset + 1,
                                   batch.stride, s.rows, s.tokens, c.vocab,
-                                  loss);
+                                  v[Field::OutLse], loss);
       break;
     }
     }
@@ -542,8 +542,8 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
       }
       DevicePtr dlogits = v[Field::OutDLogits];
       kernels.crossEntropyBackward(
-          v[Field::OutProbs], batch.tokens + s.offset + 1, batch.stride, s.rows,
-          s.tokens, c.vocab, lossScale, dlogits);
+          v[Field::OutLogits], v[Field::OutLse], batch.tokens + s.offset + 1,
+          batch.stride, s.rows, s.tokens, c.vocab, lossScale, dlogits);
       kernels.gemm(false, false, rt, h, c.vocab, 1.0f, dlogits, c.vocab,
                    l.w.table, h, 0.0f, dnorm, h);
       kernels.fill(dst, 0.0, rt * h);

@@ -447,38 +447,40 @@ void CpuKernels::embeddingBackward(DevicePtr tokensPtr, int64_t stride,
 void CpuKernels::crossEntropyForward(DevicePtr logitsPtr, DevicePtr labelsPtr,
                                      int64_t stride, int64_t rows,
                                      int64_t length, int64_t vocab,
-                                     DevicePtr loss) {
-  float *logits = logitsPtr.as<float>();
+                                     DevicePtr lsePtr, DevicePtr loss) {
+  const float *logits = logitsPtr.as<float>();
   const int32_t *labels = labelsPtr.as<int32_t>();
+  float *lse = lsePtr.as<float>();
   double total = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
-      float *z = logits + (r * length + t) * vocab;
+      int64_t row = r * length + t;
+      const float *z = logits + row * vocab;
       float maxLogit = *std::max_element(z, z + vocab);
       double sum = 0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        z[v] = std::exp(z[v] - maxLogit);
-        sum += z[v];
-      }
       for (int64_t v = 0; v < vocab; ++v)
-        z[v] = float(z[v] / sum);
-      total -= std::log(std::max(double(z[labels[r * stride + t]]), 1e-30));
+        sum += std::exp(double(z[v] - maxLogit));
+      lse[row] = float(maxLogit + std::log(sum));
+      total += double(lse[row]) - double(z[labels[r * stride + t]]);
     }
   *loss.as<double>() += total;
 }
 
-void CpuKernels::crossEntropyBackward(DevicePtr probsPtr, DevicePtr labelsPtr,
-                                      int64_t stride, int64_t rows,
-                                      int64_t length, int64_t vocab,
-                                      float scale, DevicePtr dlogitsPtr) {
-  const float *probs = probsPtr.as<float>();
+void CpuKernels::crossEntropyBackward(DevicePtr logitsPtr, DevicePtr lsePtr,
+                                      DevicePtr labelsPtr, int64_t stride,
+                                      int64_t rows, int64_t length,
+                                      int64_t vocab, float scale,
+                                      DevicePtr dlogitsPtr) {
+  const float *logits = logitsPtr.as<float>();
+  const float *lse = lsePtr.as<float>();
   const int32_t *labels = labelsPtr.as<int32_t>();
   float *dlogits = dlogitsPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t) {
       int64_t row = r * length + t;
       for (int64_t v = 0; v < vocab; ++v)
-        dlogits[row * vocab + v] = probs[row * vocab + v] * scale;
+        dlogits[row * vocab + v] =
+            std::exp(logits[row * vocab + v] - lse[row]) * scale;
       dlogits[row * vocab + labels[r * stride + t]] -= scale;
     }
 }

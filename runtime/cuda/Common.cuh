@@ -1,9 +1,9 @@
 //===- Common.cuh - Device helpers every kernel file shares -----*- C++ -*-===//
 //
 // Element conversions (activations are fp32 or bf16; statistics fp32), warp
-// and block reductions, grid sizing for grid-stride loops, the dispatch of
-// a kernel template on the activation type, and the launch check. Included
-// by the .cu files only.
+// and block reductions, grid sizing for grid-stride loops, 16-byte packs,
+// the dispatch of a kernel template on the activation type, and the launch
+// check. Included by the .cu files only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace sluice::rt::cuda {
 
@@ -123,6 +124,23 @@ inline unsigned gridFor(int64_t n, int threads = kThreads) {
 #define SLUICE_GRID_STRIDE(i, n)                                               \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
        i += int64_t(blockDim.x) * gridDim.x)
+
+/// 16 bytes of T: eight bf16 or four floats, loaded and stored at once.
+template <class T> struct alignas(16) Pack {
+  static constexpr int kSize = int(16 / sizeof(T));
+  T v[kSize];
+};
+
+/// Whether n elements at every pointer can go as Packs of T.
+template <class T>
+inline bool canPack(int64_t n, std::initializer_list<const void *> pointers) {
+  if (n % Pack<T>::kSize != 0)
+    return false;
+  for (const void *p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      return false;
+  return true;
+}
 
 /// Runs the statement with `T` the C++ type of an activation type.
 #define SLUICE_DISPATCH_ACT(type, T, ...)                                      \

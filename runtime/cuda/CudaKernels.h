@@ -83,12 +83,13 @@ public:
                          int64_t rows, int64_t length, int64_t offset,
                          int64_t hidden, DevicePtr dtable,
                          DevicePtr dpositions) override;
-  void crossEntropyForward(DevicePtr logitsToProbs, DevicePtr labels,
-                           int64_t stride, int64_t rows, int64_t length,
-                           int64_t vocab, DevicePtr loss) override;
-  void crossEntropyBackward(DevicePtr probs, DevicePtr labels, int64_t stride,
-                            int64_t rows, int64_t length, int64_t vocab,
-                            float scale, DevicePtr dlogits) override;
+  void crossEntropyForward(DevicePtr logits, DevicePtr labels, int64_t stride,
+                           int64_t rows, int64_t length, int64_t vocab,
+                           DevicePtr lse, DevicePtr loss) override;
+  void crossEntropyBackward(DevicePtr logits, DevicePtr lse, DevicePtr labels,
+                            int64_t stride, int64_t rows, int64_t length,
+                            int64_t vocab, float scale,
+                            DevicePtr dlogits) override;
   void shardLookup(DevicePtr tokens, int64_t stride, int64_t rows,
                    int64_t length, DevicePtr table, int64_t first,
                    int64_t count, int64_t hidden, DevicePtr out) override;

@@ -68,6 +68,26 @@ void CudaKernels::copyStrided(DevicePtr dst, DevicePtr src,
                                   cudaMemcpyDeviceToDevice, stream));
     return;
   }
+  bool actTypes = (dst.getType() == DType::BF16 ||
+                   dst.getType() == DType::F32) &&
+                  (src.getType() == DType::BF16 || src.getType() == DType::F32);
+  if (actTypes && n / 4 < (int64_t(1) << 32) &&
+      shape.rows < (int64_t(1) << 32) &&
+      canQuad({{dst.get(), getSize(dst.getType())},
+               {src.get(), getSize(src.getType())}},
+              {shape.cols, shape.srcBatch, shape.srcRow, shape.dstBatch,
+               shape.dstRow})) {
+    auto quads = uint32_t(n / 4);
+    SLUICE_DISPATCH_ACT(
+        dst.getType(), D,
+        SLUICE_DISPATCH_ACT(
+            src.getType(), S,
+            stridedQuadKernel<<<gridFor(quads), kThreads, 0, stream>>>(
+                dst.as<D>(), src.as<S>(), shape, uint32_t(shape.cols / 4),
+                uint32_t(shape.rows), quads)));
+    SLUICE_LAUNCHED(errors);
+    return;
+  }
   stridedKernel<<<gridFor(n), kThreads, 0, stream>>>(
       dst.get(), dst.getType(), src.get(), src.getType(), shape);
   SLUICE_LAUNCHED(errors);
@@ -150,6 +170,20 @@ void CudaKernels::rotate(DevicePtr x, int64_t rows, int64_t tokens,
   const float2 *table = getRotaryTable(theta, headDim, offset + tokens);
   if (!table)
     return;
+  int64_t half = headDim / 2;
+  if ((x.getType() == DType::BF16 || x.getType() == DType::F32) &&
+      n / 4 < (int64_t(1) << 32) && offset + tokens < (int64_t(1) << 31) &&
+      canQuad({{x.get(), getSize(x.getType())}}, {half, stride, headDim})) {
+    auto quads = uint32_t(n / 4);
+    SLUICE_DISPATCH_ACT(
+        x.getType(), T,
+        rotateQuadKernel<<<gridFor(quads), kThreads, 0, stream>>>(
+            x.as<T>(), uint32_t(tokens), uint32_t(offset), uint32_t(heads),
+            uint32_t(half), stride, uint32_t(headDim), table, inverse,
+            quads));
+    SLUICE_LAUNCHED(errors);
+    return;
+  }
   SLUICE_DISPATCH_ACT(x.getType(), T,
                       rotateKernel<<<gridFor(n), kThreads, 0, stream>>>(
                           x.as<T>(), rows, tokens, offset, heads, headDim,

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <utility>
 
 namespace sluice::rt::cuda {
 
@@ -35,23 +36,6 @@ __device__ __forceinline__ void gate(GateActivation act, float x, float &value,
   float dInner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
   value = 0.5f * x * (1.0f + t);
   slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dInner;
-}
-
-/// 16 bytes of T: eight bf16 or four floats, loaded and stored at once.
-template <class T> struct alignas(16) Pack {
-  static constexpr int kSize = int(16 / sizeof(T));
-  T v[kSize];
-};
-
-/// Whether n elements at every pointer can go as Packs of T.
-template <class T>
-inline bool canPack(int64_t n, std::initializer_list<const void *> pointers) {
-  if (n % Pack<T>::kSize != 0)
-    return false;
-  for (const void *p : pointers)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
-      return false;
-  return true;
 }
 
 template <class T, class X>
@@ -89,6 +73,49 @@ __global__ void stridedKernel(void *dst, DType dstType, const void *src,
             batch = i / (c.cols * c.rows);
     storeAny(dst, dstType, batch * c.dstBatch + row * c.dstRow + col,
              loadAny(src, srcType, batch * c.srcBatch + row * c.srcRow + col));
+  }
+}
+
+/// Four consecutive elements, loaded and stored at once (8 bytes of bf16,
+/// 16 of fp32).
+template <class T> struct alignas(4 * sizeof(T)) Quad {
+  T v[4];
+};
+
+/// Whether every pointer is aligned to a Quad of its type and every
+/// element count and stride a multiple of four.
+inline bool canQuad(std::initializer_list<std::pair<const void *, int64_t>>
+                        pointers,
+                    std::initializer_list<int64_t> counts) {
+  for (auto [p, size] : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % uintptr_t(4 * size) != 0)
+      return false;
+  for (int64_t n : counts)
+    if (n % 4 != 0)
+      return false;
+  return true;
+}
+
+/// stridedKernel four elements a thread, with 32-bit index arithmetic (the
+/// 64-bit divisions of the general kernel made the key/value cache copies
+/// four times slower than memory allows): for `quads` < 2^32, columns,
+/// strides and pointers in whole Quads.
+template <class D, class S>
+__global__ void stridedQuadKernel(D *dst, const S *src, StridedCopy c,
+                                  uint32_t quadsPerRow, uint32_t rows,
+                                  uint32_t quads) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < quads;
+       i += blockDim.x * gridDim.x) {
+    uint32_t col = 4 * (i % quadsPerRow), rest = i / quadsPerRow;
+    uint32_t row = rest % rows, batch = rest / rows;
+    Quad<S> in = *reinterpret_cast<const Quad<S> *>(
+        src + batch * c.srcBatch + row * c.srcRow + col);
+    Quad<D> out;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      out.v[k] = fromFloat<D>(toFloat(in.v[k]));
+    *reinterpret_cast<Quad<D> *>(dst + batch * c.dstBatch + row * c.dstRow +
+                                 col) = out;
   }
 }
 
@@ -224,6 +251,45 @@ __global__ void rotateKernel(T *x, int64_t rows, int64_t tokens, int64_t offset,
     float a = toFloat(v[i]), b = toFloat(v[i + half]);
     v[i] = fromFloat<T>(a * c - b * s);
     v[i + half] = fromFloat<T>(b * c + a * s);
+  }
+}
+
+/// rotateKernel four pairs a thread (i .. i + 3 with i + half .. i + half +
+/// 3), with 32-bit index arithmetic: for half and stride multiples of four,
+/// x aligned to a Quad, and rows * tokens * heads * half / 4 < 2^32. The
+/// one-pair kernel spent more on 64-bit divisions than on memory (57 us a
+/// call against ~15 for its bytes, the 1B step's trace).
+template <class T>
+__global__ void rotateQuadKernel(T *x, uint32_t tokens, uint32_t offset,
+                                 uint32_t heads, uint32_t half,
+                                 int64_t stride, uint32_t headDim,
+                                 const float2 *table, bool inverse,
+                                 uint32_t quads) {
+  uint32_t perHead = half / 4;
+  for (uint32_t index = blockIdx.x * blockDim.x + threadIdx.x; index < quads;
+       index += blockDim.x * gridDim.x) {
+    uint32_t i = 4 * (index % perHead), rest = index / perHead;
+    uint32_t h = rest % heads;
+    rest /= heads;
+    uint32_t t = rest % tokens, r = rest / tokens;
+    T *v = x + (int64_t(r) * tokens + t) * stride + int64_t(h) * headDim;
+    Quad<T> a = *reinterpret_cast<const Quad<T> *>(v + i);
+    Quad<T> b = *reinterpret_cast<const Quad<T> *>(v + i + half);
+    // Four float2 of the table: 32 bytes, two float4.
+    const float4 *row = reinterpret_cast<const float4 *>(
+        table + (int64_t(offset) + t) * half + i);
+    float4 lo = row[0], hi = row[1];
+    float c[4] = {lo.x, lo.z, hi.x, hi.z}, sn[4] = {lo.y, lo.w, hi.y, hi.w};
+    Quad<T> ra, rb;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      float s = inverse ? -sn[k] : sn[k];
+      float av = toFloat(a.v[k]), bv = toFloat(b.v[k]);
+      ra.v[k] = fromFloat<T>(av * c[k] - bv * s);
+      rb.v[k] = fromFloat<T>(bv * c[k] + av * s);
+    }
+    *reinterpret_cast<Quad<T> *>(v + i) = ra;
+    *reinterpret_cast<Quad<T> *>(v + i + half) = rb;
   }
 }
 

@@ -5,31 +5,39 @@
 
 namespace sluice::rt::cuda {
 
-void CudaKernels::crossEntropyForward(DevicePtr logitsToProbs, DevicePtr labels,
+void CudaKernels::crossEntropyForward(DevicePtr logits, DevicePtr labels,
                                       int64_t stride, int64_t rows,
                                       int64_t length, int64_t vocab,
-                                      DevicePtr loss) {
-  int64_t tokens = rows * length;
-  if (tokens == 0)
-    return;
-  crossEntropyForwardKernel<<<unsigned(tokens), kThreads, 0, stream>>>(
-      logitsToProbs.f32(), labels.i32(), stride, length, vocab,
-      loss.as<double>());
-  SLUICE_LAUNCHED(errors);
-}
-
-void CudaKernels::crossEntropyBackward(DevicePtr probs, DevicePtr labels,
-                                       int64_t stride, int64_t rows,
-                                       int64_t length, int64_t vocab,
-                                       float scale, DevicePtr dlogits) {
+                                      DevicePtr lse, DevicePtr loss) {
   int64_t tokens = rows * length;
   if (tokens == 0)
     return;
   SLUICE_DISPATCH_ACT(
+      logits.getType(), T,
+      crossEntropyForwardKernel<<<unsigned(tokens), kThreads, 0, stream>>>(
+          logits.as<T>(), labels.i32(), stride, length, vocab, lse.f32(),
+          loss.as<double>()));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::crossEntropyBackward(DevicePtr logits, DevicePtr lse,
+                                       DevicePtr labels, int64_t stride,
+                                       int64_t rows, int64_t length,
+                                       int64_t vocab, float scale,
+                                       DevicePtr dlogits) {
+  int64_t tokens = rows * length;
+  if (tokens == 0)
+    return;
+  // Both are the activation type (Layout.h); a mismatch is a caller's bug.
+  if (logits.getType() != dlogits.getType()) {
+    SLUICE_CUDA_RECORD(errors, cudaErrorInvalidValue);
+    return;
+  }
+  SLUICE_DISPATCH_ACT(
       dlogits.getType(), T,
       crossEntropyBackwardKernel<<<unsigned(tokens), kThreads, 0, stream>>>(
-          probs.f32(), labels.i32(), stride, length, vocab, scale,
-          dlogits.as<T>()));
+          logits.as<T>(), lse.f32(), labels.i32(), stride, length, vocab,
+          scale, dlogits.as<T>()));
   SLUICE_LAUNCHED(errors);
 }
 

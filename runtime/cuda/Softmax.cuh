@@ -1,7 +1,8 @@
 //===- Softmax.cuh - Cross-entropy and the sharded softmax ------*- C++ -*-===//
 //
 // The unsharded output layer's softmax cross-entropy (one block per token;
-// the loss added to an f64 accumulator on the device), and the pieces of
+// the loss added to an f64 accumulator on the device; logits in the
+// activation type, their log-sum-exp kept for B), and the pieces of
 // the vocabulary shards' softmax (papers/vocabulary-parallelism.txt §4):
 // per-token statistics of the shard's logits, equation 5's rescaling, the
 // shard's loss and gradient columns, equation 6's combination. Logits and
@@ -16,37 +17,43 @@
 
 namespace sluice::rt::cuda {
 
-/// Calls f(index, value) for z[0, n) in this thread's share of a block's
-/// loop, reading four floats at a time where the row allows it (a 128k
-/// vocabulary's row is 0.5 MB: the loop is bound by memory).
-template <class F>
-__device__ __forceinline__ void forRow(const float *z, int64_t n, F f) {
-  if (n % 4 == 0 && reinterpret_cast<uintptr_t>(z) % 16 == 0) {
-    const float4 *z4 = reinterpret_cast<const float4 *>(z);
-    for (int64_t v = threadIdx.x; v < n / 4; v += blockDim.x) {
-      float4 q = z4[v];
-      f(4 * v, q.x);
-      f(4 * v + 1, q.y);
-      f(4 * v + 2, q.z);
-      f(4 * v + 3, q.w);
+/// Calls f(index, value as float) for z[0, n) in this thread's share of a
+/// block's loop, reading 16 bytes at a time (eight bf16 or four floats)
+/// where the row allows it: a 128k vocabulary's row is 0.25 MB in bf16,
+/// and the loop is bound by memory.
+template <class T, class F>
+__device__ __forceinline__ void forRow(const T *z, int64_t n, F f) {
+  using P = Pack<T>;
+  if (n % P::kSize == 0 && reinterpret_cast<uintptr_t>(z) % 16 == 0) {
+    const P *zp = reinterpret_cast<const P *>(z);
+    for (int64_t v = threadIdx.x; v < n / P::kSize; v += blockDim.x) {
+      P q = zp[v];
+#pragma unroll
+      for (int k = 0; k < P::kSize; ++k)
+        f(P::kSize * v + k, toFloat(q.v[k]));
     }
     return;
   }
   for (int64_t v = threadIdx.x; v < n; v += blockDim.x)
-    f(v, z[v]);
+    f(v, toFloat(z[v]));
 }
 
-/// Token `blockIdx.x`'s row of logits becomes its probabilities; the loss
-/// gets -log p[label]. One read for the maximum and the sum together (each
-/// thread's running sum is rescaled when its maximum grows, then the
-/// block's partial sums to the block's maximum), one read and write for
-/// the probabilities.
-__global__ void crossEntropyForwardKernel(float *logits, const int32_t *labels,
+/// Token `blockIdx.x`'s log-sum-exp of its logits row (kept for B); the
+/// loss gets lse - logit[label]. One read of the row: each thread's running
+/// sum is rescaled when its maximum grows, then the block's partial sums to
+/// the block's maximum. The logits stay as they are (in the activation
+/// type, as the GEMM wrote them): no probabilities are written, so F reads
+/// the row once and B once (Liger-style; the row never goes to fp32 in
+/// memory).
+template <class T>
+__global__ void crossEntropyForwardKernel(const T *logits,
+                                          const int32_t *labels,
                                           int64_t stride, int64_t length,
-                                          int64_t vocab, double *loss) {
+                                          int64_t vocab, float *lse,
+                                          double *loss) {
   __shared__ float shared[32];
   int64_t token = blockIdx.x, r = token / length, t = token % length;
-  float *z = logits + token * vocab;
+  const T *z = logits + token * vocab;
   float most = -INFINITY, sum = 0;
   forRow(z, vocab, [&](int64_t, float x) {
     if (x > most) {
@@ -60,32 +67,45 @@ __global__ void crossEntropyForwardKernel(float *logits, const int32_t *labels,
   // A thread that saw no element has most = -inf and sum 0: it adds 0.
   sum = blockSum(most == -INFINITY ? 0.0f : sum * expf(most - blockMost),
                  shared);
-  forRow(z, vocab,
-         [&](int64_t v, float x) { z[v] = expf(x - blockMost) / sum; });
-  __syncthreads();
   if (threadIdx.x == 0) {
-    float p = z[labels[r * stride + t]];
-    atomicAdd(loss, -log(fmax(double(p), 1e-30)));
+    float l = blockMost + logf(sum);
+    lse[token] = l;
+    atomicAdd(loss, double(l) - double(toFloat(z[labels[r * stride + t]])));
   }
 }
 
-/// dlogits = (probs - onehot(label)) * scale, one block per token: the
-/// label is read once and the row four floats at a time.
+/// dlogits = (softmax(logits) - onehot(label)) * scale from the logits and
+/// F's log-sum-exp, one block per token, 16 bytes read and written at once
+/// where the row allows it.
 template <class T>
-__global__ void crossEntropyBackwardKernel(const float *probs,
+__global__ void crossEntropyBackwardKernel(const T *logits, const float *lse,
                                            const int32_t *labels,
                                            int64_t stride, int64_t length,
                                            int64_t vocab, float scale,
                                            T *dlogits) {
+  using P = Pack<T>;
   int64_t token = blockIdx.x, r = token / length, t = token % length;
   int64_t label = labels[r * stride + t];
+  float l = lse[token];
+  const T *z = logits + token * vocab;
   T *d = dlogits + token * vocab;
-  forRow(probs + token * vocab, vocab, [&](int64_t v, float p) {
-    float g = p * scale;
-    if (v == label)
-      g -= scale;
-    d[v] = fromFloat<T>(g);
-  });
+  auto grad = [&](int64_t v, float x) {
+    float g = expf(x - l) * scale;
+    return v == label ? g - scale : g;
+  };
+  if (vocab % P::kSize == 0 && reinterpret_cast<uintptr_t>(z) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(d) % 16 == 0) {
+    for (int64_t v = threadIdx.x; v < vocab / P::kSize; v += blockDim.x) {
+      P q = reinterpret_cast<const P *>(z)[v], out;
+#pragma unroll
+      for (int k = 0; k < P::kSize; ++k)
+        out.v[k] = fromFloat<T>(grad(P::kSize * v + k, toFloat(q.v[k])));
+      reinterpret_cast<P *>(d)[v] = out;
+    }
+    return;
+  }
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    d[v] = fromFloat<T>(grad(v, toFloat(z[v])));
 }
 
 /// Per token (one block each): max of the shard's `count` logits, the sum

@@ -28,7 +28,7 @@
 // The last device holds one microbatch at a time: its slots are reused,
 // but a gradient it sends keeps its slot to the end of the step (device 0
 // sends nothing after receiving it).
-// CHECK-LABEL: sluice.device 1 attributes {buffers = array<i64: 2048, 59392, 16384, 53504, 53504>} {
+// CHECK-LABEL: sluice.device 1 attributes {buffers = array<i64: 2048, 59456, 16384, 53504, 53504>} {
 // CHECK-NEXT:    sluice.recv F @s0 {mb = 0, slice = 0} from 0 {buffer = 0 : i64}
 // CHECK-NEXT:    sluice.exec F @s1 {mb = 0, slice = 0} {in = 0 : i64, kv = 2 : i64, state = 1 : i64}
 // CHECK-NEXT:    sluice.exec BW @s1 {mb = 0, slice = 0} {kv = 2 : i64, out = 0 : i64, state = 1 : i64, wstate = 3 : i64}

@@ -93,11 +93,15 @@ TEST(Backend, LossAccumulatesOnTheDevice) {
   ASSERT_TRUE(device.allocate(DType::F64, 1, loss));
   k.fill(loss.get(), 0.0, 1);
   // Uniform logits over 4 classes: each token costs ln 4.
-  std::vector<float> logits(2 * 4, 0.5f);
+  std::vector<float> logits(2 * 4, 0.5f), lse(2);
   int32_t labels[3] = {0, 1, 2};
-  k.crossEntropyForward(logits.data(), labels, 3, 1, 2, 4, loss.get());
-  std::fill(logits.begin(), logits.end(), 0.5f);
-  k.crossEntropyForward(logits.data(), labels, 3, 1, 2, 4, loss.get());
+  k.crossEntropyForward(logits.data(), labels, 3, 1, 2, 4, lse.data(),
+                        loss.get());
+  k.crossEntropyForward(logits.data(), labels, 3, 1, 2, 4, lse.data(),
+                        loss.get());
+  // The logits stay; each token's log-sum-exp is 0.5 + ln 4.
+  EXPECT_EQ(logits[5], 0.5f);
+  EXPECT_NEAR(lse[1], 0.5 + std::log(4.0), 1e-6);
   double host = 0;
   device.download(&host, loss.get(), sizeof(host),
                   device.getStream(StreamKind::Compute));

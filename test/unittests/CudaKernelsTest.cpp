@@ -169,6 +169,18 @@ TEST_P(CudaKernelsTest, Elementwise) {
   cpuKernels().copyStrided(dst.cpu() + 6, src.cpu() + 2, shape);
   gpuKernels().copyStrided(dst.gpu() + 6, src.gpu() + 2, shape);
   expectClose(dst, "copyStrided");
+  // Four elements a thread: columns, strides and offsets in fours, into the
+  // same type and converting (the key/value cache and its gradients).
+  StridedCopy quads{2, 4, 8, 40, 12, 60, 8};
+  // The source's last element: 4 + 40 + 3 * 12 + 8 = 88.
+  Tensor qdst = make(2 * 60, act()), qsrc = make(96, act()),
+         qf32 = make(96, DType::F32);
+  cpuKernels().copyStrided(qdst.cpu() + 8, qsrc.cpu() + 4, quads);
+  gpuKernels().copyStrided(qdst.gpu() + 8, qsrc.gpu() + 4, quads);
+  expectClose(qdst, "copyStrided (fours)");
+  cpuKernels().copyStrided(qdst.cpu() + 4, qf32.cpu(), quads);
+  gpuKernels().copyStrided(qdst.gpu() + 4, qf32.gpu(), quads);
+  expectClose(qdst, "copyStrided (fours, from f32)");
   Tensor u = make(n, act()), z = make(n, act()), g = make(n, act()),
          dg = make(n, act()), du = make(n, act()), dz = make(n, act());
   cpuKernels().geluForward(u.cpu(), g.cpu(), n);
@@ -226,6 +238,14 @@ TEST_P(CudaKernelsTest, RotaryPositions) {
   gpuKernels().rotate(x.gpu(), rows, tokens, 17, heads, headDim, stride,
                       500000.0, false);
   expectClose(x, "rotate (a table built before)");
+  // Pairs that do not come in fours: one pair a thread.
+  const int64_t oddDim = 6, oddStride = heads * oddDim + 2;
+  Tensor y = make(rows * tokens * oddStride, act());
+  cpuKernels().rotate(y.cpu(), rows, tokens, 3, heads, oddDim, oddStride,
+                      10000.0, false);
+  gpuKernels().rotate(y.gpu(), rows, tokens, 3, heads, oddDim, oddStride,
+                      10000.0, false);
+  expectClose(y, "rotate (pairs one by one)");
 }
 
 TEST_P(CudaKernelsTest, Norms) {
@@ -352,8 +372,9 @@ TEST_P(CudaKernelsTest, EmbeddingsAndShards) {
   expectClose(dshard, "shardScatterAdd");
 }
 
-TEST_P(CudaKernelsTest, CrossEntropyWithFourFloatRows) {
-  // A vocabulary that is a multiple of four: the rows go as float4.
+TEST_P(CudaKernelsTest, CrossEntropyWithPackedRows) {
+  // A vocabulary that is a multiple of eight: the rows go 16 bytes at a
+  // time.
   const int64_t rows = 3, length = 5, stride = 5, vocab = 1000,
                 tokens = rows * length;
   std::vector<int32_t> ids(rows * stride);
@@ -364,24 +385,27 @@ TEST_P(CudaKernelsTest, CrossEntropyWithFourFloatRows) {
   ASSERT_TRUE(gpu->allocate(DType::F64, 1, lossGpu));
   gpu->upload(labels.get(), ids.data(), int64_t(ids.size() * sizeof(int32_t)),
               gpu->getStream(StreamKind::Compute));
-  Tensor logits = make(tokens * vocab, DType::F32, 4.0f),
-         dlogits = make(tokens * vocab, act());
+  // Logits in the activation type (bf16: eight to a 16-byte pack).
+  Tensor logits = make(tokens * vocab, act(), 4.0f),
+         lse = make(tokens, DType::F32), dlogits = make(tokens * vocab, act());
   double lossCpu = 0, lossBack = 0;
   cpuKernels().crossEntropyForward(logits.cpu(), DevicePtr(ids.data()), stride,
-                                   rows, length, vocab, &lossCpu);
+                                   rows, length, vocab, lse.cpu(), &lossCpu);
   gpuKernels().crossEntropyForward(logits.gpu(), labels.get(), stride, rows,
-                                   length, vocab, lossGpu.get());
-  expectClose(logits, "crossEntropyForward probabilities (float4)");
+                                   length, vocab, lse.gpu(), lossGpu.get());
+  expectClose(lse, "crossEntropyForward log-sum-exp (packed)");
+  expectClose(logits, "crossEntropyForward leaves the logits");
   gpu->download(&lossBack, lossGpu.get(), sizeof(double),
                 gpu->getStream(StreamKind::Compute));
   ASSERT_TRUE(gpu->synchronize());
   EXPECT_NEAR(lossBack, lossCpu, 1e-5 * std::fabs(lossCpu));
-  cpuKernels().crossEntropyBackward(logits.cpu(), DevicePtr(ids.data()),
+  cpuKernels().crossEntropyBackward(logits.cpu(), lse.cpu(),
+                                    DevicePtr(ids.data()), stride, rows, length,
+                                    vocab, 0.5f, dlogits.cpu());
+  gpuKernels().crossEntropyBackward(logits.gpu(), lse.gpu(), labels.get(),
                                     stride, rows, length, vocab, 0.5f,
-                                    dlogits.cpu());
-  gpuKernels().crossEntropyBackward(logits.gpu(), labels.get(), stride, rows,
-                                    length, vocab, 0.5f, dlogits.gpu());
-  expectClose(dlogits, "crossEntropyBackward (float4)");
+                                    dlogits.gpu());
+  expectClose(dlogits, "crossEntropyBackward (packed)");
 }
 
 TEST_P(CudaKernelsTest, CrossEntropyAndTheShardedSoftmax) {
@@ -395,27 +419,27 @@ TEST_P(CudaKernelsTest, CrossEntropyAndTheShardedSoftmax) {
   gpu->upload(labels.get(), ids.data(), int64_t(ids.size() * sizeof(int32_t)),
               gpu->getStream(StreamKind::Compute));
   DevicePtr labelsCpu(ids.data()), labelsGpu = labels.get();
-  Tensor logits = make(tokens * vocab, DType::F32, 3.0f),
-         loss = constant(1, DType::F32, 0.0f);
+  Tensor logits = make(tokens * vocab, act(), 3.0f),
+         lse = make(tokens, DType::F32), loss = constant(1, DType::F32, 0.0f);
   // The loss accumulates in f64 on both sides.
   double lossCpu = 0;
   DeviceBuffer lossGpu;
   ASSERT_TRUE(gpu->allocate(DType::F64, 1, lossGpu));
   cpuKernels().crossEntropyForward(logits.cpu(), labelsCpu, stride, rows,
-                                   length, vocab, &lossCpu);
+                                   length, vocab, lse.cpu(), &lossCpu);
   gpuKernels().crossEntropyForward(logits.gpu(), labelsGpu, stride, rows,
-                                   length, vocab, lossGpu.get());
-  expectClose(logits, "crossEntropyForward probabilities");
+                                   length, vocab, lse.gpu(), lossGpu.get());
+  expectClose(lse, "crossEntropyForward log-sum-exp");
   double lossBack = 0;
   gpu->download(&lossBack, lossGpu.get(), sizeof(double),
                 gpu->getStream(StreamKind::Compute));
   ASSERT_TRUE(gpu->synchronize());
   EXPECT_NEAR(lossBack, lossCpu, 1e-5 * std::fabs(lossCpu));
   Tensor dlogits = make(tokens * vocab, act());
-  cpuKernels().crossEntropyBackward(logits.cpu(), labelsCpu, stride, rows,
-                                    length, vocab, 0.1f, dlogits.cpu());
-  gpuKernels().crossEntropyBackward(logits.gpu(), labelsGpu, stride, rows,
-                                    length, vocab, 0.1f, dlogits.gpu());
+  cpuKernels().crossEntropyBackward(logits.cpu(), lse.cpu(), labelsCpu, stride,
+                                    rows, length, vocab, 0.1f, dlogits.cpu());
+  gpuKernels().crossEntropyBackward(logits.gpu(), lse.gpu(), labelsGpu, stride,
+                                    rows, length, vocab, 0.1f, dlogits.gpu());
   expectClose(dlogits, "crossEntropyBackward");
 
   // A shard: rows [30, 48) of the vocabulary, 20 columns apart.

