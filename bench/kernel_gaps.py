@@ -52,13 +52,14 @@ def main():
     print(f"step {span / 1e6:.2f} ms: busy {busy / 1e6:.2f} ms, idle "
           f"{(span - busy) / 1e6:.2f} ms ({100 * (span - busy) / span:.1f}%), "
           f"{len(step)} activities on {len({r[3] for r in step})} streams")
-    buckets = [(5e3, "< 5 us"), (20e3, "5-20 us"), (100e3, "20-100 us"),
-               (1e6, "0.1-1 ms"), (float("inf"), ">= 1 ms")]
     print("idle gaps by size:")
-    for limit, label in buckets:
-        low = 0 if label == "< 5 us" else [b for b in buckets if b[0] < limit][-1][0]
+    low = 0
+    for limit, label in [(5e3, "< 5 us"), (20e3, "5-20 us"),
+                         (100e3, "20-100 us"), (1e6, "0.1-1 ms"),
+                         (float("inf"), ">= 1 ms")]:
         sel = [g for g in gaps if low <= g[0] < limit]
         print(f"  {label:>10}: {len(sel):6d} gaps, {sum(g[0] for g in sel) / 1e6:8.2f} ms")
+        low = limit
     print("largest gaps (after -> before):")
     for g, a, b in sorted(gaps, reverse=True)[:15]:
         print(f"  {g / 1e3:9.1f} us  {a[:60]} -> {b[:60]}")
