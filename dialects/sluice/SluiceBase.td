@@ -205,7 +205,8 @@ def Sluice_StreamKind : I32EnumAttr<"StreamKind",
     "the device stream an instruction runs on", [
   I32EnumAttrCase<"compute", 0>,
   I32EnumAttrCase<"comm", 1>,
-  I32EnumAttrCase<"vocab", 2>
+  I32EnumAttrCase<"vocab", 2>,
+  I32EnumAttrCase<"data", 3>
 ]> {
   let cppNamespace = "::mlir::sluice";
   let genSpecializedAttr = 0;
@@ -217,7 +218,9 @@ def Sluice_StreamKindAttr : EnumAttr<Sluice_Dialect, Sluice_StreamKind,
   let description = [{
     `compute` runs passes; `comm` carries pipeline sends and receives so they
     overlap compute; `vocab` is the high-priority stream of the vocabulary
-    collectives (papers/vocabulary-parallelism.txt §6.1).
+    collectives (papers/vocabulary-parallelism.txt §6.1); `data` carries the
+    data-parallel gradient all-reduces (`sluice.grad_sync`) beside the
+    passes still to run.
   }];
 }
 

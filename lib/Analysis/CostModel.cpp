@@ -25,17 +25,38 @@ using namespace mlir::sluice;
 // of a few microseconds each.
 // Saturation: 256 tokens on a V100 (TeraPipe, Figure 3), proportionally
 // more on a GPU with more FLOP/s per byte of bandwidth.
+// Nodes: 8 GPUs (DGX/HGX A100 and H100, p3.16xlarge) joined by NVLink,
+// per GPU and direction 12 x 25 GB/s (A100, NVLink 3), 18 x 25 GB/s
+// (H100, NVLink 4), 6 x 25 GB/s (V100, NVLink 2); a few microseconds a
+// message.
 static const HardwareProfile kProfiles[] = {
-    {"a100", 312e12, 0.50, 25e9, 10e-6, 2.039e12, 20e-6, 256},
-    {"h100", 989e12, 0.45, 50e9, 8e-6, 3.35e12, 15e-6, 512},
-    {"v100", 125e12, 0.40, 3.125e9, 30e-6, 0.9e12, 25e-6, 256},
+    {"a100", 312e12, 0.50, 25e9, 10e-6, 2.039e12, 20e-6, 256, 8, 300e9, 5e-6},
+    {"h100", 989e12, 0.45, 50e9, 8e-6, 3.35e12, 15e-6, 512, 8, 450e9, 5e-6},
+    {"v100", 125e12, 0.40, 3.125e9, 30e-6, 0.9e12, 25e-6, 256, 8, 150e9,
+     8e-6},
 };
+
+llvm::StringRef mlir::sluice::stringifyLinkKind(LinkKind link) {
+  return link == LinkKind::node ? "node" : "network";
+}
+
+/// One tensor-parallel shard of a layer, as sluice-shard-tensors splits it:
+/// query heads and the feed-forward width divided, key/value heads divided
+/// or, when fewer than the shards, one replicated head per shard.
+static TransformerShape shardLayer(TransformerShape shape, int64_t tp) {
+  if (tp <= 1)
+    return shape;
+  shape.heads /= tp;
+  shape.kvHeads = shape.kvHeads >= tp ? shape.kvHeads / tp : 1;
+  shape.ffn /= tp;
+  return shape;
+}
 
 llvm::ArrayRef<HardwareProfile> mlir::sluice::getHardwareProfiles() {
   return kProfiles;
 }
 
-StageProfile StageProfile::get(StageOp stage, ModelOp model) {
+StageProfile StageProfile::get(StageOp stage, ModelOp model, int64_t tp) {
   StageProfile profile;
   profile.name = stage.getSymName().str();
   profile.hidden = model.getHidden();
@@ -44,10 +65,13 @@ StageProfile StageProfile::get(StageOp stage, ModelOp model) {
   profile.dtypeBytes =
       std::max<int64_t>(1, model.getDtype().getIntOrFloatBitWidth() / 8);
   for (Operation *layer : stage.getLayers()) {
+    if (auto t = dyn_cast<TransformerLayerOp>(layer)) {
+      profile.layers.push_back(shardLayer(TransformerShape::get(t), tp));
+      profile.params += getParameterCount(profile.layers.back());
+      continue;
+    }
     profile.params += getParameterCount(layer);
-    if (auto t = dyn_cast<TransformerLayerOp>(layer))
-      profile.layers.push_back(TransformerShape::get(t));
-    else if (auto e = dyn_cast<EmbeddingOp>(layer))
+    if (auto e = dyn_cast<EmbeddingOp>(layer))
       profile.hasEmbedding = true;
     else if (auto o = dyn_cast<OutputLayerOp>(layer)) {
       profile.hasOutput = true;
@@ -282,6 +306,7 @@ std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
       continue;
     model.kind = Kind::Analytic;
     model.hardware = profile;
+    model.deviceGpus = gpus;
     model.hardware->peakFlops *= gpus;
     model.hardware->memoryBandwidth *= gpus;
     return model;
@@ -438,12 +463,32 @@ std::string CostModel::checkCoverage(llvm::ArrayRef<StageProfile> stages,
   return "";
 }
 
-double CostModel::getTransferTime(int64_t bytes) const {
+double CostModel::getTransferTime(int64_t bytes, LinkKind link) const {
   if (kind == Kind::Measured)
     return 0;
   if (kind != Kind::Analytic)
     return comm;
+  if (link == LinkKind::node)
+    return hardware->nodeLatency + double(bytes) / hardware->nodeBandwidth;
   return hardware->linkLatency + double(bytes) / hardware->linkBandwidth;
+}
+
+int64_t CostModel::getNodeDevices() const {
+  if (kind != Kind::Analytic)
+    return 1;
+  return std::max<int64_t>(1, hardware->nodeGpus / deviceGpus);
+}
+
+LinkKind CostModel::getGroupLink(int64_t first, int64_t stride, int64_t count,
+                                 int64_t groupStride, int64_t groups) const {
+  int64_t node = getNodeDevices();
+  // Ranks grow along a group: it fits in a node when its ends do.
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t begin = first + g * groupStride;
+    if (begin / node != (begin + (count - 1) * stride) / node)
+      return LinkKind::network;
+  }
+  return LinkKind::node;
 }
 
 double CostModel::getVocabComputeTime(const VocabProfile &vocab, PassKind pass,
@@ -465,7 +510,7 @@ double CostModel::getVocabComputeTime(const VocabProfile &vocab, PassKind pass,
 }
 
 double CostModel::getCollectiveTime(double bytes, bool allReduce,
-                                    int64_t devices) const {
+                                    int64_t devices, LinkKind link) const {
   if (kind == Kind::Measured || devices < 2)
     return 0;
   if (kind != Kind::Analytic)
@@ -473,8 +518,10 @@ double CostModel::getCollectiveTime(double bytes, bool allReduce,
   // Ring algorithms: 2 (p - 1) steps of bytes / p for an all-reduce,
   // p - 1 for a (pipelined) broadcast or reduce.
   double steps = double(devices - 1) * (allReduce ? 2.0 : 1.0);
-  return steps * hardware->linkLatency +
-         steps * bytes / double(devices) / hardware->linkBandwidth;
+  bool node = link == LinkKind::node;
+  double latency = node ? hardware->nodeLatency : hardware->linkLatency;
+  double bandwidth = node ? hardware->nodeBandwidth : hardware->linkBandwidth;
+  return steps * latency + steps * bytes / double(devices) / bandwidth;
 }
 
 std::vector<int64_t> mlir::sluice::getUniformSlices(int64_t seqLen,
@@ -486,12 +533,29 @@ std::vector<int64_t> mlir::sluice::getUniformSlices(int64_t seqLen,
 }
 
 PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
-                             const CostModel &costs)
-    : pipeline(pipeline), costs(costs) {
+                             const CostModel &costs, MeshShape mesh)
+    : pipeline(pipeline), costs(costs), mesh(mesh) {
   for (StageOp stage : mlir::sluice::getStages(model)) {
-    profiles.push_back(StageProfile::get(stage, model));
+    profiles.push_back(StageProfile::get(stage, model, mesh.tp));
+    stageParams[profiles.back().name] = profiles.back().params;
     transformerLayers += stage.getNumTransformerLayers();
+    // MFU counts the model's FLOPs, not what the shards repeat.
+    forwardFlops += StageProfile::get(stage, model)
+                        .getForwardFlops(model.getSeqLen(), 0);
   }
+  // Where the groups sit (rank d*tp*dp + r*tp + t): a tensor-parallel
+  // group is tp consecutive ranks, a device's replicas every tp-th rank,
+  // a pipeline every (tp*dp)-th. A kind of traffic is as slow as its
+  // slowest group.
+  int64_t p = pipeline.devices, tp = mesh.tp, dp = mesh.dp;
+  int64_t ranks = p * tp * dp;
+  tensorLink = costs.getGroupLink(0, 1, tp, tp, ranks / tp);
+  dataLink = LinkKind::node;
+  for (int64_t d = 0; d < p; ++d)
+    if (costs.getGroupLink(d * tp * dp, tp, dp, 1, tp) == LinkKind::network)
+      dataLink = LinkKind::network;
+  pipelineLink = costs.getGroupLink(0, tp * dp, p, 1, tp * dp);
+
   for (int64_t length : model.getSliceLengths(pipeline.slices))
     lengths.push_back(length);
   int64_t prefix = 0;
@@ -501,16 +565,51 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
   }
   int k = pipeline.slices;
   compute.assign(profiles.size() * kKinds * k, 0.0);
+  tensorParallel.assign(profiles.size() * kKinds * k, 0.0);
   for (size_t s = 0; s < profiles.size(); ++s)
     for (size_t kind = 0; kind < kKinds; ++kind)
-      for (int slice = 0; slice < k; ++slice)
-        compute[(s * kKinds + kind) * k + slice] =
+      for (int slice = 0; slice < k; ++slice) {
+        size_t at = (s * kKinds + kind) * k + slice;
+        compute[at] =
             costs.getComputeTime(profiles[s], PassKind(kind), lengths[slice],
                                  prefixes[slice], pipeline.chunks, k);
+        if (tp < 2 || costs.getKind() != CostModel::Kind::Analytic)
+          continue;
+        // The blog's table: an activation-sized all-reduce after attention
+        // and one after the MLP in F, one before each norm's backward in B
+        // (papers/tensor-parallelism-blog.txt, "Communication Overhead");
+        // a B that recomputes the forward all-reduces again.
+        const StageProfile &stage = profiles[s];
+        int64_t layers = int64_t(stage.layers.size());
+        int64_t count = 0;
+        switch (PassKind(kind)) {
+        case PassKind::F:
+          count = 2 * layers;
+          break;
+        case PassKind::B:
+        case PassKind::BW:
+          count = 2 * layers *
+                  (stage.recompute == RecomputeKind::full ? 2 : 1);
+          break;
+        default:
+          break;
+        }
+        tensorParallel[at] =
+            double(count) *
+            costs.getCollectiveTime(
+                double(stage.getMessageBytes(lengths[slice])),
+                /*allReduce=*/true, tp, tensorLink);
+        compute[at] += tensorParallel[at];
+      }
   for (int slice = 0; slice < k; ++slice)
     transfer.push_back(costs.getTransferTime(
-        profiles.front().getMessageBytes(lengths[slice])));
+        profiles.front().getMessageBytes(lengths[slice]), pipelineLink));
   vocab = VocabProfile::get(model);
+  if (vocab.input)
+    stageParams[vocab.inputName] =
+        (vocab.tied && vocab.output ? 0 : vocab.getShardRows() * vocab.hidden);
+  if (vocab.output)
+    stageParams[vocab.outputName] = vocab.getShardRows() * vocab.hidden;
   vocabCompute.assign(kKinds * k, 0.0);
   for (size_t kind = 0; kind < kKinds; ++kind)
     if (sched::isVocabPass(PassKind(kind)))
@@ -519,13 +618,43 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
             costs.getVocabComputeTime(vocab, PassKind(kind), lengths[slice], k);
 }
 
+double PipelineCosts::getTensorParallelTime(const sched::Work &work) const {
+  if (sched::isVocabPass(work.kind))
+    return 0;
+  return tensorParallel[(size_t(work.stage) * kKinds + size_t(work.kind)) *
+                            pipeline.slices +
+                        work.slice];
+}
+
+double PipelineCosts::getGradientSyncTime(llvm::StringRef name) const {
+  auto it = stageParams.find(name);
+  if (mesh.dp < 2 || it == stageParams.end() || profiles.empty())
+    return 0;
+  // The gradients in the model's type, averaged over the replicas.
+  double bytes = double(it->second * profiles.front().dtypeBytes);
+  return costs.getCollectiveTime(bytes, /*allReduce=*/true, mesh.dp, dataLink);
+}
+
+std::vector<LinkUse> PipelineCosts::getLinks() const {
+  std::vector<LinkUse> links;
+  if (pipeline.devices > 1)
+    links.push_back({"pipeline", 2, pipelineLink});
+  if (pipeline.vocab.any())
+    links.push_back({"vocabulary", pipeline.devices, pipelineLink});
+  if (mesh.tp > 1)
+    links.push_back({"tensor-parallel", mesh.tp, tensorLink});
+  if (mesh.dp > 1)
+    links.push_back({"data-parallel", mesh.dp, dataLink});
+  return links;
+}
+
 double PipelineCosts::getCollectiveTime(const sched::CollectiveId &id) const {
   bool allReduce = id.shard == sched::ShardKind::Output && id.group > 0 &&
                    !(vocab.algorithm == 0 && id.group == 3) &&
                    !(vocab.algorithm == 1 && id.group == 2);
   return costs.getCollectiveTime(
       vocab.getCollectiveBytes(id, lengths[id.slice]), allReduce,
-      pipeline.devices);
+      pipeline.devices, pipelineLink);
 }
 
 double PipelineCosts::getActivationUnits(const sched::Work &work) const {
@@ -569,12 +698,15 @@ int64_t PipelineCosts::getParameterBytes(int device) const {
   return params * kTrainingBytesPerParameter;
 }
 
+int64_t PipelineCosts::getOptimizerBytes(int device) const {
+  return getParameterBytes(device) / kTrainingBytesPerParameter *
+         kOptimizerBytesPerParameter;
+}
+
 double PipelineCosts::getStepFlops() const {
   // F + B + W = three forwards (LayerCost.h), for every microbatch; the
   // output layer's logits, input gradient and weight gradient likewise.
-  double forward = 0;
-  for (const StageProfile &stage : profiles)
-    forward += stage.getForwardFlops(stage.seqLen, 0);
+  double forward = forwardFlops;
   if (vocab.output)
     forward += 2.0 * double(vocab.hidden) * double(vocab.paddedVocab) *
                double(vocab.seqLen * vocab.microBatch);

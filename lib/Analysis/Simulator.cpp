@@ -220,3 +220,47 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
       result.stepTime > 0 ? 1.0 - busy / (double(p) * result.stepTime) : 0.0;
   return result;
 }
+
+LogicalResult mlir::sluice::addGradientSyncs(const Pipeline &pipeline,
+                                             llvm::ArrayRef<GradientSync> syncs,
+                                             Simulation &sim,
+                                             std::string &error) {
+  if (syncs.empty())
+    return success();
+  WorkIndex index(pipeline);
+  std::vector<double> finished(index.size(), -1.0);
+  for (const TimelineEvent &e : sim.events)
+    if (e.kind == InstrKind::Exec)
+      finished[index(e.work)] = e.end;
+  std::vector<double> streamFree(pipeline.devices, 0.0);
+  double passesEnd = sim.stepTime;
+  for (const GradientSync &sync : syncs) {
+    double ready = finished[index(sync.after)];
+    if (ready < 0) {
+      error = "the gradient all-reduce after " + toString(sync.after) +
+              " on device " + std::to_string(sync.device) +
+              " follows a pass that never ran";
+      return failure();
+    }
+    double start = std::max(ready, streamFree[sync.device]);
+    double end = start + sync.duration;
+    streamFree[sync.device] = end;
+    sim.events.push_back({sync.device, StreamKind::data, InstrKind::GradSync,
+                          sync.after, -1, CollectiveId{}, start, end});
+    DeviceStatistics &stats = sim.devices[sync.device];
+    stats.gradientSync += sync.duration;
+    stats.exposedGradientSync =
+        std::max(stats.exposedGradientSync, end - passesEnd);
+    sim.stepTime = std::max(sim.stepTime, end);
+  }
+  double busy = 0;
+  for (DeviceStatistics &stats : sim.devices) {
+    stats.idle = sim.stepTime - stats.busy;
+    busy += stats.busy;
+  }
+  sim.bubbleRatio =
+      sim.stepTime > 0
+          ? 1.0 - busy / (double(pipeline.devices) * sim.stepTime)
+          : 0.0;
+  return success();
+}

@@ -13,6 +13,12 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
   const Simulation &sim = in.simulation;
   const CostModel &model = in.costs.getCostModel();
 
+  const MeshShape &mesh = in.costs.getMesh();
+  // The tensor-parallel all-reduces each device's passes waited for.
+  std::vector<double> tensorParallel(pipe.devices, 0.0);
+  for (const TimelineEvent &e : sim.events)
+    if (e.kind == sched::InstrKind::Exec)
+      tensorParallel[e.device] += in.costs.getTensorParallelTime(e.work);
   llvm::json::Array devices;
   for (int d = 0; d < pipe.devices; ++d) {
     const DeviceStatistics &stats = sim.devices[d];
@@ -21,6 +27,10 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
         {"device", d},
         {"busy", stats.busy},
         {"idle", stats.idle},
+        {"tensor_parallel_time", tensorParallel[d]},
+        {"gradient_sync_time", stats.gradientSync},
+        {"gradient_sync_exposed", stats.exposedGradientSync},
+        {"optimizer_bytes", in.costs.getOptimizerBytes(d)},
         {"peak_activation_microbatches", stats.peakActivationUnits},
         {"peak_activation_microbatches_until_w",
          stats.peakActivationUnitsUntilW},
@@ -34,7 +44,16 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
   if (const HardwareProfile *hw = model.getHardware())
     if (sim.stepTime > 0)
       mfu = in.costs.getStepFlops() /
-            (double(pipe.devices) * hw->peakFlops * sim.stepTime);
+            (double(pipe.devices * mesh.tp) * hw->peakFlops * sim.stepTime);
+  // Which link each kind of traffic crosses, given the ranks' placement.
+  llvm::json::Array links;
+  for (const LinkUse &use : in.costs.getLinks())
+    links.push_back(llvm::json::Object{{"traffic", use.traffic},
+                                       {"group_size", use.groupSize},
+                                       {"link", stringifyLinkKind(use.link)}});
+  llvm::json::Value nodeDevices = nullptr;
+  if (model.getHardware())
+    nodeDevices = model.getNodeDevices();
   llvm::json::Array slices;
   for (int64_t length : in.costs.getSliceLengths())
     slices.push_back(length);
@@ -76,6 +95,12 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
       {"model", in.model},
       {"schedule", in.schedule},
       {"devices", pipe.devices},
+      {"mesh", llvm::json::Object{{"pp", pipe.devices},
+                                  {"tp", mesh.tp},
+                                  {"dp", mesh.dp},
+                                  {"ranks", pipe.devices * mesh.tp * mesh.dp},
+                                  {"ranks_per_node", std::move(nodeDevices)}}},
+      {"links", std::move(links)},
       {"virtual", pipe.chunks},
       {"microbatches", pipe.microbatches},
       {"slices", pipe.slices},

@@ -29,6 +29,12 @@ llvm::json::Value mlir::sluice::getChromeTrace(
     if (pipeline.vocab.any())
       meta("thread_name", d, int(StreamKind::vocab), "vocab");
   }
+  bool replicas = false;
+  for (const TimelineEvent &e : simulation.events)
+    replicas |= e.kind == sched::InstrKind::GradSync;
+  if (replicas)
+    for (int d = 0; d < pipeline.devices; ++d)
+      meta("thread_name", d, int(StreamKind::data), "data-parallel");
   for (const TimelineEvent &e : simulation.events) {
     const sched::Work &w = e.work;
     if (e.kind == sched::InstrKind::Collective) {
@@ -52,6 +58,21 @@ llvm::json::Value mlir::sluice::getChromeTrace(
                                       {"group", c.group},
                                       {"microbatch", c.microbatch},
                                       {"slice", c.slice}}},
+      });
+      continue;
+    }
+    if (e.kind == sched::InstrKind::GradSync) {
+      std::string where = sched::isVocabPass(w.kind)
+                              ? "vocab" + std::to_string(w.stage)
+                              : stageNames[w.stage];
+      events.push_back(llvm::json::Object{
+          {"name", "gradient all-reduce " + where},
+          {"cat", "grad_sync"},
+          {"ph", "X"},
+          {"pid", e.device},
+          {"tid", int(e.stream)},
+          {"ts", e.start * microsecondsPerUnit},
+          {"dur", (e.end - e.start) * microsecondsPerUnit},
       });
       continue;
     }

@@ -263,6 +263,7 @@ ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
       StringRef stage = nameOf(w);
       switch (instr.kind) {
       case InstrKind::Collective:
+      case InstrKind::GradSync:
         break;
       case InstrKind::Exec:
         ExecOp::create(builder, loc, w.kind, stage, w.microbatch, w.slice);

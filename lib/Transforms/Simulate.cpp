@@ -7,6 +7,7 @@
 #include "sluice/Transforms/PipelineIR.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::sluice {
@@ -33,7 +34,8 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
   if (failed(view))
     return failure();
 
-  PipelineCosts table(model, pipeline, *costs);
+  PipelineCosts table(model, pipeline, *costs,
+                      MeshShape{program.getTp(), program.getDp()});
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(pipeline));
   if (!gap.empty())
@@ -60,6 +62,30 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
       error);
   if (failed(sim))
     return program.emitOpError("cannot be simulated: ") << error;
+  // The data-parallel gradient all-reduces, each after the last pass of
+  // its stage on the device (the pass just before it in the IR).
+  std::vector<GradientSync> syncs;
+  for (auto [d, device] : llvm::enumerate(view->devices)) {
+    llvm::DenseMap<Operation *, const sched::Instr *> instrOf;
+    for (auto [op, instr] :
+         llvm::zip(view->ops[d], view->program.devices[d]))
+      instrOf[op] = &instr;
+    llvm::StringMap<sched::Work> lastPass;
+    for (Operation &op : device.getBody().front()) {
+      if (auto exec = dyn_cast<ExecOp>(op)) {
+        if (const sched::Instr *instr = instrOf.lookup(&op))
+          lastPass[exec.getStage()] = instr->work;
+      } else if (auto sync = dyn_cast<GradSyncOp>(op)) {
+        auto it = lastPass.find(sync.getStage());
+        if (it == lastPass.end())
+          return sync.emitOpError("follows no pass of @") << sync.getStage();
+        syncs.push_back({int(d), it->second,
+                         table.getGradientSyncTime(sync.getStage())});
+      }
+    }
+  }
+  if (failed(addGradientSyncs(pipeline, syncs, *sim, error)))
+    return program.emitOpError("cannot be simulated: ") << error;
 
   Builder builder(program.getContext());
   SmallVector<double> peaks, peaksUntilW;
@@ -77,7 +103,8 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
       program->setAttr("mfu",
                        builder.getF64FloatAttr(
                            table.getStepFlops() /
-                           (pipeline.devices * hw->peakFlops * sim->stepTime)));
+                           (double(pipeline.devices * program.getTp()) *
+                            hw->peakFlops * sim->stepTime)));
 
   if (!opts.report.empty()) {
     ScheduleReportInputs inputs{

@@ -6,6 +6,9 @@
 // RUN: FileCheck %s --check-prefix=REPORT < %t.json
 // RUN: FileCheck %s --check-prefix=TRACE < %t.trace.json
 // RUN: FileCheck %s --check-prefix=SVG < %t.svg
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-sync-gradients="data-parallel=4" --sluice-shard-tensors="tensor-parallel=2" --sluice-simulate="costs=h100 report=%t.mesh.json trace=%t.mesh.trace.json" -o /dev/null
+// RUN: FileCheck %s --check-prefix=MESH < %t.mesh.json
+// RUN: FileCheck %s --check-prefix=MESHTRACE < %t.mesh.trace.json
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=tpu" 2>&1 | FileCheck %s --check-prefix=BADCOSTS
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=F=1,B=-2" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 
@@ -39,6 +42,38 @@
 // REPORT: "schedule": "1f1b",
 // REPORT: "step_time": 12,
 // REPORT: "verified": true,
+
+// On pp 2 x tp 2 x dp 4 = 16 ranks in nodes of 8 (rank d*8 + r*2 + t),
+// a tensor-parallel pair and a device's 4 replicas share a node; the
+// pipeline's neighbours (ranks 8 apart) do not. Device 0's gradient
+// all-reduce follows the step's last pass: all of it is exposed.
+// MESH:      "links": [
+// MESH-NEXT:   {
+// MESH-NEXT:     "group_size": 2,
+// MESH-NEXT:     "link": "network",
+// MESH-NEXT:     "traffic": "pipeline"
+// MESH:          "group_size": 2,
+// MESH-NEXT:     "link": "node",
+// MESH-NEXT:     "traffic": "tensor-parallel"
+// MESH:          "group_size": 4,
+// MESH-NEXT:     "link": "node",
+// MESH-NEXT:     "traffic": "data-parallel"
+// MESH:      "mesh": {
+// MESH-NEXT:   "dp": 4,
+// MESH-NEXT:   "pp": 2,
+// MESH-NEXT:   "ranks": 16,
+// MESH-NEXT:   "ranks_per_node": 8,
+// MESH-NEXT:   "tp": 2
+// MESH:      "per_device": [
+// MESH:          "device": 0,
+// MESH-NEXT:     "gradient_sync_exposed": 3.02099{{[0-9]*}}e-05,
+// MESH-NEXT:     "gradient_sync_time": 3.02099{{[0-9]*}}e-05,
+// MESH:          "optimizer_bytes": {{[1-9][0-9]*}},
+// MESH:          "tensor_parallel_time": {{[0-9.e-]+}}
+
+// MESHTRACE-DAG: "name":"data-parallel"
+// MESHTRACE-DAG: "name":"gradient all-reduce s0"
+// MESHTRACE-DAG: "name":"gradient all-reduce s1"
 
 // TRACE: "traceEvents":
 // TRACE-DAG: "name":"process_name"

@@ -13,7 +13,12 @@
 //    memory bandwidth -- their all-reduces not modelled): FLOPs of the stage's
 //    layers for the slice's tokens and prefix (LayerCost.h) over the hardware's
 //    achievable FLOP/s; a transfer costs latency + bytes / bandwidth. Times are
-//    in seconds.
+//    in seconds. The GPUs sit in nodes of `nodeGpus`; the pp x tp x dp ranks
+//    fill them in Megatron-LM's order (tensor-parallel index fastest), and a
+//    collective runs on the intra-node link when its group fits in a node,
+//    on the network otherwise (PipelineCosts, MeshShape). Tensor-parallel
+//    all-reduces lengthen the passes that issue them; data-parallel gradient
+//    all-reduces run beside them (the simulator).
 //  * measured, a `.json` file written by `sluice-run --profile`: seconds per
 //    token of each pass of each stage (by stage name); transfers free.
 //
@@ -55,6 +60,26 @@ struct HardwareProfile {
   /// this do not fill the GPU and take as long as this many: TeraPipe's
   /// Figure 3 measures a flat forward time up to 256 tokens on a V100.
   double saturationTokens;
+  /// GPUs per node and the link between them (NVLink): bandwidth per GPU
+  /// and direction, bytes/s, and per-message latency, seconds.
+  int64_t nodeGpus;
+  double nodeBandwidth;
+  double nodeLatency;
+};
+
+/// Which link a collective or transfer crosses: the intra-node one (NVLink)
+/// when every group of it fits in one node, the network otherwise.
+enum class LinkKind { node, network };
+llvm::StringRef stringifyLinkKind(LinkKind link);
+
+/// How the pipeline's devices are sharded and replicated: each of its
+/// devices is `tp` tensor-parallel shards, the whole pipeline `dp`
+/// data-parallel replicas, on pp x tp x dp ranks numbered as Megatron-LM
+/// numbers them (docs/parallelism.md): rank d*tp*dp + r*tp + t is shard t
+/// of replica r of device d.
+struct MeshShape {
+  int64_t tp = 1;
+  int64_t dp = 1;
 };
 
 llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
@@ -76,7 +101,11 @@ struct StageProfile {
   /// B's and BW's, its tensors left out of the activation bytes.
   RecomputeKind recompute = RecomputeKind::none;
 
-  static StageProfile get(StageOp stage, ModelOp model);
+  /// The profile of one of `tp` tensor-parallel shards of `stage`
+  /// (sluice-shard-tensors' split: heads, key/value heads -- one replicated
+  /// head when fewer than shards -- and the feed-forward width divided;
+  /// norms, row-parallel biases, embedding and output layer whole).
+  static StageProfile get(StageOp stage, ModelOp model, int64_t tp = 1);
 
   /// Forward FLOPs of `tokens` tokens after `prefix` tokens of context, for
   /// the whole microbatch.
@@ -180,16 +209,27 @@ public:
   double getComputeTime(const StageProfile &stage, PassKind pass,
                         int64_t tokens, int64_t prefix, int chunks,
                         int slices) const;
-  /// Duration of sending `bytes` to a pipeline neighbour.
-  double getTransferTime(int64_t bytes) const;
+  /// Duration of sending `bytes` to a pipeline neighbour over `link`.
+  double getTransferTime(int64_t bytes,
+                         LinkKind link = LinkKind::network) const;
   /// Duration of pass `kind` of a vocabulary shard on one device, for
   /// `tokens` tokens (microbatches cut into `slices` slices).
   double getVocabComputeTime(const VocabProfile &vocab, PassKind kind,
                              int64_t tokens, int slices) const;
-  /// Duration of a vocabulary collective moving `bytes` per device over
-  /// `devices` devices (ring algorithms: about twice the bytes cross each
-  /// link for an all-reduce, once for a broadcast or reduce).
-  double getCollectiveTime(double bytes, bool allReduce, int64_t devices) const;
+  /// Duration of a collective moving `bytes` per device over `devices`
+  /// devices on `link` (ring algorithms: about twice the bytes cross each
+  /// link for an all-reduce, once for a broadcast or reduce). Only the
+  /// analytic models price links; the unit and explicit ones charge `comm`
+  /// for a collective, measured profiles nothing.
+  double getCollectiveTime(double bytes, bool allReduce, int64_t devices,
+                           LinkKind link = LinkKind::network) const;
+  /// Ranks per node: the hardware's GPUs per node over the GPUs a device
+  /// stands for (`v100x8`: 1); 1 for non-analytic models.
+  int64_t getNodeDevices() const;
+  /// The link of the groups of ranks `first + g * groupStride + i * stride`
+  /// (i < count, g < groups): the node's when each group fits in one node.
+  LinkKind getGroupLink(int64_t first, int64_t stride, int64_t count,
+                        int64_t groupStride, int64_t groups) const;
 
 private:
   Kind kind = Kind::Unit;
@@ -199,6 +239,8 @@ private:
   double comm = 0;
   /// By value: `v100x8` scales a data sheet's profile.
   std::optional<HardwareProfile> hardware;
+  /// GPUs one device stands for (`NAMExG`).
+  int64_t deviceGpus = 1;
   /// Measured: stage name -> pass -> seconds per token, and the number of
   /// layers each measured stage held.
   std::map<std::string, std::map<std::string, double>> measured;
@@ -210,13 +252,25 @@ private:
 /// Bytes of training state per parameter: bf16 weights and gradients, fp32
 /// master weights and both Adam moments (mixed-precision Adam).
 constexpr int64_t kTrainingBytesPerParameter = 16;
+/// Of those, the optimizer's: the fp32 master weights and moments.
+constexpr int64_t kOptimizerBytesPerParameter = 12;
+
+/// What one kind of traffic of a mesh crosses: for the report.
+struct LinkUse {
+  /// "pipeline", "vocabulary", "tensor-parallel" or "data-parallel".
+  std::string traffic;
+  /// Devices of one group (2 for pipeline neighbours).
+  int64_t groupSize = 0;
+  LinkKind link = LinkKind::network;
+};
 
 /// Everything the schedule and simulate passes need to cost one pipeline,
 /// computed once: durations, transfers, activation memory and parameters.
 class PipelineCosts {
 public:
+  /// The costs of one shard of one replica of the pipeline on `mesh`.
   PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
-                const CostModel &costs);
+                const CostModel &costs, MeshShape mesh = {});
 
   double getComputeTime(const sched::Work &work) const {
     if (sched::isVocabPass(work.kind))
@@ -236,10 +290,25 @@ public:
   /// The key/value state a token-sliced microbatch keeps on a stage
   /// (included in getActivationBytes when the microbatch is one slice).
   double getKeyValueStateBytes(int stage) const;
-  /// Weights, gradients and optimizer state a device holds.
+  /// Weights, gradients and optimizer state a device (one shard) holds.
   int64_t getParameterBytes(int device) const;
-  /// FLOPs of one training step (forward, input and weight gradients).
+  /// Of those, the optimizer's (master weights and Adam moments).
+  int64_t getOptimizerBytes(int device) const;
+  /// FLOPs of one training step of one replica (forward, input and weight
+  /// gradients of the whole model: what MFU counts, without the work
+  /// tensor-parallel shards repeat).
   double getStepFlops() const;
+  /// The tensor-parallel all-reduces pass `work` waits for (included in
+  /// getComputeTime): two per transformer layer in F, two in B or BW, two
+  /// more when B recomputes the forward.
+  double getTensorParallelTime(const sched::Work &work) const;
+  /// Duration of the data-parallel all-reduce of the gradients of stage or
+  /// vocabulary shard `name` (its shard's parameters over the replicas);
+  /// 0 without replicas.
+  double getGradientSyncTime(llvm::StringRef name) const;
+  const MeshShape &getMesh() const { return mesh; }
+  /// Which link each kind of traffic crosses.
+  std::vector<LinkUse> getLinks() const;
   const std::vector<int64_t> &getSliceLengths() const { return lengths; }
   const StageProfile &getStage(int stage) const { return profiles[stage]; }
   llvm::ArrayRef<StageProfile> getStages() const { return profiles; }
@@ -254,8 +323,15 @@ private:
   CostModel costs;
   std::vector<StageProfile> profiles;
   std::vector<int64_t> lengths, prefixes;
-  std::vector<double> compute, transfer;
+  std::vector<double> compute, transfer, tensorParallel;
   int64_t transformerLayers = 0;
+  MeshShape mesh;
+  LinkKind pipelineLink = LinkKind::network, tensorLink = LinkKind::network,
+           dataLink = LinkKind::network;
+  /// Whole-model forward FLOPs of one microbatch.
+  double forwardFlops = 0;
+  /// Parameters of each stage's shard, by name.
+  std::map<std::string, int64_t, std::less<>> stageParams;
 };
 
 /// Token lengths of `slices` near-equal slices of `seqLen` tokens (the

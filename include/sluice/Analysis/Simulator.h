@@ -72,6 +72,11 @@ struct MemorySample {
 struct DeviceStatistics {
   double busy = 0;
   double idle = 0;
+  /// Data-parallel gradient all-reduces: their time on the device's data
+  /// stream, and how far the last one ends after every device's last pass
+  /// and transfer (what they add to the step).
+  double gradientSync = 0;
+  double exposedGradientSync = 0;
   /// Activations held from F to B (BW), in microbatch units.
   double peakActivationUnits = 0;
   /// The same from F to W: a zero-bubble schedule frees part of a
@@ -89,6 +94,23 @@ struct Simulation {
   /// Activation memory over time, per device, in time order per device.
   std::vector<MemorySample> memory;
 };
+
+/// A data-parallel gradient all-reduce (`sluice.grad_sync`): issued on
+/// `device` when pass `after` -- its stage's last there -- ends; a device's
+/// run one after another on its data stream, beside the passes still to
+/// come; the optimizer step, and so the step, waits for them.
+struct GradientSync {
+  int device = 0;
+  sched::Work after;
+  double duration = 0;
+};
+
+/// Adds gradient all-reduces, in each device's issue order, to a finished
+/// simulation: their events, the step they may lengthen, the devices'
+/// idle time and the bubble ratio. Fails if a pass they follow never ran.
+LogicalResult addGradientSyncs(const sched::Pipeline &pipeline,
+                               llvm::ArrayRef<GradientSync> syncs,
+                               Simulation &simulation, std::string &error);
 
 /// Simulates a verified program. Fails, saying where, only if the program
 /// cannot run to the end (which verification rules out).

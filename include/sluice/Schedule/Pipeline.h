@@ -216,7 +216,10 @@ void getAllDependencies(const Pipeline &pipeline, const Work &work,
 /// B or BW: the one before), or -1 if none does.
 int getConsumerStage(const Pipeline &pipeline, const Work &work);
 
-enum class InstrKind : uint8_t { Exec, Send, Recv, Collective };
+/// GradSync (a data-parallel gradient all-reduce) appears only in
+/// simulations: schedules produce the other kinds, sluice-sync-gradients
+/// adds it to the IR.
+enum class InstrKind : uint8_t { Exec, Send, Recv, Collective, GradSync };
 
 /// One instruction of a device program. A send or receive names the work
 /// whose result it carries; `peer` is the other device. A collective names

@@ -348,6 +348,19 @@ def Simulate : Pass<"sluice-simulate", "ModuleOp"> {
     name files for the JSON report, a Chrome trace (Perfetto) and an SVG
     timeline; each is written atomically.
 
+    A program's mesh (`tp`, `dp`) is priced too, under a hardware profile:
+    each pass of one tensor-parallel shard computes its slice of the layers
+    and waits for the layers' all-reduces; each `sluice.grad_sync` runs
+    the stage's gradient all-reduce over the replicas on the device's
+    data-parallel stream once the pass before it ends, beside the passes
+    after it, and the step ends when the last one does. Ranks fill nodes
+    of eight GPUs in Megatron-LM's order, and each kind of traffic runs
+    over NVLink when its groups fit in a node, over the network otherwise;
+    the report names the link of each (`links`), the mesh, and per device
+    the all-reduces' time, how much of the gradients' is exposed, and the
+    optimizer state's bytes. MFU counts the model's FLOPs over all
+    pp x tp GPUs of a replica.
+
     ```mlir
     sluice.program @plan for @m {devices = 4, microbatches = 8, slices = 1, schedule = "1f1b"}
         attributes {bubble_ratio = 0.2727, peak_activation = array<f64: 4.0, 3.0, 2.0, 1.0>,

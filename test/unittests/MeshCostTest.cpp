@@ -1,0 +1,243 @@
+//===- MeshCostTest.cpp - Costs of a pp x tp x dp mesh --------------------===//
+//
+// The analytic cost model on a device mesh (CostModel.h, MeshShape): which
+// link each kind of traffic crosses given Megatron-LM's rank order, what a
+// tensor-parallel shard holds and computes, the all-reduces of the blog's
+// "Communication Overhead" table on the passes' critical path, and the
+// data-parallel gradient all-reduces beside the passes (Simulator.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Analysis/CostModel.h"
+#include "sluice/Analysis/Simulator.h"
+#include "sluice/Transforms/Passes.h"
+#include "sluice/Transforms/PipelineIR.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+namespace {
+
+/// Four Llama-shaped layers (h 64, 8 heads of 8, 2 key/value heads, SwiGLU
+/// 160) between an embedding and an output layer, bf16.
+constexpr const char *kModel = R"mlir(
+sluice.model @m {seq_len = 32, micro_batch = 2, dtype = bf16} {
+  %e = sluice.embedding {vocab = 96} : tensor<2x32x64xbf16>
+  %x0 = sluice.transformer_layer %e {heads = 8, kv_heads = 2, ffn = 160, norm = rmsnorm, mlp = swiglu} : tensor<2x32x64xbf16>
+  %x1 = sluice.transformer_layer %x0 {heads = 8, kv_heads = 2, ffn = 160, norm = rmsnorm, mlp = swiglu} : tensor<2x32x64xbf16>
+  %x2 = sluice.transformer_layer %x1 {heads = 8, kv_heads = 2, ffn = 160, norm = rmsnorm, mlp = swiglu} : tensor<2x32x64xbf16>
+  %x3 = sluice.transformer_layer %x2 {heads = 8, kv_heads = 2, ffn = 160, norm = rmsnorm, mlp = swiglu} : tensor<2x32x64xbf16>
+  %l = sluice.output_layer %x3 {vocab = 96, norm = rmsnorm} : tensor<2x32x64xbf16> -> tensor<f32>
+  sluice.return %l : tensor<f32>
+}
+)mlir";
+
+class MeshCostTest : public ::testing::Test {
+protected:
+  MeshCostTest() { context.loadDialect<SluiceDialect>(); }
+
+  /// The model over `pp` devices (1F1B placement), split backward.
+  ModelOp partition(int pp,
+                    RecomputeKind recompute = RecomputeKind::none) {
+    module = parseSourceString<ModuleOp>(kModel, &context);
+    EXPECT_TRUE(module);
+    ModelOp model = *module->getOps<ModelOp>().begin();
+    StagePartitionOptions opts;
+    opts.pp = pp;
+    EXPECT_TRUE(succeeded(partitionStages(model, opts)));
+    EXPECT_TRUE(succeeded(splitPasses(model, /*split=*/true, recompute)));
+    return model;
+  }
+
+  CostModel h100() {
+    std::string error;
+    std::optional<CostModel> costs = CostModel::parse("h100", error);
+    EXPECT_TRUE(costs) << error;
+    return *costs;
+  }
+
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+};
+
+std::map<std::string, LinkKind> linksOf(const PipelineCosts &costs) {
+  std::map<std::string, LinkKind> links;
+  for (const LinkUse &use : costs.getLinks())
+    links[use.traffic] = use.link;
+  return links;
+}
+
+} // namespace
+
+// Rank d*tp*dp + r*tp + t on nodes of 8 GPUs: a tensor-parallel group of
+// up to 8 fills part of a node (the blog's "TP inside a node"), a
+// device's replicas share a node while tp*dp <= 8, and a pipeline
+// crosses nodes once pp*tp*dp > 8.
+TEST_F(MeshCostTest, LinksFollowTheRankPlacement) {
+  ModelOp model = partition(4);
+  sched::Pipeline pipeline = *getPipeline(model, 8, 1);
+  CostModel costs = h100();
+  EXPECT_EQ(costs.getNodeDevices(), 8);
+  using L = LinkKind;
+  std::map<std::string, L> big = linksOf(PipelineCosts(
+      model, pipeline, costs, MeshShape{/*tp=*/8, /*dp=*/2}));
+  EXPECT_EQ(big, (std::map<std::string, L>{{"pipeline", L::network},
+                                           {"tensor-parallel", L::node},
+                                           {"data-parallel", L::network}}));
+  std::map<std::string, L> mid =
+      linksOf(PipelineCosts(model, pipeline, costs, MeshShape{4, 2}));
+  EXPECT_EQ(mid, (std::map<std::string, L>{{"pipeline", L::network},
+                                           {"tensor-parallel", L::node},
+                                           {"data-parallel", L::node}}));
+  // 4 x 2 x 1 = 8 ranks: one node holds everything.
+  std::map<std::string, L> one =
+      linksOf(PipelineCosts(model, pipeline, costs, MeshShape{2, 1}));
+  EXPECT_EQ(one, (std::map<std::string, L>{{"pipeline", L::node},
+                                           {"tensor-parallel", L::node}}));
+  // Sixteen shards span two nodes.
+  EXPECT_EQ(costs.getGroupLink(0, 1, 16, 16, 1), L::network);
+  // The group {6, 7, 8, 9} straddles a node boundary.
+  EXPECT_EQ(costs.getGroupLink(6, 1, 4, 4, 1), L::network);
+  EXPECT_EQ(costs.getGroupLink(4, 1, 4, 4, 1), L::node);
+  // `v100x8`: a device is a whole node.
+  std::string error;
+  EXPECT_EQ(CostModel::parse("v100x8", error)->getNodeDevices(), 1);
+}
+
+// A shard holds 1/tp of the query heads, projections and feed-forward
+// width; with fewer key/value heads than shards, one replicated head; the
+// norms, the embedding and the output layer whole (as the runtime does).
+TEST_F(MeshCostTest, ShardsHoldTheirSliceOfEachLayer) {
+  ModelOp model = partition(2);
+  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  CostModel costs = h100();
+  int64_t h = 64, d = 8, f = 160, vocab = 96;
+  auto layer = [&](int64_t heads, int64_t kv, int64_t ffn) {
+    return h * heads * d + 2 * h * kv * d + heads * d * h + 3 * h * ffn +
+           2 * h;
+  };
+  // Stage 0: the embedding and two layers; stage 1: two layers and the
+  // output layer (its norm too).
+  for (auto [tp, heads, kv, ffn] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 8, 2, 160},
+        {2, 4, 1, 80},
+        {4, 2, 1, 40}}) {
+    PipelineCosts table(model, pipeline, costs, MeshShape{tp, 1});
+    EXPECT_EQ(table.getStage(0).params, vocab * h + 2 * layer(heads, kv, ffn))
+        << "tp " << tp;
+    EXPECT_EQ(table.getStage(1).params,
+              2 * layer(heads, kv, ffn) + vocab * h + h)
+        << "tp " << tp;
+    EXPECT_EQ(table.getParameterBytes(0),
+              table.getStage(0).params * kTrainingBytesPerParameter);
+    EXPECT_EQ(table.getOptimizerBytes(0),
+              table.getStage(0).params * kOptimizerBytesPerParameter);
+  }
+  // MFU counts the model's FLOPs once, however many shards compute them.
+  EXPECT_DOUBLE_EQ(
+      PipelineCosts(model, pipeline, costs, MeshShape{4, 1}).getStepFlops(),
+      PipelineCosts(model, pipeline, costs).getStepFlops());
+}
+
+// Per layer, one N_batch x N_ctx x D_model all-reduce after attention and
+// one after the MLP in F, one each in B (papers/tensor-parallelism-
+// blog.txt, "Communication Overhead"), none in W; full recomputation runs
+// F's two again in B (the blog's "Activation Checkpointing").
+TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
+  CostModel costs = h100();
+  const HardwareProfile &hw = *costs.getHardware();
+  double bytes = 2.0 * 32 * 64 * 2; // micro-batch x tokens x hidden x bf16
+  int64_t tp = 4;
+  // A ring all-reduce over 4 shards of a node: 2 (tp - 1) steps of
+  // bytes / tp on NVLink.
+  double allReduce = 6 * hw.nodeLatency + 6 * bytes / 4 / hw.nodeBandwidth;
+  for (RecomputeKind recompute :
+       {RecomputeKind::none, RecomputeKind::selective, RecomputeKind::full}) {
+    ModelOp model = partition(2, recompute);
+    sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+    PipelineCosts sharded(model, pipeline, costs, MeshShape{tp, 1});
+    PipelineCosts whole(model, pipeline, costs);
+    auto tpTime = [&](PassKind kind) {
+      return sharded.getTensorParallelTime({kind, 1, 0, 0});
+    };
+    EXPECT_NEAR(tpTime(PassKind::F), 4 * allReduce, 1e-15);
+    double backward = (recompute == RecomputeKind::full ? 8 : 4) * allReduce;
+    EXPECT_NEAR(tpTime(PassKind::B), backward, 1e-15);
+    EXPECT_EQ(tpTime(PassKind::W), 0.0);
+    EXPECT_EQ(whole.getTensorParallelTime({PassKind::F, 1, 0, 0}), 0.0);
+    // The pass waits for them: they are part of its time.
+    sched::Work f{PassKind::F, 1, 0, 0};
+    EXPECT_GT(sharded.getComputeTime(f), tpTime(PassKind::F));
+    EXPECT_LT(sharded.getComputeTime(f) - tpTime(PassKind::F),
+              whole.getComputeTime(f));
+  }
+}
+
+// A stage's gradient all-reduce moves its shard's parameters in the
+// model's type over the replicas.
+TEST_F(MeshCostTest, GradientSyncMovesTheShardsGradients) {
+  ModelOp model = partition(2);
+  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  CostModel costs = h100();
+  const HardwareProfile &hw = *costs.getHardware();
+  PipelineCosts table(model, pipeline, costs, MeshShape{2, 4});
+  StringRef stage = table.getStage(1).name;
+  double bytes = double(table.getStage(1).params * 2);
+  // pp 2 x tp 2 x dp 4 = 16 ranks: a device's replicas {t, t+2, t+4,
+  // t+6} share a node.
+  EXPECT_DOUBLE_EQ(table.getGradientSyncTime(stage),
+                   6 * hw.nodeLatency + 6 * bytes / 4 / hw.nodeBandwidth);
+  EXPECT_EQ(PipelineCosts(model, pipeline, costs).getGradientSyncTime(stage),
+            0.0);
+  EXPECT_EQ(table.getGradientSyncTime("nonesuch"), 0.0);
+}
+
+// Gradient all-reduces run beside the passes after them: one issued
+// before the pipeline drains is hidden, the last device's queue runs them
+// in order, and only what outlasts every pass lengthens the step.
+TEST(Simulator, GradientSyncsOverlapTheRemainingPasses) {
+  sched::Pipeline pipeline;
+  pipeline.devices = 2;
+  pipeline.microbatches = 1;
+  pipeline.stages = {{0, 0}, {1, 0}};
+  Simulation sim;
+  sim.devices.resize(2);
+  using sched::InstrKind;
+  auto exec = [&](int device, sched::Work work, double start, double end) {
+    sim.events.push_back({device, StreamKind::compute, InstrKind::Exec, work,
+                          -1, sched::CollectiveId{}, start, end});
+    sim.devices[device].busy += end - start;
+    sim.stepTime = std::max(sim.stepTime, end);
+  };
+  sched::Work f0{PassKind::F, 0, 0, 0}, f1{PassKind::F, 1, 0, 0},
+      b1{PassKind::BW, 1, 0, 0}, b0{PassKind::BW, 0, 0, 0};
+  exec(0, f0, 0, 1);
+  exec(1, f1, 1, 2);
+  exec(1, b1, 2, 4);
+  exec(0, b0, 4, 6);
+  std::string error;
+  // Device 1's all-reduce (3 long) starts at 4 and ends at 7; device 0's
+  // two (1 each) run one after the other from 6.
+  ASSERT_TRUE(succeeded(addGradientSyncs(
+      pipeline, {{1, b1, 3.0}, {0, b0, 1.0}, {0, b0, 1.0}}, sim, error)))
+      << error;
+  EXPECT_DOUBLE_EQ(sim.stepTime, 8.0);
+  EXPECT_DOUBLE_EQ(sim.devices[0].gradientSync, 2.0);
+  EXPECT_DOUBLE_EQ(sim.devices[0].exposedGradientSync, 2.0);
+  EXPECT_DOUBLE_EQ(sim.devices[1].exposedGradientSync, 1.0);
+  EXPECT_DOUBLE_EQ(sim.devices[1].idle, 8.0 - 3.0);
+  EXPECT_DOUBLE_EQ(sim.bubbleRatio, 1.0 - 6.0 / 16.0);
+  // After a pass that never ran: an error, not a guess.
+  sched::Work missing{PassKind::F, 0, 0, 0};
+  Simulation empty;
+  empty.devices.resize(2);
+  EXPECT_TRUE(
+      failed(addGradientSyncs(pipeline, {{0, missing, 1.0}}, empty, error)));
+  EXPECT_EQ(error, "the gradient all-reduce after F of stage 0, microbatch "
+                   "0, slice 0 on device 0 follows a pass that never ran");
+}
