@@ -93,13 +93,15 @@ Status Executor::prepare() {
     if (tensorGroup)
       // On the critical path (the blog's "Communication Overhead"): the
       // pass waits for the sum, advancing the pipeline's transfers.
-      stages[s]->setTensorParallel([this](DevicePtr data, int64_t count) {
-        if (!tensorSums || !tensorFailure)
-          return;
-        std::unique_ptr<Request> sum = tensorGroup->allReduceAsync(
-            data, count, Reduction::Sum, 0, compute);
-        tensorFailure = await(*sum, compute);
-      });
+      stages[s]->setTensorParallel(
+          [this](DevicePtr data, int64_t count) {
+            if (!tensorSums || !tensorFailure)
+              return;
+            std::unique_ptr<Request> sum = tensorGroup->allReduceAsync(
+                data, count, Reduction::Sum, 0, compute);
+            tensorFailure = await(*sum, compute);
+          },
+          shardIndex, plan.tp);
   }
   // Key/value heads a group of shards holds alike (fewer heads than
   // shards): their gradients are summed over the group before the update.

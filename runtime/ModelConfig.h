@@ -9,8 +9,10 @@
 #ifndef SLUICE_RUNTIME_MODELCONFIG_H
 #define SLUICE_RUNTIME_MODELCONFIG_H
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sluice::rt {
@@ -55,6 +57,31 @@ struct ModelConfig {
   std::vector<LayerConfig> layers;
 };
 
+/// Whether the embedding layer `l` of `model` splits its table by rows
+/// over tensor-parallel shards (Megatron-LM's vocabulary-parallel
+/// embedding: a masked lookup, then an all-reduce). A table the output
+/// layer shares (tied) stays whole, as does a Vocabulary Parallelism
+/// input shard's, which the pipeline's devices split already.
+inline bool splitsEmbedding(const ModelConfig &model, const LayerConfig &l,
+                            int tp) {
+  if (tp < 2 || l.kind != LayerKind::Embedding || l.sharded)
+    return false;
+  for (const LayerConfig &other : model.layers)
+    if (other.kind == LayerKind::Output && other.tied)
+      return false;
+  return true;
+}
+
+/// Rows [first, first + count) of a `vocab`-row table that shard `index`
+/// of `tp` holds: ceil(vocab / tp) each, the last fewer (the padding a
+/// shard count that does not divide the vocabulary asks for).
+inline std::pair<int64_t, int64_t> getShardVocabRows(int64_t vocab, int index,
+                                                     int tp) {
+  int64_t rows = (vocab + tp - 1) / tp;
+  int64_t first = std::min<int64_t>(vocab, int64_t(index) * rows);
+  return {first, std::min(rows, vocab - first)};
+}
+
 /// Why `model` cannot be split over `tp` tensor-parallel shards, or "" when
 /// it can: every transformer layer's query heads and feed-forward width
 /// divide by tp, and its key/value heads either divide by tp or divide tp
@@ -83,6 +110,12 @@ inline std::string checkTensorParallel(const ModelConfig &model, int tp) {
              " tensor-parallel shards nor divide " + std::to_string(tp) +
              " (to be replicated)";
   }
+  for (const LayerConfig &l : model.layers)
+    if (splitsEmbedding(model, l, tp) &&
+        getShardVocabRows(l.vocab, tp - 1, tp).second < 1)
+      return "the embedding's " + std::to_string(l.vocab) +
+             "-row table leaves the last of " + std::to_string(tp) +
+             " tensor-parallel shards no rows";
   return "";
 }
 
@@ -95,8 +128,9 @@ inline int64_t getShardKvHeads(const LayerConfig &l, int tp) {
 /// The model one of `tp` tensor-parallel shards runs (Megatron-LM): each
 /// transformer layer keeps heads/tp query heads, its key/value heads'
 /// share (getShardKvHeads) and ffn/tp of the feed-forward width; hidden
-/// size, embedding and output layers are whole. checkTensorParallel must
-/// accept `model` and `tp`.
+/// size and output layer are whole, and so is the embedding's shape (a
+/// shard looks up its rows of the table, splitsEmbedding, into a whole
+/// activation). checkTensorParallel must accept `model` and `tp`.
 inline ModelConfig getTensorShardModel(ModelConfig model, int tp) {
   for (LayerConfig &l : model.layers)
     if (l.kind == LayerKind::Transformer) {

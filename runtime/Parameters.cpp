@@ -96,8 +96,18 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
   };
   switch (layer.kind) {
   case LayerKind::Embedding:
-    if (!layer.sharded)
+    if (splitsEmbedding(model, layer, shard.count)) {
+      // Vocabulary-parallel: the shard's rows of the table.
+      auto [first, count] =
+          getShardVocabRows(layer.vocab, shard.index, shard.count);
+      ParameterSpec table{"embed.tokens", {count, h}, InitKind::Normal};
+      table.whole = {layer.vocab, h};
+      table.rows = {{first, count}};
+      table.sliceName = sliceName;
+      specs.push_back(std::move(table));
+    } else if (!layer.sharded) {
       specs.push_back({"embed.tokens", {layer.vocab, h}, InitKind::Normal});
+    }
     if (layer.positions > 0)
       specs.push_back(
           {"embed.positions", {layer.positions, h}, InitKind::Normal});

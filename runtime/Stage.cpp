@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 
 namespace sluice::rt {
 
@@ -88,6 +89,16 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
     resolved.push_back(layer);
   }
   views.resize(resolved.size());
+}
+
+void StageRunner::setTensorParallel(GroupSum sum, int index, int count) {
+  groupSum = std::move(sum);
+  vocabFirst = 0;
+  vocabCount = -1;
+  if (hasEmbedding() &&
+      splitsEmbedding(model, model.layers[layers.front()], count))
+    std::tie(vocabFirst, vocabCount) =
+        getShardVocabRows(model.layers[layers.front()].vocab, index, count);
 }
 
 bool StageRunner::hasEmbedding() const {
@@ -457,6 +468,21 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
                         s.tokens * h);
         break;
       }
+      if (vocabCount >= 0) {
+        // Vocabulary-parallel (papers/tensor-parallelism-blog.txt, "Input
+        // Embedding"): each shard looks up the tokens in its rows, zeros
+        // elsewhere, and the group's sum is every token's row; then the
+        // positions, which every shard holds whole.
+        kernels.shardLookup(batch.tokens + s.offset, batch.stride, s.rows,
+                            s.tokens, l.w.table, vocabFirst, vocabCount, h,
+                            dst);
+        sumOverShards(dst, rt * h);
+        if (l.w.positions)
+          for (int64_t r = 0; r < s.rows; ++r)
+            kernels.add(dst + r * s.tokens * h, l.w.positions + s.offset * h,
+                        s.tokens * h);
+        break;
+      }
       kernels.embeddingForward(batch.tokens + s.offset, batch.stride, l.w.table,
                                l.w.positions, s.rows, s.tokens, s.offset, h,
                                dst);
@@ -573,6 +599,18 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
     case LayerKind::Embedding:
       if (c.sharded) {
         // The table's gradient is the input shard's (IB); positions here.
+        if (l.g.positions)
+          for (int64_t r = 0; r < s.rows; ++r)
+            kernels.add(l.g.positions + s.offset * h,
+                        v[Field::EmbedGrad] + r * s.tokens * h, s.tokens * h);
+        break;
+      }
+      if (vocabCount >= 0) {
+        // The shard's rows of the table's gradient; the positions' whole
+        // (alike on every shard: the gradient reaching them is).
+        kernels.shardScatterAdd(batch.tokens + s.offset, batch.stride, s.rows,
+                                s.tokens, v[Field::EmbedGrad], vocabFirst,
+                                vocabCount, h, l.g.table);
         if (l.g.positions)
           for (int64_t r = 0; r < s.rows; ++r)
             kernels.add(l.g.positions + s.offset * h,

@@ -49,8 +49,10 @@ public:
   /// up the partial results of its row-parallel projections in F and of
   /// its column-parallel ones' input gradients in B (Megatron-LM;
   /// papers/tensor-parallelism-blog.txt, "Communication Overhead"). Unset
-  /// (or empty): the layers are whole.
-  void setTensorParallel(GroupSum sum) { groupSum = std::move(sum); }
+  /// (or empty): the layers are whole. Shard `index` of `count` also
+  /// looks up only its rows of an embedding table that splits
+  /// (splitsEmbedding) and sums the lookups over the group.
+  void setTensorParallel(GroupSum sum, int index = 0, int count = 1);
 
   bool hasEmbedding() const;
   bool hasOutput() const;
@@ -129,6 +131,8 @@ private:
 
   const ModelConfig &model;
   GroupSum groupSum;
+  /// The embedding table's rows this shard holds; count < 0: all of them.
+  int64_t vocabFirst = 0, vocabCount = -1;
   std::vector<int> layers;
   std::vector<Layer> resolved;
   Kernels &kernels;

@@ -40,6 +40,16 @@ llvm::StringRef mlir::sluice::stringifyLinkKind(LinkKind link) {
   return link == LinkKind::node ? "node" : "network";
 }
 
+/// Whether tensor-parallel shards split the embedding table by rows (the
+/// runtime's splitsEmbedding): not when the output layer shares it, nor
+/// when Vocabulary Parallelism's input shard holds it.
+static bool splitsEmbedding(ModelOp model) {
+  OutputLayerOp output = model.getOutputLayer();
+  if (output && output.getTied())
+    return false;
+  return model.getBody().getOps<VocabInputOp>().empty();
+}
+
 /// One tensor-parallel shard of a layer, as sluice-shard-tensors splits it:
 /// query heads and the feed-forward width divided, key/value heads divided
 /// or, when fewer than the shards, one replicated head per shard.
@@ -68,6 +78,15 @@ StageProfile StageProfile::get(StageOp stage, ModelOp model, int64_t tp) {
     if (auto t = dyn_cast<TransformerLayerOp>(layer)) {
       profile.layers.push_back(shardLayer(TransformerShape::get(t), tp));
       profile.params += getParameterCount(profile.layers.back());
+      continue;
+    }
+    if (auto e = dyn_cast<EmbeddingOp>(layer); e && tp > 1 &&
+                                                splitsEmbedding(model)) {
+      // The vocabulary-parallel embedding: ceil(vocab / tp) rows a shard.
+      profile.params += ((e.getVocab() + tp - 1) / tp +
+                         e.getPositions().value_or(0)) *
+                        model.getHidden();
+      profile.hasEmbedding = true;
       continue;
     }
     profile.params += getParameterCount(layer);
@@ -582,14 +601,18 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
         const StageProfile &stage = profiles[s];
         int64_t layers = int64_t(stage.layers.size());
         int64_t count = 0;
+        // The vocabulary-parallel embedding sums its lookups in F (the
+        // table's "Input Embedding" row).
+        int64_t embedding = stage.hasEmbedding && splitsEmbedding(model);
         switch (PassKind(kind)) {
         case PassKind::F:
-          count = 2 * layers;
+          count = 2 * layers + embedding;
           break;
         case PassKind::B:
         case PassKind::BW:
-          count = 2 * layers *
-                  (stage.recompute == RecomputeKind::full ? 2 : 1);
+          count = stage.recompute == RecomputeKind::full
+                      ? 4 * layers + embedding
+                      : 2 * layers;
           break;
         default:
           break;

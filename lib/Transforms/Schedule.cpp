@@ -53,7 +53,8 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
   if (!mismatch.empty())
     return model.emitOpError("cannot be scheduled: ") << mismatch;
 
-  PipelineCosts table(model, *pipeline, *costs);
+  PipelineCosts table(model, *pipeline, *costs,
+                      MeshShape{opts.tensorParallel, 1});
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(*pipeline));
   if (!gap.empty())

@@ -110,8 +110,9 @@ TEST_F(MeshCostTest, LinksFollowTheRankPlacement) {
 }
 
 // A shard holds 1/tp of the query heads, projections and feed-forward
-// width; with fewer key/value heads than shards, one replicated head; the
-// norms, the embedding and the output layer whole (as the runtime does).
+// width; with fewer key/value heads than shards, one replicated head; its
+// rows of the embedding table; the norms and the output layer whole (as
+// the runtime does).
 TEST_F(MeshCostTest, ShardsHoldTheirSliceOfEachLayer) {
   ModelOp model = partition(2);
   sched::Pipeline pipeline = *getPipeline(model, 4, 1);
@@ -128,7 +129,9 @@ TEST_F(MeshCostTest, ShardsHoldTheirSliceOfEachLayer) {
         {2, 4, 1, 80},
         {4, 2, 1, 40}}) {
     PipelineCosts table(model, pipeline, costs, MeshShape{tp, 1});
-    EXPECT_EQ(table.getStage(0).params, vocab * h + 2 * layer(heads, kv, ffn))
+    // The vocabulary-parallel embedding: 96 / tp rows a shard.
+    EXPECT_EQ(table.getStage(0).params,
+              vocab / tp * h + 2 * layer(heads, kv, ffn))
         << "tp " << tp;
     EXPECT_EQ(table.getStage(1).params,
               2 * layer(heads, kv, ffn) + vocab * h + h)
@@ -166,6 +169,12 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
       return sharded.getTensorParallelTime({kind, 1, 0, 0});
     };
     EXPECT_NEAR(tpTime(PassKind::F), 4 * allReduce, 1e-15);
+    // Stage 0 also sums its embedding lookups (the table's "Input
+    // Embedding" row), once more when B recomputes the forward.
+    EXPECT_NEAR(sharded.getTensorParallelTime({PassKind::F, 0, 0, 0}),
+                5 * allReduce, 1e-15);
+    EXPECT_NEAR(sharded.getTensorParallelTime({PassKind::B, 0, 0, 0}),
+                (recompute == RecomputeKind::full ? 9 : 4) * allReduce, 1e-15);
     double backward = (recompute == RecomputeKind::full ? 8 : 4) * allReduce;
     EXPECT_NEAR(tpTime(PassKind::B), backward, 1e-15);
     EXPECT_EQ(tpTime(PassKind::W), 0.0);

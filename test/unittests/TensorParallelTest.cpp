@@ -81,6 +81,42 @@ TEST(TensorParallel, SlicesTileEveryTensor) {
   }
 }
 
+// Megatron-LM's vocabulary-parallel embedding: shard t holds rows
+// [t ceil(V/tp), ...) of the table, the last ones fewer when tp does not
+// divide V (13 rows over 2, 4 and 8 shards); a table the output layer
+// shares stays whole; a vocabulary too small for the shards is named.
+TEST(TensorParallel, EmbeddingRowsTileTheTable) {
+  for (int tp : {2, 4, 8}) {
+    ModelConfig model = layerModel(4, 4, "gelu", /*bias=*/true);
+    model.layers[1].heads = model.layers[1].kvHeads = 8;
+    model.layers[1].headDim = 2;
+    std::map<std::string, std::vector<int>> seen;
+    for (int t = 0; t < tp; ++t)
+      for (const ParameterSpec &spec : getLayerParameters(model, 0, {t, tp})) {
+        ASSERT_EQ(spec.name, "embed.tokens");
+        ASSERT_EQ(spec.rows.size(), 1u);
+        auto [first, count] = getShardVocabRows(13, t, tp);
+        EXPECT_EQ(spec.rows[0].first, first);
+        EXPECT_EQ(spec.shape, (std::vector<int64_t>{count, 16}));
+        std::vector<int> &c = seen[spec.name];
+        c.resize(getWholeElements(spec), 0);
+        for (const TensorRun &run : getRuns(spec))
+          for (int64_t i = 0; i < run.count; ++i)
+            ++c.at(run.global + i);
+      }
+    for (size_t i = 0; i < seen["embed.tokens"].size(); ++i)
+      ASSERT_EQ(seen["embed.tokens"][i], 1) << i << ", tp " << tp;
+  }
+  ModelConfig tied = layerModel(4, 4, "gelu", /*bias=*/true);
+  tied.layers.back().tied = true;
+  EXPECT_EQ(getLayerParameters(tied, 0, {1, 2})[0].rows.size(), 0u);
+  ModelConfig small = layerModel(4, 4, "gelu", /*bias=*/true);
+  small.layers[0].vocab = 5; // ceil(5/4) = 2 rows: 2, 2, 1, none
+  EXPECT_EQ(checkTensorParallel(small, 4),
+            "the embedding's 5-row table leaves the last of 4 tensor-parallel "
+            "shards no rows");
+}
+
 TEST(TensorParallel, FewerKeyValueHeadsThanShardsAreReplicated) {
   // 2 key/value heads over 4 shards: each held by the two shards whose
   // query heads read it; query columns once.
@@ -176,6 +212,46 @@ TEST(TensorParallel, CommunicationVolumeMatchesTheBlogTable) {
     stage.backwardWeight(s, batch, f.data(), w.data(), work.data());
     EXPECT_TRUE(sums.empty()) << mlp;
   }
+}
+
+// The table's "Input Embedding" row: the vocabulary-parallel lookup sums
+// one N_batch x N_ctx x D_model activation over the group in F; B and W
+// move nothing.
+TEST(TensorParallel, EmbeddingSumsItsLookupsOnce) {
+  ModelConfig model = layerModel(4, 4, "gelu", /*bias=*/true);
+  int tp = 2;
+  ModelConfig shard = getTensorShardModel(model, tp);
+  ParameterStore store;
+  for (const ParameterSpec &spec : getLayerParameters(model, 0, {1, tp}))
+    store.add(spec);
+  static CpuDevice cpu;
+  ASSERT_TRUE(store.allocate(cpu, Precision::fp32(), 7));
+  StageRunner stage(shard, {0}, store, cpu.getKernels(StreamKind::Compute),
+                    Precision::fp32());
+  std::vector<int64_t> sums;
+  stage.setTensorParallel(
+      [&](DevicePtr, int64_t count) { sums.push_back(count); }, 1, tp);
+  int64_t rows = model.microBatch, seq = model.seqLen, h = model.hidden;
+  SliceShape s{rows, seq, 0};
+  std::vector<int32_t> tokens(rows * (seq + 1));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = int32_t(i % 13);
+  TokenRows batch{tokens.data(), seq + 1};
+  std::vector<float> y(rows * seq * h), dy(y.size(), 1.0f),
+      f = stateFor(stage.getForwardStateBytes(s)),
+      w = stateFor(stage.getWeightStateBytes(s)),
+      work = stateFor(stage.getWorkspaceBytes(s));
+  stage.forward(s, batch, nullptr, y.data(), f.data(), nullptr, work.data(),
+                nullptr);
+  EXPECT_EQ(sums, (std::vector<int64_t>{rows * seq * h}));
+  // Shard 1 holds rows 7..12: tokens below 7 look up zeros before the sum.
+  for (int64_t c = 0; c < h; ++c)
+    EXPECT_EQ(y[c], 0.0f) << "token 0, column " << c;
+  sums.clear();
+  stage.backwardInput(s, batch, dy.data(), nullptr, f.data(), w.data(),
+                      nullptr, work.data(), 1.0f);
+  stage.backwardWeight(s, batch, f.data(), w.data(), work.data());
+  EXPECT_TRUE(sums.empty());
 }
 
 } // namespace

@@ -363,6 +363,7 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
   scheduling.microbatches = microbatches;
   scheduling.slices = 0; // the model's token_slices
   scheduling.costs = costs;
+  scheduling.tensorParallel = tp;
   FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
   if (failed(program) || failed(syncGradients(*program, dp)) ||
       failed(shardTensors(*program, tp)))

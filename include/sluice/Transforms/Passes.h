@@ -63,6 +63,11 @@ struct SchedulingOptions {
   int64_t slices = 0;
   std::string costs = "unit";
   std::string programName = "plan";
+  /// The tensor-parallel shards the program will run on (sluice-compile
+  /// --tp): a cost-driven schedule then orders the passes of one shard,
+  /// their all-reduces included. The sluice-schedule pass schedules whole
+  /// layers.
+  int64_t tensorParallel = 1;
 };
 FailureOr<ProgramOp> schedulePipeline(ModelOp model,
                                       const SchedulingOptions &opts);
