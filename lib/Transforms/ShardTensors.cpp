@@ -66,6 +66,18 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
   });
   if (walk.wasInterrupted())
     return failure();
+  // The vocabulary-parallel embedding gives each shard ceil(vocab / n)
+  // rows of an untied table: the last shard must get some.
+  OutputLayerOp output = model->getOutputLayer();
+  bool tied = output && output.getTied();
+  bool vocabShards = !model->getBody().getOps<VocabInputOp>().empty();
+  if (EmbeddingOp embedding = model->getEmbedding()) {
+    int64_t vocab = embedding.getVocab(), rows = (vocab + n - 1) / n;
+    if (n > 1 && !tied && !vocabShards && (n - 1) * rows >= vocab)
+      return embedding.emitOpError("the ")
+             << vocab << "-row table leaves the last of " << n
+             << " tensor-parallel shards no rows";
+  }
   program.setTp(n);
   return success();
 }

@@ -6,6 +6,7 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not sluice-opt %inputs/shard-tensors-uneven.mlir --sluice-partition-stages="pp=1" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=1" --sluice-shard-tensors="tensor-parallel=3" 2>&1 | FileCheck %s --check-prefix=FFN
 // RUN: not sluice-opt %inputs/shard-tensors-uneven.mlir --sluice-partition-stages="pp=1" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=1" --sluice-shard-tensors="tensor-parallel=2" 2>&1 | FileCheck %s --check-prefix=KV
+// RUN: sed 's/vocab = 100}/vocab = 3}/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=VOCAB
 
 // Four shards of each device: one query head each, and the key/value head
 // it shares with the next shard (2 heads, replicated); a quarter of the
@@ -22,8 +23,11 @@
 // One shard: the program is unchanged.
 // ONE-LABEL: schedule = "1f1b"} {
 
-// HEADS: sluice-shard-tensors.mlir:37:9: error: 'sluice.transformer_layer' op 4 attention heads do not divide among 3 tensor-parallel shards
+// HEADS: sluice-shard-tensors.mlir:{{[0-9]+}}:9: error: 'sluice.transformer_layer' op 4 attention heads do not divide among 3 tensor-parallel shards
 // TWICE: error: 'sluice.program' op already has 2 tensor-parallel shards
+// The vocabulary-parallel embedding's rows: ceil(3 / 4) = 1 each leaves
+// the fourth shard none.
+// VOCAB: error: 'sluice.embedding' op the 3-row table leaves the last of 4 tensor-parallel shards no rows
 // ZERO: error: 'sluice.program' op cannot have 0 tensor-parallel shards: the count must be positive
 
 // The layer that does not split is named, by its location: its
