@@ -2,6 +2,8 @@
 
 #include "sluice/Analysis/CostModel.h"
 
+#include "runtime/ModelConfig.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -82,10 +84,12 @@ StageProfile StageProfile::get(StageOp stage, ModelOp model, int64_t tp) {
     }
     if (auto e = dyn_cast<EmbeddingOp>(layer); e && tp > 1 &&
                                                 splitsEmbedding(model)) {
-      // The vocabulary-parallel embedding: ceil(vocab / tp) rows a shard.
-      profile.params += ((e.getVocab() + tp - 1) / tp +
-                         e.getPositions().value_or(0)) *
-                        model.getHidden();
+      // The vocabulary-parallel embedding: the first (largest) shard's
+      // rows, by the runtime's rule.
+      int64_t rows =
+          ::sluice::rt::getShardVocabRows(e.getVocab(), 0, int(tp)).second;
+      profile.params +=
+          (rows + e.getPositions().value_or(0)) * model.getHidden();
       profile.hasEmbedding = true;
       continue;
     }

@@ -10,6 +10,17 @@ using namespace mlir;
 using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
+/// Each device's idle time and the bubble ratio, once the step is known.
+static void finishStatistics(Simulation &sim) {
+  double busy = 0;
+  for (DeviceStatistics &stats : sim.devices) {
+    stats.idle = sim.stepTime - stats.busy;
+    busy += stats.busy;
+  }
+  double capacity = double(sim.devices.size()) * sim.stepTime;
+  sim.bubbleRatio = capacity > 0 ? 1.0 - busy / capacity : 0.0;
+}
+
 FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
                                              const Program &program,
                                              const SimulationCosts &costs,
@@ -211,13 +222,7 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
       return failure();
     }
 
-  double busy = 0;
-  for (DeviceStatistics &stats : result.devices) {
-    stats.idle = result.stepTime - stats.busy;
-    busy += stats.busy;
-  }
-  result.bubbleRatio =
-      result.stepTime > 0 ? 1.0 - busy / (double(p) * result.stepTime) : 0.0;
+  finishStatistics(result);
   return result;
 }
 
@@ -253,14 +258,6 @@ LogicalResult mlir::sluice::addGradientSyncs(const Pipeline &pipeline,
         std::max(stats.exposedGradientSync, end - passesEnd);
     sim.stepTime = std::max(sim.stepTime, end);
   }
-  double busy = 0;
-  for (DeviceStatistics &stats : sim.devices) {
-    stats.idle = sim.stepTime - stats.busy;
-    busy += stats.busy;
-  }
-  sim.bubbleRatio =
-      sim.stepTime > 0
-          ? 1.0 - busy / (double(pipeline.devices) * sim.stepTime)
-          : 0.0;
+  finishStatistics(sim);
   return success();
 }

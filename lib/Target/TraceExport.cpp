@@ -61,10 +61,11 @@ llvm::json::Value mlir::sluice::getChromeTrace(
       });
       continue;
     }
+    // A vocabulary pass runs the device's shard, not a stage.
+    std::string where = sched::isVocabPass(w.kind)
+                            ? "vocab" + std::to_string(w.stage)
+                            : stageNames[w.stage];
     if (e.kind == sched::InstrKind::GradSync) {
-      std::string where = sched::isVocabPass(w.kind)
-                              ? "vocab" + std::to_string(w.stage)
-                              : stageNames[w.stage];
       events.push_back(llvm::json::Object{
           {"name", "gradient all-reduce " + where},
           {"cat", "grad_sync"},
@@ -76,10 +77,6 @@ llvm::json::Value mlir::sluice::getChromeTrace(
       });
       continue;
     }
-    // A vocabulary pass runs the device's shard, not a stage.
-    std::string where = sched::isVocabPass(w.kind)
-                            ? "vocab" + std::to_string(w.stage)
-                            : stageNames[w.stage];
     std::string name =
         e.kind == sched::InstrKind::Exec
             ? llvm::formatv("{0} {1} mb{2}", stringifyPassKind(w.kind), where,

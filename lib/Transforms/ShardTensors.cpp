@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
 #include "sluice/Transforms/PipelineIR.h"
 
@@ -66,18 +67,15 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
   });
   if (walk.wasInterrupted())
     return failure();
-  // The vocabulary-parallel embedding gives each shard ceil(vocab / n)
-  // rows of an untied table: the last shard must get some.
-  OutputLayerOp output = model->getOutputLayer();
-  bool tied = output && output.getTied();
-  bool vocabShards = !model->getBody().getOps<VocabInputOp>().empty();
-  if (EmbeddingOp embedding = model->getEmbedding()) {
-    int64_t vocab = embedding.getVocab(), rows = (vocab + n - 1) / n;
-    if (n > 1 && !tied && !vocabShards && (n - 1) * rows >= vocab)
-      return embedding.emitOpError("the ")
-             << vocab << "-row table leaves the last of " << n
+  // The vocabulary-parallel embedding gives each shard its rows of the
+  // table, by the runtime's rule: the last shard must get some.
+  rt::ModelConfig config = getModelConfig(*model);
+  for (const rt::LayerConfig &layer : config.layers)
+    if (rt::splitsEmbedding(config, layer, int(n)) &&
+        rt::getShardVocabRows(layer.vocab, int(n) - 1, int(n)).second < 1)
+      return model->getEmbedding().emitOpError("the ")
+             << layer.vocab << "-row table leaves the last of " << n
              << " tensor-parallel shards no rows";
-  }
   program.setTp(n);
   return success();
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <random>
 
 using namespace sluice::rt;
@@ -165,6 +166,28 @@ std::vector<float> stateFor(int64_t bytes) {
   return std::vector<float>((bytes + 3) / 4, 0.0f);
 }
 
+/// Shard 1 of `tp` of layer `layer` of `whole`, alone on a stage, its
+/// parameters allocated; the counts its group sums go to `sums`.
+struct ShardStage {
+  ShardStage(const ModelConfig &whole, int layer, int tp)
+      : shard(getTensorShardModel(whole, tp)) {
+    static CpuDevice cpu;
+    for (const ParameterSpec &spec : getLayerParameters(whole, layer, {1, tp}))
+      store.add(spec);
+    if (!store.allocate(cpu, Precision::fp32(), 7))
+      return;
+    runner = std::make_unique<StageRunner>(
+        shard, std::vector<int>{layer}, store,
+        cpu.getKernels(StreamKind::Compute), Precision::fp32());
+    runner->setTensorParallel(
+        [this](DevicePtr, int64_t count) { sums.push_back(count); }, 1, tp);
+  }
+  ModelConfig shard;
+  ParameterStore store;
+  std::unique_ptr<StageRunner> runner; // null if allocation failed
+  std::vector<int64_t> sums;
+};
+
 // The blog's "Communication Overhead" table, per transformer layer: the
 // attention block and the MLP each all-reduce one N_batch x N_ctx x
 // D_model activation in the forward pass and one in the backward pass;
@@ -172,18 +195,10 @@ std::vector<float> stateFor(int64_t bytes) {
 TEST(TensorParallel, CommunicationVolumeMatchesTheBlogTable) {
   for (const char *mlp : {"gelu", "swiglu"}) {
     ModelConfig model = layerModel(4, 2, mlp, std::string(mlp) == "gelu");
-    int tp = 2;
-    ModelConfig shard = getTensorShardModel(model, tp);
-    ParameterStore store;
-    for (const ParameterSpec &spec : getLayerParameters(model, 1, {1, tp}))
-      store.add(spec);
-    static CpuDevice cpu;
-    ASSERT_TRUE(store.allocate(cpu, Precision::fp32(), 7));
-    StageRunner stage(shard, {1}, store, cpu.getKernels(StreamKind::Compute),
-                      Precision::fp32());
-    std::vector<int64_t> sums;
-    stage.setTensorParallel(
-        [&](DevicePtr, int64_t count) { sums.push_back(count); });
+    ShardStage shard(model, 1, /*tp=*/2);
+    ASSERT_TRUE(shard.runner);
+    StageRunner &stage = *shard.runner;
+    std::vector<int64_t> &sums = shard.sums;
     int64_t rows = model.microBatch, seq = model.seqLen, h = model.hidden;
     SliceShape s{rows, seq, 0};
     std::mt19937 rng(3);
@@ -219,18 +234,10 @@ TEST(TensorParallel, CommunicationVolumeMatchesTheBlogTable) {
 // move nothing.
 TEST(TensorParallel, EmbeddingSumsItsLookupsOnce) {
   ModelConfig model = layerModel(4, 4, "gelu", /*bias=*/true);
-  int tp = 2;
-  ModelConfig shard = getTensorShardModel(model, tp);
-  ParameterStore store;
-  for (const ParameterSpec &spec : getLayerParameters(model, 0, {1, tp}))
-    store.add(spec);
-  static CpuDevice cpu;
-  ASSERT_TRUE(store.allocate(cpu, Precision::fp32(), 7));
-  StageRunner stage(shard, {0}, store, cpu.getKernels(StreamKind::Compute),
-                    Precision::fp32());
-  std::vector<int64_t> sums;
-  stage.setTensorParallel(
-      [&](DevicePtr, int64_t count) { sums.push_back(count); }, 1, tp);
+  ShardStage shard(model, 0, /*tp=*/2);
+  ASSERT_TRUE(shard.runner);
+  StageRunner &stage = *shard.runner;
+  std::vector<int64_t> &sums = shard.sums;
   int64_t rows = model.microBatch, seq = model.seqLen, h = model.hidden;
   SliceShape s{rows, seq, 0};
   std::vector<int32_t> tokens(rows * (seq + 1));
