@@ -94,14 +94,14 @@ Status Executor::prepare() {
       // On the critical path (the blog's "Communication Overhead"): the
       // pass waits for the sum, advancing the pipeline's transfers.
       stages[s]->setTensorParallel(
-          [this](DevicePtr data, int64_t count) {
+          [this](DevicePtr data, int64_t count, Reduction reduction) {
             if (!tensorSums || !tensorFailure)
               return;
-            std::unique_ptr<Request> sum = tensorGroup->allReduceAsync(
-                data, count, Reduction::Sum, 0, compute);
-            tensorFailure = await(*sum, compute);
+            std::unique_ptr<Request> reduce = tensorGroup->allReduceAsync(
+                data, count, reduction, 0, compute);
+            tensorFailure = await(*reduce, compute);
           },
-          shardIndex, plan.tp);
+          shardIndex);
   }
   // Key/value heads a group of shards holds alike (fewer heads than
   // shards): their gradients are summed over the group before the update.
@@ -520,6 +520,10 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   Status st = comm.allReduceSum(&hostLoss, 1);
   if (st && replicas)
     st = replicas->allReduceSum(&hostLoss, 1);
+  // An output layer split over the tensor-parallel shards: each has the
+  // loss of the tokens whose label it holds.
+  if (st && tensorGroup && plan.shardModel.layers.back().vocabShards > 1)
+    st = tensorGroup->allReduceSum(&hostLoss, 1);
   times.commWait += seconds(reduceStart, Clock::now());
   if (!st)
     return st;
@@ -670,10 +674,15 @@ Status Executor::finalizeGradients() {
   if (tiedGroup.empty() || std::find(tiedGroup.begin(), tiedGroup.end(),
                                      deviceIndex) == tiedGroup.end())
     return Status::ok();
+  // The table, or this tensor-parallel shard's rows of it (alike at both
+  // ends).
   const std::string name = "embed.tokens";
-  const LayerConfig &emb = plan.model.layers.front();
-  return comm.allReduceSum(parameters.grad(name), emb.vocab * plan.model.hidden,
-                           tiedGroup.data(), int(tiedGroup.size()), compute);
+  int64_t count = 0;
+  for (const ParameterSpec &spec : parameters.specs())
+    if (spec.name == name)
+      count = spec.size();
+  return comm.allReduceSum(parameters.grad(name), count, tiedGroup.data(),
+                           int(tiedGroup.size()), compute);
 }
 
 void Executor::applyOptimizer(int64_t step) {

@@ -20,7 +20,9 @@
 //    and 1/std, the MLP's pre-activation and activation (gated blocks:
 //    also the gate's pre-activation); the output layer's normalised input,
 //    1/std, logits (t x vocab) and their log-sum-exp per token (none of
-//    the two when the layer is sharded): B makes the logits' gradient
+//    the two when the layer is sharded; split over tensor-parallel
+//    shards, the shard's t x ceil(vocab / tp) logits in fp32 and the
+//    group's maximum and sum per token): B makes the logits' gradient
 //    from them, so no probabilities are kept;
 //    the embedding keeps nothing;
 //  * weight state (B -> W): the gradients at every linear map's output and
@@ -120,7 +122,8 @@ enum class Field : uint8_t {
   OutXhat,
   OutRstd,
   OutLogits,
-  OutLse,
+  OutLse, // split over tensor-parallel shards: the group's maximum
+  OutSum, // split: the group's sum of exponentials under that maximum
   OutDLogits,
   OutDNorm,
   EmbedGrad,
@@ -170,10 +173,20 @@ void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
     // Unsharded: the logits as the GEMM wrote them (the activation type,
     // as under PyTorch's autocast) and their log-sum-exp per token; B
     // makes the gradient from the two, so no fp32 probabilities are kept.
-    if (!layer.sharded) {
+    if (layer.sharded)
+      return;
+    if (layer.vocabShards == 1) {
       fn(Field::OutLogits, rt * layer.vocab, Storage::Activation);
       fn(Field::OutLse, rt, Storage::Fp32);
+      return;
     }
+    // Split over tensor-parallel shards: the shard's logits in fp32 (the
+    // vocabulary shards' kernels' type), ld the largest share's columns,
+    // and the group's maximum and sum of exponentials per token, from
+    // which B makes the shard's columns of the softmax.
+    fn(Field::OutLogits, rt * getShardVocabColumns(layer), Storage::Fp32);
+    fn(Field::OutLse, rt, Storage::Fp32);
+    fn(Field::OutSum, rt, Storage::Fp32);
     return;
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;
@@ -205,7 +218,8 @@ void walkWeightState(const ModelConfig &model, const LayerConfig &layer,
   case LayerKind::Output:
     // Logits' and norm output's gradients (sharded: the latter only).
     if (!layer.sharded)
-      fn(Field::OutDLogits, rt * layer.vocab, Storage::Activation);
+      fn(Field::OutDLogits, rt * getShardVocabColumns(layer),
+         Storage::Activation);
     fn(Field::OutDNorm, rt * h, Storage::Activation);
     return;
   case LayerKind::Transformer: {
@@ -357,7 +371,14 @@ inline int64_t getScratchBytes(const ModelConfig &model,
       arena.take(count, Storage::Activation);
     return arena.getBytes();
   };
-  int64_t most = arenaOf({rt * h}); // the output layer's norm output
+  // The output layer's: its norm output and a per-token fp32 statistic
+  // (the shard's sum of exponentials when it splits over shards).
+  Arena output(precision);
+  output.take(rt * h, Storage::Activation); // ping
+  output.take(rt * h, Storage::Activation); // pong
+  output.take(rt * h, Storage::Activation);
+  output.take(rt, Storage::Fp32);
+  int64_t most = output.getBytes();
   for (int index : layers) {
     const LayerConfig &l = model.layers[index];
     if (l.kind != LayerKind::Transformer)

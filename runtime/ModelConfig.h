@@ -46,6 +46,9 @@ struct LayerConfig {
   // is not sharded -- the embedding's positions, the output layer's final
   // norm -- and the shards run as their own passes.
   bool sharded = false;
+  // Embedding and output under tensor parallelism: the table's rows split
+  // over this many shards (getTensorShardModel sets it; 1: whole).
+  int vocabShards = 1;
 };
 
 struct ModelConfig {
@@ -57,19 +60,17 @@ struct ModelConfig {
   std::vector<LayerConfig> layers;
 };
 
-/// Whether the embedding layer `l` of `model` splits its table by rows
-/// over tensor-parallel shards (Megatron-LM's vocabulary-parallel
-/// embedding: a masked lookup, then an all-reduce). A table the output
-/// layer shares (tied) stays whole, as does a Vocabulary Parallelism
-/// input shard's, which the pipeline's devices split already.
-inline bool splitsEmbedding(const ModelConfig &model, const LayerConfig &l,
-                            int tp) {
-  if (tp < 2 || l.kind != LayerKind::Embedding || l.sharded)
-    return false;
-  for (const LayerConfig &other : model.layers)
-    if (other.kind == LayerKind::Output && other.tied)
-      return false;
-  return true;
+/// Whether the vocabulary layer `l` splits its table by rows over `tp`
+/// tensor-parallel shards: Megatron-LM's vocabulary-parallel embedding (a
+/// masked lookup, then an all-reduce) and output layer (each shard's
+/// logits, then the cross-entropy's all-reduces; papers/tensor-parallelism-
+/// blog.txt, "Input Embedding" and "Cross-Entropy"). A tied table splits
+/// alike at both ends, so each shard's two halves are the same rows. A
+/// Vocabulary Parallelism shard stays as it is: the pipeline's devices
+/// split it already.
+inline bool splitsVocabulary(const LayerConfig &l, int tp) {
+  return tp >= 2 && !l.sharded &&
+         (l.kind == LayerKind::Embedding || l.kind == LayerKind::Output);
 }
 
 /// Rows [first, first + count) of a `vocab`-row table that shard `index`
@@ -80,6 +81,13 @@ inline std::pair<int64_t, int64_t> getShardVocabRows(int64_t vocab, int index,
   int64_t rows = (vocab + tp - 1) / tp;
   int64_t first = std::min<int64_t>(vocab, int64_t(index) * rows);
   return {first, std::min(rows, vocab - first)};
+}
+
+/// The logits' columns of one shard of `l`'s vocabulary: the largest
+/// share (the first shard's), or the whole vocabulary when it does not
+/// split.
+inline int64_t getShardVocabColumns(const LayerConfig &l) {
+  return getShardVocabRows(l.vocab, 0, l.vocabShards).second;
 }
 
 /// Why `model` cannot be split over `tp` tensor-parallel shards, or "" when
@@ -111,11 +119,12 @@ inline std::string checkTensorParallel(const ModelConfig &model, int tp) {
              " (to be replicated)";
   }
   for (const LayerConfig &l : model.layers)
-    if (splitsEmbedding(model, l, tp) &&
+    if (splitsVocabulary(l, tp) &&
         getShardVocabRows(l.vocab, tp - 1, tp).second < 1)
-      return "the embedding's " + std::to_string(l.vocab) +
-             "-row table leaves the last of " + std::to_string(tp) +
-             " tensor-parallel shards no rows";
+      return std::string(l.kind == LayerKind::Embedding ? "the embedding's "
+                                                        : "the output layer's ") +
+             std::to_string(l.vocab) + "-row table leaves the last of " +
+             std::to_string(tp) + " tensor-parallel shards no rows";
   return "";
 }
 
@@ -127,13 +136,17 @@ inline int64_t getShardKvHeads(const LayerConfig &l, int tp) {
 
 /// The model one of `tp` tensor-parallel shards runs (Megatron-LM): each
 /// transformer layer keeps heads/tp query heads, its key/value heads'
-/// share (getShardKvHeads) and ffn/tp of the feed-forward width; hidden
-/// size and output layer are whole, and so is the embedding's shape (a
-/// shard looks up its rows of the table, splitsEmbedding, into a whole
-/// activation). checkTensorParallel must accept `model` and `tp`.
+/// share (getShardKvHeads) and ffn/tp of the feed-forward width; the
+/// vocabulary layers that split (splitsVocabulary) record the shard count
+/// and keep their whole `vocab`: a shard holds getShardVocabRows of it, and
+/// its buffers are sized for the largest share (getShardVocabColumns), so
+/// every shard's layout is the same. The hidden size is whole.
+/// checkTensorParallel must accept `model` and `tp`.
 inline ModelConfig getTensorShardModel(ModelConfig model, int tp) {
   for (LayerConfig &l : model.layers)
-    if (l.kind == LayerKind::Transformer) {
+    if (splitsVocabulary(l, tp))
+      l.vocabShards = tp;
+    else if (l.kind == LayerKind::Transformer) {
       l.kvHeads = getShardKvHeads(l, tp);
       l.heads /= tp;
       l.ffn /= tp;

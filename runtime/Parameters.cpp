@@ -94,20 +94,25 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
     if (layer.bias)
       specs.push_back(std::move(bias));
   };
+  // A vocabulary layer's table: whole, or the shard's rows of it
+  // (vocabulary-parallel; a tied table alike at both ends).
+  auto table = [&](const std::string &name) {
+    if (!splitsVocabulary(layer, shard.count)) {
+      specs.push_back({name, {layer.vocab, h}, InitKind::Normal});
+      return;
+    }
+    auto [first, count] =
+        getShardVocabRows(layer.vocab, shard.index, shard.count);
+    ParameterSpec spec{name, {count, h}, InitKind::Normal};
+    spec.whole = {layer.vocab, h};
+    spec.rows = {{first, count}};
+    spec.sliceName = sliceName;
+    specs.push_back(std::move(spec));
+  };
   switch (layer.kind) {
   case LayerKind::Embedding:
-    if (splitsEmbedding(model, layer, shard.count)) {
-      // Vocabulary-parallel: the shard's rows of the table.
-      auto [first, count] =
-          getShardVocabRows(layer.vocab, shard.index, shard.count);
-      ParameterSpec table{"embed.tokens", {count, h}, InitKind::Normal};
-      table.whole = {layer.vocab, h};
-      table.rows = {{first, count}};
-      table.sliceName = sliceName;
-      specs.push_back(std::move(table));
-    } else if (!layer.sharded) {
-      specs.push_back({"embed.tokens", {layer.vocab, h}, InitKind::Normal});
-    }
+    if (!layer.sharded)
+      table("embed.tokens");
     if (layer.positions > 0)
       specs.push_back(
           {"embed.positions", {layer.positions, h}, InitKind::Normal});
@@ -138,9 +143,7 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
   case LayerKind::Output:
     norm("final_norm");
     if (!layer.sharded)
-      specs.push_back({layer.tied ? "embed.tokens" : "lm_head.weight",
-                       {layer.vocab, h},
-                       InitKind::Normal});
+      table(layer.tied ? "embed.tokens" : "lm_head.weight");
     break;
   }
   return specs;

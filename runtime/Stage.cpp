@@ -91,14 +91,19 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
   views.resize(resolved.size());
 }
 
-void StageRunner::setTensorParallel(GroupSum sum, int index, int count) {
-  groupSum = std::move(sum);
-  vocabFirst = 0;
-  vocabCount = -1;
-  if (hasEmbedding() &&
-      splitsEmbedding(model, model.layers[layers.front()], count))
-    std::tie(vocabFirst, vocabCount) =
-        getShardVocabRows(model.layers[layers.front()].vocab, index, count);
+void StageRunner::setTensorParallel(GroupReduce reduce, int index) {
+  groupReduce = std::move(reduce);
+  auto rowsOf = [&](const LayerConfig &l) -> std::pair<int64_t, int64_t> {
+    if (l.vocabShards < 2)
+      return {0, -1};
+    return getShardVocabRows(l.vocab, index, l.vocabShards);
+  };
+  std::tie(vocabFirst, vocabCount) = rowsOf(model.layers[layers.front()]);
+  std::tie(outFirst, outCount) = rowsOf(model.layers[layers.back()]);
+  if (!hasEmbedding())
+    vocabFirst = 0, vocabCount = -1;
+  if (!hasOutput())
+    outFirst = 0, outCount = -1;
 }
 
 bool StageRunner::hasEmbedding() const {
@@ -201,6 +206,15 @@ public:
       out[i] = region(rest, counts[i]);
     return out;
   }
+  /// The output layer's scratch (getScratchBytes): its norm output, then
+  /// a per-token fp32 statistic.
+  std::pair<DevicePtr, DevicePtr> outputScratch(int64_t normCount,
+                                                int64_t tokens) const {
+    Arena rest = arena;
+    DevicePtr norm = region(rest, normCount);
+    int64_t at = rest.take(tokens, Storage::Fp32);
+    return {norm, base.atByte(at, kStatisticType)};
+  }
   DevicePtr ping[2];
 
 private:
@@ -278,7 +292,7 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
                h, 0.0f, x2, h);
   // Row-parallel: each shard's heads give a partial sum (the blog's first
   // ALLREDUCE); the whole bias is added once, after it.
-  sumOverShards(x2, rt * h);
+  reduceOverShards(x2, rt * h);
   if (l.w.outB)
     kernels.addRowVector(x2, l.w.outB, rt, h);
   kernels.add(x2, x, rt * h);
@@ -297,7 +311,7 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
     kernels.geluForward(u, g, rt * f);
   }
   kernels.gemm(false, false, rt, h, f, 1.0f, g, f, l.w.downW, h, 0.0f, out, h);
-  sumOverShards(out, rt * h);
+  reduceOverShards(out, rt * h);
   if (l.w.downB)
     kernels.addRowVector(out, l.w.downB, rt, h);
   kernels.add(out, x2, rt * h);
@@ -346,7 +360,7 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
     kernels.gemm(false, true, rt, h, f, 1.0f, dz, f, l.w.gateW, f, 1.0f, dc, h);
   // Column-parallel in F, so each shard's share of the width gives a part
   // of the norm output's gradient: summed before the (whole) norm.
-  sumOverShards(dc, rt * h);
+  reduceOverShards(dc, rt * h);
   kernels.copy(dx2, dout, rt * h);
   kernels.normBackward(dc, v[Field::Xhat2], v[Field::Rstd2], l.w.norm2W, rt, h,
                        rms, dx2);
@@ -375,7 +389,7 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
   }
   kernels.gemm(false, true, rt, h, width, 1.0f, dqkv, width, l.w.qkvW, width,
                0.0f, v[Field::DA], h);
-  sumOverShards(v[Field::DA], rt * h);
+  reduceOverShards(v[Field::DA], rt * h);
   kernels.copy(dx, dx2, rt * h);
   kernels.normBackward(v[Field::DA], v[Field::Xhat1], v[Field::Rstd1],
                        l.w.normW, rt, h, rms, dx);
@@ -417,6 +431,74 @@ void StageRunner::transformerWeight(const Layer &l, const Views &v,
                l.g.downW, h);
   if (l.g.downB)
     kernels.accumulateColumnSums(dy2, rt, h, l.g.downB);
+}
+
+//===----------------------------------------------------------------------===//
+// The output layer split over tensor-parallel shards
+//===----------------------------------------------------------------------===//
+
+// Megatron-LM's vocabulary-parallel cross-entropy (papers/tensor-
+// parallelism-blog.txt, "Cross-Entropy"), with the vocabulary paper's
+// shard statistics (papers/vocabulary-parallelism.txt, section 4): shard t
+// computes its logits Y_t = X W_t^T, the group agrees on each token's
+// maximum and then on its sum of exponentials under it. The blog's third
+// all-reduce, of the label's logit, is not needed: each shard adds the
+// loss of the tokens whose label it holds, and the step sums the loss
+// over the group once (Executor). So F has two all-reduces of one fp32
+// per token, B one of the norm output's gradient, W none.
+
+void StageRunner::outputShardForward(const Layer &l, const Views &v,
+                                     const SliceShape &s,
+                                     const TokenRows &batch, DevicePtr normOut,
+                                     DevicePtr loss) {
+  const LayerConfig &c = *l.config;
+  int64_t rt = s.rows * s.tokens, h = model.hidden;
+  int64_t ld = getShardVocabColumns(c);
+  DevicePtr logits = v[Field::OutLogits], max = v[Field::OutLse],
+            sum = v[Field::OutSum];
+  if (outCount > 0)
+    kernels.gemm(false, true, rt, outCount, h, 1.0f, normOut, h, l.w.table, h,
+                 0.0f, logits, ld);
+  // The shard's maximum per token, then the group's.
+  kernels.shardSoftmaxStatistics(logits, rt, outCount, ld, nullptr, max, sum,
+                                 nullptr);
+  reduceOverShards(max, rt, Reduction::Max);
+  // Each shard's sum of exp(Y - M) under the group's maximum, then the
+  // group's: S, the softmax's denominator.
+  kernels.shardSoftmaxStatistics(logits, rt, outCount, ld, max, nullptr, sum,
+                                 nullptr);
+  reduceOverShards(sum, rt, Reduction::Sum);
+  kernels.shardLoss(logits, batch.tokens + s.offset + 1, batch.stride, s.rows,
+                    s.tokens, outFirst, outCount, ld, max, sum, loss);
+}
+
+void StageRunner::outputShardBackward(const Layer &l, const Views &v,
+                                      const SliceShape &s,
+                                      const TokenRows &batch,
+                                      DevicePtr localSum, float lossScale) {
+  const LayerConfig &c = *l.config;
+  int64_t rt = s.rows * s.tokens, h = model.hidden;
+  int64_t ld = getShardVocabColumns(c);
+  DevicePtr logits = v[Field::OutLogits], dlogits = v[Field::OutDLogits],
+            dnorm = v[Field::OutDNorm];
+  // The shard's columns of the softmax, exp(Y - M) / S: normalised by the
+  // shard's own sum first, then rescaled by it over the group's.
+  kernels.shardSoftmaxStatistics(logits, rt, outCount, ld, v[Field::OutLse],
+                                 nullptr, localSum, dlogits);
+  kernels.scaleRows(dlogits, localSum, v[Field::OutSum], rt, outCount, ld);
+  // (softmax - onehot(label)) * scale, the one-hot where the shard holds
+  // the label.
+  kernels.shardSoftmaxGrad(dlogits, batch.tokens + s.offset + 1, batch.stride,
+                           s.rows, s.tokens, outFirst, outCount, ld,
+                           lossScale);
+  // dX = G W_t is the shard's part of the norm output's gradient: summed
+  // over the group before the (whole) norm's backward.
+  if (outCount > 0)
+    kernels.gemm(false, false, rt, h, outCount, 1.0f, dlogits, ld, l.w.table,
+                 h, 0.0f, dnorm, h);
+  else
+    kernels.fill(dnorm, 0.0, rt * h);
+  reduceOverShards(dnorm, rt * h, Reduction::Sum);
 }
 
 //===----------------------------------------------------------------------===//
@@ -476,7 +558,7 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
         kernels.shardLookup(batch.tokens + s.offset, batch.stride, s.rows,
                             s.tokens, l.w.table, vocabFirst, vocabCount, h,
                             dst);
-        sumOverShards(dst, rt * h);
+        reduceOverShards(dst, rt * h);
         if (l.w.positions)
           for (int64_t r = 0; r < s.rows; ++r)
             kernels.add(dst + r * s.tokens * h, l.w.positions + s.offset * h,
@@ -498,10 +580,14 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
                             c.norm == "rmsnorm", dst, xhat, rstd);
         break;
       }
-      auto [normOut] = work.scratch({rt * h});
+      DevicePtr normOut = work.outputScratch(rt * h, rt).first;
       DevicePtr logits = v[Field::OutLogits];
       kernels.normForward(current, l.w.normW, l.w.normB, rt, h,
                           c.norm == "rmsnorm", normOut, xhat, rstd);
+      if (outCount >= 0) {
+        outputShardForward(l, v, s, batch, normOut, loss);
+        break;
+      }
       kernels.gemm(false, true, rt, c.vocab, h, 1.0f, normOut, h, l.w.table, h,
                    0.0f, logits, c.vocab);
       kernels.crossEntropyForward(logits, batch.tokens + s.offset + 1,
@@ -566,12 +652,17 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
                              c.norm == "rmsnorm", dst);
         break;
       }
-      DevicePtr dlogits = v[Field::OutDLogits];
-      kernels.crossEntropyBackward(
-          v[Field::OutLogits], v[Field::OutLse], batch.tokens + s.offset + 1,
-          batch.stride, s.rows, s.tokens, c.vocab, lossScale, dlogits);
-      kernels.gemm(false, false, rt, h, c.vocab, 1.0f, dlogits, c.vocab,
-                   l.w.table, h, 0.0f, dnorm, h);
+      if (outCount >= 0) {
+        outputShardBackward(l, v, s, batch,
+                            work.outputScratch(rt * h, rt).second, lossScale);
+      } else {
+        DevicePtr dlogits = v[Field::OutDLogits];
+        kernels.crossEntropyBackward(
+            v[Field::OutLogits], v[Field::OutLse], batch.tokens + s.offset + 1,
+            batch.stride, s.rows, s.tokens, c.vocab, lossScale, dlogits);
+        kernels.gemm(false, false, rt, h, c.vocab, 1.0f, dlogits, c.vocab,
+                     l.w.table, h, 0.0f, dnorm, h);
+      }
       kernels.fill(dst, 0.0, rt * h);
       kernels.normBackward(dnorm, xhat, rstd, l.w.normW, rt, h,
                            c.norm == "rmsnorm", dst);
@@ -631,10 +722,14 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
                                l.g.normB);
         break;
       }
-      auto [normOut] = work.scratch({rt * h});
+      DevicePtr normOut = work.outputScratch(rt * h, rt).first;
       kernels.normAffine(xhat, l.w.normW, l.w.normB, rt, h, normOut);
-      kernels.gemm(true, false, c.vocab, h, rt, 1.0f, v[Field::OutDLogits],
-                   c.vocab, normOut, h, 1.0f, l.g.table, h);
+      // The shard's rows of the table's gradient (split: dlogits' columns
+      // are the shard's share, ld its largest share).
+      int64_t rows = outCount >= 0 ? outCount : c.vocab;
+      if (rows > 0)
+        kernels.gemm(true, false, rows, h, rt, 1.0f, v[Field::OutDLogits],
+                     getShardVocabColumns(c), normOut, h, 1.0f, l.g.table, h);
       kernels.normParamGrads(v[Field::OutDNorm], xhat, rt, h, l.g.normW,
                              l.g.normB);
       break;

@@ -41,18 +41,21 @@ public:
               const Precision &precision,
               Recompute recompute = Recompute::None);
 
-  /// Sums `count` elements at `data` over the stage's tensor-parallel
-  /// group, ordered on the stage's stream.
-  using GroupSum = std::function<void(DevicePtr data, int64_t count)>;
-  /// Makes the stage one tensor-parallel shard: the runner was given the
-  /// shard's model (getTensorShardModel) and parameters, and `sum` adds
-  /// up the partial results of its row-parallel projections in F and of
-  /// its column-parallel ones' input gradients in B (Megatron-LM;
+  /// Reduces `count` elements at `data` over the stage's tensor-parallel
+  /// group, in place, ordered on the stage's stream.
+  using GroupReduce =
+      std::function<void(DevicePtr data, int64_t count, Reduction reduction)>;
+  /// Makes the stage shard `index` of a tensor-parallel group: the runner
+  /// was given the shard's model (getTensorShardModel) and parameters, and
+  /// `reduce` sums the partial results of its row-parallel projections in
+  /// F and of its column-parallel ones' input gradients in B (Megatron-LM;
   /// papers/tensor-parallelism-blog.txt, "Communication Overhead"). Unset
-  /// (or empty): the layers are whole. Shard `index` of `count` also
-  /// looks up only its rows of an embedding table that splits
-  /// (splitsEmbedding) and sums the lookups over the group.
-  void setTensorParallel(GroupSum sum, int index = 0, int count = 1);
+  /// (or empty): the layers are whole. A vocabulary layer that splits
+  /// (LayerConfig::vocabShards) uses only the shard's rows of its table:
+  /// the embedding sums its masked lookups over the group; the output
+  /// layer takes the group's maximum and sum of its logits' exponentials,
+  /// and each shard adds to the loss the tokens whose label it holds.
+  void setTensorParallel(GroupReduce reduce, int index);
 
   bool hasEmbedding() const;
   bool hasOutput() const;
@@ -124,15 +127,27 @@ private:
   void transformerWeight(const Layer &l, const Views &v, const SliceShape &s,
                          DevicePtr work);
 
-  void sumOverShards(DevicePtr data, int64_t count) {
-    if (groupSum)
-      groupSum(data, count);
+  /// The output layer split over the shards: F's logits and cross-entropy,
+  /// B's logits' and norm output's gradients (from `normOut`).
+  void outputShardForward(const Layer &l, const Views &v, const SliceShape &s,
+                          const TokenRows &batch, DevicePtr normOut,
+                          DevicePtr loss);
+  void outputShardBackward(const Layer &l, const Views &v, const SliceShape &s,
+                           const TokenRows &batch, DevicePtr localSum,
+                           float lossScale);
+
+  void reduceOverShards(DevicePtr data, int64_t count,
+                        Reduction reduction = Reduction::Sum) {
+    if (groupReduce)
+      groupReduce(data, count, reduction);
   }
 
   const ModelConfig &model;
-  GroupSum groupSum;
-  /// The embedding table's rows this shard holds; count < 0: all of them.
+  GroupReduce groupReduce;
+  /// The embedding's and the output layer's table rows this shard holds;
+  /// count < 0: all of them.
   int64_t vocabFirst = 0, vocabCount = -1;
+  int64_t outFirst = 0, outCount = -1;
   std::vector<int> layers;
   std::vector<Layer> resolved;
   Kernels &kernels;

@@ -42,13 +42,10 @@ llvm::StringRef mlir::sluice::stringifyLinkKind(LinkKind link) {
   return link == LinkKind::node ? "node" : "network";
 }
 
-/// Whether tensor-parallel shards split the embedding table by rows (the
-/// runtime's splitsEmbedding): not when the output layer shares it, nor
-/// when Vocabulary Parallelism's input shard holds it.
-static bool splitsEmbedding(ModelOp model) {
-  OutputLayerOp output = model.getOutputLayer();
-  if (output && output.getTied())
-    return false;
+/// Whether tensor-parallel shards split the vocabulary layers' tables by
+/// rows (the runtime's splitsVocabulary, both ends alike): not when
+/// Vocabulary Parallelism's shards hold them.
+static bool splitsVocabulary(ModelOp model) {
   return model.getBody().getOps<VocabInputOp>().empty();
 }
 
@@ -82,15 +79,24 @@ StageProfile StageProfile::get(StageOp stage, ModelOp model, int64_t tp) {
       profile.params += getParameterCount(profile.layers.back());
       continue;
     }
-    if (auto e = dyn_cast<EmbeddingOp>(layer); e && tp > 1 &&
-                                                splitsEmbedding(model)) {
-      // The vocabulary-parallel embedding: the first (largest) shard's
-      // rows, by the runtime's rule.
-      int64_t rows =
-          ::sluice::rt::getShardVocabRows(e.getVocab(), 0, int(tp)).second;
-      profile.params +=
-          (rows + e.getPositions().value_or(0)) * model.getHidden();
+    // The vocabulary-parallel layers: the first (largest) shard's rows, by
+    // the runtime's rule.
+    auto shardRows = [&](int64_t vocab) {
+      return ::sluice::rt::getShardVocabRows(vocab, 0, int(tp)).second;
+    };
+    bool split = tp > 1 && splitsVocabulary(model);
+    if (auto e = dyn_cast<EmbeddingOp>(layer); e && split) {
+      profile.params += (shardRows(e.getVocab()) + e.getPositions().value_or(0)) *
+                        model.getHidden();
       profile.hasEmbedding = true;
+      continue;
+    }
+    if (auto o = dyn_cast<OutputLayerOp>(layer); o && split) {
+      profile.vocab = shardRows(o.getVocab());
+      profile.params +=
+          getParameterCount(layer) - (o.getVocab() - profile.vocab) *
+                                         model.getHidden();
+      profile.hasOutput = true;
       continue;
     }
     profile.params += getParameterCount(layer);
@@ -604,28 +610,37 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
         // a B that recomputes the forward all-reduces again.
         const StageProfile &stage = profiles[s];
         int64_t layers = int64_t(stage.layers.size());
-        int64_t count = 0;
         // The vocabulary-parallel embedding sums its lookups in F (the
-        // table's "Input Embedding" row).
-        int64_t embedding = stage.hasEmbedding && splitsEmbedding(model);
+        // table's "Input Embedding" row); the output layer agrees on each
+        // token's maximum and sum of exponentials in F (two fp32 per
+        // token) and sums its input gradient in B (the "Cross-Entropy"
+        // row; Stage.cpp).
+        int64_t embedding = stage.hasEmbedding && splitsVocabulary(model);
+        int64_t output = stage.hasOutput && splitsVocabulary(model);
+        bool full = stage.recompute == RecomputeKind::full;
+        int64_t count = 0, statistics = 0;
         switch (PassKind(kind)) {
         case PassKind::F:
           count = 2 * layers + embedding;
+          statistics = 2 * output;
           break;
         case PassKind::B:
         case PassKind::BW:
-          count = stage.recompute == RecomputeKind::full
-                      ? 4 * layers + embedding
-                      : 2 * layers;
+          count = full ? 4 * layers + embedding + output : 2 * layers + output;
+          statistics = full ? 2 * output : 0;
           break;
         default:
           break;
         }
+        double tokens = double(lengths[slice] * stage.microBatch);
         tensorParallel[at] =
             double(count) *
-            costs.getCollectiveTime(
-                double(stage.getMessageBytes(lengths[slice])),
-                /*allReduce=*/true, tp, tensorLink);
+                costs.getCollectiveTime(
+                    double(stage.getMessageBytes(lengths[slice])),
+                    /*allReduce=*/true, tp, tensorLink) +
+            double(statistics) *
+                costs.getCollectiveTime(4.0 * tokens, /*allReduce=*/true, tp,
+                                        tensorLink);
         compute[at] += tensorParallel[at];
       }
   for (int slice = 0; slice < k; ++slice)

@@ -7,14 +7,19 @@
 // feed-forward width), the attention output and down projections by rows
 // -- and sum the row-parallel projections' partial results in F and the
 // column-parallel ones' input gradients in B (the blog's "Communication
-// Overhead" table). The shards run the device's program in lockstep; the
-// runtime derives each shard's slices from the mesh (docs/parallelism.md).
+// Overhead" table). The vocabulary layers split their tables by rows:
+// the embedding's masked lookups and the output layer's cross-entropy are
+// summed over the group (the blog's "Input Embedding" and "Cross-Entropy";
+// runtime/Stage.cpp). The shards run the device's program in lockstep;
+// the runtime derives each shard's slices from the mesh
+// (docs/parallelism.md).
 //
 // The pass checks that every layer splits and records the mesh's tp: a
 // layer whose heads or feed-forward width do not divide, or whose
 // key/value heads neither divide among the shards nor divide their count
 // (GQA heads are replicated when there are fewer than shards, the blog's
-// "Grouped/Multi-Query Attention"), is an error at that layer.
+// "Grouped/Multi-Query Attention"), is an error at that layer; so is a
+// vocabulary too small to leave the last shard any rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,15 +72,21 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
   });
   if (walk.wasInterrupted())
     return failure();
-  // The vocabulary-parallel embedding gives each shard its rows of the
-  // table, by the runtime's rule: the last shard must get some.
+  // The vocabulary-parallel embedding and output layer give each shard its
+  // rows of their tables, by the runtime's rule: the last shard must get
+  // some.
   rt::ModelConfig config = getModelConfig(*model);
-  for (const rt::LayerConfig &layer : config.layers)
-    if (rt::splitsEmbedding(config, layer, int(n)) &&
-        rt::getShardVocabRows(layer.vocab, int(n) - 1, int(n)).second < 1)
-      return model->getEmbedding().emitOpError("the ")
-             << layer.vocab << "-row table leaves the last of " << n
-             << " tensor-parallel shards no rows";
+  for (const rt::LayerConfig &layer : config.layers) {
+    if (!rt::splitsVocabulary(layer, int(n)) ||
+        rt::getShardVocabRows(layer.vocab, int(n) - 1, int(n)).second > 0)
+      continue;
+    Operation *op = layer.kind == rt::LayerKind::Embedding
+                        ? model->getEmbedding().getOperation()
+                        : model->getOutputLayer().getOperation();
+    return op->emitOpError("the ")
+           << layer.vocab << "-row table leaves the last of " << n
+           << " tensor-parallel shards no rows";
+  }
   program.setTp(n);
   return success();
 }

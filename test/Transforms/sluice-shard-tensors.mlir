@@ -7,6 +7,7 @@
 // RUN: not sluice-opt %inputs/shard-tensors-uneven.mlir --sluice-partition-stages="pp=1" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=1" --sluice-shard-tensors="tensor-parallel=3" 2>&1 | FileCheck %s --check-prefix=FFN
 // RUN: not sluice-opt %inputs/shard-tensors-uneven.mlir --sluice-partition-stages="pp=1" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=1" --sluice-shard-tensors="tensor-parallel=2" 2>&1 | FileCheck %s --check-prefix=KV
 // RUN: sed 's/vocab = 100}/vocab = 3}/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=VOCAB
+// RUN: sed 's/vocab = 100, norm/vocab = 3, norm/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=OUTVOCAB
 
 // Four shards of each device: one query head each, and the key/value head
 // it shares with the next shard (2 heads, replicated); a quarter of the
@@ -19,6 +20,13 @@
 // CHECK-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} tp 4
 // CHECK:         sluice.device 0 attributes {buffers = array<i64: 10496,
 // WHOLE:         sluice.device 0 attributes {buffers = array<i64: 27392,
+// Device 1 ends with the vocabulary-parallel output layer: after its
+// layer's 10496 bytes, OutXhat 16x32, OutRstd 16, the shard's logits
+// 16 x ceil(100 / 4) = 16x25 and the group's maximum and sum, 16 each:
+// the forward state ends at byte 14912, against 36160 with the whole
+// layer's 16x100 logits.
+// CHECK:         sluice.device 1 attributes {buffers = array<i64: 2048, 14912,
+// WHOLE:         sluice.device 1 attributes {buffers = array<i64: 2048, 36160,
 
 // One shard: the program is unchanged.
 // ONE-LABEL: schedule = "1f1b"} {
@@ -28,6 +36,7 @@
 // The vocabulary-parallel embedding's rows: ceil(3 / 4) = 1 each leaves
 // the fourth shard none.
 // VOCAB: error: 'sluice.embedding' op the 3-row table leaves the last of 4 tensor-parallel shards no rows
+// OUTVOCAB: error: 'sluice.output_layer' op the 3-row table leaves the last of 4 tensor-parallel shards no rows
 // ZERO: error: 'sluice.program' op cannot have 0 tensor-parallel shards: the count must be positive
 
 // The layer that does not split is named, by its location: its

@@ -133,8 +133,10 @@ TEST_F(MeshCostTest, ShardsHoldTheirSliceOfEachLayer) {
     EXPECT_EQ(table.getStage(0).params,
               vocab / tp * h + 2 * layer(heads, kv, ffn))
         << "tp " << tp;
+    // The vocabulary-parallel output layer: as many rows a shard, and its
+    // final norm whole.
     EXPECT_EQ(table.getStage(1).params,
-              2 * layer(heads, kv, ffn) + vocab * h + h)
+              2 * layer(heads, kv, ffn) + vocab / tp * h + h)
         << "tp " << tp;
     EXPECT_EQ(table.getParameterBytes(0),
               table.getStage(0).params * kTrainingBytesPerParameter);
@@ -159,6 +161,9 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
   // A ring all-reduce over 4 shards of a node: 2 (tp - 1) steps of
   // bytes / tp on NVLink.
   double allReduce = 6 * hw.nodeLatency + 6 * bytes / 4 / hw.nodeBandwidth;
+  // The split output layer's statistics: one fp32 per token.
+  double statistic =
+      6 * hw.nodeLatency + 6 * (2.0 * 32 * 4) / 4 / hw.nodeBandwidth;
   for (RecomputeKind recompute :
        {RecomputeKind::none, RecomputeKind::selective, RecomputeKind::full}) {
     ModelOp model = partition(2, recompute);
@@ -168,14 +173,19 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
     auto tpTime = [&](PassKind kind) {
       return sharded.getTensorParallelTime({kind, 1, 0, 0});
     };
-    EXPECT_NEAR(tpTime(PassKind::F), 4 * allReduce, 1e-15);
+    // Stage 1 ends with the vocabulary-parallel output layer: in F the
+    // group's maximum and sum per token, in B its input gradient's sum
+    // (and the statistics again when B recomputes the forward).
+    bool full = recompute == RecomputeKind::full;
+    EXPECT_NEAR(tpTime(PassKind::F), 4 * allReduce + 2 * statistic, 1e-15);
     // Stage 0 also sums its embedding lookups (the table's "Input
     // Embedding" row), once more when B recomputes the forward.
     EXPECT_NEAR(sharded.getTensorParallelTime({PassKind::F, 0, 0, 0}),
                 5 * allReduce, 1e-15);
     EXPECT_NEAR(sharded.getTensorParallelTime({PassKind::B, 0, 0, 0}),
-                (recompute == RecomputeKind::full ? 9 : 4) * allReduce, 1e-15);
-    double backward = (recompute == RecomputeKind::full ? 8 : 4) * allReduce;
+                (full ? 9 : 4) * allReduce, 1e-15);
+    double backward =
+        (full ? 9 : 5) * allReduce + (full ? 2 * statistic : 0.0);
     EXPECT_NEAR(tpTime(PassKind::B), backward, 1e-15);
     EXPECT_EQ(tpTime(PassKind::W), 0.0);
     EXPECT_EQ(whole.getTensorParallelTime({PassKind::F, 1, 0, 0}), 0.0);

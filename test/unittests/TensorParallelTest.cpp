@@ -11,9 +11,12 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <thread>
 
 using namespace sluice::rt;
 
@@ -82,40 +85,57 @@ TEST(TensorParallel, SlicesTileEveryTensor) {
   }
 }
 
-// Megatron-LM's vocabulary-parallel embedding: shard t holds rows
-// [t ceil(V/tp), ...) of the table, the last ones fewer when tp does not
-// divide V (13 rows over 2, 4 and 8 shards); a table the output layer
-// shares stays whole; a vocabulary too small for the shards is named.
-TEST(TensorParallel, EmbeddingRowsTileTheTable) {
-  for (int tp : {2, 4, 8}) {
-    ModelConfig model = layerModel(4, 4, "gelu", /*bias=*/true);
-    model.layers[1].heads = model.layers[1].kvHeads = 8;
-    model.layers[1].headDim = 2;
-    std::map<std::string, std::vector<int>> seen;
-    for (int t = 0; t < tp; ++t)
-      for (const ParameterSpec &spec : getLayerParameters(model, 0, {t, tp})) {
-        ASSERT_EQ(spec.name, "embed.tokens");
-        ASSERT_EQ(spec.rows.size(), 1u);
-        auto [first, count] = getShardVocabRows(13, t, tp);
-        EXPECT_EQ(spec.rows[0].first, first);
-        EXPECT_EQ(spec.shape, (std::vector<int64_t>{count, 16}));
-        std::vector<int> &c = seen[spec.name];
-        c.resize(getWholeElements(spec), 0);
-        for (const TensorRun &run : getRuns(spec))
-          for (int64_t i = 0; i < run.count; ++i)
-            ++c.at(run.global + i);
-      }
-    for (size_t i = 0; i < seen["embed.tokens"].size(); ++i)
-      ASSERT_EQ(seen["embed.tokens"][i], 1) << i << ", tp " << tp;
-  }
-  ModelConfig tied = layerModel(4, 4, "gelu", /*bias=*/true);
-  tied.layers.back().tied = true;
-  EXPECT_EQ(getLayerParameters(tied, 0, {1, 2})[0].rows.size(), 0u);
+// Megatron-LM's vocabulary-parallel embedding and output layer: shard t
+// holds rows [t ceil(V/tp), ...) of each table, the last ones fewer when
+// tp does not divide V (13 rows over 2, 4 and 8 shards); a tied table
+// splits alike at both ends; a vocabulary too small for the shards is
+// named.
+TEST(TensorParallel, VocabularyRowsTileTheTables) {
+  for (bool tied : {false, true})
+    for (int tp : {2, 4, 8}) {
+      ModelConfig model = layerModel(4, 4, "gelu", /*bias=*/true);
+      model.layers[1].heads = model.layers[1].kvHeads = 8;
+      model.layers[1].headDim = 2;
+      model.layers[2].tied = tied;
+      std::map<std::string, std::vector<int>> seen;
+      for (int layer : {0, 2})
+        for (int t = 0; t < tp; ++t)
+          for (const ParameterSpec &spec :
+               getLayerParameters(model, layer, {t, tp})) {
+            if (spec.name == "final_norm.weight" ||
+                spec.name == "final_norm.bias")
+              continue;
+            ASSERT_EQ(spec.name, layer == 2 && !tied ? "lm_head.weight"
+                                                     : "embed.tokens");
+            ASSERT_EQ(spec.rows.size(), 1u);
+            auto [first, count] = getShardVocabRows(13, t, tp);
+            EXPECT_EQ(spec.rows[0].first, first);
+            EXPECT_EQ(spec.shape, (std::vector<int64_t>{count, 16}));
+            std::vector<int> &c = seen[spec.name];
+            c.resize(getWholeElements(spec), 0);
+            for (const TensorRun &run : getRuns(spec))
+              for (int64_t i = 0; i < run.count; ++i)
+                ++c.at(run.global + i);
+          }
+      ASSERT_EQ(seen.size(), tied ? 1u : 2u);
+      // Each element once per table end.
+      for (const auto &[name, count] : seen)
+        for (size_t i = 0; i < count.size(); ++i)
+          ASSERT_EQ(count[i], tied ? 2 : 1) << name << "[" << i << "], tp " << tp;
+      ModelConfig shard = getTensorShardModel(model, tp);
+      EXPECT_EQ(shard.layers[2].vocabShards, tp);
+      EXPECT_EQ(getShardVocabColumns(shard.layers[2]), (13 + tp - 1) / tp);
+    }
   ModelConfig small = layerModel(4, 4, "gelu", /*bias=*/true);
   small.layers[0].vocab = 5; // ceil(5/4) = 2 rows: 2, 2, 1, none
   EXPECT_EQ(checkTensorParallel(small, 4),
             "the embedding's 5-row table leaves the last of 4 tensor-parallel "
             "shards no rows");
+  small.layers[0].vocab = 13;
+  small.layers[2].vocab = 5;
+  EXPECT_EQ(checkTensorParallel(small, 4),
+            "the output layer's 5-row table leaves the last of 4 "
+            "tensor-parallel shards no rows");
 }
 
 TEST(TensorParallel, FewerKeyValueHeadsThanShardsAreReplicated) {
@@ -180,12 +200,15 @@ struct ShardStage {
         shard, std::vector<int>{layer}, store,
         cpu.getKernels(StreamKind::Compute), Precision::fp32());
     runner->setTensorParallel(
-        [this](DevicePtr, int64_t count) { sums.push_back(count); }, 1, tp);
+        [this](DevicePtr, int64_t count, Reduction reduction) {
+          (reduction == Reduction::Sum ? sums : maxima).push_back(count);
+        },
+        1);
   }
   ModelConfig shard;
   ParameterStore store;
   std::unique_ptr<StageRunner> runner; // null if allocation failed
-  std::vector<int64_t> sums;
+  std::vector<int64_t> sums, maxima;
 };
 
 // The blog's "Communication Overhead" table, per transformer layer: the
@@ -259,6 +282,151 @@ TEST(TensorParallel, EmbeddingSumsItsLookupsOnce) {
                       nullptr, work.data(), 1.0f);
   stage.backwardWeight(s, batch, f.data(), w.data(), work.data());
   EXPECT_TRUE(sums.empty());
+}
+
+/// `n` shards on threads of one process, reducing fp32 buffers as a
+/// tensor-parallel group's all-reduce does.
+class LocalGroup {
+public:
+  explicit LocalGroup(int n) : n(n), buffers(n) {}
+  void reduce(int rank, DevicePtr data, int64_t count, Reduction reduction) {
+    buffers[rank] = data.f32();
+    wait();
+    if (rank == 0) {
+      result.assign(buffers[0], buffers[0] + count);
+      for (int r = 1; r < n; ++r)
+        for (int64_t i = 0; i < count; ++i)
+          result[i] = reduction == Reduction::Sum
+                          ? result[i] + buffers[r][i]
+                          : std::max(result[i], buffers[r][i]);
+    }
+    wait();
+    std::copy(result.begin(), result.end(), data.f32());
+    wait();
+  }
+
+private:
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    int at = generation;
+    if (++arrived == n) {
+      arrived = 0;
+      ++generation;
+      ready.notify_all();
+      return;
+    }
+    ready.wait(lock, [&] { return generation != at; });
+  }
+  int n, arrived = 0, generation = 0;
+  std::vector<float *> buffers;
+  std::vector<float> result;
+  std::mutex mutex;
+  std::condition_variable ready;
+};
+
+// Megatron-LM's vocabulary-parallel cross-entropy (papers/tensor-
+// parallelism-blog.txt, "Cross-Entropy"): shards that each hold rows of
+// the LM head (13 rows over 2, 3 and 4 shards: 7+6, 5+5+3, 4+4+4+1) agree
+// on each token's maximum and sum of exponentials, and together give the
+// whole layer's loss, its input gradient on every shard, their rows of the
+// head's gradient and the whole final norm's. F reduces one fp32 per token
+// twice (maximum, then sum), B the norm output's gradient once, W nothing.
+TEST(TensorParallel, OutputLayerSplitsTheCrossEntropy) {
+  ModelConfig model = layerModel(4, 4, "gelu", /*bias=*/true);
+  model.layers[1].heads = model.layers[1].kvHeads = 12;
+  model.layers[1].ffn = 36;
+  int64_t rows = model.microBatch, seq = model.seqLen, h = model.hidden;
+  int64_t rt = rows * seq;
+  SliceShape s{rows, seq, 0};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(rt * h);
+  for (float &v : x)
+    v = normal(rng);
+  std::vector<int32_t> tokens(rows * (seq + 1));
+  for (int32_t &t : tokens)
+    t = int32_t(rng() % 13);
+  TokenRows batch{tokens.data(), seq + 1};
+  float scale = 1.0f / float(rt);
+
+  struct Result {
+    double loss = 0;
+    std::vector<float> dx, head, norm;
+    std::vector<std::pair<int64_t, Reduction>> reduced;
+  };
+  // One stage holding the output layer (layer 2) of `stageModel`, with
+  // `specs`; `group` set: shard `index` of it.
+  auto run = [&](const ModelConfig &stageModel,
+                 const std::vector<ParameterSpec> &specs, LocalGroup *group,
+                 int index, Result &out) {
+    CpuDevice cpu;
+    ParameterStore store;
+    for (const ParameterSpec &spec : specs)
+      store.add(spec);
+    ASSERT_TRUE(store.allocate(cpu, Precision::fp32(), 7));
+    StageRunner stage(stageModel, {2}, store,
+                      cpu.getKernels(StreamKind::Compute), Precision::fp32());
+    if (group)
+      stage.setTensorParallel(
+          [&](DevicePtr data, int64_t count, Reduction reduction) {
+            out.reduced.push_back({count, reduction});
+            group->reduce(index, data, count, reduction);
+          },
+          index);
+    std::vector<float> f = stateFor(stage.getForwardStateBytes(s)),
+                       w = stateFor(stage.getWeightStateBytes(s)),
+                       work = stateFor(stage.getWorkspaceBytes(s));
+    out.dx.assign(rt * h, 0.0f);
+    stage.forward(s, batch, x.data(), nullptr, f.data(), nullptr, work.data(),
+                  &out.loss);
+    stage.backwardInput(s, batch, nullptr, out.dx.data(), f.data(), w.data(),
+                        nullptr, work.data(), scale);
+    stage.backwardWeight(s, batch, f.data(), w.data(), work.data());
+    const ParameterSpec &head = store.specs().back();
+    ASSERT_EQ(head.name, "lm_head.weight");
+    float *g = store.grad(head.name).f32();
+    out.head.assign(g, g + head.size());
+    float *n = store.grad("final_norm.weight").f32();
+    out.norm.assign(n, n + h);
+  };
+  Result whole;
+  run(model, getLayerParameters(model, 2), nullptr, 0, whole);
+  ASSERT_GT(whole.loss, 0.0);
+
+  for (int tp : {2, 3, 4}) {
+    ASSERT_EQ(checkTensorParallel(model, tp), "") << tp;
+    ModelConfig shardModel = getTensorShardModel(model, tp);
+    LocalGroup group(tp);
+    std::vector<Result> shards(tp);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < tp; ++t)
+      threads.emplace_back([&, t] {
+        run(shardModel, getLayerParameters(model, 2, {t, tp}), &group, t,
+            shards[t]);
+      });
+    for (std::thread &thread : threads)
+      thread.join();
+    double loss = 0;
+    for (int t = 0; t < tp; ++t) {
+      const Result &r = shards[t];
+      loss += r.loss;
+      EXPECT_EQ(r.reduced, (std::vector<std::pair<int64_t, Reduction>>{
+                               {rt, Reduction::Max},
+                               {rt, Reduction::Sum},
+                               {rt * h, Reduction::Sum}}))
+          << "tp " << tp;
+      for (int64_t i = 0; i < rt * h; ++i)
+        ASSERT_NEAR(r.dx[i], whole.dx[i], 1e-5) << "dx[" << i << "], tp " << tp;
+      for (int64_t i = 0; i < h; ++i)
+        ASSERT_NEAR(r.norm[i], whole.norm[i], 1e-5) << "norm[" << i << "]";
+      auto [first, count] = getShardVocabRows(13, t, tp);
+      ASSERT_EQ(int64_t(r.head.size()), count * h);
+      for (int64_t i = 0; i < count * h; ++i)
+        ASSERT_NEAR(r.head[i], whole.head[first * h + i], 1e-5)
+            << "head row " << first + i / h << ", tp " << tp;
+    }
+    EXPECT_NEAR(loss, whole.loss, 1e-4 * whole.loss) << "tp " << tp;
+  }
 }
 
 } // namespace

@@ -468,11 +468,13 @@ def ShardTensors : Pass<"sluice-shard-tensors", "ModuleOp"> {
     of the attention output's and of the MLP output's partial sums (before
     the whole biases are added); in B, an all-reduce of the input gradient
     of each norm's output, which the column-parallel projections leave in
-    parts; none in W. The embedding table splits by rows (the
-    vocabulary-parallel embedding: a masked lookup, then an all-reduce in
-    F) unless the output layer shares it; the output layer stays whole
-    on every shard. The shards of a device run its instruction list in
-    lockstep.
+    parts; none in W. The embedding table and the LM head split by rows,
+    a tied table alike at both ends (the vocabulary-parallel embedding: a
+    masked lookup, then an all-reduce in F; the vocabulary-parallel
+    cross-entropy: all-reduces of each token's maximum and sum of
+    exponentials in F, of the final norm's input gradient in B), unless
+    Vocabulary Parallelism's shards hold them. The shards of a device run
+    its instruction list in lockstep.
 
     Every transformer layer must split: its heads and feed-forward width
     divide by `tensor-parallel`, and its key/value heads either divide by
