@@ -483,8 +483,10 @@ public:
   /// issues the collectives of one channel in the same order, but two
   /// channels' collectives may interleave differently on different ranks
   /// (an MPI communicator each; on CUDA an NCCL communicator each). The
-  /// vocabulary shards use one channel each.
-  static constexpr int kChannels = 2;
+  /// vocabulary shards use one channel each: 0 and 1 on a pipeline, 1 and
+  /// 2 on a tensor-parallel group, whose channel 0 carries the stages'
+  /// sums.
+  static constexpr int kChannels = 3;
 
   virtual ~Communicator() = default;
   virtual int rank() const = 0;

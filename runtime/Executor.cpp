@@ -26,9 +26,9 @@ std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device,
              getLayerParameters(plan.model, layer, {shard, plan.tp}))
           specs.push_back(std::move(spec));
   if (plan.vocabulary.input.present)
-    specs.push_back(getInputShardSpec(plan, device));
+    specs.push_back(getInputShardSpec(plan, device, shard));
   if (plan.vocabulary.output.present)
-    specs.push_back(getOutputShardSpec(plan, device));
+    specs.push_back(getOutputShardSpec(plan, device, shard));
   return specs;
 }
 
@@ -71,8 +71,8 @@ Status Executor::prepare() {
        getDeviceParameters(plan, deviceIndex, shardIndex))
     parameters.add(spec);
   if (plan.vocabulary.any())
-    shards =
-        std::make_unique<VocabularyShards>(plan, deviceIndex, device, comm);
+    shards = std::make_unique<VocabularyShards>(plan, deviceIndex, device,
+                                                comm, tensorGroup, shardIndex);
   if (Status st = parameters.allocate(device, plan.precision, options.seed);
       !st)
     return st;
@@ -520,9 +520,10 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   Status st = comm.allReduceSum(&hostLoss, 1);
   if (st && replicas)
     st = replicas->allReduceSum(&hostLoss, 1);
-  // An output layer split over the tensor-parallel shards: each has the
-  // loss of the tokens whose label it holds.
-  if (st && tensorGroup && plan.shardModel.layers.back().vocabShards > 1)
+  // The output layer's rows are split over the tensor-parallel shards
+  // (vocabulary-parallel, or Vocabulary Parallelism over pp x tp): each
+  // has the loss of the tokens whose label it holds.
+  if (st && tensorGroup)
     st = tensorGroup->allReduceSum(&hostLoss, 1);
   times.commWait += seconds(reduceStart, Clock::now());
   if (!st)

@@ -187,11 +187,17 @@ int64_t getWholeElements(const ParameterSpec &spec) {
 
 ParameterSpec getTableShard(const std::string &name, int64_t vocab,
                             int64_t paddedVocab, int64_t hidden, int device,
-                            int devices) {
+                            int devices, TensorShard shard) {
   int64_t rows = paddedVocab / devices, first = int64_t(device) * rows;
-  ParameterSpec spec{name, {rows, hidden}, InitKind::Normal};
-  spec.firstRow = first;
-  spec.validRows = std::max<int64_t>(0, std::min(rows, vocab - first));
+  // A tensor-parallel shard's part of the device's rows: the last parts
+  // may hold fewer real rows (or none); the rest is padding, as is the
+  // device's.
+  int64_t part = (rows + shard.count - 1) / shard.count;
+  int64_t begin = std::min(rows, int64_t(shard.index) * part);
+  ParameterSpec spec{name, {part, hidden}, InitKind::Normal};
+  spec.firstRow = first + begin;
+  spec.validRows = std::max<int64_t>(
+      0, std::min({part, rows - begin, vocab - spec.firstRow}));
   return spec;
 }
 

@@ -98,10 +98,13 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
                                               TensorShard shard = {});
 
 /// The row shard of the table `name` ([vocab, hidden]) that device `device`
-/// of `devices` holds when the table is padded to `paddedVocab` rows.
+/// of `devices` holds when the table is padded to `paddedVocab` rows; with
+/// tensor parallelism, tensor-parallel shard `shard` of that device holds
+/// its part of those rows (ceil(rows / count) each, within the device's
+/// rows: Vocabulary Parallelism over pp x tp).
 ParameterSpec getTableShard(const std::string &name, int64_t vocab,
                             int64_t paddedVocab, int64_t hidden, int device,
-                            int devices);
+                            int devices, TensorShard shard = {});
 
 /// Every parameter the model has, each once.
 std::vector<ParameterSpec> getModelParameters(const ModelConfig &model);

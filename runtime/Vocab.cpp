@@ -7,39 +7,43 @@
 
 namespace sluice::rt {
 
-ParameterSpec getInputShardSpec(const Plan &plan, int device) {
+ParameterSpec getInputShardSpec(const Plan &plan, int device, int shard) {
   const ShardPlan &input = plan.vocabulary.input;
   return getTableShard("embed.tokens", input.vocab, input.paddedVocab,
-                       plan.model.hidden, device, plan.devices);
+                       plan.model.hidden, device, plan.devices,
+                       {shard, plan.tp});
 }
 
-ParameterSpec getOutputShardSpec(const Plan &plan, int device) {
+ParameterSpec getOutputShardSpec(const Plan &plan, int device, int shard) {
   // Tied: the LM head is the embedding table, the same shard (§6.1:
   // "the same device placement ... the shared weight tensor").
   const ShardPlan &output = plan.vocabulary.output;
   bool tied = plan.model.layers.back().tied;
   return getTableShard(tied ? "embed.tokens" : "lm_head.weight", output.vocab,
                        output.paddedVocab, plan.model.hidden, device,
-                       plan.devices);
+                       plan.devices, {shard, plan.tp});
 }
 
 VocabularyShards::VocabularyShards(const Plan &plan, int deviceIndex,
-                                   Device &device, Communicator &comm)
+                                   Device &device, Communicator &comm,
+                                   Communicator *tensorGroup, int shardIndex)
     : plan(plan), deviceIndex(deviceIndex), device(device),
       kernels(device.getKernels(StreamKind::Compute)),
       streamKernels(device.getKernels(StreamKind::Vocabulary)),
       compute(device.getStream(StreamKind::Compute)),
       vocabStream(device.getStream(StreamKind::Vocabulary)), comm(comm),
-      precision(plan.precision), hidden(plan.model.hidden) {
+      tensorGroup(plan.tp > 1 ? tensorGroup : nullptr),
+      shardIndex(shardIndex), precision(plan.precision),
+      hidden(plan.model.hidden) {
   const VocabularyPlan &v = plan.vocabulary;
   if (v.input.present) {
-    inSpec = getInputShardSpec(plan, deviceIndex);
+    inSpec = getInputShardSpec(plan, deviceIndex, shardIndex);
     inFirst = inSpec.firstRow;
     inCount = inSpec.getValidRows();
     inRows = inSpec.shape[0];
   }
   if (v.output.present) {
-    outSpec = getOutputShardSpec(plan, deviceIndex);
+    outSpec = getOutputShardSpec(plan, deviceIndex, shardIndex);
     outFirst = outSpec.firstRow;
     outCount = outSpec.getValidRows();
     outRows = outSpec.shape[0];
@@ -317,33 +321,79 @@ VocabularyShards::buildSteps(Shard shard, int group, int mb, int slice) {
   Kernels &k = streamKernels;
   std::vector<Step> steps;
   auto nothing = [] {};
+  // Over pp x tp: after the pipeline's collective, the device's shards
+  // combine what their parts of the rows gave (the maxima and sums on
+  // every device; the reduced gradients on the root, where every shard of
+  // the group is its pipeline's root). The reduction is exact for the
+  // maximum and associative for the sums.
+  auto overShards = [&](DevicePtr data, int64_t count, Reduction reduction,
+                        std::function<void()> after) {
+    if (!tensorGroup) {
+      steps.back().after = std::move(after);
+      return;
+    }
+    steps.push_back({[=, &stream] {
+                       return tensorGroup->allReduceAsync(
+                           data, count, reduction, 1 + channel, stream);
+                     },
+                     std::move(after)});
+  };
   if (shard == Shard::Input) {
     int root = v.input.root;
-    if (group == 0)
+    if (group == 0) {
       steps.push_back({[=, &st, &stream] {
                          return comm.reduceSumAsync(st.partial.get(), rt * h,
                                                     root, channel, stream);
                        },
                        nothing});
-    else
+      if (deviceIndex == root)
+        overShards(st.partial.get(), rt * h, Reduction::Sum, nothing);
+    } else {
+      // The gradient at the root is the same on every shard (the first
+      // stage's B ends in whole tensors): each pipeline broadcasts its own.
       steps.push_back({[=, &st, &stream] {
                          return comm.broadcastAsync(st.grad.get(), rt * h, root,
                                                     channel, stream);
                        },
                        nothing});
+    }
     return steps;
   }
   int root = v.output.root;
-  auto reduceDx = [=, &st, &stream] {
-    return comm.reduceSumAsync(st.dx.get(), rt * h, root, channel, stream);
+  auto reduceDx = [&] {
+    steps.push_back({[=, &st, &stream] {
+                       return comm.reduceSumAsync(st.dx.get(), rt * h, root,
+                                                  channel, stream);
+                     },
+                     nothing});
+    if (deviceIndex == root)
+      overShards(st.dx.get(), rt * h, Reduction::Sum, nothing);
   };
-  auto allReduceMax = [=, &st, &stream, &k] {
-    k.copy(st.globalMax.get(), st.localMax.get(), rt);
-    return comm.allReduceAsync(st.globalMax.get(), rt, Reduction::Max, channel,
-                               stream);
+  auto allReduceMax = [&](std::function<void()> after) {
+    steps.push_back({[=, &st, &stream, &k] {
+                       k.copy(st.globalMax.get(), st.localMax.get(), rt);
+                       return comm.allReduceAsync(st.globalMax.get(), rt,
+                                                  Reduction::Max, channel,
+                                                  stream);
+                     },
+                     nothing});
+    overShards(st.globalMax.get(), rt, Reduction::Max, std::move(after));
+  };
+  // S over the group from `from` (the local sums, or equation 5's
+  // rescaled ones).
+  auto allReduceSum = [&](DevicePtr from, std::function<void()> after) {
+    steps.push_back({[=, &st, &stream, &k] {
+                       k.copy(st.globalSum.get(), from, rt);
+                       return comm.allReduceAsync(st.globalSum.get(), rt,
+                                                  Reduction::Sum, channel,
+                                                  stream);
+                     },
+                     nothing});
+    overShards(st.globalSum.get(), rt, Reduction::Sum, std::move(after));
   };
   if (group == 0) {
-    // C0: X from the last stage to every device.
+    // C0: X from the last stage to every device (the same X on each of
+    // the last device's shards: each pipeline broadcasts its own).
     steps.push_back({[=, &st, &stream] {
                        return comm.broadcastAsync(st.x.get(), rt * h, root,
                                                   channel, stream);
@@ -354,46 +404,35 @@ VocabularyShards::buildSteps(Shard shard, int group, int mb, int slice) {
   if (v.algorithm == 0) {
     // Figure 4: max | sum | reduce, one collective each.
     if (group == 1)
-      steps.push_back({allReduceMax, nothing});
+      allReduceMax(nothing);
     else if (group == 2)
-      steps.push_back({[=, &st, &stream, &k] {
-                         k.copy(st.globalSum.get(), st.localSum.get(), rt);
-                         return comm.allReduceAsync(st.globalSum.get(), rt,
-                                                    Reduction::Sum, channel,
-                                                    stream);
-                       },
-                       nothing});
+      allReduceSum(st.localSum.get(), nothing);
     else
-      steps.push_back({reduceDx, nothing});
+      reduceDx();
     return steps;
   }
   if (group == 1) {
     // Equation 5 inside the barrier: M = max m', s'' = s' exp(m' - M),
     // S = sum s''.
-    steps.push_back({allReduceMax, [=, &st, &k] {
-                       k.rescaleSum(st.localSum.get(), st.localMax.get(),
-                                    st.globalMax.get(), rt, st.scaledSum.get());
-                     }});
-    steps.push_back({[=, &st, &stream, &k] {
-                       k.copy(st.globalSum.get(), st.scaledSum.get(), rt);
-                       return comm.allReduceAsync(st.globalSum.get(), rt,
-                                                  Reduction::Sum, channel,
-                                                  stream);
-                     },
-                     nothing});
-    if (v.algorithm == 2) {
-      // Equation 6: dX = (A s'' / S - B) / tokens, then its reduce, in the
-      // same barrier.
-      steps.back().after = [=, &st, &k] {
-        k.combineGrad(st.a.get(), st.labelRows.get(), st.scaledSum.get(),
-                      st.globalSum.get(), rt, h, lossScale, st.dx.get());
-      };
-      steps.push_back({reduceDx, nothing});
+    allReduceMax([=, &st, &k] {
+      k.rescaleSum(st.localSum.get(), st.localMax.get(), st.globalMax.get(),
+                   rt, st.scaledSum.get());
+    });
+    if (v.algorithm != 2) {
+      allReduceSum(st.scaledSum.get(), nothing);
+      return steps;
     }
+    // Equation 6: dX = (A s'' / S - B) / tokens, then its reduce, in the
+    // same barrier.
+    allReduceSum(st.scaledSum.get(), [=, &st, &k] {
+      k.combineGrad(st.a.get(), st.labelRows.get(), st.scaledSum.get(),
+                    st.globalSum.get(), rt, h, lossScale, st.dx.get());
+    });
+    reduceDx();
     return steps;
   }
   // Algorithm 1's second barrier: the reduce of dX.
-  steps.push_back({reduceDx, nothing});
+  reduceDx();
   return steps;
 }
 

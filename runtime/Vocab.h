@@ -39,19 +39,29 @@
 
 namespace sluice::rt {
 
-/// The rows of the input (embedding) table that `device` holds; only
-/// meaningful when the plan shards the input layer.
-ParameterSpec getInputShardSpec(const Plan &plan, int device);
-/// The rows of the LM head (the embedding table when tied) that `device`
-/// holds; only meaningful when the plan shards the output layer.
-ParameterSpec getOutputShardSpec(const Plan &plan, int device);
+/// The rows of the input (embedding) table that tensor-parallel shard
+/// `shard` of `device` holds (the device's rows split over its plan.tp
+/// shards); only meaningful when the plan shards the input layer.
+ParameterSpec getInputShardSpec(const Plan &plan, int device, int shard = 0);
+/// The rows of the LM head (the embedding table when tied) that shard
+/// `shard` of `device` holds; only meaningful when the plan shards the
+/// output layer.
+ParameterSpec getOutputShardSpec(const Plan &plan, int device,
+                                 int shard = 0);
 
 class VocabularyShards {
 public:
   /// Shard passes run on `device`'s compute stream, collectives and the
-  /// steps inside them on its vocabulary stream.
+  /// steps inside them on its vocabulary stream. With tensor parallelism
+  /// (plan.tp > 1) the vocabulary splits over pp x tp: this is shard
+  /// `shardIndex` of `tensorGroup`, each collective over the pipeline
+  /// (`comm`) is followed by one over `tensorGroup` where the shards' parts
+  /// must be combined (the maxima and sums on every device, the reduced
+  /// gradients on the roots), on channel 1 + shard (the stages' sums use
+  /// channel 0).
   VocabularyShards(const Plan &plan, int deviceIndex, Device &device,
-                   Communicator &comm);
+                   Communicator &comm, Communicator *tensorGroup = nullptr,
+                   int shardIndex = 0);
 
   /// Resolves the shards' weights and gradients (after allocation).
   void bind(ParameterStore &store);
@@ -143,6 +153,8 @@ private:
   Kernels &streamKernels; // steps inside collectives, vocabulary stream
   Stream &compute, &vocabStream;
   Communicator &comm;
+  Communicator *tensorGroup;
+  int shardIndex;
   Precision precision;
   int64_t hidden;
   // The device's rows of each table: [first, first + count) real, padded

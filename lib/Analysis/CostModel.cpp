@@ -230,8 +230,9 @@ double StageProfile::getActivationBytes(int64_t tokens) const {
   return perToken * double(tokens) * double(microBatch);
 }
 
-VocabProfile VocabProfile::get(ModelOp model) {
+VocabProfile VocabProfile::get(ModelOp model, int64_t tensorParallel) {
   VocabProfile profile;
+  profile.tensorParallel = std::max<int64_t>(1, tensorParallel);
   profile.hidden = model.getHidden();
   profile.seqLen = model.getSeqLen();
   profile.microBatch = model.getMicroBatch();
@@ -307,6 +308,15 @@ double VocabProfile::getCollectiveBytes(const sched::CollectiveId &id,
   // Algorithms 1 and 2 all-reduce the maximum and the sum in group 1;
   // the input gradient's reduce is the last group (Algorithm 2: the same).
   return (id.group == 1 ? 2.0 * statistics : 0.0) + (last ? activation : 0.0);
+}
+
+double VocabProfile::getShardGroupBytes(const sched::CollectiveId &id,
+                                        int64_t tokens) const {
+  bool broadcast = id.shard == sched::ShardKind::Input ? id.group == 1
+                                                       : id.group == 0;
+  if (tensorParallel < 2 || broadcast)
+    return 0;
+  return getCollectiveBytes(id, tokens);
 }
 
 std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
@@ -646,7 +656,7 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
   for (int slice = 0; slice < k; ++slice)
     transfer.push_back(costs.getTransferTime(
         profiles.front().getMessageBytes(lengths[slice]), pipelineLink));
-  vocab = VocabProfile::get(model);
+  vocab = VocabProfile::get(model, tp);
   if (vocab.input)
     stageParams[vocab.inputName] =
         (vocab.tied && vocab.output ? 0 : vocab.getShardRows() * vocab.hidden);
@@ -694,9 +704,15 @@ double PipelineCosts::getCollectiveTime(const sched::CollectiveId &id) const {
   bool allReduce = id.shard == sched::ShardKind::Output && id.group > 0 &&
                    !(vocab.algorithm == 0 && id.group == 3) &&
                    !(vocab.algorithm == 1 && id.group == 2);
-  return costs.getCollectiveTime(
+  // Over pp x tp: the pipeline's collective, then the device's shards'
+  // all-reduce of what it reduced (runtime/Vocab.cpp).
+  double time = costs.getCollectiveTime(
       vocab.getCollectiveBytes(id, lengths[id.slice]), allReduce,
       pipeline.devices, pipelineLink);
+  if (double shards = vocab.getShardGroupBytes(id, lengths[id.slice]))
+    time += costs.getCollectiveTime(shards, /*allReduce=*/true, mesh.tp,
+                                    tensorLink);
+  return time;
 }
 
 double PipelineCosts::getActivationUnits(const sched::Work &work) const {

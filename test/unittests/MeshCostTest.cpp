@@ -260,3 +260,56 @@ TEST(Simulator, GradientSyncsOverlapTheRemainingPasses) {
   EXPECT_EQ(error, "the gradient all-reduce after F of stage 0, microbatch "
                    "0, slice 0 on device 0 follows a pass that never ran");
 }
+
+// Vocabulary Parallelism over pp x tp (runtime/Vocab.cpp): a device's rows
+// of the tables split again over its shards, so a shard holds and computes
+// 1/tp of them; each collective's pipeline part is as without shards, and
+// what it reduced is then all-reduced over the shards (the statistics and
+// the gradients; not the broadcasts).
+TEST_F(MeshCostTest, VocabularyShardsSplitOverPipelineAndShards) {
+  // Two devices with Vocab-1's shards.
+  module = parseSourceString<ModuleOp>(kModel, &context);
+  ModelOp model = *module->getOps<ModelOp>().begin();
+  StagePartitionOptions opts;
+  opts.pp = 2;
+  ASSERT_TRUE(succeeded(partitionStages(model, opts)));
+  ASSERT_TRUE(succeeded(partitionVocab(model, "vocab")));
+  for (auto shard : model.getBody().getOps<VocabOutputOp>())
+    ASSERT_TRUE(succeeded(reorderSoftmaxBarriers(shard, 1)));
+  ASSERT_TRUE(succeeded(splitPasses(model, /*split=*/true)));
+  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  CostModel costs = h100();
+  const HardwareProfile &hw = *costs.getHardware();
+  PipelineCosts whole(model, pipeline, costs);
+  PipelineCosts sharded(model, pipeline, costs, MeshShape{4, 1});
+  const VocabProfile &one = whole.getVocab(), &four = sharded.getVocab();
+  ASSERT_TRUE(one.output && one.input);
+  EXPECT_EQ(one.getShardRows(), one.paddedVocab / 2);
+  EXPECT_EQ(four.getShardRows(), (one.paddedVocab / 2 + 3) / 4);
+  EXPECT_EQ(four.getShardParams() * 4, one.getShardParams());
+  EXPECT_NEAR(four.getPassFlops(PassKind::T, 32) * 4,
+              one.getPassFlops(PassKind::T, 32), 1e-6);
+  // 2 devices x 4 shards = 8 ranks, one node. Algorithm 1's group 1
+  // all-reduces the maximum and the sum (two fp32 per token), group 2
+  // reduces the input gradient onto the root (bf16 activations).
+  double tokens = 2 * 32, stats = 2 * 4 * tokens, dx = tokens * 64 * 2;
+  auto ring = [&](double bytes, int n, bool allReduce) {
+    double steps = (n - 1) * (allReduce ? 2.0 : 1.0);
+    return steps * hw.nodeLatency + steps * bytes / n / hw.nodeBandwidth;
+  };
+  using sched::ShardKind;
+  auto time = [&](const PipelineCosts &c, ShardKind shard, int group) {
+    return c.getCollectiveTime({shard, group, 0, 0});
+  };
+  EXPECT_NEAR(time(sharded, ShardKind::Output, 1),
+              ring(stats, 2, true) + ring(stats, 4, true), 1e-15);
+  EXPECT_NEAR(time(sharded, ShardKind::Output, 2),
+              ring(dx, 2, false) + ring(dx, 4, true), 1e-15);
+  // The broadcasts of X and of the embedding's gradient: the pipeline's
+  // only; the lookups' reduce is summed over the root's shards.
+  EXPECT_NEAR(time(sharded, ShardKind::Output, 0), ring(dx, 2, false), 1e-15);
+  EXPECT_NEAR(time(sharded, ShardKind::Input, 1), ring(dx, 2, false), 1e-15);
+  EXPECT_NEAR(time(sharded, ShardKind::Input, 0),
+              ring(dx, 2, false) + ring(dx, 4, true), 1e-15);
+  EXPECT_NEAR(time(whole, ShardKind::Output, 2), ring(dx, 2, false), 1e-15);
+}

@@ -138,6 +138,32 @@ TEST(TensorParallel, VocabularyRowsTileTheTables) {
             "tensor-parallel shards no rows");
 }
 
+// Vocabulary Parallelism over pp x tp: a device's padded rows of a table
+// split again over its tensor-parallel shards, ceil(rows / tp) each within
+// the device's range; every real row of the table is on exactly one
+// (device, shard), padding on none (61 rows padded to 64 over 2 devices,
+// and to 66 over 3; 2, 3 and 4 shards).
+TEST(TensorParallel, VocabularyShardsSplitAgainOverTheShards) {
+  for (auto [padded, devices] : {std::pair<int64_t, int>{64, 2}, {66, 3}})
+    for (int tp : {1, 2, 3, 4}) {
+      std::vector<int> seen(61, 0);
+      int64_t rows = padded / devices;
+      for (int d = 0; d < devices; ++d)
+        for (int t = 0; t < tp; ++t) {
+          ParameterSpec spec =
+              getTableShard("lm_head.weight", 61, padded, 8, d, devices, {t, tp});
+          EXPECT_EQ(spec.shape[0], (rows + tp - 1) / tp);
+          EXPECT_GE(spec.firstRow, d * rows);
+          EXPECT_LE(spec.firstRow + spec.getValidRows(), (d + 1) * rows);
+          for (int64_t r = 0; r < spec.getValidRows(); ++r)
+            ++seen.at(spec.firstRow + r);
+        }
+      for (size_t r = 0; r < seen.size(); ++r)
+        ASSERT_EQ(seen[r], 1) << "row " << r << ", " << devices
+                              << " devices, tp " << tp;
+    }
+}
+
 TEST(TensorParallel, FewerKeyValueHeadsThanShardsAreReplicated) {
   // 2 key/value heads over 4 shards: each held by the two shards whose
   // query heads read it; query columns once.

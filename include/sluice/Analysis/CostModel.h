@@ -153,11 +153,18 @@ struct VocabProfile {
   int64_t dtypeBytes = 2;
   /// Learned positions, held by the input shard's root.
   int64_t positions = 0;
+  /// Tensor-parallel shards per device: a device's rows split again over
+  /// them (Vocabulary Parallelism over pp x tp; runtime getTableShard).
+  int64_t tensorParallel = 1;
   std::string inputName, outputName;
 
   /// The shards of `model` (none for the baseline).
-  static VocabProfile get(ModelOp model);
-  int64_t getShardRows() const { return paddedVocab / devices; }
+  static VocabProfile get(ModelOp model, int64_t tensorParallel = 1);
+  /// The rows one tensor-parallel shard of a device holds (padding too).
+  int64_t getShardRows() const {
+    int64_t rows = paddedVocab / devices;
+    return (rows + tensorParallel - 1) / tensorParallel;
+  }
   /// FLOPs one device spends on pass `kind` of its shard for `tokens`
   /// tokens of the microbatch (papers/vocabulary-parallelism.txt §4): S the
   /// logits (and, in Algorithm 2, softmax' W), S2 the sum of exponentials,
@@ -170,8 +177,13 @@ struct VocabProfile {
   /// Bytes a device keeps from S to T: its fp32 logits and the
   /// broadcast X.
   double getKeptBytes(int64_t tokens) const;
-  /// Bytes collective `id` moves per device.
+  /// Bytes collective `id` moves per device over the pipeline.
   double getCollectiveBytes(const sched::CollectiveId &id,
+                            int64_t tokens) const;
+  /// Bytes it then all-reduces over a device's tensor-parallel shards:
+  /// what the pipeline reduced (the statistics; the gradients, on the
+  /// root), none for a broadcast.
+  double getShardGroupBytes(const sched::CollectiveId &id,
                             int64_t tokens) const;
 };
 
