@@ -305,10 +305,11 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     slices. `schedule` names the schedule that produced it.
 
     The program runs on a device mesh (docs/parallelism.md): `devices`
-    pipeline devices, each replicated `dp` times for data parallelism
-    (`tp`, tensor parallelism, is 1 until Sluice shards layers). Replica
-    r of pipeline device d is rank d * tp * dp + r * tp (tensor-parallel
-    ranks innermost, as Megatron-LM orders them). Every replica runs the
+    pipeline devices, each split into `tp` tensor-parallel shards
+    (`sluice-shard-tensors`) and replicated `dp` times for data
+    parallelism. Shard t of replica r of pipeline device d is rank
+    d * tp * dp + r * tp + t (tensor-parallel ranks innermost, as
+    Megatron-LM orders them). Every replica runs the
     same program on its own microbatches; `sluice.grad_sync` instructions
     average the gradients over the replicas. Both are printed only when
     not 1.

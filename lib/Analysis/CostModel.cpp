@@ -761,6 +761,17 @@ int64_t PipelineCosts::getOptimizerBytes(int device) const {
          kOptimizerBytesPerParameter;
 }
 
+double PipelineCosts::getOptimizerTime(int device) const {
+  const HardwareProfile *hw = costs.getHardware();
+  if (!hw || costs.getKind() != CostModel::Kind::Analytic || profiles.empty())
+    return 0;
+  int64_t params = getParameterBytes(device) / kTrainingBytesPerParameter;
+  int64_t dtype = profiles.front().dtypeBytes;
+  // Read w, g, m, v and write w, m, v in fp32; and the working copy.
+  double bytes = double(params) * double(7 * 4 + (dtype < 4 ? dtype : 0));
+  return bytes / hw->memoryBandwidth;
+}
+
 double PipelineCosts::getStepFlops() const {
   // F + B + W = three forwards (LayerCost.h), for every microbatch; the
   // output layer's logits, input gradient and weight gradient likewise.

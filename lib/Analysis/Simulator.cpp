@@ -226,6 +226,22 @@ FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
   return result;
 }
 
+void mlir::sluice::addOptimizerSteps(llvm::ArrayRef<double> times,
+                                     Simulation &sim) {
+  std::vector<double> last(sim.devices.size(), 0.0);
+  for (const TimelineEvent &e : sim.events)
+    if (e.device >= 0 && size_t(e.device) < last.size())
+      last[e.device] = std::max(last[e.device], e.end);
+  for (size_t d = 0; d < sim.devices.size() && d < times.size(); ++d) {
+    if (times[d] <= 0)
+      continue;
+    sim.devices[d].optimizerTime = times[d];
+    sim.devices[d].busy += times[d];
+    sim.stepTime = std::max(sim.stepTime, last[d] + times[d]);
+  }
+  finishStatistics(sim);
+}
+
 LogicalResult mlir::sluice::addGradientSyncs(const Pipeline &pipeline,
                                              llvm::ArrayRef<GradientSync> syncs,
                                              Simulation &sim,

@@ -30,6 +30,7 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
         {"tensor_parallel_time", tensorParallel[d]},
         {"gradient_sync_time", stats.gradientSync},
         {"gradient_sync_exposed", stats.exposedGradientSync},
+        {"optimizer_time", stats.optimizerTime},
         {"optimizer_bytes", in.costs.getOptimizerBytes(d)},
         {"peak_activation_microbatches", stats.peakActivationUnits},
         {"peak_activation_microbatches_until_w",

@@ -86,6 +86,10 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
   }
   if (failed(addGradientSyncs(pipeline, syncs, *sim, error)))
     return program.emitOpError("cannot be simulated: ") << error;
+  SmallVector<double> optimizer;
+  for (int d = 0; d < pipeline.devices; ++d)
+    optimizer.push_back(table.getOptimizerTime(d));
+  addOptimizerSteps(optimizer, *sim);
 
   Builder builder(program.getContext());
   SmallVector<double> peaks, peaksUntilW;

@@ -197,6 +197,28 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
   }
 }
 
+// Adam reads the fp32 weights, gradients and moments and writes the
+// weights and moments (28 bytes a parameter) and, in this bf16 model, the
+// working copy (2 more), at the memory bandwidth; a shard updates only
+// its parameters. Unit costs have no optimizer time.
+TEST_F(MeshCostTest, OptimizerStepIsMemoryBound) {
+  ModelOp model = partition(2);
+  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  CostModel costs = h100();
+  const HardwareProfile &hw = *costs.getHardware();
+  for (int64_t tp : {1, 4}) {
+    PipelineCosts table(model, pipeline, costs, MeshShape{tp, 1});
+    for (int d = 0; d < 2; ++d)
+      EXPECT_DOUBLE_EQ(table.getOptimizerTime(d),
+                       double(table.getParameterBytes(d) /
+                              kTrainingBytesPerParameter) *
+                           30.0 / hw.memoryBandwidth);
+  }
+  std::string error;
+  PipelineCosts unit(model, pipeline, *CostModel::parse("unit", error));
+  EXPECT_EQ(unit.getOptimizerTime(0), 0.0);
+}
+
 // A stage's gradient all-reduce moves its shard's parameters in the
 // model's type over the replicas.
 TEST_F(MeshCostTest, GradientSyncMovesTheShardsGradients) {
@@ -251,6 +273,14 @@ TEST(Simulator, GradientSyncsOverlapTheRemainingPasses) {
   EXPECT_DOUBLE_EQ(sim.devices[1].exposedGradientSync, 1.0);
   EXPECT_DOUBLE_EQ(sim.devices[1].idle, 8.0 - 3.0);
   EXPECT_DOUBLE_EQ(sim.bubbleRatio, 1.0 - 6.0 / 16.0);
+  // The optimizer steps: device 0's (0.5) after its last all-reduce ends
+  // at 8, device 1's (2) after its own at 7 -- the step ends at 9, and the
+  // updates count as busy time.
+  addOptimizerSteps({0.5, 2.0}, sim);
+  EXPECT_DOUBLE_EQ(sim.stepTime, 9.0);
+  EXPECT_DOUBLE_EQ(sim.devices[1].optimizerTime, 2.0);
+  EXPECT_DOUBLE_EQ(sim.devices[1].idle, 9.0 - 5.0);
+  EXPECT_DOUBLE_EQ(sim.bubbleRatio, 1.0 - 8.5 / 18.0);
   // After a pass that never ran: an error, not a guess.
   sched::Work missing{PassKind::F, 0, 0, 0};
   Simulation empty;

@@ -306,6 +306,12 @@ public:
   int64_t getParameterBytes(int device) const;
   /// Of those, the optimizer's (master weights and Adam moments).
   int64_t getOptimizerBytes(int device) const;
+  /// Time of the optimizer step on `device` (analytic costs only, else 0):
+  /// Adam is memory-bound, reading the fp32 weights, gradients and both
+  /// moments and writing the weights and the moments (28 bytes per
+  /// parameter) and, in a 16-bit model, the weights' working copy, at the
+  /// hardware's memory bandwidth.
+  double getOptimizerTime(int device) const;
   /// FLOPs of one training step of one replica (forward, input and weight
   /// gradients of the whole model: what MFU counts, without the work
   /// tensor-parallel shards repeat).

@@ -77,6 +77,9 @@ struct DeviceStatistics {
   /// and transfer (what they add to the step).
   double gradientSync = 0;
   double exposedGradientSync = 0;
+  /// The optimizer step after the device's last pass and gradient
+  /// all-reduce (counted busy).
+  double optimizerTime = 0;
   /// Activations held from F to B (BW), in microbatch units.
   double peakActivationUnits = 0;
   /// The same from F to W: a zero-bubble schedule frees part of a
@@ -111,6 +114,11 @@ struct GradientSync {
 LogicalResult addGradientSyncs(const sched::Pipeline &pipeline,
                                llvm::ArrayRef<GradientSync> syncs,
                                Simulation &simulation, std::string &error);
+
+/// Adds each device's optimizer step, `times[d]` long, after everything
+/// the device ran (its passes, transfers and gradient all-reduces): the
+/// step ends when the last device's update does.
+void addOptimizerSteps(llvm::ArrayRef<double> times, Simulation &simulation);
 
 /// Simulates a verified program. Fails, saying where, only if the program
 /// cannot run to the end (which verification rules out).
