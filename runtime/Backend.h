@@ -518,6 +518,23 @@ public:
   virtual std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
                                                   int root, int channel,
                                                   Stream &stream) = 0;
+  /// Reduce-scatter (sum): `data` holds sum(counts) elements on every
+  /// rank; rank r's `out` (counts[r] elements, not overlapping `data`)
+  /// receives the sum over the ranks of elements [counts[0] + ... +
+  /// counts[r - 1], + counts[r]). All-gather, in place: rank r's such
+  /// part of `data` reaches every rank's `data`. Both for ZeRO-1; a
+  /// transport without them returns null (the caller names the failure).
+  virtual std::unique_ptr<Request>
+  reduceScatterAsync(DevicePtr data, DevicePtr out,
+                     const std::vector<int64_t> &counts, int channel,
+                     Stream &stream) {
+    return nullptr;
+  }
+  virtual std::unique_ptr<Request>
+  allGatherAsync(DevicePtr data, const std::vector<int64_t> &counts,
+                 int channel, Stream &stream) {
+    return nullptr;
+  }
   /// Sums `data` over the ranks of `group` (every member calls it) and
   /// returns when `data` holds the sum for work enqueued on `stream`.
   virtual Status allReduceSum(DevicePtr data, int64_t count, const int *group,

@@ -226,7 +226,82 @@ Status Executor::prepare() {
         merged.push_back({offset, count});
     syncRuns[instruction] = std::move(merged);
   }
+  if (plan.zero == 1) {
+    // ZeRO-1 (Megatron-LM's distributed optimizer): replica r owns part r
+    // of every run the grad_syncs reduce -- its summed gradients, its
+    // moments, its update -- and the step ends by all-gathering the
+    // weights. Not yet with gradients that need another group's sum
+    // first.
+    if (!replicatedKv.empty())
+      return Status::error(
+          "ZeRO-1 does not yet combine with key/value heads replicated over "
+          "tensor-parallel shards (fewer key/value heads than tp = " +
+          std::to_string(plan.tp) + "): use zero 0 or a tp that divides them");
+    if (!tiedGroup.empty())
+      return Status::error(
+          "ZeRO-1 does not yet combine with a tied embedding table whose two "
+          "ends sit on different pipeline devices (" +
+          std::to_string(tiedGroup[0]) + " and " +
+          std::to_string(tiedGroup[1]) + "): use zero 0 or untie the table");
+    int dp = plan.dp, me = replicas->rank();
+    int64_t packed = 0;
+    for (auto &[instruction, list] : syncRuns)
+      for (auto [offset, count] : list) {
+        ZeroRun run;
+        run.offset = offset;
+        int64_t part = (count + dp - 1) / dp;
+        for (int r = 0; r < dp; ++r)
+          run.counts.push_back(
+              std::max<int64_t>(0, std::min(part, count - r * part)));
+        int64_t mine = std::min(count, me * part);
+        run.packedAt = packed;
+        ownedRanges.push_back({offset + mine, run.counts[me]});
+        packed += run.counts[me];
+        zeroRuns[instruction].push_back(std::move(run));
+      }
+    // The moments stay whole until shardOptimizerState (after a
+    // checkpoint is loaded into them).
+    if (Status st =
+            device.allocate(kMasterType, std::max<int64_t>(1, packed),
+                            packedGrads);
+        !st)
+      return st;
+  }
   return device.synchronize();
+}
+
+Status Executor::shardOptimizerState() {
+  if (plan.zero != 1 || !parameters.getMomentRanges().empty())
+    return Status::ok();
+  return parameters.shardMoments(ownedRanges);
+}
+
+Status Executor::gatherParts(DevicePtr buffer) {
+  std::vector<std::unique_ptr<Request>> gathers;
+  for (auto &[instruction, list] : zeroRuns)
+    for (const ZeroRun &run : list) {
+      std::unique_ptr<Request> gather =
+          replicas->allGatherAsync(buffer + run.offset, run.counts, 0, compute);
+      if (!gather)
+        return Status::error("the data-parallel transport cannot all-gather "
+                             "(ZeRO-1 needs it)");
+      gathers.push_back(std::move(gather));
+    }
+  for (std::unique_ptr<Request> &gather : gathers)
+    if (Status st = await(*gather, compute); !st)
+      return st;
+  return Status::ok();
+}
+
+Status Executor::gatherOptimizerState() {
+  if (plan.zero != 1 || parameters.getMomentRanges().empty())
+    return Status::ok();
+  if (Status st = parameters.shardMoments({}); !st)
+    return st;
+  for (int which : {1, 2})
+    if (Status st = gatherParts(parameters.getMoment(which)); !st)
+      return st;
+  return Status::ok();
 }
 
 size_t Executor::profileIndex(int stage, Shard shard, Pass pass) const {
@@ -416,6 +491,19 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
       ready->record(compute);
       pipeline.wait(*ready);
       DevicePtr grads = parameters.getGrads();
+      if (plan.zero == 1) {
+        // ZeRO-1: each replica receives the sum of its part only.
+        for (const ZeroRun &run : zeroRuns[i]) {
+          gradSyncs.push_back(replicas->reduceScatterAsync(
+              grads + run.offset, packedGrads.get() + run.packedAt,
+              run.counts, 0, pipeline));
+          if (!gradSyncs.back())
+            return Status::error("the data-parallel transport cannot "
+                                 "reduce-scatter (ZeRO-1 needs it)");
+          active.push_back(gradSyncs.back().get());
+        }
+        continue;
+      }
       for (auto [offset, count] : syncRuns[i]) {
         gradSyncs.push_back(replicas->allReduceAsync(
             grads + offset, count, Reduction::Sum, 0, pipeline));
@@ -651,6 +739,21 @@ Status Executor::finalizeGradients() {
     if (Status st = await(*request, compute); !st)
       return st;
   gradSyncs.clear();
+  if (plan.zero == 1 && options.wholeGradients) {
+    // Every replica's summed part back in its place, then to everyone.
+    DevicePtr grads = parameters.getGrads();
+    for (auto &[instruction, list] : zeroRuns)
+      for (const ZeroRun &run : list) {
+        int me = replicas->rank();
+        int64_t at = 0;
+        for (int r = 0; r < me; ++r)
+          at += run.counts[r];
+        kernels.copy(grads + run.offset + at, packedGrads.get() + run.packedAt,
+                     run.counts[me]);
+      }
+    if (Status st = gatherParts(grads); !st)
+      return st;
+  }
   // Replicated key/value heads: each shard of the group has the part of
   // their gradient its query heads gave; the sum is theirs.
   int64_t h = plan.model.hidden;
@@ -686,9 +789,24 @@ Status Executor::finalizeGradients() {
                            int(tiedGroup.size()), compute);
 }
 
-void Executor::applyOptimizer(int64_t step) {
-  parameters.adamStep(options.adam, step);
+Status Executor::applyOptimizer(int64_t step) {
+  if (plan.zero != 1) {
+    parameters.adamStep(options.adam, step);
+    parameters.zeroGrads();
+    return Status::ok();
+  }
+  // ZeRO-1: this replica's part of the update, then every replica's
+  // updated weights (and their working copy) to all.
+  if (Status st = shardOptimizerState(); !st)
+    return st;
+  parameters.adamStep(options.adam, step, packedGrads.get());
+  if (Status st = gatherParts(parameters.getMasters()); !st)
+    return st;
+  if (DevicePtr working = parameters.getWorking())
+    if (Status st = gatherParts(working); !st)
+      return st;
   parameters.zeroGrads();
+  return Status::ok();
 }
 
 /// The model with its vocabulary layers whole: the reference never shards.
@@ -762,9 +880,10 @@ Status ReferenceTrainer::runStep(int64_t step, double &meanLoss) {
   return Status::ok();
 }
 
-void ReferenceTrainer::applyOptimizer(int64_t step) {
+Status ReferenceTrainer::applyOptimizer(int64_t step) {
   parameters.adamStep(options.adam, step);
   parameters.zeroGrads();
+  return Status::ok();
 }
 
 } // namespace sluice::rt

@@ -32,6 +32,10 @@ struct TrainerOptions {
   /// Fault injection: this rank fails before running this instruction of
   /// its list (-1: never).
   int64_t failAtInstruction = -1;
+  /// ZeRO-1: also all-gather the summed gradients after each step, so
+  /// that every replica holds them whole (for --dump-grads and
+  /// --check-against; training needs only each replica's part).
+  bool wholeGradients = false;
 };
 
 /// Where a rank's step time went (passes timed with device events).
@@ -75,8 +79,13 @@ public:
   /// Makes gradients final: sums those of parameters two ranks share.
   virtual Status finalizeGradients() = 0;
   /// One Adam step, then clears the gradients (enqueued on the device).
-  virtual void applyOptimizer(int64_t step) = 0;
+  virtual Status applyOptimizer(int64_t step) = 0;
   virtual ParameterStore &getParameters() = 0;
+  /// ZeRO-1 (plan.zero): keep only this replica's part of the optimizer
+  /// state (after a checkpoint is loaded), or gather it whole on every
+  /// replica (before one is written). No-ops otherwise.
+  virtual Status shardOptimizerState() { return Status::ok(); }
+  virtual Status gatherOptimizerState() { return Status::ok(); }
 };
 
 /// Every parameter `device` holds: its stages' layers (tensor-parallel
@@ -106,8 +115,10 @@ public:
   Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
   Status finalizeGradients() override;
-  void applyOptimizer(int64_t step) override;
+  Status applyOptimizer(int64_t step) override;
   ParameterStore &getParameters() override { return parameters; }
+  Status shardOptimizerState() override;
+  Status gatherOptimizerState() override;
 
   const StepTimes &getTimes() const { return times; }
   /// The last step's passes and collectives (Chrome trace: sluice-run
@@ -200,6 +211,22 @@ private:
   std::map<size_t, std::vector<std::pair<int64_t, int64_t>>> syncRuns;
   /// The step's gradient averages in flight, until finalizeGradients.
   std::vector<std::unique_ptr<Request>> gradSyncs;
+  /// ZeRO-1: each sync run split over the replicas (ceil(count / dp)
+  /// elements each, the last ones fewer): per replica its element count,
+  /// and where this replica's summed part sits in `packedGrads`.
+  struct ZeroRun {
+    int64_t offset = 0;
+    std::vector<int64_t> counts;
+    int64_t packedAt = 0;
+  };
+  std::map<size_t, std::vector<ZeroRun>> zeroRuns;
+  /// This replica's parts of the flat buffers, in packed order, and its
+  /// summed gradients there.
+  std::vector<IndexRange> ownedRanges;
+  DeviceBuffer packedGrads;
+  /// All-gathers the parts of every run of `buffer` (each replica's own
+  /// part to all) and waits for them on the compute stream.
+  Status gatherParts(DevicePtr buffer);
   /// This device's tensor-parallel shards (null: layers whole), and which
   /// shard this rank is.
   Communicator *tensorGroup = nullptr;
@@ -241,7 +268,7 @@ public:
   Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
   Status finalizeGradients() override { return Status::ok(); }
-  void applyOptimizer(int64_t step) override;
+  Status applyOptimizer(int64_t step) override;
   ParameterStore &getParameters() override { return parameters; }
 
 private:

@@ -284,6 +284,70 @@ void ParameterStore::adamStep(const AdamConfig &config, int64_t step) {
                   working.empty() ? DevicePtr() : working.get());
 }
 
+Status ParameterStore::shardMoments(const std::vector<IndexRange> &owned) {
+  Kernels &k = device->getKernels(StreamKind::Compute);
+  int64_t packed = 0;
+  for (const IndexRange &r : owned)
+    packed += r.count;
+  DeviceBuffer m, v;
+  for (DeviceBuffer *b : {&m, &v})
+    if (Status st = device->allocate(kMasterType,
+                                     owned.empty() ? total : packed, *b);
+        !st)
+      return st;
+  if (owned.empty()) {
+    // Back to whole: the owned parts in their places, zeros elsewhere.
+    k.fill(m.get(), 0.0, total);
+    k.fill(v.get(), 0.0, total);
+    int64_t at = 0;
+    for (const IndexRange &r : ranges) {
+      k.copy(m.get() + r.first, moment1.get() + at, r.count);
+      k.copy(v.get() + r.first, moment2.get() + at, r.count);
+      at += r.count;
+    }
+  } else {
+    int64_t at = 0;
+    for (const IndexRange &r : owned) {
+      // From the whole moments, or from the ranges held now (a re-shard
+      // keeps the same ranges).
+      int64_t from = r.first;
+      if (!ranges.empty()) {
+        from = -1;
+        int64_t held = 0;
+        for (const IndexRange &h : ranges) {
+          if (h.first <= r.first && r.first + r.count <= h.first + h.count)
+            from = held + (r.first - h.first);
+          held += h.count;
+        }
+        if (from < 0)
+          return Status::error("the optimizer state does not hold the "
+                               "ranges it is asked to keep");
+      }
+      k.copy(m.get() + at, moment1.get() + from, r.count);
+      k.copy(v.get() + at, moment2.get() + from, r.count);
+      at += r.count;
+    }
+  }
+  moment1 = std::move(m);
+  moment2 = std::move(v);
+  ranges = owned;
+  return Status::ok();
+}
+
+void ParameterStore::adamStep(const AdamConfig &config, int64_t step,
+                              DevicePtr packedGrads) {
+  if (ranges.empty())
+    return adamStep(config, step);
+  Kernels &k = device->getKernels(StreamKind::Compute);
+  int64_t at = 0;
+  for (const IndexRange &r : ranges) {
+    k.adamUpdate(weights.get() + r.first, packedGrads + at,
+                 moment1.get() + at, moment2.get() + at, r.count, config, step,
+                 working.empty() ? DevicePtr() : working.get() + r.first);
+    at += r.count;
+  }
+}
+
 const DeviceBuffer &ParameterStore::buffer(Tensor which) const {
   switch (which) {
   case Tensor::Weights:
@@ -298,11 +362,24 @@ const DeviceBuffer &ParameterStore::buffer(Tensor which) const {
   return weights;
 }
 
+static bool isMoment(ParameterStore::Tensor which) {
+  return which == ParameterStore::Tensor::Moment1 ||
+         which == ParameterStore::Tensor::Moment2;
+}
+
+static const char *const kShardedMoments =
+    "the optimizer state is sharded over the data-parallel replicas "
+    "(ZeRO-1): gather it before reading or writing it whole";
+
 Status ParameterStore::read(Tensor which, std::vector<float> &out) const {
+  if (isMoment(which) && !ranges.empty())
+    return Status::error(kShardedMoments);
   return downloadAll(*device, buffer(which), out);
 }
 
 Status ParameterStore::write(Tensor which, const std::vector<float> &in) {
+  if (isMoment(which) && !ranges.empty())
+    return Status::error(kShardedMoments);
   const DeviceBuffer &target = buffer(which);
   if (int64_t(in.size()) != target.size())
     return Status::error("parameter buffer of " +

@@ -141,6 +141,23 @@ public:
   void zeroGrads();
   void adamStep(const AdamConfig &config, int64_t step);
 
+  /// ZeRO-1 (Megatron-LM's distributed optimizer): keeps Adam's moments
+  /// only for the flat ranges `owned` (disjoint), packed in that
+  /// order, and carries their values over. Empty `owned`: the whole
+  /// moments again, the owned parts in their places and the rest zero,
+  /// for the caller to gather from the other replicas.
+  Status shardMoments(const std::vector<IndexRange> &owned);
+  const std::vector<IndexRange> &getMomentRanges() const { return ranges; }
+  /// With sharded moments: Adam over the owned ranges only, their summed
+  /// gradients packed in `packedGrads` in the same order.
+  void adamStep(const AdamConfig &config, int64_t step, DevicePtr packedGrads);
+  /// The flat master weights' working copy (mixed precision; else null),
+  /// and the moments' buffers (packed when sharded).
+  DevicePtr getWorking() const { return working.get(); }
+  DevicePtr getMoment(int which) const {
+    return which == 1 ? moment1.get() : moment2.get();
+  }
+
   /// Host copies of the flat buffers, for checkpoints and checks.
   enum class Tensor { Weights, Grads, Moment1, Moment2 };
   Status read(Tensor which, std::vector<float> &out) const;
@@ -159,6 +176,8 @@ private:
   std::map<std::string, size_t> index;
   int64_t total = 0;
   DeviceBuffer weights, grads, moment1, moment2, working;
+  /// The flat ranges the moments hold (empty: all of them).
+  std::vector<IndexRange> ranges;
 };
 
 } // namespace sluice::rt

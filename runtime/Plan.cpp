@@ -693,6 +693,15 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
       int64_t pp = integer(mesh, "pp", "mesh", 1);
       plan.tp = int(integer(mesh, "tp", "mesh", 1));
       plan.dp = int(integer(mesh, "dp", "mesh", 1));
+      if (mesh.contains("zero")) {
+        plan.zero = int(integer(mesh, "zero", "mesh", 0));
+        if (plan.zero > 1)
+          fail("mesh: 'zero' = " + std::to_string(plan.zero) +
+               " is not a ZeRO stage Sluice runs (0 or 1)");
+        if (plan.zero == 1 && plan.dp < 2)
+          fail("mesh: 'zero' = 1 shards the optimizer state over the "
+               "data-parallel replicas, but dp = 1");
+      }
       if (pp != plan.devices)
         fail("the mesh's pp = " + std::to_string(pp) + " is not the plan's " +
              std::to_string(plan.devices) + " devices");

@@ -519,6 +519,14 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("'tp' must be positive, got ") << getTp();
   if (getDp() < 1)
     return emitOpError("'dp' must be positive, got ") << getDp();
+  if (getZero() != 0 && getZero() != 1)
+    return emitOpError("'zero' must be a ZeRO stage Sluice runs (0 or 1), "
+                       "got ")
+           << getZero();
+  if (getZero() == 1 && getDp() < 2)
+    return emitOpError("'zero' = 1 shards the optimizer state over the "
+                       "data-parallel replicas, but 'dp' is ")
+           << getDp();
   SmallVector<DeviceOp> seen(getDevices());
   for (Operation &op : getBody().front()) {
     auto device = dyn_cast<DeviceOp>(op);

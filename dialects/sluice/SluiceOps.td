@@ -312,7 +312,10 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     Megatron-LM orders them). Every replica runs the
     same program on its own microbatches; `sluice.grad_sync` instructions
     average the gradients over the replicas. Both are printed only when
-    not 1.
+    not 1. `zero 1` (ZeRO stage 1, Megatron-LM's distributed optimizer)
+    shards the optimizer state over the replicas: each `sluice.grad_sync`
+    reduce-scatters its gradients, each replica updates its part of the
+    weights and the step ends by all-gathering them.
 
     ```mlir
     sluice.program @plan for @gpt {devices = 2, microbatches = 1, slices = 1,
@@ -345,12 +348,13 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                        Sluice_SizeAttr:$devices, Sluice_SizeAttr:$microbatches,
                        Sluice_SizeAttr:$slices, StrAttr:$schedule,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$tp,
-                       DefaultValuedAttr<Sluice_SizeAttr, "1">:$dp);
+                       DefaultValuedAttr<Sluice_SizeAttr, "1">:$dp,
+                       DefaultValuedAttr<I64Attr, "0">:$zero);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `for` $model ` ` `{` `devices` `=` $devices `,`
     `microbatches` `=` $microbatches `,` `slices` `=` $slices `,`
-    `schedule` `=` $schedule `}` (`tp` $tp^)? (`dp` $dp^)?
+    `schedule` `=` $schedule `}` (`tp` $tp^)? (`dp` $dp^)? (`zero` $zero^)?
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;

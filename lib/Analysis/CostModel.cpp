@@ -682,9 +682,12 @@ double PipelineCosts::getGradientSyncTime(llvm::StringRef name) const {
   auto it = stageParams.find(name);
   if (mesh.dp < 2 || it == stageParams.end() || profiles.empty())
     return 0;
-  // The gradients in the model's type, averaged over the replicas.
+  // The gradients in the model's type, averaged over the replicas: a ring
+  // all-reduce, or under ZeRO-1 its reduce-scatter half (each replica
+  // gets the sum of its part).
   double bytes = double(it->second * profiles.front().dtypeBytes);
-  return costs.getCollectiveTime(bytes, /*allReduce=*/true, mesh.dp, dataLink);
+  return costs.getCollectiveTime(bytes, /*allReduce=*/mesh.zero == 0, mesh.dp,
+                                 dataLink);
 }
 
 std::vector<LinkUse> PipelineCosts::getLinks() const {
@@ -744,6 +747,16 @@ double PipelineCosts::getKeyValueStateBytes(int stage) const {
 }
 
 int64_t PipelineCosts::getParameterBytes(int device) const {
+  int64_t params = getDeviceParameters(device);
+  if (mesh.zero == 1 && mesh.dp > 1)
+    // The 16-bit weights and gradients whole, the fp32 master weights and
+    // both moments one replica's part (ceil).
+    return params * (kTrainingBytesPerParameter - kOptimizerBytesPerParameter) +
+           (params + mesh.dp - 1) / mesh.dp * kOptimizerBytesPerParameter;
+  return params * kTrainingBytesPerParameter;
+}
+
+int64_t PipelineCosts::getDeviceParameters(int device) const {
   int64_t params = 0;
   for (size_t s = 0; s < profiles.size(); ++s)
     if (pipeline.getDevice(s) == device)
@@ -753,11 +766,17 @@ int64_t PipelineCosts::getParameterBytes(int device) const {
   params += vocab.getShardParams();
   if (vocab.input && device == pipeline.getInputRoot())
     params += vocab.positions * vocab.hidden;
-  return params * kTrainingBytesPerParameter;
+  return params;
+}
+
+/// The parameters whose optimizer state a replica of `device` holds.
+static int64_t getOptimizerShare(int64_t params, const MeshShape &mesh) {
+  return mesh.zero == 1 && mesh.dp > 1 ? (params + mesh.dp - 1) / mesh.dp
+                                       : params;
 }
 
 int64_t PipelineCosts::getOptimizerBytes(int device) const {
-  return getParameterBytes(device) / kTrainingBytesPerParameter *
+  return getOptimizerShare(getDeviceParameters(device), mesh) *
          kOptimizerBytesPerParameter;
 }
 
@@ -765,11 +784,18 @@ double PipelineCosts::getOptimizerTime(int device) const {
   const HardwareProfile *hw = costs.getHardware();
   if (!hw || costs.getKind() != CostModel::Kind::Analytic || profiles.empty())
     return 0;
-  int64_t params = getParameterBytes(device) / kTrainingBytesPerParameter;
+  int64_t params = getDeviceParameters(device);
   int64_t dtype = profiles.front().dtypeBytes;
-  // Read w, g, m, v and write w, m, v in fp32; and the working copy.
-  double bytes = double(params) * double(7 * 4 + (dtype < 4 ? dtype : 0));
-  return bytes / hw->memoryBandwidth;
+  // Read w, g, m, v and write w, m, v in fp32; and the working copy. Under
+  // ZeRO-1 a replica updates its part, then the replicas all-gather the
+  // 16-bit weights (the ring all-reduce's other half).
+  double bytes = double(getOptimizerShare(params, mesh)) *
+                 double(7 * 4 + (dtype < 4 ? dtype : 0));
+  double time = bytes / hw->memoryBandwidth;
+  if (mesh.zero == 1 && mesh.dp > 1)
+    time += costs.getCollectiveTime(double(params * dtype),
+                                    /*allReduce=*/false, mesh.dp, dataLink);
+  return time;
 }
 
 double PipelineCosts::getStepFlops() const {

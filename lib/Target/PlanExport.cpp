@@ -197,6 +197,8 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
       json.attribute("pp", program.getDevices());
       json.attribute("tp", program.getTp());
       json.attribute("dp", program.getDp());
+      if (program.getZero() != 0)
+        json.attribute("zero", program.getZero());
     });
     json.attribute("microbatches", mbs);
     json.attributeArray("slices", [&] {

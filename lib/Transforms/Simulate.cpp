@@ -35,7 +35,7 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
     return failure();
 
   PipelineCosts table(model, pipeline, *costs,
-                      MeshShape{program.getTp(), program.getDp()});
+                      MeshShape{program.getTp(), program.getDp(), program.getZero()});
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(pipeline));
   if (!gap.empty())

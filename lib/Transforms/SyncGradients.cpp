@@ -24,7 +24,14 @@ using namespace mlir;
 using namespace mlir::sluice;
 
 LogicalResult mlir::sluice::syncGradients(ProgramOp program,
-                                          int64_t dataParallel) {
+                                          int64_t dataParallel, int64_t zero) {
+  if (zero != 0 && zero != 1)
+    return program.emitOpError("cannot use ZeRO stage ")
+           << zero << ": Sluice runs 0 (none) or 1 (sharded optimizer state)";
+  if (zero == 1 && dataParallel < 2)
+    return program.emitOpError("cannot shard the optimizer state (zero = 1) "
+                               "over ")
+           << dataParallel << " data-parallel replica: it needs at least 2";
   if (dataParallel < 1)
     return program.emitOpError("cannot have ")
            << dataParallel
@@ -34,6 +41,7 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
            << program.getDp() << " data-parallel replicas";
   OpBuilder builder(program.getContext());
   program.setDp(dataParallel);
+  program.setZero(zero);
   if (dataParallel == 1)
     return success();
   for (DeviceOp device : program.getBody().getOps<DeviceOp>()) {
@@ -60,7 +68,7 @@ struct SyncGradientsPass
   using SyncGradientsBase::SyncGradientsBase;
   void runOnOperation() override {
     for (ProgramOp program : getOperation().getOps<ProgramOp>())
-      if (failed(syncGradients(program, dataParallel)))
+      if (failed(syncGradients(program, dataParallel, zero)))
         return signalPassFailure();
   }
 };

@@ -48,6 +48,9 @@ public:
   }
   MPI_Request request = MPI_REQUEST_NULL;
   bool done = false;
+  /// The count and displacement arrays of a v-collective, which must
+  /// outlive it.
+  std::vector<int> counts, displacements;
 };
 
 MPI_Datatype mpiType(DType type) {
@@ -184,6 +187,38 @@ std::unique_ptr<Request> MpiCommunicator::reduceSumAsync(DevicePtr data,
   else
     MPI_Ireduce(data.get(), nullptr, int(count), type, op, root,
                 channelComm(channels, channel), &request->request);
+  return request;
+}
+
+std::unique_ptr<Request>
+MpiCommunicator::reduceScatterAsync(DevicePtr data, DevicePtr out,
+                                    const std::vector<int64_t> &counts,
+                                    int channel, Stream &) {
+  auto request = std::make_unique<MpiRequest>();
+  request->counts.assign(counts.begin(), counts.end());
+  MPI_Ireduce_scatter(data.get(), out.get(), request->counts.data(),
+                      mpiType(data.getType()),
+                      reductionOp(Reduction::Sum, data.getType(), bf16Sum,
+                                  bf16Max),
+                      channelComm(channels, channel), &request->request);
+  return request;
+}
+
+std::unique_ptr<Request>
+MpiCommunicator::allGatherAsync(DevicePtr data,
+                                const std::vector<int64_t> &counts,
+                                int channel, Stream &) {
+  auto request = std::make_unique<MpiRequest>();
+  int at = 0;
+  for (int64_t count : counts) {
+    request->counts.push_back(int(count));
+    request->displacements.push_back(at);
+    at += int(count);
+  }
+  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.get(),
+                  request->counts.data(), request->displacements.data(),
+                  mpiType(data.getType()), channelComm(channels, channel),
+                  &request->request);
   return request;
 }
 

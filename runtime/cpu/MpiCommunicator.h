@@ -47,6 +47,14 @@ public:
                                           Stream &stream) override;
   Status allReduceSum(DevicePtr data, int64_t count, const int *group,
                       int groupSize, Stream &stream) override;
+  std::unique_ptr<Request>
+  reduceScatterAsync(DevicePtr data, DevicePtr out,
+                     const std::vector<int64_t> &counts, int channel,
+                     Stream &stream) override;
+  std::unique_ptr<Request> allGatherAsync(DevicePtr data,
+                                          const std::vector<int64_t> &counts,
+                                          int channel,
+                                          Stream &stream) override;
   Status allReduceSum(double *data, int64_t n) override;
   Status allReduceMax(double *data, int64_t n) override;
   Status gatherToRoot(const std::string &mine,

@@ -205,6 +205,24 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 
 // -----
 
+// program-unknown-zero-stage
+// expected-error@+1 {{'sluice.program' op 'zero' must be a ZeRO stage Sluice runs (0 or 1), got 2}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} dp 2 zero 2 {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// program-zero-without-replicas
+// expected-error@+1 {{'sluice.program' op 'zero' = 1 shards the optimizer state over the data-parallel replicas, but 'dp' is 1}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} zero 1 {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
 // grad-sync-without-replicas
 sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
   sluice.device 0 {

@@ -31,7 +31,7 @@
 // CHECK-NEXT:  }
 // GENERIC: "sluice.stage"() <{activation_bytes = 512 : i64, chunk = 0 : i64, device = 0 : i64, flops = array<i64: 10, 20, 10>, passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>], sym_name = "s0"}>
 // GENERIC: "sluice.yield"
-// GENERIC: "sluice.program"() <{devices = 2 : i64, dp = 1 : i64, microbatches = 1 : i64, model = @m, schedule = "hand-written", slices = 1 : i64, sym_name = "plan", tp = 1 : i64}>
+// GENERIC: "sluice.program"() <{devices = 2 : i64, dp = 1 : i64, microbatches = 1 : i64, model = @m, schedule = "hand-written", slices = 1 : i64, sym_name = "plan", tp = 1 : i64, zero = 0 : i64}>
 // GENERIC: "sluice.device"() <{index = 0 : i64}>
 // GENERIC: "sluice.exec"() <{kind = #sluice.pass<F>, mb = 0 : i64, slice = 0 : i64, stage = @s0}>
 // GENERIC: "sluice.send"() <{kind = #sluice.pass<F>, mb = 0 : i64, slice = 0 : i64, stage = @s0, stream = #sluice<stream comm>, to = 1 : i64}>
@@ -66,14 +66,15 @@ sluice.program @plan for @m {devices = 2, microbatches = 1, slices = 1, schedule
   }
 }
 
-// A data-parallel program: the mesh prints after the attributes, and each
-// stage's gradients are averaged over the replicas once final.
-// CHECK-LABEL: sluice.program @replicated for @m {devices = 2, microbatches = 1, slices = 1, schedule = "hand-written"} dp 2 {
+// A data-parallel program with its optimizer state sharded (ZeRO-1): the
+// mesh prints after the attributes, and each stage's gradients are
+// averaged over the replicas once final.
+// CHECK-LABEL: sluice.program @replicated for @m {devices = 2, microbatches = 1, slices = 1, schedule = "hand-written"} dp 2 zero 1 {
 // CHECK:           sluice.exec W @s0 {mb = 0, slice = 0}
 // CHECK-NEXT:      sluice.grad_sync @s0
 // GENERIC: "sluice.program"() <{devices = 2 : i64, dp = 2 : i64, microbatches = 1 : i64, model = @m, schedule = "hand-written", slices = 1 : i64, sym_name = "replicated"
 // GENERIC: "sluice.grad_sync"() <{stage = @s0}>
-sluice.program @replicated for @m {devices = 2, microbatches = 1, slices = 1, schedule = "hand-written"} dp 2 {
+sluice.program @replicated for @m {devices = 2, microbatches = 1, slices = 1, schedule = "hand-written"} dp 2 zero 1 {
   sluice.device 0 {
     sluice.exec F @s0 {mb = 0, slice = 0}
     sluice.send F @s0 {mb = 0, slice = 0} to 1

@@ -3,6 +3,9 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1" | FileCheck %s --check-prefix=ONE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2" --sluice-sync-gradients="data-parallel=2" 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=1" | FileCheck %s --check-prefix=ZERO1
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1 zero=1" 2>&1 | FileCheck %s --check-prefix=ZEROALONE
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3" 2>&1 | FileCheck %s --check-prefix=ZEROSTAGE
 
 // Each stage's gradients are averaged right after its last pass on its
 // device: the first stage's last BW ends device 0's program, the second
@@ -36,6 +39,13 @@
 
 // TWICE: error: 'sluice.program' op already has 2 data-parallel replicas
 // ZERO: error: 'sluice.program' op cannot have 0 data-parallel replicas: the count must be positive
+
+// ZeRO-1: the same grad_syncs; the program records that they
+// reduce-scatter and that the optimizer state is sharded.
+// ZERO1-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2 zero 1
+// ZERO1: sluice.grad_sync @s1
+// ZEROALONE: error: 'sluice.program' op cannot shard the optimizer state (zero = 1) over 1 data-parallel replica: it needs at least 2
+// ZEROSTAGE: error: 'sluice.program' op cannot use ZeRO stage 3: Sluice runs 0 (none) or 1 (sharded optimizer state)
 
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>

@@ -13,10 +13,11 @@
 # replicas of each device (default 1: mpirun -np p * DP, and the reference
 # runs every replica's microbatches); $TP the tensor-parallel shards of
 # each device (default 1: mpirun -np p * TP * DP); $RECOMPUTE the
-# activation recomputation of every stage (--recompute; default none).
+# activation recomputation of every stage (--recompute; default none);
+# $ZERO the ZeRO stage (--zero; default 0).
 #
 #   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
-#     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] \
+#     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] [ZERO=...] \
 #     check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
 schedule=$1
@@ -51,12 +52,14 @@ for p in ${PIPELINES:-2 4}; do
         [ "${RECOMPUTE:-none}" = none ] || name="$name recompute=$RECOMPUTE"
         [ "$tp" = 1 ] || name="$name tp=$tp"
         [ "$dp" = 1 ] || name="$name dp=$dp"
+        [ "${ZERO:-0}" = 0 ] || name="$name zero=$ZERO"
         plan="$work/plan-p$p-m$m-v$v-k$k.json"
         ref="$work/ref-m$m-dp$dp"
         sluice-compile "$model" --pp "$p" --microbatches "$m" \
           --schedule "$schedule" --virtual "$v" --slices "$k" \
           --vocab "$vocab" --slicing "$slicing" --costs "${COSTS:-unit}" \
-          --dp "$dp" --tp "$tp" --recompute "${RECOMPUTE:-none}" -o "$plan" >/dev/null
+          --dp "$dp" --tp "$tp" --zero "${ZERO:-0}" \
+          --recompute "${RECOMPUTE:-none}" -o "$plan" >/dev/null
         # The reference depends on the model and the microbatches only
         # (every replica's).
         [ -f "$ref/losses.txt" ] ||

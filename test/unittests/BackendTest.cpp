@@ -9,6 +9,7 @@
 
 #include "CpuDevice.h"
 #include "Layout.h"
+#include "Parameters.h"
 
 #include <gtest/gtest.h>
 
@@ -194,4 +195,54 @@ TEST(Layout, Bf16HalvesActivationsAndKeepsStatisticsInFp32) {
   EXPECT_EQ(getMessageBytes(m, s, bf16), 64 * 64 * 2);
 }
 
+} // namespace
+
+namespace {
+// ZeRO-1's optimizer shard (ParameterStore::shardMoments): Adam over the
+// owned ranges with their gradients packed gives those ranges exactly what
+// the whole update gives them and leaves the rest alone; sharding keeps the
+// owned moments and gathering back puts them in place, zeros elsewhere.
+TEST(ParameterStore, ShardedMomentsUpdateTheirRangesAsTheWholeDoes) {
+  using namespace sluice::rt;
+  CpuDevice cpu;
+  auto make = [&](ParameterStore &store) {
+    store.add({"a", {7, 3}, InitKind::Normal});
+    store.add({"b", {5}, InitKind::Normal});
+    ASSERT_TRUE(store.allocate(cpu, Precision::fp32(), 3));
+    float *g = store.getGrads().f32();
+    for (int64_t i = 0; i < store.getTotalElements(); ++i)
+      g[i] = 0.01f * float(i % 7) - 0.02f;
+  };
+  ParameterStore whole, sharded;
+  make(whole);
+  make(sharded);
+  AdamConfig adam;
+  whole.adamStep(adam, 1);
+  // Two ranges of the 26 elements, packed in this order.
+  std::vector<IndexRange> owned = {{10, 6}, {2, 3}};
+  ASSERT_TRUE(sharded.shardMoments(owned));
+  std::vector<float> before(sharded.getMasters().f32(),
+                            sharded.getMasters().f32() + 26);
+  std::vector<float> packed;
+  for (const IndexRange &r : owned)
+    for (int64_t i = 0; i < r.count; ++i)
+      packed.push_back(sharded.getGrads().f32()[r.first + i]);
+  sharded.adamStep(adam, 1, packed.data());
+  std::vector<bool> mine(26, false);
+  for (const IndexRange &r : owned)
+    for (int64_t i = 0; i < r.count; ++i)
+      mine[r.first + i] = true;
+  for (int i = 0; i < 26; ++i)
+    EXPECT_EQ(sharded.getMasters().f32()[i],
+              mine[i] ? whole.getMasters().f32()[i] : before[i])
+        << i;
+  std::vector<float> m;
+  EXPECT_FALSE(sharded.read(ParameterStore::Tensor::Moment1, m));
+  ASSERT_TRUE(sharded.shardMoments({}));
+  ASSERT_TRUE(sharded.read(ParameterStore::Tensor::Moment1, m));
+  std::vector<float> full;
+  ASSERT_TRUE(whole.read(ParameterStore::Tensor::Moment1, full));
+  for (int i = 0; i < 26; ++i)
+    EXPECT_EQ(m[i], mine[i] ? full[i] : 0.0f) << i;
+}
 } // namespace

@@ -343,3 +343,33 @@ TEST_F(MeshCostTest, VocabularyShardsSplitOverPipelineAndShards) {
               ring(dx, 2, false) + ring(dx, 4, true), 1e-15);
   EXPECT_NEAR(time(whole, ShardKind::Output, 2), ring(dx, 2, false), 1e-15);
 }
+
+// ZeRO-1 (Megatron-LM's distributed optimizer): a replica keeps the
+// 16-bit weights and gradients whole and 1/dp of the fp32 masters and
+// moments (12 bytes a parameter); its gradient sync is the ring
+// all-reduce's reduce-scatter half, and its optimizer step updates its
+// part, then all-gathers the 16-bit weights (the other half).
+TEST_F(MeshCostTest, ZeroOneShardsTheOptimizerState) {
+  ModelOp model = partition(2);
+  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  CostModel costs = h100();
+  const HardwareProfile &hw = *costs.getHardware();
+  PipelineCosts plain(model, pipeline, costs, MeshShape{1, 4, 0});
+  PipelineCosts zero(model, pipeline, costs, MeshShape{1, 4, 1});
+  int64_t params = zero.getDeviceParameters(1);
+  int64_t part = (params + 3) / 4;
+  EXPECT_EQ(plain.getParameterBytes(1), params * 16);
+  EXPECT_EQ(zero.getParameterBytes(1), params * 4 + part * 12);
+  EXPECT_EQ(zero.getOptimizerBytes(1), part * 12);
+  StringRef stage = zero.getStage(1).name;
+  // 4 replicas in a node: 3 ring steps of bytes / 4 for the reduce-scatter,
+  // 6 for the all-reduce.
+  double bytes = double(zero.getStage(1).params * 2);
+  double half = 3 * hw.nodeLatency + 3 * bytes / 4 / hw.nodeBandwidth;
+  EXPECT_NEAR(zero.getGradientSyncTime(stage), half, 1e-15);
+  EXPECT_NEAR(plain.getGradientSyncTime(stage), 2 * half, 1e-15);
+  double gather = 3 * hw.nodeLatency +
+                  3 * double(params * 2) / 4 / hw.nodeBandwidth;
+  EXPECT_NEAR(zero.getOptimizerTime(1),
+              double(part) * 30.0 / hw.memoryBandwidth + gather, 1e-12);
+}

@@ -81,6 +81,11 @@ cl::opt<int64_t> dp("dp",
                     cl::desc("Data-parallel replicas of each pipeline "
                              "device (ranks = pp x tp x dp)"),
                     cl::init(1), cl::value_desc("D"), cl::cat(category));
+cl::opt<int64_t> zero("zero",
+                      cl::desc("ZeRO stage: 1 shards the optimizer state over "
+                               "the data-parallel replicas (Megatron-LM's "
+                               "distributed optimizer); 0 (default) does not"),
+                      cl::init(0), cl::value_desc("0|1"), cl::cat(category));
 cl::opt<int64_t> tp("tp",
                     cl::desc("Tensor-parallel shards of each pipeline "
                              "device, splitting every transformer layer"),
@@ -365,7 +370,7 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
   scheduling.costs = costs;
   scheduling.tensorParallel = tp;
   FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
-  if (failed(program) || failed(syncGradients(*program, dp)) ||
+  if (failed(program) || failed(syncGradients(*program, dp, zero)) ||
       failed(shardTensors(*program, tp)))
     return failure();
   // The schedule report extends the model summary's report.

@@ -524,6 +524,7 @@ int main(int argc, char **argv) {
   options.adam.learningRate = learningRate;
   if (comm.rank() == failRank)
     options.failAtInstruction = failAt;
+  options.wholeGradients = !dumpGrads.empty() || !checkAgainst.empty();
   std::unique_ptr<Trainer> trainer;
   Executor *executor = nullptr;
   if (reference) {
@@ -544,6 +545,9 @@ int main(int argc, char **argv) {
     if (Status st = loadCheckpoint(loadDir, trainer->getParameters(), done);
         !st)
       failEverywhere(comm, st.message());
+  // ZeRO-1: from here on each replica keeps its part of the moments.
+  if (Status st = trainer->shardOptimizerState(); !st)
+    failRun(comm, st.message());
 
   std::vector<double> losses;
   double worstGrad = 0;
@@ -566,7 +570,8 @@ int main(int argc, char **argv) {
     losses.push_back(loss);
     if (root)
       std::printf("step %lld: loss %.7f\n", (long long)(step + 1), loss);
-    trainer->applyOptimizer(step + 1);
+    if (Status st = trainer->applyOptimizer(step + 1); !st)
+      failRun(comm, st.message());
   }
   if (root)
     std::fflush(stdout);
@@ -634,7 +639,11 @@ int main(int argc, char **argv) {
     }
   }
   // The replicas hold the same parameters: the first one writes them, a
-  // file per device and shard.
+  // file per device and shard. A sharded optimizer state (ZeRO-1) is
+  // gathered whole on every replica first.
+  if (!saveDir.empty())
+    if (Status st = trainer->gatherOptimizerState(); !st)
+      failRun(comm, st.message());
   if (!saveDir.empty() && backend.replica == 0)
     if (Status st = saveCheckpoint(saveDir, done + steps,
                                    trainer->getParameters(),

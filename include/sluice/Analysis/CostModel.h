@@ -80,6 +80,9 @@ llvm::StringRef stringifyLinkKind(LinkKind link);
 struct MeshShape {
   int64_t tp = 1;
   int64_t dp = 1;
+  /// ZeRO stage: 1 shards the fp32 master weights and Adam's moments over
+  /// the dp replicas (Megatron-LM's distributed optimizer).
+  int64_t zero = 0;
 };
 
 llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
@@ -302,10 +305,15 @@ public:
   /// The key/value state a token-sliced microbatch keeps on a stage
   /// (included in getActivationBytes when the microbatch is one slice).
   double getKeyValueStateBytes(int stage) const;
-  /// Weights, gradients and optimizer state a device (one shard) holds.
+  /// Weights, gradients and optimizer state a device (one shard) holds:
+  /// kTrainingBytesPerParameter each, or under ZeRO-1 the 16-bit weights
+  /// and gradients whole and the rest a replica's part.
   int64_t getParameterBytes(int device) const;
   /// Of those, the optimizer's (master weights and Adam moments).
   int64_t getOptimizerBytes(int device) const;
+  /// Parameters one shard of `device` holds (its stages' and its rows of
+  /// the vocabulary shards).
+  int64_t getDeviceParameters(int device) const;
   /// Time of the optimizer step on `device` (analytic costs only, else 0):
   /// Adam is memory-bound, reading the fp32 weights, gradients and both
   /// moments and writing the weights and the moments (28 bytes per

@@ -92,7 +92,8 @@ LogicalResult planBuffers(ProgramOp program);
 
 /// What sluice-sync-gradients does to one program: `dataParallel`
 /// replicas, a grad_sync after each stage's and shard's last pass.
-LogicalResult syncGradients(ProgramOp program, int64_t dataParallel);
+LogicalResult syncGradients(ProgramOp program, int64_t dataParallel,
+                            int64_t zero = 0);
 
 /// What sluice-shard-tensors does to one program: checks that every
 /// transformer layer splits over `tensorParallel` shards and sets its tp.

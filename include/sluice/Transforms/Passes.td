@@ -443,12 +443,20 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
       }
     ```
 
+    With `zero=1` (ZeRO stage 1, Megatron-LM's distributed optimizer) the
+    program also records that the optimizer state is sharded over the
+    replicas: each `sluice.grad_sync` then reduce-scatters its gradients
+    instead of all-reducing them, each replica updates its part of the
+    weights, and the step ends by all-gathering them (docs/parallelism.md).
+
     A program that already has replicas is refused: run the pass once.
   }];
   let dependentDialects = ["::mlir::sluice::SluiceDialect"];
   let options = [
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "replicas of each pipeline device">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage: 1 shards the optimizer state over the replicas">,
   ];
 }
 
