@@ -12,6 +12,9 @@ Two grids (issue 12):
 * `blog`: Llama-3-70B on 16,384 GPUs with tp = 8, the (pp, dp,
   microbatches) rows of papers/tensor-parallelism-blog.txt's 3D table.
 
+Every configuration with replicas runs with and without ZeRO-1
+(`--zero 1`: the optimizer state sharded over dp).
+
 Each row: predicted step time, MFU, tokens/s per GPU, bubble, the largest
 per-device memory (parameters, gradients, Adam state and activations of
 one shard) and whether it fits an 80 GB H100, and the gradient
@@ -40,7 +43,7 @@ MODELS = {
                                 "config.json"),
 }
 
-FIELDS = ["grid", "model", "gpus", "pp", "tp", "dp", "microbatches",
+FIELDS = ["grid", "model", "gpus", "pp", "tp", "dp", "zero", "microbatches",
           "schedule", "recompute", "vocab", "global_batch_tokens",
           "step_time_s", "mfu", "tokens_per_s_per_gpu", "bubble_ratio",
           "peak_memory_gib", "fits_80gb", "gradient_sync_exposed_s",
@@ -49,14 +52,17 @@ FIELDS = ["grid", "model", "gpus", "pp", "tp", "dp", "microbatches",
 
 def run(job):
     """Compiles one configuration and reads its report."""
-    grid, model, seq, gpus, pp, tp, dp, m, schedule, recompute, vocab = job
+    grid, model, seq, gpus, pp, tp, dp, zero, m, schedule, recompute, vocab = \
+        job
     row = dict(grid=grid, model=model, gpus=gpus, pp=pp, tp=tp, dp=dp,
-               microbatches=m, schedule=schedule, recompute=recompute,
+               zero=zero, microbatches=m, schedule=schedule,
+               recompute=recompute,
                vocab=vocab, global_batch_tokens=m * dp * seq)
     with tempfile.TemporaryDirectory() as work:
         report = os.path.join(work, "report.json")
         cmd = [COMPILE, MODELS[model], "--pp", str(pp), "--tp", str(tp),
-               "--dp", str(dp), "--microbatches", str(m), "--schedule",
+               "--dp", str(dp), "--zero", str(zero), "--microbatches", str(m),
+               "--schedule",
                schedule, "--recompute", recompute, "--vocab", vocab,
                "--costs", "h100", "--seq-len", str(seq), "--micro-batch", "1",
                "--report", report]
@@ -101,9 +107,16 @@ def fixed_jobs():
                             if pp == 1 and (vocab != "baseline" or
                                             schedule == "v-half"):
                                 continue
-                            jobs.append(("fixed", model, seq, gpus, pp, tp,
-                                         dp, m, schedule, recompute, vocab))
+                            for zero in zeros(dp):
+                                jobs.append(("fixed", model, seq, gpus, pp,
+                                             tp, dp, zero, m, schedule,
+                                             recompute, vocab))
     return jobs
+
+
+def zeros(dp):
+    """The ZeRO stages a configuration runs with."""
+    return [0, 1] if dp > 1 else [0]
 
 
 def blog_jobs():
@@ -117,8 +130,10 @@ def blog_jobs():
         for schedule in ["1f1b", "zb-h1", "v-half"]:
             for recompute in ["none", "selective", "full"]:
                 for vocab in ["baseline", "vocab-2"]:
-                    jobs.append(("blog", "llama-3-70b", 8192, 16384, pp, 8,
-                                 dp, m, schedule, recompute, vocab))
+                    for zero in zeros(dp):
+                        jobs.append(("blog", "llama-3-70b", 8192, 16384, pp,
+                                     8, dp, zero, m, schedule, recompute,
+                                     vocab))
     return jobs
 
 
@@ -160,12 +175,13 @@ def main():
 
     def show(title, picked):
         print(title)
-        print("  %-12s %5s %3s %3s %4s %4s %-7s %-9s %-8s %8s %6s %9s %7s" %
-              ("model", "gpus", "pp", "tp", "dp", "m", "sched", "recompute",
-               "vocab", "step s", "MFU", "tok/s/GPU", "mem GiB"))
+        print("  %-12s %5s %3s %3s %4s %4s %4s %-7s %-9s %-8s %8s %6s %9s %7s" %
+              ("model", "gpus", "pp", "tp", "dp", "zero", "m", "sched",
+               "recompute", "vocab", "step s", "MFU", "tok/s/GPU", "mem GiB"))
         for r in picked:
-            print("  %-12s %5d %3d %3d %4d %4d %-7s %-9s %-8s %8s %5.1f%% %9s "
-                  "%7s" % (r["model"], r["gpus"], r["pp"], r["tp"], r["dp"],
+            print("  %-12s %5d %3d %3d %4d %4d %4d %-7s %-9s %-8s %8s %5.1f%% "
+                  "%9s %7s" % (r["model"], r["gpus"], r["pp"], r["tp"],
+                           r["dp"], r["zero"],
                            r["microbatches"], r["schedule"], r["recompute"],
                            r["vocab"], r["step_time_s"],
                            100 * float(r["mfu"]), r["tokens_per_s_per_gpu"],
