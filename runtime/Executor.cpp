@@ -214,13 +214,21 @@ Status Executor::prepare() {
         return Status::error("device " + std::to_string(deviceIndex) +
                              ": no grad_sync averages the gradient of " +
                              spec.name);
+  // ZeRO-1 with a tied table across devices: the table is a run of its
+  // own, so both ends cut it into the same parts and replica r of each end
+  // owns the same rows (their sum is then one of packed parts).
+  int64_t tiedOffset = -1;
+  if (plan.zero == 1 && !tiedGroup.empty() &&
+      parameters.contains("embed.tokens"))
+    tiedOffset = parameters.offset("embed.tokens");
   for (auto &[instruction, list] : runs) {
     // Adjacent tensors are averaged in one call.
     std::sort(list.begin(), list.end());
     std::vector<std::pair<int64_t, int64_t>> merged;
     for (auto [offset, count] : list)
       if (!merged.empty() &&
-          merged.back().first + merged.back().second == offset)
+          merged.back().first + merged.back().second == offset &&
+          offset != tiedOffset && merged.back().first != tiedOffset)
         merged.back().second += count;
       else
         merged.push_back({offset, count});
@@ -230,19 +238,12 @@ Status Executor::prepare() {
     // ZeRO-1 (Megatron-LM's distributed optimizer): replica r owns part r
     // of every run the grad_syncs reduce -- its summed gradients, its
     // moments, its update -- and the step ends by all-gathering the
-    // weights. Not yet with gradients that need another group's sum
-    // first.
-    if (!replicatedKv.empty())
-      return Status::error(
-          "ZeRO-1 does not yet combine with key/value heads replicated over "
-          "tensor-parallel shards (fewer key/value heads than tp = " +
-          std::to_string(plan.tp) + "): use zero 0 or a tp that divides them");
-    if (!tiedGroup.empty())
-      return Status::error(
-          "ZeRO-1 does not yet combine with a tied embedding table whose two "
-          "ends sit on different pipeline devices (" +
-          std::to_string(tiedGroup[0]) + " and " +
-          std::to_string(tiedGroup[1]) + "): use zero 0 or untie the table");
+    // weights. Gradients another group sums too are summed before the
+    // update: replicated key/value heads at their grad_sync, before the
+    // reduce-scatter; a tied table's two ends part by part afterwards.
+    for (ReplicatedKeyValues &r : replicatedKv)
+      r.syncInstruction = averagedBy.at(r.weight);
+    tiedRun = tiedOffset;
     int dp = plan.dp, me = replicas->rank();
     int64_t packed = 0;
     for (auto &[instruction, list] : syncRuns)
@@ -486,6 +487,14 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
     if (Status st = progressAll(); !st)
       return st;
     if (instr.op == Op::GradSync) {
+      // ZeRO-1: the shards' sums of replicated key/value heads first (the
+      // group runs this instruction in lockstep), so that each replica's
+      // part is final once reduced.
+      if (plan.zero == 1)
+        for (const ReplicatedKeyValues &r : replicatedKv)
+          if (r.syncInstruction == i)
+            if (Status st = sumReplicatedKeyValues(r); !st)
+              return st;
       // The stage's gradients are final: their sum over the replicas runs
       // on the pipeline stream while compute goes on.
       ready->record(compute);
@@ -739,6 +748,19 @@ Status Executor::finalizeGradients() {
     if (Status st = await(*request, compute); !st)
       return st;
   gradSyncs.clear();
+  if (plan.zero == 1) {
+    int me = replicas->rank();
+    // A tied table's two ends: replica r of each holds the same part.
+    if (tiedRun >= 0)
+      for (auto &[instruction, list] : zeroRuns)
+        for (const ZeroRun &run : list)
+          if (run.offset == tiedRun)
+            if (Status st = comm.allReduceSum(
+                    packedGrads.get() + run.packedAt, run.counts[me],
+                    tiedGroup.data(), int(tiedGroup.size()), compute);
+                !st)
+              return st;
+  }
   if (plan.zero == 1 && options.wholeGradients) {
     // Every replica's summed part back in its place, then to everyone.
     DevicePtr grads = parameters.getGrads();
@@ -754,27 +776,11 @@ Status Executor::finalizeGradients() {
     if (Status st = gatherParts(grads); !st)
       return st;
   }
-  // Replicated key/value heads: each shard of the group has the part of
-  // their gradient its query heads gave; the sum is theirs.
-  int64_t h = plan.model.hidden;
-  for (const ReplicatedKeyValues &r : replicatedKv) {
-    int64_t width = r.queries + 2 * r.keyValues, cols = 2 * r.keyValues;
-    DevicePtr weight = parameters.grad(r.weight), scratch = kvScratch.get();
-    kernels.copyStrided(scratch, weight + r.queries,
-                        {1, h, cols, 0, width, 0, cols});
-    if (Status st = tensorGroup->allReduceSum(scratch, h * cols, r.group.data(),
-                                              int(r.group.size()), compute);
-        !st)
+  if (plan.zero == 1)
+    return Status::ok();
+  for (const ReplicatedKeyValues &r : replicatedKv)
+    if (Status st = sumReplicatedKeyValues(r); !st)
       return st;
-    kernels.copyStrided(weight + r.queries, scratch,
-                        {1, h, cols, 0, cols, 0, width});
-    if (!r.bias.empty())
-      if (Status st = tensorGroup->allReduceSum(
-              parameters.grad(r.bias) + r.queries, cols, r.group.data(),
-              int(r.group.size()), compute);
-          !st)
-        return st;
-  }
   if (tiedGroup.empty() || std::find(tiedGroup.begin(), tiedGroup.end(),
                                      deviceIndex) == tiedGroup.end())
     return Status::ok();
@@ -787,6 +793,29 @@ Status Executor::finalizeGradients() {
       count = spec.size();
   return comm.allReduceSum(parameters.grad(name), count, tiedGroup.data(),
                            int(tiedGroup.size()), compute);
+}
+
+Status Executor::sumReplicatedKeyValues(const ReplicatedKeyValues &r) {
+  // Each shard of the group has the part of the heads' gradient its query
+  // heads gave; the sum is theirs.
+  int64_t h = plan.model.hidden;
+  int64_t width = r.queries + 2 * r.keyValues, cols = 2 * r.keyValues;
+  DevicePtr weight = parameters.grad(r.weight), scratch = kvScratch.get();
+  kernels.copyStrided(scratch, weight + r.queries,
+                      {1, h, cols, 0, width, 0, cols});
+  if (Status st = tensorGroup->allReduceSum(scratch, h * cols, r.group.data(),
+                                            int(r.group.size()), compute);
+      !st)
+    return st;
+  kernels.copyStrided(weight + r.queries, scratch,
+                      {1, h, cols, 0, cols, 0, width});
+  if (!r.bias.empty())
+    if (Status st = tensorGroup->allReduceSum(
+            parameters.grad(r.bias) + r.queries, cols, r.group.data(),
+            int(r.group.size()), compute);
+        !st)
+      return st;
+  return Status::ok();
 }
 
 Status Executor::applyOptimizer(int64_t step) {

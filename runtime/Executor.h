@@ -241,7 +241,13 @@ private:
     std::string weight, bias;
     int64_t queries = 0, keyValues = 0; // local columns
     std::vector<int> group;
+    /// ZeRO-1: the grad_sync (instruction) that reduces the layer.
+    size_t syncInstruction = 0;
   };
+  Status sumReplicatedKeyValues(const ReplicatedKeyValues &r);
+  /// ZeRO-1: the flat offset of a tied table whose other end is on another
+  /// device (its own sync run), else -1.
+  int64_t tiedRun = -1;
   std::vector<ReplicatedKeyValues> replicatedKv;
   DeviceBuffer kvScratch;
   int64_t kvScratchElements = 0;
