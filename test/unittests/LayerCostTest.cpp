@@ -1,5 +1,6 @@
 //===- LayerCostTest.cpp - Parameter and FLOP formulas --------------------===//
 
+#include "Require.h"
 #include "sluice/Analysis/LayerCost.h"
 #include "sluice/Analysis/ModelSummary.h"
 #include "sluice/Import/HFConfig.h"
@@ -90,7 +91,7 @@ protected:
     auto buffer = llvm::MemoryBuffer::getFile(path);
     EXPECT_TRUE(bool(buffer)) << path;
     module = importHFConfig((*buffer)->getBuffer(), path, &context);
-    EXPECT_TRUE(module);
+    ::sluice::test::require(module, "the test model parses");
     ModelOp model = *module->getOps<ModelOp>().begin();
     model.setSeqLen(seqLen);
     return model;
@@ -98,7 +99,7 @@ protected:
 
   ModelOp parse(llvm::StringRef source) {
     module = parseSourceString<ModuleOp>(source, &context);
-    EXPECT_TRUE(module);
+    ::sluice::test::require(module, "the test model parses");
     return *module->getOps<ModelOp>().begin();
   }
 

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Require.h"
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/Analysis/Simulator.h"
 #include "sluice/Transforms/Passes.h"
@@ -45,7 +46,7 @@ protected:
   ModelOp partition(int pp,
                     RecomputeKind recompute = RecomputeKind::none) {
     module = parseSourceString<ModuleOp>(kModel, &context);
-    EXPECT_TRUE(module);
+    ::sluice::test::require(module, "the test model parses");
     ModelOp model = *module->getOps<ModelOp>().begin();
     StagePartitionOptions opts;
     opts.pp = pp;
@@ -57,8 +58,7 @@ protected:
   CostModel h100() {
     std::string error;
     std::optional<CostModel> costs = CostModel::parse("h100", error);
-    EXPECT_TRUE(costs) << error;
-    return *costs;
+    return *::sluice::test::require(std::move(costs), "h100 costs");
   }
 
   MLIRContext context;
@@ -80,7 +80,7 @@ std::map<std::string, LinkKind> linksOf(const PipelineCosts &costs) {
 // crosses nodes once pp*tp*dp > 8.
 TEST_F(MeshCostTest, LinksFollowTheRankPlacement) {
   ModelOp model = partition(4);
-  sched::Pipeline pipeline = *getPipeline(model, 8, 1);
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 8, 1), "the model's pipeline");
   CostModel costs = h100();
   EXPECT_EQ(costs.getNodeDevices(), 8);
   using L = LinkKind;
@@ -115,7 +115,7 @@ TEST_F(MeshCostTest, LinksFollowTheRankPlacement) {
 // the runtime does).
 TEST_F(MeshCostTest, ShardsHoldTheirSliceOfEachLayer) {
   ModelOp model = partition(2);
-  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
   CostModel costs = h100();
   int64_t h = 64, d = 8, f = 160, vocab = 96;
   auto layer = [&](int64_t heads, int64_t kv, int64_t ffn) {
@@ -167,7 +167,7 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
   for (RecomputeKind recompute :
        {RecomputeKind::none, RecomputeKind::selective, RecomputeKind::full}) {
     ModelOp model = partition(2, recompute);
-    sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+    sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
     PipelineCosts sharded(model, pipeline, costs, MeshShape{tp, 1});
     PipelineCosts whole(model, pipeline, costs);
     auto tpTime = [&](PassKind kind) {
@@ -203,7 +203,7 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
 // its parameters. Unit costs have no optimizer time.
 TEST_F(MeshCostTest, OptimizerStepIsMemoryBound) {
   ModelOp model = partition(2);
-  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
   CostModel costs = h100();
   const HardwareProfile &hw = *costs.getHardware();
   for (int64_t tp : {1, 4}) {
@@ -215,7 +215,7 @@ TEST_F(MeshCostTest, OptimizerStepIsMemoryBound) {
                            30.0 / hw.memoryBandwidth);
   }
   std::string error;
-  PipelineCosts unit(model, pipeline, *CostModel::parse("unit", error));
+  PipelineCosts unit(model, pipeline, *::sluice::test::require(CostModel::parse("unit", error), "unit costs"));
   EXPECT_EQ(unit.getOptimizerTime(0), 0.0);
 }
 
@@ -223,7 +223,7 @@ TEST_F(MeshCostTest, OptimizerStepIsMemoryBound) {
 // model's type over the replicas.
 TEST_F(MeshCostTest, GradientSyncMovesTheShardsGradients) {
   ModelOp model = partition(2);
-  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
   CostModel costs = h100();
   const HardwareProfile &hw = *costs.getHardware();
   PipelineCosts table(model, pipeline, costs, MeshShape{2, 4});
@@ -299,6 +299,7 @@ TEST(Simulator, GradientSyncsOverlapTheRemainingPasses) {
 TEST_F(MeshCostTest, VocabularyShardsSplitOverPipelineAndShards) {
   // Two devices with Vocab-1's shards.
   module = parseSourceString<ModuleOp>(kModel, &context);
+  ASSERT_TRUE(module);
   ModelOp model = *module->getOps<ModelOp>().begin();
   StagePartitionOptions opts;
   opts.pp = 2;
@@ -307,7 +308,7 @@ TEST_F(MeshCostTest, VocabularyShardsSplitOverPipelineAndShards) {
   for (auto shard : model.getBody().getOps<VocabOutputOp>())
     ASSERT_TRUE(succeeded(reorderSoftmaxBarriers(shard, 1)));
   ASSERT_TRUE(succeeded(splitPasses(model, /*split=*/true)));
-  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
   CostModel costs = h100();
   const HardwareProfile &hw = *costs.getHardware();
   PipelineCosts whole(model, pipeline, costs);
@@ -351,7 +352,7 @@ TEST_F(MeshCostTest, VocabularyShardsSplitOverPipelineAndShards) {
 // part, then all-gathers the 16-bit weights (the other half).
 TEST_F(MeshCostTest, ZeroOneShardsTheOptimizerState) {
   ModelOp model = partition(2);
-  sched::Pipeline pipeline = *getPipeline(model, 4, 1);
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
   CostModel costs = h100();
   const HardwareProfile &hw = *costs.getHardware();
   PipelineCosts plain(model, pipeline, costs, MeshShape{1, 4, 0});

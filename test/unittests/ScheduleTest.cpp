@@ -3,6 +3,7 @@
 // Unit costs, exact figures: bubble ratios and peak activation memory in
 // microbatch units (one microbatch's activations of 1/p of the layers).
 
+#include "Require.h"
 #include "sluice/Analysis/Simulator.h"
 #include "sluice/Schedule/Schedules.h"
 #include "sluice/Schedule/ImproveOrders.h"
@@ -544,7 +545,8 @@ TEST(ImproveOrders, KeepsTheCapAndNeverLosesToTheBlock) {
             timesAndPeaks[improve] = {
                 timing->makespan, *std::max_element(peaks.begin(), peaks.end())};
           }
-          double cap = *getMemoryCap(info->kind, p);
+          double cap = *::sluice::test::require(getMemoryCap(info->kind, p),
+                                                "the schedule's memory cap");
           EXPECT_LE(timesAndPeaks[1][1], cap + 1e-9) << where;
           if (timesAndPeaks[0][1] <= cap + 1e-9) {
             EXPECT_LE(timesAndPeaks[1][0], timesAndPeaks[0][0] + 1e-9) << where;
@@ -573,7 +575,8 @@ TEST(ImproveOrders, NeverLosesToThePapersOrders) {
           std::string error, where = std::string(name) + " p=" +
                                      std::to_string(p) + " m=" +
                                      std::to_string(m);
-          double cap = *getMemoryCap(info->kind, p);
+          double cap = *::sluice::test::require(getMemoryCap(info->kind, p),
+                                                "the schedule's memory cap");
           std::vector<std::optional<std::vector<std::vector<Work>>>> papers;
           if (std::string(name) == "zb-v") {
             papers.push_back(getHandcraftedZbvOrders(pipe));

@@ -6,6 +6,7 @@
 // Appendix B.1), the scheduling dependencies of §5.1, the verifier's
 // collective rules, and the balance of parameter memory (§6).
 
+#include "Require.h"
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/Analysis/Simulator.h"
 #include "sluice/Schedule/Schedules.h"
@@ -341,7 +342,7 @@ protected:
     for (size_t at; (at = source.find("vocab = 128000")) != std::string::npos;)
       source.replace(at, 14, "vocab = 256000");
     module = parseSourceString<ModuleOp>(source, &context);
-    EXPECT_TRUE(module);
+    ::sluice::test::require(module, "the test model parses");
     ModelOp model = *module->getOps<ModelOp>().begin();
     const ScheduleInfo *info = lookupSchedule(schedule);
     StagePartitionOptions opts;
@@ -364,8 +365,8 @@ protected:
     FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
     EXPECT_TRUE(succeeded(program));
     std::string error;
-    PipelineCosts costs(model, *getPipeline(model, 2 * pp, 1),
-                        *CostModel::parse("unit", error));
+    PipelineCosts costs(model, *::sluice::test::require(getPipeline(model, 2 * pp, 1), "the model's pipeline"),
+                        *::sluice::test::require(CostModel::parse("unit", error), "unit costs"));
     std::vector<int64_t> bytes;
     for (int d = 0; d < pp; ++d)
       bytes.push_back(costs.getParameterBytes(d));
