@@ -1,5 +1,5 @@
 // One case per verifier rule of the partitioned and program levels.
-// RUN: sluice-opt %s -split-input-file -verify-diagnostics
+// RUN: sluice-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
 // stage-negative-device
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
@@ -229,5 +229,88 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
     sluice.exec F @s0 {mb = 0, slice = 0}
     // expected-error@+1 {{'sluice.grad_sync' op averages gradients over data-parallel replicas, but the program has none (dp = 1)}}
     sluice.grad_sync @s0
+  }
+}
+
+// -----
+
+// stage-takes-two-activations
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    sluice.yield %e : tensor<1x4x8xf32>
+  }
+  // expected-error@+1 {{'sluice.stage' op takes at most one activation, got 2}}
+  %1 = sluice.stage @s1 device 1 chunk 0 (%0, %0 : tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<1x4x8xf32>, %b: tensor<1x4x8xf32>):
+    %l = sluice.output_layer %a {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}
+
+// -----
+
+// stage-block-arguments-differ-from-inputs
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    sluice.yield %e : tensor<1x4x8xf32>
+  }
+  // expected-error@+1 {{'sluice.stage' op block arguments must match the stage's inputs}}
+  %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<1x4x8xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<1x4x16xf32>):
+    %l = sluice.output_layer %a {vocab = 10, norm = layernorm} : tensor<1x4x16xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}
+
+// -----
+
+// stage-does-not-end-in-yield
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{'sluice.stage' op must end in sluice.yield}}
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    "test.terminator"(%l) : (tensor<f32>) -> ()
+  }
+  sluice.return %0 : tensor<f32>
+}
+
+// -----
+
+// program-holds-a-non-device
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %0 : tensor<f32>
+}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+  }
+  // expected-error@+1 {{'test.op' op cannot appear in a sluice.program: only sluice.device regions can}}
+  "test.op"() : () -> ()
+}
+
+// -----
+
+// collective-on-the-pipeline-stream
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %0 : tensor<f32>
+}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+    // expected-error@+1 {{'sluice.collective' op runs on the 'vocab' or 'compute' stream, not 'comm' (the pipeline's point-to-point stream)}}
+    sluice.collective @vout 0 {mb = 0, slice = 0} on comm
   }
 }

@@ -325,3 +325,15 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} attributes {token_sl
   %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
+
+// -----
+
+// layer-after-the-output-layer
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+  // expected-note@+1 {{output layer is here}}
+  %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+  // expected-error@+1 {{'sluice.transformer_layer' op comes after the model's sluice.output_layer}}
+  %x = sluice.transformer_layer %e {heads = 2, kv_heads = 2, ffn = 16, norm = layernorm, mlp = gelu} : tensor<1x4x8xf32>
+  sluice.return %l : tensor<f32>
+}
