@@ -13,8 +13,9 @@ config.excludes = ["Inputs", "unittests", "bin", "CMakeLists.txt", "lit.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.sluice_obj_root, "test")
 
-# The tests' mpirun wrapper (a private session directory per run), Sluice's
-# tools, then FileCheck, not and count from LLVM.
+# The tests' mpirun and sluice-run wrappers (a private Open MPI session
+# directory per launch), Sluice's tools, then FileCheck, not and count from
+# LLVM.
 config.environment["PATH"] = os.pathsep.join(
     [
         os.path.join(config.test_source_root, "bin"),

@@ -128,22 +128,9 @@ struct PartitionStagesPass
     StagePartitionOptions opts;
     opts.pp = pp;
     opts.virtualChunks = virtualChunks;
-    std::optional<PlacementKind> kind = symbolizePlacementKind(placement);
-    if (!kind) {
-      getOperation().emitError("unknown placement '")
-          << placement << "' (expected loop, interleaved or vshape)";
-      return signalPassFailure();
-    }
-    opts.placement = *kind;
-    if (balance == "uniform")
-      opts.balance = sched::Balance::Uniform;
-    else if (balance == "compute")
-      opts.balance = sched::Balance::Compute;
-    else {
-      getOperation().emitError("unknown balance '")
-          << balance << "' (expected uniform or compute)";
-      return signalPassFailure();
-    }
+    // Typed options: the pass manager refuses an unknown value.
+    opts.placement = placement;
+    opts.balance = balance;
     for (ModelOp model : llvm::to_vector(getOperation().getOps<ModelOp>()))
       if (failed(partitionStages(model, opts)))
         return signalPassFailure();

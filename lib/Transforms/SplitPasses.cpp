@@ -97,14 +97,9 @@ struct SplitPassesPass : public sluice::impl::SplitPassesBase<SplitPassesPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    std::optional<RecomputeKind> kind = symbolizeRecomputeKind(recompute);
-    if (!kind) {
-      getOperation().emitError("unknown recompute '")
-          << recompute << "' (expected none, selective or full)";
-      return signalPassFailure();
-    }
+    // A typed option: the pass manager refuses an unknown value.
     for (ModelOp model : getOperation().getOps<ModelOp>())
-      if (failed(splitPasses(model, split, *kind)))
+      if (failed(splitPasses(model, split, recompute)))
         return signalPassFailure();
   }
 };

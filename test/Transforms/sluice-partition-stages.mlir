@@ -51,8 +51,8 @@
 // ZERO: error: 'sluice.model' op cannot be partitioned with 'pp' = 0: it must be positive
 // LOOPCHUNKS: error: 'sluice.model' op placement 'loop' holds one chunk per device: 'virtual' must be 1, got 2 (use interleaved or vshape)
 // VCHUNKS: error: 'sluice.model' op placement 'vshape' holds two chunks per device: 'virtual' must be 2, got 1
-// PLACEMENT: error: unknown placement 'ring' (expected loop, interleaved or vshape)
-// BALANCE: error: unknown balance 'memory' (expected uniform or compute)
+// PLACEMENT: for the --placement option: Cannot find option named 'ring'!
+// BALANCE: for the --balance option: Cannot find option named 'memory'!
 // TWICE: error: 'sluice.model' op is already partitioned into stages
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 800} : tensor<1x16x32xf32>

@@ -24,7 +24,7 @@
 // FULL:   sluice.stage @s1 {{.*}}activation_bytes = 2048 : i64, flops = array<i64: 923648, 1882112, 888832>, {{.*}}recompute = #sluice<recompute full>}
 // Selective: B recomputes each layer's attention core (2 x 17408).
 // SELECTIVE: sluice.stage @s0 {{.*}}flops = array<i64: 821248, 890880, 786432>, {{.*}}recompute = #sluice<recompute selective>}
-// BADMODE: error: unknown recompute 'most' (expected none, selective or full)
+// BADMODE: for the --recompute option: Cannot find option named 'most'!
 // Vocabulary shards are cut before heavy work that reads a collective
 // issued since the pass began (§5.1): the naive form's sum of exponentials
 // waits for the maximum (S2), its softmax for the sum (T); Algorithm 1's

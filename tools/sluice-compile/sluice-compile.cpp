@@ -90,13 +90,16 @@ cl::opt<int64_t> tp("tp",
                     cl::desc("Tensor-parallel shards of each pipeline "
                              "device, splitting every transformer layer"),
                     cl::init(1), cl::value_desc("T"), cl::cat(category));
-cl::opt<std::string> recompute(
-    "recompute",
-    cl::desc("Activation recomputation of every stage: none (default), "
-             "selective (B recomputes attention and the MLP activation) or "
-             "full (B runs F again from the stage's input)"),
-    cl::init("none"), cl::value_desc("none|selective|full"),
-    cl::cat(category));
+// Typed: cl refuses a value it does not list, naming the option.
+cl::opt<RecomputeKind> recompute(
+    "recompute", cl::desc("Activation recomputation of every stage"),
+    cl::values(clEnumValN(RecomputeKind::none, "none",
+                          "keep every activation from F to B (default)"),
+               clEnumValN(RecomputeKind::selective, "selective",
+                          "B recomputes attention and the MLP activation"),
+               clEnumValN(RecomputeKind::full, "full",
+                          "B runs F again from the stage's input")),
+    cl::init(RecomputeKind::none), cl::cat(category));
 cl::opt<int64_t> microbatches("microbatches",
                               cl::desc("Microbatches per training step (per "
                                        "data-parallel replica)"),
@@ -127,9 +130,13 @@ cl::opt<int64_t> slicingGranularity(
     "slicing-granularity",
     cl::desc("TeraPipe's slice lengths are multiples of this (0: auto)"),
     cl::init(0), cl::cat(category));
-cl::opt<std::string> balance("balance",
-                             cl::desc("Layers per stage: uniform or compute"),
-                             cl::init("uniform"), cl::cat(category));
+cl::opt<sched::Balance> balance(
+    "balance", cl::desc("Layers per stage"),
+    cl::values(clEnumValN(sched::Balance::Uniform, "uniform",
+                          "as many layers per stage as can be (default)"),
+               clEnumValN(sched::Balance::Compute, "compute",
+                          "even out the stages' FLOPs")),
+    cl::init(sched::Balance::Uniform), cl::cat(category));
 cl::opt<std::string> vocabMode(
     "vocab",
     cl::desc("Vocabulary layers: baseline, redis, naive, vocab-1, vocab-2 or "
@@ -238,11 +245,6 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
   if (!positive(pp, "pp") || !positive(microbatches, "microbatches") ||
       !positive(dp, "dp") || !positive(tp, "tp"))
     return nullptr;
-  if (!symbolizeRecomputeKind(recompute)) {
-    fail("unknown --recompute '" + recompute +
-         "' (expected none, selective or full)");
-    return nullptr;
-  }
   if (slicingMethod != "uniform" && slicingMethod != "seq1f1b" &&
       slicingMethod != "terapipe") {
     fail("unknown --slicing '" + slicingMethod +
@@ -289,10 +291,6 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
     fail(error);
     return nullptr;
   }
-  if (balance != "uniform" && balance != "compute") {
-    fail("unknown --balance '" + balance + "' (expected uniform or compute)");
-    return nullptr;
-  }
   static const char *const modes[] = {"baseline", "redis",   "naive",
                                       "vocab-1",  "vocab-2", "interlaced"};
   if (!llvm::is_contained(modes, StringRef(vocabMode))) {
@@ -302,10 +300,9 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
     return nullptr;
   }
   if (vocabMode == "redis" && balance.getNumOccurrences() &&
-      balance != "compute") {
+      balance != sched::Balance::Compute) {
     fail("--vocab redis balances the stages by compute; it cannot be "
-         "combined with --balance " +
-         balance);
+         "combined with --balance uniform");
     return nullptr;
   }
   bool sharded = vocabMode != "baseline" && vocabMode != "redis";
@@ -344,9 +341,8 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
   partition.pp = pp;
   partition.virtualChunks = chunks;
   partition.placement = info.placement;
-  partition.balance = balance == "compute" || vocabMode == "redis"
-                          ? sched::Balance::Compute
-                          : sched::Balance::Uniform;
+  partition.balance =
+      vocabMode == "redis" ? sched::Balance::Compute : balance.getValue();
   if (failed(partitionStages(model, partition)) ||
       failed(partitionVocabulary(model)))
     return failure();
@@ -360,8 +356,7 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
     if (failed(sliceTokens(model, slicing)))
       return failure();
   }
-  if (failed(splitPasses(model, info.splitBackward,
-                         *symbolizeRecomputeKind(recompute))))
+  if (failed(splitPasses(model, info.splitBackward, recompute)))
     return failure();
   SchedulingOptions scheduling;
   scheduling.schedule = info.name.str();
@@ -452,7 +447,7 @@ int main(int argc, char **argv) {
       return 1;
   } else if (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
              emit == EmitKind::Program || emit == EmitKind::Plan ||
-             dp != 1 || tp != 1 || recompute != "none") {
+             dp != 1 || tp != 1 || recompute != RecomputeKind::none) {
     return fail("--microbatches, --dp, --tp, --recompute, --trace, --svg and "
                 "--emit program|plan need --pp");
   }

@@ -102,10 +102,22 @@ def PartitionStages : Pass<"sluice-partition-stages", "ModuleOp"> {
     Option<"pp", "pp", "int64_t", /*default=*/"1", "pipeline devices">,
     Option<"virtualChunks", "virtual", "int64_t", /*default=*/"1",
            "stages (chunks) per device">,
-    Option<"placement", "placement", "std::string", /*default=*/"\"loop\"",
-           "stage placement: loop, interleaved or vshape">,
-    Option<"balance", "balance", "std::string", /*default=*/"\"uniform\"",
-           "layers per stage: uniform, or compute (even out FLOPs)">
+    Option<"placement", "placement", "::mlir::sluice::PlacementKind",
+           /*default=*/"::mlir::sluice::PlacementKind::loop",
+           "stage placement", [{::llvm::cl::values(
+             clEnumValN(::mlir::sluice::PlacementKind::loop, "loop",
+                        "one chunk per device"),
+             clEnumValN(::mlir::sluice::PlacementKind::interleaved,
+                        "interleaved", "chunk c of device d is stage c p + d"),
+             clEnumValN(::mlir::sluice::PlacementKind::vshape, "vshape",
+                        "two chunks, the second in reverse device order"))}]>,
+    Option<"balance", "balance", "::mlir::sluice::sched::Balance",
+           /*default=*/"::mlir::sluice::sched::Balance::Uniform",
+           "layers per stage", [{::llvm::cl::values(
+             clEnumValN(::mlir::sluice::sched::Balance::Uniform, "uniform",
+                        "as many layers per stage as can be"),
+             clEnumValN(::mlir::sluice::sched::Balance::Compute, "compute",
+                        "even out the stages' FLOPs"))}]>
   ];
 }
 
@@ -266,8 +278,15 @@ def SplitPasses : Pass<"sluice-split-passes", "ModuleOp"> {
   let options = [
     Option<"split", "split", "bool", /*default=*/"true",
            "split the backward into B and W">,
-    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
-           "activation recomputation of every stage: none, selective or full">
+    Option<"recompute", "recompute", "::mlir::sluice::RecomputeKind",
+           /*default=*/"::mlir::sluice::RecomputeKind::none",
+           "activation recomputation of every stage", [{::llvm::cl::values(
+             clEnumValN(::mlir::sluice::RecomputeKind::none, "none",
+                        "keep every activation from F to B"),
+             clEnumValN(::mlir::sluice::RecomputeKind::selective, "selective",
+                        "recompute attention and the MLP activation"),
+             clEnumValN(::mlir::sluice::RecomputeKind::full, "full",
+                        "run F again from the stage's input"))}]>
   ];
 }
 
