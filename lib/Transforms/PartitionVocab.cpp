@@ -65,15 +65,12 @@ static void buildInputShard(OpBuilder &b, Location loc, Value gradArg,
 }
 
 LogicalResult mlir::sluice::partitionVocab(ModelOp model,
-                                           llvm::StringRef mode) {
-  if (mode != "baseline" && mode != "vocab" && mode != "interlaced")
-    return model.emitOpError("cannot partition the vocabulary: unknown mode '")
-           << mode << "' (expected baseline, vocab or interlaced)";
+                                           VocabPartition mode) {
   SmallVector<StageOp> stages = getStages(model);
   if (stages.empty())
     return model.emitOpError("is not partitioned into stages: run "
                              "sluice-partition-stages first");
-  if (mode == "baseline")
+  if (mode == VocabPartition::Baseline)
     return success();
   EmbeddingOp embedding = model.getEmbedding();
   OutputLayerOp output = model.getOutputLayer();
@@ -93,7 +90,7 @@ LogicalResult mlir::sluice::partitionVocab(ModelOp model,
   int64_t vocab = output.getVocab();
   int64_t multiple = 2 * devices;
   int64_t padded = (vocab + multiple - 1) / multiple * multiple;
-  bool synchronous = mode == "interlaced";
+  bool synchronous = mode == VocabPartition::Interlaced;
   OpBuilder b(model.getContext());
   RankedTensorType act = model.getActivationType();
 

@@ -49,14 +49,23 @@ static int64_t getAutoGranularity(int64_t tokens) {
   return tokens;
 }
 
+llvm::StringRef mlir::sluice::stringifySlicingMethod(SlicingMethod method) {
+  switch (method) {
+  case SlicingMethod::Uniform:
+    return "uniform";
+  case SlicingMethod::Seq1F1B:
+    return "seq1f1b";
+  case SlicingMethod::TeraPipe:
+    return "terapipe";
+  }
+  return "uniform";
+}
+
 LogicalResult mlir::sluice::sliceTokens(ModelOp model,
                                         const TokenSlicingOptions &opts) {
   int64_t tokens = model.getSeqLen();
-  const std::string &method = opts.method;
-  if (method != "uniform" && method != "seq1f1b" && method != "terapipe")
-    return model.emitOpError("cannot slice tokens: unknown method '")
-           << method << "' (expected uniform, seq1f1b or terapipe)";
-  if (opts.slices == 0 && method != "terapipe")
+  llvm::StringRef method = stringifySlicingMethod(opts.method);
+  if (opts.slices == 0 && opts.method != SlicingMethod::TeraPipe)
     return model.emitOpError("cannot slice tokens: 'slices' = auto needs "
                              "method terapipe (its dynamic programme picks "
                              "the count); method ")
@@ -72,9 +81,9 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
 
   std::vector<int64_t> lengths;
   Builder builder(model.getContext());
-  if (method == "uniform") {
+  if (opts.method == SlicingMethod::Uniform) {
     lengths = slicing::getUniformLengths(tokens, opts.slices);
-  } else if (method == "seq1f1b") {
+  } else if (opts.method == SlicingMethod::Seq1F1B) {
     // Equations 7-8: equal FLOPs of forward and backward over every layer
     // for each segment, attention growing with the segment's prefix.
     StageProfile profile = getWholeModelProfile(model);

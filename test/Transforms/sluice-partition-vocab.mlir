@@ -67,7 +67,7 @@
 // BASE-NOT: sluice.vocab_
 
 // UNPART: error: 'sluice.model' op is not partitioned into stages: run sluice-partition-stages first
-// MODE: error: 'sluice.model' op cannot partition the vocabulary: unknown mode 'row' (expected baseline, vocab or interlaced)
+// MODE: for the --mode option: Cannot find option named 'row'!
 // TWICE: error: 'sluice.model' op has its vocabulary layers partitioned already
 
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {

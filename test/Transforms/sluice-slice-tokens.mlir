@@ -30,7 +30,7 @@
 // TOOMANY: error: 'sluice.model' op cannot slice tokens: 'slices' = 5000 is larger than the sequence ('seq_len' = 4096)
 // ZERO: error: sluice-slice-tokens: 'slices' must be at least 1, got 0
 // AUTO: error: 'sluice.model' op cannot slice tokens: 'slices' = auto needs method terapipe (its dynamic programme picks the count); method seq1f1b needs a number
-// METHOD: error: 'sluice.model' op cannot slice tokens: unknown method 'random' (expected uniform, seq1f1b or terapipe)
+// METHOD: for the --method option: Cannot find option named 'random'!
 // UNPARTITIONED: error: 'sluice.model' op cannot slice tokens with method terapipe: its dynamic programme optimises over the pipeline's stages; run sluice-partition-stages first
 // UNIT: error: 'sluice.model' op cannot slice tokens with method terapipe and costs 'unit': its latencies must depend on the slice's length and context (use a100, h100, v100, or a sluice-run --profile file with --profile-slices)
 // GRANULARITY: error: 'sluice.model' op cannot slice tokens: 'granularity' = 100 does not divide 'seq_len' = 4096

@@ -304,7 +304,7 @@ TEST_F(MeshCostTest, VocabularyShardsSplitOverPipelineAndShards) {
   StagePartitionOptions opts;
   opts.pp = 2;
   ASSERT_TRUE(succeeded(partitionStages(model, opts)));
-  ASSERT_TRUE(succeeded(partitionVocab(model, "vocab")));
+  ASSERT_TRUE(succeeded(partitionVocab(model, VocabPartition::Vocab)));
   for (auto shard : model.getBody().getOps<VocabOutputOp>())
     ASSERT_TRUE(succeeded(reorderSoftmaxBarriers(shard, 1)));
   ASSERT_TRUE(succeeded(splitPasses(model, /*split=*/true)));

@@ -353,7 +353,7 @@ protected:
       opts.balance = Balance::Compute;
     EXPECT_TRUE(succeeded(partitionStages(model, opts)));
     if (vocab == "vocab-1" || vocab == "vocab-2") {
-      EXPECT_TRUE(succeeded(partitionVocab(model, "vocab")));
+      EXPECT_TRUE(succeeded(partitionVocab(model, VocabPartition::Vocab)));
       for (auto shard : model.getBody().getOps<VocabOutputOp>())
         EXPECT_TRUE(succeeded(
             reorderSoftmaxBarriers(shard, vocab == "vocab-1" ? 1 : 2)));

@@ -117,11 +117,14 @@ cl::opt<std::string> slices("slices",
                                      "(--slicing terapipe)"),
                             cl::init("1"), cl::value_desc("K"),
                             cl::cat(category));
-cl::opt<std::string>
-    slicingMethod("slicing",
-                  cl::desc("Where slices cut a sequence: uniform, seq1f1b "
-                           "(equal FLOPs) or terapipe (dynamic programme)"),
-                  cl::init("uniform"), cl::cat(category));
+cl::opt<SlicingMethod> slicingMethod(
+    "slicing", cl::desc("Where slices cut a sequence"),
+    cl::values(clEnumValN(SlicingMethod::Uniform, "uniform",
+                          "equal slices (default)"),
+               clEnumValN(SlicingMethod::Seq1F1B, "seq1f1b", "equal FLOPs"),
+               clEnumValN(SlicingMethod::TeraPipe, "terapipe",
+                          "TeraPipe's dynamic programme")),
+    cl::init(SlicingMethod::Uniform), cl::cat(category));
 cl::opt<double> slicingEpsilon(
     "slicing-epsilon",
     cl::desc("TeraPipe's least step between bounds, seconds (1e-4)"),
@@ -137,11 +140,23 @@ cl::opt<sched::Balance> balance(
                clEnumValN(sched::Balance::Compute, "compute",
                           "even out the stages' FLOPs")),
     cl::init(sched::Balance::Uniform), cl::cat(category));
-cl::opt<std::string> vocabMode(
-    "vocab",
-    cl::desc("Vocabulary layers: baseline, redis, naive, vocab-1, vocab-2 or "
-             "interlaced (docs/vocabulary.md)"),
-    cl::init("baseline"), cl::cat(category));
+/// --vocab: where the vocabulary layers go and, sharded, how many
+/// barriers the output shard's softmax has (docs/vocabulary.md).
+enum class VocabMode { Baseline, Redis, Naive, Vocab1, Vocab2, Interlaced };
+cl::opt<VocabMode> vocabMode(
+    "vocab", cl::desc("Vocabulary layers (docs/vocabulary.md)"),
+    cl::values(
+        clEnumValN(VocabMode::Baseline, "baseline",
+                   "on the first and last stages (default)"),
+        clEnumValN(VocabMode::Redis, "redis",
+                   "the baseline with stages balanced by compute"),
+        clEnumValN(VocabMode::Naive, "naive",
+                   "sharded over the devices, three barriers"),
+        clEnumValN(VocabMode::Vocab1, "vocab-1", "sharded, Algorithm 1"),
+        clEnumValN(VocabMode::Vocab2, "vocab-2", "sharded, Algorithm 2"),
+        clEnumValN(VocabMode::Interlaced, "interlaced",
+                   "sharded with blocking collectives")),
+    cl::init(VocabMode::Baseline), cl::cat(category));
 cl::opt<std::string>
     costs("costs",
           cl::desc("Cost model: unit, a100, h100, v100, or F=..,B=..,..."),
@@ -245,17 +260,11 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
   if (!positive(pp, "pp") || !positive(microbatches, "microbatches") ||
       !positive(dp, "dp") || !positive(tp, "tp"))
     return nullptr;
-  if (slicingMethod != "uniform" && slicingMethod != "seq1f1b" &&
-      slicingMethod != "terapipe") {
-    fail("unknown --slicing '" + slicingMethod +
-         "' (expected uniform, seq1f1b or terapipe)");
-    return nullptr;
-  }
   if (slices == "auto") {
-    if (slicingMethod != "terapipe") {
+    if (slicingMethod != SlicingMethod::TeraPipe) {
       fail("--slices auto needs --slicing terapipe (its dynamic programme "
            "picks the count); --slicing " +
-           slicingMethod + " needs a number");
+           stringifySlicingMethod(slicingMethod).str() + " needs a number");
       return nullptr;
     }
     sliceCount = 0;
@@ -291,21 +300,14 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
     fail(error);
     return nullptr;
   }
-  static const char *const modes[] = {"baseline", "redis",   "naive",
-                                      "vocab-1",  "vocab-2", "interlaced"};
-  if (!llvm::is_contained(modes, StringRef(vocabMode))) {
-    fail("unknown --vocab '" + vocabMode +
-         "' (expected baseline, redis, naive, vocab-1, vocab-2 or "
-         "interlaced)");
-    return nullptr;
-  }
-  if (vocabMode == "redis" && balance.getNumOccurrences() &&
+  if (vocabMode == VocabMode::Redis && balance.getNumOccurrences() &&
       balance != sched::Balance::Compute) {
     fail("--vocab redis balances the stages by compute; it cannot be "
          "combined with --balance uniform");
     return nullptr;
   }
-  bool sharded = vocabMode != "baseline" && vocabMode != "redis";
+  bool sharded =
+      vocabMode != VocabMode::Baseline && vocabMode != VocabMode::Redis;
   if (sharded && !sched::isBuildingBlockSchedule(info->kind)) {
     shape.vocab.output = true;
     fail(sched::checkPipeline(*info, shape));
@@ -317,14 +319,15 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
 /// Applies --vocab to a model partitioned into stages: shards the
 /// vocabulary layers and reorders the output shard's barriers.
 LogicalResult partitionVocabulary(ModelOp model) {
-  if (vocabMode == "baseline" || vocabMode == "redis")
+  if (vocabMode == VocabMode::Baseline || vocabMode == VocabMode::Redis)
     return success();
-  if (failed(partitionVocab(model, vocabMode == "interlaced" ? "interlaced"
-                                                             : "vocab")))
+  if (failed(partitionVocab(model, vocabMode == VocabMode::Interlaced
+                                       ? VocabPartition::Interlaced
+                                       : VocabPartition::Vocab)))
     return failure();
-  int64_t algorithm = vocabMode == "vocab-1"   ? 1
-                      : vocabMode == "vocab-2" ? 2
-                                               : 0;
+  int64_t algorithm = vocabMode == VocabMode::Vocab1   ? 1
+                      : vocabMode == VocabMode::Vocab2 ? 2
+                                                       : 0;
   if (algorithm == 0)
     return success();
   for (auto shard : model.getBody().getOps<VocabOutputOp>())
@@ -342,11 +345,12 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
   partition.virtualChunks = chunks;
   partition.placement = info.placement;
   partition.balance =
-      vocabMode == "redis" ? sched::Balance::Compute : balance.getValue();
+      vocabMode == VocabMode::Redis ? sched::Balance::Compute
+                                    : balance.getValue();
   if (failed(partitionStages(model, partition)) ||
       failed(partitionVocabulary(model)))
     return failure();
-  if (sliceCount != 1 || slicingMethod != "uniform") {
+  if (sliceCount != 1 || slicingMethod != SlicingMethod::Uniform) {
     TokenSlicingOptions slicing;
     slicing.slices = sliceCount;
     slicing.method = slicingMethod;

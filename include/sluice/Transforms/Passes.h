@@ -14,6 +14,16 @@
 
 namespace mlir::sluice {
 
+/// How sluice-partition-vocab places the vocabulary layers: as they are,
+/// sharded over the devices (Vocabulary Parallelism), or sharded with
+/// blocking collectives (the interlaced baseline).
+enum class VocabPartition { Baseline, Vocab, Interlaced };
+/// Where sluice-slice-tokens cuts a sequence: equal slices, equal FLOPs
+/// (Seq1F1B), or TeraPipe's dynamic programme.
+enum class SlicingMethod { Uniform, Seq1F1B, TeraPipe };
+/// The method's name, as the model's `slicing` attribute records it.
+llvm::StringRef stringifySlicingMethod(SlicingMethod method);
+
 #define GEN_PASS_DECL
 #include "sluice/Transforms/Passes.h.inc"
 
@@ -34,7 +44,7 @@ struct StagePartitionOptions {
 LogicalResult partitionStages(ModelOp model, const StagePartitionOptions &opts);
 
 /// What sluice-partition-vocab does to one partitioned model.
-LogicalResult partitionVocab(ModelOp model, llvm::StringRef mode);
+LogicalResult partitionVocab(ModelOp model, VocabPartition mode);
 
 /// What sluice-reorder-softmax-barriers does to one output shard.
 LogicalResult reorderSoftmaxBarriers(VocabOutputOp shard, int64_t algorithm);
@@ -43,7 +53,7 @@ LogicalResult reorderSoftmaxBarriers(VocabOutputOp shard, int64_t algorithm);
 struct TokenSlicingOptions {
   /// Number of slices; 0: auto (terapipe only).
   int64_t slices = 1;
-  std::string method = "uniform";
+  SlicingMethod method = SlicingMethod::Uniform;
   std::string costs = "a100";
   double epsilon = 1e-4;
   int64_t granularity = 0;

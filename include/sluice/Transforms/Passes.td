@@ -154,8 +154,16 @@ def PartitionVocab : Pass<"sluice-partition-vocab", "ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::sluice::SluiceDialect"];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"vocab\"",
-           "baseline, vocab or interlaced">
+    Option<"mode", "mode", "::mlir::sluice::VocabPartition",
+           /*default=*/"::mlir::sluice::VocabPartition::Vocab",
+           "where the vocabulary layers go", [{::llvm::cl::values(
+             clEnumValN(::mlir::sluice::VocabPartition::Baseline, "baseline",
+                        "leave them on the first and last stages"),
+             clEnumValN(::mlir::sluice::VocabPartition::Vocab, "vocab",
+                        "shard them over every device"),
+             clEnumValN(::mlir::sluice::VocabPartition::Interlaced,
+                        "interlaced",
+                        "shard them with blocking collectives"))}]>
   ];
 }
 
@@ -237,8 +245,15 @@ def SliceTokens : Pass<"sluice-slice-tokens", "ModuleOp"> {
   let options = [
     Option<"slices", "slices", "std::string", /*default=*/"\"1\"",
            "number of slices, or auto (terapipe)">,
-    Option<"method", "method", "std::string", /*default=*/"\"uniform\"",
-           "uniform, seq1f1b or terapipe">,
+    Option<"method", "method", "::mlir::sluice::SlicingMethod",
+           /*default=*/"::mlir::sluice::SlicingMethod::Uniform",
+           "where slices cut a sequence", [{::llvm::cl::values(
+             clEnumValN(::mlir::sluice::SlicingMethod::Uniform, "uniform",
+                        "equal slices"),
+             clEnumValN(::mlir::sluice::SlicingMethod::Seq1F1B, "seq1f1b",
+                        "equal FLOPs"),
+             clEnumValN(::mlir::sluice::SlicingMethod::TeraPipe, "terapipe",
+                        "TeraPipe's dynamic programme"))}]>,
     Option<"costs", "costs", "std::string", /*default=*/"\"a100\"",
            "cost model of the terapipe method">,
     Option<"epsilon", "epsilon", "double", /*default=*/"1e-4",
