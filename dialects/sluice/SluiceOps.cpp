@@ -586,6 +586,71 @@ LogicalResult GradSyncOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Symbol uses: a program's @model, its instructions' @stage and @shard
+//===----------------------------------------------------------------------===//
+
+/// The sluice.model `program` is for, or null.
+static ModelOp lookupProgramModel(ProgramOp program,
+                                  SymbolTableCollection &tables) {
+  return tables.lookupNearestSymbolFrom<ModelOp>(program,
+                                                 program.getModelAttr());
+}
+
+LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (!lookupProgramModel(*this, tables))
+    return emitOpError("refers to @")
+           << getModel() << ", which is not a sluice.model";
+  return success();
+}
+
+/// Checks that the model of `op`'s program has a stage or vocabulary shard
+/// named `name` (a shard only, when `shardOnly`). A program whose model is
+/// missing is the program's error.
+static LogicalResult verifyNamedWork(Operation *op, StringRef name,
+                                     bool shardOnly,
+                                     SymbolTableCollection &tables) {
+  auto program = op->getParentOfType<ProgramOp>();
+  ModelOp model = program ? lookupProgramModel(program, tables) : ModelOp();
+  if (!model)
+    return success();
+  for (Operation &child : model.getBody().front()) {
+    StringRef found;
+    if (auto in = dyn_cast<VocabInputOp>(child))
+      found = in.getSymName();
+    else if (auto out = dyn_cast<VocabOutputOp>(child))
+      found = out.getSymName();
+    else if (auto stage = dyn_cast<StageOp>(child); stage && !shardOnly)
+      found = stage.getSymName();
+    if (!found.empty() && found == name)
+      return success();
+  }
+  if (shardOnly)
+    return op->emitOpError("names @")
+           << name << ", which is not a vocabulary shard of model @"
+           << model.getSymName();
+  return op->emitOpError("names stage @")
+         << name << ", which model @" << model.getSymName()
+         << " does not have";
+}
+
+LogicalResult ExecOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyNamedWork(*this, getStage(), /*shardOnly=*/false, tables);
+}
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyNamedWork(*this, getStage(), /*shardOnly=*/false, tables);
+}
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyNamedWork(*this, getStage(), /*shardOnly=*/false, tables);
+}
+LogicalResult GradSyncOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyNamedWork(*this, getStage(), /*shardOnly=*/false, tables);
+}
+LogicalResult
+CollectiveInstrOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyNamedWork(*this, getShard(), /*shardOnly=*/true, tables);
+}
+
 LogicalResult CollectiveInstrOp::verify() {
   if (failed(verifyInstrIndices(*this)))
     return failure();

@@ -295,7 +295,8 @@ def Sluice_YieldOp : Sluice_Op<"yield", [
 //===----------------------------------------------------------------------===//
 
 def Sluice_ProgramOp : Sluice_Op<"program", [
-    Symbol, IsolatedFromAbove, SingleBlock, NoTerminator]> {
+    Symbol, IsolatedFromAbove, SingleBlock, NoTerminator,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "one ordered instruction list per pipeline device";
   let description = [{
     The output of `sluice-schedule`: for the partitioned model `model`, one
@@ -382,8 +383,12 @@ def Sluice_DeviceOp : Sluice_Op<"device", [
 // Instructions name a unit of work by (pass, stage, microbatch, slice); a
 // send or receive names the unit whose result it carries, which is also the
 // key that matches the two.
+// The named stage or shard must exist in the program's model: checked with
+// the other symbol uses when the module verifies (SymbolUserOpInterface),
+// not only by the passes that read the program.
 class Sluice_InstrOp<string mnemonic, list<Trait> traits = []>
-    : Sluice_Op<mnemonic, traits # [HasParent<"DeviceOp">]> {
+    : Sluice_Op<mnemonic, traits # [HasParent<"DeviceOp">,
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let hasVerifier = 1;
 }
 

@@ -314,3 +314,50 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
     sluice.collective @vout 0 {mb = 0, slice = 0} on comm
   }
 }
+
+// -----
+
+// program-for-no-model (symbol uses are checked when the module verifies,
+// without any pass)
+// expected-error@+1 {{'sluice.program' op refers to @nothere, which is not a sluice.model}}
+sluice.program @p for @nothere {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// instruction-names-no-stage
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %0 : tensor<f32>
+}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} dp 2 {
+  sluice.device 0 {
+    sluice.exec F @s0 {mb = 0, slice = 0}
+    // expected-error@+1 {{'sluice.grad_sync' op names stage @s1, which model @m does not have}}
+    sluice.grad_sync @s1
+  }
+}
+
+// -----
+
+// collective-names-a-stage
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %0 : tensor<f32>
+}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+  sluice.device 0 {
+    // expected-error@+1 {{'sluice.collective' op names @s0, which is not a vocabulary shard of model @m}}
+    sluice.collective @s0 0 {mb = 0, slice = 0}
+  }
+}
