@@ -229,8 +229,7 @@ LogicalResult ModelOp::verifyRegions() {
       previousLayer = &op;
       continue;
     }
-    if (previousStage && (stage.getInputs().size() != 1 ||
-                          stage.getInputs()[0] != previousStage.getResult(0)))
+    if (previousStage && stage.getInput() != previousStage.getResult(0))
       return stage
           .emitOpError("input does not chain: it is not the result of the "
                        "preceding stage")
@@ -240,9 +239,8 @@ LogicalResult ModelOp::verifyRegions() {
       // The first stage reads the sharded embedding, or holds the
       // embedding itself.
       auto input = dyn_cast_or_null<VocabInputOp>(previousLayer);
-      bool reads = stage.getInputs().size() == 1 && input &&
-                   stage.getInputs()[0] == input.getResult();
-      if (input ? !reads : !stage.getInputs().empty())
+      bool reads = input && stage.getInput() == input.getResult();
+      if (input ? !reads : bool(stage.getInput()))
         return stage.emitOpError(input ? "is the first stage and must take "
                                          "the sharded embedding"
                                        : "is the first stage and must take "
@@ -384,9 +382,6 @@ LogicalResult StageOp::verify() {
     return emitOpError("'device' must be non-negative, got ") << getDevice();
   if (getChunk() < 0)
     return emitOpError("'chunk' must be non-negative, got ") << getChunk();
-  if (getInputs().size() > 1)
-    return emitOpError("takes at most one activation, got ")
-           << getInputs().size();
   std::optional<ArrayAttr> passes = getPasses();
   std::optional<ArrayRef<int64_t>> flops = getFlops();
   if (flops && (!passes || passes->size() != flops->size()))
@@ -398,10 +393,9 @@ LogicalResult StageOp::verify() {
 
 LogicalResult StageOp::verifyRegions() {
   Block &body = getBody().front();
-  if (body.getNumArguments() != getInputs().size() ||
-      llvm::any_of(
-          llvm::zip(body.getArgumentTypes(), getInputs().getTypes()),
-          [](auto pair) { return std::get<0>(pair) != std::get<1>(pair); }))
+  Value input = getInput();
+  if (body.getNumArguments() != (input ? 1u : 0u) ||
+      (input && body.getArgument(0).getType() != input.getType()))
     return emitOpError("block arguments must match the stage's inputs");
   auto yield = dyn_cast<YieldOp>(body.getTerminator());
   if (!yield)

@@ -253,7 +253,7 @@ def Sluice_StageOp : Sluice_Op<"stage", [
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Sluice_SizeAttr:$device,
                        Sluice_SizeAttr:$chunk,
-                       Variadic<AnyRankedTensor>:$inputs,
+                       Optional<AnyRankedTensor>:$input,
                        OptionalAttr<TypedArrayAttrBase<Sluice_PassKindAttr,
                                     "pass kinds">>:$passes,
                        OptionalAttr<DenseI64ArrayAttr>:$flops,
@@ -263,7 +263,7 @@ def Sluice_StageOp : Sluice_Op<"stage", [
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `device` $device `chunk` $chunk
-    (` ` `(` $inputs^ `:` type($inputs) `)`)? `->` type($results)
+    (` ` `(` $input^ `:` type($input) `)`)? `->` type($results)
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;

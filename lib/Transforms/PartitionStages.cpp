@@ -91,14 +91,11 @@ LogicalResult mlir::sluice::partitionStages(ModelOp model,
 
     Value out = group.back()->getResult(0);
     auto [device, chunk] = place(opts.placement, opts.pp, s);
-    SmallVector<Value> inputs;
-    if (carried)
-      inputs.push_back(carried);
     auto stage = StageOp::create(
         builder, group.front()->getLoc(), TypeRange{out.getType()},
         builder.getStringAttr("s" + std::to_string(s)),
         builder.getI64IntegerAttr(device), builder.getI64IntegerAttr(chunk),
-        inputs, ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(),
+        carried, ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(),
         RecomputeKindAttr());
     Block *body = new Block();
     stage.getBody().push_back(body);
