@@ -285,6 +285,9 @@ void ParameterStore::adamStep(const AdamConfig &config, int64_t step) {
 }
 
 Status ParameterStore::shardMoments(const std::vector<IndexRange> &owned) {
+  if (!owned.empty() && !ranges.empty())
+    return Status::error("the optimizer state is sharded already: gather it "
+                         "before sharding it again");
   Kernels &k = device->getKernels(StreamKind::Compute);
   int64_t packed = 0;
   for (const IndexRange &r : owned)
@@ -308,23 +311,8 @@ Status ParameterStore::shardMoments(const std::vector<IndexRange> &owned) {
   } else {
     int64_t at = 0;
     for (const IndexRange &r : owned) {
-      // From the whole moments, or from the ranges held now (a re-shard
-      // keeps the same ranges).
-      int64_t from = r.first;
-      if (!ranges.empty()) {
-        from = -1;
-        int64_t held = 0;
-        for (const IndexRange &h : ranges) {
-          if (h.first <= r.first && r.first + r.count <= h.first + h.count)
-            from = held + (r.first - h.first);
-          held += h.count;
-        }
-        if (from < 0)
-          return Status::error("the optimizer state does not hold the "
-                               "ranges it is asked to keep");
-      }
-      k.copy(m.get() + at, moment1.get() + from, r.count);
-      k.copy(v.get() + at, moment2.get() + from, r.count);
+      k.copy(m.get() + at, moment1.get() + r.first, r.count);
+      k.copy(v.get() + at, moment2.get() + r.first, r.count);
       at += r.count;
     }
   }

@@ -145,7 +145,8 @@ public:
   /// only for the flat ranges `owned` (disjoint), packed in that
   /// order, and carries their values over. Empty `owned`: the whole
   /// moments again, the owned parts in their places and the rest zero,
-  /// for the caller to gather from the other replicas.
+  /// for the caller to gather from the other replicas. Sharding moments
+  /// that are sharded already is an error.
   Status shardMoments(const std::vector<IndexRange> &owned);
   const std::vector<IndexRange> &getMomentRanges() const { return ranges; }
   /// With sharded moments: Adam over the owned ranges only, their summed

@@ -93,17 +93,16 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
 
 void StageRunner::setTensorParallel(GroupReduce reduce, int index) {
   groupReduce = std::move(reduce);
-  auto rowsOf = [&](const LayerConfig &l) -> std::pair<int64_t, int64_t> {
-    if (l.vocabShards < 2)
+  // A vocabulary layer that splits (first or last in the stage): the
+  // shard's rows; otherwise count -1, all of them.
+  auto rowsOf = [&](int layer, bool present) -> std::pair<int64_t, int64_t> {
+    const LayerConfig &l = model.layers[layer];
+    if (!present || l.vocabShards < 2)
       return {0, -1};
     return getShardVocabRows(l.vocab, index, l.vocabShards);
   };
-  std::tie(vocabFirst, vocabCount) = rowsOf(model.layers[layers.front()]);
-  std::tie(outFirst, outCount) = rowsOf(model.layers[layers.back()]);
-  if (!hasEmbedding())
-    vocabFirst = 0, vocabCount = -1;
-  if (!hasOutput())
-    outFirst = 0, outCount = -1;
+  std::tie(vocabFirst, vocabCount) = rowsOf(layers.front(), hasEmbedding());
+  std::tie(outFirst, outCount) = rowsOf(layers.back(), hasOutput());
 }
 
 bool StageRunner::hasEmbedding() const {
@@ -450,7 +449,7 @@ void StageRunner::transformerWeight(const Layer &l, const Views &v,
 void StageRunner::outputShardForward(const Layer &l, const Views &v,
                                      const SliceShape &s,
                                      const TokenRows &batch, DevicePtr normOut,
-                                     DevicePtr loss) {
+                                     DevicePtr localMax, DevicePtr loss) {
   const LayerConfig &c = *l.config;
   int64_t rt = s.rows * s.tokens, h = model.hidden;
   int64_t ld = getShardVocabColumns(c);
@@ -459,14 +458,14 @@ void StageRunner::outputShardForward(const Layer &l, const Views &v,
   if (outCount > 0)
     kernels.gemm(false, true, rt, outCount, h, 1.0f, normOut, h, l.w.table, h,
                  0.0f, logits, ld);
-  // The shard's maximum per token, then the group's.
-  kernels.shardSoftmaxStatistics(logits, rt, outCount, ld, nullptr, max, sum,
-                                 nullptr);
+  // The shard's maximum and sum of exp(Y - m) per token, one pass; then
+  // the group's maximum M, the sum rescaled to it (the vocabulary paper's
+  // equation 5, in place) and the group's sum S, the softmax's denominator.
+  kernels.shardSoftmaxStatistics(logits, rt, outCount, ld, nullptr, localMax,
+                                 sum, nullptr);
+  kernels.copy(max, localMax, rt);
   reduceOverShards(max, rt, Reduction::Max);
-  // Each shard's sum of exp(Y - M) under the group's maximum, then the
-  // group's: S, the softmax's denominator.
-  kernels.shardSoftmaxStatistics(logits, rt, outCount, ld, max, nullptr, sum,
-                                 nullptr);
+  kernels.rescaleSum(sum, localMax, max, rt, sum);
   reduceOverShards(sum, rt, Reduction::Sum);
   kernels.shardLoss(logits, batch.tokens + s.offset + 1, batch.stride, s.rows,
                     s.tokens, outFirst, outCount, ld, max, sum, loss);
@@ -580,12 +579,12 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
                             c.norm == "rmsnorm", dst, xhat, rstd);
         break;
       }
-      DevicePtr normOut = work.outputScratch(rt * h, rt).first;
+      auto [normOut, statistic] = work.outputScratch(rt * h, rt);
       DevicePtr logits = v[Field::OutLogits];
       kernels.normForward(current, l.w.normW, l.w.normB, rt, h,
                           c.norm == "rmsnorm", normOut, xhat, rstd);
       if (outCount >= 0) {
-        outputShardForward(l, v, s, batch, normOut, loss);
+        outputShardForward(l, v, s, batch, normOut, statistic, loss);
         break;
       }
       kernels.gemm(false, true, rt, c.vocab, h, 1.0f, normOut, h, l.w.table, h,

@@ -131,7 +131,7 @@ private:
   /// B's logits' and norm output's gradients (from `normOut`).
   void outputShardForward(const Layer &l, const Views &v, const SliceShape &s,
                           const TokenRows &batch, DevicePtr normOut,
-                          DevicePtr loss);
+                          DevicePtr localMax, DevicePtr loss);
   void outputShardBackward(const Layer &l, const Views &v, const SliceShape &s,
                            const TokenRows &batch, DevicePtr localSum,
                            float lossScale);

@@ -35,6 +35,22 @@ llvm::json::Value mlir::sluice::getChromeTrace(
   if (replicas)
     for (int d = 0; d < pipeline.devices; ++d)
       meta("thread_name", d, int(StreamKind::data), "data-parallel");
+  // One span ("X" event) of `e` on its device's stream.
+  auto span = [&](const TimelineEvent &e, std::string name,
+                  std::string category, llvm::json::Object args) {
+    llvm::json::Object event{
+        {"name", std::move(name)},
+        {"cat", std::move(category)},
+        {"ph", "X"},
+        {"pid", e.device},
+        {"tid", int(e.stream)},
+        {"ts", e.start * microsecondsPerUnit},
+        {"dur", (e.end - e.start) * microsecondsPerUnit},
+    };
+    if (!args.empty())
+      event["args"] = std::move(args);
+    events.push_back(std::move(event));
+  };
   for (const TimelineEvent &e : simulation.events) {
     const sched::Work &w = e.work;
     if (e.kind == sched::InstrKind::Collective) {
@@ -46,19 +62,11 @@ llvm::json::Value mlir::sluice::getChromeTrace(
                              .str();
       if (pipeline.slices > 1)
         name += ".s" + std::to_string(c.slice);
-      events.push_back(llvm::json::Object{
-          {"name", name},
-          {"cat", "collective"},
-          {"ph", "X"},
-          {"pid", e.device},
-          {"tid", int(e.stream)},
-          {"ts", e.start * microsecondsPerUnit},
-          {"dur", (e.end - e.start) * microsecondsPerUnit},
-          {"args", llvm::json::Object{{"shard", shard},
-                                      {"group", c.group},
-                                      {"microbatch", c.microbatch},
-                                      {"slice", c.slice}}},
-      });
+      span(e, name, "collective",
+           llvm::json::Object{{"shard", shard},
+                              {"group", c.group},
+                              {"microbatch", c.microbatch},
+                              {"slice", c.slice}});
       continue;
     }
     // A vocabulary pass runs the device's shard, not a stage.
@@ -66,15 +74,7 @@ llvm::json::Value mlir::sluice::getChromeTrace(
                             ? "vocab" + std::to_string(w.stage)
                             : stageNames[w.stage];
     if (e.kind == sched::InstrKind::GradSync) {
-      events.push_back(llvm::json::Object{
-          {"name", "gradient all-reduce " + where},
-          {"cat", "grad_sync"},
-          {"ph", "X"},
-          {"pid", e.device},
-          {"tid", int(e.stream)},
-          {"ts", e.start * microsecondsPerUnit},
-          {"dur", (e.end - e.start) * microsecondsPerUnit},
-      });
+      span(e, "gradient all-reduce " + where, "grad_sync", {});
       continue;
     }
     std::string name =
@@ -88,20 +88,12 @@ llvm::json::Value mlir::sluice::getChromeTrace(
                   .str();
     if (pipeline.slices > 1)
       name += ".s" + std::to_string(w.slice);
-    events.push_back(llvm::json::Object{
-        {"name", name},
-        {"cat", e.kind == sched::InstrKind::Exec
-                    ? stringifyPassKind(w.kind).str()
-                    : std::string("comm")},
-        {"ph", "X"},
-        {"pid", e.device},
-        {"tid", int(e.stream)},
-        {"ts", e.start * microsecondsPerUnit},
-        {"dur", (e.end - e.start) * microsecondsPerUnit},
-        {"args", llvm::json::Object{{"stage", where},
-                                    {"microbatch", w.microbatch},
-                                    {"slice", w.slice}}},
-    });
+    span(e, name,
+         e.kind == sched::InstrKind::Exec ? stringifyPassKind(w.kind).str()
+                                          : std::string("comm"),
+         llvm::json::Object{{"stage", where},
+                            {"microbatch", w.microbatch},
+                            {"slice", w.slice}});
   }
   // Activation memory as one counter track per device.
   for (const MemorySample &sample : simulation.memory)
