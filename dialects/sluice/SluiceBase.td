@@ -224,4 +224,45 @@ def Sluice_StreamKindAttr : EnumAttr<Sluice_Dialect, Sluice_StreamKind,
   }];
 }
 
+def Sluice_Projection : I32EnumAttr<"Projection",
+    "a linear map of a transformer layer", [
+  I32EnumAttrCase<"qkv", 0>,
+  I32EnumAttrCase<"out", 1>,
+  I32EnumAttrCase<"up", 2>,
+  I32EnumAttrCase<"gate", 3>,
+  I32EnumAttrCase<"down", 4>
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+def Sluice_ProjectionAttr : EnumAttr<Sluice_Dialect, Sluice_Projection,
+                                     "projection"> {
+  let summary = "linear map of a transformer layer";
+  let description = [{
+    The weight matrix a tensor-parallel projection multiplies by: `qkv`
+    (queries, keys and values), `out` (attention output), `up` and `gate`
+    (the feed-forward block's input maps; `gate` only in gated blocks) and
+    `down` (its output map).
+
+    ```mlir
+    #sluice.projection<qkv>
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+// Not an attribute: what a tensor-parallel op communicates in one pass
+// (TensorCollectiveOpInterface).
+def Sluice_CollectiveKind : I32EnumAttr<"CollectiveKind",
+    "the collective a tensor-parallel op issues in one pass", [
+  I32EnumAttrCase<"none", 0>,
+  I32EnumAttrCase<"all_reduce", 1>,
+  I32EnumAttrCase<"all_gather", 2>,
+  I32EnumAttrCase<"reduce_scatter", 3>
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
 #endif // SLUICE_BASE_TD

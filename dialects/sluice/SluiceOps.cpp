@@ -283,6 +283,158 @@ LogicalResult ModelOp::verifyRegions() {
 }
 
 //===----------------------------------------------------------------------===//
+// Tensor-parallel shard bodies
+//===----------------------------------------------------------------------===//
+
+/// The shard count of the layer whose body holds `op`.
+static int64_t getShardCount(Operation *op) {
+  Operation *layer = op->getParentOp();
+  if (auto shards = layer->getAttrOfType<IntegerAttr>("shards"))
+    return shards.getValue().getSExtValue();
+  return 1;
+}
+
+/// `slice` is `whole` with its token dimension (1) divided by `shards`.
+static bool isTokenSlice(Type slice, Type whole, int64_t shards) {
+  auto s = dyn_cast<RankedTensorType>(slice);
+  auto w = dyn_cast<RankedTensorType>(whole);
+  if (!s || !w || s.getRank() != 3 || w.getRank() != 3 ||
+      s.getElementType() != w.getElementType())
+    return false;
+  return s.getDimSize(0) == w.getDimSize(0) &&
+         s.getDimSize(2) == w.getDimSize(2) &&
+         s.getDimSize(1) * shards == w.getDimSize(1);
+}
+
+/// A body is the forward pass of one of `shards` shards; `whole` is the
+/// layer's activation type, `yield` what the body must yield when it is
+/// not a token slice of `whole` (the output layer's loss). Returns the
+/// body's sequence-parallel form through `sliced`.
+static LogicalResult verifyShardBody(Operation *layer,
+                                     std::optional<int64_t> shards,
+                                     Region &body, bool hasInput, Type whole,
+                                     Type loss) {
+  if (body.empty()) {
+    if (shards)
+      return layer->emitOpError("'shards' = ")
+             << *shards << " needs a shard body";
+    return success();
+  }
+  if (!shards)
+    return layer->emitOpError("has a shard body but no 'shards'");
+  if (*shards < 2)
+    return layer->emitOpError("'shards' must be at least 2, got ") << *shards;
+  Block &block = body.front();
+  if (block.getNumArguments() != (hasInput ? 1u : 0u))
+    return layer->emitOpError("shard body must take ")
+           << (hasInput ? "the layer's input" : "no argument");
+  auto yield = dyn_cast<LayerYieldOp>(block.getTerminator());
+  if (!yield)
+    return layer->emitOpError("shard body must end in sluice.layer_yield");
+  // The body's input, and the activation it yields: whole, or the shard's
+  // token slice with sequence parallelism.
+  auto isActivation = [&](Type t) {
+    return t == whole || isTokenSlice(t, whole, *shards);
+  };
+  if (hasInput && !isActivation(block.getArgument(0).getType()))
+    return layer->emitOpError("shard body takes ")
+           << block.getArgument(0).getType() << ", neither " << whole
+           << " nor its token slice for " << *shards << " shards";
+  Type yielded = yield.getValue().getType();
+  if (loss ? yielded != loss : !isActivation(yielded))
+    return layer->emitOpError("shard body yields ")
+           << yielded << ", not " << (loss ? loss : whole);
+  if (hasInput && !loss && yielded != block.getArgument(0).getType())
+    return layer->emitOpError("shard body yields ")
+           << yielded << " but takes " << block.getArgument(0).getType()
+           << ": the activation must stay whole or stay sliced";
+  return success();
+}
+
+/// The last dimension of `value`'s tensor type.
+static int64_t getWidth(Value value) {
+  return cast<RankedTensorType>(value.getType()).getShape().back();
+}
+
+LogicalResult TpGatherOp::verify() {
+  if (!isTokenSlice(getInput().getType(), getType(), getShardCount(*this)))
+    return emitOpError("result ")
+           << getType() << " is not the operand " << getInput().getType()
+           << " gathered over " << getShardCount(*this)
+           << " shards along the tokens";
+  return success();
+}
+
+LogicalResult TpScatterOp::verify() {
+  if (!isTokenSlice(getType(), getInput().getType(), getShardCount(*this)))
+    return emitOpError("result ")
+           << getType() << " is not a token slice of the operand "
+           << getInput().getType() << " for " << getShardCount(*this)
+           << " shards";
+  return success();
+}
+
+LogicalResult ColumnParallelOp::verify() {
+  // The backward of the op that brings the input in sums the shards'
+  // partial input gradients; without it each shard would propagate only
+  // its columns' part.
+  if (!getInput().getDefiningOp<TpCopyOp>() &&
+      !getInput().getDefiningOp<TpGatherOp>())
+    return emitOpError("input must enter through sluice.tp_copy or "
+                       "sluice.tp_gather, whose backward sums the shards' "
+                       "partial input gradients");
+  Projection p = getProjection();
+  if (p != Projection::qkv && p != Projection::up && p != Projection::gate)
+    return emitOpError("the ")
+           << stringifyProjection(p) << " projection is row-parallel";
+  return success();
+}
+
+LogicalResult RowParallelOp::verify() {
+  Projection p = getProjection();
+  if (p != Projection::out && p != Projection::down)
+    return emitOpError("the ")
+           << stringifyProjection(p) << " projection is column-parallel";
+  for (Operation *user : getResult().getUsers())
+    if (!isa<TpReduceOp, TpScatterOp>(user))
+      return emitOpError("partial sums are used by '")
+             << user->getName()
+             << "' before sluice.tp_reduce or sluice.tp_scatter sums them "
+                "over the shards";
+  return success();
+}
+
+LogicalResult ShardActivationOp::verify() {
+  if (getGate() && getGate().getType() != getUp().getType())
+    return emitOpError("gate ")
+           << getGate().getType() << " differs from up " << getUp().getType();
+  return success();
+}
+
+ShardTraffic mlir::sluice::getShardTraffic(Operation *layer) {
+  ShardTraffic traffic;
+  if (layer->getNumRegions() != 1 || layer->getRegion(0).empty())
+    return traffic;
+  for (Operation &op : layer->getRegion(0).front()) {
+    auto collective = dyn_cast<TensorCollectiveOpInterface>(op);
+    if (!collective)
+      continue;
+    auto in = cast<RankedTensorType>(op.getOperand(0).getType());
+    auto out = cast<RankedTensorType>(op.getResult(0).getType());
+    ShardCollective c{
+        CollectiveKind::none,
+        std::max(in.getNumElements(), out.getNumElements()),
+        int64_t(in.getElementType().getIntOrFloatBitWidth() / 8)};
+    if ((c.kind = collective.getForwardCollective()) != CollectiveKind::none)
+      traffic.forward.push_back(c);
+    if ((c.kind = collective.getBackwardCollective()) != CollectiveKind::none)
+      traffic.backward.push_back(c);
+  }
+  std::reverse(traffic.backward.begin(), traffic.backward.end());
+  return traffic;
+}
+
+//===----------------------------------------------------------------------===//
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
 
@@ -296,7 +448,10 @@ LogicalResult EmbeddingOp::verify() {
   if (std::optional<int64_t> positions = getPositions())
     if (failed(verifyPositive(*this, "positions", *positions)))
       return failure();
-  return verifyActivationType(*this, "result", getType());
+  if (failed(verifyActivationType(*this, "result", getType())))
+    return failure();
+  return verifyShardBody(*this, getShards(), getBody(), /*hasInput=*/false,
+                         getType(), /*loss=*/{});
 }
 
 //===----------------------------------------------------------------------===//
@@ -344,6 +499,35 @@ LogicalResult TransformerLayerOp::verify() {
                          "size, got ")
              << getHeadDimOrDefault();
   }
+  if (failed(verifyShardBody(*this, getShards(), getBody(), /*hasInput=*/true,
+                             getType(), /*loss=*/{})))
+    return failure();
+  if (getBody().empty())
+    return success();
+  // The shard's slices of the projections follow from the split
+  // (sluice-shard-tensors): its query heads, the key/value heads they
+  // read (one, replicated, with fewer key/value heads than shards), and
+  // its share of the feed-forward width.
+  int64_t n = *getShards(), headDim = getHeadDimOrDefault();
+  int64_t kv = getKvHeads() >= n ? getKvHeads() / n : 1;
+  for (Operation &op : getBody().front()) {
+    int64_t expected = -1, width = -1;
+    if (auto column = dyn_cast<ColumnParallelOp>(op)) {
+      width = getWidth(column.getResult());
+      expected = column.getProjection() == Projection::qkv
+                     ? (getHeads() / n + 2 * kv) * headDim
+                     : getFfn() / n;
+    } else if (auto attention = dyn_cast<ShardAttentionOp>(op)) {
+      width = getWidth(attention.getResult());
+      expected = getHeads() / n * headDim;
+    }
+    if (width != expected)
+      return op.emitOpError("yields ")
+             << width << " columns, but one of " << n << " shards of "
+             << getHeads() << " heads (" << getKvHeads()
+             << " key/value) and feed-forward width " << getFfn()
+             << " has " << expected;
+  }
   return success();
 }
 
@@ -358,7 +542,22 @@ void OutputLayerOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
 LogicalResult OutputLayerOp::verify() {
   if (getVocab() < 1)
     return emitOpError("'vocab' must be at least 1, got ") << getVocab();
-  return verifyActivationType(*this, "input", getInput().getType());
+  if (failed(verifyActivationType(*this, "input", getInput().getType())) ||
+      failed(verifyShardBody(*this, getShards(), getBody(), /*hasInput=*/true,
+                             getInput().getType(), getLoss().getType())))
+    return failure();
+  if (getBody().empty())
+    return success();
+  // The shard's rows of the LM head: ceil(vocab / shards), the runtime's
+  // rule (getShardVocabRows).
+  int64_t rows = (getVocab() + *getShards() - 1) / *getShards();
+  for (auto logits : getBody().getOps<ShardLogitsOp>())
+    if (getWidth(logits.getLogits()) != rows)
+      return logits.emitOpError("yields ")
+             << getWidth(logits.getLogits()) << " logits per token, but one of "
+             << *getShards() << " shards of a " << getVocab()
+             << "-row LM head holds " << rows;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -592,10 +791,31 @@ static ModelOp lookupProgramModel(ProgramOp program,
 }
 
 LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &tables) {
-  if (!lookupProgramModel(*this, tables))
+  ModelOp model = lookupProgramModel(*this, tables);
+  if (!model)
     return emitOpError("refers to @")
            << getModel() << ", which is not a sluice.model";
-  return success();
+  // The program's shards run the model's shard bodies: with tp > 1 every
+  // layer that splits spells its collectives (sluice-shard-tensors), for
+  // that many shards.
+  WalkResult walk = model.walk([&](Operation *layer) {
+    if (!isa<TransformerLayerOp, EmbeddingOp, OutputLayerOp>(layer))
+      return WalkResult::advance();
+    auto shards = layer->getAttrOfType<IntegerAttr>("shards");
+    int64_t count = shards ? shards.getValue().getSExtValue() : 1;
+    if (count == getTp())
+      return WalkResult::advance();
+    InFlightDiagnostic diag = emitOpError("has ")
+                              << getTp() << " tensor-parallel shards, but a '"
+                              << layer->getName() << "' ";
+    if (shards)
+      diag << "is split for " << count;
+    else
+      diag << "has no shard body (run sluice-shard-tensors)";
+    diag.attachNote(layer->getLoc()) << "the layer is here";
+    return WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
 }
 
 /// Checks that the model of `op`'s program has a stage or vocabulary shard
@@ -731,6 +951,8 @@ static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
       printer.printFloat(ropeTheta.getValue());
   }
 }
+
+#include "sluice/SluiceInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "sluice/SluiceOps.cpp.inc"

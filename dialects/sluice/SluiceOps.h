@@ -19,6 +19,8 @@ template <typename ConcreteType>
 class HeavyCompute : public OpTrait::TraitBase<ConcreteType, HeavyCompute> {};
 } // namespace mlir::sluice
 
+#include "sluice/SluiceInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "sluice/SluiceOps.h.inc"
 
@@ -30,6 +32,21 @@ SmallVector<StageOp> getStages(ModelOp model);
 /// all-reduces and reduces not separated by a HeavyCompute op (the
 /// broadcast that hands the activation over is not one).
 int64_t countBarriers(Region &shard);
+
+/// One collective among a layer's tensor-parallel shards in one pass.
+struct ShardCollective {
+  CollectiveKind kind;
+  /// Elements of the whole (gathered or reduced) tensor, and their size.
+  int64_t elements = 0;
+  int64_t elementBytes = 0;
+};
+/// The collectives a layer's shard body issues in F and in B, in the order
+/// they run (F's in program order, B's in reverse). Empty for a layer
+/// without a body.
+struct ShardTraffic {
+  SmallVector<ShardCollective> forward, backward;
+};
+ShardTraffic getShardTraffic(Operation *layer);
 } // namespace mlir::sluice
 
 #endif // SLUICE_SLUICEOPS_H

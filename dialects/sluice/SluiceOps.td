@@ -96,7 +96,8 @@ def Sluice_ModelOp : Sluice_Op<"model", [
 // Layers
 //===----------------------------------------------------------------------===//
 
-def Sluice_EmbeddingOp : Sluice_LayerOp<"embedding"> {
+def Sluice_EmbeddingOp : Sluice_LayerOp<"embedding", [
+    IsolatedFromAbove, SingleBlock]> {
   let summary = "token (and learned position) embedding: the input layer";
   let description = [{
     Looks up each token of the microbatch in a `vocab x hidden` table; the
@@ -114,16 +115,18 @@ def Sluice_EmbeddingOp : Sluice_LayerOp<"embedding"> {
              : tensor<1x2048x768xbf16>
     ```
   }];
-  let arguments = (ins Sluice_SizeAttr:$vocab, OptionalAttr<Sluice_SizeAttr>:$positions);
+  let arguments = (ins Sluice_SizeAttr:$vocab, OptionalAttr<Sluice_SizeAttr>:$positions,
+                       OptionalAttr<Sluice_SizeAttr>:$shards);
   let results = (outs AnyRankedTensor:$result);
+  let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
     ` ` `{` `vocab` `=` $vocab (`,` `positions` `=` $positions^)? `}`
-    attr-dict `:` type($result)
+    attr-dict `:` type($result) (`shards` $shards^ $body)?
   }];
 }
 
 def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
-    AllTypesMatch<["input", "result"]>]> {
+    AllTypesMatch<["input", "result"]>, IsolatedFromAbove, SingleBlock]> {
   let summary = "one pre-norm decoder block: causal attention and a feed-forward block";
   let description = [{
     `x + attn(norm(x))` followed by `x + mlp(norm(x))`, where attention is
@@ -161,13 +164,15 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
                        Sluice_SizeAttr:$kv_heads, OptionalAttr<Sluice_SizeAttr>:$head_dim,
                        Sluice_SizeAttr:$ffn, Sluice_NormKindAttr:$norm,
                        Sluice_MlpKindAttr:$mlp, UnitAttr:$bias,
-                       OptionalAttr<F64Attr>:$rope_theta);
+                       OptionalAttr<F64Attr>:$rope_theta,
+                       OptionalAttr<Sluice_SizeAttr>:$shards);
   let results = (outs AnyRankedTensor:$result);
+  let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
     $input ` ` `{` `heads` `=` $heads `,` `kv_heads` `=` $kv_heads `,`
     (`head_dim` `=` $head_dim^ `,`)? `ffn` `=` $ffn `,` `norm` `=` `` $norm
     `,` `mlp` `=` `` $mlp `` custom<LayerOptions>($bias, $rope_theta) `}`
-    attr-dict `:` type($input)
+    attr-dict `:` type($input) (`shards` $shards^ $body)?
   }];
   let extraClassDeclaration = [{
     /// The hidden size, the last dimension of the input.
@@ -177,7 +182,8 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
   }];
 }
 
-def Sluice_OutputLayerOp : Sluice_LayerOp<"output_layer"> {
+def Sluice_OutputLayerOp : Sluice_LayerOp<"output_layer", [
+    IsolatedFromAbove, SingleBlock]> {
   let summary = "final norm, LM head and softmax cross-entropy: the output layer";
   let description = [{
     Normalises the last activation (`norm`), projects it onto the
@@ -200,11 +206,13 @@ def Sluice_OutputLayerOp : Sluice_LayerOp<"output_layer"> {
     ```
   }];
   let arguments = (ins AnyRankedTensor:$input, Sluice_SizeAttr:$vocab,
-                       Sluice_NormKindAttr:$norm, UnitAttr:$tied);
+                       Sluice_NormKindAttr:$norm, UnitAttr:$tied,
+                       OptionalAttr<Sluice_SizeAttr>:$shards);
   let results = (outs 0DTensorOf<[F32]>:$loss);
+  let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
     $input ` ` `{` `vocab` `=` $vocab `,` `norm` `=` `` $norm (`,` `tied` $tied^)? `}`
-    attr-dict `:` type($input) `->` type($loss)
+    attr-dict `:` type($input) `->` type($loss) (`shards` $shards^ $body)?
   }];
 }
 
@@ -508,6 +516,7 @@ def Sluice_GradSyncOp : Sluice_InstrOp<"grad_sync"> {
 }
 
 include "sluice/SluiceVocabOps.td"
+include "sluice/SluiceTensorOps.td"
 
 def Sluice_ReturnOp : Sluice_Op<"return", [
     Pure, Terminator, ReturnLike, HasParent<"ModelOp">]> {

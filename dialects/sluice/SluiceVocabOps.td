@@ -12,6 +12,8 @@
 #ifndef SLUICE_VOCAB_OPS_TD
 #define SLUICE_VOCAB_OPS_TD
 
+include "sluice/SluiceInterfaces.td"
+
 // Ops whose cost scales with a shard's vocabulary slice (a pass over
 // [b, s, V/p] values, or a matmul with the shard's weights). Collectives
 // separated by at least one of them are separate communication barriers;
@@ -21,9 +23,12 @@ def Sluice_HeavyCompute : NativeOpTrait<"HeavyCompute"> {
   let cppNamespace = "::mlir::sluice";
 }
 
+// Also the bodies of the embedding and the output layer when they split
+// over tensor-parallel shards (SluiceTensorOps.td).
 class Sluice_ShardOp<string mnemonic, list<Trait> traits = []>
     : Sluice_Op<mnemonic, traits # [
-        ParentOneOf<["VocabOutputOp", "VocabInputOp"]>]>;
+        ParentOneOf<["VocabOutputOp", "VocabInputOp", "EmbeddingOp",
+                     "OutputLayerOp"]>]>;
 
 //===----------------------------------------------------------------------===//
 // The two vocabulary layers
@@ -188,10 +193,17 @@ def Sluice_BroadcastOp : Sluice_CollectiveOp<"broadcast"> {
   let assemblyFormat = "$input `root` $root attr-dict `:` type($input)";
 }
 
-def Sluice_AllReduceOp : Sluice_CollectiveOp<"all_reduce"> {
+def Sluice_AllReduceOp : Sluice_ShardOp<"all_reduce", [
+    AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<Sluice_TensorCollectiveOpInterface>]> {
   let summary = "every device receives the elementwise max or sum over devices";
   let description = [{
-    The softmax's global maximum and normaliser.
+    The softmax's global maximum and normaliser: over the vocabulary
+    shards of the pipeline's devices in `sluice.vocab_output`, over the
+    tensor-parallel shards in a split `sluice.output_layer`. Its B
+    communicates nothing: the maximum is a constant of the gradient and
+    each shard forms its softmax columns' gradient from the reduced
+    statistics.
 
     ```mlir
     %m = sluice.all_reduce <max> %mlocal : tensor<1x16xf32>
@@ -200,6 +212,14 @@ def Sluice_AllReduceOp : Sluice_CollectiveOp<"all_reduce"> {
   let arguments = (ins AnyRankedTensor:$input, Sluice_ReductionAttr:$reduction);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$reduction $input attr-dict `:` type($input)";
+  let extraClassDefinition = [{
+    ::mlir::sluice::CollectiveKind $cppClass::getForwardCollective() {
+      return ::mlir::sluice::CollectiveKind::all_reduce;
+    }
+    ::mlir::sluice::CollectiveKind $cppClass::getBackwardCollective() {
+      return ::mlir::sluice::CollectiveKind::none;
+    }
+  }];
 }
 
 def Sluice_ReduceOp : Sluice_CollectiveOp<"reduce"> {

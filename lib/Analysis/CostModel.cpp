@@ -571,11 +571,51 @@ std::vector<int64_t> mlir::sluice::getUniformSlices(int64_t seqLen,
   return lengths;
 }
 
+/// A stage's tensor-parallel collectives as its layers' shard bodies
+/// spell them (sluice-shard-tensors; getShardTraffic): the bytes of each
+/// collective for the whole sequence and whether it is an all-reduce
+/// (else an all-gather or reduce-scatter, which move half as much). None
+/// when a layer has no body: the caller falls back to the closed form.
+namespace {
+struct StageCollectives {
+  std::vector<std::pair<double, bool>> forward, backward;
+};
+} // namespace
+
+static std::optional<StageCollectives> getStageCollectives(StageOp stage) {
+  StageCollectives collectives;
+  auto append = [](std::vector<std::pair<double, bool>> &to,
+                   llvm::ArrayRef<ShardCollective> from) {
+    for (const ShardCollective &c : from)
+      to.push_back({double(c.elements * c.elementBytes),
+                    c.kind == CollectiveKind::all_reduce});
+  };
+  bool bodies = true;
+  stage.getBody().walk([&](Operation *layer) {
+    if (!isa<TransformerLayerOp, EmbeddingOp, OutputLayerOp>(layer))
+      return WalkResult::advance();
+    if (layer->getRegion(0).empty()) {
+      bodies = false;
+      return WalkResult::interrupt();
+    }
+    ShardTraffic traffic = getShardTraffic(layer);
+    append(collectives.forward, traffic.forward);
+    append(collectives.backward, traffic.backward);
+    return WalkResult::skip();
+  });
+  if (!bodies)
+    return std::nullopt;
+  return collectives;
+}
+
 PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
                              const CostModel &costs, MeshShape mesh)
     : pipeline(pipeline), costs(costs), mesh(mesh) {
+  std::vector<std::optional<StageCollectives>> collectives;
   for (StageOp stage : mlir::sluice::getStages(model)) {
     profiles.push_back(StageProfile::get(stage, model, mesh.tp));
+    collectives.push_back(mesh.tp > 1 ? getStageCollectives(stage)
+                                      : std::nullopt);
     stageParams[profiles.back().name] = profiles.back().params;
     transformerLayers += stage.getNumTransformerLayers();
     // MFU counts the model's FLOPs, not what the shards repeat.
@@ -614,11 +654,34 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
                                  prefixes[slice], pipeline.chunks, k);
         if (tp < 2 || costs.getKind() != CostModel::Kind::Analytic)
           continue;
+        const StageProfile &stage = profiles[s];
+        bool full = stage.recompute == RecomputeKind::full;
+        if (collectives[s]) {
+          // The shard bodies' collectives, scaled to the slice's tokens
+          // (every one of them moves a tensor per token); a B that
+          // recomputes the forward runs the forward's again.
+          double scale = double(lengths[slice]) / double(stage.seqLen);
+          auto add = [&](llvm::ArrayRef<std::pair<double, bool>> list) {
+            for (auto [bytes, allReduce] : list)
+              tensorParallel[at] += costs.getCollectiveTime(
+                  bytes * scale, allReduce, tp, tensorLink);
+          };
+          if (PassKind(kind) == PassKind::F)
+            add(collectives[s]->forward);
+          if (PassKind(kind) == PassKind::B ||
+              PassKind(kind) == PassKind::BW) {
+            if (full)
+              add(collectives[s]->forward);
+            add(collectives[s]->backward);
+          }
+          compute[at] += tensorParallel[at];
+          continue;
+        }
+        // Before sluice-shard-tensors, the same counts in closed form.
         // The blog's table: an activation-sized all-reduce after attention
         // and one after the MLP in F, one before each norm's backward in B
         // (papers/tensor-parallelism-blog.txt, "Communication Overhead");
         // a B that recomputes the forward all-reduces again.
-        const StageProfile &stage = profiles[s];
         int64_t layers = int64_t(stage.layers.size());
         // The vocabulary-parallel embedding sums its lookups in F (the
         // table's "Input Embedding" row); the output layer agrees on each
@@ -627,7 +690,6 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
         // row; Stage.cpp).
         int64_t embedding = stage.hasEmbedding && splitsVocabulary(model);
         int64_t output = stage.hasOutput && splitsVocabulary(model);
-        bool full = stage.recompute == RecomputeKind::full;
         int64_t count = 0, statistics = 0;
         switch (PassKind(kind)) {
         case PassKind::F:

@@ -515,7 +515,8 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
       {int64_t(1), config->positions, config->hidden}, config->dtype);
   Value x = EmbeddingOp::create(
       builder, named("embed_tokens"), activation, size(config->vocab),
-      family.learnedPositions ? size(config->positions) : IntegerAttr());
+      family.learnedPositions ? size(config->positions) : IntegerAttr(),
+      /*shards=*/IntegerAttr());
   for (int64_t i = 0; i < config->layers; ++i)
     x = TransformerLayerOp::create(
         builder, named("layers." + Twine(i)), activation, x,
@@ -525,12 +526,14 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
         MlpKindAttr::get(context, family.mlp),
         family.bias ? builder.getUnitAttr() : UnitAttr(),
         config->ropeTheta ? builder.getF64FloatAttr(*config->ropeTheta)
-                          : FloatAttr());
+                          : FloatAttr(),
+        /*shards=*/IntegerAttr());
   Value loss = OutputLayerOp::create(
       builder, named("lm_head"),
       RankedTensorType::get({}, builder.getF32Type()), x, size(config->vocab),
       NormKindAttr::get(context, family.norm),
-      config->tied ? builder.getUnitAttr() : UnitAttr());
+      config->tied ? builder.getUnitAttr() : UnitAttr(),
+      /*shards=*/IntegerAttr());
   ReturnOp::create(builder, fileLoc, loss);
 
   if (failed(verify(*module)))

@@ -27,6 +27,8 @@
 #include "sluice/Transforms/Passes.h"
 #include "sluice/Transforms/PipelineIR.h"
 
+#include "mlir/IR/Builders.h"
+
 namespace mlir::sluice {
 #define GEN_PASS_DEF_SHARDTENSORS
 #include "sluice/Transforms/Passes.h.inc"
@@ -34,6 +36,130 @@ namespace mlir::sluice {
 
 using namespace mlir;
 using namespace mlir::sluice;
+
+namespace {
+/// Writes the shard bodies: one of `shards` shards' forward pass of a
+/// layer, with the collectives among the shards explicit (Megatron-LM's f
+/// and g; papers/tensor-parallelism-blog.txt, "Communication Overhead").
+class BodyBuilder {
+public:
+  BodyBuilder(MLIRContext *context, int64_t shards)
+      : builder(context), shards(shards) {}
+
+  /// x + out(attn(qkv(norm(x)))), then + down(act(up(norm(.)))): the
+  /// column-parallel projections enter through tp_copy (all-reduce of the
+  /// input gradient in B) and the row-parallel ones leave through
+  /// tp_reduce (all-reduce of the partial sums in F).
+  void build(TransformerLayerOp layer) {
+    auto type = cast<RankedTensorType>(layer.getType());
+    Location loc = layer.getLoc();
+    Block *block = begin(layer, layer.getBody());
+    Value x = block->addArgument(type, loc);
+    int64_t headDim = layer.getHeadDimOrDefault();
+    int64_t kv = layer.getKvHeads() >= shards ? layer.getKvHeads() / shards
+                                              : 1;
+    int64_t heads = layer.getHeads() / shards, ffn = layer.getFfn() / shards;
+
+    Value qkv = column(loc, enter(loc, norm(loc, x)), Projection::qkv,
+                       (heads + 2 * kv) * headDim);
+    Value context = ShardAttentionOp::create(
+        builder, loc, widen(type, heads * headDim), qkv);
+    Value attention = leave(loc, row(loc, context, Projection::out, type));
+    x = ResidualAddOp::create(builder, loc, type, x, attention);
+
+    Value in = enter(loc, norm(loc, x));
+    Value up = column(loc, in, Projection::up, ffn);
+    Value gate = layer.getMlp() == MlpKind::gelu
+                     ? Value()
+                     : column(loc, in, Projection::gate, ffn);
+    Value act = ShardActivationOp::create(builder, loc, up.getType(), up, gate);
+    Value mlp = leave(loc, row(loc, act, Projection::down, type));
+    x = ResidualAddOp::create(builder, loc, type, x, mlp);
+    LayerYieldOp::create(builder, loc, x);
+  }
+
+  /// The vocabulary-parallel embedding: each shard looks up the tokens in
+  /// its rows (zeros elsewhere) and the partial embeddings are summed.
+  void build(EmbeddingOp layer) {
+    auto type = cast<RankedTensorType>(layer.getType());
+    Location loc = layer.getLoc();
+    begin(layer, layer.getBody());
+    Value x = leave(loc, ShardLookupOp::create(builder, loc, type));
+    if (layer.getPositions())
+      x = AddPositionsOp::create(builder, loc, type, x);
+    LayerYieldOp::create(builder, loc, x);
+  }
+
+  /// The vocabulary-parallel cross-entropy: each shard's logits, its
+  /// maximum and sum of exponentials in one pass, the group's maximum,
+  /// the sum rescaled to it (papers/vocabulary-parallelism.txt,
+  /// equation 5) and summed; each shard's loss covers the labels it holds.
+  /// Two per-token all-reduces, against the blog's three.
+  void build(OutputLayerOp layer) {
+    auto type = cast<RankedTensorType>(layer.getInput().getType());
+    Location loc = layer.getLoc();
+    Block *block = begin(layer, layer.getBody());
+    Value x = block->addArgument(type, loc);
+    Type f32 = builder.getF32Type();
+    int64_t rows = (layer.getVocab() + shards - 1) / shards;
+    auto logitsType = RankedTensorType::get(
+        {type.getDimSize(0), type.getDimSize(1), rows}, f32);
+    auto statsType =
+        RankedTensorType::get({type.getDimSize(0), type.getDimSize(1)}, f32);
+    Value logits = ShardLogitsOp::create(builder, loc, logitsType,
+                                         enter(loc, norm(loc, x)));
+    Value localMax = ShardMaxOp::create(builder, loc, statsType, logits);
+    Value localSum =
+        ShardSumExpOp::create(builder, loc, statsType, logits, localMax);
+    Value max = AllReduceOp::create(
+        builder, loc, statsType, localMax,
+        ReductionAttr::get(builder.getContext(), Reduction::max));
+    Value rescaled =
+        RescaleSumOp::create(builder, loc, statsType, localSum, localMax, max);
+    Value sum = AllReduceOp::create(
+        builder, loc, statsType, rescaled,
+        ReductionAttr::get(builder.getContext(), Reduction::sum));
+    Value loss = ShardLossOp::create(builder, loc, layer.getLoss().getType(),
+                                     logits, max, sum);
+    LayerYieldOp::create(builder, loc, loss);
+  }
+
+private:
+  Block *begin(Operation *layer, Region &body) {
+    layer->setAttr("shards", builder.getI64IntegerAttr(shards));
+    Block *block = builder.createBlock(&body);
+    builder.setInsertionPointToStart(block);
+    return block;
+  }
+  static RankedTensorType widen(RankedTensorType type, int64_t width) {
+    return RankedTensorType::get(
+        {type.getDimSize(0), type.getDimSize(1), width}, type.getElementType());
+  }
+  Value norm(Location loc, Value x) {
+    return ShardNormOp::create(builder, loc, x.getType(), x);
+  }
+  Value enter(Location loc, Value x) {
+    return TpCopyOp::create(builder, loc, x.getType(), x);
+  }
+  Value leave(Location loc, Value partial) {
+    return TpReduceOp::create(builder, loc, partial.getType(), partial);
+  }
+  Value column(Location loc, Value in, Projection projection, int64_t width) {
+    return ColumnParallelOp::create(
+        builder, loc, widen(cast<RankedTensorType>(in.getType()), width),
+        ProjectionAttr::get(builder.getContext(), projection), in);
+  }
+  Value row(Location loc, Value in, Projection projection,
+            RankedTensorType type) {
+    return RowParallelOp::create(
+        builder, loc, type,
+        ProjectionAttr::get(builder.getContext(), projection), in);
+  }
+
+  OpBuilder builder;
+  int64_t shards;
+};
+} // namespace
 
 LogicalResult mlir::sluice::shardTensors(ProgramOp program,
                                          int64_t tensorParallel) {
@@ -88,6 +214,20 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
            << " tensor-parallel shards no rows";
   }
   program.setTp(n);
+  if (n == 1)
+    return success();
+  // Every layer that splits gets its shard body; a vocabulary layer that
+  // Vocabulary Parallelism already split over the pipeline
+  // (sluice.vocab_input / vocab_output) keeps its own region.
+  BodyBuilder bodies(program.getContext(), n);
+  model->walk([&](Operation *op) {
+    if (auto layer = dyn_cast<TransformerLayerOp>(op))
+      bodies.build(layer);
+    else if (auto layer = dyn_cast<EmbeddingOp>(op))
+      bodies.build(layer);
+    else if (auto layer = dyn_cast<OutputLayerOp>(op))
+      bodies.build(layer);
+  });
   return success();
 }
 

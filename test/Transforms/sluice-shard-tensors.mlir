@@ -1,5 +1,6 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" --sluice-plan-buffers | FileCheck %s
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-plan-buffers | FileCheck %s --check-prefix=WHOLE
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" | FileCheck %s --check-prefix=BODY
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=1" | FileCheck %s --check-prefix=ONE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=3" 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=2" --sluice-shard-tensors="tensor-parallel=2" 2>&1 | FileCheck %s --check-prefix=TWICE
@@ -8,6 +9,53 @@
 // RUN: not sluice-opt %inputs/shard-tensors-uneven.mlir --sluice-partition-stages="pp=1" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=1" --sluice-shard-tensors="tensor-parallel=2" 2>&1 | FileCheck %s --check-prefix=KV
 // RUN: sed 's/vocab = 100}/vocab = 3}/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=VOCAB
 // RUN: sed 's/vocab = 100, norm/vocab = 3, norm/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=OUTVOCAB
+
+// Every layer spells its shard's work and its collectives (Megatron's
+// f and g, tensor-parallelism blog, "Tensor parallelism in the
+// transformer block"). The embedding's masked lookups sum over the shards.
+// BODY:      sluice.embedding {vocab = 100} : tensor<1x16x32xf32> shards 4 {
+// BODY-NEXT:   %[[LOOK:.+]] = sluice.shard_lookup : tensor<1x16x32xf32>
+// BODY-NEXT:   %[[EMB:.+]] = sluice.tp_reduce %[[LOOK]] : tensor<1x16x32xf32>
+// BODY-NEXT:   sluice.layer_yield %[[EMB]] : tensor<1x16x32xf32>
+// BODY-NEXT: }
+// Attention: one query head of 8 per shard and one of the two key/value
+// heads, replicated: (1 + 2 * 1) * 8 = 24 columns of the fused QKV. The
+// identity in F / all-reduce in B (tp_copy) before the column-parallel
+// projection, the all-reduce in F / identity in B (tp_reduce) after the
+// row-parallel one.
+// BODY:      sluice.transformer_layer %emb {{.+}} shards 4 {
+// BODY-NEXT: ^bb0(%[[IN:.+]]: tensor<1x16x32xf32>):
+// BODY-NEXT:   %[[N1:.+]] = sluice.shard_norm %[[IN]]
+// BODY-NEXT:   %[[C1:.+]] = sluice.tp_copy %[[N1]]
+// BODY-NEXT:   %[[QKV:.+]] = sluice.column_parallel <qkv> %[[C1]] : tensor<1x16x32xf32> -> tensor<1x16x24xf32>
+// BODY-NEXT:   %[[ATT:.+]] = sluice.shard_attention %[[QKV]] : tensor<1x16x24xf32> -> tensor<1x16x8xf32>
+// BODY-NEXT:   %[[OUT:.+]] = sluice.row_parallel <out> %[[ATT]] : tensor<1x16x8xf32> -> tensor<1x16x32xf32>
+// BODY-NEXT:   %[[R1:.+]] = sluice.tp_reduce %[[OUT]]
+// BODY-NEXT:   %[[H:.+]] = sluice.residual_add %[[IN]], %[[R1]]
+// The SwiGLU MLP: a quarter of the 96 feed-forward columns, up and gate.
+// BODY-NEXT:   %[[N2:.+]] = sluice.shard_norm %[[H]]
+// BODY-NEXT:   %[[C2:.+]] = sluice.tp_copy %[[N2]]
+// BODY-NEXT:   %[[UP:.+]] = sluice.column_parallel <up> %[[C2]] : tensor<1x16x32xf32> -> tensor<1x16x24xf32>
+// BODY-NEXT:   %[[GATE:.+]] = sluice.column_parallel <gate> %[[C2]] : tensor<1x16x32xf32> -> tensor<1x16x24xf32>
+// BODY-NEXT:   %[[ACT:.+]] = sluice.shard_activation %[[UP]], %[[GATE]]
+// BODY-NEXT:   %[[DOWN:.+]] = sluice.row_parallel <down> %[[ACT]] : tensor<1x16x24xf32> -> tensor<1x16x32xf32>
+// BODY-NEXT:   %[[R2:.+]] = sluice.tp_reduce %[[DOWN]]
+// BODY-NEXT:   %[[Y:.+]] = sluice.residual_add %[[H]], %[[R2]]
+// BODY-NEXT:   sluice.layer_yield %[[Y]]
+// BODY-NEXT: }
+// The output layer: each shard's ceil(100 / 4) = 25 logits per token, the
+// group's maximum and rescaled sum of exponentials (two all-reduces of
+// one fp32 per token), and the shard's part of the loss.
+// BODY:      sluice.output_layer %{{.+}} shards 4 {
+// BODY:        %[[LOGITS:.+]] = sluice.shard_logits %{{.+}} : tensor<1x16x32xf32> -> tensor<1x16x25xf32>
+// BODY-NEXT:   %[[MAX:.+]] = sluice.shard_max %[[LOGITS]]
+// BODY-NEXT:   %[[SUM:.+]] = sluice.shard_sum_exp %[[LOGITS]], %[[MAX]]
+// BODY-NEXT:   %[[GMAX:.+]] = sluice.all_reduce <max> %[[MAX]] : tensor<1x16xf32>
+// BODY-NEXT:   %[[RS:.+]] = sluice.rescale_sum %[[SUM]], %[[MAX]], %[[GMAX]]
+// BODY-NEXT:   %[[GSUM:.+]] = sluice.all_reduce <sum> %[[RS]] : tensor<1x16xf32>
+// BODY-NEXT:   %[[LOSS:.+]] = sluice.shard_loss %[[LOGITS]], %[[GMAX]], %[[GSUM]]
+// BODY-NEXT:   sluice.layer_yield %[[LOSS]] : tensor<f32>
+// BODY:      sluice.program @plan for @m {{.+}} tp 4
 
 // Four shards of each device: one query head each, and the key/value head
 // it shares with the next shard (2 heads, replicated); a quarter of the

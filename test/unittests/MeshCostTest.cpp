@@ -15,6 +15,7 @@
 #include "sluice/Transforms/PipelineIR.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
@@ -194,6 +195,81 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
     EXPECT_GT(sharded.getComputeTime(f), tpTime(PassKind::F));
     EXPECT_LT(sharded.getComputeTime(f) - tpTime(PassKind::F),
               whole.getComputeTime(f));
+  }
+}
+
+// The shard bodies sluice-shard-tensors writes spell the blog's table
+// ("Communication Overhead") layer by layer: a transformer layer
+// all-reduces N_batch x N_ctx x D_model twice in F (after attention, after
+// the MLP) and twice in B (before each norm's backward); the embedding
+// once in F (its masked lookups); the output layer two fp32 statistics per
+// token in F and its input gradient in B. The cost model charges exactly
+// these, read from the bodies, as its closed form does without them.
+TEST_F(MeshCostTest, ShardBodiesSpellTheBlogsAllReduces) {
+  CostModel costs = h100();
+  const int64_t tp = 4, activation = 2 * 32 * 64, tokens = 2 * 32;
+  for (RecomputeKind recompute :
+       {RecomputeKind::none, RecomputeKind::selective, RecomputeKind::full}) {
+    ModelOp closed = partition(2, recompute);
+    sched::Pipeline pipeline = *::sluice::test::require(
+        getPipeline(closed, 4, 1), "the model's pipeline");
+    PipelineCosts closedForm(closed, pipeline, costs, MeshShape{tp, 1});
+    std::vector<double> expected;
+    for (int64_t stage = 0; stage < 2; ++stage)
+      for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W})
+        expected.push_back(
+            closedForm.getTensorParallelTime({kind, stage, 0, 0}));
+
+    OwningOpRef<ModuleOp> closedModule = std::move(module);
+    ModelOp model = partition(2, recompute);
+    SchedulingOptions schedule;
+    schedule.schedule = "zb-h1";
+    schedule.microbatches = 4;
+    ProgramOp program = *::sluice::test::require(
+        schedulePipeline(model, schedule), "the ZB-H1 program");
+    ASSERT_TRUE(succeeded(shardTensors(program, tp)));
+    ASSERT_TRUE(succeeded(mlir::verify(*module)));
+
+    int transformers = 0;
+    model.walk([&](Operation *layer) {
+      ShardTraffic traffic = getShardTraffic(layer);
+      auto allReduces = [](llvm::ArrayRef<ShardCollective> list,
+                           int64_t elements, int64_t bytes) {
+        return llvm::all_of(list, [&](const ShardCollective &c) {
+          return c.kind == CollectiveKind::all_reduce &&
+                 c.elements == elements && c.elementBytes == bytes;
+        });
+      };
+      if (isa<TransformerLayerOp>(layer)) {
+        ++transformers;
+        EXPECT_EQ(traffic.forward.size(), 2u);
+        EXPECT_EQ(traffic.backward.size(), 2u);
+        EXPECT_TRUE(allReduces(traffic.forward, activation, 2));
+        EXPECT_TRUE(allReduces(traffic.backward, activation, 2));
+      } else if (isa<EmbeddingOp>(layer)) {
+        EXPECT_EQ(traffic.forward.size(), 1u);
+        EXPECT_TRUE(allReduces(traffic.forward, activation, 2));
+        EXPECT_TRUE(traffic.backward.empty());
+      } else if (isa<OutputLayerOp>(layer)) {
+        EXPECT_EQ(traffic.forward.size(), 2u);
+        EXPECT_TRUE(allReduces(traffic.forward, tokens, 4));
+        EXPECT_EQ(traffic.backward.size(), 1u);
+        EXPECT_TRUE(allReduces(traffic.backward, activation, 2));
+      }
+    });
+    EXPECT_EQ(transformers, 4);
+
+    PipelineCosts fromBodies(model, pipeline, costs, MeshShape{tp, 1});
+    size_t at = 0;
+    for (int64_t stage = 0; stage < 2; ++stage)
+      for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W}) {
+        double time = fromBodies.getTensorParallelTime({kind, stage, 0, 0});
+        EXPECT_NEAR(time, expected[at], 1e-15)
+            << "stage " << stage << " pass " << stringifyPassKind(kind).str()
+            << " recompute " << stringifyRecomputeKind(recompute).str();
+        ++at;
+      }
+    EXPECT_GT(expected[0], 0.0);
   }
 }
 

@@ -105,8 +105,9 @@ LogicalResult planBuffers(ProgramOp program);
 LogicalResult syncGradients(ProgramOp program, int64_t dataParallel,
                             int64_t zero = 0);
 
-/// What sluice-shard-tensors does to one program: checks that every
-/// transformer layer splits over `tensorParallel` shards and sets its tp.
+/// What sluice-shard-tensors does to one program: checks that every layer
+/// splits over `tensorParallel` shards, gives each its shard body (the
+/// shard's work and its collectives) and sets the program's tp.
 LogicalResult shardTensors(ProgramOp program, int64_t tensorParallel);
 
 #define GEN_PASS_REGISTRATION

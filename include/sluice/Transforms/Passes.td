@@ -505,18 +505,22 @@ def ShardTensors : Pass<"sluice-shard-tensors", "ModuleOp"> {
     docs/parallelism.md). The QKV, up and gate projections are
     column-parallel -- a shard holds its query heads, the key/value heads
     they read and its share of the feed-forward width -- and the attention
-    output and down projections row-parallel. Their collectives are fixed
-    by that split, so the program does not list them: in F, an all-reduce
-    of the attention output's and of the MLP output's partial sums (before
-    the whole biases are added); in B, an all-reduce of the input gradient
-    of each norm's output, which the column-parallel projections leave in
-    parts; none in W. The embedding table and the LM head split by rows,
-    a tied table alike at both ends (the vocabulary-parallel embedding: a
-    masked lookup, then an all-reduce in F; the vocabulary-parallel
-    cross-entropy: all-reduces of each token's maximum and sum of
-    exponentials in F, of the final norm's input gradient in B), unless
-    Vocabulary Parallelism's shards hold them. The shards of a device run
-    its instruction list in lockstep.
+    output and down projections row-parallel. Each layer gets a shard
+    body (`shards N { ... }`) that spells one shard's work and its
+    collectives as ops: `sluice.tp_copy` before a column-parallel
+    projection (identity in F, all-reduce of the input gradient in B),
+    `sluice.tp_reduce` after a row-parallel one (all-reduce of the partial
+    sums in F, before the whole biases are added; identity in B); none in
+    W. The embedding table and the LM head split by rows, a tied table
+    alike at both ends (the vocabulary-parallel embedding: a masked
+    lookup, then `sluice.tp_reduce`; the vocabulary-parallel
+    cross-entropy: `sluice.all_reduce` of each token's maximum and of its
+    rescaled sum of exponentials in F, `sluice.tp_copy`'s all-reduce of the
+    final norm's input gradient in B), unless Vocabulary Parallelism's
+    shards hold them. The layer verifiers check each body's widths against
+    the split; the cost model reads the bodies' collectives
+    (`getShardTraffic`). The shards of a device run its instruction list
+    in lockstep.
 
     Every transformer layer must split: its heads and feed-forward width
     divide by `tensor-parallel`, and its key/value heads either divide by
@@ -526,9 +530,23 @@ def ShardTensors : Pass<"sluice-shard-tensors", "ModuleOp"> {
     gradients are summed before the update. A layer that does not split
     is an error at that layer; so is a program that already has shards.
 
-    With `tensor-parallel=2`:
+    With `tensor-parallel=2`, a GPT layer (4 heads of 8, feed-forward 64)
+    becomes:
 
     ```mlir
+    %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 64, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32> shards 2 {
+    ^bb0(%in: tensor<1x16x32xf32>):
+      %0 = sluice.shard_norm %in : tensor<1x16x32xf32>
+      %1 = sluice.tp_copy %0 : tensor<1x16x32xf32>
+      %2 = sluice.column_parallel <qkv> %1 : tensor<1x16x32xf32> -> tensor<1x16x48xf32>
+      %3 = sluice.shard_attention %2 : tensor<1x16x48xf32> -> tensor<1x16x16xf32>
+      %4 = sluice.row_parallel <out> %3 : tensor<1x16x16xf32> -> tensor<1x16x32xf32>
+      %5 = sluice.tp_reduce %4 : tensor<1x16x32xf32>
+      %6 = sluice.residual_add %in, %5 : tensor<1x16x32xf32>
+      ... the MLP alike ...
+      sluice.layer_yield %13 : tensor<1x16x32xf32>
+    }
+    ...
     sluice.program @plan for @m {devices = 2, microbatches = 4, slices = 1, schedule = "1f1b"} tp 2 {
     ```
   }];
