@@ -13,7 +13,8 @@ Two grids (issue 12):
   microbatches) rows of papers/tensor-parallelism-blog.txt's 3D table.
 
 Every configuration with replicas runs with and without ZeRO-1
-(`--zero 1`: the optimizer state sharded over dp).
+(`--zero 1`: the optimizer state sharded over dp), every one with shards
+with and without sequence parallelism (`--sequence-parallel`).
 
 Each row: predicted step time, MFU, tokens/s per GPU, bubble, the largest
 per-device memory (parameters, gradients, Adam state and activations of
@@ -44,7 +45,8 @@ MODELS = {
 }
 
 FIELDS = ["grid", "model", "gpus", "pp", "tp", "dp", "zero", "microbatches",
-          "schedule", "recompute", "vocab", "global_batch_tokens",
+          "schedule", "recompute", "vocab", "sequence_parallel",
+          "global_batch_tokens",
           "step_time_s", "mfu", "tokens_per_s_per_gpu", "bubble_ratio",
           "peak_memory_gib", "fits_80gb", "gradient_sync_exposed_s",
           "tensor_parallel_s", "error"]
@@ -52,12 +54,13 @@ FIELDS = ["grid", "model", "gpus", "pp", "tp", "dp", "zero", "microbatches",
 
 def run(job):
     """Compiles one configuration and reads its report."""
-    grid, model, seq, gpus, pp, tp, dp, zero, m, schedule, recompute, vocab = \
-        job
+    (grid, model, seq, gpus, pp, tp, dp, zero, m, schedule, recompute, vocab,
+     sp) = job
     row = dict(grid=grid, model=model, gpus=gpus, pp=pp, tp=tp, dp=dp,
                zero=zero, microbatches=m, schedule=schedule,
-               recompute=recompute,
-               vocab=vocab, global_batch_tokens=m * dp * seq)
+               recompute=recompute, vocab=vocab,
+               sequence_parallel="yes" if sp else "no",
+               global_batch_tokens=m * dp * seq)
     with tempfile.TemporaryDirectory() as work:
         report = os.path.join(work, "report.json")
         cmd = [COMPILE, MODELS[model], "--pp", str(pp), "--tp", str(tp),
@@ -65,7 +68,7 @@ def run(job):
                "--schedule",
                schedule, "--recompute", recompute, "--vocab", vocab,
                "--costs", "h100", "--seq-len", str(seq), "--micro-batch", "1",
-               "--report", report]
+               "--report", report] + (["--sequence-parallel"] if sp else [])
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             row["error"] = (done.stderr.strip().splitlines() or ["?"])[-1]
@@ -108,15 +111,22 @@ def fixed_jobs():
                                             schedule == "v-half"):
                                 continue
                             for zero in zeros(dp):
-                                jobs.append(("fixed", model, seq, gpus, pp,
-                                             tp, dp, zero, m, schedule,
-                                             recompute, vocab))
+                                for sp in sequence(tp):
+                                    jobs.append(("fixed", model, seq, gpus,
+                                                 pp, tp, dp, zero, m,
+                                                 schedule, recompute, vocab,
+                                                 sp))
     return jobs
 
 
 def zeros(dp):
     """The ZeRO stages a configuration runs with."""
     return [0, 1] if dp > 1 else [0]
+
+
+def sequence(tp):
+    """With and without sequence parallelism, where there are shards."""
+    return [False, True] if tp > 1 else [False]
 
 
 def blog_jobs():
@@ -131,9 +141,10 @@ def blog_jobs():
             for recompute in ["none", "selective", "full"]:
                 for vocab in ["baseline", "vocab-2"]:
                     for zero in zeros(dp):
-                        jobs.append(("blog", "llama-3-70b", 8192, 16384, pp,
-                                     8, dp, zero, m, schedule, recompute,
-                                     vocab))
+                        for sp in sequence(8):
+                            jobs.append(("blog", "llama-3-70b", 8192, 16384,
+                                         pp, 8, dp, zero, m, schedule,
+                                         recompute, vocab, sp))
     return jobs
 
 
@@ -175,15 +186,18 @@ def main():
 
     def show(title, picked):
         print(title)
-        print("  %-12s %5s %3s %3s %4s %4s %4s %-7s %-9s %-8s %8s %6s %9s %7s" %
+        print("  %-12s %5s %3s %3s %4s %4s %4s %-7s %-9s %-8s %3s %8s %6s %9s "
+              "%7s" %
               ("model", "gpus", "pp", "tp", "dp", "zero", "m", "sched",
-               "recompute", "vocab", "step s", "MFU", "tok/s/GPU", "mem GiB"))
+               "recompute", "vocab", "sp", "step s", "MFU", "tok/s/GPU",
+               "mem GiB"))
         for r in picked:
-            print("  %-12s %5d %3d %3d %4d %4d %4d %-7s %-9s %-8s %8s %5.1f%% "
-                  "%9s %7s" % (r["model"], r["gpus"], r["pp"], r["tp"],
-                           r["dp"], r["zero"],
+            print("  %-12s %5d %3d %3d %4d %4d %4d %-7s %-9s %-8s %3s %8s "
+                  "%5.1f%% %9s %7s" % (r["model"], r["gpus"], r["pp"],
+                           r["tp"], r["dp"], r["zero"],
                            r["microbatches"], r["schedule"], r["recompute"],
-                           r["vocab"], r["step_time_s"],
+                           r["vocab"], r["sequence_parallel"],
+                           r["step_time_s"],
                            100 * float(r["mfu"]), r["tokens_per_s_per_gpu"],
                            r["peak_memory_gib"]))
 

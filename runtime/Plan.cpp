@@ -693,6 +693,14 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
       int64_t pp = integer(mesh, "pp", "mesh", 1);
       plan.tp = int(integer(mesh, "tp", "mesh", 1));
       plan.dp = int(integer(mesh, "dp", "mesh", 1));
+      // Megatron-LM's sequence parallelism is compiled and costed
+      // (sluice-compile --sequence-parallel) but not run yet: its sliced
+      // norms, residuals and transfers are not in the kernels' passes.
+      if (mesh.contains("sequence_parallel") &&
+          mesh.at("sequence_parallel") != false)
+        fail("mesh: 'sequence_parallel' plans do not run yet (sluice-run "
+             "executes tensor parallelism with all-reduces); compile "
+             "without --sequence-parallel");
       if (mesh.contains("zero")) {
         plan.zero = int(integer(mesh, "zero", "mesh", 0));
         if (plan.zero > 1)

@@ -411,9 +411,25 @@ LogicalResult ShardActivationOp::verify() {
   return success();
 }
 
+bool mlir::sluice::isSequenceParallel(Operation *layer) {
+  if (!isa<TransformerLayerOp, EmbeddingOp, OutputLayerOp>(layer) ||
+      layer->getRegion(0).empty())
+    return false;
+  Block &block = layer->getRegion(0).front();
+  // What enters the body (the embedding: what leaves it) against the
+  // layer's whole activation.
+  Type activation = block.getNumArguments()
+                        ? block.getArgument(0).getType()
+                        : block.getTerminator()->getOperand(0).getType();
+  Type whole = block.getNumArguments() ? layer->getOperand(0).getType()
+                                       : layer->getResult(0).getType();
+  return activation != whole;
+}
+
 ShardTraffic mlir::sluice::getShardTraffic(Operation *layer) {
   ShardTraffic traffic;
-  if (layer->getNumRegions() != 1 || layer->getRegion(0).empty())
+  if (!isa<TransformerLayerOp, EmbeddingOp, OutputLayerOp>(layer) ||
+      layer->getRegion(0).empty())
     return traffic;
   for (Operation &op : layer->getRegion(0).front()) {
     auto collective = dyn_cast<TensorCollectiveOpInterface>(op);
@@ -429,6 +445,11 @@ ShardTraffic mlir::sluice::getShardTraffic(Operation *layer) {
       traffic.forward.push_back(c);
     if ((c.kind = collective.getBackwardCollective()) != CollectiveKind::none)
       traffic.backward.push_back(c);
+    // The column-parallel weight gradient needs the whole input that only
+    // the gather made: the shard keeps its slice and gathers it again.
+    if (isa<TpGatherOp>(op))
+      traffic.weight.push_back({CollectiveKind::all_gather, c.elements,
+                                c.elementBytes});
   }
   std::reverse(traffic.backward.begin(), traffic.backward.end());
   return traffic;
@@ -716,6 +737,10 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("'zero' must be a ZeRO stage Sluice runs (0 or 1), "
                        "got ")
            << getZero();
+  if (getSequenceParallel() && getTp() < 2)
+    return emitOpError("'sequence_parallel' splits the tokens over the "
+                       "tensor-parallel shards, but 'tp' is ")
+           << getTp();
   if (getZero() == 1 && getDp() < 2)
     return emitOpError("'zero' = 1 shards the optimizer state over the "
                        "data-parallel replicas, but 'dp' is ")
@@ -803,6 +828,16 @@ LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &tables) {
       return WalkResult::advance();
     auto shards = layer->getAttrOfType<IntegerAttr>("shards");
     int64_t count = shards ? shards.getValue().getSExtValue() : 1;
+    if (count == getTp() && count > 1 &&
+        isSequenceParallel(layer) != getSequenceParallel()) {
+      InFlightDiagnostic diag =
+          emitOpError(getSequenceParallel() ? "is" : "is not")
+          << " sequence-parallel, but a '" << layer->getName()
+          << "' shard body works on "
+          << (getSequenceParallel() ? "whole sequences" : "token slices");
+      diag.attachNote(layer->getLoc()) << "the layer is here";
+      return WalkResult::interrupt();
+    }
     if (count == getTp())
       return WalkResult::advance();
     InFlightDiagnostic diag = emitOpError("has ")

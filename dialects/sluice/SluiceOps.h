@@ -40,13 +40,19 @@ struct ShardCollective {
   int64_t elements = 0;
   int64_t elementBytes = 0;
 };
-/// The collectives a layer's shard body issues in F and in B, in the order
-/// they run (F's in program order, B's in reverse). Empty for a layer
+/// The collectives a layer's shard body issues in F, B and W, in the order
+/// they run (F's in program order, B's in reverse; W's: with sequence
+/// parallelism, the all-gathers again of the sliced inputs the
+/// column-parallel weight gradients need whole). Empty for a layer
 /// without a body.
 struct ShardTraffic {
-  SmallVector<ShardCollective> forward, backward;
+  SmallVector<ShardCollective> forward, backward, weight;
 };
 ShardTraffic getShardTraffic(Operation *layer);
+/// Whether `layer`'s shard body works on token slices (sequence
+/// parallelism): it takes, or the embedding yields, a slice of the layer's
+/// activation.
+bool isSequenceParallel(Operation *layer);
 } // namespace mlir::sluice
 
 #endif // SLUICE_SLUICEOPS_H

@@ -326,6 +326,14 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     reduce-scatters its gradients, each replica updates its part of the
     weights and the step ends by all-gathering them.
 
+    `sequence_parallel` (Megatron-LM's sequence parallelism, with `tp` of
+    at least 2): between the layers' tensor-parallel regions each shard
+    holds only its 1/tp of the tokens, so the layers' shard bodies take
+    and yield token slices and their collectives are all-gathers and
+    reduce-scatters (`sluice.tp_gather`, `sluice.tp_scatter`) instead of
+    all-reduces; the norms, residuals and pipeline transfers work on the
+    slice.
+
     ```mlir
     sluice.program @plan for @gpt {devices = 2, microbatches = 1, slices = 1,
                                    schedule = "1f1b"} {
@@ -358,12 +366,14 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                        Sluice_SizeAttr:$slices, StrAttr:$schedule,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$tp,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$dp,
-                       DefaultValuedAttr<I64Attr, "0">:$zero);
+                       DefaultValuedAttr<I64Attr, "0">:$zero,
+                       UnitAttr:$sequence_parallel);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `for` $model ` ` `{` `devices` `=` $devices `,`
     `microbatches` `=` $microbatches `,` `slices` `=` $slices `,`
-    `schedule` `=` $schedule `}` (`tp` $tp^)? (`dp` $dp^)? (`zero` $zero^)?
+    `schedule` `=` $schedule `}` (`tp` $tp^)?
+    (`sequence_parallel` $sequence_parallel^)? (`dp` $dp^)? (`zero` $zero^)?
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;

@@ -212,12 +212,14 @@ double StageProfile::getActivationBytes(int64_t tokens) const {
     // The stage's input alone (a stage that embeds looks tokens up again).
     return hasEmbedding ? 0.0
                         : double(hidden * dtypeBytes) * double(tokens) *
-                              double(microBatch);
+                              double(microBatch) / double(sequenceShards);
   bool selective = recompute == RecomputeKind::selective;
   for (const TransformerShape &s : layers) {
     // Selective recomputation drops the attention output, its softmax
     // statistics and the MLP's activation.
-    double kept = 4.0 * double(s.hidden) +
+    // Sequence parallelism keeps the norms' and the column-parallel
+    // projections' inputs as the shard's slice of the tokens.
+    double kept = 4.0 * double(s.hidden) / double(sequenceShards) +
                   double((s.heads + 2 * s.kvHeads) * s.headDim) +
                   (selective ? 0.0 : double(s.heads * s.headDim)) +
                   double(s.ffn) * ((s.mlp == MlpKind::gelu ? 2.0 : 3.0) -
@@ -226,7 +228,8 @@ double StageProfile::getActivationBytes(int64_t tokens) const {
                                                 double(s.heads);
   }
   if (hasOutput)
-    perToken += 4.0 * double(vocab) + double(hidden * dtypeBytes);
+    perToken += 4.0 * double(vocab) +
+                double(hidden * dtypeBytes) / double(sequenceShards);
   return perToken * double(tokens) * double(microBatch);
 }
 
@@ -571,16 +574,63 @@ std::vector<int64_t> mlir::sluice::getUniformSlices(int64_t seqLen,
   return lengths;
 }
 
-/// A stage's tensor-parallel collectives as its layers' shard bodies
-/// spell them (sluice-shard-tensors; getShardTraffic): the bytes of each
-/// collective for the whole sequence and whether it is an all-reduce
-/// (else an all-gather or reduce-scatter, which move half as much). None
-/// when a layer has no body: the caller falls back to the closed form.
+/// A stage's tensor-parallel collectives in F, B and W: the bytes of each
+/// for the whole sequence and whether it is an all-reduce (else an
+/// all-gather or reduce-scatter, which move half as much).
 namespace {
 struct StageCollectives {
-  std::vector<std::pair<double, bool>> forward, backward;
+  std::vector<std::pair<double, bool>> forward, backward, weight;
 };
 } // namespace
+
+/// The collectives of `stage` before sluice-shard-tensors writes them, in
+/// closed form: per transformer layer the blog's table ("Communication
+/// Overhead", papers/tensor-parallelism-blog.txt) -- into each of the two
+/// column-parallel regions an identity in F and an all-reduce of the input
+/// gradient in B, out of each row-parallel one an all-reduce of the
+/// partial sums in F. With sequence parallelism each all-reduce becomes
+/// an all-gather and a reduce-scatter (the same bytes over the links), and
+/// W gathers the sliced inputs of the column-parallel projections again.
+/// The vocabulary-parallel embedding leaves like a row-parallel region
+/// (its masked lookups summed); the output layer enters like a
+/// column-parallel one and all-reduces two fp32 statistics per token in F.
+static StageCollectives getClosedFormCollectives(const StageProfile &stage,
+                                                 bool splitsVocabulary,
+                                                 bool sequenceParallel) {
+  StageCollectives c;
+  double tokens = double(stage.seqLen * stage.microBatch);
+  double activation = tokens * double(stage.hidden * stage.dtypeBytes);
+  auto enter = [&] {
+    if (sequenceParallel) {
+      c.forward.push_back({activation, false});
+      c.backward.push_back({activation, false});
+      c.weight.push_back({activation, false});
+    } else {
+      c.backward.push_back({activation, true});
+    }
+  };
+  auto leave = [&] {
+    if (sequenceParallel) {
+      c.forward.push_back({activation, false});
+      c.backward.push_back({activation, false});
+    } else {
+      c.forward.push_back({activation, true});
+    }
+  };
+  if (stage.hasEmbedding && splitsVocabulary)
+    leave();
+  for (size_t i = 0; i < stage.layers.size(); ++i)
+    for (int region = 0; region < 2; ++region) {
+      enter();
+      leave();
+    }
+  if (stage.hasOutput && splitsVocabulary) {
+    enter();
+    c.forward.push_back({4.0 * tokens, true});
+    c.forward.push_back({4.0 * tokens, true});
+  }
+  return c;
+}
 
 static std::optional<StageCollectives> getStageCollectives(StageOp stage) {
   StageCollectives collectives;
@@ -601,6 +651,7 @@ static std::optional<StageCollectives> getStageCollectives(StageOp stage) {
     ShardTraffic traffic = getShardTraffic(layer);
     append(collectives.forward, traffic.forward);
     append(collectives.backward, traffic.backward);
+    append(collectives.weight, traffic.weight);
     return WalkResult::skip();
   });
   if (!bodies)
@@ -611,11 +662,21 @@ static std::optional<StageCollectives> getStageCollectives(StageOp stage) {
 PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
                              const CostModel &costs, MeshShape mesh)
     : pipeline(pipeline), costs(costs), mesh(mesh) {
-  std::vector<std::optional<StageCollectives>> collectives;
+  std::vector<StageCollectives> collectives;
   for (StageOp stage : mlir::sluice::getStages(model)) {
     profiles.push_back(StageProfile::get(stage, model, mesh.tp));
-    collectives.push_back(mesh.tp > 1 ? getStageCollectives(stage)
-                                      : std::nullopt);
+    if (mesh.sequenceParallel)
+      profiles.back().sequenceShards = mesh.tp;
+    // The shard bodies' collectives once sluice-shard-tensors wrote them,
+    // the same in closed form before.
+    std::optional<StageCollectives> spelled;
+    if (mesh.tp > 1)
+      spelled = getStageCollectives(stage);
+    collectives.push_back(spelled ? *spelled
+                                  : getClosedFormCollectives(
+                                        profiles.back(),
+                                        splitsVocabulary(model),
+                                        mesh.sequenceParallel));
     stageParams[profiles.back().name] = profiles.back().params;
     transformerLayers += stage.getNumTransformerLayers();
     // MFU counts the model's FLOPs, not what the shards repeat.
@@ -654,65 +715,24 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
                                  prefixes[slice], pipeline.chunks, k);
         if (tp < 2 || costs.getKind() != CostModel::Kind::Analytic)
           continue;
+        // Every collective moves a tensor per token: scaled to the slice.
+        // A B that recomputes the forward runs the forward's again.
         const StageProfile &stage = profiles[s];
         bool full = stage.recompute == RecomputeKind::full;
-        if (collectives[s]) {
-          // The shard bodies' collectives, scaled to the slice's tokens
-          // (every one of them moves a tensor per token); a B that
-          // recomputes the forward runs the forward's again.
-          double scale = double(lengths[slice]) / double(stage.seqLen);
-          auto add = [&](llvm::ArrayRef<std::pair<double, bool>> list) {
-            for (auto [bytes, allReduce] : list)
-              tensorParallel[at] += costs.getCollectiveTime(
-                  bytes * scale, allReduce, tp, tensorLink);
-          };
-          if (PassKind(kind) == PassKind::F)
-            add(collectives[s]->forward);
-          if (PassKind(kind) == PassKind::B ||
-              PassKind(kind) == PassKind::BW) {
-            if (full)
-              add(collectives[s]->forward);
-            add(collectives[s]->backward);
-          }
-          compute[at] += tensorParallel[at];
-          continue;
-        }
-        // Before sluice-shard-tensors, the same counts in closed form.
-        // The blog's table: an activation-sized all-reduce after attention
-        // and one after the MLP in F, one before each norm's backward in B
-        // (papers/tensor-parallelism-blog.txt, "Communication Overhead");
-        // a B that recomputes the forward all-reduces again.
-        int64_t layers = int64_t(stage.layers.size());
-        // The vocabulary-parallel embedding sums its lookups in F (the
-        // table's "Input Embedding" row); the output layer agrees on each
-        // token's maximum and sum of exponentials in F (two fp32 per
-        // token) and sums its input gradient in B (the "Cross-Entropy"
-        // row; Stage.cpp).
-        int64_t embedding = stage.hasEmbedding && splitsVocabulary(model);
-        int64_t output = stage.hasOutput && splitsVocabulary(model);
-        int64_t count = 0, statistics = 0;
-        switch (PassKind(kind)) {
-        case PassKind::F:
-          count = 2 * layers + embedding;
-          statistics = 2 * output;
-          break;
-        case PassKind::B:
-        case PassKind::BW:
-          count = full ? 4 * layers + embedding + output : 2 * layers + output;
-          statistics = full ? 2 * output : 0;
-          break;
-        default:
-          break;
-        }
-        double tokens = double(lengths[slice] * stage.microBatch);
-        tensorParallel[at] =
-            double(count) *
-                costs.getCollectiveTime(
-                    double(stage.getMessageBytes(lengths[slice])),
-                    /*allReduce=*/true, tp, tensorLink) +
-            double(statistics) *
-                costs.getCollectiveTime(4.0 * tokens, /*allReduce=*/true, tp,
-                                        tensorLink);
+        double scale = double(lengths[slice]) / double(stage.seqLen);
+        auto add = [&](llvm::ArrayRef<std::pair<double, bool>> list) {
+          for (auto [bytes, allReduce] : list)
+            tensorParallel[at] += costs.getCollectiveTime(
+                bytes * scale, allReduce, tp, tensorLink);
+        };
+        PassKind pass = PassKind(kind);
+        if (pass == PassKind::F || (full && (pass == PassKind::B ||
+                                             pass == PassKind::BW)))
+          add(collectives[s].forward);
+        if (pass == PassKind::B || pass == PassKind::BW)
+          add(collectives[s].backward);
+        if (pass == PassKind::W || pass == PassKind::BW)
+          add(collectives[s].weight);
         compute[at] += tensorParallel[at];
       }
   for (int slice = 0; slice < k; ++slice)

@@ -199,6 +199,8 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
       json.attribute("dp", program.getDp());
       if (program.getZero() != 0)
         json.attribute("zero", program.getZero());
+      if (program.getSequenceParallel())
+        json.attribute("sequence_parallel", true);
     });
     json.attribute("microbatches", mbs);
     json.attributeArray("slices", [&] {

@@ -54,7 +54,7 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
     return model.emitOpError("cannot be scheduled: ") << mismatch;
 
   PipelineCosts table(model, *pipeline, *costs,
-                      MeshShape{opts.tensorParallel, 1});
+                      MeshShape{opts.tensorParallel, 1, 0, opts.sequenceParallel});
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(*pipeline));
   if (!gap.empty())

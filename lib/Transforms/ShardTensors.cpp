@@ -43,8 +43,8 @@ namespace {
 /// and g; papers/tensor-parallelism-blog.txt, "Communication Overhead").
 class BodyBuilder {
 public:
-  BodyBuilder(MLIRContext *context, int64_t shards)
-      : builder(context), shards(shards) {}
+  BodyBuilder(MLIRContext *context, int64_t shards, bool sequence)
+      : builder(context), shards(shards), sequence(sequence) {}
 
   /// x + out(attn(qkv(norm(x)))), then + down(act(up(norm(.)))): the
   /// column-parallel projections enter through tp_copy (all-reduce of the
@@ -54,7 +54,7 @@ public:
     auto type = cast<RankedTensorType>(layer.getType());
     Location loc = layer.getLoc();
     Block *block = begin(layer, layer.getBody());
-    Value x = block->addArgument(type, loc);
+    Value x = block->addArgument(between(type), loc);
     int64_t headDim = layer.getHeadDimOrDefault();
     int64_t kv = layer.getKvHeads() >= shards ? layer.getKvHeads() / shards
                                               : 1;
@@ -65,7 +65,7 @@ public:
     Value context = ShardAttentionOp::create(
         builder, loc, widen(type, heads * headDim), qkv);
     Value attention = leave(loc, row(loc, context, Projection::out, type));
-    x = ResidualAddOp::create(builder, loc, type, x, attention);
+    x = ResidualAddOp::create(builder, loc, x.getType(), x, attention);
 
     Value in = enter(loc, norm(loc, x));
     Value up = column(loc, in, Projection::up, ffn);
@@ -74,7 +74,7 @@ public:
                      : column(loc, in, Projection::gate, ffn);
     Value act = ShardActivationOp::create(builder, loc, up.getType(), up, gate);
     Value mlp = leave(loc, row(loc, act, Projection::down, type));
-    x = ResidualAddOp::create(builder, loc, type, x, mlp);
+    x = ResidualAddOp::create(builder, loc, x.getType(), x, mlp);
     LayerYieldOp::create(builder, loc, x);
   }
 
@@ -86,7 +86,7 @@ public:
     begin(layer, layer.getBody());
     Value x = leave(loc, ShardLookupOp::create(builder, loc, type));
     if (layer.getPositions())
-      x = AddPositionsOp::create(builder, loc, type, x);
+      x = AddPositionsOp::create(builder, loc, x.getType(), x);
     LayerYieldOp::create(builder, loc, x);
   }
 
@@ -99,7 +99,7 @@ public:
     auto type = cast<RankedTensorType>(layer.getInput().getType());
     Location loc = layer.getLoc();
     Block *block = begin(layer, layer.getBody());
-    Value x = block->addArgument(type, loc);
+    Value x = block->addArgument(between(type), loc);
     Type f32 = builder.getF32Type();
     int64_t rows = (layer.getVocab() + shards - 1) / shards;
     auto logitsType = RankedTensorType::get(
@@ -138,11 +138,39 @@ private:
   Value norm(Location loc, Value x) {
     return ShardNormOp::create(builder, loc, x.getType(), x);
   }
-  Value enter(Location loc, Value x) {
-    return TpCopyOp::create(builder, loc, x.getType(), x);
+  /// The activation a shard holds between the layers: whole, or with
+  /// sequence parallelism its 1/shards of the tokens.
+  RankedTensorType between(RankedTensorType whole) const {
+    if (!sequence)
+      return whole;
+    return RankedTensorType::get({whole.getDimSize(0),
+                                  whole.getDimSize(1) / shards,
+                                  whole.getDimSize(2)},
+                                 whole.getElementType());
   }
+  /// Into a column-parallel projection: the whole input (f: identity in F,
+  /// all-reduce in B), or the slices gathered (all-gather in F,
+  /// reduce-scatter in B).
+  Value enter(Location loc, Value x) {
+    if (!sequence)
+      return TpCopyOp::create(builder, loc, x.getType(), x);
+    auto slice = cast<RankedTensorType>(x.getType());
+    return TpGatherOp::create(
+        builder, loc,
+        RankedTensorType::get({slice.getDimSize(0),
+                               slice.getDimSize(1) * shards,
+                               slice.getDimSize(2)},
+                              slice.getElementType()),
+        x);
+  }
+  /// Out of a row-parallel projection: the partial sums summed (g:
+  /// all-reduce in F, identity in B), or summed into each shard's slice
+  /// (reduce-scatter in F, all-gather in B).
   Value leave(Location loc, Value partial) {
-    return TpReduceOp::create(builder, loc, partial.getType(), partial);
+    auto type = cast<RankedTensorType>(partial.getType());
+    if (!sequence)
+      return TpReduceOp::create(builder, loc, type, partial);
+    return TpScatterOp::create(builder, loc, between(type), partial);
   }
   Value column(Location loc, Value in, Projection projection, int64_t width) {
     return ColumnParallelOp::create(
@@ -158,11 +186,13 @@ private:
 
   OpBuilder builder;
   int64_t shards;
+  bool sequence;
 };
 } // namespace
 
 LogicalResult mlir::sluice::shardTensors(ProgramOp program,
-                                         int64_t tensorParallel) {
+                                         int64_t tensorParallel,
+                                         bool sequenceParallel) {
   if (tensorParallel < 1)
     return program.emitOpError("cannot have ")
            << tensorParallel
@@ -174,6 +204,22 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
   if (failed(model))
     return failure();
   int64_t n = tensorParallel;
+  if (sequenceParallel) {
+    // Megatron-LM's sequence parallelism splits each microbatch's tokens
+    // over the shards between the tensor-parallel regions.
+    if (n < 2)
+      return program.emitOpError("sequence parallelism splits the tokens "
+                                 "over the tensor-parallel shards, but there "
+                                 "are ")
+             << n;
+    if (model->getSeqLen() % n != 0)
+      return model->emitOpError("'seq_len' = ")
+             << model->getSeqLen() << " does not divide among " << n
+             << " sequence-parallel shards";
+    if (program.getSlices() != 1)
+      return program.emitOpError("sequence parallelism does not combine with ")
+             << program.getSlices() << " token slices per microbatch";
+  }
   WalkResult walk = model->walk([&](TransformerLayerOp layer) {
     int64_t heads = layer.getHeads(), kvHeads = layer.getKvHeads();
     if (heads % n != 0) {
@@ -214,12 +260,13 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
            << " tensor-parallel shards no rows";
   }
   program.setTp(n);
+  program.setSequenceParallel(sequenceParallel);
   if (n == 1)
     return success();
   // Every layer that splits gets its shard body; a vocabulary layer that
   // Vocabulary Parallelism already split over the pipeline
   // (sluice.vocab_input / vocab_output) keeps its own region.
-  BodyBuilder bodies(program.getContext(), n);
+  BodyBuilder bodies(program.getContext(), n, sequenceParallel);
   model->walk([&](Operation *op) {
     if (auto layer = dyn_cast<TransformerLayerOp>(op))
       bodies.build(layer);
@@ -237,7 +284,7 @@ struct ShardTensorsPass
   using ShardTensorsBase::ShardTensorsBase;
   void runOnOperation() override {
     for (ProgramOp program : getOperation().getOps<ProgramOp>())
-      if (failed(shardTensors(program, tensorParallel)))
+      if (failed(shardTensors(program, tensorParallel, sequenceParallel)))
         return signalPassFailure();
   }
 };

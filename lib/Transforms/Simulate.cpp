@@ -35,7 +35,9 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
     return failure();
 
   PipelineCosts table(model, pipeline, *costs,
-                      MeshShape{program.getTp(), program.getDp(), program.getZero()});
+                      MeshShape{program.getTp(), program.getDp(),
+                                int64_t(program.getZero()),
+                                program.getSequenceParallel()});
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(pipeline));
   if (!gap.empty())

@@ -414,3 +414,48 @@ sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule
   sluice.device 0 {
   }
 }
+
+// -----
+
+// program-sequence-parallel-without-shards
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+  %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+  sluice.return %l : tensor<f32>
+}
+// expected-error@+1 {{'sluice.program' op 'sequence_parallel' splits the tokens over the tensor-parallel shards, but 'tp' is 1}}
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} sequence_parallel {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// program-sequence-parallel-with-whole-bodies
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  // expected-note@+1 {{the layer is here}}
+  %emb = sluice.embedding {vocab = 64} : tensor<1x16x32xf32> shards 2 {
+    %0 = sluice.shard_lookup : tensor<1x16x32xf32>
+    %1 = sluice.tp_reduce %0 : tensor<1x16x32xf32>
+    sluice.layer_yield %1 : tensor<1x16x32xf32>
+  }
+  %loss = sluice.output_layer %emb {vocab = 64, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32> shards 2 {
+  ^bb0(%in: tensor<1x16x32xf32>):
+    %0 = sluice.shard_norm %in : tensor<1x16x32xf32>
+    %1 = sluice.tp_copy %0 : tensor<1x16x32xf32>
+    %2 = sluice.shard_logits %1 : tensor<1x16x32xf32> -> tensor<1x16x32xf32>
+    %3 = sluice.shard_max %2 : tensor<1x16x32xf32> -> tensor<1x16xf32>
+    %4 = sluice.shard_sum_exp %2, %3 : tensor<1x16x32xf32>, tensor<1x16xf32> -> tensor<1x16xf32>
+    %5 = sluice.all_reduce <max> %3 : tensor<1x16xf32>
+    %6 = sluice.rescale_sum %4, %3, %5 : tensor<1x16xf32>
+    %7 = sluice.all_reduce <sum> %6 : tensor<1x16xf32>
+    %8 = sluice.shard_loss %2, %5, %7 : tensor<1x16x32xf32>, tensor<1x16xf32> -> tensor<f32>
+    sluice.layer_yield %8 : tensor<f32>
+  }
+  sluice.return %loss : tensor<f32>
+}
+// expected-error@+1 {{'sluice.program' op is sequence-parallel, but a 'sluice.embedding' shard body works on whole sequences}}
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} tp 2 sequence_parallel {
+  sluice.device 0 {
+  }
+}

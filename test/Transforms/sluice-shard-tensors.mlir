@@ -9,6 +9,9 @@
 // RUN: not sluice-opt %inputs/shard-tensors-uneven.mlir --sluice-partition-stages="pp=1" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=1" --sluice-shard-tensors="tensor-parallel=2" 2>&1 | FileCheck %s --check-prefix=KV
 // RUN: sed 's/vocab = 100}/vocab = 3}/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=VOCAB
 // RUN: sed 's/vocab = 100, norm/vocab = 3, norm/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=OUTVOCAB
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4 sequence-parallel=true" | FileCheck %s --check-prefix=SP
+// RUN: sed 's/16/18/g' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4 sequence-parallel=true" 2>&1 | FileCheck %s --check-prefix=SPSEQ
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=1 sequence-parallel=true" 2>&1 | FileCheck %s --check-prefix=SPONE
 
 // Every layer spells its shard's work and its collectives (Megatron's
 // f and g, tensor-parallelism blog, "Tensor parallelism in the
@@ -56,6 +59,40 @@
 // BODY-NEXT:   %[[LOSS:.+]] = sluice.shard_loss %[[LOGITS]], %[[GMAX]], %[[GSUM]]
 // BODY-NEXT:   sluice.layer_yield %[[LOSS]] : tensor<f32>
 // BODY:      sluice.program @plan for @m {{.+}} tp 4
+
+// Sequence parallelism: between the tensor-parallel regions each shard
+// holds 16 / 4 = 4 of the tokens. The embedding reduce-scatters its
+// lookups into the slice; each layer's norms and residual adds work on
+// the slice, the column-parallel projections enter through an all-gather
+// and the row-parallel ones leave through a reduce-scatter; the output
+// layer gathers its normed slices.
+// SP:      sluice.embedding {vocab = 100} : tensor<1x16x32xf32> shards 4 {
+// SP-NEXT:   %[[LOOK:.+]] = sluice.shard_lookup : tensor<1x16x32xf32>
+// SP-NEXT:   %[[EMB:.+]] = sluice.tp_scatter %[[LOOK]] : tensor<1x16x32xf32> -> tensor<1x4x32xf32>
+// SP-NEXT:   sluice.layer_yield %[[EMB]] : tensor<1x4x32xf32>
+// SP:      sluice.transformer_layer %emb {{.+}} shards 4 {
+// SP-NEXT: ^bb0(%[[IN:.+]]: tensor<1x4x32xf32>):
+// SP-NEXT:   %[[N1:.+]] = sluice.shard_norm %[[IN]] : tensor<1x4x32xf32>
+// SP-NEXT:   %[[G1:.+]] = sluice.tp_gather %[[N1]] : tensor<1x4x32xf32> -> tensor<1x16x32xf32>
+// SP-NEXT:   %[[QKV:.+]] = sluice.column_parallel <qkv> %[[G1]] : tensor<1x16x32xf32> -> tensor<1x16x24xf32>
+// SP-NEXT:   %[[ATT:.+]] = sluice.shard_attention %[[QKV]]
+// SP-NEXT:   %[[OUT:.+]] = sluice.row_parallel <out> %[[ATT]] : tensor<1x16x8xf32> -> tensor<1x16x32xf32>
+// SP-NEXT:   %[[S1:.+]] = sluice.tp_scatter %[[OUT]] : tensor<1x16x32xf32> -> tensor<1x4x32xf32>
+// SP-NEXT:   %[[H:.+]] = sluice.residual_add %[[IN]], %[[S1]] : tensor<1x4x32xf32>
+// SP-NEXT:   %[[N2:.+]] = sluice.shard_norm %[[H]] : tensor<1x4x32xf32>
+// SP-NEXT:   %[[G2:.+]] = sluice.tp_gather %[[N2]] : tensor<1x4x32xf32> -> tensor<1x16x32xf32>
+// SP:        %[[DOWN:.+]] = sluice.row_parallel <down>
+// SP-NEXT:   %[[S2:.+]] = sluice.tp_scatter %[[DOWN]] : tensor<1x16x32xf32> -> tensor<1x4x32xf32>
+// SP-NEXT:   %[[Y:.+]] = sluice.residual_add %[[H]], %[[S2]] : tensor<1x4x32xf32>
+// SP-NEXT:   sluice.layer_yield %[[Y]] : tensor<1x4x32xf32>
+// SP:      sluice.output_layer %{{.+}} shards 4 {
+// SP-NEXT: ^bb0(%[[XIN:.+]]: tensor<1x4x32xf32>):
+// SP-NEXT:   %[[XN:.+]] = sluice.shard_norm %[[XIN]] : tensor<1x4x32xf32>
+// SP-NEXT:   %[[XG:.+]] = sluice.tp_gather %[[XN]] : tensor<1x4x32xf32> -> tensor<1x16x32xf32>
+// SP-NEXT:   sluice.shard_logits %[[XG]] : tensor<1x16x32xf32> -> tensor<1x16x25xf32>
+// SP:      sluice.program @plan for @m {{.+}} tp 4 sequence_parallel {
+// SPSEQ: error: 'sluice.model' op 'seq_len' = 18 does not divide among 4 sequence-parallel shards
+// SPONE: error: 'sluice.program' op sequence parallelism splits the tokens over the tensor-parallel shards, but there are 1
 
 // Four shards of each device: one query head each, and the key/value head
 // it shares with the next shard (2 heads, replicated); a quarter of the

@@ -64,6 +64,7 @@
 // MESH-NEXT:   "pp": 2,
 // MESH-NEXT:   "ranks": 16,
 // MESH-NEXT:   "ranks_per_node": 8,
+// MESH-NEXT:   "sequence_parallel": false,
 // MESH-NEXT:   "tp": 2
 // MESH:      "per_device": [
 // MESH:          "device": 0,

@@ -203,73 +203,159 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
 // all-reduces N_batch x N_ctx x D_model twice in F (after attention, after
 // the MLP) and twice in B (before each norm's backward); the embedding
 // once in F (its masked lookups); the output layer two fp32 statistics per
-// token in F and its input gradient in B. The cost model charges exactly
+// token in F and its input gradient in B. With sequence parallelism
+// (the blog's "Sequence Parallelism") each all-reduce is an all-gather and
+// a reduce-scatter of the same tensor, and W gathers the sliced inputs of
+// the column-parallel projections again. The cost model charges exactly
 // these, read from the bodies, as its closed form does without them.
 TEST_F(MeshCostTest, ShardBodiesSpellTheBlogsAllReduces) {
   CostModel costs = h100();
   const int64_t tp = 4, activation = 2 * 32 * 64, tokens = 2 * 32;
-  for (RecomputeKind recompute :
-       {RecomputeKind::none, RecomputeKind::selective, RecomputeKind::full}) {
-    ModelOp closed = partition(2, recompute);
-    sched::Pipeline pipeline = *::sluice::test::require(
-        getPipeline(closed, 4, 1), "the model's pipeline");
-    PipelineCosts closedForm(closed, pipeline, costs, MeshShape{tp, 1});
-    std::vector<double> expected;
-    for (int64_t stage = 0; stage < 2; ++stage)
-      for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W})
-        expected.push_back(
-            closedForm.getTensorParallelTime({kind, stage, 0, 0}));
+  for (bool sequence : {false, true})
+    for (RecomputeKind recompute : {RecomputeKind::none,
+                                    RecomputeKind::selective,
+                                    RecomputeKind::full}) {
+      ModelOp closed = partition(2, recompute);
+      sched::Pipeline pipeline = *::sluice::test::require(
+          getPipeline(closed, 4, 1), "the model's pipeline");
+      MeshShape mesh{tp, 1, 0, sequence};
+      PipelineCosts closedForm(closed, pipeline, costs, mesh);
+      std::vector<double> expected;
+      for (int stage = 0; stage < 2; ++stage)
+        for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W})
+          expected.push_back(
+              closedForm.getTensorParallelTime({kind, stage, 0, 0}));
 
-    OwningOpRef<ModuleOp> closedModule = std::move(module);
-    ModelOp model = partition(2, recompute);
-    SchedulingOptions schedule;
-    schedule.schedule = "zb-h1";
-    schedule.microbatches = 4;
-    ProgramOp program = *::sluice::test::require(
-        schedulePipeline(model, schedule), "the ZB-H1 program");
-    ASSERT_TRUE(succeeded(shardTensors(program, tp)));
-    ASSERT_TRUE(succeeded(mlir::verify(*module)));
+      OwningOpRef<ModuleOp> closedModule = std::move(module);
+      ModelOp model = partition(2, recompute);
+      SchedulingOptions schedule;
+      schedule.schedule = "zb-h1";
+      schedule.microbatches = 4;
+      ProgramOp program = *::sluice::test::require(
+          schedulePipeline(model, schedule), "the ZB-H1 program");
+      ASSERT_TRUE(succeeded(shardTensors(program, tp, sequence)));
+      ASSERT_TRUE(succeeded(mlir::verify(*module)));
 
-    int transformers = 0;
-    model.walk([&](Operation *layer) {
-      ShardTraffic traffic = getShardTraffic(layer);
-      auto allReduces = [](llvm::ArrayRef<ShardCollective> list,
-                           int64_t elements, int64_t bytes) {
-        return llvm::all_of(list, [&](const ShardCollective &c) {
-          return c.kind == CollectiveKind::all_reduce &&
-                 c.elements == elements && c.elementBytes == bytes;
+      // Of `list`, how many move `elements` of `bytes` each with `kind`;
+      // and whether that is all of them.
+      auto count = [](llvm::ArrayRef<ShardCollective> list,
+                      CollectiveKind kind, int64_t elements, int64_t bytes) {
+        return llvm::count_if(list, [&](const ShardCollective &c) {
+          return c.kind == kind && c.elements == elements &&
+                 c.elementBytes == bytes;
         });
       };
-      if (isa<TransformerLayerOp>(layer)) {
-        ++transformers;
-        EXPECT_EQ(traffic.forward.size(), 2u);
-        EXPECT_EQ(traffic.backward.size(), 2u);
-        EXPECT_TRUE(allReduces(traffic.forward, activation, 2));
-        EXPECT_TRUE(allReduces(traffic.backward, activation, 2));
-      } else if (isa<EmbeddingOp>(layer)) {
-        EXPECT_EQ(traffic.forward.size(), 1u);
-        EXPECT_TRUE(allReduces(traffic.forward, activation, 2));
-        EXPECT_TRUE(traffic.backward.empty());
-      } else if (isa<OutputLayerOp>(layer)) {
-        EXPECT_EQ(traffic.forward.size(), 2u);
-        EXPECT_TRUE(allReduces(traffic.forward, tokens, 4));
-        EXPECT_EQ(traffic.backward.size(), 1u);
-        EXPECT_TRUE(allReduces(traffic.backward, activation, 2));
-      }
-    });
-    EXPECT_EQ(transformers, 4);
+      using K = CollectiveKind;
+      int transformers = 0;
+      model.walk([&](Operation *layer) {
+        ShardTraffic t = getShardTraffic(layer);
+        bool isLayer =
+            isa<TransformerLayerOp, EmbeddingOp, OutputLayerOp>(layer);
+        EXPECT_EQ(isSequenceParallel(layer), sequence && isLayer);
+        if (isa<TransformerLayerOp>(layer)) {
+          ++transformers;
+          if (!sequence) {
+            EXPECT_EQ(count(t.forward, K::all_reduce, activation, 2), 2);
+            EXPECT_EQ(count(t.backward, K::all_reduce, activation, 2), 2);
+            EXPECT_TRUE(t.weight.empty());
+          } else {
+            EXPECT_EQ(count(t.forward, K::all_gather, activation, 2), 2);
+            EXPECT_EQ(count(t.forward, K::reduce_scatter, activation, 2), 2);
+            EXPECT_EQ(count(t.backward, K::all_gather, activation, 2), 2);
+            EXPECT_EQ(count(t.backward, K::reduce_scatter, activation, 2),
+                      2);
+            EXPECT_EQ(count(t.weight, K::all_gather, activation, 2), 2);
+          }
+          EXPECT_EQ(t.forward.size(), sequence ? 4u : 2u);
+          EXPECT_EQ(t.backward.size(), sequence ? 4u : 2u);
+          EXPECT_EQ(t.weight.size(), sequence ? 2u : 0u);
+        } else if (isa<EmbeddingOp>(layer)) {
+          EXPECT_EQ(t.forward.size(), 1u);
+          EXPECT_EQ(count(t.forward,
+                          sequence ? K::reduce_scatter : K::all_reduce,
+                          activation, 2),
+                    1);
+          EXPECT_EQ(t.backward.size(), sequence ? 1u : 0u);
+          EXPECT_EQ(count(t.backward, K::all_gather, activation, 2),
+                    sequence ? 1 : 0);
+        } else if (isa<OutputLayerOp>(layer)) {
+          EXPECT_EQ(t.forward.size(), sequence ? 3u : 2u);
+          EXPECT_EQ(count(t.forward, K::all_reduce, tokens, 4), 2);
+          EXPECT_EQ(count(t.forward, K::all_gather, activation, 2),
+                    sequence ? 1 : 0);
+          EXPECT_EQ(t.backward.size(), 1u);
+          EXPECT_EQ(count(t.backward,
+                          sequence ? K::reduce_scatter : K::all_reduce,
+                          activation, 2),
+                    1);
+          EXPECT_EQ(t.weight.size(), sequence ? 1u : 0u);
+        }
+      });
+      EXPECT_EQ(transformers, 4);
 
-    PipelineCosts fromBodies(model, pipeline, costs, MeshShape{tp, 1});
-    size_t at = 0;
-    for (int64_t stage = 0; stage < 2; ++stage)
-      for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W}) {
-        double time = fromBodies.getTensorParallelTime({kind, stage, 0, 0});
-        EXPECT_NEAR(time, expected[at], 1e-15)
-            << "stage " << stage << " pass " << stringifyPassKind(kind).str()
-            << " recompute " << stringifyRecomputeKind(recompute).str();
-        ++at;
-      }
-    EXPECT_GT(expected[0], 0.0);
+      PipelineCosts fromBodies(model, pipeline, costs, mesh);
+      size_t at = 0;
+      for (int stage = 0; stage < 2; ++stage)
+        for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W}) {
+          double time = fromBodies.getTensorParallelTime({kind, stage, 0, 0});
+          EXPECT_NEAR(time, expected[at], 1e-15)
+              << "stage " << stage << " pass " << stringifyPassKind(kind).str()
+              << " recompute " << stringifyRecomputeKind(recompute).str()
+              << (sequence ? " sequence-parallel" : "");
+          ++at;
+        }
+      EXPECT_GT(expected[0], 0.0);
+    }
+}
+
+// Sequence parallelism keeps what lies between the tensor-parallel
+// regions as the shard's 1/tp of the tokens: per layer the norms' and
+// the projections' inputs (4 h per token of the kept tensors), the output
+// layer's normed input, and under full recomputation the stage's input;
+// the pipeline's messages are the shard's slice too. A ring all-gather
+// plus a reduce-scatter cost what the all-reduce did, so a layer's F
+// collectives take as long.
+TEST_F(MeshCostTest, SequenceParallelismSlicesTheKeptActivations) {
+  CostModel costs = h100();
+  const int64_t tp = 4;
+  const double tokens = 2 * 32, h = 64, bf16 = 2;
+  for (RecomputeKind recompute :
+       {RecomputeKind::none, RecomputeKind::selective, RecomputeKind::full}) {
+    ModelOp model = partition(2, recompute);
+    sched::Pipeline pipeline = *::sluice::test::require(
+        getPipeline(model, 4, 1), "the model's pipeline");
+    PipelineCosts whole(model, pipeline, costs, MeshShape{tp, 1});
+    PipelineCosts sliced(model, pipeline, costs, MeshShape{tp, 1, 0, true});
+    double shrink = 1.0 - 1.0 / double(tp);
+    for (int stage = 0; stage < 2; ++stage) {
+      sched::Work f{PassKind::F, stage, 0, 0};
+      double saved =
+          whole.getActivationBytes(f) - sliced.getActivationBytes(f);
+      double expected;
+      if (recompute == RecomputeKind::full)
+        // Stage 0 looks its tokens up again; stage 1 keeps its input.
+        expected = stage == 0 ? 0.0 : tokens * h * bf16 * shrink;
+      else
+        expected = (2 * 4 * h + (stage == 1 ? h : 0.0)) * bf16 * tokens *
+                   shrink;
+      EXPECT_NEAR(saved, expected, 1e-6)
+          << "stage " << stage << " recompute "
+          << stringifyRecomputeKind(recompute).str();
+      // The layers' collectives as long; the embedding's lookups only
+      // reduce-scattered (no all-gather: the next layer norms the slice),
+      // the output layer's input gathered once more.
+      double half = costs.getCollectiveTime(tokens * h * bf16,
+                                            /*allReduce=*/false, tp,
+                                            LinkKind::node);
+      EXPECT_NEAR(sliced.getTensorParallelTime(f),
+                  whole.getTensorParallelTime(f) + (stage == 0 ? -half : half),
+                  1e-15);
+    }
+    // pp 2 x tp 4: the pipeline's ranks share a node.
+    sched::Work f{PassKind::F, 0, 0, 0};
+    double latency = costs.getHardware()->nodeLatency;
+    EXPECT_NEAR(sliced.getTransferTime(f) - latency,
+                (whole.getTransferTime(f) - latency) / double(tp), 1e-15);
   }
 }
 

@@ -90,6 +90,14 @@ cl::opt<int64_t> tp("tp",
                     cl::desc("Tensor-parallel shards of each pipeline "
                              "device, splitting every transformer layer"),
                     cl::init(1), cl::value_desc("T"), cl::cat(category));
+cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("Megatron-LM's sequence parallelism (needs --tp of at least "
+             "2): each shard keeps 1/T of the tokens between the layers' "
+             "tensor-parallel regions; all-gathers and reduce-scatters "
+             "replace the all-reduces. Compiled and costed; sluice-run "
+             "refuses such plans so far"),
+    cl::init(false), cl::cat(category));
 // Typed: cl refuses a value it does not list, naming the option.
 cl::opt<RecomputeKind> recompute(
     "recompute", cl::desc("Activation recomputation of every stage"),
@@ -368,9 +376,10 @@ LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
   scheduling.slices = 0; // the model's token_slices
   scheduling.costs = costs;
   scheduling.tensorParallel = tp;
+  scheduling.sequenceParallel = sequenceParallel;
   FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
   if (failed(program) || failed(syncGradients(*program, dp, zero)) ||
-      failed(shardTensors(*program, tp)))
+      failed(shardTensors(*program, tp, sequenceParallel)))
     return failure();
   // The schedule report extends the model summary's report.
   SimulationOptions simulation;
@@ -451,9 +460,11 @@ int main(int argc, char **argv) {
       return 1;
   } else if (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
              emit == EmitKind::Program || emit == EmitKind::Plan ||
-             dp != 1 || tp != 1 || recompute != RecomputeKind::none) {
-    return fail("--microbatches, --dp, --tp, --recompute, --trace, --svg and "
-                "--emit program|plan need --pp");
+             dp != 1 || tp != 1 || sequenceParallel ||
+             recompute != RecomputeKind::none) {
+    return fail("--microbatches, --dp, --tp, --sequence-parallel, "
+                "--recompute, --trace, --svg and --emit program|plan need "
+                "--pp");
   }
 
   // A .json output is the runtime plan: buffers planned, then translated.
@@ -521,7 +532,11 @@ int main(int argc, char **argv) {
         cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
         peaks[busiest], busiest,
         (program.getTp() > 1
-             ? llvm::formatv(" x {0} tensor-parallel shards", program.getTp())
+             ? llvm::formatv(" x {0} tensor-parallel shards{1}",
+                             program.getTp(),
+                             program.getSequenceParallel()
+                                 ? " (sequence-parallel)"
+                                 : "")
                    .str()
              : std::string()) +
             (program.getDp() > 1

@@ -83,6 +83,10 @@ struct MeshShape {
   /// ZeRO stage: 1 shards the fp32 master weights and Adam's moments over
   /// the dp replicas (Megatron-LM's distributed optimizer).
   int64_t zero = 0;
+  /// Megatron-LM's sequence parallelism: between the tensor-parallel
+  /// regions a shard holds 1/tp of the tokens (all-gathers and
+  /// reduce-scatters instead of all-reduces).
+  bool sequenceParallel = false;
 };
 
 llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
@@ -134,9 +138,14 @@ struct StageProfile {
   /// for them that later slices' backward passes accumulate into, from its
   /// first slice's F to its last backward (the runtime's key/value state).
   double getKeyValueBytes(int64_t tokens, bool withGradients) const;
-  /// Bytes of the activation (or gradient) a stage sends per slice.
+  /// With sequence parallelism, the tensor-parallel shards each holding
+  /// 1/sequenceShards of the tokens between the layers' tensor-parallel
+  /// regions: of the activations kept and sent, only that slice.
+  int64_t sequenceShards = 1;
+  /// Bytes of the activation (or gradient) a stage (a shard of it) sends
+  /// per slice.
   int64_t getMessageBytes(int64_t tokens) const {
-    return tokens * microBatch * hidden * dtypeBytes;
+    return tokens * microBatch * hidden * dtypeBytes / sequenceShards;
   }
 };
 

@@ -78,6 +78,8 @@ struct SchedulingOptions {
   /// their all-reduces included. The sluice-schedule pass schedules whole
   /// layers.
   int64_t tensorParallel = 1;
+  /// With Megatron-LM's sequence parallelism (MeshShape).
+  bool sequenceParallel = false;
 };
 FailureOr<ProgramOp> schedulePipeline(ModelOp model,
                                       const SchedulingOptions &opts);
@@ -108,7 +110,11 @@ LogicalResult syncGradients(ProgramOp program, int64_t dataParallel,
 /// What sluice-shard-tensors does to one program: checks that every layer
 /// splits over `tensorParallel` shards, gives each its shard body (the
 /// shard's work and its collectives) and sets the program's tp.
-LogicalResult shardTensors(ProgramOp program, int64_t tensorParallel);
+/// With `sequenceParallel`, the bodies keep the activation between the
+/// layers as each shard's token slice (Megatron-LM's sequence
+/// parallelism).
+LogicalResult shardTensors(ProgramOp program, int64_t tensorParallel,
+                           bool sequenceParallel = false);
 
 #define GEN_PASS_REGISTRATION
 #include "sluice/Transforms/Passes.h.inc"

@@ -530,6 +530,19 @@ def ShardTensors : Pass<"sluice-shard-tensors", "ModuleOp"> {
     gradients are summed before the update. A layer that does not split
     is an error at that layer; so is a program that already has shards.
 
+    With `sequence-parallel` (Megatron-LM's sequence parallelism; the
+    tensor-parallelism blog's "Sequence Parallelism"), the activation
+    between the tensor-parallel regions -- the norms, the residual adds,
+    the pipeline transfers -- is each shard's 1/tp of the tokens: a body
+    takes and yields `tensor<b x s/tp x h>`, the column-parallel
+    projections enter through `sluice.tp_gather` (all-gather in F,
+    reduce-scatter in B) and the row-parallel ones leave through
+    `sluice.tp_scatter` (reduce-scatter in F, all-gather in B). The same
+    bytes cross the links as with the all-reduces; the activations kept
+    for the norms and residuals shrink by tp. `seq_len` must divide by
+    `tensor-parallel`, and the program must not slice microbatches into
+    tokens. The program prints `sequence_parallel`.
+
     With `tensor-parallel=2`, a GPT layer (4 heads of 8, feed-forward 64)
     becomes:
 
@@ -554,5 +567,9 @@ def ShardTensors : Pass<"sluice-shard-tensors", "ModuleOp"> {
   let options = [
     Option<"tensorParallel", "tensor-parallel", "int64_t", /*default=*/"1",
            "tensor-parallel shards of each pipeline device">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "keep each shard's token slice between the tensor-parallel "
+           "regions (all-gather / reduce-scatter instead of all-reduce)">,
   ];
 }
