@@ -9,7 +9,7 @@
 #include "sluice/Target/Plan.h"
 
 #include "sluice/Analysis/CostModel.h"
-#include "sluice/Transforms/PipelineIR.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "llvm/Support/JSON.h"
 

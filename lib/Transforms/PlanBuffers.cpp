@@ -2,7 +2,7 @@
 
 #include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/Transforms/PipelineIR.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "runtime/Layout.h"
 

@@ -3,7 +3,7 @@
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/Schedule/Schedules.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/Transforms/PipelineIR.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "llvm/ADT/StringExtras.h"
 

@@ -4,7 +4,7 @@
 #include "sluice/Analysis/Simulator.h"
 #include "sluice/Target/Export.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/Transforms/PipelineIR.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"

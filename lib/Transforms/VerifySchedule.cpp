@@ -2,7 +2,7 @@
 
 #include "sluice/Schedule/Verifier.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/Transforms/PipelineIR.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 
 namespace mlir::sluice {
 #define GEN_PASS_DEF_VERIFYSCHEDULE

@@ -12,7 +12,7 @@
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/Analysis/Simulator.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/Transforms/PipelineIR.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"

@@ -13,7 +13,7 @@
 #include "sluice/Schedule/Verifier.h"
 #include "sluice/SluiceDialect.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/Transforms/PipelineIR.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"

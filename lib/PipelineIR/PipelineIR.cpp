@@ -1,6 +1,6 @@
 //===- PipelineIR.cpp - Between the program level and sched:: -------------===//
 
-#include "sluice/Transforms/PipelineIR.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"

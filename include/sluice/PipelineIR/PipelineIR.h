@@ -3,12 +3,14 @@
 // The schedule generators, verifier and simulator work on IR-free data
 // (sluice/Schedule/Pipeline.h). These helpers read a partitioned model and
 // a sluice.program into that form -- keeping the ops, so diagnostics point
-// at them -- and write a generated program back as IR.
+// at them -- and write a generated program back as IR. Its own library
+// (SluicePipelineIR), below both lib/Transforms and lib/Target, which
+// both read programs: neither depends on the other through it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SLUICE_TRANSFORMS_PIPELINEIR_H
-#define SLUICE_TRANSFORMS_PIPELINEIR_H
+#ifndef SLUICE_PIPELINEIR_PIPELINEIR_H
+#define SLUICE_PIPELINEIR_PIPELINEIR_H
 
 #include "sluice/Schedule/Pipeline.h"
 #include "sluice/SluiceOps.h"
@@ -63,4 +65,4 @@ ProgramOp writeProgram(ModelOp model, llvm::StringRef name,
 
 } // namespace mlir::sluice
 
-#endif // SLUICE_TRANSFORMS_PIPELINEIR_H
+#endif // SLUICE_PIPELINEIR_PIPELINEIR_H
