@@ -88,8 +88,8 @@ protected:
   ModelOp loadConfig(llvm::StringRef relativePath, int64_t seqLen) {
     std::string path =
         std::string(SLUICE_SOURCE_DIR) + "/" + relativePath.str();
-    auto buffer = llvm::MemoryBuffer::getFile(path);
-    EXPECT_TRUE(bool(buffer)) << path;
+    auto buffer = ::sluice::test::require(llvm::MemoryBuffer::getFile(path),
+                                          "the example config reads");
     module = importHFConfig((*buffer)->getBuffer(), path, &context);
     ::sluice::test::require(module, "the test model parses");
     ModelOp model = *module->getOps<ModelOp>().begin();

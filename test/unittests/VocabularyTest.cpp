@@ -59,8 +59,8 @@ struct Outcome {
 /// collectives free).
 Outcome run(const Pipeline &pipe, llvm::StringRef name,
             const BuildOptions &options = {}) {
-  const ScheduleInfo *info = lookupSchedule(name);
-  EXPECT_TRUE(info);
+  const ScheduleInfo *info =
+      ::sluice::test::require(lookupSchedule(name), "a known schedule");
   EXPECT_EQ(checkPipeline(*info, pipe), "");
   auto unit = [&](const Work &w) { return getUnitDuration(pipe, w); };
   std::string error;
