@@ -131,9 +131,14 @@ private:
     builder.setInsertionPointToStart(block);
     return block;
   }
+  /// `type` ([batch, tokens, width]) with other tokens and width.
+  static RankedTensorType reshape(RankedTensorType type, int64_t tokens,
+                                  int64_t width) {
+    return RankedTensorType::get({type.getDimSize(0), tokens, width},
+                                 type.getElementType());
+  }
   static RankedTensorType widen(RankedTensorType type, int64_t width) {
-    return RankedTensorType::get(
-        {type.getDimSize(0), type.getDimSize(1), width}, type.getElementType());
+    return reshape(type, type.getDimSize(1), width);
   }
   Value norm(Location loc, Value x) {
     return ShardNormOp::create(builder, loc, x.getType(), x);
@@ -143,10 +148,7 @@ private:
   RankedTensorType between(RankedTensorType whole) const {
     if (!sequence)
       return whole;
-    return RankedTensorType::get({whole.getDimSize(0),
-                                  whole.getDimSize(1) / shards,
-                                  whole.getDimSize(2)},
-                                 whole.getElementType());
+    return reshape(whole, whole.getDimSize(1) / shards, whole.getDimSize(2));
   }
   /// Into a column-parallel projection: the whole input (f: identity in F,
   /// all-reduce in B), or the slices gathered (all-gather in F,
@@ -157,11 +159,7 @@ private:
     auto slice = cast<RankedTensorType>(x.getType());
     return TpGatherOp::create(
         builder, loc,
-        RankedTensorType::get({slice.getDimSize(0),
-                               slice.getDimSize(1) * shards,
-                               slice.getDimSize(2)},
-                              slice.getElementType()),
-        x);
+        reshape(slice, slice.getDimSize(1) * shards, slice.getDimSize(2)), x);
   }
   /// Out of a row-parallel projection: the partial sums summed (g:
   /// all-reduce in F, identity in B), or summed into each shard's slice
