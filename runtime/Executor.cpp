@@ -90,19 +90,49 @@ Status Executor::prepare() {
     stages[s] = std::make_unique<StageRunner>(
         plan.shardModel, plan.stages[s].layers, parameters, kernels,
         plan.precision, plan.stages[s].recompute);
-    if (tensorGroup)
-      // On the critical path (the blog's "Communication Overhead"): the
-      // pass waits for the sum, advancing the pipeline's transfers.
-      stages[s]->setTensorParallel(
-          [this](DevicePtr data, int64_t count, Reduction reduction) {
-            if (!tensorSums || !tensorFailure)
-              return;
-            std::unique_ptr<Request> reduce = tensorGroup->allReduceAsync(
-                data, count, reduction, 0, compute);
-            tensorFailure = await(*reduce, compute);
-          },
-          shardIndex);
+    if (!tensorGroup)
+      continue;
+    // On the critical path (the blog's "Communication Overhead"): the pass
+    // waits for each collective, advancing the pipeline's transfers.
+    auto finish = [this](std::unique_ptr<Request> request, const char *what) {
+      tensorFailure = request ? await(*request, compute)
+                              : Status::error(std::string("the tensor-parallel "
+                                                          "transport cannot ") +
+                                              what +
+                                              " (sequence parallelism needs "
+                                              "it)");
+    };
+    StageRunner::TensorGroup group;
+    group.reduce = [this, finish](DevicePtr data, int64_t count,
+                                  Reduction reduction) {
+      if (tensorSums && tensorFailure)
+        finish(tensorGroup->allReduceAsync(data, count, reduction, 0, compute),
+               "all-reduce");
+    };
+    std::vector<int64_t> parts(plan.tp);
+    group.reduceScatter = [this, finish, parts](DevicePtr data, DevicePtr out,
+                                                int64_t count) mutable {
+      std::fill(parts.begin(), parts.end(), count);
+      if (tensorSums && tensorFailure)
+        finish(tensorGroup->reduceScatterAsync(data, out, parts, 0, compute),
+               "reduce-scatter");
+    };
+    group.allGather = [this, finish, parts](DevicePtr data,
+                                            int64_t count) mutable {
+      std::fill(parts.begin(), parts.end(), count);
+      if (tensorSums && tensorFailure)
+        finish(tensorGroup->allGatherAsync(data, parts, 0, compute),
+               "all-gather");
+    };
+    stages[s]->setTensorParallel(std::move(group), shardIndex);
   }
+  // Sequence parallelism: each shard's norms' weight gradients are its
+  // tokens' part, summed over the group before the update (Megatron-LM
+  // all-reduces these "sequence-parallel" parameters' gradients alike).
+  if (tensorGroup && plan.shardModel.sequenceShards > 1)
+    for (const ParameterSpec &spec : parameters.specs())
+      if (isTokenSummed(spec.name))
+        tokenSummed.push_back({spec.name, spec.size()});
   // Key/value heads a group of shards holds alike (fewer heads than
   // shards): their gradients are summed over the group before the update.
   for (const StagePlan &stage : plan.stages)
@@ -243,6 +273,8 @@ Status Executor::prepare() {
     // reduce-scatter; a tied table's two ends part by part afterwards.
     for (ReplicatedKeyValues &r : replicatedKv)
       r.syncInstruction = averagedBy.at(r.weight);
+    for (TokenSummed &t : tokenSummed)
+      t.syncInstruction = averagedBy.at(t.name);
     tiedRun = tiedOffset;
     int dp = plan.dp, me = replicas->rank();
     int64_t packed = 0;
@@ -463,7 +495,7 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
                            plan.describe(instr) +
                            "): injected failure (--fail-at-instruction)");
     SliceShape s = plan.getSliceShape(instr.slice);
-    int64_t message = getMessageElements(model, s);
+    int64_t message = getMessageElements(plan.shardModel, s);
     if (instr.op == Op::Send || instr.op == Op::Recv) {
       // The pipeline stream moves what compute has produced, and writes a
       // slot only after compute's earlier reads of it.
@@ -490,11 +522,16 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
       // ZeRO-1: the shards' sums of replicated key/value heads first (the
       // group runs this instruction in lockstep), so that each replica's
       // part is final once reduced.
-      if (plan.zero == 1)
+      if (plan.zero == 1) {
         for (const ReplicatedKeyValues &r : replicatedKv)
           if (r.syncInstruction == i)
             if (Status st = sumReplicatedKeyValues(r); !st)
               return st;
+        for (const TokenSummed &t : tokenSummed)
+          if (t.syncInstruction == i)
+            if (Status st = sumOverShards(t); !st)
+              return st;
+      }
       // The stage's gradients are final: their sum over the replicas runs
       // on the pipeline stream while compute goes on.
       ready->record(compute);
@@ -781,6 +818,9 @@ Status Executor::finalizeGradients() {
   for (const ReplicatedKeyValues &r : replicatedKv)
     if (Status st = sumReplicatedKeyValues(r); !st)
       return st;
+  for (const TokenSummed &t : tokenSummed)
+    if (Status st = sumOverShards(t); !st)
+      return st;
   if (tiedGroup.empty() || std::find(tiedGroup.begin(), tiedGroup.end(),
                                      deviceIndex) == tiedGroup.end())
     return Status::ok();
@@ -793,6 +833,12 @@ Status Executor::finalizeGradients() {
       count = spec.size();
   return comm.allReduceSum(parameters.grad(name), count, tiedGroup.data(),
                            int(tiedGroup.size()), compute);
+}
+
+Status Executor::sumOverShards(const TokenSummed &t) {
+  std::unique_ptr<Request> sum = tensorGroup->allReduceAsync(
+      parameters.grad(t.name), t.count, Reduction::Sum, 0, compute);
+  return await(*sum, compute);
 }
 
 Status Executor::sumReplicatedKeyValues(const ReplicatedKeyValues &r) {

@@ -245,6 +245,17 @@ private:
     size_t syncInstruction = 0;
   };
   Status sumReplicatedKeyValues(const ReplicatedKeyValues &r);
+  /// Sequence parallelism: a parameter whose gradient each shard has for
+  /// its tokens only (isTokenSummed), summed over the group before the
+  /// update -- ZeRO-1: at its grad_sync (instruction), before the
+  /// reduce-scatter; else once the step's passes are done.
+  struct TokenSummed {
+    std::string name;
+    int64_t count = 0;
+    size_t syncInstruction = 0;
+  };
+  std::vector<TokenSummed> tokenSummed;
+  Status sumOverShards(const TokenSummed &t);
   /// ZeRO-1: the flat offset of a tied table whose other end is on another
   /// device (its own sync run), else -1.
   int64_t tiedRun = -1;

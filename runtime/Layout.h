@@ -32,6 +32,17 @@
 //    read and whose gradients the backward of later slices accumulates
 //    (in fp32: they are sums over slices).
 //
+// Sequence parallelism (ModelConfig::sequenceShards = T > 1; Korthikanti
+// et al., papers/tensor-parallelism-blog.txt): a shard keeps its 1/T of the
+// tokens of what lies outside the tensor-parallel regions -- the norms'
+// normalised inputs and 1/std, the gradients at the norms' outputs, the
+// output layer's final norm, a Full-recomputing stage's checkpoint, and the
+// messages between stages -- and the whole slice of what the column- and
+// row-parallel projections read and write on its heads and feed-forward
+// share (Q, the context, the MLP's activations, the projections' output
+// gradients), which the all-gathers before them and the reduce-scatters
+// after them make.
+//
 // Element types (DType.h): activations and their gradients in the
 // precision's activation type, the unsharded output layer's logits too (as
 // a bf16 GEMM writes them under PyTorch's autocast); statistics (1/std,
@@ -58,6 +69,13 @@ struct SliceShape {
   int64_t tokens = 0;
   int64_t offset = 0;
 };
+
+/// The rows x tokens of slice `s` a shard of `model` holds outside the
+/// tensor-parallel regions: all of them, or its 1/sequenceShards under
+/// sequence parallelism.
+inline int64_t getLocalTokens(const ModelConfig &model, const SliceShape &s) {
+  return s.rows * s.tokens / std::max(1, model.sequenceShards);
+}
 
 /// Every region of a buffer starts at a multiple of this many bytes.
 constexpr int64_t kRegionAlignment = 256;
@@ -163,13 +181,14 @@ template <class Fn>
 void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
                       const SliceShape &s, Fn &&fn) {
   int64_t h = model.hidden, rt = s.rows * s.tokens;
+  int64_t local = getLocalTokens(model, s);
   switch (layer.kind) {
   case LayerKind::Embedding:
     return;
   case LayerKind::Output:
     // Sharded: the final norm alone, whose output the shards read.
-    fn(Field::OutXhat, rt * h, Storage::Activation);
-    fn(Field::OutRstd, rt, Storage::Fp32);
+    fn(Field::OutXhat, local * h, Storage::Activation);
+    fn(Field::OutRstd, local, Storage::Fp32);
     // Unsharded: the logits as the GEMM wrote them (the activation type,
     // as under PyTorch's autocast) and their log-sum-exp per token; B
     // makes the gradient from the two, so no fp32 probabilities are kept.
@@ -190,13 +209,13 @@ void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
     return;
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;
-    fn(Field::Xhat1, rt * h, Storage::Activation);
-    fn(Field::Rstd1, rt, Storage::Fp32);
+    fn(Field::Xhat1, local * h, Storage::Activation);
+    fn(Field::Rstd1, local, Storage::Fp32);
     fn(Field::Q, rt * hd, Storage::Activation);
     fn(Field::Lse, s.rows * layer.heads * s.tokens, Storage::Fp32);
     fn(Field::Context, rt * hd, Storage::Activation);
-    fn(Field::Xhat2, rt * h, Storage::Activation);
-    fn(Field::Rstd2, rt, Storage::Fp32);
+    fn(Field::Xhat2, local * h, Storage::Activation);
+    fn(Field::Rstd2, local, Storage::Fp32);
     fn(Field::Up, rt * layer.ffn, Storage::Activation);
     fn(Field::Act, rt * layer.ffn, Storage::Activation);
     if (layer.isGated())
@@ -211,8 +230,11 @@ template <class Fn>
 void walkWeightState(const ModelConfig &model, const LayerConfig &layer,
                      const SliceShape &s, Fn &&fn) {
   int64_t h = model.hidden, rt = s.rows * s.tokens;
+  int64_t local = getLocalTokens(model, s);
   switch (layer.kind) {
   case LayerKind::Embedding:
+    // Whole under sequence parallelism too: the table's shard needs the
+    // gradient of every token whose row it holds.
     fn(Field::EmbedGrad, rt * h, Storage::Activation);
     return;
   case LayerKind::Output:
@@ -220,15 +242,15 @@ void walkWeightState(const ModelConfig &model, const LayerConfig &layer,
     if (!layer.sharded)
       fn(Field::OutDLogits, rt * getShardVocabColumns(layer),
          Storage::Activation);
-    fn(Field::OutDNorm, rt * h, Storage::Activation);
+    fn(Field::OutDNorm, local * h, Storage::Activation);
     return;
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;
     int64_t kv = layer.kvHeads * layer.headDim;
     fn(Field::DQkv, rt * (hd + 2 * kv), Storage::Activation);
-    fn(Field::DA, rt * h, Storage::Activation);  // norm 1 output
-    fn(Field::DY1, rt * h, Storage::Activation); // attention projection out
-    fn(Field::DC, rt * h, Storage::Activation);  // norm 2 output
+    fn(Field::DA, local * h, Storage::Activation); // norm 1 output
+    fn(Field::DY1, rt * h, Storage::Activation);   // attention projection out
+    fn(Field::DC, local * h, Storage::Activation); // norm 2 output
     fn(Field::DUp, rt * layer.ffn, Storage::Activation);
     fn(Field::DY2, rt * h, Storage::Activation); // MLP down-projection out
     if (layer.isGated())
@@ -262,18 +284,30 @@ int64_t countBytes(const Precision &precision, Walk &&walk) {
 }
 } // namespace detail
 
-/// Bytes of the stage input a Full-recomputing stage keeps from F to B:
+/// Elements of the stage input a Full-recomputing stage keeps from F to B:
 /// none when it begins with a whole embedding (B looks the tokens up
-/// again).
+/// again); the message it received (getMessageElements); or, when it
+/// begins with a sharded embedding, the input shard's summed rows, which
+/// are whole under sequence parallelism too.
+inline int64_t getCheckpointElements(const ModelConfig &model,
+                                     const std::vector<int> &layers,
+                                     const SliceShape &s) {
+  const LayerConfig &first = model.layers[layers.front()];
+  if (first.kind == LayerKind::Embedding)
+    return first.sharded ? s.rows * s.tokens * model.hidden : 0;
+  return getLocalTokens(model, s) * model.hidden;
+}
+
+/// Its bytes.
 inline int64_t getCheckpointBytes(const ModelConfig &model,
                                   const std::vector<int> &layers,
                                   const SliceShape &s,
                                   const Precision &precision) {
-  const LayerConfig &first = model.layers[layers.front()];
-  if (first.kind == LayerKind::Embedding && !first.sharded)
+  int64_t count = getCheckpointElements(model, layers, s);
+  if (count == 0)
     return 0;
   Arena arena(precision);
-  arena.take(s.rows * s.tokens * model.hidden, Storage::Activation);
+  arena.take(count, Storage::Activation);
   return arena.getBytes();
 }
 
@@ -339,20 +373,23 @@ inline int64_t getKeyValueBytes(const ModelConfig &model,
 /// Scratch of one transformer layer's passes, in activation elements:
 /// forward (norm output, QKV projection, residual, second norm output),
 /// backward (MLP activation gradient, residual gradient, context and query
-/// gradients), weight (a recomputed norm output).
+/// gradients, and under sequence parallelism the whole slice's partial sums
+/// a reduce-scatter takes), weight (a recomputed norm output). The norm
+/// outputs are whole: under sequence parallelism, the all-gathers' results.
 struct TransformerScratch {
   int64_t norm, qkv, residual, norm2;
-  int64_t dAct, dResidual, dContext, dQ;
+  int64_t dAct, dResidual, dContext, dQ, partial;
 };
 
 inline TransformerScratch getTransformerScratch(const ModelConfig &model,
                                                 const LayerConfig &l,
                                                 const SliceShape &s) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
+  int64_t local = getLocalTokens(model, s);
   int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
-  return {
-      rt * h, rt * (hd + 2 * kv), rt * h, rt * h, rt * l.ffn, rt * h, rt * hd,
-      rt * hd};
+  int64_t partial = model.sequenceShards > 1 ? rt * h : 0;
+  return {rt * h,       rt * (hd + 2 * kv), local * h, rt * h, rt * l.ffn,
+          local * h,    rt * hd,            rt * hd,   partial};
 }
 
 /// Scratch for one pass of a stage running `layers`: two activations to
@@ -363,19 +400,21 @@ inline int64_t getScratchBytes(const ModelConfig &model,
                                const SliceShape &s,
                                const Precision &precision) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
+  int64_t local = getLocalTokens(model, s);
   auto arenaOf = [&](std::initializer_list<int64_t> counts) {
     Arena arena(precision);
-    arena.take(rt * h, Storage::Activation); // ping
-    arena.take(rt * h, Storage::Activation); // pong
+    arena.take(local * h, Storage::Activation); // ping
+    arena.take(local * h, Storage::Activation); // pong
     for (int64_t count : counts)
       arena.take(count, Storage::Activation);
     return arena.getBytes();
   };
-  // The output layer's: its norm output and a per-token fp32 statistic
-  // (the shard's sum of exponentials when it splits over shards).
+  // The output layer's: its (whole) norm output and a per-token fp32
+  // statistic (the shard's sum of exponentials when it splits over
+  // shards). A split embedding's partial sums use the same region.
   Arena output(precision);
-  output.take(rt * h, Storage::Activation); // ping
-  output.take(rt * h, Storage::Activation); // pong
+  output.take(local * h, Storage::Activation); // ping
+  output.take(local * h, Storage::Activation); // pong
   output.take(rt * h, Storage::Activation);
   output.take(rt, Storage::Fp32);
   int64_t most = output.getBytes();
@@ -385,7 +424,8 @@ inline int64_t getScratchBytes(const ModelConfig &model,
       continue;
     TransformerScratch t = getTransformerScratch(model, l, s);
     most = std::max({most, arenaOf({t.norm, t.qkv, t.residual, t.norm2}),
-                     arenaOf({t.dAct, t.dResidual, t.dContext, t.dQ})});
+                     arenaOf({t.dAct, t.dResidual, t.dContext, t.dQ,
+                              t.partial})});
   }
   return most;
 }
@@ -423,10 +463,11 @@ inline int64_t getWorkspaceBytes(const ModelConfig &model,
 }
 
 /// The activation (or its gradient) that travels between stages, in
-/// elements of the activation type.
+/// elements of the activation type: the shard's tokens' under sequence
+/// parallelism.
 inline int64_t getMessageElements(const ModelConfig &model,
                                   const SliceShape &s) {
-  return s.rows * s.tokens * model.hidden;
+  return getLocalTokens(model, s) * model.hidden;
 }
 
 inline int64_t getMessageBytes(const ModelConfig &model, const SliceShape &s,

@@ -58,6 +58,14 @@ struct ModelConfig {
   int64_t hidden = 0;
   /// Embedding, transformer layers, output layer, in chain order.
   std::vector<LayerConfig> layers;
+  /// Sequence parallelism (Korthikanti et al., Megatron-LM's
+  /// `--sequence-parallel`): a shard model's activations outside the
+  /// tensor-parallel regions -- the norms, the residual stream and the
+  /// messages between stages -- split over this
+  /// many shards by tokens (getTensorShardModel sets it; 1: whole). Shard
+  /// i holds the i-th contiguous 1/sequenceShards of a slice's rows x
+  /// tokens (for one row, the i-th part of the sequence).
+  int sequenceShards = 1;
 };
 
 /// Whether the vocabulary layer `l` splits its table by rows over `tp`
@@ -140,9 +148,13 @@ inline int64_t getShardKvHeads(const LayerConfig &l, int tp) {
 /// vocabulary layers that split (splitsVocabulary) record the shard count
 /// and keep their whole `vocab`: a shard holds getShardVocabRows of it, and
 /// its buffers are sized for the largest share (getShardVocabColumns), so
-/// every shard's layout is the same. The hidden size is whole.
+/// every shard's layout is the same. The hidden size is whole. With
+/// `sequenceParallel`, the activations between the tensor-parallel regions
+/// split by tokens too (ModelConfig::sequenceShards = tp).
 /// checkTensorParallel must accept `model` and `tp`.
-inline ModelConfig getTensorShardModel(ModelConfig model, int tp) {
+inline ModelConfig getTensorShardModel(ModelConfig model, int tp,
+                                       bool sequenceParallel = false) {
+  model.sequenceShards = sequenceParallel ? tp : 1;
   for (LayerConfig &l : model.layers)
     if (splitsVocabulary(l, tp))
       l.vocabShards = tp;

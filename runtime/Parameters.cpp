@@ -201,6 +201,19 @@ ParameterSpec getTableShard(const std::string &name, int64_t vocab,
   return spec;
 }
 
+bool isTokenSummed(const std::string &name) {
+  auto ends = [&](const std::string &suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
+               0;
+  };
+  for (const char *norm : {"norm1.", "norm2.", "final_norm."})
+    for (const char *part : {"weight", "bias"})
+      if (ends(std::string(norm) + part))
+        return true;
+  return false;
+}
+
 std::vector<ParameterSpec> getModelParameters(const ModelConfig &model) {
   ParameterStore store;
   for (size_t i = 0; i < model.layers.size(); ++i)

@@ -97,6 +97,14 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
                                               int index,
                                               TensorShard shard = {});
 
+/// Whether parameter `name` is a norm's weight or bias: under sequence
+/// parallelism each tensor-parallel shard computes its gradient from its
+/// own tokens only, so the group sums it before the update (what
+/// Megatron-LM marks `sequence_parallel`). The biases after the
+/// row-parallel projections are not: their gradients come from the
+/// gathered whole-slice output gradients.
+bool isTokenSummed(const std::string &name);
+
 /// The row shard of the table `name` ([vocab, hidden]) that device `device`
 /// of `devices` holds when the table is padded to `paddedVocab` rows; with
 /// tensor parallelism, tensor-parallel shard `shard` of that device holds

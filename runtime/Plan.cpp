@@ -693,14 +693,8 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
       int64_t pp = integer(mesh, "pp", "mesh", 1);
       plan.tp = int(integer(mesh, "tp", "mesh", 1));
       plan.dp = int(integer(mesh, "dp", "mesh", 1));
-      // Megatron-LM's sequence parallelism is compiled and costed
-      // (sluice-compile --sequence-parallel) but not run yet: its sliced
-      // norms, residuals and transfers are not in the kernels' passes.
-      if (mesh.contains("sequence_parallel") &&
-          mesh.at("sequence_parallel") != false)
-        fail("mesh: 'sequence_parallel' plans do not run yet (sluice-run "
-             "executes tensor parallelism with all-reduces); compile "
-             "without --sequence-parallel");
+      plan.sequenceParallel = mesh.contains("sequence_parallel") &&
+                              flag(mesh, "sequence_parallel", "mesh");
       if (mesh.contains("zero")) {
         plan.zero = int(integer(mesh, "zero", "mesh", 0));
         if (plan.zero > 1)
@@ -718,12 +712,29 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
         fail("the mesh's tp = " + std::to_string(plan.tp) + ": model " +
              problem);
     }
-    plan.shardModel = getTensorShardModel(plan.model, plan.tp);
+    plan.shardModel =
+        getTensorShardModel(plan.model, plan.tp, plan.sequenceParallel);
     plan.splitBackward = flag(j, "split_backward", "plan");
     for (const json &length : field(j, "slices", "plan")) {
       if (!length.is_number_integer() || length.get<int64_t>() < 1)
         fail("'slices' must be positive token lengths, got " + length.dump());
       plan.slices.push_back(length.get<int64_t>());
+    }
+    if (plan.sequenceParallel) {
+      // Each shard holds a contiguous 1/tp of a slice's rows x tokens
+      // (ModelConfig::sequenceShards), as sluice-compile checks.
+      if (plan.tp < 2)
+        fail("mesh: 'sequence_parallel' splits tokens over the "
+             "tensor-parallel shards, but tp = " +
+             std::to_string(plan.tp));
+      if (plan.model.seqLen % plan.tp != 0)
+        fail("mesh: 'sequence_parallel' splits each sequence over tp = " +
+             std::to_string(plan.tp) + " shards, but seq_len " +
+             std::to_string(plan.model.seqLen) + " does not divide by it");
+      if (plan.slices.size() > 1)
+        fail("mesh: 'sequence_parallel' with " +
+             std::to_string(plan.slices.size()) +
+             " token slices per microbatch (it splits whole sequences)");
     }
     for (const json &s : field(j, "stages", "plan")) {
       StagePlan stage;

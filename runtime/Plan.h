@@ -109,6 +109,9 @@ struct Plan {
   /// split over tp tensor-parallel shards and replicated dp times; ranks
   /// = devices * tp * dp. `microbatches` is per replica.
   int tp = 1, dp = 1;
+  /// Megatron-LM's sequence parallelism over the tp shards
+  /// (ModelConfig::sequenceShards of shardModel).
+  bool sequenceParallel = false;
   /// ZeRO stage: 1 shards the optimizer state over the dp replicas
   /// (gradients reduce-scattered, each replica updates its part, the
   /// weights all-gathered); 0: every replica holds all of it.

@@ -91,8 +91,9 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
   views.resize(resolved.size());
 }
 
-void StageRunner::setTensorParallel(GroupReduce reduce, int index) {
-  groupReduce = std::move(reduce);
+void StageRunner::setTensorParallel(TensorGroup tensorGroup, int index) {
+  group = std::move(tensorGroup);
+  shardIndex = index;
   // A vocabulary layer that splits (first or last in the stage): the
   // shard's rows; otherwise count -1, all of them.
   auto rowsOf = [&](int layer, bool present) -> std::pair<int64_t, int64_t> {
@@ -103,6 +104,29 @@ void StageRunner::setTensorParallel(GroupReduce reduce, int index) {
   };
   std::tie(vocabFirst, vocabCount) = rowsOf(layers.front(), hasEmbedding());
   std::tie(outFirst, outCount) = rowsOf(layers.back(), hasOutput());
+}
+
+void StageRunner::addPositions(DevicePtr dst, DevicePtr positions,
+                               const SliceShape &s) {
+  // This shard's tokens are flat indices [first, first + local) of the
+  // slice's rows x tokens: a run of positions per row they touch.
+  int64_t h = model.hidden, local = getLocalTokens(model, s);
+  int64_t first = isSequenceParallel() ? shardIndex * local : 0;
+  for (int64_t j = first; j < first + local;) {
+    int64_t t = j % s.tokens;
+    int64_t run = std::min(s.tokens - t, first + local - j);
+    kernels.add(dst + (j - first) * h, positions + (s.offset + t) * h,
+                run * h);
+    j += run;
+  }
+}
+
+void StageRunner::addPositionGrads(DevicePtr positionGrads, DevicePtr grad,
+                                   const SliceShape &s) {
+  int64_t h = model.hidden;
+  for (int64_t r = 0; r < s.rows; ++r)
+    kernels.add(positionGrads + s.offset * h, grad + r * s.tokens * h,
+                s.tokens * h);
 }
 
 bool StageRunner::hasEmbedding() const {
@@ -173,14 +197,19 @@ namespace {
 /// A transformer layer's sizes for one slice: rows x tokens, hidden, ffn,
 /// the query heads' and the key/value heads' widths, and the QKV
 /// projection's (q, k and v side by side).
+/// `n`: the tokens this shard holds outside the tensor-parallel regions
+/// (rt, or rt / T under sequence parallelism).
 struct Sizes {
-  int64_t rt, h, f, hd, kvw, width;
+  int64_t rt, n, h, f, hd, kvw, width;
 };
 
 Sizes getSizes(const ModelConfig &model, const LayerConfig &l,
                const SliceShape &s) {
   int64_t hd = l.heads * l.headDim, kvw = l.kvHeads * l.headDim;
-  return {s.rows * s.tokens, model.hidden, l.ffn, hd, kvw, hd + 2 * kvw};
+  return {s.rows * s.tokens, getLocalTokens(model, s),
+          model.hidden,      l.ffn,
+          hd,                kvw,
+          hd + 2 * kvw};
 }
 
 GateActivation activation(const LayerConfig &l) {
@@ -247,10 +276,10 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
                                      DevicePtr out, DevicePtr work,
                                      bool again) {
   const LayerConfig &c = *l.config;
-  auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
+  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
   bool rms = c.norm == "rmsnorm";
   TransformerScratch t = getTransformerScratch(model, c, s);
-  auto [a, qkv, x2, cn] = Workspace(work, precision, rt * h)
+  auto [a, qkv, x2, cn] = Workspace(work, precision, n * h)
                               .scratch({t.norm, t.qkv, t.residual, t.norm2});
   DevicePtr keys = v[Field::Keys], values = v[Field::Values];
 
@@ -261,8 +290,13 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
     kernels.fill(v[Field::DKeys], 0.0, cache);
     kernels.fill(v[Field::DValues], 0.0, cache);
   }
-  kernels.normForward(x, l.w.normW, l.w.normB, rt, h, rms, a, v[Field::Xhat1],
+  // The norm on this shard's tokens; under sequence parallelism the
+  // group's all-gather (the blog's g, Korthikanti et al.'s) makes the
+  // whole slice's input of the column-parallel projection.
+  kernels.normForward(x, l.w.normW, l.w.normB, n, h, rms,
+                      localTokens(a, n * h), v[Field::Xhat1],
                       v[Field::Rstd1]);
+  gatherTokens(a, n * h);
   kernels.gemm(false, false, rt, width, h, 1.0f, a, h, l.w.qkvW, width, 0.0f,
                qkv, width);
   if (l.w.qkvB)
@@ -287,16 +321,21 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
                        c.heads, c.headDim, c.kvHeads};
   kernels.attentionForward(shape, v[Field::Q], keys, values, v[Field::Lse],
                            v[Field::Context]);
-  kernels.gemm(false, false, rt, h, hd, 1.0f, v[Field::Context], hd, l.w.outW,
-               h, 0.0f, x2, h);
   // Row-parallel: each shard's heads give a partial sum (the blog's first
-  // ALLREDUCE); the whole bias is added once, after it.
-  reduceOverShards(x2, rt * h);
+  // ALLREDUCE; reduce-scattered to the shards' tokens under sequence
+  // parallelism, the partial sums then in `a`, which QKV has consumed);
+  // the whole bias is added once, after it.
+  DevicePtr partial = isSequenceParallel() ? a : x2;
+  kernels.gemm(false, false, rt, h, hd, 1.0f, v[Field::Context], hd, l.w.outW,
+               h, 0.0f, partial, h);
+  reduceTokens(partial, x2, n * h);
   if (l.w.outB)
-    kernels.addRowVector(x2, l.w.outB, rt, h);
-  kernels.add(x2, x, rt * h);
-  kernels.normForward(x2, l.w.norm2W, l.w.norm2B, rt, h, rms, cn,
-                      v[Field::Xhat2], v[Field::Rstd2]);
+    kernels.addRowVector(x2, l.w.outB, n, h);
+  kernels.add(x2, x, n * h);
+  kernels.normForward(x2, l.w.norm2W, l.w.norm2B, n, h, rms,
+                      localTokens(cn, n * h), v[Field::Xhat2],
+                      v[Field::Rstd2]);
+  gatherTokens(cn, n * h);
   DevicePtr u = v[Field::Up], g = v[Field::Act], z = v[Field::Gate];
   kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.upW, f, 0.0f, u, f);
   if (l.w.upB)
@@ -309,11 +348,13 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
   } else {
     kernels.geluForward(u, g, rt * f);
   }
-  kernels.gemm(false, false, rt, h, f, 1.0f, g, f, l.w.downW, h, 0.0f, out, h);
-  reduceOverShards(out, rt * h);
+  partial = isSequenceParallel() ? a : out;
+  kernels.gemm(false, false, rt, h, f, 1.0f, g, f, l.w.downW, h, 0.0f, partial,
+               h);
+  reduceTokens(partial, out, n * h);
   if (l.w.downB)
-    kernels.addRowVector(out, l.w.downB, rt, h);
-  kernels.add(out, x2, rt * h);
+    kernels.addRowVector(out, l.w.downB, n, h);
+  kernels.add(out, x2, n * h);
 }
 
 void StageRunner::recomputeLayer(const Layer &l, const Views &v,
@@ -338,32 +379,43 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
                                       const SliceShape &s, DevicePtr dout,
                                       DevicePtr dx, DevicePtr work) {
   const LayerConfig &c = *l.config;
-  auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
+  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
   bool rms = c.norm == "rmsnorm";
   TransformerScratch t = getTransformerScratch(model, c, s);
-  auto [dg, dx2, dctx, dq] =
-      Workspace(work, precision, rt * h)
-          .scratch({t.dAct, t.dResidual, t.dContext, t.dQ});
+  auto [dg, dx2, dctx, dq, whole] =
+      Workspace(work, precision, n * h)
+          .scratch({t.dAct, t.dResidual, t.dContext, t.dQ, t.partial});
   DevicePtr dy2 = v[Field::DY2], du = v[Field::DUp], dz = v[Field::DGate],
             dc = v[Field::DC], dy1 = v[Field::DY1], dqkv = v[Field::DQkv];
+  // Under sequence parallelism each collective of F has its transpose
+  // here: a reduce-scatter's is an all-gather (the output gradients of
+  // the row-parallel projections, kept whole for W), an all-gather's a
+  // reduce-scatter (the column-parallel projections' input gradients,
+  // summed from `whole`).
+  DevicePtr partial = isSequenceParallel() ? whole : DevicePtr();
 
-  kernels.copy(dy2, dout, rt * h);
+  kernels.copy(localTokens(dy2, n * h), dout, n * h);
+  gatherTokens(dy2, n * h);
   kernels.gemm(false, true, rt, f, h, 1.0f, dy2, h, l.w.downW, h, 0.0f, dg, f);
   if (c.isGated())
     kernels.gatedBackward(activation(c), v[Field::Gate], v[Field::Up], dg, dz,
                           du, rt * f);
   else
     kernels.geluBackward(v[Field::Up], dg, du, rt * f);
-  kernels.gemm(false, true, rt, h, f, 1.0f, du, f, l.w.upW, f, 0.0f, dc, h);
+  DevicePtr dcWhole = partial ? partial : dc;
+  kernels.gemm(false, true, rt, h, f, 1.0f, du, f, l.w.upW, f, 0.0f, dcWhole,
+               h);
   if (c.isGated())
-    kernels.gemm(false, true, rt, h, f, 1.0f, dz, f, l.w.gateW, f, 1.0f, dc, h);
+    kernels.gemm(false, true, rt, h, f, 1.0f, dz, f, l.w.gateW, f, 1.0f,
+                 dcWhole, h);
   // Column-parallel in F, so each shard's share of the width gives a part
   // of the norm output's gradient: summed before the (whole) norm.
-  reduceOverShards(dc, rt * h);
-  kernels.copy(dx2, dout, rt * h);
-  kernels.normBackward(dc, v[Field::Xhat2], v[Field::Rstd2], l.w.norm2W, rt, h,
+  reduceTokens(dcWhole, dc, n * h);
+  kernels.copy(dx2, dout, n * h);
+  kernels.normBackward(dc, v[Field::Xhat2], v[Field::Rstd2], l.w.norm2W, n, h,
                        rms, dx2);
-  kernels.copy(dy1, dx2, rt * h);
+  kernels.copy(localTokens(dy1, n * h), dx2, n * h);
+  gatherTokens(dy1, n * h);
   kernels.gemm(false, true, rt, hd, h, 1.0f, dy1, h, l.w.outW, h, 0.0f, dctx,
                hd);
   AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
@@ -386,35 +438,44 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
     kernels.rotate(dqkv + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
                    width, c.ropeTheta, true);
   }
+  DevicePtr daWhole = partial ? partial : v[Field::DA];
   kernels.gemm(false, true, rt, h, width, 1.0f, dqkv, width, l.w.qkvW, width,
-               0.0f, v[Field::DA], h);
-  reduceOverShards(v[Field::DA], rt * h);
-  kernels.copy(dx, dx2, rt * h);
+               0.0f, daWhole, h);
+  reduceTokens(daWhole, v[Field::DA], n * h);
+  kernels.copy(dx, dx2, n * h);
   kernels.normBackward(v[Field::DA], v[Field::Xhat1], v[Field::Rstd1],
-                       l.w.normW, rt, h, rms, dx);
+                       l.w.normW, n, h, rms, dx);
 }
 
 void StageRunner::transformerWeight(const Layer &l, const Views &v,
                                     const SliceShape &s, DevicePtr work) {
   const LayerConfig &c = *l.config;
-  auto [rt, h, f, hd, kvw, width] = getSizes(model, c, s);
-  auto [normOut] = Workspace(work, precision, rt * h).scratch({rt * h});
+  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
+  auto [normOut] = Workspace(work, precision, n * h).scratch({rt * h});
   DevicePtr dqkv = v[Field::DQkv], dy1 = v[Field::DY1], du = v[Field::DUp],
             dz = v[Field::DGate], dy2 = v[Field::DY2];
 
-  kernels.normAffine(v[Field::Xhat1], l.w.normW, l.w.normB, rt, h, normOut);
+  // The norms' outputs again from the kept normalised inputs; under
+  // sequence parallelism gathered again (Megatron-LM re-gathers rather
+  // than keep the whole slice), and the norms' weight gradients are this
+  // shard's tokens' part (the executor sums them over the group).
+  kernels.normAffine(v[Field::Xhat1], l.w.normW, l.w.normB, n, h,
+                     localTokens(normOut, n * h));
+  gatherTokens(normOut, n * h);
   kernels.gemm(true, false, h, width, rt, 1.0f, normOut, h, dqkv, width, 1.0f,
                l.g.qkvW, width);
   if (l.g.qkvB)
     kernels.accumulateColumnSums(dqkv, rt, width, l.g.qkvB);
-  kernels.normParamGrads(v[Field::DA], v[Field::Xhat1], rt, h, l.g.normW,
+  kernels.normParamGrads(v[Field::DA], v[Field::Xhat1], n, h, l.g.normW,
                          l.g.normB);
   kernels.gemm(true, false, hd, h, rt, 1.0f, v[Field::Context], hd, dy1, h,
                1.0f, l.g.outW, h);
   if (l.g.outB)
     kernels.accumulateColumnSums(dy1, rt, h, l.g.outB);
-  kernels.normAffine(v[Field::Xhat2], l.w.norm2W, l.w.norm2B, rt, h, normOut);
-  kernels.normParamGrads(v[Field::DC], v[Field::Xhat2], rt, h, l.g.norm2W,
+  kernels.normAffine(v[Field::Xhat2], l.w.norm2W, l.w.norm2B, n, h,
+                     localTokens(normOut, n * h));
+  gatherTokens(normOut, n * h);
+  kernels.normParamGrads(v[Field::DC], v[Field::Xhat2], n, h, l.g.norm2W,
                          l.g.norm2B);
   kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, du, f, 1.0f, l.g.upW,
                f);
@@ -474,9 +535,11 @@ void StageRunner::outputShardForward(const Layer &l, const Views &v,
 void StageRunner::outputShardBackward(const Layer &l, const Views &v,
                                       const SliceShape &s,
                                       const TokenRows &batch,
-                                      DevicePtr localSum, float lossScale) {
+                                      DevicePtr localSum, DevicePtr whole,
+                                      float lossScale) {
   const LayerConfig &c = *l.config;
   int64_t rt = s.rows * s.tokens, h = model.hidden;
+  int64_t n = getLocalTokens(model, s);
   int64_t ld = getShardVocabColumns(c);
   DevicePtr logits = v[Field::OutLogits], dlogits = v[Field::OutDLogits],
             dnorm = v[Field::OutDNorm];
@@ -491,13 +554,15 @@ void StageRunner::outputShardBackward(const Layer &l, const Views &v,
                            s.rows, s.tokens, outFirst, outCount, ld,
                            lossScale);
   // dX = G W_t is the shard's part of the norm output's gradient: summed
-  // over the group before the (whole) norm's backward.
+  // over the group before the (whole) norm's backward (reduce-scattered to
+  // the shards' tokens under sequence parallelism, from `whole`).
+  DevicePtr partial = isSequenceParallel() ? whole : dnorm;
   if (outCount > 0)
     kernels.gemm(false, false, rt, h, outCount, 1.0f, dlogits, ld, l.w.table,
-                 h, 0.0f, dnorm, h);
+                 h, 0.0f, partial, h);
   else
-    kernels.fill(dnorm, 0.0, rt * h);
-  reduceOverShards(dnorm, rt * h, Reduction::Sum);
+    kernels.fill(partial, 0.0, rt * h);
+  reduceTokens(partial, dnorm, n * h);
 }
 
 //===----------------------------------------------------------------------===//
@@ -517,8 +582,9 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
   if (recompute == Recompute::Full) {
     // The checkpoint: the stage's input (none for a whole embedding, which
     // B looks up from the tokens again).
-    if (input && getCheckpointBytes(model, layers, s, precision) > 0)
-      kernels.copy(forwardState, input, s.rows * s.tokens * model.hidden);
+    if (int64_t count = getCheckpointElements(model, layers, s);
+        input && count > 0)
+      kernels.copy(forwardState, input, count);
     forwardState = DevicePtr();
   }
   carve(s, forwardState, nullptr, keyValues, area);
@@ -528,8 +594,9 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
 void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
                              DevicePtr input, DevicePtr output,
                              DevicePtr workspace, DevicePtr loss, bool again) {
-  int64_t rt = s.rows * s.tokens, h = model.hidden;
-  Workspace work(workspace, precision, rt * h);
+  int64_t rt = s.rows * s.tokens, n = getLocalTokens(model, s),
+          h = model.hidden;
+  Workspace work(workspace, precision, n * h);
   DevicePtr current = input;
   for (size_t i = 0; i < resolved.size(); ++i) {
     const Layer &l = resolved[i];
@@ -541,27 +608,29 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
     case LayerKind::Embedding:
       if (c.sharded) {
         // The input shard summed the token rows onto this device (Appendix
-        // C); the learned positions, which it holds, are added here.
-        kernels.copy(dst, current, rt * h);
+        // C; whole, this shard's tokens of them under sequence
+        // parallelism); the learned positions, which it holds, are added
+        // here.
+        kernels.copy(dst, localTokens(current, n * h), n * h);
         if (l.w.positions)
-          for (int64_t r = 0; r < s.rows; ++r)
-            kernels.add(dst + r * s.tokens * h, l.w.positions + s.offset * h,
-                        s.tokens * h);
+          addPositions(dst, l.w.positions, s);
         break;
       }
       if (vocabCount >= 0) {
         // Vocabulary-parallel (papers/tensor-parallelism-blog.txt, "Input
         // Embedding"): each shard looks up the tokens in its rows, zeros
-        // elsewhere, and the group's sum is every token's row; then the
-        // positions, which every shard holds whole.
+        // elsewhere, and the group's sum is every token's row (under
+        // sequence parallelism, a reduce-scatter of the lookups made in
+        // the output layer's norm region); then the positions, which every
+        // shard holds whole.
+        DevicePtr lookups =
+            isSequenceParallel() ? work.outputScratch(rt * h, rt).first : dst;
         kernels.shardLookup(batch.tokens + s.offset, batch.stride, s.rows,
                             s.tokens, l.w.table, vocabFirst, vocabCount, h,
-                            dst);
-        reduceOverShards(dst, rt * h);
+                            lookups);
+        reduceTokens(lookups, dst, n * h);
         if (l.w.positions)
-          for (int64_t r = 0; r < s.rows; ++r)
-            kernels.add(dst + r * s.tokens * h, l.w.positions + s.offset * h,
-                        s.tokens * h);
+          addPositions(dst, l.w.positions, s);
         break;
       }
       kernels.embeddingForward(batch.tokens + s.offset, batch.stride, l.w.table,
@@ -573,16 +642,20 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
       break;
     case LayerKind::Output: {
       DevicePtr xhat = v[Field::OutXhat], rstd = v[Field::OutRstd];
+      bool rms = c.norm == "rmsnorm";
       if (c.sharded) {
-        // The final norm; the output shard takes its result, X.
-        kernels.normForward(current, l.w.normW, l.w.normB, rt, h,
-                            c.norm == "rmsnorm", dst, xhat, rstd);
+        // The final norm; the output shard takes its result, X (whole:
+        // gathered under sequence parallelism).
+        kernels.normForward(current, l.w.normW, l.w.normB, n, h, rms,
+                            localTokens(dst, n * h), xhat, rstd);
+        gatherTokens(dst, n * h);
         break;
       }
       auto [normOut, statistic] = work.outputScratch(rt * h, rt);
       DevicePtr logits = v[Field::OutLogits];
-      kernels.normForward(current, l.w.normW, l.w.normB, rt, h,
-                          c.norm == "rmsnorm", normOut, xhat, rstd);
+      kernels.normForward(current, l.w.normW, l.w.normB, n, h, rms,
+                          localTokens(normOut, n * h), xhat, rstd);
+      gatherTokens(normOut, n * h);
       if (outCount >= 0) {
         outputShardForward(l, v, s, batch, normOut, statistic, loss);
         break;
@@ -622,7 +695,8 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
     for (size_t k = 0; k < resolved.size(); ++k)
       if (resolved[k].config->kind == LayerKind::Transformer)
         recomputeLayer(resolved[k], views[k], s);
-  Workspace work(workspace, precision, rt * h);
+  int64_t n = getLocalTokens(model, s);
+  Workspace work(workspace, precision, n * h);
   DevicePtr grad = outputGrad;
   for (size_t k = resolved.size(); k-- > 0;) {
     const Layer &l = resolved[k];
@@ -631,11 +705,13 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
     DevicePtr dst = k == 0 ? inputGrad : work.ping[k % 2];
     switch (c.kind) {
     case LayerKind::Embedding:
-      // Keep the gradient for W; sharded, it also goes back to the input
-      // shard's broadcast.
-      kernels.copy(v[Field::EmbedGrad], grad, rt * h);
+      // Keep the gradient for W (whole: gathered under sequence
+      // parallelism, the reduce-scatter's transpose); sharded, it also
+      // goes back to the input shard's broadcast.
+      kernels.copy(localTokens(v[Field::EmbedGrad], n * h), grad, n * h);
+      gatherTokens(v[Field::EmbedGrad], n * h);
       if (c.sharded && inputGrad)
-        kernels.copy(inputGrad, grad, rt * h);
+        kernels.copy(inputGrad, v[Field::EmbedGrad], rt * h);
       break;
     case LayerKind::Transformer:
       transformerBackward(l, v, s, grad, dst, workspace);
@@ -644,16 +720,17 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
       DevicePtr xhat = v[Field::OutXhat], rstd = v[Field::OutRstd];
       DevicePtr dnorm = v[Field::OutDNorm];
       if (c.sharded) {
-        // The output shard's reduced gradient of X, through the final norm.
-        kernels.copy(dnorm, grad, rt * h);
-        kernels.fill(dst, 0.0, rt * h);
-        kernels.normBackward(dnorm, xhat, rstd, l.w.normW, rt, h,
+        // The output shard's reduced gradient of X (this shard's tokens of
+        // it under sequence parallelism), through the final norm.
+        kernels.copy(dnorm, localTokens(grad, n * h), n * h);
+        kernels.fill(dst, 0.0, n * h);
+        kernels.normBackward(dnorm, xhat, rstd, l.w.normW, n, h,
                              c.norm == "rmsnorm", dst);
         break;
       }
       if (outCount >= 0) {
-        outputShardBackward(l, v, s, batch,
-                            work.outputScratch(rt * h, rt).second, lossScale);
+        auto [whole, statistic] = work.outputScratch(rt * h, rt);
+        outputShardBackward(l, v, s, batch, statistic, whole, lossScale);
       } else {
         DevicePtr dlogits = v[Field::OutDLogits];
         kernels.crossEntropyBackward(
@@ -662,8 +739,8 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
         kernels.gemm(false, false, rt, h, c.vocab, 1.0f, dlogits, c.vocab,
                      l.w.table, h, 0.0f, dnorm, h);
       }
-      kernels.fill(dst, 0.0, rt * h);
-      kernels.normBackward(dnorm, xhat, rstd, l.w.normW, rt, h,
+      kernels.fill(dst, 0.0, n * h);
+      kernels.normBackward(dnorm, xhat, rstd, l.w.normW, n, h,
                            c.norm == "rmsnorm", dst);
       break;
     }
@@ -676,8 +753,9 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
                                  DevicePtr forwardState, DevicePtr weightState,
                                  DevicePtr workspace,
                                  DevicePtr recomputedState) {
-  int64_t rt = s.rows * s.tokens, h = model.hidden;
-  Workspace work(workspace, precision, rt * h);
+  int64_t rt = s.rows * s.tokens, n = getLocalTokens(model, s),
+          h = model.hidden;
+  Workspace work(workspace, precision, n * h);
   if (recompute == Recompute::Full)
     forwardState = DevicePtr();
   carve(s, forwardState, weightState, nullptr, recomputedState);
@@ -690,9 +768,7 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
       if (c.sharded) {
         // The table's gradient is the input shard's (IB); positions here.
         if (l.g.positions)
-          for (int64_t r = 0; r < s.rows; ++r)
-            kernels.add(l.g.positions + s.offset * h,
-                        v[Field::EmbedGrad] + r * s.tokens * h, s.tokens * h);
+          addPositionGrads(l.g.positions, v[Field::EmbedGrad], s);
         break;
       }
       if (vocabCount >= 0) {
@@ -702,9 +778,7 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
                                 s.tokens, v[Field::EmbedGrad], vocabFirst,
                                 vocabCount, h, l.g.table);
         if (l.g.positions)
-          for (int64_t r = 0; r < s.rows; ++r)
-            kernels.add(l.g.positions + s.offset * h,
-                        v[Field::EmbedGrad] + r * s.tokens * h, s.tokens * h);
+          addPositionGrads(l.g.positions, v[Field::EmbedGrad], s);
         break;
       }
       kernels.embeddingBackward(batch.tokens + s.offset, batch.stride,
@@ -717,19 +791,21 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
     case LayerKind::Output: {
       DevicePtr xhat = v[Field::OutXhat];
       if (c.sharded) {
-        kernels.normParamGrads(v[Field::OutDNorm], xhat, rt, h, l.g.normW,
+        kernels.normParamGrads(v[Field::OutDNorm], xhat, n, h, l.g.normW,
                                l.g.normB);
         break;
       }
       DevicePtr normOut = work.outputScratch(rt * h, rt).first;
-      kernels.normAffine(xhat, l.w.normW, l.w.normB, rt, h, normOut);
+      kernels.normAffine(xhat, l.w.normW, l.w.normB, n, h,
+                         localTokens(normOut, n * h));
+      gatherTokens(normOut, n * h);
       // The shard's rows of the table's gradient (split: dlogits' columns
       // are the shard's share, ld its largest share).
       int64_t rows = outCount >= 0 ? outCount : c.vocab;
       if (rows > 0)
         kernels.gemm(true, false, rows, h, rt, 1.0f, v[Field::OutDLogits],
                      getShardVocabColumns(c), normOut, h, 1.0f, l.g.table, h);
-      kernels.normParamGrads(v[Field::OutDNorm], xhat, rt, h, l.g.normW,
+      kernels.normParamGrads(v[Field::OutDNorm], xhat, n, h, l.g.normW,
                              l.g.normB);
       break;
     }

@@ -45,6 +45,18 @@ public:
   /// group, in place, ordered on the stage's stream.
   using GroupReduce =
       std::function<void(DevicePtr data, int64_t count, Reduction reduction)>;
+  /// The group's collectives, each done when it returns (for work then
+  /// enqueued on the stage's stream): `reduce` as GroupReduce; under
+  /// sequence parallelism also `reduceScatter`, which sums the group's
+  /// `data` (count x group size elements) and leaves shard i's i-th part of
+  /// the sum in its `out`, and `allGather`, which fills every shard's `data`
+  /// (count x group size) with each shard's part, in place.
+  struct TensorGroup {
+    GroupReduce reduce;
+    std::function<void(DevicePtr data, DevicePtr out, int64_t count)>
+        reduceScatter;
+    std::function<void(DevicePtr data, int64_t count)> allGather;
+  };
   /// Makes the stage shard `index` of a tensor-parallel group: the runner
   /// was given the shard's model (getTensorShardModel) and parameters, and
   /// `reduce` sums the partial results of its row-parallel projections in
@@ -55,7 +67,16 @@ public:
   /// the embedding sums its masked lookups over the group; the output
   /// layer takes the group's maximum and sum of its logits' exponentials,
   /// and each shard adds to the loss the tokens whose label it holds.
-  void setTensorParallel(GroupReduce reduce, int index);
+  /// Under sequence parallelism (the shard model's sequenceShards), the
+  /// all-reduces become Korthikanti et al.'s all-gather before each
+  /// column-parallel projection and reduce-scatter after each
+  /// row-parallel one (and their transposes in B); W gathers the norms'
+  /// outputs again; the norms' weight gradients are this shard's tokens'
+  /// part, which the caller sums over the group before the update.
+  void setTensorParallel(TensorGroup group, int index);
+  void setTensorParallel(GroupReduce reduce, int index) {
+    setTensorParallel(TensorGroup{std::move(reduce), {}, {}}, index);
+  }
 
   bool hasEmbedding() const;
   bool hasOutput() const;
@@ -134,16 +155,47 @@ private:
                           DevicePtr localMax, DevicePtr loss);
   void outputShardBackward(const Layer &l, const Views &v, const SliceShape &s,
                            const TokenRows &batch, DevicePtr localSum,
-                           float lossScale);
+                           DevicePtr whole, float lossScale);
 
   void reduceOverShards(DevicePtr data, int64_t count,
                         Reduction reduction = Reduction::Sum) {
-    if (groupReduce)
-      groupReduce(data, count, reduction);
+    if (group.reduce)
+      group.reduce(data, count, reduction);
   }
+  /// Sequence parallelism's seams; without a token split (plain tensor
+  /// parallelism, a whole stage) `count` covers the whole slice and they
+  /// come down to the all-reduce or nothing. localTokens: this shard's
+  /// `count` elements of a whole-slice buffer. reduceTokens: the group's
+  /// partial sums `partial` (a row-parallel projection's output, or a
+  /// column-parallel one's input gradient) reduced into this shard's
+  /// `count` elements `out` (without a split, `partial` is `out`, summed in
+  /// place). gatherTokens: every shard's part gathered into `whole`, whose
+  /// own part (localTokens) the caller has written.
+  bool isSequenceParallel() const { return model.sequenceShards > 1; }
+  DevicePtr localTokens(DevicePtr whole, int64_t count) const {
+    return isSequenceParallel() ? whole + shardIndex * count : whole;
+  }
+  void reduceTokens(DevicePtr partial, DevicePtr out, int64_t count) {
+    if (!isSequenceParallel())
+      reduceOverShards(out, count);
+    else
+      group.reduceScatter(partial, out, count);
+  }
+  void gatherTokens(DevicePtr whole, int64_t count) {
+    if (isSequenceParallel())
+      group.allGather(whole, count);
+  }
+  /// Adds to `dst` (this shard's tokens of slice `s`: all of them without
+  /// a split) their learned positions.
+  void addPositions(DevicePtr dst, DevicePtr positions, const SliceShape &s);
+  /// The same, backwards: adds the whole slice's gradient `grad` to the
+  /// positions' gradient.
+  void addPositionGrads(DevicePtr positionGrads, DevicePtr grad,
+                        const SliceShape &s);
 
   const ModelConfig &model;
-  GroupReduce groupReduce;
+  TensorGroup group;
+  int shardIndex = 0;
   /// The embedding's and the output layer's table rows this shard holds;
   /// count < 0: all of them.
   int64_t vocabFirst = 0, vocabCount = -1;

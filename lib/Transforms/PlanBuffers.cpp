@@ -84,9 +84,11 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
   if (failed(precision))
     return failure();
   // A tensor-parallel shard keeps its heads' and feed-forward share's
-  // state (sluice-shard-tensors).
+  // state (sluice-shard-tensors), and under sequence parallelism its
+  // tokens' part of the rest.
   rt::ModelConfig config =
-      rt::getTensorShardModel(getModelConfig(*model), int(program.getTp()));
+      rt::getTensorShardModel(getModelConfig(*model), int(program.getTp()),
+                              program.getSequenceParallel());
   std::vector<int64_t> lengths = getSliceLengths(program, *model);
   SmallVector<StageOp> stages = getStages(*model);
   // The layers of each stage, as indices into the model's chain.

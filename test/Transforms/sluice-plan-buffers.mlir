@@ -1,6 +1,7 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-plan-buffers | FileCheck %s
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes --sluice-schedule="schedule=zb-h1 microbatches=2" --sluice-plan-buffers | FileCheck %s --check-prefix=SPLIT
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=terapipe microbatches=1 slices=2" --sluice-plan-buffers | FileCheck %s --check-prefix=SLICED
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=2 sequence-parallel=true" --sluice-plan-buffers | FileCheck %s --check-prefix=SP
 
 // Stage 0 (embedding, two layers of hidden 32, 4 heads of 8, ffn 128) on
 // 16 tokens keeps per layer, each region aligned to 256 bytes
@@ -34,6 +35,18 @@
 // CHECK-NEXT:    sluice.exec BW @s1 {mb = 0, slice = 0} {kv = 2 : i64, out = 0 : i64, state = 1 : i64, wstate = 3 : i64}
 // CHECK-NEXT:    sluice.send BW @s1 {mb = 0, slice = 0} to 0 {buffer = 0 : i64}
 // CHECK-NEXT:    sluice.recv F @s0 {mb = 1, slice = 0} from 0 {buffer = 2 : i64}
+
+// Sequence parallelism over 2 shards (runtime/Layout.h): a shard keeps 8
+// of the 16 tokens' norm tensors -- 256 floats of each norm's output (1024
+// bytes) and 8 of its 1/std (256) -- and the whole slice's on its 2 heads
+// and 64 of ffn: Q 256 floats (1024), log-sum-exp 2 x 16 (256), context
+// (1024), MLP 2 x 16 x 64 (8192): 13056 bytes a layer, 26112 for two. Its
+// messages are its 8 tokens, 1024 bytes. Weight state per layer: QKV's
+// output gradient 16 x 48 floats (3072), the norms' output gradients on 8
+// tokens (1024 each), the row-parallel outputs' whole (2048 each), the
+// MLP's 16 x 64 (4096): 13312, 26624 for two, and the embedding's whole
+// gradient (2048) -- 28672.
+// SP-LABEL: sluice.device 0 attributes {buffers = array<i64: 26112, 8192, 1024, 26112, 8192, 1024, 1024, 28672>} {
 
 // Split: B leaves weight state (slot 5) for W.
 // SPLIT:      sluice.exec B @s0 {mb = 0, slice = 0} {in = {{[0-9]+}} : i64, kv = 1 : i64, state = 0 : i64, wstate = [[WS:[0-9]+]] : i64}

@@ -14,10 +14,11 @@
 # runs every replica's microbatches); $TP the tensor-parallel shards of
 # each device (default 1: mpirun -np p * TP * DP); $RECOMPUTE the
 # activation recomputation of every stage (--recompute; default none);
-# $ZERO the ZeRO stage (--zero; default 0).
+# $ZERO the ZeRO stage (--zero; default 0); $SP=1 adds sequence
+# parallelism over the TP shards (--sequence-parallel).
 #
 #   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
-#     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] [ZERO=...] \
+#     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] [ZERO=...] [SP=1] \
 #     check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
 schedule=$1
@@ -53,13 +54,15 @@ for p in ${PIPELINES:-2 4}; do
         [ "$tp" = 1 ] || name="$name tp=$tp"
         [ "$dp" = 1 ] || name="$name dp=$dp"
         [ "${ZERO:-0}" = 0 ] || name="$name zero=$ZERO"
+        sp=()
+        [ "${SP:-0}" = 0 ] || { sp=(--sequence-parallel); name="$name sp"; }
         plan="$work/plan-p$p-m$m-v$v-k$k.json"
         ref="$work/ref-m$m-dp$dp"
         sluice-compile "$model" --pp "$p" --microbatches "$m" \
           --schedule "$schedule" --virtual "$v" --slices "$k" \
           --vocab "$vocab" --slicing "$slicing" --costs "${COSTS:-unit}" \
           --dp "$dp" --tp "$tp" --zero "${ZERO:-0}" \
-          --recompute "${RECOMPUTE:-none}" -o "$plan" >/dev/null
+          --recompute "${RECOMPUTE:-none}" "${sp[@]}" -o "$plan" >/dev/null
         # The reference depends on the model and the microbatches only
         # (every replica's).
         [ -f "$ref/losses.txt" ] ||

@@ -310,6 +310,100 @@ TEST(TensorParallel, EmbeddingSumsItsLookupsOnce) {
   EXPECT_TRUE(sums.empty());
 }
 
+// Sequence parallelism (Korthikanti et al.; the blog's "Sequence
+// Parallelism"): each all-reduce of the table becomes a reduce-scatter and
+// an all-gather of the same N_batch x N_ctx x D_model activation, each
+// moving a shard's 1/tp of it -- so the volume is the all-reduces', with
+// the norms between them on 1/tp of the tokens. Per pass, in order:
+//  * transformer F: gather (QKV's input), scatter (attention out), gather
+//    (the MLP's input), scatter (down); B: their transposes -- gather the
+//    down projection's output gradient, scatter the MLP's input gradient,
+//    gather the attention output's, scatter QKV's input gradient; W
+//    gathers the two norms' outputs again;
+//  * embedding: F scatters the lookups, B gathers the gradient, W nothing;
+//  * output layer: F gathers the final norm's output and all-reduces the
+//    two per-token statistics (rows x tokens, whole); B scatters the norm
+//    output's gradient; W gathers the norm's output again.
+TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) {
+  const int tp = 2;
+  ModelConfig whole = layerModel(4, 2, "swiglu", /*bias=*/false);
+  ModelConfig shard = getTensorShardModel(whole, tp, /*sequenceParallel=*/true);
+  ASSERT_EQ(shard.sequenceShards, tp);
+  int64_t rows = whole.microBatch, seq = whole.seqLen, h = whole.hidden;
+  int64_t rt = rows * seq, part = rt * h / tp;
+  SliceShape s{rows, seq, 0};
+  EXPECT_EQ(getMessageElements(shard, s), part);
+  std::vector<int32_t> tokens(rows * (seq + 1));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = int32_t(i % 13);
+  TokenRows batch{tokens.data(), seq + 1};
+  static CpuDevice cpu;
+  for (int layer : {0, 1, 2}) {
+    ParameterStore store;
+    for (const ParameterSpec &spec : getLayerParameters(whole, layer, {1, tp}))
+      store.add(spec);
+    ASSERT_TRUE(store.allocate(cpu, Precision::fp32(), 7));
+    StageRunner stage(shard, {layer}, store,
+                      cpu.getKernels(StreamKind::Compute), Precision::fp32());
+    // What each collective moved, as "gather", "scatter", "sum" or "max"
+    // and its count per shard (sums and maxima: the whole count).
+    std::vector<std::pair<std::string, int64_t>> moved;
+    StageRunner::TensorGroup group;
+    group.reduce = [&](DevicePtr, int64_t count, Reduction r) {
+      moved.push_back({r == Reduction::Sum ? "sum" : "max", count});
+    };
+    group.reduceScatter = [&](DevicePtr, DevicePtr out, int64_t count) {
+      moved.push_back({"scatter", count});
+      std::fill(out.f32(), out.f32() + count, 0.5f);
+    };
+    group.allGather = [&](DevicePtr, int64_t count) {
+      moved.push_back({"gather", count});
+    };
+    stage.setTensorParallel(std::move(group), 1);
+    std::vector<float> x(part, 0.25f), y(part), dy(part, 1.0f), dx(part),
+        f = stateFor(stage.getForwardStateBytes(s)),
+        w = stateFor(stage.getWeightStateBytes(s)),
+        kv = stateFor(stage.getKeyValueBytes(rows)),
+        work = stateFor(stage.getWorkspaceBytes(s));
+    double loss = 0;
+    bool first = layer == 0, last = layer == 2;
+    std::vector<std::pair<std::string, int64_t>> gathers = {{"gather", part}},
+                                                 scatters = {{"scatter", part}};
+    stage.forward(s, batch, first ? nullptr : x.data(),
+                  last ? nullptr : y.data(), f.data(), kv.data(), work.data(),
+                  &loss);
+    auto expectF = layer == 0 ? scatters
+                   : layer == 1
+                       ? decltype(moved){{"gather", part},
+                                         {"scatter", part},
+                                         {"gather", part},
+                                         {"scatter", part}}
+                       : decltype(moved){{"gather", part},
+                                         {"max", rt},
+                                         {"sum", rt}};
+    EXPECT_EQ(moved, expectF) << "F of layer " << layer;
+    moved.clear();
+    stage.backwardInput(s, batch, last ? nullptr : dy.data(),
+                        first ? nullptr : dx.data(), f.data(), w.data(),
+                        kv.data(), work.data(), 1.0f);
+    auto expectB = layer == 0 ? gathers
+                   : layer == 1
+                       ? decltype(moved){{"gather", part},
+                                         {"scatter", part},
+                                         {"gather", part},
+                                         {"scatter", part}}
+                       : scatters;
+    EXPECT_EQ(moved, expectB) << "B of layer " << layer;
+    moved.clear();
+    stage.backwardWeight(s, batch, f.data(), w.data(), work.data());
+    auto expectW = layer == 0 ? decltype(moved){}
+                   : layer == 1
+                       ? decltype(moved){{"gather", part}, {"gather", part}}
+                       : gathers;
+    EXPECT_EQ(moved, expectW) << "W of layer " << layer;
+  }
+}
+
 /// `n` shards on threads of one process, reducing fp32 buffers as a
 /// tensor-parallel group's all-reduce does.
 class LocalGroup {
