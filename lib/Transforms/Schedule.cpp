@@ -85,7 +85,9 @@ struct SchedulePass : public sluice::impl::ScheduleBase<SchedulePass> {
     FailureOr<ModelOp> model = getSingleModel(getOperation());
     if (failed(model))
       return signalPassFailure();
-    SchedulingOptions opts{schedule, microbatches, slices, costs, programName};
+    SchedulingOptions opts{schedule,    microbatches,   slices,
+                           costs,       programName,    tensorParallel,
+                           sequenceParallel};
     if (failed(schedulePipeline(*model, opts)))
       return signalPassFailure();
   }

@@ -8,10 +8,13 @@
 //                                interlaced]
 //                       [--costs unit|a100|h100|v100|F=..,B=..]
 //                       [--trace FILE] [--svg FILE]]
-//                      [--emit model|program] [-o FILE]
-//                      [--summary] [--report FILE]
+//                      [--emit model|program|plan] [-o FILE]
+//                      [--print-pipeline] [--summary] [--report FILE]
+// sluice-compile PROGRAM.mlir -o PLAN.json
 //
-// MODEL is a model-level .mlir file or a Hugging Face config.json. The
+// MODEL is a model-level .mlir file or a Hugging Face config.json. A
+// compile runs the registered sluice-pipeline in a PassManager (MLIR's
+// pass-manager flags apply); sluice-opt --sluice-pipeline replays it. The
 // driver's flags are documented in docs/sluice-compile.md.
 //
 //===----------------------------------------------------------------------===//
@@ -24,6 +27,7 @@
 #include "sluice/Target/Export.h"
 #include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
+#include "sluice/Transforms/Pipeline.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -31,6 +35,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -95,18 +100,12 @@ cl::opt<bool> sequenceParallel(
     cl::desc("Megatron-LM's sequence parallelism (needs --tp of at least "
              "2): each shard keeps 1/T of the tokens between the layers' "
              "tensor-parallel regions; all-gathers and reduce-scatters "
-             "replace the all-reduces. Compiled and costed; sluice-run "
-             "refuses such plans so far"),
+             "replace the all-reduces"),
     cl::init(false), cl::cat(category));
 // Typed: cl refuses a value it does not list, naming the option.
 cl::opt<RecomputeKind> recompute(
     "recompute", cl::desc("Activation recomputation of every stage"),
-    cl::values(clEnumValN(RecomputeKind::none, "none",
-                          "keep every activation from F to B (default)"),
-               clEnumValN(RecomputeKind::selective, "selective",
-                          "B recomputes attention and the MLP activation"),
-               clEnumValN(RecomputeKind::full, "full",
-                          "B runs F again from the stage's input")),
+    getRecomputeValues(),
     cl::init(RecomputeKind::none), cl::cat(category));
 cl::opt<int64_t> microbatches("microbatches",
                               cl::desc("Microbatches per training step (per "
@@ -127,11 +126,7 @@ cl::opt<std::string> slices("slices",
                             cl::cat(category));
 cl::opt<SlicingMethod> slicingMethod(
     "slicing", cl::desc("Where slices cut a sequence"),
-    cl::values(clEnumValN(SlicingMethod::Uniform, "uniform",
-                          "equal slices (default)"),
-               clEnumValN(SlicingMethod::Seq1F1B, "seq1f1b", "equal FLOPs"),
-               clEnumValN(SlicingMethod::TeraPipe, "terapipe",
-                          "TeraPipe's dynamic programme")),
+    getSlicingMethodValues(),
     cl::init(SlicingMethod::Uniform), cl::cat(category));
 cl::opt<double> slicingEpsilon(
     "slicing-epsilon",
@@ -143,27 +138,13 @@ cl::opt<int64_t> slicingGranularity(
     cl::init(0), cl::cat(category));
 cl::opt<sched::Balance> balance(
     "balance", cl::desc("Layers per stage"),
-    cl::values(clEnumValN(sched::Balance::Uniform, "uniform",
-                          "as many layers per stage as can be (default)"),
-               clEnumValN(sched::Balance::Compute, "compute",
-                          "even out the stages' FLOPs")),
+    getBalanceValues(),
     cl::init(sched::Balance::Uniform), cl::cat(category));
 /// --vocab: where the vocabulary layers go and, sharded, how many
 /// barriers the output shard's softmax has (docs/vocabulary.md).
-enum class VocabMode { Baseline, Redis, Naive, Vocab1, Vocab2, Interlaced };
 cl::opt<VocabMode> vocabMode(
     "vocab", cl::desc("Vocabulary layers (docs/vocabulary.md)"),
-    cl::values(
-        clEnumValN(VocabMode::Baseline, "baseline",
-                   "on the first and last stages (default)"),
-        clEnumValN(VocabMode::Redis, "redis",
-                   "the baseline with stages balanced by compute"),
-        clEnumValN(VocabMode::Naive, "naive",
-                   "sharded over the devices, three barriers"),
-        clEnumValN(VocabMode::Vocab1, "vocab-1", "sharded, Algorithm 1"),
-        clEnumValN(VocabMode::Vocab2, "vocab-2", "sharded, Algorithm 2"),
-        clEnumValN(VocabMode::Interlaced, "interlaced",
-                   "sharded with blocking collectives")),
+    getVocabModeValues(),
     cl::init(VocabMode::Baseline), cl::cat(category));
 cl::opt<std::string>
     costs("costs",
@@ -180,6 +161,11 @@ cl::opt<bool> summary("summary",
 cl::opt<std::string> reportPath("report",
                                 cl::desc("Write the figures as JSON to FILE"),
                                 cl::value_desc("FILE"), cl::cat(category));
+cl::opt<bool> printPipeline(
+    "print-pipeline",
+    cl::desc("Print the sluice-opt command line that replays this compile "
+             "(sluice-opt MODEL --sluice-pipeline=...) and exit"),
+    cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file for the emitted IR"),
                                 cl::value_desc("FILE"), cl::init("-"),
                                 cl::cat(category));
@@ -324,71 +310,56 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
   return info;
 }
 
-/// Applies --vocab to a model partitioned into stages: shards the
-/// vocabulary layers and reorders the output shard's barriers.
-LogicalResult partitionVocabulary(ModelOp model) {
-  if (vocabMode == VocabMode::Baseline || vocabMode == VocabMode::Redis)
-    return success();
-  if (failed(partitionVocab(model, vocabMode == VocabMode::Interlaced
-                                       ? VocabPartition::Interlaced
-                                       : VocabPartition::Vocab)))
+/// The flags as sluice-pipeline's options (the shape flags aside: they
+/// run first, before the summary).
+void fillPipelineOptions(SluicePipelineOptions &o) {
+  o.pp = pp;
+  o.schedule = scheduleName;
+  o.microbatches = microbatches;
+  o.virtualChunks = virtualChunks;
+  o.balance = balance;
+  o.vocab = vocabMode;
+  o.slices = slices;
+  o.slicing = slicingMethod;
+  o.slicingEpsilon = slicingEpsilon;
+  o.slicingGranularity = slicingGranularity;
+  o.recompute = recompute;
+  o.costs = costs;
+  o.dp = dp;
+  o.zero = zero;
+  o.tp = tp;
+  o.sequenceParallel = sequenceParallel;
+  o.planBuffers = emit == EmitKind::Plan ||
+                  (emit == EmitKind::None &&
+                   StringRef(outputPath).ends_with(".json"));
+}
+
+/// A pass manager with the MLIR flags applied (--mlir-print-ir-*,
+/// --mlir-timing, --mlir-pass-pipeline-crash-reproducer).
+LogicalResult configure(PassManager &pm) {
+  if (failed(applyPassManagerCLOptions(pm)))
     return failure();
-  int64_t algorithm = vocabMode == VocabMode::Vocab1   ? 1
-                      : vocabMode == VocabMode::Vocab2 ? 2
-                                                       : 0;
-  if (algorithm == 0)
-    return success();
-  for (auto shard : model.getBody().getOps<VocabOutputOp>())
-    if (failed(reorderSoftmaxBarriers(shard, algorithm)))
-      return failure();
+  auto timing = std::make_unique<DefaultTimingManager>();
+  applyDefaultTimingManagerCLOptions(*timing);
+  if (timing->isEnabled())
+    pm.enableTiming(std::move(timing));
   return success();
 }
 
-/// Partitions, splits, schedules, verifies and simulates: the full
-/// compile. Writes the report, trace and timeline the flags ask for.
-LogicalResult compilePipeline(ModelOp model, const sched::ScheduleInfo &info,
-                              int64_t chunks, const ModelSummary &summary) {
-  StagePartitionOptions partition;
-  partition.pp = pp;
-  partition.virtualChunks = chunks;
-  partition.placement = info.placement;
-  partition.balance =
-      vocabMode == VocabMode::Redis ? sched::Balance::Compute
-                                    : balance.getValue();
-  if (failed(partitionStages(model, partition)) ||
-      failed(partitionVocabulary(model)))
-    return failure();
-  if (sliceCount != 1 || slicingMethod != SlicingMethod::Uniform) {
-    TokenSlicingOptions slicing;
-    slicing.slices = sliceCount;
-    slicing.method = slicingMethod;
-    slicing.costs = costs;
-    slicing.epsilon = slicingEpsilon;
-    slicing.granularity = slicingGranularity;
-    if (failed(sliceTokens(model, slicing)))
-      return failure();
-  }
-  if (failed(splitPasses(model, info.splitBackward, recompute)))
-    return failure();
-  SchedulingOptions scheduling;
-  scheduling.schedule = info.name.str();
-  scheduling.microbatches = microbatches;
-  scheduling.slices = 0; // the model's token_slices
-  scheduling.costs = costs;
-  scheduling.tensorParallel = tp;
-  scheduling.sequenceParallel = sequenceParallel;
-  FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
-  if (failed(program) || failed(syncGradients(*program, dp, zero)) ||
-      failed(shardTensors(*program, tp, sequenceParallel)))
-    return failure();
-  // The schedule report extends the model summary's report.
+/// Writes the report, trace and timeline the flags ask for: the simulation
+/// again, with files (the pipeline's passes write none).
+LogicalResult writeScheduleFiles(ProgramOp program,
+                                 const ModelSummary &summary) {
+  if (reportPath.empty() && tracePath.empty() && svgPath.empty())
+    return success();
   SimulationOptions simulation;
   simulation.costs = costs;
   simulation.report = reportPath;
   simulation.trace = tracePath;
   simulation.svg = svgPath;
+  // The schedule report extends the model summary's report.
   simulation.reportExtras = std::move(*toJSON(summary).getAsObject());
-  return simulateProgram(*program, simulation);
+  return simulateProgram(program, simulation);
 }
 
 /// Reads MODEL as a config.json or as MLIR, by extension.
@@ -411,6 +382,10 @@ OwningOpRef<ModuleOp> loadModel(StringRef path, MLIRContext *context) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  // MLIR's pass-manager flags work here as in sluice-opt; --help lists
+  // sluice-compile's own (--help-hidden all).
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -439,43 +414,78 @@ int main(int argc, char **argv) {
                                  llvm::Twine(int64_t(seqLen))
                            : "--micro-batch must be positive, got " +
                                  llvm::Twine(int64_t(microBatch)));
-  PassManager pm(&context);
   std::string dtype;
   if (precision == "bf16" || precision == "fp32")
     dtype = precision == "bf16" ? "bf16" : "f32";
   else if (!precision.empty())
     return fail("unknown --precision '" + precision +
                 "' (expected bf16 or fp32)");
-  pm.addPass(createSetMicrobatchShape({seqLen, microBatch, dtype}));
-  if (failed(pm.run(*module)))
-    return 1;
-
-  // The summary describes the model as given, before partitioning.
-  ModelSummary figures = summarizeModel(model);
   bool scheduling = pp != 0;
-  if (scheduling) {
-    int64_t chunks = 0;
-    const sched::ScheduleInfo *info = checkPipelineFlags(chunks);
-    if (!info || failed(compilePipeline(model, *info, chunks, figures)))
-      return 1;
-  } else if (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
-             emit == EmitKind::Program || emit == EmitKind::Plan ||
-             dp != 1 || tp != 1 || sequenceParallel ||
-             recompute != RecomputeKind::none) {
+  if (!scheduling &&
+      (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
+       emit == EmitKind::Program || dp != 1 || tp != 1 || sequenceParallel ||
+       recompute != RecomputeKind::none || printPipeline))
     return fail("--microbatches, --dp, --tp, --sequence-parallel, "
-                "--recompute, --trace, --svg and --emit program|plan need "
-                "--pp");
+                "--recompute, --trace, --svg, --print-pipeline and --emit "
+                "program need --pp");
+  int64_t chunks = 0;
+  const sched::ScheduleInfo *info = nullptr;
+  if (scheduling && !(info = checkPipelineFlags(chunks)))
+    return 1;
+  if (printPipeline) {
+    SluicePipelineOptions options;
+    fillPipelineOptions(options);
+    options.seqLen = seqLen;
+    options.microBatch = microBatch;
+    options.dtype = dtype;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    options.print(os);
+    // print() writes {opt=value ...}: the option string without braces.
+    llvm::outs() << "sluice-opt " << modelPath << " --sluice-pipeline=\""
+                 << StringRef(text).drop_front().drop_back() << "\"\n";
+    return 0;
+  }
+
+  // The shape first: the summary describes the model as given, before
+  // partitioning.
+  PassManager shape(&context);
+  if (failed(configure(shape)))
+    return 1;
+  shape.addPass(createSetMicrobatchShape({seqLen, microBatch, dtype}));
+  if (failed(shape.run(*module)))
+    return 1;
+  ModelSummary figures = summarizeModel(model);
+  if (scheduling) {
+    PassManager pm(&context);
+    if (failed(configure(pm)))
+      return 1;
+    SluicePipelineOptions options;
+    fillPipelineOptions(options);
+    buildSluicePipeline(pm, options);
+    if (failed(pm.run(*module)) ||
+        failed(writeScheduleFiles(*module->getOps<ProgramOp>().begin(),
+                                  figures)))
+      return 1;
   }
 
   // A .json output is the runtime plan: buffers planned, then translated.
-  if (scheduling && emit == EmitKind::None &&
-      StringRef(outputPath).ends_with(".json"))
+  if (emit == EmitKind::None && StringRef(outputPath).ends_with(".json") &&
+      (scheduling || !module->getOps<ProgramOp>().empty()))
     emit = EmitKind::Plan;
   if (emit == EmitKind::Plan) {
-    if (!scheduling)
-      return fail("--emit plan needs --pp");
-    auto program = *module->getOps<ProgramOp>().begin();
-    if (failed(planBuffers(program)))
+    // Without --pp: a program compiled before (sluice-opt
+    // --sluice-pipeline="... plan-buffers=true"), translated as it is.
+    auto programs = llvm::to_vector(module->getOps<ProgramOp>());
+    if (programs.size() != 1)
+      return fail(scheduling ? "the compile made no program"
+                             : "--emit plan needs --pp, or a model with "
+                               "its compiled sluice.program");
+    ProgramOp program = programs.front();
+    bool planned = llvm::all_of(
+        program.getBody().getOps<DeviceOp>(),
+        [](DeviceOp device) { return device->hasAttr("buffers"); });
+    if (!planned && failed(planBuffers(program)))
       return 1;
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -491,7 +501,9 @@ int main(int argc, char **argv) {
     auto output = openOutputFile(outputPath, &errorMessage);
     if (!output)
       return fail("cannot write '" + outputPath + "': " + errorMessage);
+    // As sluice-opt prints it (a replay compares the two byte for byte).
     module->print(output->os());
+    output->os() << "\n";
     output->keep();
   }
 

@@ -8,6 +8,7 @@
 
 #include "sluice/SluiceDialect.h"
 #include "sluice/Transforms/Passes.h"
+#include "sluice/Transforms/Pipeline.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -16,6 +17,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::sluice::SluiceDialect>();
   mlir::sluice::registerSluicePasses();
+  mlir::sluice::registerSluicePipeline();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Sluice optimizer driver\n", registry));
 }

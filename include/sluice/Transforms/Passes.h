@@ -24,6 +24,13 @@ enum class SlicingMethod { Uniform, Seq1F1B, TeraPipe };
 /// The method's name, as the model's `slicing` attribute records it.
 llvm::StringRef stringifySlicingMethod(SlicingMethod method);
 
+/// The values of the enum-typed pass options, shared by the passes, the
+/// sluice-pipeline options and sluice-compile's flags, so that all spell
+/// them alike (lib/Transforms/Pipeline.cpp).
+llvm::cl::ValuesClass getSlicingMethodValues();
+llvm::cl::ValuesClass getBalanceValues();
+llvm::cl::ValuesClass getRecomputeValues();
+
 #define GEN_PASS_DECL
 #include "sluice/Transforms/Passes.h.inc"
 

@@ -113,11 +113,8 @@ def PartitionStages : Pass<"sluice-partition-stages", "ModuleOp"> {
                         "two chunks, the second in reverse device order"))}]>,
     Option<"balance", "balance", "::mlir::sluice::sched::Balance",
            /*default=*/"::mlir::sluice::sched::Balance::Uniform",
-           "layers per stage", [{::llvm::cl::values(
-             clEnumValN(::mlir::sluice::sched::Balance::Uniform, "uniform",
-                        "as many layers per stage as can be"),
-             clEnumValN(::mlir::sluice::sched::Balance::Compute, "compute",
-                        "even out the stages' FLOPs"))}]>
+           "layers per stage",
+           [{::mlir::sluice::getBalanceValues()}]>
   ];
 }
 
@@ -247,13 +244,8 @@ def SliceTokens : Pass<"sluice-slice-tokens", "ModuleOp"> {
            "number of slices, or auto (terapipe)">,
     Option<"method", "method", "::mlir::sluice::SlicingMethod",
            /*default=*/"::mlir::sluice::SlicingMethod::Uniform",
-           "where slices cut a sequence", [{::llvm::cl::values(
-             clEnumValN(::mlir::sluice::SlicingMethod::Uniform, "uniform",
-                        "equal slices"),
-             clEnumValN(::mlir::sluice::SlicingMethod::Seq1F1B, "seq1f1b",
-                        "equal FLOPs"),
-             clEnumValN(::mlir::sluice::SlicingMethod::TeraPipe, "terapipe",
-                        "TeraPipe's dynamic programme"))}]>,
+           "where slices cut a sequence",
+           [{::mlir::sluice::getSlicingMethodValues()}]>,
     Option<"costs", "costs", "std::string", /*default=*/"\"a100\"",
            "cost model of the terapipe method">,
     Option<"epsilon", "epsilon", "double", /*default=*/"1e-4",
@@ -295,13 +287,8 @@ def SplitPasses : Pass<"sluice-split-passes", "ModuleOp"> {
            "split the backward into B and W">,
     Option<"recompute", "recompute", "::mlir::sluice::RecomputeKind",
            /*default=*/"::mlir::sluice::RecomputeKind::none",
-           "activation recomputation of every stage", [{::llvm::cl::values(
-             clEnumValN(::mlir::sluice::RecomputeKind::none, "none",
-                        "keep every activation from F to B"),
-             clEnumValN(::mlir::sluice::RecomputeKind::selective, "selective",
-                        "recompute attention and the MLP activation"),
-             clEnumValN(::mlir::sluice::RecomputeKind::full, "full",
-                        "run F again from the stage's input"))}]>
+           "activation recomputation of every stage",
+           [{::mlir::sluice::getRecomputeValues()}]>
   ];
 }
 
@@ -342,7 +329,13 @@ def Schedule : Pass<"sluice-schedule", "ModuleOp"> {
     Option<"costs", "costs", "std::string", /*default=*/"\"unit\"",
            "cost model used to place W passes">,
     Option<"programName", "name", "std::string", /*default=*/"\"plan\"",
-           "symbol of the program">
+           "symbol of the program">,
+    Option<"tensorParallel", "tensor-parallel", "int64_t", /*default=*/"1",
+           "tensor-parallel shards the program will run on: a cost-driven "
+           "schedule orders one shard's passes, collectives included">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "with Megatron-LM's sequence parallelism over those shards">
   ];
 }
 

@@ -1,0 +1,121 @@
+//===- Pipeline.h - sluice-compile as one pass pipeline ---------*- C++ -*-===//
+//
+// The passes a compile runs, in order, as the registered `sluice-pipeline`:
+// sluice-compile builds its PassManager from it (so --mlir-print-ir-*,
+// --mlir-timing and crash reproducers apply), and
+// `sluice-opt --sluice-pipeline="..."` replays a compile from its options.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_TRANSFORMS_PIPELINE_H
+#define SLUICE_TRANSFORMS_PIPELINE_H
+
+#include "sluice/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::sluice {
+
+/// Where the vocabulary layers go and, sharded, how many barriers the
+/// output shard's softmax has (sluice-compile --vocab; docs/vocabulary.md).
+enum class VocabMode { Baseline, Redis, Naive, Vocab1, Vocab2, Interlaced };
+
+/// --vocab's and vocab='s values (Passes.h has the other enums').
+llvm::cl::ValuesClass getVocabModeValues();
+
+/// sluice-compile's flags, as pass-pipeline options of the same names
+/// (sluice-compile --pp P is pp=P).
+struct SluicePipelineOptions
+    : public PassPipelineOptions<SluicePipelineOptions> {
+  Option<int64_t> seqLen{*this, "seq-len",
+                         llvm::cl::desc("sequence length (0: the model's)"),
+                         llvm::cl::init(0)};
+  Option<int64_t> microBatch{
+      *this, "micro-batch",
+      llvm::cl::desc("sequences per microbatch (0: the model's)"),
+      llvm::cl::init(0)};
+  Option<std::string> dtype{
+      *this, "dtype",
+      llvm::cl::desc("activation element type, bf16 or f32 (empty: the "
+                     "model's)"),
+      llvm::cl::init("")};
+  Option<int64_t> pp{*this, "pp", llvm::cl::desc("pipeline devices"),
+                     llvm::cl::init(1)};
+  Option<std::string> schedule{*this, "schedule",
+                               llvm::cl::desc("pipeline schedule"),
+                               llvm::cl::init("1f1b")};
+  Option<int64_t> microbatches{*this, "microbatches",
+                               llvm::cl::desc("microbatches per step"),
+                               llvm::cl::init(1)};
+  Option<int64_t> virtualChunks{
+      *this, "virtual",
+      llvm::cl::desc("stages per device (0: the schedule's)"),
+      llvm::cl::init(0)};
+  Option<sched::Balance> balance{
+      *this, "balance", llvm::cl::desc("layers per stage"),
+      llvm::cl::init(sched::Balance::Uniform),
+      getBalanceValues()};
+  Option<VocabMode> vocab{
+      *this, "vocab", llvm::cl::desc("vocabulary layers"),
+      llvm::cl::init(VocabMode::Baseline),
+      getVocabModeValues()};
+  Option<std::string> slices{
+      *this, "slices",
+      llvm::cl::desc("token slices per microbatch, or auto (terapipe)"),
+      llvm::cl::init("1")};
+  Option<SlicingMethod> slicing{
+      *this, "slicing", llvm::cl::desc("where slices cut a sequence"),
+      llvm::cl::init(SlicingMethod::Uniform),
+      getSlicingMethodValues()};
+  Option<double> slicingEpsilon{
+      *this, "slicing-epsilon",
+      llvm::cl::desc("terapipe: the least step between bounds, seconds"),
+      llvm::cl::init(1e-4)};
+  Option<int64_t> slicingGranularity{
+      *this, "slicing-granularity",
+      llvm::cl::desc("terapipe: slice lengths are multiples of this (0: "
+                     "automatic)"),
+      llvm::cl::init(0)};
+  Option<RecomputeKind> recompute{
+      *this, "recompute",
+      llvm::cl::desc("activation recomputation of every stage"),
+      llvm::cl::init(RecomputeKind::none),
+      getRecomputeValues()};
+  Option<std::string> costs{*this, "costs",
+                            llvm::cl::desc("cost model: unit, a100, h100, "
+                                           "v100, or F=..,B=..,..."),
+                            llvm::cl::init("unit")};
+  Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel replicas"),
+                     llvm::cl::init(1)};
+  Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage (0 or 1)"),
+                       llvm::cl::init(0)};
+  Option<int64_t> tp{*this, "tp",
+                     llvm::cl::desc("tensor-parallel shards per device"),
+                     llvm::cl::init(1)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("Megatron-LM sequence parallelism over the tp shards"),
+      llvm::cl::init(false)};
+  Option<bool> planBuffers{
+      *this, "plan-buffers",
+      llvm::cl::desc("assign the runtime's buffers (what a plan needs)"),
+      llvm::cl::init(false)};
+};
+
+/// Adds the compile's passes to `pm` (on the module): the microbatch shape,
+/// stage partitioning, the vocabulary shards and their barriers, token
+/// slicing, the pass split, the schedule, data- and tensor-parallel
+/// lowering, the simulation and (plan-buffers) the buffer plan. The
+/// schedule's name decides the placement, the chunks per device and
+/// whether B and W split; a name no schedule has is the schedule pass's
+/// error.
+void buildSluicePipeline(OpPassManager &pm,
+                         const SluicePipelineOptions &options);
+
+/// Registers `sluice-pipeline` with the pass registry (sluice-opt).
+void registerSluicePipeline();
+
+} // namespace mlir::sluice
+
+#endif // SLUICE_TRANSFORMS_PIPELINE_H

@@ -1,0 +1,112 @@
+//===- Pipeline.cpp - sluice-compile as one pass pipeline -----------------===//
+
+#include "sluice/Transforms/Pipeline.h"
+
+#include "sluice/Schedule/Schedules.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+llvm::cl::ValuesClass mlir::sluice::getVocabModeValues() {
+  return llvm::cl::values(
+      clEnumValN(VocabMode::Baseline, "baseline",
+                 "on the first and last stages (default)"),
+      clEnumValN(VocabMode::Redis, "redis",
+                 "the baseline with stages balanced by compute"),
+      clEnumValN(VocabMode::Naive, "naive",
+                 "sharded over the devices, three barriers"),
+      clEnumValN(VocabMode::Vocab1, "vocab-1", "sharded, Algorithm 1"),
+      clEnumValN(VocabMode::Vocab2, "vocab-2", "sharded, Algorithm 2"),
+      clEnumValN(VocabMode::Interlaced, "interlaced",
+                 "sharded with blocking collectives"));
+}
+
+llvm::cl::ValuesClass mlir::sluice::getSlicingMethodValues() {
+  return llvm::cl::values(
+      clEnumValN(SlicingMethod::Uniform, "uniform", "equal slices (default)"),
+      clEnumValN(SlicingMethod::Seq1F1B, "seq1f1b", "equal FLOPs"),
+      clEnumValN(SlicingMethod::TeraPipe, "terapipe",
+                 "TeraPipe's dynamic programme"));
+}
+
+llvm::cl::ValuesClass mlir::sluice::getBalanceValues() {
+  return llvm::cl::values(
+      clEnumValN(sched::Balance::Uniform, "uniform",
+                 "as many layers per stage as can be (default)"),
+      clEnumValN(sched::Balance::Compute, "compute",
+                 "even out the stages' FLOPs"));
+}
+
+llvm::cl::ValuesClass mlir::sluice::getRecomputeValues() {
+  return llvm::cl::values(
+      clEnumValN(RecomputeKind::none, "none",
+                 "keep every activation from F to B (default)"),
+      clEnumValN(RecomputeKind::selective, "selective",
+                 "B recomputes attention and the MLP activation"),
+      clEnumValN(RecomputeKind::full, "full",
+                 "B runs F again from the stage's input"));
+}
+
+void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
+                                       const SluicePipelineOptions &o) {
+  if (o.seqLen != 0 || o.microBatch != 0 || !o.dtype.empty())
+    pm.addPass(createSetMicrobatchShape({o.seqLen, o.microBatch, o.dtype}));
+
+  // What the schedule's name decides; an unknown name keeps the defaults
+  // and sluice-schedule names the schedules there are.
+  const sched::ScheduleInfo *info = sched::lookupSchedule(o.schedule);
+  PartitionStagesOptions partition;
+  partition.pp = o.pp;
+  partition.virtualChunks = o.virtualChunks;
+  if (info) {
+    partition.placement = info->placement;
+    if (o.virtualChunks == 0)
+      partition.virtualChunks = std::max(1, info->chunks == 0 ? 2 : info->chunks);
+  }
+  partition.virtualChunks = std::max<int64_t>(1, partition.virtualChunks);
+  // Redis (papers/vocabulary-parallelism.txt §7): the baseline's layers,
+  // stages balanced by compute.
+  partition.balance =
+      o.vocab == VocabMode::Redis ? sched::Balance::Compute : o.balance;
+  pm.addPass(createPartitionStages(partition));
+
+  if (o.vocab != VocabMode::Baseline && o.vocab != VocabMode::Redis) {
+    pm.addPass(createPartitionVocab(
+        {o.vocab == VocabMode::Interlaced ? VocabPartition::Interlaced
+                                          : VocabPartition::Vocab}));
+    // Algorithms 1 and 2 move the naive output shard's barriers (§4).
+    if (o.vocab == VocabMode::Vocab1 || o.vocab == VocabMode::Vocab2)
+      pm.addPass(createReorderSoftmaxBarriers(
+          {o.vocab == VocabMode::Vocab1 ? 1 : 2}));
+  }
+  if (o.slices != "1" || o.slicing != SlicingMethod::Uniform)
+    pm.addPass(createSliceTokens({o.slices, o.slicing, o.costs,
+                                  o.slicingEpsilon, o.slicingGranularity}));
+  pm.addPass(createSplitPasses({info ? info->splitBackward : false,
+                                o.recompute}));
+  ScheduleOptions schedule;
+  schedule.schedule = o.schedule;
+  schedule.microbatches = o.microbatches;
+  schedule.slices = 0; // the model's token_slices
+  schedule.costs = o.costs;
+  schedule.tensorParallel = o.tp;
+  schedule.sequenceParallel = o.sequenceParallel;
+  pm.addPass(createSchedule(schedule));
+  pm.addPass(createSyncGradients({o.dp, o.zero}));
+  pm.addPass(createShardTensors({o.tp, o.sequenceParallel}));
+  pm.addPass(createSimulate({o.costs, "", "", ""}));
+  if (o.planBuffers)
+    pm.addPass(createPlanBuffers());
+}
+
+void mlir::sluice::registerSluicePipeline() {
+  PassPipelineRegistration<SluicePipelineOptions>(
+      "sluice-pipeline",
+      "The passes sluice-compile runs, from its flags (pp=, schedule=, "
+      "microbatches=, vocab=, slices=, tp=, dp=, ...)",
+      buildSluicePipeline);
+}
