@@ -52,7 +52,7 @@ Outcome compileOnce(MLIRContext &context, llvm::StringRef path,
       failed(splitPasses(model, info.splitBackward)))
     return {};
   FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
-  if (failed(program) || failed(simulateProgram(*program, {})))
+  if (failed(program) || failed(simulateProgram(*program, "unit")))
     return {};
   Outcome outcome;
   outcome.seconds =

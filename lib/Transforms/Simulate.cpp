@@ -8,7 +8,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::sluice {
 #define GEN_PASS_DEF_SIMULATE
@@ -18,10 +17,11 @@ namespace mlir::sluice {
 using namespace mlir;
 using namespace mlir::sluice;
 
-LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
-                                            const SimulationOptions &opts) {
+LogicalResult mlir::sluice::simulateProgram(
+    ProgramOp program, StringRef costModel,
+    function_ref<LogicalResult(ScheduleFiles &)> consume) {
   std::string error;
-  std::optional<CostModel> costs = CostModel::parse(opts.costs, error);
+  std::optional<CostModel> costs = CostModel::parse(costModel, error);
   if (!costs)
     return program.emitOpError("cannot be simulated: ") << error;
   // Only a correct program has a meaningful prediction.
@@ -112,44 +112,10 @@ LogicalResult mlir::sluice::simulateProgram(ProgramOp program,
                            (double(pipeline.devices * program.getTp()) *
                             hw->peakFlops * sim->stepTime)));
 
-  if (!opts.report.empty()) {
-    ScheduleReportInputs inputs{
-        model.getSymName(), program.getSchedule(), pipeline, table, *sim,
-        /*verified=*/true};
-    if (pipeline.slices > 1 || model.getSlicing())
-      inputs.slicing = model.getSlicing().value_or("uniform").str();
-    if (auto fit = model->getAttrOfType<FloatAttr>("slicing_fit_error"))
-      inputs.slicingFitError = fit.getValueAsDouble();
-    if (auto latency = model->getAttrOfType<FloatAttr>("slicing_latency"))
-      inputs.slicingLatency = latency.getValueAsDouble();
-    llvm::json::Value report = getScheduleReport(inputs);
-    for (const auto &[key, value] : opts.reportExtras)
-      report.getAsObject()->try_emplace(key, value);
-    if (failed(writeFileAtomically(
-            opts.report, llvm::formatv("{0:2}\n", report).str(), error)))
-      return program.emitOpError(error);
-  }
-  if (!opts.trace.empty()) {
-    std::vector<std::string> names;
-    for (StageOp stage : getStages(model))
-      names.push_back(stage.getSymName().str());
-    // Analytic times are seconds; unit times read as milliseconds.
-    double scale = costs->getKind() == CostModel::Kind::Analytic ? 1e6 : 1e3;
-    llvm::json::Value trace = getChromeTrace(pipeline, *sim, names, scale);
-    if (failed(writeFileAtomically(opts.trace,
-                                   llvm::formatv("{0}\n", trace).str(), error)))
-      return program.emitOpError(error);
-  }
-  if (!opts.svg.empty()) {
-    std::string title = llvm::formatv(
-        "{0}: {1} devices, {2} microbatches, bubble {3:P1}, step {4} {5}",
-        program.getSchedule(), pipeline.devices, pipeline.microbatches,
-        sim->bubbleRatio, sim->stepTime, costs->getTimeUnit());
-    if (failed(writeFileAtomically(
-            opts.svg, renderTimelineSvg(pipeline, *sim, title), error)))
-      return program.emitOpError(error);
-  }
-  return success();
+  if (!consume)
+    return success();
+  ScheduleFiles files{program, model, pipeline, table, *costs, *sim};
+  return consume(files);
 }
 
 namespace {
@@ -157,13 +123,8 @@ struct SimulatePass : public sluice::impl::SimulateBase<SimulatePass> {
   using Base::Base;
 
   void runOnOperation() override {
-    SimulationOptions opts;
-    opts.costs = costs;
-    opts.report = report;
-    opts.trace = trace;
-    opts.svg = svg;
     for (ProgramOp program : getOperation().getOps<ProgramOp>())
-      if (failed(simulateProgram(program, opts)))
+      if (failed(simulateProgram(program, costs)))
         return signalPassFailure();
   }
 };

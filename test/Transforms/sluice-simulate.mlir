@@ -2,15 +2,17 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=F=1,B=2,W=2,comm=0.5" | FileCheck %s --check-prefix=EXPLICIT
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=h100" | FileCheck %s --check-prefix=H100
 // RUN: rm -f %t.json %t.trace.json %t.svg
-// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="report=%t.json trace=%t.trace.json svg=%t.svg" -o /dev/null
+// The pass writes no files; sluice-compile writes them from its simulation.
+// RUN: sluice-compile %s --pp 2 --schedule 1f1b --microbatches 3 --report %t.json --trace %t.trace.json --svg %t.svg -o /dev/null
 // RUN: FileCheck %s --check-prefix=REPORT < %t.json
 // RUN: FileCheck %s --check-prefix=TRACE < %t.trace.json
 // RUN: FileCheck %s --check-prefix=SVG < %t.svg
-// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-sync-gradients="data-parallel=4" --sluice-shard-tensors="tensor-parallel=2" --sluice-simulate="costs=h100 report=%t.mesh.json trace=%t.mesh.trace.json" -o /dev/null
+// RUN: sluice-compile %s --pp 2 --schedule 1f1b --microbatches 3 --dp 4 --tp 2 --costs h100 --report %t.mesh.json --trace %t.mesh.trace.json -o /dev/null
 // RUN: FileCheck %s --check-prefix=MESH < %t.mesh.json
 // RUN: FileCheck %s --check-prefix=MESHTRACE < %t.mesh.trace.json
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=tpu" 2>&1 | FileCheck %s --check-prefix=BADCOSTS
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="costs=F=1,B=-2" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=3" --sluice-simulate="report=%t.never.json" 2>&1 | FileCheck %s --check-prefix=NOFILES
 
 // Unit costs: (p - 1) / (m + p - 1) = 1/4 of 2 devices x 12 units idle.
 // Unsplit (BW), the peak until W is the peak until B.
@@ -100,3 +102,5 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %loss = sluice.output_layer %x3 {vocab = 100, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
+
+// NOFILES: no such option report

@@ -352,14 +352,14 @@ LogicalResult writeScheduleFiles(ProgramOp program,
                                  const ModelSummary &summary) {
   if (reportPath.empty() && tracePath.empty() && svgPath.empty())
     return success();
-  SimulationOptions simulation;
-  simulation.costs = costs;
-  simulation.report = reportPath;
-  simulation.trace = tracePath;
-  simulation.svg = svgPath;
-  // The schedule report extends the model summary's report.
-  simulation.reportExtras = std::move(*toJSON(summary).getAsObject());
-  return simulateProgram(program, simulation);
+  return simulateProgram(program, costs, [&](ScheduleFiles &files) {
+    files.report = reportPath;
+    files.trace = tracePath;
+    files.svg = svgPath;
+    // The schedule report extends the model summary's report.
+    files.reportExtras = std::move(*toJSON(summary).getAsObject());
+    return writeScheduleFiles(files);
+  });
 }
 
 /// Reads MODEL as a config.json or as MLIR, by extension.

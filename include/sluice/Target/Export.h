@@ -1,7 +1,7 @@
 //===- Export.h - Reports, traces and timelines of a schedule ---*- C++ -*-===//
 //
-// What `sluice-compile --report/--trace/--svg` and `sluice-simulate` write.
-// Formats are documented in docs/sluice-compile.md.
+// What `sluice-compile --report/--trace/--svg` writes (passes write no
+// files). Formats are documented in docs/sluice-compile.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +10,7 @@
 
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/Analysis/Simulator.h"
+#include "sluice/SluiceOps.h"
 
 #include "llvm/Support/JSON.h"
 
@@ -50,6 +51,24 @@ std::string renderTimelineSvg(const sched::Pipeline &pipeline,
 /// over `path`: readers see the old file or the new one, never half.
 LogicalResult writeFileAtomically(llvm::StringRef path,
                                   llvm::StringRef contents, std::string &error);
+
+/// A simulated program (simulateProgram) and the files asked of it.
+struct ScheduleFiles {
+  ProgramOp program;
+  ModelOp model;
+  const sched::Pipeline &pipeline;
+  const PipelineCosts &costs;
+  const CostModel &costModel;
+  const Simulation &simulation;
+  /// Paths ("" writes nothing) and fields added to the report (the
+  /// driver adds the model summary).
+  std::string report, trace, svg;
+  llvm::json::Object reportExtras;
+};
+
+/// Writes the report, trace and timeline each atomically; an error names
+/// the file, on the program.
+LogicalResult writeScheduleFiles(ScheduleFiles &files);
 
 } // namespace mlir::sluice
 

@@ -5,6 +5,7 @@
 
 #include "sluice/Schedule/StagePartition.h"
 #include "sluice/SluiceOps.h"
+#include "sluice/Target/Export.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -95,16 +96,13 @@ FailureOr<ProgramOp> schedulePipeline(ModelOp model,
 /// violation at the offending instruction.
 LogicalResult verifySchedule(ProgramOp program);
 
-/// What sluice-simulate does to one program.
-struct SimulationOptions {
-  std::string costs = "unit";
-  std::string report;
-  std::string trace;
-  std::string svg;
-  /// Fields added to the report (the driver adds the model summary).
-  llvm::json::Object reportExtras;
-};
-LogicalResult simulateProgram(ProgramOp program, const SimulationOptions &opts);
+/// What sluice-simulate does to one program under `costs` (a cost-model
+/// name or F=..,B=..): verifies it, predicts its step, sets step_time,
+/// bubble_ratio, peak_activation(_until_w) and mfu; then hands the
+/// simulation to `consume` (the driver writes its files from it).
+LogicalResult simulateProgram(
+    ProgramOp program, StringRef costs,
+    function_ref<LogicalResult(ScheduleFiles &)> consume = {});
 
 /// What sluice-plan-buffers does to one program.
 LogicalResult planBuffers(ProgramOp program);

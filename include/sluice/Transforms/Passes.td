@@ -371,9 +371,10 @@ def Simulate : Pass<"sluice-simulate", "ModuleOp"> {
     (F = B = W = 1 per device and microbatch, BW = 2, divided over chunks
     and slices; vocabulary passes and transfers free), explicit costs
     (`F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1`), or a hardware profile (`a100`,
-    `h100`, `v100`: analytic FLOPs, seconds). `report`, `trace` and `svg`
-    name files for the JSON report, a Chrome trace (Perfetto) and an SVG
-    timeline; each is written atomically.
+    `h100`, `v100`: analytic FLOPs, seconds). The pass writes no files:
+    `sluice-compile --report/--trace/--svg` writes the JSON report, a
+    Chrome trace (Perfetto) and an SVG timeline from the same simulation
+    (lib/Target).
 
     A program's mesh (`tp`, `dp`) is priced too, under a hardware profile:
     each pass of one tensor-parallel shard computes its slice of the layers
@@ -396,13 +397,7 @@ def Simulate : Pass<"sluice-simulate", "ModuleOp"> {
   }];
   let options = [
     Option<"costs", "costs", "std::string", /*default=*/"\"unit\"",
-           "unit, a100, h100, v100, or F=..,B=..,W=..,comm=..">,
-    Option<"report", "report", "std::string", /*default=*/"\"\"",
-           "write the JSON report here">,
-    Option<"trace", "trace", "std::string", /*default=*/"\"\"",
-           "write a Chrome trace here">,
-    Option<"svg", "svg", "std::string", /*default=*/"\"\"",
-           "write an SVG timeline here">
+           "unit, a100, h100, v100, or F=..,B=..,W=..,comm=..">
   ];
 }
 
