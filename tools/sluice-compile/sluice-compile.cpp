@@ -529,8 +529,8 @@ int main(int argc, char **argv) {
     StringRef timeUnit = CostModel::parse(costs, ignored)->getTimeUnit();
     // The most loaded device (the first of equals).
     auto peaks = cast<DenseF64ArrayAttr>(program->getAttr("peak_activation"));
-    size_t busiest = 0;
-    for (size_t d = 1; d < peaks.size(); ++d)
+    int64_t busiest = 0;
+    for (int64_t d = 1; d < peaks.size(); ++d)
       if (peaks[d] > peaks[busiest] + 1e-9)
         busiest = d;
     llvm::outs() << llvm::formatv(
@@ -560,8 +560,8 @@ int main(int argc, char **argv) {
     // makes the peak higher.
     auto untilW =
         program->getAttrOfType<DenseF64ArrayAttr>("peak_activation_until_w");
-    size_t heaviest = 0;
-    for (size_t d = 1; untilW && d < untilW.size(); ++d)
+    int64_t heaviest = 0;
+    for (int64_t d = 1; untilW && d < untilW.size(); ++d)
       if (untilW[d] > untilW[heaviest] + 1e-9)
         heaviest = d;
     if (untilW && untilW[heaviest] > peaks[busiest] + 1e-9)
