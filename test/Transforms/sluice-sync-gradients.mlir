@@ -1,5 +1,5 @@
-// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2" | FileCheck %s
-// RUN: sluice-opt %s --sluice-partition-stages="pp=2 virtual=2 placement=vshape" --sluice-split-passes --sluice-schedule="schedule=zb-v microbatches=2" --sluice-sync-gradients="data-parallel=4" | FileCheck %s --check-prefix=VSHAPE
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2" | FileCheck %s --implicit-check-not=sluice.grad_sync
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2 virtual=2 placement=vshape" --sluice-split-passes --sluice-schedule="schedule=zb-v microbatches=2" --sluice-sync-gradients="data-parallel=4" | FileCheck %s --check-prefix=VSHAPE --implicit-check-not=sluice.grad_sync
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1" | FileCheck %s --check-prefix=ONE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2" --sluice-sync-gradients="data-parallel=2" 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
@@ -7,9 +7,10 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1 zero=1" 2>&1 | FileCheck %s --check-prefix=ZEROALONE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3" 2>&1 | FileCheck %s --check-prefix=ZEROSTAGE
 
-// Each stage's gradients are averaged right after its last pass on its
-// device: the first stage's last BW ends device 0's program, the second
-// stage's comes before device 1 sends the last gradient back.
+// Each stage's gradients are averaged once, right after its last pass on
+// its device (--implicit-check-not: no other grad_sync): the first stage's
+// last BW ends device 0's program, the second stage's comes before device 1
+// sends the last gradient back.
 // CHECK-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2
 // CHECK:         sluice.device 0 {
 // CHECK:           sluice.exec BW @s0 {mb = 1, slice = 0}
@@ -23,7 +24,8 @@
 
 // A V: device 0 holds the first and the last stage; the last stage's
 // gradients are final (after its last W) while device 0 still runs the
-// first stage's backward passes, so its all-reduce overlaps them.
+// first stage's backward passes, so its all-reduce overlaps them. Each
+// stage is averaged once (--implicit-check-not: no other grad_sync).
 // VSHAPE-LABEL: schedule = "zb-v"} dp 4
 // VSHAPE:         sluice.device 0 {
 // VSHAPE:           sluice.exec W @s3 {mb = 1, slice = 0}
@@ -31,6 +33,12 @@
 // VSHAPE:           sluice.exec B @s0 {mb = 1, slice = 0}
 // VSHAPE:           sluice.exec W @s0 {mb = 1, slice = 0}
 // VSHAPE-NEXT:      sluice.grad_sync @s0
+// VSHAPE-NEXT:    }
+// VSHAPE:         sluice.device 1 {
+// VSHAPE:           sluice.exec W @s2 {mb = 1, slice = 0}
+// VSHAPE-NEXT:      sluice.grad_sync @s2
+// VSHAPE-NEXT:      sluice.exec W @s1 {mb = 1, slice = 0}
+// VSHAPE-NEXT:      sluice.grad_sync @s1
 // VSHAPE-NEXT:    }
 
 // One replica: nothing to average, the program is unchanged.
