@@ -75,34 +75,34 @@ mlir::sluice::getPipeline(ModelOp model, int64_t microbatches, int64_t slices) {
                              ", ");
       return success();
     };
+    // A shard spans every device and is rooted where its end of the
+    // chain is.
+    auto requireSpan = [&](Operation *shard, int64_t devices, int64_t root,
+                           StringRef end, int64_t expected) -> LogicalResult {
+      if (devices == pipeline.devices && root == expected)
+        return success();
+      return shard->emitOpError("is sharded over ")
+             << devices << " devices rooted at device " << root
+             << ", but the stages span " << pipeline.devices
+             << " devices and the " << end << " one is on device "
+             << expected;
+    };
     if (auto out = dyn_cast<VocabOutputOp>(op)) {
       pipeline.vocab.output = true;
       pipeline.vocab.algorithm = static_cast<int>(out.getAlgorithm());
       pipeline.vocab.synchronous |= out.getSynchronous();
-      if (out.getDevices() != pipeline.devices ||
-          out.getRoot() != pipeline.getOutputRoot()) {
-        out.emitOpError("is sharded over ")
-            << out.getDevices() << " devices rooted at device " << out.getRoot()
-            << ", but the stages span " << pipeline.devices
-            << " devices and the last one is on device "
-            << pipeline.getOutputRoot();
+      if (failed(requireSpan(out, out.getDevices(), out.getRoot(), "last",
+                             pipeline.getOutputRoot())))
         return failure();
-      }
       if (failed(
               requirePasses(out.getPasses(), pipeline.vocab.getOutputPasses())))
         return failure();
     } else if (auto in = dyn_cast<VocabInputOp>(op)) {
       pipeline.vocab.input = true;
       pipeline.vocab.synchronous |= in.getSynchronous();
-      if (in.getDevices() != pipeline.devices ||
-          in.getRoot() != pipeline.getInputRoot()) {
-        in.emitOpError("is sharded over ")
-            << in.getDevices() << " devices rooted at device " << in.getRoot()
-            << ", but the stages span " << pipeline.devices
-            << " devices and the first one is on device "
-            << pipeline.getInputRoot();
+      if (failed(requireSpan(in, in.getDevices(), in.getRoot(), "first",
+                             pipeline.getInputRoot())))
         return failure();
-      }
       if (failed(requirePasses(in.getPasses(), {PassKind::IF, PassKind::IB})))
         return failure();
     }

@@ -64,6 +64,10 @@ const ScheduleInfo *sched::lookupSchedule(llvm::StringRef name) {
   return nullptr;
 }
 
+int sched::getDefaultChunks(const ScheduleInfo &info) {
+  return info.chunks == 0 ? 2 : info.chunks;
+}
+
 /// Names of the schedules matching `predicate`, comma-separated.
 template <typename Pred> static std::string listSchedules(Pred predicate) {
   llvm::SmallVector<llvm::StringRef> names;

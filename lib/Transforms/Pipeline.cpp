@@ -6,7 +6,6 @@
 
 #include "mlir/Pass/PassRegistry.h"
 
-#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -61,13 +60,13 @@ void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
   const sched::ScheduleInfo *info = sched::lookupSchedule(o.schedule);
   PartitionStagesOptions partition;
   partition.pp = o.pp;
-  partition.virtualChunks = o.virtualChunks;
-  if (info) {
+  // virtual=0: the schedule's count; any other value goes to the pass,
+  // which names one that is not positive.
+  partition.virtualChunks = o.virtualChunks != 0 ? int64_t(o.virtualChunks)
+                            : info ? sched::getDefaultChunks(*info)
+                                   : 1;
+  if (info)
     partition.placement = info->placement;
-    if (o.virtualChunks == 0)
-      partition.virtualChunks = std::max(1, info->chunks == 0 ? 2 : info->chunks);
-  }
-  partition.virtualChunks = std::max<int64_t>(1, partition.virtualChunks);
   // Redis (papers/vocabulary-parallelism.txt §7): the baseline's layers,
   // stages balanced by compute.
   partition.balance =

@@ -235,7 +235,7 @@ int fail(const llvm::Twine &message) {
 
 /// Checks the pipeline flags against the schedule before any IR changes,
 /// so that errors speak of flags rather than pass options.
-const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
+const sched::ScheduleInfo *checkPipelineFlags() {
   const sched::ScheduleInfo *info = sched::lookupSchedule(scheduleName);
   if (!info) {
     SmallVector<StringRef> names;
@@ -266,8 +266,8 @@ const sched::ScheduleInfo *checkPipelineFlags(int64_t &chunks) {
     fail("--slices must be a positive number or auto, got '" + slices + "'");
     return nullptr;
   }
-  chunks = virtualChunks ? int64_t(virtualChunks)
-                         : std::max(1, info->chunks == 0 ? 2 : info->chunks);
+  int64_t chunks = virtualChunks ? int64_t(virtualChunks)
+                                 : sched::getDefaultChunks(*info);
   if (chunks < 1) {
     fail("--virtual must be positive, got " + Twine(chunks));
     return nullptr;
@@ -329,9 +329,7 @@ void fillPipelineOptions(SluicePipelineOptions &o) {
   o.zero = zero;
   o.tp = tp;
   o.sequenceParallel = sequenceParallel;
-  o.planBuffers = emit == EmitKind::Plan ||
-                  (emit == EmitKind::None &&
-                   StringRef(outputPath).ends_with(".json"));
+  o.planBuffers = emit == EmitKind::Plan;
 }
 
 /// A pass manager with the MLIR flags applied (--mlir-print-ir-*,
@@ -428,10 +426,13 @@ int main(int argc, char **argv) {
     return fail("--microbatches, --dp, --tp, --sequence-parallel, "
                 "--recompute, --trace, --svg, --print-pipeline and --emit "
                 "program need --pp");
-  int64_t chunks = 0;
-  const sched::ScheduleInfo *info = nullptr;
-  if (scheduling && !(info = checkPipelineFlags(chunks)))
+  if (scheduling && !checkPipelineFlags())
     return 1;
+  // A .json output is the runtime plan: buffers planned, then translated
+  // (without --pp, from the program the module holds).
+  if (emit == EmitKind::None && StringRef(outputPath).ends_with(".json") &&
+      (scheduling || !module->getOps<ProgramOp>().empty()))
+    emit = EmitKind::Plan;
   if (printPipeline) {
     SluicePipelineOptions options;
     fillPipelineOptions(options);
@@ -469,10 +470,6 @@ int main(int argc, char **argv) {
       return 1;
   }
 
-  // A .json output is the runtime plan: buffers planned, then translated.
-  if (emit == EmitKind::None && StringRef(outputPath).ends_with(".json") &&
-      (scheduling || !module->getOps<ProgramOp>().empty()))
-    emit = EmitKind::Plan;
   if (emit == EmitKind::Plan) {
     // Without --pp: a program compiled before (sluice-opt
     // --sluice-pipeline="... plan-buffers=true"), translated as it is.

@@ -55,6 +55,10 @@ llvm::ArrayRef<ScheduleInfo> getSchedules();
 bool isBuildingBlockSchedule(ScheduleKind kind);
 const ScheduleInfo *lookupSchedule(llvm::StringRef name);
 
+/// The chunks per device a schedule places when none is asked for: its
+/// fixed count, or 2 for one that takes any number from 2 up.
+int getDefaultChunks(const ScheduleInfo &info);
+
 /// Why `pipeline` does not suit `schedule`, or "" if it does. The message
 /// names the offending value and what would be accepted.
 std::string checkPipeline(const ScheduleInfo &schedule,
