@@ -54,3 +54,20 @@ function(sluice_check_layering)
     endforeach()
   endforeach()
 endfunction()
+
+# Libraries that must not link MLIR (the IR-free layers): none of them, nor
+# any Sluice library they link, may list an MLIR library or the dialect.
+function(sluice_check_ir_free)
+  foreach(library IN LISTS ARGN)
+    _sluice_link_closure(${library} "" closure)
+    foreach(target IN ITEMS ${library} ${closure})
+      get_target_property(links ${target} LINK_LIBRARIES)
+      foreach(link IN LISTS links)
+        if(link MATCHES "^MLIR|^SluiceDialect$|libMLIR")
+          message(FATAL_ERROR "${library} must link no MLIR, but ${target} "
+                              "links ${link}")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+endfunction()

@@ -10,6 +10,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
+include "sluice/SluiceEnums.td"
 
 def Sluice_Dialect : Dialect {
   let name = "sluice";
@@ -55,22 +56,6 @@ def Sluice_SizeAttr : TypedSignlessIntegerAttrBase<I64, "int64_t",
 // Enums
 //===----------------------------------------------------------------------===//
 
-def Sluice_PassKind : I32EnumAttr<"PassKind",
-    "a unit of per-microbatch work that a pipeline schedule places", [
-  I32EnumAttrCase<"F", 0>,
-  I32EnumAttrCase<"B", 1>,
-  I32EnumAttrCase<"W", 2>,
-  I32EnumAttrCase<"BW", 3>,
-  I32EnumAttrCase<"S", 4>,
-  I32EnumAttrCase<"T", 5>,
-  I32EnumAttrCase<"IF", 6>,
-  I32EnumAttrCase<"IB", 7>,
-  I32EnumAttrCase<"S2", 8>
-]> {
-  let cppNamespace = "::mlir::sluice";
-  let genSpecializedAttr = 0;
-}
-
 def Sluice_PassKindAttr : EnumAttr<Sluice_Dialect, Sluice_PassKind, "pass"> {
   let summary = "pipeline pass kind";
   let description = [{
@@ -97,15 +82,6 @@ def Sluice_PassKindAttr : EnumAttr<Sluice_Dialect, Sluice_PassKind, "pass"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
-def Sluice_Reduction : I32EnumAttr<"Reduction",
-    "the combining function of a reducing collective", [
-  I32EnumAttrCase<"max", 0>,
-  I32EnumAttrCase<"sum", 1>
-]> {
-  let cppNamespace = "::mlir::sluice";
-  let genSpecializedAttr = 0;
-}
-
 def Sluice_ReductionAttr : EnumAttr<Sluice_Dialect, Sluice_Reduction,
                                     "reduction"> {
   let summary = "reduction of a collective";
@@ -121,31 +97,12 @@ def Sluice_ReductionAttr : EnumAttr<Sluice_Dialect, Sluice_Reduction,
   let assemblyFormat = "`<` $value `>`";
 }
 
-def Sluice_NormKind : I32EnumAttr<"NormKind",
-    "normalisation used by a transformer layer", [
-  I32EnumAttrCase<"layernorm", 0>,
-  I32EnumAttrCase<"rmsnorm", 1>
-]> {
-  let cppNamespace = "::mlir::sluice";
-  let genSpecializedAttr = 0;
-}
-
 def Sluice_NormKindAttr : EnumAttr<Sluice_Dialect, Sluice_NormKind, "norm"> {
   let summary = "layer normalisation kind";
   let description = [{
     `layernorm` (GPT: mean and variance, weight and bias) or `rmsnorm`
     (Llama, Gemma: root mean square, weight only).
   }];
-}
-
-def Sluice_RecomputeKind : I32EnumAttr<"RecomputeKind",
-    "what a stage's backward pass recomputes", [
-  I32EnumAttrCase<"none", 0>,
-  I32EnumAttrCase<"selective", 1>,
-  I32EnumAttrCase<"full", 2>
-]> {
-  let cppNamespace = "::mlir::sluice";
-  let genSpecializedAttr = 0;
 }
 
 def Sluice_RecomputeKindAttr : EnumAttr<Sluice_Dialect, Sluice_RecomputeKind,
@@ -160,16 +117,6 @@ def Sluice_RecomputeKindAttr : EnumAttr<Sluice_Dialect, Sluice_RecomputeKind,
   }];
 }
 
-def Sluice_MlpKind : I32EnumAttr<"MlpKind",
-    "feed-forward block of a transformer layer", [
-  I32EnumAttrCase<"gelu", 0>,
-  I32EnumAttrCase<"swiglu", 1>,
-  I32EnumAttrCase<"geglu", 2>
-]> {
-  let cppNamespace = "::mlir::sluice";
-  let genSpecializedAttr = 0;
-}
-
 def Sluice_MlpKindAttr : EnumAttr<Sluice_Dialect, Sluice_MlpKind, "mlp"> {
   let summary = "feed-forward block kind";
   let description = [{
@@ -178,16 +125,6 @@ def Sluice_MlpKindAttr : EnumAttr<Sluice_Dialect, Sluice_MlpKind, "mlp"> {
     form with GELU (Gemma). Gated blocks hold three `hidden x ffn` matrices,
     plain ones two.
   }];
-}
-
-def Sluice_PlacementKind : I32EnumAttr<"PlacementKind",
-    "how pipeline stages are assigned to devices", [
-  I32EnumAttrCase<"loop", 0>,
-  I32EnumAttrCase<"interleaved", 1>,
-  I32EnumAttrCase<"vshape", 2>
-]> {
-  let cppNamespace = "::mlir::sluice";
-  let genSpecializedAttr = 0;
 }
 
 def Sluice_PlacementKindAttr : EnumAttr<Sluice_Dialect, Sluice_PlacementKind,
@@ -201,17 +138,6 @@ def Sluice_PlacementKindAttr : EnumAttr<Sluice_Dialect, Sluice_PlacementKind,
   }];
 }
 
-def Sluice_StreamKind : I32EnumAttr<"StreamKind",
-    "the device stream an instruction runs on", [
-  I32EnumAttrCase<"compute", 0>,
-  I32EnumAttrCase<"comm", 1>,
-  I32EnumAttrCase<"vocab", 2>,
-  I32EnumAttrCase<"data", 3>
-]> {
-  let cppNamespace = "::mlir::sluice";
-  let genSpecializedAttr = 0;
-}
-
 def Sluice_StreamKindAttr : EnumAttr<Sluice_Dialect, Sluice_StreamKind,
                                      "stream"> {
   let summary = "execution stream";
@@ -222,18 +148,6 @@ def Sluice_StreamKindAttr : EnumAttr<Sluice_Dialect, Sluice_StreamKind,
     data-parallel gradient all-reduces (`sluice.grad_sync`) beside the
     passes still to run.
   }];
-}
-
-def Sluice_Projection : I32EnumAttr<"Projection",
-    "a linear map of a transformer layer", [
-  I32EnumAttrCase<"qkv", 0>,
-  I32EnumAttrCase<"out", 1>,
-  I32EnumAttrCase<"up", 2>,
-  I32EnumAttrCase<"gate", 3>,
-  I32EnumAttrCase<"down", 4>
-]> {
-  let cppNamespace = "::mlir::sluice";
-  let genSpecializedAttr = 0;
 }
 
 def Sluice_ProjectionAttr : EnumAttr<Sluice_Dialect, Sluice_Projection,
@@ -250,19 +164,6 @@ def Sluice_ProjectionAttr : EnumAttr<Sluice_Dialect, Sluice_Projection,
     ```
   }];
   let assemblyFormat = "`<` $value `>`";
-}
-
-// Not an attribute: what a tensor-parallel op communicates in one pass
-// (TensorCollectiveOpInterface).
-def Sluice_CollectiveKind : I32EnumAttr<"CollectiveKind",
-    "the collective a tensor-parallel op issues in one pass", [
-  I32EnumAttrCase<"none", 0>,
-  I32EnumAttrCase<"all_reduce", 1>,
-  I32EnumAttrCase<"all_gather", 2>,
-  I32EnumAttrCase<"reduce_scatter", 3>
-]> {
-  let cppNamespace = "::mlir::sluice";
-  let genSpecializedAttr = 0;
 }
 
 #endif // SLUICE_BASE_TD

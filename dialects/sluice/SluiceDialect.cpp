@@ -10,7 +10,6 @@ using namespace mlir;
 using namespace mlir::sluice;
 
 #include "sluice/SluiceDialect.cpp.inc"
-#include "sluice/SluiceEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "sluice/SluiceAttrs.cpp.inc"

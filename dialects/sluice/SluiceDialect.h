@@ -9,9 +9,9 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
+#include "sluice/SluiceEnums.h"
 
 #include "sluice/SluiceDialect.h.inc"
-#include "sluice/SluiceEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "sluice/SluiceAttrs.h.inc"

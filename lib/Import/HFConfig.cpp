@@ -203,9 +203,12 @@ public:
     FailureOr<const llvm::json::Value *> value = find({key}, found);
     if (failed(value))
       return failure();
+    // One return of one local: GCC 12 warns (-Wmaybe-uninitialized) on
+    // an empty optional built in the return.
+    std::optional<bool> flag;
     if (!*value)
-      return std::optional<bool>();
-    std::optional<bool> flag = (*value)->getAsBoolean();
+      return flag;
+    flag = (*value)->getAsBoolean();
     if (!flag) {
       error(key) << "key '" << key << "' must be true or false, got "
                  << formatJSON(**value);

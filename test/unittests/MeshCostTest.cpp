@@ -118,7 +118,7 @@ TEST_F(MeshCostTest, ShardsHoldTheirSliceOfEachLayer) {
   ModelOp model = partition(2);
   sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
   CostModel costs = h100();
-  int64_t h = 64, d = 8, f = 160, vocab = 96;
+  int64_t h = 64, d = 8, vocab = 96;
   auto layer = [&](int64_t heads, int64_t kv, int64_t ffn) {
     return h * heads * d + 2 * h * kv * d + heads * d * h + 3 * h * ffn +
            2 * h;

@@ -10,7 +10,7 @@
 #ifndef SLUICE_SCHEDULE_PIPELINE_H
 #define SLUICE_SCHEDULE_PIPELINE_H
 
-#include "sluice/SluiceDialect.h"
+#include "sluice/SluiceEnums.h"
 
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/ArrayRef.h"
