@@ -35,7 +35,7 @@
 #ifndef SLUICE_RUNTIME_BACKEND_H
 #define SLUICE_RUNTIME_BACKEND_H
 
-#include "DType.h"
+#include "sluice/PlanFormat/DType.h"
 #include "Status.h"
 
 #include <cstddef>

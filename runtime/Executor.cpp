@@ -399,10 +399,11 @@ std::vector<TraceSpan> Executor::getTrace() const {
 Status Executor::waitForCollectives(const Instruction &instr, bool &waited) {
   if (!shards)
     return Status::ok();
-  for (auto [shard, group] : plan.getCollectiveInputs(instr)) {
+  if (std::optional<CollectiveRef> in = plan.getCollectiveInput(instr)) {
     waited = true;
     auto start = Clock::now();
-    Status st = shards->waitFor(shard, group, instr.mb, instr.slice, compute);
+    Status st =
+        shards->waitFor(in->shard, in->group, instr.mb, instr.slice, compute);
     times.commWait += seconds(start, Clock::now());
     if (!st)
       return st;

@@ -12,7 +12,7 @@
 #define SLUICE_RUNTIME_PARAMETERS_H
 
 #include "Backend.h"
-#include "ModelConfig.h"
+#include "sluice/PlanFormat/ModelConfig.h"
 
 #include <map>
 #include <string>

@@ -13,16 +13,6 @@
 
 namespace sluice::rt {
 
-const char *passName(Pass pass) {
-  static const char *const names[] = {"F",  "B", "W",  "BW", "S",
-                                      "S2", "T", "IF", "IB"};
-  return names[int(pass)];
-}
-
-const char *shardName(Shard shard) {
-  return shard == Shard::Input ? "input" : "output";
-}
-
 using nlohmann::json;
 
 namespace {
@@ -147,26 +137,15 @@ ModelConfig readModel(const json &j) {
 }
 
 Pass readPass(const std::string &name, const std::string &where) {
-  if (name == "F")
-    return Pass::F;
-  if (name == "B")
-    return Pass::B;
-  if (name == "W")
-    return Pass::W;
-  if (name == "BW")
-    return Pass::BW;
-  for (Pass pass : {Pass::S, Pass::S2, Pass::T, Pass::IF, Pass::IB})
-    if (name == passName(pass))
-      return pass;
-  fail(where + ": pass '" + name +
-       "' is not one the CPU runtime runs (F, B, W, BW, S, S2, T, IF, IB)");
+  if (std::optional<Pass> pass = parsePass(name))
+    return *pass;
+  fail(where + ": pass '" + name + "' is not one the runtime runs (" +
+       passNames() + ")");
 }
 
 Shard readShard(const std::string &name, const std::string &where) {
-  if (name == "input")
-    return Shard::Input;
-  if (name == "output")
-    return Shard::Output;
+  if (std::optional<Shard> shard = parseShard(name))
+    return *shard;
   fail(where + ": unknown shard '" + name + "' (expected input or output)");
 }
 
@@ -219,7 +198,7 @@ void validateVocabulary(const Plan &plan) {
     if (v.algorithm < 0 || v.algorithm > 2)
       fail("vocabulary output shard: 'algorithm' = " +
            std::to_string(v.algorithm) + " is not 0, 1 or 2");
-    int expected = v.algorithm == 0 ? 3 : 3 - v.algorithm;
+    int expected = getBarriers(v.algorithm);
     if (v.barriers != expected)
       fail("vocabulary output shard: algorithm " + std::to_string(v.algorithm) +
            " crosses " + std::to_string(expected) +
@@ -248,11 +227,12 @@ struct ShardState {
 /// An exec's collective inputs were issued earlier on its device.
 void checkCollectiveInputs(const Plan &plan, int d, const Instruction &instr,
                            const std::string &where, const ShardState &st) {
-  for (auto [shard, group] : plan.getCollectiveInputs(instr))
-    if (!st.issued.count({d, int(shard), group, instr.mb, instr.slice}))
-      fail(where + ": needs collective " + std::to_string(group) + " of the " +
-           shardName(shard) +
-           " shard, which this device has not issued before it");
+  std::optional<CollectiveRef> in = plan.getCollectiveInput(instr);
+  if (in && !st.issued.count({d, int(in->shard), in->group, instr.mb,
+                              instr.slice}))
+    fail(where + ": needs collective " + std::to_string(in->group) +
+         " of the " + shardName(in->shard) +
+         " shard, which this device has not issued before it");
 }
 
 void validateShardInstruction(const Plan &plan, int d, const Instruction &instr,
@@ -281,7 +261,7 @@ void validateShardInstruction(const Plan &plan, int d, const Instruction &instr,
   }
   if (instr.op != Op::Collective)
     fail(where + ": sends and receives name a stage, not a shard");
-  if (instr.group < 0 || instr.group >= v.getNumGroups(instr.shard))
+  if (instr.group < 0 || instr.group >= plan.getVocabularyShape().getNumGroups(instr.shard))
     fail(where + ": the " + std::string(shardName(instr.shard)) +
          " shard has no collective " + std::to_string(instr.group));
   if (instr.blocking != v.synchronous)
@@ -303,7 +283,7 @@ void validateShardInstruction(const Plan &plan, int d, const Instruction &instr,
            {Pass::T, -1, Shard::Output},
            {plan.splitBackward ? Pass::B : Pass::BW, 0, Shard::None},
            {Pass::F, plan.getLastStage(), Shard::None}}) {
-    if (!plan.contributes(instr.shard, instr.group, d, pass, stage, execShard))
+    if (!plan.contributes({instr.shard, instr.group}, d, pass, stage, execShard))
       continue;
     int key = execShard == Shard::None ? stage : -1 - int(execShard);
     if (!st.executed.count({d, int(pass), key, instr.mb, instr.slice}))
@@ -539,7 +519,7 @@ void validate(Plan &plan) {
            " are needed");
     for (Shard shard : {Shard::Input, Shard::Output}) {
       const auto &mine = shardState.sequence[d][int(shard)];
-      size_t needed = units * size_t(v.getNumGroups(shard));
+      size_t needed = units * size_t(plan.getVocabularyShape().getNumGroups(shard));
       if (mine.size() != needed)
         fail("device " + std::to_string(d) + " issues " +
              std::to_string(mine.size()) + " collectives of the " +
@@ -559,72 +539,30 @@ void validate(Plan &plan) {
 
 } // namespace
 
-int VocabularyPlan::getNumGroups(Shard shard) const {
-  if (shard == Shard::Input)
-    return input.present ? 2 : 0;
-  return output.present ? 1 + barriers : 0;
+VocabularyShape Plan::getVocabularyShape() const {
+  VocabularyShape shape;
+  shape.input = vocabulary.input.present;
+  shape.output = vocabulary.output.present;
+  shape.algorithm = vocabulary.algorithm;
+  shape.inputRoot = vocabulary.input.root;
+  shape.outputRoot = vocabulary.output.root;
+  shape.lastStage = getLastStage();
+  shape.splitBackward = splitBackward;
+  return shape;
 }
 
-std::vector<std::pair<Shard, int>>
-Plan::getCollectiveInputs(const Instruction &exec) const {
-  // The dependencies of papers/vocabulary-parallelism.txt §5.1 and
-  // Appendix C; lib/Schedule/Pipeline.cpp has the compiler's copy.
-  const VocabularyPlan &v = vocabulary;
-  std::vector<std::pair<Shard, int>> inputs;
+std::optional<CollectiveRef>
+Plan::getCollectiveInput(const Instruction &exec) const {
   if (exec.op != Op::Exec)
-    return inputs;
-  bool stagePass = exec.shard == Shard::None;
-  switch (exec.pass) {
-  case Pass::F:
-    if (stagePass && v.input.present && exec.stage == 0)
-      inputs.push_back({Shard::Input, 0});
-    break;
-  case Pass::B:
-  case Pass::BW:
-    if (stagePass && v.output.present && exec.stage == getLastStage())
-      inputs.push_back({Shard::Output, v.barriers});
-    break;
-  case Pass::S:
-    inputs.push_back({Shard::Output, 0});
-    break;
-  case Pass::S2:
-    inputs.push_back({Shard::Output, 1});
-    break;
-  case Pass::T:
-    inputs.push_back({Shard::Output, v.algorithm == 0 ? 2 : 1});
-    break;
-  case Pass::IB:
-    inputs.push_back({Shard::Input, 1});
-    break;
-  default:
-    break;
-  }
-  return inputs;
+    return std::nullopt;
+  return rt::getCollectiveInput(getVocabularyShape(), exec.pass, exec.shard,
+                                exec.stage);
 }
 
-bool Plan::contributes(Shard shard, int group, int device, Pass pass, int stage,
+bool Plan::contributes(CollectiveRef ref, int device, Pass pass, int stage,
                        Shard execShard) const {
-  const VocabularyPlan &v = vocabulary;
-  if (shard == Shard::Input) {
-    if (group == 0)
-      return execShard == Shard::Input && pass == Pass::IF;
-    return device == v.input.root && execShard == Shard::None && stage == 0 &&
-           (pass == Pass::B || pass == Pass::BW);
-  }
-  switch (group) {
-  case 0:
-    return device == v.output.root && execShard == Shard::None &&
-           pass == Pass::F && stage == getLastStage();
-  case 1:
-    return execShard == Shard::Output && pass == Pass::S;
-  case 2:
-    return execShard == Shard::Output &&
-           pass == (v.algorithm == 0 ? Pass::S2 : Pass::T);
-  case 3:
-    return execShard == Shard::Output && pass == Pass::T;
-  default:
-    return false;
-  }
+  return rt::contributes(getVocabularyShape(), ref, device, pass, stage,
+                         execShard);
 }
 
 SliceShape Plan::getSliceShape(int slice) const {
@@ -746,13 +684,11 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
         stage.layers.push_back(layer.get<int>());
       if (s.contains("recompute")) {
         std::string mode = text(s, "recompute", where);
-        if (mode == "selective")
-          stage.recompute = Recompute::Selective;
-        else if (mode == "full")
-          stage.recompute = Recompute::Full;
-        else if (mode != "none")
+        std::optional<Recompute> recompute = parseRecompute(mode);
+        if (!recompute)
           fail(where + ": unknown recompute '" + mode +
                "' (expected none, selective or full)");
+        stage.recompute = *recompute;
       }
       plan.stages.push_back(stage);
     }
@@ -785,16 +721,10 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
         std::string at = where + ", instruction " + std::to_string(i);
         Instruction instr;
         std::string op = text(in, "op", at);
-        instr.op = op == "exec"         ? Op::Exec
-                   : op == "send"       ? Op::Send
-                   : op == "recv"       ? Op::Recv
-                   : op == "collective" ? Op::Collective
-                   : op == "grad_sync"  ? Op::GradSync
-                                        : (fail(at + ": unknown op '" + op +
-                                                "' (expected exec, send, "
-                                                "recv, collective or "
-                                                "grad_sync)"),
-                                           Op::Exec);
+        std::optional<Op> parsed = parseOp(op);
+        if (!parsed)
+          fail(at + ": unknown op '" + op + "' (expected " + opNames() + ")");
+        instr.op = *parsed;
         if (instr.op == Op::GradSync) {
           if (in.contains("shard")) {
             instr.shard = readShard(text(in, "shard", at), at);

@@ -11,29 +11,15 @@
 #ifndef SLUICE_RUNTIME_PLAN_H
 #define SLUICE_RUNTIME_PLAN_H
 
-#include "Layout.h"
-#include "ModelConfig.h"
+#include "sluice/PlanFormat/Format.h"
+#include "sluice/PlanFormat/Layout.h"
+#include "sluice/PlanFormat/ModelConfig.h"
 #include "Status.h"
 
 #include <string>
 #include <vector>
 
 namespace sluice::rt {
-
-/// The newest plan version this runtime reads; it reads every older one.
-constexpr int kPlanVersion = 5;
-
-enum class Pass : uint8_t { F, B, W, BW, S, S2, T, IF, IB };
-/// GradSync: start averaging a stage's (or shard's) gradients over the
-/// data-parallel replicas (plan version 4).
-enum class Op : uint8_t { Exec, Send, Recv, Collective, GradSync };
-/// A vocabulary shard; also its collectives' communication channel.
-enum class Shard : int8_t { None = -1, Input = 0, Output = 1 };
-
-inline bool isShardPass(Pass pass) { return pass >= Pass::S; }
-/// The plan's names: "F", "BW", "IB"; "input", "output".
-const char *passName(Pass pass);
-const char *shardName(Shard shard);
 
 struct Instruction {
   Op op = Op::Exec;
@@ -75,8 +61,6 @@ struct VocabularyPlan {
   bool synchronous = false;
 
   bool any() const { return input.present || output.present; }
-  /// Collectives per microbatch slice: input 2, output 1 + barriers.
-  int getNumGroups(Shard shard) const;
 };
 
 struct DeviceProgram {
@@ -124,12 +108,13 @@ struct Plan {
   std::vector<DeviceProgram> programs;
 
   SliceShape getSliceShape(int slice) const;
+  /// What the collective rules (Format.h) need of this plan.
+  VocabularyShape getVocabularyShape() const;
   /// The collectives (shard, group) an exec must see completed first.
-  std::vector<std::pair<Shard, int>>
-  getCollectiveInputs(const Instruction &exec) const;
+  std::optional<CollectiveRef> getCollectiveInput(const Instruction &exec) const;
   /// Whether exec `pass` of stage `stage` (-1: a shard pass of `shard`) on
   /// `device` carries a part of collective (shard, group).
-  bool contributes(Shard shard, int group, int device, Pass pass, int stage,
+  bool contributes(CollectiveRef ref, int device, Pass pass, int stage,
                    Shard execShard) const;
   int getLastStage() const { return int(stages.size()) - 1; }
   /// Ranks the plan runs on.

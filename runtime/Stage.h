@@ -14,7 +14,7 @@
 #define SLUICE_RUNTIME_STAGE_H
 
 #include "Backend.h"
-#include "Layout.h"
+#include "sluice/PlanFormat/Layout.h"
 #include "Parameters.h"
 
 #include <functional>

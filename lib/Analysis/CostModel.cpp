@@ -2,7 +2,7 @@
 
 #include "sluice/Analysis/CostModel.h"
 
-#include "runtime/ModelConfig.h"
+#include "sluice/PlanFormat/ModelConfig.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"

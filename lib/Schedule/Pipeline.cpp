@@ -159,73 +159,57 @@ void sched::getDependencies(const Pipeline &pipeline, const Work &work,
   }
 }
 
+rt::Pass sched::toPlanPass(PassKind kind) {
+  std::optional<rt::Pass> pass = rt::parsePass(stringifyPassKind(kind));
+  assert(pass && "a pass kind the plan format cannot spell");
+  return *pass;
+}
+
+PassKind sched::fromPlanPass(rt::Pass pass) {
+  std::optional<PassKind> kind = symbolizePassKind(rt::passName(pass));
+  assert(kind && "a plan pass the dialect cannot spell");
+  return *kind;
+}
+
+rt::VocabularyShape sched::getVocabularyShape(const Pipeline &pipeline) {
+  rt::VocabularyShape shape;
+  shape.input = pipeline.vocab.input;
+  shape.output = pipeline.vocab.output;
+  shape.algorithm = pipeline.vocab.algorithm;
+  shape.inputRoot = pipeline.getInputRoot();
+  shape.outputRoot = pipeline.getOutputRoot();
+  shape.lastStage = pipeline.getLastStage();
+  shape.splitBackward = pipeline.splitBackward;
+  return shape;
+}
+
+static ShardKind toShardKind(rt::Shard shard) {
+  return shard == rt::Shard::Input ? ShardKind::Input : ShardKind::Output;
+}
+
 void sched::getCollectiveInputs(const Pipeline &pipeline, const Work &work,
                                 llvm::SmallVectorImpl<CollectiveId> &inputs) {
-  const VocabLayers &vocab = pipeline.vocab;
-  auto output = [&](int group) {
-    inputs.push_back({ShardKind::Output, group, work.microbatch, work.slice});
-  };
-  auto input = [&](int group) {
-    inputs.push_back({ShardKind::Input, group, work.microbatch, work.slice});
-  };
-  switch (work.kind) {
-  case PassKind::F:
-    if (vocab.input && work.stage == 0)
-      input(0);
-    break;
-  case PassKind::B:
-  case PassKind::BW:
-    // §5.1: the last stage's backward needs the reduced input gradient,
-    // which the last barrier delivers.
-    if (vocab.output && work.stage == pipeline.getLastStage())
-      output(vocab.getBarriers());
-    break;
-  case PassKind::S:
-    output(0);
-    break;
-  case PassKind::S2:
-    output(1);
-    break;
-  case PassKind::T:
-    output(vocab.algorithm == 0 ? 2 : 1);
-    break;
-  case PassKind::IB:
-    input(1);
-    break;
-  default:
-    break;
-  }
+  rt::Pass pass = toPlanPass(work.kind);
+  if (std::optional<rt::CollectiveRef> ref =
+          rt::getCollectiveInput(getVocabularyShape(pipeline), pass,
+                                 rt::getPassShard(pass), work.stage))
+    inputs.push_back(
+        {toShardKind(ref->shard), ref->group, work.microbatch, work.slice});
 }
 
 void sched::getCollectiveContributions(
     const Pipeline &pipeline, const CollectiveId &id, int device,
     llvm::SmallVectorImpl<Work> &contributions) {
-  auto on = [&](PassKind kind, int stage) {
-    contributions.push_back({kind, stage, id.microbatch, id.slice});
-  };
-  if (id.shard == ShardKind::Input) {
-    if (id.group == 0)
-      on(PassKind::IF, device);
-    else if (device == pipeline.getInputRoot())
-      on(pipeline.getBackwardKind(), 0);
+  rt::Shard shard =
+      id.shard == ShardKind::Input ? rt::Shard::Input : rt::Shard::Output;
+  std::optional<rt::Contributor> c =
+      rt::getContributor(getVocabularyShape(pipeline), {shard, id.group});
+  if (!c || (c->device >= 0 && c->device != device))
     return;
-  }
-  int algorithm = pipeline.vocab.algorithm;
-  switch (id.group) {
-  case 0:
-    if (device == pipeline.getOutputRoot())
-      on(PassKind::F, pipeline.getLastStage());
-    break;
-  case 1:
-    on(PassKind::S, device);
-    break;
-  case 2:
-    on(algorithm == 0 ? PassKind::S2 : PassKind::T, device);
-    break;
-  case 3:
-    on(PassKind::T, device);
-    break;
-  }
+  // A shard pass's work names its device where a stage's names the stage.
+  int stage = c->shard == rt::Shard::None ? c->stage : device;
+  contributions.push_back(
+      {fromPlanPass(c->pass), stage, id.microbatch, id.slice});
 }
 
 void sched::getAllDependencies(const Pipeline &pipeline, const Work &work,

@@ -2,7 +2,9 @@
 //
 // Written with llvm::json's streaming writer (the compiler is built without
 // exceptions); the runtime reads the file with nlohmann-json. The schema is
-// docs/plan-format.md; this file and runtime/Plan.cpp are its two ends.
+// docs/plan-format.md; this file and runtime/Plan.cpp are its two ends,
+// and the names and rules both spell are the plan format's
+// (sluice/PlanFormat/Format.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,13 +13,9 @@
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/PipelineIR/PipelineIR.h"
 
+#include "sluice/PlanFormat/Format.h"
+
 #include "llvm/Support/JSON.h"
-
-#include "runtime/Plan.h"
-
-// The compiler writes the newest version the runtime reads.
-static_assert(mlir::sluice::kPlanVersion == ::sluice::rt::kPlanVersion,
-              "bump both plan versions together");
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -96,18 +94,6 @@ std::vector<int64_t> mlir::sluice::getSliceLengths(ProgramOp program,
   return std::vector<int64_t>(lengths.begin(), lengths.end());
 }
 
-static const char *getLayerKindName(rt::LayerKind kind) {
-  switch (kind) {
-  case rt::LayerKind::Embedding:
-    return "embedding";
-  case rt::LayerKind::Transformer:
-    return "transformer";
-  case rt::LayerKind::Output:
-    return "output";
-  }
-  return "";
-}
-
 FailureOr<rt::Precision> mlir::sluice::getPrecision(ModelOp model) {
   Type dtype = model.getDtype();
   if (dtype.isBF16())
@@ -120,6 +106,243 @@ FailureOr<rt::Precision> mlir::sluice::getPrecision(ModelOp model) {
             "(sluice-compile --precision bf16|fp32)";
 }
 
+namespace {
+/// Writes one program's plan: a section per method, in the file's order
+/// (docs/plan-format.md). Every name the file spells (passes, ops,
+/// shards, recomputation, layer kinds) comes from the plan format
+/// (sluice/PlanFormat/Format.h), which the runtime reads with.
+class PlanWriter {
+public:
+  PlanWriter(ProgramOp program, ModelOp model, llvm::raw_ostream &os)
+      : program(program), model(model), stages(getStages(model)),
+        shards(getShardNames(model)), json(os, 1) {
+    for (auto [i, stage] : llvm::enumerate(stages))
+      stageIndex[stage.getSymName()] = int(i);
+  }
+
+  void write(const rt::Precision &precision) {
+    json.object([&] {
+      json.attribute("format", "sluice-plan");
+      json.attribute("version", rt::kPlanVersion);
+      json.attribute("precision", precision.getName());
+      json.attributeObject("model", [&] { writeModel(); });
+      json.attribute("schedule", program.getSchedule());
+      json.attribute("devices", program.getDevices());
+      json.attributeObject("mesh", [&] { writeMesh(); });
+      json.attribute("microbatches", program.getMicrobatches());
+      json.attributeArray("slices", [&] {
+        for (int64_t length : getSliceLengths(program, model))
+          json.value(length);
+      });
+      json.attribute("split_backward", isSplit());
+      json.attributeArray("stages", [&] { writeStages(); });
+      json.attributeObject("vocabulary", [&] { writeVocabulary(); });
+      json.attributeArray("programs", [&] {
+        for (DeviceOp device : program.getBody().getOps<DeviceOp>())
+          json.object([&] { writeDevice(device); });
+      });
+    });
+  }
+
+private:
+  bool isSplit() {
+    std::optional<ArrayAttr> passes = stages.front().getPasses();
+    return passes && llvm::any_of(*passes, [](Attribute a) {
+             return cast<PassKindAttr>(a).getValue() == PassKind::B;
+           });
+  }
+
+  void writeLayer(const rt::LayerConfig &l) {
+    json.attribute("kind", rt::layerKindName(l.kind));
+    if (l.kind != rt::LayerKind::Transformer)
+      json.attribute("vocab", l.vocab);
+    if (l.kind == rt::LayerKind::Embedding)
+      json.attribute("positions", l.positions);
+    if (l.kind == rt::LayerKind::Transformer) {
+      json.attribute("heads", l.heads);
+      json.attribute("kv_heads", l.kvHeads);
+      json.attribute("head_dim", l.headDim);
+      json.attribute("ffn", l.ffn);
+      json.attribute("mlp", l.mlp);
+      json.attribute("bias", l.bias);
+      if (l.ropeTheta > 0)
+        json.attribute("rope_theta", l.ropeTheta);
+    }
+    if (l.kind != rt::LayerKind::Embedding)
+      json.attribute("norm", l.norm);
+    if (l.kind == rt::LayerKind::Output)
+      json.attribute("tied", l.tied);
+    if (l.kind != rt::LayerKind::Transformer)
+      json.attribute("sharded", l.sharded);
+  }
+
+  void writeModel() {
+    rt::ModelConfig config = getModelConfig(model);
+    json.attribute("name", config.name);
+    json.attribute("seq_len", config.seqLen);
+    json.attribute("micro_batch", config.microBatch);
+    json.attribute("hidden", config.hidden);
+    json.attributeArray("layers", [&] {
+      for (const rt::LayerConfig &l : config.layers)
+        json.object([&] { writeLayer(l); });
+    });
+  }
+
+  /// Version 4: the device mesh; ranks = devices x tp x dp.
+  void writeMesh() {
+    json.attribute("pp", program.getDevices());
+    json.attribute("tp", program.getTp());
+    json.attribute("dp", program.getDp());
+    if (program.getZero() != 0)
+      json.attribute("zero", program.getZero());
+    if (program.getSequenceParallel())
+      json.attribute("sequence_parallel", true);
+  }
+
+  void writeStages() {
+    std::vector<std::vector<int>> layerIndices = getStageLayerIndices(model);
+    for (size_t i = 0; i < stages.size(); ++i)
+      json.object([&] {
+        StageOp stage = stages[i];
+        json.attribute("name", stage.getSymName());
+        json.attribute("device", stage.getDevice());
+        json.attribute("chunk", stage.getChunk());
+        if (std::optional<RecomputeKind> r = stage.getRecompute();
+            r && *r != RecomputeKind::none)
+          json.attribute("recompute", stringifyRecomputeKind(*r));
+        json.attributeArray("layers", [&] {
+          for (int layer : layerIndices[i])
+            json.value(layer);
+        });
+      });
+  }
+
+  /// The vocabulary shards: sizes, roots and the output shard's form.
+  void writeVocabulary() {
+    bool synchronous = false;
+    for (auto in : model.getBody().getOps<VocabInputOp>()) {
+      synchronous |= in.getSynchronous();
+      json.attributeObject("input", [&] {
+        json.attribute("name", in.getSymName());
+        json.attribute("vocab", in.getVocab());
+        json.attribute("padded_vocab", in.getPaddedVocab());
+        json.attribute("root", in.getRoot());
+      });
+    }
+    for (auto out : model.getBody().getOps<VocabOutputOp>()) {
+      synchronous |= out.getSynchronous();
+      json.attributeObject("output", [&] {
+        json.attribute("name", out.getSymName());
+        json.attribute("vocab", out.getVocab());
+        json.attribute("padded_vocab", out.getPaddedVocab());
+        json.attribute("root", out.getRoot());
+        json.attribute("algorithm", out.getAlgorithm());
+        json.attribute("barriers", out.getBarriers());
+      });
+    }
+    json.attribute("synchronous", synchronous);
+  }
+
+  void writeDevice(DeviceOp device) {
+    json.attribute("device", device.getIndex());
+    json.attributeArray("buffers", [&] {
+      for (int64_t bytes :
+           device->getAttrOfType<DenseI64ArrayAttr>("buffers").asArrayRef())
+        json.value(bytes);
+    });
+    json.attributeArray("instructions", [&] {
+      for (Operation &op : device.getBody().front())
+        json.object([&] { writeInstruction(op); });
+    });
+  }
+
+  const char *shardOf(StringRef name) {
+    return rt::shardName(name == shards.input ? rt::Shard::Input
+                                              : rt::Shard::Output);
+  }
+  const char *passOf(PassKind kind) {
+    return rt::passName(sched::toPlanPass(kind));
+  }
+  /// A message's key: the work it carries, numbered densely. Unique within
+  /// a step, so it can be the transport's tag.
+  int64_t keyOf(PassKind kind, StringRef stage, int64_t mb, int64_t slice) {
+    int64_t numStages = int64_t(stages.size());
+    return ((int64_t(kind) * numStages + stageIndex.lookup(stage)) *
+                program.getMicrobatches() +
+            mb) *
+               program.getSlices() +
+           slice;
+  }
+  /// The fields every stage instruction has.
+  void writeStageWork(rt::Op opKind, PassKind kind, StringRef stage,
+                      int64_t mb, int64_t slice) {
+    json.attribute("op", rt::opName(opKind));
+    json.attribute("pass", passOf(kind));
+    json.attribute("stage", stageIndex.lookup(stage));
+    json.attribute("mb", mb);
+    json.attribute("slice", slice);
+  }
+  template <typename MessageOp>
+  void writeMessage(rt::Op opKind, MessageOp m, int64_t peer) {
+    writeStageWork(opKind, m.getKind(), m.getStage(), m.getMb(),
+                   m.getSlice());
+    json.attribute("peer", peer);
+    json.attribute("key",
+                   keyOf(m.getKind(), m.getStage(), m.getMb(), m.getSlice()));
+    json.attribute("buffer", slot(m, "buffer"));
+    json.attribute("stream", stringifyStreamKind(m.getStream()));
+  }
+  static int64_t slot(Operation *op, StringRef name) {
+    auto attr = op->getAttrOfType<IntegerAttr>(name);
+    return attr ? attr.getInt() : -1;
+  }
+
+  void writeInstruction(Operation &op) {
+    if (auto g = dyn_cast<GradSyncOp>(op)) {
+      json.attribute("op", rt::opName(rt::Op::GradSync));
+      StringRef name = g.getStage();
+      if (name == shards.input || name == shards.output)
+        json.attribute("shard", shardOf(name));
+      else
+        json.attribute("stage", stageIndex.lookup(name));
+    } else if (auto c = dyn_cast<CollectiveInstrOp>(op)) {
+      json.attribute("op", rt::opName(rt::Op::Collective));
+      json.attribute("shard", shardOf(c.getShard()));
+      json.attribute("group", c.getGroup());
+      json.attribute("mb", c.getMb());
+      json.attribute("slice", c.getSlice());
+      json.attribute("blocking", c.getStream() == StreamKind::compute);
+    } else if (auto e = dyn_cast<ExecOp>(op);
+               e && sched::isVocabPass(e.getKind())) {
+      json.attribute("op", rt::opName(rt::Op::Exec));
+      json.attribute("pass", passOf(e.getKind()));
+      json.attribute("shard", shardOf(e.getStage()));
+      json.attribute("mb", e.getMb());
+      json.attribute("slice", e.getSlice());
+    } else if (e) {
+      writeStageWork(rt::Op::Exec, e.getKind(), e.getStage(), e.getMb(),
+                     e.getSlice());
+      for (StringRef role : {"state", "wstate", "kv", "in", "out"})
+        json.attribute(role, slot(&op, role));
+      // Version 5: a recomputing stage's recomputed state.
+      if (op.hasAttr("rstate"))
+        json.attribute("rstate", slot(&op, "rstate"));
+    } else if (auto s = dyn_cast<SendOp>(op)) {
+      writeMessage(rt::Op::Send, s, s.getTo());
+    } else if (auto r = dyn_cast<RecvOp>(op)) {
+      writeMessage(rt::Op::Recv, r, r.getFrom());
+    }
+  }
+
+  ProgramOp program;
+  ModelOp model;
+  SmallVector<StageOp> stages;
+  ShardNames shards;
+  llvm::json::OStream json;
+  llvm::StringMap<int> stageIndex;
+};
+} // namespace
+
 LogicalResult mlir::sluice::exportPlan(ProgramOp program,
                                        llvm::raw_ostream &os) {
   auto module = program->getParentOfType<ModuleOp>();
@@ -131,214 +354,10 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
     if (!device->hasAttr("buffers"))
       return program.emitOpError(
           "has no buffers: run sluice-plan-buffers before exporting a plan");
-
   FailureOr<rt::Precision> precision = getPrecision(model);
   if (failed(precision))
     return failure();
-  rt::ModelConfig config = getModelConfig(model);
-  SmallVector<StageOp> stages = getStages(model);
-  llvm::StringMap<int> stageIndex;
-  for (auto [i, stage] : llvm::enumerate(stages))
-    stageIndex[stage.getSymName()] = int(i);
-  bool split = false;
-  if (std::optional<ArrayAttr> passes = stages.front().getPasses())
-    split = llvm::any_of(*passes, [](Attribute a) {
-      return cast<PassKindAttr>(a).getValue() == PassKind::B;
-    });
-  // A message's key: the work it carries, numbered densely. Unique within
-  // a step, so it can be the transport's tag.
-  int64_t numStages = int64_t(stages.size());
-  int64_t mbs = program.getMicrobatches(), slices = program.getSlices();
-  auto keyOf = [&](PassKind kind, int64_t stage, int64_t mb, int64_t slice) {
-    return ((int64_t(kind) * numStages + stage) * mbs + mb) * slices + slice;
-  };
-
-  llvm::json::OStream json(os, 1);
-  json.object([&] {
-    json.attribute("format", "sluice-plan");
-    json.attribute("version", kPlanVersion);
-    json.attribute("precision", precision->getName());
-    json.attributeObject("model", [&] {
-      json.attribute("name", config.name);
-      json.attribute("seq_len", config.seqLen);
-      json.attribute("micro_batch", config.microBatch);
-      json.attribute("hidden", config.hidden);
-      json.attributeArray("layers", [&] {
-        for (const rt::LayerConfig &l : config.layers)
-          json.object([&] {
-            json.attribute("kind", getLayerKindName(l.kind));
-            if (l.kind != rt::LayerKind::Transformer)
-              json.attribute("vocab", l.vocab);
-            if (l.kind == rt::LayerKind::Embedding)
-              json.attribute("positions", l.positions);
-            if (l.kind == rt::LayerKind::Transformer) {
-              json.attribute("heads", l.heads);
-              json.attribute("kv_heads", l.kvHeads);
-              json.attribute("head_dim", l.headDim);
-              json.attribute("ffn", l.ffn);
-              json.attribute("mlp", l.mlp);
-              json.attribute("bias", l.bias);
-              if (l.ropeTheta > 0)
-                json.attribute("rope_theta", l.ropeTheta);
-            }
-            if (l.kind != rt::LayerKind::Embedding)
-              json.attribute("norm", l.norm);
-            if (l.kind == rt::LayerKind::Output)
-              json.attribute("tied", l.tied);
-            if (l.kind != rt::LayerKind::Transformer)
-              json.attribute("sharded", l.sharded);
-          });
-      });
-    });
-    json.attribute("schedule", program.getSchedule());
-    json.attribute("devices", program.getDevices());
-    // Version 4: the device mesh; ranks = devices x tp x dp.
-    json.attributeObject("mesh", [&] {
-      json.attribute("pp", program.getDevices());
-      json.attribute("tp", program.getTp());
-      json.attribute("dp", program.getDp());
-      if (program.getZero() != 0)
-        json.attribute("zero", program.getZero());
-      if (program.getSequenceParallel())
-        json.attribute("sequence_parallel", true);
-    });
-    json.attribute("microbatches", mbs);
-    json.attributeArray("slices", [&] {
-      for (int64_t length : getSliceLengths(program, model))
-        json.value(length);
-    });
-    json.attribute("split_backward", split);
-    std::vector<std::vector<int>> layerIndices = getStageLayerIndices(model);
-    json.attributeArray("stages", [&] {
-      for (auto [i, stage] : llvm::enumerate(stages))
-        json.object([&] {
-          json.attribute("name", stage.getSymName());
-          json.attribute("device", stage.getDevice());
-          json.attribute("chunk", stage.getChunk());
-          if (std::optional<RecomputeKind> r = stage.getRecompute();
-              r && *r != RecomputeKind::none)
-            json.attribute("recompute", stringifyRecomputeKind(*r));
-          json.attributeArray("layers", [&] {
-            for (int layer : layerIndices[i])
-              json.value(layer);
-          });
-        });
-    });
-    // The vocabulary shards: sizes, roots and the output shard's form.
-    json.attributeObject("vocabulary", [&] {
-      bool synchronous = false;
-      for (auto in : model.getBody().getOps<VocabInputOp>()) {
-        synchronous |= in.getSynchronous();
-        json.attributeObject("input", [&] {
-          json.attribute("name", in.getSymName());
-          json.attribute("vocab", in.getVocab());
-          json.attribute("padded_vocab", in.getPaddedVocab());
-          json.attribute("root", in.getRoot());
-        });
-      }
-      for (auto out : model.getBody().getOps<VocabOutputOp>()) {
-        synchronous |= out.getSynchronous();
-        json.attributeObject("output", [&] {
-          json.attribute("name", out.getSymName());
-          json.attribute("vocab", out.getVocab());
-          json.attribute("padded_vocab", out.getPaddedVocab());
-          json.attribute("root", out.getRoot());
-          json.attribute("algorithm", out.getAlgorithm());
-          json.attribute("barriers", out.getBarriers());
-        });
-      }
-      json.attribute("synchronous", synchronous);
-    });
-    json.attributeArray("programs", [&] {
-      for (DeviceOp device : program.getBody().getOps<DeviceOp>())
-        json.object([&] {
-          json.attribute("device", device.getIndex());
-          json.attributeArray("buffers", [&] {
-            for (int64_t bytes :
-                 device->getAttrOfType<DenseI64ArrayAttr>("buffers")
-                     .asArrayRef())
-              json.value(bytes);
-          });
-          json.attributeArray("instructions", [&] {
-            for (Operation &op : device.getBody().front()) {
-              auto slot = [&](StringRef name) -> int64_t {
-                auto attr = op.getAttrOfType<IntegerAttr>(name);
-                return attr ? attr.getInt() : -1;
-              };
-              auto common = [&](StringRef opName, PassKind kind,
-                                StringRef stage, int64_t mb, int64_t slice) {
-                json.attribute("op", opName);
-                json.attribute("pass", stringifyPassKind(kind));
-                json.attribute("stage", stageIndex.lookup(stage));
-                json.attribute("mb", mb);
-                json.attribute("slice", slice);
-              };
-              ShardNames shards = getShardNames(model);
-              auto shardOf = [&](StringRef name) {
-                return name == shards.input ? "input" : "output";
-              };
-              json.object([&] {
-                if (auto g = dyn_cast<GradSyncOp>(op)) {
-                  json.attribute("op", "grad_sync");
-                  StringRef name = g.getStage();
-                  if (name == shards.input || name == shards.output)
-                    json.attribute("shard", shardOf(name));
-                  else
-                    json.attribute("stage", stageIndex.lookup(name));
-                  return;
-                }
-                if (auto c = dyn_cast<CollectiveInstrOp>(op)) {
-                  json.attribute("op", "collective");
-                  json.attribute("shard", shardOf(c.getShard()));
-                  json.attribute("group", c.getGroup());
-                  json.attribute("mb", c.getMb());
-                  json.attribute("slice", c.getSlice());
-                  json.attribute("blocking",
-                                 c.getStream() == StreamKind::compute);
-                  return;
-                }
-                auto e = dyn_cast<ExecOp>(op);
-                if (e && sched::isVocabPass(e.getKind())) {
-                  json.attribute("op", "exec");
-                  json.attribute("pass", stringifyPassKind(e.getKind()));
-                  json.attribute("shard", shardOf(e.getStage()));
-                  json.attribute("mb", e.getMb());
-                  json.attribute("slice", e.getSlice());
-                  return;
-                }
-                if (e) {
-                  common("exec", e.getKind(), e.getStage(), e.getMb(),
-                         e.getSlice());
-                  for (StringRef role : {"state", "wstate", "kv", "in", "out"})
-                    json.attribute(role, slot(role));
-                  // Version 5: a recomputing stage's recomputed state.
-                  if (op.hasAttr("rstate"))
-                    json.attribute("rstate", slot("rstate"));
-                } else if (auto s = dyn_cast<SendOp>(op)) {
-                  common("send", s.getKind(), s.getStage(), s.getMb(),
-                         s.getSlice());
-                  json.attribute("peer", s.getTo());
-                  json.attribute("key", keyOf(s.getKind(),
-                                              stageIndex.lookup(s.getStage()),
-                                              s.getMb(), s.getSlice()));
-                  json.attribute("buffer", slot("buffer"));
-                  json.attribute("stream", stringifyStreamKind(s.getStream()));
-                } else if (auto r = dyn_cast<RecvOp>(op)) {
-                  common("recv", r.getKind(), r.getStage(), r.getMb(),
-                         r.getSlice());
-                  json.attribute("peer", r.getFrom());
-                  json.attribute("key", keyOf(r.getKind(),
-                                              stageIndex.lookup(r.getStage()),
-                                              r.getMb(), r.getSlice()));
-                  json.attribute("buffer", slot("buffer"));
-                  json.attribute("stream", stringifyStreamKind(r.getStream()));
-                }
-              });
-            }
-          });
-        });
-    });
-  });
+  PlanWriter(program, model, os).write(*precision);
   os << "\n";
   return success();
 }

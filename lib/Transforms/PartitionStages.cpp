@@ -118,7 +118,7 @@ LogicalResult mlir::sluice::partitionStages(ModelOp model,
 
 namespace {
 struct PartitionStagesPass
-    : public sluice::impl::PartitionStagesBase<PartitionStagesPass> {
+    : public mlir::sluice::impl::PartitionStagesBase<PartitionStagesPass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -4,7 +4,7 @@
 #include "sluice/Transforms/Passes.h"
 #include "sluice/PipelineIR/PipelineIR.h"
 
-#include "runtime/Layout.h"
+#include "sluice/PlanFormat/Layout.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"

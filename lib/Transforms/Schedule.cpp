@@ -78,7 +78,7 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
 }
 
 namespace {
-struct SchedulePass : public sluice::impl::ScheduleBase<SchedulePass> {
+struct SchedulePass : public mlir::sluice::impl::ScheduleBase<SchedulePass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -47,7 +47,8 @@ LogicalResult mlir::sluice::setMicrobatchShape(ModelOp model, int64_t seqLen,
 
 namespace {
 struct SetMicrobatchShapePass
-    : public sluice::impl::SetMicrobatchShapeBase<SetMicrobatchShapePass> {
+    : public mlir::sluice::impl::SetMicrobatchShapeBase<
+          SetMicrobatchShapePass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -119,7 +119,7 @@ LogicalResult mlir::sluice::simulateProgram(
 }
 
 namespace {
-struct SimulatePass : public sluice::impl::SimulateBase<SimulatePass> {
+struct SimulatePass : public mlir::sluice::impl::SimulateBase<SimulatePass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -93,7 +93,8 @@ LogicalResult mlir::sluice::splitPasses(ModelOp model, bool split,
 }
 
 namespace {
-struct SplitPassesPass : public sluice::impl::SplitPassesBase<SplitPassesPass> {
+struct SplitPassesPass
+    : public mlir::sluice::impl::SplitPassesBase<SplitPassesPass> {
   using Base::Base;
 
   void runOnOperation() override {

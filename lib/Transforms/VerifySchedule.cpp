@@ -44,7 +44,7 @@ LogicalResult mlir::sluice::verifySchedule(ProgramOp program) {
 
 namespace {
 struct VerifySchedulePass
-    : public sluice::impl::VerifyScheduleBase<VerifySchedulePass> {
+    : public mlir::sluice::impl::VerifyScheduleBase<VerifySchedulePass> {
   void runOnOperation() override {
     bool failedAny = false;
     for (ProgramOp program : getOperation().getOps<ProgramOp>())

@@ -5,7 +5,7 @@
 
 // Stage 0 (embedding, two layers of hidden 32, 4 heads of 8, ffn 128) on
 // 16 tokens keeps per layer, each region aligned to 256 bytes
-// (runtime/Layout.h): 512 floats of norm 1 output (2048 bytes), 16 of
+// (sluice/PlanFormat/Layout.h): 512 floats of norm 1 output (2048 bytes), 16 of
 // 1/std (256), 512 of Q (2048), 4 x 16 of attention log-sum-exp (256), 512
 // of context (2048), 512 + 16 of norm 2 (2048 + 256) and 2 x 16 x 128 of
 // MLP (16384): 25344 bytes, 50688 for two layers. Keys, values and their
@@ -36,7 +36,7 @@
 // CHECK-NEXT:    sluice.send BW @s1 {mb = 0, slice = 0} to 0 {buffer = 0 : i64}
 // CHECK-NEXT:    sluice.recv F @s0 {mb = 1, slice = 0} from 0 {buffer = 2 : i64}
 
-// Sequence parallelism over 2 shards (runtime/Layout.h): a shard keeps 8
+// Sequence parallelism over 2 shards (sluice/PlanFormat/Layout.h): a shard keeps 8
 // of the 16 tokens' norm tensors -- 256 floats of each norm's output (1024
 // bytes) and 8 of its 1/std (256) -- and the whole slice's on its 2 heads
 // and 64 of ffn: Q 256 floats (1024), log-sum-exp 2 x 16 (256), context

@@ -10,7 +10,7 @@
 
 #include "CpuDevice.h"
 #include "Executor.h"
-#include "Layout.h"
+#include "sluice/PlanFormat/Layout.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -10,6 +10,7 @@
 #ifndef SLUICE_SCHEDULE_PIPELINE_H
 #define SLUICE_SCHEDULE_PIPELINE_H
 
+#include "sluice/PlanFormat/Format.h"
 #include "sluice/SluiceEnums.h"
 
 #include "mlir/Support/LogicalResult.h"
@@ -19,6 +20,11 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+namespace mlir::sluice {
+/// The plan format and the runtime's plain data (namespace ::sluice::rt).
+namespace rt = ::sluice::rt;
+} // namespace mlir::sluice
 
 namespace mlir::sluice::sched {
 
@@ -65,7 +71,7 @@ struct VocabLayers {
   bool synchronous = false;
 
   bool any() const { return input || output; }
-  int getBarriers() const { return algorithm == 0 ? 3 : 3 - algorithm; }
+  int getBarriers() const { return ::sluice::rt::getBarriers(algorithm); }
   /// The output shard's passes in order: S, [S2,] T.
   llvm::SmallVector<PassKind, 3> getOutputPasses() const;
   /// Collectives per microbatch slice of a shard (0 if it is absent).
@@ -177,6 +183,15 @@ private:
 /// Every collective the pipeline's vocabulary shards run, microbatch by
 /// microbatch.
 std::vector<CollectiveId> getCollectives(const Pipeline &pipeline);
+
+/// The plan format's pass (Format.h) of the same name, and back: every
+/// PassKind is spelled as the plan spells it (ScheduleTest checks that
+/// each round-trips), so the collective rules exist once, in the plan
+/// format, for the compiler and the runtime.
+::sluice::rt::Pass toPlanPass(PassKind kind);
+PassKind fromPlanPass(::sluice::rt::Pass pass);
+/// What the plan format's collective rules need of `pipeline`.
+::sluice::rt::VocabularyShape getVocabularyShape(const Pipeline &pipeline);
 
 /// The passes every stage runs for each microbatch slice.
 llvm::SmallVector<PassKind, 3> getStagePasses(const Pipeline &pipeline);

@@ -8,8 +8,8 @@
 #ifndef SLUICE_TARGET_PLAN_H
 #define SLUICE_TARGET_PLAN_H
 
-#include "runtime/DType.h"
-#include "runtime/ModelConfig.h"
+#include "sluice/PlanFormat/DType.h"
+#include "sluice/PlanFormat/ModelConfig.h"
 #include "sluice/SluiceOps.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -18,14 +18,9 @@
 
 namespace mlir::sluice {
 
-/// The runtime's plain data types (runtime/*.h live in ::sluice::rt).
+/// The runtime's plain data types (namespace ::sluice::rt); the plan
+/// version is the plan format's rt::kPlanVersion.
 namespace rt = ::sluice::rt;
-
-/// The version this compiler writes (2: vocabulary shards and collectives;
-/// 3: element types, typed buffer regions, log-sum-exp attention state;
-/// 4: the device mesh and grad_sync; 5: recomputing stages and their
-/// recomputed state); the runtime reads 1 to 5.
-constexpr int kPlanVersion = 5;
 
 /// The model section of a plan: the model's layers in chain order. With
 /// sharded vocabulary layers (sluice-partition-vocab) the embedding and

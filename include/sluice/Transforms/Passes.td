@@ -423,7 +423,7 @@ def PlanBuffers : Pass<"sluice-plan-buffers", "ModuleOp"> {
     its program than its receive of this one (so the peer has posted that
     receive), else at the end of the step.
 
-    Sizes and element types follow the runtime's layout (runtime/Layout.h,
+    Sizes and element types follow the runtime's layout (sluice/PlanFormat/Layout.h,
     for the model's dtype: bf16 or f32) so the runtime can carve its typed
     tensors from the slots and check them. Each device gets
     `buffers` (bytes per slot); each instruction names its slots (`state`,

@@ -1,5 +1,4 @@
-//===- DType.h - Element types of a run --------------------------*- C++
-//-*-===//
+//===- DType.h - Element types of a run -------------------------*- C++ -*-===//
 //
 // The element types the runtime stores and the precision a plan is
 // compiled for. Header-only and dependency-free: the compiler sizes plan
@@ -14,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SLUICE_RUNTIME_DTYPE_H
-#define SLUICE_RUNTIME_DTYPE_H
+#ifndef SLUICE_PLANFORMAT_DTYPE_H
+#define SLUICE_PLANFORMAT_DTYPE_H
 
 #include <cstdint>
 #include <string>
@@ -85,4 +84,4 @@ constexpr DType kStatisticType = DType::F32;
 
 } // namespace sluice::rt
 
-#endif // SLUICE_RUNTIME_DTYPE_H
+#endif // SLUICE_PLANFORMAT_DTYPE_H

@@ -1,5 +1,4 @@
-//===- Layout.h - What a pass keeps, in typed regions ------------*- C++
-//-*-===//
+//===- Layout.h - What a pass keeps, in typed regions -----------*- C++ -*-===//
 //
 // The contract between the compiler's buffer planning and the runtime: the
 // tensors each pass of a stage keeps for a later pass of the same
@@ -52,11 +51,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SLUICE_RUNTIME_LAYOUT_H
-#define SLUICE_RUNTIME_LAYOUT_H
+#ifndef SLUICE_PLANFORMAT_LAYOUT_H
+#define SLUICE_PLANFORMAT_LAYOUT_H
 
-#include "DType.h"
-#include "ModelConfig.h"
+#include "sluice/PlanFormat/DType.h"
+#include "sluice/PlanFormat/ModelConfig.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -477,4 +476,4 @@ inline int64_t getMessageBytes(const ModelConfig &model, const SliceShape &s,
 
 } // namespace sluice::rt
 
-#endif // SLUICE_RUNTIME_LAYOUT_H
+#endif // SLUICE_PLANFORMAT_LAYOUT_H

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SLUICE_RUNTIME_MODELCONFIG_H
-#define SLUICE_RUNTIME_MODELCONFIG_H
+#ifndef SLUICE_PLANFORMAT_MODELCONFIG_H
+#define SLUICE_PLANFORMAT_MODELCONFIG_H
 
 #include <algorithm>
 #include <cstdint>
@@ -168,4 +168,4 @@ inline ModelConfig getTensorShardModel(ModelConfig model, int tp,
 
 } // namespace sluice::rt
 
-#endif // SLUICE_RUNTIME_MODELCONFIG_H
+#endif // SLUICE_PLANFORMAT_MODELCONFIG_H
