@@ -7,6 +7,12 @@
 #   bash setup.sh gpu-bundle
 #                         the same, then the self-contained bundle the GPU
 #                         suite runs from on a GPU machine (docs/gpu.md)
+#   bash setup.sh sanitize
+#                         every test under ASan and UBSan (build-asan)
+#   bash setup.sh fuzz [SECONDS]
+#                         the libFuzzer targets with clang, ASan and UBSan
+#                         (build-fuzz), each run SECONDS (600) from its
+#                         seed corpus (docs/testing.md)
 #
 # Packages come from Debian (apt-get, as root or through sudo); CUDA, when
 # present under /usr/local/cuda, turns the optional CUDA backend on.
@@ -15,8 +21,9 @@ cd "$(dirname "$0")"
 
 job=${1:-demo}
 case "$job" in
-  demo | test | build | gpu-bundle) ;;
-  *) echo "usage: bash setup.sh [demo|test|build|gpu-bundle]" >&2; exit 2 ;;
+  demo | test | build | gpu-bundle | sanitize | fuzz) ;;
+  *) echo "usage: bash setup.sh [demo|test|build|gpu-bundle|sanitize|fuzz]" >&2
+     exit 2 ;;
 esac
 
 packages=(
@@ -25,6 +32,9 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev libgtest-dev
   libglpk-dev
 )
+
+# libFuzzer comes with Debian's clang.
+[ "$job" = fuzz ] && packages+=(clang)
 
 # pip fetches cudnn-frontend's headers for the CUDA backend.
 [ -d /usr/local/cuda/bin ] && packages+=(python3-pip)
@@ -166,7 +176,31 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1
 mpirun_flags=(--oversubscribe --mca pml ob1 --mca btl self,vader)
 
+# The whole build and every test under ASan and UBSan (GCC's), without
+# the CUDA backend. A report fails the test that made it.
+sanitize() {
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DSLUICE_SANITIZE="Address;Undefined" -DSLUICE_ENABLE_CUDA=OFF >/dev/null
+  cmake --build build-asan
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+    ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+}
+
+# The fuzz targets (test/fuzz), built with clang.
+fuzz() {
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DSLUICE_FUZZ=ON -DSLUICE_ENABLE_CUDA=OFF \
+    >/dev/null
+  cmake --build build-fuzz --target sluice-fuzzers
+  BUILD=build-fuzz test/fuzz/run.sh "${fuzz_seconds:-600}"
+}
+
+fuzz_seconds=${2:-600}
 install_packages
+case "$job" in
+  sanitize) sanitize; exit ;;
+  fuzz) fuzz; exit ;;
+esac
 build
 case "$job" in
   demo) demo ;;
