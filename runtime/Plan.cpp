@@ -7,6 +7,7 @@
 #include <array>
 #include <fstream>
 #include <map>
+#include <cstdint>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -31,16 +32,43 @@ const json &field(const json &object, const char *name,
   return object.at(name);
 }
 
-int64_t integer(const json &object, const char *name, const std::string &where,
-                int64_t min = 0) {
-  const json &value = field(object, name, where);
-  if (!value.is_number_integer())
-    fail(where + ": '" + name + "' must be an integer, got " + value.dump());
+/// `value` as an integer in [min, max]; `what` names it in the error. A
+/// float, or an integer out of int64_t's range, is refused before any
+/// conversion (converting them is undefined; found by sluice-fuzz-plan).
+int64_t integerValue(const json &value, const std::string &what, int64_t min,
+                     int64_t max) {
+  if (!value.is_number_integer() ||
+      (value.is_number_unsigned() &&
+       value.get<uint64_t>() > uint64_t(INT64_MAX)))
+    fail(what + " must be an integer, got " + value.dump());
   int64_t v = value.get<int64_t>();
   if (v < min)
-    fail(where + ": '" + name + "' must be at least " + std::to_string(min) +
-         ", got " + std::to_string(v));
+    fail(what + " must be at least " + std::to_string(min) + ", got " +
+         std::to_string(v));
+  if (v > max)
+    fail(what + " must be at most " + std::to_string(max) + ", got " +
+         std::to_string(v));
   return v;
+}
+
+int64_t integer(const json &object, const char *name, const std::string &where,
+                int64_t min = 0, int64_t max = INT64_MAX) {
+  return integerValue(field(object, name, where),
+                      where + ": '" + name + "'", min, max);
+}
+
+/// The largest model dimension a plan may state (hidden, heads, ffn,
+/// sequence length, ...) and the largest vocabulary: far past any model
+/// trained today, and small enough that the layout's products of them
+/// stay inside int64_t.
+constexpr int64_t kMaxDimension = int64_t(1) << 20;
+constexpr int64_t kMaxVocab = int64_t(1) << 24;
+
+/// An integer field the runtime keeps in an int (devices, indices, counts).
+int integer32(const json &object, const char *name, const std::string &where,
+              int64_t min = 0) {
+  return int(integerValue(field(object, name, where),
+                          where + ": '" + name + "'", min, INT32_MAX));
 }
 
 std::string text(const json &object, const char *name,
@@ -62,9 +90,9 @@ ModelConfig readModel(const json &j) {
   ModelConfig m;
   const std::string where = "model";
   m.name = text(j, "name", where);
-  m.seqLen = integer(j, "seq_len", where, 1);
-  m.microBatch = integer(j, "micro_batch", where, 1);
-  m.hidden = integer(j, "hidden", where, 1);
+  m.seqLen = integer(j, "seq_len", where, 1, kMaxDimension);
+  m.microBatch = integer(j, "micro_batch", where, 1, kMaxDimension);
+  m.hidden = integer(j, "hidden", where, 1, kMaxDimension);
   const json &layers = field(j, "layers", where);
   if (!layers.is_array() || layers.size() < 2)
     fail("model: 'layers' must list an embedding, transformer layers and an "
@@ -81,24 +109,24 @@ ModelConfig readModel(const json &j) {
     };
     if (kind == "embedding" && first) {
       c.kind = LayerKind::Embedding;
-      c.vocab = integer(l, "vocab", at, 1);
-      c.positions = integer(l, "positions", at, 0);
+      c.vocab = integer(l, "vocab", at, 1, kMaxVocab);
+      c.positions = integer(l, "positions", at, 0, kMaxDimension);
       c.sharded = sharded();
       if (c.positions && c.positions < m.seqLen)
         fail(at + ": 'positions' = " + std::to_string(c.positions) +
              " is shorter than seq_len = " + std::to_string(m.seqLen));
     } else if (kind == "output" && last) {
       c.kind = LayerKind::Output;
-      c.vocab = integer(l, "vocab", at, 1);
+      c.vocab = integer(l, "vocab", at, 1, kMaxVocab);
       c.norm = text(l, "norm", at);
       c.tied = flag(l, "tied", at);
       c.sharded = sharded();
     } else if (kind == "transformer" && !first && !last) {
       c.kind = LayerKind::Transformer;
-      c.heads = integer(l, "heads", at, 1);
-      c.kvHeads = integer(l, "kv_heads", at, 1);
-      c.headDim = integer(l, "head_dim", at, 1);
-      c.ffn = integer(l, "ffn", at, 1);
+      c.heads = integer(l, "heads", at, 1, kMaxDimension);
+      c.kvHeads = integer(l, "kv_heads", at, 1, kMaxDimension);
+      c.headDim = integer(l, "head_dim", at, 1, kMaxDimension);
+      c.ffn = integer(l, "ffn", at, 1, kMaxDimension);
       c.norm = text(l, "norm", at);
       c.mlp = text(l, "mlp", at);
       c.bias = flag(l, "bias", at);
@@ -153,9 +181,9 @@ ShardPlan readShardPlan(const json &j, const std::string &where) {
   ShardPlan shard;
   shard.present = true;
   shard.name = text(j, "name", where);
-  shard.vocab = integer(j, "vocab", where, 1);
-  shard.paddedVocab = integer(j, "padded_vocab", where, 1);
-  shard.root = int(integer(j, "root", where));
+  shard.vocab = integer(j, "vocab", where, 1, kMaxVocab);
+  shard.paddedVocab = integer(j, "padded_vocab", where, 1, kMaxVocab);
+  shard.root = integer32(j, "root", where);
   return shard;
 }
 
@@ -624,17 +652,17 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
     }
     plan.model = readModel(field(j, "model", "plan"));
     plan.schedule = text(j, "schedule", "plan");
-    plan.devices = int(integer(j, "devices", "plan", 1));
-    plan.microbatches = int(integer(j, "microbatches", "plan", 1));
+    plan.devices = integer32(j, "devices", "plan", 1);
+    plan.microbatches = integer32(j, "microbatches", "plan", 1);
     if (j.contains("mesh")) {
       const json &mesh = j.at("mesh");
       int64_t pp = integer(mesh, "pp", "mesh", 1);
-      plan.tp = int(integer(mesh, "tp", "mesh", 1));
-      plan.dp = int(integer(mesh, "dp", "mesh", 1));
+      plan.tp = integer32(mesh, "tp", "mesh", 1);
+      plan.dp = integer32(mesh, "dp", "mesh", 1);
       plan.sequenceParallel = mesh.contains("sequence_parallel") &&
                               flag(mesh, "sequence_parallel", "mesh");
       if (mesh.contains("zero")) {
-        plan.zero = int(integer(mesh, "zero", "mesh", 0));
+        plan.zero = integer32(mesh, "zero", "mesh", 0);
         if (plan.zero > 1)
           fail("mesh: 'zero' = " + std::to_string(plan.zero) +
                " is not a ZeRO stage Sluice runs (0 or 1)");
@@ -653,11 +681,9 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
     plan.shardModel =
         getTensorShardModel(plan.model, plan.tp, plan.sequenceParallel);
     plan.splitBackward = flag(j, "split_backward", "plan");
-    for (const json &length : field(j, "slices", "plan")) {
-      if (!length.is_number_integer() || length.get<int64_t>() < 1)
-        fail("'slices' must be positive token lengths, got " + length.dump());
-      plan.slices.push_back(length.get<int64_t>());
-    }
+    for (const json &length : field(j, "slices", "plan"))
+      plan.slices.push_back(integerValue(length, "a token length in 'slices'",
+                                         1, kMaxDimension));
     if (plan.sequenceParallel) {
       // Each shard holds a contiguous 1/tp of a slice's rows x tokens
       // (ModelConfig::sequenceShards), as sluice-compile checks.
@@ -678,10 +704,11 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
       StagePlan stage;
       stage.name = text(s, "name", "stage");
       std::string where = "stage " + stage.name;
-      stage.device = int(integer(s, "device", where));
-      stage.chunk = int(integer(s, "chunk", where));
+      stage.device = integer32(s, "device", where);
+      stage.chunk = integer32(s, "chunk", where);
       for (const json &layer : field(s, "layers", where))
-        stage.layers.push_back(layer.get<int>());
+        stage.layers.push_back(int(
+            integerValue(layer, where + ": a layer index", 0, INT32_MAX)));
       if (s.contains("recompute")) {
         std::string mode = text(s, "recompute", where);
         std::optional<Recompute> recompute = parseRecompute(mode);
@@ -703,18 +730,19 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
         const json &out = v.at("output");
         plan.vocabulary.output = readShardPlan(out, "vocabulary output shard");
         plan.vocabulary.algorithm =
-            int(integer(out, "algorithm", "vocabulary output shard"));
+            integer32(out, "algorithm", "vocabulary output shard");
         plan.vocabulary.barriers =
-            int(integer(out, "barriers", "vocabulary output shard", 1));
+            integer32(out, "barriers", "vocabulary output shard", 1);
       }
       plan.vocabulary.synchronous = flag(v, "synchronous", "vocabulary");
     }
     for (const json &p : field(j, "programs", "plan")) {
       DeviceProgram program;
-      program.device = int(integer(p, "device", "program"));
+      program.device = integer32(p, "device", "program");
       std::string where = "device " + std::to_string(program.device);
       for (const json &bytes : field(p, "buffers", where))
-        program.buffers.push_back(bytes.get<int64_t>());
+        program.buffers.push_back(
+            integerValue(bytes, where + ": a buffer size", 0, INT64_MAX));
       const json &instrs = field(p, "instructions", where);
       for (size_t i = 0; i < instrs.size(); ++i) {
         const json &in = instrs[i];
@@ -730,16 +758,16 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
             instr.shard = readShard(text(in, "shard", at), at);
             instr.stage = -1;
           } else {
-            instr.stage = int32_t(integer(in, "stage", at));
+            instr.stage = integer32(in, "stage", at);
           }
           program.instructions.push_back(instr);
           continue;
         }
         if (instr.op == Op::Collective) {
           instr.shard = readShard(text(in, "shard", at), at);
-          instr.group = int32_t(integer(in, "group", at));
-          instr.mb = int32_t(integer(in, "mb", at));
-          instr.slice = int32_t(integer(in, "slice", at));
+          instr.group = integer32(in, "group", at);
+          instr.mb = integer32(in, "mb", at);
+          instr.slice = integer32(in, "slice", at);
           instr.blocking = flag(in, "blocking", at);
           instr.stage = -1;
           program.instructions.push_back(instr);
@@ -749,8 +777,8 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
         if (in.contains("shard")) {
           // A vocabulary shard's pass runs on this device's rows.
           instr.shard = readShard(text(in, "shard", at), at);
-          instr.mb = int32_t(integer(in, "mb", at));
-          instr.slice = int32_t(integer(in, "slice", at));
+          instr.mb = integer32(in, "mb", at);
+          instr.slice = integer32(in, "slice", at);
           instr.stage = -1;
           program.instructions.push_back(instr);
           continue;
@@ -758,21 +786,21 @@ Status parsePlan(const std::string &textIn, const std::string &origin,
         if (isShardPass(instr.pass))
           fail(at + ": pass " + passName(instr.pass) +
                " runs a vocabulary shard and must name it ('shard')");
-        instr.stage = int32_t(integer(in, "stage", at));
-        instr.mb = int32_t(integer(in, "mb", at));
-        instr.slice = int32_t(integer(in, "slice", at));
+        instr.stage = integer32(in, "stage", at);
+        instr.mb = integer32(in, "mb", at);
+        instr.slice = integer32(in, "slice", at);
         if (instr.op == Op::Exec) {
-          instr.state = int32_t(integer(in, "state", at, -1));
-          instr.wstate = int32_t(integer(in, "wstate", at, -1));
-          instr.kv = int32_t(integer(in, "kv", at, -1));
-          instr.in = int32_t(integer(in, "in", at, -1));
-          instr.out = int32_t(integer(in, "out", at, -1));
+          instr.state = integer32(in, "state", at, -1);
+          instr.wstate = integer32(in, "wstate", at, -1);
+          instr.kv = integer32(in, "kv", at, -1);
+          instr.in = integer32(in, "in", at, -1);
+          instr.out = integer32(in, "out", at, -1);
           if (in.contains("rstate"))
-            instr.rstate = int32_t(integer(in, "rstate", at, -1));
+            instr.rstate = integer32(in, "rstate", at, -1);
         } else {
-          instr.peer = int32_t(integer(in, "peer", at, -1));
+          instr.peer = integer32(in, "peer", at, -1);
           instr.key = integer(in, "key", at, -1);
-          instr.buffer = int32_t(integer(in, "buffer", at, -1));
+          instr.buffer = integer32(in, "buffer", at, -1);
         }
         program.instructions.push_back(instr);
       }

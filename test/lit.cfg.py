@@ -9,7 +9,7 @@ config.name = "Sluice"
 # bash, not lit's internal shell: tests pipe and loop over example files.
 config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "unittests", "bin", "CMakeLists.txt", "lit.cfg.py"]
+config.excludes = ["Inputs", "unittests", "fuzz", "bin", "CMakeLists.txt", "lit.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.sluice_obj_root, "test")
 

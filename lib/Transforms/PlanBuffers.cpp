@@ -4,6 +4,7 @@
 #include "sluice/Transforms/Passes.h"
 #include "sluice/PipelineIR/PipelineIR.h"
 
+#include "sluice/PlanFormat/Format.h"
 #include "sluice/PlanFormat/Layout.h"
 
 #include "mlir/IR/Builders.h"
@@ -68,167 +69,167 @@ private:
 
 } // namespace
 
-LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
-  FailureOr<ModelOp> model = getProgramModel(program);
-  if (failed(model))
-    return failure();
-  FailureOr<Pipeline> pipeline =
-      getPipeline(*model, program.getMicrobatches(), program.getSlices());
-  if (failed(pipeline))
-    return failure();
-  FailureOr<ProgramView> view = readProgram(program, *model);
-  if (failed(view))
-    return failure();
+namespace {
+/// The values one instruction defines and uses, each with the slot
+/// attribute (`state`, `in`, ...) that names its buffer.
+using Roles = SmallVector<std::pair<ValueKey, StringRef>, 4>;
 
-  FailureOr<rt::Precision> precision = getPrecision(*model);
-  if (failed(precision))
-    return failure();
-  // A tensor-parallel shard keeps its heads' and feed-forward share's
-  // state (sluice-shard-tensors), and under sequence parallelism its
-  // tokens' part of the rest.
-  rt::ModelConfig config =
-      rt::getTensorShardModel(getModelConfig(*model), int(program.getTp()),
-                              program.getSequenceParallel());
-  std::vector<int64_t> lengths = getSliceLengths(program, *model);
-  SmallVector<StageOp> stages = getStages(*model);
-  // The layers of each stage, as indices into the model's chain.
-  std::vector<std::vector<int>> stageLayers = getStageLayerIndices(*model);
-  std::vector<rt::Recompute> recompute;
-  for (StageOp stage : stages)
-    switch (stage.getRecompute().value_or(RecomputeKind::none)) {
-    case RecomputeKind::none:
-      recompute.push_back(rt::Recompute::None);
-      break;
-    case RecomputeKind::selective:
-      recompute.push_back(rt::Recompute::Selective);
-      break;
-    case RecomputeKind::full:
-      recompute.push_back(rt::Recompute::Full);
-      break;
+/// Plans the buffers of one program, device by device: which values each
+/// instruction defines and uses, when each dies, and a linear scan that
+/// gives each a slot at its definition and frees it after its last use.
+class BufferPlanner {
+public:
+  BufferPlanner(ProgramOp program, ModelOp model, Pipeline pipeline,
+                ProgramView view, rt::Precision precision)
+      : pipeline(std::move(pipeline)),
+        view(std::move(view)), precision(precision),
+        // A tensor-parallel shard keeps its heads' and feed-forward
+        // share's state (sluice-shard-tensors), and under sequence
+        // parallelism its tokens' part of the rest.
+        config(rt::getTensorShardModel(getModelConfig(model),
+                                       int(program.getTp()),
+                                       program.getSequenceParallel())),
+        lengths(getSliceLengths(program, model)),
+        stageLayers(getStageLayerIndices(model)), index(this->pipeline),
+        builder(program.getContext()) {
+    for (StageOp stage : getStages(model))
+      recompute.push_back(*rt::parseRecompute(stringifyRecomputeKind(
+          stage.getRecompute().value_or(RecomputeKind::none))));
+    indexTransfers();
+  }
+
+  LogicalResult run() {
+    for (int d = 0; d < pipeline.devices; ++d) {
+      const std::vector<Instr> &instrs = view.program.devices[d];
+      std::vector<Roles> defs(instrs.size()), uses(instrs.size());
+      for (size_t i = 0; i < instrs.size(); ++i)
+        collectValues(d, instrs[i], defs[i], uses[i]);
+      std::map<ValueKey, size_t> lastUse = findLastUses(defs, uses);
+      keepSentSlots(d, lastUse);
+      if (failed(assignSlots(d, defs, uses, lastUse)))
+        return failure();
     }
-  auto shape = [&](int slice) {
+    return success();
+  }
+
+private:
+  int64_t bytesOf(ValueKind kind, const Work &w) const {
     int64_t offset = 0;
-    for (int k = 0; k < slice; ++k)
+    for (int k = 0; k < w.slice; ++k)
       offset += lengths[k];
-    return rt::SliceShape{config.microBatch, lengths[slice], offset};
-  };
-  auto bytesOf = [&](ValueKind kind, const Work &w) -> int64_t {
-    rt::SliceShape s = shape(w.slice);
+    rt::SliceShape s{config.microBatch, lengths[w.slice], offset};
     const std::vector<int> &layers = stageLayers[w.stage];
     switch (kind) {
     case ValueKind::ForwardState:
-      return rt::getForwardStateBytes(config, layers, s, *precision,
+      return rt::getForwardStateBytes(config, layers, s, precision,
                                       recompute[w.stage]);
     case ValueKind::Recomputed:
-      return rt::getRecomputedStateBytes(config, layers, s, *precision,
+      return rt::getRecomputedStateBytes(config, layers, s, precision,
                                          recompute[w.stage]);
     case ValueKind::WeightState:
-      return rt::getWeightStateBytes(config, layers, s, *precision);
+      return rt::getWeightStateBytes(config, layers, s, precision);
     case ValueKind::KeyValues:
-      return rt::getKeyValueBytes(config, layers, s.rows, *precision);
+      return rt::getKeyValueBytes(config, layers, s.rows, precision);
     case ValueKind::Outgoing:
     case ValueKind::Incoming:
-      return rt::getMessageBytes(config, s, *precision);
+      return rt::getMessageBytes(config, s, precision);
     }
     return 0;
-  };
+  }
 
-  WorkIndex index(*pipeline);
-  Builder builder(program.getContext());
-  // (device, send or receive, work, peer) -> position in the device's list.
-  std::map<std::tuple<int, int, size_t, int>, int64_t> transfers;
-  for (int d = 0; d < pipeline->devices; ++d)
-    for (auto [k, instr] : llvm::enumerate(view->program.devices[d]))
-      if ((instr.kind == InstrKind::Send || instr.kind == InstrKind::Recv) &&
-          !isVocabPass(instr.work.kind))
-        transfers[{d, int(instr.kind), index(instr.work), instr.peer}] =
-            int64_t(k);
-  for (int d = 0; d < pipeline->devices; ++d) {
-    const std::vector<Instr> &instrs = view->program.devices[d];
-    // 1. Which values each instruction defines and uses.
-    std::vector<SmallVector<std::pair<ValueKey, StringRef>, 4>> defs(
-        instrs.size()),
-        uses(instrs.size());
-    auto isBackward = [](PassKind k) {
-      return k == PassKind::B || k == PassKind::BW;
+  /// (device, send or receive, work, peer) -> position in the device's
+  /// list, for every stage message.
+  void indexTransfers() {
+    for (int d = 0; d < pipeline.devices; ++d)
+      for (auto [k, instr] : llvm::enumerate(view.program.devices[d]))
+        if ((instr.kind == InstrKind::Send || instr.kind == InstrKind::Recv) &&
+            !isVocabPass(instr.work.kind))
+          transfers[{d, int(instr.kind), index(instr.work), instr.peer}] =
+              int64_t(k);
+  }
+
+  static bool isBackward(PassKind k) {
+    return k == PassKind::B || k == PassKind::BW;
+  }
+
+  /// 1. The values `instr` on device `d` defines and uses.
+  void collectValues(int d, const Instr &instr, Roles &defs, Roles &uses) {
+    const Work &w = instr.work;
+    // The vocabulary shards' state lives across collectives; the runtime
+    // keeps it per microbatch slice (docs/plan-format.md).
+    if (instr.kind == InstrKind::Collective || isVocabPass(w.kind))
+      return;
+    size_t id = index(w);
+    if (instr.kind == InstrKind::Send)
+      return uses.push_back({{ValueKind::Outgoing, id}, "buffer"});
+    if (instr.kind == InstrKind::Recv)
+      return defs.push_back({{ValueKind::Incoming, id}, "buffer"});
+    size_t forward = index({PassKind::F, w.stage, w.microbatch, w.slice});
+    size_t keyValues = index({PassKind::F, w.stage, w.microbatch, 0});
+    bool hasKV = bytesOf(ValueKind::KeyValues, w) > 0;
+    bool first = w.stage == 0, last = w.stage == pipeline.getLastStage();
+    // The input of F is the previous stage's F, of B the next stage's B.
+    auto input = [&](int stage) {
+      Work producer = w;
+      producer.stage = stage;
+      if (isBackward(w.kind))
+        producer.kind = pipeline.getBackwardKind();
+      ValueKind kind = pipeline.getDevice(stage) == d ? ValueKind::Outgoing
+                                                      : ValueKind::Incoming;
+      uses.push_back({{kind, index(producer)}, "in"});
     };
-    for (size_t i = 0; i < instrs.size(); ++i) {
-      const Instr &instr = instrs[i];
-      const Work &w = instr.work;
-      // The vocabulary shards' state lives across collectives; the runtime
-      // keeps it per microbatch slice (docs/plan-format.md).
-      if (instr.kind == InstrKind::Collective || isVocabPass(w.kind))
-        continue;
-      size_t id = index(w);
-      if (instr.kind == InstrKind::Send) {
-        uses[i].push_back({{ValueKind::Outgoing, id}, "buffer"});
-        continue;
-      }
-      if (instr.kind == InstrKind::Recv) {
-        defs[i].push_back({{ValueKind::Incoming, id}, "buffer"});
-        continue;
-      }
-      Work forward{PassKind::F, w.stage, w.microbatch, w.slice};
-      Work keyValues{PassKind::F, w.stage, w.microbatch, 0};
-      bool hasKV = bytesOf(ValueKind::KeyValues, w) > 0;
-      bool first = w.stage == 0, last = w.stage == pipeline->getLastStage();
-      // The input of F is the previous stage's F, of B the next stage's B.
-      auto input = [&](int stage) {
-        Work producer = w;
-        producer.stage = stage;
-        if (isBackward(w.kind))
-          producer.kind = pipeline->getBackwardKind();
-        ValueKind kind = pipeline->getDevice(stage) == d ? ValueKind::Outgoing
-                                                         : ValueKind::Incoming;
-        uses[i].push_back({{kind, index(producer)}, "in"});
-      };
-      if (w.kind == PassKind::F) {
-        defs[i].push_back({{ValueKind::ForwardState, id}, "state"});
-        if (hasKV) {
-          if (w.slice == 0)
-            defs[i].push_back({{ValueKind::KeyValues, index(keyValues)}, "kv"});
-          else
-            uses[i].push_back({{ValueKind::KeyValues, index(keyValues)}, "kv"});
-        }
-        if (!first)
-          input(w.stage - 1);
-        if (!last)
-          defs[i].push_back({{ValueKind::Outgoing, id}, "out"});
-      } else if (isBackward(w.kind)) {
-        uses[i].push_back({{ValueKind::ForwardState, index(forward)}, "state"});
-        if (hasKV)
-          uses[i].push_back({{ValueKind::KeyValues, index(keyValues)}, "kv"});
-        defs[i].push_back({{ValueKind::WeightState, id}, "wstate"});
-        if (recompute[w.stage] != rt::Recompute::None)
-          defs[i].push_back({{ValueKind::Recomputed, id}, "rstate"});
-        if (!last)
-          input(w.stage + 1);
-        if (!first)
-          defs[i].push_back({{ValueKind::Outgoing, id}, "out"});
-      } else if (w.kind == PassKind::W) {
-        Work b = w;
-        b.kind = PassKind::B;
-        uses[i].push_back({{ValueKind::ForwardState, index(forward)}, "state"});
-        uses[i].push_back({{ValueKind::WeightState, index(b)}, "wstate"});
-        if (recompute[w.stage] != rt::Recompute::None)
-          uses[i].push_back({{ValueKind::Recomputed, index(b)}, "rstate"});
-      }
+    bool recomputes = recompute[w.stage] != rt::Recompute::None;
+    if (w.kind == PassKind::F) {
+      defs.push_back({{ValueKind::ForwardState, id}, "state"});
+      if (hasKV)
+        (w.slice == 0 ? defs : uses)
+            .push_back({{ValueKind::KeyValues, keyValues}, "kv"});
+      if (!first)
+        input(w.stage - 1);
+      if (!last)
+        defs.push_back({{ValueKind::Outgoing, id}, "out"});
+    } else if (isBackward(w.kind)) {
+      uses.push_back({{ValueKind::ForwardState, forward}, "state"});
+      if (hasKV)
+        uses.push_back({{ValueKind::KeyValues, keyValues}, "kv"});
+      defs.push_back({{ValueKind::WeightState, id}, "wstate"});
+      if (recomputes)
+        defs.push_back({{ValueKind::Recomputed, id}, "rstate"});
+      if (!last)
+        input(w.stage + 1);
+      if (!first)
+        defs.push_back({{ValueKind::Outgoing, id}, "out"});
+    } else if (w.kind == PassKind::W) {
+      size_t b = index({PassKind::B, w.stage, w.microbatch, w.slice});
+      uses.push_back({{ValueKind::ForwardState, forward}, "state"});
+      uses.push_back({{ValueKind::WeightState, b}, "wstate"});
+      if (recomputes)
+        uses.push_back({{ValueKind::Recomputed, b}, "rstate"});
     }
-    // 2. Last use of every value (its definition if never used again).
+  }
+
+  /// 2. The last use of every value (its definition if never used again).
+  static std::map<ValueKey, size_t> findLastUses(ArrayRef<Roles> defs,
+                                                 ArrayRef<Roles> uses) {
     std::map<ValueKey, size_t> lastUse;
-    for (size_t i = 0; i < instrs.size(); ++i) {
+    for (size_t i = 0; i < defs.size(); ++i) {
       for (auto &[key, role] : defs[i])
         lastUse[key] = std::max(lastUse[key], i);
       for (auto &[key, role] : uses[i])
         lastUse[key] = std::max(lastUse[key], i);
     }
-    // 2b. Sends copy nothing: a sent slot stays alive until its send has
-    // surely completed, which the runtime waits for before the slot is
-    // written again. Waiting must not deadlock, so the slot is freed only
-    // once the peer has certainly posted the matching receive: after this
-    // device has consumed a message the peer sent later in its program
-    // than that receive (in 1F1B, the gradient that comes back for the
-    // activation sent). With none, the slot lives to the end of the step.
+    return lastUse;
+  }
+
+  /// 2b. Sends copy nothing: a sent slot stays alive until its send has
+  /// surely completed, which the runtime waits for before the slot is
+  /// written again. Waiting must not deadlock, so the slot is freed only
+  /// once the peer has certainly posted the matching receive: after this
+  /// device has consumed a message the peer sent later in its program than
+  /// that receive (in 1F1B, the gradient that comes back for the
+  /// activation sent). With none, the slot lives to the end of the step.
+  void keepSentSlots(int d, std::map<ValueKey, size_t> &lastUse) {
+    const std::vector<Instr> &instrs = view.program.devices[d];
     for (size_t i = 0; i < instrs.size(); ++i) {
       const Instr &send = instrs[i];
       if (send.kind != InstrKind::Send || isVocabPass(send.work.kind))
@@ -253,14 +254,21 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
       ValueKey sent{ValueKind::Outgoing, index(send.work)};
       lastUse[sent] = std::max(lastUse[sent], until);
     }
-    // 3. Linear scan: allocate at the definition, free after the last use.
+  }
+
+  /// 3. Linear scan: allocate at the definition, free after the last use;
+  /// writes each role's slot on its instruction and the slot sizes on the
+  /// device.
+  LogicalResult assignSlots(int d, ArrayRef<Roles> defs, ArrayRef<Roles> uses,
+                            const std::map<ValueKey, size_t> &lastUse) {
+    const std::vector<Instr> &instrs = view.program.devices[d];
     SlotAllocator slots;
     std::map<ValueKey, int> slotOf;
     std::vector<SmallVector<ValueKey, 4>> dyingAt(instrs.size());
     for (auto &[key, i] : lastUse)
       dyingAt[i].push_back(key);
     for (size_t i = 0; i < instrs.size(); ++i) {
-      Operation *op = view->ops[d][i];
+      Operation *op = view.ops[d][i];
       for (auto &[key, role] : defs[i]) {
         int slot = slots.allocate(bytesOf(key.kind, instrs[i].work));
         slotOf[key] = slot;
@@ -277,10 +285,42 @@ LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
       for (const ValueKey &key : dyingAt[i])
         slots.release(slotOf[key]);
     }
-    view->devices[d]->setAttr("buffers",
-                              builder.getDenseI64ArrayAttr(slots.getSizes()));
+    view.devices[d]->setAttr("buffers",
+                             builder.getDenseI64ArrayAttr(slots.getSizes()));
+    return success();
   }
-  return success();
+
+  Pipeline pipeline;
+  ProgramView view;
+  rt::Precision precision;
+  rt::ModelConfig config;
+  std::vector<int64_t> lengths;
+  /// The layers of each stage, as indices into the model's chain.
+  std::vector<std::vector<int>> stageLayers;
+  std::vector<rt::Recompute> recompute;
+  WorkIndex index;
+  Builder builder;
+  std::map<std::tuple<int, int, size_t, int>, int64_t> transfers;
+};
+} // namespace
+
+LogicalResult mlir::sluice::planBuffers(ProgramOp program) {
+  FailureOr<ModelOp> model = getProgramModel(program);
+  if (failed(model))
+    return failure();
+  FailureOr<Pipeline> pipeline =
+      getPipeline(*model, program.getMicrobatches(), program.getSlices());
+  if (failed(pipeline))
+    return failure();
+  FailureOr<ProgramView> view = readProgram(program, *model);
+  if (failed(view))
+    return failure();
+  FailureOr<rt::Precision> precision = getPrecision(*model);
+  if (failed(precision))
+    return failure();
+  return BufferPlanner(program, *model, std::move(*pipeline), std::move(*view),
+                       *precision)
+      .run();
 }
 
 namespace {
