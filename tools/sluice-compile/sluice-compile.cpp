@@ -233,6 +233,12 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// fail() where a LogicalResult is returned.
+LogicalResult failWith(const llvm::Twine &message) {
+  fail(message);
+  return failure();
+}
+
 /// Checks the pipeline flags against the schedule before any IR changes,
 /// so that errors speak of flags rather than pass options.
 const sched::ScheduleInfo *checkPipelineFlags() {
@@ -378,6 +384,155 @@ OwningOpRef<ModuleOp> loadModel(StringRef path, MLIRContext *context) {
 }
 } // namespace
 
+/// The activation element type --precision asks for ("bf16", "f32", or
+/// "" for the model's), or nullopt after an error.
+static std::optional<std::string> getDtype() {
+  if (precision == "bf16" || precision == "fp32")
+    return std::string(precision == "bf16" ? "bf16" : "f32");
+  if (!precision.empty()) {
+    fail("unknown --precision '" + precision + "' (expected bf16 or fp32)");
+    return std::nullopt;
+  }
+  return std::string();
+}
+
+/// --print-pipeline: the sluice-opt command that replays this compile.
+static void printReplay(StringRef dtype) {
+  SluicePipelineOptions options;
+  fillPipelineOptions(options);
+  options.seqLen = seqLen;
+  options.microBatch = microBatch;
+  options.dtype = dtype.str();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  options.print(os);
+  // print() writes {opt=value ...}: the option string without braces.
+  llvm::outs() << "sluice-opt " << modelPath << " --sluice-pipeline=\""
+               << StringRef(text).drop_front().drop_back() << "\"\n";
+}
+
+/// The runtime plan of the module's one program (planning its buffers if
+/// sluice-opt did not), written atomically to -o.
+static LogicalResult writePlan(ModuleOp module, bool scheduling) {
+  // Without --pp: a program compiled before (sluice-opt
+  // --sluice-pipeline="... plan-buffers=true"), translated as it is.
+  auto programs = llvm::to_vector(module.getOps<ProgramOp>());
+  if (programs.size() != 1)
+    return failWith(scheduling ? "the compile made no program"
+                               : "--emit plan needs --pp, or a model with its "
+                                 "compiled sluice.program");
+  ProgramOp program = programs.front();
+  bool planned =
+      llvm::all_of(program.getBody().getOps<DeviceOp>(),
+                   [](DeviceOp device) { return device->hasAttr("buffers"); });
+  if (!planned && failed(planBuffers(program)))
+    return failure();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (failed(exportPlan(program, os)))
+    return failure();
+  std::string error;
+  if (outputPath == "-")
+    llvm::outs() << text;
+  else if (failed(writeFileAtomically(outputPath, text, error)))
+    return failWith(error);
+  return success();
+}
+
+/// The module's IR, as sluice-opt prints it (a replay compares the two
+/// byte for byte).
+static LogicalResult writeIR(ModuleOp module) {
+  std::string errorMessage;
+  auto output = openOutputFile(outputPath, &errorMessage);
+  if (!output)
+    return failWith("cannot write '" + outputPath + "': " + errorMessage);
+  module.print(output->os());
+  output->os() << "\n";
+  output->keep();
+  return success();
+}
+
+/// The slice lengths the compile chose, with the latency fit's error.
+static void printSlices(ModelOp model) {
+  std::optional<ArrayRef<int64_t>> lengths = model.getTokenSlices();
+  if (!lengths)
+    return;
+  llvm::outs() << model.getSlicing().value_or("uniform")
+               << " slicing: " << lengths->size() << " slices ";
+  llvm::interleaveComma(*lengths, llvm::outs());
+  if (auto fit = model->getAttrOfType<FloatAttr>("slicing_fit_error"))
+    llvm::outs() << llvm::formatv(" (latency model fit error {0:P1})",
+                                  fit.getValueAsDouble());
+  llvm::outs() << "\n";
+}
+
+/// The index of the largest entry (the first of equals).
+static int64_t argmax(DenseF64ArrayAttr values) {
+  int64_t best = 0;
+  for (int64_t d = 1; values && d < values.size(); ++d)
+    if (values[d] > values[best] + 1e-9)
+      best = d;
+  return best;
+}
+
+/// The prediction: step time, bubble ratio, the most loaded device's peak
+/// activation, and the MFU where the cost model has a peak.
+static void printPrediction(ProgramOp program) {
+  std::string ignored;
+  StringRef timeUnit = CostModel::parse(costs, ignored)->getTimeUnit();
+  auto peaks = cast<DenseF64ArrayAttr>(program->getAttr("peak_activation"));
+  int64_t busiest = argmax(peaks);
+  std::string mesh;
+  if (program.getTp() > 1)
+    mesh += llvm::formatv(" x {0} tensor-parallel shards{1}", program.getTp(),
+                          program.getSequenceParallel() ? " (sequence-parallel)"
+                                                        : "");
+  if (program.getDp() > 1)
+    mesh += llvm::formatv(" x {0} data-parallel replicas", program.getDp());
+  llvm::outs() << llvm::formatv(
+      "{0} on {1} devices{8}, {2} microbatches: step time {3} {4}, bubble "
+      "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",
+      program.getSchedule(), program.getDevices(), program.getMicrobatches(),
+      llvm::format(
+          "%.4g",
+          cast<FloatAttr>(program->getAttr("step_time")).getValueAsDouble()),
+      timeUnit,
+      cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
+      peaks[busiest], busiest, mesh);
+  // A zero-bubble schedule keeps what W reads beyond B: say so where it
+  // makes the peak higher.
+  auto untilW =
+      program->getAttrOfType<DenseF64ArrayAttr>("peak_activation_until_w");
+  int64_t heaviest = argmax(untilW);
+  if (untilW && untilW[heaviest] > peaks[busiest] + 1e-9)
+    llvm::outs() << llvm::formatv(
+        "  until W runs: peak activation {0} microbatches on device {1}\n",
+        untilW[heaviest], heaviest);
+  if (auto mfu = program->getAttrOfType<FloatAttr>("mfu"))
+    llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n",
+                                  mfu.getValueAsDouble(), costs);
+}
+
+/// Checks the flags against each other; false after an error.
+static bool checkFlags(bool scheduling) {
+  if (seqLen < 0 || microBatch < 0) {
+    fail(seqLen < 0
+             ? "--seq-len must be positive, got " + llvm::Twine(int64_t(seqLen))
+             : "--micro-batch must be positive, got " +
+                   llvm::Twine(int64_t(microBatch)));
+    return false;
+  }
+  if (!scheduling &&
+      (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
+       emit == EmitKind::Program || dp != 1 || tp != 1 || sequenceParallel ||
+       recompute != RecomputeKind::none || printPipeline)) {
+    fail("--microbatches, --dp, --tp, --sequence-parallel, --recompute, "
+         "--trace, --svg, --print-pipeline and --emit program need --pp");
+    return false;
+  }
+  return !scheduling || checkPipelineFlags();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   // MLIR's pass-manager flags work here as in sluice-opt; --help lists
@@ -406,27 +561,9 @@ int main(int argc, char **argv) {
                 "' must hold exactly one sluice.model, found " +
                 llvm::Twine(models.size()));
   ModelOp model = models.front();
-
-  if (seqLen < 0 || microBatch < 0)
-    return fail(seqLen < 0 ? "--seq-len must be positive, got " +
-                                 llvm::Twine(int64_t(seqLen))
-                           : "--micro-batch must be positive, got " +
-                                 llvm::Twine(int64_t(microBatch)));
-  std::string dtype;
-  if (precision == "bf16" || precision == "fp32")
-    dtype = precision == "bf16" ? "bf16" : "f32";
-  else if (!precision.empty())
-    return fail("unknown --precision '" + precision +
-                "' (expected bf16 or fp32)");
   bool scheduling = pp != 0;
-  if (!scheduling &&
-      (microbatches != 0 || !tracePath.empty() || !svgPath.empty() ||
-       emit == EmitKind::Program || dp != 1 || tp != 1 || sequenceParallel ||
-       recompute != RecomputeKind::none || printPipeline))
-    return fail("--microbatches, --dp, --tp, --sequence-parallel, "
-                "--recompute, --trace, --svg, --print-pipeline and --emit "
-                "program need --pp");
-  if (scheduling && !checkPipelineFlags())
+  std::optional<std::string> dtype = getDtype();
+  if (!dtype || !checkFlags(scheduling))
     return 1;
   // A .json output is the runtime plan: buffers planned, then translated
   // (without --pp, from the program the module holds).
@@ -434,17 +571,7 @@ int main(int argc, char **argv) {
       (scheduling || !module->getOps<ProgramOp>().empty()))
     emit = EmitKind::Plan;
   if (printPipeline) {
-    SluicePipelineOptions options;
-    fillPipelineOptions(options);
-    options.seqLen = seqLen;
-    options.microBatch = microBatch;
-    options.dtype = dtype;
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    options.print(os);
-    // print() writes {opt=value ...}: the option string without braces.
-    llvm::outs() << "sluice-opt " << modelPath << " --sluice-pipeline=\""
-                 << StringRef(text).drop_front().drop_back() << "\"\n";
+    printReplay(*dtype);
     return 0;
   }
 
@@ -453,7 +580,7 @@ int main(int argc, char **argv) {
   PassManager shape(&context);
   if (failed(configure(shape)))
     return 1;
-  shape.addPass(createSetMicrobatchShape({seqLen, microBatch, dtype}));
+  shape.addPass(createSetMicrobatchShape({seqLen, microBatch, *dtype}));
   if (failed(shape.run(*module)))
     return 1;
   ModelSummary figures = summarizeModel(model);
@@ -465,43 +592,17 @@ int main(int argc, char **argv) {
     fillPipelineOptions(options);
     buildSluicePipeline(pm, options);
     if (failed(pm.run(*module)) ||
-        failed(writeScheduleFiles(*module->getOps<ProgramOp>().begin(),
-                                  figures)))
+        failed(
+            writeScheduleFiles(*module->getOps<ProgramOp>().begin(), figures)))
       return 1;
   }
 
   if (emit == EmitKind::Plan) {
-    // Without --pp: a program compiled before (sluice-opt
-    // --sluice-pipeline="... plan-buffers=true"), translated as it is.
-    auto programs = llvm::to_vector(module->getOps<ProgramOp>());
-    if (programs.size() != 1)
-      return fail(scheduling ? "the compile made no program"
-                             : "--emit plan needs --pp, or a model with "
-                               "its compiled sluice.program");
-    ProgramOp program = programs.front();
-    bool planned = llvm::all_of(
-        program.getBody().getOps<DeviceOp>(),
-        [](DeviceOp device) { return device->hasAttr("buffers"); });
-    if (!planned && failed(planBuffers(program)))
+    if (failed(writePlan(*module, scheduling)))
       return 1;
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    if (failed(exportPlan(program, os)))
-      return 1;
-    std::string error;
-    if (outputPath == "-")
-      llvm::outs() << text;
-    else if (failed(writeFileAtomically(outputPath, text, error)))
-      return fail(error);
   } else if (emit != EmitKind::None || (scheduling && outputPath != "-")) {
-    std::string errorMessage;
-    auto output = openOutputFile(outputPath, &errorMessage);
-    if (!output)
-      return fail("cannot write '" + outputPath + "': " + errorMessage);
-    // As sluice-opt prints it (a replay compares the two byte for byte).
-    module->print(output->os());
-    output->os() << "\n";
-    output->keep();
+    if (failed(writeIR(*module)))
+      return 1;
   }
 
   // Asked for nothing at all: the summary is the most useful answer; with a
@@ -511,67 +612,12 @@ int main(int argc, char **argv) {
     printModelSummary(figures, llvm::outs());
   // The chosen slices, unless stdout carries the emitted IR or plan.
   if (scheduling && !(emit != EmitKind::None && outputPath == "-"))
-    if (std::optional<ArrayRef<int64_t>> lengths = model.getTokenSlices()) {
-      llvm::outs() << model.getSlicing().value_or("uniform")
-                   << " slicing: " << lengths->size() << " slices ";
-      llvm::interleaveComma(*lengths, llvm::outs());
-      if (auto fit = model->getAttrOfType<FloatAttr>("slicing_fit_error"))
-        llvm::outs() << llvm::formatv(" (latency model fit error {0:P1})",
-                                      fit.getValueAsDouble());
-      llvm::outs() << "\n";
-    }
-  if (scheduling && emit == EmitKind::None) {
-    auto program = *module->getOps<ProgramOp>().begin();
-    std::string ignored;
-    StringRef timeUnit = CostModel::parse(costs, ignored)->getTimeUnit();
-    // The most loaded device (the first of equals).
-    auto peaks = cast<DenseF64ArrayAttr>(program->getAttr("peak_activation"));
-    int64_t busiest = 0;
-    for (int64_t d = 1; d < peaks.size(); ++d)
-      if (peaks[d] > peaks[busiest] + 1e-9)
-        busiest = d;
-    llvm::outs() << llvm::formatv(
-        "{0} on {1} devices{8}, {2} microbatches: step time {3} {4}, bubble "
-        "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",
-        program.getSchedule(), program.getDevices(), program.getMicrobatches(),
-        llvm::format(
-            "%.4g",
-            cast<FloatAttr>(program->getAttr("step_time")).getValueAsDouble()),
-        timeUnit,
-        cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
-        peaks[busiest], busiest,
-        (program.getTp() > 1
-             ? llvm::formatv(" x {0} tensor-parallel shards{1}",
-                             program.getTp(),
-                             program.getSequenceParallel()
-                                 ? " (sequence-parallel)"
-                                 : "")
-                   .str()
-             : std::string()) +
-            (program.getDp() > 1
-                 ? llvm::formatv(" x {0} data-parallel replicas",
-                                 program.getDp())
-                       .str()
-                 : std::string()));
-    // A zero-bubble schedule keeps what W reads beyond B: say so where it
-    // makes the peak higher.
-    auto untilW =
-        program->getAttrOfType<DenseF64ArrayAttr>("peak_activation_until_w");
-    int64_t heaviest = 0;
-    for (int64_t d = 1; untilW && d < untilW.size(); ++d)
-      if (untilW[d] > untilW[heaviest] + 1e-9)
-        heaviest = d;
-    if (untilW && untilW[heaviest] > peaks[busiest] + 1e-9)
-      llvm::outs() << llvm::formatv(
-          "  until W runs: peak activation {0} microbatches on device {1}\n",
-          untilW[heaviest], heaviest);
-    if (auto mfu = program->getAttrOfType<FloatAttr>("mfu"))
-      llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n",
-                                    mfu.getValueAsDouble(), costs);
-  }
+    printSlices(model);
+  if (scheduling && emit == EmitKind::None)
+    printPrediction(*module->getOps<ProgramOp>().begin());
   if (!scheduling && !reportPath.empty()) {
-    // writeToOutput writes a temporary file and renames it: a reader never
-    // sees half a report, and an old report survives a failed run.
+    // writeFileAtomically writes a temporary file and renames it: a reader
+    // never sees half a report, and an old report survives a failed run.
     std::string error;
     if (failed(writeFileAtomically(
             reportPath, llvm::formatv("{0:2}\n", toJSON(figures)).str(),
