@@ -362,3 +362,21 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
     sluice.collective @s0 0 {mb = 0, slice = 0}
   }
 }
+
+// -----
+
+// stage-yield-types-differ
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x16xf32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %x = sluice.transformer_layer %e {heads = 2, kv_heads = 2, ffn = 16, norm = layernorm, mlp = gelu} : tensor<1x4x8xf32>
+    // expected-error@+1 {{'sluice.yield' op yields 1 values whose types differ from the stage's results}}
+    sluice.yield %x : tensor<1x4x8xf32>
+  }
+  %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<1x4x16xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<1x4x16xf32>):
+    %l = sluice.output_layer %a {vocab = 10, norm = layernorm} : tensor<1x4x16xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}

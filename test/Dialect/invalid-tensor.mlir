@@ -1,6 +1,6 @@
 // One case per verifier rule of the tensor-parallel shard bodies, named
 // after the rule.
-// RUN: sluice-opt %s -split-input-file -verify-diagnostics
+// RUN: sluice-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
 // row-parallel-partials-used-unreduced
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
@@ -458,4 +458,31 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
 sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} tp 2 sequence_parallel {
   sluice.device 0 {
   }
+}
+
+// -----
+
+// shard-body-without-the-layer-input
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 64} : tensor<1x16x32xf32>
+  // expected-error@+1 {{'sluice.transformer_layer' op shard body must take the layer's input}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 64, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32> shards 2 {
+    %0 = sluice.shard_lookup : tensor<1x16x32xf32>
+    sluice.layer_yield %0 : tensor<1x16x32xf32>
+  }
+  %loss = sluice.output_layer %x {vocab = 64, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// shard-body-not-ended-by-layer-yield
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{'sluice.embedding' op shard body must end in sluice.layer_yield}}
+  %emb = sluice.embedding {vocab = 64} : tensor<1x16x32xf32> shards 2 {
+    %0 = sluice.shard_lookup : tensor<1x16x32xf32>
+    "test.terminator"(%0) : (tensor<1x16x32xf32>) -> ()
+  }
+  %loss = sluice.output_layer %emb {vocab = 64, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
 }

@@ -433,18 +433,9 @@ void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
                         "--backend cpu");
 #endif
 }
-} // namespace
-
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "sluice-run: train a model with a plan\n");
-  MpiCommunicator world;
-  bool root = world.rank() == 0;
-
-  // Everything that can be wrong before work starts is checked here, the
-  // same way on every rank, so the job ends with one message.
+/// Everything about the flags that can be wrong before the plan is read,
+/// checked the same way on every rank, so the job ends with one message.
+void checkFlags(Communicator &world) {
   if (backendName != "cpu" && backendName != "cuda")
     failEverywhere(world, "unknown --backend '" + backendName +
                               "' (expected cpu or cuda)");
@@ -460,13 +451,17 @@ int main(int argc, char **argv) {
   if (profileSlices && profilePath.empty())
     failEverywhere(world, "--profile-slices needs --profile FILE");
   for (auto [flag, used] : {std::pair{"--trace", !tracePath.empty()},
-                             std::pair{"--timing", bool(timing)},
-                             std::pair{"--profile", !profilePath.empty()}})
+                            std::pair{"--timing", bool(timing)},
+                            std::pair{"--profile", !profilePath.empty()}})
     if (reference && used)
       failEverywhere(world, std::string(flag) +
                                 " times the pipelined run's passes; "
                                 "--reference runs none");
-  Plan plan;
+}
+
+/// Reads the plan and checks it against this job: the rank count, the
+/// transport's tag limit, and the precision asked for.
+void loadJobPlan(MpiCommunicator &world, Plan &plan) {
   if (Status st = loadPlan(planPath, plan); !st)
     failEverywhere(world, st.message());
   if (reference && world.size() != 1)
@@ -474,18 +469,17 @@ int main(int argc, char **argv) {
                           "mpirun (got " +
                               std::to_string(world.size()) + " ranks)");
   if (!reference && plan.getRanks() != world.size())
-    failEverywhere(
-        world,
-        "plan '" + planPath + "' is for " +
-            (plan.dp * plan.tp == 1
-                 ? std::to_string(plan.devices) + " devices"
-                 : std::to_string(plan.getRanks()) + " ranks (pp " +
-                       std::to_string(plan.devices) + " x tp " +
-                       std::to_string(plan.tp) + " x dp " +
-                       std::to_string(plan.dp) + ")") +
-            ", but " + std::to_string(world.size()) +
-            " ranks were started (mpirun -np " +
-            std::to_string(plan.getRanks()) + ")");
+    failEverywhere(world,
+                   "plan '" + planPath + "' is for " +
+                       (plan.dp * plan.tp == 1
+                            ? std::to_string(plan.devices) + " devices"
+                            : std::to_string(plan.getRanks()) + " ranks (pp " +
+                                  std::to_string(plan.devices) + " x tp " +
+                                  std::to_string(plan.tp) + " x dp " +
+                                  std::to_string(plan.dp) + ")") +
+                       ", but " + std::to_string(world.size()) +
+                       " ranks were started (mpirun -np " +
+                       std::to_string(plan.getRanks()) + ")");
   for (const DeviceProgram &program : plan.programs)
     for (const Instruction &instr : program.instructions)
       if (instr.op != Op::Exec && instr.key > world.maxTag())
@@ -500,24 +494,232 @@ int main(int argc, char **argv) {
     if (Status st = plan.setPrecision(run); !st)
       failEverywhere(world, st.message());
   }
-  RankBackend backend;
-  openBackend(world, plan, backend);
-  Device &device = *backend.device;
-  Communicator &comm = *backend.comm;
+}
+
+/// The tokens this rank trains on: --data or synthetic ones, and each
+/// data-parallel replica its own microbatches of a step.
+std::unique_ptr<TokenSource> openTokens(Communicator &comm, const Plan &plan,
+                                        const RankBackend &backend) {
   std::unique_ptr<TokenSource> data;
   int64_t vocab = plan.model.layers.front().vocab;
   // A step is every replica's microbatches; each replica reads its own.
   int64_t stepMicrobatches = int64_t(plan.microbatches) * plan.dp;
   if (dataPath.empty())
     data = makeSyntheticTokens(seed, vocab, stepMicrobatches);
-  else if (Status st =
-               loadTokenFile(dataPath, dataDtype, vocab, plan.model.seqLen,
-                             stepMicrobatches, data);
+  else if (Status st = loadTokenFile(dataPath, dataDtype, vocab,
+                                     plan.model.seqLen, stepMicrobatches, data);
            !st)
     failEverywhere(comm, st.message());
   if (!reference && plan.dp > 1)
-    data = makeReplicaTokens(std::move(data), backend.replica,
-                             plan.microbatches);
+    data =
+        makeReplicaTokens(std::move(data), backend.replica, plan.microbatches);
+  return data;
+}
+
+/// What a run's steps leave for the reports after them.
+struct RunResult {
+  std::vector<double> losses;
+  /// The gradient furthest from --check-against's, relatively.
+  double worstGrad = 0;
+  std::string worstName;
+};
+
+/// Runs --steps steps after `done`: the step, the gradients (dumped or
+/// compared after the first), the loss line, the optimizer.
+RunResult train(Communicator &comm, Trainer &trainer, int64_t done, bool root) {
+  RunResult result;
+  for (int64_t s = 0; s < steps; ++s) {
+    int64_t step = done + s; // 0-based data step; optimizer step is +1
+    double loss = 0;
+    if (Status st = trainer.runStep(step, loss); !st)
+      failRun(comm, st.message());
+    if (Status st = trainer.finalizeGradients(); !st)
+      failRun(comm, st.message());
+    if (s == 0 && !dumpGrads.empty())
+      if (Status st = dumpGradients(dumpGrads, trainer.getParameters()); !st)
+        failRun(comm, st.message());
+    if (s == 0 && !checkAgainst.empty())
+      if (Status st = compareGradients(checkAgainst, trainer.getParameters(),
+                                       result.worstGrad, result.worstName);
+          !st)
+        failRun(comm, st.message());
+    result.losses.push_back(loss);
+    if (root)
+      std::printf("step %lld: loss %.7f\n", (long long)(step + 1), loss);
+    if (Status st = trainer.applyOptimizer(step + 1); !st)
+      failRun(comm, st.message());
+  }
+  if (root)
+    std::fflush(stdout);
+  return result;
+}
+
+/// --check-against: every rank's worst tensor reaches rank 0, which
+/// compares the losses too and judges the run. The exit code.
+int judgeRun(MpiCommunicator &world, Communicator &comm, const RunResult &run) {
+  std::vector<std::string> reports;
+  std::ostringstream mine;
+  mine.precision(3);
+  mine << std::scientific << run.worstGrad << " " << run.worstName;
+  // Over the world: every replica's gradients are judged.
+  if (Status st = world.gatherToRoot(mine.str(), reports); !st)
+    failRun(comm, st.message());
+  if (world.rank() != 0)
+    return 0;
+  double gradWorst = 0;
+  std::string gradName;
+  for (const std::string &r : reports) {
+    std::istringstream in(r);
+    double value;
+    std::string name;
+    in >> value >> name;
+    if (value >= gradWorst) {
+      gradWorst = value;
+      gradName = name;
+    }
+  }
+  std::ifstream in(checkAgainst + "/losses.txt");
+  std::vector<double> expected;
+  for (double v; in >> v;)
+    expected.push_back(v);
+  double lossWorst = 0;
+  size_t compared = std::min(expected.size(), run.losses.size());
+  for (size_t k = 0; k < compared; ++k)
+    lossWorst = std::max(lossWorst, std::fabs(run.losses[k] - expected[k]) /
+                                        std::fabs(expected[k]));
+  std::printf("check against %s: loss max relative error %.2e over %zu "
+              "steps (tolerance %.0e); gradients max relative error "
+              "%.2e in %s (tolerance %.0e)\n",
+              checkAgainst.c_str(), lossWorst, compared, double(lossTolerance),
+              gradWorst, gradName.c_str(), double(gradTolerance));
+  if (compared == 0) {
+    std::fprintf(stderr,
+                 "sluice-run: error: '%s' has no losses to compare with\n",
+                 checkAgainst.c_str());
+    return 1;
+  }
+  if (lossWorst > lossTolerance || gradWorst > gradTolerance) {
+    std::fprintf(stderr,
+                 "sluice-run: error: the run differs from '%s' beyond "
+                 "tolerance\n",
+                 checkAgainst.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+/// --save: the replicas hold the same parameters, so the first one writes
+/// them, a file per device and shard. A sharded optimizer state (ZeRO-1)
+/// is gathered whole on every replica first.
+void saveRun(MpiCommunicator &world, Communicator &comm, Trainer &trainer,
+             const RankBackend &backend, int64_t stepsDone) {
+  if (Status st = trainer.gatherOptimizerState(); !st)
+    failRun(comm, st.message());
+  if (backend.replica == 0)
+    if (Status st = saveCheckpoint(saveDir, stepsDone, trainer.getParameters(),
+                                   backend.model ? *backend.model : comm);
+        !st)
+      failRun(comm, st.message());
+  if (backend.model)
+    world.barrier();
+}
+
+/// --profile: every rank's measured pass times, merged by rank 0.
+void writeProfile(Communicator &comm, Executor &executor, const Plan &plan,
+                  bool root) {
+  std::vector<std::string> parts;
+  if (Status st = comm.gatherToRoot(profileJson(executor, plan, comm), parts);
+      !st)
+    failRun(comm, st.message());
+  if (!root)
+    return;
+  nlohmann::json profile;
+  profile["format"] = "sluice-profile";
+  profile["version"] = 1;
+  profile["schedule"] = plan.schedule;
+  profile["stages"] = nlohmann::json::object();
+  for (const std::string &part : parts) {
+    nlohmann::json stages = nlohmann::json::parse(part);
+    for (auto &[stage, passes] : stages.items())
+      profile["stages"][stage] = passes;
+  }
+  if (Status st = writeFileAtomically(profilePath, profile.dump(2) + "\n"); !st)
+    failRun(comm, st.message());
+}
+
+/// --trace: Chrome's trace format, one process per rank, one thread per
+/// stream, complete events in microseconds from the rank's step start.
+void writeTrace(Communicator &comm, Executor &executor, bool root) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const TraceSpan &span : executor.getTrace())
+    events.push_back({{"name", span.name},
+                      {"ph", "X"},
+                      {"pid", comm.rank()},
+                      {"tid", span.stream == "compute" ? 0 : 1},
+                      {"ts", span.start * 1e6},
+                      {"dur", (span.end - span.start) * 1e6}});
+  std::vector<std::string> parts;
+  if (Status st = comm.gatherToRoot(events.dump(), parts); !st)
+    failRun(comm, st.message());
+  if (!root)
+    return;
+  nlohmann::json trace;
+  trace["displayTimeUnit"] = "ms";
+  nlohmann::json &all = trace["traceEvents"] = nlohmann::json::array();
+  for (size_t rank = 0; rank < parts.size(); ++rank) {
+    all.push_back({{"name", "process_name"},
+                   {"ph", "M"},
+                   {"pid", rank},
+                   {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    for (int tid : {0, 1})
+      all.push_back(
+          {{"name", "thread_name"},
+           {"ph", "M"},
+           {"pid", rank},
+           {"tid", tid},
+           {"args", {{"name", tid == 0 ? "compute" : "vocabulary"}}}});
+    for (auto &event : nlohmann::json::parse(parts[rank]))
+      all.push_back(event);
+  }
+  if (Status st = writeFileAtomically(tracePath, trace.dump() + "\n"); !st)
+    failRun(comm, st.message());
+}
+
+/// --timing: where each rank's last step went, printed by rank 0.
+void printTiming(Communicator &comm, Executor &executor) {
+  const StepTimes &t = executor.getTimes();
+  std::ostringstream line;
+  line.precision(4);
+  line << std::fixed << "rank " << comm.rank() << ": step " << t.total
+       << " s, compute " << t.compute << " s, communication wait " << t.commWait
+       << " s, data " << t.data << " s, executor overhead " << t.overhead()
+       << " s (" << 100.0 * t.overhead() / t.total << "%)";
+  if (t.vocabCollectives > 0)
+    line << ", vocabulary collectives " << t.vocabCollectives << " s ("
+         << 100.0 * t.vocabOverlapped / t.vocabCollectives
+         << "% beside passes)";
+  std::vector<std::string> lines;
+  if (Status st = comm.gatherToRoot(line.str(), lines); !st)
+    failRun(comm, st.message());
+  for (const std::string &l : lines)
+    std::printf("%s\n", l.c_str());
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "sluice-run: train a model with a plan\n");
+  MpiCommunicator world;
+  checkFlags(world);
+  Plan plan;
+  loadJobPlan(world, plan);
+  RankBackend backend;
+  openBackend(world, plan, backend);
+  Device &device = *backend.device;
+  Communicator &comm = *backend.comm;
+  std::unique_ptr<TokenSource> data = openTokens(comm, plan, backend);
 
   TrainerOptions options;
   options.seed = seed;
@@ -529,7 +731,7 @@ int main(int argc, char **argv) {
   Executor *executor = nullptr;
   if (reference) {
     trainer = std::make_unique<ReferenceTrainer>(
-        plan.model, int(stepMicrobatches), plan.precision, device, *data,
+        plan.model, plan.microbatches * plan.dp, plan.precision, device, *data,
         options);
   } else {
     auto e = std::make_unique<Executor>(plan, comm.rank(), device, comm, *data,
@@ -549,186 +751,29 @@ int main(int argc, char **argv) {
   if (Status st = trainer->shardOptimizerState(); !st)
     failRun(comm, st.message());
 
-  std::vector<double> losses;
-  double worstGrad = 0;
-  std::string worstName;
-  for (int64_t s = 0; s < steps; ++s) {
-    int64_t step = done + s; // 0-based data step; optimizer step is +1
-    double loss = 0;
-    if (Status st = trainer->runStep(step, loss); !st)
-      failRun(comm, st.message());
-    if (Status st = trainer->finalizeGradients(); !st)
-      failRun(comm, st.message());
-    if (s == 0 && !dumpGrads.empty())
-      if (Status st = dumpGradients(dumpGrads, trainer->getParameters()); !st)
-        failRun(comm, st.message());
-    if (s == 0 && !checkAgainst.empty())
-      if (Status st = compareGradients(checkAgainst, trainer->getParameters(),
-                                       worstGrad, worstName);
-          !st)
-        failRun(comm, st.message());
-    losses.push_back(loss);
-    if (root)
-      std::printf("step %lld: loss %.7f\n", (long long)(step + 1), loss);
-    if (Status st = trainer->applyOptimizer(step + 1); !st)
-      failRun(comm, st.message());
-  }
-  if (root)
-    std::fflush(stdout);
-
+  // Rank 0 of the world prints and writes what one file or line says.
+  bool root = world.rank() == 0;
+  RunResult run = train(comm, *trainer, done, root);
   int exitCode = 0;
   if (!dumpGrads.empty() && root) {
     std::ostringstream os;
     os.precision(10);
-    for (double loss : losses)
+    for (double loss : run.losses)
       os << loss << "\n";
     if (Status st = writeFileAtomically(dumpGrads + "/losses.txt", os.str());
         !st)
       failRun(comm, st.message());
   }
-  if (!checkAgainst.empty()) {
-    // Every rank's worst tensor reaches rank 0, which judges the run.
-    std::vector<std::string> reports;
-    std::ostringstream mine;
-    mine.precision(3);
-    mine << std::scientific << worstGrad << " " << worstName;
-    // Over the world: every replica's gradients are judged.
-    if (Status st = world.gatherToRoot(mine.str(), reports); !st)
-      failRun(comm, st.message());
-    if (root) {
-      double gradWorst = 0;
-      std::string gradName;
-      for (const std::string &r : reports) {
-        std::istringstream in(r);
-        double value;
-        std::string name;
-        in >> value >> name;
-        if (value >= gradWorst) {
-          gradWorst = value;
-          gradName = name;
-        }
-      }
-      std::ifstream in(checkAgainst + "/losses.txt");
-      std::vector<double> expected;
-      for (double v; in >> v;)
-        expected.push_back(v);
-      double lossWorst = 0;
-      size_t compared = std::min(expected.size(), losses.size());
-      for (size_t k = 0; k < compared; ++k)
-        lossWorst = std::max(lossWorst, std::fabs(losses[k] - expected[k]) /
-                                            std::fabs(expected[k]));
-      std::printf("check against %s: loss max relative error %.2e over %zu "
-                  "steps (tolerance %.0e); gradients max relative error "
-                  "%.2e in %s (tolerance %.0e)\n",
-                  checkAgainst.c_str(), lossWorst, compared,
-                  double(lossTolerance), gradWorst, gradName.c_str(),
-                  double(gradTolerance));
-      if (compared == 0) {
-        std::fprintf(stderr,
-                     "sluice-run: error: '%s' has no losses to "
-                     "compare with\n",
-                     checkAgainst.c_str());
-        exitCode = 1;
-      } else if (lossWorst > lossTolerance || gradWorst > gradTolerance) {
-        std::fprintf(stderr,
-                     "sluice-run: error: the run differs from '%s' "
-                     "beyond tolerance\n",
-                     checkAgainst.c_str());
-        exitCode = 1;
-      }
-    }
-  }
-  // The replicas hold the same parameters: the first one writes them, a
-  // file per device and shard. A sharded optimizer state (ZeRO-1) is
-  // gathered whole on every replica first.
+  if (!checkAgainst.empty())
+    exitCode = judgeRun(world, comm, run);
   if (!saveDir.empty())
-    if (Status st = trainer->gatherOptimizerState(); !st)
-      failRun(comm, st.message());
-  if (!saveDir.empty() && backend.replica == 0)
-    if (Status st = saveCheckpoint(saveDir, done + steps,
-                                   trainer->getParameters(),
-                                   backend.model ? *backend.model : comm);
-        !st)
-      failRun(comm, st.message());
-  if (!saveDir.empty() && backend.model)
-    world.barrier();
-  if (executor && !profilePath.empty()) {
-    std::vector<std::string> parts;
-    if (Status st =
-            comm.gatherToRoot(profileJson(*executor, plan, comm), parts);
-        !st)
-      failRun(comm, st.message());
-    if (root) {
-      nlohmann::json profile;
-      profile["format"] = "sluice-profile";
-      profile["version"] = 1;
-      profile["schedule"] = plan.schedule;
-      profile["stages"] = nlohmann::json::object();
-      for (const std::string &part : parts) {
-        nlohmann::json stages = nlohmann::json::parse(part);
-        for (auto &[stage, passes] : stages.items())
-          profile["stages"][stage] = passes;
-      }
-      if (Status st = writeFileAtomically(profilePath, profile.dump(2) + "\n");
-          !st)
-        failRun(comm, st.message());
-    }
-  }
-  if (executor && !tracePath.empty()) {
-    // Chrome's trace format: one process per rank, one thread per stream,
-    // complete events in microseconds from the rank's step start.
-    nlohmann::json events = nlohmann::json::array();
-    for (const TraceSpan &span : executor->getTrace())
-      events.push_back({{"name", span.name},
-                        {"ph", "X"},
-                        {"pid", comm.rank()},
-                        {"tid", span.stream == "compute" ? 0 : 1},
-                        {"ts", span.start * 1e6},
-                        {"dur", (span.end - span.start) * 1e6}});
-    std::vector<std::string> parts;
-    if (Status st = comm.gatherToRoot(events.dump(), parts); !st)
-      failRun(comm, st.message());
-    if (root) {
-      nlohmann::json trace;
-      trace["displayTimeUnit"] = "ms";
-      nlohmann::json &all = trace["traceEvents"] = nlohmann::json::array();
-      for (size_t rank = 0; rank < parts.size(); ++rank) {
-        all.push_back({{"name", "process_name"},
-                       {"ph", "M"},
-                       {"pid", rank},
-                       {"args", {{"name", "rank " + std::to_string(rank)}}}});
-        for (int tid : {0, 1})
-          all.push_back(
-              {{"name", "thread_name"},
-               {"ph", "M"},
-               {"pid", rank},
-               {"tid", tid},
-               {"args", {{"name", tid == 0 ? "compute" : "vocabulary"}}}});
-        for (auto &event : nlohmann::json::parse(parts[rank]))
-          all.push_back(event);
-      }
-      if (Status st = writeFileAtomically(tracePath, trace.dump() + "\n"); !st)
-        failRun(comm, st.message());
-    }
-  }
-  if (executor && timing) {
-    const StepTimes &t = executor->getTimes();
-    std::ostringstream line;
-    line.precision(4);
-    line << std::fixed << "rank " << comm.rank() << ": step " << t.total
-         << " s, compute " << t.compute << " s, communication wait "
-         << t.commWait << " s, data " << t.data << " s, executor overhead "
-         << t.overhead() << " s (" << 100.0 * t.overhead() / t.total << "%)";
-    if (t.vocabCollectives > 0)
-      line << ", vocabulary collectives " << t.vocabCollectives << " s ("
-           << 100.0 * t.vocabOverlapped / t.vocabCollectives
-           << "% beside passes)";
-    std::vector<std::string> lines;
-    if (Status st = comm.gatherToRoot(line.str(), lines); !st)
-      failRun(comm, st.message());
-    for (const std::string &l : lines)
-      std::printf("%s\n", l.c_str());
-  }
+    saveRun(world, comm, *trainer, backend, done + steps);
+  if (executor && !profilePath.empty())
+    writeProfile(comm, *executor, plan, root);
+  if (executor && !tracePath.empty())
+    writeTrace(comm, *executor, root);
+  if (executor && timing)
+    printTiming(comm, *executor);
   MPI_Finalize();
   return exitCode;
 }
