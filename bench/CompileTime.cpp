@@ -45,7 +45,7 @@ Outcome compileOnce(MLIRContext &context, llvm::StringRef path,
   partition.virtualChunks = info.chunks == 1 ? 1 : 2;
   partition.placement = info.placement;
   SchedulingOptions scheduling;
-  scheduling.schedule = info.name.str();
+  scheduling.schedule = info.kind;
   scheduling.microbatches = 128;
   scheduling.slices = info.sliced ? 4 : 1;
   if (failed(partitionStages(model, partition)) ||

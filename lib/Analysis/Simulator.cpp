@@ -1,6 +1,7 @@
 //===- Simulator.cpp - Event simulation of per-device programs ------------===//
 
 #include "sluice/Analysis/Simulator.h"
+#include "sluice/Schedule/ProgramRunner.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -21,209 +22,179 @@ static void finishStatistics(Simulation &sim) {
   sim.bubbleRatio = capacity > 0 ? 1.0 - busy / capacity : 0.0;
 }
 
+namespace {
+/// Times and memory for the program runner's steps (ProgramRunner.h):
+/// collectives start when their last part is issued and their queue is
+/// free, sends when their pass has finished and their peer's queue is
+/// free, passes when the compute stream is free and every input is there.
+class TimingObserver : public ProgramObserver {
+public:
+  TimingObserver(const Pipeline &pipeline, const SimulationCosts &costs)
+      : pipeline(pipeline), costs(costs), index(pipeline), cindex(pipeline),
+        finished(index.size(), -1.0), latestIssue(cindex.size(), 0.0),
+        collectiveEnd(cindex.size(), -1.0), state(pipeline.devices) {
+    for (DeviceState &st : state)
+      st.sendFree.assign(pipeline.devices, 0.0);
+    result.devices.resize(pipeline.devices);
+  }
+
+  Simulation result;
+
+  /// Joined once the local contributions are done (asynchronous) or when
+  /// the device reaches it (blocking).
+  void joined(int d, const Instr &instr) override {
+    double issue = instr.blocking ? state[d].computeFree : 0.0;
+    contributions.clear();
+    getCollectiveContributions(pipeline, instr.collective, d, contributions);
+    for (const Work &w : contributions)
+      issue = std::max(issue, finished[index(w)]);
+    double &latest = latestIssue[cindex(instr.collective)];
+    latest = std::max(latest, issue);
+  }
+
+  void completed(const CollectiveId &id) override {
+    double &queueFree = shardFree[int(id.shard)];
+    double start = std::max(latestIssue[cindex(id)], queueFree);
+    double end = start + costs.collective(id);
+    collectiveEnd[cindex(id)] = queueFree = end;
+    for (int d = 0; d < pipeline.devices; ++d)
+      result.events.push_back(
+          {d,
+           pipeline.vocab.synchronous ? StreamKind::compute
+                                      : StreamKind::vocab,
+           InstrKind::Collective, Work{}, -1, id, start, end});
+    result.stepTime = std::max(result.stepTime, end);
+  }
+
+  void passedBlocking(int d, const Instr &instr) override {
+    state[d].computeFree = std::max(state[d].computeFree,
+                                    collectiveEnd[cindex(instr.collective)]);
+  }
+
+  /// NCCL runs sends to different peers at once (each on its own
+  /// connection) and those to one peer in order.
+  void sent(int d, const Instr &instr) override {
+    double ready = finished[index(instr.work)];
+    double &queue = state[d].sendFree[instr.peer];
+    double start = std::max(ready, queue);
+    double end = start + costs.transfer(instr.work);
+    queue = end;
+    arrival[{index(instr.work), instr.peer}] = end;
+    result.events.push_back({d, StreamKind::comm, InstrKind::Send, instr.work,
+                             instr.peer, CollectiveId{}, start, end});
+    result.stepTime = std::max(result.stepTime, end);
+  }
+
+  void executed(int d, const Instr &instr) override {
+    DeviceState &st = state[d];
+    double start = st.computeFree;
+    inputs.clear();
+    getCollectiveInputs(pipeline, instr.work, inputs);
+    for (const CollectiveId &id : inputs)
+      start = std::max(start, collectiveEnd[cindex(id)]);
+    deps.clear();
+    getDependencies(pipeline, instr.work, deps);
+    for (const Work &dep : deps) {
+      if (pipeline.getWorkDevice(dep) == d)
+        start = std::max(start, finished[index(dep)]);
+      else
+        start = std::max(start, arrival.lookup({index(dep), d}));
+    }
+    double duration = costs.compute(instr.work);
+    double end = start + duration;
+    finished[index(instr.work)] = end;
+    st.computeFree = end;
+    result.devices[d].busy += duration;
+    result.events.push_back({d, StreamKind::compute, InstrKind::Exec,
+                             instr.work, -1, CollectiveId{}, start, end});
+    result.stepTime = std::max(result.stepTime, end);
+    trackMemory(d, instr.work, start, end);
+  }
+
+private:
+  /// Activations live from the start of F to the end of B (or BW); a
+  /// shard's kept logits from its S to its T. What W reads lives on until
+  /// W ends.
+  void trackMemory(int d, const Work &work, double start, double end) {
+    DeviceState &st = state[d];
+    DeviceStatistics &stats = result.devices[d];
+    PassKind kind = work.kind;
+    if (kind == PassKind::F || kind == PassKind::W || kind == PassKind::BW) {
+      Work owner = work;
+      owner.kind = PassKind::F;
+      st.unitsUntilW +=
+          (kind == PassKind::F ? 1.0 : -1.0) * costs.activationUnits(owner);
+      stats.peakActivationUnitsUntilW =
+          std::max(stats.peakActivationUnitsUntilW, st.unitsUntilW);
+    }
+    bool allocates = kind == PassKind::F || kind == PassKind::S;
+    bool frees =
+        kind == PassKind::B || kind == PassKind::BW || kind == PassKind::T;
+    if (!allocates && !frees)
+      return;
+    Work owner = work;
+    owner.kind = isVocabPass(kind) ? PassKind::S : PassKind::F;
+    double sign = allocates ? 1.0 : -1.0;
+    if (!isVocabPass(kind))
+      st.activationUnits += sign * costs.activationUnits(owner);
+    st.activationBytes += sign * costs.activationBytes(owner);
+    // A sliced microbatch's keys and values live from its first slice's F
+    // to that slice's backward, its last.
+    if (costs.keyValueBytes && !isVocabPass(kind) && work.slice == 0 &&
+        pipeline.slices > 1)
+      st.activationBytes += sign * costs.keyValueBytes(work.stage);
+    stats.peakActivationUnits =
+        std::max(stats.peakActivationUnits, st.activationUnits);
+    stats.peakActivationBytes =
+        std::max(stats.peakActivationBytes, st.activationBytes);
+    result.memory.push_back(
+        {d, allocates ? start : end, st.activationBytes, st.activationUnits});
+  }
+
+  struct DeviceState {
+    double computeFree = 0;
+    /// When each peer's send queue is free.
+    std::vector<double> sendFree;
+    double activationUnits = 0;
+    double activationBytes = 0;
+    /// Activations from F to W (to BW when the backward is not split):
+    /// what a weight pass still reads after B.
+    double unitsUntilW = 0;
+  };
+
+  const Pipeline &pipeline;
+  const SimulationCosts &costs;
+  WorkIndex index;
+  CollectiveIndex cindex;
+  std::vector<double> finished;
+  /// Arrival time of a pass's result at a device: (work, device) -> time.
+  llvm::DenseMap<std::pair<size_t, int>, double> arrival;
+  std::vector<double> latestIssue;
+  std::vector<double> collectiveEnd;
+  /// When each shard's collective queue is free.
+  double shardFree[2] = {0, 0};
+  std::vector<DeviceState> state;
+  llvm::SmallVector<Work, 4> deps, contributions;
+  llvm::SmallVector<CollectiveId, 2> inputs;
+};
+} // namespace
+
 FailureOr<Simulation> mlir::sluice::simulate(const Pipeline &pipeline,
                                              const Program &program,
                                              const SimulationCosts &costs,
                                              std::string &error) {
-  int p = pipeline.devices;
-  WorkIndex index(pipeline);
-  CollectiveIndex cindex(pipeline);
-  std::vector<double> finished(index.size(), -1.0);
-  // Arrival time of a pass's result at a device: (work, device) -> time.
-  llvm::DenseMap<std::pair<size_t, int>, double> arrival;
-
-  // Collectives: issue times, how many devices issued, when each ends.
-  std::vector<double> latestIssue(cindex.size(), 0.0);
-  std::vector<int> joined(cindex.size(), 0);
-  std::vector<double> collectiveEnd(cindex.size(), -1.0);
-  // Each shard's collectives in their issue order, a queue of their own.
-  std::vector<CollectiveId> order[2];
-  if (p > 0)
-    for (const Instr &instr : program.devices[0])
-      if (instr.kind == InstrKind::Collective)
-        order[int(instr.collective.shard)].push_back(instr.collective);
-  size_t completedOf[2] = {0, 0};
-  double freeOf[2] = {0, 0};
-
-  struct DeviceState {
-    size_t next = 0;
-    double computeFree = 0;
-    /// When each peer's send queue is free: NCCL runs sends to different
-    /// peers at once (each on its own connection) and those to one peer in
-    /// order.
-    std::vector<double> sendFree;
-    double activationUnits = 0;
-    double activationBytes = 0;
-    /// Activations from F to W (to BW when the backward is not split): what
-    /// a weight pass still reads after B.
-    double unitsUntilW = 0;
-    // The collective at `next` has been joined (blocking ones wait there).
-    bool joinedNext = false;
-  };
-  std::vector<DeviceState> state(p);
-  for (DeviceState &st : state)
-    st.sendFree.assign(p, 0.0);
-  Simulation result;
-  result.devices.resize(p);
-  llvm::SmallVector<Work, 4> deps, contributions;
-  llvm::SmallVector<CollectiveId, 2> inputs;
-
-  // Completes, in the issue order, every collective all devices joined.
-  auto settle = [&](ShardKind shard) {
-    std::vector<CollectiveId> &queue = order[int(shard)];
-    size_t &completed = completedOf[int(shard)];
-    double &vocabFree = freeOf[int(shard)];
-    while (completed < queue.size() && joined[cindex(queue[completed])] == p) {
-      const CollectiveId &id = queue[completed++];
-      double start = std::max(latestIssue[cindex(id)], vocabFree);
-      double end = start + costs.collective(id);
-      collectiveEnd[cindex(id)] = vocabFree = end;
-      for (int d = 0; d < p; ++d)
-        result.events.push_back(
-            {d,
-             pipeline.vocab.synchronous ? StreamKind::compute
-                                        : StreamKind::vocab,
-             InstrKind::Collective, Work{}, -1, id, start, end});
-      result.stepTime = std::max(result.stepTime, end);
-    }
-  };
-
-  // A device waits only at a receive, a pass reading an unfinished
-  // collective, or a blocking collective; keep sweeping the devices until
-  // a sweep moves nothing.
-  for (bool moved = true; moved;) {
-    moved = false;
-    for (int d = 0; d < p; ++d) {
-      DeviceState &st = state[d];
-      size_t before = st.next;
-      bool joinedBefore = st.joinedNext;
-      DeviceStatistics &stats = result.devices[d];
-      const auto &instrs = program.devices[d];
-      for (; st.next < instrs.size(); ++st.next) {
-        const Instr &instr = instrs[st.next];
-        if (instr.kind == InstrKind::Recv) {
-          if (!arrival.count({index(instr.work), d}))
-            break;
-          continue;
-        }
-        if (instr.kind == InstrKind::Collective) {
-          size_t c = cindex(instr.collective);
-          if (!st.joinedNext) {
-            // Joined once the local contributions are done (asynchronous)
-            // or when the device reaches it (blocking).
-            double issue = instr.blocking ? st.computeFree : 0.0;
-            contributions.clear();
-            getCollectiveContributions(pipeline, instr.collective, d,
-                                       contributions);
-            for (const Work &w : contributions)
-              issue = std::max(issue, finished[index(w)]);
-            latestIssue[c] = std::max(latestIssue[c], issue);
-            ++joined[c];
-            st.joinedNext = true;
-            settle(instr.collective.shard);
-          }
-          if (instr.blocking) {
-            if (collectiveEnd[c] < 0)
-              break;
-            st.computeFree = std::max(st.computeFree, collectiveEnd[c]);
-          }
-          st.joinedNext = false;
-          continue;
-        }
-        if (instr.kind == InstrKind::Send) {
-          double ready = finished[index(instr.work)];
-          double &queue = st.sendFree[instr.peer];
-          double start = std::max(ready, queue);
-          double end = start + costs.transfer(instr.work);
-          queue = end;
-          arrival[{index(instr.work), instr.peer}] = end;
-          result.events.push_back({d, StreamKind::comm, InstrKind::Send,
-                                   instr.work, instr.peer, CollectiveId{},
-                                   start, end});
-          result.stepTime = std::max(result.stepTime, end);
-          continue;
-        }
-        // A pass starts when the stream is free and every input is here.
-        double start = st.computeFree;
-        inputs.clear();
-        getCollectiveInputs(pipeline, instr.work, inputs);
-        bool waiting = false;
-        for (const CollectiveId &id : inputs) {
-          if (collectiveEnd[cindex(id)] < 0) {
-            waiting = true;
-            break;
-          }
-          start = std::max(start, collectiveEnd[cindex(id)]);
-        }
-        if (waiting)
-          break;
-        deps.clear();
-        getDependencies(pipeline, instr.work, deps);
-        for (const Work &dep : deps) {
-          if (pipeline.getWorkDevice(dep) == d)
-            start = std::max(start, finished[index(dep)]);
-          else
-            start = std::max(start, arrival.lookup({index(dep), d}));
-        }
-        double duration = costs.compute(instr.work);
-        double end = start + duration;
-        finished[index(instr.work)] = end;
-        st.computeFree = end;
-        stats.busy += duration;
-        result.events.push_back({d, StreamKind::compute, InstrKind::Exec,
-                                 instr.work, -1, CollectiveId{}, start, end});
-        result.stepTime = std::max(result.stepTime, end);
-
-        // Activations live from the start of F to the end of B (or BW); a
-        // shard's kept logits from its S to its T. What W reads lives on
-        // until W ends.
-        PassKind kind = instr.work.kind;
-        if (kind == PassKind::F || kind == PassKind::W ||
-            kind == PassKind::BW) {
-          Work owner = instr.work;
-          owner.kind = PassKind::F;
-          st.unitsUntilW += (kind == PassKind::F ? 1.0 : -1.0) *
-                            costs.activationUnits(owner);
-          stats.peakActivationUnitsUntilW =
-              std::max(stats.peakActivationUnitsUntilW, st.unitsUntilW);
-        }
-        bool allocates = kind == PassKind::F || kind == PassKind::S;
-        bool frees =
-            kind == PassKind::B || kind == PassKind::BW || kind == PassKind::T;
-        if (allocates || frees) {
-          Work owner = instr.work;
-          owner.kind = isVocabPass(kind) ? PassKind::S : PassKind::F;
-          double sign = allocates ? 1.0 : -1.0;
-          if (!isVocabPass(kind))
-            st.activationUnits += sign * costs.activationUnits(owner);
-          st.activationBytes += sign * costs.activationBytes(owner);
-          // A sliced microbatch's keys and values live from its first
-          // slice's F to that slice's backward, its last.
-          if (costs.keyValueBytes && !isVocabPass(kind) &&
-              instr.work.slice == 0 && pipeline.slices > 1)
-            st.activationBytes += sign * costs.keyValueBytes(instr.work.stage);
-          stats.peakActivationUnits =
-              std::max(stats.peakActivationUnits, st.activationUnits);
-          stats.peakActivationBytes =
-              std::max(stats.peakActivationBytes, st.activationBytes);
-          result.memory.push_back({d, allocates ? start : end,
-                                   st.activationBytes, st.activationUnits});
-        }
-      }
-      moved |= st.next != before || st.joinedNext != joinedBefore;
-    }
-  }
-  for (int d = 0; d < p; ++d)
-    if (state[d].next < program.devices[d].size()) {
-      const Instr &instr = program.devices[d][state[d].next];
+  TimingObserver timing(pipeline, costs);
+  ProgramRun run = runProgram(pipeline, program, timing);
+  for (int d = 0; d < pipeline.devices; ++d)
+    if (run.getNext(d) < program.devices[d].size()) {
+      const Instr &instr = program.devices[d][run.getNext(d)];
       error = "device " + std::to_string(d) + " never gets past " +
               (instr.kind == InstrKind::Collective ? toString(instr.collective)
                                                    : toString(instr.work));
       return failure();
     }
-
-  finishStatistics(result);
-  return result;
+  finishStatistics(timing.result);
+  return std::move(timing.result);
 }
 
 void mlir::sluice::addOptimizerSteps(llvm::ArrayRef<double> times,

@@ -315,9 +315,21 @@ FailureOr<ImportedConfig> readConfig(const ConfigReader &reader,
   auto hidden = reader.requireSize(names("hidden_size", "n_embd"), &hiddenKey);
   if (failed(hidden))
     return failure();
-  auto layers = reader.requireSize(names("num_hidden_layers", "n_layer"));
+  StringRef layersKey;
+  auto layers =
+      reader.requireSize(names("num_hidden_layers", "n_layer"), &layersKey);
   if (failed(layers))
     return failure();
+  // Every layer is an op: a count no model has would only exhaust memory
+  // (sluice-fuzz-config built 64 million of them). The deepest models
+  // trained today have about 130.
+  constexpr int64_t kMaxLayers = 1 << 16;
+  if (*layers > kMaxLayers) {
+    reader.error(layersKey) << "key '" << layersKey << "' = " << *layers
+                            << " is more layers than Sluice compiles ("
+                            << kMaxLayers << ")";
+    return failure();
+  }
   auto heads =
       reader.requireSize(names("num_attention_heads", "n_head"), &headsKey);
   if (failed(heads))

@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - Work dependencies and lowering to instructions ------===//
 
 #include "sluice/Schedule/Pipeline.h"
+#include "sluice/Schedule/TimeOrders.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -230,65 +231,11 @@ int sched::getConsumerStage(const Pipeline &pipeline, const Work &work) {
   return -1;
 }
 
-namespace {
-struct Execution {
-  std::vector<double> start, finish;
-};
-} // namespace
-
-/// Start and finish times of every work when the devices run `orders` as
-/// early as their dependencies allow (compute passes 1 unit, BW 2, shard
-/// passes 0.01), a collective completing with its last contribution.
-static FailureOr<Execution>
-executeOrders(const Pipeline &pipeline,
-              llvm::ArrayRef<std::vector<Work>> orders, std::string &error) {
-  WorkIndex index(pipeline);
-  Execution result;
-  std::vector<double> &finish = result.finish;
-  finish.assign(index.size(), -1.0);
-  result.start.assign(index.size(), -1.0);
-  std::vector<size_t> next(pipeline.devices, 0);
-  std::vector<double> time(pipeline.devices, 0.0);
-  llvm::SmallVector<Work, 8> deps;
-  for (bool moved = true; moved;) {
-    moved = false;
-    for (int d = 0; d < pipeline.devices; ++d) {
-      for (; next[d] < orders[d].size(); ++next[d]) {
-        const Work &work = orders[d][next[d]];
-        deps.clear();
-        getAllDependencies(pipeline, work, deps);
-        double start = time[d];
-        bool ready = true;
-        for (const Work &dep : deps) {
-          double end = finish[index(dep)];
-          if (end < 0) {
-            ready = false;
-            break;
-          }
-          start = std::max(start, end);
-        }
-        if (!ready)
-          break;
-        // Every pass takes some time, shard passes a little: with zero
-        // durations a pass could "finish" when the pass before it starts,
-        // and the collective order below would contradict the lists.
-        double duration = isVocabPass(work.kind)      ? 0.01
-                          : work.kind == PassKind::BW ? 2.0
-                                                      : 1.0;
-        result.start[index(work)] = start;
-        time[d] = finish[index(work)] = start + duration;
-        moved = true;
-      }
-    }
-  }
-  for (int d = 0; d < pipeline.devices; ++d)
-    if (next[d] < orders[d].size()) {
-      error = "device " + std::to_string(d) + " cannot run " +
-              toString(orders[d][next[d]]) +
-              ": what it waits for never runs before it";
-      return failure();
-    }
-  return result;
+/// Unit durations for ordering collectives: compute passes 1, BW 2, shard
+/// passes a little. With zero durations a pass could "finish" when the pass
+/// before it starts, and the collective order would contradict the lists.
+static double getOrderingDuration(const Work &work) {
+  return isVocabPass(work.kind) ? 0.01 : work.kind == PassKind::BW ? 2.0 : 1.0;
 }
 
 FailureOr<Program>
@@ -305,20 +252,22 @@ sched::lowerToProgram(const Pipeline &pipeline,
   // before it, so issuing in this order never waits on its own future.
   std::vector<CollectiveId> collectives = getCollectives(pipeline);
   std::vector<double> ready(collectiveIndex.size(), 0.0);
-  Execution execution;
+  PassTimes execution;
   llvm::SmallVector<Work, 4> deps, contributions;
   if (!collectives.empty()) {
-    FailureOr<Execution> executed = executeOrders(pipeline, orders, error);
-    if (failed(executed))
+    // The devices run `orders` as early as their dependencies allow, a
+    // collective completing with its last contribution (timeOrders, with
+    // no transfer time).
+    if (!timeOrders(pipeline, orders, Durations{getOrderingDuration}, error,
+                    &execution))
       return failure();
-    execution = std::move(*executed);
     for (const CollectiveId &id : collectives) {
       contributions.clear();
       for (int d = 0; d < pipeline.devices; ++d)
         getCollectiveContributions(pipeline, id, d, contributions);
       for (const Work &work : contributions)
         ready[collectiveIndex(id)] =
-            std::max(ready[collectiveIndex(id)], execution.finish[index(work)]);
+            std::max(ready[collectiveIndex(id)], execution.end[index(work)]);
     }
     std::stable_sort(collectives.begin(), collectives.end(),
                      [&](const CollectiveId &a, const CollectiveId &b) {

@@ -1,6 +1,8 @@
 //===- Schedules.cpp - The pipeline schedules Sluice generates ------------===//
 
 #include "sluice/Schedule/Schedules.h"
+
+#include "llvm/Support/ErrorHandling.h"
 #include "sluice/Schedule/ImproveOrders.h"
 #include "sluice/Schedule/VShapeOrders.h"
 
@@ -62,6 +64,13 @@ const ScheduleInfo *sched::lookupSchedule(llvm::StringRef name) {
     if (info.name == name)
       return &info;
   return nullptr;
+}
+
+const ScheduleInfo &sched::getSchedule(ScheduleKind kind) {
+  for (const ScheduleInfo &info : kSchedules)
+    if (info.kind == kind)
+      return info;
+  llvm_unreachable("a schedule kind without a table entry");
 }
 
 int sched::getDefaultChunks(const ScheduleInfo &info) {

@@ -17,7 +17,7 @@ public:
         arrival(index.size(), -1.0) {}
 
   /// Fills `timing`; false with `stuck` set if a pass never becomes ready.
-  bool time(const std::vector<std::vector<Work>> &orders, OrderTiming &timing,
+  bool time(llvm::ArrayRef<std::vector<Work>> orders, OrderTiming &timing,
             Work &stuck) {
     int p = int(orders.size());
     std::fill(start.begin(), start.end(), -1.0);
@@ -128,7 +128,7 @@ double sched::getActivation(const Durations &durations, const Work &work) {
 
 std::optional<OrderTiming>
 sched::timeOrders(const Pipeline &pipeline,
-                  const std::vector<std::vector<Work>> &orders,
+                  llvm::ArrayRef<std::vector<Work>> orders,
                   const Durations &durations, std::string &error,
                   PassTimes *times) {
   OrderTimer timer(pipeline, durations);

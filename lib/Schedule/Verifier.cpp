@@ -1,6 +1,7 @@
 //===- Verifier.cpp - Check per-device programs ---------------------------===//
 
 #include "sluice/Schedule/Verifier.h"
+#include "sluice/Schedule/ProgramRunner.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -317,100 +318,45 @@ private:
     return std::nullopt;
   }
 
-  /// Issues every device's instructions in order; a receive blocks until
-  /// its send has been issued, a pass until every device has issued the
-  /// collectives it reads, and a blocking collective until every device has
-  /// issued it. Stuck devices are a deadlock.
+  /// Issues every device's instructions in order as the runtime does
+  /// (ProgramRunner.h); devices that stop before their end are a deadlock.
   std::optional<Violation> checkDeadlock() {
-    int p = pipeline.devices;
-    CollectiveIndex cindex(pipeline);
-    std::vector<int> next(p, 0);
-    std::vector<int> joined(cindex.size(), 0);
-    llvm::DenseMap<MessageKey, bool, MessageKeyInfo> issued;
-    llvm::SmallVector<CollectiveId, 2> inputs;
-    // Why device d is stuck, if it is, for the diagnostic.
-    std::vector<std::optional<CollectiveId>> waitingFor(p);
-    auto complete = [&](const CollectiveId &id) {
-      return joined[cindex(id)] == p;
-    };
-    std::vector<bool> joinedHere(size_t(p) * cindex.size(), false);
-    bool progress = true;
-    while (progress) {
-      progress = false;
-      for (int d = 0; d < p; ++d) {
-        const auto &instrs = program.devices[d];
-        waitingFor[d].reset();
-        while (next[d] < int(instrs.size())) {
-          const Instr &instr = instrs[next[d]];
-          if (instr.kind == InstrKind::Recv &&
-              !issued.count({index(instr.work), d}))
-            break;
-          if (instr.kind == InstrKind::Collective) {
-            size_t slot = size_t(d) * cindex.size() + cindex(instr.collective);
-            if (!joinedHere[slot]) {
-              joinedHere[slot] = true;
-              ++joined[cindex(instr.collective)];
-              progress = true;
-            }
-            if (instr.blocking && !complete(instr.collective)) {
-              waitingFor[d] = instr.collective;
-              break;
-            }
-          }
-          if (instr.kind == InstrKind::Exec) {
-            inputs.clear();
-            getCollectiveInputs(pipeline, instr.work, inputs);
-            auto open = llvm::find_if(
-                inputs, [&](const CollectiveId &id) { return !complete(id); });
-            if (open != inputs.end()) {
-              waitingFor[d] = *open;
-              break;
-            }
-          }
-          if (instr.kind == InstrKind::Send)
-            issued[{index(instr.work), instr.peer}] = true;
-          ++next[d];
-          progress = true;
-        }
-      }
-    }
-    for (int d = 0; d < p; ++d) {
-      if (next[d] == int(program.devices[d].size()))
+    ProgramObserver nothing;
+    ProgramRun run = runProgram(pipeline, program, nothing);
+    for (int d = 0; d < pipeline.devices; ++d) {
+      if (run.getNext(d) == program.devices[d].size())
         continue;
-      InstrRef at{d, next[d]};
-      const Instr &instr = program.devices[d][next[d]];
-      if (waitingFor[d]) {
+      InstrRef at{d, int(run.getNext(d))};
+      const Instr &instr = program.devices[d][run.getNext(d)];
+      auto stopped = [&](int device, StringRef where) {
+        return run.getNext(device) < program.devices[device].size()
+                   ? "device " + std::to_string(device) + where.str()
+                   : "device " + std::to_string(device) + " stops here";
+      };
+      if (const std::optional<CollectiveId> &id = run.getWaitingFor(d)) {
         // Name a device that has not joined the collective.
-        const CollectiveId &id = *waitingFor[d];
         int absent = 0;
-        for (int e = 0; e < p; ++e)
-          if (!joinedHere[size_t(e) * cindex.size() + cindex(id)]) {
+        for (int e = 0; e < pipeline.devices; ++e)
+          if (!run.hasJoined(e, *id)) {
             absent = e;
             break;
           }
-        InstrRef blocker{absent, next[absent]};
         return violation(
             at,
             llvm::formatv("deadlock: device {0} waits here for {1}, which "
                           "device {2} never issues",
-                          d, toString(id), absent),
-            blocker,
-            blocker.index < int(program.devices[absent].size())
-                ? "device " + std::to_string(absent) + " is stuck here"
-                : "device " + std::to_string(absent) + " stops here");
+                          d, toString(*id), absent),
+            InstrRef{absent, int(run.getNext(absent))},
+            stopped(absent, " is stuck here"));
       }
       InstrRef sender = sends.lookup({index(instr.work), d});
-      InstrRef blocker{sender.device, next[sender.device]};
       return violation(
           at,
           llvm::formatv("deadlock: device {0} waits here for {1} from device "
                         "{2}, which is itself stuck",
                         d, toString(instr.work), sender.device),
-          blocker,
-          blocker.index < int(program.devices[blocker.device].size())
-              ? "device " + std::to_string(blocker.device) +
-                    " waits here, before sending it"
-              : "device " + std::to_string(blocker.device) + " stops here");
+          InstrRef{sender.device, int(run.getNext(sender.device))},
+          stopped(sender.device, " waits here, before sending it"));
     }
     return std::nullopt;
   }

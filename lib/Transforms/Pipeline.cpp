@@ -55,18 +55,16 @@ void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
   if (o.seqLen != 0 || o.microBatch != 0 || !o.dtype.empty())
     pm.addPass(createSetMicrobatchShape({o.seqLen, o.microBatch, o.dtype}));
 
-  // What the schedule's name decides; an unknown name keeps the defaults
-  // and sluice-schedule names the schedules there are.
-  const sched::ScheduleInfo *info = sched::lookupSchedule(o.schedule);
+  // What the schedule decides: placement, chunks, the backward's split.
+  const sched::ScheduleInfo &info = sched::getSchedule(o.schedule);
   PartitionStagesOptions partition;
   partition.pp = o.pp;
   // virtual=0: the schedule's count; any other value goes to the pass,
   // which names one that is not positive.
-  partition.virtualChunks = o.virtualChunks != 0 ? int64_t(o.virtualChunks)
-                            : info ? sched::getDefaultChunks(*info)
-                                   : 1;
-  if (info)
-    partition.placement = info->placement;
+  partition.virtualChunks = o.virtualChunks != 0
+                                ? int64_t(o.virtualChunks)
+                                : int64_t(sched::getDefaultChunks(info));
+  partition.placement = info.placement;
   // Redis (papers/vocabulary-parallelism.txt §7): the baseline's layers,
   // stages balanced by compute.
   partition.balance =
@@ -85,8 +83,7 @@ void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
   if (o.slices != "1" || o.slicing != SlicingMethod::Uniform)
     pm.addPass(createSliceTokens({o.slices, o.slicing, o.costs,
                                   o.slicingEpsilon, o.slicingGranularity}));
-  pm.addPass(createSplitPasses({info ? info->splitBackward : false,
-                                o.recompute}));
+  pm.addPass(createSplitPasses({info.splitBackward, o.recompute}));
   ScheduleOptions schedule;
   schedule.schedule = o.schedule;
   schedule.microbatches = o.microbatches;

@@ -17,14 +17,7 @@ using namespace mlir::sluice;
 
 FailureOr<ProgramOp>
 mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
-  const sched::ScheduleInfo *info = sched::lookupSchedule(opts.schedule);
-  if (!info) {
-    SmallVector<StringRef> names;
-    for (const sched::ScheduleInfo &s : sched::getSchedules())
-      names.push_back(s.name);
-    return model.emitOpError("cannot be scheduled: unknown schedule '")
-           << opts.schedule << "' (expected " << llvm::join(names, ", ") << ")";
-  }
+  const sched::ScheduleInfo *info = &sched::getSchedule(opts.schedule);
   if (opts.microbatches < 1)
     return model.emitOpError("cannot be scheduled with 'microbatches' = ")
            << opts.microbatches << ": it must be positive";

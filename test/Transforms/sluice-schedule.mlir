@@ -77,7 +77,7 @@
 // TERA-NEXT:      sluice.recv BW @s1 {mb = 0, slice = 0} from 1
 // TERA-NEXT:      sluice.exec BW @s0 {mb = 0, slice = 0}
 
-// UNKNOWN: error: 'sluice.model' op cannot be scheduled: unknown schedule 'pipedream' (expected gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-v, v-half, v-min, seq1f1b, seq1f1b-i, terapipe)
+// UNKNOWN: for the --schedule option: Cannot find option named 'pipedream'!
 // NEEDSPLIT: error: 'sluice.model' op cannot be scheduled: schedule 'zb-h1' runs the backward split into B and W, but the stages' passes are unsplit (BW)
 // Interleaving takes a microbatch count that is not a multiple of pp: one
 // round of all 3 microbatches through chunk 0, then chunk 1 (it verifies).

@@ -229,7 +229,7 @@ TEST_F(MeshCostTest, ShardBodiesSpellTheBlogsAllReduces) {
       OwningOpRef<ModuleOp> closedModule = std::move(module);
       ModelOp model = partition(2, recompute);
       SchedulingOptions schedule;
-      schedule.schedule = "zb-h1";
+      schedule.schedule = sched::ScheduleKind::ZBH1;
       schedule.microbatches = 4;
       ProgramOp program = *::sluice::test::require(
           schedulePipeline(model, schedule), "the ZB-H1 program");

@@ -360,7 +360,7 @@ protected:
     }
     EXPECT_TRUE(succeeded(splitPasses(model, info->splitBackward)));
     SchedulingOptions scheduling;
-    scheduling.schedule = schedule;
+    scheduling.schedule = info->kind;
     scheduling.microbatches = 2 * pp;
     FailureOr<ProgramOp> program = schedulePipeline(model, scheduling);
     EXPECT_TRUE(succeeded(program));

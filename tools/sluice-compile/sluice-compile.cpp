@@ -320,7 +320,8 @@ const sched::ScheduleInfo *checkPipelineFlags() {
 /// run first, before the summary).
 void fillPipelineOptions(SluicePipelineOptions &o) {
   o.pp = pp;
-  o.schedule = scheduleName;
+  // checkPipelineFlags has refused a name no schedule has.
+  o.schedule = sched::lookupSchedule(scheduleName)->kind;
   o.microbatches = microbatches;
   o.virtualChunks = virtualChunks;
   o.balance = balance;

@@ -54,6 +54,8 @@ llvm::ArrayRef<ScheduleInfo> getSchedules();
 /// §5.2).
 bool isBuildingBlockSchedule(ScheduleKind kind);
 const ScheduleInfo *lookupSchedule(llvm::StringRef name);
+/// The table entry of `kind` (every kind has one).
+const ScheduleInfo &getSchedule(ScheduleKind kind);
 
 /// The chunks per device a schedule places when none is asked for: its
 /// fixed count, or 2 for one that takes any number from 2 up.

@@ -37,7 +37,7 @@ struct PassTimes {
 /// waits for one that never runs. With `times`, also each pass's times.
 std::optional<OrderTiming>
 timeOrders(const Pipeline &pipeline,
-           const std::vector<std::vector<Work>> &orders,
+           llvm::ArrayRef<std::vector<Work>> orders,
            const Durations &durations, std::string &error,
            PassTimes *times = nullptr);
 

@@ -3,6 +3,7 @@
 #ifndef SLUICE_TRANSFORMS_PASSES_H
 #define SLUICE_TRANSFORMS_PASSES_H
 
+#include "sluice/Schedule/Schedules.h"
 #include "sluice/Schedule/StagePartition.h"
 #include "sluice/SluiceOps.h"
 #include "sluice/Target/Export.h"
@@ -30,6 +31,17 @@ llvm::StringRef stringifySlicingMethod(SlicingMethod method);
 /// them alike (lib/Transforms/Pipeline.cpp).
 llvm::cl::ValuesClass getSlicingMethodValues();
 llvm::cl::ValuesClass getBalanceValues();
+
+/// schedule='s values: every schedule of sched::getSchedules(), by its
+/// name, so that the names are written once (a cl modifier, applied like
+/// cl::values).
+struct ScheduleValues {
+  template <typename Opt> void apply(Opt &option) const {
+    for (const sched::ScheduleInfo &s : sched::getSchedules())
+      option.getParser().addLiteralOption(s.name, s.kind, s.summary);
+  }
+};
+inline ScheduleValues getScheduleValues() { return {}; }
 llvm::cl::ValuesClass getRecomputeValues();
 
 #define GEN_PASS_DECL
@@ -75,7 +87,7 @@ LogicalResult splitPasses(ModelOp model, bool split,
 
 /// What sluice-schedule does: builds and inserts the program.
 struct SchedulingOptions {
-  std::string schedule = "1f1b";
+  sched::ScheduleKind schedule = sched::ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
   /// 0: as many as the model's `token_slices` (1 without).
   int64_t slices = 0;

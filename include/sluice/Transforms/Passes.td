@@ -320,8 +320,10 @@ def Schedule : Pass<"sluice-schedule", "ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::sluice::SluiceDialect"];
   let options = [
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "schedule name">,
+    Option<"schedule", "schedule", "::mlir::sluice::sched::ScheduleKind",
+           /*default=*/"::mlir::sluice::sched::ScheduleKind::OneFOneB",
+           "pipeline schedule",
+           [{::mlir::sluice::getScheduleValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "microbatches per step">,
     Option<"slices", "slices", "int64_t", /*default=*/"0",

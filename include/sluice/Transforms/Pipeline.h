@@ -42,9 +42,9 @@ struct SluicePipelineOptions
       llvm::cl::init("")};
   Option<int64_t> pp{*this, "pp", llvm::cl::desc("pipeline devices"),
                      llvm::cl::init(1)};
-  Option<std::string> schedule{*this, "schedule",
-                               llvm::cl::desc("pipeline schedule"),
-                               llvm::cl::init("1f1b")};
+  Option<sched::ScheduleKind> schedule{
+      *this, "schedule", llvm::cl::desc("pipeline schedule"),
+      llvm::cl::init(sched::ScheduleKind::OneFOneB), getScheduleValues()};
   Option<int64_t> microbatches{*this, "microbatches",
                                llvm::cl::desc("microbatches per step"),
                                llvm::cl::init(1)};
@@ -108,8 +108,8 @@ struct SluicePipelineOptions
 /// slicing, the pass split, the schedule, data- and tensor-parallel
 /// lowering, the simulation and (plan-buffers) the buffer plan. The
 /// schedule's name decides the placement, the chunks per device and
-/// whether B and W split; a name no schedule has is the schedule pass's
-/// error.
+/// whether B and W split (schedule= is an enum option: a name no
+/// schedule has is refused when the options are parsed).
 void buildSluicePipeline(OpPassManager &pm,
                          const SluicePipelineOptions &options);
 
