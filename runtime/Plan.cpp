@@ -537,8 +537,9 @@ void validate(Plan &plan) {
   // device issues the same collectives of a shard in the same order.
   const VocabularyPlan &v = plan.vocabulary;
   size_t units = size_t(plan.microbatches) * plan.slices.size();
-  size_t shardPasses = (v.input.present ? 2 : 0) +
-                       (v.output.present ? (v.algorithm == 0 ? 3 : 2) : 0);
+  size_t shardPasses =
+      (v.input.present ? getNumShardPasses(Shard::Input, v.algorithm) : 0) +
+      (v.output.present ? getNumShardPasses(Shard::Output, v.algorithm) : 0);
   for (int d = 0; d < plan.devices; ++d) {
     size_t ran = shardState.shardPassesRun[d];
     if (ran != shardPasses * units)

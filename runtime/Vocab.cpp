@@ -144,7 +144,8 @@ Status VocabularyShards::prepareOutput(Slice &st, const SliceShape &s) {
   // Its passes, its collectives and, on the root, the last stage's
   // backward that reads the reduced gradient.
   const VocabularyPlan &v = plan.vocabulary;
-  st.pendingOutput = (v.algorithm == 0 ? 3 : 2) + 1 + v.barriers +
+  st.pendingOutput = getNumShardPasses(Shard::Output, v.algorithm) + 1 +
+                     v.barriers +
                      (deviceIndex == v.output.root ? 1 : 0);
   return Status::ok();
 }

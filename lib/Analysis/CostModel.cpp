@@ -2,6 +2,7 @@
 
 #include "sluice/Analysis/CostModel.h"
 
+#include "sluice/PlanFormat/Format.h"
 #include "sluice/PlanFormat/ModelConfig.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -304,7 +305,7 @@ double VocabProfile::getCollectiveBytes(const sched::CollectiveId &id,
     return activation;
   if (id.group == 0)
     return activation;
-  int barriers = algorithm == 0 ? 3 : 3 - algorithm;
+  int barriers = ::sluice::rt::getBarriers(algorithm);
   bool last = id.group == barriers;
   if (algorithm == 0)
     return last ? activation : statistics;
@@ -322,6 +323,111 @@ double VocabProfile::getShardGroupBytes(const sched::CollectiveId &id,
   return getCollectiveBytes(id, tokens);
 }
 
+/// `NAME` or `NAMExG` of a hardware profile: G GPUs share each layer
+/// (tensor parallelism, as in TeraPipe's Table 1 #Op column), together G
+/// times the FLOP/s and memory bandwidth; their communication is not
+/// modelled.
+static std::optional<std::pair<HardwareProfile, unsigned>>
+parseHardware(llvm::StringRef spec) {
+  for (const HardwareProfile &profile : kProfiles) {
+    if (!spec.starts_with(profile.name))
+      continue;
+    llvm::StringRef rest = spec.drop_front(profile.name.size());
+    unsigned gpus = 1;
+    if (!rest.empty() &&
+        (!rest.consume_front("x") || rest.getAsInteger(10, gpus) || gpus < 1))
+      continue;
+    HardwareProfile scaled = profile;
+    scaled.peakFlops *= gpus;
+    scaled.memoryBandwidth *= gpus;
+    return std::make_pair(scaled, gpus);
+  }
+  return std::nullopt;
+}
+
+bool CostModel::readProfile(llvm::StringRef path, std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    error = "cannot read cost profile '" + path.str() + "'";
+    return false;
+  }
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  const llvm::json::Object *root = json ? json->getAsObject() : nullptr;
+  const llvm::json::Object *stages = root ? root->getObject("stages") : nullptr;
+  if (!json)
+    llvm::consumeError(json.takeError());
+  if (!stages || root->getString("format") != "sluice-profile") {
+    error = "'" + path.str() + "' is not a sluice-run --profile file";
+    return false;
+  }
+  kind = Kind::Measured;
+  for (const auto &[stage, passes] : *stages) {
+    const llvm::json::Object *byPass = passes.getAsObject();
+    if (!byPass)
+      continue;
+    if (std::optional<int64_t> layers = byPass->getInteger("layers"))
+      measuredLayers[stage.str()] = *layers;
+    for (const auto &[pass, entry] : *byPass)
+      if (const llvm::json::Object *e = entry.getAsObject())
+        if (std::optional<double> spt = e->getNumber("seconds_per_token"))
+          measured[stage.str()][pass.str()] = *spt;
+    if (const llvm::json::Array *samples = byPass->getArray("slice_samples"))
+      for (const llvm::json::Value &sample : *samples)
+        if (const llvm::json::Array *triple = sample.getAsArray();
+            triple && triple->size() == 3) {
+          std::optional<double> i = (*triple)[0].getAsNumber(),
+                                j = (*triple)[1].getAsNumber(),
+                                t = (*triple)[2].getAsNumber();
+          if (i && j && t)
+            sliceSamples[stage.str()].push_back({*i, *j, *t});
+        }
+  }
+  return true;
+}
+
+bool CostModel::readExplicitCosts(llvm::StringRef spec, std::string &error) {
+  kind = Kind::Explicit;
+  bool haveBW = false;
+  llvm::SmallVector<llvm::StringRef> entries;
+  spec.split(entries, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef entry : entries) {
+    auto [key, text] = entry.split('=');
+    key = key.trim();
+    text = text.trim();
+    double value;
+    if (text.getAsDouble(value) || !std::isfinite(value)) {
+      error = llvm::formatv("cost '{0}' must be a number, got '{1}'", key, text)
+                  .str();
+      return false;
+    }
+    if (value < 0) {
+      error =
+          llvm::formatv("cost '{0}' must be non-negative, got {1}", key, text)
+              .str();
+      return false;
+    }
+    if (key == "comm") {
+      comm = value;
+      continue;
+    }
+    std::optional<PassKind> pass = symbolizePassKind(key);
+    if (!pass) {
+      error = llvm::formatv("unknown cost '{0}' (expected F, B, W, BW, S, T, "
+                            "IF, IB or comm)",
+                            key)
+                  .str();
+      return false;
+    }
+    perPass[size_t(*pass)] = value;
+    haveBW |= *pass == PassKind::BW;
+  }
+  if (!haveBW)
+    perPass[size_t(PassKind::BW)] =
+        perPass[size_t(PassKind::B)] + perPass[size_t(PassKind::W)];
+  return true;
+}
+
 std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
                                           std::string &error) {
   CostModel model;
@@ -335,63 +441,16 @@ std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
     model.perPass[size_t(PassKind::BW)] = 2;
     return model;
   }
-  for (const HardwareProfile &profile : kProfiles) {
-    if (!spec.starts_with(profile.name))
-      continue;
-    llvm::StringRef rest = spec.drop_front(profile.name.size());
-    unsigned gpus = 1;
-    // `NAMExG`: G GPUs share each layer (tensor parallelism, as in
-    // TeraPipe's Table 1 #Op column): together G times the FLOP/s and
-    // memory bandwidth; their communication is not modelled.
-    if (!rest.empty() &&
-        (!rest.consume_front("x") || rest.getAsInteger(10, gpus) || gpus < 1))
-      continue;
+  if (auto hardware = parseHardware(spec)) {
     model.kind = Kind::Analytic;
-    model.hardware = profile;
-    model.deviceGpus = gpus;
-    model.hardware->peakFlops *= gpus;
-    model.hardware->memoryBandwidth *= gpus;
+    model.hardware = hardware->first;
+    model.deviceGpus = hardware->second;
     return model;
   }
+  // A profile from `sluice-run --profile` (docs/sluice-run.md).
   if (spec.ends_with(".json")) {
-    // A profile from `sluice-run --profile` (docs/sluice-run.md).
-    auto buffer = llvm::MemoryBuffer::getFile(spec);
-    if (!buffer) {
-      error = "cannot read cost profile '" + spec.str() + "'";
+    if (!model.readProfile(spec, error))
       return std::nullopt;
-    }
-    llvm::Expected<llvm::json::Value> json =
-        llvm::json::parse((*buffer)->getBuffer());
-    const llvm::json::Object *root = json ? json->getAsObject() : nullptr;
-    const llvm::json::Object *stages =
-        root ? root->getObject("stages") : nullptr;
-    if (!json)
-      llvm::consumeError(json.takeError());
-    if (!stages || root->getString("format") != "sluice-profile") {
-      error = "'" + spec.str() + "' is not a sluice-run --profile file";
-      return std::nullopt;
-    }
-    model.kind = Kind::Measured;
-    for (const auto &[stage, passes] : *stages)
-      if (const llvm::json::Object *byPass = passes.getAsObject()) {
-        if (std::optional<int64_t> layers = byPass->getInteger("layers"))
-          model.measuredLayers[stage.str()] = *layers;
-        for (const auto &[pass, entry] : *byPass)
-          if (const llvm::json::Object *e = entry.getAsObject())
-            if (std::optional<double> spt = e->getNumber("seconds_per_token"))
-              model.measured[stage.str()][pass.str()] = *spt;
-        if (const llvm::json::Array *samples =
-                byPass->getArray("slice_samples"))
-          for (const llvm::json::Value &sample : *samples)
-            if (const llvm::json::Array *triple = sample.getAsArray();
-                triple && triple->size() == 3) {
-              std::optional<double> i = (*triple)[0].getAsNumber(),
-                                    j = (*triple)[1].getAsNumber(),
-                                    t = (*triple)[2].getAsNumber();
-              if (i && j && t)
-                model.sliceSamples[stage.str()].push_back({*i, *j, *t});
-            }
-      }
     return model;
   }
   if (!spec.contains('=')) {
@@ -404,44 +463,8 @@ std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
                 .str();
     return std::nullopt;
   }
-  model.kind = Kind::Explicit;
-  bool haveBW = false;
-  llvm::SmallVector<llvm::StringRef> entries;
-  spec.split(entries, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef entry : entries) {
-    auto [key, text] = entry.split('=');
-    key = key.trim();
-    text = text.trim();
-    double value;
-    if (text.getAsDouble(value) || !std::isfinite(value)) {
-      error = llvm::formatv("cost '{0}' must be a number, got '{1}'", key, text)
-                  .str();
-      return std::nullopt;
-    }
-    if (value < 0) {
-      error =
-          llvm::formatv("cost '{0}' must be non-negative, got {1}", key, text)
-              .str();
-      return std::nullopt;
-    }
-    if (key == "comm") {
-      model.comm = value;
-      continue;
-    }
-    std::optional<PassKind> kind = symbolizePassKind(key);
-    if (!kind) {
-      error = llvm::formatv("unknown cost '{0}' (expected F, B, W, BW, S, T, "
-                            "IF, IB or comm)",
-                            key)
-                  .str();
-      return std::nullopt;
-    }
-    model.perPass[size_t(*kind)] = value;
-    haveBW |= *kind == PassKind::BW;
-  }
-  if (!haveBW)
-    model.perPass[size_t(PassKind::BW)] =
-        model.perPass[size_t(PassKind::B)] + model.perPass[size_t(PassKind::W)];
+  if (!model.readExplicitCosts(spec, error))
+    return std::nullopt;
   return model;
 }
 

@@ -95,6 +95,12 @@ const char *layerKindName(LayerKind kind) {
 
 int getBarriers(int algorithm) { return algorithm == 0 ? 3 : 3 - algorithm; }
 
+int getNumShardPasses(Shard shard, int algorithm) {
+  if (shard == Shard::Input)
+    return 2;
+  return algorithm == 0 ? 3 : 2;
+}
+
 int VocabularyShape::getNumGroups(Shard shard) const {
   if (shard == Shard::Input)
     return input ? 2 : 0;

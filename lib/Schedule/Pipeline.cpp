@@ -33,9 +33,12 @@ llvm::SmallVector<PassKind, 3> VocabLayers::getOutputPasses() const {
 }
 
 int VocabLayers::getNumGroups(ShardKind shard) const {
-  if (shard == ShardKind::Input)
-    return input ? 2 : 0;
-  return output ? 1 + getBarriers() : 0;
+  rt::VocabularyShape shape;
+  shape.input = input;
+  shape.output = output;
+  shape.algorithm = algorithm;
+  return shape.getNumGroups(shard == ShardKind::Input ? rt::Shard::Input
+                                                      : rt::Shard::Output);
 }
 
 int Pipeline::getWorkDevice(const Work &work) const {

@@ -7,20 +7,16 @@
 using namespace mlir;
 using namespace mlir::sluice;
 
-llvm::json::Value
-mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
-  const sched::Pipeline &pipe = in.pipeline;
+/// Per device: busy and idle time, the time its passes waited for tensor-
+/// parallel collectives, gradient sync, optimizer, and memory.
+static llvm::json::Array getDeviceReports(const ScheduleReportInputs &in) {
   const Simulation &sim = in.simulation;
-  const CostModel &model = in.costs.getCostModel();
-
-  const MeshShape &mesh = in.costs.getMesh();
-  // The tensor-parallel all-reduces each device's passes waited for.
-  std::vector<double> tensorParallel(pipe.devices, 0.0);
+  std::vector<double> tensorParallel(in.pipeline.devices, 0.0);
   for (const TimelineEvent &e : sim.events)
     if (e.kind == sched::InstrKind::Exec)
       tensorParallel[e.device] += in.costs.getTensorParallelTime(e.work);
   llvm::json::Array devices;
-  for (int d = 0; d < pipe.devices; ++d) {
+  for (int d = 0; d < in.pipeline.devices; ++d) {
     const DeviceStatistics &stats = sim.devices[d];
     int64_t params = in.costs.getParameterBytes(d);
     devices.push_back(llvm::json::Object{
@@ -40,70 +36,86 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
         {"peak_memory_bytes", double(params) + stats.peakActivationBytes},
     });
   }
+  return devices;
+}
+
+/// The vocabulary layers: where they are and, when sharded, how.
+static llvm::json::Value getVocabularyReport(const ScheduleReportInputs &in) {
+  const sched::VocabLayers &layers = in.pipeline.vocab;
+  if (!layers.any())
+    return llvm::json::Object{{"sharded", false}};
+  const VocabProfile &vocab = in.costs.getVocab();
+  const char *form = layers.synchronous      ? "interlaced"
+                     : !layers.output        ? "input-only"
+                     : layers.algorithm == 1 ? "vocab-1"
+                     : layers.algorithm == 2 ? "vocab-2"
+                                             : "naive";
+  return llvm::json::Object{
+      {"sharded", true},
+      {"form", form},
+      {"input_shard", layers.input},
+      {"output_shard", layers.output},
+      {"barriers", layers.output ? layers.getBarriers() : 0},
+      {"synchronous", layers.synchronous},
+      {"padded_vocab", vocab.paddedVocab},
+      {"rows_per_device", vocab.getShardRows()},
+      {"tied", vocab.tied},
+  };
+}
+
+/// The pp x tp x dp mesh, and which link each kind of traffic crosses
+/// given the ranks' placement.
+static llvm::json::Value getMeshReport(const ScheduleReportInputs &in) {
+  const MeshShape &mesh = in.costs.getMesh();
+  const CostModel &model = in.costs.getCostModel();
+  llvm::json::Value nodeDevices = nullptr;
+  if (model.getHardware())
+    nodeDevices = model.getNodeDevices();
+  int64_t pp = in.pipeline.devices;
+  return llvm::json::Object{{"pp", pp},
+                            {"tp", mesh.tp},
+                            {"dp", mesh.dp},
+                            {"ranks", pp * mesh.tp * mesh.dp},
+                            {"ranks_per_node", std::move(nodeDevices)},
+                            {"zero", mesh.zero},
+                            {"sequence_parallel", mesh.sequenceParallel}};
+}
+
+llvm::json::Value
+mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
+  const sched::Pipeline &pipe = in.pipeline;
+  const Simulation &sim = in.simulation;
+  const CostModel &model = in.costs.getCostModel();
   // MFU needs seconds: only the analytic models produce them.
   llvm::json::Value mfu = nullptr;
   if (const HardwareProfile *hw = model.getHardware())
     if (sim.stepTime > 0)
       mfu = in.costs.getStepFlops() /
-            (double(pipe.devices * mesh.tp) * hw->peakFlops * sim.stepTime);
-  // Which link each kind of traffic crosses, given the ranks' placement.
+            (double(pipe.devices * in.costs.getMesh().tp) * hw->peakFlops *
+             sim.stepTime);
   llvm::json::Array links;
   for (const LinkUse &use : in.costs.getLinks())
     links.push_back(llvm::json::Object{{"traffic", use.traffic},
                                        {"group_size", use.groupSize},
                                        {"link", stringifyLinkKind(use.link)}});
-  llvm::json::Value nodeDevices = nullptr;
-  if (model.getHardware())
-    nodeDevices = model.getNodeDevices();
   llvm::json::Array slices;
   for (int64_t length : in.costs.getSliceLengths())
     slices.push_back(length);
-  // The vocabulary layers: where they are and, when sharded, how.
-  const VocabProfile &vocab = in.costs.getVocab();
-  llvm::json::Value vocabulary = llvm::json::Object{{"sharded", false}};
-  if (pipe.vocab.any()) {
-    const char *form = pipe.vocab.synchronous      ? "interlaced"
-                       : !pipe.vocab.output        ? "input-only"
-                       : pipe.vocab.algorithm == 1 ? "vocab-1"
-                       : pipe.vocab.algorithm == 2 ? "vocab-2"
-                                                   : "naive";
-    vocabulary = llvm::json::Object{
-        {"sharded", true},
-        {"form", form},
-        {"input_shard", pipe.vocab.input},
-        {"output_shard", pipe.vocab.output},
-        {"barriers", pipe.vocab.output ? pipe.vocab.getBarriers() : 0},
-        {"synchronous", pipe.vocab.synchronous},
-        {"padded_vocab", vocab.paddedVocab},
-        {"rows_per_device", vocab.getShardRows()},
-        {"tied", vocab.tied},
-    };
-  }
   // How the slices were chosen (sluice-slice-tokens), when they were.
-  llvm::json::Value slicing = in.slicing.empty()
-                                  ? llvm::json::Value("uniform")
-                                  : llvm::json::Value(in.slicing);
   llvm::json::Value fitError = nullptr, dpLatency = nullptr;
   if (in.slicingFitError >= 0)
     fitError = in.slicingFitError;
   if (in.slicingLatency >= 0)
     dpLatency = in.slicingLatency;
   return llvm::json::Object{
-      {"slicing", std::move(slicing)},
+      {"slicing", in.slicing.empty() ? "uniform" : in.slicing},
       {"slicing_fit_error", std::move(fitError)},
       {"slicing_latency", std::move(dpLatency)},
-      {"vocabulary", std::move(vocabulary)},
+      {"vocabulary", getVocabularyReport(in)},
       {"model", in.model},
       {"schedule", in.schedule},
       {"devices", pipe.devices},
-      {"mesh", llvm::json::Object{{"pp", pipe.devices},
-                                  {"tp", mesh.tp},
-                                  {"dp", mesh.dp},
-                                  {"ranks", pipe.devices * mesh.tp * mesh.dp},
-                                  {"ranks_per_node", std::move(nodeDevices)},
-                                  {"zero", mesh.zero},
-                                  {"sequence_parallel",
-                                   mesh.sequenceParallel}}},
+      {"mesh", getMeshReport(in)},
       {"links", std::move(links)},
       {"virtual", pipe.chunks},
       {"microbatches", pipe.microbatches},
@@ -117,7 +129,7 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
       {"bubble_ratio", sim.bubbleRatio},
       {"step_flops", in.costs.getStepFlops()},
       {"mfu", std::move(mfu)},
-      {"per_device", std::move(devices)},
+      {"per_device", getDeviceReports(in)},
   };
 }
 

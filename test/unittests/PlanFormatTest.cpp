@@ -55,6 +55,10 @@ TEST(PlanFormat, BarriersPerAlgorithm) {
     EXPECT_EQ(shape.getNumGroups(Shard::Output), 1 + getBarriers(algorithm));
     EXPECT_EQ(shape.getNumGroups(Shard::Input), 2);
   }
+  EXPECT_EQ(getNumShardPasses(Shard::Input, 2), 2);
+  EXPECT_EQ(getNumShardPasses(Shard::Output, 0), 3); // S, S2, T
+  EXPECT_EQ(getNumShardPasses(Shard::Output, 1), 2); // S, T
+  EXPECT_EQ(getNumShardPasses(Shard::Output, 2), 2);
   shape.input = shape.output = false;
   EXPECT_EQ(shape.getNumGroups(Shard::Input), 0);
   EXPECT_EQ(shape.getNumGroups(Shard::Output), 0);

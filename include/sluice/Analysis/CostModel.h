@@ -256,6 +256,11 @@ public:
                         int64_t groupStride, int64_t groups) const;
 
 private:
+  /// parse()'s `F=1,B=1,...` form and its sluice-run --profile form: false
+  /// with `error` set if the text is not one.
+  bool readExplicitCosts(llvm::StringRef spec, std::string &error);
+  bool readProfile(llvm::StringRef path, std::string &error);
+
   Kind kind = Kind::Unit;
   std::string spec;
   /// Per-device-per-microbatch cost of each PassKind (unit and explicit).

@@ -68,6 +68,9 @@ const char *layerKindName(LayerKind kind);
 /// microbatch: 3 naive (algorithm 0), 2 with Algorithm 1, 1 with
 /// Algorithm 2 (papers/vocabulary-parallelism.txt §4, Figure 6).
 int getBarriers(int algorithm);
+/// The passes a shard runs per microbatch slice: the input shard IF and
+/// IB, the output shard S, S2, T (naive) or S, T (Algorithms 1 and 2).
+int getNumShardPasses(Shard shard, int algorithm);
 
 /// What the collective rules need of a pipeline: which vocabulary layers
 /// are sharded, the softmax algorithm, where the shards meet the stages,
