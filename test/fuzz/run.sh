@@ -7,6 +7,10 @@
 # script fails. Replay one with: BUILD/bin/sluice-fuzz-<target> FILE
 #
 #   test/fuzz/run.sh [SECONDS] [TARGET...]     targets: config pipeline plan
+#
+# With FUZZ_RUNS=N each target runs N inputs from seed 1 instead: the same
+# inputs every time, what CI runs (.ci/run), so that its verdict does not
+# depend on the machine's speed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-600}
@@ -18,8 +22,14 @@ status=0
 for target in "${targets[@]}"; do
   work=$build/fuzz/$target
   mkdir -p "$work/corpus"
-  echo "== sluice-fuzz-$target: ${seconds} s"
-  if ! "$build/bin/sluice-fuzz-$target" -max_total_time="$seconds" \
+  if [ -n "${FUZZ_RUNS:-}" ]; then
+    bound=(-runs="$FUZZ_RUNS" -seed=1)
+    echo "== sluice-fuzz-$target: $FUZZ_RUNS inputs from seed 1"
+  else
+    bound=(-max_total_time="$seconds")
+    echo "== sluice-fuzz-$target: ${seconds} s"
+  fi
+  if ! "$build/bin/sluice-fuzz-$target" "${bound[@]}" \
       -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
       -artifact_prefix="$work/" "$work/corpus" "test/fuzz/corpus/$target" \
       > "$work/log" 2>&1; then
