@@ -172,34 +172,10 @@ static LogicalResult verifyLayerLink(ModelOp model, RankedTensorType expected,
   return success();
 }
 
-LogicalResult ModelOp::verifyRegions() {
-  // A partitioned model may hold its vocabulary layers as shards instead.
-  if (!getVocabInput(*this) &&
-      failed(verifyExactlyOne<EmbeddingOp>(*this, "sluice.embedding")))
-    return failure();
-  if (!getVocabOutput(*this) &&
-      failed(verifyExactlyOne<OutputLayerOp>(*this, "sluice.output_layer")))
-    return failure();
-
-  // Checked after the counts so that the rules above stay testable.
-  if (unsigned args = getBody().getNumArguments())
-    return emitOpError("body must not have block arguments: a model's tokens "
-                       "and labels are implicit, got ")
-           << args;
-
-  // The layers form one chain: embedding, transformer layers, output layer;
-  // each consumes exactly the activation before it. Without block arguments
-  // nothing but the embedding can come first, and only the output layer
-  // yields the tensor<f32> that sluice.return takes. At the partitioned
-  // level the chain runs through stages: a stage's first layer reads the
-  // stage's block argument, which carries the previous stage's result.
-  bool staged = !getStages(*this).empty();
-  // Once: the model's activation type walks the whole body (a verifier
-  // that asked per layer was quadratic in the layer count; sluice-fuzz-
-  // config timed out on 240000 layers).
-  RankedTensorType activation = getActivationType();
+/// Stage names are unique: sluice.exec and friends name stages by symbol.
+static LogicalResult verifyStageNames(ModelOp model) {
   llvm::StringMap<StageOp> stageNames;
-  for (StageOp stage : getStages(*this)) {
+  for (StageOp stage : getStages(model)) {
     auto [it, inserted] = stageNames.try_emplace(stage.getSymName(), stage);
     if (!inserted)
       return stage.emitOpError("duplicates stage name @")
@@ -207,9 +183,62 @@ LogicalResult ModelOp::verifyRegions() {
           .attachNote(it->second.getLoc())
           .append("first stage @", stage.getSymName(), " is here");
   }
+  return success();
+}
+
+/// A stage reads the stage before it (the first: the sharded embedding, or
+/// nothing), and its layers chain from its block argument.
+static LogicalResult verifyStageLink(ModelOp model, RankedTensorType activation,
+                                     StageOp stage, StageOp previousStage,
+                                     Operation *&previousLayer) {
+  if (previousStage && stage.getInput() != previousStage.getResult(0))
+    return stage
+        .emitOpError("input does not chain: it is not the result of the "
+                     "preceding stage")
+        .attachNote(previousStage.getLoc())
+        .append("preceding stage is here");
+  if (!previousStage) {
+    // The first stage reads the sharded embedding, or holds the embedding
+    // itself.
+    auto input = dyn_cast_or_null<VocabInputOp>(previousLayer);
+    bool reads = input && stage.getInput() == input.getResult();
+    if (input ? !reads : bool(stage.getInput()))
+      return stage.emitOpError(input ? "is the first stage and must take "
+                                       "the sharded embedding"
+                                     : "is the first stage and must take "
+                                       "no input");
+  }
+  Value carried = stage.getBody().getNumArguments()
+                      ? stage.getBody().getArgument(0)
+                      : Value();
+  bool first = true;
+  for (Operation *layer : stage.getLayers()) {
+    Value input = first ? carried : previousLayer->getResult(0);
+    Operation *before =
+        isa_and_nonnull<VocabInputOp>(previousLayer) ? nullptr : previousLayer;
+    if (failed(verifyLayerLink(model, activation, layer, before, input)))
+      return failure();
+    previousLayer = layer;
+    first = false;
+  }
+  return success();
+}
+
+/// The layers form one chain: embedding, transformer layers, output layer;
+/// each consumes exactly the activation before it. Without block arguments
+/// nothing but the embedding can come first, and only the output layer
+/// yields the tensor<f32> that sluice.return takes. At the partitioned
+/// level the chain runs through stages: a stage's first layer reads the
+/// stage's block argument, which carries the previous stage's result.
+static LogicalResult verifyChain(ModelOp model) {
+  bool staged = !getStages(model).empty();
+  // Once: the model's activation type walks the whole body (a verifier
+  // that asked per layer was quadratic in the layer count; sluice-fuzz-
+  // config timed out on 240000 layers).
+  RankedTensorType activation = model.getActivationType();
   Operation *previousLayer = nullptr;
   StageOp previousStage;
-  for (Operation &op : getBody().front()) {
+  for (Operation &op : model.getBody().front()) {
     if (isa<ReturnOp>(op))
       break;
     if (auto input = dyn_cast<VocabInputOp>(op)) {
@@ -228,55 +257,31 @@ LogicalResult ModelOp::verifyRegions() {
     auto stage = dyn_cast<StageOp>(op);
     if (!stage) {
       Value input = previousLayer ? previousLayer->getResult(0) : Value();
-      if (failed(verifyLayerLink(*this, activation, &op, previousLayer, input)))
+      if (failed(verifyLayerLink(model, activation, &op, previousLayer, input)))
         return failure();
       previousLayer = &op;
       continue;
     }
-    if (previousStage && stage.getInput() != previousStage.getResult(0))
-      return stage
-          .emitOpError("input does not chain: it is not the result of the "
-                       "preceding stage")
-          .attachNote(previousStage.getLoc())
-          .append("preceding stage is here");
-    if (!previousStage) {
-      // The first stage reads the sharded embedding, or holds the
-      // embedding itself.
-      auto input = dyn_cast_or_null<VocabInputOp>(previousLayer);
-      bool reads = input && stage.getInput() == input.getResult();
-      if (input ? !reads : bool(stage.getInput()))
-        return stage.emitOpError(input ? "is the first stage and must take "
-                                         "the sharded embedding"
-                                       : "is the first stage and must take "
-                                         "no input");
-    }
-    Value carried = stage.getBody().getNumArguments()
-                        ? stage.getBody().getArgument(0)
-                        : Value();
-    bool first = true;
-    for (Operation *layer : stage.getLayers()) {
-      Value input = first ? carried : previousLayer->getResult(0);
-      Operation *before = isa_and_nonnull<VocabInputOp>(previousLayer)
-                              ? nullptr
-                              : previousLayer;
-      if (failed(verifyLayerLink(*this, activation, layer, before, input)))
-        return failure();
-      previousLayer = layer;
-      first = false;
-    }
+    if (failed(verifyStageLink(model, activation, stage, previousStage,
+                               previousLayer)))
+      return failure();
     previousStage = stage;
   }
+  return success();
+}
 
-  EmbeddingOp embedding = getEmbedding();
-  OutputLayerOp output = getOutputLayer();
+/// The embedding covers the sequence, and a tied output layer has its
+/// vocabulary.
+static LogicalResult verifyEndLayers(ModelOp model) {
+  EmbeddingOp embedding = model.getEmbedding();
+  OutputLayerOp output = model.getOutputLayer();
   if (!embedding || !output)
     return success();
   if (std::optional<int64_t> positions = embedding.getPositions();
-      positions && getSeqLen() > *positions)
-    return emitOpError("'seq_len' = ")
-           << getSeqLen()
+      positions && model.getSeqLen() > *positions)
+    return model.emitOpError("'seq_len' = ")
+           << model.getSeqLen()
            << " exceeds the embedding's 'positions' = " << *positions;
-
   if (output.getTied() && output.getVocab() != embedding.getVocab())
     return output.emitOpError("is tied to the embedding but 'vocab' = ")
         .append(output.getVocab(), " differs from the embedding's 'vocab' = ",
@@ -284,6 +289,26 @@ LogicalResult ModelOp::verifyRegions() {
         .attachNote(embedding.getLoc())
         .append("embedding is here");
   return success();
+}
+
+LogicalResult ModelOp::verifyRegions() {
+  // A partitioned model may hold its vocabulary layers as shards instead.
+  if (!getVocabInput(*this) &&
+      failed(verifyExactlyOne<EmbeddingOp>(*this, "sluice.embedding")))
+    return failure();
+  if (!getVocabOutput(*this) &&
+      failed(verifyExactlyOne<OutputLayerOp>(*this, "sluice.output_layer")))
+    return failure();
+
+  // Checked after the counts so that the rules above stay testable.
+  if (unsigned args = getBody().getNumArguments())
+    return emitOpError("body must not have block arguments: a model's tokens "
+                       "and labels are implicit, got ")
+           << args;
+
+  if (failed(verifyStageNames(*this)) || failed(verifyChain(*this)))
+    return failure();
+  return verifyEndLayers(*this);
 }
 
 //===----------------------------------------------------------------------===//

@@ -61,6 +61,87 @@ llvm::StringRef mlir::sluice::stringifySlicingMethod(SlicingMethod method) {
   return "uniform";
 }
 
+/// Equations 7-8 of papers/seq1f1b.txt: equal FLOPs of forward and
+/// backward over every layer for each segment, attention growing with the
+/// segment's prefix.
+static std::vector<int64_t> getSeq1F1BLengths(ModelOp model, int64_t tokens,
+                                              int64_t slices) {
+  StageProfile profile = getWholeModelProfile(model);
+  auto flops = [&](int64_t length, int64_t prefix) {
+    return profile.getPassFlops(PassKind::F, length, prefix) +
+           profile.getPassFlops(PassKind::BW, length, prefix);
+  };
+  return slicing::solveEqualCost(tokens, slices, flops);
+}
+
+/// TeraPipe's dynamic programme (papers/terapipe.txt §3.3, equation 9) over
+/// a latency model fitted to the cost model, or per stage to the runtime's
+/// measured slice timings (the slowest stage's latency). Records the fit's
+/// error and the programme's latency on the model.
+static FailureOr<std::vector<int64_t>>
+getTeraPipeLengths(ModelOp model, int64_t tokens,
+                   const TokenSlicingOptions &opts) {
+  SmallVector<StageOp> stages = getStages(model);
+  if (stages.empty())
+    return model.emitOpError(
+        "cannot slice tokens with method terapipe: its dynamic programme "
+        "optimises over the pipeline's stages; run sluice-partition-stages "
+        "first");
+  std::string error;
+  std::optional<CostModel> costs = CostModel::parse(opts.costs, error);
+  if (!costs)
+    return model.emitOpError("cannot slice tokens: ") << error;
+  bool measured = costs->getKind() == CostModel::Kind::Measured;
+  if (costs->getKind() != CostModel::Kind::Analytic && !measured)
+    return model.emitOpError(
+               "cannot slice tokens with method terapipe and costs '")
+           << opts.costs
+           << "': its latencies must depend on the slice's length and "
+              "context (use a100, h100, v100, or a sluice-run --profile "
+              "file with --profile-slices)";
+  int64_t granularity =
+      opts.granularity ? opts.granularity : getAutoGranularity(tokens);
+  if (granularity < 1 || tokens % granularity != 0)
+    return model.emitOpError("cannot slice tokens: 'granularity' = ")
+           << granularity << " does not divide 'seq_len' = " << tokens;
+  if (opts.slices && tokens / granularity < opts.slices)
+    return model.emitOpError("cannot slice tokens: ")
+           << opts.slices << " slices of multiples of " << granularity
+           << " tokens do not fit in " << tokens;
+  std::vector<StageProfile> profiles;
+  for (StageOp stage : stages)
+    profiles.push_back(StageProfile::get(stage, model));
+  std::vector<slicing::LatencyModel> fits;
+  if (measured) {
+    FailureOr<std::vector<slicing::LatencyModel>> perStage =
+        fitMeasuredSliceLatency(profiles, *costs, tokens, error);
+    if (failed(perStage))
+      return model.emitOpError("cannot slice tokens: ") << error;
+    fits = std::move(*perStage);
+  } else {
+    fits.push_back(fitSliceLatency(profiles, *costs, tokens, granularity));
+  }
+  double fitError = 0;
+  for (const slicing::LatencyModel &m : fits)
+    fitError = std::max(fitError, m.getRelativeError());
+  auto slowest = [&](int64_t length, int64_t context) {
+    double latency = 0;
+    for (const slicing::LatencyModel &m : fits)
+      latency = std::max(latency, m(length, context));
+    return latency;
+  };
+  slicing::TeraPipeOptions dp;
+  dp.stages = int(stages.size());
+  dp.epsilon = opts.epsilon;
+  dp.granularity = granularity;
+  dp.slices = opts.slices;
+  slicing::Slicing best = slicing::solveTeraPipe(tokens, slowest, dp);
+  Builder builder(model.getContext());
+  model->setAttr("slicing_fit_error", builder.getF64FloatAttr(fitError));
+  model->setAttr("slicing_latency", builder.getF64FloatAttr(best.latency));
+  return best.lengths;
+}
+
 LogicalResult mlir::sluice::sliceTokens(ModelOp model,
                                         const TokenSlicingOptions &opts) {
   int64_t tokens = model.getSeqLen();
@@ -80,84 +161,16 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
            << " is larger than the sequence ('seq_len' = " << tokens << ")";
 
   std::vector<int64_t> lengths;
-  Builder builder(model.getContext());
   if (opts.method == SlicingMethod::Uniform) {
     lengths = slicing::getUniformLengths(tokens, opts.slices);
   } else if (opts.method == SlicingMethod::Seq1F1B) {
-    // Equations 7-8: equal FLOPs of forward and backward over every layer
-    // for each segment, attention growing with the segment's prefix.
-    StageProfile profile = getWholeModelProfile(model);
-    auto flops = [&](int64_t length, int64_t prefix) {
-      return profile.getPassFlops(PassKind::F, length, prefix) +
-             profile.getPassFlops(PassKind::BW, length, prefix);
-    };
-    lengths = slicing::solveEqualCost(tokens, opts.slices, flops);
+    lengths = getSeq1F1BLengths(model, tokens, opts.slices);
   } else {
-    SmallVector<StageOp> stages = getStages(model);
-    if (stages.empty())
-      return model.emitOpError(
-          "cannot slice tokens with method terapipe: its dynamic programme "
-          "optimises over the pipeline's stages; run sluice-partition-stages "
-          "first");
-    std::string error;
-    std::optional<CostModel> costs = CostModel::parse(opts.costs, error);
-    if (!costs)
-      return model.emitOpError("cannot slice tokens: ") << error;
-    bool measured = costs->getKind() == CostModel::Kind::Measured;
-    if (costs->getKind() != CostModel::Kind::Analytic && !measured)
-      return model.emitOpError(
-                 "cannot slice tokens with method terapipe and costs '")
-             << opts.costs
-             << "': its latencies must depend on the slice's length and "
-                "context (use a100, h100, v100, or a sluice-run --profile "
-                "file with --profile-slices)";
-    int64_t granularity =
-        opts.granularity ? opts.granularity : getAutoGranularity(tokens);
-    if (granularity < 1 || tokens % granularity != 0)
-      return model.emitOpError("cannot slice tokens: 'granularity' = ")
-             << granularity << " does not divide 'seq_len' = " << tokens;
-    if (opts.slices && tokens / granularity < opts.slices)
-      return model.emitOpError("cannot slice tokens: ")
-             << opts.slices << " slices of multiples of " << granularity
-             << " tokens do not fit in " << tokens;
-    std::vector<StageProfile> profiles;
-    for (StageOp stage : stages)
-      profiles.push_back(StageProfile::get(stage, model));
-    // Equation 9: from the cost model's latencies, or per stage from the
-    // runtime's measured slice timings (the slowest stage's latency).
-    std::vector<slicing::LatencyModel> fits;
-    if (measured) {
-      FailureOr<std::vector<slicing::LatencyModel>> perStage =
-          fitMeasuredSliceLatency(profiles, *costs, tokens, error);
-      if (failed(perStage))
-        return model.emitOpError("cannot slice tokens: ") << error;
-      fits = std::move(*perStage);
-    } else {
-      fits.push_back(fitSliceLatency(profiles, *costs, tokens, granularity));
-    }
-    double fitError = 0;
-    for (const slicing::LatencyModel &m : fits)
-      fitError = std::max(fitError, m.getRelativeError());
-    auto fitted = [&](int64_t length, int64_t context) {
-      double slowest = 0;
-      for (const slicing::LatencyModel &m : fits)
-        slowest = std::max(slowest, m(length, context));
-      return slowest;
-    };
-    slicing::TeraPipeOptions dp;
-    dp.stages = int(stages.size());
-    dp.epsilon = opts.epsilon;
-    dp.granularity = granularity;
-    dp.slices = opts.slices;
-    slicing::Slicing best = slicing::solveTeraPipe(
-        tokens,
-        [&](int64_t length, int64_t context) {
-          return fitted(length, context);
-        },
-        dp);
-    lengths = best.lengths;
-    model->setAttr("slicing_fit_error", builder.getF64FloatAttr(fitError));
-    model->setAttr("slicing_latency", builder.getF64FloatAttr(best.latency));
+    FailureOr<std::vector<int64_t>> dp =
+        getTeraPipeLengths(model, tokens, opts);
+    if (failed(dp))
+      return failure();
+    lengths = std::move(*dp);
   }
   std::string problem = slicing::checkSlicing(tokens, lengths);
   if (!problem.empty())
