@@ -241,23 +241,25 @@ static double getOrderingDuration(const Work &work) {
   return isVocabPass(work.kind) ? 0.01 : work.kind == PassKind::BW ? 2.0 : 1.0;
 }
 
-FailureOr<Program>
-sched::lowerToProgram(const Pipeline &pipeline,
-                      llvm::ArrayRef<std::vector<Work>> orders,
-                      std::string &error) {
-  WorkIndex index(pipeline);
-  CollectiveIndex collectiveIndex(pipeline);
-  Program program;
-  program.devices.resize(pipeline.devices);
+namespace {
+/// lowerToProgram's steps: one global order of the collectives, then each
+/// device's list with its receives, sends and collectives placed.
+class ProgramLowering {
+public:
+  ProgramLowering(const Pipeline &pipeline,
+                  llvm::ArrayRef<std::vector<Work>> orders)
+      : pipeline(pipeline), orders(orders), index(pipeline),
+        cindex(pipeline), ready(cindex.size(), 0.0),
+        blocking(pipeline.vocab.synchronous) {}
 
-  // One global collective order, that of an execution of the orders: a
-  // device that needs collective c has run every contribution to the ones
-  // before it, so issuing in this order never waits on its own future.
-  std::vector<CollectiveId> collectives = getCollectives(pipeline);
-  std::vector<double> ready(collectiveIndex.size(), 0.0);
-  PassTimes execution;
-  llvm::SmallVector<Work, 4> deps, contributions;
-  if (!collectives.empty()) {
+  /// One global collective order, that of an execution of the orders: a
+  /// device that needs collective c has run every contribution to the
+  /// ones before it, so issuing in this order never waits on its own
+  /// future.
+  LogicalResult orderCollectives(std::string &error) {
+    collectives = getCollectives(pipeline);
+    if (collectives.empty())
+      return success();
     // The devices run `orders` as early as their dependencies allow, a
     // collective completing with its last contribution (timeOrders, with
     // no transfer time).
@@ -269,92 +271,52 @@ sched::lowerToProgram(const Pipeline &pipeline,
       for (int d = 0; d < pipeline.devices; ++d)
         getCollectiveContributions(pipeline, id, d, contributions);
       for (const Work &work : contributions)
-        ready[collectiveIndex(id)] =
-            std::max(ready[collectiveIndex(id)], execution.end[index(work)]);
+        ready[cindex(id)] =
+            std::max(ready[cindex(id)], execution.end[index(work)]);
     }
     std::stable_sort(collectives.begin(), collectives.end(),
                      [&](const CollectiveId &a, const CollectiveId &b) {
-                       return ready[collectiveIndex(a)] <
-                              ready[collectiveIndex(b)];
+                       return ready[cindex(a)] < ready[cindex(b)];
                      });
+    return success();
   }
-  bool blocking = pipeline.vocab.synchronous;
 
-  llvm::SmallVector<CollectiveId, 2> inputs;
-  for (int device = 0; device < pipeline.devices; ++device) {
+  /// `device`'s list: its order, a receive right before the first work
+  /// that needs another device's result, a send right after a work whose
+  /// result another device consumes, and the collectives where
+  /// getIssuePositions puts them.
+  LogicalResult lowerDevice(int device, std::vector<Instr> &instrs,
+                            std::string &error) {
     const std::vector<Work> &order = orders[device];
-    std::vector<Instr> &instrs = program.devices[device];
     instrs.reserve(order.size() * 2);
     std::vector<int> position(index.size(), -1);
     for (int i = 0; i < int(order.size()); ++i)
       position[index(order[i])] = i;
-    auto lastContribution = [&](const CollectiveId &id) {
-      contributions.clear();
-      getCollectiveContributions(pipeline, id, device, contributions);
-      int last = -1;
-      for (const Work &w : contributions)
-        last = std::max(last, position[index(w)]);
-      return last;
-    };
-    for (const CollectiveId &id : collectives) {
-      contributions.clear();
-      getCollectiveContributions(pipeline, id, device, contributions);
-      for (const Work &w : contributions)
-        if (position[index(w)] < 0) {
-          error = llvm::formatv("device {0} never runs {1}, its part of {2}",
-                                device, toString(w), toString(id));
-          return failure();
-        }
-    }
-
-    // Where each collective goes: before order[issueAt[c]] (order.size():
-    // at the end).
-    //  * vocabulary stream: as early as possible -- right after its local
-    //    contributions, and after the collective before it;
-    //  * blocking: where the device would meet the others -- before its
-    //    first pass that starts once every contribution has finished, but
-    //    after its own contributions.
-    std::vector<int> issueAt(collectives.size());
-    // Each shard's collectives form their own queue (stream and
-    // communicator), so only those of one shard keep each other's order.
-    int previousOf[2] = {0, 0};
-    // Blocking collectives stop the device, so they all keep one order.
-    for (size_t c = 0; c < collectives.size(); ++c) {
-      int &previous = previousOf[blocking ? 0 : int(collectives[c].shard)];
-      int at = lastContribution(collectives[c]) + 1;
-      if (blocking) {
-        double when = ready[collectiveIndex(collectives[c])];
-        int first = int(order.size());
-        for (int i = 0; i < int(order.size()); ++i)
-          if (execution.start[index(order[i])] >= when) {
-            first = i;
-            break;
-          }
-        at = std::max(at, first);
-      }
-      issueAt[c] = previous = std::max(at, previous);
-    }
-
+    FailureOr<std::vector<int>> issueAt =
+        getIssuePositions(device, position, error);
+    if (failed(issueAt))
+      return failure();
     // Issue in the global order, each where it goes.
     std::vector<size_t> byPosition(collectives.size());
     std::iota(byPosition.begin(), byPosition.end(), 0);
     std::stable_sort(
         byPosition.begin(), byPosition.end(),
-        [&](size_t a, size_t b) { return issueAt[a] < issueAt[b]; });
+        [&](size_t a, size_t b) { return (*issueAt)[a] < (*issueAt)[b]; });
     size_t next = 0;
-    std::vector<bool> issued(collectiveIndex.size(), false);
+    std::vector<bool> issued(cindex.size(), false);
     auto issueUpTo = [&](int i) {
-      for (; next < byPosition.size() && issueAt[byPosition[next]] <= i;
+      for (; next < byPosition.size() && (*issueAt)[byPosition[next]] <= i;
            ++next) {
         const CollectiveId &id = collectives[byPosition[next]];
-        issued[collectiveIndex(id)] = true;
+        issued[cindex(id)] = true;
         instrs.push_back(Instr::coll(id, blocking));
       }
     };
+    llvm::SmallVector<Work, 4> deps;
+    llvm::SmallVector<CollectiveId, 2> inputs;
     for (int i = 0; i < int(order.size()); ++i) {
       const Work &work = order[i];
       issueUpTo(i);
-      // Receive what this work needs from other devices, just before it.
       deps.clear();
       getDependencies(pipeline, work, deps);
       for (const Work &dep : deps) {
@@ -365,7 +327,7 @@ sched::lowerToProgram(const Pipeline &pipeline,
       inputs.clear();
       getCollectiveInputs(pipeline, work, inputs);
       for (const CollectiveId &id : inputs)
-        if (!issued[collectiveIndex(id)]) {
+        if (!issued[cindex(id)]) {
           error = llvm::formatv(
               "device {0} cannot run {1}: it needs {2}, which it cannot "
               "issue before its part of {3} (every device issues the "
@@ -380,6 +342,78 @@ sched::lowerToProgram(const Pipeline &pipeline,
         instrs.push_back(Instr::send(work, pipeline.getDevice(consumer)));
     }
     issueUpTo(int(order.size()));
+    return success();
   }
+
+private:
+  /// Where each collective goes on `device`: before order[issueAt[c]]
+  /// (order.size(): at the end).
+  ///  * vocabulary stream: as early as possible -- right after its local
+  ///    contributions, and after the collective before it;
+  ///  * blocking: where the device would meet the others -- before its
+  ///    first pass that starts once every contribution has finished, but
+  ///    after its own contributions.
+  FailureOr<std::vector<int>> getIssuePositions(int device,
+                                                llvm::ArrayRef<int> position,
+                                                std::string &error) {
+    const std::vector<Work> &order = orders[device];
+    std::vector<int> issueAt(collectives.size());
+    // Each shard's collectives form their own queue (stream and
+    // communicator), so only those of one shard keep each other's order;
+    // blocking collectives stop the device, so they all keep one order.
+    int previousOf[2] = {0, 0};
+    for (size_t c = 0; c < collectives.size(); ++c) {
+      contributions.clear();
+      getCollectiveContributions(pipeline, collectives[c], device,
+                                 contributions);
+      int at = 0;
+      for (const Work &w : contributions) {
+        if (position[index(w)] < 0) {
+          error = llvm::formatv("device {0} never runs {1}, its part of {2}",
+                                device, toString(w), toString(collectives[c]));
+          return failure();
+        }
+        at = std::max(at, position[index(w)] + 1);
+      }
+      if (blocking) {
+        double when = ready[cindex(collectives[c])];
+        int first = int(order.size());
+        for (int i = 0; i < int(order.size()); ++i)
+          if (execution.start[index(order[i])] >= when) {
+            first = i;
+            break;
+          }
+        at = std::max(at, first);
+      }
+      int &previous = previousOf[blocking ? 0 : int(collectives[c].shard)];
+      issueAt[c] = previous = std::max(at, previous);
+    }
+    return issueAt;
+  }
+
+  const Pipeline &pipeline;
+  llvm::ArrayRef<std::vector<Work>> orders;
+  WorkIndex index;
+  CollectiveIndex cindex;
+  std::vector<CollectiveId> collectives;
+  std::vector<double> ready;
+  PassTimes execution;
+  bool blocking;
+  llvm::SmallVector<Work, 4> contributions;
+};
+} // namespace
+
+FailureOr<Program>
+sched::lowerToProgram(const Pipeline &pipeline,
+                      llvm::ArrayRef<std::vector<Work>> orders,
+                      std::string &error) {
+  ProgramLowering lowering(pipeline, orders);
+  if (failed(lowering.orderCollectives(error)))
+    return failure();
+  Program program;
+  program.devices.resize(pipeline.devices);
+  for (int device = 0; device < pipeline.devices; ++device)
+    if (failed(lowering.lowerDevice(device, program.devices[device], error)))
+      return failure();
   return program;
 }
