@@ -8,7 +8,6 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2 placement=vshape" 2>&1 | FileCheck %s --check-prefix=VCHUNKS
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2 placement=ring" 2>&1 | FileCheck %s --check-prefix=PLACEMENT
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2 balance=memory" 2>&1 | FileCheck %s --check-prefix=BALANCE
-// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-stages="pp=2" 2>&1 | FileCheck %s --check-prefix=TWICE
 
 // Six equal layers; the output layer (vocab 800) costs about two of them.
 
@@ -53,7 +52,6 @@
 // VCHUNKS: error: 'sluice.model' op placement 'vshape' holds two chunks per device: 'virtual' must be 2, got 1
 // PLACEMENT: for the --placement option: Cannot find option named 'ring'!
 // BALANCE: for the --balance option: Cannot find option named 'memory'!
-// TWICE: error: 'sluice.model' op is already partitioned into stages
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 800} : tensor<1x16x32xf32>
   %x0 = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 128, norm = layernorm, mlp = gelu} : tensor<1x16x32xf32>

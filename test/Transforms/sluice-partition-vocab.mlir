@@ -4,9 +4,7 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab="mode=interlaced" | FileCheck %s --check-prefix=INTER
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab="mode=baseline" | FileCheck %s --check-prefix=BASE --implicit-check-not=sluice.vocab_
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab="mode=vocab" | sluice-opt | FileCheck %s --check-prefix=VOCAB --implicit-check-not=sluice.embedding --implicit-check-not=sluice.output_layer
-// RUN: not sluice-opt %s --sluice-partition-vocab="mode=vocab" 2>&1 | FileCheck %s --check-prefix=UNPART
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab="mode=row" 2>&1 | FileCheck %s --check-prefix=MODE
-// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab="mode=vocab" --sluice-partition-vocab="mode=vocab" 2>&1 | FileCheck %s --check-prefix=TWICE
 
 // Six layers, vocabulary 101: not a multiple of 2p for any p.
 
@@ -62,9 +60,7 @@
 // BASE: sluice.embedding
 // BASE: sluice.output_layer
 
-// UNPART: error: 'sluice.model' op is not partitioned into stages: run sluice-partition-stages first
 // MODE: for the --mode option: Cannot find option named 'row'!
-// TWICE: error: 'sluice.model' op has its vocabulary layers partitioned already
 
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 101, positions = 16} : tensor<1x16x32xf32>
