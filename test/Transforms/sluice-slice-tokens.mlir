@@ -8,7 +8,6 @@
 // RUN: not sluice-opt %s --sluice-slice-tokens="slices=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not sluice-opt %s --sluice-slice-tokens="slices=auto method=seq1f1b" 2>&1 | FileCheck %s --check-prefix=AUTO
 // RUN: not sluice-opt %s --sluice-slice-tokens="slices=2 method=random" 2>&1 | FileCheck %s --check-prefix=METHOD
-// RUN: not sluice-opt %s --sluice-slice-tokens="slices=auto method=terapipe" 2>&1 | FileCheck %s --check-prefix=UNPARTITIONED
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=4" --sluice-slice-tokens="slices=auto method=terapipe costs=unit" 2>&1 | FileCheck %s --check-prefix=UNIT
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=4" --sluice-slice-tokens="slices=auto method=terapipe costs=v100 granularity=100" 2>&1 | FileCheck %s --check-prefix=GRANULARITY
 
@@ -31,7 +30,6 @@
 // ZERO: error: sluice-slice-tokens: 'slices' must be at least 1, got 0
 // AUTO: error: 'sluice.model' op cannot slice tokens: 'slices' = auto needs method terapipe (its dynamic programme picks the count); method seq1f1b needs a number
 // METHOD: for the --method option: Cannot find option named 'random'!
-// UNPARTITIONED: error: 'sluice.model' op cannot slice tokens with method terapipe: its dynamic programme optimises over the pipeline's stages; run sluice-partition-stages first
 // UNIT: error: 'sluice.model' op cannot slice tokens with method terapipe and costs 'unit': its latencies must depend on the slice's length and context (use a100, h100, v100, or a sluice-run --profile file with --profile-slices)
 // GRANULARITY: error: 'sluice.model' op cannot slice tokens: 'granularity' = 100 does not divide 'seq_len' = 4096
 
