@@ -293,13 +293,13 @@ TEST(TensorParallel, EmbeddingSumsItsLookupsOnce) {
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = int32_t(i % 13);
   TokenRows batch{tokens.data(), seq + 1};
-  std::vector<float> y(rows * seq * h), dy(y.size(), 1.0f),
-      f = stateFor(stage.getForwardStateBytes(s)),
-      w = stateFor(stage.getWeightStateBytes(s)),
-      work = stateFor(stage.getWorkspaceBytes(s));
+  std::vector<float> y(rows * seq * h), dy(y.size(), 1.0f);
+  std::vector<float> f = stateFor(stage.getForwardStateBytes(s));
+  std::vector<float> w = stateFor(stage.getWeightStateBytes(s));
+  std::vector<float> work = stateFor(stage.getWorkspaceBytes(s));
   stage.forward(s, batch, nullptr, y.data(), f.data(), nullptr, work.data(),
                 nullptr);
-  EXPECT_EQ(sums, (std::vector<int64_t>{rows * seq * h}));
+  EXPECT_EQ(sums, std::vector<int64_t>(1, rows * seq * h));
   // Shard 1 holds rows 7..12: tokens below 7 look up zeros before the sum.
   for (int64_t c = 0; c < h; ++c)
     EXPECT_EQ(y[c], 0.0f) << "token 0, column " << c;
