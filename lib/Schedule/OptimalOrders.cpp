@@ -29,6 +29,103 @@ struct ProblemDeleter {
 int silence(void *, const char *) { return 1; }
 } // namespace
 
+/// Memory: when F_k starts, its device holds F_k's activations, every
+/// earlier F's, less every earlier W's (BW's): at most the cap.
+///   cap - a_k >= sum_j a_j [F_j before F_k] - sum_j a_j [W_j before F_k]
+/// with [a before b] the order variable y of the pair or 1 - y.
+static void addMemoryRows(llvm::ArrayRef<Work> works,
+                          llvm::ArrayRef<int> device,
+                          const std::map<std::pair<int, int>, int> &order,
+                          llvm::function_ref<double(int)> activation,
+                          llvm::ArrayRef<double> cap, std::vector<Row> &rows) {
+  int n = int(works.size());
+  for (int k = 0; k < n; ++k) {
+    if (works[k].kind != PassKind::F)
+      continue;
+    Row row;
+    double constant = 0;
+    auto before = [&](int a, int b, double weight) {
+      if (a < b) {
+        row.columns.push_back(order.at({a, b}));
+        row.coefficients.push_back(weight);
+      } else {
+        row.columns.push_back(order.at({b, a}));
+        row.coefficients.push_back(-weight);
+        constant += weight;
+      }
+    };
+    for (int j = 0; j < n; ++j) {
+      if (j == k || device[j] != device[k])
+        continue;
+      PassKind kind = works[j].kind;
+      if (kind == PassKind::F)
+        before(j, k, -activation(j));
+      else if (kind == PassKind::W || kind == PassKind::BW)
+        before(j, k, activation(j));
+    }
+    // sum(coef * column) + constant >= a_k - cap.
+    row.lower = activation(k) - cap[device[k]] - constant;
+    rows.push_back(std::move(row));
+  }
+}
+
+/// The mixed-integer program in GLPK: starts 1..n and the makespan are
+/// non-negative, the order variables binary (those a dependency decides
+/// fixed), each row `sum >= lower`; the makespan is minimised.
+static std::unique_ptr<glp_prob, ProblemDeleter>
+loadProblem(int n, int columns, int makespan,
+            const std::map<std::pair<int, int>, int> &order,
+            llvm::ArrayRef<std::pair<int, int>> fixed,
+            llvm::ArrayRef<Row> rows) {
+  std::unique_ptr<glp_prob, ProblemDeleter> lp(glp_create_prob());
+  glp_term_hook(silence, nullptr);
+  glp_set_obj_dir(lp.get(), GLP_MIN);
+  glp_add_cols(lp.get(), columns);
+  for (int c = 1; c <= n; ++c)
+    glp_set_col_bnds(lp.get(), c, GLP_LO, 0.0, 0.0);
+  for (const auto &entry : order)
+    glp_set_col_kind(lp.get(), entry.second, GLP_BV);
+  for (auto [column, value] : fixed)
+    glp_set_col_bnds(lp.get(), column, GLP_FX, value, value);
+  glp_set_col_bnds(lp.get(), makespan, GLP_LO, 0.0, 0.0);
+  glp_set_obj_coef(lp.get(), makespan, 1.0);
+  glp_add_rows(lp.get(), int(rows.size()));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const Row &row = rows[r];
+    glp_set_row_bnds(lp.get(), int(r) + 1, GLP_LO, row.lower, 0.0);
+    // GLPK's arrays are 1-based too.
+    std::vector<int> index(1, 0);
+    std::vector<double> value(1, 0.0);
+    // A pair may name a column twice (never here, but GLPK refuses it).
+    std::map<int, double> merged;
+    for (size_t k = 0; k < row.columns.size(); ++k)
+      merged[row.columns[k]] += row.coefficients[k];
+    for (auto [column, coefficient] : merged) {
+      index.push_back(column);
+      value.push_back(coefficient);
+    }
+    glp_set_mat_row(lp.get(), int(r) + 1, int(index.size()) - 1, index.data(),
+                    value.data());
+  }
+  return lp;
+}
+
+/// Each device's passes in the order of their starts in the solution.
+static std::vector<std::vector<Work>>
+readOrders(glp_prob *lp, llvm::ArrayRef<Work> works,
+           llvm::ArrayRef<int> device, int devices) {
+  std::vector<std::vector<std::pair<double, int>>> starts(devices);
+  for (int j = 0; j < int(works.size()); ++j)
+    starts[device[j]].push_back({glp_mip_col_val(lp, j + 1), j});
+  std::vector<std::vector<Work>> orders(devices);
+  for (int d = 0; d < devices; ++d) {
+    std::sort(starts[d].begin(), starts[d].end());
+    for (auto [start, j] : starts[d])
+      orders[d].push_back(works[j]);
+  }
+  return orders;
+}
+
 FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
                                                   const Durations &durations,
                                                   const OptimalOptions &options,
@@ -85,17 +182,6 @@ FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
       if (device[i] == device[j])
         order[{i, j}] = ++columns;
   int makespan = ++columns;
-  // [a before b] as (constant, column, sign): y or 1 - y.
-  auto before = [&](int a, int b, double weight, Row &row, double &constant) {
-    if (a < b) {
-      row.columns.push_back(order[{a, b}]);
-      row.coefficients.push_back(weight);
-    } else {
-      row.columns.push_back(order[{b, a}]);
-      row.coefficients.push_back(-weight);
-      constant += weight;
-    }
-  };
 
   std::vector<Row> rows;
   llvm::SmallVector<Work, 8> deps;
@@ -127,62 +213,11 @@ FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
                     duration(i) - big});
     rows.push_back({{i + 1, j + 1, column}, {1.0, -1.0, big}, duration(j)});
   }
-  // Memory: when F_k starts, its device holds F_k's activations, every
-  // earlier F's, less every earlier W's (BW's): at most the cap.
-  //   cap - a_k >= sum_j a_j [F_j before F_k] - sum_j a_j [W_j before F_k]
   if (!options.memoryCap.empty())
-    for (int k = 0; k < n; ++k) {
-      if (works[k].kind != PassKind::F)
-        continue;
-      Row row;
-      double constant = 0;
-      for (int j = 0; j < n; ++j) {
-        if (j == k || device[j] != device[k])
-          continue;
-        PassKind kind = works[j].kind;
-        if (kind == PassKind::F)
-          before(j, k, -activation(j), row, constant);
-        else if (kind == PassKind::W || kind == PassKind::BW)
-          before(j, k, activation(j), row, constant);
-      }
-      // sum(coef * column) + constant >= a_k - cap.
-      row.lower = activation(k) - options.memoryCap[device[k]] - constant;
-      rows.push_back(std::move(row));
-    }
+    addMemoryRows(works, device, order, activation, options.memoryCap, rows);
 
-  std::unique_ptr<glp_prob, ProblemDeleter> lp(glp_create_prob());
-  glp_term_hook(silence, nullptr);
-  glp_set_obj_dir(lp.get(), GLP_MIN);
-  glp_add_cols(lp.get(), columns);
-  for (int c = 1; c <= n; ++c)
-    glp_set_col_bnds(lp.get(), c, GLP_LO, 0.0, 0.0);
-  for (auto [pair, column] : order) {
-    glp_set_col_kind(lp.get(), column, GLP_BV);
-    (void)pair;
-  }
-  for (auto [column, value] : fixed)
-    glp_set_col_bnds(lp.get(), column, GLP_FX, value, value);
-  glp_set_col_bnds(lp.get(), makespan, GLP_LO, 0.0, 0.0);
-  glp_set_obj_coef(lp.get(), makespan, 1.0);
-  glp_add_rows(lp.get(), int(rows.size()));
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const Row &row = rows[r];
-    glp_set_row_bnds(lp.get(), int(r) + 1, GLP_LO, row.lower, 0.0);
-    // GLPK's arrays are 1-based too.
-    std::vector<int> index(1, 0);
-    std::vector<double> value(1, 0.0);
-    // A pair may name a column twice (never here, but GLPK refuses it).
-    std::map<int, double> merged;
-    for (size_t k = 0; k < row.columns.size(); ++k)
-      merged[row.columns[k]] += row.coefficients[k];
-    for (auto [column, coefficient] : merged) {
-      index.push_back(column);
-      value.push_back(coefficient);
-    }
-    glp_set_mat_row(lp.get(), int(r) + 1, int(index.size()) - 1, index.data(),
-                    value.data());
-  }
-
+  std::unique_ptr<glp_prob, ProblemDeleter> lp =
+      loadProblem(n, columns, makespan, order, fixed, rows);
   glp_iocp parameters;
   glp_init_iocp(&parameters);
   parameters.presolve = GLP_ON;
@@ -200,14 +235,6 @@ FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
   OptimalResult result;
   result.makespan = glp_mip_obj_val(lp.get());
   result.proven = found == GLP_OPT;
-  std::vector<std::vector<std::pair<double, int>>> starts(p);
-  for (int j = 0; j < n; ++j)
-    starts[device[j]].push_back({glp_mip_col_val(lp.get(), j + 1), j});
-  result.orders.resize(p);
-  for (int d = 0; d < p; ++d) {
-    std::sort(starts[d].begin(), starts[d].end());
-    for (auto [start, j] : starts[d])
-      result.orders[d].push_back(works[j]);
-  }
+  result.orders = readOrders(lp.get(), works, device, p);
   return result;
 }
