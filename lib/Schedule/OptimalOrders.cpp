@@ -111,9 +111,10 @@ loadProblem(int n, int columns, int makespan,
 }
 
 /// Each device's passes in the order of their starts in the solution.
-static std::vector<std::vector<Work>>
-readOrders(glp_prob *lp, llvm::ArrayRef<Work> works,
-           llvm::ArrayRef<int> device, int devices) {
+static std::vector<std::vector<Work>> readOrders(glp_prob *lp,
+                                                 llvm::ArrayRef<Work> works,
+                                                 llvm::ArrayRef<int> device,
+                                                 int devices) {
   std::vector<std::vector<std::pair<double, int>>> starts(devices);
   for (int j = 0; j < int(works.size()); ++j)
     starts[device[j]].push_back({glp_mip_col_val(lp, j + 1), j});
