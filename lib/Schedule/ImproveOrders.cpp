@@ -72,6 +72,23 @@ private:
   /// or (with `known` false) a lower bound where one has not run.
   double readyTime(const Work &work, double now, bool &known);
   void execute(int d, const Work &work);
+  /// Resets the state and gives each device its stages and caps; fails if
+  /// a cap is below one microbatch of the device's activations.
+  LogicalResult prepare(std::string &error);
+  double getCap(int d) const {
+    return d < int(caps.size()) ? caps[d] : kInfinity;
+  }
+  /// What device `d` may run at `now`: the best ready backward and forward
+  /// (a forward only if its memory fits), whether a ready forward is held
+  /// back by the cap, and when the next pass may become ready.
+  struct Candidates {
+    std::optional<Work> bestB, bestF;
+    bool blockedF = false;
+    /// The earliest a forward or backward may become ready, and the
+    /// earliest a backward's input is known to arrive.
+    double nextArrival = kInfinity, nextKnownB = kInfinity;
+  };
+  Candidates findCandidates(int d, double now);
   /// The device's priority between two ready passes of one kind.
   bool before(const Work &a, const Work &b) const {
     if (a.microbatch != b.microbatch && !policy.laterStageFirst)
@@ -158,8 +175,7 @@ void ListScheduler::execute(int d, const Work &work) {
   }
 }
 
-FailureOr<std::vector<std::vector<Work>>>
-ListScheduler::run(std::string &error) {
+LogicalResult ListScheduler::prepare(std::string &error) {
   int p = pipe.devices;
   end.assign(index.size(), -1.0);
   arrival.assign(index.size(), -1.0);
@@ -191,10 +207,67 @@ ListScheduler::run(std::string &error) {
       return failure();
     }
   }
-  auto cap = [&](int d) {
-    return d < int(caps.size()) ? caps[d] : kInfinity;
-  };
+  return success();
+}
 
+ListScheduler::Candidates ListScheduler::findCandidates(int d, double now) {
+  Device &dev = devices[d];
+  Candidates c;
+  for (int s : dev.stages) {
+    if (nextB[s] < units) {
+      Work b = backwardAt(s, nextB[s]);
+      bool known;
+      double ready = readyTime(b, now, known);
+      if (known && ready <= now + kEpsilon) {
+        if (!c.bestB || before(b, *c.bestB))
+          c.bestB = b;
+      } else {
+        c.nextArrival = std::min(c.nextArrival, ready);
+        if (known)
+          c.nextKnownB = std::min(c.nextKnownB, ready);
+      }
+    }
+    if (nextF[s] < units) {
+      Work f = forwardAt(s, nextF[s]);
+      // Room for this forward and what the started microbatches will
+      // still need: all of it, or one more forward of a later stage.
+      double need;
+      if (policy.reserveMicrobatch)
+        need =
+            dev.pending + (dev.started[f.microbatch] ? 0 : dev.perMicrobatch);
+      else
+        need = getActivation(durations, f) +
+               (dev.started[f.microbatch] ? 0 : dev.laterForward);
+      bool fits = dev.live + need <= getCap(d) + kEpsilon;
+      bool known;
+      double ready = readyTime(f, now, known);
+      if (known && ready <= now + kEpsilon) {
+        if (!fits)
+          c.blockedF = true;
+        else if (!c.bestF || before(f, *c.bestF))
+          c.bestF = f;
+      } else if (fits) {
+        c.nextArrival = std::min(c.nextArrival, ready);
+      }
+    }
+  }
+  // A forward that would hold up a backward whose input is on its way
+  // waits, as the policy says.
+  if (c.bestF && !c.bestB &&
+      now + durations.compute(*c.bestF) >
+          c.nextKnownB + policy.forwardOverrun * durations.compute(*c.bestF) +
+              kEpsilon) {
+    c.nextArrival = std::min(c.nextArrival, c.nextKnownB);
+    c.bestF.reset();
+  }
+  return c;
+}
+
+FailureOr<std::vector<std::vector<Work>>>
+ListScheduler::run(std::string &error) {
+  if (failed(prepare(error)))
+    return failure();
+  int p = pipe.devices;
   using Event = std::pair<double, int>;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
   for (int d = 0; d < p; ++d)
@@ -206,63 +279,10 @@ ListScheduler::run(std::string &error) {
     if (time != dev.clock || dev.remaining == 0)
       continue;
     double now = dev.clock;
-    std::optional<Work> bestB, bestF;
-    bool blockedF = false;
-    // The earliest a forward or backward may become ready, and the
-    // earliest a backward's input is known to arrive.
-    double nextArrival = kInfinity, nextKnownB = kInfinity;
-    for (int s : dev.stages) {
-      if (nextB[s] < units) {
-        Work b = backwardAt(s, nextB[s]);
-        bool known;
-        double ready = readyTime(b, now, known);
-        if (known && ready <= now + kEpsilon) {
-          if (!bestB || before(b, *bestB))
-            bestB = b;
-        } else {
-          nextArrival = std::min(nextArrival, ready);
-          if (known)
-            nextKnownB = std::min(nextKnownB, ready);
-        }
-      }
-      if (nextF[s] < units) {
-        Work f = forwardAt(s, nextF[s]);
-        // Room for this forward and what the started microbatches will
-        // still need: all of it, or one more forward of a later stage.
-        double need;
-        if (policy.reserveMicrobatch)
-          need = dev.pending +
-                 (dev.started[f.microbatch]
-                      ? 0
-                      : dev.perMicrobatch);
-        else
-          need = getActivation(durations, f) +
-                 (dev.started[f.microbatch] ? 0 : dev.laterForward);
-        bool fits = dev.live + need <= cap(d) + kEpsilon;
-        bool known;
-        double ready = readyTime(f, now, known);
-        if (known && ready <= now + kEpsilon) {
-          if (!fits)
-            blockedF = true;
-          else if (!bestF || before(f, *bestF))
-            bestF = f;
-        } else if (fits) {
-          nextArrival = std::min(nextArrival, ready);
-        }
-      }
-    }
-    // A forward that would hold up a backward whose input is on its way
-    // waits, as the policy says.
-    if (bestF && !bestB &&
-        now + durations.compute(*bestF) >
-            nextKnownB + policy.forwardOverrun * durations.compute(*bestF) +
-                kEpsilon) {
-      nextArrival = std::min(nextArrival, nextKnownB);
-      bestF.reset();
-    }
-    if (bestB || bestF) {
-      bool forward = bestF && (!bestB || policy.forwardFirst);
-      execute(d, forward ? *bestF : *bestB);
+    Candidates c = findCandidates(d, now);
+    if (c.bestB || c.bestF) {
+      bool forward = c.bestF && (!c.bestB || policy.forwardFirst);
+      execute(d, forward ? *c.bestF : *c.bestB);
       events.push({dev.clock, d});
       continue;
     }
@@ -272,23 +292,23 @@ ListScheduler::run(std::string &error) {
       // W frees memory a blocked forward needs, fills a gap it fits, or
       // overruns the next arrival by what the policy allows; once nothing
       // but W is left it simply runs.
-      if (blockedF || nextArrival == kInfinity ||
+      if (c.blockedF || c.nextArrival == kInfinity ||
           now + length <=
-              nextArrival + policy.weightOverrun * length + kEpsilon) {
+              c.nextArrival + policy.weightOverrun * length + kEpsilon) {
         dev.dueW.pop_front();
         execute(d, w);
         events.push({dev.clock, d});
         continue;
       }
     }
-    if (nextArrival == kInfinity) {
+    if (c.nextArrival == kInfinity) {
       error = llvm::formatv("device {0} cannot go on at time {1}: its memory "
                             "cap ({2}) admits no forward and no backward is "
                             "left to free it",
-                            d, now, cap(d));
+                            d, now, getCap(d));
       return failure();
     }
-    dev.clock = nextArrival;
+    dev.clock = c.nextArrival;
     events.push({dev.clock, d});
   }
   for (int d = 0; d < p; ++d)
