@@ -33,8 +33,9 @@ packages=(
   libglpk-dev
 )
 
-# libFuzzer comes with Debian's clang.
-[ "$job" = fuzz ] && packages+=(clang)
+# libFuzzer: Debian's clang, and its runtimes (libclang-rt, which clang only
+# recommends and so --no-install-recommends would leave out).
+[ "$job" = fuzz ] && packages+=(clang libclang-rt-14-dev)
 
 # pip fetches cudnn-frontend's headers for the CUDA backend.
 [ -d /usr/local/cuda/bin ] && packages+=(python3-pip)

@@ -7,6 +7,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 using namespace mlir;
@@ -163,16 +164,34 @@ void sched::getDependencies(const Pipeline &pipeline, const Work &work,
   }
 }
 
+// The two enums are matched by name once, not per call: the collective
+// rules run for every work unit the simulator and the refiners step.
 rt::Pass sched::toPlanPass(PassKind kind) {
-  std::optional<rt::Pass> pass = rt::parsePass(stringifyPassKind(kind));
-  assert(pass && "a pass kind the plan format cannot spell");
-  return *pass;
+  static const std::array<rt::Pass, kNumPassKinds> table = [] {
+    std::array<rt::Pass, kNumPassKinds> passes{};
+    for (size_t k = 0; k < kNumPassKinds; ++k) {
+      std::optional<rt::Pass> pass =
+          rt::parsePass(stringifyPassKind(PassKind(k)));
+      assert(pass && "a pass kind the plan format cannot spell");
+      passes[k] = *pass;
+    }
+    return passes;
+  }();
+  return table[size_t(kind)];
 }
 
 PassKind sched::fromPlanPass(rt::Pass pass) {
-  std::optional<PassKind> kind = symbolizePassKind(rt::passName(pass));
-  assert(kind && "a plan pass the dialect cannot spell");
-  return *kind;
+  static const std::array<PassKind, rt::kNumPasses> table = [] {
+    std::array<PassKind, rt::kNumPasses> kinds{};
+    for (int p = 0; p < rt::kNumPasses; ++p) {
+      std::optional<PassKind> kind =
+          symbolizePassKind(rt::passName(rt::Pass(p)));
+      assert(kind && "a plan pass the dialect cannot spell");
+      kinds[p] = *kind;
+    }
+    return kinds;
+  }();
+  return table[size_t(pass)];
 }
 
 rt::VocabularyShape sched::getVocabularyShape(const Pipeline &pipeline) {
