@@ -60,8 +60,7 @@ Outcome compileOnce(MLIRContext &context, llvm::StringRef path,
           .count();
   for (DeviceOp device : program->getBody().getOps<DeviceOp>())
     outcome.instructions += device.getBody().front().getOperations().size();
-  outcome.bubble =
-      cast<FloatAttr>((*program)->getAttr("bubble_ratio")).getValueAsDouble();
+  outcome.bubble = program->getBubbleRatio().value_or(0);
   outcome.ok = true;
   return outcome;
 }
@@ -90,14 +89,14 @@ int main(int argc, char **argv) {
         best = outcome;
     }
     if (!best.ok) {
-      llvm::outs() << info.name << ": failed\n";
+      llvm::outs() << info.getName() << ": failed\n";
       allOk = false;
       continue;
     }
     llvm::outs() << llvm::format("%-18s %3d %3d %13zu %10.4f %8.3f\n",
-                                 info.name.data(), info.chunks == 1 ? 1 : 2,
-                                 info.sliced ? 4 : 1, best.instructions,
-                                 best.bubble, best.seconds);
+                                 info.getName().data(),
+                                 info.chunks == 1 ? 1 : 2, info.sliced ? 4 : 1,
+                                 best.instructions, best.bubble, best.seconds);
   }
   return allOk ? 0 : 1;
 }

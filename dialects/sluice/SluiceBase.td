@@ -52,6 +52,13 @@ def Sluice_SizeAttr : TypedSignlessIntegerAttrBase<I64, "int64_t",
   let convertFromStorage = "$_self.getValue().getSExtValue()";
 }
 
+// A real number the compiler computed (a time, a ratio), read back as a
+// double rather than an APFloat.
+def Sluice_RealAttr : FloatAttrBase<F64, "64-bit float"> {
+  let returnType = "double";
+  let convertFromStorage = "$_self.getValueAsDouble()";
+}
+
 //===----------------------------------------------------------------------===//
 // Enums
 //===----------------------------------------------------------------------===//
@@ -161,6 +168,45 @@ def Sluice_ProjectionAttr : EnumAttr<Sluice_Dialect, Sluice_Projection,
 
     ```mlir
     #sluice.projection<qkv>
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+// Schedule names such as `1f1b` and `zb-h1` are not MLIR keywords: print
+// them quoted where needed, so that the attribute's generic form
+// (`#sluice.schedule<"zb-h1">`) parses back.
+def Sluice_ScheduleKindParameter : EnumParameter<Sluice_ScheduleKind> {
+  let printer = "$_printer.printKeywordOrString(stringifyScheduleKind($_self))";
+}
+
+def Sluice_ScheduleKindAttr : EnumAttr<Sluice_Dialect, Sluice_ScheduleKind,
+                                       "schedule"> {
+  let summary = "pipeline schedule";
+  let description = [{
+    The schedule `sluice-schedule` generated a program with: `gpipe`,
+    `1f1b`, `interleaved-1f1b`, `zb-h1`, `zb-h2`, `zb-v`, `v-half`,
+    `v-min`, `seq1f1b`, `seq1f1b-i` or `terapipe` (docs/schedules.md).
+    `sluice.program` spells it as a string (`schedule = "zb-h1"`).
+
+    ```mlir
+    #sluice.schedule<"zb-h1">
+    ```
+  }];
+  let parameters = (ins Sluice_ScheduleKindParameter:$value);
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Sluice_SlicingMethodAttr : EnumAttr<Sluice_Dialect, Sluice_SlicingMethod,
+                                        "slicing"> {
+  let summary = "token slicing method";
+  let description = [{
+    How `sluice-slice-tokens` cut each sequence: `uniform` (equal
+    lengths), `seq1f1b` (equal FLOPs, papers/seq1f1b.txt §3.3) or
+    `terapipe` (the dynamic programme of papers/terapipe.txt §3.3).
+
+    ```mlir
+    #sluice.slicing<seq1f1b>
     ```
   }];
   let assemblyFormat = "`<` $value `>`";

@@ -99,6 +99,53 @@ def Sluice_Projection : I32EnumAttr<"Projection",
   let genSpecializedAttr = 0;
 }
 
+def Sluice_ScheduleKind : I32EnumAttr<"ScheduleKind",
+    "the pipeline schedule a program was generated with", [
+  I32EnumAttrCase<"GPipe", 0, "gpipe">,
+  I32EnumAttrCase<"OneFOneB", 1, "1f1b">,
+  I32EnumAttrCase<"Interleaved1F1B", 2, "interleaved-1f1b">,
+  I32EnumAttrCase<"ZBH1", 3, "zb-h1">,
+  I32EnumAttrCase<"ZBH2", 4, "zb-h2">,
+  I32EnumAttrCase<"ZBV", 5, "zb-v">,
+  I32EnumAttrCase<"VHalf", 6, "v-half">,
+  I32EnumAttrCase<"VMin", 7, "v-min">,
+  I32EnumAttrCase<"Seq1F1B", 8, "seq1f1b">,
+  I32EnumAttrCase<"Seq1F1BI", 9, "seq1f1b-i">,
+  I32EnumAttrCase<"TeraPipe", 10, "terapipe">
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+def Sluice_SlicingMethod : I32EnumAttr<"SlicingMethod",
+    "how a sequence is cut into token slices", [
+  I32EnumAttrCase<"Uniform", 0, "uniform">,
+  I32EnumAttrCase<"Seq1F1B", 1, "seq1f1b">,
+  I32EnumAttrCase<"TeraPipe", 2, "terapipe">
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+}
+
+// Stored as the plain integer the textual IR has always used
+// (`algorithm = 2 : i64`): ODS checks it is one of the cases and the
+// accessor returns the enum.
+def Sluice_SoftmaxAlgorithm : I64EnumAttr<"SoftmaxAlgorithm",
+    "the form of a vocabulary-parallel softmax: 0 (naive, 3 barriers), "
+    "1 (Algorithm 1, 2 barriers) or 2 (Algorithm 2, 1 barrier)", [
+  I64EnumAttrCase<"Naive", 0, "naive">,
+  I64EnumAttrCase<"Algorithm1", 1, "algorithm1">,
+  I64EnumAttrCase<"Algorithm2", 2, "algorithm2">
+]> {
+  let cppNamespace = "::mlir::sluice";
+  let genSpecializedAttr = 0;
+  let returnType = "::mlir::sluice::SoftmaxAlgorithm";
+  let convertFromStorage =
+      "static_cast<::mlir::sluice::SoftmaxAlgorithm>($_self.getInt())";
+  let constBuilderCall =
+      "$_builder.getI64IntegerAttr(static_cast<int64_t>($0))";
+}
+
 // Not an attribute: what a tensor-parallel op communicates in one pass
 // (TensorCollectiveOpInterface).
 def Sluice_CollectiveKind : I32EnumAttr<"CollectiveKind",

@@ -191,7 +191,7 @@ static LogicalResult verifyStageNames(ModelOp model) {
 static LogicalResult verifyStageLink(ModelOp model, RankedTensorType activation,
                                      StageOp stage, StageOp previousStage,
                                      Operation *&previousLayer) {
-  if (previousStage && stage.getInput() != previousStage.getResult(0))
+  if (previousStage && stage.getInput() != previousStage.getResult())
     return stage
         .emitOpError("input does not chain: it is not the result of the "
                      "preceding stage")
@@ -246,7 +246,7 @@ static LogicalResult verifyChain(ModelOp model) {
       continue;
     }
     if (auto output = dyn_cast<VocabOutputOp>(op)) {
-      if (!previousStage || output.getInput() != previousStage.getResult(0))
+      if (!previousStage || output.getInput() != previousStage.getResult())
         return output.emitOpError(
             "input does not chain: it is not the result of the last stage");
       continue;
@@ -466,10 +466,9 @@ ShardTraffic mlir::sluice::getShardTraffic(Operation *layer) {
       continue;
     auto in = cast<RankedTensorType>(op.getOperand(0).getType());
     auto out = cast<RankedTensorType>(op.getResult(0).getType());
-    ShardCollective c{
-        CollectiveKind::none,
-        std::max(in.getNumElements(), out.getNumElements()),
-        int64_t(in.getElementType().getIntOrFloatBitWidth() / 8)};
+    ShardCollective c{CollectiveKind::none,
+                      std::max(in.getNumElements(), out.getNumElements()),
+                      int64_t(in.getElementType().getIntOrFloatBitWidth() / 8)};
     if ((c.kind = collective.getForwardCollective()) != CollectiveKind::none)
       traffic.forward.push_back(c);
     if ((c.kind = collective.getBackwardCollective()) != CollectiveKind::none)
@@ -477,8 +476,8 @@ ShardTraffic mlir::sluice::getShardTraffic(Operation *layer) {
     // The column-parallel weight gradient needs the whole input that only
     // the gather made: the shard keeps its slice and gathers it again.
     if (isa<TpGatherOp>(op))
-      traffic.weight.push_back({CollectiveKind::all_gather, c.elements,
-                                c.elementBytes});
+      traffic.weight.push_back(
+          {CollectiveKind::all_gather, c.elements, c.elementBytes});
   }
   std::reverse(traffic.backward.begin(), traffic.backward.end());
   return traffic;
@@ -575,8 +574,8 @@ LogicalResult TransformerLayerOp::verify() {
       return op.emitOpError("yields ")
              << width << " columns, but one of " << n << " shards of "
              << getHeads() << " heads (" << getKvHeads()
-             << " key/value) and feed-forward width " << getFfn()
-             << " has " << expected;
+             << " key/value) and feed-forward width " << getFfn() << " has "
+             << expected;
   }
   return success();
 }
@@ -649,15 +648,14 @@ LogicalResult StageOp::verifyRegions() {
   auto yield = dyn_cast<YieldOp>(body.getTerminator());
   if (!yield)
     return emitOpError("must end in sluice.yield");
-  if (yield.getValues().getTypes() != getResultTypes())
+  if (yield.getValue().getType() != getResult().getType())
     return yield.emitOpError("yields ")
-           << yield.getValues().size()
-           << " values whose types differ from the stage's results";
+           << yield.getValue().getType() << ", the stage's result is "
+           << getResult().getType();
   SmallVector<Operation *> layers = getLayers();
   if (layers.empty())
     return emitOpError("holds no layer");
-  if (yield.getValues().size() != 1 ||
-      yield.getValues()[0] != layers.back()->getResult(0))
+  if (yield.getValue() != layers.back()->getResult(0))
     return yield.emitOpError("must yield the result of the stage's last layer");
   return success();
 }
@@ -697,9 +695,6 @@ template <typename OpTy> static LogicalResult verifyShardSizes(OpTy op) {
 LogicalResult VocabOutputOp::verify() {
   if (failed(verifyShardSizes(*this)))
     return failure();
-  if (getAlgorithm() < 0 || getAlgorithm() > 2)
-    return emitOpError("'algorithm' must be 0 (naive), 1 or 2, got ")
-           << getAlgorithm();
   int64_t counted = countBarriers(getBody());
   if (counted != getBarriers())
     return emitOpError("says it crosses 'barriers' = ")
@@ -908,8 +903,7 @@ static LogicalResult verifyNamedWork(Operation *op, StringRef name,
            << name << ", which is not a vocabulary shard of model @"
            << model.getSymName();
   return op->emitOpError("names stage @")
-         << name << ", which model @" << model.getSymName()
-         << " does not have";
+         << name << ", which model @" << model.getSymName() << " does not have";
 }
 
 LogicalResult ExecOp::verifySymbolUses(SymbolTableCollection &tables) {
@@ -968,6 +962,35 @@ static ParseResult parsePassKind(OpAsmParser &parser, PassKindAttr &kind) {
 static void printPassKind(OpAsmPrinter &printer, Operation *,
                           PassKindAttr kind) {
   printer << stringifyPassKind(kind.getValue());
+}
+
+//===----------------------------------------------------------------------===//
+// custom<ScheduleName>: a program's schedule as the string users type
+//===----------------------------------------------------------------------===//
+
+/// `schedule = "zb-h1"`: the name as `sluice-compile --schedule` takes it
+/// (most names are not MLIR keywords), checked against the schedule enum.
+static ParseResult parseScheduleName(OpAsmParser &parser,
+                                     ScheduleKindAttr &schedule) {
+  std::string name;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseString(&name))
+    return failure();
+  std::optional<ScheduleKind> kind = symbolizeScheduleKind(name);
+  if (!kind) {
+    InFlightDiagnostic diag = parser.emitError(loc, "unknown schedule '")
+                              << name << "' (expected one of";
+    for (uint32_t i = 0; i <= getMaxEnumValForScheduleKind(); ++i)
+      diag << (i ? ", " : " ") << stringifyScheduleKind(ScheduleKind(i));
+    return diag << ")";
+  }
+  schedule = ScheduleKindAttr::get(parser.getContext(), *kind);
+  return success();
+}
+
+static void printScheduleName(OpAsmPrinter &printer, Operation *,
+                              ScheduleKindAttr schedule) {
+  printer.printString(stringifyScheduleKind(schedule.getValue()));
 }
 
 //===----------------------------------------------------------------------===//

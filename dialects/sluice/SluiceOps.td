@@ -53,7 +53,18 @@ def Sluice_ModelOp : Sluice_Op<"model", [
 
     `token_slices`, set by `sluice-slice-tokens`, lists the lengths of the
     token slices each sequence is cut into (TeraPipe, Seq1F1B); they sum to
-    `seq_len`. `slicing` names the method that chose them.
+    `seq_len`. `slicing` names the method that chose them. TeraPipe's
+    dynamic programme also records `slicing_latency`, the step latency its
+    cost model predicts for the cut (seconds), and `slicing_fit_error`, the
+    largest relative error of the latency fits it used.
+
+    ```mlir
+    sluice.model @m {seq_len = 4096, micro_batch = 1, dtype = bf16}
+        attributes {slicing = #sluice.slicing<seq1f1b>,
+                    token_slices = array<i64: 1240, 1060, 941, 855>} {
+      ...
+    }
+    ```
 
     ```mlir
     sluice.model @tiny {seq_len = 16, micro_batch = 2, dtype = f32} {
@@ -69,8 +80,19 @@ def Sluice_ModelOp : Sluice_Op<"model", [
   let arguments = (ins SymbolNameAttr:$sym_name, Sluice_SizeAttr:$seq_len,
                        Sluice_SizeAttr:$micro_batch, TypeAttr:$dtype,
                        OptionalAttr<DenseI64ArrayAttr>:$token_slices,
-                       OptionalAttr<StrAttr>:$slicing);
+                       OptionalAttr<Sluice_SlicingMethodAttr>:$slicing,
+                       OptionalAttr<Sluice_RealAttr>:$slicing_latency,
+                       OptionalAttr<Sluice_RealAttr>:$slicing_fit_error);
   let regions = (region SizedRegion<1>:$body);
+  let builders = [
+    // A model before sluice-slice-tokens: one slice per sequence.
+    OpBuilder<(ins "StringRef":$name, "int64_t":$seq_len,
+                   "int64_t":$micro_batch, "Type":$dtype), [{
+      build($_builder, $_state, name, seq_len, micro_batch, dtype,
+            /*token_slices=*/nullptr, /*slicing=*/nullptr,
+            /*slicing_latency=*/nullptr, /*slicing_fit_error=*/nullptr);
+    }]>
+  ];
   let assemblyFormat = [{
     $sym_name ` ` `{` `seq_len` `=` $seq_len `,` `micro_batch` `=` $micro_batch
     `,` `dtype` `=` $dtype `}` attr-dict-with-keyword $body
@@ -267,11 +289,11 @@ def Sluice_StageOp : Sluice_Op<"stage", [
                        OptionalAttr<DenseI64ArrayAttr>:$flops,
                        OptionalAttr<Sluice_SizeAttr>:$activation_bytes,
                        OptionalAttr<Sluice_RecomputeKindAttr>:$recompute);
-  let results = (outs Variadic<AnyType>:$results);
+  let results = (outs AnyType:$result);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `device` $device `chunk` $chunk
-    (` ` `(` $input^ `:` type($input) `)`)? `->` type($results)
+    (` ` `(` $input^ `:` type($input) `)`)? `->` type($result)
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
@@ -286,16 +308,18 @@ def Sluice_StageOp : Sluice_Op<"stage", [
 
 def Sluice_YieldOp : Sluice_Op<"yield", [
     Pure, Terminator, ReturnLike, HasParent<"StageOp">]> {
-  let summary = "yields a stage's activation (or the loss)";
+  let summary = "yields a stage's activation";
   let description = [{
-    Terminates a `sluice.stage`.
+    Terminates a `sluice.stage` with the result of its last layer: the
+    activation the next stage takes, the normalised activation a
+    vocabulary-parallel output layer takes, or the loss.
 
     ```mlir
     sluice.yield %x : tensor<1x16x32xf32>
     ```
   }];
-  let arguments = (ins Variadic<AnyType>:$values);
-  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let arguments = (ins AnyType:$value);
+  let assemblyFormat = "$value `:` type($value) attr-dict";
 }
 
 //===----------------------------------------------------------------------===//
@@ -311,7 +335,8 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     `sluice.device` region per device, each holding the exact order in
     which that device's runtime issues its instructions for one training
     step of `microbatches` microbatches, each cut into `slices` token
-    slices. `schedule` names the schedule that produced it.
+    slices. `schedule` names the schedule that produced it (written as a
+    string: `schedule = "zb-h1"`).
 
     The program runs on a device mesh (docs/parallelism.md): `devices`
     pipeline devices, each split into `tp` tensor-parallel shards
@@ -325,6 +350,16 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     shards the optimizer state over the replicas: each `sluice.grad_sync`
     reduce-scatters its gradients, each replica updates its part of the
     weights and the step ends by all-gathering them.
+
+    `sluice-simulate` records what it predicts for one step under the
+    cost model: `step_time` (seconds), `bubble_ratio` (idle device time
+    over total device time), `peak_activation` (per device, the most
+    activations it holds at once from F to B, in microbatch units: one unit
+    is one microbatch's activations of 1/p of the transformer layers, the
+    unit the schedules' memory claims use), `peak_activation_until_w` (the
+    same held until W, since W reads part of them), and `mfu` (model FLOPs
+    utilisation, when the cost model knows the device's peak). The
+    driver's report prints them.
 
     `sequence_parallel` (Megatron-LM's sequence parallelism, with `tp` of
     at least 2): between the layers' tensor-parallel regions each shard
@@ -363,16 +398,36 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$model,
                        Sluice_SizeAttr:$devices, Sluice_SizeAttr:$microbatches,
-                       Sluice_SizeAttr:$slices, StrAttr:$schedule,
+                       Sluice_SizeAttr:$slices,
+                       Sluice_ScheduleKindAttr:$schedule,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$tp,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$dp,
                        DefaultValuedAttr<I64Attr, "0">:$zero,
-                       UnitAttr:$sequence_parallel);
+                       UnitAttr:$sequence_parallel,
+                       // Set by sluice-simulate.
+                       OptionalAttr<Sluice_RealAttr>:$step_time,
+                       OptionalAttr<Sluice_RealAttr>:$bubble_ratio,
+                       OptionalAttr<DenseF64ArrayAttr>:$peak_activation,
+                       OptionalAttr<DenseF64ArrayAttr>:$peak_activation_until_w,
+                       OptionalAttr<Sluice_RealAttr>:$mfu);
   let regions = (region SizedRegion<1>:$body);
+  let builders = [
+    // A program as sluice-schedule writes it: on one replica of
+    // unsharded devices, not yet simulated.
+    OpBuilder<(ins "StringRef":$name, "StringRef":$model, "int64_t":$devices,
+                   "int64_t":$microbatches, "int64_t":$slices,
+                   "ScheduleKind":$schedule), [{
+      build($_builder, $_state, name, model, devices, microbatches, slices,
+            schedule, /*tp=*/1, /*dp=*/1, /*zero=*/0,
+            /*sequence_parallel=*/false, /*step_time=*/nullptr,
+            /*bubble_ratio=*/nullptr, /*peak_activation=*/nullptr,
+            /*peak_activation_until_w=*/nullptr, /*mfu=*/nullptr);
+    }]>
+  ];
   let assemblyFormat = [{
     $sym_name `for` $model ` ` `{` `devices` `=` $devices `,`
     `microbatches` `=` $microbatches `,` `slices` `=` $slices `,`
-    `schedule` `=` $schedule `}` (`tp` $tp^)?
+    `schedule` `=` custom<ScheduleName>($schedule) `}` (`tp` $tp^)?
     (`sequence_parallel` $sequence_parallel^)? (`dp` $dp^)? (`zero` $zero^)?
     attr-dict-with-keyword $body
   }];
@@ -384,16 +439,31 @@ def Sluice_DeviceOp : Sluice_Op<"device", [
   let summary = "the instruction list of one device";
   let description = [{
     Holds, in execution order, the `sluice.exec`, `sluice.send`,
-    `sluice.recv` and `sluice.collective` instructions of device `index`.
+    `sluice.recv`, `sluice.collective` and `sluice.grad_sync` instructions
+    of device `index`.
+
+    `sluice-plan-buffers` gives the device's activation memory as
+    `buffers`: the size in bytes of each buffer slot, which the
+    instructions' slot attributes index (docs/plan-format.md).
 
     ```mlir
     sluice.device 1 {
       sluice.recv F @s0 {mb = 0, slice = 0} from 0
       sluice.exec F @s1 {mb = 0, slice = 0}
     }
+    sluice.device 0 attributes {buffers = array<i64: 6144, 4096>} {
+      sluice.exec F @s0 {mb = 0, slice = 0} {out = 1 : i64, state = 0 : i64}
+      sluice.send F @s0 {mb = 0, slice = 0} to 1 {buffer = 1 : i64}
+    }
     ```
   }];
-  let arguments = (ins Sluice_SizeAttr:$index);
+  let arguments = (ins Sluice_SizeAttr:$index,
+                       OptionalAttr<DenseI64ArrayAttr>:$buffers);
+  let builders = [
+    OpBuilder<(ins "int64_t":$index), [{
+      build($_builder, $_state, index, /*buffers=*/nullptr);
+    }]>
+  ];
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$index attr-dict-with-keyword $body";
 }
@@ -410,6 +480,17 @@ class Sluice_InstrOp<string mnemonic, list<Trait> traits = []>
   let hasVerifier = 1;
 }
 
+// The unit of work a stage instruction names.
+defvar Sluice_WorkArgs = (ins Sluice_PassKindAttr:$kind,
+                              FlatSymbolRefAttr:$stage, Sluice_SizeAttr:$mb,
+                              Sluice_SizeAttr:$slice);
+
+// The buffer slot of the activation a send reads or a receive writes: an
+// index into the device's `buffers`, set by sluice-plan-buffers.
+defvar Sluice_MessageArgs = (ins DefaultValuedAttr<Sluice_StreamKindAttr,
+                                     "StreamKind::comm">:$stream,
+                                 OptionalAttr<Sluice_SizeAttr>:$buffer);
+
 def Sluice_ExecOp : Sluice_InstrOp<"exec"> {
   let summary = "runs one pass of a stage for one microbatch slice";
   let description = [{
@@ -418,12 +499,41 @@ def Sluice_ExecOp : Sluice_InstrOp<"exec"> {
     shard (S, S2, T, IF, IB) name the shard instead of a stage and run on
     the device whose region holds them.
 
+    `sluice-plan-buffers` names the buffer slots (indices into the
+    device's `buffers`) a stage pass reads and writes:
+
+    * `state`: what F keeps for B and W (F writes it, B and W read it);
+    * `wstate`: what B keeps for W (B or BW writes it, W reads it);
+    * `rstate`: what a recomputing stage's B made again for W;
+    * `kv`: the keys and values of earlier token slices of the microbatch
+      (the first slice's F writes them, later slices and B read them);
+    * `in`: the activation or gradient the pass takes from the stage
+      before (F) or after (B, BW);
+    * `out`: the activation or gradient it passes on.
+
+    A pass without a role has no such value (the first stage has no `in`).
+
     ```mlir
     sluice.exec W @s3 {mb = 5, slice = 0}
+    sluice.exec B @s1 {mb = 0, slice = 0} {in = 3 : i64, out = 4 : i64,
+                                           state = 0 : i64, wstate = 2 : i64}
     ```
   }];
-  let arguments = (ins Sluice_PassKindAttr:$kind, FlatSymbolRefAttr:$stage,
-                       Sluice_SizeAttr:$mb, Sluice_SizeAttr:$slice);
+  let arguments = !con(Sluice_WorkArgs,
+                       (ins OptionalAttr<Sluice_SizeAttr>:$state,
+                            OptionalAttr<Sluice_SizeAttr>:$wstate,
+                            OptionalAttr<Sluice_SizeAttr>:$rstate,
+                            OptionalAttr<Sluice_SizeAttr>:$kv,
+                            OptionalAttr<Sluice_SizeAttr>:$in,
+                            OptionalAttr<Sluice_SizeAttr>:$out));
+  let builders = [
+    // Before sluice-plan-buffers: no slots.
+    OpBuilder<(ins "PassKind":$kind, "StringRef":$stage, "int64_t":$mb,
+                   "int64_t":$slice), [{
+      build($_builder, $_state, kind, stage, mb, slice, nullptr, nullptr,
+            nullptr, nullptr, nullptr, nullptr);
+    }]>
+  ];
   let assemblyFormat = [{
     custom<PassKind>($kind) $stage ` ` `{` `mb` `=` $mb `,` `slice` `=` $slice
     `}` attr-dict
@@ -436,17 +546,24 @@ def Sluice_SendOp : Sluice_InstrOp<"send"> {
     Sends the activation (after F) or gradient (after B or BW) produced by
     pass `kind` of `stage` for microbatch `mb`, slice `slice`, to device
     `to`, on `stream` (the communication stream unless said). Non-blocking:
-    the runtime waits for it only before reusing the buffer.
+    the runtime waits for it only before reusing the buffer, slot `buffer`
+    once `sluice-plan-buffers` has run.
 
     ```mlir
     sluice.send F @s0 {mb = 0, slice = 0} to 1
+    sluice.send B @s1 {mb = 2, slice = 0} to 0 {buffer = 4 : i64}
     ```
   }];
-  let arguments = (ins Sluice_PassKindAttr:$kind, FlatSymbolRefAttr:$stage,
-                       Sluice_SizeAttr:$mb, Sluice_SizeAttr:$slice,
-                       Sluice_SizeAttr:$to,
-                       DefaultValuedAttr<Sluice_StreamKindAttr,
-                                         "StreamKind::comm">:$stream);
+  let arguments = !con(Sluice_WorkArgs, (ins Sluice_SizeAttr:$to),
+                       Sluice_MessageArgs);
+  let builders = [
+    // Before sluice-plan-buffers: no slot.
+    OpBuilder<(ins "PassKind":$kind, "StringRef":$stage, "int64_t":$mb,
+                   "int64_t":$slice, "int64_t":$to, "StreamKind":$stream), [{
+      build($_builder, $_state, kind, stage, mb, slice, to, stream,
+            /*buffer=*/nullptr);
+    }]>
+  ];
   let assemblyFormat = [{
     custom<PassKind>($kind) $stage ` ` `{` `mb` `=` $mb `,` `slice` `=` $slice
     `}` `to` $to (`on` $stream^)? attr-dict
@@ -457,18 +574,24 @@ def Sluice_RecvOp : Sluice_InstrOp<"recv"> {
   let summary = "receives the result of a pass from another device";
   let description = [{
     Receives what the matching `sluice.send` (same pass, stage, microbatch
-    and slice) on device `from` sends. The device's instruction stream waits
+    and slice) on device `from` sends, into slot `buffer` once
+    `sluice-plan-buffers` has run. The device's instruction stream waits
     here until the data has arrived.
 
     ```mlir
     sluice.recv F @s0 {mb = 0, slice = 0} from 0
     ```
   }];
-  let arguments = (ins Sluice_PassKindAttr:$kind, FlatSymbolRefAttr:$stage,
-                       Sluice_SizeAttr:$mb, Sluice_SizeAttr:$slice,
-                       Sluice_SizeAttr:$from,
-                       DefaultValuedAttr<Sluice_StreamKindAttr,
-                                         "StreamKind::comm">:$stream);
+  let arguments = !con(Sluice_WorkArgs, (ins Sluice_SizeAttr:$from),
+                       Sluice_MessageArgs);
+  let builders = [
+    // Before sluice-plan-buffers: no slot.
+    OpBuilder<(ins "PassKind":$kind, "StringRef":$stage, "int64_t":$mb,
+                   "int64_t":$slice, "int64_t":$from, "StreamKind":$stream), [{
+      build($_builder, $_state, kind, stage, mb, slice, from, stream,
+            /*buffer=*/nullptr);
+    }]>
+  ];
   let assemblyFormat = [{
     custom<PassKind>($kind) $stage ` ` `{` `mb` `=` $mb `,` `slice` `=` $slice
     `}` `from` $from (`on` $stream^)? attr-dict

@@ -53,6 +53,17 @@ def Sluice_FinalNormOp : Sluice_LayerOp<"final_norm", [
   }];
 }
 
+// What both vocabulary shards record: the devices they span, the device of
+// the stage they attach to (`root`), the real and padded vocabulary, a
+// table shared between them (`tied`), blocking collectives (`synchronous`)
+// and the passes sluice-split-passes cut them into.
+defvar Sluice_ShardArgs = (ins Sluice_SizeAttr:$devices, Sluice_SizeAttr:$root,
+                               Sluice_SizeAttr:$vocab,
+                               Sluice_SizeAttr:$padded_vocab,
+                               UnitAttr:$tied, UnitAttr:$synchronous,
+                               OptionalAttr<TypedArrayAttrBase<
+                                   Sluice_PassKindAttr, "pass kinds">>:$passes);
+
 def Sluice_VocabOutputOp : Sluice_Op<"vocab_output", [
     IsolatedFromAbove, SingleBlock, HasParent<"ModelOp">]> {
   let summary = "the output layer, sharded along the vocabulary over all devices";
@@ -88,13 +99,10 @@ def Sluice_VocabOutputOp : Sluice_Op<"vocab_output", [
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, AnyRankedTensor:$input,
-                       Sluice_SizeAttr:$devices, Sluice_SizeAttr:$root,
-                       Sluice_SizeAttr:$vocab, Sluice_SizeAttr:$padded_vocab,
-                       Sluice_SizeAttr:$barriers, Sluice_SizeAttr:$algorithm,
-                       UnitAttr:$tied, UnitAttr:$synchronous,
-                       OptionalAttr<TypedArrayAttrBase<Sluice_PassKindAttr,
-                                    "pass kinds">>:$passes);
+  let arguments = !con((ins SymbolNameAttr:$sym_name, AnyRankedTensor:$input),
+                  Sluice_ShardArgs,
+                  (ins Sluice_SizeAttr:$barriers,
+                       Sluice_SoftmaxAlgorithm:$algorithm));
   let results = (outs 0DTensorOf<[F32]>:$loss);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
@@ -139,13 +147,8 @@ def Sluice_VocabInputOp : Sluice_Op<"vocab_input", [
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, Sluice_SizeAttr:$devices,
-                       Sluice_SizeAttr:$root, Sluice_SizeAttr:$vocab,
-                       Sluice_SizeAttr:$padded_vocab,
-                       OptionalAttr<Sluice_SizeAttr>:$positions,
-                       UnitAttr:$tied, UnitAttr:$synchronous,
-                       OptionalAttr<TypedArrayAttrBase<Sluice_PassKindAttr,
-                                    "pass kinds">>:$passes);
+  let arguments = !con((ins SymbolNameAttr:$sym_name), Sluice_ShardArgs,
+                       (ins OptionalAttr<Sluice_SizeAttr>:$positions));
   let results = (outs AnyRankedTensor:$result);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

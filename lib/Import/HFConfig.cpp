@@ -325,9 +325,9 @@ FailureOr<ImportedConfig> readConfig(const ConfigReader &reader,
   // trained today have about 130.
   constexpr int64_t kMaxLayers = 1 << 16;
   if (*layers > kMaxLayers) {
-    reader.error(layersKey) << "key '" << layersKey << "' = " << *layers
-                            << " is more layers than Sluice compiles ("
-                            << kMaxLayers << ")";
+    reader.error(layersKey)
+        << "key '" << layersKey << "' = " << *layers
+        << " is more layers than Sluice compiles (" << kMaxLayers << ")";
     return failure();
   }
   auto heads =
@@ -517,8 +517,7 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
   auto size = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
   auto model = ModelOp::create(builder, fileLoc, config->name,
                                /*seq_len=*/config->positions,
-                               /*micro_batch=*/1, config->dtype,
-                               /*token_slices=*/nullptr, /*slicing=*/nullptr);
+                               /*micro_batch=*/1, config->dtype);
   builder.createBlock(&model.getBody());
 
   // Name each op after the Hugging Face module it stands for, so that a

@@ -84,8 +84,7 @@ mlir::sluice::getPipeline(ModelOp model, int64_t microbatches, int64_t slices) {
       return shard->emitOpError("is sharded over ")
              << devices << " devices rooted at device " << root
              << ", but the stages span " << pipeline.devices
-             << " devices and the " << end << " one is on device "
-             << expected;
+             << " devices and the " << end << " one is on device " << expected;
     };
     if (auto out = dyn_cast<VocabOutputOp>(op)) {
       pipeline.vocab.output = true;
@@ -220,7 +219,7 @@ FailureOr<ProgramView> mlir::sluice::readProgram(ProgramOp program,
 }
 
 ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
-                                     StringRef schedule,
+                                     ScheduleKind schedule,
                                      const Pipeline &pipeline,
                                      const Program &program) {
   OpBuilder builder(model.getContext());

@@ -2,9 +2,9 @@
 
 #include "sluice/Schedule/Schedules.h"
 
-#include "llvm/Support/ErrorHandling.h"
 #include "sluice/Schedule/ImproveOrders.h"
 #include "sluice/Schedule/VShapeOrders.h"
+#include "llvm/Support/ErrorHandling.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -18,28 +18,27 @@ using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
 static const ScheduleInfo kSchedules[] = {
-    {ScheduleKind::GPipe, "gpipe", PlacementKind::loop, false, false, 1,
+    {ScheduleKind::GPipe, PlacementKind::loop, false, false, 1,
      "all forwards, then all backwards (Huang et al. 2019)"},
-    {ScheduleKind::OneFOneB, "1f1b", PlacementKind::loop, false, false, 1,
+    {ScheduleKind::OneFOneB, PlacementKind::loop, false, false, 1,
      "one forward, one backward (Harlap et al. 2018)"},
-    {ScheduleKind::Interleaved1F1B, "interleaved-1f1b",
-     PlacementKind::interleaved, false, false, 0,
+    {ScheduleKind::Interleaved1F1B, PlacementKind::interleaved, false, false, 0,
      "Megatron's interleaved 1F1B over virtual chunks"},
-    {ScheduleKind::ZBH1, "zb-h1", PlacementKind::loop, true, false, 1,
+    {ScheduleKind::ZBH1, PlacementKind::loop, true, false, 1,
      "zero-bubble with 1F1B's memory: W fills the bubbles"},
-    {ScheduleKind::ZBH2, "zb-h2", PlacementKind::loop, true, false, 1,
+    {ScheduleKind::ZBH2, PlacementKind::loop, true, false, 1,
      "zero-bubble with up to 2p - 1 microbatches in flight"},
-    {ScheduleKind::ZBV, "zb-v", PlacementKind::vshape, true, false, 2,
+    {ScheduleKind::ZBV, PlacementKind::vshape, true, false, 2,
      "zero-bubble V-shape, at most p microbatches of activations"},
-    {ScheduleKind::VHalf, "v-half", PlacementKind::vshape, true, false, 2,
+    {ScheduleKind::VHalf, PlacementKind::vshape, true, false, 2,
      "V-shape with about half of 1F1B's activations"},
-    {ScheduleKind::VMin, "v-min", PlacementKind::vshape, true, false, 2,
+    {ScheduleKind::VMin, PlacementKind::vshape, true, false, 2,
      "V-shape with about a third of 1F1B's activations"},
-    {ScheduleKind::Seq1F1B, "seq1f1b", PlacementKind::loop, false, true, 1,
+    {ScheduleKind::Seq1F1B, PlacementKind::loop, false, true, 1,
      "1F1B over token slices (Seq1F1B)"},
-    {ScheduleKind::Seq1F1BI, "seq1f1b-i", PlacementKind::interleaved, false,
-     true, 0, "interleaved 1F1B over token slices (Seq1F1B-I)"},
-    {ScheduleKind::TeraPipe, "terapipe", PlacementKind::loop, false, true, 1,
+    {ScheduleKind::Seq1F1BI, PlacementKind::interleaved, false, true, 0,
+     "interleaved 1F1B over token slices (Seq1F1B-I)"},
+    {ScheduleKind::TeraPipe, PlacementKind::loop, false, true, 1,
      "GPipe over token slices (TeraPipe)"},
 };
 
@@ -61,7 +60,7 @@ bool sched::isBuildingBlockSchedule(ScheduleKind kind) {
 
 const ScheduleInfo *sched::lookupSchedule(llvm::StringRef name) {
   for (const ScheduleInfo &info : kSchedules)
-    if (info.name == name)
+    if (info.getName() == name)
       return &info;
   return nullptr;
 }
@@ -82,7 +81,7 @@ template <typename Pred> static std::string listSchedules(Pred predicate) {
   llvm::SmallVector<llvm::StringRef> names;
   for (const ScheduleInfo &info : kSchedules)
     if (predicate(info))
-      names.push_back(info.name);
+      names.push_back(info.getName());
   return llvm::join(names, ", ");
 }
 
@@ -101,9 +100,8 @@ static StagePlacement getPlacement(PlacementKind placement, int devices,
   llvm_unreachable("unknown placement");
 }
 
-Pipeline sched::makeSchedulePipeline(const ScheduleInfo &schedule,
-                                     int devices, int microbatches,
-                                     int chunks, int slices) {
+Pipeline sched::makeSchedulePipeline(const ScheduleInfo &schedule, int devices,
+                                     int microbatches, int chunks, int slices) {
   Pipeline pipe;
   pipe.devices = devices;
   pipe.microbatches = microbatches;
@@ -117,7 +115,7 @@ Pipeline sched::makeSchedulePipeline(const ScheduleInfo &schedule,
 
 std::string sched::checkPipeline(const ScheduleInfo &schedule,
                                  const Pipeline &pipeline) {
-  std::string name = schedule.name.str();
+  std::string name = schedule.getName().str();
   int p = pipeline.devices, m = pipeline.microbatches;
   int v = pipeline.chunks, k = pipeline.slices;
   if (p < 1)
@@ -418,7 +416,7 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
       FailureOr<BuildingBlock> aligned =
           alignSynchronousVocabulary(pipeline, *block);
       if (failed(aligned)) {
-        error = "cannot align the '" + schedule.name.str() +
+        error = "cannot align the '" + schedule.getName().str() +
                 "' building block to the interlaced vocabulary layers' "
                 "synchronisation points";
         return failure();
@@ -446,7 +444,8 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
       caps.push_back(*microbatches *
                      getMicrobatchActivation(pipeline, durations, d));
     std::vector<std::vector<std::vector<Work>>> candidates{orders};
-    for (const BuildingBlock &other : getAlternativeBlocks(schedule, pipeline)) {
+    for (const BuildingBlock &other :
+         getAlternativeBlocks(schedule, pipeline)) {
       auto refined = refineOrders(pipeline, expandBlock(pipeline, other),
                                   durations, error);
       if (failed(refined))

@@ -126,7 +126,7 @@ public:
       json.attribute("version", rt::kPlanVersion);
       json.attribute("precision", precision.getName());
       json.attributeObject("model", [&] { writeModel(); });
-      json.attribute("schedule", program.getSchedule());
+      json.attribute("schedule", stringifyScheduleKind(program.getSchedule()));
       json.attribute("devices", program.getDevices());
       json.attributeObject("mesh", [&] { writeMesh(); });
       json.attribute("microbatches", program.getMicrobatches());
@@ -236,7 +236,7 @@ private:
         json.attribute("vocab", out.getVocab());
         json.attribute("padded_vocab", out.getPaddedVocab());
         json.attribute("root", out.getRoot());
-        json.attribute("algorithm", out.getAlgorithm());
+        json.attribute("algorithm", int64_t(out.getAlgorithm()));
         json.attribute("barriers", out.getBarriers());
       });
     }
@@ -246,8 +246,7 @@ private:
   void writeDevice(DeviceOp device) {
     json.attribute("device", device.getIndex());
     json.attributeArray("buffers", [&] {
-      for (int64_t bytes :
-           device->getAttrOfType<DenseI64ArrayAttr>("buffers").asArrayRef())
+      for (int64_t bytes : device.getBuffers().value_or(ArrayRef<int64_t>()))
         json.value(bytes);
     });
     json.attributeArray("instructions", [&] {
@@ -274,8 +273,8 @@ private:
            slice;
   }
   /// The fields every stage instruction has.
-  void writeStageWork(rt::Op opKind, PassKind kind, StringRef stage,
-                      int64_t mb, int64_t slice) {
+  void writeStageWork(rt::Op opKind, PassKind kind, StringRef stage, int64_t mb,
+                      int64_t slice) {
     json.attribute("op", rt::opName(opKind));
     json.attribute("pass", passOf(kind));
     json.attribute("stage", stageIndex.lookup(stage));
@@ -284,17 +283,16 @@ private:
   }
   template <typename MessageOp>
   void writeMessage(rt::Op opKind, MessageOp m, int64_t peer) {
-    writeStageWork(opKind, m.getKind(), m.getStage(), m.getMb(),
-                   m.getSlice());
+    writeStageWork(opKind, m.getKind(), m.getStage(), m.getMb(), m.getSlice());
     json.attribute("peer", peer);
     json.attribute("key",
                    keyOf(m.getKind(), m.getStage(), m.getMb(), m.getSlice()));
-    json.attribute("buffer", slot(m, "buffer"));
+    json.attribute("buffer", slot(m.getBuffer()));
     json.attribute("stream", stringifyStreamKind(m.getStream()));
   }
-  static int64_t slot(Operation *op, StringRef name) {
-    auto attr = op->getAttrOfType<IntegerAttr>(name);
-    return attr ? attr.getInt() : -1;
+  /// A slot as the plan writes it: -1 for a role the pass does not have.
+  static int64_t slot(std::optional<int64_t> index) {
+    return index.value_or(-1);
   }
 
   void writeInstruction(Operation &op) {
@@ -322,11 +320,14 @@ private:
     } else if (e) {
       writeStageWork(rt::Op::Exec, e.getKind(), e.getStage(), e.getMb(),
                      e.getSlice());
-      for (StringRef role : {"state", "wstate", "kv", "in", "out"})
-        json.attribute(role, slot(&op, role));
+      json.attribute("state", slot(e.getState()));
+      json.attribute("wstate", slot(e.getWstate()));
+      json.attribute("kv", slot(e.getKv()));
+      json.attribute("in", slot(e.getIn()));
+      json.attribute("out", slot(e.getOut()));
       // Version 5: a recomputing stage's recomputed state.
-      if (op.hasAttr("rstate"))
-        json.attribute("rstate", slot(&op, "rstate"));
+      if (e.getRstate())
+        json.attribute("rstate", slot(e.getRstate()));
     } else if (auto s = dyn_cast<SendOp>(op)) {
       writeMessage(rt::Op::Send, s, s.getTo());
     } else if (auto r = dyn_cast<RecvOp>(op)) {
@@ -351,7 +352,7 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
     return program.emitOpError("refers to @")
            << program.getModel() << ", which is not a sluice.model";
   for (DeviceOp device : program.getBody().getOps<DeviceOp>())
-    if (!device->hasAttr("buffers"))
+    if (!device.getBuffers())
       return program.emitOpError(
           "has no buffers: run sluice-plan-buffers before exporting a plan");
   FailureOr<rt::Precision> precision = getPrecision(model);

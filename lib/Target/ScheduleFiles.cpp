@@ -19,15 +19,18 @@ LogicalResult mlir::sluice::writeScheduleFiles(ScheduleFiles &files) {
   const Simulation &sim = files.simulation;
   std::string error;
   if (!files.report.empty()) {
-    ScheduleReportInputs inputs{model.getSymName(), program.getSchedule(),
-                                pipeline,           files.costs,
-                                sim,                /*verified=*/true};
+    ScheduleReportInputs inputs{model.getSymName(),
+                                stringifyScheduleKind(program.getSchedule()),
+                                pipeline,
+                                files.costs,
+                                sim,
+                                /*verified=*/true};
     if (pipeline.slices > 1 || model.getSlicing())
-      inputs.slicing = model.getSlicing().value_or("uniform").str();
-    if (auto fit = model->getAttrOfType<FloatAttr>("slicing_fit_error"))
-      inputs.slicingFitError = fit.getValueAsDouble();
-    if (auto latency = model->getAttrOfType<FloatAttr>("slicing_latency"))
-      inputs.slicingLatency = latency.getValueAsDouble();
+      inputs.slicing = stringifySlicingMethod(
+                           model.getSlicing().value_or(SlicingMethod::Uniform))
+                           .str();
+    inputs.slicingFitError = model.getSlicingFitError().value_or(-1);
+    inputs.slicingLatency = model.getSlicingLatency().value_or(-1);
     llvm::json::Value report = getScheduleReport(inputs);
     for (const auto &[key, value] : files.reportExtras)
       report.getAsObject()->try_emplace(key, value);
@@ -50,8 +53,9 @@ LogicalResult mlir::sluice::writeScheduleFiles(ScheduleFiles &files) {
   if (!files.svg.empty()) {
     std::string title = llvm::formatv(
         "{0}: {1} devices, {2} microbatches, bubble {3:P1}, step {4} {5}",
-        program.getSchedule(), pipeline.devices, pipeline.microbatches,
-        sim.bubbleRatio, sim.stepTime, files.costModel.getTimeUnit());
+        stringifyScheduleKind(program.getSchedule()), pipeline.devices,
+        pipeline.microbatches, sim.bubbleRatio, sim.stepTime,
+        files.costModel.getTimeUnit());
     if (failed(writeFileAtomically(
             files.svg, renderTimelineSvg(pipeline, sim, title), error)))
       return program.emitOpError(error);

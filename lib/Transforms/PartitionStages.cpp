@@ -92,7 +92,7 @@ LogicalResult mlir::sluice::partitionStages(ModelOp model,
     Value out = group.back()->getResult(0);
     auto [device, chunk] = place(opts.placement, opts.pp, s);
     auto stage = StageOp::create(
-        builder, group.front()->getLoc(), TypeRange{out.getType()},
+        builder, group.front()->getLoc(), out.getType(),
         builder.getStringAttr("s" + std::to_string(s)),
         builder.getI64IntegerAttr(device), builder.getI64IntegerAttr(chunk),
         carried, ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(),
@@ -107,11 +107,11 @@ LogicalResult mlir::sluice::partitionStages(ModelOp model,
       op->moveBefore(body, body->end());
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToEnd(body);
-    YieldOp::create(builder, stage.getLoc(), ValueRange{out});
-    out.replaceUsesWithIf(stage.getResult(0), [&](OpOperand &use) {
+    YieldOp::create(builder, stage.getLoc(), out);
+    out.replaceUsesWithIf(stage.getResult(), [&](OpOperand &use) {
       return !stage->isProperAncestor(use.getOwner());
     });
-    carried = stage.getResult(0);
+    carried = stage.getResult();
   }
   return success();
 }

@@ -64,8 +64,7 @@ static void buildInputShard(OpBuilder &b, Location loc, Value gradArg,
   VocabYieldOp::create(b, loc, ValueRange{x});
 }
 
-LogicalResult mlir::sluice::partitionVocab(ModelOp model,
-                                           VocabPartition mode) {
+LogicalResult mlir::sluice::partitionVocab(ModelOp model, VocabPartition mode) {
   SmallVector<StageOp> stages = getStages(model);
   if (stages.empty())
     return model.emitOpError("is not partitioned into stages: run "
@@ -100,8 +99,8 @@ LogicalResult mlir::sluice::partitionVocab(ModelOp model,
       b, embedding.getLoc(), act, "vin", devices, first.getDevice(),
       embedding.getVocab(),
       (embedding.getVocab() + multiple - 1) / multiple * multiple,
-      embedding.getPositionsAttr(), output.getTied(), synchronous,
-      /*passes=*/nullptr);
+      output.getTied(), synchronous, /*passes=*/nullptr,
+      embedding.getPositionsAttr());
   {
     Block *body = b.createBlock(&input.getBody());
     Value grad = body->addArgument(act, embedding.getLoc());
@@ -126,13 +125,13 @@ LogicalResult mlir::sluice::partitionVocab(ModelOp model,
   bool tied = output.getTied();
   Location outLoc = output.getLoc();
   output.erase();
-  Value oldLoss = last.getResult(0);
+  Value oldLoss = last.getResult();
   auto ret = cast<ReturnOp>(model.getBody().front().getTerminator());
   b.setInsertionPoint(ret);
   auto vocabOut = VocabOutputOp::create(
       b, outLoc, RankedTensorType::get({}, b.getF32Type()), "vout", oldLoss,
-      devices, last.getDevice(), vocab, padded,
-      /*barriers=*/3, /*algorithm=*/0, tied, synchronous, /*passes=*/nullptr);
+      devices, last.getDevice(), vocab, padded, tied, synchronous,
+      /*passes=*/nullptr, /*barriers=*/3, SoftmaxAlgorithm::Naive);
   Value loss = vocabOut.getLoss();
   ret->setOperands(ValueRange(loss));
   oldLoss.setType(act);

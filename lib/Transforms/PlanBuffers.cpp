@@ -1,8 +1,8 @@
 //===- PlanBuffers.cpp - Buffer lifetimes and reuse per device ------------===//
 
+#include "sluice/PipelineIR/PipelineIR.h"
 #include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "sluice/PlanFormat/Format.h"
 #include "sluice/PlanFormat/Layout.h"
@@ -70,9 +70,59 @@ private:
 } // namespace
 
 namespace {
+/// The slot attributes of the instructions (ODS: sluice.exec, sluice.send,
+/// sluice.recv), each naming the buffer of one value.
+enum class Role : uint8_t { State, WState, RState, KV, In, Out, Buffer };
+
+StringRef getRoleName(Role role) {
+  switch (role) {
+  case Role::State:
+    return "state";
+  case Role::WState:
+    return "wstate";
+  case Role::RState:
+    return "rstate";
+  case Role::KV:
+    return "kv";
+  case Role::In:
+    return "in";
+  case Role::Out:
+    return "out";
+  case Role::Buffer:
+    return "buffer";
+  }
+  llvm_unreachable("unknown role");
+}
+
+/// Writes `slot` as `op`'s attribute for `role`.
+void setSlot(Operation *op, Role role, int64_t slot) {
+  if (role == Role::Buffer) {
+    if (auto send = dyn_cast<SendOp>(op))
+      return send.setBuffer(slot);
+    return cast<RecvOp>(op).setBuffer(slot);
+  }
+  auto exec = cast<ExecOp>(op);
+  switch (role) {
+  case Role::State:
+    return exec.setState(slot);
+  case Role::WState:
+    return exec.setWstate(slot);
+  case Role::RState:
+    return exec.setRstate(slot);
+  case Role::KV:
+    return exec.setKv(slot);
+  case Role::In:
+    return exec.setIn(slot);
+  case Role::Out:
+    return exec.setOut(slot);
+  case Role::Buffer:
+    break;
+  }
+}
+
 /// The values one instruction defines and uses, each with the slot
-/// attribute (`state`, `in`, ...) that names its buffer.
-using Roles = SmallVector<std::pair<ValueKey, StringRef>, 4>;
+/// attribute that names its buffer.
+using Roles = SmallVector<std::pair<ValueKey, Role>, 4>;
 
 /// Plans the buffers of one program, device by device: which values each
 /// instruction defines and uses, when each dies, and a linear scan that
@@ -81,8 +131,8 @@ class BufferPlanner {
 public:
   BufferPlanner(ProgramOp program, ModelOp model, Pipeline pipeline,
                 ProgramView view, rt::Precision precision)
-      : pipeline(std::move(pipeline)),
-        view(std::move(view)), precision(precision),
+      : pipeline(std::move(pipeline)), view(std::move(view)),
+        precision(precision),
         // A tensor-parallel shard keeps its heads' and feed-forward
         // share's state (sluice-shard-tensors), and under sequence
         // parallelism its tokens' part of the rest.
@@ -161,9 +211,9 @@ private:
       return;
     size_t id = index(w);
     if (instr.kind == InstrKind::Send)
-      return uses.push_back({{ValueKind::Outgoing, id}, "buffer"});
+      return uses.push_back({{ValueKind::Outgoing, id}, Role::Buffer});
     if (instr.kind == InstrKind::Recv)
-      return defs.push_back({{ValueKind::Incoming, id}, "buffer"});
+      return defs.push_back({{ValueKind::Incoming, id}, Role::Buffer});
     size_t forward = index({PassKind::F, w.stage, w.microbatch, w.slice});
     size_t keyValues = index({PassKind::F, w.stage, w.microbatch, 0});
     bool hasKV = bytesOf(ValueKind::KeyValues, w) > 0;
@@ -176,35 +226,35 @@ private:
         producer.kind = pipeline.getBackwardKind();
       ValueKind kind = pipeline.getDevice(stage) == d ? ValueKind::Outgoing
                                                       : ValueKind::Incoming;
-      uses.push_back({{kind, index(producer)}, "in"});
+      uses.push_back({{kind, index(producer)}, Role::In});
     };
     bool recomputes = recompute[w.stage] != rt::Recompute::None;
     if (w.kind == PassKind::F) {
-      defs.push_back({{ValueKind::ForwardState, id}, "state"});
+      defs.push_back({{ValueKind::ForwardState, id}, Role::State});
       if (hasKV)
         (w.slice == 0 ? defs : uses)
-            .push_back({{ValueKind::KeyValues, keyValues}, "kv"});
+            .push_back({{ValueKind::KeyValues, keyValues}, Role::KV});
       if (!first)
         input(w.stage - 1);
       if (!last)
-        defs.push_back({{ValueKind::Outgoing, id}, "out"});
+        defs.push_back({{ValueKind::Outgoing, id}, Role::Out});
     } else if (isBackward(w.kind)) {
-      uses.push_back({{ValueKind::ForwardState, forward}, "state"});
+      uses.push_back({{ValueKind::ForwardState, forward}, Role::State});
       if (hasKV)
-        uses.push_back({{ValueKind::KeyValues, keyValues}, "kv"});
-      defs.push_back({{ValueKind::WeightState, id}, "wstate"});
+        uses.push_back({{ValueKind::KeyValues, keyValues}, Role::KV});
+      defs.push_back({{ValueKind::WeightState, id}, Role::WState});
       if (recomputes)
-        defs.push_back({{ValueKind::Recomputed, id}, "rstate"});
+        defs.push_back({{ValueKind::Recomputed, id}, Role::RState});
       if (!last)
         input(w.stage + 1);
       if (!first)
-        defs.push_back({{ValueKind::Outgoing, id}, "out"});
+        defs.push_back({{ValueKind::Outgoing, id}, Role::Out});
     } else if (w.kind == PassKind::W) {
       size_t b = index({PassKind::B, w.stage, w.microbatch, w.slice});
-      uses.push_back({{ValueKind::ForwardState, forward}, "state"});
-      uses.push_back({{ValueKind::WeightState, b}, "wstate"});
+      uses.push_back({{ValueKind::ForwardState, forward}, Role::State});
+      uses.push_back({{ValueKind::WeightState, b}, Role::WState});
       if (recomputes)
-        uses.push_back({{ValueKind::Recomputed, b}, "rstate"});
+        uses.push_back({{ValueKind::Recomputed, b}, Role::RState});
     }
   }
 
@@ -272,21 +322,20 @@ private:
       for (auto &[key, role] : defs[i]) {
         int slot = slots.allocate(bytesOf(key.kind, instrs[i].work));
         slotOf[key] = slot;
-        op->setAttr(role, builder.getI64IntegerAttr(slot));
+        setSlot(op, role, slot);
       }
       for (auto &[key, role] : uses[i]) {
         auto it = slotOf.find(key);
         if (it == slotOf.end())
           return op->emitOpError("uses a value no earlier instruction of "
                                  "this device produces (")
-                 << role << ")";
-        op->setAttr(role, builder.getI64IntegerAttr(it->second));
+                 << getRoleName(role) << ")";
+        setSlot(op, role, it->second);
       }
       for (const ValueKey &key : dyingAt[i])
         slots.release(slotOf[key]);
     }
-    view.devices[d]->setAttr("buffers",
-                             builder.getDenseI64ArrayAttr(slots.getSizes()));
+    view.devices[d].setBuffers(slots.getSizes());
     return success();
   }
 

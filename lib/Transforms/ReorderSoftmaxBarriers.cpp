@@ -95,7 +95,7 @@ LogicalResult applyAlgorithm1(VocabOutputOp shard) {
   // it after them.
   if (auto loss = findOp<ShardLossOp>(body))
     loss->moveAfter(probs.getDefiningOp());
-  shard.setAlgorithm(1);
+  shard.setAlgorithm(SoftmaxAlgorithm::Algorithm1);
   shard.setBarriers(countBarriers(shard.getBody()));
   return success();
 }
@@ -133,7 +133,7 @@ LogicalResult applyAlgorithm2(VocabOutputOp shard) {
   reduce->moveAfter(combined.getDefiningOp());
   reduce->setOperand(0, combined);
   inputGrad.erase();
-  shard.setAlgorithm(2);
+  shard.setAlgorithm(SoftmaxAlgorithm::Algorithm2);
   shard.setBarriers(countBarriers(shard.getBody()));
   return success();
 }
@@ -145,9 +145,10 @@ LogicalResult mlir::sluice::reorderSoftmaxBarriers(VocabOutputOp shard,
   if (algorithm != 1 && algorithm != 2)
     return shard.emitOpError("cannot reorder to 'algorithm' = ")
            << algorithm << " (expected 1 or 2)";
-  if (shard.getAlgorithm() >= algorithm)
+  if (int64_t(shard.getAlgorithm()) >= algorithm)
     return success();
-  if (shard.getAlgorithm() == 0 && failed(applyAlgorithm1(shard)))
+  if (shard.getAlgorithm() == SoftmaxAlgorithm::Naive &&
+      failed(applyAlgorithm1(shard)))
     return failure();
   if (algorithm == 2)
     return applyAlgorithm2(shard);

@@ -1,9 +1,9 @@
 //===- Schedule.cpp - Build the program level -----------------------------===//
 
 #include "sluice/Analysis/CostModel.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 #include "sluice/Schedule/Schedules.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -46,8 +46,9 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
   if (!mismatch.empty())
     return model.emitOpError("cannot be scheduled: ") << mismatch;
 
-  PipelineCosts table(model, *pipeline, *costs,
-                      MeshShape{opts.tensorParallel, 1, 0, opts.sequenceParallel});
+  PipelineCosts table(
+      model, *pipeline, *costs,
+      MeshShape{opts.tensorParallel, 1, 0, opts.sequenceParallel});
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(*pipeline));
   if (!gap.empty())
@@ -61,13 +62,13 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
       *info, *pipeline, sched::Durations{compute, transfer, units}, error);
   if (failed(program))
     return model.emitOpError("schedule '")
-           << info->name << "' failed: " << error;
+           << info->getName() << "' failed: " << error;
 
   // Scheduling again replaces the program of the same name.
   auto module = model->getParentOfType<ModuleOp>();
   if (Operation *old = module.lookupSymbol(opts.programName))
     old->erase();
-  return writeProgram(model, opts.programName, info->name, *pipeline, *program);
+  return writeProgram(model, opts.programName, info->kind, *pipeline, *program);
 }
 
 namespace {
@@ -78,9 +79,8 @@ struct SchedulePass : public mlir::sluice::impl::ScheduleBase<SchedulePass> {
     FailureOr<ModelOp> model = getSingleModel(getOperation());
     if (failed(model))
       return signalPassFailure();
-    SchedulingOptions opts{schedule,    microbatches,   slices,
-                           costs,       programName,    tensorParallel,
-                           sequenceParallel};
+    SchedulingOptions opts{schedule,    microbatches,   slices,          costs,
+                           programName, tensorParallel, sequenceParallel};
     if (failed(schedulePipeline(*model, opts)))
       return signalPassFailure();
   }

@@ -2,9 +2,9 @@
 
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/Analysis/Simulator.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 #include "sluice/Target/Export.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
@@ -69,8 +69,7 @@ LogicalResult mlir::sluice::simulateProgram(
   std::vector<GradientSync> syncs;
   for (auto [d, device] : llvm::enumerate(view->devices)) {
     llvm::DenseMap<Operation *, const sched::Instr *> instrOf;
-    for (auto [op, instr] :
-         llvm::zip(view->ops[d], view->program.devices[d]))
+    for (auto [op, instr] : llvm::zip(view->ops[d], view->program.devices[d]))
       instrOf[op] = &instr;
     llvm::StringMap<sched::Work> lastPass;
     for (Operation &op : device.getBody().front()) {
@@ -81,8 +80,8 @@ LogicalResult mlir::sluice::simulateProgram(
         auto it = lastPass.find(sync.getStage());
         if (it == lastPass.end())
           return sync.emitOpError("follows no pass of @") << sync.getStage();
-        syncs.push_back({int(d), it->second,
-                         table.getGradientSyncTime(sync.getStage())});
+        syncs.push_back(
+            {int(d), it->second, table.getGradientSyncTime(sync.getStage())});
       }
     }
   }
@@ -93,24 +92,20 @@ LogicalResult mlir::sluice::simulateProgram(
     optimizer.push_back(table.getOptimizerTime(d));
   addOptimizerSteps(optimizer, *sim);
 
-  Builder builder(program.getContext());
   SmallVector<double> peaks, peaksUntilW;
   for (const DeviceStatistics &d : sim->devices) {
     peaks.push_back(d.peakActivationUnits);
     peaksUntilW.push_back(d.peakActivationUnitsUntilW);
   }
-  program->setAttr("step_time", builder.getF64FloatAttr(sim->stepTime));
-  program->setAttr("bubble_ratio", builder.getF64FloatAttr(sim->bubbleRatio));
-  program->setAttr("peak_activation", builder.getDenseF64ArrayAttr(peaks));
-  program->setAttr("peak_activation_until_w",
-                   builder.getDenseF64ArrayAttr(peaksUntilW));
+  program.setStepTime(sim->stepTime);
+  program.setBubbleRatio(sim->bubbleRatio);
+  program.setPeakActivation(peaks);
+  program.setPeakActivationUntilW(peaksUntilW);
   if (const HardwareProfile *hw = costs->getHardware())
     if (sim->stepTime > 0)
-      program->setAttr("mfu",
-                       builder.getF64FloatAttr(
-                           table.getStepFlops() /
-                           (double(pipeline.devices * program.getTp()) *
-                            hw->peakFlops * sim->stepTime)));
+      program.setMfu(table.getStepFlops() /
+                     (double(pipeline.devices * program.getTp()) *
+                      hw->peakFlops * sim->stepTime));
 
   if (!consume)
     return success();

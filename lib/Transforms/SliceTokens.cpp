@@ -49,18 +49,6 @@ static int64_t getAutoGranularity(int64_t tokens) {
   return tokens;
 }
 
-llvm::StringRef mlir::sluice::stringifySlicingMethod(SlicingMethod method) {
-  switch (method) {
-  case SlicingMethod::Uniform:
-    return "uniform";
-  case SlicingMethod::Seq1F1B:
-    return "seq1f1b";
-  case SlicingMethod::TeraPipe:
-    return "terapipe";
-  }
-  return "uniform";
-}
-
 /// Equations 7-8 of papers/seq1f1b.txt: equal FLOPs of forward and
 /// backward over every layer for each segment, attention growing with the
 /// segment's prefix.
@@ -137,8 +125,8 @@ getTeraPipeLengths(ModelOp model, int64_t tokens,
   dp.slices = opts.slices;
   slicing::Slicing best = slicing::solveTeraPipe(tokens, slowest, dp);
   Builder builder(model.getContext());
-  model->setAttr("slicing_fit_error", builder.getF64FloatAttr(fitError));
-  model->setAttr("slicing_latency", builder.getF64FloatAttr(best.latency));
+  model.setSlicingFitErrorAttr(builder.getF64FloatAttr(fitError));
+  model.setSlicingLatencyAttr(builder.getF64FloatAttr(best.latency));
   return best.lengths;
 }
 
@@ -176,7 +164,7 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
   if (!problem.empty())
     return model.emitOpError("cannot slice tokens: ") << problem;
   model.setTokenSlices(lengths);
-  model.setSlicing(method);
+  model.setSlicing(opts.method);
   return success();
 }
 

@@ -112,7 +112,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // -----
 
 // program-device-out-of-range
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
   // expected-error@+1 {{'sluice.device' op index 3 is outside the program's 1 devices}}
@@ -124,7 +124,7 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 
 // program-duplicated-device
 // expected-note@+2 {{first device 0 is here}}
-sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
   // expected-error@+1 {{'sluice.device' op duplicates device 0}}
@@ -136,7 +136,7 @@ sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = 
 
 // program-missing-device
 // expected-error@+1 {{'sluice.program' op has no sluice.device 1}}
-sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
 }
@@ -145,7 +145,7 @@ sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = 
 
 // program-non-positive-microbatches
 // expected-error@+1 {{'sluice.program' op 'microbatches' must be positive, got 0}}
-sluice.program @p for @m {devices = 1, microbatches = 0, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 1, microbatches = 0, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
 }
@@ -153,7 +153,7 @@ sluice.program @p for @m {devices = 1, microbatches = 0, slices = 1, schedule = 
 // -----
 
 // instruction-negative-microbatch
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
     // expected-error@+1 {{'sluice.exec' op 'mb' must be non-negative, got -1}}
     sluice.exec F @s0 {mb = -1, slice = 0}
@@ -163,7 +163,7 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 // -----
 
 // send-to-itself
-sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
     // expected-error@+1 {{'sluice.send' op 'to' = 0 is not another device}}
     sluice.send F @s0 {mb = 0, slice = 0} to 0
@@ -175,7 +175,7 @@ sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = 
 // -----
 
 // recv-from-itself
-sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
   sluice.device 1 {
@@ -187,7 +187,7 @@ sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = 
 // -----
 
 // unknown-pass-kind
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
     // expected-error@+1 {{unknown pass kind 'X' (expected F, B, W, BW, S, S2, T, IF or IB)}}
     sluice.exec X @s0 {mb = 0, slice = 0}
@@ -198,7 +198,7 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 
 // program-zero-replicas
 // expected-error@+1 {{'sluice.program' op 'dp' must be positive, got 0}}
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} dp 0 {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 0 {
   sluice.device 0 {
   }
 }
@@ -207,7 +207,7 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 
 // program-unknown-zero-stage
 // expected-error@+1 {{'sluice.program' op 'zero' must be a ZeRO stage Sluice runs (0 or 1), got 2}}
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} dp 2 zero 2 {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 zero 2 {
   sluice.device 0 {
   }
 }
@@ -216,7 +216,7 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 
 // program-zero-without-replicas
 // expected-error@+1 {{'sluice.program' op 'zero' = 1 shards the optimizer state over the data-parallel replicas, but 'dp' is 1}}
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} zero 1 {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} zero 1 {
   sluice.device 0 {
   }
 }
@@ -224,7 +224,7 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 // -----
 
 // grad-sync-without-replicas
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
     sluice.exec F @s0 {mb = 0, slice = 0}
     // expected-error@+1 {{'sluice.grad_sync' op averages gradients over data-parallel replicas, but the program has none (dp = 1)}}
@@ -291,7 +291,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   }
   sluice.return %0 : tensor<f32>
 }
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
   // expected-error@+1 {{'test.op' op cannot appear in a sluice.program: only sluice.device regions can}}
@@ -309,7 +309,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   }
   sluice.return %0 : tensor<f32>
 }
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
     // expected-error@+1 {{'sluice.collective' op runs on the 'vocab' or 'compute' stream, not 'comm' (the pipeline's point-to-point stream)}}
     sluice.collective @vout 0 {mb = 0, slice = 0} on comm
@@ -321,7 +321,7 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 // program-for-no-model (symbol uses are checked when the module verifies,
 // without any pass)
 // expected-error@+1 {{'sluice.program' op refers to @nothere, which is not a sluice.model}}
-sluice.program @p for @nothere {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @nothere {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
 }
@@ -337,7 +337,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   }
   sluice.return %0 : tensor<f32>
 }
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} dp 2 {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 {
   sluice.device 0 {
     sluice.exec F @s0 {mb = 0, slice = 0}
     // expected-error@+1 {{'sluice.grad_sync' op names stage @s1, which model @m does not have}}
@@ -356,7 +356,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   }
   sluice.return %0 : tensor<f32>
 }
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "x"} {
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
     // expected-error@+1 {{'sluice.collective' op names @s0, which is not a vocabulary shard of model @m}}
     sluice.collective @s0 0 {mb = 0, slice = 0}
@@ -370,7 +370,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x16xf32> {
     %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
     %x = sluice.transformer_layer %e {heads = 2, kv_heads = 2, ffn = 16, norm = layernorm, mlp = gelu} : tensor<1x4x8xf32>
-    // expected-error@+1 {{'sluice.yield' op yields 1 values whose types differ from the stage's results}}
+    // expected-error@+1 {{'sluice.yield' op yields 'tensor<1x4x8xf32>', the stage's result is 'tensor<1x4x16xf32>'}}
     sluice.yield %x : tensor<1x4x8xf32>
   }
   %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<1x4x16xf32>) -> tensor<f32> {
@@ -379,4 +379,37 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
     sluice.yield %l : tensor<f32>
   }
   sluice.return %1 : tensor<f32>
+}
+
+// -----
+
+// program-unknown-schedule
+// expected-error@+1 {{unknown schedule 'hand-written' (expected one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-v, v-half, v-min, seq1f1b, seq1f1b-i, terapipe)}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} {
+}
+
+// -----
+
+// exec-slot-not-an-integer
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 {
+    // expected-error@+1 {{'sluice.exec' op attribute 'state' failed to satisfy constraint: 64-bit integer size}}
+    sluice.exec F @s0 {mb = 0, slice = 0} {state = "first"}
+  }
+}
+
+// -----
+
+// device-buffers-not-sizes
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
+  // expected-error@+1 {{'sluice.device' op attribute 'buffers' failed to satisfy constraint: i64 dense array attribute}}
+  sluice.device 0 attributes {buffers = [512]} {
+  }
+}
+
+// -----
+
+// program-step-time-not-a-number
+// expected-error@+1 {{'sluice.program' op attribute 'step_time' failed to satisfy constraint: 64-bit float}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} attributes {step_time = "fast"} {
 }

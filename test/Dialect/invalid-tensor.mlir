@@ -410,7 +410,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   sluice.return %l : tensor<f32>
 }
 // expected-error@+1 {{'sluice.program' op has 2 tensor-parallel shards, but a 'sluice.embedding' has no shard body (run sluice-shard-tensors)}}
-sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} tp 2 {
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} tp 2 {
   sluice.device 0 {
   }
 }
@@ -424,7 +424,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   sluice.return %l : tensor<f32>
 }
 // expected-error@+1 {{'sluice.program' op 'sequence_parallel' splits the tokens over the tensor-parallel shards, but 'tp' is 1}}
-sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} sequence_parallel {
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} sequence_parallel {
   sluice.device 0 {
   }
 }
@@ -455,7 +455,7 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   sluice.return %loss : tensor<f32>
 }
 // expected-error@+1 {{'sluice.program' op is sequence-parallel, but a 'sluice.embedding' shard body works on whole sequences}}
-sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} tp 2 sequence_parallel {
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} tp 2 sequence_parallel {
   sluice.device 0 {
   }
 }

@@ -68,7 +68,7 @@ sluice.model @a {seq_len = 4, micro_batch = 1, dtype = f32} {
     %normed = sluice.final_norm %x {norm = layernorm} : tensor<1x4x8xf32>
     sluice.yield %normed : tensor<1x4x8xf32>
   }
-  // expected-error@+1 {{'algorithm' must be 0 (naive), 1 or 2, got 5}}
+  // expected-error@+1 {{attribute 'algorithm' failed to satisfy constraint: the form of a vocabulary-parallel softmax: 0 (naive, 3 barriers), 1 (Algorithm 1, 2 barriers) or 2 (Algorithm 2, 1 barrier)}}
   %3 = sluice.vocab_output @vout(%2 : tensor<1x4x8xf32>) -> tensor<f32> attributes {algorithm = 5 : i64, barriers = 3 : i64, devices = 2 : i64, padded_vocab = 12 : i64, root = 1 : i64, vocab = 10 : i64} {
   ^bb0(%arg0: tensor<1x4x8xf32>):
     %4 = sluice.broadcast %arg0 root 1 : tensor<1x4x8xf32>

@@ -11,7 +11,7 @@ sluice.model @m {seq_len = 6, micro_batch = 1, dtype = f32} {
   %loss = sluice.output_layer %x {vocab = 30, norm = layernorm} : tensor<1x6x24xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
-sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} {
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
 }
@@ -26,7 +26,7 @@ sluice.model @m {seq_len = 6, micro_batch = 1, dtype = f32} {
   %loss = sluice.output_layer %x {vocab = 30, norm = layernorm} : tensor<1x6x24xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
-sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} {
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
 }
@@ -42,7 +42,7 @@ sluice.model @m {seq_len = 6, micro_batch = 1, dtype = f32} {
   %loss = sluice.output_layer %x {vocab = 30, norm = rmsnorm} : tensor<1x6x24xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
-sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} {
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
 }
@@ -57,7 +57,7 @@ sluice.model @m {seq_len = 6, micro_batch = 1, dtype = f32} {
   %loss = sluice.output_layer %x {vocab = 4, norm = layernorm} : tensor<1x6x24xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
-sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} {
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
   }
 }
@@ -87,7 +87,7 @@ sluice.model @m {seq_len = 6, micro_batch = 1, dtype = f32} {
   sluice.return %loss : tensor<f32>
 }
 // expected-error@+1 {{'sluice.program' op already has 3 tensor-parallel shards}}
-sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} tp 3 {
+sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} tp 3 {
   sluice.device 0 {
   }
 }

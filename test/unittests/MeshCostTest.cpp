@@ -11,8 +11,8 @@
 #include "Require.h"
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/Analysis/Simulator.h"
-#include "sluice/Transforms/Passes.h"
 #include "sluice/PipelineIR/PipelineIR.h"
+#include "sluice/Transforms/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -44,8 +44,7 @@ protected:
   MeshCostTest() { context.loadDialect<SluiceDialect>(); }
 
   /// The model over `pp` devices (1F1B placement), split backward.
-  ModelOp partition(int pp,
-                    RecomputeKind recompute = RecomputeKind::none) {
+  ModelOp partition(int pp, RecomputeKind recompute = RecomputeKind::none) {
     module = parseSourceString<ModuleOp>(kModel, &context);
     ::sluice::test::require(module, "the test model parses");
     ModelOp model = *module->getOps<ModelOp>().begin();
@@ -81,12 +80,13 @@ std::map<std::string, LinkKind> linksOf(const PipelineCosts &costs) {
 // crosses nodes once pp*tp*dp > 8.
 TEST_F(MeshCostTest, LinksFollowTheRankPlacement) {
   ModelOp model = partition(4);
-  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 8, 1), "the model's pipeline");
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 8, 1),
+                                                      "the model's pipeline");
   CostModel costs = h100();
   EXPECT_EQ(costs.getNodeDevices(), 8);
   using L = LinkKind;
-  std::map<std::string, L> big = linksOf(PipelineCosts(
-      model, pipeline, costs, MeshShape{/*tp=*/8, /*dp=*/2}));
+  std::map<std::string, L> big = linksOf(
+      PipelineCosts(model, pipeline, costs, MeshShape{/*tp=*/8, /*dp=*/2}));
   EXPECT_EQ(big, (std::map<std::string, L>{{"pipeline", L::network},
                                            {"tensor-parallel", L::node},
                                            {"data-parallel", L::network}}));
@@ -116,12 +116,12 @@ TEST_F(MeshCostTest, LinksFollowTheRankPlacement) {
 // the runtime does).
 TEST_F(MeshCostTest, ShardsHoldTheirSliceOfEachLayer) {
   ModelOp model = partition(2);
-  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1),
+                                                      "the model's pipeline");
   CostModel costs = h100();
   int64_t h = 64, d = 8, vocab = 96;
   auto layer = [&](int64_t heads, int64_t kv, int64_t ffn) {
-    return h * heads * d + 2 * h * kv * d + heads * d * h + 3 * h * ffn +
-           2 * h;
+    return h * heads * d + 2 * h * kv * d + heads * d * h + 3 * h * ffn + 2 * h;
   };
   // Stage 0: the embedding and two layers; stage 1: two layers and the
   // output layer (its norm too).
@@ -168,7 +168,8 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
   for (RecomputeKind recompute :
        {RecomputeKind::none, RecomputeKind::selective, RecomputeKind::full}) {
     ModelOp model = partition(2, recompute);
-    sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
+    sched::Pipeline pipeline = *::sluice::test::require(
+        getPipeline(model, 4, 1), "the model's pipeline");
     PipelineCosts sharded(model, pipeline, costs, MeshShape{tp, 1});
     PipelineCosts whole(model, pipeline, costs);
     auto tpTime = [&](PassKind kind) {
@@ -185,8 +186,7 @@ TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
                 5 * allReduce, 1e-15);
     EXPECT_NEAR(sharded.getTensorParallelTime({PassKind::B, 0, 0, 0}),
                 (full ? 9 : 4) * allReduce, 1e-15);
-    double backward =
-        (full ? 9 : 5) * allReduce + (full ? 2 * statistic : 0.0);
+    double backward = (full ? 9 : 5) * allReduce + (full ? 2 * statistic : 0.0);
     EXPECT_NEAR(tpTime(PassKind::B), backward, 1e-15);
     EXPECT_EQ(tpTime(PassKind::W), 0.0);
     EXPECT_EQ(whole.getTensorParallelTime({PassKind::F, 1, 0, 0}), 0.0);
@@ -212,9 +212,8 @@ TEST_F(MeshCostTest, ShardBodiesSpellTheBlogsAllReduces) {
   CostModel costs = h100();
   const int64_t tp = 4, activation = 2 * 32 * 64, tokens = 2 * 32;
   for (bool sequence : {false, true})
-    for (RecomputeKind recompute : {RecomputeKind::none,
-                                    RecomputeKind::selective,
-                                    RecomputeKind::full}) {
+    for (RecomputeKind recompute :
+         {RecomputeKind::none, RecomputeKind::selective, RecomputeKind::full}) {
       ModelOp closed = partition(2, recompute);
       sched::Pipeline pipeline = *::sluice::test::require(
           getPipeline(closed, 4, 1), "the model's pipeline");
@@ -229,7 +228,7 @@ TEST_F(MeshCostTest, ShardBodiesSpellTheBlogsAllReduces) {
       OwningOpRef<ModuleOp> closedModule = std::move(module);
       ModelOp model = partition(2, recompute);
       SchedulingOptions schedule;
-      schedule.schedule = sched::ScheduleKind::ZBH1;
+      schedule.schedule = ScheduleKind::ZBH1;
       schedule.microbatches = 4;
       ProgramOp program = *::sluice::test::require(
           schedulePipeline(model, schedule), "the ZB-H1 program");
@@ -238,8 +237,8 @@ TEST_F(MeshCostTest, ShardBodiesSpellTheBlogsAllReduces) {
 
       // Of `list`, how many move `elements` of `bytes` each with `kind`;
       // and whether that is all of them.
-      auto count = [](llvm::ArrayRef<ShardCollective> list,
-                      CollectiveKind kind, int64_t elements, int64_t bytes) {
+      auto count = [](llvm::ArrayRef<ShardCollective> list, CollectiveKind kind,
+                      int64_t elements, int64_t bytes) {
         return llvm::count_if(list, [&](const ShardCollective &c) {
           return c.kind == kind && c.elements == elements &&
                  c.elementBytes == bytes;
@@ -262,8 +261,7 @@ TEST_F(MeshCostTest, ShardBodiesSpellTheBlogsAllReduces) {
             EXPECT_EQ(count(t.forward, K::all_gather, activation, 2), 2);
             EXPECT_EQ(count(t.forward, K::reduce_scatter, activation, 2), 2);
             EXPECT_EQ(count(t.backward, K::all_gather, activation, 2), 2);
-            EXPECT_EQ(count(t.backward, K::reduce_scatter, activation, 2),
-                      2);
+            EXPECT_EQ(count(t.backward, K::reduce_scatter, activation, 2), 2);
             EXPECT_EQ(count(t.weight, K::all_gather, activation, 2), 2);
           }
           EXPECT_EQ(t.forward.size(), sequence ? 4u : 2u);
@@ -329,24 +327,23 @@ TEST_F(MeshCostTest, SequenceParallelismSlicesTheKeptActivations) {
     double shrink = 1.0 - 1.0 / double(tp);
     for (int stage = 0; stage < 2; ++stage) {
       sched::Work f{PassKind::F, stage, 0, 0};
-      double saved =
-          whole.getActivationBytes(f) - sliced.getActivationBytes(f);
+      double saved = whole.getActivationBytes(f) - sliced.getActivationBytes(f);
       double expected;
       if (recompute == RecomputeKind::full)
         // Stage 0 looks its tokens up again; stage 1 keeps its input.
         expected = stage == 0 ? 0.0 : tokens * h * bf16 * shrink;
       else
-        expected = (2 * 4 * h + (stage == 1 ? h : 0.0)) * bf16 * tokens *
-                   shrink;
+        expected =
+            (2 * 4 * h + (stage == 1 ? h : 0.0)) * bf16 * tokens * shrink;
       EXPECT_NEAR(saved, expected, 1e-6)
           << "stage " << stage << " recompute "
           << stringifyRecomputeKind(recompute).str();
       // The layers' collectives as long; the embedding's lookups only
       // reduce-scattered (no all-gather: the next layer norms the slice),
       // the output layer's input gathered once more.
-      double half = costs.getCollectiveTime(tokens * h * bf16,
-                                            /*allReduce=*/false, tp,
-                                            LinkKind::node);
+      double half =
+          costs.getCollectiveTime(tokens * h * bf16,
+                                  /*allReduce=*/false, tp, LinkKind::node);
       EXPECT_NEAR(sliced.getTensorParallelTime(f),
                   whole.getTensorParallelTime(f) + (stage == 0 ? -half : half),
                   1e-15);
@@ -365,19 +362,22 @@ TEST_F(MeshCostTest, SequenceParallelismSlicesTheKeptActivations) {
 // its parameters. Unit costs have no optimizer time.
 TEST_F(MeshCostTest, OptimizerStepIsMemoryBound) {
   ModelOp model = partition(2);
-  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1),
+                                                      "the model's pipeline");
   CostModel costs = h100();
   const HardwareProfile &hw = *costs.getHardware();
   for (int64_t tp : {1, 4}) {
     PipelineCosts table(model, pipeline, costs, MeshShape{tp, 1});
     for (int d = 0; d < 2; ++d)
-      EXPECT_DOUBLE_EQ(table.getOptimizerTime(d),
-                       double(table.getParameterBytes(d) /
-                              kTrainingBytesPerParameter) *
-                           30.0 / hw.memoryBandwidth);
+      EXPECT_DOUBLE_EQ(
+          table.getOptimizerTime(d),
+          double(table.getParameterBytes(d) / kTrainingBytesPerParameter) *
+              30.0 / hw.memoryBandwidth);
   }
   std::string error;
-  PipelineCosts unit(model, pipeline, *::sluice::test::require(CostModel::parse("unit", error), "unit costs"));
+  PipelineCosts unit(
+      model, pipeline,
+      *::sluice::test::require(CostModel::parse("unit", error), "unit costs"));
   EXPECT_EQ(unit.getOptimizerTime(0), 0.0);
 }
 
@@ -385,7 +385,8 @@ TEST_F(MeshCostTest, OptimizerStepIsMemoryBound) {
 // model's type over the replicas.
 TEST_F(MeshCostTest, GradientSyncMovesTheShardsGradients) {
   ModelOp model = partition(2);
-  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1),
+                                                      "the model's pipeline");
   CostModel costs = h100();
   const HardwareProfile &hw = *costs.getHardware();
   PipelineCosts table(model, pipeline, costs, MeshShape{2, 4});
@@ -470,7 +471,8 @@ TEST_F(MeshCostTest, VocabularyShardsSplitOverPipelineAndShards) {
   for (auto shard : model.getBody().getOps<VocabOutputOp>())
     ASSERT_TRUE(succeeded(reorderSoftmaxBarriers(shard, 1)));
   ASSERT_TRUE(succeeded(splitPasses(model, /*split=*/true)));
-  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1),
+                                                      "the model's pipeline");
   CostModel costs = h100();
   const HardwareProfile &hw = *costs.getHardware();
   PipelineCosts whole(model, pipeline, costs);
@@ -514,7 +516,8 @@ TEST_F(MeshCostTest, VocabularyShardsSplitOverPipelineAndShards) {
 // part, then all-gathers the 16-bit weights (the other half).
 TEST_F(MeshCostTest, ZeroOneShardsTheOptimizerState) {
   ModelOp model = partition(2);
-  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1), "the model's pipeline");
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 4, 1),
+                                                      "the model's pipeline");
   CostModel costs = h100();
   const HardwareProfile &hw = *costs.getHardware();
   PipelineCosts plain(model, pipeline, costs, MeshShape{1, 4, 0});
@@ -531,8 +534,8 @@ TEST_F(MeshCostTest, ZeroOneShardsTheOptimizerState) {
   double half = 3 * hw.nodeLatency + 3 * bytes / 4 / hw.nodeBandwidth;
   EXPECT_NEAR(zero.getGradientSyncTime(stage), half, 1e-15);
   EXPECT_NEAR(plain.getGradientSyncTime(stage), 2 * half, 1e-15);
-  double gather = 3 * hw.nodeLatency +
-                  3 * double(params * 2) / 4 / hw.nodeBandwidth;
+  double gather =
+      3 * hw.nodeLatency + 3 * double(params * 2) / 4 / hw.nodeBandwidth;
   EXPECT_NEAR(zero.getOptimizerTime(1),
               double(part) * 30.0 / hw.memoryBandwidth + gather, 1e-12);
 }

@@ -5,12 +5,12 @@
 
 #include "Require.h"
 #include "sluice/Analysis/Simulator.h"
-#include "sluice/Schedule/Schedules.h"
 #include "sluice/Schedule/ImproveOrders.h"
 #include "sluice/Schedule/OptimalOrders.h"
+#include "sluice/Schedule/Schedules.h"
 #include "sluice/Schedule/TimeOrders.h"
-#include "sluice/Schedule/Verifier.h"
 #include "sluice/Schedule/VShapeOrders.h"
+#include "sluice/Schedule/Verifier.h"
 
 #include <gtest/gtest.h>
 
@@ -143,12 +143,13 @@ TEST(Schedules, EveryScheduleVerifiesOnTheGrid) {
             std::string error;
             FailureOr<Program> program =
                 buildSchedule(info, pipe, Durations{unit, 0.0}, error);
-            ASSERT_TRUE(succeeded(program)) << info.name.str() << " p=" << pp
-                                            << " m=" << mm << ": " << error;
+            ASSERT_TRUE(succeeded(program))
+                << info.getName().str() << " p=" << pp << " m=" << mm << ": "
+                << error;
             std::optional<Violation> violation = verifyProgram(pipe, *program);
             ASSERT_FALSE(violation)
-                << info.name.str() << " p=" << pp << " m=" << mm << " v=" << v
-                << " k=" << k << ": " << violation->message;
+                << info.getName().str() << " p=" << pp << " m=" << mm
+                << " v=" << v << " k=" << k << ": " << violation->message;
           }
 }
 
@@ -178,7 +179,7 @@ TEST(Schedules, WeightPassesNeverPileUp) {
             most = std::max(most, pending);
           }
           EXPECT_LE(most, pp * info.chunks)
-              << info.name.str() << " p=" << pp << " m=" << mm;
+              << info.getName().str() << " p=" << pp << " m=" << mm;
         }
       }
   }
@@ -321,7 +322,6 @@ TEST(Schedules, WeightPassesGoOnlyWhereTheyFit) {
   }
 }
 
-
 namespace {
 /// Every order of device d's passes that keeps each microbatch's F, B and
 /// W (one stage per device) in that order.
@@ -448,19 +448,20 @@ TEST(OptimalOrders, GeneratedScheduleAgainstTheOptimum) {
     int p, m;
     double f, b, w, comm;
   };
-  for (Case c : {Case{"zb-h1", 3, 3, 1, 1, 1, 0.1},
-                 Case{"zb-h1", 3, 3, 1, 1.2, 0.8, 0.05},
-                 Case{"zb-h1", 2, 3, 1, 1.5, 0.5, 0.3},
-                 Case{"zb-h1", 2, 3, 1, 1, 1, 0.5},
-                 Case{"zb-h2", 3, 3, 1, 1, 1, 0.1},
-                 Case{"zb-v", 2, 2, 1, 1.2, 0.8, 0.05},
-                 Case{"v-half", 3, 2, 1, 1, 1, 0},
-                 Case{"v-min", 3, 2, 1, 1, 1, 0.1}}) {
+  for (Case c :
+       {Case{"zb-h1", 3, 3, 1, 1, 1, 0.1},
+        Case{"zb-h1", 3, 3, 1, 1.2, 0.8, 0.05},
+        Case{"zb-h1", 2, 3, 1, 1.5, 0.5, 0.3},
+        Case{"zb-h1", 2, 3, 1, 1, 1, 0.5}, Case{"zb-h2", 3, 3, 1, 1, 1, 0.1},
+        Case{"zb-v", 2, 2, 1, 1.2, 0.8, 0.05}, Case{"v-half", 3, 2, 1, 1, 1, 0},
+        Case{"v-min", 3, 2, 1, 1, 1, 0.1}}) {
     const ScheduleInfo *info = lookupSchedule(c.schedule);
     int v = info->chunks == 1 ? 1 : 2;
     Pipeline pipe = makePipeline(*info, c.p, c.m, v, 1);
     auto cost = [&](const Work &w) {
-      return (w.kind == PassKind::F ? c.f : w.kind == PassKind::B ? c.b : c.w) /
+      return (w.kind == PassKind::F   ? c.f
+              : w.kind == PassKind::B ? c.b
+                                      : c.w) /
              v;
     };
     auto units = [&](const Work &) { return 1.0 / v; };
@@ -522,11 +523,10 @@ TEST(ImproveOrders, KeepsTheCapAndNeverLosesToTheBlock) {
           };
           auto units = [&](const Work &) { return 1.0 / v; };
           Durations durations{cost, c.comm, units};
-          std::string error, where = std::string(name) + " p=" +
-                                     std::to_string(p) + " m=" +
-                                     std::to_string(m) + " B=" +
-                                     std::to_string(c.b) + " comm=" +
-                                     std::to_string(c.comm);
+          std::string error,
+              where = std::string(name) + " p=" + std::to_string(p) +
+                      " m=" + std::to_string(m) + " B=" + std::to_string(c.b) +
+                      " comm=" + std::to_string(c.comm);
           std::vector<double> timesAndPeaks[2];
           for (bool improve : {false, true}) {
             FailureOr<Program> program = buildSchedule(
@@ -543,7 +543,8 @@ TEST(ImproveOrders, KeepsTheCapAndNeverLosesToTheBlock) {
             ASSERT_TRUE(timing) << where << ": " << error;
             std::vector<double> peaks = getPeakUntilW(pipe, orders, durations);
             timesAndPeaks[improve] = {
-                timing->makespan, *std::max_element(peaks.begin(), peaks.end())};
+                timing->makespan,
+                *std::max_element(peaks.begin(), peaks.end())};
           }
           double cap = *::sluice::test::require(getMemoryCap(info->kind, p),
                                                 "the schedule's memory cap");
@@ -561,7 +562,9 @@ TEST(ImproveOrders, KeepsTheCapAndNeverLosesToTheBlock) {
 // schedules do not.
 TEST(ImproveOrders, NeverLosesToThePapersOrders) {
   auto cost = [](const Work &w) {
-    return (w.kind == PassKind::B ? 1.2 : w.kind == PassKind::W ? 0.8 : 1.0) /
+    return (w.kind == PassKind::B   ? 1.2
+            : w.kind == PassKind::W ? 0.8
+                                    : 1.0) /
            2;
   };
   auto units = [](const Work &) { return 0.5; };
@@ -572,9 +575,9 @@ TEST(ImproveOrders, NeverLosesToThePapersOrders) {
           const ScheduleInfo *info = lookupSchedule(name);
           Pipeline pipe = makePipeline(*info, p, m, 2, 1);
           Durations durations{cost, comm, units};
-          std::string error, where = std::string(name) + " p=" +
-                                     std::to_string(p) + " m=" +
-                                     std::to_string(m);
+          std::string error, where = std::string(name) +
+                                     " p=" + std::to_string(p) +
+                                     " m=" + std::to_string(m);
           double cap = *::sluice::test::require(getMemoryCap(info->kind, p),
                                                 "the schedule's memory cap");
           std::vector<std::optional<std::vector<std::vector<Work>>>> papers;
@@ -582,8 +585,8 @@ TEST(ImproveOrders, NeverLosesToThePapersOrders) {
             papers.push_back(getHandcraftedZbvOrders(pipe));
             papers.push_back(getGreedyZbvOrders(
                 pipe, durations,
-                MemoryCaps(p, cap * getMicrobatchActivation(pipe, durations,
-                                                            0))));
+                MemoryCaps(p,
+                           cap * getMicrobatchActivation(pipe, durations, 0))));
           } else {
             papers.push_back(
                 getSqueezedVShapeOrders(pipe, std::string(name) == "v-half"));
@@ -593,8 +596,7 @@ TEST(ImproveOrders, NeverLosesToThePapersOrders) {
             ASSERT_TRUE(paper) << where;
             auto theirs = timeOrders(pipe, *paper, durations, error);
             ASSERT_TRUE(theirs) << where << ": " << error;
-            std::vector<double> peaks =
-                getPeakUntilW(pipe, *paper, durations);
+            std::vector<double> peaks = getPeakUntilW(pipe, *paper, durations);
             for (int d = 0; d < p; ++d)
               EXPECT_LE(peaks[d],
                         cap * getMicrobatchActivation(pipe, durations, d) +

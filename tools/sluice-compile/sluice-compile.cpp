@@ -35,8 +35,8 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -103,10 +103,10 @@ cl::opt<bool> sequenceParallel(
              "replace the all-reduces"),
     cl::init(false), cl::cat(category));
 // Typed: cl refuses a value it does not list, naming the option.
-cl::opt<RecomputeKind> recompute(
-    "recompute", cl::desc("Activation recomputation of every stage"),
-    getRecomputeValues(),
-    cl::init(RecomputeKind::none), cl::cat(category));
+cl::opt<RecomputeKind>
+    recompute("recompute", cl::desc("Activation recomputation of every stage"),
+              getRecomputeValues(), cl::init(RecomputeKind::none),
+              cl::cat(category));
 cl::opt<int64_t> microbatches("microbatches",
                               cl::desc("Microbatches per training step (per "
                                        "data-parallel replica)"),
@@ -124,10 +124,11 @@ cl::opt<std::string> slices("slices",
                                      "(--slicing terapipe)"),
                             cl::init("1"), cl::value_desc("K"),
                             cl::cat(category));
-cl::opt<SlicingMethod> slicingMethod(
-    "slicing", cl::desc("Where slices cut a sequence"),
-    getSlicingMethodValues(),
-    cl::init(SlicingMethod::Uniform), cl::cat(category));
+cl::opt<SlicingMethod> slicingMethod("slicing",
+                                     cl::desc("Where slices cut a sequence"),
+                                     getSlicingMethodValues(),
+                                     cl::init(SlicingMethod::Uniform),
+                                     cl::cat(category));
 cl::opt<double> slicingEpsilon(
     "slicing-epsilon",
     cl::desc("TeraPipe's least step between bounds, seconds (1e-4)"),
@@ -136,16 +137,16 @@ cl::opt<int64_t> slicingGranularity(
     "slicing-granularity",
     cl::desc("TeraPipe's slice lengths are multiples of this (0: auto)"),
     cl::init(0), cl::cat(category));
-cl::opt<sched::Balance> balance(
-    "balance", cl::desc("Layers per stage"),
-    getBalanceValues(),
-    cl::init(sched::Balance::Uniform), cl::cat(category));
+cl::opt<sched::Balance> balance("balance", cl::desc("Layers per stage"),
+                                getBalanceValues(),
+                                cl::init(sched::Balance::Uniform),
+                                cl::cat(category));
 /// --vocab: where the vocabulary layers go and, sharded, how many
 /// barriers the output shard's softmax has (docs/vocabulary.md).
-cl::opt<VocabMode> vocabMode(
-    "vocab", cl::desc("Vocabulary layers (docs/vocabulary.md)"),
-    getVocabModeValues(),
-    cl::init(VocabMode::Baseline), cl::cat(category));
+cl::opt<VocabMode> vocabMode("vocab",
+                             cl::desc("Vocabulary layers (docs/vocabulary.md)"),
+                             getVocabModeValues(),
+                             cl::init(VocabMode::Baseline), cl::cat(category));
 cl::opt<std::string>
     costs("costs",
           cl::desc("Cost model: unit, a100, h100, v100, or F=..,B=..,..."),
@@ -246,7 +247,7 @@ const sched::ScheduleInfo *checkPipelineFlags() {
   if (!info) {
     SmallVector<StringRef> names;
     for (const sched::ScheduleInfo &s : sched::getSchedules())
-      names.push_back(s.name);
+      names.push_back(s.getName());
     fail("unknown schedule '" + scheduleName + "' (expected " +
          llvm::join(names, ", ") + ")");
     return nullptr;
@@ -272,8 +273,8 @@ const sched::ScheduleInfo *checkPipelineFlags() {
     fail("--slices must be a positive number or auto, got '" + slices + "'");
     return nullptr;
   }
-  int64_t chunks = virtualChunks ? int64_t(virtualChunks)
-                                 : sched::getDefaultChunks(*info);
+  int64_t chunks =
+      virtualChunks ? int64_t(virtualChunks) : sched::getDefaultChunks(*info);
   if (chunks < 1) {
     fail("--virtual must be positive, got " + Twine(chunks));
     return nullptr;
@@ -425,7 +426,7 @@ static LogicalResult writePlan(ModuleOp module, bool scheduling) {
   ProgramOp program = programs.front();
   bool planned =
       llvm::all_of(program.getBody().getOps<DeviceOp>(),
-                   [](DeviceOp device) { return device->hasAttr("buffers"); });
+                   [](DeviceOp device) { return bool(device.getBuffers()); });
   if (!planned && failed(planBuffers(program)))
     return failure();
   std::string text;
@@ -458,19 +459,19 @@ static void printSlices(ModelOp model) {
   std::optional<ArrayRef<int64_t>> lengths = model.getTokenSlices();
   if (!lengths)
     return;
-  llvm::outs() << model.getSlicing().value_or("uniform")
+  llvm::outs() << stringifySlicingMethod(
+                      model.getSlicing().value_or(SlicingMethod::Uniform))
                << " slicing: " << lengths->size() << " slices ";
   llvm::interleaveComma(*lengths, llvm::outs());
-  if (auto fit = model->getAttrOfType<FloatAttr>("slicing_fit_error"))
-    llvm::outs() << llvm::formatv(" (latency model fit error {0:P1})",
-                                  fit.getValueAsDouble());
+  if (std::optional<double> fit = model.getSlicingFitError())
+    llvm::outs() << llvm::formatv(" (latency model fit error {0:P1})", *fit);
   llvm::outs() << "\n";
 }
 
 /// The index of the largest entry (the first of equals).
-static int64_t argmax(DenseF64ArrayAttr values) {
+static int64_t argmax(ArrayRef<double> values) {
   int64_t best = 0;
-  for (int64_t d = 1; values && d < values.size(); ++d)
+  for (int64_t d = 1; d < int64_t(values.size()); ++d)
     if (values[d] > values[best] + 1e-9)
       best = d;
   return best;
@@ -479,10 +480,13 @@ static int64_t argmax(DenseF64ArrayAttr values) {
 /// The prediction: step time, bubble ratio, the most loaded device's peak
 /// activation, and the MFU where the cost model has a peak.
 static void printPrediction(ProgramOp program) {
+  std::optional<double> stepTime = program.getStepTime();
+  std::optional<ArrayRef<double>> peaks = program.getPeakActivation();
+  if (!stepTime || !peaks || peaks->empty())
+    return;
   std::string ignored;
   StringRef timeUnit = CostModel::parse(costs, ignored)->getTimeUnit();
-  auto peaks = cast<DenseF64ArrayAttr>(program->getAttr("peak_activation"));
-  int64_t busiest = argmax(peaks);
+  int64_t busiest = argmax(*peaks);
   std::string mesh;
   if (program.getTp() > 1)
     mesh += llvm::formatv(" x {0} tensor-parallel shards{1}", program.getTp(),
@@ -493,25 +497,20 @@ static void printPrediction(ProgramOp program) {
   llvm::outs() << llvm::formatv(
       "{0} on {1} devices{8}, {2} microbatches: step time {3} {4}, bubble "
       "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",
-      program.getSchedule(), program.getDevices(), program.getMicrobatches(),
-      llvm::format(
-          "%.4g",
-          cast<FloatAttr>(program->getAttr("step_time")).getValueAsDouble()),
-      timeUnit,
-      cast<FloatAttr>(program->getAttr("bubble_ratio")).getValueAsDouble(),
-      peaks[busiest], busiest, mesh);
+      stringifyScheduleKind(program.getSchedule()), program.getDevices(),
+      program.getMicrobatches(), llvm::format("%.4g", *stepTime), timeUnit,
+      program.getBubbleRatio().value_or(0), (*peaks)[busiest], busiest, mesh);
   // A zero-bubble schedule keeps what W reads beyond B: say so where it
   // makes the peak higher.
-  auto untilW =
-      program->getAttrOfType<DenseF64ArrayAttr>("peak_activation_until_w");
+  ArrayRef<double> untilW =
+      program.getPeakActivationUntilW().value_or(ArrayRef<double>());
   int64_t heaviest = argmax(untilW);
-  if (untilW && untilW[heaviest] > peaks[busiest] + 1e-9)
+  if (!untilW.empty() && untilW[heaviest] > (*peaks)[busiest] + 1e-9)
     llvm::outs() << llvm::formatv(
         "  until W runs: peak activation {0} microbatches on device {1}\n",
         untilW[heaviest], heaviest);
-  if (auto mfu = program->getAttrOfType<FloatAttr>("mfu"))
-    llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n",
-                                  mfu.getValueAsDouble(), costs);
+  if (std::optional<double> mfu = program.getMfu())
+    llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n", *mfu, costs);
 }
 
 /// Checks the flags against each other; false after an error.

@@ -59,8 +59,7 @@ FailureOr<ProgramView> readProgram(ProgramOp program, ModelOp model);
 
 /// Creates `sluice.program @name` for `model` right after it.
 ProgramOp writeProgram(ModelOp model, llvm::StringRef name,
-                       llvm::StringRef schedule,
-                       const sched::Pipeline &pipeline,
+                       ScheduleKind schedule, const sched::Pipeline &pipeline,
                        const sched::Program &program);
 
 } // namespace mlir::sluice

@@ -19,24 +19,12 @@
 
 namespace mlir::sluice::sched {
 
-enum class ScheduleKind {
-  GPipe,
-  OneFOneB,
-  Interleaved1F1B,
-  ZBH1,
-  ZBH2,
-  ZBV,
-  VHalf,
-  VMin,
-  Seq1F1B,
-  Seq1F1BI,
-  TeraPipe,
-};
+// ScheduleKind (gpipe, 1f1b, ...) is the dialect enum of SluiceEnums.td, so
+// a program's `schedule` attribute and this table name schedules alike.
 
 /// What a schedule requires of the pipeline it runs.
 struct ScheduleInfo {
   ScheduleKind kind;
-  llvm::StringLiteral name;
   PlacementKind placement;
   /// Runs B and W as separate passes.
   bool splitBackward;
@@ -45,6 +33,9 @@ struct ScheduleInfo {
   /// Chunks per device it places; 0 means any number from 2 up.
   int chunks;
   llvm::StringLiteral summary;
+
+  /// The schedule's name (`zb-h1`): the enum's spelling.
+  llvm::StringRef getName() const { return stringifyScheduleKind(kind); }
 };
 
 llvm::ArrayRef<ScheduleInfo> getSchedules();

@@ -20,11 +20,9 @@ namespace mlir::sluice {
 /// sharded over the devices (Vocabulary Parallelism), or sharded with
 /// blocking collectives (the interlaced baseline).
 enum class VocabPartition { Baseline, Vocab, Interlaced };
-/// Where sluice-slice-tokens cuts a sequence: equal slices, equal FLOPs
-/// (Seq1F1B), or TeraPipe's dynamic programme.
-enum class SlicingMethod { Uniform, Seq1F1B, TeraPipe };
-/// The method's name, as the model's `slicing` attribute records it.
-llvm::StringRef stringifySlicingMethod(SlicingMethod method);
+// Where sluice-slice-tokens cuts a sequence (SlicingMethod: equal slices,
+// equal FLOPs as Seq1F1B, or TeraPipe's dynamic programme) is the dialect
+// enum the model's `slicing` attribute holds.
 
 /// The values of the enum-typed pass options, shared by the passes, the
 /// sluice-pipeline options and sluice-compile's flags, so that all spell
@@ -38,7 +36,7 @@ llvm::cl::ValuesClass getBalanceValues();
 struct ScheduleValues {
   template <typename Opt> void apply(Opt &option) const {
     for (const sched::ScheduleInfo &s : sched::getSchedules())
-      option.getParser().addLiteralOption(s.name, s.kind, s.summary);
+      option.getParser().addLiteralOption(s.getName(), s.kind, s.summary);
   }
 };
 inline ScheduleValues getScheduleValues() { return {}; }
@@ -87,7 +85,7 @@ LogicalResult splitPasses(ModelOp model, bool split,
 
 /// What sluice-schedule does: builds and inserts the program.
 struct SchedulingOptions {
-  sched::ScheduleKind schedule = sched::ScheduleKind::OneFOneB;
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
   /// 0: as many as the model's `token_slices` (1 without).
   int64_t slices = 0;
@@ -112,9 +110,9 @@ LogicalResult verifySchedule(ProgramOp program);
 /// name or F=..,B=..): verifies it, predicts its step, sets step_time,
 /// bubble_ratio, peak_activation(_until_w) and mfu; then hands the
 /// simulation to `consume` (the driver writes its files from it).
-LogicalResult simulateProgram(
-    ProgramOp program, StringRef costs,
-    function_ref<LogicalResult(ScheduleFiles &)> consume = {});
+LogicalResult
+simulateProgram(ProgramOp program, StringRef costs,
+                function_ref<LogicalResult(ScheduleFiles &)> consume = {});
 
 /// What sluice-plan-buffers does to one program.
 LogicalResult planBuffers(ProgramOp program);

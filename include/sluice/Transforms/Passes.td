@@ -320,8 +320,8 @@ def Schedule : Pass<"sluice-schedule", "ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::sluice::SluiceDialect"];
   let options = [
-    Option<"schedule", "schedule", "::mlir::sluice::sched::ScheduleKind",
-           /*default=*/"::mlir::sluice::sched::ScheduleKind::OneFOneB",
+    Option<"schedule", "schedule", "::mlir::sluice::ScheduleKind",
+           /*default=*/"::mlir::sluice::ScheduleKind::OneFOneB",
            "pipeline schedule",
            [{::mlir::sluice::getScheduleValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",

@@ -42,32 +42,28 @@ struct SluicePipelineOptions
       llvm::cl::init("")};
   Option<int64_t> pp{*this, "pp", llvm::cl::desc("pipeline devices"),
                      llvm::cl::init(1)};
-  Option<sched::ScheduleKind> schedule{
+  Option<ScheduleKind> schedule{
       *this, "schedule", llvm::cl::desc("pipeline schedule"),
-      llvm::cl::init(sched::ScheduleKind::OneFOneB), getScheduleValues()};
+      llvm::cl::init(ScheduleKind::OneFOneB), getScheduleValues()};
   Option<int64_t> microbatches{*this, "microbatches",
                                llvm::cl::desc("microbatches per step"),
                                llvm::cl::init(1)};
   Option<int64_t> virtualChunks{
-      *this, "virtual",
-      llvm::cl::desc("stages per device (0: the schedule's)"),
+      *this, "virtual", llvm::cl::desc("stages per device (0: the schedule's)"),
       llvm::cl::init(0)};
   Option<sched::Balance> balance{
       *this, "balance", llvm::cl::desc("layers per stage"),
-      llvm::cl::init(sched::Balance::Uniform),
-      getBalanceValues()};
-  Option<VocabMode> vocab{
-      *this, "vocab", llvm::cl::desc("vocabulary layers"),
-      llvm::cl::init(VocabMode::Baseline),
-      getVocabModeValues()};
+      llvm::cl::init(sched::Balance::Uniform), getBalanceValues()};
+  Option<VocabMode> vocab{*this, "vocab", llvm::cl::desc("vocabulary layers"),
+                          llvm::cl::init(VocabMode::Baseline),
+                          getVocabModeValues()};
   Option<std::string> slices{
       *this, "slices",
       llvm::cl::desc("token slices per microbatch, or auto (terapipe)"),
       llvm::cl::init("1")};
   Option<SlicingMethod> slicing{
       *this, "slicing", llvm::cl::desc("where slices cut a sequence"),
-      llvm::cl::init(SlicingMethod::Uniform),
-      getSlicingMethodValues()};
+      llvm::cl::init(SlicingMethod::Uniform), getSlicingMethodValues()};
   Option<double> slicingEpsilon{
       *this, "slicing-epsilon",
       llvm::cl::desc("terapipe: the least step between bounds, seconds"),
@@ -80,8 +76,7 @@ struct SluicePipelineOptions
   Option<RecomputeKind> recompute{
       *this, "recompute",
       llvm::cl::desc("activation recomputation of every stage"),
-      llvm::cl::init(RecomputeKind::none),
-      getRecomputeValues()};
+      llvm::cl::init(RecomputeKind::none), getRecomputeValues()};
   Option<std::string> costs{*this, "costs",
                             llvm::cl::desc("cost model: unit, a100, h100, "
                                            "v100, or F=..,B=..,..."),
