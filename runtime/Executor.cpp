@@ -37,10 +37,10 @@ int64_t getDeviceWorkspaceBytes(const Plan &plan, int device) {
   for (const StagePlan &stage : plan.stages)
     if (stage.device == device)
       for (size_t k = 0; k < plan.slices.size(); ++k)
-        work = std::max(work, getWorkspaceBytes(plan.shardModel, stage.layers,
-                                                plan.getSliceShape(int(k)),
-                                                plan.precision,
-                                                stage.recompute));
+        work =
+            std::max(work, getWorkspaceBytes(plan.shardModel, stage.layers,
+                                             plan.getSliceShape(int(k)),
+                                             plan.precision, stage.recompute));
   return work;
 }
 
@@ -66,13 +66,43 @@ Status Executor::prepare() {
                          std::to_string(plan.tp) +
                          " tensor-parallel shards, but no communicator "
                          "spans them");
+  if (plan.dp > 1 && !replicas)
+    return Status::error("the plan has " + std::to_string(plan.dp) +
+                         " data-parallel replicas, but no communicator "
+                         "spans them");
+  if (Status st = prepareParameters(); !st)
+    return st;
+  prepareStages();
+  if (Status st = prepareGroupSums(); !st)
+    return st;
+  if (Status st = allocateBuffers(); !st)
+    return st;
+  createEvents();
+  // A tied table whose two ends sit on different devices is held by both;
+  // their gradients are summed before the update (Megatron's embedding
+  // all-reduce).
+  const LayerConfig &out = plan.model.layers.back();
+  int first = plan.stages.front().device, last = plan.stages.back().device;
+  // Sharded, the two ends share one shard on every device: nothing to sum.
+  if (out.tied && first != last && !out.sharded)
+    tiedGroup = {std::min(first, last), std::max(first, last)};
+  std::map<std::string, size_t> averagedBy;
+  if (Status st = planGradientSyncs(averagedBy); !st)
+    return st;
+  if (plan.zero == 1)
+    if (Status st = planZero(averagedBy); !st)
+      return st;
+  return device.synchronize();
+}
+
+Status Executor::prepareParameters() {
   // ParameterStore::add ignores a tied table's second spec.
   for (const ParameterSpec &spec :
        getDeviceParameters(plan, deviceIndex, shardIndex))
     parameters.add(spec);
   if (plan.vocabulary.any())
-    shards = std::make_unique<VocabularyShards>(plan, deviceIndex, device,
-                                                comm, tensorGroup, shardIndex);
+    shards = std::make_unique<VocabularyShards>(plan, deviceIndex, device, comm,
+                                                tensorGroup, shardIndex);
   if (Status st = parameters.allocate(device, plan.precision, options.seed);
       !st)
     return st;
@@ -83,6 +113,12 @@ Status Executor::prepare() {
       return Status::ok();
     });
   }
+  return Status::ok();
+}
+
+/// A runner per stage of this device; under tensor parallelism its
+/// collectives go through the group, each on the critical path.
+void Executor::prepareStages() {
   stages.resize(plan.stages.size());
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     if (plan.stages[s].device != deviceIndex)
@@ -90,42 +126,50 @@ Status Executor::prepare() {
     stages[s] = std::make_unique<StageRunner>(
         plan.shardModel, plan.stages[s].layers, parameters, kernels,
         plan.precision, plan.stages[s].recompute);
-    if (!tensorGroup)
-      continue;
-    // On the critical path (the blog's "Communication Overhead"): the pass
-    // waits for each collective, advancing the pipeline's transfers.
-    auto finish = [this](std::unique_ptr<Request> request, const char *what) {
-      tensorFailure = request ? await(*request, compute)
-                              : Status::error(std::string("the tensor-parallel "
-                                                          "transport cannot ") +
-                                              what +
-                                              " (sequence parallelism needs "
-                                              "it)");
-    };
-    StageRunner::TensorGroup group;
-    group.reduce = [this, finish](DevicePtr data, int64_t count,
-                                  Reduction reduction) {
-      if (tensorSums && tensorFailure)
-        finish(tensorGroup->allReduceAsync(data, count, reduction, 0, compute),
-               "all-reduce");
-    };
-    std::vector<int64_t> parts(plan.tp);
-    group.reduceScatter = [this, finish, parts](DevicePtr data, DevicePtr out,
-                                                int64_t count) mutable {
-      std::fill(parts.begin(), parts.end(), count);
-      if (tensorSums && tensorFailure)
-        finish(tensorGroup->reduceScatterAsync(data, out, parts, 0, compute),
-               "reduce-scatter");
-    };
-    group.allGather = [this, finish, parts](DevicePtr data,
-                                            int64_t count) mutable {
-      std::fill(parts.begin(), parts.end(), count);
-      if (tensorSums && tensorFailure)
-        finish(tensorGroup->allGatherAsync(data, parts, 0, compute),
-               "all-gather");
-    };
-    stages[s]->setTensorParallel(std::move(group), shardIndex);
+    if (tensorGroup)
+      stages[s]->setTensorParallel(getTensorGroupCalls(), shardIndex);
   }
+}
+
+StageRunner::TensorGroup Executor::getTensorGroupCalls() {
+  // On the critical path (the blog's "Communication Overhead"): the pass
+  // waits for each collective, advancing the pipeline's transfers.
+  auto finish = [this](std::unique_ptr<Request> request, const char *what) {
+    tensorFailure = request ? await(*request, compute)
+                            : Status::error(std::string("the tensor-parallel "
+                                                        "transport cannot ") +
+                                            what +
+                                            " (sequence parallelism needs "
+                                            "it)");
+  };
+  StageRunner::TensorGroup group;
+  group.reduce = [this, finish](DevicePtr data, int64_t count,
+                                Reduction reduction) {
+    if (tensorSums && tensorFailure)
+      finish(tensorGroup->allReduceAsync(data, count, reduction, 0, compute),
+             "all-reduce");
+  };
+  std::vector<int64_t> parts(plan.tp);
+  group.reduceScatter = [this, finish, parts](DevicePtr data, DevicePtr out,
+                                              int64_t count) mutable {
+    std::fill(parts.begin(), parts.end(), count);
+    if (tensorSums && tensorFailure)
+      finish(tensorGroup->reduceScatterAsync(data, out, parts, 0, compute),
+             "reduce-scatter");
+  };
+  group.allGather = [this, finish, parts](DevicePtr data,
+                                          int64_t count) mutable {
+    std::fill(parts.begin(), parts.end(), count);
+    if (tensorSums && tensorFailure)
+      finish(tensorGroup->allGatherAsync(data, parts, 0, compute),
+             "all-gather");
+  };
+  return group;
+}
+
+/// Gradients a group of tensor-parallel shards holds alike, summed over
+/// the group before the update.
+Status Executor::prepareGroupSums() {
   // Sequence parallelism: each shard's norms' weight gradients are its
   // tokens' part, summed over the group before the update (Megatron-LM
   // all-reduces these "sequence-parallel" parameters' gradients alike).
@@ -158,14 +202,19 @@ Status Executor::prepare() {
         for (int t = shardIndex / perHead * perHead;
              t < (shardIndex / perHead + 1) * perHead; ++t)
           r.group.push_back(t);
-        kvScratchElements = std::max(
-            kvScratchElements, plan.model.hidden * 2 * r.keyValues);
+        kvScratchElements =
+            std::max(kvScratchElements, plan.model.hidden * 2 * r.keyValues);
         replicatedKv.push_back(std::move(r));
       }
   if (kvScratchElements > 0)
     if (Status st = device.allocate(kMasterType, kvScratchElements, kvScratch);
         !st)
       return st;
+  return Status::ok();
+}
+
+/// The workspace, the program's buffer slots, the tokens and the loss.
+Status Executor::allocateBuffers() {
   DType act = plan.precision.activations;
   if (Status st = device.allocateBytes(
           act, getDeviceWorkspaceBytes(plan, deviceIndex), workspace);
@@ -191,6 +240,11 @@ Status Executor::prepare() {
   if (Status st = device.allocate(DType::F64, 1, lossSum); !st)
     return st;
 
+  return Status::ok();
+}
+
+void Executor::createEvents() {
+  const DeviceProgram &program = plan.programs[deviceIndex];
   ready = device.createEvent();
   stepBegin = device.createEvent();
   waited.assign(program.instructions.size(), 0);
@@ -202,23 +256,13 @@ Status Executor::prepare() {
       passEnd[i] = device.createEvent();
     }
   profile.assign((plan.stages.size() + 2) * kPasses, PassProfile());
+}
 
-  // A tied table whose two ends sit on different devices is held by both;
-  // their gradients are summed before the update (Megatron's embedding
-  // all-reduce).
-  const LayerConfig &out = plan.model.layers.back();
-  int first = plan.stages.front().device, last = plan.stages.back().device;
-  // Sharded, the two ends share one shard on every device: nothing to sum.
-  if (out.tied && first != last && !out.sharded)
-    tiedGroup = {std::min(first, last), std::max(first, last)};
-
-  // Data parallelism: what each grad_sync averages. A parameter goes to
-  // the last grad_sync naming a stage or shard that holds it.
-  if (plan.dp > 1 && !replicas)
-    return Status::error("the plan has " + std::to_string(plan.dp) +
-                         " data-parallel replicas, but no communicator "
-                         "spans them");
-  std::map<std::string, size_t> averagedBy;
+/// Data parallelism: what each grad_sync averages. A parameter goes to
+/// the last grad_sync naming a stage or shard that holds it; adjacent
+/// tensors are averaged in one call.
+Status Executor::planGradientSyncs(std::map<std::string, size_t> &averagedBy) {
+  const DeviceProgram &program = plan.programs[deviceIndex];
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &instr = program.instructions[i];
     if (instr.op != Op::GradSync)
@@ -251,6 +295,7 @@ Status Executor::prepare() {
   if (plan.zero == 1 && !tiedGroup.empty() &&
       parameters.contains("embed.tokens"))
     tiedOffset = parameters.offset("embed.tokens");
+  tiedRun = tiedOffset;
   for (auto &[instruction, list] : runs) {
     // Adjacent tensors are averaged in one call.
     std::sort(list.begin(), list.end());
@@ -264,43 +309,43 @@ Status Executor::prepare() {
         merged.push_back({offset, count});
     syncRuns[instruction] = std::move(merged);
   }
-  if (plan.zero == 1) {
-    // ZeRO-1 (Megatron-LM's distributed optimizer): replica r owns part r
-    // of every run the grad_syncs reduce -- its summed gradients, its
-    // moments, its update -- and the step ends by all-gathering the
-    // weights. Gradients another group sums too are summed before the
-    // update: replicated key/value heads at their grad_sync, before the
-    // reduce-scatter; a tied table's two ends part by part afterwards.
-    for (ReplicatedKeyValues &r : replicatedKv)
-      r.syncInstruction = averagedBy.at(r.weight);
-    for (TokenSummed &t : tokenSummed)
-      t.syncInstruction = averagedBy.at(t.name);
-    tiedRun = tiedOffset;
-    int dp = plan.dp, me = replicas->rank();
-    int64_t packed = 0;
-    for (auto &[instruction, list] : syncRuns)
-      for (auto [offset, count] : list) {
-        ZeroRun run;
-        run.offset = offset;
-        int64_t part = (count + dp - 1) / dp;
-        for (int r = 0; r < dp; ++r)
-          run.counts.push_back(
-              std::max<int64_t>(0, std::min(part, count - r * part)));
-        int64_t mine = std::min(count, me * part);
-        run.packedAt = packed;
-        ownedRanges.push_back({offset + mine, run.counts[me]});
-        packed += run.counts[me];
-        zeroRuns[instruction].push_back(std::move(run));
-      }
-    // The moments stay whole until shardOptimizerState (after a
-    // checkpoint is loaded into them).
-    if (Status st =
-            device.allocate(kMasterType, std::max<int64_t>(1, packed),
-                            packedGrads);
-        !st)
-      return st;
-  }
-  return device.synchronize();
+  return Status::ok();
+}
+
+/// ZeRO-1 (Megatron-LM's distributed optimizer): replica r owns part r
+/// of every run the grad_syncs reduce -- its summed gradients, its
+/// moments, its update -- and the step ends by all-gathering the
+/// weights. Gradients another group sums too are summed before the
+/// update: replicated key/value heads at their grad_sync, before the
+/// reduce-scatter; a tied table's two ends part by part afterwards.
+Status Executor::planZero(const std::map<std::string, size_t> &averagedBy) {
+  for (ReplicatedKeyValues &r : replicatedKv)
+    r.syncInstruction = averagedBy.at(r.weight);
+  for (TokenSummed &t : tokenSummed)
+    t.syncInstruction = averagedBy.at(t.name);
+  int dp = plan.dp, me = replicas->rank();
+  int64_t packed = 0;
+  for (auto &[instruction, list] : syncRuns)
+    for (auto [offset, count] : list) {
+      ZeroRun run;
+      run.offset = offset;
+      int64_t part = (count + dp - 1) / dp;
+      for (int r = 0; r < dp; ++r)
+        run.counts.push_back(
+            std::max<int64_t>(0, std::min(part, count - r * part)));
+      int64_t mine = std::min(count, me * part);
+      run.packedAt = packed;
+      ownedRanges.push_back({offset + mine, run.counts[me]});
+      packed += run.counts[me];
+      zeroRuns[instruction].push_back(std::move(run));
+    }
+  // The moments stay whole until shardOptimizerState (after a
+  // checkpoint is loaded into them).
+  if (Status st = device.allocate(kMasterType, std::max<int64_t>(1, packed),
+                                  packedGrads);
+      !st)
+    return st;
+  return Status::ok();
 }
 
 Status Executor::shardOptimizerState() {
@@ -390,8 +435,7 @@ std::vector<TraceSpan> Executor::getTrace() const {
     collective.group = c.group;
     collective.mb = c.mb;
     collective.slice = c.slice;
-    trace.push_back(
-        {plan.describe(collective), "vocabulary", c.start, c.end});
+    trace.push_back({plan.describe(collective), "vocabulary", c.start, c.end});
   }
   return trace;
 }
@@ -467,23 +511,12 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   auto stepStart = Clock::now();
   times = StepTimes();
   stepBegin->record(compute);
-  const ModelConfig &model = plan.model;
-  int64_t rows = model.microBatch, seq = model.seqLen;
-  // Every microbatch's tokens, fetched and uploaded once per step.
-  auto dataStart = Clock::now();
-  std::vector<int32_t> batch;
-  int64_t row = rows * (seq + 1);
-  for (int mb = 0; mb < plan.microbatches; ++mb) {
-    data.getBatch(step, mb, rows, seq, batch);
-    std::copy(batch.begin(), batch.end(), hostTokens.begin() + mb * row);
-  }
-  device.upload(tokens.get(), hostTokens.data(),
-                int64_t(hostTokens.size() * sizeof(int32_t)), compute);
-  times.data = seconds(dataStart, Clock::now());
+  uploadTokens(step);
   // The mean over every replica's microbatches: summed over the replicas
   // (grad_sync), each replica's share comes out right.
-  float lossScale = 1.0f / float(int64_t(plan.microbatches) * plan.dp * rows *
-                                 seq);
+  const ModelConfig &model = plan.model;
+  float lossScale = 1.0f / float(int64_t(plan.microbatches) * plan.dp *
+                                 model.microBatch * model.seqLen);
   kernels.fill(lossSum.get(), 0.0, 1);
   if (shards)
     shards->beginStep(batches, lossScale);
@@ -495,104 +528,164 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
       return Status::error("instruction " + std::to_string(i) + " (" +
                            plan.describe(instr) +
                            "): injected failure (--fail-at-instruction)");
-    SliceShape s = plan.getSliceShape(instr.slice);
-    int64_t message = getMessageElements(plan.shardModel, s);
-    if (instr.op == Op::Send || instr.op == Op::Recv) {
-      // The pipeline stream moves what compute has produced, and writes a
-      // slot only after compute's earlier reads of it.
-      ready->record(compute);
-      pipeline.wait(*ready);
-      DevicePtr payload = slot(instr.buffer);
-      if (instr.op == Op::Send) {
-        sendOf[instr.buffer] = int64_t(outgoing.size());
-        outgoing.push_back(comm.sendAsync(payload, message, instr.peer,
-                                          int(instr.key), pipeline));
-        active.push_back(outgoing.back().get());
-      } else {
-        if (Status st = settle(instr.buffer, pipeline); !st)
-          return st;
-        incoming[instr.buffer] = comm.recvAsync(payload, message, instr.peer,
-                                                int(instr.key), pipeline);
-        active.push_back(incoming[instr.buffer].get());
-      }
-      continue;
-    }
-    if (Status st = progressAll(); !st)
-      return st;
-    if (instr.op == Op::GradSync) {
-      // ZeRO-1: the shards' sums of replicated key/value heads first (the
-      // group runs this instruction in lockstep), so that each replica's
-      // part is final once reduced.
-      if (plan.zero == 1) {
-        for (const ReplicatedKeyValues &r : replicatedKv)
-          if (r.syncInstruction == i)
-            if (Status st = sumReplicatedKeyValues(r); !st)
-              return st;
-        for (const TokenSummed &t : tokenSummed)
-          if (t.syncInstruction == i)
-            if (Status st = sumOverShards(t); !st)
-              return st;
-      }
-      // The stage's gradients are final: their sum over the replicas runs
-      // on the pipeline stream while compute goes on.
-      ready->record(compute);
-      pipeline.wait(*ready);
-      DevicePtr grads = parameters.getGrads();
-      if (plan.zero == 1) {
-        // ZeRO-1: each replica receives the sum of its part only.
-        for (const ZeroRun &run : zeroRuns[i]) {
-          gradSyncs.push_back(replicas->reduceScatterAsync(
-              grads + run.offset, packedGrads.get() + run.packedAt,
-              run.counts, 0, pipeline));
-          if (!gradSyncs.back())
-            return Status::error("the data-parallel transport cannot "
-                                 "reduce-scatter (ZeRO-1 needs it)");
-          active.push_back(gradSyncs.back().get());
-        }
-        continue;
-      }
-      for (auto [offset, count] : syncRuns[i]) {
-        gradSyncs.push_back(replicas->allReduceAsync(
-            grads + offset, count, Reduction::Sum, 0, pipeline));
-        active.push_back(gradSyncs.back().get());
-      }
-      continue;
-    }
-    if (instr.op == Op::Collective) {
+    Status st = Status::ok();
+    switch (instr.op) {
+    case Op::Send:
+    case Op::Recv:
+      st = issueTransfer(instr);
+      break;
+    case Op::GradSync:
+      if ((st = progressAll()))
+        st = issueGradSync(i);
+      break;
+    case Op::Collective: {
+      if (!(st = progressAll()))
+        break;
       auto start = Clock::now();
-      Status st = shards->issue(instr.shard, instr.group, instr.mb, instr.slice,
-                                instr.blocking);
+      st = shards->issue(instr.shard, instr.group, instr.mb, instr.slice,
+                         instr.blocking);
       if (instr.blocking)
         times.commWait += seconds(start, Clock::now());
-      if (!st)
-        return st;
-      continue;
+      break;
     }
-    bool dependent = instr.in >= 0 && incoming[instr.in];
-    if (Status st = waitForCollectives(instr, dependent); !st)
-      return st;
-    waited[i] = dependent;
-    // A pass: its input once the receive filling it has arrived; its
-    // slots once no send reads them any more.
-    if (instr.in >= 0 && incoming[instr.in]) {
-      if (Status st = await(*incoming[instr.in], compute); !st)
-        return st;
-      Request *done = incoming[instr.in].get();
-      active.erase(std::remove(active.begin(), active.end(), done),
-                   active.end());
-      incoming[instr.in].reset();
+    case Op::Exec:
+      if ((st = progressAll()))
+        st = runExec(i, lossScale);
+      break;
     }
-    for (int32_t written : {instr.out, instr.state, instr.wstate, instr.kv})
-      if (Status st = settle(written, compute); !st)
-        return st;
-    passStart[i]->record(compute);
-    if (Status st = runPass(instr, lossScale); !st)
+    if (!st)
       return st;
-    if (!tensorFailure)
-      return tensorFailure;
-    passEnd[i]->record(compute);
   }
   auto drainStart = Clock::now();
+  double hostLoss = 0;
+  if (Status st = finishStep(hostLoss); !st)
+    return st;
+  times.commWait += seconds(drainStart, Clock::now());
+  double dispatchIdle = accountPasses();
+  if (Status st = reduceLoss(hostLoss); !st)
+    return st;
+  meanLoss = hostLoss * lossScale;
+  // The latest step's split; the profile accumulates over all steps.
+  times.total = seconds(stepStart, Clock::now());
+  if (device.isAsynchronous()) {
+    // The host's clocks around waits say nothing on a GPU: it enqueues
+    // ahead and waits once at the end. Overhead is then what the device
+    // sat idle for dispatch; communication the rest.
+    double overhead = std::max(0.0, dispatchIdle - times.data);
+    times.commWait =
+        std::max(0.0, times.total - times.compute - times.data - overhead);
+  }
+  return Status::ok();
+}
+
+/// Every microbatch's tokens, fetched and uploaded once per step.
+void Executor::uploadTokens(int64_t step) {
+  auto dataStart = Clock::now();
+  int64_t rows = plan.model.microBatch, seq = plan.model.seqLen;
+  std::vector<int32_t> batch;
+  int64_t row = rows * (seq + 1);
+  for (int mb = 0; mb < plan.microbatches; ++mb) {
+    data.getBatch(step, mb, rows, seq, batch);
+    std::copy(batch.begin(), batch.end(), hostTokens.begin() + mb * row);
+  }
+  device.upload(tokens.get(), hostTokens.data(),
+                int64_t(hostTokens.size() * sizeof(int32_t)), compute);
+  times.data = seconds(dataStart, Clock::now());
+}
+
+Status Executor::issueTransfer(const Instruction &instr) {
+  int64_t message =
+      getMessageElements(plan.shardModel, plan.getSliceShape(instr.slice));
+  // The pipeline stream moves what compute has produced, and writes a
+  // slot only after compute's earlier reads of it.
+  ready->record(compute);
+  pipeline.wait(*ready);
+  DevicePtr payload = slot(instr.buffer);
+  if (instr.op == Op::Send) {
+    sendOf[instr.buffer] = int64_t(outgoing.size());
+    outgoing.push_back(
+        comm.sendAsync(payload, message, instr.peer, int(instr.key), pipeline));
+    active.push_back(outgoing.back().get());
+  } else {
+    if (Status st = settle(instr.buffer, pipeline); !st)
+      return st;
+    incoming[instr.buffer] =
+        comm.recvAsync(payload, message, instr.peer, int(instr.key), pipeline);
+    active.push_back(incoming[instr.buffer].get());
+  }
+  return Status::ok();
+}
+
+Status Executor::issueGradSync(size_t i) {
+  // ZeRO-1: the shards' sums of replicated key/value heads first (the
+  // group runs this instruction in lockstep), so that each replica's
+  // part is final once reduced.
+  if (plan.zero == 1) {
+    for (const ReplicatedKeyValues &r : replicatedKv)
+      if (r.syncInstruction == i)
+        if (Status st = sumReplicatedKeyValues(r); !st)
+          return st;
+    for (const TokenSummed &t : tokenSummed)
+      if (t.syncInstruction == i)
+        if (Status st = sumOverShards(t); !st)
+          return st;
+  }
+  // The stage's gradients are final: their sum over the replicas runs
+  // on the pipeline stream while compute goes on.
+  ready->record(compute);
+  pipeline.wait(*ready);
+  DevicePtr grads = parameters.getGrads();
+  if (plan.zero == 1) {
+    // ZeRO-1: each replica receives the sum of its part only.
+    for (const ZeroRun &run : zeroRuns[i]) {
+      gradSyncs.push_back(replicas->reduceScatterAsync(
+          grads + run.offset, packedGrads.get() + run.packedAt, run.counts, 0,
+          pipeline));
+      if (!gradSyncs.back())
+        return Status::error("the data-parallel transport cannot "
+                             "reduce-scatter (ZeRO-1 needs it)");
+      active.push_back(gradSyncs.back().get());
+    }
+    return Status::ok();
+  }
+  for (auto [offset, count] : syncRuns[i]) {
+    gradSyncs.push_back(replicas->allReduceAsync(grads + offset, count,
+                                                 Reduction::Sum, 0, pipeline));
+    active.push_back(gradSyncs.back().get());
+  }
+  return Status::ok();
+}
+
+/// A pass: its input once the receive filling it has arrived; its slots
+/// once no send reads them any more.
+Status Executor::runExec(size_t i, float lossScale) {
+  const Instruction &instr = plan.programs[deviceIndex].instructions[i];
+  bool dependent = instr.in >= 0 && incoming[instr.in];
+  if (Status st = waitForCollectives(instr, dependent); !st)
+    return st;
+  waited[i] = dependent;
+  if (instr.in >= 0 && incoming[instr.in]) {
+    if (Status st = await(*incoming[instr.in], compute); !st)
+      return st;
+    Request *done = incoming[instr.in].get();
+    active.erase(std::remove(active.begin(), active.end(), done), active.end());
+    incoming[instr.in].reset();
+  }
+  for (int32_t written : {instr.out, instr.state, instr.wstate, instr.kv})
+    if (Status st = settle(written, compute); !st)
+      return st;
+  passStart[i]->record(compute);
+  if (Status st = runPass(instr, lossScale); !st)
+    return st;
+  if (!tensorFailure)
+    return tensorFailure;
+  passEnd[i]->record(compute);
+  return Status::ok();
+}
+
+/// Waits for the sends and the shards' collectives, then reads the loss
+/// (the one host wait of the step).
+Status Executor::finishStep(double &hostLoss) {
   for (auto &request : outgoing)
     if (Status st = await(*request, pipeline); !st)
       return st;
@@ -602,16 +695,16 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   if (shards)
     if (Status st = shards->finishStep(); !st)
       return st;
-  // The one host wait of the step: the loss and the timings are read once
-  // the device is done.
-  double hostLoss = 0;
   device.download(&hostLoss, lossSum.get(), sizeof(double), compute);
-  if (Status st = device.synchronize(); !st)
-    return st;
-  times.commWait += seconds(drainStart, Clock::now());
-  // The device's idle time before each pass that waited for nothing: the
-  // host had not enqueued it yet (dispatch; the first one's also fetching
-  // the step's data).
+  return device.synchronize();
+}
+
+/// Reads the passes' events into the step's times, the spans and the
+/// profile. Returns the device's idle time before each pass that waited
+/// for nothing: the host had not enqueued it yet (dispatch; the first
+/// one's also fetching the step's data).
+double Executor::accountPasses() {
+  const DeviceProgram &program = plan.programs[deviceIndex];
   double dispatchIdle = 0;
   Event *previous = stepBegin.get();
   passSpans.clear();
@@ -643,14 +736,16 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
       c.end = std::max(c.start, c.end);
       times.vocabCollectives += c.end - c.start;
       for (const PassSpan &pass : passSpans)
-        times.vocabOverlapped +=
-            std::max(0.0, std::min(c.end, pass.end) -
-                              std::max(c.start, pass.start));
+        times.vocabOverlapped += std::max(
+            0.0, std::min(c.end, pass.end) - std::max(c.start, pass.start));
     }
   }
+  return dispatchIdle;
+}
 
-  // Only the device with the output layer has loss (sharded: every
-  // device its labels' part); everyone learns the sum.
+/// Only the device with the output layer has loss (sharded: every device
+/// its labels' part); everyone learns the sum.
+Status Executor::reduceLoss(double &hostLoss) {
   auto reduceStart = Clock::now();
   Status st = comm.allReduceSum(&hostLoss, 1);
   if (st && replicas)
@@ -661,20 +756,7 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   if (st && tensorGroup)
     st = tensorGroup->allReduceSum(&hostLoss, 1);
   times.commWait += seconds(reduceStart, Clock::now());
-  if (!st)
-    return st;
-  meanLoss = hostLoss * lossScale;
-  // The latest step's split; the profile accumulates over all steps.
-  times.total = seconds(stepStart, Clock::now());
-  if (device.isAsynchronous()) {
-    // The host's clocks around waits say nothing on a GPU: it enqueues
-    // ahead and waits once at the end. Overhead is then what the device
-    // sat idle for dispatch; communication the rest.
-    double overhead = std::max(0.0, dispatchIdle - times.data);
-    times.commWait =
-        std::max(0.0, times.total - times.compute - times.data - overhead);
-  }
-  return Status::ok();
+  return st;
 }
 
 std::map<std::pair<std::string, std::string>, PassProfile>
@@ -793,9 +875,9 @@ Status Executor::finalizeGradients() {
       for (auto &[instruction, list] : zeroRuns)
         for (const ZeroRun &run : list)
           if (run.offset == tiedRun)
-            if (Status st = comm.allReduceSum(
-                    packedGrads.get() + run.packedAt, run.counts[me],
-                    tiedGroup.data(), int(tiedGroup.size()), compute);
+            if (Status st = comm.allReduceSum(packedGrads.get() + run.packedAt,
+                                              run.counts[me], tiedGroup.data(),
+                                              int(tiedGroup.size()), compute);
                 !st)
               return st;
   }

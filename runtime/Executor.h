@@ -141,6 +141,25 @@ public:
   std::map<std::pair<std::string, std::string>, PassProfile> getProfile() const;
 
 private:
+  // prepare()'s steps.
+  Status prepareParameters();
+  void prepareStages();
+  /// The tensor-parallel collectives a stage runner issues.
+  StageRunner::TensorGroup getTensorGroupCalls();
+  Status prepareGroupSums();
+  Status allocateBuffers();
+  void createEvents();
+  Status planGradientSyncs(std::map<std::string, size_t> &averagedBy);
+  Status planZero(const std::map<std::string, size_t> &averagedBy);
+  // runStep()'s steps.
+  void uploadTokens(int64_t step);
+  Status issueTransfer(const Instruction &instr);
+  Status issueGradSync(size_t instruction);
+  Status runExec(size_t instruction, float lossScale);
+  Status finishStep(double &hostLoss);
+  double accountPasses();
+  Status reduceLoss(double &hostLoss);
+
   /// Orders `stream` after the pending send out of `slot`, if any, so the
   /// slot may be written (the plan-buffers contract: the planner freed it
   /// only where that send is sure to complete).

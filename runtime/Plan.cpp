@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cstdint>
 #include <fstream>
 #include <map>
-#include <cstdint>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -53,8 +53,8 @@ int64_t integerValue(const json &value, const std::string &what, int64_t min,
 
 int64_t integer(const json &object, const char *name, const std::string &where,
                 int64_t min = 0, int64_t max = INT64_MAX) {
-  return integerValue(field(object, name, where),
-                      where + ": '" + name + "'", min, max);
+  return integerValue(field(object, name, where), where + ": '" + name + "'",
+                      min, max);
 }
 
 /// The largest model dimension a plan may state (hidden, heads, ffn,
@@ -256,8 +256,8 @@ struct ShardState {
 void checkCollectiveInputs(const Plan &plan, int d, const Instruction &instr,
                            const std::string &where, const ShardState &st) {
   std::optional<CollectiveRef> in = plan.getCollectiveInput(instr);
-  if (in && !st.issued.count({d, int(in->shard), in->group, instr.mb,
-                              instr.slice}))
+  if (in &&
+      !st.issued.count({d, int(in->shard), in->group, instr.mb, instr.slice}))
     fail(where + ": needs collective " + std::to_string(in->group) +
          " of the " + shardName(in->shard) +
          " shard, which this device has not issued before it");
@@ -289,7 +289,8 @@ void validateShardInstruction(const Plan &plan, int d, const Instruction &instr,
   }
   if (instr.op != Op::Collective)
     fail(where + ": sends and receives name a stage, not a shard");
-  if (instr.group < 0 || instr.group >= plan.getVocabularyShape().getNumGroups(instr.shard))
+  if (instr.group < 0 ||
+      instr.group >= plan.getVocabularyShape().getNumGroups(instr.shard))
     fail(where + ": the " + std::string(shardName(instr.shard)) +
          " shard has no collective " + std::to_string(instr.group));
   if (instr.blocking != v.synchronous)
@@ -311,7 +312,8 @@ void validateShardInstruction(const Plan &plan, int d, const Instruction &instr,
            {Pass::T, -1, Shard::Output},
            {plan.splitBackward ? Pass::B : Pass::BW, 0, Shard::None},
            {Pass::F, plan.getLastStage(), Shard::None}}) {
-    if (!plan.contributes({instr.shard, instr.group}, d, pass, stage, execShard))
+    if (!plan.contributes({instr.shard, instr.group}, d, pass, stage,
+                          execShard))
       continue;
     int key = execShard == Shard::None ? stage : -1 - int(execShard);
     if (!st.executed.count({d, int(pass), key, instr.mb, instr.slice}))
@@ -322,249 +324,313 @@ void validateShardInstruction(const Plan &plan, int d, const Instruction &instr,
   }
 }
 
-void validate(Plan &plan) {
-  validateVocabulary(plan);
-  ShardState shardState;
-  shardState.sequence.resize(plan.devices);
-  shardState.shardPassesRun.assign(plan.devices, 0);
-  int64_t covered = 0;
-  for (int64_t length : plan.slices)
-    covered += length;
-  if (covered != plan.model.seqLen)
-    fail("'slices' cover " + std::to_string(covered) +
-         " tokens, the model's sequence has " +
-         std::to_string(plan.model.seqLen));
-  int next = 0;
-  for (const StagePlan &stage : plan.stages) {
-    if (stage.device < 0 || stage.device >= plan.devices)
-      fail("stage " + stage.name + ": device " + std::to_string(stage.device) +
-           " is outside the plan's " + std::to_string(plan.devices));
-    for (int layer : stage.layers)
-      if (layer != next++)
-        fail("stage " + stage.name +
-             ": layers must continue the chain in order (expected layer " +
-             std::to_string(next - 1) + ", got " + std::to_string(layer) + ")");
+/// The whole-plan checks after parsing, in steps: the layout (slices,
+/// stages, programs), each instruction, then what only the whole plan
+/// shows (matched messages, gradient averaging, every pass run, the same
+/// collective order everywhere).
+class PlanValidator {
+public:
+  explicit PlanValidator(const Plan &plan) : plan(plan) {
+    shardState.sequence.resize(plan.devices);
+    shardState.shardPassesRun.assign(plan.devices, 0);
   }
-  if (next != int(plan.model.layers.size()))
-    fail("the stages hold " + std::to_string(next) + " layers, the model has " +
-         std::to_string(plan.model.layers.size()));
-  if (int(plan.programs.size()) != plan.devices)
-    fail("the plan has " + std::to_string(plan.programs.size()) +
-         " device programs for " + std::to_string(plan.devices) + " devices");
 
-  // (device, peer, key) of every send and receive, to match them.
-  std::map<std::tuple<int, int, int64_t>, int> sends, recvs;
-  std::set<std::tuple<int, int, int, int>> executed;
-  // Per (device, stage or -1 - shard): its last exec and its grad_sync.
-  std::map<std::pair<int, int>, size_t> lastExec, gradSync;
-  auto ownerName = [&](int owner) {
-    return owner >= 0 ? "stage " + plan.stages[owner].name
-                      : std::string("the ") + shardName(Shard(-1 - owner)) +
-                            " shard";
-  };
-  for (int d = 0; d < plan.devices; ++d) {
-    const DeviceProgram &program = plan.programs[d];
-    if (program.device != d)
-      fail("device program " + std::to_string(d) + " says it is device " +
-           std::to_string(program.device));
-    for (size_t i = 0; i < program.instructions.size(); ++i) {
-      const Instruction &instr = program.instructions[i];
-      std::string where = "device " + std::to_string(d) + ", instruction " +
-                          std::to_string(i) + " (" + plan.describe(instr) + ")";
-      int owner = instr.shard != Shard::None ? -1 - int(instr.shard)
-                                             : instr.stage;
-      if (instr.op == Op::GradSync) {
-        if (plan.dp < 2)
-          fail(where + ": averages gradients over data-parallel replicas, "
-                       "but the plan's mesh has none (dp = 1)");
-        if (instr.shard != Shard::None) {
-          const ShardPlan &shard = instr.shard == Shard::Input
-                                       ? plan.vocabulary.input
-                                       : plan.vocabulary.output;
-          if (!shard.present)
-            fail(where + ": the plan has no " + shardName(instr.shard) +
-                 " shard");
-        } else if (instr.stage < 0 ||
-                   instr.stage >= int(plan.stages.size())) {
-          fail(where + ": stage " + std::to_string(instr.stage) +
-               " does not exist");
-        } else if (plan.stages[instr.stage].device != d) {
-          fail(where + ": stage " + plan.stages[instr.stage].name +
-               " is on device " +
-               std::to_string(plan.stages[instr.stage].device));
-        }
-        if (!gradSync.emplace(std::pair{d, owner}, i).second)
-          fail(where + ": averages the gradients of " + ownerName(owner) +
-               " a second time");
-        continue;
-      }
-      if (instr.op == Op::Exec)
-        lastExec[{d, owner}] = i;
-      if (instr.mb < 0 || instr.mb >= plan.microbatches)
-        fail(where + ": microbatch out of range");
-      if (instr.slice < 0 || instr.slice >= int(plan.slices.size()))
-        fail(where + ": slice out of range");
-      if (instr.shard != Shard::None) {
-        validateShardInstruction(plan, d, instr, where, shardState);
-        continue;
-      }
-      if (instr.stage < 0 || instr.stage >= int(plan.stages.size()))
-        fail(where + ": stage " + std::to_string(instr.stage) +
-             " does not exist");
-      SliceShape s = plan.getSliceShape(instr.slice);
-      auto checkSlot = [&](int32_t slot, int64_t need, const char *what) {
-        if (need == 0 && slot < 0)
-          return;
-        if (slot < 0 || slot >= int(program.buffers.size()))
-          fail(where + ": " + what + " buffer " + std::to_string(slot) +
-               " does not exist (the device has " +
-               std::to_string(program.buffers.size()) + ")");
-        if (program.buffers[slot] < need)
-          fail(where + ": buffer " + std::to_string(slot) + " has " +
-               std::to_string(program.buffers[slot]) + " bytes, the " + what +
-               " needs " + std::to_string(need) + " in " +
-               plan.precision.getName() +
-               (plan.version < kPlanVersion
-                    ? " (a version " + std::to_string(plan.version) +
-                          " plan sizes buffers for an earlier layout: "
-                          "compile it again)"
-                    : std::string()));
-      };
-      const StagePlan &stage = plan.stages[instr.stage];
-      if (instr.op == Op::Exec) {
-        if (stage.device != d)
-          fail(where + ": stage " + stage.name + " is on device " +
-               std::to_string(stage.device));
-        bool legal = plan.splitBackward
-                         ? instr.pass != Pass::BW
-                         : (instr.pass == Pass::F || instr.pass == Pass::BW);
-        if (!legal)
-          fail(where + ": pass " + passName(instr.pass) +
-               (plan.splitBackward ? " in a plan with split backward passes"
-                                   : " in a plan with unsplit backward "
-                                     "passes"));
-        if (!executed
-                 .insert({int(instr.pass), instr.stage, instr.mb, instr.slice})
-                 .second)
-          fail(where + ": runs twice");
-        shardState.executed.insert(
-            {d, int(instr.pass), instr.stage, instr.mb, instr.slice});
-        checkCollectiveInputs(plan, d, instr, where, shardState);
-        bool first = instr.stage == 0;
-        bool last = instr.stage + 1 == int(plan.stages.size());
-        const Precision &precision = plan.precision;
-        int64_t message = getMessageBytes(plan.shardModel, s, precision);
-        checkSlot(instr.state,
-                  getForwardStateBytes(plan.shardModel, stage.layers, s,
-                                       precision, stage.recompute),
-                  "forward state");
-        if (instr.pass != Pass::F) {
-          checkSlot(instr.wstate,
-                    getWeightStateBytes(plan.shardModel, stage.layers, s, precision),
-                    "weight state");
-          if (stage.recompute != Recompute::None)
-            checkSlot(instr.rstate,
-                      getRecomputedStateBytes(plan.shardModel, stage.layers, s,
-                                              precision, stage.recompute),
-                      "recomputed state");
-        }
-        if (instr.pass != Pass::W) {
-          checkSlot(
-              instr.kv,
-              getKeyValueBytes(plan.shardModel, stage.layers, s.rows, precision),
-              "key/value state");
-          bool hasInput = instr.pass == Pass::F ? !first : !last;
-          bool hasOutput = instr.pass == Pass::F ? !last : !first;
-          checkSlot(instr.in, hasInput ? message : 0, "input");
-          checkSlot(instr.out, hasOutput ? message : 0, "output");
-        }
-      } else {
-        if (instr.peer < 0 || instr.peer >= plan.devices || instr.peer == d)
-          fail(where + ": peer " + std::to_string(instr.peer) +
-               " is not another device");
-        if (instr.key < 0)
-          fail(where + ": message key must be non-negative");
-        checkSlot(instr.buffer, getMessageBytes(plan.shardModel, s, plan.precision),
-                  "message");
-        auto &table = instr.op == Op::Send ? sends : recvs;
-        auto key = std::make_tuple(d, instr.peer, instr.key);
-        if (!table.emplace(key, int(i)).second)
-          fail(where + ": a second " +
-               (instr.op == Op::Send ? "send" : "receive") + " of key " +
-               std::to_string(instr.key));
-      }
+  void run() {
+    validateVocabulary(plan);
+    checkLayout();
+    for (int d = 0; d < plan.devices; ++d) {
+      const DeviceProgram &program = plan.programs[d];
+      if (program.device != d)
+        fail("device program " + std::to_string(d) + " says it is device " +
+             std::to_string(program.device));
+      for (size_t i = 0; i < program.instructions.size(); ++i)
+        checkInstruction(d, i);
     }
+    checkMessagesMatch();
+    checkGradientsAveraged();
+    checkEveryPassRuns();
+    checkShardCollectives();
   }
-  for (auto &[key, index] : recvs) {
-    auto [device, peer, k] = key;
-    if (!sends.count({peer, device, k}))
-      fail("device " + std::to_string(device) + ", instruction " +
-           std::to_string(index) + ": receives key " + std::to_string(k) +
-           " from device " + std::to_string(peer) + ", which never sends it");
+
+private:
+  void checkLayout() {
+    int64_t covered = 0;
+    for (int64_t length : plan.slices)
+      covered += length;
+    if (covered != plan.model.seqLen)
+      fail("'slices' cover " + std::to_string(covered) +
+           " tokens, the model's sequence has " +
+           std::to_string(plan.model.seqLen));
+    int next = 0;
+    for (const StagePlan &stage : plan.stages) {
+      if (stage.device < 0 || stage.device >= plan.devices)
+        fail("stage " + stage.name + ": device " +
+             std::to_string(stage.device) + " is outside the plan's " +
+             std::to_string(plan.devices));
+      for (int layer : stage.layers)
+        if (layer != next++)
+          fail("stage " + stage.name +
+               ": layers must continue the chain in order (expected layer " +
+               std::to_string(next - 1) + ", got " + std::to_string(layer) +
+               ")");
+    }
+    if (next != int(plan.model.layers.size()))
+      fail("the stages hold " + std::to_string(next) +
+           " layers, the model has " +
+           std::to_string(plan.model.layers.size()));
+    if (int(plan.programs.size()) != plan.devices)
+      fail("the plan has " + std::to_string(plan.programs.size()) +
+           " device programs for " + std::to_string(plan.devices) + " devices");
   }
-  for (auto &[key, index] : sends) {
-    auto [device, peer, k] = key;
-    if (!recvs.count({peer, device, k}))
-      fail("device " + std::to_string(device) + ", instruction " +
-           std::to_string(index) + ": sends key " + std::to_string(k) +
-           " to device " + std::to_string(peer) + ", which never receives it");
+
+  /// A stage's index, or -1 - shard for a vocabulary shard.
+  static int ownerOf(const Instruction &instr) {
+    return instr.shard != Shard::None ? -1 - int(instr.shard) : instr.stage;
   }
-  // With replicas, each stage's and shard's gradients are averaged once,
-  // after its last pass on the device (earlier would miss some of them).
-  for (auto &[key, last] : lastExec) {
+  std::string ownerName(int owner) const {
+    return owner >= 0
+               ? "stage " + plan.stages[owner].name
+               : std::string("the ") + shardName(Shard(-1 - owner)) + " shard";
+  }
+
+  void checkInstruction(int d, size_t i) {
+    const Instruction &instr = plan.programs[d].instructions[i];
+    std::string where = "device " + std::to_string(d) + ", instruction " +
+                        std::to_string(i) + " (" + plan.describe(instr) + ")";
+    if (instr.op == Op::GradSync)
+      return checkGradSync(d, i, instr, where);
+    if (instr.op == Op::Exec)
+      lastExec[{d, ownerOf(instr)}] = i;
+    if (instr.mb < 0 || instr.mb >= plan.microbatches)
+      fail(where + ": microbatch out of range");
+    if (instr.slice < 0 || instr.slice >= int(plan.slices.size()))
+      fail(where + ": slice out of range");
+    if (instr.shard != Shard::None)
+      return validateShardInstruction(plan, d, instr, where, shardState);
+    if (instr.stage < 0 || instr.stage >= int(plan.stages.size()))
+      fail(where + ": stage " + std::to_string(instr.stage) +
+           " does not exist");
+    if (instr.op == Op::Exec)
+      checkExec(d, instr, where);
+    else
+      checkMessage(d, i, instr, where);
+  }
+
+  void checkGradSync(int d, size_t i, const Instruction &instr,
+                     const std::string &where) {
     if (plan.dp < 2)
-      break;
-    auto [device, owner] = key;
-    auto sync = gradSync.find(key);
-    std::string at = "device " + std::to_string(device) + ": ";
-    if (sync == gradSync.end())
-      fail(at + "the gradients of " + ownerName(owner) +
-           " are never averaged over the " + std::to_string(plan.dp) +
-           " data-parallel replicas (no grad_sync)");
-    if (sync->second < last)
-      fail(at + "instruction " + std::to_string(sync->second) +
-           " averages the gradients of " + ownerName(owner) +
-           " before its last pass (instruction " + std::to_string(last) +
-           ")");
+      fail(where + ": averages gradients over data-parallel replicas, "
+                   "but the plan's mesh has none (dp = 1)");
+    if (instr.shard != Shard::None) {
+      const ShardPlan &shard = instr.shard == Shard::Input
+                                   ? plan.vocabulary.input
+                                   : plan.vocabulary.output;
+      if (!shard.present)
+        fail(where + ": the plan has no " + shardName(instr.shard) + " shard");
+    } else if (instr.stage < 0 || instr.stage >= int(plan.stages.size())) {
+      fail(where + ": stage " + std::to_string(instr.stage) +
+           " does not exist");
+    } else if (plan.stages[instr.stage].device != d) {
+      fail(where + ": stage " + plan.stages[instr.stage].name +
+           " is on device " + std::to_string(plan.stages[instr.stage].device));
+    }
+    if (!gradSync.emplace(std::pair{d, ownerOf(instr)}, i).second)
+      fail(where + ": averages the gradients of " + ownerName(ownerOf(instr)) +
+           " a second time");
   }
-  // Every pass of every stage, microbatch and slice runs somewhere.
-  size_t expected = plan.stages.size() * size_t(plan.microbatches) *
-                    plan.slices.size() * (plan.splitBackward ? 3 : 2);
-  if (executed.size() != expected)
-    fail("the plan runs " + std::to_string(executed.size()) + " passes, " +
-         std::to_string(expected) + " are needed");
-  // And every shard pass on every device, and every collective: each
-  // device issues the same collectives of a shard in the same order.
-  const VocabularyPlan &v = plan.vocabulary;
-  size_t units = size_t(plan.microbatches) * plan.slices.size();
-  size_t shardPasses =
-      (v.input.present ? getNumShardPasses(Shard::Input, v.algorithm) : 0) +
-      (v.output.present ? getNumShardPasses(Shard::Output, v.algorithm) : 0);
-  for (int d = 0; d < plan.devices; ++d) {
-    size_t ran = shardState.shardPassesRun[d];
-    if (ran != shardPasses * units)
-      fail("device " + std::to_string(d) + " runs " + std::to_string(ran) +
-           " vocabulary shard passes, " + std::to_string(shardPasses * units) +
-           " are needed");
-    for (Shard shard : {Shard::Input, Shard::Output}) {
-      const auto &mine = shardState.sequence[d][int(shard)];
-      size_t needed = units * size_t(plan.getVocabularyShape().getNumGroups(shard));
-      if (mine.size() != needed)
-        fail("device " + std::to_string(d) + " issues " +
-             std::to_string(mine.size()) + " collectives of the " +
-             shardName(shard) + " shard, " + std::to_string(needed) +
-             " are needed");
-      const auto &first = shardState.sequence[0][int(shard)];
-      for (size_t k = 0; k < mine.size(); ++k)
-        if (mine[k] != first[k])
-          fail("device " + std::to_string(d) + " issues the " +
-               shardName(shard) +
-               " shard's collectives in another order "
-               "than device 0 (collective number " +
-               std::to_string(k) + "): the run would deadlock");
+
+  /// `slot` of device `d` exists and holds `need` bytes (a role a pass
+  /// does not have needs 0 and may be -1).
+  void checkSlot(int d, const std::string &where, int32_t slot, int64_t need,
+                 const char *what) const {
+    const std::vector<int64_t> &buffers = plan.programs[d].buffers;
+    if (need == 0 && slot < 0)
+      return;
+    if (slot < 0 || slot >= int(buffers.size()))
+      fail(where + ": " + what + " buffer " + std::to_string(slot) +
+           " does not exist (the device has " + std::to_string(buffers.size()) +
+           ")");
+    if (buffers[slot] < need)
+      fail(where + ": buffer " + std::to_string(slot) + " has " +
+           std::to_string(buffers[slot]) + " bytes, the " + what + " needs " +
+           std::to_string(need) + " in " + plan.precision.getName() +
+           (plan.version < kPlanVersion
+                ? " (a version " + std::to_string(plan.version) +
+                      " plan sizes buffers for an earlier layout: "
+                      "compile it again)"
+                : std::string()));
+  }
+
+  void checkExec(int d, const Instruction &instr, const std::string &where) {
+    const StagePlan &stage = plan.stages[instr.stage];
+    if (stage.device != d)
+      fail(where + ": stage " + stage.name + " is on device " +
+           std::to_string(stage.device));
+    bool legal = plan.splitBackward
+                     ? instr.pass != Pass::BW
+                     : (instr.pass == Pass::F || instr.pass == Pass::BW);
+    if (!legal)
+      fail(where + ": pass " + passName(instr.pass) +
+           (plan.splitBackward ? " in a plan with split backward passes"
+                               : " in a plan with unsplit backward passes"));
+    if (!executed.insert({int(instr.pass), instr.stage, instr.mb, instr.slice})
+             .second)
+      fail(where + ": runs twice");
+    shardState.executed.insert(
+        {d, int(instr.pass), instr.stage, instr.mb, instr.slice});
+    checkCollectiveInputs(plan, d, instr, where, shardState);
+    checkExecSlots(d, instr, where);
+  }
+
+  /// Each slot of a stage pass holds what the layout says it needs.
+  void checkExecSlots(int d, const Instruction &instr,
+                      const std::string &where) const {
+    const StagePlan &stage = plan.stages[instr.stage];
+    const ModelConfig &model = plan.shardModel;
+    const Precision &precision = plan.precision;
+    SliceShape s = plan.getSliceShape(instr.slice);
+    checkSlot(d, where, instr.state,
+              getForwardStateBytes(model, stage.layers, s, precision,
+                                   stage.recompute),
+              "forward state");
+    if (instr.pass != Pass::F) {
+      checkSlot(d, where, instr.wstate,
+                getWeightStateBytes(model, stage.layers, s, precision),
+                "weight state");
+      if (stage.recompute != Recompute::None)
+        checkSlot(d, where, instr.rstate,
+                  getRecomputedStateBytes(model, stage.layers, s, precision,
+                                          stage.recompute),
+                  "recomputed state");
+    }
+    if (instr.pass == Pass::W)
+      return;
+    checkSlot(d, where, instr.kv,
+              getKeyValueBytes(model, stage.layers, s.rows, precision),
+              "key/value state");
+    bool first = instr.stage == 0;
+    bool last = instr.stage + 1 == int(plan.stages.size());
+    bool hasInput = instr.pass == Pass::F ? !first : !last;
+    bool hasOutput = instr.pass == Pass::F ? !last : !first;
+    int64_t message = getMessageBytes(model, s, precision);
+    checkSlot(d, where, instr.in, hasInput ? message : 0, "input");
+    checkSlot(d, where, instr.out, hasOutput ? message : 0, "output");
+  }
+
+  void checkMessage(int d, size_t i, const Instruction &instr,
+                    const std::string &where) {
+    if (instr.peer < 0 || instr.peer >= plan.devices || instr.peer == d)
+      fail(where + ": peer " + std::to_string(instr.peer) +
+           " is not another device");
+    if (instr.key < 0)
+      fail(where + ": message key must be non-negative");
+    checkSlot(d, where, instr.buffer,
+              getMessageBytes(plan.shardModel, plan.getSliceShape(instr.slice),
+                              plan.precision),
+              "message");
+    auto &table = instr.op == Op::Send ? sends : recvs;
+    if (!table.emplace(std::make_tuple(d, instr.peer, instr.key), int(i))
+             .second)
+      fail(where + ": a second " + (instr.op == Op::Send ? "send" : "receive") +
+           " of key " + std::to_string(instr.key));
+  }
+
+  void checkMessagesMatch() const {
+    for (auto &[key, index] : recvs) {
+      auto [device, peer, k] = key;
+      if (!sends.count({peer, device, k}))
+        fail("device " + std::to_string(device) + ", instruction " +
+             std::to_string(index) + ": receives key " + std::to_string(k) +
+             " from device " + std::to_string(peer) + ", which never sends it");
+    }
+    for (auto &[key, index] : sends) {
+      auto [device, peer, k] = key;
+      if (!recvs.count({peer, device, k}))
+        fail("device " + std::to_string(device) + ", instruction " +
+             std::to_string(index) + ": sends key " + std::to_string(k) +
+             " to device " + std::to_string(peer) +
+             ", which never receives it");
     }
   }
-}
+
+  /// With replicas, each stage's and shard's gradients are averaged once,
+  /// after its last pass on the device (earlier would miss some of them).
+  void checkGradientsAveraged() const {
+    if (plan.dp < 2)
+      return;
+    for (auto &[key, last] : lastExec) {
+      auto [device, owner] = key;
+      auto sync = gradSync.find(key);
+      std::string at = "device " + std::to_string(device) + ": ";
+      if (sync == gradSync.end())
+        fail(at + "the gradients of " + ownerName(owner) +
+             " are never averaged over the " + std::to_string(plan.dp) +
+             " data-parallel replicas (no grad_sync)");
+      if (sync->second < last)
+        fail(at + "instruction " + std::to_string(sync->second) +
+             " averages the gradients of " + ownerName(owner) +
+             " before its last pass (instruction " + std::to_string(last) +
+             ")");
+    }
+  }
+
+  /// Every pass of every stage, microbatch and slice runs somewhere.
+  void checkEveryPassRuns() const {
+    size_t expected = plan.stages.size() * size_t(plan.microbatches) *
+                      plan.slices.size() * (plan.splitBackward ? 3 : 2);
+    if (executed.size() != expected)
+      fail("the plan runs " + std::to_string(executed.size()) + " passes, " +
+           std::to_string(expected) + " are needed");
+  }
+
+  /// And every shard pass on every device, and every collective: each
+  /// device issues the same collectives of a shard in the same order.
+  void checkShardCollectives() const {
+    const VocabularyPlan &v = plan.vocabulary;
+    size_t units = size_t(plan.microbatches) * plan.slices.size();
+    size_t shardPasses =
+        (v.input.present ? getNumShardPasses(Shard::Input, v.algorithm) : 0) +
+        (v.output.present ? getNumShardPasses(Shard::Output, v.algorithm) : 0);
+    for (int d = 0; d < plan.devices; ++d) {
+      size_t ran = shardState.shardPassesRun[d];
+      if (ran != shardPasses * units)
+        fail("device " + std::to_string(d) + " runs " + std::to_string(ran) +
+             " vocabulary shard passes, " +
+             std::to_string(shardPasses * units) + " are needed");
+      for (Shard shard : {Shard::Input, Shard::Output})
+        checkCollectiveOrder(d, shard, units);
+    }
+  }
+
+  void checkCollectiveOrder(int d, Shard shard, size_t units) const {
+    const auto &mine = shardState.sequence[d][int(shard)];
+    size_t needed =
+        units * size_t(plan.getVocabularyShape().getNumGroups(shard));
+    if (mine.size() != needed)
+      fail("device " + std::to_string(d) + " issues " +
+           std::to_string(mine.size()) + " collectives of the " +
+           shardName(shard) + " shard, " + std::to_string(needed) +
+           " are needed");
+    const auto &first = shardState.sequence[0][int(shard)];
+    for (size_t k = 0; k < mine.size(); ++k)
+      if (mine[k] != first[k])
+        fail("device " + std::to_string(d) + " issues the " + shardName(shard) +
+             " shard's collectives in another order "
+             "than device 0 (collective number " +
+             std::to_string(k) + "): the run would deadlock");
+  }
+
+  const Plan &plan;
+  ShardState shardState;
+  /// (device, peer, key) of every send and receive, to match them.
+  std::map<std::tuple<int, int, int64_t>, int> sends, recvs;
+  /// (pass, stage, mb, slice) of every stage pass.
+  std::set<std::tuple<int, int, int, int>> executed;
+  /// Per (device, stage or -1 - shard): its last exec and its grad_sync.
+  std::map<std::pair<int, int>, size_t> lastExec, gradSync;
+};
+
+void validate(Plan &plan) { PlanValidator(plan).run(); }
 
 } // namespace
 
@@ -631,182 +697,202 @@ std::string Plan::describe(const Instruction &instr) const {
   return os.str();
 }
 
+namespace {
+
+void readMesh(const json &mesh, Plan &plan) {
+  int64_t pp = integer(mesh, "pp", "mesh", 1);
+  plan.tp = integer32(mesh, "tp", "mesh", 1);
+  plan.dp = integer32(mesh, "dp", "mesh", 1);
+  plan.sequenceParallel = mesh.contains("sequence_parallel") &&
+                          flag(mesh, "sequence_parallel", "mesh");
+  if (mesh.contains("zero")) {
+    plan.zero = integer32(mesh, "zero", "mesh", 0);
+    if (plan.zero > 1)
+      fail("mesh: 'zero' = " + std::to_string(plan.zero) +
+           " is not a ZeRO stage Sluice runs (0 or 1)");
+    if (plan.zero == 1 && plan.dp < 2)
+      fail("mesh: 'zero' = 1 shards the optimizer state over the "
+           "data-parallel replicas, but dp = 1");
+  }
+  if (pp != plan.devices)
+    fail("the mesh's pp = " + std::to_string(pp) + " is not the plan's " +
+         std::to_string(plan.devices) + " devices");
+  std::string problem = checkTensorParallel(plan.model, plan.tp);
+  if (!problem.empty())
+    fail("the mesh's tp = " + std::to_string(plan.tp) + ": model " + problem);
+}
+
+/// Each shard holds a contiguous 1/tp of a slice's rows x tokens
+/// (ModelConfig::sequenceShards), as sluice-compile checks.
+void checkSequenceParallel(const Plan &plan) {
+  if (plan.tp < 2)
+    fail("mesh: 'sequence_parallel' splits tokens over the "
+         "tensor-parallel shards, but tp = " +
+         std::to_string(plan.tp));
+  if (plan.model.seqLen % plan.tp != 0)
+    fail("mesh: 'sequence_parallel' splits each sequence over tp = " +
+         std::to_string(plan.tp) + " shards, but seq_len " +
+         std::to_string(plan.model.seqLen) + " does not divide by it");
+  if (plan.slices.size() > 1)
+    fail("mesh: 'sequence_parallel' with " +
+         std::to_string(plan.slices.size()) +
+         " token slices per microbatch (it splits whole sequences)");
+}
+
+StagePlan readStage(const json &s) {
+  StagePlan stage;
+  stage.name = text(s, "name", "stage");
+  std::string where = "stage " + stage.name;
+  stage.device = integer32(s, "device", where);
+  stage.chunk = integer32(s, "chunk", where);
+  for (const json &layer : field(s, "layers", where))
+    stage.layers.push_back(
+        int(integerValue(layer, where + ": a layer index", 0, INT32_MAX)));
+  if (s.contains("recompute")) {
+    std::string mode = text(s, "recompute", where);
+    std::optional<Recompute> recompute = parseRecompute(mode);
+    if (!recompute)
+      fail(where + ": unknown recompute '" + mode +
+           "' (expected none, selective or full)");
+    stage.recompute = *recompute;
+  }
+  return stage;
+}
+
+void readVocabulary(const json &v, VocabularyPlan &vocabulary) {
+  if (v.contains("input"))
+    vocabulary.input = readShardPlan(v.at("input"), "vocabulary input shard");
+  if (v.contains("output")) {
+    const json &out = v.at("output");
+    vocabulary.output = readShardPlan(out, "vocabulary output shard");
+    vocabulary.algorithm =
+        integer32(out, "algorithm", "vocabulary output shard");
+    vocabulary.barriers =
+        integer32(out, "barriers", "vocabulary output shard", 1);
+  }
+  vocabulary.synchronous = flag(v, "synchronous", "vocabulary");
+}
+
+/// One instruction; `at` names it in errors. Only the fields of its op
+/// are read (docs/plan-format.md).
+Instruction readInstruction(const json &in, const std::string &at) {
+  Instruction instr;
+  std::string op = text(in, "op", at);
+  std::optional<Op> parsed = parseOp(op);
+  if (!parsed)
+    fail(at + ": unknown op '" + op + "' (expected " + opNames() + ")");
+  instr.op = *parsed;
+  if (instr.op == Op::GradSync) {
+    if (in.contains("shard")) {
+      instr.shard = readShard(text(in, "shard", at), at);
+      instr.stage = -1;
+    } else {
+      instr.stage = integer32(in, "stage", at);
+    }
+    return instr;
+  }
+  if (instr.op == Op::Collective) {
+    instr.shard = readShard(text(in, "shard", at), at);
+    instr.group = integer32(in, "group", at);
+    instr.mb = integer32(in, "mb", at);
+    instr.slice = integer32(in, "slice", at);
+    instr.blocking = flag(in, "blocking", at);
+    instr.stage = -1;
+    return instr;
+  }
+  instr.pass = readPass(text(in, "pass", at), at);
+  if (in.contains("shard")) {
+    // A vocabulary shard's pass runs on this device's rows.
+    instr.shard = readShard(text(in, "shard", at), at);
+    instr.mb = integer32(in, "mb", at);
+    instr.slice = integer32(in, "slice", at);
+    instr.stage = -1;
+    return instr;
+  }
+  if (isShardPass(instr.pass))
+    fail(at + ": pass " + passName(instr.pass) +
+         " runs a vocabulary shard and must name it ('shard')");
+  instr.stage = integer32(in, "stage", at);
+  instr.mb = integer32(in, "mb", at);
+  instr.slice = integer32(in, "slice", at);
+  if (instr.op == Op::Exec) {
+    instr.state = integer32(in, "state", at, -1);
+    instr.wstate = integer32(in, "wstate", at, -1);
+    instr.kv = integer32(in, "kv", at, -1);
+    instr.in = integer32(in, "in", at, -1);
+    instr.out = integer32(in, "out", at, -1);
+    if (in.contains("rstate"))
+      instr.rstate = integer32(in, "rstate", at, -1);
+  } else {
+    instr.peer = integer32(in, "peer", at, -1);
+    instr.key = integer(in, "key", at, -1);
+    instr.buffer = integer32(in, "buffer", at, -1);
+  }
+  return instr;
+}
+
+DeviceProgram readProgram(const json &p) {
+  DeviceProgram program;
+  program.device = integer32(p, "device", "program");
+  std::string where = "device " + std::to_string(program.device);
+  for (const json &bytes : field(p, "buffers", where))
+    program.buffers.push_back(
+        integerValue(bytes, where + ": a buffer size", 0, INT64_MAX));
+  const json &instrs = field(p, "instructions", where);
+  for (size_t i = 0; i < instrs.size(); ++i)
+    program.instructions.push_back(readInstruction(
+        instrs[i], where + ", instruction " + std::to_string(i)));
+  return program;
+}
+
+/// Reads every field of the plan in `j` (then validate() checks the
+/// whole).
+void readPlan(const json &j, Plan &plan) {
+  if (!j.is_object() || !j.contains("format") || j["format"] != "sluice-plan")
+    fail("not a sluice plan (no \"format\": \"sluice-plan\")");
+  int64_t version = integer(j, "version", "plan", 1);
+  if (version > kPlanVersion)
+    fail("plan version " + std::to_string(version) +
+         " is newer than this runtime reads (" + std::to_string(kPlanVersion) +
+         " and older); run it with the sluice-run of the sluice-compile "
+         "that wrote it");
+  plan = Plan();
+  plan.version = int(version);
+  if (j.contains("precision")) {
+    std::string name = text(j, "precision", "plan");
+    if (!Precision::parse(name, plan.precision))
+      fail("unknown precision '" + name + "' (expected fp32 or bf16)");
+  }
+  plan.model = readModel(field(j, "model", "plan"));
+  plan.schedule = text(j, "schedule", "plan");
+  plan.devices = integer32(j, "devices", "plan", 1);
+  plan.microbatches = integer32(j, "microbatches", "plan", 1);
+  if (j.contains("mesh"))
+    readMesh(j.at("mesh"), plan);
+  plan.shardModel =
+      getTensorShardModel(plan.model, plan.tp, plan.sequenceParallel);
+  plan.splitBackward = flag(j, "split_backward", "plan");
+  for (const json &length : field(j, "slices", "plan"))
+    plan.slices.push_back(
+        integerValue(length, "a token length in 'slices'", 1, kMaxDimension));
+  if (plan.sequenceParallel)
+    checkSequenceParallel(plan);
+  for (const json &s : field(j, "stages", "plan"))
+    plan.stages.push_back(readStage(s));
+  if (plan.stages.empty())
+    fail("the plan has no stages");
+  if (j.contains("vocabulary"))
+    readVocabulary(j.at("vocabulary"), plan.vocabulary);
+  for (const json &p : field(j, "programs", "plan"))
+    plan.programs.push_back(readProgram(p));
+}
+
+} // namespace
+
 Status parsePlan(const std::string &textIn, const std::string &origin,
                  Plan &plan) {
   try {
-    json j = json::parse(textIn);
-    if (!j.is_object() || !j.contains("format") || j["format"] != "sluice-plan")
-      fail("not a sluice plan (no \"format\": \"sluice-plan\")");
-    int64_t version = integer(j, "version", "plan", 1);
-    if (version > kPlanVersion)
-      fail("plan version " + std::to_string(version) +
-           " is newer than this runtime reads (" +
-           std::to_string(kPlanVersion) +
-           " and older); run it with the sluice-run of the sluice-compile "
-           "that wrote it");
-    plan = Plan();
-    plan.version = int(version);
-    if (j.contains("precision")) {
-      std::string name = text(j, "precision", "plan");
-      if (!Precision::parse(name, plan.precision))
-        fail("unknown precision '" + name + "' (expected fp32 or bf16)");
-    }
-    plan.model = readModel(field(j, "model", "plan"));
-    plan.schedule = text(j, "schedule", "plan");
-    plan.devices = integer32(j, "devices", "plan", 1);
-    plan.microbatches = integer32(j, "microbatches", "plan", 1);
-    if (j.contains("mesh")) {
-      const json &mesh = j.at("mesh");
-      int64_t pp = integer(mesh, "pp", "mesh", 1);
-      plan.tp = integer32(mesh, "tp", "mesh", 1);
-      plan.dp = integer32(mesh, "dp", "mesh", 1);
-      plan.sequenceParallel = mesh.contains("sequence_parallel") &&
-                              flag(mesh, "sequence_parallel", "mesh");
-      if (mesh.contains("zero")) {
-        plan.zero = integer32(mesh, "zero", "mesh", 0);
-        if (plan.zero > 1)
-          fail("mesh: 'zero' = " + std::to_string(plan.zero) +
-               " is not a ZeRO stage Sluice runs (0 or 1)");
-        if (plan.zero == 1 && plan.dp < 2)
-          fail("mesh: 'zero' = 1 shards the optimizer state over the "
-               "data-parallel replicas, but dp = 1");
-      }
-      if (pp != plan.devices)
-        fail("the mesh's pp = " + std::to_string(pp) + " is not the plan's " +
-             std::to_string(plan.devices) + " devices");
-      std::string problem = checkTensorParallel(plan.model, plan.tp);
-      if (!problem.empty())
-        fail("the mesh's tp = " + std::to_string(plan.tp) + ": model " +
-             problem);
-    }
-    plan.shardModel =
-        getTensorShardModel(plan.model, plan.tp, plan.sequenceParallel);
-    plan.splitBackward = flag(j, "split_backward", "plan");
-    for (const json &length : field(j, "slices", "plan"))
-      plan.slices.push_back(integerValue(length, "a token length in 'slices'",
-                                         1, kMaxDimension));
-    if (plan.sequenceParallel) {
-      // Each shard holds a contiguous 1/tp of a slice's rows x tokens
-      // (ModelConfig::sequenceShards), as sluice-compile checks.
-      if (plan.tp < 2)
-        fail("mesh: 'sequence_parallel' splits tokens over the "
-             "tensor-parallel shards, but tp = " +
-             std::to_string(plan.tp));
-      if (plan.model.seqLen % plan.tp != 0)
-        fail("mesh: 'sequence_parallel' splits each sequence over tp = " +
-             std::to_string(plan.tp) + " shards, but seq_len " +
-             std::to_string(plan.model.seqLen) + " does not divide by it");
-      if (plan.slices.size() > 1)
-        fail("mesh: 'sequence_parallel' with " +
-             std::to_string(plan.slices.size()) +
-             " token slices per microbatch (it splits whole sequences)");
-    }
-    for (const json &s : field(j, "stages", "plan")) {
-      StagePlan stage;
-      stage.name = text(s, "name", "stage");
-      std::string where = "stage " + stage.name;
-      stage.device = integer32(s, "device", where);
-      stage.chunk = integer32(s, "chunk", where);
-      for (const json &layer : field(s, "layers", where))
-        stage.layers.push_back(int(
-            integerValue(layer, where + ": a layer index", 0, INT32_MAX)));
-      if (s.contains("recompute")) {
-        std::string mode = text(s, "recompute", where);
-        std::optional<Recompute> recompute = parseRecompute(mode);
-        if (!recompute)
-          fail(where + ": unknown recompute '" + mode +
-               "' (expected none, selective or full)");
-        stage.recompute = *recompute;
-      }
-      plan.stages.push_back(stage);
-    }
-    if (plan.stages.empty())
-      fail("the plan has no stages");
-    if (j.contains("vocabulary")) {
-      const json &v = j.at("vocabulary");
-      if (v.contains("input"))
-        plan.vocabulary.input =
-            readShardPlan(v.at("input"), "vocabulary input shard");
-      if (v.contains("output")) {
-        const json &out = v.at("output");
-        plan.vocabulary.output = readShardPlan(out, "vocabulary output shard");
-        plan.vocabulary.algorithm =
-            integer32(out, "algorithm", "vocabulary output shard");
-        plan.vocabulary.barriers =
-            integer32(out, "barriers", "vocabulary output shard", 1);
-      }
-      plan.vocabulary.synchronous = flag(v, "synchronous", "vocabulary");
-    }
-    for (const json &p : field(j, "programs", "plan")) {
-      DeviceProgram program;
-      program.device = integer32(p, "device", "program");
-      std::string where = "device " + std::to_string(program.device);
-      for (const json &bytes : field(p, "buffers", where))
-        program.buffers.push_back(
-            integerValue(bytes, where + ": a buffer size", 0, INT64_MAX));
-      const json &instrs = field(p, "instructions", where);
-      for (size_t i = 0; i < instrs.size(); ++i) {
-        const json &in = instrs[i];
-        std::string at = where + ", instruction " + std::to_string(i);
-        Instruction instr;
-        std::string op = text(in, "op", at);
-        std::optional<Op> parsed = parseOp(op);
-        if (!parsed)
-          fail(at + ": unknown op '" + op + "' (expected " + opNames() + ")");
-        instr.op = *parsed;
-        if (instr.op == Op::GradSync) {
-          if (in.contains("shard")) {
-            instr.shard = readShard(text(in, "shard", at), at);
-            instr.stage = -1;
-          } else {
-            instr.stage = integer32(in, "stage", at);
-          }
-          program.instructions.push_back(instr);
-          continue;
-        }
-        if (instr.op == Op::Collective) {
-          instr.shard = readShard(text(in, "shard", at), at);
-          instr.group = integer32(in, "group", at);
-          instr.mb = integer32(in, "mb", at);
-          instr.slice = integer32(in, "slice", at);
-          instr.blocking = flag(in, "blocking", at);
-          instr.stage = -1;
-          program.instructions.push_back(instr);
-          continue;
-        }
-        instr.pass = readPass(text(in, "pass", at), at);
-        if (in.contains("shard")) {
-          // A vocabulary shard's pass runs on this device's rows.
-          instr.shard = readShard(text(in, "shard", at), at);
-          instr.mb = integer32(in, "mb", at);
-          instr.slice = integer32(in, "slice", at);
-          instr.stage = -1;
-          program.instructions.push_back(instr);
-          continue;
-        }
-        if (isShardPass(instr.pass))
-          fail(at + ": pass " + passName(instr.pass) +
-               " runs a vocabulary shard and must name it ('shard')");
-        instr.stage = integer32(in, "stage", at);
-        instr.mb = integer32(in, "mb", at);
-        instr.slice = integer32(in, "slice", at);
-        if (instr.op == Op::Exec) {
-          instr.state = integer32(in, "state", at, -1);
-          instr.wstate = integer32(in, "wstate", at, -1);
-          instr.kv = integer32(in, "kv", at, -1);
-          instr.in = integer32(in, "in", at, -1);
-          instr.out = integer32(in, "out", at, -1);
-          if (in.contains("rstate"))
-            instr.rstate = integer32(in, "rstate", at, -1);
-        } else {
-          instr.peer = integer32(in, "peer", at, -1);
-          instr.key = integer(in, "key", at, -1);
-          instr.buffer = integer32(in, "buffer", at, -1);
-        }
-        program.instructions.push_back(instr);
-      }
-      plan.programs.push_back(std::move(program));
-    }
+    readPlan(json::parse(textIn), plan);
     validate(plan);
   } catch (const PlanError &e) {
     return Status::error(origin + ": " + e.message);
