@@ -269,206 +269,264 @@ struct ImportedConfig {
   Type dtype;
 };
 
-FailureOr<ImportedConfig> readConfig(const ConfigReader &reader,
-                                     StringRef filename, MLIRContext *context) {
-  ImportedConfig config;
-  auto modelType = reader.optionalString({"model_type"});
-  if (failed(modelType))
-    return failure();
-  if (!*modelType) {
-    reader.error("model_type") << "missing required key 'model_type' "
-                                  "(supported: "
-                               << kSupportedModelTypes << ")";
-    return failure();
+/// Reads an ImportedConfig in steps, one per group of keys; the first
+/// problem found is the one reported (one line to act on).
+class ConfigImporter {
+public:
+  ConfigImporter(const ConfigReader &reader, StringRef filename,
+                 MLIRContext *context)
+      : reader(reader), filename(filename), context(context) {}
+
+  FailureOr<ImportedConfig> run() {
+    if (failed(readFamily()) || failed(refuseExperts()) ||
+        failed(readSizes()) || failed(readHeads()) ||
+        failed(readFeedForward()) || failed(checkActivation()) ||
+        failed(readRotary()) || failed(readTied()) || failed(readDType()))
+      return failure();
+    auto nameOrPath = reader.optionalString({"_name_or_path"});
+    if (failed(nameOrPath))
+      return failure();
+    config.name = getModelName(*nameOrPath, filename);
+    return config;
   }
-  config.family = lookupFamily(**modelType);
-  if (!config.family) {
-    reader.error("model_type")
-        << "key 'model_type' = \"" << **modelType
-        << "\" is not supported (supported: " << kSupportedModelTypes << ")";
-    return failure();
-  }
-  const Family &family = *config.family;
-  bool gpt2 = &family == &kGpt2;
-  auto names = [&](StringRef key, StringRef gpt2Alias) {
+
+private:
+  /// `key`, and GPT-2's name for it in a GPT-2 config.
+  SmallVector<StringRef, 2> names(StringRef key, StringRef gpt2Alias) const {
     SmallVector<StringRef, 2> list{key};
     if (gpt2)
       list.push_back(gpt2Alias);
     return list;
-  };
+  }
 
-  // Mixture-of-experts layers are a different layer kind; refuse them
-  // rather than counting one expert.
-  for (StringRef key : {"num_local_experts", "num_experts"}) {
-    auto experts = reader.optionalSize({key});
-    if (failed(experts))
+  LogicalResult readFamily() {
+    auto modelTypeName = reader.optionalString({"model_type"});
+    if (failed(modelTypeName))
       return failure();
-    if (*experts && **experts > 1) {
-      reader.error(key) << "key '" << key << "' = " << **experts
-                        << ": mixture-of-experts models are not supported";
+    if (!*modelTypeName) {
+      reader.error("model_type") << "missing required key 'model_type' "
+                                    "(supported: "
+                                 << kSupportedModelTypes << ")";
       return failure();
     }
-  }
-
-  // The first problem found is the one reported: one line to act on.
-  StringRef hiddenKey, headsKey;
-  auto hidden = reader.requireSize(names("hidden_size", "n_embd"), &hiddenKey);
-  if (failed(hidden))
-    return failure();
-  StringRef layersKey;
-  auto layers =
-      reader.requireSize(names("num_hidden_layers", "n_layer"), &layersKey);
-  if (failed(layers))
-    return failure();
-  // Every layer is an op: a count no model has would only exhaust memory
-  // (sluice-fuzz-config built 64 million of them). The deepest models
-  // trained today have about 130.
-  constexpr int64_t kMaxLayers = 1 << 16;
-  if (*layers > kMaxLayers) {
-    reader.error(layersKey)
-        << "key '" << layersKey << "' = " << *layers
-        << " is more layers than Sluice compiles (" << kMaxLayers << ")";
-    return failure();
-  }
-  auto heads =
-      reader.requireSize(names("num_attention_heads", "n_head"), &headsKey);
-  if (failed(heads))
-    return failure();
-  auto vocab = reader.requireSize({"vocab_size"});
-  if (failed(vocab))
-    return failure();
-  auto positions =
-      reader.requireSize(names("max_position_embeddings", "n_positions"));
-  if (failed(positions))
-    return failure();
-  config.hidden = *hidden;
-  config.layers = *layers;
-  config.heads = *heads;
-  config.vocab = *vocab;
-  config.positions = *positions;
-
-  auto kvHeads = reader.optionalSize({"num_key_value_heads"});
-  if (failed(kvHeads))
-    return failure();
-  config.kvHeads = kvHeads->value_or(config.heads);
-  if (!*kvHeads && !gpt2)
-    reader.remarkDefault("num_key_value_heads",
-                         "num_attention_heads = " + Twine(config.heads),
-                         "Hugging Face's default: multi-head attention");
-
-  if (gpt2) {
-    auto ffn = reader.optionalSize(names("intermediate_size", "n_inner"));
-    if (failed(ffn))
+    config.family = lookupFamily(**modelTypeName);
+    if (!config.family) {
+      reader.error("model_type")
+          << "key 'model_type' = \"" << **modelTypeName
+          << "\" is not supported (supported: " << kSupportedModelTypes << ")";
       return failure();
-    config.ffn = ffn->value_or(4 * config.hidden);
-    if (!*ffn)
-      reader.remarkDefault("n_inner", "4 * n_embd = " + Twine(config.ffn),
-                           "GPT-2's definition of a null n_inner");
-  } else {
-    auto ffn = reader.requireSize({"intermediate_size"});
-    if (failed(ffn))
+    }
+    family = config.family;
+    modelType = **modelTypeName;
+    gpt2 = family == &kGpt2;
+    return success();
+  }
+
+  /// Mixture-of-experts layers are a different layer kind; refuse them
+  /// rather than counting one expert.
+  LogicalResult refuseExperts() {
+    for (StringRef key : {"num_local_experts", "num_experts"}) {
+      auto experts = reader.optionalSize({key});
+      if (failed(experts))
+        return failure();
+      if (*experts && **experts > 1) {
+        reader.error(key) << "key '" << key << "' = " << **experts
+                          << ": mixture-of-experts models are not supported";
+        return failure();
+      }
+    }
+    return success();
+  }
+
+  LogicalResult readSizes() {
+    auto hidden =
+        reader.requireSize(names("hidden_size", "n_embd"), &hiddenKey);
+    if (failed(hidden))
       return failure();
-    config.ffn = *ffn;
+    StringRef layersKey;
+    auto layers =
+        reader.requireSize(names("num_hidden_layers", "n_layer"), &layersKey);
+    if (failed(layers))
+      return failure();
+    // Every layer is an op: a count no model has would only exhaust memory
+    // (sluice-fuzz-config built 64 million of them). The deepest models
+    // trained today have about 130.
+    constexpr int64_t kMaxLayers = 1 << 16;
+    if (*layers > kMaxLayers) {
+      reader.error(layersKey)
+          << "key '" << layersKey << "' = " << *layers
+          << " is more layers than Sluice compiles (" << kMaxLayers << ")";
+      return failure();
+    }
+    auto heads =
+        reader.requireSize(names("num_attention_heads", "n_head"), &headsKey);
+    if (failed(heads))
+      return failure();
+    auto vocab = reader.requireSize({"vocab_size"});
+    if (failed(vocab))
+      return failure();
+    auto positions =
+        reader.requireSize(names("max_position_embeddings", "n_positions"));
+    if (failed(positions))
+      return failure();
+    config.hidden = *hidden;
+    config.layers = *layers;
+    config.heads = *heads;
+    config.vocab = *vocab;
+    config.positions = *positions;
+    return success();
   }
 
-  auto headDim = reader.optionalSize({"head_dim"});
-  if (failed(headDim))
-    return failure();
-  config.headDim = *headDim;
-  if (!config.headDim && family.headDimDefault) {
-    config.headDim = family.headDimDefault;
-    reader.remarkDefault("head_dim", Twine(family.headDimDefault),
-                         "Hugging Face's default for " + family.name);
-  }
-  if (!config.headDim && config.hidden % config.heads != 0) {
-    reader.error(hiddenKey)
-        << "key '" << hiddenKey << "' = " << config.hidden
-        << " is not divisible by key '" << headsKey << "' = " << config.heads;
-    return failure();
-  }
-  if (config.heads % config.kvHeads != 0) {
-    reader.error("num_key_value_heads")
-        << "key '" << headsKey << "' = " << config.heads
-        << " is not divisible by key 'num_key_value_heads' = "
-        << config.kvHeads;
-    return failure();
+  LogicalResult readHeads() {
+    auto kvHeads = reader.optionalSize({"num_key_value_heads"});
+    if (failed(kvHeads))
+      return failure();
+    config.kvHeads = kvHeads->value_or(config.heads);
+    if (!*kvHeads && !gpt2)
+      reader.remarkDefault("num_key_value_heads",
+                           "num_attention_heads = " + Twine(config.heads),
+                           "Hugging Face's default: multi-head attention");
+
+    auto headDim = reader.optionalSize({"head_dim"});
+    if (failed(headDim))
+      return failure();
+    config.headDim = *headDim;
+    if (!config.headDim && family->headDimDefault) {
+      config.headDim = family->headDimDefault;
+      reader.remarkDefault("head_dim", Twine(family->headDimDefault),
+                           "Hugging Face's default for " + family->name);
+    }
+    if (!config.headDim && config.hidden % config.heads != 0) {
+      reader.error(hiddenKey)
+          << "key '" << hiddenKey << "' = " << config.hidden
+          << " is not divisible by key '" << headsKey << "' = " << config.heads;
+      return failure();
+    }
+    if (config.heads % config.kvHeads != 0) {
+      reader.error("num_key_value_heads")
+          << "key '" << headsKey << "' = " << config.heads
+          << " is not divisible by key 'num_key_value_heads' = "
+          << config.kvHeads;
+      return failure();
+    }
+    return success();
   }
 
-  // The activation must be one the family's MLP kind computes.
-  StringRef activationKey;
-  auto activation =
-      reader.optionalString(family.activationKeys, &activationKey);
-  if (failed(activation))
-    return failure();
-  if (!*activation) {
-    if (family.activationDefault.empty()) {
+  LogicalResult readFeedForward() {
+    if (gpt2) {
+      auto ffn = reader.optionalSize(names("intermediate_size", "n_inner"));
+      if (failed(ffn))
+        return failure();
+      config.ffn = ffn->value_or(4 * config.hidden);
+      if (!*ffn)
+        reader.remarkDefault("n_inner", "4 * n_embd = " + Twine(config.ffn),
+                             "GPT-2's definition of a null n_inner");
+    } else {
+      auto ffn = reader.requireSize({"intermediate_size"});
+      if (failed(ffn))
+        return failure();
+      config.ffn = *ffn;
+    }
+    return success();
+  }
+
+  /// The activation must be one the family's MLP kind computes.
+  LogicalResult checkActivation() {
+    StringRef activationKey;
+    auto activation =
+        reader.optionalString(family->activationKeys, &activationKey);
+    if (failed(activation))
+      return failure();
+    if (!*activation) {
+      if (family->activationDefault.empty()) {
+        reader.error(activationKey)
+            << "missing required key '" << activationKey << "'";
+        return failure();
+      }
+      reader.remarkDefault(activationKey,
+                           "\"" + family->activationDefault + "\"",
+                           "Hugging Face's default for " + family->name);
+    } else if (!llvm::is_contained(family->activations, **activation)) {
       reader.error(activationKey)
-          << "missing required key '" << activationKey << "'";
+          << "key '" << activationKey << "' = \"" << **activation
+          << "\" is not supported for model_type \"" << modelType
+          << "\" (supported: " << llvm::join(family->activations, ", ") << ")";
       return failure();
     }
-    reader.remarkDefault(activationKey, "\"" + family.activationDefault + "\"",
-                         "Hugging Face's default for " + family.name);
-  } else if (!llvm::is_contained(family.activations, **activation)) {
-    reader.error(activationKey)
-        << "key '" << activationKey << "' = \"" << **activation
-        << "\" is not supported for model_type \"" << **modelType
-        << "\" (supported: " << llvm::join(family.activations, ", ") << ")";
-    return failure();
+    return success();
   }
 
-  // Rotary positions (Llama, Gemma): the frequency base; GPT-2 learns a
-  // position table instead.
-  if (!family.learnedPositions) {
+  /// Rotary positions (Llama, Gemma): the frequency base; GPT-2 learns a
+  /// position table instead.
+  LogicalResult readRotary() {
+    if (family->learnedPositions)
+      return success();
     auto theta = reader.optionalPositive("rope_theta");
     if (failed(theta))
       return failure();
     config.ropeTheta = theta->value_or(10000.0);
     if (!*theta)
       reader.remarkDefault("rope_theta", "10000.0",
-                           "Hugging Face's default for " + family.name);
+                           "Hugging Face's default for " + family->name);
     if (reader.has("rope_scaling"))
       emitWarning(reader.loc("rope_scaling"))
           << "key 'rope_scaling' is not modelled: rotary positions use the "
              "unscaled frequencies of rope_theta = "
           << llvm::formatv("{0:F1}", *config.ropeTheta).str();
+    return success();
   }
 
-  auto tied = reader.optionalBool("tie_word_embeddings");
-  if (failed(tied))
-    return failure();
-  config.tied = tied->value_or(family.tieDefault);
-  if (!*tied)
-    reader.remarkDefault("tie_word_embeddings",
-                         family.tieDefault ? "true" : "false",
-                         "Hugging Face's default for " + family.name);
-
-  auto dtypeName = reader.optionalString({"torch_dtype", "dtype"});
-  if (failed(dtypeName))
-    return failure();
-  Builder builder(context);
-  if (!*dtypeName) {
-    config.dtype = builder.getBF16Type();
-    reader.remarkDefault("torch_dtype", "\"bfloat16\"",
-                         "mixed-precision training");
-  } else {
-    config.dtype = llvm::StringSwitch<Type>(**dtypeName)
-                       .Case("bfloat16", builder.getBF16Type())
-                       .Case("float16", builder.getF16Type())
-                       .Case("float32", builder.getF32Type())
-                       .Default(Type());
-    if (!config.dtype) {
-      reader.error("torch_dtype")
-          << "key 'torch_dtype' = \"" << **dtypeName
-          << "\" is not supported (supported: bfloat16, float16, float32)";
+  LogicalResult readTied() {
+    auto tied = reader.optionalBool("tie_word_embeddings");
+    if (failed(tied))
       return failure();
-    }
+    config.tied = tied->value_or(family->tieDefault);
+    if (!*tied)
+      reader.remarkDefault("tie_word_embeddings",
+                           family->tieDefault ? "true" : "false",
+                           "Hugging Face's default for " + family->name);
+    return success();
   }
 
-  auto nameOrPath = reader.optionalString({"_name_or_path"});
-  if (failed(nameOrPath))
-    return failure();
-  config.name = getModelName(*nameOrPath, filename);
-  return config;
+  LogicalResult readDType() {
+    auto dtypeName = reader.optionalString({"torch_dtype", "dtype"});
+    if (failed(dtypeName))
+      return failure();
+    Builder builder(context);
+    if (!*dtypeName) {
+      config.dtype = builder.getBF16Type();
+      reader.remarkDefault("torch_dtype", "\"bfloat16\"",
+                           "mixed-precision training");
+    } else {
+      config.dtype = llvm::StringSwitch<Type>(**dtypeName)
+                         .Case("bfloat16", builder.getBF16Type())
+                         .Case("float16", builder.getF16Type())
+                         .Case("float32", builder.getF32Type())
+                         .Default(Type());
+      if (!config.dtype) {
+        reader.error("torch_dtype")
+            << "key 'torch_dtype' = \"" << **dtypeName
+            << "\" is not supported (supported: bfloat16, float16, float32)";
+        return failure();
+      }
+    }
+    return success();
+  }
+
+  const ConfigReader &reader;
+  StringRef filename;
+  MLIRContext *context;
+  ImportedConfig config;
+  const Family *family = nullptr;
+  std::string modelType;
+  bool gpt2 = false;
+  /// The keys the sizes came from (GPT-2 spells them its own way).
+  StringRef hiddenKey, headsKey;
+};
+
+FailureOr<ImportedConfig> readConfig(const ConfigReader &reader,
+                                     StringRef filename, MLIRContext *context) {
+  return ConfigImporter(reader, filename, context).run();
 }
 
 } // namespace
