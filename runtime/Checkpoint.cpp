@@ -165,50 +165,73 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
   return Status::ok();
 }
 
-Status loadCheckpoint(const std::string &dir, ParameterStore &params,
-                      int64_t &step) {
-  std::string text;
-  Status st = readFile(dir + "/checkpoint.json", text);
-  if (!st)
-    return Status::error("'" + dir +
-                         "' is not a complete checkpoint: " + st.message());
-  nlohmann::json manifest;
-  try {
-    manifest = nlohmann::json::parse(text);
-    if (manifest.at("format") != "sluice-checkpoint" ||
-        manifest.at("version").get<uint32_t>() > kVersion)
-      return Status::error("'" + dir + "/checkpoint.json' is not a version " +
-                           std::to_string(kVersion) +
-                           " (or older) sluice checkpoint");
-    step = manifest.at("step").get<int64_t>();
-  } catch (const nlohmann::json::exception &e) {
-    return Status::error("'" + dir + "/checkpoint.json': " + e.what());
+namespace {
+/// Restores one device's parameters and moments from a checkpoint's files.
+/// Shards and slices of one tensor may come from several files, in other
+/// ranges than this partitioning's, and a tensor every tensor-parallel
+/// shard holds whole comes once per shard: each element this device needs
+/// is copied from whichever file has it, and every one must be found.
+class CheckpointLoader {
+public:
+  CheckpointLoader(const std::string &dir, ParameterStore &params)
+      : dir(dir), params(params), specs(params.specs()), restored(specs.size()),
+        wanted(specs.size()) {
+    for (size_t k = 0; k < specs.size(); ++k) {
+      restored[k].assign(specs[k].size(), 0);
+      wanted[k] = getRuns(specs[k]);
+      std::sort(wanted[k].begin(), wanted[k].end(),
+                [](const TensorRun &a, const TensorRun &b) {
+                  return a.global < b.global;
+                });
+    }
   }
-  // Which elements of each parameter some file restored: shards and
-  // slices of one tensor may come from several files, in other ranges than
-  // this partitioning's, and a tensor every tensor-parallel shard holds
-  // whole comes once per shard.
-  const std::vector<ParameterSpec> &specs = params.specs();
-  std::vector<std::vector<char>> restored(specs.size());
-  // Each parameter's runs, by their place in the whole tensor.
-  std::vector<std::vector<TensorRun>> wanted(specs.size());
-  for (size_t k = 0; k < specs.size(); ++k) {
-    restored[k].assign(specs[k].size(), 0);
-    wanted[k] = getRuns(specs[k]);
-    std::sort(wanted[k].begin(), wanted[k].end(),
-              [](const TensorRun &a, const TensorRun &b) {
-                return a.global < b.global;
-              });
+
+  Status run(int64_t &step) {
+    std::vector<std::string> files;
+    if (Status s = readManifest(step, files); !s)
+      return s;
+    if (Status s = params.read(ParameterStore::Tensor::Weights, weights); !s)
+      return s;
+    if (Status s = params.read(ParameterStore::Tensor::Moment1, moment1); !s)
+      return s;
+    if (Status s = params.read(ParameterStore::Tensor::Moment2, moment2); !s)
+      return s;
+    for (const std::string &file : files)
+      if (Status s = loadFile(dir + "/" + file, step); !s)
+        return s;
+    if (Status s = checkComplete(); !s)
+      return s;
+    if (Status s = params.write(ParameterStore::Tensor::Weights, weights); !s)
+      return s;
+    if (Status s = params.write(ParameterStore::Tensor::Moment1, moment1); !s)
+      return s;
+    return params.write(ParameterStore::Tensor::Moment2, moment2);
   }
-  std::vector<float> weights, moment1, moment2;
-  if (Status s = params.read(ParameterStore::Tensor::Weights, weights); !s)
-    return s;
-  if (Status s = params.read(ParameterStore::Tensor::Moment1, moment1); !s)
-    return s;
-  if (Status s = params.read(ParameterStore::Tensor::Moment2, moment2); !s)
-    return s;
-  for (const auto &file : manifest["files"]) {
-    std::string path = dir + "/" + file.get<std::string>();
+
+private:
+  Status readManifest(int64_t &step, std::vector<std::string> &files) {
+    std::string text;
+    Status st = readFile(dir + "/checkpoint.json", text);
+    if (!st)
+      return Status::error("'" + dir +
+                           "' is not a complete checkpoint: " + st.message());
+    try {
+      nlohmann::json manifest = nlohmann::json::parse(text);
+      if (manifest.at("format") != "sluice-checkpoint" ||
+          manifest.at("version").get<uint32_t>() > kVersion)
+        return Status::error("'" + dir + "/checkpoint.json' is not a version " +
+                             std::to_string(kVersion) +
+                             " (or older) sluice checkpoint");
+      step = manifest.at("step").get<int64_t>();
+      for (const auto &file : manifest.at("files"))
+        files.push_back(file.get<std::string>());
+    } catch (const nlohmann::json::exception &e) {
+      return Status::error("'" + dir + "/checkpoint.json': " + e.what());
+    }
+    return Status::ok();
+  }
+
+  Status loadFile(const std::string &path, int64_t step) {
     std::string bytes;
     if (Status s = readFile(path, bytes); !s)
       return s;
@@ -224,112 +247,154 @@ Status loadCheckpoint(const std::string &dir, ParameterStore &params,
       return Status::error("'" + path + "' holds step " +
                            std::to_string(fileStep) + ", the manifest step " +
                            std::to_string(step));
+    for (uint32_t k = 0; k < count; ++k)
+      if (Status s = loadEntry(in, path, version); !s)
+        return s;
+    return Status::ok();
+  }
+
+  /// One parameter's entry: its name, its runs, then the weights and the
+  /// two moments of those runs.
+  Status loadEntry(Reader &in, const std::string &path, uint32_t version) {
     Status truncated = Status::error("'" + path + "' is truncated");
-    for (uint32_t k = 0; k < count; ++k) {
-      uint32_t length = 0;
-      std::string name;
-      if (!in.get(length))
+    uint32_t length = 0;
+    std::string name;
+    if (!in.get(length))
+      return truncated;
+    name.resize(length);
+    if (!in.getBytes(name.data(), length))
+      return truncated;
+    auto it =
+        std::find_if(specs.begin(), specs.end(),
+                     [&](const ParameterSpec &s) { return s.name == name; });
+    const ParameterSpec *spec = it == specs.end() ? nullptr : &*it;
+    std::vector<TensorRun> runs;
+    int64_t n = 0, wholeElements = -1;
+    if (Status s =
+            readRuns(in, path, version, name, spec, runs, n, wholeElements);
+        !s)
+      return s;
+    std::vector<float> w(n), m(n), v(n);
+    if (!in.getBytes(reinterpret_cast<char *>(w.data()), n * sizeof(float)) ||
+        !in.getBytes(reinterpret_cast<char *>(m.data()), n * sizeof(float)) ||
+        !in.getBytes(reinterpret_cast<char *>(v.data()), n * sizeof(float)))
+      return truncated;
+    if (!spec)
+      return Status::ok();
+    int64_t mine = getWholeElements(*spec);
+    if (wholeElements >= 0 && mine >= 0 && wholeElements != mine)
+      return Status::error("'" + path + "': parameter " + name + " has " +
+                           std::to_string(wholeElements) +
+                           " values, the model " + std::to_string(mine));
+    copyRuns(size_t(it - specs.begin()), runs, w, m, v);
+    return Status::ok();
+  }
+
+  /// The file's runs of a parameter, in its order (their values follow one
+  /// another; `n` in all). Versions 1 and 2 stored whole tensors and row
+  /// ranges.
+  Status readRuns(Reader &in, const std::string &path, uint32_t version,
+                  const std::string &name, const ParameterSpec *spec,
+                  std::vector<TensorRun> &runs, int64_t &n,
+                  int64_t &wholeElements) {
+    Status truncated = Status::error("'" + path + "' is truncated");
+    if (version >= 3) {
+      uint32_t runCount = 0;
+      if (!in.get(wholeElements) || !in.get(runCount))
         return truncated;
-      name.resize(length);
-      if (!in.getBytes(name.data(), length))
-        return truncated;
-      auto it =
-          std::find_if(specs.begin(), specs.end(),
-                       [&](const ParameterSpec &s) { return s.name == name; });
-      size_t p = it - specs.begin();
-      // The file's runs, in its order; their values follow one another.
-      std::vector<TensorRun> runs;
-      int64_t n = 0, wholeElements = -1;
-      if (version >= 3) {
-        uint32_t runCount = 0;
-        if (!in.get(wholeElements) || !in.get(runCount))
+      for (uint32_t r = 0; r < runCount; ++r) {
+        TensorRun run;
+        run.local = n;
+        if (!in.get(run.global) || !in.get(run.count) || run.count < 0)
           return truncated;
-        for (uint32_t r = 0; r < runCount; ++r) {
-          TensorRun run;
-          run.local = n;
-          if (!in.get(run.global) || !in.get(run.count) || run.count < 0)
-            return truncated;
-          n += run.count;
-          runs.push_back(run);
-        }
-      } else {
-        int64_t firstRow = 0, rows = 0, rowSize = 0;
-        if (version == 2) {
-          if (!in.get(firstRow) || !in.get(rows) || !in.get(rowSize))
-            return truncated;
-          n = rows * rowSize;
-        } else {
-          // Version 1: whole tensors.
-          if (!in.get(n))
-            return truncated;
-          rowSize = it == specs.end() ? 1 : it->getRowSize();
-        }
-        if (it != specs.end() && rowSize != it->getRowSize() &&
-            !it->isSlice())
-          return Status::error("'" + path + "': parameter " + name + " has " +
-                               std::to_string(rowSize) +
-                               " values per row, the model " +
-                               std::to_string(it->getRowSize()));
-        runs.push_back({0, firstRow * rowSize, n});
+        n += run.count;
+        runs.push_back(run);
       }
-      std::vector<float> w(n), m(n), v(n);
-      if (!in.getBytes(reinterpret_cast<char *>(w.data()), n * sizeof(float)) ||
-          !in.getBytes(reinterpret_cast<char *>(m.data()), n * sizeof(float)) ||
-          !in.getBytes(reinterpret_cast<char *>(v.data()), n * sizeof(float)))
+      return Status::ok();
+    }
+    int64_t firstRow = 0, rows = 0, rowSize = 0;
+    if (version == 2) {
+      if (!in.get(firstRow) || !in.get(rows) || !in.get(rowSize))
         return truncated;
-      if (it == specs.end())
-        continue;
-      int64_t mine = getWholeElements(*it);
-      if (wholeElements >= 0 && mine >= 0 && wholeElements != mine)
-        return Status::error("'" + path + "': parameter " + name + " has " +
-                             std::to_string(wholeElements) +
-                             " values, the model " + std::to_string(mine));
-      // Copy what each file run has in common with this parameter's runs.
-      const std::vector<TensorRun> &want = wanted[p];
-      int64_t base = params.offset(name);
-      for (const TensorRun &run : runs) {
-        auto first = std::upper_bound(
-            want.begin(), want.end(), run.global,
-            [](int64_t g, const TensorRun &r) { return g < r.global; });
-        if (first != want.begin())
-          --first;
-        for (auto w2 = first;
-             w2 != want.end() && w2->global < run.global + run.count; ++w2) {
-          int64_t lo = std::max(run.global, w2->global);
-          int64_t hi = std::min(run.global + run.count, w2->global + w2->count);
-          if (lo >= hi)
-            continue;
-          int64_t from = run.local + (lo - run.global);
-          int64_t to = w2->local + (lo - w2->global);
-          std::copy_n(w.data() + from, hi - lo, weights.data() + base + to);
-          std::copy_n(m.data() + from, hi - lo, moment1.data() + base + to);
-          std::copy_n(v.data() + from, hi - lo, moment2.data() + base + to);
-          std::fill_n(restored[p].begin() + to, hi - lo, 1);
-        }
+      n = rows * rowSize;
+    } else {
+      // Version 1: whole tensors.
+      if (!in.get(n))
+        return truncated;
+      rowSize = spec ? spec->getRowSize() : 1;
+    }
+    if (spec && rowSize != spec->getRowSize() && !spec->isSlice())
+      return Status::error("'" + path + "': parameter " + name + " has " +
+                           std::to_string(rowSize) +
+                           " values per row, the model " +
+                           std::to_string(spec->getRowSize()));
+    runs.push_back({0, firstRow * rowSize, n});
+    return Status::ok();
+  }
+
+  /// Copies what each file run has in common with parameter `p`'s runs.
+  void copyRuns(size_t p, const std::vector<TensorRun> &runs,
+                const std::vector<float> &w, const std::vector<float> &m,
+                const std::vector<float> &v) {
+    const std::vector<TensorRun> &want = wanted[p];
+    int64_t base = params.offset(specs[p].name);
+    for (const TensorRun &run : runs) {
+      auto first = std::upper_bound(
+          want.begin(), want.end(), run.global,
+          [](int64_t g, const TensorRun &r) { return g < r.global; });
+      if (first != want.begin())
+        --first;
+      for (auto w2 = first;
+           w2 != want.end() && w2->global < run.global + run.count; ++w2) {
+        int64_t lo = std::max(run.global, w2->global);
+        int64_t hi = std::min(run.global + run.count, w2->global + w2->count);
+        if (lo >= hi)
+          continue;
+        int64_t from = run.local + (lo - run.global);
+        int64_t to = w2->local + (lo - w2->global);
+        std::copy_n(w.data() + from, hi - lo, weights.data() + base + to);
+        std::copy_n(m.data() + from, hi - lo, moment1.data() + base + to);
+        std::copy_n(v.data() + from, hi - lo, moment2.data() + base + to);
+        std::fill_n(restored[p].begin() + to, hi - lo, 1);
       }
     }
   }
-  for (size_t k = 0; k < specs.size(); ++k) {
-    int64_t needed = 0, found = 0;
-    for (const TensorRun &run : wanted[k]) {
-      needed += run.count;
-      found += std::count(restored[k].begin() + run.local,
-                          restored[k].begin() + run.local + run.count, 1);
+
+  /// Every element this device needs came from some file.
+  Status checkComplete() const {
+    for (size_t k = 0; k < specs.size(); ++k) {
+      int64_t needed = 0, found = 0;
+      for (const TensorRun &run : wanted[k]) {
+        needed += run.count;
+        found += std::count(restored[k].begin() + run.local,
+                            restored[k].begin() + run.local + run.count, 1);
+      }
+      if (found == 0 && needed > 0)
+        return Status::error("checkpoint '" + dir + "' has no parameter " +
+                             specs[k].name);
+      if (found != needed)
+        return Status::error("checkpoint '" + dir + "' holds " +
+                             std::to_string(found) + " of the " +
+                             std::to_string(needed) + " values of " +
+                             specs[k].name + " this device needs");
     }
-    if (found == 0 && needed > 0)
-      return Status::error("checkpoint '" + dir + "' has no parameter " +
-                           specs[k].name);
-    if (found != needed)
-      return Status::error("checkpoint '" + dir + "' holds " +
-                           std::to_string(found) + " of the " +
-                           std::to_string(needed) + " values of " +
-                           specs[k].name + " this device needs");
+    return Status::ok();
   }
-  if (Status s = params.write(ParameterStore::Tensor::Weights, weights); !s)
-    return s;
-  if (Status s = params.write(ParameterStore::Tensor::Moment1, moment1); !s)
-    return s;
-  return params.write(ParameterStore::Tensor::Moment2, moment2);
+
+  const std::string &dir;
+  ParameterStore &params;
+  const std::vector<ParameterSpec> &specs;
+  /// Which elements of each parameter some file restored.
+  std::vector<std::vector<char>> restored;
+  /// Each parameter's runs, by their place in the whole tensor.
+  std::vector<std::vector<TensorRun>> wanted;
+  std::vector<float> weights, moment1, moment2;
+};
+} // namespace
+
+Status loadCheckpoint(const std::string &dir, ParameterStore &params,
+                      int64_t &step) {
+  return CheckpointLoader(dir, params).run(step);
 }
 
 } // namespace sluice::rt
