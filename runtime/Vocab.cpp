@@ -32,9 +32,8 @@ VocabularyShards::VocabularyShards(const Plan &plan, int deviceIndex,
       streamKernels(device.getKernels(StreamKind::Vocabulary)),
       compute(device.getStream(StreamKind::Compute)),
       vocabStream(device.getStream(StreamKind::Vocabulary)), comm(comm),
-      tensorGroup(plan.tp > 1 ? tensorGroup : nullptr),
-      shardIndex(shardIndex), precision(plan.precision),
-      hidden(plan.model.hidden) {
+      tensorGroup(plan.tp > 1 ? tensorGroup : nullptr), shardIndex(shardIndex),
+      precision(plan.precision), hidden(plan.model.hidden) {
   const VocabularyPlan &v = plan.vocabulary;
   if (v.input.present) {
     inSpec = getInputShardSpec(plan, deviceIndex, shardIndex);
@@ -72,8 +71,7 @@ void VocabularyShards::beginStep(const std::vector<TokenRows> &stepBatches,
   }
 }
 
-std::vector<VocabularyShards::Span>
-VocabularyShards::getSpans(Event &origin) {
+std::vector<VocabularyShards::Span> VocabularyShards::getSpans(Event &origin) {
   std::vector<Span> spans;
   for (auto &[key, done] : completed) {
     auto begin = begun.find(key);
@@ -145,8 +143,7 @@ Status VocabularyShards::prepareOutput(Slice &st, const SliceShape &s) {
   // backward that reads the reduced gradient.
   const VocabularyPlan &v = plan.vocabulary;
   st.pendingOutput = getNumShardPasses(Shard::Output, v.algorithm) + 1 +
-                     v.barriers +
-                     (deviceIndex == v.output.root ? 1 : 0);
+                     v.barriers + (deviceIndex == v.output.root ? 1 : 0);
   return Status::ok();
 }
 
@@ -311,130 +308,142 @@ Status VocabularyShards::run(Pass pass, int mb, int slice, DevicePtr loss) {
   }
 }
 
+namespace {
+/// Builds the steps of one collective: each a transfer over the pipeline's
+/// devices (`comm`) on the vocabulary stream, then, over pp x tp, one over
+/// the device's tensor-parallel shards, and what runs after it.
+struct StepBuilder {
+  using Step = VocabularyShards::Step;
+  Communicator &comm;
+  Communicator *tensorGroup;
+  Stream &stream;
+  int channel;
+  std::vector<Step> steps;
+
+  static void nothing() {}
+
+  void add(std::function<std::unique_ptr<Request>()> start) {
+    steps.push_back({std::move(start), nothing});
+  }
+
+  /// Over pp x tp: after the pipeline's collective, the device's shards
+  /// combine what their parts of the rows gave (the maxima and sums on
+  /// every device; the reduced gradients on the root, where every shard of
+  /// the group is its pipeline's root). The reduction is exact for the
+  /// maximum and associative for the sums.
+  void overShards(DevicePtr data, int64_t count, Reduction reduction,
+                  std::function<void()> after) {
+    if (!tensorGroup) {
+      steps.back().after = std::move(after);
+      return;
+    }
+    Communicator *group = tensorGroup;
+    Stream *on = &stream;
+    int tag = 1 + channel;
+    steps.push_back({[=] {
+                       return group->allReduceAsync(data, count, reduction, tag,
+                                                    *on);
+                     },
+                     std::move(after)});
+  }
+
+  void broadcast(DevicePtr data, int64_t count, int root) {
+    Communicator *c = &comm;
+    Stream *on = &stream;
+    int tag = channel;
+    add([=] { return c->broadcastAsync(data, count, root, tag, *on); });
+  }
+
+  /// A sum onto `root`, then over its shards.
+  void reduceSum(DevicePtr data, int64_t count, int root, int deviceIndex) {
+    Communicator *c = &comm;
+    Stream *on = &stream;
+    int tag = channel;
+    add([=] { return c->reduceSumAsync(data, count, root, tag, *on); });
+    if (deviceIndex == root)
+      overShards(data, count, Reduction::Sum, nothing);
+  }
+
+  /// `from` copied into `to`, reduced over every device and shard.
+  void allReduce(Kernels &k, DevicePtr to, DevicePtr from, int64_t count,
+                 Reduction reduction, std::function<void()> after) {
+    Communicator *c = &comm;
+    Stream *on = &stream;
+    Kernels *kernels = &k;
+    int tag = channel;
+    add([=] {
+      kernels->copy(to, from, count);
+      return c->allReduceAsync(to, count, reduction, tag, *on);
+    });
+    overShards(to, count, reduction, std::move(after));
+  }
+};
+} // namespace
+
 std::vector<VocabularyShards::Step>
 VocabularyShards::buildSteps(Shard shard, int group, int mb, int slice) {
   SliceShape s = shape(slice);
   Slice &st = state(mb, slice);
   int64_t rt = s.rows * s.tokens, h = hidden;
-  int channel = int(shard);
   const VocabularyPlan &v = plan.vocabulary;
-  Stream &stream = vocabStream;
   Kernels &k = streamKernels;
-  std::vector<Step> steps;
-  auto nothing = [] {};
-  // Over pp x tp: after the pipeline's collective, the device's shards
-  // combine what their parts of the rows gave (the maxima and sums on
-  // every device; the reduced gradients on the root, where every shard of
-  // the group is its pipeline's root). The reduction is exact for the
-  // maximum and associative for the sums.
-  auto overShards = [&](DevicePtr data, int64_t count, Reduction reduction,
-                        std::function<void()> after) {
-    if (!tensorGroup) {
-      steps.back().after = std::move(after);
-      return;
-    }
-    steps.push_back({[=, &stream] {
-                       return tensorGroup->allReduceAsync(
-                           data, count, reduction, 1 + channel, stream);
-                     },
-                     std::move(after)});
-  };
+  StepBuilder b{comm, tensorGroup, vocabStream, int(shard), {}};
   if (shard == Shard::Input) {
-    int root = v.input.root;
-    if (group == 0) {
-      steps.push_back({[=, &st, &stream] {
-                         return comm.reduceSumAsync(st.partial.get(), rt * h,
-                                                    root, channel, stream);
-                       },
-                       nothing});
-      if (deviceIndex == root)
-        overShards(st.partial.get(), rt * h, Reduction::Sum, nothing);
-    } else {
+    if (group == 0)
+      b.reduceSum(st.partial.get(), rt * h, v.input.root, deviceIndex);
+    else
       // The gradient at the root is the same on every shard (the first
       // stage's B ends in whole tensors): each pipeline broadcasts its own.
-      steps.push_back({[=, &st, &stream] {
-                         return comm.broadcastAsync(st.grad.get(), rt * h, root,
-                                                    channel, stream);
-                       },
-                       nothing});
-    }
-    return steps;
+      b.broadcast(st.grad.get(), rt * h, v.input.root);
+    return std::move(b.steps);
   }
   int root = v.output.root;
-  auto reduceDx = [&] {
-    steps.push_back({[=, &st, &stream] {
-                       return comm.reduceSumAsync(st.dx.get(), rt * h, root,
-                                                  channel, stream);
-                     },
-                     nothing});
-    if (deviceIndex == root)
-      overShards(st.dx.get(), rt * h, Reduction::Sum, nothing);
-  };
+  auto reduceDx = [&] { b.reduceSum(st.dx.get(), rt * h, root, deviceIndex); };
   auto allReduceMax = [&](std::function<void()> after) {
-    steps.push_back({[=, &st, &stream, &k] {
-                       k.copy(st.globalMax.get(), st.localMax.get(), rt);
-                       return comm.allReduceAsync(st.globalMax.get(), rt,
-                                                  Reduction::Max, channel,
-                                                  stream);
-                     },
-                     nothing});
-    overShards(st.globalMax.get(), rt, Reduction::Max, std::move(after));
+    b.allReduce(k, st.globalMax.get(), st.localMax.get(), rt, Reduction::Max,
+                std::move(after));
   };
   // S over the group from `from` (the local sums, or equation 5's
   // rescaled ones).
   auto allReduceSum = [&](DevicePtr from, std::function<void()> after) {
-    steps.push_back({[=, &st, &stream, &k] {
-                       k.copy(st.globalSum.get(), from, rt);
-                       return comm.allReduceAsync(st.globalSum.get(), rt,
-                                                  Reduction::Sum, channel,
-                                                  stream);
-                     },
-                     nothing});
-    overShards(st.globalSum.get(), rt, Reduction::Sum, std::move(after));
+    b.allReduce(k, st.globalSum.get(), from, rt, Reduction::Sum,
+                std::move(after));
   };
   if (group == 0) {
     // C0: X from the last stage to every device (the same X on each of
     // the last device's shards: each pipeline broadcasts its own).
-    steps.push_back({[=, &st, &stream] {
-                       return comm.broadcastAsync(st.x.get(), rt * h, root,
-                                                  channel, stream);
-                     },
-                     nothing});
-    return steps;
-  }
-  if (v.algorithm == 0) {
+    b.broadcast(st.x.get(), rt * h, root);
+  } else if (v.algorithm == 0) {
     // Figure 4: max | sum | reduce, one collective each.
     if (group == 1)
-      allReduceMax(nothing);
+      allReduceMax(StepBuilder::nothing);
     else if (group == 2)
-      allReduceSum(st.localSum.get(), nothing);
+      allReduceSum(st.localSum.get(), StepBuilder::nothing);
     else
       reduceDx();
-    return steps;
-  }
-  if (group == 1) {
+  } else if (group == 1) {
     // Equation 5 inside the barrier: M = max m', s'' = s' exp(m' - M),
     // S = sum s''.
     allReduceMax([=, &st, &k] {
-      k.rescaleSum(st.localSum.get(), st.localMax.get(), st.globalMax.get(),
-                   rt, st.scaledSum.get());
+      k.rescaleSum(st.localSum.get(), st.localMax.get(), st.globalMax.get(), rt,
+                   st.scaledSum.get());
     });
     if (v.algorithm != 2) {
-      allReduceSum(st.scaledSum.get(), nothing);
-      return steps;
+      allReduceSum(st.scaledSum.get(), StepBuilder::nothing);
+    } else {
+      // Equation 6: dX = (A s'' / S - B) / tokens, then its reduce, in the
+      // same barrier.
+      allReduceSum(st.scaledSum.get(), [=, &st, &k] {
+        k.combineGrad(st.a.get(), st.labelRows.get(), st.scaledSum.get(),
+                      st.globalSum.get(), rt, h, lossScale, st.dx.get());
+      });
+      reduceDx();
     }
-    // Equation 6: dX = (A s'' / S - B) / tokens, then its reduce, in the
-    // same barrier.
-    allReduceSum(st.scaledSum.get(), [=, &st, &k] {
-      k.combineGrad(st.a.get(), st.labelRows.get(), st.scaledSum.get(),
-                    st.globalSum.get(), rt, h, lossScale, st.dx.get());
-    });
+  } else {
+    // Algorithm 1's second barrier: the reduce of dX.
     reduceDx();
-    return steps;
   }
-  // Algorithm 1's second barrier: the reduce of dX.
-  reduceDx();
-  return steps;
+  return std::move(b.steps);
 }
 
 Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
@@ -450,8 +459,9 @@ Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
   ready->record(compute);
   vocabStream.wait(*ready);
   spareEvents.push_back(std::move(ready));
-  Collective c{shard, group,  mb, slice, buildSteps(shard, group, mb, slice),
-               0,     nullptr, takeEvent()};
+  Collective c{
+      shard, group,   mb,         slice, buildSteps(shard, group, mb, slice),
+      0,     nullptr, takeEvent()};
   c.begin->record(vocabStream);
   queues[int(shard)].push_back(std::move(c));
   if (Status status = progress(); !status)

@@ -51,6 +51,13 @@ ParameterSpec getOutputShardSpec(const Plan &plan, int device,
 
 class VocabularyShards {
 public:
+  /// One transfer inside a collective and what runs once it completes
+  /// (Vocab.cpp's StepBuilder makes them).
+  struct Step {
+    std::function<std::unique_ptr<Request>()> start;
+    std::function<void()> after;
+  };
+
   /// Shard passes run on `device`'s compute stream, collectives and the
   /// steps inside them on its vocabulary stream. With tensor parallelism
   /// (plan.tp > 1) the vocabulary splits over pp x tp: this is shard
@@ -121,10 +128,6 @@ private:
     /// Uses still to come before the state can go (passes, collectives,
     /// the neighbouring stage's pass on a root).
     int pendingOutput = 0, pendingInput = 0;
-  };
-  struct Step {
-    std::function<std::unique_ptr<Request>()> start;
-    std::function<void()> after;
   };
   struct Collective {
     Shard shard;
