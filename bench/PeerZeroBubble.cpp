@@ -25,11 +25,9 @@ using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
 namespace {
+/// The peer's pass indices (its arrays are indexed F, B, W).
 enum Kind { F = 0, B = 1, W = 2 };
-
-PassKind getPass(Kind kind) {
-  return kind == F ? PassKind::F : kind == B ? PassKind::B : PassKind::W;
-}
+constexpr PassKind kPassOf[] = {PassKind::F, PassKind::B, PassKind::W};
 
 /// Keeps the fastest executable order of the switch settings tried.
 struct Best {
@@ -60,7 +58,7 @@ public:
 
 private:
   Work work(Kind kind, int stage, int mb) const {
-    return {getPass(kind), stage, mb, 0};
+    return {kPassOf[kind], stage, mb, 0};
   }
   double cost(Kind kind, int stage, int mb) const {
     return durations.compute(work(kind, stage, mb));

@@ -119,14 +119,23 @@ public:
     return result;
   }
 
+  /// find() from the first of `names`; `key` (and `foundKey`, when given)
+  /// receives the key the value came from.
+  FailureOr<const llvm::json::Value *>
+  lookup(ArrayRef<StringRef> names, StringRef &key, StringRef *foundKey) const {
+    key = names.front();
+    FailureOr<const llvm::json::Value *> value = find(names, key);
+    if (foundKey)
+      *foundKey = key;
+    return value;
+  }
+
   /// A positive integer under one of `names`, or nullopt if absent.
   /// `foundKey`, when given, receives the key the value came from.
   FailureOr<std::optional<int64_t>>
   optionalSize(ArrayRef<StringRef> names, StringRef *foundKey = nullptr) const {
-    StringRef key = names.front();
-    FailureOr<const llvm::json::Value *> value = find(names, key);
-    if (foundKey)
-      *foundKey = key;
+    StringRef key;
+    FailureOr<const llvm::json::Value *> value = lookup(names, key, foundKey);
     if (failed(value))
       return failure();
     if (!*value)
@@ -158,10 +167,8 @@ public:
   FailureOr<std::optional<std::string>>
   optionalString(ArrayRef<StringRef> names,
                  StringRef *foundKey = nullptr) const {
-    StringRef key = names.front();
-    FailureOr<const llvm::json::Value *> value = find(names, key);
-    if (foundKey)
-      *foundKey = key;
+    StringRef key;
+    FailureOr<const llvm::json::Value *> value = lookup(names, key, foundKey);
     if (failed(value))
       return failure();
     if (!*value)
