@@ -187,32 +187,30 @@ void VocabularyShards::release(Shard shard, int mb, int slice) {
   consume(shard, mb, slice);
 }
 
-Status VocabularyShards::getEmbedded(int mb, int slice, DevicePtr &out) {
+Status VocabularyShards::getSliceBuffer(int mb, int slice, Shard shard,
+                                        DeviceBuffer Slice::*buffer,
+                                        DevicePtr &out) {
   Slice &st = state(mb, slice);
-  Status status = prepareInput(st, shape(slice));
-  out = st.partial.get();
+  Status status = shard == Shard::Input ? prepareInput(st, shape(slice))
+                                        : prepareOutput(st, shape(slice));
+  out = (st.*buffer).get();
   return status;
+}
+
+Status VocabularyShards::getEmbedded(int mb, int slice, DevicePtr &out) {
+  return getSliceBuffer(mb, slice, Shard::Input, &Slice::partial, out);
 }
 
 Status VocabularyShards::getEmbeddingGrad(int mb, int slice, DevicePtr &out) {
-  Slice &st = state(mb, slice);
-  Status status = prepareInput(st, shape(slice));
-  out = st.grad.get();
-  return status;
+  return getSliceBuffer(mb, slice, Shard::Input, &Slice::grad, out);
 }
 
 Status VocabularyShards::getLastOutput(int mb, int slice, DevicePtr &out) {
-  Slice &st = state(mb, slice);
-  Status status = prepareOutput(st, shape(slice));
-  out = st.x.get();
-  return status;
+  return getSliceBuffer(mb, slice, Shard::Output, &Slice::x, out);
 }
 
 Status VocabularyShards::getOutputGrad(int mb, int slice, DevicePtr &out) {
-  Slice &st = state(mb, slice);
-  Status status = prepareOutput(st, shape(slice));
-  out = st.dx.get();
-  return status;
+  return getSliceBuffer(mb, slice, Shard::Output, &Slice::dx, out);
 }
 
 Status VocabularyShards::run(Pass pass, int mb, int slice, DevicePtr loss) {

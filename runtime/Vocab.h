@@ -146,6 +146,9 @@ private:
   Status prepareOutput(Slice &st, const SliceShape &s);
   Status prepareInput(Slice &st, const SliceShape &s);
   std::vector<Step> buildSteps(Shard shard, int group, int mb, int slice);
+  /// `buffer` of a slice's state, which is prepared first.
+  Status getSliceBuffer(int mb, int slice, Shard shard,
+                        DeviceBuffer Slice::*buffer, DevicePtr &out);
   void consume(Shard shard, int mb, int slice);
   std::unique_ptr<Event> takeEvent();
 

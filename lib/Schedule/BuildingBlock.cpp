@@ -331,14 +331,42 @@ std::vector<std::vector<Work>> sched::expandBlock(const Pipeline &pipeline,
   return orders;
 }
 
-FailureOr<std::vector<std::vector<Work>>>
-sched::refineOrders(const Pipeline &pipeline,
-                    const std::vector<std::vector<Work>> &orders,
-                    const Durations &durations, std::string &error) {
-  int p = pipeline.devices;
-  WorkIndex index(pipeline);
-  std::vector<double> end(index.size(), -1.0);
-  bool floatVocab = pipeline.vocab.any() && !pipeline.vocab.synchronous;
+namespace {
+/// refineOrders' list scheduler: steps every device through its order in
+/// time, one event at a time (the earliest device whose clock is due).
+class OrderRefiner {
+public:
+  OrderRefiner(const Pipeline &pipeline,
+               const std::vector<std::vector<Work>> &orders,
+               const Durations &durations)
+      : pipeline(pipeline), orders(orders), durations(durations),
+        index(pipeline), end(index.size(), -1.0),
+        floatVocab(pipeline.vocab.any() && !pipeline.vocab.synchronous),
+        state(pipeline.devices), result(pipeline.devices) {}
+
+  FailureOr<std::vector<std::vector<Work>>> run(std::string &error) {
+    for (int d = 0; d < pipeline.devices; ++d)
+      events.push({0.0, d});
+    while (!events.empty()) {
+      auto [time, d] = events.top();
+      events.pop();
+      if (!state[d].waiting && time == state[d].time)
+        step(d);
+    }
+    for (int d = 0; d < pipeline.devices; ++d) {
+      const DeviceState &st = state[d];
+      if (st.next == orders[d].size() && st.deferred.empty())
+        continue;
+      const Work &stuck = st.next != orders[d].size() ? orders[d][st.next]
+                                                      : st.deferred.front();
+      error = "device " + std::to_string(d) + " cannot run " + toString(stuck) +
+              ": its inputs are never produced before it";
+      return failure();
+    }
+    return std::move(result);
+  }
+
+private:
   struct DeviceState {
     size_t next = 0;
     double time = 0;
@@ -348,15 +376,102 @@ sched::refineOrders(const Pipeline &pipeline,
     std::vector<Work> deferred;
     bool waiting = false;
   };
-  std::vector<DeviceState> state(p);
-  std::vector<std::vector<Work>> result(p);
-  llvm::DenseMap<size_t, llvm::SmallVector<int, 2>> waiters;
-  using Event = std::pair<double, int>;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
-  for (int d = 0; d < p; ++d)
-    events.push({0.0, d});
 
-  auto run = [&](int d, const Work &work) {
+  /// One decision of device `d` at its clock: run a pass (a deferred
+  /// vocabulary pass, the next of its order, or a due W in the gap), pass
+  /// a late vocabulary pass over, or wait.
+  void step(int d) {
+    DeviceState &st = state[d];
+    if (runDeferred(d)) {
+      events.push({st.time, d});
+      return;
+    }
+    // A W that already ran early is skipped at its own place.
+    const auto &order = orders[d];
+    while (st.next < order.size() && order[st.next].kind == PassKind::W &&
+           end[index(order[st.next])] >= 0)
+      ++st.next;
+    std::optional<double> ready;
+    const Work *missing = nullptr;
+    if (st.next < order.size()) {
+      const Work &work = order[st.next];
+      ready = readyTime(d, work, missing);
+      if (ready && *ready <= st.time) {
+        ++st.next;
+        runPass(d, work);
+        events.push({st.time, d});
+        return;
+      }
+      // A vocabulary pass whose inputs are late does not hold the device
+      // up: the passes after it go first (in the warm-up, devices reach
+      // the block's nominal place of S long before the last stage's F).
+      if (floatVocab && isVocabPass(work.kind)) {
+        st.deferred.push_back(work);
+        ++st.next;
+        events.push({st.time, d});
+        return;
+      }
+      // The next pass cannot start yet: a due W fills the gap, if it ends
+      // before the pass's inputs arrive. One that overran would delay the
+      // pass, and the delay would cascade down the pipeline (a 0.1 wait
+      // for a transfer becoming a whole W); left due, it runs in a later
+      // gap that fits or at its own place in the order. While an input's
+      // producer has not run, the gap is unknown: the device waits, and is
+      // woken with it known.
+      if (ready && runDueW(d, *ready)) {
+        events.push({st.time, d});
+        return;
+      }
+    } else if (st.deferred.empty()) {
+      return;
+    }
+    wait(d, ready, missing);
+  }
+
+  /// Runs a deferred vocabulary pass whose inputs are here, if any.
+  bool runDeferred(int d) {
+    DeviceState &st = state[d];
+    for (size_t i = 0; i < st.deferred.size(); ++i) {
+      const Work *missing = nullptr;
+      std::optional<double> ready = readyTime(d, st.deferred[i], missing);
+      if (ready && *ready <= st.time) {
+        Work work = st.deferred[i];
+        st.deferred.erase(st.deferred.begin() + i);
+        runPass(d, work);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// Waits for the next pass (ready at `ready`, or blocked on `missing`)
+  /// or any deferred one, whichever can go first; with none known, until
+  /// a blocking producer runs.
+  void wait(int d, std::optional<double> ready, const Work *missing) {
+    DeviceState &st = state[d];
+    double wake = ready ? *ready : std::numeric_limits<double>::infinity();
+    llvm::SmallVector<size_t, 4> blockers;
+    if (missing)
+      blockers.push_back(index(*missing));
+    for (const Work &work : st.deferred) {
+      const Work *absent = nullptr;
+      std::optional<double> at = readyTime(d, work, absent);
+      if (at)
+        wake = std::min(wake, *at);
+      else
+        blockers.push_back(index(*absent));
+    }
+    if (wake != std::numeric_limits<double>::infinity()) {
+      st.time = std::max(st.time, wake);
+      events.push({st.time, d});
+      return;
+    }
+    st.waiting = true;
+    for (size_t blocker : blockers)
+      waiters[blocker].push_back(d);
+  }
+
+  void runPass(int d, const Work &work) {
     DeviceState &st = state[d];
     double finish = st.time + durations.compute(work);
     end[index(work)] = finish;
@@ -373,10 +488,11 @@ sched::refineOrders(const Pipeline &pipeline,
       events.push({state[waiter].time, waiter});
     }
     waiters.erase(it);
-  };
-  // Runs the oldest due W that has not run yet if it ends by `until`;
-  // false if there is none or it would not.
-  auto runDueW = [&](int d, double until) {
+  }
+
+  /// Runs the oldest due W that has not run yet if it ends by `until`;
+  /// false if there is none or it would not.
+  bool runDueW(int d, double until) {
     DeviceState &st = state[d];
     while (!st.dueW.empty() && end[index(st.dueW.front())] >= 0)
       st.dueW.pop_front();
@@ -385,16 +501,15 @@ sched::refineOrders(const Pipeline &pipeline,
       return false;
     Work w = st.dueW.front();
     st.dueW.pop_front();
-    run(d, w);
+    runPass(d, w);
     return true;
-  };
+  }
 
-  llvm::SmallVector<Work, 8> deps;
-  // When `work` could start on device d: its inputs' ends (a transfer
-  // later from another device), or nullopt with `missing` set if one has
-  // not run yet.
-  auto readyTime = [&](int d, const Work &work,
-                       const Work *&missing) -> std::optional<double> {
+  /// When `work` could start on device d: its inputs' ends (a transfer
+  /// later from another device), or nullopt with `missing` set if one has
+  /// not run yet.
+  std::optional<double> readyTime(int d, const Work &work,
+                                  const Work *&missing) {
     deps.clear();
     getAllDependencies(pipeline, work, deps);
     double ready = 0;
@@ -409,100 +524,26 @@ sched::refineOrders(const Pipeline &pipeline,
       ready = std::max(ready, depEnd);
     }
     return ready;
-  };
-
-  while (!events.empty()) {
-    auto [time, d] = events.top();
-    events.pop();
-    DeviceState &st = state[d];
-    if (st.waiting || time != st.time)
-      continue;
-    // A deferred vocabulary pass whose inputs are here runs first.
-    bool ranDeferred = false;
-    for (size_t i = 0; i < st.deferred.size(); ++i) {
-      const Work *missing = nullptr;
-      std::optional<double> ready = readyTime(d, st.deferred[i], missing);
-      if (ready && *ready <= st.time) {
-        Work work = st.deferred[i];
-        st.deferred.erase(st.deferred.begin() + i);
-        run(d, work);
-        ranDeferred = true;
-        break;
-      }
-    }
-    if (ranDeferred) {
-      events.push({st.time, d});
-      continue;
-    }
-    // A W that already ran early is skipped at its own place.
-    const auto &order = orders[d];
-    while (st.next < order.size() && order[st.next].kind == PassKind::W &&
-           end[index(order[st.next])] >= 0)
-      ++st.next;
-    std::optional<double> ready;
-    const Work *missing = nullptr;
-    if (st.next < order.size()) {
-      const Work &work = order[st.next];
-      ready = readyTime(d, work, missing);
-      if (ready && *ready <= st.time) {
-        ++st.next;
-        run(d, work);
-        events.push({st.time, d});
-        continue;
-      }
-      // A vocabulary pass whose inputs are late does not hold the device
-      // up: the passes after it go first (in the warm-up, devices reach
-      // the block's nominal place of S long before the last stage's F).
-      if (floatVocab && isVocabPass(work.kind)) {
-        st.deferred.push_back(work);
-        ++st.next;
-        events.push({st.time, d});
-        continue;
-      }
-      // The next pass cannot start yet: a due W fills the gap, if it ends
-      // before the pass's inputs arrive. One that overran would delay the
-      // pass, and the delay would cascade down the pipeline (a 0.1 wait
-      // for a transfer becoming a whole W); left due, it runs in a later
-      // gap that fits or at its own place in the order. While an input's
-      // producer has not run, the gap is unknown: the device waits, and is
-      // woken with it known.
-      if (ready && runDueW(d, *ready)) {
-        events.push({st.time, d});
-        continue;
-      }
-    } else if (st.deferred.empty()) {
-      continue;
-    }
-    // Wait for the next pass or any deferred one, whichever can go first.
-    double wake = ready ? *ready : std::numeric_limits<double>::infinity();
-    llvm::SmallVector<size_t, 4> blockers;
-    if (missing)
-      blockers.push_back(index(*missing));
-    for (const Work &work : st.deferred) {
-      const Work *absent = nullptr;
-      std::optional<double> at = readyTime(d, work, absent);
-      if (at)
-        wake = std::min(wake, *at);
-      else
-        blockers.push_back(index(*absent));
-    }
-    if (wake != std::numeric_limits<double>::infinity()) {
-      st.time = std::max(st.time, wake);
-      events.push({st.time, d});
-      continue;
-    }
-    st.waiting = true;
-    for (size_t blocker : blockers)
-      waiters[blocker].push_back(d);
   }
-  for (int d = 0; d < p; ++d)
-    if (state[d].next != orders[d].size() || !state[d].deferred.empty()) {
-      const Work &stuck = state[d].next != orders[d].size()
-                              ? orders[d][state[d].next]
-                              : state[d].deferred.front();
-      error = "device " + std::to_string(d) + " cannot run " + toString(stuck) +
-              ": its inputs are never produced before it";
-      return failure();
-    }
-  return result;
+
+  const Pipeline &pipeline;
+  const std::vector<std::vector<Work>> &orders;
+  const Durations &durations;
+  WorkIndex index;
+  std::vector<double> end;
+  bool floatVocab;
+  std::vector<DeviceState> state;
+  std::vector<std::vector<Work>> result;
+  llvm::DenseMap<size_t, llvm::SmallVector<int, 2>> waiters;
+  using Event = std::pair<double, int>;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  llvm::SmallVector<Work, 8> deps;
+};
+} // namespace
+
+FailureOr<std::vector<std::vector<Work>>>
+sched::refineOrders(const Pipeline &pipeline,
+                    const std::vector<std::vector<Work>> &orders,
+                    const Durations &durations, std::string &error) {
+  return OrderRefiner(pipeline, orders, durations).run(error);
 }

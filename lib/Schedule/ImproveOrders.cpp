@@ -143,7 +143,8 @@ void ListScheduler::execute(int d, const Work &work) {
   // behind the link's earlier sends (NCCL: one connection per peer).
   int consumer = getConsumerStage(pipe, work);
   if (consumer >= 0 && pipe.getDevice(consumer) != d) {
-    double &link = linkFree[size_t(d) * pipe.devices + pipe.getDevice(consumer)];
+    double &link =
+        linkFree[size_t(d) * pipe.devices + pipe.getDevice(consumer)];
     link = std::max(link, finish) + durations.transfer;
     arrival[id] = link;
   } else {
@@ -511,10 +512,9 @@ void Polisher::run(std::vector<std::vector<Work>> &orders, double &makespan,
           --budget;
           timing = timeOrders(pipe, orders, durations, why);
         }
-        if (timing &&
-            (timing->makespan < best->makespan - kEpsilon ||
-             (timing->makespan <= best->makespan + kEpsilon &&
-              timing->totalEnd < best->totalEnd - kEpsilon))) {
+        if (timing && (timing->makespan < best->makespan - kEpsilon ||
+                       (timing->makespan <= best->makespan + kEpsilon &&
+                        timing->totalEnd < best->totalEnd - kEpsilon))) {
           best = timeOrders(pipe, orders, durations, why, &times);
           improved = true;
           break;
@@ -535,29 +535,104 @@ void Polisher::run(std::vector<std::vector<Work>> &orders, double &makespan,
     orders = std::move(original);
 }
 
+namespace {
+/// The fastest few orders found, fastest first (on a tie the earlier
+/// found); each is polished at the end and the fastest result wins.
+struct Finalists {
+  static constexpr size_t kSize = 4;
+  std::vector<Improved> list;
+
+  void offer(const std::vector<std::vector<Work>> &orders, double makespan,
+             llvm::function_ref<std::string()> source) {
+    auto at = llvm::find_if(list, [&](const Improved &f) {
+      return makespan < f.makespan - kEpsilon;
+    });
+    if (size_t(at - list.begin()) >= kSize)
+      return;
+    for (const Improved &f : list)
+      if (f.orders == orders)
+        return;
+    list.insert(at, Improved{orders, makespan, source()});
+    if (list.size() > kSize)
+      list.pop_back();
+  }
+};
+
+/// Every policy on small pipelines; on large ones, where a list schedule
+/// costs tens of milliseconds, the four that won most often over the
+/// benchmark's grid (bench/ScheduleQuality.cpp).
+std::vector<ListPolicy> getListPolicies(size_t passes) {
+  if (passes > 20000)
+    return {ListPolicy{0, true, 1e9}, ListPolicy{0, true, 0},
+            ListPolicy{1e9, true, 1e9}, ListPolicy{0, true, 1e9, true}};
+  std::vector<ListPolicy> policies;
+  for (double weightOverrun : {0.0, 0.5, 1e9})
+    for (bool laterStageFirst : {true, false})
+      for (double forwardOverrun : {1e9, 0.0})
+        for (bool reserve : {false, true})
+          for (bool forwardFirst : {false, true})
+            policies.push_back({weightOverrun, laterStageFirst, forwardOverrun,
+                                reserve, forwardFirst});
+  return policies;
+}
+
+std::string describe(const ListPolicy &policy) {
+  return llvm::formatv("list (W overrun {0}, {1} first, F overrun {2}{3}{4})",
+                       policy.weightOverrun,
+                       policy.laterStageFirst ? "later stage" : "oldest",
+                       policy.forwardOverrun,
+                       policy.reserveMicrobatch ? ", whole microbatches" : "",
+                       policy.forwardFirst ? ", forwards first" : "")
+      .str();
+}
+
+/// Each policy's list schedule, and its refinement, as finalists.
+void offerListSchedules(const Pipeline &pipeline, size_t passes,
+                        const Durations &durations, const MemoryCaps &caps,
+                        Finalists &finalists) {
+  for (const ListPolicy &policy : getListPolicies(passes)) {
+    std::string why;
+    auto listed = scheduleByList(pipeline, durations, caps, policy, why);
+    if (failed(listed))
+      continue;
+    auto refined = refineOrders(pipeline, *listed, durations, why);
+    if (failed(refined))
+      continue;
+    for (auto *candidate : {&*listed, &*refined})
+      if (auto time = timeOrders(pipeline, *candidate, durations, why))
+        finalists.offer(*candidate, time->makespan,
+                        [&] { return describe(policy); });
+  }
+}
+
+/// Polishes each finalist and returns the fastest. Timings are linear in
+/// the passes: the search as a whole gets about 8e6 pass timings (a
+/// quarter of a second on this machine), shared by the finalists; none
+/// where that is under 16 timings each (above 125,000 passes).
+Improved polishBest(const Pipeline &pipeline, const Durations &durations,
+                    const MemoryCaps &caps, Finalists &finalists) {
+  constexpr size_t kPassBudget = 8'000'000;
+  std::optional<Improved> best;
+  for (Improved &finalist : finalists.list) {
+    double before = finalist.makespan;
+    Polisher(pipeline, durations, caps)
+        .run(finalist.orders, finalist.makespan,
+             kPassBudget / finalists.list.size());
+    if (finalist.makespan < before - kEpsilon)
+      finalist.source += ", polished";
+    if (!best || finalist.makespan < best->makespan - kEpsilon)
+      best = std::move(finalist);
+  }
+  return std::move(*best);
+}
+} // namespace
+
 FailureOr<Improved>
 sched::improveOrders(const Pipeline &pipeline,
                      llvm::ArrayRef<std::vector<std::vector<Work>>> candidates,
                      const Durations &durations, const MemoryCaps &caps,
                      std::string &error) {
-  // The fastest few orders found, fastest first (on a tie the earlier
-  // found); each is polished at the end and the fastest result wins.
-  constexpr size_t kFinalists = 4;
-  std::vector<Improved> finalists;
-  auto offer = [&](const std::vector<std::vector<Work>> &orders,
-                   double makespan, llvm::function_ref<std::string()> source) {
-    auto at = llvm::find_if(finalists, [&](const Improved &f) {
-      return makespan < f.makespan - kEpsilon;
-    });
-    if (size_t(at - finalists.begin()) >= kFinalists)
-      return;
-    for (const Improved &f : finalists)
-      if (f.orders == orders)
-        return;
-    finalists.insert(at, Improved{orders, makespan, source()});
-    if (finalists.size() > kFinalists)
-      finalists.pop_back();
-  };
+  Finalists finalists;
   // A block over the cap may come within it with some W passes earlier
   // (they free what the forward after them needs).
   std::vector<std::vector<std::vector<Work>>> blocks(candidates.begin(),
@@ -581,72 +656,17 @@ sched::improveOrders(const Pipeline &pipeline,
       return Improved{blocks[i], timing->makespan, "block"};
     if (!keepsCaps(pipeline, blocks[i], durations, caps))
       continue;
-    offer(blocks[i], timing->makespan, [&] {
+    finalists.offer(blocks[i], timing->makespan, [&] {
       return i == 0 ? std::string("block") : "block " + std::to_string(i);
     });
   }
-
-  // Every policy on small pipelines; on large ones, where a list schedule
-  // costs tens of milliseconds, the four that won most often over the
-  // benchmark's grid (bench/ScheduleQuality.cpp).
   size_t passes = 0;
   for (const auto &order : candidates.front())
     passes += order.size();
-  std::vector<ListPolicy> policies;
-  for (double weightOverrun : {0.0, 0.5, 1e9})
-    for (bool laterStageFirst : {true, false})
-      for (double forwardOverrun : {1e9, 0.0})
-        for (bool reserve : {false, true})
-          for (bool forwardFirst : {false, true})
-            policies.push_back({weightOverrun, laterStageFirst,
-                                forwardOverrun, reserve, forwardFirst});
-  if (passes > 20000)
-    policies = {ListPolicy{0, true, 1e9}, ListPolicy{0, true, 0},
-                ListPolicy{1e9, true, 1e9}, ListPolicy{0, true, 1e9, true}};
-
-  for (const ListPolicy &policy : policies) {
-    std::string why;
-    auto listed = scheduleByList(pipeline, durations, caps, policy, why);
-    if (failed(listed))
-      continue;
-    auto refined = refineOrders(pipeline, *listed, durations, why);
-    if (failed(refined))
-      continue;
-    for (auto *candidate : {&*listed, &*refined}) {
-      auto time = timeOrders(pipeline, *candidate, durations, why);
-      if (!time)
-        continue;
-      offer(*candidate, time->makespan, [&] {
-        return llvm::formatv(
-                   "list (W overrun {0}, {1} first, F overrun {2}{3}{4})",
-                   policy.weightOverrun,
-                   policy.laterStageFirst ? "later stage" : "oldest",
-                   policy.forwardOverrun,
-                   policy.reserveMicrobatch ? ", whole microbatches" : "",
-                   policy.forwardFirst ? ", forwards first" : "")
-            .str();
-      });
-    }
-  }
-  if (finalists.empty()) {
+  offerListSchedules(pipeline, passes, durations, caps, finalists);
+  if (finalists.list.empty()) {
     error = "no order keeps the memory caps";
     return failure();
   }
-  // Timings are linear in the passes: the search as a whole gets about
-  // 8e6 pass timings (a quarter of a second on this machine), shared by
-  // the finalists; none where that is under 16 timings each (above
-  // 125,000 passes).
-  constexpr size_t kPassBudget = 8'000'000;
-  std::optional<Improved> best;
-  for (Improved &finalist : finalists) {
-    double before = finalist.makespan;
-    Polisher(pipeline, durations, caps)
-        .run(finalist.orders, finalist.makespan,
-             kPassBudget / finalists.size());
-    if (finalist.makespan < before - kEpsilon)
-      finalist.source += ", polished";
-    if (!best || finalist.makespan < best->makespan - kEpsilon)
-      best = std::move(finalist);
-  }
-  return std::move(*best);
+  return polishBest(pipeline, durations, caps, finalists);
 }
