@@ -42,13 +42,12 @@ namespace {
 class VHeuristic {
 public:
   VHeuristic(const Pipeline &pipeline, const Durations &durations,
-             llvm::ArrayRef<double> caps,
-             bool fillF, bool fillB, std::vector<double> approved)
-      : p(pipeline.devices), m(pipeline.microbatches),
-        durations(durations), caps(caps), fillF(fillF), fillB(fillB),
-        approved(std::move(approved)), count(p, std::vector<int>(6, 0)),
-        now(p, 0.0), memory(p, 0.0), bubble(p, 0.0), pending(p),
-        finish(6 * size_t(p) * m, -1.0), orders(p) {
+             llvm::ArrayRef<double> caps, bool fillF, bool fillB,
+             std::vector<double> approved)
+      : p(pipeline.devices), m(pipeline.microbatches), durations(durations),
+        caps(caps), fillF(fillF), fillB(fillB), approved(std::move(approved)),
+        count(p, std::vector<int>(6, 0)), now(p, 0.0), memory(p, 0.0),
+        bubble(p, 0.0), pending(p), finish(6 * size_t(p) * m, -1.0), orders(p) {
     stageOf.assign(2 * size_t(p), -1);
     for (int s = 0; s < pipeline.getNumStages(); ++s)
       stageOf[size_t(pipeline.stages[s].device) * 2 +
@@ -58,9 +57,16 @@ public:
   /// Per device, the order (nullopt if this setting gets stuck);
   /// getBubbles() then gives each device's accumulated idle time.
   std::optional<std::vector<std::vector<Work>>> run();
+
   const std::vector<double> &getBubbles() const { return bubble; }
 
 private:
+  // run()'s phases; each false when this setting cannot go on.
+  bool warmUp();
+  bool balanceFlows();
+  bool placeBackwards();
+  bool placeForwards();
+
   // Kind F, B, W; `flow` 0 runs from device i-1 to i, 1 from i+1 to i. A
   // forward's flow is its chunk; a backward's is the other chunk's
   // (backward runs the V the other way).
@@ -72,8 +78,8 @@ private:
     return {getPass(kind), stage(kind, flow, device), mb, 0};
   }
   double cost(Kind kind, int flow, int device) const {
-    return durations.compute(
-        work(kind, flow, device, std::min(count[device][kind * 2 + flow], m - 1)));
+    return durations.compute(work(
+        kind, flow, device, std::min(count[device][kind * 2 + flow], m - 1)));
   }
   double units(int flow, int device) const {
     Work w = work(F, flow, device, 0);
@@ -141,7 +147,7 @@ bool VHeuristic::put(Kind kind, int flow, int device) {
   int mb = count[device][kind * 2 + flow];
   if (mb >= m)
     return false;
-  double grow = kind == F ? units(flow, device)
+  double grow = kind == F   ? units(flow, device)
                 : kind == W ? -units(1 - flow, device)
                             : 0.0;
   if (memory[device] + grow > caps[device] + 1e-9)
@@ -171,101 +177,11 @@ bool VHeuristic::put(Kind kind, int flow, int device) {
 }
 
 std::optional<std::vector<std::vector<Work>>> VHeuristic::run() {
-  double comm = durations.transfer;
-  for (int i = 0; i < p; ++i)
-    if (!put(F, 0, i))
+  if (!warmUp() || !balanceFlows())
+    return std::nullopt;
+  for (int round = 0; round < 2 * m; ++round)
+    if (!placeBackwards() || !placeForwards())
       return std::nullopt;
-  for (int i = p - 1; i >= 0; --i) {
-    if (i == p - 1) {
-      if (!put(F, 1, i))
-        return std::nullopt;
-      continue;
-    }
-    double back = at(F, 1, i + 1, 0) + comm;
-    while (memory[i] + units(0, i) * (2 + 2 * i) <= caps[i] + 1e-9 &&
-           now[i] + cost(F, 0, i) <= back && count[i][0] < m)
-      for (int j = 0; j <= i; ++j)
-        if (!put(F, 0, j))
-          return std::nullopt;
-    if (!put(F, 1, i))
-      return std::nullopt;
-  }
-  int flow = 0;
-  for (int i = 1; i < p; ++i) {
-    int idle = 0;
-    while (count[i][0] + count[i][1] < count[i - 1][0] + count[i - 1][1] ||
-           (count[i][1] <= count[i - 1][1] && count[i - 1][1] < m)) {
-      bool any = false;
-      for (int j = p - 1; j >= i; --j)
-        if (count[j][flow] < m) {
-          if (!put(F, flow, j))
-            return std::nullopt;
-          any = true;
-        }
-      flow = 1 - flow;
-      if (!any && ++idle > 2)
-        return std::nullopt; // no progress: this setting cannot go on
-    }
-  }
-  for (int round = 0; round < 2 * m; ++round) {
-    std::vector<int> first, second;
-    for (int i = 0; i < p; ++i) {
-      if (count[i][3] >= count[i][2])
-        second.push_back(i);
-      else if (i == p - 1)
-        first.push_back(i);
-      else if (ended(B, 1, i + 1, count[i][3]) >= 0 || count[i][2] >= m)
-        first.push_back(i);
-      else
-        second.push_back(i);
-    }
-    std::vector<std::pair<int, int>> backwards;
-    for (auto it = first.rbegin(); it != first.rend(); ++it)
-      backwards.push_back({*it, 1});
-    for (int i : second)
-      backwards.push_back({i, 0});
-    for (auto [i, f] : backwards) {
-      if (count[i][2 + f] >= m)
-        continue;
-      double arrival = -1;
-      if (f == 1 && i < p - 1)
-        arrival = ended(B, 1, i + 1, count[i][3]);
-      if (f == 0 && i > 0)
-        arrival = ended(B, 0, i - 1, count[i][2]);
-      if (!weightsBefore(i, arrival, f == 1 || fillB))
-        return std::nullopt;
-      if (!put(B, f, i))
-        return std::nullopt;
-    }
-    for (int i = 0; i < p; ++i) {
-      if (count[i][1] >= m)
-        continue;
-      int item = -1;
-      if (count[i][1] >= count[i][0])
-        item = 0;
-      else if (i == p - 1)
-        item = 1;
-      else if (ended(F, 1, i + 1, count[i][1]) >= 0)
-        item = 1;
-      else if (count[i][0] < m &&
-               (i == 0 || ended(F, 0, i - 1, count[i][0]) >= 0))
-        item = 0;
-      if (item < 0)
-        continue;
-      while (memory[i] + units(item, i) > caps[i] + 1e-9)
-        if (!putW(i))
-          return std::nullopt;
-      double arrival = -1;
-      if (item == 0 && i > 0)
-        arrival = ended(F, 0, i - 1, count[i][0]);
-      if (item == 1 && i < p - 1)
-        arrival = ended(F, 1, i + 1, count[i][1]);
-      if (!weightsBefore(i, arrival, fillF))
-        return std::nullopt;
-      if (!put(F, item, i))
-        return std::nullopt;
-    }
-  }
   for (int i = 0; i < p; ++i)
     while (!pending[i].empty())
       if (!putW(i))
@@ -276,12 +192,123 @@ std::optional<std::vector<std::vector<Work>>> VHeuristic::run() {
   return orders;
 }
 
+/// The warm-up: the first chunk's forwards down the V, then as many more
+/// as fit before the second chunk's forward comes back up.
+bool VHeuristic::warmUp() {
+  double comm = durations.transfer;
+  for (int i = 0; i < p; ++i)
+    if (!put(F, 0, i))
+      return false;
+  for (int i = p - 1; i >= 0; --i) {
+    if (i == p - 1) {
+      if (!put(F, 1, i))
+        return false;
+      continue;
+    }
+    double back = at(F, 1, i + 1, 0) + comm;
+    while (memory[i] + units(0, i) * (2 + 2 * i) <= caps[i] + 1e-9 &&
+           now[i] + cost(F, 0, i) <= back && count[i][0] < m)
+      for (int j = 0; j <= i; ++j)
+        if (!put(F, 0, j))
+          return false;
+    if (!put(F, 1, i))
+      return false;
+  }
+  return true;
+}
+
+/// Forwards alternating between the chunks until each device has run as
+/// many as the one before it.
+bool VHeuristic::balanceFlows() {
+  int flow = 0;
+  for (int i = 1; i < p; ++i) {
+    int idle = 0;
+    while (count[i][0] + count[i][1] < count[i - 1][0] + count[i - 1][1] ||
+           (count[i][1] <= count[i - 1][1] && count[i - 1][1] < m)) {
+      bool any = false;
+      for (int j = p - 1; j >= i; --j)
+        if (count[j][flow] < m) {
+          if (!put(F, flow, j))
+            return false;
+          any = true;
+        }
+      flow = 1 - flow;
+      if (!any && ++idle > 2)
+        return false; // no progress: this setting cannot go on
+    }
+  }
+  return true;
+}
+
+/// One steady-state round's backwards: the second chunk's first where its
+/// gradient has arrived, from the bottom of the V up, then the first's.
+bool VHeuristic::placeBackwards() {
+  std::vector<int> first, second;
+  for (int i = 0; i < p; ++i) {
+    if (count[i][3] >= count[i][2])
+      second.push_back(i);
+    else if (i == p - 1)
+      first.push_back(i);
+    else if (ended(B, 1, i + 1, count[i][3]) >= 0 || count[i][2] >= m)
+      first.push_back(i);
+    else
+      second.push_back(i);
+  }
+  std::vector<std::pair<int, int>> backwards;
+  for (auto it = first.rbegin(); it != first.rend(); ++it)
+    backwards.push_back({*it, 1});
+  for (int i : second)
+    backwards.push_back({i, 0});
+  for (auto [i, f] : backwards) {
+    if (count[i][2 + f] >= m)
+      continue;
+    double arrival = -1;
+    if (f == 1 && i < p - 1)
+      arrival = ended(B, 1, i + 1, count[i][3]);
+    if (f == 0 && i > 0)
+      arrival = ended(B, 0, i - 1, count[i][2]);
+    if (!weightsBefore(i, arrival, f == 1 || fillB) || !put(B, f, i))
+      return false;
+  }
+  return true;
+}
+
+/// One steady-state round's forwards: on each device the chunk whose
+/// input is there, making room with W passes under the memory cap.
+bool VHeuristic::placeForwards() {
+  for (int i = 0; i < p; ++i) {
+    if (count[i][1] >= m)
+      continue;
+    int item = -1;
+    if (count[i][1] >= count[i][0])
+      item = 0;
+    else if (i == p - 1)
+      item = 1;
+    else if (ended(F, 1, i + 1, count[i][1]) >= 0)
+      item = 1;
+    else if (count[i][0] < m &&
+             (i == 0 || ended(F, 0, i - 1, count[i][0]) >= 0))
+      item = 0;
+    if (item < 0)
+      continue;
+    while (memory[i] + units(item, i) > caps[i] + 1e-9)
+      if (!putW(i))
+        return false;
+    double arrival = -1;
+    if (item == 0 && i > 0)
+      arrival = ended(F, 0, i - 1, count[i][0]);
+    if (item == 1 && i < p - 1)
+      arrival = ended(F, 1, i + 1, count[i][1]);
+    if (!weightsBefore(i, arrival, fillF) || !put(F, item, i))
+      return false;
+  }
+  return true;
+}
+
 std::optional<std::vector<std::vector<Work>>>
-sched::getGreedyZbvOrders(const Pipeline &pipeline,
-                          const Durations &durations,
+sched::getGreedyZbvOrders(const Pipeline &pipeline, const Durations &durations,
                           llvm::ArrayRef<double> caps) {
-  if (pipeline.chunks != 2 ||
-      pipeline.getNumStages() != 2 * pipeline.devices ||
+  if (pipeline.chunks != 2 || pipeline.getNumStages() != 2 * pipeline.devices ||
       pipeline.slices != 1 || !pipeline.splitBackward || pipeline.vocab.any() ||
       caps.size() != size_t(pipeline.devices))
     return std::nullopt;
@@ -293,8 +320,7 @@ sched::getGreedyZbvOrders(const Pipeline &pipeline,
       std::vector<double> approved;
       double worst = -1;
       for (int attempt = 0; attempt < 64; ++attempt) {
-        VHeuristic heuristic(pipeline, durations, caps, fillF, fillB,
-                             approved);
+        VHeuristic heuristic(pipeline, durations, caps, fillF, fillB, approved);
         auto orders = heuristic.run();
         if (!orders)
           break;

@@ -127,6 +127,47 @@ static std::vector<std::vector<Work>> readOrders(glp_prob *lp,
   return orders;
 }
 
+/// Every pass of the pipeline and the device it runs on.
+static void collectPasses(const Pipeline &pipeline, std::vector<Work> &works,
+                          std::vector<int> &device) {
+  for (int stage = 0; stage < pipeline.getNumStages(); ++stage)
+    for (PassKind kind : getStagePasses(pipeline))
+      for (int mb = 0; mb < pipeline.microbatches; ++mb) {
+        Work work{kind, stage, mb, 0};
+        if (!hasWork(pipeline, work))
+          continue;
+        works.push_back(work);
+        device.push_back(pipeline.getWorkDevice(work));
+      }
+}
+
+/// Runs GLPK's branch and cut for at most `timeLimit` seconds and reads
+/// the orders of the best schedule found.
+static FailureOr<OptimalResult> solve(glp_prob *lp, double timeLimit,
+                                      const std::vector<Work> &works,
+                                      const std::vector<int> &device,
+                                      int devices, std::string &error) {
+  glp_iocp parameters;
+  glp_init_iocp(&parameters);
+  parameters.presolve = GLP_ON;
+  parameters.msg_lev = GLP_MSG_OFF;
+  parameters.tm_lim = int(std::min(timeLimit * 1000.0, 2.0e9));
+  int status = glp_intopt(lp, &parameters);
+  int found = glp_mip_status(lp);
+  if (found != GLP_OPT && found != GLP_FEAS) {
+    error = found == GLP_NOFEAS
+                ? "no schedule keeps every device within its memory cap"
+                : "no schedule found within the time limit (GLPK status " +
+                      std::to_string(status) + ")";
+    return failure();
+  }
+  OptimalResult result;
+  result.makespan = glp_mip_obj_val(lp);
+  result.proven = found == GLP_OPT;
+  result.orders = readOrders(lp, works, device, devices);
+  return result;
+}
+
 FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
                                                   const Durations &durations,
                                                   const OptimalOptions &options,
@@ -147,15 +188,7 @@ FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
   // the program is unused, the makespan is the last.
   std::vector<Work> works;
   std::vector<int> device;
-  for (int stage = 0; stage < pipeline.getNumStages(); ++stage)
-    for (PassKind kind : getStagePasses(pipeline))
-      for (int mb = 0; mb < pipeline.microbatches; ++mb) {
-        Work work{kind, stage, mb, 0};
-        if (!hasWork(pipeline, work))
-          continue;
-        works.push_back(work);
-        device.push_back(pipeline.getWorkDevice(work));
-      }
+  collectPasses(pipeline, works, device);
   int n = int(works.size());
   std::map<std::tuple<int, int, int, int>, int> number;
   auto key = [](const Work &w) {
@@ -196,12 +229,12 @@ FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
       if (it == number.end())
         continue;
       int i = it->second;
-      double gap = duration(i) + (device[i] != device[j] ? durations.transfer
-                                                          : 0.0);
+      double gap =
+          duration(i) + (device[i] != device[j] ? durations.transfer : 0.0);
       rows.push_back({{j + 1, i + 1}, {1.0, -1.0}, gap});
       if (device[i] == device[j])
-        fixed.push_back({order[{std::min(i, j), std::max(i, j)}],
-                         i < j ? 1 : 0});
+        fixed.push_back(
+            {order[{std::min(i, j), std::max(i, j)}], i < j ? 1 : 0});
     }
     // The makespan: C - s_j >= d_j.
     rows.push_back({{makespan, j + 1}, {1.0, -1.0}, duration(j)});
@@ -210,8 +243,8 @@ FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
   //   s_j - s_i - M y >= d_i - M   and   s_i - s_j + M y >= d_j.
   for (auto [pair, column] : order) {
     auto [i, j] = pair;
-    rows.push_back({{j + 1, i + 1, column}, {1.0, -1.0, -big},
-                    duration(i) - big});
+    rows.push_back(
+        {{j + 1, i + 1, column}, {1.0, -1.0, -big}, duration(i) - big});
     rows.push_back({{i + 1, j + 1, column}, {1.0, -1.0, big}, duration(j)});
   }
   if (!options.memoryCap.empty())
@@ -219,23 +252,5 @@ FailureOr<OptimalResult> sched::findOptimalOrders(const Pipeline &pipeline,
 
   std::unique_ptr<glp_prob, ProblemDeleter> lp =
       loadProblem(n, columns, makespan, order, fixed, rows);
-  glp_iocp parameters;
-  glp_init_iocp(&parameters);
-  parameters.presolve = GLP_ON;
-  parameters.msg_lev = GLP_MSG_OFF;
-  parameters.tm_lim = int(std::min(options.timeLimit * 1000.0, 2.0e9));
-  int status = glp_intopt(lp.get(), &parameters);
-  int found = glp_mip_status(lp.get());
-  if (found != GLP_OPT && found != GLP_FEAS) {
-    error = found == GLP_NOFEAS
-                ? "no schedule keeps every device within its memory cap"
-                : "no schedule found within the time limit (GLPK status " +
-                      std::to_string(status) + ")";
-    return failure();
-  }
-  OptimalResult result;
-  result.makespan = glp_mip_obj_val(lp.get());
-  result.proven = found == GLP_OPT;
-  result.orders = readOrders(lp.get(), works, device, p);
-  return result;
+  return solve(lp.get(), options.timeLimit, works, device, p, error);
 }

@@ -365,6 +365,46 @@ std::optional<double> sched::getMemoryCap(ScheduleKind kind, int devices) {
   }
 }
 
+/// The fastest order found within the schedule's memory cap
+/// (`microbatches` of activations per device): `orders`, the schedule's
+/// other blocks, the papers' own constructions and list schedules.
+static FailureOr<Improved>
+improveWithinCap(const ScheduleInfo &schedule, const Pipeline &pipeline,
+                 const Durations &durations, double microbatches,
+                 const std::vector<std::vector<Work>> &orders,
+                 std::string &error) {
+  MemoryCaps caps;
+  for (int d = 0; d < pipeline.devices; ++d)
+    caps.push_back(microbatches *
+                   getMicrobatchActivation(pipeline, durations, d));
+  std::vector<std::vector<std::vector<Work>>> candidates{orders};
+  for (const BuildingBlock &other : getAlternativeBlocks(schedule, pipeline)) {
+    auto refined =
+        refineOrders(pipeline, expandBlock(pipeline, other), durations, error);
+    if (failed(refined))
+      return failure();
+    candidates.push_back(std::move(*refined));
+  }
+  // The controllable-memory paper's own V-Half / V-Min construction
+  // (its squeezing is quadratic in the microbatches per device: up to
+  // 20,000 passes, like the list schedules' full set of policies).
+  if ((schedule.kind == ScheduleKind::VHalf ||
+       schedule.kind == ScheduleKind::VMin) &&
+      6 * size_t(pipeline.devices) * pipeline.microbatches <= 20000)
+    if (auto squeezed = getSqueezedVShapeOrders(
+            pipeline, schedule.kind == ScheduleKind::VHalf))
+      candidates.push_back(std::move(*squeezed));
+  // The zero-bubble paper's handcrafted ZB-V and its authors' cost-aware
+  // heuristic (linear in the passes per setting, a handful of settings).
+  if (schedule.kind == ScheduleKind::ZBV) {
+    if (auto handcrafted = getHandcraftedZbvOrders(pipeline))
+      candidates.push_back(std::move(*handcrafted));
+    if (auto greedy = getGreedyZbvOrders(pipeline, durations, caps))
+      candidates.push_back(std::move(*greedy));
+  }
+  return improveOrders(pipeline, candidates, durations, caps, error);
+}
+
 FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
                                         const Pipeline &pipeline,
                                         const Durations &durations,
@@ -439,38 +479,8 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
   if (std::optional<double> microbatches =
           getMemoryCap(schedule.kind, pipeline.devices);
       options.improve && microbatches && !pipeline.vocab.any()) {
-    MemoryCaps caps;
-    for (int d = 0; d < pipeline.devices; ++d)
-      caps.push_back(*microbatches *
-                     getMicrobatchActivation(pipeline, durations, d));
-    std::vector<std::vector<std::vector<Work>>> candidates{orders};
-    for (const BuildingBlock &other :
-         getAlternativeBlocks(schedule, pipeline)) {
-      auto refined = refineOrders(pipeline, expandBlock(pipeline, other),
-                                  durations, error);
-      if (failed(refined))
-        return failure();
-      candidates.push_back(std::move(*refined));
-    }
-    // The controllable-memory paper's own V-Half / V-Min construction
-    // (its squeezing is quadratic in the microbatches per device: up to
-    // 20,000 passes, like the list schedules' full set of policies).
-    if ((schedule.kind == ScheduleKind::VHalf ||
-         schedule.kind == ScheduleKind::VMin) &&
-        6 * size_t(pipeline.devices) * pipeline.microbatches <= 20000)
-      if (auto squeezed = getSqueezedVShapeOrders(
-              pipeline, schedule.kind == ScheduleKind::VHalf))
-        candidates.push_back(std::move(*squeezed));
-    // The zero-bubble paper's handcrafted ZB-V and its authors' cost-aware
-    // heuristic (linear in the passes per setting, a handful of settings).
-    if (schedule.kind == ScheduleKind::ZBV) {
-      if (auto handcrafted = getHandcraftedZbvOrders(pipeline))
-        candidates.push_back(std::move(*handcrafted));
-      if (auto greedy = getGreedyZbvOrders(pipeline, durations, caps))
-        candidates.push_back(std::move(*greedy));
-    }
-    FailureOr<Improved> improved =
-        improveOrders(pipeline, candidates, durations, caps, error);
+    FailureOr<Improved> improved = improveWithinCap(
+        schedule, pipeline, durations, *microbatches, orders, error);
     if (failed(improved))
       return failure();
     orders = std::move(improved->orders);

@@ -126,46 +126,50 @@ struct BoundedDP {
 
 } // namespace
 
-Slicing slicing::solveTeraPipe(int64_t tokens, SliceLatency latency,
-                               const TeraPipeOptions &options) {
+/// The best of a few uniform slicings on the granularity: `slices` equal
+/// ones if a count is given, else 1, 2, ... up to one per unit.
+static Slicing getUniformBound(int64_t tokens, int stages, int64_t granularity,
+                               SliceLatency latency, int64_t slices) {
   Slicing result;
-  if (tokens < 1)
-    return result;
-  int stages = std::max(options.stages, 1);
-  int64_t granularity = std::max<int64_t>(options.granularity, 1);
-  Positions positions(tokens, granularity);
-  // An upper bound to start from: the best of a few uniform slicings (any
-  // slicing's latency bounds the optimum, and a tight bound prunes the
-  // table and the search below).
-  auto granularUniform = [&](int64_t count) {
+  if (slices) {
+    // A given count: start from the uniform slicing of that count (with a
+    // granularity it may come out shorter; the DP then finds none better
+    // or one of the count).
+    result.lengths = slices <= tokens ? getUniformLengths(tokens, slices)
+                                      : std::vector<int64_t>{tokens};
+  } else {
+    result.lengths = {tokens};
+  }
+  result.latency = getPipelineLatency(result.lengths, stages, latency);
+  for (int64_t count = 2; count <= tokens && !slices;
+       count = std::max(count + 1, count * 5 / 4)) {
     // Equal slices on the granularity, the last taking the rest.
     int64_t each = (tokens + count - 1) / count;
     each = (each + granularity - 1) / granularity * granularity;
     std::vector<int64_t> lengths;
     for (int64_t left = tokens; left > 0; left -= lengths.back())
       lengths.push_back(std::min(each, left));
-    return lengths;
-  };
-  if (options.slices) {
-    // A given count: start from the uniform slicing of that count (with a
-    // granularity it may come out shorter; the DP then finds none better
-    // or one of the count).
-    result.lengths = options.slices <= tokens
-                         ? getUniformLengths(tokens, options.slices)
-                         : std::vector<int64_t>{tokens};
-  } else {
-    result.lengths = {tokens};
-  }
-  result.latency = getPipelineLatency(result.lengths, stages, latency);
-  for (int64_t count = 2; count <= tokens && !options.slices;
-       count = std::max(count + 1, count * 5 / 4)) {
-    std::vector<int64_t> lengths = granularUniform(count);
     double total = getPipelineLatency(lengths, stages, latency);
     if (total < result.latency) {
       result.latency = total;
       result.lengths = std::move(lengths);
     }
   }
+  return result;
+}
+
+Slicing slicing::solveTeraPipe(int64_t tokens, SliceLatency latency,
+                               const TeraPipeOptions &options) {
+  if (tokens < 1)
+    return Slicing();
+  int stages = std::max(options.stages, 1);
+  int64_t granularity = std::max<int64_t>(options.granularity, 1);
+  Positions positions(tokens, granularity);
+  // An upper bound to start from: the best of a few uniform slicings (any
+  // slicing's latency bounds the optimum, and a tight bound prunes the
+  // table and the search below).
+  Slicing result =
+      getUniformBound(tokens, stages, granularity, latency, options.slices);
 
   // A slice of latency t makes the whole at least stages * t, so only
   // slices with t <= best / stages can be part of a better slicing: their

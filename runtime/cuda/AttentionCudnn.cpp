@@ -36,7 +36,6 @@ struct CudnnAttention::Graph {
   bool untimed = false;
 };
 
-
 CudnnAttention::CudnnAttention(ErrorSink &errors) : errors(errors) {}
 
 Status CudnnAttention::create(ErrorSink &errors,
@@ -79,6 +78,29 @@ void *CudnnAttention::reserve(void *&buffer, size_t &size, size_t bytes,
   if (buffer)
     size = bytes;
   return buffer;
+}
+
+/// Validates `graph` and builds its execution plans (all of them when
+/// autotuning, which times them at the first run), with the workspace
+/// they need; false where cuDNN refuses it.
+static bool buildPlans(fe::graph::Graph &graph, cudnnHandle_t h, bool autotune,
+                       int64_t &workspace) {
+  bool ok =
+      graph.validate().is_good() && graph.build_operation_graph(h).is_good() &&
+      graph.create_execution_plans({fe::HeurMode_t::A}).is_good() &&
+      graph.check_support(h).is_good() &&
+      graph
+          .build_plans(h, autotune ? fe::BuildPlanPolicy_t::ALL
+                                   : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE)
+          .is_good();
+  if (!ok)
+    return false;
+  // Timing needs room for the hungriest plan.
+  if (autotune) {
+    workspace = graph.get_autotune_workspace_size();
+    return true;
+  }
+  return graph.get_workspace_size(workspace).is_good();
 }
 
 CudnnAttention::Graph *CudnnAttention::getGraph(bool backward,
@@ -155,24 +177,9 @@ CudnnAttention::Graph *CudnnAttention::getGraph(bool backward,
           .set_dim({s.rows, s.kvHeads, span, s.headDim})
           .set_stride(cacheStrides(s, span));
   }
-  auto h = static_cast<cudnnHandle_t>(handle);
-  bool ok = graph->validate().is_good() &&
-            graph->build_operation_graph(h).is_good() &&
-            graph->create_execution_plans({fe::HeurMode_t::A}).is_good() &&
-            graph->check_support(h).is_good() &&
-            graph->build_plans(h, autotune ? fe::BuildPlanPolicy_t::ALL
-                                           : fe::BuildPlanPolicy_t::
-                                                 HEURISTICS_CHOICE)
-                .is_good();
-  if (ok) {
-    // Timing needs room for the hungriest plan.
-    if (autotune)
-      built->workspace = graph->get_autotune_workspace_size();
-    else
-      ok = graph->get_workspace_size(built->workspace).is_good();
-    built->untimed = autotune;
-  }
-  if (!ok) {
+  built->untimed = autotune;
+  if (!buildPlans(*graph, static_cast<cudnnHandle_t>(handle), autotune,
+                  built->workspace)) {
     std::fprintf(stderr,
                  "sluice-run: note: cuDNN attention refuses %s of %lld "
                  "queries after %lld tokens (%lld heads of %lld, %lld "
