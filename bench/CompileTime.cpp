@@ -67,6 +67,16 @@ Outcome compileOnce(MLIRContext &context, llvm::StringRef path,
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc > 2 || (argc == 2 && llvm::StringRef(argv[1]).starts_with("-"))) {
+    llvm::outs() << "usage: sluice-bench-compile [MODEL.mlir]\n"
+                    "Compiles MODEL (default: the 21B model of "
+                    "examples/vocab-parallelism) with every schedule at "
+                    "p = 32, m = 128 and prints each compile's time.\n";
+    return argc == 2 && (llvm::StringRef(argv[1]) == "--help" ||
+                         llvm::StringRef(argv[1]) == "-h")
+               ? 0
+               : 1;
+  }
   llvm::StringRef path = argc > 1 ? argv[1]
                                   : SLUICE_SOURCE_DIR
                              "/examples/vocab-parallelism/table1-21b.mlir";

@@ -153,6 +153,14 @@ int runCase(const std::string &path, int64_t seqLen, const char *costsName,
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc > 1 && (std::string(argv[1]) == "--help" ||
+                   std::string(argv[1]) == "-h")) {
+    std::printf("usage: sluice-bench-slicing [MODEL.mlir | --joint MODEL PP "
+                "COSTS BATCH]\n"
+                "Without arguments: TeraPipe's DP against the exhaustive "
+                "search on the papers' models; MODEL: one model's case.\n");
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "--joint")
     return runJoint(argc, argv);
   std::string examples = std::string(SLUICE_SOURCE_DIR) + "/examples/";

@@ -3,7 +3,7 @@
 // with.
 // RUN: sluice-opt %s -split-input-file --sluice-verify-schedule -verify-diagnostics
 
-// A correct program: no diagnostics.
+// A correct program: the verdict, as a remark.
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> attributes {passes = [#sluice.pass<F>, #sluice.pass<BW>]} {
     %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
@@ -16,6 +16,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   }
   sluice.return %1 : tensor<f32>
 }
+// expected-remark@+1 {{verified: 8 instructions of schedule '1f1b' on 2 devices run every pass once, in order, without deadlock}}
 sluice.program @plan for @m {devices = 2, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
     sluice.exec F @s0 {mb = 0, slice = 0}
@@ -400,6 +401,7 @@ sluice.model @a {seq_len = 4, micro_batch = 1, dtype = f32} {
   }
   sluice.return %3 : tensor<f32>
 }
+// expected-remark@+1 {{verified: 48 instructions of schedule '1f1b' on 2 devices run every pass once, in order, without deadlock}}
 sluice.program @plan for @a {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {
     sluice.collective @vout 0 {mb = 0, slice = 0}

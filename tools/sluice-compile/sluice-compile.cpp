@@ -28,6 +28,7 @@
 #include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
 #include "sluice/Transforms/Pipeline.h"
+#include "sluice/Version.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -149,7 +150,8 @@ cl::opt<VocabMode> vocabMode("vocab",
                              cl::init(VocabMode::Baseline), cl::cat(category));
 cl::opt<std::string>
     costs("costs",
-          cl::desc("Cost model: unit, a100, h100, v100, or F=..,B=..,..."),
+          cl::desc("Cost model: unit (default), a100, h100, v100, a "
+                   "profile.json from sluice-run --profile, or F=..,B=..,..."),
           cl::init("unit"), cl::cat(category));
 cl::opt<std::string> tracePath("trace",
                                cl::desc("Write a Chrome trace (Perfetto)"),
@@ -540,6 +542,16 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   cl::HideUnrelatedOptions(category);
+  ::sluice::setVersionPrinter();
+  // --schedule stays a string (its error names the offending value and
+  // lists the choices); --help lists them from the schedule table.
+  static std::string scheduleHelp = [] {
+    std::string help = "Pipeline schedule (default 1f1b):";
+    for (const sched::ScheduleInfo &s : sched::getSchedules())
+      help += "\n    " + s.getName().str() + ": " + s.summary.str();
+    return help;
+  }();
+  scheduleName.setDescription(scheduleHelp);
   cl::ParseCommandLineOptions(
       argc, argv,
       "sluice-compile: compile a transformer model for pipeline-parallel "

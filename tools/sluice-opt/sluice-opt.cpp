@@ -9,6 +9,7 @@
 #include "sluice/SluiceDialect.h"
 #include "sluice/Transforms/Passes.h"
 #include "sluice/Transforms/Pipeline.h"
+#include "sluice/Version.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -18,6 +19,7 @@ int main(int argc, char **argv) {
   registry.insert<mlir::sluice::SluiceDialect>();
   mlir::sluice::registerSluicePasses();
   mlir::sluice::registerSluicePipeline();
+  ::sluice::setVersionPrinter();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Sluice optimizer driver\n", registry));
 }

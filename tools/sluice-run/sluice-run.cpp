@@ -22,6 +22,8 @@
 #include "CudaBackend.h"
 #endif
 
+#include "sluice/Version.h"
+
 #include "llvm/Support/CommandLine.h"
 
 #include <mpi.h>
@@ -709,6 +711,7 @@ void printTiming(Communicator &comm, Executor &executor) {
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   cl::HideUnrelatedOptions(category);
+  sluice::setVersionPrinter();
   cl::ParseCommandLineOptions(argc, argv,
                               "sluice-run: train a model with a plan\n");
   MpiCommunicator world;

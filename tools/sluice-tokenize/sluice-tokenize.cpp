@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "sluice/Version.h"
+
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileOutputBuffer.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -15,14 +17,19 @@
 
 using namespace llvm;
 
+static cl::OptionCategory category("sluice-tokenize options");
 static cl::opt<std::string> input(cl::Positional, cl::desc("<text file>"),
-                                  cl::Required);
+                                  cl::Required, cl::cat(category));
 static cl::opt<std::string> output("o", cl::desc("Token file to write"),
-                                   cl::value_desc("FILE"), cl::Required);
-static cl::opt<std::string>
-    dtype("dtype", cl::desc("uint16 (default) or uint32"), cl::init("uint16"));
+                                   cl::value_desc("FILE"), cl::Required,
+                                   cl::cat(category));
+static cl::opt<std::string> dtype("dtype",
+                                  cl::desc("token width: uint16 or uint32"),
+                                  cl::init("uint16"), cl::cat(category));
 
 int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(category);
+  sluice::setVersionPrinter();
   cl::ParseCommandLineOptions(argc, argv, "byte-level tokenizer\n");
   if (dtype != "uint16" && dtype != "uint32") {
     errs() << "sluice-tokenize: error: unknown --dtype '" << dtype

@@ -351,7 +351,9 @@ def VerifySchedule : Pass<"sluice-verify-schedule", "ModuleOp"> {
     reverse; every send received once and every receive sent; and no
     deadlock when each receive blocks until its send has been issued.
     Errors point at the offending instruction, with a note at the one it
-    conflicts with.
+    conflicts with; a program that passes gets a remark saying so
+    (`remark: verified: 412 instructions of schedule 'zb-h1' on 4 devices
+    run every pass once, in order, without deadlock`).
 
     ```mlir
     sluice.device 1 {
