@@ -94,7 +94,8 @@ int64_t getAvailableHostBytes() {
 }
 
 Status checkMemoryNeed(const MemoryNeed &need, int64_t limit,
-                       const std::string &who, const std::string &limitSource) {
+                       const std::string &who, const std::string &limitSource,
+                       const std::string &advice) {
   if (limit < 0 || need.bytes <= limit)
     return Status::ok();
   return Status::error(
@@ -102,8 +103,7 @@ Status checkMemoryNeed(const MemoryNeed &need, int64_t limit,
       count(need.parameters) +
       " parameters with fp32 weights, gradients and Adam moments, plus "
       "activations), more than the " +
-      gib(limit) + " " + limitSource +
-      "; use more pipeline devices, a smaller model, or --memory-limit");
+      gib(limit) + " " + limitSource + "; " + advice);
 }
 
 } // namespace sluice::rt

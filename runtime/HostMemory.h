@@ -40,9 +40,11 @@ int64_t getAvailableHostBytes();
 
 /// An error naming the figures when `need` exceeds `limit` bytes (no
 /// check when limit < 0); `who` names the rank or the reference with its
-/// verb ("rank 0 needs", "the 4 ranks on this host need").
+/// verb ("rank 0 needs", "the 4 ranks on this host need"), `advice` what
+/// would help where it is ("a smaller model, or --memory-limit").
 Status checkMemoryNeed(const MemoryNeed &need, int64_t limit,
-                       const std::string &who, const std::string &limitSource);
+                       const std::string &who, const std::string &limitSource,
+                       const std::string &advice);
 
 } // namespace sluice::rt
 

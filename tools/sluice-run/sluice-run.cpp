@@ -174,9 +174,22 @@ void checkHostMemory(Communicator &comm, const Plan &plan, int device) {
       : hostRanks == 1
           ? "rank " + std::to_string(comm.rank()) + " needs"
           : "the " + std::to_string(hostRanks) + " ranks on this host need";
+  // What helps depends on where the memory goes: ranks sharing a host
+  // hold the whole model between them (and each its own activations), so
+  // more ranks on it need more, not less.
+  std::string advice =
+      reference ? "a smaller model (--seq-len, --micro-batch at compile "
+                  "time), or --memory-limit"
+      : hostRanks == comm.size() && hostRanks > 1
+          ? "more ranks on one host need more memory, not less: spread "
+            "them over more hosts (mpirun --hostfile), or compile a "
+            "smaller model (--seq-len, --micro-batch), or set --memory-limit"
+          : "more pipeline devices (each holds fewer layers), ranks spread "
+            "over more hosts, a smaller model, or --memory-limit";
   Status st = checkMemoryNeed(host, limit, who,
                               memoryLimit >= 0 ? "that --memory-limit allows"
-                                               : "available on this host");
+                                               : "available on this host",
+                              advice);
   int failed = st ? 0 : 1, anyFailed = failed;
   if (comm.size() > 1)
     MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -380,9 +393,15 @@ Status checkDeviceMemory(MpiCommunicator &world, const Plan &plan,
                         ? "the " + std::to_string(placement.sharing) +
                               " ranks on " + device.describe() + " need"
                         : "rank " + std::to_string(world.rank()) + " needs";
-  return checkMemoryNeed(total, limit, who,
-                         memoryLimit >= 0 ? "that --memory-limit allows"
-                                          : "free on " + device.describe());
+  return checkMemoryNeed(
+      total, limit, who,
+      memoryLimit >= 0 ? "that --memory-limit allows"
+                       : "free on " + device.describe(),
+      placement.sharing > 1
+          ? "fewer ranks per GPU (more GPUs), a smaller model, or "
+            "--memory-limit"
+          : "more pipeline devices (each holds fewer layers), a smaller "
+            "model, or --memory-limit");
 }
 #endif
 
