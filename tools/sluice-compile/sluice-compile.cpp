@@ -622,11 +622,12 @@ int main(int argc, char **argv) {
   if (summary || (emit == EmitKind::None && reportPath.empty() &&
                   outputPath == "-" && !scheduling))
     printModelSummary(figures, llvm::outs());
-  // The chosen slices, unless stdout carries the emitted IR or plan.
-  if (scheduling && !(emit != EmitKind::None && outputPath == "-"))
+  // The chosen slices and the prediction, unless stdout carries the
+  // emitted IR or plan: the same lines for -o plan.mlir and -o plan.json.
+  if (scheduling && !(emit != EmitKind::None && outputPath == "-")) {
     printSlices(model);
-  if (scheduling && emit == EmitKind::None)
     printPrediction(*module->getOps<ProgramOp>().begin());
+  }
   if (!scheduling && !reportPath.empty()) {
     // writeFileAtomically writes a temporary file and renames it: a reader
     // never sees half a report, and an old report survives a failed run.
