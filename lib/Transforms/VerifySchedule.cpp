@@ -57,7 +57,9 @@ struct VerifySchedulePass
       size_t instructions = 0;
       for (DeviceOp device : program.getBody().getOps<DeviceOp>())
         instructions += device.getBody().front().getOperations().size();
-      program.emitRemark("verified: ")
+      // On the location, not the op: an op's diagnostic carries the whole
+      // op printed after it (tens of thousands of lines for a program).
+      mlir::emitRemark(program.getLoc(), "verified: ")
           << instructions << " instructions of schedule '"
           << stringifyScheduleKind(program.getSchedule()) << "' on "
           << program.getDevices()

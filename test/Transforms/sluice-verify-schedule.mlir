@@ -2,6 +2,10 @@
 // points at the offending instruction with a note at the one it conflicts
 // with.
 // RUN: sluice-opt %s -split-input-file --sluice-verify-schedule -verify-diagnostics
+// The verdict is one remark at the program, without the program printed
+// after it as an op's diagnostics are.
+// RUN: not sluice-opt %s -split-input-file --sluice-verify-schedule -o /dev/null 2>&1 | grep -A3 "remark: verified: 8 " | FileCheck %s --check-prefix=VERDICT --implicit-check-not="see current operation"
+// VERDICT: remark: verified: 8 instructions of schedule '1f1b' on 2 devices run every pass once, in order, without deadlock
 
 // A correct program: the verdict, as a remark.
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
