@@ -58,17 +58,18 @@ cl::opt<std::string> transport(
              "pinned host memory; ranks may share a GPU) or auto (nccl "
              "unless ranks share a GPU)"),
     cl::init("auto"), cl::cat(category));
-cl::opt<int64_t> steps("steps", cl::desc("Training steps to run"), cl::init(1),
-                       cl::cat(category));
-cl::opt<uint64_t> seed("seed", cl::desc("Seed of weights and synthetic data"),
+cl::opt<int64_t> steps("steps", cl::desc("Training steps to run (default 1)"),
                        cl::init(1), cl::cat(category));
+cl::opt<uint64_t>
+    seed("seed", cl::desc("Seed of weights and synthetic data (default 1)"),
+         cl::init(1), cl::cat(category));
 cl::opt<std::string> dataPath("data",
                               cl::desc("Token file (default: synthetic)"),
                               cl::value_desc("FILE"), cl::cat(category));
 cl::opt<std::string> dataDtype("data-dtype",
                                cl::desc("uint32 (default) or uint16"),
                                cl::init("uint32"), cl::cat(category));
-cl::opt<float> learningRate("lr", cl::desc("Adam learning rate"),
+cl::opt<float> learningRate("lr", cl::desc("Adam learning rate (default 1e-3)"),
                             cl::init(1e-3f), cl::cat(category));
 cl::opt<bool> reference("reference",
                         cl::desc("Run the model unpartitioned in this process"),
@@ -81,13 +82,14 @@ cl::opt<std::string> checkAgainst(
     "check-against",
     cl::desc("Compare gradients and losses with a --dump-grads DIR"),
     cl::value_desc("DIR"), cl::cat(category));
-cl::opt<double> lossTolerance("loss-tolerance",
-                              cl::desc("Relative loss tolerance of the check"),
-                              cl::init(1e-5), cl::cat(category));
-cl::opt<double>
-    gradTolerance("grad-tolerance",
-                  cl::desc("Relative gradient tolerance of the check"),
-                  cl::init(1e-4), cl::cat(category));
+cl::opt<double> lossTolerance(
+    "loss-tolerance",
+    cl::desc("Relative loss tolerance of the check (default 1e-5)"),
+    cl::init(1e-5), cl::cat(category));
+cl::opt<double> gradTolerance(
+    "grad-tolerance",
+    cl::desc("Relative gradient tolerance of the check (default 1e-4)"),
+    cl::init(1e-4), cl::cat(category));
 cl::opt<std::string> saveDir("save", cl::desc("Write a checkpoint at the end"),
                              cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string> loadDir("load", cl::desc("Resume from a checkpoint"),
@@ -271,10 +273,10 @@ Status compareGradients(const std::string &dir, ParameterStore &params,
       }
     for (int64_t i = 0; i < spec.size(); ++i)
       if (!real[i] && g[i] != 0.0f)
-        return Status::error("padding row " +
-                             std::to_string(spec.firstRow +
-                                            i / spec.getRowSize()) +
-                             " of " + spec.name + " has a gradient");
+        return Status::error(
+            "padding row " +
+            std::to_string(spec.firstRow + i / spec.getRowSize()) + " of " +
+            spec.name + " has a gradient");
     double relative = scale > 0 ? diff / scale : diff;
     if (relative >= worst) {
       worst = relative;
@@ -421,14 +423,13 @@ void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
   }
 #if SLUICE_HAVE_CUDA
   if (!reference && plan.dp * plan.tp > 1)
-    failEverywhere(world,
-                   "plan '" + planPath + "' has " +
-                       (plan.dp > 1 ? std::to_string(plan.dp) +
-                                          " data-parallel replicas"
-                                    : std::to_string(plan.tp) +
-                                          " tensor-parallel shards") +
-                       "; the cuda backend runs pipelines only so far (use "
-                       "--backend cpu)");
+    failEverywhere(
+        world, "plan '" + planPath + "' has " +
+                   (plan.dp > 1
+                        ? std::to_string(plan.dp) + " data-parallel replicas"
+                        : std::to_string(plan.tp) + " tensor-parallel shards") +
+                   "; the cuda backend runs pipelines only so far (use "
+                   "--backend cpu)");
   cuda::Placement placement;
   agree(world, cuda::placeRank(world, placement));
   if (placement.empty())
