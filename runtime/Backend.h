@@ -35,8 +35,8 @@
 #ifndef SLUICE_RUNTIME_BACKEND_H
 #define SLUICE_RUNTIME_BACKEND_H
 
-#include "sluice/PlanFormat/DType.h"
 #include "Status.h"
+#include "sluice/PlanFormat/DType.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -199,9 +199,10 @@ struct StridedCopy {
   int64_t srcBatch, srcRow, dstBatch, dstRow;
 };
 
-/// The nonlinearity of a gated feed-forward block: SiLU (SwiGLU, Llama) or
-/// the tanh-approximated GELU (GeGLU, Gemma).
-enum class GateActivation { Silu, Gelu };
+/// A feed-forward block's nonlinearity: SiLU (SwiGLU, Llama), GELU's tanh
+/// approximation (GPT-2's `gelu_new`, Gemma's `gelu_pytorch_tanh`) or the
+/// exact GELU x * Phi(x) (Hugging Face's `gelu`).
+enum class GateActivation { Silu, Gelu, GeluErf };
 
 class Kernels {
 public:
@@ -231,10 +232,11 @@ public:
                            const StridedCopy &shape) = 0;
 
   /// xhat = (x - mean) * rstd (RMS norm: x * rstd), y = gamma * xhat + beta
-  /// (beta null for RMS norm). Statistics in fp32; rstd f32, the rest act.
+  /// (beta null for RMS norm), rstd = 1 / sqrt(variance + eps). Statistics
+  /// in fp32; rstd f32, the rest act.
   virtual void normForward(DevicePtr x, DevicePtr gamma, DevicePtr beta,
-                           int64_t rows, int64_t cols, bool rms, DevicePtr y,
-                           DevicePtr xhat, DevicePtr rstd) = 0;
+                           int64_t rows, int64_t cols, bool rms, float eps,
+                           DevicePtr y, DevicePtr xhat, DevicePtr rstd) = 0;
   /// y = gamma * xhat + beta, recomputing a norm's output.
   virtual void normAffine(DevicePtr xhat, DevicePtr gamma, DevicePtr beta,
                           int64_t rows, int64_t cols, DevicePtr y) = 0;
@@ -249,11 +251,12 @@ public:
                               int64_t cols, DevicePtr dgamma,
                               DevicePtr dbeta) = 0;
 
-  /// GELU, tanh approximation (GPT-2).
-  virtual void geluForward(DevicePtr u, DevicePtr g, int64_t n) = 0;
+  /// g = gelu(u), `act` Gelu (tanh approximation) or GeluErf.
+  virtual void geluForward(GateActivation act, DevicePtr u, DevicePtr g,
+                           int64_t n) = 0;
   /// du = dg * gelu'(u).
-  virtual void geluBackward(DevicePtr u, DevicePtr dg, DevicePtr du,
-                            int64_t n) = 0;
+  virtual void geluBackward(GateActivation act, DevicePtr u, DevicePtr dg,
+                            DevicePtr du, int64_t n) = 0;
   /// Gated feed-forward: g = act(z) * u, element-wise over n values.
   virtual void gatedForward(GateActivation act, DevicePtr z, DevicePtr u,
                             DevicePtr g, int64_t n) = 0;

@@ -86,6 +86,52 @@ bool flag(const json &object, const char *name, const std::string &where) {
   return value.get<bool>();
 }
 
+/// The numerics the layers share (optional: 1e-5 and tanh GELU before
+/// they were recorded), and what the model does not compute.
+void readNumerics(const json &j, ModelConfig &m) {
+  if (j.contains("norm_eps")) {
+    const json &eps = j["norm_eps"];
+    if (!eps.is_number() || !(eps.get<double>() > 0 && eps.get<double>() < 1))
+      fail("model: 'norm_eps' must be a number in (0, 1), got " + eps.dump());
+    m.normEps = eps.get<double>();
+  }
+  if (j.contains("gelu")) {
+    std::string gelu = text(j, "gelu", "model");
+    if (gelu != "tanh" && gelu != "erf")
+      fail("model: 'gelu' must be \"tanh\" or \"erf\", got \"" + gelu + "\"");
+    m.exactGelu = gelu == "erf";
+  }
+  if (j.contains("sliding_window")) {
+    m.slidingWindow = integer(j, "sliding_window", "model", 1, INT64_MAX);
+    // Full causal attention is the windowed one while every key is in the
+    // window.
+    if (m.slidingWindow < m.seqLen)
+      fail("model: 'sliding_window' = " + std::to_string(m.slidingWindow) +
+           " is shorter than seq_len = " + std::to_string(m.seqLen) +
+           ": sliding-window attention is not modelled (compile with "
+           "--seq-len " +
+           std::to_string(m.slidingWindow) + " or less)");
+  }
+  if (!j.contains("unmodelled"))
+    return;
+  const json &list = j["unmodelled"];
+  if (!list.is_array())
+    fail("model: 'unmodelled' must be a list of strings, got " + list.dump());
+  std::string what;
+  for (const json &item : list) {
+    if (!item.is_string())
+      fail("model: 'unmodelled' must be a list of strings, got " + list.dump());
+    m.unmodelled.push_back(item.get<std::string>());
+    what += (what.empty() ? "" : "; ") + m.unmodelled.back();
+  }
+  // Training it would train another model than the one it names
+  // (docs/import.md, "Not modelled"): refused, not approximated.
+  if (!m.unmodelled.empty())
+    fail("model '" + m.name + "' computes what the runtime does not: " + what +
+         " (sluice-compile's costs hold; training it would train a "
+         "different model)");
+}
+
 ModelConfig readModel(const json &j) {
   ModelConfig m;
   const std::string where = "model";
@@ -93,6 +139,7 @@ ModelConfig readModel(const json &j) {
   m.seqLen = integer(j, "seq_len", where, 1, kMaxDimension);
   m.microBatch = integer(j, "micro_batch", where, 1, kMaxDimension);
   m.hidden = integer(j, "hidden", where, 1, kMaxDimension);
+  readNumerics(j, m);
   const json &layers = field(j, "layers", where);
   if (!layers.is_array() || layers.size() < 2)
     fail("model: 'layers' must list an embedding, transformer layers and an "

@@ -115,8 +115,7 @@ void StageRunner::addPositions(DevicePtr dst, DevicePtr positions,
   for (int64_t j = first; j < first + local;) {
     int64_t t = j % s.tokens;
     int64_t run = std::min(s.tokens - t, first + local - j);
-    kernels.add(dst + (j - first) * h, positions + (s.offset + t) * h,
-                run * h);
+    kernels.add(dst + (j - first) * h, positions + (s.offset + t) * h, run * h);
     j += run;
   }
 }
@@ -161,8 +160,7 @@ void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
                         DevicePtr weightState, DevicePtr keyValues,
                         DevicePtr recomputed) {
   // The same walks, in the same order, that size the buffers (Layout.h).
-  Arena forward(precision), weight(precision), kv(precision),
-      again(precision);
+  Arena forward(precision), weight(precision), kv(precision), again(precision);
   auto into = [&](Views &v, DevicePtr base, Arena &arena) {
     return [&v, base, &arena](Field f, int64_t count, Storage storage) {
       int64_t at = arena.take(count, storage);
@@ -177,13 +175,12 @@ void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
     v = Views();
     auto kept = into(v, forwardState, forward);
     auto redone = into(v, recomputed, again);
-    walkForwardState(model, c, s,
-                     [&](Field f, int64_t count, Storage storage) {
-                       if (isRecomputed(f, recompute))
-                         redone(f, count, storage);
-                       else
-                         kept(f, count, storage);
-                     });
+    walkForwardState(model, c, s, [&](Field f, int64_t count, Storage storage) {
+      if (isRecomputed(f, recompute))
+        redone(f, count, storage);
+      else
+        kept(f, count, storage);
+    });
     walkWeightState(model, c, s, into(v, weightState, weight));
     walkKeyValues(model, c, s.rows, into(v, keyValues, kv));
   }
@@ -206,14 +203,15 @@ struct Sizes {
 Sizes getSizes(const ModelConfig &model, const LayerConfig &l,
                const SliceShape &s) {
   int64_t hd = l.heads * l.headDim, kvw = l.kvHeads * l.headDim;
-  return {s.rows * s.tokens, getLocalTokens(model, s),
-          model.hidden,      l.ffn,
-          hd,                kvw,
-          hd + 2 * kvw};
+  return {
+      s.rows * s.tokens, getLocalTokens(model, s), model.hidden, l.ffn, hd, kvw,
+      hd + 2 * kvw};
 }
 
-GateActivation activation(const LayerConfig &l) {
-  return l.mlp == "swiglu" ? GateActivation::Silu : GateActivation::Gelu;
+GateActivation activation(const ModelConfig &m, const LayerConfig &l) {
+  if (l.mlp == "swiglu")
+    return GateActivation::Silu;
+  return m.exactGelu ? GateActivation::GeluErf : GateActivation::Gelu;
 }
 
 /// A pass's workspace (Layout.h getWorkspaceBytes): two activations that
@@ -293,9 +291,8 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
   // The norm on this shard's tokens; under sequence parallelism the
   // group's all-gather (the blog's g, Korthikanti et al.'s) makes the
   // whole slice's input of the column-parallel projection.
-  kernels.normForward(x, l.w.normW, l.w.normB, n, h, rms,
-                      localTokens(a, n * h), v[Field::Xhat1],
-                      v[Field::Rstd1]);
+  kernels.normForward(x, l.w.normW, l.w.normB, n, h, rms, float(model.normEps),
+                      localTokens(a, n * h), v[Field::Xhat1], v[Field::Rstd1]);
   gatherTokens(a, n * h);
   kernels.gemm(false, false, rt, width, h, 1.0f, a, h, l.w.qkvW, width, 0.0f,
                qkv, width);
@@ -333,8 +330,8 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
     kernels.addRowVector(x2, l.w.outB, n, h);
   kernels.add(x2, x, n * h);
   kernels.normForward(x2, l.w.norm2W, l.w.norm2B, n, h, rms,
-                      localTokens(cn, n * h), v[Field::Xhat2],
-                      v[Field::Rstd2]);
+                      float(model.normEps), localTokens(cn, n * h),
+                      v[Field::Xhat2], v[Field::Rstd2]);
   gatherTokens(cn, n * h);
   DevicePtr u = v[Field::Up], g = v[Field::Act], z = v[Field::Gate];
   kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.upW, f, 0.0f, u, f);
@@ -344,9 +341,9 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
     kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.gateW, f, 0.0f, z, f);
     if (l.w.gateB)
       kernels.addRowVector(z, l.w.gateB, rt, f);
-    kernels.gatedForward(activation(c), z, u, g, rt * f);
+    kernels.gatedForward(activation(model, c), z, u, g, rt * f);
   } else {
-    kernels.geluForward(u, g, rt * f);
+    kernels.geluForward(activation(model, c), u, g, rt * f);
   }
   partial = isSequenceParallel() ? a : out;
   kernels.gemm(false, false, rt, h, f, 1.0f, g, f, l.w.downW, h, 0.0f, partial,
@@ -365,14 +362,14 @@ void StageRunner::recomputeLayer(const Layer &l, const Views &v,
   const LayerConfig &c = *l.config;
   AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
                        c.heads, c.headDim, c.kvHeads};
-  kernels.attentionForward(shape, v[Field::Q], v[Field::Keys],
-                           v[Field::Values], v[Field::Lse], v[Field::Context]);
+  kernels.attentionForward(shape, v[Field::Q], v[Field::Keys], v[Field::Values],
+                           v[Field::Lse], v[Field::Context]);
   int64_t n = s.rows * s.tokens * c.ffn;
   if (c.isGated())
-    kernels.gatedForward(activation(c), v[Field::Gate], v[Field::Up],
+    kernels.gatedForward(activation(model, c), v[Field::Gate], v[Field::Up],
                          v[Field::Act], n);
   else
-    kernels.geluForward(v[Field::Up], v[Field::Act], n);
+    kernels.geluForward(activation(model, c), v[Field::Up], v[Field::Act], n);
 }
 
 void StageRunner::transformerBackward(const Layer &l, const Views &v,
@@ -398,10 +395,10 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
   gatherTokens(dy2, n * h);
   kernels.gemm(false, true, rt, f, h, 1.0f, dy2, h, l.w.downW, h, 0.0f, dg, f);
   if (c.isGated())
-    kernels.gatedBackward(activation(c), v[Field::Gate], v[Field::Up], dg, dz,
-                          du, rt * f);
+    kernels.gatedBackward(activation(model, c), v[Field::Gate], v[Field::Up],
+                          dg, dz, du, rt * f);
   else
-    kernels.geluBackward(v[Field::Up], dg, du, rt * f);
+    kernels.geluBackward(activation(model, c), v[Field::Up], dg, du, rt * f);
   DevicePtr dcWhole = partial ? partial : dc;
   kernels.gemm(false, true, rt, h, f, 1.0f, du, f, l.w.upW, f, 0.0f, dcWhole,
                h);
@@ -551,15 +548,14 @@ void StageRunner::outputShardBackward(const Layer &l, const Views &v,
   // (softmax - onehot(label)) * scale, the one-hot where the shard holds
   // the label.
   kernels.shardSoftmaxGrad(dlogits, batch.tokens + s.offset + 1, batch.stride,
-                           s.rows, s.tokens, outFirst, outCount, ld,
-                           lossScale);
+                           s.rows, s.tokens, outFirst, outCount, ld, lossScale);
   // dX = G W_t is the shard's part of the norm output's gradient: summed
   // over the group before the (whole) norm's backward (reduce-scattered to
   // the shards' tokens under sequence parallelism, from `whole`).
   DevicePtr partial = isSequenceParallel() ? whole : dnorm;
   if (outCount > 0)
-    kernels.gemm(false, false, rt, h, outCount, 1.0f, dlogits, ld, l.w.table,
-                 h, 0.0f, partial, h);
+    kernels.gemm(false, false, rt, h, outCount, 1.0f, dlogits, ld, l.w.table, h,
+                 0.0f, partial, h);
   else
     kernels.fill(partial, 0.0, rt * h);
   reduceTokens(partial, dnorm, n * h);
@@ -647,14 +643,16 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
         // The final norm; the output shard takes its result, X (whole:
         // gathered under sequence parallelism).
         kernels.normForward(current, l.w.normW, l.w.normB, n, h, rms,
-                            localTokens(dst, n * h), xhat, rstd);
+                            float(model.normEps), localTokens(dst, n * h), xhat,
+                            rstd);
         gatherTokens(dst, n * h);
         break;
       }
       auto [normOut, statistic] = work.outputScratch(rt * h, rt);
       DevicePtr logits = v[Field::OutLogits];
       kernels.normForward(current, l.w.normW, l.w.normB, n, h, rms,
-                          localTokens(normOut, n * h), xhat, rstd);
+                          float(model.normEps), localTokens(normOut, n * h),
+                          xhat, rstd);
       gatherTokens(normOut, n * h);
       if (outCount >= 0) {
         outputShardForward(l, v, s, batch, normOut, statistic, loss);
@@ -682,9 +680,9 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
     // F once more, from the checkpoint, into the recomputed state; its
     // loss is counted already.
     RecomputeArea at = getRecomputeArea(model, layers, s, precision);
-    DevicePtr checkpoint =
-        getCheckpointBytes(model, layers, s, precision) > 0 ? forwardState
-                                                            : DevicePtr();
+    DevicePtr checkpoint = getCheckpointBytes(model, layers, s, precision) > 0
+                               ? forwardState
+                               : DevicePtr();
     carve(s, nullptr, nullptr, keyValues, recomputedState);
     runForward(s, batch, checkpoint, nullptr, workspace,
                workspace.atByte(at.loss, DType::F64), /*again=*/true);

@@ -108,8 +108,12 @@ LogicalResult ModelOp::verify() {
       return emitOpError("'token_slices' sum to ")
              << sum << ", but 'seq_len' = " << getSeqLen();
   }
+  if (std::optional<double> eps = getNormEps(); eps && !(*eps > 0 && *eps < 1))
+    return emitOpError("'norm_eps' must be in (0, 1), got ") << *eps;
   return success();
 }
+
+double ModelOp::getNormEpsOrDefault() { return getNormEps().value_or(1e-5); }
 
 SmallVector<int64_t> ModelOp::getSliceLengths(int64_t slices) {
   if (std::optional<ArrayRef<int64_t>> lengths = getTokenSlices())

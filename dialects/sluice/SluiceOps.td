@@ -58,6 +58,26 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     cost model predicts for the cut (seconds), and `slicing_fit_error`, the
     largest relative error of the latency fits it used.
 
+    The numerics every layer shares, which the runtime computes and the
+    cost model ignores: `norm_eps` is the epsilon added to the variance
+    (LayerNorm) or mean square (RMSNorm) of every norm, 1e-5 when absent;
+    `exact_gelu` makes GELU (the `gelu` and `geglu` feed-forward kinds) the
+    exact `x * Phi(x)` with the normal CDF instead of the tanh
+    approximation. `sliding_window` (Mistral) limits attention to the last
+    so many keys; the runtime computes full causal attention, which is the
+    same while `seq_len` does not exceed it, and refuses a longer sequence.
+    `unmodelled` lists what the model it was imported from
+    computes and these layers do not (Gemma's `1 + w` norm gain, soft-
+    capping, ...): the costs hold, but the runtime refuses to train such a
+    model, since it would be a different one.
+
+    ```mlir
+    sluice.model @llama {seq_len = 128, micro_batch = 1, dtype = f32}
+        attributes {norm_eps = 1.0e-06 : f64} {
+      ...
+    }
+    ```
+
     ```mlir
     sluice.model @m {seq_len = 4096, micro_batch = 1, dtype = bf16}
         attributes {slicing = #sluice.slicing<seq1f1b>,
@@ -82,7 +102,11 @@ def Sluice_ModelOp : Sluice_Op<"model", [
                        OptionalAttr<DenseI64ArrayAttr>:$token_slices,
                        OptionalAttr<Sluice_SlicingMethodAttr>:$slicing,
                        OptionalAttr<Sluice_RealAttr>:$slicing_latency,
-                       OptionalAttr<Sluice_RealAttr>:$slicing_fit_error);
+                       OptionalAttr<Sluice_RealAttr>:$slicing_fit_error,
+                       OptionalAttr<Sluice_RealAttr>:$norm_eps,
+                       UnitAttr:$exact_gelu,
+                       OptionalAttr<Sluice_SizeAttr>:$sliding_window,
+                       OptionalAttr<StrArrayAttr>:$unmodelled);
   let regions = (region SizedRegion<1>:$body);
   let builders = [
     // A model before sluice-slice-tokens: one slice per sequence.
@@ -90,7 +114,9 @@ def Sluice_ModelOp : Sluice_Op<"model", [
                    "int64_t":$micro_batch, "Type":$dtype), [{
       build($_builder, $_state, name, seq_len, micro_batch, dtype,
             /*token_slices=*/nullptr, /*slicing=*/nullptr,
-            /*slicing_latency=*/nullptr, /*slicing_fit_error=*/nullptr);
+            /*slicing_latency=*/nullptr, /*slicing_fit_error=*/nullptr,
+            /*norm_eps=*/nullptr, /*exact_gelu=*/false,
+            /*sliding_window=*/nullptr, /*unmodelled=*/nullptr);
     }]>
   ];
   let assemblyFormat = [{
@@ -106,6 +132,8 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     OutputLayerOp getOutputLayer();
     /// The hidden size (last dimension of the activations).
     int64_t getHidden();
+    /// `norm_eps`, or its default 1e-5.
+    double getNormEpsOrDefault();
     /// The expected type of every activation between layers.
     RankedTensorType getActivationType();
     /// The lengths of `slices` token slices: the model's `token_slices` if

@@ -51,15 +51,18 @@ struct Family {
 
 const StringRef kLlamaActKeys[] = {"hidden_act"};
 const StringRef kLlamaActs[] = {"silu", "swish"};
-const StringRef kGemmaActKeys[] = {"hidden_activation", "hidden_act"};
+// GemmaMLP and Gemma2MLP read `hidden_activation` only (defaulting it to
+// the tanh GELU); `hidden_act` does not change what they compute.
+const StringRef kGemmaActKeys[] = {"hidden_activation"};
 const StringRef kGeluActs[] = {"gelu_pytorch_tanh", "gelu", "gelu_new",
                                "gelu_fast"};
 const StringRef kGpt2ActKeys[] = {"activation_function", "hidden_act"};
 
 const Family kLlama{"llama", NormKind::rmsnorm, MlpKind::swiglu, false, false,
                     false,   kLlamaActKeys,     kLlamaActs,      "",    0};
-const Family kGemma{"gemma", NormKind::rmsnorm, MlpKind::geglu, false, false,
-                    true,    kGemmaActKeys,     kGeluActs,      "",    256};
+const Family kGemma{
+    "gemma",       NormKind::rmsnorm, MlpKind::geglu,      false, false, true,
+    kGemmaActKeys, kGeluActs,         "gelu_pytorch_tanh", 256};
 const Family kGpt2{"gpt2", NormKind::layernorm, MlpKind::gelu, true,       true,
                    true,   kGpt2ActKeys,        kGeluActs,     "gelu_new", 0};
 
@@ -199,6 +202,42 @@ public:
     return number;
   }
 
+  /// A positive number under `key` of the object `parent`, or nullopt if
+  /// either is absent.
+  FailureOr<std::optional<double>> optionalPositive(StringRef key,
+                                                    StringRef parent) const {
+    const llvm::json::Object *inner = getObject(parent);
+    const llvm::json::Value *value = inner ? inner->get(key) : nullptr;
+    if (!value || value->kind() == llvm::json::Value::Null)
+      return std::optional<double>();
+    std::optional<double> number = value->getAsNumber();
+    if (!number || !(*number > 0)) {
+      error(parent) << "key '" << parent << "." << key
+                    << "' must be a positive number, got "
+                    << formatJSON(*value);
+      return failure();
+    }
+    return number;
+  }
+
+  /// The string under `key` of the object `parent`, if both exist.
+  std::optional<std::string> nestedString(StringRef parent,
+                                          StringRef key) const {
+    const llvm::json::Object *inner = getObject(parent);
+    if (!inner)
+      return std::nullopt;
+    if (std::optional<StringRef> s = inner->getString(key))
+      return s->str();
+    return std::nullopt;
+  }
+
+  const llvm::json::Object *getObject(StringRef key) const {
+    const llvm::json::Value *value = object.get(key);
+    return value ? value->getAsObject() : nullptr;
+  }
+
+  const llvm::json::Value *get(StringRef key) const { return object.get(key); }
+
   /// Whether `key` is present with a non-null value.
   bool has(StringRef key) const {
     const llvm::json::Value *value = object.get(key);
@@ -274,6 +313,14 @@ struct ImportedConfig {
   std::optional<double> ropeTheta; // rotary families only
   bool tied;
   Type dtype;
+  /// The numerics the runtime computes (docs/import.md, "Numerics").
+  double normEps = 1e-5;
+  bool exactGelu = false;
+  bool bias = false;
+  std::optional<int64_t> slidingWindow;
+  /// What the config computes and the layers do not: costs hold, the
+  /// runtime refuses to train it.
+  std::vector<std::string> unmodelled;
 };
 
 /// Reads an ImportedConfig in steps, one per group of keys; the first
@@ -288,7 +335,9 @@ public:
     if (failed(readFamily()) || failed(refuseExperts()) ||
         failed(readSizes()) || failed(readHeads()) ||
         failed(readFeedForward()) || failed(checkActivation()) ||
-        failed(readRotary()) || failed(readTied()) || failed(readDType()))
+        failed(readRotary()) || failed(readTied()) || failed(readDType()) ||
+        failed(readNumerics()) || failed(readBiases()) || failed(readGemma()) ||
+        failed(readSlidingWindow()))
       return failure();
     auto nameOrPath = reader.optionalString({"_name_or_path"});
     if (failed(nameOrPath))
@@ -388,11 +437,23 @@ private:
     auto kvHeads = reader.optionalSize({"num_key_value_heads"});
     if (failed(kvHeads))
       return failure();
-    config.kvHeads = kvHeads->value_or(config.heads);
+    // Each config class has its own default (MistralConfig 8, GemmaConfig
+    // 16, Gemma2Config 4); Llama's is multi-head attention.
+    int64_t kvDefault = llvm::StringSwitch<int64_t>(modelType)
+                            .Case("mistral", 8)
+                            .Case("gemma", 16)
+                            .Case("gemma2", 4)
+                            .Default(config.heads);
+    config.kvHeads = kvHeads->value_or(kvDefault);
     if (!*kvHeads && !gpt2)
-      reader.remarkDefault("num_key_value_heads",
-                           "num_attention_heads = " + Twine(config.heads),
-                           "Hugging Face's default: multi-head attention");
+      reader.remarkDefault(
+          "num_key_value_heads",
+          kvDefault == config.heads
+              ? "num_attention_heads = " + Twine(config.heads)
+              : Twine(kvDefault),
+          kvDefault == config.heads
+              ? Twine("Hugging Face's default: multi-head attention")
+              : "Hugging Face's default for " + Twine(modelType));
 
     auto headDim = reader.optionalSize({"head_dim"});
     if (failed(headDim))
@@ -453,12 +514,17 @@ private:
       reader.remarkDefault(activationKey,
                            "\"" + family->activationDefault + "\"",
                            "Hugging Face's default for " + family->name);
+      config.exactGelu = family->activationDefault == "gelu";
     } else if (!llvm::is_contained(family->activations, **activation)) {
       reader.error(activationKey)
           << "key '" << activationKey << "' = \"" << **activation
           << "\" is not supported for model_type \"" << modelType
           << "\" (supported: " << llvm::join(family->activations, ", ") << ")";
       return failure();
+    } else {
+      // transformers' "gelu" is the exact x * Phi(x); the others are the
+      // tanh approximation.
+      config.exactGelu = **activation == "gelu";
     }
     return success();
   }
@@ -471,15 +537,134 @@ private:
     auto theta = reader.optionalPositive("rope_theta");
     if (failed(theta))
       return failure();
+    // transformers 5 saves the base and the scaling inside
+    // `rope_parameters`.
+    auto nested = reader.optionalPositive("rope_theta", "rope_parameters");
+    if (failed(nested))
+      return failure();
+    if (!*theta)
+      *theta = *nested;
     config.ropeTheta = theta->value_or(10000.0);
     if (!*theta)
       reader.remarkDefault("rope_theta", "10000.0",
                            "Hugging Face's default for " + family->name);
-    if (reader.has("rope_scaling"))
-      emitWarning(reader.loc("rope_scaling"))
-          << "key 'rope_scaling' is not modelled: rotary positions use the "
-             "unscaled frequencies of rope_theta = "
-          << llvm::formatv("{0:F1}", *config.ropeTheta).str();
+    auto ropeType = reader.nestedString("rope_parameters", "rope_type");
+    bool scaled =
+        reader.has("rope_scaling") || (ropeType && *ropeType != "default");
+    if (scaled)
+      unmodelled(reader.has("rope_scaling") ? "rope_scaling"
+                                            : "rope_parameters",
+                 "rotary positions use the unscaled frequencies of "
+                 "rope_theta = " +
+                     llvm::formatv("{0:F1}", *config.ropeTheta).str());
+    return success();
+  }
+
+  /// Records what the layers do not compute, and says so: sluice-compile's
+  /// costs hold, sluice-run refuses to train the model.
+  void unmodelled(StringRef key, const Twine &what) {
+    config.unmodelled.push_back((key + ": " + what).str());
+    emitWarning(reader.loc(key))
+        << "key '" << key << "' is not modelled: " << what
+        << " (the costs hold; sluice-run refuses to train this model)";
+  }
+
+  /// Every norm's epsilon: `rms_norm_eps` (default 1e-6 in every rotary
+  /// family's config class) or GPT-2's `layer_norm_epsilon` (1e-5).
+  LogicalResult readNumerics() {
+    StringRef key = gpt2 ? "layer_norm_epsilon" : "rms_norm_eps";
+    auto eps = reader.optionalPositive(key);
+    if (failed(eps))
+      return failure();
+    double fallback = gpt2 ? 1e-5 : 1e-6;
+    config.normEps = eps->value_or(fallback);
+    if (!*eps)
+      reader.remarkDefault(key, gpt2 ? "1e-05" : "1e-06",
+                           "Hugging Face's default for " + Twine(modelType));
+    if (config.normEps >= 1) {
+      reader.error(key) << "key '" << key << "' must be below 1, got "
+                        << config.normEps;
+      return failure();
+    }
+    return success();
+  }
+
+  /// GPT-2 has biases everywhere. Llama's `attention_bias` and `mlp_bias`
+  /// add them to the attention and the feed-forward maps: both is a
+  /// layer with biases, one alone is not modelled. GPT-2's attention
+  /// scaling switches change the scores.
+  LogicalResult readBiases() {
+    config.bias = family->bias;
+    if (gpt2) {
+      auto scaled = reader.optionalBool("scale_attn_weights");
+      auto byLayer = reader.optionalBool("scale_attn_by_inverse_layer_idx");
+      if (failed(scaled) || failed(byLayer))
+        return failure();
+      if (*scaled && !**scaled)
+        unmodelled("scale_attn_weights",
+                   "attention scores are divided by sqrt(head_dim)");
+      if (*byLayer && **byLayer)
+        unmodelled("scale_attn_by_inverse_layer_idx",
+                   "attention scores are not divided by the layer number");
+      return success();
+    }
+    auto attention = reader.optionalBool("attention_bias");
+    auto mlp = reader.optionalBool("mlp_bias");
+    if (failed(attention) || failed(mlp))
+      return failure();
+    bool onAttention = attention->value_or(false);
+    bool onMlp = mlp->value_or(false);
+    if (onAttention && onMlp)
+      config.bias = true;
+    else if (onAttention)
+      unmodelled("attention_bias", "biases only on the attention's maps");
+    else if (onMlp)
+      unmodelled("mlp_bias", "biases only on the feed-forward maps");
+    return success();
+  }
+
+  /// Gemma's norms scale by 1 + w, its embeddings by sqrt(hidden_size);
+  /// Gemma-2 adds sandwich norms, soft-capping and its own attention
+  /// scale. None of it is computed yet (docs/import.md).
+  LogicalResult readGemma() {
+    if (family != &kGemma)
+      return success();
+    unmodelled("model_type", "Gemma's RMSNorm gain 1 + w and its embedding "
+                             "scale sqrt(hidden_size)");
+    if (modelType != "gemma2")
+      return success();
+    unmodelled("model_type",
+               "Gemma-2's post-attention and post-feed-forward norms");
+    for (StringRef key : {"attn_logit_softcapping", "final_logit_softcapping"})
+      if (reader.has(key))
+        unmodelled(key, "logits soft-capped by tanh");
+    auto scalar = reader.optionalPositive("query_pre_attn_scalar");
+    if (failed(scalar))
+      return failure();
+    int64_t headDim = config.headDim.value_or(config.hidden / config.heads);
+    if (*scalar && **scalar != double(headDim))
+      unmodelled("query_pre_attn_scalar",
+                 "attention scores scaled by 1 / sqrt(query_pre_attn_scalar) "
+                 "instead of 1 / sqrt(head_dim)");
+    return success();
+  }
+
+  /// Mistral's and Gemma-2's attention window: no difference while the
+  /// sequence fits in it, which the plan's reader checks against the
+  /// sequence length it was compiled for.
+  LogicalResult readSlidingWindow() {
+    if (modelType != "mistral" && modelType != "gemma2")
+      return success();
+    const llvm::json::Value *value = reader.get("sliding_window");
+    if (value && value->kind() == llvm::json::Value::Null)
+      return success(); // no window
+    auto window = reader.optionalSize({"sliding_window"});
+    if (failed(window))
+      return failure();
+    config.slidingWindow = window->value_or(4096);
+    if (!*window)
+      reader.remarkDefault("sliding_window", "4096",
+                           "Hugging Face's default for " + Twine(modelType));
     return success();
   }
 
@@ -584,6 +769,15 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
                                /*seq_len=*/config->positions,
                                /*micro_batch=*/1, config->dtype);
   builder.createBlock(&model.getBody());
+  model.setNormEps(config->normEps);
+  model.setExactGelu(config->exactGelu);
+  if (config->slidingWindow)
+    model.setSlidingWindow(*config->slidingWindow);
+  if (!config->unmodelled.empty()) {
+    SmallVector<StringRef> what(config->unmodelled.begin(),
+                                config->unmodelled.end());
+    model.setUnmodelledAttr(builder.getStrArrayAttr(what));
+  }
 
   // Name each op after the Hugging Face module it stands for, so that a
   // later diagnostic points at something the user recognises.
@@ -603,7 +797,7 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
         config->headDim ? size(*config->headDim) : IntegerAttr(),
         size(config->ffn), NormKindAttr::get(context, family.norm),
         MlpKindAttr::get(context, family.mlp),
-        family.bias ? builder.getUnitAttr() : UnitAttr(),
+        config->bias ? builder.getUnitAttr() : UnitAttr(),
         config->ropeTheta ? builder.getF64FloatAttr(*config->ropeTheta)
                           : FloatAttr(),
         /*shards=*/IntegerAttr());

@@ -26,6 +26,12 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
   config.seqLen = model.getSeqLen();
   config.microBatch = model.getMicroBatch();
   config.hidden = model.getHidden();
+  config.normEps = model.getNormEpsOrDefault();
+  config.exactGelu = model.getExactGelu();
+  config.slidingWindow = model.getSlidingWindow().value_or(0);
+  if (std::optional<ArrayAttr> list = model.getUnmodelled())
+    for (Attribute a : *list)
+      config.unmodelled.push_back(cast<StringAttr>(a).str());
   // The final norm of a sharded output layer sits on the last stage.
   std::optional<NormKind> finalNorm;
   model.getBody().walk([&](FinalNormOp op) { finalNorm = op.getNorm(); });
@@ -182,6 +188,15 @@ private:
     json.attribute("seq_len", config.seqLen);
     json.attribute("micro_batch", config.microBatch);
     json.attribute("hidden", config.hidden);
+    json.attribute("norm_eps", config.normEps);
+    json.attribute("gelu", config.exactGelu ? "erf" : "tanh");
+    if (config.slidingWindow > 0)
+      json.attribute("sliding_window", config.slidingWindow);
+    if (!config.unmodelled.empty())
+      json.attributeArray("unmodelled", [&] {
+        for (const std::string &what : config.unmodelled)
+          json.value(what);
+      });
     json.attributeArray("layers", [&] {
       for (const rt::LayerConfig &l : config.layers)
         json.object([&] { writeLayer(l); });

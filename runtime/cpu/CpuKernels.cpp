@@ -12,10 +12,12 @@
 namespace sluice::rt {
 
 namespace {
-constexpr float kNormEpsilon = 1e-5f;
 // sqrt(2 / pi), the GELU tanh approximation's constant.
 constexpr float kGeluScale = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
+// 1 / sqrt(2) and 1 / sqrt(2 pi), of the exact GELU.
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 } // namespace
 
 void CpuKernels::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
@@ -127,8 +129,8 @@ void CpuKernels::copyStrided(DevicePtr dst, DevicePtr src,
 
 void CpuKernels::normForward(DevicePtr xPtr, DevicePtr gammaPtr,
                              DevicePtr betaPtr, int64_t rows, int64_t cols,
-                             bool rms, DevicePtr yPtr, DevicePtr xhatPtr,
-                             DevicePtr rstdPtr) {
+                             bool rms, float eps, DevicePtr yPtr,
+                             DevicePtr xhatPtr, DevicePtr rstdPtr) {
   const float *x = xPtr.as<float>();
   const float *gamma = gammaPtr.as<float>();
   const float *beta = betaPtr.as<float>();
@@ -149,7 +151,7 @@ void CpuKernels::normForward(DevicePtr xPtr, DevicePtr gammaPtr,
       var += d * d;
     }
     var /= double(cols);
-    float inv = float(1.0 / std::sqrt(var + kNormEpsilon));
+    float inv = float(1.0 / std::sqrt(var + double(eps)));
     rstd[r] = inv;
     for (int64_t c = 0; c < cols; ++c) {
       float h = float(xr[c] - mean) * inv;
@@ -223,6 +225,13 @@ inline void gate(GateActivation act, float x, float &value, float &slope) {
     slope = sigmoid * (1.0f + x * (1.0f - sigmoid));
     return;
   }
+  if (act == GateActivation::GeluErf) {
+    // x * Phi(x); Phi'(x) is the normal density.
+    float phi = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+    value = x * phi;
+    slope = phi + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+    return;
+  }
   float inner = kGeluScale * (x + kGeluCubic * x * x * x);
   float t = std::tanh(inner);
   float dInner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
@@ -231,23 +240,24 @@ inline void gate(GateActivation act, float x, float &value, float &slope) {
 }
 } // namespace
 
-void CpuKernels::geluForward(DevicePtr uPtr, DevicePtr gPtr, int64_t n) {
+void CpuKernels::geluForward(GateActivation act, DevicePtr uPtr, DevicePtr gPtr,
+                             int64_t n) {
   const float *u = uPtr.as<float>();
   float *g = gPtr.as<float>();
   for (int64_t i = 0; i < n; ++i) {
     float slope;
-    gate(GateActivation::Gelu, u[i], g[i], slope);
+    gate(act, u[i], g[i], slope);
   }
 }
 
-void CpuKernels::geluBackward(DevicePtr uPtr, DevicePtr dgPtr, DevicePtr duPtr,
-                              int64_t n) {
+void CpuKernels::geluBackward(GateActivation act, DevicePtr uPtr,
+                              DevicePtr dgPtr, DevicePtr duPtr, int64_t n) {
   const float *u = uPtr.as<float>();
   const float *dg = dgPtr.as<float>();
   float *du = duPtr.as<float>();
   for (int64_t i = 0; i < n; ++i) {
     float value, slope;
-    gate(GateActivation::Gelu, u[i], value, slope);
+    gate(act, u[i], value, slope);
     du[i] = dg[i] * slope;
   }
 }

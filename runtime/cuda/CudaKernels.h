@@ -50,8 +50,8 @@ public:
   void copyStrided(DevicePtr dst, DevicePtr src,
                    const StridedCopy &shape) override;
   void normForward(DevicePtr x, DevicePtr gamma, DevicePtr beta, int64_t rows,
-                   int64_t cols, bool rms, DevicePtr y, DevicePtr xhat,
-                   DevicePtr rstd) override;
+                   int64_t cols, bool rms, float eps, DevicePtr y,
+                   DevicePtr xhat, DevicePtr rstd) override;
   void normAffine(DevicePtr xhat, DevicePtr gamma, DevicePtr beta, int64_t rows,
                   int64_t cols, DevicePtr y) override;
   void normBackward(DevicePtr dy, DevicePtr xhat, DevicePtr rstd,
@@ -59,8 +59,9 @@ public:
                     DevicePtr dx) override;
   void normParamGrads(DevicePtr dy, DevicePtr xhat, int64_t rows, int64_t cols,
                       DevicePtr dgamma, DevicePtr dbeta) override;
-  void geluForward(DevicePtr u, DevicePtr g, int64_t n) override;
-  void geluBackward(DevicePtr u, DevicePtr dg, DevicePtr du,
+  void geluForward(GateActivation act, DevicePtr u, DevicePtr g,
+                   int64_t n) override;
+  void geluBackward(GateActivation act, DevicePtr u, DevicePtr dg, DevicePtr du,
                     int64_t n) override;
   void gatedForward(GateActivation act, DevicePtr z, DevicePtr u, DevicePtr g,
                     int64_t n) override;

@@ -68,9 +68,9 @@ void CudaKernels::copyStrided(DevicePtr dst, DevicePtr src,
                                   cudaMemcpyDeviceToDevice, stream));
     return;
   }
-  bool actTypes = (dst.getType() == DType::BF16 ||
-                   dst.getType() == DType::F32) &&
-                  (src.getType() == DType::BF16 || src.getType() == DType::F32);
+  bool actTypes =
+      (dst.getType() == DType::BF16 || dst.getType() == DType::F32) &&
+      (src.getType() == DType::BF16 || src.getType() == DType::F32);
   if (actTypes && n / 4 < (int64_t(1) << 32) &&
       shape.rows < (int64_t(1) << 32) &&
       canQuad({{dst.get(), getSize(dst.getType())},
@@ -118,31 +118,32 @@ void CudaKernels::accumulateColumnSums(DevicePtr x, int64_t rows, int64_t cols,
   SLUICE_LAUNCHED(errors);
 }
 
-void CudaKernels::geluForward(DevicePtr u, DevicePtr g, int64_t n) {
+void CudaKernels::geluForward(GateActivation act, DevicePtr u, DevicePtr g,
+                              int64_t n) {
   SLUICE_DISPATCH_ACT(u.getType(), T,
                       geluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
-                          u.as<T>(), g.as<T>(), n));
+                          act, u.as<T>(), g.as<T>(), n));
   SLUICE_LAUNCHED(errors);
 }
 
-void CudaKernels::geluBackward(DevicePtr u, DevicePtr dg, DevicePtr du,
-                               int64_t n) {
+void CudaKernels::geluBackward(GateActivation act, DevicePtr u, DevicePtr dg,
+                               DevicePtr du, int64_t n) {
   SLUICE_DISPATCH_ACT(u.getType(), T,
                       geluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
-                          u.as<T>(), dg.as<T>(), du.as<T>(), n));
+                          act, u.as<T>(), dg.as<T>(), du.as<T>(), n));
   SLUICE_LAUNCHED(errors);
 }
 
 void CudaKernels::gatedForward(GateActivation act, DevicePtr z, DevicePtr u,
                                DevicePtr g, int64_t n) {
-  SLUICE_DISPATCH_ACT(
-      z.getType(), T,
-      if (canPack<T>(n, {z.get(), u.get(), g.get()}))
-          gatedForwardKernel<T, true>
-          <<<gridFor(n / Pack<T>::kSize), kThreads, 0, stream>>>(
-              act, z.as<T>(), u.as<T>(), g.as<T>(), n);
-      else gatedForwardKernel<T, false><<<gridFor(n), kThreads, 0, stream>>>(
-          act, z.as<T>(), u.as<T>(), g.as<T>(), n));
+  SLUICE_DISPATCH_ACT(z.getType(), T,
+                      if (canPack<T>(n, {z.get(), u.get(), g.get()}))
+                          gatedForwardKernel<T, true>
+                      <<<gridFor(n / Pack<T>::kSize), kThreads, 0, stream>>>(
+                          act, z.as<T>(), u.as<T>(), g.as<T>(), n);
+                      else gatedForwardKernel<T, false>
+                      <<<gridFor(n), kThreads, 0, stream>>>(
+                          act, z.as<T>(), u.as<T>(), g.as<T>(), n));
   SLUICE_LAUNCHED(errors);
 }
 
@@ -153,9 +154,8 @@ void CudaKernels::gatedBackward(GateActivation act, DevicePtr z, DevicePtr u,
       z.getType(), T,
       if (canPack<T>(n, {z.get(), u.get(), dg.get(), dz.get(), du.get()}))
           gatedBackwardKernel<T, true>
-          <<<gridFor(n / Pack<T>::kSize), kThreads, 0, stream>>>(
-              act, z.as<T>(), u.as<T>(), dg.as<T>(), dz.as<T>(), du.as<T>(),
-              n);
+      <<<gridFor(n / Pack<T>::kSize), kThreads, 0, stream>>>(
+          act, z.as<T>(), u.as<T>(), dg.as<T>(), dz.as<T>(), du.as<T>(), n);
       else gatedBackwardKernel<T, false><<<gridFor(n), kThreads, 0, stream>>>(
           act, z.as<T>(), u.as<T>(), dg.as<T>(), dz.as<T>(), du.as<T>(), n));
   SLUICE_LAUNCHED(errors);
@@ -179,8 +179,7 @@ void CudaKernels::rotate(DevicePtr x, int64_t rows, int64_t tokens,
         x.getType(), T,
         rotateQuadKernel<<<gridFor(quads), kThreads, 0, stream>>>(
             x.as<T>(), uint32_t(tokens), uint32_t(offset), uint32_t(heads),
-            uint32_t(half), stride, uint32_t(headDim), table, inverse,
-            quads));
+            uint32_t(half), stride, uint32_t(headDim), table, inverse, quads));
     SLUICE_LAUNCHED(errors);
     return;
   }

@@ -21,6 +21,9 @@ namespace sluice::rt::cuda {
 // sqrt(2 / pi) and the cubic term of the GELU tanh approximation (GPT-2).
 constexpr float kGeluScale = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
+// 1 / sqrt(2) and 1 / sqrt(2 pi), of the exact GELU.
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 /// act(x) and act'(x) of a gate, as CpuKernels computes them.
 __device__ __forceinline__ void gate(GateActivation act, float x, float &value,
@@ -29,6 +32,13 @@ __device__ __forceinline__ void gate(GateActivation act, float x, float &value,
     float sigmoid = 1.0f / (1.0f + expf(-x));
     value = x * sigmoid;
     slope = sigmoid * (1.0f + x * (1.0f - sigmoid));
+    return;
+  }
+  if (act == GateActivation::GeluErf) {
+    // x * Phi(x); Phi'(x) is the normal density.
+    float phi = 0.5f * (1.0f + erff(x * kInvSqrt2));
+    value = x * phi;
+    slope = phi + x * kInvSqrt2Pi * expf(-0.5f * x * x);
     return;
   }
   float inner = kGeluScale * (x + kGeluCubic * x * x * x);
@@ -45,7 +55,8 @@ __global__ void addKernel(T *y, const X *x, int64_t n) {
 }
 
 /// y += x in bf16 Packs (residual connections: n a multiple of eight).
-template <class T> __global__ void addPackedKernel(T *y, const T *x, int64_t n) {
+template <class T>
+__global__ void addPackedKernel(T *y, const T *x, int64_t n) {
   using P = Pack<T>;
   SLUICE_GRID_STRIDE(i, n / P::kSize) {
     P yp = reinterpret_cast<P *>(y)[i], xp = reinterpret_cast<const P *>(x)[i];
@@ -78,15 +89,13 @@ __global__ void stridedKernel(void *dst, DType dstType, const void *src,
 
 /// Four consecutive elements, loaded and stored at once (8 bytes of bf16,
 /// 16 of fp32).
-template <class T> struct alignas(4 * sizeof(T)) Quad {
-  T v[4];
-};
+template <class T> struct alignas(4 * sizeof(T)) Quad { T v[4]; };
 
 /// Whether every pointer is aligned to a Quad of its type and every
 /// element count and stride a multiple of four.
-inline bool canQuad(std::initializer_list<std::pair<const void *, int64_t>>
-                        pointers,
-                    std::initializer_list<int64_t> counts) {
+inline bool
+canQuad(std::initializer_list<std::pair<const void *, int64_t>> pointers,
+        std::initializer_list<int64_t> counts) {
   for (auto [p, size] : pointers)
     if (reinterpret_cast<uintptr_t>(p) % uintptr_t(4 * size) != 0)
       return false;
@@ -108,8 +117,8 @@ __global__ void stridedQuadKernel(D *dst, const S *src, StridedCopy c,
        i += blockDim.x * gridDim.x) {
     uint32_t col = 4 * (i % quadsPerRow), rest = i / quadsPerRow;
     uint32_t row = rest % rows, batch = rest / rows;
-    Quad<S> in = *reinterpret_cast<const Quad<S> *>(
-        src + batch * c.srcBatch + row * c.srcRow + col);
+    Quad<S> in = *reinterpret_cast<const Quad<S> *>(src + batch * c.srcBatch +
+                                                    row * c.srcRow + col);
     Quad<D> out;
 #pragma unroll
     for (int k = 0; k < 4; ++k)
@@ -143,19 +152,21 @@ __global__ void columnSumsKernel(const T *x, int64_t rows, int64_t cols,
 }
 
 template <class T>
-__global__ void geluForwardKernel(const T *u, T *g, int64_t n) {
+__global__ void geluForwardKernel(GateActivation act, const T *u, T *g,
+                                  int64_t n) {
   SLUICE_GRID_STRIDE(i, n) {
     float value, slope;
-    gate(GateActivation::Gelu, toFloat(u[i]), value, slope);
+    gate(act, toFloat(u[i]), value, slope);
     g[i] = fromFloat<T>(value);
   }
 }
 
 template <class T>
-__global__ void geluBackwardKernel(const T *u, const T *dg, T *du, int64_t n) {
+__global__ void geluBackwardKernel(GateActivation act, const T *u, const T *dg,
+                                   T *du, int64_t n) {
   SLUICE_GRID_STRIDE(i, n) {
     float value, slope;
-    gate(GateActivation::Gelu, toFloat(u[i]), value, slope);
+    gate(act, toFloat(u[i]), value, slope);
     du[i] = fromFloat<T>(toFloat(dg[i]) * slope);
   }
 }
@@ -261,10 +272,9 @@ __global__ void rotateKernel(T *x, int64_t rows, int64_t tokens, int64_t offset,
 /// call against ~15 for its bytes, the 1B step's trace).
 template <class T>
 __global__ void rotateQuadKernel(T *x, uint32_t tokens, uint32_t offset,
-                                 uint32_t heads, uint32_t half,
-                                 int64_t stride, uint32_t headDim,
-                                 const float2 *table, bool inverse,
-                                 uint32_t quads) {
+                                 uint32_t heads, uint32_t half, int64_t stride,
+                                 uint32_t headDim, const float2 *table,
+                                 bool inverse, uint32_t quads) {
   uint32_t perHead = half / 4;
   for (uint32_t index = blockIdx.x * blockDim.x + threadIdx.x; index < quads;
        index += blockDim.x * gridDim.x) {

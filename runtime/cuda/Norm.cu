@@ -6,14 +6,14 @@
 namespace sluice::rt::cuda {
 
 void CudaKernels::normForward(DevicePtr x, DevicePtr gamma, DevicePtr beta,
-                              int64_t rows, int64_t cols, bool rms, DevicePtr y,
-                              DevicePtr xhat, DevicePtr rstd) {
+                              int64_t rows, int64_t cols, bool rms, float eps,
+                              DevicePtr y, DevicePtr xhat, DevicePtr rstd) {
   if (rows <= 0)
     return;
   SLUICE_DISPATCH_ACT(
       x.getType(), T,
       normForwardKernel<<<unsigned(rows), kThreads, 0, stream>>>(
-          x.as<T>(), gamma.as<T>(), beta.as<T>(), cols, rms, y.as<T>(),
+          x.as<T>(), gamma.as<T>(), beta.as<T>(), cols, rms, eps, y.as<T>(),
           xhat.as<T>(), rstd.f32()));
   SLUICE_LAUNCHED(errors);
 }

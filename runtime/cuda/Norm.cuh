@@ -13,13 +13,10 @@
 
 namespace sluice::rt::cuda {
 
-/// LayerNorm's epsilon as the CPU backend has it (docs/sluice-run.md).
-constexpr float kNormEpsilon = 1e-5f;
-
 template <class T>
 __global__ void normForwardKernel(const T *x, const T *gamma, const T *beta,
-                                  int64_t cols, bool rms, T *y, T *xhat,
-                                  float *rstd) {
+                                  int64_t cols, bool rms, float eps, T *y,
+                                  T *xhat, float *rstd) {
   __shared__ float shared[32];
   int64_t row = blockIdx.x;
   const T *xr = x + row * cols;
@@ -36,7 +33,7 @@ __global__ void normForwardKernel(const T *x, const T *gamma, const T *beta,
     squares += d * d;
   }
   float var = blockSum(squares, shared) / float(cols);
-  float inv = rsqrtf(var + kNormEpsilon);
+  float inv = rsqrtf(var + eps);
   if (threadIdx.x == 0)
     rstd[row] = inv;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {

@@ -183,13 +183,16 @@ TEST_P(CudaKernelsTest, Elementwise) {
   expectClose(qdst, "copyStrided (fours, from f32)");
   Tensor u = make(n, act()), z = make(n, act()), g = make(n, act()),
          dg = make(n, act()), du = make(n, act()), dz = make(n, act());
-  cpuKernels().geluForward(u.cpu(), g.cpu(), n);
-  gpuKernels().geluForward(u.gpu(), g.gpu(), n);
-  expectClose(g, "geluForward");
-  cpuKernels().geluBackward(u.cpu(), dg.cpu(), du.cpu(), n);
-  gpuKernels().geluBackward(u.gpu(), dg.gpu(), du.gpu(), n);
-  expectClose(du, "geluBackward");
-  for (GateActivation a : {GateActivation::Silu, GateActivation::Gelu}) {
+  for (GateActivation a : {GateActivation::Gelu, GateActivation::GeluErf}) {
+    cpuKernels().geluForward(a, u.cpu(), g.cpu(), n);
+    gpuKernels().geluForward(a, u.gpu(), g.gpu(), n);
+    expectClose(g, "geluForward");
+    cpuKernels().geluBackward(a, u.cpu(), dg.cpu(), du.cpu(), n);
+    gpuKernels().geluBackward(a, u.gpu(), dg.gpu(), du.gpu(), n);
+    expectClose(du, "geluBackward");
+  }
+  for (GateActivation a :
+       {GateActivation::Silu, GateActivation::Gelu, GateActivation::GeluErf}) {
     cpuKernels().gatedForward(a, z.cpu(), u.cpu(), g.cpu(), n);
     gpuKernels().gatedForward(a, z.gpu(), u.gpu(), g.gpu(), n);
     expectClose(g, "gatedForward");
@@ -205,10 +208,10 @@ TEST_P(CudaKernelsTest, Elementwise) {
   Tensor pz = make(packed, act()), pu = make(packed, act()),
          pg = make(packed, act()), pdg = make(packed, act()),
          pdz = make(packed, act()), pdu = make(packed, act());
-  cpuKernels().gatedForward(GateActivation::Silu, pz.cpu(), pu.cpu(),
-                            pg.cpu(), packed);
-  gpuKernels().gatedForward(GateActivation::Silu, pz.gpu(), pu.gpu(),
-                            pg.gpu(), packed);
+  cpuKernels().gatedForward(GateActivation::Silu, pz.cpu(), pu.cpu(), pg.cpu(),
+                            packed);
+  gpuKernels().gatedForward(GateActivation::Silu, pz.gpu(), pu.gpu(), pg.gpu(),
+                            packed);
   expectClose(pg, "gatedForward (packed)");
   cpuKernels().gatedBackward(GateActivation::Silu, pz.cpu(), pu.cpu(),
                              pdg.cpu(), pdz.cpu(), pdu.cpu(), packed);
@@ -256,10 +259,12 @@ TEST_P(CudaKernelsTest, Norms) {
            xhat = make(rows * cols, act()), rstd = make(rows, DType::F32);
     DevicePtr betaCpu = rms ? DevicePtr() : beta.cpu();
     DevicePtr betaGpu = rms ? DevicePtr() : beta.gpu();
+    // Gemma's epsilon, not the default, so that a kernel ignoring it fails.
+    const float eps = 1e-6f;
     cpuKernels().normForward(x.cpu(), gamma.cpu(), betaCpu, rows, cols, rms,
-                             y.cpu(), xhat.cpu(), rstd.cpu());
+                             eps, y.cpu(), xhat.cpu(), rstd.cpu());
     gpuKernels().normForward(x.gpu(), gamma.gpu(), betaGpu, rows, cols, rms,
-                             y.gpu(), xhat.gpu(), rstd.gpu());
+                             eps, y.gpu(), xhat.gpu(), rstd.gpu());
     expectClose(y, "normForward y");
     expectClose(xhat, "normForward xhat");
     expectClose(rstd, "normForward rstd");

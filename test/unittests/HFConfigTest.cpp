@@ -23,7 +23,9 @@ class HFConfigTest : public ::testing::Test {
 protected:
   HFConfigTest()
       : handler(&context, [this](Diagnostic &diag) {
-          (diag.getSeverity() == DiagnosticSeverity::Error ? errors : remarks)
+          (diag.getSeverity() == DiagnosticSeverity::Error     ? errors
+           : diag.getSeverity() == DiagnosticSeverity::Warning ? warnings
+                                                               : remarks)
               .push_back(diag.str());
           return success();
         }) {}
@@ -58,7 +60,7 @@ protected:
   MLIRContext context;
   ScopedDiagnosticHandler handler;
   OwningOpRef<ModuleOp> module;
-  std::vector<std::string> errors, remarks;
+  std::vector<std::string> errors, warnings, remarks;
 };
 
 constexpr const char *kTinyLlama = R"({
@@ -66,7 +68,7 @@ constexpr const char *kTinyLlama = R"({
   "num_attention_heads": 4, "num_key_value_heads": 2,
   "intermediate_size": 128, "vocab_size": 300,
   "max_position_embeddings": 32, "hidden_act": "silu", "rope_theta": 250.5,
-  "tie_word_embeddings": false, "torch_dtype": "float32"
+  "rms_norm_eps": 1e-5, "tie_word_embeddings": false, "torch_dtype": "float32"
 })";
 
 /// kTinyLlama with `key`'s value replaced by `value` (the raw JSON text),
@@ -131,6 +133,13 @@ TEST_F(HFConfigTest, Gemma2_9B) {
   EXPECT_NE(remarks.front().find("'tie_word_embeddings' is absent; using true"),
             std::string::npos)
       << remarks.front();
+  // What it computes beyond the layers is recorded and said, once each.
+  EXPECT_EQ(model.getNormEps(), 1e-6);
+  EXPECT_FALSE(model.getExactGelu()) << "gelu_pytorch_tanh";
+  EXPECT_EQ(model.getSlidingWindow(), 4096);
+  ASSERT_TRUE(model.getUnmodelled());
+  EXPECT_EQ(model.getUnmodelled()->size(), 4u);
+  EXPECT_EQ(warnings.size(), 4u);
 }
 
 TEST_F(HFConfigTest, GPT2SpellingAndDefaults) {
@@ -153,8 +162,60 @@ TEST_F(HFConfigTest, GPT2SpellingAndDefaults) {
   EXPECT_TRUE(model.getOutputLayer().getTied());
   // Hugging Face's count for GPT-2 small (tied LM head counted once).
   EXPECT_EQ(getModelParameterCount(model), 124439808);
-  // n_inner, tie_word_embeddings and torch_dtype defaults are all reported.
-  EXPECT_EQ(remarks.size(), 3u);
+  // n_inner, tie_word_embeddings, torch_dtype and layer_norm_epsilon
+  // defaults are all reported.
+  EXPECT_EQ(remarks.size(), 4u);
+  EXPECT_EQ(model.getNormEpsOrDefault(), 1e-5);
+  EXPECT_FALSE(model.getExactGelu()) << "gelu_new is the tanh form";
+  EXPECT_TRUE(warnings.empty());
+}
+
+TEST_F(HFConfigTest, NumericsAreRead) {
+  ModelOp model = import(tinyLlamaWith("rms_norm_eps", "3e-6"));
+  ASSERT_TRUE(model);
+  EXPECT_EQ(model.getNormEps(), 3e-6);
+  EXPECT_FALSE(model.getUnmodelled());
+  // LlamaConfig's own default, said.
+  model = import(tinyLlamaWith("rms_norm_eps", ""));
+  ASSERT_TRUE(model);
+  EXPECT_EQ(model.getNormEps(), 1e-6);
+  // transformers' "gelu" is the exact form.
+  model = import(R"({"model_type": "gpt2", "n_embd": 64, "n_head": 4,
+    "n_layer": 1, "n_positions": 32, "vocab_size": 100,
+    "activation_function": "gelu", "layer_norm_epsilon": 1e-5})");
+  ASSERT_TRUE(model);
+  EXPECT_TRUE(model.getExactGelu());
+}
+
+TEST_F(HFConfigTest, RopeParametersOfTransformers5) {
+  std::string json = tinyLlamaWith("rope_theta", "");
+  json.insert(json.find('{') + 1, R"("rope_parameters": {"rope_theta": )"
+                                  R"(500000.0, "rope_type": "default"},)");
+  ModelOp model = import(json);
+  ASSERT_TRUE(model);
+  EXPECT_EQ(layers(model).front().getRopeThetaAttr().getValueAsDouble(),
+            500000.0);
+  EXPECT_TRUE(warnings.empty());
+  json = tinyLlamaWith("rope_theta", "");
+  json.insert(json.find('{') + 1, R"("rope_parameters": {"rope_theta": )"
+                                  R"(500000.0, "rope_type": "llama3"},)");
+  model = import(json);
+  ASSERT_TRUE(model);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings.front().find("'rope_parameters' is not modelled"),
+            std::string::npos)
+      << warnings.front();
+  EXPECT_TRUE(model.getUnmodelled());
+}
+
+TEST_F(HFConfigTest, KeyValueHeadDefaultsPerConfigClass) {
+  std::string json = tinyLlamaWith("num_key_value_heads", "");
+  json.replace(json.find("\"llama\""), 7, "\"mistral\"");
+  json.replace(json.find("\"num_attention_heads\": 4"), 24,
+               "\"num_attention_heads\": 16");
+  ModelOp model = import(json);
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  EXPECT_EQ(layers(model).front().getKvHeads(), 8) << "MistralConfig's";
 }
 
 TEST_F(HFConfigTest, TinyLlamaImportsExactly) {
@@ -183,7 +244,7 @@ TEST_F(HFConfigTest, AbsentKvHeadsDefaultsToHeadsWithRemark) {
   ModelOp model = import(tinyLlamaWith("num_key_value_heads", ""));
   ASSERT_TRUE(model);
   EXPECT_EQ(layers(model).front().getKvHeads(), 4);
-  ASSERT_EQ(remarks.size(), 1u);
+  ASSERT_EQ(remarks.size(), 1u) << remarks.back();
   EXPECT_NE(remarks.front().find("num_key_value_heads"), std::string::npos);
 }
 

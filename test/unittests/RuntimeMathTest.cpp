@@ -26,6 +26,8 @@ struct Variant {
   const char *norm, *mlp;
   int64_t heads, kvHeads;
   double ropeTheta = 0; // rotary positions' base (Llama, Gemma); 0: none
+  bool exactGelu = false; // transformers' "gelu": x * Phi(x)
+  double normEps = 1e-5;
 };
 
 ModelConfig tinyModel(bool positions, bool bias, const char *norm,
@@ -116,8 +118,11 @@ std::vector<int32_t> tokensFor(const ModelConfig &model) {
 void PrintTo(const Variant &v, std::ostream *os) { *os << v.name; }
 
 ModelConfig tinyModel(const Variant &v) {
-  return tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads, v.kvHeads,
-                   v.ropeTheta);
+  ModelConfig m = tinyModel(v.positions, v.bias, v.norm, v.mlp, v.heads,
+                            v.kvHeads, v.ropeTheta);
+  m.exactGelu = v.exactGelu;
+  m.normEps = v.normEps;
+  return m;
 }
 
 /// Every parameter of `model`, initialised from `seed`.
@@ -171,10 +176,68 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"llama", false, false, "rmsnorm", "swiglu", 4, 2, 100.0},
         Variant{"multi_query", false, false, "rmsnorm", "swiglu", 4, 1, 100.0},
         Variant{"gemma", false, false, "rmsnorm", "geglu", 2, 1, 100.0},
-        Variant{"gated_bias", true, true, "layernorm", "swiglu", 4, 2}),
+        Variant{"gated_bias", true, true, "layernorm", "swiglu", 4, 2},
+        // The exact GELU, and an epsilon large enough to matter here.
+        Variant{"gpt2_erf", true, true, "layernorm", "gelu", 2, 2, 0, true,
+                1e-2},
+        Variant{"geglu_erf", false, false, "rmsnorm", "geglu", 2, 1, 100.0,
+                true, 1e-2}),
     [](const ::testing::TestParamInfo<Variant> &info) {
       return std::string(info.param.name);
     });
+
+// The two GELUs are transformers' "gelu" (x * Phi(x), erf) and "gelu_new"
+// (the tanh form), which differ by up to about 5e-4 near |x| = 2: each
+// kernel computes its own, and its slope is the derivative of its value.
+TEST(RuntimeMath, GeluFormsAreTransformers) {
+  Kernels &k = cpu().getKernels(StreamKind::Compute);
+  std::vector<float> u = {-3.0f, -1.5f, -0.3f, 0.0f, 0.7f, 2.0f, 4.0f};
+  int64_t n = int64_t(u.size());
+  std::vector<float> g(n), ones(n, 1.0f), du(n), up(n), down(n);
+  for (GateActivation act : {GateActivation::Gelu, GateActivation::GeluErf}) {
+    k.geluForward(act, u.data(), g.data(), n);
+    k.geluBackward(act, u.data(), ones.data(), du.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      double x = u[i];
+      double expected =
+          act == GateActivation::GeluErf
+              ? 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))
+              : 0.5 * x *
+                    (1 + std::tanh(std::sqrt(2 / M_PI) *
+                                   (x + 0.044715 * x * x * x)));
+      EXPECT_NEAR(g[i], expected, 1e-6) << "x = " << x;
+      float h = 1e-2f, xu = u[i] + h, xd = u[i] - h;
+      k.geluForward(act, &xu, &up[i], 1);
+      k.geluForward(act, &xd, &down[i], 1);
+      EXPECT_NEAR(du[i], (up[i] - down[i]) / (2 * h), 1e-3) << "x = " << x;
+    }
+  }
+  // The forms differ where they should: the test above cannot pass with
+  // one kernel standing in for the other.
+  float erf2, tanh2, x2 = 2.0f;
+  k.geluForward(GateActivation::GeluErf, &x2, &erf2, 1);
+  k.geluForward(GateActivation::Gelu, &x2, &tanh2, 1);
+  EXPECT_GT(std::fabs(erf2 - tanh2), 5e-5);
+}
+
+// The epsilon is the plan's, added to the variance (LayerNorm) or the mean
+// square (RMSNorm) as torch's LayerNorm and transformers' RMSNorm add it.
+TEST(RuntimeMath, NormUsesTheModelsEpsilon) {
+  Kernels &k = cpu().getKernels(StreamKind::Compute);
+  std::vector<float> x = {0.01f, -0.02f, 0.03f, 0.005f}, gamma(4, 1.0f),
+                     y(4), xhat(4);
+  float rstd = 0;
+  for (bool rms : {false, true})
+    for (float eps : {1e-6f, 1e-2f}) {
+      k.normForward(x.data(), gamma.data(), nullptr, 1, 4, rms, eps, y.data(),
+                    xhat.data(), &rstd);
+      double mean = rms ? 0 : (0.01 - 0.02 + 0.03 + 0.005) / 4, var = 0;
+      for (float v : x)
+        var += (v - mean) * (v - mean) / 4;
+      EXPECT_NEAR(rstd, 1 / std::sqrt(var + eps), 1e-3 / std::sqrt(var + eps))
+          << (rms ? "rms" : "layer") << " eps " << eps;
+    }
+}
 
 // Per parameter tensor, the directional derivative along a random +-1
 // direction against central differences. Summing over a whole tensor gives

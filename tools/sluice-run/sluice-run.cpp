@@ -16,6 +16,7 @@
 #include "Data.h"
 #include "Executor.h"
 #include "HostMemory.h"
+#include "HuggingFace.h"
 #include "MpiCommunicator.h"
 #include "Plan.h"
 #if SLUICE_HAVE_CUDA
@@ -92,6 +93,16 @@ cl::opt<double> gradTolerance(
     cl::init(1e-4), cl::cat(category));
 cl::opt<std::string> saveDir("save", cl::desc("Write a checkpoint at the end"),
                              cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string>
+    loadHF("load-hf",
+           cl::desc("Start from a Hugging Face model directory's weights "
+                    "(config.json and safetensors; GPT-2, Llama, Mistral)"),
+           cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string>
+    saveHF("save-hf",
+           cl::desc("At the end, write the weights as a Hugging Face model "
+                    "directory (fp32 safetensors and config.json)"),
+           cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string> loadDir("load", cl::desc("Resume from a checkpoint"),
                              cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string>
@@ -470,6 +481,9 @@ void checkFlags(Communicator &world) {
   if (!dumpGrads.empty() && !checkAgainst.empty())
     failEverywhere(world,
                    "--dump-grads and --check-against exclude each other");
+  if (!loadHF.empty() && !loadDir.empty())
+    failEverywhere(world, "--load-hf and --load exclude each other: a "
+                          "checkpoint holds the weights already");
   if (profileSlices && profilePath.empty())
     failEverywhere(world, "--profile-slices needs --profile FILE");
   for (auto [flag, used] : {std::pair{"--trace", !tracePath.empty()},
@@ -646,6 +660,26 @@ void saveRun(MpiCommunicator &world, Communicator &comm, Trainer &trainer,
     world.barrier();
 }
 
+/// --save-hf: the first replica's ranks gather their parameters to rank 0,
+/// which writes the directory.
+void saveHuggingFaceRun(MpiCommunicator &world, Communicator &comm,
+                        Trainer &trainer, const RankBackend &backend,
+                        const Plan &plan, int64_t stepsDone) {
+  if (Status st = trainer.gatherOptimizerState(); !st)
+    failRun(comm, st.message());
+  if (backend.replica == 0)
+    if (Status st = saveHuggingFace(saveHF, loadHF, plan.model, stepsDone,
+                                    trainer.getParameters(),
+                                    backend.model ? *backend.model : comm);
+        !st)
+      failRun(comm, st.message());
+  if (backend.model)
+    world.barrier();
+  if (world.rank() == 0)
+    std::printf("saved %s (Hugging Face, step %lld)\n", saveHF.c_str(),
+                (long long)stepsDone);
+}
+
 /// --profile: every rank's measured pass times, merged by rank 0.
 void writeProfile(Communicator &comm, Executor &executor, const Plan &plan,
                   bool root) {
@@ -766,6 +800,10 @@ int main(int argc, char **argv) {
   if (Status st = trainer->prepare(); !st)
     failRun(comm, st.message());
   int64_t done = 0;
+  if (!loadHF.empty())
+    if (Status st = loadHuggingFace(loadHF, plan.model, trainer->getParameters());
+        !st)
+      failEverywhere(comm, st.message());
   if (!loadDir.empty())
     if (Status st = loadCheckpoint(loadDir, trainer->getParameters(), done);
         !st)
@@ -791,6 +829,8 @@ int main(int argc, char **argv) {
     exitCode = judgeRun(world, comm, run);
   if (!saveDir.empty())
     saveRun(world, comm, *trainer, backend, done + steps);
+  if (!saveHF.empty())
+    saveHuggingFaceRun(world, comm, *trainer, backend, plan, done + steps);
   if (executor && !profilePath.empty())
     writeProfile(comm, *executor, plan, root);
   if (executor && !tracePath.empty())

@@ -66,6 +66,16 @@ struct ModelConfig {
   /// i holds the i-th contiguous 1/sequenceShards of a slice's rows x
   /// tokens (for one row, the i-th part of the sequence).
   int sequenceShards = 1;
+  /// The numerics every layer shares (the model op's `norm_eps`,
+  /// `exact_gelu`): every norm's epsilon; GELU as x * Phi(x) instead of
+  /// the tanh approximation.
+  double normEps = 1e-5;
+  bool exactGelu = false;
+  /// Attention over at most this many keys (Mistral); 0: none.
+  int64_t slidingWindow = 0;
+  /// What the model imported from computes and these layers do not: the
+  /// runtime refuses to train it.
+  std::vector<std::string> unmodelled;
 };
 
 /// Whether the vocabulary layer `l` splits its table by rows over `tp`
@@ -129,8 +139,9 @@ inline std::string checkTensorParallel(const ModelConfig &model, int tp) {
   for (const LayerConfig &l : model.layers)
     if (splitsVocabulary(l, tp) &&
         getShardVocabRows(l.vocab, tp - 1, tp).second < 1)
-      return std::string(l.kind == LayerKind::Embedding ? "the embedding's "
-                                                        : "the output layer's ") +
+      return std::string(l.kind == LayerKind::Embedding
+                             ? "the embedding's "
+                             : "the output layer's ") +
              std::to_string(l.vocab) + "-row table leaves the last of " +
              std::to_string(tp) + " tensor-parallel shards no rows";
   return "";
