@@ -37,6 +37,11 @@ packages=(
 # recommends and so --no-install-recommends would leave out).
 [ "$job" = fuzz ] && packages+=(clang libclang-rt-14-dev)
 
+# The Hugging Face equivalence test (test/hf) checks Sluice against
+# transformers' own forward and backward: Debian's CPU torch, and
+# transformers from PyPI in a venv beside it (hf_python below).
+[ "$job" = test ] && packages+=(python3-torch python3-venv)
+
 # pip fetches cudnn-frontend's headers for the CUDA backend.
 [ -d /usr/local/cuda/bin ] && packages+=(python3-pip)
 
@@ -198,6 +203,26 @@ fuzz() {
   BUILD=build-fuzz test/fuzz/run.sh "${fuzz_seconds:-600}"
 }
 
+# transformers 4.44 (the last to run on Debian 12's torch 1.13) in
+# build/hf-venv, over Debian's torch. Offline, the test that needs it is
+# reported unsupported, with this note.
+hf_python() {
+  local venv=build/hf-venv
+  if [ -x $venv/bin/python ] &&
+     $venv/bin/python -c "import transformers" 2>/dev/null; then
+    return 0
+  fi
+  rm -rf $venv
+  mkdir -p build
+  /usr/bin/python3 -m venv --system-site-packages $venv
+  if ! timeout 600 $venv/bin/pip install --quiet --disable-pip-version-check \
+       "transformers==4.44.2" >/dev/null 2>&1; then
+    echo "== note: could not install transformers from PyPI; the Hugging" \
+      "Face equivalence test (test/hf) will be skipped"
+    rm -rf $venv
+  fi
+}
+
 fuzz_seconds=${2:-600}
 install_packages
 case "$job" in
@@ -207,7 +232,8 @@ esac
 build
 case "$job" in
   demo) demo ;;
-  test) ctest --test-dir build --output-on-failure -j "$(nproc)" ;;
+  test) hf_python
+        ctest --test-dir build --output-on-failure -j "$(nproc)" ;;
   build) ;;
   gpu-bundle) bash tools/gpu/bundle.sh ;;
 esac

@@ -39,5 +39,17 @@ for name, value in [
     config.environment[name] = value
 config.excludes.append("check-equivalence.sh")
 
+# transformers over torch (bash setup.sh test makes build/hf-venv): the
+# Hugging Face equivalence test needs it and is skipped, saying why, without.
+hf_python = os.path.join(config.sluice_obj_root, "hf-venv", "bin", "python")
+if os.path.exists(hf_python) and os.system(
+    hf_python + ' -c "import torch, transformers" >/dev/null 2>&1') == 0:
+    config.available_features.add("transformers")
+    config.substitutions.append(("%hfpython", hf_python))
+else:
+    lit_config.note(
+        "transformers is not installed in build/hf-venv (bash setup.sh test "
+        "installs it from PyPI): the Hugging Face equivalence test is skipped")
+
 if config.sluice_cuda_enabled:
     config.available_features.add("cuda")

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Sluice against transformers' own forward and backward on the same weights.
+
+Builds a tiny random Hugging Face model of one family, saves it, and writes
+what transformers computes for one step on fixed tokens -- the mean loss and
+every parameter's gradient -- in the layout `sluice-run --check-against`
+reads (one fp32 file per Sluice parameter, the whole tensor row-major, and
+losses.txt). The lit test then runs sluice-run --load-hf on the directory
+and checks it against these, within sluice-run's tolerances (relative 1e-5
+on the loss, 1e-4 on gradients).
+
+usage: equivalence.py FAMILY WORKDIR
+  FAMILY: gpt2 | llama | llama-tied
+  writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
+  WORKDIR/expected (gradients and losses.txt)
+
+usage: equivalence.py check-saved WORKDIR SLUICE_OUTPUT
+  loads WORKDIR/saved (what sluice-run --save-hf wrote after one step) with
+  transformers and checks its loss on the step's tokens against the second
+  step's loss in SLUICE_OUTPUT (a two-step run's printout): the saved
+  weights are the ones Sluice trained, under the names and layout
+  transformers reads.
+"""
+
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+SEQ = 16          # tokens per sequence
+MICROBATCHES = 4  # rows of the step, one per microbatch
+VOCAB = 96
+
+
+def make_model(family):
+    if family == "gpt2":
+        config = transformers.GPT2Config(
+            vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+            n_inner=64,
+            # transformers' exact GELU, not GPT-2's default tanh form, and
+            # an epsilon other than 1e-5: both must reach the kernels.
+            activation_function="gelu", layer_norm_epsilon=1e-6,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        return transformers.GPT2LMHeadModel(config)
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=SEQ, rms_norm_eps=1e-6, rope_theta=10000.0,
+        tie_word_embeddings=family == "llama-tied", attention_dropout=0.0)
+    return transformers.LlamaForCausalLM(config)
+
+
+def sluice_gradients(family, model):
+    """Every gradient under Sluice's name and layout (runtime/Parameters.cpp:
+    linear maps [in, out], the query, key and value maps side by side)."""
+    g = {name: p.grad.detach().double().numpy()
+         for name, p in model.named_parameters()}
+    out = {}
+    config = model.config
+    if family == "gpt2":
+        t = "transformer."
+        out["embed.tokens"] = g[t + "wte.weight"]
+        out["embed.positions"] = g[t + "wpe.weight"]
+        out["final_norm.weight"] = g[t + "ln_f.weight"]
+        out["final_norm.bias"] = g[t + "ln_f.bias"]
+        for i in range(config.n_layer):
+            h, s = f"{t}h.{i}.", f"layers.{i}."
+            # GPT-2's Conv1D stores [in, out] already.
+            pairs = {"norm1": "ln_1", "norm2": "ln_2", "attn.qkv": "attn.c_attn",
+                     "attn.out": "attn.c_proj", "mlp.up": "mlp.c_fc",
+                     "mlp.down": "mlp.c_proj"}
+            for mine, theirs in pairs.items():
+                out[s + mine + ".weight"] = g[h + theirs + ".weight"]
+                out[s + mine + ".bias"] = g[h + theirs + ".bias"]
+        return out
+    m = "model."
+    out["embed.tokens"] = g[m + "embed_tokens.weight"]
+    if not config.tie_word_embeddings:
+        out["lm_head.weight"] = g["lm_head.weight"]
+    out["final_norm.weight"] = g[m + "norm.weight"]
+    for i in range(config.num_hidden_layers):
+        h, s = f"{m}layers.{i}.", f"layers.{i}."
+        out[s + "norm1.weight"] = g[h + "input_layernorm.weight"]
+        out[s + "norm2.weight"] = g[h + "post_attention_layernorm.weight"]
+        out[s + "attn.qkv.weight"] = np.concatenate(
+            [g[h + f"self_attn.{p}_proj.weight"].T for p in "qkv"], axis=1)
+        out[s + "attn.out.weight"] = g[h + "self_attn.o_proj.weight"].T
+        for p in ("gate", "up", "down"):
+            out[s + f"mlp.{p}.weight"] = g[h + f"mlp.{p}_proj.weight"].T
+    return out
+
+
+def step_batch(work):
+    """sluice-run's windows: row i of the step is data[i * SEQ : i * SEQ +
+    SEQ + 1], inputs and (shifted by one) labels. The file holds one step's
+    windows, so every step reads the same ones."""
+    data = np.fromfile(os.path.join(work, "tokens.bin"), dtype=np.uint32)
+    batch = torch.tensor(np.stack(
+        [data[i * SEQ:i * SEQ + SEQ + 1] for i in range(MICROBATCHES)]
+    ).astype(np.int64))
+    return batch[:, :-1], batch[:, 1:]
+
+
+def mean_loss(model, inputs, labels):
+    logits = model(input_ids=inputs).logits
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
+
+
+def check_saved(work, printout):
+    second = None
+    with open(printout) as f:
+        for line in f:
+            if line.startswith("step 2: loss "):
+                second = float(line.split()[3])
+    if second is None:
+        sys.exit(f"error: no 'step 2: loss' line in {printout}")
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        os.path.join(work, "saved"), torch_dtype=torch.float32)
+    model.eval()
+    with torch.no_grad():
+        loss = mean_loss(model, *step_batch(work)).item()
+    error = abs(loss - second) / abs(second)
+    print(f"saved model: transformers loss {loss:.7f}, sluice step 2 "
+          f"{second:.7f}, relative error {error:.2e}")
+    if error > 1e-5:
+        sys.exit("error: the saved model is not the one Sluice trained")
+
+
+def main():
+    if sys.argv[1] == "check-saved":
+        check_saved(sys.argv[2], sys.argv[3])
+        return
+    family, work = sys.argv[1], sys.argv[2]
+    torch.manual_seed(0)
+    model = make_model(family).float()
+    model.eval()  # no dropout; gradients still flow
+    # Larger weights than the initialiser's, so every gradient is well
+    # above fp32 rounding.
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(4.0)
+    model.save_pretrained(os.path.join(work, "hf"), safe_serialization=True)
+
+    rng = np.random.default_rng(1)
+    data = rng.integers(0, VOCAB, MICROBATCHES * SEQ + 1, dtype=np.uint32)
+    data.tofile(os.path.join(work, "tokens.bin"))
+    loss = mean_loss(model, *step_batch(work))
+    loss.backward()
+
+    expected = os.path.join(work, "expected")
+    os.makedirs(expected, exist_ok=True)
+    for name, grad in sluice_gradients(family, model).items():
+        grad.astype(np.float32).tofile(os.path.join(expected, name + ".bin"))
+    with open(os.path.join(expected, "losses.txt"), "w") as f:
+        f.write(f"{loss.item():.10g}\n")
+    print(f"{family}: transformers {transformers.__version__}, "
+          f"loss {loss.item():.6f}")
+
+
+if __name__ == "__main__":
+    main()
