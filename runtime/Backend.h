@@ -38,6 +38,8 @@
 #include "Status.h"
 #include "sluice/PlanFormat/DType.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -171,12 +173,45 @@ public:
 // Kernels
 //===----------------------------------------------------------------------===//
 
+/// Adam, or AdamW with a weight decay: w -= lr * (mhat / (sqrt(vhat) +
+/// eps) + weightDecay * w), the decoupled decay of Loshchilov and Hutter
+/// (torch.optim.AdamW). ParameterStore applies the decay to matrices only,
+/// never to norms' gains or biases (Megatron-LM's and transformers'
+/// Trainer's rule).
 struct AdamConfig {
   float learningRate = 1e-3f;
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
   float weightDecay = 0.0f;
+};
+
+/// The learning rate of each optimizer step: a linear warmup to `peak`
+/// over `warmup` steps, then a linear or cosine decay to `minimum` at
+/// step `decaySteps` (held there after), or constant (Megatron-LM's
+/// --lr-warmup-iters, --lr-decay-style, --lr-decay-iters, --min-lr).
+struct LearningRateSchedule {
+  enum class Decay { None, Linear, Cosine };
+  float peak = 1e-3f;
+  int64_t warmup = 0;
+  Decay decay = Decay::None;
+  int64_t decaySteps = 0;
+  float minimum = 0.0f;
+
+  /// The rate of optimizer step `step`, counted from 1: warmup's first
+  /// step already moves (peak / warmup), as Megatron-LM's does.
+  float at(int64_t step) const {
+    if (warmup > 0 && step <= warmup)
+      return peak * float(step) / float(warmup);
+    if (decay == Decay::None || decaySteps <= warmup)
+      return peak;
+    double progress = std::min(
+        1.0, double(step - warmup) / double(decaySteps - warmup));
+    double share = decay == Decay::Linear
+                       ? 1.0 - progress
+                       : 0.5 * (1.0 + std::cos(M_PI * progress));
+    return float(minimum + (peak - minimum) * share);
+  }
 };
 
 /// Attention over one token slice: `tokens` queries at positions

@@ -949,7 +949,7 @@ Status Executor::sumReplicatedKeyValues(const ReplicatedKeyValues &r) {
 
 Status Executor::applyOptimizer(int64_t step) {
   if (plan.zero != 1) {
-    parameters.adamStep(options.adam, step);
+    parameters.adamStep(options.getAdam(step), step);
     parameters.zeroGrads();
     return Status::ok();
   }
@@ -957,7 +957,7 @@ Status Executor::applyOptimizer(int64_t step) {
   // updated weights (and their working copy) to all.
   if (Status st = shardOptimizerState(); !st)
     return st;
-  parameters.adamStep(options.adam, step, packedGrads.get());
+  parameters.adamStep(options.getAdam(step), step, packedGrads.get());
   if (Status st = gatherParts(parameters.getMasters()); !st)
     return st;
   if (DevicePtr working = parameters.getWorking())
@@ -1039,7 +1039,7 @@ Status ReferenceTrainer::runStep(int64_t step, double &meanLoss) {
 }
 
 Status ReferenceTrainer::applyOptimizer(int64_t step) {
-  parameters.adamStep(options.adam, step);
+  parameters.adamStep(options.getAdam(step), step);
   parameters.zeroGrads();
   return Status::ok();
 }

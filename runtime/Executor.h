@@ -28,7 +28,16 @@ namespace sluice::rt {
 
 struct TrainerOptions {
   uint64_t seed = 1;
+  /// Adam's constants and weight decay; its learning rate is the
+  /// schedule's at each step.
   AdamConfig adam;
+  LearningRateSchedule schedule;
+  /// The optimizer's settings at optimizer step `step` (from 1).
+  AdamConfig getAdam(int64_t step) const {
+    AdamConfig c = adam;
+    c.learningRate = schedule.at(step);
+    return c;
+  }
   /// Fault injection: this rank fails before running this instruction of
   /// its list (-1: never).
   int64_t failAtInstruction = -1;

@@ -234,8 +234,14 @@ Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
   precision = p;
   offsets.clear();
   total = 0;
+  decaySegments.clear();
   for (const ParameterSpec &spec : params) {
     offsets.push_back(total);
+    bool decayed = isDecayed(spec);
+    if (!decaySegments.empty() && decaySegments.back().second == decayed)
+      decaySegments.back().first.count += spec.size();
+    else
+      decaySegments.push_back({{total, spec.size()}, decayed});
     total += spec.size();
   }
   std::vector<float> host(total, 0.0f);
@@ -290,11 +296,27 @@ void ParameterStore::zeroGrads() {
   device->getKernels(StreamKind::Compute).fill(grads.get(), 0.0, total);
 }
 
+void ParameterStore::adamRange(const AdamConfig &config, int64_t step,
+                               int64_t first, int64_t count, DevicePtr gradsAt,
+                               int64_t moments) {
+  Kernels &k = device->getKernels(StreamKind::Compute);
+  for (const auto &[segment, decayed] : decaySegments) {
+    int64_t lo = std::max(first, segment.first);
+    int64_t hi = std::min(first + count, segment.first + segment.count);
+    if (lo >= hi)
+      continue;
+    AdamConfig c = config;
+    if (!decayed)
+      c.weightDecay = 0.0f;
+    int64_t at = moments + (lo - first);
+    k.adamUpdate(weights.get() + lo, gradsAt + (lo - first),
+                 moment1.get() + at, moment2.get() + at, hi - lo, c, step,
+                 working.empty() ? DevicePtr() : working.get() + lo);
+  }
+}
+
 void ParameterStore::adamStep(const AdamConfig &config, int64_t step) {
-  device->getKernels(StreamKind::Compute)
-      .adamUpdate(weights.get(), grads.get(), moment1.get(), moment2.get(),
-                  total, config, step,
-                  working.empty() ? DevicePtr() : working.get());
+  adamRange(config, step, 0, total, grads.get(), 0);
 }
 
 Status ParameterStore::shardMoments(const std::vector<IndexRange> &owned) {
@@ -339,12 +361,9 @@ void ParameterStore::adamStep(const AdamConfig &config, int64_t step,
                               DevicePtr packedGrads) {
   if (ranges.empty())
     return adamStep(config, step);
-  Kernels &k = device->getKernels(StreamKind::Compute);
   int64_t at = 0;
   for (const IndexRange &r : ranges) {
-    k.adamUpdate(weights.get() + r.first, packedGrads + at,
-                 moment1.get() + at, moment2.get() + at, r.count, config, step,
-                 working.empty() ? DevicePtr() : working.get() + r.first);
+    adamRange(config, step, r.first, r.count, packedGrads + at, at);
     at += r.count;
   }
 }

@@ -173,8 +173,19 @@ public:
   /// Replaces a flat buffer from the host (weights: the working copy too).
   Status write(Tensor which, const std::vector<float> &in);
 
+  /// Whether AdamW's weight decay applies to `spec`: to matrices and
+  /// tables, not to norms' gains or biases (vectors).
+  static bool isDecayed(const ParameterSpec &spec) {
+    return spec.shape.size() >= 2;
+  }
+
 private:
   const DeviceBuffer &buffer(Tensor which) const;
+  /// Adam over flat elements [first, first + count) whose moments sit at
+  /// `moments` and gradients at `gradsAt`, split where the weight decay
+  /// switches on or off.
+  void adamRange(const AdamConfig &config, int64_t step, int64_t first,
+                 int64_t count, DevicePtr gradsAt, int64_t moments);
   /// Rewrites the working copy from the masters (mixed precision).
   void refreshWorkingCopy();
 
@@ -187,6 +198,8 @@ private:
   DeviceBuffer weights, grads, moment1, moment2, working;
   /// The flat ranges the moments hold (empty: all of them).
   std::vector<IndexRange> ranges;
+  /// Consecutive flat ranges alike under the weight decay, in order.
+  std::vector<std::pair<IndexRange, bool>> decaySegments;
 };
 
 } // namespace sluice::rt

@@ -360,3 +360,63 @@ TEST(RuntimeMath, InitialisationDependsOnNamesNotOrder) {
 }
 
 } // namespace
+
+namespace {
+// Warmup, then each decay's shape at its landmarks (Megatron-LM's
+// formulas: a linear warmup whose first step moves, half the way down at
+// the decay's midpoint for both shapes).
+TEST(Optimizer, LearningRateSchedules) {
+  LearningRateSchedule s;
+  s.peak = 1e-3f;
+  s.warmup = 2;
+  s.minimum = 1e-4f;
+  s.decaySteps = 6;
+  EXPECT_FLOAT_EQ(s.at(1), 5e-4f);
+  EXPECT_FLOAT_EQ(s.at(5), 1e-3f) << "no decay: constant after warmup";
+  for (auto decay : {LearningRateSchedule::Decay::Linear,
+                     LearningRateSchedule::Decay::Cosine}) {
+    s.decay = decay;
+    EXPECT_FLOAT_EQ(s.at(2), 1e-3f);
+    EXPECT_FLOAT_EQ(s.at(4), 5.5e-4f);
+    EXPECT_FLOAT_EQ(s.at(6), 1e-4f);
+    EXPECT_FLOAT_EQ(s.at(60), 1e-4f) << "held at the floor";
+  }
+  s.decay = LearningRateSchedule::Decay::Linear;
+  EXPECT_FLOAT_EQ(s.at(5), 3.25e-4f);
+  s.decay = LearningRateSchedule::Decay::Cosine;
+  EXPECT_NEAR(s.at(5), 1e-4 + 9e-4 * 0.5 * (1 + std::cos(M_PI * 0.75)), 1e-9);
+}
+
+// AdamW decays matrices and tables, never norms' gains or biases: with no
+// gradient, one step scales a matrix by 1 - lr * decay and leaves a
+// vector alone -- also when ZeRO-1 packs moments across both.
+TEST(Optimizer, WeightDecaySparesVectors) {
+  for (bool sharded : {false, true}) {
+    ParameterStore store;
+    store.add({"a.weight", {2, 3}, InitKind::Ones});
+    store.add({"n.weight", {3}, InitKind::Ones});
+    store.add({"b.weight", {3, 1}, InitKind::Ones});
+    ASSERT_TRUE(store.allocate(cpu(), Precision::fp32(), 1));
+    store.zeroGrads();
+    AdamConfig c;
+    c.learningRate = 0.1f;
+    c.weightDecay = 0.5f;
+    if (sharded) {
+      // One owned range straddling the matrix, the vector and the next
+      // matrix.
+      ASSERT_TRUE(store.shardMoments({{4, 8}}));
+      std::vector<float> packed(8, 0.0f);
+      store.adamStep(c, 1, DevicePtr(packed.data(), DType::F32));
+    } else {
+      store.adamStep(c, 1);
+    }
+    const float *w = store.getMasters().f32();
+    for (int i = 0; i < 12; ++i) {
+      bool owned = !sharded || (i >= 4 && i < 12);
+      float expected = (i < 6 || i >= 9) && owned ? 0.95f : 1.0f;
+      EXPECT_FLOAT_EQ(w[i], expected) << "element " << i
+                                      << (sharded ? " (sharded)" : "");
+    }
+  }
+}
+} // namespace

@@ -70,6 +70,28 @@ cl::opt<std::string> dataPath("data",
 cl::opt<std::string> dataDtype("data-dtype",
                                cl::desc("uint32 (default) or uint16"),
                                cl::init("uint32"), cl::cat(category));
+cl::opt<float> weightDecay(
+    "weight-decay",
+    cl::desc("AdamW's decoupled weight decay, on matrices and tables, not "
+             "on norms or biases (default 0: Adam)"),
+    cl::init(0.0f), cl::cat(category));
+cl::opt<int64_t> warmupSteps(
+    "warmup-steps",
+    cl::desc("Steps of linear learning-rate warmup from 0 (default 0)"),
+    cl::init(0), cl::cat(category));
+cl::opt<std::string> lrDecay(
+    "lr-decay",
+    cl::desc("After warmup: none (default), linear or cosine, down to "
+             "--min-lr at --lr-decay-steps"),
+    cl::init("none"), cl::cat(category));
+cl::opt<int64_t> lrDecaySteps(
+    "lr-decay-steps",
+    cl::desc("The step the decay reaches --min-lr (default: the last step "
+             "of this run; give it when a run resumes)"),
+    cl::init(0), cl::cat(category));
+cl::opt<float> minLearningRate("min-lr",
+                               cl::desc("The decay's floor (default 0)"),
+                               cl::init(0.0f), cl::cat(category));
 cl::opt<float> learningRate("lr", cl::desc("Adam learning rate (default 1e-3)"),
                             cl::init(1e-3f), cl::cat(category));
 cl::opt<bool> reference("reference",
@@ -481,6 +503,24 @@ void checkFlags(Communicator &world) {
   if (!dumpGrads.empty() && !checkAgainst.empty())
     failEverywhere(world,
                    "--dump-grads and --check-against exclude each other");
+  if (!(weightDecay >= 0))
+    failEverywhere(world, "--weight-decay must not be negative, got " +
+                              std::to_string(weightDecay));
+  if (warmupSteps < 0 || lrDecaySteps < 0)
+    failEverywhere(world, "--warmup-steps and --lr-decay-steps must not be "
+                          "negative");
+  if (lrDecay != "none" && lrDecay != "linear" && lrDecay != "cosine")
+    failEverywhere(world, "unknown --lr-decay '" + lrDecay +
+                              "' (expected none, linear or cosine)");
+  if (!(minLearningRate >= 0 && minLearningRate <= learningRate))
+    failEverywhere(world, "--min-lr must be between 0 and --lr (" +
+                              std::to_string(learningRate) + "), got " +
+                              std::to_string(minLearningRate));
+  if (lrDecay != "none" && !loadDir.empty() && lrDecaySteps == 0)
+    failEverywhere(world, "a resumed run with --lr-decay needs "
+                          "--lr-decay-steps: the step the whole training "
+                          "run's decay ends, which this run alone does not "
+                          "know");
   if (!loadHF.empty() && !loadDir.empty())
     failEverywhere(world, "--load-hf and --load exclude each other: a "
                           "checkpoint holds the weights already");
@@ -781,6 +821,18 @@ int main(int argc, char **argv) {
   TrainerOptions options;
   options.seed = seed;
   options.adam.learningRate = learningRate;
+  options.adam.weightDecay = weightDecay;
+  options.schedule.peak = learningRate;
+  options.schedule.warmup = warmupSteps;
+  options.schedule.minimum = minLearningRate;
+  options.schedule.decay =
+      lrDecay == "linear"   ? LearningRateSchedule::Decay::Linear
+      : lrDecay == "cosine" ? LearningRateSchedule::Decay::Cosine
+                            : LearningRateSchedule::Decay::None;
+  // The decay ends with this run unless told otherwise (checkFlags asks
+  // for --lr-decay-steps when a run resumes).
+  options.schedule.decaySteps = lrDecaySteps > 0 ? int64_t(lrDecaySteps)
+                                                 : int64_t(steps);
   if (comm.rank() == failRank)
     options.failAtInstruction = failAt;
   options.wholeGradients = !dumpGrads.empty() || !checkAgainst.empty();
