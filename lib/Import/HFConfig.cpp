@@ -339,6 +339,7 @@ public:
         failed(readNumerics()) || failed(readBiases()) || failed(readGemma()) ||
         failed(readSlidingWindow()))
       return failure();
+    warnUnmodelled();
     auto nameOrPath = reader.optionalString({"_name_or_path"});
     if (failed(nameOrPath))
       return failure();
@@ -560,13 +561,22 @@ private:
     return success();
   }
 
-  /// Records what the layers do not compute, and says so: sluice-compile's
-  /// costs hold, sluice-run refuses to train the model.
+  /// Records what the layers do not compute; warnUnmodelled says it once.
   void unmodelled(StringRef key, const Twine &what) {
     config.unmodelled.push_back((key + ": " + what).str());
-    emitWarning(reader.loc(key))
-        << "key '" << key << "' is not modelled: " << what
-        << " (the costs hold; sluice-run refuses to train this model)";
+    if (!firstUnmodelled)
+      firstUnmodelled = reader.loc(key);
+  }
+
+  /// One warning for all of it, at the first key: sluice-compile's costs
+  /// hold, sluice-run refuses to train the model.
+  void warnUnmodelled() {
+    if (config.unmodelled.empty())
+      return;
+    emitWarning(*firstUnmodelled)
+        << "not modelled (the costs hold; sluice-run refuses to train this "
+           "model): "
+        << llvm::join(config.unmodelled, "; ");
   }
 
   /// Every norm's epsilon: `rms_norm_eps` (default 1e-6 in every rotary
@@ -712,6 +722,7 @@ private:
   const Family *family = nullptr;
   std::string modelType;
   bool gpt2 = false;
+  std::optional<Location> firstUnmodelled;
   /// The keys the sizes came from (GPT-2 spells them its own way).
   StringRef hiddenKey, headsKey;
 };
