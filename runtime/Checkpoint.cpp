@@ -61,6 +61,7 @@ private:
   std::string bytes;
   size_t pos = 0;
 };
+} // namespace
 
 Status readFile(const std::string &path, std::string &contents) {
   std::ifstream in(path, std::ios::binary);
@@ -71,7 +72,6 @@ Status readFile(const std::string &path, std::string &contents) {
   contents = buffer.str();
   return Status::ok();
 }
-} // namespace
 
 Status writeFileAtomically(const std::string &path,
                            const std::string &contents) {

@@ -28,6 +28,9 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
 Status loadCheckpoint(const std::string &dir, ParameterStore &params,
                       int64_t &step);
 
+/// Reads the whole file `path` (an error naming it when it cannot).
+Status readFile(const std::string &path, std::string &contents);
+
 /// Writes `contents` to a temporary file beside `path`, then renames it.
 Status writeFileAtomically(const std::string &path,
                            const std::string &contents);

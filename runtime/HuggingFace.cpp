@@ -334,21 +334,11 @@ private:
   const ModelConfig &model;
 };
 
-Status readText(const std::string &path, std::string &text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot read '" + path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  text = buffer.str();
-  return Status::ok();
-}
-
 /// The family config.json names; Gemma's are refused (their norms and
 /// embedding scale are not computed: docs/import.md).
 Status readFamily(const std::string &dir, Family &family) {
   std::string text, path = dir + "/config.json";
-  if (Status st = readText(path, text); !st)
+  if (Status st = readFile(path, text); !st)
     return Status::error("'" + dir + "' is not a Hugging Face model directory: " +
                          st.message());
   std::string type;
@@ -379,7 +369,7 @@ public:
     std::string index = dir + "/model.safetensors.index.json";
     if (fs::exists(index)) {
       std::string text;
-      if (Status st = readText(index, text); !st)
+      if (Status st = readFile(index, text); !st)
         return st;
       try {
         json weightMap = json::parse(text).at("weight_map");
@@ -540,7 +530,7 @@ Status writeDirectory(const std::string &dir, const std::string &gather,
   std::string config;
   Family family;
   if (!sourceDir.empty()) {
-    if (Status st = readText(sourceDir + "/config.json", config); !st)
+    if (Status st = readFile(sourceDir + "/config.json", config); !st)
       return st;
     if (Status st = readFamily(sourceDir, family); !st)
       return st;
