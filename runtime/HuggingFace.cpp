@@ -11,10 +11,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,8 +29,10 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 /// One tensor of a safetensors file: its element type, shape and bytes.
+enum class ElementType { F32, BF16, F16, F64 };
+
 struct TensorInfo {
-  std::string dtype;
+  ElementType dtype = ElementType::F32;
   std::vector<int64_t> shape;
   const unsigned char *data = nullptr;
   int64_t elements = 0;
@@ -66,12 +66,13 @@ float halfToFloat(uint16_t h) {
 
 float readElement(const TensorInfo &t, int64_t i) {
   const unsigned char *p = t.data;
-  if (t.dtype == "F32") {
+  switch (t.dtype) {
+  case ElementType::F32: {
     float f;
     std::memcpy(&f, p + 4 * i, 4);
     return f;
   }
-  if (t.dtype == "BF16") {
+  case ElementType::BF16: {
     uint16_t h;
     std::memcpy(&h, p + 2 * i, 2);
     uint32_t bits = uint32_t(h) << 16;
@@ -79,23 +80,35 @@ float readElement(const TensorInfo &t, int64_t i) {
     std::memcpy(&f, &bits, 4);
     return f;
   }
-  if (t.dtype == "F16") {
+  case ElementType::F16: {
     uint16_t h;
     std::memcpy(&h, p + 2 * i, 2);
     return halfToFloat(h);
+  }
+  case ElementType::F64:
+    break;
   }
   double d;
   std::memcpy(&d, p + 8 * i, 8);
   return float(d);
 }
 
-int64_t elementBytes(const std::string &dtype) {
-  if (dtype == "F32")
-    return 4;
-  if (dtype == "BF16" || dtype == "F16")
-    return 2;
-  if (dtype == "F64")
-    return 8;
+/// A safetensors dtype name's element type and size (0: not one loaded).
+int64_t parseElementType(const std::string &name, ElementType &type) {
+  struct Known {
+    const char *name;
+    ElementType type;
+    int64_t bytes;
+  };
+  static const Known kKnown[] = {{"F32", ElementType::F32, 4},
+                                 {"BF16", ElementType::BF16, 2},
+                                 {"F16", ElementType::F16, 2},
+                                 {"F64", ElementType::F64, 8}};
+  for (const Known &k : kKnown)
+    if (name == k.name) {
+      type = k.type;
+      return k.bytes;
+    }
   return 0;
 }
 
@@ -135,8 +148,8 @@ public:
       return readHeader(path, header, base + 8 + headerBytes,
                         size - 8 - headerBytes, out);
     } catch (const json::exception &e) {
-      return Status::error("'" + path + "': bad safetensors header: " +
-                           e.what());
+      return Status::error("'" + path +
+                           "': bad safetensors header: " + e.what());
     }
   }
 
@@ -149,16 +162,16 @@ private:
         continue;
       TensorInfo t;
       t.file = path;
-      t.dtype = entry.at("dtype").get<std::string>();
+      std::string dtype = entry.at("dtype").get<std::string>();
       t.shape = entry.at("shape").get<std::vector<int64_t>>();
       auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
       t.elements = 1;
       for (int64_t d : t.shape)
         t.elements *= d;
-      int64_t bytes = elementBytes(t.dtype);
+      int64_t bytes = parseElementType(dtype, t.dtype);
       if (bytes == 0)
-        return Status::error("'" + path + "': tensor " + name + " is " +
-                             t.dtype + " (supported: F32, BF16, F16, F64)");
+        return Status::error("'" + path + "': tensor " + name + " is " + dtype +
+                             " (supported: F32, BF16, F16, F64)");
       if (offsets.size() != 2 || offsets[1] > dataBytes ||
           offsets[1] < offsets[0] ||
           offsets[1] - offsets[0] != uint64_t(t.elements * bytes))
@@ -213,10 +226,9 @@ const LayerConfig *transformerLayer(const ModelConfig &model, int64_t index) {
 }
 
 int64_t countTransformerLayers(const ModelConfig &model) {
-  return std::count_if(model.layers.begin(), model.layers.end(),
-                       [](const LayerConfig &l) {
-                         return l.kind == LayerKind::Transformer;
-                       });
+  return std::count_if(
+      model.layers.begin(), model.layers.end(),
+      [](const LayerConfig &l) { return l.kind == LayerKind::Transformer; });
 }
 
 /// Maps Sluice's parameter names (Parameters.cpp) to a family's tensors.
@@ -230,38 +242,31 @@ public:
     int64_t h = model.hidden;
     const LayerConfig &embedding = model.layers.front();
     const LayerConfig &output = model.layers.back();
-    auto vector = [&](const std::string &tensor, int64_t n) {
-      src.rows = 1;
-      src.columns = n;
-      src.pieces = {{tensor, 0, n, false}};
-    };
-    auto table = [&](const std::string &tensor, int64_t rows) {
+    // One Hugging Face tensor, [rows, hidden] (a vector: one row).
+    auto whole = [&](const std::string &tensor, int64_t rows) {
       src.rows = rows;
       src.columns = h;
       src.pieces = {{tensor, 0, h, false}};
+      return Status::ok();
     };
     bool gpt2 = family == Family::Gpt2;
     if (name == "embed.tokens")
-      return table(prefix + (gpt2 ? "wte.weight" : "embed_tokens.weight"),
-                   embedding.vocab),
-             Status::ok();
+      return whole(prefix + (gpt2 ? "wte.weight" : "embed_tokens.weight"),
+                   embedding.vocab);
     if (name == "embed.positions")
-      return table(prefix + "wpe.weight", embedding.positions), Status::ok();
+      return whole(prefix + "wpe.weight", embedding.positions);
     if (name == "lm_head.weight")
-      return table("lm_head.weight", output.vocab), Status::ok();
-    if (name.rfind("final_norm.", 0) == 0) {
-      std::string field = name.substr(11);
-      return vector(prefix + (gpt2 ? "ln_f." : "norm.") + field, h),
-             Status::ok();
-    }
+      return whole("lm_head.weight", output.vocab);
+    if (name.rfind("final_norm.", 0) == 0)
+      return whole(prefix + (gpt2 ? "ln_f." : "norm.") + name.substr(11), 1);
     int64_t index = -1;
     size_t dot = std::string::npos;
     if (name.rfind("layers.", 0) == 0) {
       dot = name.find('.', 7);
       index = std::stoll(name.substr(7, dot - 7));
     }
-    const LayerConfig *layer = index >= 0 ? transformerLayer(model, index)
-                                          : nullptr;
+    const LayerConfig *layer =
+        index >= 0 ? transformerLayer(model, index) : nullptr;
     if (!layer)
       return Status::error("parameter " + name +
                            " has no Hugging Face counterpart");
@@ -272,7 +277,8 @@ public:
   std::string getLayerProbe(int64_t index) const {
     return prefix + (family == Family::Gpt2 ? "h." : "layers.") +
            std::to_string(index) +
-           (family == Family::Gpt2 ? ".ln_1.weight" : ".input_layernorm.weight");
+           (family == Family::Gpt2 ? ".ln_1.weight"
+                                   : ".input_layernorm.weight");
   }
 
 private:
@@ -280,17 +286,17 @@ private:
                         const std::string &field, Source &src) const {
     int64_t h = model.hidden, hd = l.heads * l.headDim,
             kv = l.kvHeads * l.headDim;
-    bool weight = field.size() > 7 &&
-                  field.compare(field.size() - 7, 7, ".weight") == 0;
+    bool weight =
+        field.size() > 7 && field.compare(field.size() - 7, 7, ".weight") == 0;
     std::string kind = field.substr(0, field.rfind('.'));
     std::string suffix = weight ? ".weight" : ".bias";
     bool gpt2 = family == Family::Gpt2;
-    std::string at = prefix + (gpt2 ? "h." : "layers.") +
-                     std::to_string(index) + ".";
+    std::string at =
+        prefix + (gpt2 ? "h." : "layers.") + std::to_string(index) + ".";
     // A linear map [in, out]: transformers' nn.Linear stores [out, in],
     // GPT-2's Conv1D [in, out]; a bias is a vector of `out`.
-    auto linear = [&](int64_t in, std::vector<std::pair<std::string, int64_t>>
-                                      parts) {
+    auto linear = [&](int64_t in,
+                      std::vector<std::pair<std::string, int64_t>> parts) {
       src.rows = weight ? in : 1;
       src.columns = 0;
       src.pieces.clear();
@@ -301,9 +307,10 @@ private:
       }
     };
     if (kind == "norm1" || kind == "norm2") {
-      std::string tensor = gpt2 ? (kind == "norm1" ? "ln_1" : "ln_2")
-                                : (kind == "norm1" ? "input_layernorm"
-                                                   : "post_attention_layernorm");
+      std::string tensor = gpt2
+                               ? (kind == "norm1" ? "ln_1" : "ln_2")
+                               : (kind == "norm1" ? "input_layernorm"
+                                                  : "post_attention_layernorm");
       src.rows = 1;
       src.columns = h;
       src.pieces = {{at + tensor + suffix, 0, h, false}};
@@ -336,11 +343,11 @@ private:
 
 /// The family config.json names; Gemma's are refused (their norms and
 /// embedding scale are not computed: docs/import.md).
-Status readFamily(const std::string &dir, Family &family) {
-  std::string text, path = dir + "/config.json";
+Status readFamily(const std::string &dir, Family &family, std::string &text) {
+  std::string path = dir + "/config.json";
   if (Status st = readFile(path, text); !st)
-    return Status::error("'" + dir + "' is not a Hugging Face model directory: " +
-                         st.message());
+    return Status::error(
+        "'" + dir + "' is not a Hugging Face model directory: " + st.message());
   std::string type;
   try {
     json config = json::parse(text);
@@ -456,7 +463,8 @@ Status fillParameter(const ParameterSpec &spec, const Source &src,
 Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
                        ParameterStore &params) {
   Family family;
-  if (Status st = readFamily(dir, family); !st)
+  std::string config;
+  if (Status st = readFamily(dir, family, config); !st)
     return st;
   TensorDirectory tensors;
   if (Status st = tensors.open(dir); !st)
@@ -494,13 +502,81 @@ ModelConfig getWholeModel(const ModelConfig &model) {
   return whole;
 }
 
+/// The family and config.json transformers reads for `model`.
+Status describeModel(const ModelConfig &model, Family &family,
+                     std::string &text) {
+  const LayerConfig &embedding = model.layers.front();
+  const LayerConfig &output = model.layers.back();
+  const LayerConfig *t = transformerLayer(model, 0);
+  if (!t)
+    return Status::error("model '" + model.name + "' has no transformer layer");
+  for (const LayerConfig &l : model.layers)
+    if (l.kind == LayerKind::Transformer &&
+        (l.heads != t->heads || l.kvHeads != t->kvHeads ||
+         l.headDim != t->headDim || l.ffn != t->ffn || l.mlp != t->mlp ||
+         l.norm != t->norm || l.bias != t->bias || l.ropeTheta != t->ropeTheta))
+      return Status::error("model '" + model.name +
+                           "' has layers of different shapes: no Hugging "
+                           "Face config describes it");
+  json c;
+  int64_t layers = countTransformerLayers(model);
+  bool gpt2 = embedding.positions > 0 && t->norm == "layernorm" &&
+              t->mlp == "gelu" && t->bias && t->ropeTheta == 0 &&
+              t->kvHeads == t->heads && t->heads * t->headDim == model.hidden;
+  bool llama = embedding.positions == 0 && t->norm == "rmsnorm" &&
+               t->mlp == "swiglu" && t->ropeTheta > 0 &&
+               output.norm == "rmsnorm";
+  family = gpt2 ? Family::Gpt2 : Family::Llama;
+  if (gpt2) {
+    c = {{"architectures", {"GPT2LMHeadModel"}},
+         {"model_type", "gpt2"},
+         {"n_embd", model.hidden},
+         {"n_layer", layers},
+         {"n_head", t->heads},
+         {"n_inner", t->ffn},
+         {"n_positions", embedding.positions},
+         {"n_ctx", embedding.positions},
+         {"vocab_size", embedding.vocab},
+         {"activation_function", model.exactGelu ? "gelu" : "gelu_new"},
+         {"layer_norm_epsilon", model.normEps},
+         {"tie_word_embeddings", output.tied}};
+  } else if (llama) {
+    c = {{"architectures", {"LlamaForCausalLM"}},
+         {"model_type", "llama"},
+         {"hidden_size", model.hidden},
+         {"num_hidden_layers", layers},
+         {"num_attention_heads", t->heads},
+         {"num_key_value_heads", t->kvHeads},
+         {"head_dim", t->headDim},
+         {"intermediate_size", t->ffn},
+         {"hidden_act", "silu"},
+         {"max_position_embeddings", model.seqLen},
+         {"vocab_size", embedding.vocab},
+         {"rms_norm_eps", model.normEps},
+         {"rope_theta", t->ropeTheta},
+         {"attention_bias", t->bias},
+         {"mlp_bias", t->bias},
+         {"tie_word_embeddings", output.tied}};
+  } else {
+    return Status::error(
+        "model '" + model.name +
+        "' is neither GPT-2-shaped (learned positions, LayerNorm, GELU, "
+        "biases) nor Llama-shaped (rotary positions, RMSNorm, SwiGLU): no "
+        "Hugging Face family computes it");
+  }
+  c["torch_dtype"] = "float32";
+  text = c.dump(2) + "\n";
+  return Status::ok();
+}
+
 /// Writes `tensors` (name -> shape and fp32 values) as one safetensors
 /// file, names sorted, the header padded to 8 bytes as the format's
 /// writer does.
 Status writeSafetensors(
     const std::string &path,
-    const std::map<std::string, std::pair<std::vector<int64_t>,
-                                          std::vector<float>>> &tensors) {
+    const std::map<std::string,
+                   std::pair<std::vector<int64_t>, std::vector<float>>>
+        &tensors) {
   json header;
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t offset = 0;
@@ -529,16 +605,10 @@ Status writeDirectory(const std::string &dir, const std::string &gather,
                       const std::string &sourceDir, const ModelConfig &model) {
   std::string config;
   Family family;
-  if (!sourceDir.empty()) {
-    if (Status st = readFile(sourceDir + "/config.json", config); !st)
-      return st;
-    if (Status st = readFamily(sourceDir, family); !st)
-      return st;
-  } else {
-    if (Status st = makeHuggingFaceConfig(model, config); !st)
-      return st;
-    family = model.layers.front().positions > 0 ? Family::Gpt2 : Family::Llama;
-  }
+  if (Status st = sourceDir.empty() ? describeModel(model, family, config)
+                                    : readFamily(sourceDir, family, config);
+      !st)
+    return st;
   ModelConfig whole = getWholeModel(model);
   CpuDevice device;
   ParameterStore store;
@@ -598,70 +668,6 @@ Status saveHuggingFace(const std::string &dir, const std::string &sourceDir,
   if (failed > 0)
     return Status::error("rank 0 could not write the Hugging Face directory '" +
                          dir + "'");
-  return Status::ok();
-}
-
-Status makeHuggingFaceConfig(const ModelConfig &model, std::string &text) {
-  const LayerConfig &embedding = model.layers.front();
-  const LayerConfig &output = model.layers.back();
-  const LayerConfig *t = transformerLayer(model, 0);
-  if (!t)
-    return Status::error("model '" + model.name + "' has no transformer layer");
-  for (const LayerConfig &l : model.layers)
-    if (l.kind == LayerKind::Transformer &&
-        (l.heads != t->heads || l.kvHeads != t->kvHeads ||
-         l.headDim != t->headDim || l.ffn != t->ffn || l.mlp != t->mlp ||
-         l.norm != t->norm || l.bias != t->bias || l.ropeTheta != t->ropeTheta))
-      return Status::error("model '" + model.name +
-                           "' has layers of different shapes: no Hugging "
-                           "Face config describes it");
-  json c;
-  int64_t layers = countTransformerLayers(model);
-  bool gpt2 = embedding.positions > 0 && t->norm == "layernorm" &&
-              t->mlp == "gelu" && t->bias && t->ropeTheta == 0 &&
-              t->kvHeads == t->heads && t->heads * t->headDim == model.hidden;
-  bool llama = embedding.positions == 0 && t->norm == "rmsnorm" &&
-               t->mlp == "swiglu" && t->ropeTheta > 0 &&
-               output.norm == "rmsnorm";
-  if (gpt2) {
-    c = {{"architectures", {"GPT2LMHeadModel"}},
-         {"model_type", "gpt2"},
-         {"n_embd", model.hidden},
-         {"n_layer", layers},
-         {"n_head", t->heads},
-         {"n_inner", t->ffn},
-         {"n_positions", embedding.positions},
-         {"n_ctx", embedding.positions},
-         {"vocab_size", embedding.vocab},
-         {"activation_function", model.exactGelu ? "gelu" : "gelu_new"},
-         {"layer_norm_epsilon", model.normEps},
-         {"tie_word_embeddings", output.tied}};
-  } else if (llama) {
-    c = {{"architectures", {"LlamaForCausalLM"}},
-         {"model_type", "llama"},
-         {"hidden_size", model.hidden},
-         {"num_hidden_layers", layers},
-         {"num_attention_heads", t->heads},
-         {"num_key_value_heads", t->kvHeads},
-         {"head_dim", t->headDim},
-         {"intermediate_size", t->ffn},
-         {"hidden_act", "silu"},
-         {"max_position_embeddings", model.seqLen},
-         {"vocab_size", embedding.vocab},
-         {"rms_norm_eps", model.normEps},
-         {"rope_theta", t->ropeTheta},
-         {"attention_bias", t->bias},
-         {"mlp_bias", t->bias},
-         {"tie_word_embeddings", output.tied}};
-  } else {
-    return Status::error(
-        "model '" + model.name +
-        "' is neither GPT-2-shaped (learned positions, LayerNorm, GELU, "
-        "biases) nor Llama-shaped (rotary positions, RMSNorm, SwiGLU): no "
-        "Hugging Face family computes it");
-  }
-  c["torch_dtype"] = "float32";
-  text = c.dump(2) + "\n";
   return Status::ok();
 }
 

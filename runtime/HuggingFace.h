@@ -40,10 +40,6 @@ Status saveHuggingFace(const std::string &dir, const std::string &sourceDir,
                        const ModelConfig &model, int64_t step,
                        ParameterStore &params, Communicator &comm);
 
-/// The config.json transformers reads for `model`, or an error when no
-/// family this runtime knows computes it.
-Status makeHuggingFaceConfig(const ModelConfig &model, std::string &json);
-
 } // namespace sluice::rt
 
 #endif // SLUICE_RUNTIME_HUGGINGFACE_H

@@ -820,7 +820,6 @@ int main(int argc, char **argv) {
 
   TrainerOptions options;
   options.seed = seed;
-  options.adam.learningRate = learningRate;
   options.adam.weightDecay = weightDecay;
   options.schedule.peak = learningRate;
   options.schedule.warmup = warmupSteps;
