@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
     if (s == warmup)
       start = Clock::now();
     check(trainer.runStep(s, loss));
-    check(trainer.applyOptimizer(s + 1));
+    check(trainer.applyOptimizer(s + 1, 1.0f));
   }
   check(device.synchronize());
   double seconds =

@@ -184,7 +184,19 @@ struct AdamConfig {
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
   float weightDecay = 0.0f;
+  /// Multiplies every gradient before the update: gradient clipping's
+  /// factor (getClipScale), 1 when the norm is within bounds.
+  float gradientScale = 1.0f;
 };
+
+/// The factor gradient clipping by global norm multiplies the gradients
+/// by: min(1, maxNorm / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_
+/// and Megatron-LM compute it; 1 when clipping is off (maxNorm <= 0).
+inline float getClipScale(double norm, double maxNorm) {
+  if (maxNorm <= 0)
+    return 1.0f;
+  return float(std::min(1.0, maxNorm / (norm + 1e-6)));
+}
 
 /// The learning rate of each optimizer step: a linear warmup to `peak`
 /// over `warmup` steps, then a linear or cosine decay to `minimum` at
@@ -400,6 +412,12 @@ public:
   virtual void combineGrad(DevicePtr a, DevicePtr b, DevicePtr scaled,
                            DevicePtr sum, int64_t tokens, int64_t hidden,
                            float scale, DevicePtr out) = 0;
+
+  /// out[0] += weight * sum of x[r * stride + c]^2 over r < rows, c < cols
+  /// (f32 elements, an f64 accumulator): the pieces of the gradients'
+  /// global norm.
+  virtual void sumSquares(DevicePtr x, int64_t rows, int64_t cols,
+                          int64_t stride, double weight, DevicePtr out) = 0;
 
   /// One Adam(W) update of n f32 weights at step `step` (from 1); writes
   /// the updated weights' working copy too when `working` is given (a

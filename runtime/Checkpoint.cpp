@@ -94,14 +94,101 @@ Status writeFileAtomically(const std::string &path,
   return Status::ok();
 }
 
+static std::string getManifestName(int64_t step) {
+  return step < 0 ? "checkpoint.json" : "step-" + std::to_string(step) + ".json";
+}
+
+static std::string getRankFileName(int rank, int64_t step) {
+  return "rank-" + std::to_string(rank) + ".step-" + std::to_string(step) +
+         ".bin";
+}
+
+namespace {
+const char *getDecayName(LearningRateSchedule::Decay decay) {
+  switch (decay) {
+  case LearningRateSchedule::Decay::Linear:
+    return "linear";
+  case LearningRateSchedule::Decay::Cosine:
+    return "cosine";
+  case LearningRateSchedule::Decay::None:
+    break;
+  }
+  return "none";
+}
+
+nlohmann::json toJson(const TrainingSettings &t) {
+  return {{"lr", t.schedule.peak},
+          {"beta1", t.adam.beta1},
+          {"beta2", t.adam.beta2},
+          {"epsilon", t.adam.epsilon},
+          {"weight_decay", t.adam.weightDecay},
+          {"warmup_steps", t.schedule.warmup},
+          {"lr_decay", getDecayName(t.schedule.decay)},
+          {"lr_decay_steps", t.schedule.decaySteps},
+          {"min_lr", t.schedule.minimum},
+          {"clip_grad", t.clipNorm},
+          {"seed", t.seed}};
+}
+
+TrainingSettings fromJson(const nlohmann::json &j) {
+  TrainingSettings t;
+  t.schedule.peak = j.at("lr").get<float>();
+  t.adam.beta1 = j.at("beta1").get<float>();
+  t.adam.beta2 = j.at("beta2").get<float>();
+  t.adam.epsilon = j.at("epsilon").get<float>();
+  t.adam.weightDecay = j.at("weight_decay").get<float>();
+  t.schedule.warmup = j.at("warmup_steps").get<int64_t>();
+  std::string decay = j.at("lr_decay").get<std::string>();
+  t.schedule.decay = decay == "linear"   ? LearningRateSchedule::Decay::Linear
+                     : decay == "cosine" ? LearningRateSchedule::Decay::Cosine
+                                         : LearningRateSchedule::Decay::None;
+  t.schedule.decaySteps = j.at("lr_decay_steps").get<int64_t>();
+  t.schedule.minimum = j.at("min_lr").get<float>();
+  t.clipNorm = j.at("clip_grad").get<double>();
+  t.seed = j.at("seed").get<uint64_t>();
+  return t;
+}
+
+/// The step of a step manifest's name (step-N.json), or -1.
+int64_t getManifestStep(const std::string &file) {
+  long long step = -1;
+  if (std::sscanf(file.c_str(), "step-%lld.json", &step) != 1 || step < 0 ||
+      file != getManifestName(step))
+    return -1;
+  return step;
+}
+
+/// The steps whose manifests `dir` holds, newest first.
+std::vector<int64_t> listSavedSteps(const std::string &dir) {
+  std::vector<int64_t> saved;
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(dir, ec))
+    if (int64_t step = getManifestStep(entry.path().filename().string());
+        step >= 0)
+      saved.push_back(step);
+  std::sort(saved.rbegin(), saved.rend());
+  return saved;
+}
+
+/// The step of a rank file's name, or -1 for any other file.
+int64_t getRankFileStep(const std::string &file) {
+  int rank = -1;
+  long long step = -1;
+  if (std::sscanf(file.c_str(), "rank-%d.step-%lld.bin", &rank, &step) != 2 ||
+      file != getRankFileName(rank, step))
+    return -1;
+  return step;
+}
+} // namespace
+
 Status saveCheckpoint(const std::string &dir, int64_t step,
-                      ParameterStore &params, Communicator &comm) {
+                      ParameterStore &params, Communicator &comm,
+                      const TrainingSettings &settings, int keep) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
     return Status::error("cannot create checkpoint directory '" + dir + "'");
-  std::string name = "rank-" + std::to_string(comm.rank()) + ".step-" +
-                     std::to_string(step) + ".bin";
+  std::string name = getRankFileName(comm.rank(), step);
   // The device's weights and moments, on the host.
   std::vector<float> weights, moment1, moment2;
   Status read = params.read(ParameterStore::Tensor::Weights, weights);
@@ -148,19 +235,74 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
     manifest["version"] = kVersion;
     manifest["step"] = step;
     for (int r = 0; r < comm.size(); ++r)
-      manifest["files"].push_back("rank-" + std::to_string(r) + ".step-" +
-                                  std::to_string(step) + ".bin");
-    st = writeFileAtomically(dir + "/checkpoint.json", manifest.dump(2) + "\n");
-    if (!st)
-      return st;
+      manifest["files"].push_back(getRankFileName(r, step));
+    manifest["training"] = toJson(settings);
+    std::string text = manifest.dump(2) + "\n";
+    st = writeFileAtomically(dir + "/" + getManifestName(step), text);
+    if (st)
+      st = writeFileAtomically(dir + "/" + getManifestName(-1), text);
+    // The manifests now point at this step: steps beyond the newest
+    // `keep` are garbage, and so is any rank file of no kept step (an
+    // interrupted save's, or an older run's).
+    if (st) {
+      std::vector<int64_t> saved = listSavedSteps(dir);
+      saved.resize(std::min(saved.size(), size_t(std::max(1, keep))));
+      auto kept = [&](int64_t s) {
+        return std::find(saved.begin(), saved.end(), s) != saved.end();
+      };
+      for (const auto &entry : fs::directory_iterator(dir, ec)) {
+        std::string file = entry.path().filename().string();
+        int64_t fileStep = getRankFileStep(file);
+        if (fileStep < 0)
+          fileStep = getManifestStep(file);
+        if (fileStep >= 0 && !kept(fileStep))
+          fs::remove(entry.path(), ec);
+      }
+    }
   }
-  comm.barrier();
-  // The manifest now points at this step: older rank files are garbage.
-  std::string mine = "rank-" + std::to_string(comm.rank()) + ".step-";
-  for (const auto &entry : fs::directory_iterator(dir, ec)) {
-    std::string file = entry.path().filename().string();
-    if (file.rfind(mine, 0) == 0 && file != name)
-      fs::remove(entry.path(), ec);
+  double saveFailed = st ? 0.0 : 1.0;
+  reduced = comm.allReduceMax(&saveFailed, 1);
+  if (!st)
+    return st;
+  if (!reduced)
+    return reduced;
+  if (saveFailed > 0)
+    return Status::error("rank 0 could not write the checkpoint's manifest");
+  return Status::ok();
+}
+
+Status readCheckpointManifest(const std::string &dir, int64_t step,
+                              CheckpointManifest &out) {
+  std::string path = dir + "/" + getManifestName(step), text;
+  if (Status st = readFile(path, text); !st) {
+    if (step < 0)
+      return Status::error("'" + dir +
+                           "' is not a complete checkpoint: " + st.message());
+    std::vector<int64_t> saved = listSavedSteps(dir);
+    std::string have;
+    for (int64_t s : saved)
+      have += (have.empty() ? "" : ", ") + std::to_string(s);
+    return Status::error("'" + dir + "' has no checkpoint of step " +
+                         std::to_string(step) + " (it has " +
+                         (have.empty() ? std::string("none") : "steps " + have) +
+                         ")");
+  }
+  try {
+    nlohmann::json manifest = nlohmann::json::parse(text);
+    if (manifest.at("format") != "sluice-checkpoint" ||
+        manifest.at("version").get<uint32_t>() > kVersion)
+      return Status::error("'" + path + "' is not a version " +
+                           std::to_string(kVersion) +
+                           " (or older) sluice checkpoint");
+    out.step = manifest.at("step").get<int64_t>();
+    out.files.clear();
+    for (const auto &file : manifest.at("files"))
+      out.files.push_back(file.get<std::string>());
+    out.settings.reset();
+    if (manifest.contains("training"))
+      out.settings = fromJson(manifest.at("training"));
+  } catch (const nlohmann::json::exception &e) {
+    return Status::error("'" + path + "': " + e.what());
   }
   return Status::ok();
 }
@@ -173,8 +315,9 @@ namespace {
 /// is copied from whichever file has it, and every one must be found.
 class CheckpointLoader {
 public:
-  CheckpointLoader(const std::string &dir, ParameterStore &params)
-      : dir(dir), params(params), specs(params.specs()), restored(specs.size()),
+  CheckpointLoader(const std::string &dir, int64_t atStep,
+                   ParameterStore &params)
+      : dir(dir), atStep(atStep), params(params), specs(params.specs()), restored(specs.size()),
         wanted(specs.size()) {
     for (size_t k = 0; k < specs.size(); ++k) {
       restored[k].assign(specs[k].size(), 0);
@@ -187,9 +330,11 @@ public:
   }
 
   Status run(int64_t &step) {
-    std::vector<std::string> files;
-    if (Status s = readManifest(step, files); !s)
+    CheckpointManifest manifest;
+    if (Status s = readCheckpointManifest(dir, atStep, manifest); !s)
       return s;
+    step = manifest.step;
+    const std::vector<std::string> &files = manifest.files;
     if (Status s = params.read(ParameterStore::Tensor::Weights, weights); !s)
       return s;
     if (Status s = params.read(ParameterStore::Tensor::Moment1, moment1); !s)
@@ -209,28 +354,6 @@ public:
   }
 
 private:
-  Status readManifest(int64_t &step, std::vector<std::string> &files) {
-    std::string text;
-    Status st = readFile(dir + "/checkpoint.json", text);
-    if (!st)
-      return Status::error("'" + dir +
-                           "' is not a complete checkpoint: " + st.message());
-    try {
-      nlohmann::json manifest = nlohmann::json::parse(text);
-      if (manifest.at("format") != "sluice-checkpoint" ||
-          manifest.at("version").get<uint32_t>() > kVersion)
-        return Status::error("'" + dir + "/checkpoint.json' is not a version " +
-                             std::to_string(kVersion) +
-                             " (or older) sluice checkpoint");
-      step = manifest.at("step").get<int64_t>();
-      for (const auto &file : manifest.at("files"))
-        files.push_back(file.get<std::string>());
-    } catch (const nlohmann::json::exception &e) {
-      return Status::error("'" + dir + "/checkpoint.json': " + e.what());
-    }
-    return Status::ok();
-  }
-
   Status loadFile(const std::string &path, int64_t step) {
     std::string bytes;
     if (Status s = readFile(path, bytes); !s)
@@ -382,6 +505,7 @@ private:
   }
 
   const std::string &dir;
+  int64_t atStep;
   ParameterStore &params;
   const std::vector<ParameterSpec> &specs;
   /// Which elements of each parameter some file restored.
@@ -392,9 +516,9 @@ private:
 };
 } // namespace
 
-Status loadCheckpoint(const std::string &dir, ParameterStore &params,
-                      int64_t &step) {
-  return CheckpointLoader(dir, params).run(step);
+Status loadCheckpoint(const std::string &dir, int64_t step,
+                      ParameterStore &params, int64_t &loaded) {
+  return CheckpointLoader(dir, step, params).run(loaded);
 }
 
 } // namespace sluice::rt

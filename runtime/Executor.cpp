@@ -92,7 +92,72 @@ Status Executor::prepare() {
   if (plan.zero == 1)
     if (Status st = planZero(averagedBy); !st)
       return st;
+  planGradientNorm();
+  if (Status st = device.allocate(DType::F64, 1, normSum); !st)
+    return st;
   return device.synchronize();
+}
+
+void Executor::planGradientNorm() {
+  // Each parameter once over the ranks: a tied table held at both ends by
+  // the lower device, a tensor held whole by every shard (norms, the
+  // biases after row-parallel projections, unsharded tables) by shard 0,
+  // shared key/value heads by the first shard of their group.
+  std::vector<NormPart> parts;
+  for (const ParameterSpec &spec : parameters.specs()) {
+    bool tiedCopy = spec.name == "embed.tokens" && !tiedGroup.empty() &&
+                    deviceIndex != tiedGroup.front();
+    bool shardCopy =
+        plan.tp > 1 && shardIndex != 0 && !spec.isSlice() && !spec.isShard();
+    if (tiedCopy || shardCopy)
+      continue;
+    int64_t at = parameters.offset(spec.name);
+    if (!parts.empty() && parts.back().rows == 1 &&
+        parts.back().offset + parts.back().cols == at)
+      parts.back().cols += spec.size();
+    else
+      parts.push_back({at, 1, spec.size(), spec.size(), 1.0});
+  }
+  for (const ReplicatedKeyValues &r : replicatedKv) {
+    if (r.group.front() == shardIndex)
+      continue;
+    int64_t width = r.queries + 2 * r.keyValues;
+    parts.push_back({parameters.offset(r.weight) + r.queries,
+                     plan.model.hidden, 2 * r.keyValues, width, -1.0});
+    if (!r.bias.empty())
+      parts.push_back({parameters.offset(r.bias) + r.queries, 1,
+                       2 * r.keyValues, 2 * r.keyValues, -1.0});
+  }
+  if (plan.zero != 1) {
+    normParts = std::move(parts);
+    return;
+  }
+  // ZeRO-1: the same elements where this replica's parts hold them, row
+  // by row, whole rows in blocks.
+  int64_t packedAt = 0;
+  for (const IndexRange &owned : ownedRanges) {
+    int64_t lo = owned.first, hi = owned.first + owned.count;
+    for (const NormPart &part : parts)
+      for (int64_t row = 0; row < part.rows; ++row) {
+        int64_t begin = part.offset + row * part.stride;
+        int64_t from = std::max(lo, begin),
+                to = std::min(hi, begin + part.cols);
+        if (from >= to)
+          continue;
+        int64_t local = packedAt + (from - lo);
+        NormPart *last = normParts.empty() ? nullptr : &normParts.back();
+        bool whole = to - from == part.cols;
+        if (whole && last && last->cols == part.cols &&
+            last->stride == part.stride && last->weight == part.weight &&
+            last->offset + last->rows * last->stride == local)
+          ++last->rows;
+        else
+          normParts.push_back(
+              {local, 1, to - from, whole ? part.stride : to - from,
+               part.weight});
+      }
+    packedAt += owned.count;
+  }
 }
 
 Status Executor::prepareParameters() {
@@ -947,9 +1012,33 @@ Status Executor::sumReplicatedKeyValues(const ReplicatedKeyValues &r) {
   return Status::ok();
 }
 
-Status Executor::applyOptimizer(int64_t step) {
+Status Executor::gradientNorm(double &norm) {
+  kernels.fill(normSum.get(), 0.0, 1);
+  DevicePtr grads = plan.zero == 1 ? packedGrads.get() : parameters.getGrads();
+  for (const NormPart &p : normParts)
+    kernels.sumSquares(grads + p.offset, p.rows, p.cols, p.stride, p.weight,
+                       normSum.get());
+  double sum = 0;
+  device.download(&sum, normSum.get(), sizeof(double), compute);
+  if (Status st = compute.synchronize(); !st)
+    return st;
+  // Over the pipeline; the tensor-parallel shards; ZeRO-1's replicas,
+  // each of which holds its part (whole replicas hold alike gradients).
+  Status st = comm.allReduceSum(&sum, 1);
+  if (st && tensorGroup)
+    st = tensorGroup->allReduceSum(&sum, 1);
+  if (st && plan.zero == 1)
+    st = replicas->allReduceSum(&sum, 1);
+  // Taking out the shared heads can leave -0 or a rounding below zero.
+  norm = std::sqrt(std::max(0.0, sum));
+  return st;
+}
+
+Status Executor::applyOptimizer(int64_t step, float gradientScale) {
+  AdamConfig adam = options.getAdam(step);
+  adam.gradientScale = gradientScale;
   if (plan.zero != 1) {
-    parameters.adamStep(options.getAdam(step), step);
+    parameters.adamStep(adam, step);
     parameters.zeroGrads();
     return Status::ok();
   }
@@ -957,7 +1046,7 @@ Status Executor::applyOptimizer(int64_t step) {
   // updated weights (and their working copy) to all.
   if (Status st = shardOptimizerState(); !st)
     return st;
-  parameters.adamStep(options.getAdam(step), step, packedGrads.get());
+  parameters.adamStep(adam, step, packedGrads.get());
   if (Status st = gatherParts(parameters.getMasters()); !st)
     return st;
   if (DevicePtr working = parameters.getWorking())
@@ -1002,7 +1091,8 @@ Status ReferenceTrainer::prepare() {
         std::tuple{&kv, act, stage->getKeyValueBytes(rows)},
         std::tuple{&work, act, stage->getWorkspaceBytes(whole)},
         std::tuple{&tokens, DType::I32, rows * (seq + 1) * getSize(DType::I32)},
-        std::tuple{&lossSum, DType::F64, getSize(DType::F64)}})
+        std::tuple{&lossSum, DType::F64, getSize(DType::F64)},
+        std::tuple{&normSum, DType::F64, getSize(DType::F64)}})
     if (Status st = device.allocateBytes(type, bytes, *buffer); !st)
       return st;
   return device.synchronize();
@@ -1038,8 +1128,24 @@ Status ReferenceTrainer::runStep(int64_t step, double &meanLoss) {
   return Status::ok();
 }
 
-Status ReferenceTrainer::applyOptimizer(int64_t step) {
-  parameters.adamStep(options.getAdam(step), step);
+Status ReferenceTrainer::gradientNorm(double &norm) {
+  Kernels &kernels = device.getKernels(StreamKind::Compute);
+  Stream &compute = device.getStream(StreamKind::Compute);
+  kernels.fill(normSum.get(), 0.0, 1);
+  kernels.sumSquares(parameters.getGrads(), 1, parameters.getTotalElements(),
+                     parameters.getTotalElements(), 1.0, normSum.get());
+  double sum = 0;
+  device.download(&sum, normSum.get(), sizeof(double), compute);
+  if (Status st = compute.synchronize(); !st)
+    return st;
+  norm = std::sqrt(sum);
+  return Status::ok();
+}
+
+Status ReferenceTrainer::applyOptimizer(int64_t step, float gradientScale) {
+  AdamConfig adam = options.getAdam(step);
+  adam.gradientScale = gradientScale;
+  parameters.adamStep(adam, step);
   parameters.zeroGrads();
   return Status::ok();
 }

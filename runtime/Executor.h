@@ -87,8 +87,15 @@ public:
   virtual Status runStep(int64_t step, double &meanLoss) = 0;
   /// Makes gradients final: sums those of parameters two ranks share.
   virtual Status finalizeGradients() = 0;
-  /// One Adam step, then clears the gradients (enqueued on the device).
-  virtual Status applyOptimizer(int64_t step) = 0;
+  /// The global L2 norm of the final gradients (after finalizeGradients):
+  /// every parameter counted once however the run splits it -- over the
+  /// pipeline's devices, the tensor-parallel shards (whose norms and
+  /// shared key/value heads are alike on each) and ZeRO-1's parts -- so
+  /// every partitioning reports the reference's norm. Every rank gets it.
+  virtual Status gradientNorm(double &norm) = 0;
+  /// One Adam step on the gradients times `gradientScale` (clipping's
+  /// factor), then clears the gradients (enqueued on the device).
+  virtual Status applyOptimizer(int64_t step, float gradientScale) = 0;
   virtual ParameterStore &getParameters() = 0;
   /// ZeRO-1 (plan.zero): keep only this replica's part of the optimizer
   /// state (after a checkpoint is loaded), or gather it whole on every
@@ -124,7 +131,8 @@ public:
   Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
   Status finalizeGradients() override;
-  Status applyOptimizer(int64_t step) override;
+  Status gradientNorm(double &norm) override;
+  Status applyOptimizer(int64_t step, float gradientScale) override;
   ParameterStore &getParameters() override { return parameters; }
   Status shardOptimizerState() override;
   Status gatherOptimizerState() override;
@@ -160,6 +168,7 @@ private:
   void createEvents();
   Status planGradientSyncs(std::map<std::string, size_t> &averagedBy);
   Status planZero(const std::map<std::string, size_t> &averagedBy);
+  void planGradientNorm();
   // runStep()'s steps.
   void uploadTokens(int64_t step);
   Status issueTransfer(const Instruction &instr);
@@ -288,6 +297,15 @@ private:
   /// device (its own sync run), else -1.
   int64_t tiedRun = -1;
   std::vector<ReplicatedKeyValues> replicatedKv;
+  /// What gradientNorm sums on this rank: strided blocks of the gradient
+  /// buffer (ZeRO-1: of `packedGrads`), each counted `weight` times -- a
+  /// copy another rank counts is left out, or taken out (-1).
+  struct NormPart {
+    int64_t offset = 0, rows = 1, cols = 0, stride = 0;
+    double weight = 1;
+  };
+  std::vector<NormPart> normParts;
+  DeviceBuffer normSum;
   DeviceBuffer kvScratch;
   int64_t kvScratchElements = 0;
   StepTimes times;
@@ -313,7 +331,8 @@ public:
   Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
   Status finalizeGradients() override { return Status::ok(); }
-  Status applyOptimizer(int64_t step) override;
+  Status gradientNorm(double &norm) override;
+  Status applyOptimizer(int64_t step, float gradientScale) override;
   ParameterStore &getParameters() override { return parameters; }
 
 private:
@@ -325,7 +344,7 @@ private:
   TrainerOptions options;
   ParameterStore parameters;
   std::unique_ptr<StageRunner> stage;
-  DeviceBuffer forward, weight, kv, work, tokens, lossSum;
+  DeviceBuffer forward, weight, kv, work, tokens, lossSum, normSum;
   std::vector<int32_t> hostTokens;
 };
 

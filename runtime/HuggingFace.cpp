@@ -617,7 +617,7 @@ Status writeDirectory(const std::string &dir, const std::string &gather,
   int64_t step = 0;
   if (Status st = store.allocate(device, Precision::fp32(), 0); !st)
     return st;
-  if (Status st = loadCheckpoint(gather, store, step); !st)
+  if (Status st = loadCheckpoint(gather, -1, store, step); !st)
     return st;
   std::vector<float> weights;
   if (Status st = store.read(ParameterStore::Tensor::Weights, weights); !st)
@@ -652,7 +652,7 @@ Status saveHuggingFace(const std::string &dir, const std::string &sourceDir,
                        const ModelConfig &model, int64_t step,
                        ParameterStore &params, Communicator &comm) {
   std::string gather = dir + "/.sluice-gather";
-  if (Status st = saveCheckpoint(gather, step, params, comm); !st)
+  if (Status st = saveCheckpoint(gather, step, params, comm, TrainingSettings()); !st)
     return st;
   Status st = Status::ok();
   if (comm.rank() == 0) {

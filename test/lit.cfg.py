@@ -26,6 +26,9 @@ config.environment["PATH"] = os.pathsep.join(
 )
 config.substitutions.append(("%examples", os.path.join(config.sluice_src_root, "examples")))
 config.substitutions.append(("%python", sys.executable))
+# The part of sluice-run's step lines a resumed or repartitioned run must
+# repeat (step, loss, learning rate, gradient norm), without the timings.
+config.substitutions.append(("%losses", "grep '^step' | cut -d'|' -f1-3"))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # mpirun as root in containers, without probing for networks, and yielding
 # the CPU while waiting (tests oversubscribe 2 cores with 4 ranks).

@@ -96,6 +96,8 @@ public:
   void combineGrad(DevicePtr a, DevicePtr b, DevicePtr scaled, DevicePtr sum,
                    int64_t tokens, int64_t hidden, float scale,
                    DevicePtr out) override;
+  void sumSquares(DevicePtr x, int64_t rows, int64_t cols, int64_t stride,
+                  double weight, DevicePtr out) override;
   void adamUpdate(DevicePtr weights, DevicePtr grads, DevicePtr m, DevicePtr v,
                   int64_t n, const AdamConfig &config, int64_t step,
                   DevicePtr working) override;

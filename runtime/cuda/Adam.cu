@@ -3,9 +3,21 @@
 #include "Adam.cuh"
 #include "CudaKernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace sluice::rt::cuda {
+
+void CudaKernels::sumSquares(DevicePtr x, int64_t rows, int64_t cols,
+                             int64_t stride, double weight, DevicePtr out) {
+  if (rows <= 0 || cols <= 0)
+    return;
+  // A thousand blocks fill the GPU; more would only add atomics.
+  unsigned blocks = std::min(gridFor(rows * cols), 1024u);
+  sumSquaresKernel<<<blocks, kThreads, 0, stream>>>(
+      x.f32(), rows, cols, stride, weight, out.as<double>());
+  SLUICE_LAUNCHED(errors);
+}
 
 void CudaKernels::adamUpdate(DevicePtr weights, DevicePtr grads, DevicePtr m,
                              DevicePtr v, int64_t n, const AdamConfig &config,

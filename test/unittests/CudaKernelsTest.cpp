@@ -531,6 +531,31 @@ TEST_P(CudaKernelsTest, FusedAdamWritesTheWorkingCopy) {
   expectClose(working, "adam working copy");
 }
 
+TEST_P(CudaKernelsTest, ClippedAdamAndSumSquares) {
+  const int64_t n = 3000, rows = 20, cols = 70, stride = 150;
+  Tensor w = make(n, DType::F32), g = make(n, DType::F32),
+         m = make(n, DType::F32, 0.1f), v = constant(n, DType::F32, 0.01f);
+  AdamConfig config;
+  config.gradientScale = 0.3f;
+  cpuKernels().adamUpdate(w.cpu(), g.cpu(), m.cpu(), v.cpu(), n, config, 2,
+                          DevicePtr());
+  gpuKernels().adamUpdate(w.gpu(), g.gpu(), m.gpu(), v.gpu(), n, config, 2,
+                          DevicePtr());
+  expectClose(w, "clipped adam weights");
+  // g on the GPU holds the values the host rounded to g's type.
+  double expected = 0.5, got = 0.5;
+  cpuKernels().sumSquares(g.cpu(), rows, cols, stride, -2.0,
+                          DevicePtr(&expected, DType::F64));
+  DeviceBuffer sum;
+  ASSERT_TRUE(gpu->allocate(DType::F64, 1, sum));
+  Stream &stream = gpu->getStream(StreamKind::Compute);
+  gpu->upload(sum.get(), &got, sizeof(double), stream);
+  gpuKernels().sumSquares(g.gpu(), rows, cols, stride, -2.0, sum.get());
+  gpu->download(&got, sum.get(), sizeof(double), stream);
+  ASSERT_TRUE(gpu->synchronize());
+  EXPECT_NEAR(got, expected, 1e-9 * std::fabs(expected));
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, CudaKernelsTest,
                          ::testing::Values(DType::F32, DType::BF16),
                          [](const ::testing::TestParamInfo<DType> &info) {

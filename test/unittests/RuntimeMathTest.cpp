@@ -5,6 +5,7 @@
 // number beyond float rounding.
 
 #include "CpuDevice.h"
+#include "CpuKernels.h"
 #include "Stage.h"
 
 #include <gtest/gtest.h>
@@ -418,5 +419,45 @@ TEST(Optimizer, WeightDecaySparesVectors) {
                                       << (sharded ? " (sharded)" : "");
     }
   }
+}
+
+// Clipping's factor is torch.nn.utils.clip_grad_norm_'s, and the Adam
+// update of a clipped gradient is that of the scaled gradient.
+TEST(Optimizer, ClippingScalesTheGradient) {
+  EXPECT_FLOAT_EQ(getClipScale(4.0, 0.0), 1.0f) << "0: off";
+  EXPECT_FLOAT_EQ(getClipScale(0.5, 1.0), 1.0f) << "within the bound";
+  EXPECT_FLOAT_EQ(getClipScale(4.0, 1.0), float(1.0 / (4.0 + 1e-6)));
+  CpuKernels k;
+  std::vector<float> w1 = {1, 2, 3}, w2 = w1, g = {0.4f, -0.8f, 1.2f};
+  std::vector<float> scaled = {0.1f, -0.2f, 0.3f};
+  std::vector<float> m1(3, 0.1f), v1(3, 0.2f), m2 = m1, v2 = v1;
+  AdamConfig c;
+  c.learningRate = 0.1f;
+  c.gradientScale = 0.25f;
+  k.adamUpdate(DevicePtr(w1.data(), DType::F32), DevicePtr(g.data(), DType::F32),
+               DevicePtr(m1.data(), DType::F32), DevicePtr(v1.data(), DType::F32),
+               3, c, 2, DevicePtr());
+  c.gradientScale = 1.0f;
+  k.adamUpdate(DevicePtr(w2.data(), DType::F32),
+               DevicePtr(scaled.data(), DType::F32),
+               DevicePtr(m2.data(), DType::F32), DevicePtr(v2.data(), DType::F32),
+               3, c, 2, DevicePtr());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(w1[i], w2[i]);
+    EXPECT_FLOAT_EQ(v1[i], v2[i]);
+  }
+}
+
+// The norm's pieces: a strided block's squares, weighted, accumulated.
+TEST(Optimizer, SumSquaresOfAStridedBlock) {
+  CpuKernels k;
+  std::vector<float> x = {1, 2, 100, 3, 4, 100};
+  double out = 1.0;
+  k.sumSquares(DevicePtr(x.data(), DType::F32), 2, 2, 3, 1.0,
+               DevicePtr(&out, DType::F64));
+  EXPECT_DOUBLE_EQ(out, 1.0 + 1 + 4 + 9 + 16);
+  k.sumSquares(DevicePtr(x.data(), DType::F32), 1, 2, 2, -1.0,
+               DevicePtr(&out, DType::F64));
+  EXPECT_DOUBLE_EQ(out, 1.0 + 9 + 16);
 }
 } // namespace

@@ -19,6 +19,7 @@
 #include "HuggingFace.h"
 #include "MpiCommunicator.h"
 #include "Plan.h"
+#include "Progress.h"
 #if SLUICE_HAVE_CUDA
 #include "CudaBackend.h"
 #endif
@@ -30,10 +31,12 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -113,8 +116,45 @@ cl::opt<double> gradTolerance(
     "grad-tolerance",
     cl::desc("Relative gradient tolerance of the check (default 1e-4)"),
     cl::init(1e-4), cl::cat(category));
-cl::opt<std::string> saveDir("save", cl::desc("Write a checkpoint at the end"),
-                             cl::value_desc("DIR"), cl::cat(category));
+cl::opt<double> clipGrad(
+    "clip-grad",
+    cl::desc("Clip the gradients to this global L2 norm before each update "
+             "(default 0: no clipping)"),
+    cl::init(0.0), cl::cat(category));
+cl::opt<int64_t> logEvery(
+    "log-every",
+    cl::desc("Print the progress line every N steps, and after the last "
+             "(default 1)"),
+    cl::init(1), cl::cat(category));
+cl::opt<std::string>
+    metricsPath("metrics",
+                cl::desc("Append each progress line's figures to FILE as a "
+                         "JSON object per line"),
+                cl::value_desc("FILE"), cl::cat(category));
+cl::opt<double> peakTflops(
+    "peak-tflops",
+    cl::desc("One device's peak TFLOP/s for the MFU figure (default: the "
+             "datasheet's for H100, H200 and A100; none for CPUs)"),
+    cl::init(0.0), cl::cat(category));
+cl::opt<std::string>
+    saveDir("save",
+            cl::desc("Write a checkpoint to DIR at the end (and every "
+                     "--save-every steps)"),
+            cl::value_desc("DIR"), cl::cat(category));
+cl::opt<int64_t> saveEvery(
+    "save-every",
+    cl::desc("With --save: also checkpoint every N steps (default 0: only "
+             "at the end)"),
+    cl::init(0), cl::cat(category));
+cl::opt<int> keepCheckpoints(
+    "keep-checkpoints",
+    cl::desc("With --save: how many of the newest steps' checkpoints DIR "
+             "keeps (default 1)"),
+    cl::init(1), cl::cat(category));
+cl::opt<int64_t> loadStep(
+    "load-step",
+    cl::desc("With --load: the step to resume from (default: the newest)"),
+    cl::init(-1), cl::cat(category));
 cl::opt<std::string>
     loadHF("load-hf",
            cl::desc("Start from a Hugging Face model directory's weights "
@@ -125,8 +165,11 @@ cl::opt<std::string>
            cl::desc("At the end, write the weights as a Hugging Face model "
                     "directory (fp32 safetensors and config.json)"),
            cl::value_desc("DIR"), cl::cat(category));
-cl::opt<std::string> loadDir("load", cl::desc("Resume from a checkpoint"),
-                             cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string>
+    loadDir("load",
+            cl::desc("Resume from a checkpoint, with the optimizer settings "
+                     "and seed it recorded unless given again"),
+            cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string>
     profilePath("profile",
                 cl::desc("Write measured pass times (a --costs file)"),
@@ -503,24 +546,22 @@ void checkFlags(Communicator &world) {
   if (!dumpGrads.empty() && !checkAgainst.empty())
     failEverywhere(world,
                    "--dump-grads and --check-against exclude each other");
-  if (!(weightDecay >= 0))
-    failEverywhere(world, "--weight-decay must not be negative, got " +
-                              std::to_string(weightDecay));
-  if (warmupSteps < 0 || lrDecaySteps < 0)
-    failEverywhere(world, "--warmup-steps and --lr-decay-steps must not be "
-                          "negative");
   if (lrDecay != "none" && lrDecay != "linear" && lrDecay != "cosine")
     failEverywhere(world, "unknown --lr-decay '" + lrDecay +
                               "' (expected none, linear or cosine)");
-  if (!(minLearningRate >= 0 && minLearningRate <= learningRate))
-    failEverywhere(world, "--min-lr must be between 0 and --lr (" +
-                              std::to_string(learningRate) + "), got " +
-                              std::to_string(minLearningRate));
-  if (lrDecay != "none" && !loadDir.empty() && lrDecaySteps == 0)
-    failEverywhere(world, "a resumed run with --lr-decay needs "
-                          "--lr-decay-steps: the step the whole training "
-                          "run's decay ends, which this run alone does not "
-                          "know");
+  if (logEvery < 1)
+    failEverywhere(world, "--log-every must be positive, got " +
+                              std::to_string(int64_t(logEvery)));
+  if (saveEvery < 0 || (saveEvery > 0 && saveDir.empty()))
+    failEverywhere(world, "--save-every needs --save DIR and a positive "
+                          "step count");
+  if (keepCheckpoints < 1)
+    failEverywhere(world, "--keep-checkpoints must be at least 1, got " +
+                              std::to_string(int(keepCheckpoints)));
+  if (loadStep >= 0 && loadDir.empty())
+    failEverywhere(world, "--load-step needs --load DIR");
+  if (!(peakTflops >= 0))
+    failEverywhere(world, "--peak-tflops must not be negative");
   if (!loadHF.empty() && !loadDir.empty())
     failEverywhere(world, "--load-hf and --load exclude each other: a "
                           "checkpoint holds the weights already");
@@ -533,6 +574,103 @@ void checkFlags(Communicator &world) {
       failEverywhere(world, std::string(flag) +
                                 " times the pipelined run's passes; "
                                 "--reference runs none");
+}
+
+LearningRateSchedule::Decay parseDecay(const std::string &name) {
+  return name == "linear"   ? LearningRateSchedule::Decay::Linear
+         : name == "cosine" ? LearningRateSchedule::Decay::Cosine
+                            : LearningRateSchedule::Decay::None;
+}
+
+/// Takes `flag`'s value into `field`, unless a resumed run recorded one
+/// and the flag is not on the command line; a flag that changes what the
+/// checkpoint recorded is named in `changed`.
+template <class T, class V>
+void takeSetting(const cl::opt<T> &flag, V &field, const V *recorded,
+                 std::vector<std::string> &changed) {
+  field = V(flag.getValue());
+  if (!recorded)
+    return;
+  if (flag.getNumOccurrences() == 0)
+    field = *recorded;
+  else if (field != *recorded)
+    changed.push_back("--" + flag.ArgStr.str());
+}
+
+/// The run's optimizer settings and seed: each flag given, else what the
+/// checkpoint being resumed recorded (so a resumed run continues the
+/// interrupted one's schedule), else the flag's default.
+TrainingSettings resolveSettings(Communicator &world) {
+  std::optional<TrainingSettings> saved;
+  if (!loadDir.empty()) {
+    CheckpointManifest manifest;
+    if (Status st = readCheckpointManifest(loadDir, loadStep, manifest); !st)
+      failEverywhere(world, st.message());
+    saved = manifest.settings;
+  }
+  const TrainingSettings *r = saved ? &*saved : nullptr;
+  TrainingSettings t;
+  std::vector<std::string> changed;
+  takeSetting(learningRate, t.schedule.peak, r ? &r->schedule.peak : nullptr,
+              changed);
+  takeSetting(weightDecay, t.adam.weightDecay,
+              r ? &r->adam.weightDecay : nullptr, changed);
+  takeSetting(warmupSteps, t.schedule.warmup,
+              r ? &r->schedule.warmup : nullptr, changed);
+  takeSetting(minLearningRate, t.schedule.minimum,
+              r ? &r->schedule.minimum : nullptr, changed);
+  takeSetting(clipGrad, t.clipNorm, r ? &r->clipNorm : nullptr, changed);
+  takeSetting(seed, t.seed, r ? &r->seed : nullptr, changed);
+  t.schedule.decay = parseDecay(lrDecay);
+  if (r && lrDecay.getNumOccurrences() == 0)
+    t.schedule.decay = r->schedule.decay;
+  else if (r && t.schedule.decay != r->schedule.decay)
+    changed.push_back("--lr-decay");
+  // The decay ends with this run unless told otherwise, or recorded.
+  t.schedule.decaySteps = lrDecaySteps > 0 ? int64_t(lrDecaySteps)
+                          : r              ? r->schedule.decaySteps
+                                           : int64_t(steps);
+  if (r && lrDecaySteps > 0 && t.schedule.decaySteps != r->schedule.decaySteps)
+    changed.push_back("--lr-decay-steps");
+  if (r) { // constants no flag sets
+    t.adam.beta1 = r->adam.beta1;
+    t.adam.beta2 = r->adam.beta2;
+    t.adam.epsilon = r->adam.epsilon;
+  }
+
+  if (!(t.adam.weightDecay >= 0))
+    failEverywhere(world, "--weight-decay must not be negative, got " +
+                              std::to_string(t.adam.weightDecay));
+  if (t.schedule.warmup < 0 || lrDecaySteps < 0)
+    failEverywhere(world, "--warmup-steps and --lr-decay-steps must not be "
+                          "negative");
+  if (!(t.schedule.peak > 0))
+    failEverywhere(world, "--lr must be positive, got " +
+                              std::to_string(t.schedule.peak));
+  if (!(t.schedule.minimum >= 0 && t.schedule.minimum <= t.schedule.peak))
+    failEverywhere(world, "--min-lr must be between 0 and --lr (" +
+                              std::to_string(t.schedule.peak) + "), got " +
+                              std::to_string(t.schedule.minimum));
+  if (!(t.clipNorm >= 0))
+    failEverywhere(world, "--clip-grad must not be negative, got " +
+                              std::to_string(t.clipNorm));
+  if (t.schedule.decay != LearningRateSchedule::Decay::None && !loadDir.empty() &&
+      !r && lrDecaySteps == 0)
+    failEverywhere(world, "a resumed run with --lr-decay needs "
+                          "--lr-decay-steps: the step the whole training "
+                          "run's decay ends, which this run alone does not "
+                          "know (its checkpoint records no settings)");
+  if (world.rank() == 0 && !changed.empty()) {
+    std::string list;
+    for (const std::string &flag : changed)
+      list += (list.empty() ? "" : ", ") + flag;
+    std::fprintf(stderr,
+                 "sluice-run: note: %s override%s what checkpoint '%s' "
+                 "recorded\n",
+                 list.c_str(), changed.size() == 1 ? "s" : "",
+                 loadDir.c_str());
+  }
+  return t;
 }
 
 /// Reads the plan and checks it against this job: the rank count, the
@@ -575,13 +713,14 @@ void loadJobPlan(MpiCommunicator &world, Plan &plan) {
 /// The tokens this rank trains on: --data or synthetic ones, and each
 /// data-parallel replica its own microbatches of a step.
 std::unique_ptr<TokenSource> openTokens(Communicator &comm, const Plan &plan,
-                                        const RankBackend &backend) {
+                                        const RankBackend &backend,
+                                        uint64_t dataSeed) {
   std::unique_ptr<TokenSource> data;
   int64_t vocab = plan.model.layers.front().vocab;
   // A step is every replica's microbatches; each replica reads its own.
   int64_t stepMicrobatches = int64_t(plan.microbatches) * plan.dp;
   if (dataPath.empty())
-    data = makeSyntheticTokens(seed, vocab, stepMicrobatches);
+    data = makeSyntheticTokens(dataSeed, vocab, stepMicrobatches);
   else if (Status st = loadTokenFile(dataPath, dataDtype, vocab,
                                      plan.model.seqLen, stepMicrobatches, data);
            !st)
@@ -594,19 +733,40 @@ std::unique_ptr<TokenSource> openTokens(Communicator &comm, const Plan &plan,
 
 /// What a run's steps leave for the reports after them.
 struct RunResult {
-  std::vector<double> losses;
+  std::vector<double> losses, gradNorms;
   /// The gradient furthest from --check-against's, relatively.
   double worstGrad = 0;
   std::string worstName;
 };
 
 /// Runs --steps steps after `done`: the step, the gradients (dumped or
-/// compared after the first), the loss line, the optimizer.
-RunResult train(Communicator &comm, Trainer &trainer, int64_t done, bool root) {
+/// compared after the first), the gradient norm and clipping, the
+/// progress line, the optimizer, and `checkpoint` every --save-every
+/// steps but the last.
+RunResult train(Communicator &comm, Trainer &trainer, const Plan &plan,
+                const TrainingSettings &settings, int64_t done, bool root,
+                double peakFlops,
+                const std::function<void(int64_t)> &checkpoint) {
   RunResult result;
+  ProgressLog progress;
+  if (root) {
+    ProgressLog::Setup setup;
+    setup.firstStep = done;
+    setup.lastStep = done + steps;
+    setup.logEvery = logEvery;
+    double sequences =
+        double(plan.microbatches) * double(plan.dp) * double(plan.model.microBatch);
+    setup.tokensPerStep = sequences * double(plan.model.seqLen);
+    setup.flopsPerStep = sequences * getTrainingFlopsPerSequence(plan.model);
+    setup.peakFlops = peakFlops * double(reference ? 1 : plan.getRanks());
+    setup.metricsPath = metricsPath;
+    if (Status st = progress.open(setup); !st)
+      failRun(comm, st.message());
+  }
   for (int64_t s = 0; s < steps; ++s) {
+    auto start = std::chrono::steady_clock::now();
     int64_t step = done + s; // 0-based data step; optimizer step is +1
-    double loss = 0;
+    double loss = 0, norm = 0;
     if (Status st = trainer.runStep(step, loss); !st)
       failRun(comm, st.message());
     if (Status st = trainer.finalizeGradients(); !st)
@@ -619,14 +779,36 @@ RunResult train(Communicator &comm, Trainer &trainer, int64_t done, bool root) {
                                        result.worstGrad, result.worstName);
           !st)
         failRun(comm, st.message());
-    result.losses.push_back(loss);
-    if (root)
-      std::printf("step %lld: loss %.7f\n", (long long)(step + 1), loss);
-    if (Status st = trainer.applyOptimizer(step + 1); !st)
+    if (Status st = trainer.gradientNorm(norm); !st)
       failRun(comm, st.message());
+    // Every rank has the same norm: all stop, the weights untouched.
+    if (!std::isfinite(norm) || !std::isfinite(loss)) {
+      if (root)
+        std::fprintf(stderr,
+                     "sluice-run: error: step %lld diverged (loss %g, "
+                     "gradient norm %g): the weights are left as they were; "
+                     "lower --lr, or set --clip-grad\n",
+                     (long long)(step + 1), loss, norm);
+      MPI_Finalize();
+      std::exit(1);
+    }
+    result.losses.push_back(loss);
+    result.gradNorms.push_back(norm);
+    float clipScale = getClipScale(norm, settings.clipNorm);
+    if (Status st = trainer.applyOptimizer(step + 1, clipScale); !st)
+      failRun(comm, st.message());
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    if (root)
+      if (Status st = progress.record(step + 1, loss,
+                                      settings.schedule.at(step + 1), norm,
+                                      clipScale, seconds);
+          !st)
+        failRun(comm, st.message());
+    if (saveEvery > 0 && (step + 1) % saveEvery == 0 && s + 1 < steps)
+      checkpoint(step + 1);
   }
-  if (root)
-    std::fflush(stdout);
   return result;
 }
 
@@ -654,27 +836,39 @@ int judgeRun(MpiCommunicator &world, Communicator &comm, const RunResult &run) {
       gradName = name;
     }
   }
-  std::ifstream in(checkAgainst + "/losses.txt");
-  std::vector<double> expected;
-  for (double v; in >> v;)
-    expected.push_back(v);
-  double lossWorst = 0;
-  size_t compared = std::min(expected.size(), run.losses.size());
-  for (size_t k = 0; k < compared; ++k)
-    lossWorst = std::max(lossWorst, std::fabs(run.losses[k] - expected[k]) /
-                                        std::fabs(expected[k]));
+  // Step by step: the losses, and the gradient norms the clipping reads.
+  auto worstOver = [](const std::string &path,
+                      const std::vector<double> &actual, size_t &compared) {
+    std::ifstream in(path);
+    std::vector<double> expected;
+    for (double v; in >> v;)
+      expected.push_back(v);
+    double worst = 0;
+    compared = std::min(expected.size(), actual.size());
+    for (size_t k = 0; k < compared; ++k)
+      worst = std::max(worst, std::fabs(actual[k] - expected[k]) /
+                                  std::max(std::fabs(expected[k]), 1e-30));
+    return worst;
+  };
+  size_t compared = 0, normsCompared = 0;
+  double lossWorst =
+      worstOver(checkAgainst + "/losses.txt", run.losses, compared);
+  double normWorst = worstOver(checkAgainst + "/grad-norms.txt", run.gradNorms,
+                               normsCompared);
   std::printf("check against %s: loss max relative error %.2e over %zu "
-              "steps (tolerance %.0e); gradients max relative error "
-              "%.2e in %s (tolerance %.0e)\n",
+              "steps (tolerance %.0e); gradient norm max relative error "
+              "%.2e; gradients max relative error %.2e in %s (tolerance "
+              "%.0e)\n",
               checkAgainst.c_str(), lossWorst, compared, double(lossTolerance),
-              gradWorst, gradName.c_str(), double(gradTolerance));
+              normWorst, gradWorst, gradName.c_str(), double(gradTolerance));
   if (compared == 0) {
     std::fprintf(stderr,
                  "sluice-run: error: '%s' has no losses to compare with\n",
                  checkAgainst.c_str());
     return 1;
   }
-  if (lossWorst > lossTolerance || gradWorst > gradTolerance) {
+  if (lossWorst > lossTolerance || gradWorst > gradTolerance ||
+      normWorst > gradTolerance) {
     std::fprintf(stderr,
                  "sluice-run: error: the run differs from '%s' beyond "
                  "tolerance\n",
@@ -688,16 +882,23 @@ int judgeRun(MpiCommunicator &world, Communicator &comm, const RunResult &run) {
 /// them, a file per device and shard. A sharded optimizer state (ZeRO-1)
 /// is gathered whole on every replica first.
 void saveRun(MpiCommunicator &world, Communicator &comm, Trainer &trainer,
-             const RankBackend &backend, int64_t stepsDone) {
+             const RankBackend &backend, const TrainingSettings &settings,
+             int64_t stepsDone) {
   if (Status st = trainer.gatherOptimizerState(); !st)
     failRun(comm, st.message());
   if (backend.replica == 0)
     if (Status st = saveCheckpoint(saveDir, stepsDone, trainer.getParameters(),
-                                   backend.model ? *backend.model : comm);
+                                   backend.model ? *backend.model : comm,
+                                   settings, keepCheckpoints);
         !st)
       failRun(comm, st.message());
   if (backend.model)
     world.barrier();
+  if (world.rank() == 0) {
+    std::printf("saved checkpoint %s (step %lld)\n", saveDir.c_str(),
+                (long long)stepsDone);
+    std::fflush(stdout);
+  }
 }
 
 /// --save-hf: the first replica's ranks gather their parameters to rank 0,
@@ -816,22 +1017,14 @@ int main(int argc, char **argv) {
   openBackend(world, plan, backend);
   Device &device = *backend.device;
   Communicator &comm = *backend.comm;
-  std::unique_ptr<TokenSource> data = openTokens(comm, plan, backend);
+  TrainingSettings settings = resolveSettings(world);
+  std::unique_ptr<TokenSource> data =
+      openTokens(comm, plan, backend, settings.seed);
 
   TrainerOptions options;
-  options.seed = seed;
-  options.adam.weightDecay = weightDecay;
-  options.schedule.peak = learningRate;
-  options.schedule.warmup = warmupSteps;
-  options.schedule.minimum = minLearningRate;
-  options.schedule.decay =
-      lrDecay == "linear"   ? LearningRateSchedule::Decay::Linear
-      : lrDecay == "cosine" ? LearningRateSchedule::Decay::Cosine
-                            : LearningRateSchedule::Decay::None;
-  // The decay ends with this run unless told otherwise (checkFlags asks
-  // for --lr-decay-steps when a run resumes).
-  options.schedule.decaySteps = lrDecaySteps > 0 ? int64_t(lrDecaySteps)
-                                                 : int64_t(steps);
+  options.seed = settings.seed;
+  options.adam = settings.adam;
+  options.schedule = settings.schedule;
   if (comm.rank() == failRank)
     options.failAtInstruction = failAt;
   options.wholeGradients = !dumpGrads.empty() || !checkAgainst.empty();
@@ -856,7 +1049,8 @@ int main(int argc, char **argv) {
         !st)
       failEverywhere(comm, st.message());
   if (!loadDir.empty())
-    if (Status st = loadCheckpoint(loadDir, trainer->getParameters(), done);
+    if (Status st = loadCheckpoint(loadDir, loadStep, trainer->getParameters(),
+                                   done);
         !st)
       failEverywhere(comm, st.message());
   // ZeRO-1: from here on each replica keeps its part of the moments.
@@ -865,21 +1059,31 @@ int main(int argc, char **argv) {
 
   // Rank 0 of the world prints and writes what one file or line says.
   bool root = world.rank() == 0;
-  RunResult run = train(comm, *trainer, done, root);
+  double peakFlops =
+      peakTflops > 0 ? peakTflops * 1e12
+                     : getKnownPeakFlops(device.describe(),
+                                         plan.precision.getName());
+  RunResult run = train(comm, *trainer, plan, settings, done, root, peakFlops,
+                        [&](int64_t stepsDone) {
+                          saveRun(world, comm, *trainer, backend, settings,
+                                  stepsDone);
+                        });
   int exitCode = 0;
-  if (!dumpGrads.empty() && root) {
-    std::ostringstream os;
-    os.precision(10);
-    for (double loss : run.losses)
-      os << loss << "\n";
-    if (Status st = writeFileAtomically(dumpGrads + "/losses.txt", os.str());
-        !st)
-      failRun(comm, st.message());
-  }
+  if (!dumpGrads.empty() && root)
+    for (auto [file, values] :
+         {std::pair{"/losses.txt", &run.losses},
+          std::pair{"/grad-norms.txt", &run.gradNorms}}) {
+      std::ostringstream os;
+      os.precision(10);
+      for (double value : *values)
+        os << value << "\n";
+      if (Status st = writeFileAtomically(dumpGrads + file, os.str()); !st)
+        failRun(comm, st.message());
+    }
   if (!checkAgainst.empty())
     exitCode = judgeRun(world, comm, run);
   if (!saveDir.empty())
-    saveRun(world, comm, *trainer, backend, done + steps);
+    saveRun(world, comm, *trainer, backend, settings, done + steps);
   if (!saveHF.empty())
     saveHuggingFaceRun(world, comm, *trainer, backend, plan, done + steps);
   if (executor && !profilePath.empty())

@@ -1,0 +1,148 @@
+//===- Progress.cpp - What rank 0 reports while training ------------------===//
+
+#include "Progress.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+namespace sluice::rt {
+
+double getTrainingFlopsPerSequence(const ModelConfig &model) {
+  double s = double(model.seqLen), h = double(model.hidden), forward = 0;
+  for (const LayerConfig &l : model.layers) {
+    if (l.kind == LayerKind::Output) {
+      forward += 2.0 * s * h * double(l.vocab);
+      continue;
+    }
+    if (l.kind != LayerKind::Transformer)
+      continue; // a lookup: no multiply-adds
+    double q = double(l.heads * l.headDim), kv = double(l.kvHeads * l.headDim);
+    double ffn = double(l.ffn) * (l.isGated() ? 3 : 2);
+    double linear = 2.0 * s * (h * (q + 2 * kv) + q * h + h * ffn);
+    // Q.K^T and P.V over the keys at or before each position.
+    double keys = model.slidingWindow > 0
+                      ? double(std::min(model.seqLen, model.slidingWindow)) * s
+                      : s * (s + 1) / 2;
+    forward += linear + 2.0 * 2.0 * q * keys;
+  }
+  return 3.0 * forward;
+}
+
+double getKnownPeakFlops(const std::string &device,
+                         const std::string &precision) {
+  // Dense tensor-core bf16, and plain fp32 (the fp32 runs' GEMMs never use
+  // TF32), per SXM datasheet.
+  struct Known {
+    const char *name;
+    double bf16, fp32;
+  };
+  static const Known known[] = {{"H200", 989.4e12, 66.9e12},
+                                {"H100", 989.4e12, 66.9e12},
+                                {"A100", 312e12, 19.5e12}};
+  for (const Known &k : known)
+    if (device.find(k.name) != std::string::npos)
+      return precision == "bf16" ? k.bf16 : k.fp32;
+  return 0;
+}
+
+ProgressLog::~ProgressLog() {
+  if (metrics)
+    std::fclose(metrics);
+}
+
+Status ProgressLog::open(const Setup &s) {
+  setup = s;
+  if (setup.metricsPath.empty())
+    return Status::ok();
+  // Appended to: a resumed run continues the file, whose records carry
+  // their step numbers.
+  metrics = std::fopen(setup.metricsPath.c_str(), "a");
+  if (!metrics)
+    return Status::error("cannot open --metrics file '" + setup.metricsPath +
+                         "': " + std::strerror(errno));
+  return Status::ok();
+}
+
+Status ProgressLog::write(const std::string &line) {
+  if (!metrics)
+    return Status::ok();
+  if (std::fputs(line.c_str(), metrics) < 0 || std::fputc('\n', metrics) < 0 ||
+      std::fflush(metrics) != 0)
+    return Status::error("cannot write --metrics file '" + setup.metricsPath +
+                         "': " + std::strerror(errno));
+  return Status::ok();
+}
+
+namespace {
+/// "1:02:03", "2:03".
+std::string formatDuration(double seconds) {
+  long long total = std::llround(std::max(0.0, seconds));
+  char text[32];
+  if (total >= 3600)
+    std::snprintf(text, sizeof(text), "%lld:%02lld:%02lld", total / 3600,
+                  total / 60 % 60, total % 60);
+  else
+    std::snprintf(text, sizeof(text), "%lld:%02lld", total / 60, total % 60);
+  return text;
+}
+} // namespace
+
+Status ProgressLog::record(int64_t step, double loss, double lr,
+                           double gradNorm, double clipScale,
+                           double seconds) {
+  ++pendingSteps;
+  pendingSeconds += seconds;
+  totalSeconds += seconds;
+  bool last = step == setup.lastStep;
+  if (!last && step % setup.logEvery != 0)
+    return Status::ok();
+  double stepSeconds = pendingSeconds / double(pendingSteps);
+  double tokensPerSecond = setup.tokensPerStep / stepSeconds;
+  double mfu = setup.peakFlops > 0
+                   ? setup.flopsPerStep / stepSeconds / setup.peakFlops
+                   : -1;
+  int64_t done = step - setup.firstStep;
+  double eta = totalSeconds / double(done) * double(setup.lastStep - step);
+  pendingSteps = 0;
+  pendingSeconds = 0;
+
+  // The figures a resumed run must repeat come first, the machine's after.
+  std::printf("step %lld: loss %.7f | lr %.4e | grad norm %.4e%s | %.0f "
+              "tokens/s",
+              (long long)step, loss, lr, gradNorm,
+              clipScale < 1 ? " (clipped)" : "", tokensPerSecond);
+  if (mfu >= 0)
+    std::printf(" | MFU %.1f%%", 100.0 * mfu);
+  std::printf(" | %.1f ms/step | ETA %s\n", stepSeconds * 1e3,
+              formatDuration(eta).c_str());
+  std::fflush(stdout);
+
+  nlohmann::json record = {{"step", step},
+                           {"loss", loss},
+                           {"lr", lr},
+                           {"grad_norm", gradNorm},
+                           {"clip_scale", clipScale},
+                           {"tokens", double(step) * setup.tokensPerStep},
+                           {"tokens_per_s", tokensPerSecond},
+                           {"step_time_s", stepSeconds},
+                           {"eta_s", eta}};
+  if (mfu >= 0)
+    record["mfu"] = mfu;
+  return write(record.dump());
+}
+
+Status ProgressLog::evaluation(int64_t step, double loss, int64_t tokens) {
+  std::printf("step %lld: validation loss %.7f (perplexity %.2f) over %lld "
+              "tokens\n",
+              (long long)step, loss, std::exp(loss), (long long)tokens);
+  std::fflush(stdout);
+  return write(nlohmann::json{{"step", step},
+                              {"val_loss", loss},
+                              {"val_tokens", tokens}}
+                   .dump());
+}
+
+} // namespace sluice::rt
