@@ -31,6 +31,7 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev libgtest-dev
   libglpk-dev
+  pkg-config libsentencepiece-dev libpcre2-dev sentencepiece
 )
 
 # libFuzzer: Debian's clang, and its runtimes (libclang-rt, which clang only
@@ -143,7 +144,7 @@ demo() {
   build/bin/sluice-tokenize examples/corpus/founding-documents.txt -o "$work/corpus.bin"
   $compile examples/demo/byte-gpt.mlir --pp 4 --microbatches 8 --schedule zb-h1 \
     -o "$work/plan.json"
-  local train=(--data "$work/corpus.bin" --data-dtype uint16 --steps 20 --lr 3e-3)
+  local train=(--data "$work/corpus.bin" --steps 20 --lr 3e-3)
   echo "-- the single-process reference"
   rm -rf "$work/reference"
   build/bin/sluice-run "$work/plan.json" --reference "${train[@]}" \
@@ -203,22 +204,23 @@ fuzz() {
   BUILD=build-fuzz test/fuzz/run.sh "${fuzz_seconds:-600}"
 }
 
-# transformers 4.44 (the last to run on Debian 12's torch 1.13) in
-# build/hf-venv, over Debian's torch. Offline, the test that needs it is
-# reported unsupported, with this note.
+# transformers 4.44 (the last to run on Debian 12's torch 1.13, with its
+# tokenizers) and sentencepiece in build/hf-venv, over Debian's torch.
+# Offline, the tests that need them are reported unsupported, with this
+# note.
 hf_python() {
   local venv=build/hf-venv
   if [ -x $venv/bin/python ] &&
-     $venv/bin/python -c "import transformers" 2>/dev/null; then
+     $venv/bin/python -c "import transformers, sentencepiece" 2>/dev/null; then
     return 0
   fi
   rm -rf $venv
   mkdir -p build
   /usr/bin/python3 -m venv --system-site-packages $venv
   if ! timeout 600 $venv/bin/pip install --quiet --disable-pip-version-check \
-       "transformers==4.44.2" >/dev/null 2>&1; then
+       "transformers==4.44.2" "sentencepiece==0.2.0" "numpy<2" >/dev/null 2>&1; then
     echo "== note: could not install transformers from PyPI; the Hugging" \
-      "Face equivalence test (test/hf) will be skipped"
+      "Face tests (test/hf) will be skipped"
     rm -rf $venv
   fi
 }

@@ -19,4 +19,4 @@ build/bin/sluice-compile examples/demo/byte-gpt.mlir --pp 4 --microbatches 8 \
 echo "executor overhead: demo model, 4 ranks, zb-h1, 8 microbatches, step $steps"
 mpirun --oversubscribe --mca pml ob1 --mca btl self,vader -np 4 \
   build/bin/sluice-run "$work/plan.json" --data "$work/corpus.bin" \
-  --data-dtype uint16 --steps "$steps" --timing | grep '^rank'
+  --steps "$steps" --timing | grep '^rank'

@@ -2,6 +2,13 @@
 
 #include "Data.h"
 
+#include "sluice/PlanFormat/TokenDataset.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -36,27 +43,81 @@ private:
   int64_t vocab, microbatches;
 };
 
-class FileTokens final : public TokenSource {
+/// Windows of seqLen + 1 tokens over documents concatenated: sample g
+/// is window g % perEpoch of epoch g / perEpoch, whose documents are in
+/// the order of a permutation drawn from (seed, epoch) -- or in file
+/// order. Consecutive windows share one token (the last label of one is
+/// the first input of the next).
+class DocumentTokens final : public TokenSource {
 public:
-  FileTokens(std::vector<int32_t> data, int64_t microbatches)
-      : data(std::move(data)), microbatches(microbatches) {}
+  DocumentTokens(std::shared_ptr<const std::vector<int32_t>> data,
+                 std::vector<std::pair<int64_t, int64_t>> documents,
+                 int64_t microbatches, bool shuffle, uint64_t seed)
+      : data(std::move(data)), documents(std::move(documents)),
+        microbatches(microbatches), shuffle(shuffle), seed(seed) {
+    for (auto [first, count] : this->documents)
+      total += count;
+  }
+
+  int64_t getTokenCount() const { return total; }
+
   void getBatch(int64_t step, int64_t mb, int64_t rows, int64_t seqLen,
                 std::vector<int32_t> &tokens) override {
     tokens.resize(rows * (seqLen + 1));
-    // Window w starts at w * seqLen: consecutive windows share one token
-    // (the last label of one is the first input of the next).
-    int64_t windows = (int64_t(data.size()) - 1) / seqLen;
+    int64_t perEpoch = (total - 1) / seqLen;
     for (int64_t r = 0; r < rows; ++r) {
-      int64_t window = ((step * microbatches + mb) * rows + r) % windows;
-      for (int64_t t = 0; t <= seqLen; ++t)
-        tokens[r * (seqLen + 1) + t] = data[window * seqLen + t];
+      int64_t sample = (step * microbatches + mb) * rows + r;
+      setEpoch(sample / perEpoch);
+      int64_t at = sample % perEpoch * seqLen;
+      // The document holding position `at` of the epoch's stream.
+      size_t d = size_t(std::upper_bound(starts.begin(), starts.end(), at) -
+                        starts.begin() - 1);
+      for (int64_t t = 0; t <= seqLen; ++t, ++at) {
+        while (at >= starts[d] + documents[order[d]].second)
+          ++d;
+        tokens[r * (seqLen + 1) + t] =
+            (*data)[documents[order[d]].first + (at - starts[d])];
+      }
     }
   }
 
 private:
-  std::vector<int32_t> data;
+  /// The documents' order in `epoch` and where each starts in its stream.
+  void setEpoch(int64_t epoch) {
+    if (epoch == current && !order.empty())
+      return;
+    current = epoch;
+    order.resize(documents.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    if (shuffle) // Fisher-Yates, drawn from (seed, epoch)
+      for (size_t i = order.size(); i > 1; --i) {
+        uint64_t h = mix(mix(seed ^ 0x5eedda7aULL) ^ uint64_t(epoch)) ^ i;
+        std::swap(order[i - 1], order[mix(h) % i]);
+      }
+    starts.assign(order.size(), 0);
+    for (size_t i = 1; i < order.size(); ++i)
+      starts[i] = starts[i - 1] + documents[order[i - 1]].second;
+  }
+
+  std::shared_ptr<const std::vector<int32_t>> data;
+  /// (first token, token count) of each document, in file order.
+  std::vector<std::pair<int64_t, int64_t>> documents;
   int64_t microbatches;
+  bool shuffle;
+  uint64_t seed;
+  int64_t total = 0, current = -1;
+  std::vector<size_t> order;
+  std::vector<int64_t> starts;
 };
+
+/// Little-endian unsigned of `width` bytes at `p`.
+uint64_t readLittle(const unsigned char *p, size_t width) {
+  uint64_t v = 0;
+  for (size_t b = 0; b < width; ++b)
+    v |= uint64_t(p[b]) << (8 * b);
+  return v;
+}
 } // namespace
 
 std::unique_ptr<TokenSource> makeSyntheticTokens(uint64_t seed, int64_t vocab,
@@ -64,40 +125,125 @@ std::unique_ptr<TokenSource> makeSyntheticTokens(uint64_t seed, int64_t vocab,
   return std::make_unique<SyntheticTokens>(seed, vocab, microbatches);
 }
 
-Status loadTokenFile(const std::string &path, const std::string &dtype,
-                     int64_t vocab, int64_t seqLen, int64_t microbatches,
-                     std::unique_ptr<TokenSource> &source) {
-  if (dtype != "uint32" && dtype != "uint16")
-    return Status::error("unknown --data-dtype '" + dtype +
-                         "' (expected uint32 or uint16)");
+Status openTokenData(const DataOptions &o, std::unique_ptr<TokenSource> &train,
+                     std::unique_ptr<TokenSource> &validation,
+                     DataSummary &summary) {
+  const std::string &path = o.path;
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error("cannot open data file '" + path + "'");
   std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
                                    std::istreambuf_iterator<char>());
+  bool dataset = bytes.size() >= 16 &&
+                 std::memcmp(bytes.data(), kTokenDatasetMagic, 8) == 0;
+  std::string dtype = o.rawDtype;
+  size_t at = 0, count = 0;
+  std::vector<uint64_t> offsets;
+  if (dataset) {
+    if (!dtype.empty())
+      return Status::error("'" + path + "' is a token dataset whose header "
+                           "gives its element type: drop --data-dtype");
+    uint64_t length = readLittle(bytes.data() + 8, 8);
+    nlohmann::json header;
+    try {
+      if (16 + length > bytes.size())
+        throw std::out_of_range("the header runs past the end");
+      header = nlohmann::json::parse(bytes.begin() + 16,
+                                     bytes.begin() + 16 + int64_t(length));
+      if (header.at("format") != "sluice-tokens" ||
+          header.at("version").get<int>() > kTokenDatasetVersion)
+        throw std::out_of_range("not a version " +
+                                std::to_string(kTokenDatasetVersion) +
+                                " token dataset");
+      dtype = header.at("dtype").get<std::string>();
+      summary.tokenizer = header.value("tokenizer", std::string());
+      count = header.at("tokens").get<size_t>();
+      size_t documents = header.at("documents").get<size_t>();
+      int64_t vocab = header.at("vocab").get<int64_t>();
+      if (vocab > o.vocab)
+        return Status::error(
+            "data file '" + path + "' was tokenized with a vocabulary of " +
+            std::to_string(vocab) + " (" +
+            header.value("tokenizer", std::string("?")) +
+            "), larger than the model's " + std::to_string(o.vocab));
+      at = getTokenDatasetOffsetsAt(length);
+      size_t width = dtype == "uint32" ? 4 : 2;
+      if (dtype != "uint16" && dtype != "uint32")
+        throw std::out_of_range("unknown dtype '" + dtype + "'");
+      if (at + (documents + 1) * 8 + count * width != bytes.size())
+        throw std::out_of_range("its size is not what its header says");
+      for (size_t d = 0; d <= documents; ++d)
+        offsets.push_back(readLittle(bytes.data() + at + d * 8, 8));
+      at += (documents + 1) * 8;
+      for (size_t d = 0; d < documents; ++d)
+        if (offsets[d] > offsets[d + 1])
+          throw std::out_of_range("its document offsets decrease");
+      if (offsets.front() != 0 || offsets.back() != count)
+        throw std::out_of_range("its document offsets do not span its tokens");
+    } catch (const std::exception &e) {
+      return Status::error("data file '" + path +
+                           "' is not a valid token dataset: " + e.what());
+    }
+  } else {
+    if (dtype.empty())
+      return Status::error(
+          "data file '" + path + "' is not a token dataset (sluice-tokenize "
+          "writes those); a raw file of little-endian tokens needs "
+          "--data-dtype uint16 or uint32");
+    if (dtype != "uint32" && dtype != "uint16")
+      return Status::error("unknown --data-dtype '" + dtype +
+                           "' (expected uint32 or uint16)");
+    size_t width = dtype == "uint32" ? 4 : 2;
+    if (bytes.size() % width != 0)
+      return Status::error("data file '" + path + "' has " +
+                           std::to_string(bytes.size()) +
+                           " bytes, not a whole number of " + dtype +
+                           " tokens");
+    count = bytes.size() / width;
+    offsets = {0, count};
+  }
   size_t width = dtype == "uint32" ? 4 : 2;
-  if (bytes.size() % width != 0)
-    return Status::error("data file '" + path + "' has " +
-                         std::to_string(bytes.size()) +
-                         " bytes, not a whole number of " + dtype + " tokens");
-  size_t count = bytes.size() / width;
-  if (int64_t(count) < seqLen + 1)
-    return Status::error("data file '" + path + "' holds " +
-                         std::to_string(count) + " tokens, fewer than one " +
-                         "sequence of " + std::to_string(seqLen + 1));
-  std::vector<int32_t> data(count);
+  auto data = std::make_shared<std::vector<int32_t>>(count);
   for (size_t i = 0; i < count; ++i) {
-    uint32_t token = 0;
-    for (size_t b = 0; b < width; ++b)
-      token |= uint32_t(bytes[i * width + b]) << (8 * b);
-    if (int64_t(token) >= vocab)
+    uint64_t token = readLittle(bytes.data() + at + i * width, width);
+    if (int64_t(token) >= o.vocab)
       return Status::error("data file '" + path + "': token " +
                            std::to_string(token) + " at offset " +
                            std::to_string(i) + " is not below the vocabulary " +
-                           "size " + std::to_string(vocab));
-    data[i] = int32_t(token);
+                           "size " + std::to_string(o.vocab));
+    (*data)[i] = int32_t(token);
   }
-  source = std::make_unique<FileTokens>(std::move(data), microbatches);
+  // The held-out part: the last tokens, cut inside a document if need be.
+  int64_t held = int64_t(std::ceil(o.validationFraction * double(count)));
+  int64_t cut = int64_t(count) - held;
+  std::vector<std::pair<int64_t, int64_t>> trainDocs, validationDocs;
+  for (size_t d = 0; d + 1 < offsets.size(); ++d) {
+    int64_t first = int64_t(offsets[d]), last = int64_t(offsets[d + 1]);
+    if (first < cut && std::min(last, cut) > first)
+      trainDocs.push_back({first, std::min(last, cut) - first});
+    if (last > cut && last > std::max(first, cut))
+      validationDocs.push_back({std::max(first, cut), last - std::max(first, cut)});
+  }
+  auto tooShort = [&](const char *part, int64_t tokens) {
+    return Status::error("data file '" + path + "' holds " +
+                         std::to_string(tokens) + " " + part +
+                         " tokens, fewer than one sequence of " +
+                         std::to_string(o.seqLen + 1) +
+                         (held > 0 ? " (--val-fraction sets the split)" : ""));
+  };
+  if (cut < o.seqLen + 1)
+    return tooShort(held > 0 ? "training" : "", cut);
+  if (held > 0 && held < o.seqLen + 1)
+    return tooShort("validation", held);
+  summary.documents = int64_t(offsets.size()) - 1;
+  summary.trainTokens = cut;
+  summary.validationTokens = held;
+  train = std::make_unique<DocumentTokens>(data, std::move(trainDocs),
+                                           o.microbatches, true, o.seed);
+  validation.reset();
+  if (held > 0)
+    validation = std::make_unique<DocumentTokens>(
+        data, std::move(validationDocs), o.microbatches, false, o.seed);
   return Status::ok();
 }
 

@@ -31,13 +31,61 @@ public:
 std::unique_ptr<TokenSource> makeSyntheticTokens(uint64_t seed, int64_t vocab,
                                                  int64_t microbatches);
 
-/// A binary file of little-endian tokens (`dtype` "uint32" or "uint16"),
-/// read in consecutive windows of seqLen + 1, wrapping around. Fails,
-/// naming the file and offset, if it is missing, too short, or holds a
-/// token >= vocab.
-Status loadTokenFile(const std::string &path, const std::string &dtype,
-                     int64_t vocab, int64_t seqLen, int64_t microbatches,
-                     std::unique_ptr<TokenSource> &source);
+/// What sluice-run --data reads.
+struct DataOptions {
+  std::string path;
+  /// A raw file of little-endian tokens, "uint16" or "uint32"; empty: the
+  /// file must be a token dataset (sluice-tokenize), whose header says.
+  std::string rawDtype;
+  /// The model's vocabulary: every token must be below it.
+  int64_t vocab = 0;
+  int64_t seqLen = 0;
+  /// Microbatches per step, every replica's.
+  int64_t microbatches = 1;
+  /// Orders the training documents anew each epoch.
+  uint64_t seed = 1;
+  /// The share of the tokens held out for validation (the file's last
+  /// ones); 0: none.
+  double validationFraction = 0;
+};
+
+/// Opens a token dataset (or a raw token file: one document). Training
+/// samples are consecutive windows of seqLen + 1 tokens over the training
+/// documents concatenated -- each document ending in its end-of-text
+/// token, so the model learns where one ends (Megatron-LM's packing) --
+/// in an order shuffled by (seed, epoch); the validation source reads the
+/// held-out part in file order (null when none is held out). Fails,
+/// naming the file, when it is missing, malformed, from a larger
+/// vocabulary, or too short for a sequence.
+struct DataSummary {
+  int64_t documents = 0, trainTokens = 0, validationTokens = 0;
+  /// The tokenizer the header names ("" for a raw file).
+  std::string tokenizer;
+};
+Status openTokenData(const DataOptions &options,
+                     std::unique_ptr<TokenSource> &train,
+                     std::unique_ptr<TokenSource> &validation,
+                     DataSummary &summary);
+
+/// Reads `step`'s batches from one of two sources, switched between
+/// steps: training and validation (sluice-run --eval-every).
+class SwitchedTokens final : public TokenSource {
+public:
+  SwitchedTokens(std::unique_ptr<TokenSource> train,
+                 std::unique_ptr<TokenSource> validation)
+      : train(std::move(train)), validation(std::move(validation)) {}
+  void getBatch(int64_t step, int64_t microbatch, int64_t rows, int64_t seqLen,
+                std::vector<int32_t> &tokens) override {
+    (validating ? validation : train)
+        ->getBatch(step, microbatch, rows, seqLen, tokens);
+  }
+  bool hasValidation() const { return validation != nullptr; }
+  void setValidating(bool on) { validating = on && validation; }
+
+private:
+  std::unique_ptr<TokenSource> train, validation;
+  bool validating = false;
+};
 
 /// Data parallelism: replica r of `replicas`, each running `microbatches`
 /// per step, reads microbatches [r * microbatches, (r + 1) * microbatches)

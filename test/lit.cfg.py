@@ -42,17 +42,21 @@ for name, value in [
     config.environment[name] = value
 config.excludes.append("check-equivalence.sh")
 
-# transformers over torch (bash setup.sh test makes build/hf-venv): the
-# Hugging Face equivalence test needs it and is skipped, saying why, without.
+# transformers over torch, and the tokenizer libraries (bash setup.sh test
+# makes build/hf-venv): the Hugging Face tests need them and are skipped,
+# saying why, without.
 hf_python = os.path.join(config.sluice_obj_root, "hf-venv", "bin", "python")
-if os.path.exists(hf_python) and os.system(
-    hf_python + ' -c "import torch, transformers" >/dev/null 2>&1') == 0:
-    config.available_features.add("transformers")
+if os.path.exists(hf_python):
     config.substitutions.append(("%hfpython", hf_python))
-else:
-    lit_config.note(
-        "transformers is not installed in build/hf-venv (bash setup.sh test "
-        "installs it from PyPI): the Hugging Face equivalence test is skipped")
+for feature, modules in [("transformers", "torch, transformers"),
+                         ("hf-tokenizers", "tokenizers, sentencepiece")]:
+    if os.path.exists(hf_python) and os.system(
+            hf_python + ' -c "import ' + modules + '" >/dev/null 2>&1') == 0:
+        config.available_features.add(feature)
+    else:
+        lit_config.note(
+            modules + " not importable in build/hf-venv (bash setup.sh test "
+            "installs them from PyPI): the tests that need them are skipped")
 
 if config.sluice_cuda_enabled:
     config.available_features.add("cuda")

@@ -67,12 +67,31 @@ cl::opt<int64_t> steps("steps", cl::desc("Training steps to run (default 1)"),
 cl::opt<uint64_t>
     seed("seed", cl::desc("Seed of weights and synthetic data (default 1)"),
          cl::init(1), cl::cat(category));
-cl::opt<std::string> dataPath("data",
-                              cl::desc("Token file (default: synthetic)"),
-                              cl::value_desc("FILE"), cl::cat(category));
-cl::opt<std::string> dataDtype("data-dtype",
-                               cl::desc("uint32 (default) or uint16"),
-                               cl::init("uint32"), cl::cat(category));
+cl::opt<std::string>
+    dataPath("data",
+             cl::desc("A token dataset from sluice-tokenize (default: "
+                      "synthetic tokens)"),
+             cl::value_desc("FILE"), cl::cat(category));
+cl::opt<std::string> dataDtype(
+    "data-dtype",
+    cl::desc("With --data: the file is raw little-endian tokens of this "
+             "type, uint16 or uint32, with no header"),
+    cl::cat(category));
+cl::opt<int64_t> evalEvery(
+    "eval-every",
+    cl::desc("With --data: the validation loss every N steps and after the "
+             "last, on the held-out part (default 0: none held out)"),
+    cl::init(0), cl::cat(category));
+cl::opt<double> valFraction(
+    "val-fraction",
+    cl::desc("With --eval-every: the share of --data's tokens (its last) "
+             "held out for validation (default 0.05)"),
+    cl::init(0.05), cl::cat(category));
+cl::opt<int64_t> evalSteps(
+    "eval-steps",
+    cl::desc("Steps' worth of validation sequences per evaluation (default: "
+             "the whole steps the held-out part fills, at most 32)"),
+    cl::init(0), cl::cat(category));
 cl::opt<float> weightDecay(
     "weight-decay",
     cl::desc("AdamW's decoupled weight decay, on matrices and tables, not "
@@ -555,6 +574,15 @@ void checkFlags(Communicator &world) {
   if (saveEvery < 0 || (saveEvery > 0 && saveDir.empty()))
     failEverywhere(world, "--save-every needs --save DIR and a positive "
                           "step count");
+  if (evalEvery < 0 || evalSteps < 0)
+    failEverywhere(world, "--eval-every and --eval-steps must not be "
+                          "negative");
+  if (evalEvery > 0 && dataPath.empty())
+    failEverywhere(world, "--eval-every needs --data: synthetic tokens have "
+                          "no held-out part");
+  if (!(valFraction > 0 && valFraction < 1))
+    failEverywhere(world, "--val-fraction must be between 0 and 1, got " +
+                              std::to_string(valFraction));
   if (keepCheckpoints < 1)
     failEverywhere(world, "--keep-checkpoints must be at least 1, got " +
                               std::to_string(int(keepCheckpoints)));
@@ -710,25 +738,77 @@ void loadJobPlan(MpiCommunicator &world, Plan &plan) {
   }
 }
 
-/// The tokens this rank trains on: --data or synthetic ones, and each
-/// data-parallel replica its own microbatches of a step.
-std::unique_ptr<TokenSource> openTokens(Communicator &comm, const Plan &plan,
-                                        const RankBackend &backend,
-                                        uint64_t dataSeed) {
-  std::unique_ptr<TokenSource> data;
+/// The tokens this rank trains on -- --data or synthetic ones -- and
+/// validates on (--eval-every), each data-parallel replica its own
+/// microbatches of a step. Rank 0 says what --data holds.
+std::unique_ptr<SwitchedTokens> openTokens(Communicator &comm,
+                                           const Plan &plan,
+                                           const RankBackend &backend,
+                                           uint64_t dataSeed, bool root) {
+  std::unique_ptr<TokenSource> train, validation;
   int64_t vocab = plan.model.layers.front().vocab;
   // A step is every replica's microbatches; each replica reads its own.
   int64_t stepMicrobatches = int64_t(plan.microbatches) * plan.dp;
-  if (dataPath.empty())
-    data = makeSyntheticTokens(dataSeed, vocab, stepMicrobatches);
-  else if (Status st = loadTokenFile(dataPath, dataDtype, vocab,
-                                     plan.model.seqLen, stepMicrobatches, data);
-           !st)
-    failEverywhere(comm, st.message());
-  if (!reference && plan.dp > 1)
-    data =
-        makeReplicaTokens(std::move(data), backend.replica, plan.microbatches);
-  return data;
+  if (dataPath.empty()) {
+    train = makeSyntheticTokens(dataSeed, vocab, stepMicrobatches);
+  } else {
+    DataOptions o;
+    o.path = dataPath;
+    o.rawDtype = dataDtype;
+    o.vocab = vocab;
+    o.seqLen = plan.model.seqLen;
+    o.microbatches = stepMicrobatches;
+    o.seed = dataSeed;
+    o.validationFraction = evalEvery > 0 ? double(valFraction) : 0.0;
+    DataSummary summary;
+    if (Status st = openTokenData(o, train, validation, summary); !st)
+      failEverywhere(comm, st.message());
+    if (root) {
+      std::printf("data %s: %lld document%s, %lld training tokens",
+                  dataPath.c_str(), (long long)summary.documents,
+                  summary.documents == 1 ? "" : "s",
+                  (long long)summary.trainTokens);
+      if (summary.validationTokens > 0)
+        std::printf(", %lld held out for validation",
+                    (long long)summary.validationTokens);
+      if (!summary.tokenizer.empty())
+        std::printf(" (%s)", summary.tokenizer.c_str());
+      std::printf("\n");
+    }
+    if (summary.validationTokens > 0 && evalSteps == 0) {
+      int64_t sequences = (summary.validationTokens - 1) / plan.model.seqLen;
+      int64_t perStep = stepMicrobatches * plan.model.microBatch;
+      // Whole steps only, so no sequence counts twice.
+      evalSteps = std::clamp<int64_t>(sequences / perStep, 1, 32);
+    }
+  }
+  if (!reference && plan.dp > 1) {
+    train = makeReplicaTokens(std::move(train), backend.replica,
+                              plan.microbatches);
+    if (validation)
+      validation = makeReplicaTokens(std::move(validation), backend.replica,
+                                     plan.microbatches);
+  }
+  return std::make_unique<SwitchedTokens>(std::move(train),
+                                          std::move(validation));
+}
+
+/// The mean loss over --eval-steps steps of validation batches (always
+/// the same ones), their gradients discarded.
+double evaluate(Communicator &comm, Trainer &trainer, SwitchedTokens &data) {
+  data.setValidating(true);
+  double sum = 0;
+  for (int64_t k = 0; k < evalSteps; ++k) {
+    double loss = 0;
+    if (Status st = trainer.runStep(k, loss); !st)
+      failRun(comm, st.message());
+    if (Status st = trainer.finalizeGradients(); !st)
+      failRun(comm, st.message());
+    trainer.getParameters().zeroGrads();
+    sum += loss;
+  }
+  data.setValidating(false);
+  return sum / double(evalSteps);
 }
 
 /// What a run's steps leave for the reports after them.
@@ -743,9 +823,9 @@ struct RunResult {
 /// compared after the first), the gradient norm and clipping, the
 /// progress line, the optimizer, and `checkpoint` every --save-every
 /// steps but the last.
-RunResult train(Communicator &comm, Trainer &trainer, const Plan &plan,
-                const TrainingSettings &settings, int64_t done, bool root,
-                double peakFlops,
+RunResult train(Communicator &comm, Trainer &trainer, SwitchedTokens &data,
+                const Plan &plan, const TrainingSettings &settings,
+                int64_t done, bool root, double peakFlops,
                 const std::function<void(int64_t)> &checkpoint) {
   RunResult result;
   ProgressLog progress;
@@ -806,6 +886,16 @@ RunResult train(Communicator &comm, Trainer &trainer, const Plan &plan,
                                       clipScale, seconds);
           !st)
         failRun(comm, st.message());
+    if (data.hasValidation() &&
+        ((step + 1) % evalEvery == 0 || s + 1 == steps)) {
+      double validationLoss = evaluate(comm, trainer, data);
+      int64_t tokens = evalSteps * plan.microbatches * plan.dp *
+                       plan.model.microBatch * plan.model.seqLen;
+      if (root)
+        if (Status st = progress.evaluation(step + 1, validationLoss, tokens);
+            !st)
+          failRun(comm, st.message());
+    }
     if (saveEvery > 0 && (step + 1) % saveEvery == 0 && s + 1 < steps)
       checkpoint(step + 1);
   }
@@ -1018,8 +1108,10 @@ int main(int argc, char **argv) {
   Device &device = *backend.device;
   Communicator &comm = *backend.comm;
   TrainingSettings settings = resolveSettings(world);
-  std::unique_ptr<TokenSource> data =
-      openTokens(comm, plan, backend, settings.seed);
+  // Rank 0 of the world prints and writes what one file or line says.
+  bool root = world.rank() == 0;
+  std::unique_ptr<SwitchedTokens> data =
+      openTokens(comm, plan, backend, settings.seed, root);
 
   TrainerOptions options;
   options.seed = settings.seed;
@@ -1057,13 +1149,12 @@ int main(int argc, char **argv) {
   if (Status st = trainer->shardOptimizerState(); !st)
     failRun(comm, st.message());
 
-  // Rank 0 of the world prints and writes what one file or line says.
-  bool root = world.rank() == 0;
   double peakFlops =
       peakTflops > 0 ? peakTflops * 1e12
                      : getKnownPeakFlops(device.describe(),
                                          plan.precision.getName());
-  RunResult run = train(comm, *trainer, plan, settings, done, root, peakFlops,
+  RunResult run = train(comm, *trainer, *data, plan, settings, done, root,
+                        peakFlops,
                         [&](int64_t stepsDone) {
                           saveRun(world, comm, *trainer, backend, settings,
                                   stepsDone);

@@ -1,68 +1,191 @@
-//===- sluice-tokenize.cpp - Byte-level tokenizer -------------------------===//
+//===- sluice-tokenize.cpp - Tokenize a corpus for sluice-run -------------===//
 //
-//   sluice-tokenize corpus.txt -o tokens.bin [--dtype uint16|uint32]
+//   sluice-tokenize INPUT... -o corpus.tokens [--tokenizer PATH|byte]
+//       [--dtype auto|uint16|uint32] [--document-per-line] [--no-markers]
+//   sluice-tokenize INPUT... --tokenizer PATH --print
 //
-// Writes every byte of the input as one little-endian token (vocabulary
-// 256), the format `sluice-run --data` reads. The demo's tokenizer: no
-// merges, no special tokens, lossless.
+// Tokenizes text files (each a document, or each line one) and JSON Lines
+// files (each line's "text" a document) into a token dataset
+// (include/sluice/PlanFormat/TokenDataset.h): the tokens, the document
+// boundaries, and a header naming the element type, the vocabulary and
+// the tokenizer. Each document starts with the tokenizer's begin-of-text
+// token and ends with its end-of-text token, where it has them.
 //
 //===----------------------------------------------------------------------===//
 
+#include "sluice/PlanFormat/TokenDataset.h"
+#include "sluice/Tokenizer/Tokenizer.h"
 #include "sluice/Version.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileOutputBuffer.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
 
 using namespace llvm;
 
 static cl::OptionCategory category("sluice-tokenize options");
-static cl::opt<std::string> input(cl::Positional, cl::desc("<text file>"),
-                                  cl::Required, cl::cat(category));
-static cl::opt<std::string> output("o", cl::desc("Token file to write"),
-                                   cl::value_desc("FILE"), cl::Required,
-                                   cl::cat(category));
-static cl::opt<std::string> dtype("dtype",
-                                  cl::desc("token width: uint16 or uint32"),
-                                  cl::init("uint16"), cl::cat(category));
+static cl::list<std::string>
+    inputs(cl::Positional, cl::desc("<text or .jsonl files>"), cl::OneOrMore,
+           cl::cat(category));
+static cl::opt<std::string>
+    output("o", cl::desc("The token dataset to write (for sluice-run --data)"),
+           cl::value_desc("FILE"), cl::cat(category));
+static cl::opt<std::string> tokenizerPath(
+    "tokenizer",
+    cl::desc("byte (default: a token per byte), a SentencePiece model "
+             "(tokenizer.model), a tokenizer.json, a GPT-2 vocab.json (with "
+             "merges.txt beside it), or a Hugging Face model directory"),
+    cl::value_desc("PATH"), cl::init("byte"), cl::cat(category));
+static cl::opt<std::string>
+    dtype("dtype",
+          cl::desc("Token width: auto (default: uint16 when the vocabulary "
+                   "fits), uint16 or uint32"),
+          cl::init("auto"), cl::cat(category));
+static cl::opt<bool> perLine(
+    "document-per-line",
+    cl::desc("Each line of a text file is a document (default: each file)"),
+    cl::cat(category));
+static cl::opt<bool> noMarkers(
+    "no-markers",
+    cl::desc("Add no begin- or end-of-text tokens around documents"),
+    cl::cat(category));
+static cl::opt<bool>
+    print("print",
+          cl::desc("Print each document's ids, one line each, instead of "
+                   "writing a dataset"),
+          cl::cat(category));
+
+[[noreturn]] static void fail(const Twine &message) {
+  errs() << "sluice-tokenize: error: " << message << "\n";
+  std::exit(1);
+}
+
+/// The documents of one input file.
+static std::vector<std::string> readDocuments(const std::string &path) {
+  auto file = MemoryBuffer::getFile(path, /*IsText=*/false,
+                                    /*RequiresNullTerminator=*/false);
+  if (!file)
+    fail("cannot read '" + path + "': " + file.getError().message());
+  StringRef text = (*file)->getBuffer();
+  std::vector<std::string> documents;
+  if (StringRef(path).ends_with(".jsonl")) {
+    int number = 0;
+    for (StringRef rest = text; !rest.empty();) {
+      auto [line, tail] = rest.split('\n');
+      rest = tail;
+      ++number;
+      if (line.trim().empty())
+        continue;
+      try {
+        nlohmann::json record = nlohmann::json::parse(line.str());
+        documents.push_back(record.at("text").get<std::string>());
+      } catch (const nlohmann::json::exception &e) {
+        fail("'" + path + "' line " + Twine(number) +
+             ": not a JSON object with a \"text\" string: " + e.what());
+      }
+    }
+  } else if (perLine) {
+    for (StringRef rest = text; !rest.empty();) {
+      auto [line, tail] = rest.split('\n');
+      rest = tail;
+      if (!line.empty())
+        documents.push_back(line.str());
+    }
+  } else {
+    documents.push_back(text.str());
+  }
+  return documents;
+}
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   sluice::setVersionPrinter();
-  cl::ParseCommandLineOptions(argc, argv, "byte-level tokenizer\n");
-  if (dtype != "uint16" && dtype != "uint32") {
-    errs() << "sluice-tokenize: error: unknown --dtype '" << dtype
-           << "' (expected uint16 or uint32)\n";
-    return 1;
+  cl::ParseCommandLineOptions(argc, argv,
+                              "sluice-tokenize: tokenize a corpus for "
+                              "sluice-run --data\n");
+  if (dtype != "auto" && dtype != "uint16" && dtype != "uint32")
+    fail("unknown --dtype '" + dtype + "' (expected auto, uint16 or uint32)");
+  if (output.empty() == !print)
+    fail("give -o FILE (a dataset) or --print (the ids), one of them");
+  std::string error;
+  std::unique_ptr<sluice::tok::Tokenizer> tokenizer =
+      sluice::tok::openTokenizer(tokenizerPath, error);
+  if (!tokenizer)
+    fail(error);
+  int64_t vocab = tokenizer->getVocabSize();
+  std::string type = dtype == "auto" ? (vocab <= 65536 ? "uint16" : "uint32")
+                                     : std::string(dtype);
+  if (type == "uint16" && vocab > 65536)
+    fail("the vocabulary of " + tokenizer->describe() + " has " +
+         Twine(vocab) + " tokens, more than uint16 holds: use --dtype uint32");
+  std::optional<uint32_t> bos, eos;
+  if (!noMarkers) {
+    bos = tokenizer->getBeginOfText();
+    eos = tokenizer->getEndOfText();
   }
-  auto text = MemoryBuffer::getFile(input);
-  if (!text) {
-    errs() << "sluice-tokenize: error: cannot read '" << input
-           << "': " << text.getError().message() << "\n";
-    return 1;
-  }
-  StringRef bytes = (*text)->getBuffer();
-  size_t width = dtype == "uint16" ? 2 : 4;
+
+  std::vector<uint32_t> tokens;
+  std::vector<uint64_t> offsets = {0};
+  for (const std::string &path : inputs)
+    for (const std::string &document : readDocuments(path)) {
+      size_t first = tokens.size();
+      if (bos)
+        tokens.push_back(*bos);
+      if (!tokenizer->encode(document, tokens, error))
+        fail("'" + path + "': " + error);
+      if (eos)
+        tokens.push_back(*eos);
+      if (print) {
+        for (size_t i = first; i < tokens.size(); ++i)
+          outs() << (i == first ? "" : " ") << tokens[i];
+        outs() << "\n";
+      }
+      offsets.push_back(tokens.size());
+    }
+  if (print)
+    return 0;
+
+  nlohmann::json header = {{"format", "sluice-tokens"},
+                           {"version", sluice::kTokenDatasetVersion},
+                           {"dtype", type},
+                           {"vocab", vocab},
+                           {"documents", offsets.size() - 1},
+                           {"tokens", tokens.size()},
+                           {"tokenizer", tokenizer->describe()},
+                           {"bos", bos ? nlohmann::json(*bos) : nullptr},
+                           {"eos", eos ? nlohmann::json(*eos) : nullptr}};
+  std::string json = header.dump();
+  size_t width = type == "uint16" ? 2 : 4;
+  uint64_t at = sluice::getTokenDatasetOffsetsAt(json.size());
+  size_t bytes = at + offsets.size() * 8 + tokens.size() * width;
   // FileOutputBuffer writes to a temporary file and renames it on commit.
-  auto out = FileOutputBuffer::create(output, bytes.size() * width);
-  if (!out) {
-    errs() << "sluice-tokenize: error: cannot write '" << output
-           << "': " << toString(out.takeError()) << "\n";
-    return 1;
-  }
+  auto out = FileOutputBuffer::create(output, bytes);
+  if (!out)
+    fail("cannot write '" + output + "': " + toString(out.takeError()));
   uint8_t *dst = (*out)->getBufferStart();
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    uint32_t token = static_cast<unsigned char>(bytes[i]);
-    for (size_t b = 0; b < width; ++b)
-      dst[i * width + b] = uint8_t(token >> (8 * b));
-  }
-  if (Error e = (*out)->commit()) {
-    errs() << "sluice-tokenize: error: cannot write '" << output
-           << "': " << toString(std::move(e)) << "\n";
-    return 1;
-  }
-  outs() << "sluice-tokenize: " << bytes.size()
-         << " tokens (vocabulary 256) -> " << output << "\n";
+  std::memset(dst, 0, bytes);
+  auto put = [&](uint64_t offset, uint64_t value, size_t n) {
+    for (size_t b = 0; b < n; ++b)
+      dst[offset + b] = uint8_t(value >> (8 * b));
+  };
+  std::memcpy(dst, sluice::kTokenDatasetMagic, 8);
+  put(8, json.size(), 8);
+  std::memcpy(dst + 16, json.data(), json.size());
+  for (size_t i = 0; i < offsets.size(); ++i)
+    put(at + i * 8, offsets[i], 8);
+  at += offsets.size() * 8;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    put(at + i * width, tokens[i], width);
+  if (Error e = (*out)->commit())
+    fail("cannot write '" + output + "': " + toString(std::move(e)));
+  outs() << "sluice-tokenize: " << offsets.size() - 1 << " document"
+         << (offsets.size() == 2 ? "" : "s") << ", " << tokens.size()
+         << " tokens (" << tokenizer->describe() << ", vocabulary " << vocab
+         << ", " << type << ") -> " << output << "\n";
   return 0;
 }

@@ -1,0 +1,436 @@
+//===- ByteLevelBpe.cpp - GPT-2's byte-level BPE --------------------------===//
+//
+// Radford et al.'s GPT-2 tokenizer as Hugging Face's `tokenizers` runs it:
+// added tokens are cut out of the text first; the rest is split by a regex
+// (GPT-2's, or the Split pre-tokenizer's of a tokenizer.json such as Llama
+// 3's); each piece's bytes map one to one onto printable code points
+// (bytes_to_unicode); then the merges apply, lowest rank first, and each
+// resulting symbol is looked up in the vocabulary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tokenizers.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+namespace sluice::tok {
+
+namespace {
+
+/// GPT-2's pre-tokenization pattern (the `tokenizers` ByteLevel default).
+const char *const kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+/// Appends code point `c` as UTF-8.
+void appendUtf8(std::string &out, uint32_t c) {
+  if (c < 0x80) {
+    out += char(c);
+  } else if (c < 0x800) {
+    out += char(0xC0 | (c >> 6));
+    out += char(0x80 | (c & 0x3F));
+  } else {
+    out += char(0xE0 | (c >> 12));
+    out += char(0x80 | ((c >> 6) & 0x3F));
+    out += char(0x80 | (c & 0x3F));
+  }
+}
+
+/// bytes_to_unicode: the printable bytes stand for themselves, the others
+/// for 256, 257, ... in order; each as its UTF-8 string.
+const std::vector<std::string> &getByteSymbols() {
+  static const std::vector<std::string> symbols = [] {
+    std::vector<std::string> s(256);
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) ||
+                       (b >= 0xAE && b <= 0xFF);
+      appendUtf8(s[b], printable ? uint32_t(b) : uint32_t(next++));
+    }
+    return s;
+  }();
+  return symbols;
+}
+
+bool readJson(const std::string &path, nlohmann::json &out,
+              std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot read '" + path + "'";
+    return false;
+  }
+  try {
+    out = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception &e) {
+    error = "'" + path + "' is not JSON: " + e.what();
+    return false;
+  }
+  return true;
+}
+
+class ByteLevelBpe final : public Tokenizer {
+public:
+  ~ByteLevelBpe() override {
+    if (matchData)
+      pcre2_match_data_free(matchData);
+    if (regex)
+      pcre2_code_free(regex);
+  }
+
+  /// A tokenizer.json whose model is BPE over ByteLevel pre-tokenization.
+  bool loadTokenizerJson(const std::string &path, std::string &error) {
+    name = path;
+    nlohmann::json j;
+    if (!readJson(path, j, error))
+      return false;
+    try {
+      const nlohmann::json &model = j.at("model");
+      auto refuse = [&](const std::string &what) {
+        error = "'" + path + "': " + what +
+                " is not supported (byte-level BPE tokenizers only: GPT-2's, "
+                "Llama 3's)";
+        return false;
+      };
+      if (model.value("type", "") != "BPE")
+        return refuse("model type '" + model.value("type", "") + "'");
+      if (j.contains("normalizer") && !j.at("normalizer").is_null())
+        return refuse("a normalizer");
+      for (const char *key : {"continuing_subword_prefix",
+                              "end_of_word_suffix"})
+        if (model.contains(key) && !model.at(key).is_null() &&
+            !model.at(key).get<std::string>().empty())
+          return refuse(std::string("the model's ") + key);
+      if (model.value("byte_fallback", false))
+        return refuse("byte_fallback");
+      ignoreMerges = model.value("ignore_merges", false);
+      for (auto &[token, id] : model.at("vocab").items())
+        vocab[token] = id.get<uint32_t>();
+      std::vector<std::pair<std::string, std::string>> merges;
+      for (const nlohmann::json &m : model.at("merges")) {
+        if (m.is_array()) {
+          merges.push_back({m.at(0).get<std::string>(),
+                            m.at(1).get<std::string>()});
+          continue;
+        }
+        std::string line = m.get<std::string>();
+        size_t space = line.find(' ', 1);
+        if (space == std::string::npos)
+          return refuse("merge '" + line + "'");
+        merges.push_back({line.substr(0, space), line.substr(space + 1)});
+      }
+      setMerges(merges);
+      if (model.contains("unk_token") && model.at("unk_token").is_string())
+        unknown = lookup(model.at("unk_token").get<std::string>());
+      // The pre-tokenizer: ByteLevel alone (GPT-2's regex, unless
+      // use_regex is false), or a Split by a regex then ByteLevel.
+      std::string pattern;
+      const nlohmann::json &pre = j.at("pre_tokenizer");
+      std::vector<nlohmann::json> steps;
+      if (pre.value("type", "") == "Sequence")
+        for (const nlohmann::json &p : pre.at("pretokenizers"))
+          steps.push_back(p);
+      else
+        steps.push_back(pre);
+      bool byteLevel = false;
+      for (const nlohmann::json &p : steps) {
+        std::string type = p.value("type", "");
+        if (type == "ByteLevel") {
+          byteLevel = true;
+          addPrefixSpace = p.value("add_prefix_space", false);
+          if (p.value("use_regex", true)) {
+            if (!pattern.empty())
+              return refuse("two splitting regexes");
+            pattern = kGpt2Pattern;
+          }
+        } else if (type == "Split" && !byteLevel &&
+                   p.value("behavior", "") == "Isolated" &&
+                   !p.value("invert", false) &&
+                   p.at("pattern").contains("Regex")) {
+          if (!pattern.empty())
+            return refuse("two splitting regexes");
+          pattern = p.at("pattern").at("Regex").get<std::string>();
+        } else {
+          return refuse("pre-tokenizer '" + type + "'");
+        }
+      }
+      if (!byteLevel)
+        return refuse("a pre-tokenizer without ByteLevel");
+      for (const nlohmann::json &t : j.value("added_tokens",
+                                             nlohmann::json::array())) {
+        std::string content = t.at("content").get<std::string>();
+        uint32_t id = t.at("id").get<uint32_t>();
+        added.push_back({content, id});
+        vocab[content] = id;
+      }
+      std::sort(added.begin(), added.end(), [](const auto &a, const auto &b) {
+        return a.first.size() > b.first.size();
+      });
+      for (const char *marker : {"<|endoftext|>", "<|end_of_text|>"})
+        if (auto id = lookup(marker); id && !endOfText)
+          endOfText = id;
+      if (auto id = lookup("<|begin_of_text|>"))
+        beginOfText = id;
+      return compile(pattern, error);
+    } catch (const nlohmann::json::exception &e) {
+      error = "'" + path + "': " + e.what();
+      return false;
+    }
+  }
+
+  /// GPT-2's original files: vocab.json and merges.txt.
+  bool loadVocabAndMerges(const std::string &vocabPath,
+                          const std::string &mergesPath, std::string &error) {
+    name = vocabPath;
+    nlohmann::json j;
+    if (!readJson(vocabPath, j, error))
+      return false;
+    try {
+      for (auto &[token, id] : j.items())
+        vocab[token] = id.get<uint32_t>();
+    } catch (const nlohmann::json::exception &e) {
+      error = "'" + vocabPath + "': " + e.what();
+      return false;
+    }
+    std::ifstream in(mergesPath);
+    if (!in) {
+      error = "cannot read '" + mergesPath + "' (merges.txt beside " +
+              "vocab.json)";
+      return false;
+    }
+    std::vector<std::pair<std::string, std::string>> merges;
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      if (!line.empty() && line.back() == '\r')
+        line.pop_back();
+      if (line.empty() || line.rfind("#version", 0) == 0)
+        continue;
+      size_t space = line.find(' ', 1);
+      if (space == std::string::npos) {
+        error = "'" + mergesPath + "' line " + std::to_string(number) +
+                ": not two symbols";
+        return false;
+      }
+      merges.push_back({line.substr(0, space), line.substr(space + 1)});
+    }
+    setMerges(merges);
+    if (auto id = lookup("<|endoftext|>")) {
+      endOfText = id;
+      added.push_back({"<|endoftext|>", *id});
+    }
+    return compile(kGpt2Pattern, error);
+  }
+
+  bool encode(std::string_view text, std::vector<uint32_t> &ids,
+              std::string &error) const override {
+    std::string prefixed;
+    if (addPrefixSpace && !text.empty() && text.front() != ' ') {
+      prefixed = " " + std::string(text);
+      text = prefixed;
+    }
+    // Added tokens first (the longest at each place), then the text
+    // between them.
+    size_t start = 0;
+    for (size_t at = 0; at < text.size();) {
+      const std::pair<std::string, uint32_t> *hit = nullptr;
+      for (const auto &a : added)
+        if (!a.first.empty() && text.compare(at, a.first.size(), a.first) == 0) {
+          hit = &a;
+          break;
+        }
+      if (!hit) {
+        ++at;
+        continue;
+      }
+      if (!encodeSplit(text.substr(start, at - start), ids, error))
+        return false;
+      ids.push_back(hit->second);
+      at += hit->first.size();
+      start = at;
+    }
+    return encodeSplit(text.substr(start), ids, error);
+  }
+
+  int64_t getVocabSize() const override {
+    uint32_t most = 0;
+    for (const auto &[token, id] : vocab)
+      most = std::max(most, id);
+    return vocab.empty() ? 0 : int64_t(most) + 1;
+  }
+  std::optional<uint32_t> getBeginOfText() const override {
+    return beginOfText;
+  }
+  std::optional<uint32_t> getEndOfText() const override { return endOfText; }
+  std::string describe() const override {
+    return "byte-level BPE '" + name + "'";
+  }
+
+private:
+  std::optional<uint32_t> lookup(const std::string &token) const {
+    auto it = vocab.find(token);
+    if (it == vocab.end())
+      return std::nullopt;
+    return it->second;
+  }
+
+  void setMerges(const std::vector<std::pair<std::string, std::string>> &m) {
+    for (size_t rank = 0; rank < m.size(); ++rank)
+      ranks.emplace(m[rank].first + '\0' + m[rank].second, int(rank));
+  }
+
+  bool compile(const std::string &pattern, std::string &error) {
+    int code = 0;
+    PCRE2_SIZE offset = 0;
+    regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()),
+                          pattern.size(), PCRE2_UTF | PCRE2_UCP, &code,
+                          &offset, nullptr);
+    if (!regex) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(code, message, sizeof(message));
+      error = "'" + name + "': cannot compile its pre-tokenizer regex at " +
+              std::to_string(offset) + ": " +
+              reinterpret_cast<const char *>(message);
+      return false;
+    }
+    matchData = pcre2_match_data_create_from_pattern(regex, nullptr);
+    return true;
+  }
+
+  /// The regex's pieces of `text` (and what lies between them), each
+  /// through BPE.
+  bool encodeSplit(std::string_view text, std::vector<uint32_t> &ids,
+                   std::string &error) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    size_t at = 0;
+    while (at < text.size()) {
+      int found = pcre2_match(regex, reinterpret_cast<PCRE2_SPTR>(text.data()),
+                              text.size(), at, 0, matchData, nullptr);
+      if (found == PCRE2_ERROR_NOMATCH)
+        break;
+      if (found < 0) {
+        error = "the text is not valid UTF-8 near byte " + std::to_string(at);
+        return false;
+      }
+      PCRE2_SIZE *span = pcre2_get_ovector_pointer(matchData);
+      if (span[0] > at && !encodeWord(text.substr(at, span[0] - at), ids, error))
+        return false;
+      if (span[1] == span[0]) { // an empty match: step over a character
+        at = span[0] + 1;
+        while (at < text.size() && (uint8_t(text[at]) & 0xC0) == 0x80)
+          ++at;
+        continue;
+      }
+      if (!encodeWord(text.substr(span[0], span[1] - span[0]), ids, error))
+        return false;
+      at = span[1];
+    }
+    if (at < text.size())
+      return encodeWord(text.substr(at), ids, error);
+    return true;
+  }
+
+  /// One piece: its bytes as symbols, merged lowest rank first.
+  bool encodeWord(std::string_view piece, std::vector<uint32_t> &ids,
+                  std::string &error) const {
+    std::string key(piece);
+    if (auto it = cache.find(key); it != cache.end()) {
+      ids.insert(ids.end(), it->second.begin(), it->second.end());
+      return true;
+    }
+    const std::vector<std::string> &bytes = getByteSymbols();
+    std::vector<std::string> symbols;
+    std::string whole;
+    for (char c : piece) {
+      symbols.push_back(bytes[uint8_t(c)]);
+      whole += symbols.back();
+    }
+    std::vector<uint32_t> out;
+    if (auto id = lookup(whole); ignoreMerges && id) {
+      out.push_back(*id);
+    } else {
+      while (symbols.size() > 1) {
+        int best = INT_MAX;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+          auto it = ranks.find(symbols[i] + '\0' + symbols[i + 1]);
+          if (it != ranks.end() && it->second < best) {
+            best = it->second;
+            at = i;
+          }
+        }
+        if (best == INT_MAX)
+          break;
+        // Every occurrence of the pair, left to right.
+        std::string a = symbols[at], b = symbols[at + 1];
+        std::vector<std::string> merged;
+        for (size_t i = 0; i < symbols.size(); ++i)
+          if (i + 1 < symbols.size() && symbols[i] == a &&
+              symbols[i + 1] == b) {
+            merged.push_back(a + b);
+            ++i;
+          } else {
+            merged.push_back(symbols[i]);
+          }
+        symbols = std::move(merged);
+      }
+      for (const std::string &s : symbols) {
+        std::optional<uint32_t> id = lookup(s);
+        if (!id)
+          id = unknown;
+        if (!id) {
+          error = "'" + name + "' has no token for a piece of '" + key +
+                  "' and no unk_token";
+          return false;
+        }
+        out.push_back(*id);
+      }
+    }
+    ids.insert(ids.end(), out.begin(), out.end());
+    cache.emplace(std::move(key), std::move(out));
+    return true;
+  }
+
+  std::string name;
+  std::unordered_map<std::string, uint32_t> vocab;
+  /// "left\0right" -> merge rank.
+  std::unordered_map<std::string, int> ranks;
+  /// Added tokens, longest first.
+  std::vector<std::pair<std::string, uint32_t>> added;
+  std::optional<uint32_t> unknown, beginOfText, endOfText;
+  bool addPrefixSpace = false, ignoreMerges = false;
+  pcre2_code *regex = nullptr;
+  /// The match data and the cache are the encoder's scratch.
+  pcre2_match_data *matchData = nullptr;
+  mutable std::mutex mutex;
+  mutable std::unordered_map<std::string, std::vector<uint32_t>> cache;
+};
+
+} // namespace
+
+std::unique_ptr<Tokenizer> openTokenizerJson(const std::string &path,
+                                             std::string &error) {
+  auto t = std::make_unique<ByteLevelBpe>();
+  if (!t->loadTokenizerJson(path, error))
+    return nullptr;
+  return t;
+}
+
+std::unique_ptr<Tokenizer> openVocabAndMerges(const std::string &vocab,
+                                              const std::string &merges,
+                                              std::string &error) {
+  auto t = std::make_unique<ByteLevelBpe>();
+  if (!t->loadVocabAndMerges(vocab, merges, error))
+    return nullptr;
+  return t;
+}
+
+} // namespace sluice::tok
