@@ -138,20 +138,19 @@ demo() {
   $compile examples/terapipe/gpt3-1b.mlir --pp 24 --micro-batch 16 --microbatches 1 \
     --costs v100 --schedule terapipe --slices auto --slicing terapipe
   echo
-  echo "== training: a byte-level GPT on examples/corpus, 4 CPU ranks, ZB-H1, against one process"
+  echo "== training, checked: a byte-level GPT on examples/corpus/founding-documents.txt,"
+  echo "   4 CPU ranks with ZB-H1, against the same model in one process"
   local work=build/demo
   mkdir -p "$work"
-  build/bin/sluice-tokenize examples/corpus/founding-documents.txt -o "$work/corpus.bin"
+  build/bin/sluice-tokenize examples/corpus/founding-documents.txt -o "$work/bytes.tokens"
   $compile examples/demo/byte-gpt.mlir --pp 4 --microbatches 8 --schedule zb-h1 \
     -o "$work/plan.json"
-  local train=(--data "$work/corpus.bin" --steps 20 --lr 3e-3)
-  echo "-- the single-process reference"
+  local train=(--data "$work/bytes.tokens" --steps 20 --lr 3e-3 --log-every 10)
   rm -rf "$work/reference"
   build/bin/sluice-run "$work/plan.json" --reference "${train[@]}" \
-    --dump-grads "$work/reference"
-  echo "-- the pipelined run on 4 ranks, checked against it"
+    --dump-grads "$work/reference" > "$work/reference.log"
   mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/plan.json" \
-    "${train[@]}" --check-against "$work/reference" --timing
+    "${train[@]}" --check-against "$work/reference" --timing | tee "$work/zb-h1.log"
   echo "-- the same with the vocabulary layers sharded over the 4 ranks (Vocab-2)."
   echo "   The sharded softmax adds its sums in another order than one process, so"
   echo "   the losses agree to ~1e-8 at first and drift where training is chaotic"
@@ -159,22 +158,61 @@ demo() {
   $compile examples/demo/byte-gpt.mlir --pp 4 --microbatches 8 --schedule zb-h1 \
     --vocab vocab-2 -o "$work/vocab-plan.json"
   mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/vocab-plan.json" \
-    "${train[@]}" --check-against "$work/reference" --loss-tolerance 1e-3
+    "${train[@]}" --check-against "$work/reference" --loss-tolerance 1e-3 |
+    tee "$work/vocab-2.log"
   echo "-- a Llama-shaped byte model (grouped-query attention, rotary positions,"
   echo "   SwiGLU), token-sliced: Seq1F1B with 4 equal-FLOP slices on the 4 ranks"
   $compile examples/demo/byte-llama.mlir --pp 4 --microbatches 8 --schedule seq1f1b \
     --slices 4 --slicing seq1f1b -o "$work/llama-plan.json"
   rm -rf "$work/llama-reference"
   build/bin/sluice-run "$work/llama-plan.json" --reference "${train[@]}" \
-    --dump-grads "$work/llama-reference" | tail -n 1
+    --dump-grads "$work/llama-reference" > /dev/null
   mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/llama-plan.json" \
-    "${train[@]}" --check-against "$work/llama-reference"
+    "${train[@]}" --check-against "$work/llama-reference" | tee "$work/seq1f1b.log"
   echo
-  echo "== every example model (examples/README.md says where each comes from)"
-  for model in examples/*/*.mlir examples/*/config.json; do
-    echo "-- $model"
-    $compile "$model" --summary 2>/dev/null
-  done
+  echo "== training a Llama-shaped model as a user would: a SentencePiece tokenizer,"
+  echo "   AdamW with warmup and cosine decay, clipping, validation, checkpoints,"
+  echo "   and a Hugging Face directory at the end (docs/data.md, docs/sluice-run.md)"
+  echo "-- a SentencePiece BPE tokenizer of 384 pieces, trained on examples/corpus"
+  spm_train --input=examples/corpus/founding-documents.txt,examples/corpus/gpl-3.0.txt,examples/corpus/gpl-2.0.txt \
+    --model_prefix="$work/tokenizer" --vocab_size=384 --model_type=bpe \
+    --byte_fallback=true --character_coverage=1.0 --minloglevel=2 >/dev/null 2>&1
+  build/bin/sluice-tokenize examples/corpus/*.txt --tokenizer "$work/tokenizer.model" \
+    -o "$work/corpus.tokens"
+  echo "-- examples/demo/tiny-llama/config.json (4 layers of hidden 64, GQA, RoPE,"
+  echo "   SwiGLU) on 4 ranks with ZB-H1; 300 steps of 16 sequences of 64 tokens"
+  $compile examples/demo/tiny-llama/config.json --seq-len 64 --micro-batch 2 \
+    --pp 4 --microbatches 8 --schedule zb-h1 -o "$work/tiny-llama.json"
+  rm -rf "$work/checkpoints" "$work/tiny-llama-hf" "$work/metrics.jsonl"
+  mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/tiny-llama.json" \
+    --data "$work/corpus.tokens" --steps 300 --lr 1e-2 --warmup-steps 20 \
+    --lr-decay cosine --min-lr 1e-3 --weight-decay 0.1 --clip-grad 1 \
+    --eval-every 50 --log-every 50 --metrics "$work/metrics.jsonl" \
+    --save "$work/checkpoints" --save-every 100 --save-hf "$work/tiny-llama-hf" |
+    tee "$work/tiny-llama.log"
+  cp "$work/tokenizer.model" "$work/tiny-llama-hf/"
+  summary "$work"
+}
+
+# The demo's last words: what each part showed, from its logs.
+summary() {
+  local work=$1
+  local check='s/.*loss max relative error \([^ ]*\) over \([0-9]*\) steps.*gradients max relative error \([^ ]*\) .*/losses within \1 over \2 steps, gradients within \3/p'
+  echo
+  echo "== summary"
+  printf '%-44s %s\n' "byte GPT, ZB-H1 on 4 ranks = one process" \
+    "$(sed -n "$check" "$work/zb-h1.log")"
+  printf '%-44s %s\n' "the same, vocabulary sharded (Vocab-2)" \
+    "$(sed -n "$check" "$work/vocab-2.log")"
+  printf '%-44s %s\n' "byte Llama, Seq1F1B (4 slices) = one process" \
+    "$(sed -n "$check" "$work/seq1f1b.log")"
+  printf '%-44s %s\n' "tiny Llama, SentencePiece data, 4 ranks" \
+    "$(sed -n 's/^trained steps [0-9-]* in \(.*\)$/\1/p' "$work/tiny-llama.log")"
+  printf '%-44s %s\n' "  checkpoints (every 100 steps, newest kept)" \
+    "$work/checkpoints"
+  printf '%-44s %s\n' "  metrics, a JSON object per line" "$work/metrics.jsonl"
+  printf '%-44s %s\n' "  Hugging Face directory (with tokenizer)" \
+    "$work/tiny-llama-hf"
 }
 
 # mpirun as root (containers, CI), without probing for networks, yielding

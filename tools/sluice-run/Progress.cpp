@@ -96,6 +96,9 @@ Status ProgressLog::record(int64_t step, double loss, double lr,
   ++pendingSteps;
   pendingSeconds += seconds;
   totalSeconds += seconds;
+  if (steps++ == 0)
+    firstLoss = loss;
+  lastLoss = loss;
   bool last = step == setup.lastStep;
   if (!last && step % setup.logEvery != 0)
     return Status::ok();
@@ -135,6 +138,9 @@ Status ProgressLog::record(int64_t step, double loss, double lr,
 }
 
 Status ProgressLog::evaluation(int64_t step, double loss, int64_t tokens) {
+  if (firstValidation < 0)
+    firstValidation = loss;
+  lastValidation = loss;
   std::printf("step %lld: validation loss %.7f (perplexity %.2f) over %lld "
               "tokens\n",
               (long long)step, loss, std::exp(loss), (long long)tokens);
@@ -143,6 +149,20 @@ Status ProgressLog::evaluation(int64_t step, double loss, int64_t tokens) {
                               {"val_loss", loss},
                               {"val_tokens", tokens}}
                    .dump());
+}
+
+void ProgressLog::finish() const {
+  if (steps == 0)
+    return;
+  std::printf("trained steps %lld-%lld in %.1f s (%.0f tokens/s): loss "
+              "%.4f -> %.4f",
+              (long long)(setup.firstStep + 1), (long long)setup.lastStep,
+              totalSeconds, setup.tokensPerStep * double(steps) / totalSeconds,
+              firstLoss, lastLoss);
+  if (firstValidation >= 0)
+    std::printf(", validation %.4f -> %.4f", firstValidation, lastValidation);
+  std::printf("\n");
+  std::fflush(stdout);
 }
 
 } // namespace sluice::rt

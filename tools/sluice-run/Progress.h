@@ -54,6 +54,8 @@ public:
                 double clipScale, double seconds);
   /// A validation loss at step `step`.
   Status evaluation(int64_t step, double loss, int64_t tokens);
+  /// The run in one line: steps, time, throughput, first and last losses.
+  void finish() const;
 
 private:
   Status write(const std::string &line);
@@ -61,8 +63,11 @@ private:
   Setup setup;
   std::FILE *metrics = nullptr;
   /// Since the last line: steps and seconds; since the start: seconds.
-  int64_t pendingSteps = 0;
+  int64_t pendingSteps = 0, steps = 0;
   double pendingSeconds = 0, totalSeconds = 0;
+  double firstLoss = 0, lastLoss = 0;
+  /// The first and last validation losses, if any.
+  double firstValidation = -1, lastValidation = -1;
 };
 
 } // namespace sluice::rt
