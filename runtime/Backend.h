@@ -272,6 +272,14 @@ public:
   virtual void add(DevicePtr y, DevicePtr x, int64_t n) = 0;
   /// y = x, converting between the two types.
   virtual void copy(DevicePtr y, DevicePtr x, int64_t n) = 0;
+  /// y *= factor (act): Gemma's embedding scale, and its gradient's.
+  virtual void scale(DevicePtr y, float factor, int64_t n) = 0;
+  /// Zeroes row r * length + t of x ([rows * length, hidden], act) where
+  /// tokens[r * stride + t] == token: the gradient a padding token's
+  /// lookup does not give its table row (nn.Embedding's padding_idx).
+  virtual void zeroTokenRows(DevicePtr tokens, int64_t stride, int64_t rows,
+                             int64_t length, int32_t token, int64_t hidden,
+                             DevicePtr x) = 0;
   /// y = value, in y's type.
   virtual void fill(DevicePtr y, double value, int64_t n) = 0;
   /// Row blocks from src to dst in one call, converting types.

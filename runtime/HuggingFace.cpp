@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -191,7 +192,9 @@ private:
 // Naming: Sluice's parameters in Hugging Face's tensors
 //===----------------------------------------------------------------------===//
 
-enum class Family { Gpt2, Llama };
+/// Gemma names its tensors as Llama does; its norms store w where the
+/// model computes with 1 + w (Source::offset).
+enum class Family { Gpt2, Llama, Gemma };
 
 /// Columns [column, column + columns) of a Sluice tensor come from a
 /// Hugging Face tensor, stored [rows, columns] or, transposed (nn.Linear's
@@ -207,6 +210,9 @@ struct Piece {
 struct Source {
   int64_t rows = 1, columns = 0;
   std::vector<Piece> pieces;
+  /// Sluice's value is the stored one plus this (Gemma's norm gains:
+  /// transformers computes x * (1 + w) in fp32, Sluice x * w').
+  float offset = 0.0f;
 
   std::vector<int64_t> shapeOf(const Piece &p) const {
     if (p.transposed)
@@ -257,8 +263,10 @@ public:
       return whole(prefix + "wpe.weight", embedding.positions);
     if (name == "lm_head.weight")
       return whole("lm_head.weight", output.vocab);
-    if (name.rfind("final_norm.", 0) == 0)
+    if (name.rfind("final_norm.", 0) == 0) {
+      src.offset = family == Family::Gemma ? 1.0f : 0.0f;
       return whole(prefix + (gpt2 ? "ln_f." : "norm.") + name.substr(11), 1);
+    }
     int64_t index = -1;
     size_t dot = std::string::npos;
     if (name.rfind("layers.", 0) == 0) {
@@ -314,6 +322,7 @@ private:
       src.rows = 1;
       src.columns = h;
       src.pieces = {{at + tensor + suffix, 0, h, false}};
+      src.offset = family == Family::Gemma && weight ? 1.0f : 0.0f;
     } else if (kind == "attn.qkv") {
       if (gpt2)
         linear(h, {{"attn.c_attn", hd + 2 * kv}});
@@ -359,10 +368,12 @@ Status readFamily(const std::string &dir, Family &family, std::string &text) {
     family = Family::Gpt2;
   } else if (type == "llama" || type == "mistral") {
     family = Family::Llama;
+  } else if (type == "gemma") {
+    family = Family::Gemma;
   } else {
     return Status::error("'" + path + "': model_type '" + type +
                          "' is not one whose weights sluice-run loads "
-                         "(gpt2, llama, mistral; docs/import.md)");
+                         "(gpt2, llama, mistral, gemma; docs/import.md)");
   }
   return Status::ok();
 }
@@ -421,7 +432,7 @@ std::string formatShape(const std::vector<int64_t> &shape) {
 /// GPT-2 checkpoints come with and without GPT2LMHeadModel's
 /// `transformer.` prefix; Llama's always under `model.`.
 std::string findPrefix(Family family, const TensorDirectory &tensors) {
-  if (family == Family::Llama)
+  if (family != Family::Gpt2)
     return "model.";
   return tensors.find("transformer.wte.weight") ? "transformer." : "";
 }
@@ -453,7 +464,7 @@ Status fillParameter(const ParameterSpec &spec, const Source &src,
       const Piece &p = src.pieces[i];
       int64_t local = c - p.column;
       int64_t at = p.transposed ? local * src.rows + r : r * p.columns + local;
-      out[run.local + k] = readElement(*infos[i], at);
+      out[run.local + k] = float(readElement(*infos[i], at)) + src.offset;
     }
   return Status::ok();
 }
@@ -466,6 +477,15 @@ Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
   std::string config;
   if (Status st = readFamily(dir, family, config); !st)
     return st;
+  // The weights' layout follows the family; the plan must compute it.
+  if ((family == Family::Gemma) != (model.embeddingScale != 1.0))
+    return Status::error(
+        "'" + dir + "/config.json' is " +
+        (family == Family::Gemma ? "a Gemma model, but the plan's model does "
+                                   "not scale its embeddings"
+                                 : "not a Gemma model, but the plan's model "
+                                   "scales its embeddings") +
+        ": compile the plan from this config.json");
   TensorDirectory tensors;
   if (Status st = tensors.open(dir); !st)
     return st;
@@ -523,10 +543,15 @@ Status describeModel(const ModelConfig &model, Family &family,
   bool gpt2 = embedding.positions > 0 && t->norm == "layernorm" &&
               t->mlp == "gelu" && t->bias && t->ropeTheta == 0 &&
               t->kvHeads == t->heads && t->heads * t->headDim == model.hidden;
-  bool llama = embedding.positions == 0 && t->norm == "rmsnorm" &&
-               t->mlp == "swiglu" && t->ropeTheta > 0 &&
-               output.norm == "rmsnorm";
-  family = gpt2 ? Family::Gpt2 : Family::Llama;
+  bool rotary = embedding.positions == 0 && t->norm == "rmsnorm" &&
+                t->ropeTheta > 0 && output.norm == "rmsnorm" && !t->bias;
+  bool scaled = model.embeddingScale != 1.0;
+  bool llama = rotary && t->mlp == "swiglu" && !scaled;
+  bool gemma = rotary && t->mlp == "geglu" &&
+               float(model.embeddingScale) ==
+                   float(std::sqrt(double(model.hidden)));
+  gpt2 = gpt2 && !scaled;
+  family = gpt2 ? Family::Gpt2 : gemma ? Family::Gemma : Family::Llama;
   if (gpt2) {
     c = {{"architectures", {"GPT2LMHeadModel"}},
          {"model_type", "gpt2"},
@@ -557,13 +582,34 @@ Status describeModel(const ModelConfig &model, Family &family,
          {"attention_bias", t->bias},
          {"mlp_bias", t->bias},
          {"tie_word_embeddings", output.tied}};
+  } else if (gemma) {
+    c = {{"architectures", {"GemmaForCausalLM"}},
+         {"model_type", "gemma"},
+         {"hidden_size", model.hidden},
+         {"num_hidden_layers", layers},
+         {"num_attention_heads", t->heads},
+         {"num_key_value_heads", t->kvHeads},
+         {"head_dim", t->headDim},
+         {"intermediate_size", t->ffn},
+         {"hidden_activation",
+          model.exactGelu ? "gelu" : "gelu_pytorch_tanh"},
+         {"max_position_embeddings", model.seqLen},
+         {"vocab_size", embedding.vocab},
+         {"rms_norm_eps", model.normEps},
+         {"rope_theta", t->ropeTheta},
+         {"tie_word_embeddings", output.tied}};
   } else {
     return Status::error(
         "model '" + model.name +
         "' is neither GPT-2-shaped (learned positions, LayerNorm, GELU, "
-        "biases) nor Llama-shaped (rotary positions, RMSNorm, SwiGLU): no "
-        "Hugging Face family computes it");
+        "biases), Llama-shaped (rotary positions, RMSNorm, SwiGLU) nor "
+        "Gemma-shaped (Llama's with GeGLU and embeddings scaled by "
+        "sqrt(hidden)): no Hugging Face family computes it");
   }
+  // nn.Embedding's padding_idx; a null keeps Llama's from defaulting.
+  if (!gpt2)
+    c["pad_token_id"] = model.paddingToken >= 0 ? json(model.paddingToken)
+                                                : json(nullptr);
   c["torch_dtype"] = "float32";
   text = c.dump(2) + "\n";
   return Status::ok();
@@ -638,7 +684,7 @@ Status writeDirectory(const std::string &dir, const std::string &gather,
       for (int64_t r = 0; r < src.rows; ++r)
         for (int64_t c = 0; c < p.columns; ++c)
           values[p.transposed ? c * src.rows + r : r * p.columns + c] =
-              w[r * src.columns + p.column + c];
+              w[r * src.columns + p.column + c] - src.offset;
     }
   }
   if (Status st = writeSafetensors(dir + "/model.safetensors", tensors); !st)

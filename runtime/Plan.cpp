@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -112,6 +113,16 @@ void readNumerics(const json &j, ModelConfig &m) {
            "--seq-len " +
            std::to_string(m.slidingWindow) + " or less)");
   }
+  if (j.contains("embedding_scale")) {
+    const json &scale = j["embedding_scale"];
+    if (!scale.is_number() || !(scale.get<double>() > 0) ||
+        !std::isfinite(scale.get<double>()))
+      fail("model: 'embedding_scale' must be a positive number, got " +
+           scale.dump());
+    m.embeddingScale = scale.get<double>();
+  }
+  if (j.contains("padding_token"))
+    m.paddingToken = integer(j, "padding_token", "model", 0, INT64_MAX);
   if (!j.contains("unmodelled"))
     return;
   const json &list = j["unmodelled"];
@@ -207,6 +218,10 @@ ModelConfig readModel(const json &j) {
   if (out.tied && out.vocab != m.layers.front().vocab)
     fail("model: the tied output layer's vocab " + std::to_string(out.vocab) +
          " differs from the embedding's " +
+         std::to_string(m.layers.front().vocab));
+  if (m.paddingToken >= m.layers.front().vocab)
+    fail("model: 'padding_token' = " + std::to_string(m.paddingToken) +
+         " is not below the vocabulary size " +
          std::to_string(m.layers.front().vocab));
   return m;
 }

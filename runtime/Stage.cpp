@@ -128,6 +128,11 @@ void StageRunner::addPositionGrads(DevicePtr positionGrads, DevicePtr grad,
                 s.tokens * h);
 }
 
+void StageRunner::scaleEmbedding(DevicePtr x, int64_t n) {
+  if (model.embeddingScale != 1.0)
+    kernels.scale(x, float(model.embeddingScale), n);
+}
+
 bool StageRunner::hasEmbedding() const {
   return model.layers[layers.front()].kind == LayerKind::Embedding;
 }
@@ -610,6 +615,7 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
         kernels.copy(dst, localTokens(current, n * h), n * h);
         if (l.w.positions)
           addPositions(dst, l.w.positions, s);
+        scaleEmbedding(dst, n * h);
         break;
       }
       if (vocabCount >= 0) {
@@ -627,11 +633,13 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
         reduceTokens(lookups, dst, n * h);
         if (l.w.positions)
           addPositions(dst, l.w.positions, s);
+        scaleEmbedding(dst, n * h);
         break;
       }
       kernels.embeddingForward(batch.tokens + s.offset, batch.stride, l.w.table,
                                l.w.positions, s.rows, s.tokens, s.offset, h,
                                dst);
+      scaleEmbedding(dst, n * h);
       break;
     case LayerKind::Transformer:
       transformerForward(l, v, s, current, dst, workspace, again);
@@ -708,6 +716,14 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
       // goes back to the input shard's broadcast.
       kernels.copy(localTokens(v[Field::EmbedGrad], n * h), grad, n * h);
       gatherTokens(v[Field::EmbedGrad], n * h);
+      // The output's scale, and a padding token's lookups giving its row
+      // nothing (the positions get nothing from them either: no model has
+      // both).
+      scaleEmbedding(v[Field::EmbedGrad], rt * h);
+      if (model.paddingToken >= 0)
+        kernels.zeroTokenRows(batch.tokens + s.offset, batch.stride, s.rows,
+                              s.tokens, int32_t(model.paddingToken), h,
+                              v[Field::EmbedGrad]);
       if (c.sharded && inputGrad)
         kernels.copy(inputGrad, v[Field::EmbedGrad], rt * h);
       break;

@@ -188,6 +188,8 @@ private:
   /// Adds to `dst` (this shard's tokens of slice `s`: all of them without
   /// a split) their learned positions.
   void addPositions(DevicePtr dst, DevicePtr positions, const SliceShape &s);
+  /// x *= the model's embedding scale (Gemma), if it has one.
+  void scaleEmbedding(DevicePtr x, int64_t n);
   /// The same, backwards: adds the whole slice's gradient `grad` to the
   /// positions' gradient.
   void addPositionGrads(DevicePtr positionGrads, DevicePtr grad,

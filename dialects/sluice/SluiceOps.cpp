@@ -110,6 +110,11 @@ LogicalResult ModelOp::verify() {
   }
   if (std::optional<double> eps = getNormEps(); eps && !(*eps > 0 && *eps < 1))
     return emitOpError("'norm_eps' must be in (0, 1), got ") << *eps;
+  if (std::optional<double> scale = getEmbeddingScale();
+      scale && !(*scale > 0 && std::isfinite(*scale)))
+    return emitOpError("'embedding_scale' must be positive, got ") << *scale;
+  if (std::optional<int64_t> pad = getPaddingToken(); pad && *pad < 0)
+    return emitOpError("'padding_token' must not be negative, got ") << *pad;
   return success();
 }
 

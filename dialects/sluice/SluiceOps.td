@@ -66,6 +66,12 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     approximation. `sliding_window` (Mistral) limits attention to the last
     so many keys; the runtime computes full causal attention, which is the
     same while `seq_len` does not exceed it, and refuses a longer sequence.
+    `embedding_scale` multiplies the embedding layer's output (Gemma's
+    sqrt(hidden_size)); its gradient is scaled alike. `padding_token` is a
+    token whose lookups add nothing to its table row's gradient, as
+    PyTorch's `nn.Embedding(padding_idx=...)` computes (Llama's, Mistral's
+    and Gemma's `pad_token_id`; the output layer's gradient of a tied
+    table's row still does).
     `unmodelled` lists what the model it was imported from
     computes and these layers do not (Gemma's `1 + w` norm gain, soft-
     capping, ...): the costs hold, but the runtime refuses to train such a
@@ -74,6 +80,14 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     ```mlir
     sluice.model @llama {seq_len = 128, micro_batch = 1, dtype = f32}
         attributes {norm_eps = 1.0e-06 : f64} {
+      ...
+    }
+    ```
+
+    ```mlir
+    sluice.model @gemma {seq_len = 128, micro_batch = 1, dtype = f32}
+        attributes {embedding_scale = 45.254833995939045 : f64,
+                    padding_token = 0 : i64} {
       ...
     }
     ```
@@ -106,6 +120,8 @@ def Sluice_ModelOp : Sluice_Op<"model", [
                        OptionalAttr<Sluice_RealAttr>:$norm_eps,
                        UnitAttr:$exact_gelu,
                        OptionalAttr<Sluice_SizeAttr>:$sliding_window,
+                       OptionalAttr<Sluice_RealAttr>:$embedding_scale,
+                       OptionalAttr<I64Attr>:$padding_token,
                        OptionalAttr<StrArrayAttr>:$unmodelled);
   let regions = (region SizedRegion<1>:$body);
   let builders = [
@@ -116,7 +132,8 @@ def Sluice_ModelOp : Sluice_Op<"model", [
             /*token_slices=*/nullptr, /*slicing=*/nullptr,
             /*slicing_latency=*/nullptr, /*slicing_fit_error=*/nullptr,
             /*norm_eps=*/nullptr, /*exact_gelu=*/false,
-            /*sliding_window=*/nullptr, /*unmodelled=*/nullptr);
+            /*sliding_window=*/nullptr, /*embedding_scale=*/nullptr,
+            /*padding_token=*/nullptr, /*unmodelled=*/nullptr);
     }]>
   ];
   let assemblyFormat = [{

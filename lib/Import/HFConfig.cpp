@@ -25,6 +25,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::sluice;
 
@@ -318,6 +320,9 @@ struct ImportedConfig {
   bool exactGelu = false;
   bool bias = false;
   std::optional<int64_t> slidingWindow;
+  /// Gemma's sqrt(hidden_size); nn.Embedding's padding_idx.
+  std::optional<double> embeddingScale;
+  std::optional<int64_t> paddingToken;
   /// What the config computes and the layers do not: costs hold, the
   /// runtime refuses to train it.
   std::vector<std::string> unmodelled;
@@ -337,7 +342,7 @@ public:
         failed(readFeedForward()) || failed(checkActivation()) ||
         failed(readRotary()) || failed(readTied()) || failed(readDType()) ||
         failed(readNumerics()) || failed(readBiases()) || failed(readGemma()) ||
-        failed(readSlidingWindow()))
+        failed(readPadding()) || failed(readSlidingWindow()))
       return failure();
     warnUnmodelled();
     auto nameOrPath = reader.optionalString({"_name_or_path"});
@@ -633,14 +638,15 @@ private:
     return success();
   }
 
-  /// Gemma's norms scale by 1 + w, its embeddings by sqrt(hidden_size);
-  /// Gemma-2 adds sandwich norms, soft-capping and its own attention
-  /// scale. None of it is computed yet (docs/import.md).
+  /// Gemma scales its embeddings by sqrt(hidden_size) (GemmaModel's
+  /// `normalizer`); its norms' gain 1 + w is the weights' layout
+  /// (sluice-run --load-hf adds the 1). Gemma-2 adds sandwich norms,
+  /// soft-capping and its own attention scale, not computed yet
+  /// (docs/import.md).
   LogicalResult readGemma() {
     if (family != &kGemma)
       return success();
-    unmodelled("model_type", "Gemma's RMSNorm gain 1 + w and its embedding "
-                             "scale sqrt(hidden_size)");
+    config.embeddingScale = std::sqrt(double(config.hidden));
     if (modelType != "gemma2")
       return success();
     unmodelled("model_type",
@@ -656,6 +662,32 @@ private:
       unmodelled("query_pre_attn_scalar",
                  "attention scores scaled by 1 / sqrt(query_pre_attn_scalar) "
                  "instead of 1 / sqrt(head_dim)");
+    return success();
+  }
+
+  /// transformers' Llama, Mistral and Gemma models look tokens up with
+  /// nn.Embedding(padding_idx=pad_token_id): that row gets no gradient
+  /// from the lookup. Their configs default it to none (Llama, Mistral)
+  /// or 0 (Gemma, Gemma-2); GPT-2 has no padding index.
+  LogicalResult readPadding() {
+    if (family == &kGpt2)
+      return success();
+    const llvm::json::Value *value = reader.get("pad_token_id");
+    if (value && value->kind() == llvm::json::Value::Null)
+      return success();
+    if (!value) {
+      if (family == &kGemma)
+        config.paddingToken = 0;
+      return success();
+    }
+    std::optional<int64_t> pad = value->getAsInteger();
+    if (!pad || *pad < 0 || *pad >= config.vocab) {
+      reader.error("pad_token_id")
+          << "key 'pad_token_id' must be a token below vocab_size = "
+          << config.vocab << ", got " << ConfigReader::formatJSON(*value);
+      return failure();
+    }
+    config.paddingToken = *pad;
     return success();
   }
 
@@ -784,6 +816,10 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
   model.setExactGelu(config->exactGelu);
   if (config->slidingWindow)
     model.setSlidingWindow(*config->slidingWindow);
+  if (config->embeddingScale)
+    model.setEmbeddingScale(*config->embeddingScale);
+  if (config->paddingToken)
+    model.setPaddingToken(*config->paddingToken);
   if (!config->unmodelled.empty()) {
     SmallVector<StringRef> what(config->unmodelled.begin(),
                                 config->unmodelled.end());

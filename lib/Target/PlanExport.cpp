@@ -29,6 +29,8 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
   config.normEps = model.getNormEpsOrDefault();
   config.exactGelu = model.getExactGelu();
   config.slidingWindow = model.getSlidingWindow().value_or(0);
+  config.embeddingScale = model.getEmbeddingScale().value_or(1.0);
+  config.paddingToken = model.getPaddingToken().value_or(-1);
   if (std::optional<ArrayAttr> list = model.getUnmodelled())
     for (Attribute a : *list)
       config.unmodelled.push_back(cast<StringAttr>(a).str());
@@ -192,6 +194,10 @@ private:
     json.attribute("gelu", config.exactGelu ? "erf" : "tanh");
     if (config.slidingWindow > 0)
       json.attribute("sliding_window", config.slidingWindow);
+    if (config.embeddingScale != 1.0)
+      json.attribute("embedding_scale", config.embeddingScale);
+    if (config.paddingToken >= 0)
+      json.attribute("padding_token", config.paddingToken);
     if (!config.unmodelled.empty())
       json.attributeArray("unmodelled", [&] {
         for (const std::string &what : config.unmodelled)

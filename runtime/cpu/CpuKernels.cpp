@@ -433,6 +433,23 @@ void CpuKernels::embeddingForward(DevicePtr tokensPtr, int64_t stride,
     }
 }
 
+void CpuKernels::scale(DevicePtr yPtr, float factor, int64_t n) {
+  float *y = yPtr.as<float>();
+  for (int64_t i = 0; i < n; ++i)
+    y[i] *= factor;
+}
+
+void CpuKernels::zeroTokenRows(DevicePtr tokensPtr, int64_t stride,
+                               int64_t rows, int64_t length, int32_t token,
+                               int64_t hidden, DevicePtr xPtr) {
+  const int32_t *tokens = tokensPtr.as<int32_t>();
+  float *x = xPtr.as<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t)
+      if (tokens[r * stride + t] == token)
+        std::fill_n(x + (r * length + t) * hidden, hidden, 0.0f);
+}
+
 void CpuKernels::embeddingBackward(DevicePtr tokensPtr, int64_t stride,
                                    DevicePtr doutPtr, int64_t rows,
                                    int64_t length, int64_t offset,

@@ -23,6 +23,10 @@ public:
   void accumulateColumnSums(DevicePtr x, int64_t rows, int64_t cols,
                             DevicePtr out) override;
   void add(DevicePtr y, DevicePtr x, int64_t n) override;
+  void scale(DevicePtr y, float factor, int64_t n) override;
+  void zeroTokenRows(DevicePtr tokens, int64_t stride, int64_t rows,
+                     int64_t length, int32_t token, int64_t hidden,
+                     DevicePtr x) override;
   void copy(DevicePtr y, DevicePtr x, int64_t n) override;
   void fill(DevicePtr y, double value, int64_t n) override;
   void copyStrided(DevicePtr dst, DevicePtr src,

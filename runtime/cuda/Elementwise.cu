@@ -5,6 +5,28 @@
 
 namespace sluice::rt::cuda {
 
+void CudaKernels::scale(DevicePtr y, float factor, int64_t n) {
+  if (n <= 0)
+    return;
+  SLUICE_DISPATCH_ACT(y.getType(), T,
+                      scaleKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          y.as<T>(), factor, n));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::zeroTokenRows(DevicePtr tokens, int64_t stride, int64_t rows,
+                                int64_t length, int32_t token, int64_t hidden,
+                                DevicePtr x) {
+  int64_t n = rows * length * hidden;
+  if (n <= 0)
+    return;
+  SLUICE_DISPATCH_ACT(x.getType(), T,
+                      zeroTokenRowsKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          tokens.as<int32_t>(), stride, length, token, hidden,
+                          x.as<T>(), n));
+  SLUICE_LAUNCHED(errors);
+}
+
 void CudaKernels::add(DevicePtr y, DevicePtr x, int64_t n) {
   // Mixed types occur: a sharded embedding adds its bf16 input gradient
   // into the f32 gradient of the learned positions.

@@ -54,6 +54,23 @@ __global__ void addKernel(T *y, const X *x, int64_t n) {
   y[i] = fromFloat<T>(toFloat(y[i]) + toFloat(x[i]));
 }
 
+template <class T> __global__ void scaleKernel(T *y, float factor, int64_t n) {
+  SLUICE_GRID_STRIDE(i, n)
+  y[i] = fromFloat<T>(toFloat(y[i]) * factor);
+}
+
+/// Zeroes the hidden-wide rows whose token is `token`.
+template <class T>
+__global__ void zeroTokenRowsKernel(const int32_t *tokens, int64_t stride,
+                                    int64_t length, int32_t token,
+                                    int64_t hidden, T *x, int64_t n) {
+  SLUICE_GRID_STRIDE(i, n) {
+    int64_t row = i / hidden, r = row / length, t = row % length;
+    if (tokens[r * stride + t] == token)
+      x[i] = fromFloat<T>(0.0f);
+  }
+}
+
 /// y += x in bf16 Packs (residual connections: n a multiple of eight).
 template <class T>
 __global__ void addPackedKernel(T *y, const T *x, int64_t n) {

@@ -10,7 +10,7 @@ and checks it against these, within sluice-run's tolerances (relative 1e-5
 on the loss, 1e-4 on gradients).
 
 usage: equivalence.py FAMILY WORKDIR
-  FAMILY: gpt2 | llama | llama-tied
+  FAMILY: gpt2 | llama | llama-tied | gemma
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
 
@@ -44,6 +44,17 @@ def make_model(family):
             activation_function="gelu", layer_norm_epsilon=1e-6,
             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         return transformers.GPT2LMHeadModel(config)
+    if family == "gemma":
+        # Its embeddings scaled by sqrt(hidden_size), its norms' gain
+        # 1 + w, GeGLU with the tanh GELU, a padding token (0) whose
+        # lookups give its row no gradient, the head tied.
+        config = transformers.GemmaConfig(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=8, max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh",
+            pad_token_id=0, attention_dropout=0.0)
+        return transformers.GemmaForCausalLM(config)
     config = transformers.LlamaConfig(
         vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -143,10 +154,14 @@ def main():
         for p in model.parameters():
             if p.dim() == 2:
                 p.mul_(4.0)
+            elif family == "gemma":
+                p.normal_(0.0, 0.3)  # w of the gain 1 + w, 0 at init
     model.save_pretrained(os.path.join(work, "hf"), safe_serialization=True)
 
     rng = np.random.default_rng(1)
     data = rng.integers(0, VOCAB, MICROBATCHES * SEQ + 1, dtype=np.uint32)
+    if family == "gemma":
+        data[[3, 20, 41]] = 0  # the padding token, as an input
     data.tofile(os.path.join(work, "tokens.bin"))
     loss = mean_loss(model, *step_batch(work))
     loss.backward()

@@ -342,6 +342,16 @@ TEST_P(CudaKernelsTest, EmbeddingsAndShards) {
   Tensor table = make(vocab * hidden, act()),
          positions = make(16 * hidden, act()),
          out = make(rows * length * hidden, act());
+  // Gemma's embedding scale and padding token.
+  Tensor scaled = make(rows * length * hidden, act());
+  cpuKernels().scale(scaled.cpu(), 5.5f, rows * length * hidden);
+  gpuKernels().scale(scaled.gpu(), 5.5f, rows * length * hidden);
+  expectClose(scaled, "scale");
+  cpuKernels().zeroTokenRows(idsCpu, stride, rows, length, ids[4], hidden,
+                             scaled.cpu());
+  gpuKernels().zeroTokenRows(idsGpu, stride, rows, length, ids[4], hidden,
+                             scaled.gpu());
+  expectClose(scaled, "zeroTokenRows");
   cpuKernels().embeddingForward(idsCpu, stride, table.cpu(), positions.cpu(),
                                 rows, length, 3, hidden, out.cpu());
   gpuKernels().embeddingForward(idsGpu, stride, table.gpu(), positions.gpu(),

@@ -460,4 +460,19 @@ TEST(Optimizer, SumSquaresOfAStridedBlock) {
                DevicePtr(&out, DType::F64));
   EXPECT_DOUBLE_EQ(out, 1.0 + 9 + 16);
 }
+
+// A padding token's rows of an embedding gradient are zeroed, the others
+// kept; scale multiplies.
+TEST(RuntimeMath, PaddingRowsAndScale) {
+  CpuKernels k;
+  std::vector<int32_t> tokens = {5, 0, 7, 99, 0, 3, 99}; // stride 4, 2 rows of 3
+  std::vector<float> x(2 * 3 * 2, 1.0f);
+  k.zeroTokenRows(DevicePtr(tokens.data()), 4, 2, 3, 0, 2,
+                  DevicePtr(x.data(), DType::F32));
+  std::vector<float> expected = {1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 1, 1};
+  EXPECT_EQ(x, expected);
+  k.scale(DevicePtr(x.data(), DType::F32), 2.0f, 4);
+  EXPECT_EQ(x[0], 2.0f);
+  EXPECT_EQ(x[4], 1.0f);
+}
 } // namespace

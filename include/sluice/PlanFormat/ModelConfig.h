@@ -73,6 +73,11 @@ struct ModelConfig {
   bool exactGelu = false;
   /// Attention over at most this many keys (Mistral); 0: none.
   int64_t slidingWindow = 0;
+  /// The embedding layer's output times this (Gemma: sqrt(hidden)).
+  double embeddingScale = 1.0;
+  /// A token whose lookups give its table row no gradient (nn.Embedding's
+  /// padding_idx); -1: none.
+  int64_t paddingToken = -1;
   /// What the model imported from computes and these layers do not: the
   /// runtime refuses to train it.
   std::vector<std::string> unmodelled;
