@@ -94,7 +94,7 @@ build() {
 demo() {
   local compile=build/bin/sluice-compile
   echo
-  echo "== Figure 2 of papers/vocabulary-parallelism.txt: Gemma-2-9B at 4096 tokens"
+  echo "== Figure 2 of Yeung et al., 2024: Gemma-2-9B at 4096 tokens"
   $compile examples/gemma-2-9b/config.json --summary --seq-len 4096
   echo
   echo "== every schedule: the paper's 4B model on 8 devices, 24 microbatches, unit costs"
@@ -111,7 +111,7 @@ demo() {
   $compile examples/vocab-parallelism/table1-4b.mlir --pp 8 --microbatches 24 --costs a100 \
     --balance compute
   echo
-  echo "== vocabulary parallelism (papers/vocabulary-parallelism.txt): the five methods,"
+  echo "== vocabulary parallelism (Yeung et al., 2024): the five methods,"
   echo "   unit costs (activation memory: p + 2 for Vocab-1, p + 1 for Vocab-2, ~1.5p interlaced)"
   for vocab in baseline redis vocab-1 vocab-2 interlaced; do
     echo "-- --vocab $vocab"

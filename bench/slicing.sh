@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Token slicing against the papers, with the analytic cost model:
 #
-#  A. papers/seq1f1b.txt Tables 2-5: 1F1B against Seq1F1B with uniform
+#  A. Sun et al., 2024 Tables 2-5: 1F1B against Seq1F1B with uniform
 #     slices ("w/o cwp") and with the computation-wise partition, k = 4,
 #     A100 costs (a tensor-parallel group of 8 as one device of 8x the
 #     FLOP/s and bandwidth: `a100x8`). The paper: Seq1F1B about 1.14x 1F1B's
 #     throughput at about half the memory; computation-wise 10-30% better
 #     than uniform.
-#  B. papers/terapipe.txt Table 1, settings (1)-(10), V100 costs (`v100xOp`
+#  B. Li et al., 2021 Table 1, settings (1)-(10), V100 costs (`v100xOp`
 #     for the #Op GPUs of a cell): GPipe against TeraPipe, each with the
 #     best split of the pipeline's batch into equal microbatches, TeraPipe
 #     slicing tokens with its dynamic programme. The paper (Figure 5):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The five methods of papers/vocabulary-parallelism.txt (§6.2-6.4) under the
+# The five methods of Yeung et al., 2024 (§6.2-6.4) under the
 # analytic A100 cost model: MFU, step time, and the spread of peak memory
 # over the pipeline devices, for the paper's settings -- Table 1 on 1F1B
 # (4B/8, 10B/16, 21B/32 devices) and Table 2 on V-Half (7B/16, 16B/24,

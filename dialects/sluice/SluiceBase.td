@@ -74,7 +74,7 @@ def Sluice_PassKindAttr : EnumAttr<Sluice_Dialect, Sluice_PassKind, "pass"> {
       schedules so that it can fill bubbles;
     * `BW`: the unsplit backward (`B` and `W` together);
     * `S`, `T`: the two passes of a vocabulary-parallel output-layer shard,
-      cut at its communication barriers (papers/vocabulary-parallelism.txt
+      cut at its communication barriers (Yeung et al., 2024
       §4–5);
     * `IF`, `IB`: forward and backward of a vocabulary-parallel input-layer
       shard (the paper's Appendix C, summarised in DESIGN.md);
@@ -151,7 +151,7 @@ def Sluice_StreamKindAttr : EnumAttr<Sluice_Dialect, Sluice_StreamKind,
   let description = [{
     `compute` runs passes; `comm` carries pipeline sends and receives so they
     overlap compute; `vocab` is the high-priority stream of the vocabulary
-    collectives (papers/vocabulary-parallelism.txt §6.1); `data` carries the
+    collectives (Yeung et al., 2024 §6.1); `data` carries the
     data-parallel gradient all-reduces (`sluice.grad_sync`) beside the
     passes still to run.
   }];
@@ -202,8 +202,8 @@ def Sluice_SlicingMethodAttr : EnumAttr<Sluice_Dialect, Sluice_SlicingMethod,
   let summary = "token slicing method";
   let description = [{
     How `sluice-slice-tokens` cut each sequence: `uniform` (equal
-    lengths), `seq1f1b` (equal FLOPs, papers/seq1f1b.txt §3.3) or
-    `terapipe` (the dynamic programme of papers/terapipe.txt §3.3).
+    lengths), `seq1f1b` (equal FLOPs, Sun et al., 2024 §3.3) or
+    `terapipe` (the dynamic programme of Li et al., 2021 §3.3).
 
     ```mlir
     #sluice.slicing<seq1f1b>

@@ -175,7 +175,7 @@ def Sluice_EmbeddingOp : Sluice_LayerOp<"embedding", [
 
     The input layer carries as many parameters as the output layer but
     almost no FLOPs, which is what makes it a memory problem for the first
-    pipeline stage (papers/vocabulary-parallelism.txt §1, Figure 2).
+    pipeline stage (Yeung et al., 2024 §1, Figure 2).
 
     ```mlir
     %emb = sluice.embedding {vocab = 50257, positions = 2048}
@@ -261,7 +261,7 @@ def Sluice_OutputLayerOp : Sluice_LayerOp<"output_layer", [
     equal vocabularies.
 
     With a large vocabulary this one layer outweighs several transformer
-    layers in parameters and FLOPs (papers/vocabulary-parallelism.txt
+    layers in parameters and FLOPs (Yeung et al., 2024
     Figure 2: about 5x for Gemma-2-9B), which is why later passes split it
     over all pipeline devices.
 
@@ -681,7 +681,7 @@ def Sluice_GradSyncOp : Sluice_InstrOp<"grad_sync"> {
     replicas of this device. It stands after the last pass of `stage` on
     the device, so the gradients are final; it does not block: the
     reduction overlaps the passes after it, and the optimizer step waits
-    for it (papers/lecture-model-parallelism.txt, data parallelism;
+    for it (Li, LLM Systems, data parallelism;
     `sluice-sync-gradients` places it).
 
     ```mlir

@@ -1,7 +1,7 @@
 //===- SluiceTensorOps.td - Tensor-parallel shard bodies ---*- tablegen -*-===//
 //
 // What one of a layer's tensor-parallel shards computes, with the
-// collectives among the shards explicit (papers/tensor-parallelism-blog.txt;
+// collectives among the shards explicit (Weitkamp, 2024;
 // Megatron-LM). `sluice-shard-tensors` gives each transformer layer, and the
 // embedding and output layer when they split over the shards, a body made
 // of these ops. A body spells the forward pass only: each collective names

@@ -1,7 +1,7 @@
 //===- SluiceVocabOps.td - Vocabulary-parallel layers ------*- tablegen -*-===//
 //
 // The partitioned level of the vocabulary layers
-// (papers/vocabulary-parallelism.txt): the embedding and the output layer
+// (Yeung et al., 2024): the embedding and the output layer
 // split along the vocabulary over all p devices. Each is one region that
 // every device runs on its own vocabulary shard (SPMD), written as
 // fine-grained ops with explicit collectives so that the communication

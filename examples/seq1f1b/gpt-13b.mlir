@@ -1,4 +1,4 @@
-// 13B GPT of papers/seq1f1b.txt, Table 1: 40 layers, 40 heads, hidden 5120;
+// 13B GPT of Sun et al., 2024, Table 1: 40 layers, 40 heads, hidden 5120;
 // sequence 32k / 64k / 128k (this file: 32k), PP 4, TP 8, 16 / 32 microbatches.
 //
 // Tied input and output embeddings (Megatron-LM's default for GPT).

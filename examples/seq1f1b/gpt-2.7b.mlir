@@ -1,4 +1,4 @@
-// 2.7B GPT of papers/seq1f1b.txt, Table 1: 32 layers, 32 heads, hidden 2560;
+// 2.7B GPT of Sun et al., 2024, Table 1: 32 layers, 32 heads, hidden 2560;
 // sequence 16k / 24k / 32k (this file: 16k), PP 8, TP 1, 32 / 64 microbatches.
 //
 // Tied input and output embeddings (Megatron-LM's default for GPT).

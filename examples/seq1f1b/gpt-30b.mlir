@@ -1,4 +1,4 @@
-// 30B GPT of papers/seq1f1b.txt, Table 1: 64 layers, 64 heads, hidden 6144;
+// 30B GPT of Sun et al., 2024, Table 1: 64 layers, 64 heads, hidden 6144;
 // sequence 32k / 48k / 64k (this file: 32k), PP 8, TP 8, 32 / 64 microbatches.
 //
 // Tied input and output embeddings (Megatron-LM's default for GPT).

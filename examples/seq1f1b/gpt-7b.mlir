@@ -1,4 +1,4 @@
-// 7B GPT of papers/seq1f1b.txt, Table 1: 32 layers, 32 heads, hidden 4096;
+// 7B GPT of Sun et al., 2024, Table 1: 32 layers, 32 heads, hidden 4096;
 // sequence 32k / 64k / 128k (this file: 32k), PP 4, TP 8, 16 / 32 microbatches.
 //
 // Tied input and output embeddings (Megatron-LM's default for GPT).

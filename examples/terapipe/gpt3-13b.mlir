@@ -1,4 +1,4 @@
-// GPT3-13B of papers/terapipe.txt, Table 1 settings (4)-(5): N = 40 layers,
+// GPT3-13B of Li et al., 2021, Table 1 settings (4)-(5): N = 40 layers,
 // H = 5120, sequence L = 2048, as in Brown et al. (2020): LayerNorm,
 // GELU MLP of 4H, biases, learned positions, GPT-2 vocabulary (50257),
 // input and output embeddings tied.

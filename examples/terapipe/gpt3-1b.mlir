@@ -1,4 +1,4 @@
-// GPT3-1B of papers/terapipe.txt, Table 1 settings (1)-(3): N = 24 layers,
+// GPT3-1B of Li et al., 2021, Table 1 settings (1)-(3): N = 24 layers,
 // H = 2048, sequence L = 2048, as in Brown et al. (2020): LayerNorm,
 // GELU MLP of 4H, biases, learned positions, GPT-2 vocabulary (50257),
 // input and output embeddings tied.

@@ -1,4 +1,4 @@
-// ≈10B model of papers/vocabulary-parallelism.txt, Table 1
+// ≈10B model of Yeung et al., 2024, Table 1
 // (1F1B experiments on 16 pipeline devices): 48 layers, 32 heads,
 // hidden 4096.
 //

@@ -1,4 +1,4 @@
-// ≈21B model of papers/vocabulary-parallelism.txt, Table 1
+// ≈21B model of Yeung et al., 2024, Table 1
 // (1F1B experiments on 32 pipeline devices): 64 layers, 40 heads,
 // hidden 5120.
 //

@@ -1,4 +1,4 @@
-// ≈4B model of papers/vocabulary-parallelism.txt, Table 1
+// ≈4B model of Yeung et al., 2024, Table 1
 // (1F1B experiments on 8 pipeline devices): 32 layers, 24 heads,
 // hidden 3072.
 //

@@ -1,4 +1,4 @@
-// ≈16B model of papers/vocabulary-parallelism.txt, Table 2
+// ≈16B model of Yeung et al., 2024, Table 2
 // (V-Half experiments on 24 pipeline devices): 48 layers, 40 heads,
 // hidden 5120.
 //

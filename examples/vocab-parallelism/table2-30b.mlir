@@ -1,4 +1,4 @@
-// ≈30B model of papers/vocabulary-parallelism.txt, Table 2
+// ≈30B model of Yeung et al., 2024, Table 2
 // (V-Half experiments on 32 pipeline devices): 64 layers, 48 heads,
 // hidden 6144.
 //

@@ -1,4 +1,4 @@
-// ≈7B model of papers/vocabulary-parallelism.txt, Table 2
+// ≈7B model of Yeung et al., 2024, Table 2
 // (V-Half experiments on 16 pipeline devices): 32 layers, 32 heads,
 // hidden 4096.
 //

@@ -124,7 +124,7 @@ def PartitionVocab : Pass<"sluice-partition-vocab", "ModuleOp"> {
     Runs on a model partitioned into stages. `mode=baseline` leaves the
     embedding on the first stage and the output layer on the last (the
     paper's Baseline; with `balance=compute` stage partitioning, Redis).
-    `mode=vocab` (papers/vocabulary-parallelism.txt §3-4) replaces them with
+    `mode=vocab` (Yeung et al., 2024 §3-4) replaces them with
     a `sluice.vocab_input` and a `sluice.vocab_output` shard that every
     device runs on its slice of the vocabulary, padded to a multiple of 2p
     (§6.1); the output layer's norm stays on the last stage as
@@ -169,7 +169,7 @@ def ReorderSoftmaxBarriers : Pass<"sluice-reorder-softmax-barriers", "ModuleOp">
   let description = [{
     Rewrites each `sluice.vocab_output` from its naive form.
 
-    `algorithm=1` (papers/vocabulary-parallelism.txt §4.3, equation 5):
+    `algorithm=1` (Yeung et al., 2024 §4.3, equation 5):
     each shard computes its softmax with its local maximum m' and sum s',
     then one barrier all-reduces the maximum, rescales the local sum by
     exp(m' - m) and all-reduces it, and the probabilities are rescaled by
@@ -217,11 +217,11 @@ def SliceTokens : Pass<"sluice-slice-tokens", "ModuleOp"> {
 
     * `method=uniform`: `slices` near-equal lengths (they differ by at most
       one token);
-    * `method=seq1f1b`: papers/seq1f1b.txt §3.4's computation-wise
+    * `method=seq1f1b`: Sun et al., 2024 §3.4's computation-wise
       partition -- `slices` segments of equal FLOPs (forward and backward of
       every layer), which makes the first segment the longest since
       attention grows with the prefix;
-    * `method=terapipe`: papers/terapipe.txt §3.3's dynamic programme over
+    * `method=terapipe`: Li et al., 2021 §3.3's dynamic programme over
       the partitioned model's stages, minimising sum t_i + (K - 1) max t_i
       with t(i, j) the slowest stage's F and backward of a slice of i
       tokens after j, plus its two transfers, from the `costs` model
@@ -303,7 +303,7 @@ def Schedule : Pass<"sluice-schedule", "ModuleOp"> {
     Schedules: `gpipe`, `1f1b`, `interleaved-1f1b`, `zb-h1`, `zb-h2`,
     `zb-v`, `v-half`, `v-min`, `seq1f1b`, `seq1f1b-i`, `terapipe`. 1F1B and
     the zero-bubble and V-shape families are built from building blocks
-    (papers/vocabulary-parallelism.txt §5.2): one microbatch's pattern,
+    (Yeung et al., 2024 §5.2): one microbatch's pattern,
     repeated every interval; W passes fill the bubbles. `costs` (as in
     `sluice-simulate`) decides where the W passes go.
 
@@ -454,7 +454,7 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
     device still runs (the other stages' backward passes, a V-shape's
     first chunk) instead of waiting for the end of the step, as
     data-parallel training overlaps gradient reduction with the backward
-    pass (papers/lecture-model-parallelism.txt). The replicas run the same
+    pass (Li, LLM Systems). The replicas run the same
     program on different microbatches; the loss of a step is the mean over
     all `dp` x `microbatches` microbatches.
 
@@ -493,7 +493,7 @@ def ShardTensors : Pass<"sluice-shard-tensors", "ModuleOp"> {
   let description = [{
     Sets each `sluice.program`'s `tp` to `tensor-parallel`: every pipeline
     device becomes that many shards that split each transformer layer as
-    Megatron-LM does (papers/tensor-parallelism-blog.txt;
+    Megatron-LM does (Weitkamp, 2024;
     docs/parallelism.md). The QKV, up and gate projections are
     column-parallel -- a shard holds its query heads, the key/value heads
     they read and its share of the feed-forward width -- and the attention
