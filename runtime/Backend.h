@@ -234,9 +234,19 @@ struct LearningRateSchedule {
 /// attention: query head h reads key/value head h / (heads / kvHeads), so
 /// each key/value head serves a group of consecutive query heads (kvHeads
 /// == heads is ordinary multi-head attention).
+/// `scale` multiplies the scores (0: 1 / sqrt(headDim); Gemma-2:
+/// query_pre_attn_scalar^-0.5); `softcap` caps them to softcap *
+/// tanh(score / softcap) before the softmax (Gemma-2; 0: none).
 struct AttentionShape {
   int64_t rows, tokens, offset, seqLen, heads, headDim, kvHeads;
+  float scale = 0.0f;
+  float softcap = 0.0f;
 };
+
+/// The scores' factor of `s`.
+inline float getAttentionScale(const AttentionShape &s) {
+  return s.scale > 0 ? s.scale : 1.0f / std::sqrt(float(s.headDim));
+}
 
 /// A batch of row blocks: for b < batches, r < rows, c < cols,
 /// dst[b * dstBatch + r * dstRow + c] = src[b * srcBatch + r * srcRow + c]

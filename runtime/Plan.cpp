@@ -113,13 +113,18 @@ void readNumerics(const json &j, ModelConfig &m) {
            "--seq-len " +
            std::to_string(m.slidingWindow) + " or less)");
   }
-  if (j.contains("embedding_scale")) {
-    const json &scale = j["embedding_scale"];
-    if (!scale.is_number() || !(scale.get<double>() > 0) ||
-        !std::isfinite(scale.get<double>()))
-      fail("model: 'embedding_scale' must be a positive number, got " +
-           scale.dump());
-    m.embeddingScale = scale.get<double>();
+  for (auto [key, into] : {std::pair{"embedding_scale", &m.embeddingScale},
+                            std::pair{"attention_scale", &m.attentionScale},
+                            std::pair{"attention_softcap",
+                                      &m.attentionSoftcap}}) {
+    if (!j.contains(key))
+      continue;
+    const json &value = j[key];
+    if (!value.is_number() || !(value.get<double>() > 0) ||
+        !std::isfinite(value.get<double>()))
+      fail("model: '" + std::string(key) +
+           "' must be a positive number, got " + value.dump());
+    *into = value.get<double>();
   }
   if (j.contains("padding_token"))
     m.paddingToken = integer(j, "padding_token", "model", 0, INT64_MAX);

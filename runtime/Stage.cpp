@@ -196,6 +196,15 @@ void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// Attention over slice `s` of layer `c`, with the model's scale and cap.
+AttentionShape getAttentionShape(const ModelConfig &model,
+                                 const LayerConfig &c, const SliceShape &s) {
+  return {s.rows,    s.tokens,   s.offset,
+          model.seqLen, c.heads, c.headDim,
+          c.kvHeads, float(model.attentionScale),
+          float(model.attentionSoftcap)};
+}
+
 /// A transformer layer's sizes for one slice: rows x tokens, hidden, ffn,
 /// the query heads' and the key/value heads' widths, and the QKV
 /// projection's (q, k and v side by side).
@@ -319,8 +328,7 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
                       cacheRows(s, model.seqLen, kvw, width, true));
   kernels.copyStrided(values + at, qkv + hd + kvw,
                       cacheRows(s, model.seqLen, kvw, width, true));
-  AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
-                       c.heads, c.headDim, c.kvHeads};
+  AttentionShape shape = getAttentionShape(model, c, s);
   kernels.attentionForward(shape, v[Field::Q], keys, values, v[Field::Lse],
                            v[Field::Context]);
   // Row-parallel: each shard's heads give a partial sum (the blog's first
@@ -365,8 +373,7 @@ void StageRunner::recomputeLayer(const Layer &l, const Views &v,
   // values (B runs slices in reverse, so every earlier slice's are still
   // there), and the MLP's activation from its kept pre-activations.
   const LayerConfig &c = *l.config;
-  AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
-                       c.heads, c.headDim, c.kvHeads};
+  AttentionShape shape = getAttentionShape(model, c, s);
   kernels.attentionForward(shape, v[Field::Q], v[Field::Keys], v[Field::Values],
                            v[Field::Lse], v[Field::Context]);
   int64_t n = s.rows * s.tokens * c.ffn;
@@ -420,8 +427,7 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
   gatherTokens(dy1, n * h);
   kernels.gemm(false, true, rt, hd, h, 1.0f, dy1, h, l.w.outW, h, 0.0f, dctx,
                hd);
-  AttentionShape shape{s.rows,  s.tokens,  s.offset, model.seqLen,
-                       c.heads, c.headDim, c.kvHeads};
+  AttentionShape shape = getAttentionShape(model, c, s);
   kernels.attentionBackward(shape, v[Field::Q], v[Field::Keys],
                             v[Field::Values], v[Field::Context], v[Field::Lse],
                             dctx, dq, v[Field::DKeys], v[Field::DValues]);

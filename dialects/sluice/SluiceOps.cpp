@@ -113,6 +113,11 @@ LogicalResult ModelOp::verify() {
   if (std::optional<double> scale = getEmbeddingScale();
       scale && !(*scale > 0 && std::isfinite(*scale)))
     return emitOpError("'embedding_scale' must be positive, got ") << *scale;
+  for (auto [name, value] :
+       {std::pair{"attention_scale", getAttentionScale()},
+        std::pair{"attention_softcap", getAttentionSoftcap()}})
+    if (value && !(*value > 0 && std::isfinite(*value)))
+      return emitOpError("'") << name << "' must be positive, got " << *value;
   if (std::optional<int64_t> pad = getPaddingToken(); pad && *pad < 0)
     return emitOpError("'padding_token' must not be negative, got ") << *pad;
   return success();

@@ -72,6 +72,10 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     PyTorch's `nn.Embedding(padding_idx=...)` computes (Llama's, Mistral's
     and Gemma's `pad_token_id`; the output layer's gradient of a tied
     table's row still does).
+    `attention_scale` multiplies every attention score instead of
+    1 / sqrt(head_dim) (Gemma-2's `query_pre_attn_scalar`^-0.5), and
+    `attention_softcap` caps the scores to cap * tanh(score / cap) before
+    the softmax (Gemma-2's `attn_logit_softcapping`).
     `unmodelled` lists what the model it was imported from
     computes and these layers do not (Gemma's `1 + w` norm gain, soft-
     capping, ...): the costs hold, but the runtime refuses to train such a
@@ -122,6 +126,8 @@ def Sluice_ModelOp : Sluice_Op<"model", [
                        OptionalAttr<Sluice_SizeAttr>:$sliding_window,
                        OptionalAttr<Sluice_RealAttr>:$embedding_scale,
                        OptionalAttr<I64Attr>:$padding_token,
+                       OptionalAttr<Sluice_RealAttr>:$attention_scale,
+                       OptionalAttr<Sluice_RealAttr>:$attention_softcap,
                        OptionalAttr<StrArrayAttr>:$unmodelled);
   let regions = (region SizedRegion<1>:$body);
   let builders = [
@@ -133,7 +139,8 @@ def Sluice_ModelOp : Sluice_Op<"model", [
             /*slicing_latency=*/nullptr, /*slicing_fit_error=*/nullptr,
             /*norm_eps=*/nullptr, /*exact_gelu=*/false,
             /*sliding_window=*/nullptr, /*embedding_scale=*/nullptr,
-            /*padding_token=*/nullptr, /*unmodelled=*/nullptr);
+            /*padding_token=*/nullptr, /*attention_scale=*/nullptr,
+            /*attention_softcap=*/nullptr, /*unmodelled=*/nullptr);
     }]>
   ];
   let assemblyFormat = [{

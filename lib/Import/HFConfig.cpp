@@ -323,6 +323,8 @@ struct ImportedConfig {
   /// Gemma's sqrt(hidden_size); nn.Embedding's padding_idx.
   std::optional<double> embeddingScale;
   std::optional<int64_t> paddingToken;
+  /// Gemma-2's attention: query_pre_attn_scalar^-0.5, attn_logit_softcapping.
+  std::optional<double> attentionScale, attentionSoftcap;
   /// What the config computes and the layers do not: costs hold, the
   /// runtime refuses to train it.
   std::vector<std::string> unmodelled;
@@ -651,17 +653,29 @@ private:
       return success();
     unmodelled("model_type",
                "Gemma-2's post-attention and post-feed-forward norms");
-    for (StringRef key : {"attn_logit_softcapping", "final_logit_softcapping"})
-      if (reader.has(key))
-        unmodelled(key, "logits soft-capped by tanh");
+    // Gemma2Attention: scores * query_pre_attn_scalar^-0.5 (whatever
+    // head_dim is), then capped by attn_logit_softcapping (its eager
+    // attention: transformers' SDPA path leaves the cap out).
     auto scalar = reader.optionalPositive("query_pre_attn_scalar");
     if (failed(scalar))
       return failure();
-    int64_t headDim = config.headDim.value_or(config.hidden / config.heads);
-    if (*scalar && **scalar != double(headDim))
-      unmodelled("query_pre_attn_scalar",
-                 "attention scores scaled by 1 / sqrt(query_pre_attn_scalar) "
-                 "instead of 1 / sqrt(head_dim)");
+    config.attentionScale = std::pow(scalar->value_or(224.0), -0.5);
+    if (!*scalar)
+      reader.remarkDefault("query_pre_attn_scalar", "224",
+                           "Hugging Face's default for gemma2");
+    const llvm::json::Value *cap = reader.get("attn_logit_softcapping");
+    if (!cap || cap->kind() != llvm::json::Value::Null) {
+      auto softcap = reader.optionalPositive("attn_logit_softcapping");
+      if (failed(softcap))
+        return failure();
+      config.attentionSoftcap = softcap->value_or(50.0);
+      if (!*softcap)
+        reader.remarkDefault("attn_logit_softcapping", "50.0",
+                             "Hugging Face's default for gemma2");
+    }
+    const llvm::json::Value *final = reader.get("final_logit_softcapping");
+    if (!final || final->kind() != llvm::json::Value::Null)
+      unmodelled("final_logit_softcapping", "logits soft-capped by tanh");
     return success();
   }
 
@@ -820,6 +834,10 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
     model.setEmbeddingScale(*config->embeddingScale);
   if (config->paddingToken)
     model.setPaddingToken(*config->paddingToken);
+  if (config->attentionScale)
+    model.setAttentionScale(*config->attentionScale);
+  if (config->attentionSoftcap)
+    model.setAttentionSoftcap(*config->attentionSoftcap);
   if (!config->unmodelled.empty()) {
     SmallVector<StringRef> what(config->unmodelled.begin(),
                                 config->unmodelled.end());

@@ -31,6 +31,8 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
   config.slidingWindow = model.getSlidingWindow().value_or(0);
   config.embeddingScale = model.getEmbeddingScale().value_or(1.0);
   config.paddingToken = model.getPaddingToken().value_or(-1);
+  config.attentionScale = model.getAttentionScale().value_or(0.0);
+  config.attentionSoftcap = model.getAttentionSoftcap().value_or(0.0);
   if (std::optional<ArrayAttr> list = model.getUnmodelled())
     for (Attribute a : *list)
       config.unmodelled.push_back(cast<StringAttr>(a).str());
@@ -198,6 +200,10 @@ private:
       json.attribute("embedding_scale", config.embeddingScale);
     if (config.paddingToken >= 0)
       json.attribute("padding_token", config.paddingToken);
+    if (config.attentionScale > 0)
+      json.attribute("attention_scale", config.attentionScale);
+    if (config.attentionSoftcap > 0)
+      json.attribute("attention_softcap", config.attentionSoftcap);
     if (!config.unmodelled.empty())
       json.attributeArray("unmodelled", [&] {
         for (const std::string &what : config.unmodelled)

@@ -320,7 +320,7 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
   float *lse = lsePtr.f32(), *context = contextPtr.f32();
   const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim;
   const int64_t kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
-  const float scale = 1.0f / std::sqrt(float(s.headDim));
+  const float scale = getAttentionScale(s), cap = s.softcap;
   std::vector<float> p(span);
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t h = 0; h < s.heads; ++h)
@@ -335,6 +335,8 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
           for (int64_t e = 0; e < s.headDim; ++e)
             dot += qi[e] * kj[e];
           p[j] = dot * scale;
+          if (cap > 0)
+            p[j] = cap * std::tanh(p[j] / cap);
           maxScore = std::max(maxScore, p[j]);
         }
         double sum = 0;
@@ -367,8 +369,8 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
   float *dq = dqPtr.f32(), *dkeys = dkeysPtr.f32(), *dvalues = dvaluesPtr.f32();
   const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim;
   const int64_t kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
-  const float scale = 1.0f / std::sqrt(float(s.headDim));
-  std::vector<float> p(span);
+  const float scale = getAttentionScale(s), cap = s.softcap;
+  std::vector<float> p(span), slope(span, 1.0f);
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.tokens; ++i) {
@@ -389,7 +391,15 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
           float dot = 0;
           for (int64_t e = 0; e < s.headDim; ++e)
             dot += qi[e] * kj[e];
-          p[j] = float(std::exp(double(dot * scale) - logSum));
+          float score = dot * scale;
+          if (cap > 0) {
+            // The cap's derivative, 1 - tanh^2, scales the score's
+            // gradient.
+            float t = std::tanh(score / cap);
+            score = cap * t;
+            slope[j] = 1.0f - t * t;
+          }
+          p[j] = float(std::exp(double(score) - logSum));
         }
         double weighted = 0;
         for (int64_t e = 0; e < s.headDim; ++e)
@@ -405,7 +415,7 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
             dot += dci[e] * vj[e];
             dvj[e] += p[j] * dci[e];
           }
-          float ds = p[j] * float(dot - weighted) * scale;
+          float ds = p[j] * float(dot - weighted) * slope[j] * scale;
           const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
           float *dkj = dkeys + (r * s.seqLen + j) * kvw + kvAt;
           for (int64_t e = 0; e < s.headDim; ++e) {

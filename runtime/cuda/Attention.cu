@@ -18,14 +18,20 @@ bool checkShape(const AttentionShape &s, ErrorSink &errors) {
 }
 } // namespace
 
-void CudaKernels::attentionForward(const AttentionShape &s, DevicePtr q,
+void CudaKernels::attentionForward(const AttentionShape &shape, DevicePtr q,
                                    DevicePtr keys, DevicePtr values,
                                    DevicePtr lse, DevicePtr context) {
-  int64_t queries = s.rows * s.heads * s.tokens;
+  int64_t queries = shape.rows * shape.heads * shape.tokens;
   if (queries == 0)
     return;
-  if (cudnn && cudnn->forward(stream, s, q, keys, values, lse, context))
+  // cuDNN's graph has neither another scale nor a cap: Gemma-2's scores
+  // take the kernel below.
+  bool plain = shape.scale == 0 && shape.softcap == 0;
+  if (plain && cudnn &&
+      cudnn->forward(stream, shape, q, keys, values, lse, context))
     return;
+  AttentionShape s = shape;
+  s.scale = getAttentionScale(shape);
   if (!checkShape(s, errors))
     return;
   SLUICE_DISPATCH_ACT(q.getType(), T,
@@ -36,17 +42,21 @@ void CudaKernels::attentionForward(const AttentionShape &s, DevicePtr q,
   SLUICE_LAUNCHED(errors);
 }
 
-void CudaKernels::attentionBackward(const AttentionShape &s, DevicePtr q,
+void CudaKernels::attentionBackward(const AttentionShape &shape, DevicePtr q,
                                     DevicePtr keys, DevicePtr values,
                                     DevicePtr context, DevicePtr lse,
                                     DevicePtr dcontext, DevicePtr dq,
                                     DevicePtr dkeys, DevicePtr dvalues) {
-  int64_t queries = s.rows * s.heads * s.tokens;
+  int64_t queries = shape.rows * shape.heads * shape.tokens;
   if (queries == 0)
     return;
+  AttentionShape s = shape;
+  s.scale = getAttentionScale(shape);
   DevicePtr dk, dv;
-  if (cudnn && cudnn->backward(stream, s, q, keys, values, context, lse,
-                               dcontext, dq, dk, dv)) {
+  bool plain = shape.scale == 0 && shape.softcap == 0;
+  if (plain && cudnn &&
+      cudnn->backward(stream, shape, q, keys, values, context, lse, dcontext,
+                      dq, dk, dv)) {
     // cuDNN overwrites dK and dV; the runtime's accumulate over slices.
     int64_t span = s.offset + s.tokens, width = s.kvHeads * s.headDim;
     int64_t n = s.rows * span * width;

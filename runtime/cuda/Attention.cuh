@@ -42,13 +42,16 @@ __device__ __forceinline__ AttentionIndex locate(const AttentionShape &s) {
   return x;
 }
 
+/// q . key times the shape's scale (the launchers set it), capped by
+/// its softcap (Gemma-2) where it has one.
 template <class T>
 __device__ __forceinline__ float score(const float *q, const T *key,
-                                       int64_t headDim, float scale) {
+                                       const AttentionShape &s) {
   float dot = 0;
-  for (int64_t e = 0; e < headDim; ++e)
+  for (int64_t e = 0; e < s.headDim; ++e)
     dot += q[e] * toFloat(key[e]);
-  return dot * scale;
+  float v = dot * s.scale;
+  return s.softcap > 0 ? s.softcap * tanhf(v / s.softcap) : v;
 }
 
 template <class T>
@@ -60,7 +63,6 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
   __shared__ float p[kAttentionThreads];
   AttentionIndex x = locate(s);
   const int64_t hd = s.heads * s.headDim, kvw = s.kvHeads * s.headDim;
-  const float scale = rsqrtf(float(s.headDim));
   for (int64_t e = threadIdx.x; e < s.headDim; e += blockDim.x)
     qs[e] = toFloat(q[x.row * hd + x.h * s.headDim + e]);
   __syncthreads();
@@ -69,7 +71,7 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
   // Online softmax over this thread's keys, then across the block.
   float m = -INFINITY, l = 0;
   for (int64_t j = threadIdx.x; j < x.visible; j += blockDim.x) {
-    float v = score(qs, keyBase + j * kvw, s.headDim, scale);
+    float v = score(qs, keyBase + j * kvw, s);
     if (v > m) {
       l = l * expf(m - v) + 1.0f;
       m = v;
@@ -90,7 +92,7 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
     __syncthreads();
     p[threadIdx.x] =
         j < x.visible
-            ? expf(score(qs, keyBase + j * kvw, s.headDim, scale) - logSum)
+            ? expf(score(qs, keyBase + j * kvw, s) - logSum)
             : 0.0f;
     __syncthreads();
     int64_t count =
@@ -121,7 +123,6 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
   __shared__ float p[kAttentionThreads], ds[kAttentionThreads];
   AttentionIndex x = locate(s);
   const int64_t hd = s.heads * s.headDim, kvw = s.kvHeads * s.headDim;
-  const float scale = rsqrtf(float(s.headDim));
   int64_t at = x.row * hd + x.h * s.headDim;
   float weighted = 0; // D = dctx . ctx = sum_j P_j dP_j
   for (int64_t e = threadIdx.x; e < s.headDim; e += blockDim.x) {
@@ -139,12 +140,15 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
     __syncthreads();
     if (j < x.visible) {
       const T *key = keys + base + j * kvw, *value = values + base + j * kvw;
-      float prob = expf(score(qs, key, s.headDim, scale) - logSum);
+      float capped = score(qs, key, s);
+      float prob = expf(capped - logSum);
       float dp = 0;
       for (int64_t e = 0; e < s.headDim; ++e)
         dp += dcs[e] * toFloat(value[e]);
+      // The cap's derivative: 1 - tanh^2 of the uncapped score over it.
+      float t = s.softcap > 0 ? capped / s.softcap : 0.0f;
       p[threadIdx.x] = prob;
-      ds[threadIdx.x] = prob * (dp - weighted) * scale;
+      ds[threadIdx.x] = prob * (dp - weighted) * (1.0f - t * t) * s.scale;
     } else {
       p[threadIdx.x] = 0;
       ds[threadIdx.x] = 0;

@@ -29,6 +29,11 @@ struct Variant {
   double ropeTheta = 0; // rotary positions' base (Llama, Gemma); 0: none
   bool exactGelu = false; // transformers' "gelu": x * Phi(x)
   double normEps = 1e-5;
+  // Gemma's embedding scale and padding token; Gemma-2's attention scale
+  // and soft cap.
+  double embeddingScale = 1.0;
+  int64_t paddingToken = -1;
+  double attentionScale = 0, attentionSoftcap = 0;
 };
 
 ModelConfig tinyModel(bool positions, bool bias, const char *norm,
@@ -123,6 +128,10 @@ ModelConfig tinyModel(const Variant &v) {
                             v.kvHeads, v.ropeTheta);
   m.exactGelu = v.exactGelu;
   m.normEps = v.normEps;
+  m.embeddingScale = v.embeddingScale;
+  m.paddingToken = v.paddingToken;
+  m.attentionScale = v.attentionScale;
+  m.attentionSoftcap = v.attentionSoftcap;
   return m;
 }
 
@@ -182,7 +191,15 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"gpt2_erf", true, true, "layernorm", "gelu", 2, 2, 0, true,
                 1e-2},
         Variant{"geglu_erf", false, false, "rmsnorm", "geglu", 2, 1, 100.0,
-                true, 1e-2}),
+                true, 1e-2},
+        // Gemma's scaled embeddings; Gemma-2's attention scale and a cap
+        // low enough to bend the scores. (A padding token's row has no
+        // gradient by definition, not the derivative: hf-equivalence.test
+        // checks it against transformers.)
+        Variant{"gemma_embedding", false, false, "rmsnorm", "geglu", 2, 1,
+                100.0, false, 1e-6, 2.83},
+        Variant{"gemma2_attention", false, false, "rmsnorm", "geglu", 2, 1,
+                100.0, false, 1e-6, 2.83, -1, 20.0, 0.05}),
     [](const ::testing::TestParamInfo<Variant> &info) {
       return std::string(info.param.name);
     });

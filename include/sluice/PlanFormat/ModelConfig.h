@@ -78,6 +78,11 @@ struct ModelConfig {
   /// A token whose lookups give its table row no gradient (nn.Embedding's
   /// padding_idx); -1: none.
   int64_t paddingToken = -1;
+  /// Attention scores times this instead of 1 / sqrt(head_dim) (Gemma-2's
+  /// query_pre_attn_scalar^-0.5; 0: the default), and capped to
+  /// cap * tanh(score / cap) (Gemma-2's attn_logit_softcapping; 0: none).
+  double attentionScale = 0;
+  double attentionSoftcap = 0;
   /// What the model imported from computes and these layers do not: the
   /// runtime refuses to train it.
   std::vector<std::string> unmodelled;
