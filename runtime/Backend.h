@@ -282,6 +282,14 @@ public:
   virtual void add(DevicePtr y, DevicePtr x, int64_t n) = 0;
   /// y = x, converting between the two types.
   virtual void copy(DevicePtr y, DevicePtr x, int64_t n) = 0;
+  /// x = cap * tanh(x / cap) over rows x cols of an [rows, ld] matrix
+  /// (act, in place): Gemma-2's final logit soft-capping.
+  virtual void softcap(DevicePtr x, int64_t rows, int64_t cols, int64_t ld,
+                       float cap) = 0;
+  /// grad *= 1 - (capped / cap)^2, the cap's derivative from its output,
+  /// over the same elements.
+  virtual void softcapGrad(DevicePtr capped, DevicePtr grad, int64_t rows,
+                           int64_t cols, int64_t ld, float cap) = 0;
   /// y *= factor (act): Gemma's embedding scale, and its gradient's.
   virtual void scale(DevicePtr y, float factor, int64_t n) = 0;
   /// Zeroes row r * length + t of x ([rows * length, hidden], act) where

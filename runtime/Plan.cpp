@@ -116,7 +116,8 @@ void readNumerics(const json &j, ModelConfig &m) {
   for (auto [key, into] : {std::pair{"embedding_scale", &m.embeddingScale},
                             std::pair{"attention_scale", &m.attentionScale},
                             std::pair{"attention_softcap",
-                                      &m.attentionSoftcap}}) {
+                                      &m.attentionSoftcap},
+                            std::pair{"final_softcap", &m.finalSoftcap}}) {
     if (!j.contains(key))
       continue;
     const json &value = j[key];
@@ -224,6 +225,11 @@ ModelConfig readModel(const json &j) {
     fail("model: the tied output layer's vocab " + std::to_string(out.vocab) +
          " differs from the embedding's " +
          std::to_string(m.layers.front().vocab));
+  // Vocabulary Parallelism's S and T passes combine the softmax's parts
+  // before the barrier (equation 6), which the cap's slope would enter.
+  if (m.finalSoftcap > 0 && out.sharded)
+    fail("model: 'final_softcap' with the output layer sharded over the "
+         "pipeline (--vocab) is not computed: compile without --vocab");
   if (m.paddingToken >= m.layers.front().vocab)
     fail("model: 'padding_token' = " + std::to_string(m.paddingToken) +
          " is not below the vocabulary size " +

@@ -527,6 +527,8 @@ void StageRunner::outputShardForward(const Layer &l, const Views &v,
   if (outCount > 0)
     kernels.gemm(false, true, rt, outCount, h, 1.0f, normOut, h, l.w.table, h,
                  0.0f, logits, ld);
+  if (model.finalSoftcap > 0)
+    kernels.softcap(logits, rt, outCount, ld, float(model.finalSoftcap));
   // The shard's maximum and sum of exp(Y - m) per token, one pass; then
   // the group's maximum M, the sum rescaled to it (the vocabulary paper's
   // equation 5, in place) and the group's sum S, the softmax's denominator.
@@ -560,6 +562,9 @@ void StageRunner::outputShardBackward(const Layer &l, const Views &v,
   // the label.
   kernels.shardSoftmaxGrad(dlogits, batch.tokens + s.offset + 1, batch.stride,
                            s.rows, s.tokens, outFirst, outCount, ld, lossScale);
+  if (model.finalSoftcap > 0)
+    kernels.softcapGrad(logits, dlogits, rt, outCount, ld,
+                        float(model.finalSoftcap));
   // dX = G W_t is the shard's part of the norm output's gradient: summed
   // over the group before the (whole) norm's backward (reduce-scattered to
   // the shards' tokens under sequence parallelism, from `whole`).
@@ -674,6 +679,8 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
       }
       kernels.gemm(false, true, rt, c.vocab, h, 1.0f, normOut, h, l.w.table, h,
                    0.0f, logits, c.vocab);
+      if (model.finalSoftcap > 0)
+        kernels.softcap(logits, rt, c.vocab, c.vocab, float(model.finalSoftcap));
       kernels.crossEntropyForward(logits, batch.tokens + s.offset + 1,
                                   batch.stride, s.rows, s.tokens, c.vocab,
                                   v[Field::OutLse], loss);
@@ -756,6 +763,9 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
         kernels.crossEntropyBackward(
             v[Field::OutLogits], v[Field::OutLse], batch.tokens + s.offset + 1,
             batch.stride, s.rows, s.tokens, c.vocab, lossScale, dlogits);
+        if (model.finalSoftcap > 0)
+          kernels.softcapGrad(v[Field::OutLogits], dlogits, rt, c.vocab,
+                              c.vocab, float(model.finalSoftcap));
         kernels.gemm(false, false, rt, h, c.vocab, 1.0f, dlogits, c.vocab,
                      l.w.table, h, 0.0f, dnorm, h);
       }

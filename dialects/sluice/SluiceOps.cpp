@@ -115,7 +115,8 @@ LogicalResult ModelOp::verify() {
     return emitOpError("'embedding_scale' must be positive, got ") << *scale;
   for (auto [name, value] :
        {std::pair{"attention_scale", getAttentionScale()},
-        std::pair{"attention_softcap", getAttentionSoftcap()}})
+        std::pair{"attention_softcap", getAttentionSoftcap()},
+        std::pair{"final_softcap", getFinalSoftcap()}})
     if (value && !(*value > 0 && std::isfinite(*value)))
       return emitOpError("'") << name << "' must be positive, got " << *value;
   if (std::optional<int64_t> pad = getPaddingToken(); pad && *pad < 0)

@@ -75,7 +75,8 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     `attention_scale` multiplies every attention score instead of
     1 / sqrt(head_dim) (Gemma-2's `query_pre_attn_scalar`^-0.5), and
     `attention_softcap` caps the scores to cap * tanh(score / cap) before
-    the softmax (Gemma-2's `attn_logit_softcapping`).
+    the softmax (Gemma-2's `attn_logit_softcapping`); `final_softcap`
+    caps the output layer's logits alike (`final_logit_softcapping`).
     `unmodelled` lists what the model it was imported from
     computes and these layers do not (Gemma's `1 + w` norm gain, soft-
     capping, ...): the costs hold, but the runtime refuses to train such a
@@ -128,6 +129,7 @@ def Sluice_ModelOp : Sluice_Op<"model", [
                        OptionalAttr<I64Attr>:$padding_token,
                        OptionalAttr<Sluice_RealAttr>:$attention_scale,
                        OptionalAttr<Sluice_RealAttr>:$attention_softcap,
+                       OptionalAttr<Sluice_RealAttr>:$final_softcap,
                        OptionalAttr<StrArrayAttr>:$unmodelled);
   let regions = (region SizedRegion<1>:$body);
   let builders = [
@@ -140,7 +142,8 @@ def Sluice_ModelOp : Sluice_Op<"model", [
             /*norm_eps=*/nullptr, /*exact_gelu=*/false,
             /*sliding_window=*/nullptr, /*embedding_scale=*/nullptr,
             /*padding_token=*/nullptr, /*attention_scale=*/nullptr,
-            /*attention_softcap=*/nullptr, /*unmodelled=*/nullptr);
+            /*attention_softcap=*/nullptr, /*final_softcap=*/nullptr,
+            /*unmodelled=*/nullptr);
     }]>
   ];
   let assemblyFormat = [{

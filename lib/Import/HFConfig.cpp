@@ -324,7 +324,7 @@ struct ImportedConfig {
   std::optional<double> embeddingScale;
   std::optional<int64_t> paddingToken;
   /// Gemma-2's attention: query_pre_attn_scalar^-0.5, attn_logit_softcapping.
-  std::optional<double> attentionScale, attentionSoftcap;
+  std::optional<double> attentionScale, attentionSoftcap, finalSoftcap;
   /// What the config computes and the layers do not: costs hold, the
   /// runtime refuses to train it.
   std::vector<std::string> unmodelled;
@@ -674,8 +674,15 @@ private:
                              "Hugging Face's default for gemma2");
     }
     const llvm::json::Value *final = reader.get("final_logit_softcapping");
-    if (!final || final->kind() != llvm::json::Value::Null)
-      unmodelled("final_logit_softcapping", "logits soft-capped by tanh");
+    if (!final || final->kind() != llvm::json::Value::Null) {
+      auto softcap = reader.optionalPositive("final_logit_softcapping");
+      if (failed(softcap))
+        return failure();
+      config.finalSoftcap = softcap->value_or(30.0);
+      if (!*softcap)
+        reader.remarkDefault("final_logit_softcapping", "30.0",
+                             "Hugging Face's default for gemma2");
+    }
     return success();
   }
 
@@ -838,6 +845,8 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
     model.setAttentionScale(*config->attentionScale);
   if (config->attentionSoftcap)
     model.setAttentionSoftcap(*config->attentionSoftcap);
+  if (config->finalSoftcap)
+    model.setFinalSoftcap(*config->finalSoftcap);
   if (!config->unmodelled.empty()) {
     SmallVector<StringRef> what(config->unmodelled.begin(),
                                 config->unmodelled.end());

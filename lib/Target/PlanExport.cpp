@@ -33,6 +33,7 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
   config.paddingToken = model.getPaddingToken().value_or(-1);
   config.attentionScale = model.getAttentionScale().value_or(0.0);
   config.attentionSoftcap = model.getAttentionSoftcap().value_or(0.0);
+  config.finalSoftcap = model.getFinalSoftcap().value_or(0.0);
   if (std::optional<ArrayAttr> list = model.getUnmodelled())
     for (Attribute a : *list)
       config.unmodelled.push_back(cast<StringAttr>(a).str());
@@ -204,6 +205,8 @@ private:
       json.attribute("attention_scale", config.attentionScale);
     if (config.attentionSoftcap > 0)
       json.attribute("attention_softcap", config.attentionSoftcap);
+    if (config.finalSoftcap > 0)
+      json.attribute("final_softcap", config.finalSoftcap);
     if (!config.unmodelled.empty())
       json.attributeArray("unmodelled", [&] {
         for (const std::string &what : config.unmodelled)

@@ -443,6 +443,26 @@ void CpuKernels::embeddingForward(DevicePtr tokensPtr, int64_t stride,
     }
 }
 
+void CpuKernels::softcap(DevicePtr xPtr, int64_t rows, int64_t cols,
+                         int64_t ld, float cap) {
+  float *x = xPtr.as<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      x[r * ld + c] = cap * std::tanh(x[r * ld + c] / cap);
+}
+
+void CpuKernels::softcapGrad(DevicePtr cappedPtr, DevicePtr gradPtr,
+                             int64_t rows, int64_t cols, int64_t ld,
+                             float cap) {
+  const float *capped = cappedPtr.as<float>();
+  float *grad = gradPtr.as<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float t = capped[r * ld + c] / cap;
+      grad[r * ld + c] *= 1.0f - t * t;
+    }
+}
+
 void CpuKernels::scale(DevicePtr yPtr, float factor, int64_t n) {
   float *y = yPtr.as<float>();
   for (int64_t i = 0; i < n; ++i)

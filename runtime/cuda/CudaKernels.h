@@ -45,6 +45,10 @@ public:
   void accumulateColumnSums(DevicePtr x, int64_t rows, int64_t cols,
                             DevicePtr out) override;
   void add(DevicePtr y, DevicePtr x, int64_t n) override;
+  void softcap(DevicePtr x, int64_t rows, int64_t cols, int64_t ld,
+               float cap) override;
+  void softcapGrad(DevicePtr capped, DevicePtr grad, int64_t rows,
+                   int64_t cols, int64_t ld, float cap) override;
   void scale(DevicePtr y, float factor, int64_t n) override;
   void zeroTokenRows(DevicePtr tokens, int64_t stride, int64_t rows,
                      int64_t length, int32_t token, int64_t hidden,

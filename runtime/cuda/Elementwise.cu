@@ -5,6 +5,29 @@
 
 namespace sluice::rt::cuda {
 
+void CudaKernels::softcap(DevicePtr x, int64_t rows, int64_t cols, int64_t ld,
+                          float cap) {
+  if (rows * cols <= 0)
+    return;
+  SLUICE_DISPATCH_ACT(x.getType(), T,
+                      softcapKernel<<<gridFor(rows * cols), kThreads, 0,
+                                      stream>>>(x.as<T>(), rows, cols, ld,
+                                                cap));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::softcapGrad(DevicePtr capped, DevicePtr grad, int64_t rows,
+                              int64_t cols, int64_t ld, float cap) {
+  if (rows * cols <= 0)
+    return;
+  SLUICE_DISPATCH_ACT(grad.getType(), T,
+                      softcapGradKernel<<<gridFor(rows * cols), kThreads, 0,
+                                          stream>>>(capped.as<T>(),
+                                                    grad.as<T>(), rows, cols,
+                                                    ld, cap));
+  SLUICE_LAUNCHED(errors);
+}
+
 void CudaKernels::scale(DevicePtr y, float factor, int64_t n) {
   if (n <= 0)
     return;

@@ -54,6 +54,27 @@ __global__ void addKernel(T *y, const X *x, int64_t n) {
   y[i] = fromFloat<T>(toFloat(y[i]) + toFloat(x[i]));
 }
 
+/// Soft-capping over rows x cols of an [rows, ld] matrix, or (grad) its
+/// derivative from the capped values.
+template <class T>
+__global__ void softcapKernel(T *x, int64_t rows, int64_t cols, int64_t ld,
+                              float cap) {
+  SLUICE_GRID_STRIDE(i, rows * cols) {
+    int64_t at = (i / cols) * ld + i % cols;
+    x[at] = fromFloat<T>(cap * tanhf(toFloat(x[at]) / cap));
+  }
+}
+
+template <class T>
+__global__ void softcapGradKernel(const T *capped, T *grad, int64_t rows,
+                                  int64_t cols, int64_t ld, float cap) {
+  SLUICE_GRID_STRIDE(i, rows * cols) {
+    int64_t at = (i / cols) * ld + i % cols;
+    float t = toFloat(capped[at]) / cap;
+    grad[at] = fromFloat<T>(toFloat(grad[at]) * (1.0f - t * t));
+  }
+}
+
 template <class T> __global__ void scaleKernel(T *y, float factor, int64_t n) {
   SLUICE_GRID_STRIDE(i, n)
   y[i] = fromFloat<T>(toFloat(y[i]) * factor);

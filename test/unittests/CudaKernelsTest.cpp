@@ -352,6 +352,15 @@ TEST_P(CudaKernelsTest, EmbeddingsAndShards) {
   gpuKernels().zeroTokenRows(idsGpu, stride, rows, length, ids[4], hidden,
                              scaled.gpu());
   expectClose(scaled, "zeroTokenRows");
+  // Gemma-2's final soft-capping over an [rows, ld] block, and its slope.
+  const int64_t cols = 5, ld = 7;
+  Tensor capped = make(rows * ld, act(), 3.0f), grad = make(rows * ld, act());
+  cpuKernels().softcap(capped.cpu(), rows, cols, ld, 2.0f);
+  gpuKernels().softcap(capped.gpu(), rows, cols, ld, 2.0f);
+  expectClose(capped, "softcap");
+  cpuKernels().softcapGrad(capped.cpu(), grad.cpu(), rows, cols, ld, 2.0f);
+  gpuKernels().softcapGrad(capped.gpu(), grad.gpu(), rows, cols, ld, 2.0f);
+  expectClose(grad, "softcapGrad");
   cpuKernels().embeddingForward(idsCpu, stride, table.cpu(), positions.cpu(),
                                 rows, length, 3, hidden, out.cpu());
   gpuKernels().embeddingForward(idsGpu, stride, table.gpu(), positions.gpu(),

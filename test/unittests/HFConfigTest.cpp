@@ -138,16 +138,17 @@ TEST_F(HFConfigTest, Gemma2_9B) {
   EXPECT_FALSE(model.getExactGelu()) << "gelu_pytorch_tanh";
   EXPECT_EQ(model.getSlidingWindow(), 4096);
   // Gemma's embedding scale and padding token, Gemma-2's attention scale
-  // and cap are modelled; its sandwich norms and final cap are not yet.
+  // and both caps are modelled; its sandwich norms are not yet.
   EXPECT_DOUBLE_EQ(*model.getEmbeddingScale(), std::sqrt(3584.0));
   EXPECT_EQ(model.getPaddingToken(), 0u);
   EXPECT_DOUBLE_EQ(*model.getAttentionScale(), 1.0 / 16.0);
   EXPECT_DOUBLE_EQ(*model.getAttentionSoftcap(), 50.0);
+  EXPECT_DOUBLE_EQ(*model.getFinalSoftcap(), 30.0);
   ASSERT_TRUE(model.getUnmodelled());
-  EXPECT_EQ(model.getUnmodelled()->size(), 2u);
+  EXPECT_EQ(model.getUnmodelled()->size(), 1u);
   // One warning says all of it.
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings.front().find("final_logit_softcapping"), std::string::npos)
+  EXPECT_NE(warnings.front().find("post-feed-forward norms"), std::string::npos)
       << warnings.front();
 }
 

@@ -33,7 +33,7 @@ struct Variant {
   // and soft cap.
   double embeddingScale = 1.0;
   int64_t paddingToken = -1;
-  double attentionScale = 0, attentionSoftcap = 0;
+  double attentionScale = 0, attentionSoftcap = 0, finalSoftcap = 0;
 };
 
 ModelConfig tinyModel(bool positions, bool bias, const char *norm,
@@ -132,6 +132,7 @@ ModelConfig tinyModel(const Variant &v) {
   m.paddingToken = v.paddingToken;
   m.attentionScale = v.attentionScale;
   m.attentionSoftcap = v.attentionSoftcap;
+  m.finalSoftcap = v.finalSoftcap;
   return m;
 }
 
@@ -199,7 +200,10 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"gemma_embedding", false, false, "rmsnorm", "geglu", 2, 1,
                 100.0, false, 1e-6, 2.83},
         Variant{"gemma2_attention", false, false, "rmsnorm", "geglu", 2, 1,
-                100.0, false, 1e-6, 2.83, -1, 20.0, 0.05}),
+                100.0, false, 1e-6, 2.83, -1, 20.0, 0.05},
+        // Gemma-2's final cap, low enough to bend the logits.
+        Variant{"gemma2_logits", false, false, "rmsnorm", "geglu", 2, 1,
+                100.0, false, 1e-6, 2.83, -1, 0, 0, 0.02}),
     [](const ::testing::TestParamInfo<Variant> &info) {
       return std::string(info.param.name);
     });

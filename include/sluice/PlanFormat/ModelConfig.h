@@ -83,6 +83,8 @@ struct ModelConfig {
   /// cap * tanh(score / cap) (Gemma-2's attn_logit_softcapping; 0: none).
   double attentionScale = 0;
   double attentionSoftcap = 0;
+  /// The logits capped alike (Gemma-2's final_logit_softcapping; 0: none).
+  double finalSoftcap = 0;
   /// What the model imported from computes and these layers do not: the
   /// runtime refuses to train it.
   std::vector<std::string> unmodelled;
