@@ -193,8 +193,12 @@ private:
 //===----------------------------------------------------------------------===//
 
 /// Gemma names its tensors as Llama does; its norms store w where the
-/// model computes with 1 + w (Source::offset).
-enum class Family { Gpt2, Llama, Gemma };
+/// model computes with 1 + w (Source::offset). Gemma-2 has four norms per
+/// layer: its post_attention_layernorm is the attention's sandwich norm,
+/// pre_feedforward_layernorm the second input norm.
+enum class Family { Gpt2, Llama, Gemma, Gemma2 };
+
+bool isGemma(Family f) { return f == Family::Gemma || f == Family::Gemma2; }
 
 /// Columns [column, column + columns) of a Sluice tensor come from a
 /// Hugging Face tensor, stored [rows, columns] or, transposed (nn.Linear's
@@ -264,7 +268,7 @@ public:
     if (name == "lm_head.weight")
       return whole("lm_head.weight", output.vocab);
     if (name.rfind("final_norm.", 0) == 0) {
-      src.offset = family == Family::Gemma ? 1.0f : 0.0f;
+      src.offset = isGemma(family) ? 1.0f : 0.0f;
       return whole(prefix + (gpt2 ? "ln_f." : "norm.") + name.substr(11), 1);
     }
     int64_t index = -1;
@@ -314,15 +318,20 @@ private:
         src.columns += width;
       }
     };
-    if (kind == "norm1" || kind == "norm2") {
-      std::string tensor = gpt2
-                               ? (kind == "norm1" ? "ln_1" : "ln_2")
-                               : (kind == "norm1" ? "input_layernorm"
-                                                  : "post_attention_layernorm");
+    bool gemma2 = family == Family::Gemma2;
+    if (kind == "norm1" || kind == "norm2" ||
+        (gemma2 && (kind == "post_attn_norm" || kind == "post_mlp_norm"))) {
+      std::string tensor =
+          gpt2                     ? (kind == "norm1" ? "ln_1" : "ln_2")
+          : kind == "norm1"        ? "input_layernorm"
+          : kind == "post_attn_norm" ? "post_attention_layernorm"
+          : kind == "post_mlp_norm"  ? "post_feedforward_layernorm"
+          : gemma2                 ? "pre_feedforward_layernorm"
+                                   : "post_attention_layernorm";
       src.rows = 1;
       src.columns = h;
       src.pieces = {{at + tensor + suffix, 0, h, false}};
-      src.offset = family == Family::Gemma && weight ? 1.0f : 0.0f;
+      src.offset = isGemma(family) && weight ? 1.0f : 0.0f;
     } else if (kind == "attn.qkv") {
       if (gpt2)
         linear(h, {{"attn.c_attn", hd + 2 * kv}});
@@ -370,10 +379,13 @@ Status readFamily(const std::string &dir, Family &family, std::string &text) {
     family = Family::Llama;
   } else if (type == "gemma") {
     family = Family::Gemma;
+  } else if (type == "gemma2") {
+    family = Family::Gemma2;
   } else {
     return Status::error("'" + path + "': model_type '" + type +
                          "' is not one whose weights sluice-run loads "
-                         "(gpt2, llama, mistral, gemma; docs/import.md)");
+                         "(gpt2, llama, mistral, gemma, gemma2; "
+                         "docs/import.md)");
   }
   return Status::ok();
 }
@@ -478,13 +490,19 @@ Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
   if (Status st = readFamily(dir, family, config); !st)
     return st;
   // The weights' layout follows the family; the plan must compute it.
-  if ((family == Family::Gemma) != (model.embeddingScale != 1.0))
+  const LayerConfig *first = transformerLayer(model, 0);
+  bool sandwich = first && first->postNorms;
+  if (isGemma(family) != (model.embeddingScale != 1.0) ||
+      (family == Family::Gemma2) != sandwich)
     return Status::error(
         "'" + dir + "/config.json' is " +
-        (family == Family::Gemma ? "a Gemma model, but the plan's model does "
-                                   "not scale its embeddings"
-                                 : "not a Gemma model, but the plan's model "
-                                   "scales its embeddings") +
+        (family == Family::Gemma2  ? "a Gemma-2 model"
+         : family == Family::Gemma ? "a Gemma model"
+                                   : "not a Gemma model") +
+        ", but the plan's model " +
+        (model.embeddingScale != 1.0 ? "scales its embeddings"
+                                     : "does not scale its embeddings") +
+        (sandwich ? " and has sandwich norms" : "") +
         ": compile the plan from this config.json");
   TensorDirectory tensors;
   if (Status st = tensors.open(dir); !st)
@@ -550,8 +568,11 @@ Status describeModel(const ModelConfig &model, Family &family,
   bool gemma = rotary && t->mlp == "geglu" &&
                float(model.embeddingScale) ==
                    float(std::sqrt(double(model.hidden)));
-  gpt2 = gpt2 && !scaled;
-  family = gpt2 ? Family::Gpt2 : gemma ? Family::Gemma : Family::Llama;
+  gpt2 = gpt2 && !scaled && !t->postNorms;
+  llama = llama && !t->postNorms;
+  family = gpt2    ? Family::Gpt2
+           : gemma ? (t->postNorms ? Family::Gemma2 : Family::Gemma)
+                   : Family::Llama;
   if (gpt2) {
     c = {{"architectures", {"GPT2LMHeadModel"}},
          {"model_type", "gpt2"},
@@ -583,8 +604,9 @@ Status describeModel(const ModelConfig &model, Family &family,
          {"mlp_bias", t->bias},
          {"tie_word_embeddings", output.tied}};
   } else if (gemma) {
-    c = {{"architectures", {"GemmaForCausalLM"}},
-         {"model_type", "gemma"},
+    bool two = t->postNorms;
+    c = {{"architectures", {two ? "Gemma2ForCausalLM" : "GemmaForCausalLM"}},
+         {"model_type", two ? "gemma2" : "gemma"},
          {"hidden_size", model.hidden},
          {"num_hidden_layers", layers},
          {"num_attention_heads", t->heads},
@@ -598,6 +620,22 @@ Status describeModel(const ModelConfig &model, Family &family,
          {"rms_norm_eps", model.normEps},
          {"rope_theta", t->ropeTheta},
          {"tie_word_embeddings", output.tied}};
+    if (two) {
+      // What Gemma2Config would default otherwise; the window only if the
+      // model has one (full attention over seq_len is the same).
+      c["query_pre_attn_scalar"] =
+          model.attentionScale > 0
+              ? 1.0 / (model.attentionScale * model.attentionScale)
+              : double(t->headDim);
+      c["attn_logit_softcapping"] = model.attentionSoftcap > 0
+                                        ? json(model.attentionSoftcap)
+                                        : json(nullptr);
+      c["final_logit_softcapping"] =
+          model.finalSoftcap > 0 ? json(model.finalSoftcap) : json(nullptr);
+      c["sliding_window"] = model.slidingWindow > 0
+                                ? json(model.slidingWindow)
+                                : json(model.seqLen);
+    }
   } else {
     return Status::error(
         "model '" + model.name +

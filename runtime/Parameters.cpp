@@ -133,11 +133,15 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
             {hd + firstKv * d, kvHeads * d},
             {hd + kv + firstKv * d, kvHeads * d}});
     linear(p + "attn.out", hd, h, Split::Rows, {{t * queries, queries}});
+    if (layer.postNorms)
+      norm(p + "post_attn_norm");
     norm(p + "norm2");
     if (layer.isGated())
       linear(p + "mlp.gate", h, layer.ffn, Split::Columns, {{t * f, f}});
     linear(p + "mlp.up", h, layer.ffn, Split::Columns, {{t * f, f}});
     linear(p + "mlp.down", layer.ffn, h, Split::Rows, {{t * f, f}});
+    if (layer.postNorms)
+      norm(p + "post_mlp_norm");
     break;
   }
   case LayerKind::Output:
@@ -207,7 +211,8 @@ bool isTokenSummed(const std::string &name) {
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
                0;
   };
-  for (const char *norm : {"norm1.", "norm2.", "final_norm."})
+  for (const char *norm : {"norm1.", "norm2.", "final_norm.",
+                           "post_attn_norm.", "post_mlp_norm."})
     for (const char *part : {"weight", "bias"})
       if (ends(std::string(norm) + part))
         return true;

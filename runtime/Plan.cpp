@@ -194,6 +194,7 @@ ModelConfig readModel(const json &j) {
       c.norm = text(l, "norm", at);
       c.mlp = text(l, "mlp", at);
       c.bias = flag(l, "bias", at);
+      c.postNorms = l.contains("post_norms") && flag(l, "post_norms", at);
       if (l.contains("rope_theta")) {
         const json &theta = l["rope_theta"];
         if (!theta.is_number() || !(theta.get<double>() > 0))

@@ -53,6 +53,14 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
         bind(&LayerParams::table);
       else if (n == "embed.positions")
         bind(&LayerParams::positions);
+      else if (ends("post_attn_norm.weight"))
+        bind(&LayerParams::postAttnW);
+      else if (ends("post_attn_norm.bias"))
+        bind(&LayerParams::postAttnB);
+      else if (ends("post_mlp_norm.weight"))
+        bind(&LayerParams::postMlpW);
+      else if (ends("post_mlp_norm.bias"))
+        bind(&LayerParams::postMlpB);
       else if (ends("norm1.weight") || n == "final_norm.weight")
         bind(&LayerParams::normW);
       else if (ends("norm1.bias") || n == "final_norm.bias")
@@ -341,6 +349,14 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
   reduceTokens(partial, x2, n * h);
   if (l.w.outB)
     kernels.addRowVector(x2, l.w.outB, n, h);
+  // Gemma-2's sandwich norm on the attention's output, before the residual
+  // add; `a` is free again (QKV and the reduction have consumed it).
+  if (c.postNorms) {
+    kernels.normForward(x2, l.w.postAttnW, l.w.postAttnB, n, h, rms,
+                        float(model.normEps), a, v[Field::Xhat3],
+                        v[Field::Rstd3]);
+    kernels.copy(x2, a, n * h);
+  }
   kernels.add(x2, x, n * h);
   kernels.normForward(x2, l.w.norm2W, l.w.norm2B, n, h, rms,
                       float(model.normEps), localTokens(cn, n * h),
@@ -364,6 +380,12 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
   reduceTokens(partial, out, n * h);
   if (l.w.downB)
     kernels.addRowVector(out, l.w.downB, n, h);
+  if (c.postNorms) {
+    kernels.normForward(out, l.w.postMlpW, l.w.postMlpB, n, h, rms,
+                        float(model.normEps), a, v[Field::Xhat4],
+                        v[Field::Rstd4]);
+    kernels.copy(out, a, n * h);
+  }
   kernels.add(out, x2, n * h);
 }
 
@@ -403,7 +425,22 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
   // summed from `whole`).
   DevicePtr partial = isSequenceParallel() ? whole : DevicePtr();
 
-  kernels.copy(localTokens(dy2, n * h), dout, n * h);
+  // Through a sandwich norm (Gemma-2) to the block's output, its
+  // parameters' gradients here (they need nothing W keeps); else the
+  // residual's gradient is the block's.
+  auto throughPostNorm = [&](DevicePtr grad, Field xhat, Field rstd,
+                             DevicePtr gamma, DevicePtr dgamma,
+                             DevicePtr dbeta, DevicePtr into) {
+    if (!c.postNorms) {
+      kernels.copy(into, grad, n * h);
+      return;
+    }
+    kernels.fill(into, 0.0, n * h);
+    kernels.normBackward(grad, v[xhat], v[rstd], gamma, n, h, rms, into);
+    kernels.normParamGrads(grad, v[xhat], n, h, dgamma, dbeta);
+  };
+  throughPostNorm(dout, Field::Xhat4, Field::Rstd4, l.w.postMlpW, l.g.postMlpW,
+                  l.g.postMlpB, localTokens(dy2, n * h));
   gatherTokens(dy2, n * h);
   kernels.gemm(false, true, rt, f, h, 1.0f, dy2, h, l.w.downW, h, 0.0f, dg, f);
   if (c.isGated())
@@ -423,7 +460,8 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
   kernels.copy(dx2, dout, n * h);
   kernels.normBackward(dc, v[Field::Xhat2], v[Field::Rstd2], l.w.norm2W, n, h,
                        rms, dx2);
-  kernels.copy(localTokens(dy1, n * h), dx2, n * h);
+  throughPostNorm(dx2, Field::Xhat3, Field::Rstd3, l.w.postAttnW,
+                  l.g.postAttnW, l.g.postAttnB, localTokens(dy1, n * h));
   gatherTokens(dy1, n * h);
   kernels.gemm(false, true, rt, hd, h, 1.0f, dy1, h, l.w.outW, h, 0.0f, dctx,
                hd);

@@ -117,6 +117,8 @@ private:
   struct LayerParams {
     DevicePtr normW, normB, qkvW, qkvB, outW, outB, norm2W, norm2B, upW, upB,
         gateW, gateB, downW, downB, table, positions;
+    /// Gemma-2's sandwich norms (null without them).
+    DevicePtr postAttnW, postAttnB, postMlpW, postMlpB;
   };
   struct Layer {
     const LayerConfig *config;

@@ -1012,35 +1012,42 @@ static void printScheduleName(OpAsmPrinter &printer, Operation *,
 // custom<LayerOptions>: a transformer layer's optional trailing entries
 //===----------------------------------------------------------------------===//
 
-/// `, bias` and `, rope_theta = 10000.0`, each optional, in this order. A
-/// declarative optional group cannot start with the `,` both share, so the
-/// keyword after the comma decides.
+/// `, bias`, `, rope_theta = 10000.0` and `, post_norms`, each optional,
+/// in this order. A declarative optional group cannot start with the `,`
+/// they share, so the keyword after the comma decides.
 static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
-                                     FloatAttr &ropeTheta) {
+                                     FloatAttr &ropeTheta,
+                                     UnitAttr &postNorms) {
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
     if (parser.parseKeyword(&keyword))
       return failure();
-    if (keyword == "bias" && !bias && !ropeTheta) {
+    if (keyword == "bias" && !bias && !ropeTheta && !postNorms) {
       bias = parser.getBuilder().getUnitAttr();
       continue;
     }
-    if (keyword == "rope_theta" && !ropeTheta) {
+    if (keyword == "rope_theta" && !ropeTheta && !postNorms) {
       double value;
       if (parser.parseEqual() || parser.parseFloat(value))
         return failure();
       ropeTheta = parser.getBuilder().getF64FloatAttr(value);
       continue;
     }
+    if (keyword == "post_norms" && !postNorms) {
+      postNorms = parser.getBuilder().getUnitAttr();
+      continue;
+    }
     return parser.emitError(loc, "unexpected '")
-           << keyword << "' (expected 'bias', then 'rope_theta = <float>')";
+           << keyword
+           << "' (expected 'bias', then 'rope_theta = <float>', then "
+              "'post_norms')";
   }
   return success();
 }
 
 static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
-                              FloatAttr ropeTheta) {
+                              FloatAttr ropeTheta, UnitAttr postNorms) {
   if (bias)
     printer << ", bias";
   if (ropeTheta) {
@@ -1052,6 +1059,8 @@ static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
     else
       printer.printFloat(ropeTheta.getValue());
   }
+  if (postNorms)
+    printer << ", post_norms";
 }
 
 #include "sluice/SluiceInterfaces.cpp.inc"

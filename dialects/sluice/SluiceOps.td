@@ -218,7 +218,9 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     (rotary position embeddings, RoFormer; Llama and Gemma): the pair of
     dimensions (i, i + head_dim / 2) turns by position * rope_theta^(-2i /
     head_dim). Its cost is negligible and it holds no parameters, so only
-    the runtime reads it.
+    the runtime reads it. The unit attribute `post_norms` adds Gemma-2's
+    sandwich norms: `x + norm(attn(norm(x)))`, then the same around the
+    feed-forward block (two more norms of the same kind).
 
     Rules checked by the verifier: all sizes positive; `kv_heads` divides
     `heads`; `heads` divides `hidden` when `head_dim` is absent;
@@ -235,20 +237,25 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     // GPT-2 small: biases everywhere.
     %h = sluice.transformer_layer %g {heads = 12, kv_heads = 12, ffn = 3072,
            norm = layernorm, mlp = gelu, bias} : tensor<1x1024x768xbf16>
+    // Gemma-2: rotary positions and sandwich norms.
+    %w = sluice.transformer_layer %u {heads = 16, kv_heads = 8, head_dim = 256,
+           ffn = 14336, norm = rmsnorm, mlp = geglu, rope_theta = 10000.0,
+           post_norms} : tensor<1x8192x3584xbf16>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$input, Sluice_SizeAttr:$heads,
                        Sluice_SizeAttr:$kv_heads, OptionalAttr<Sluice_SizeAttr>:$head_dim,
                        Sluice_SizeAttr:$ffn, Sluice_NormKindAttr:$norm,
                        Sluice_MlpKindAttr:$mlp, UnitAttr:$bias,
-                       OptionalAttr<F64Attr>:$rope_theta,
+                       OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$post_norms,
                        OptionalAttr<Sluice_SizeAttr>:$shards);
   let results = (outs AnyRankedTensor:$result);
   let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
     $input ` ` `{` `heads` `=` $heads `,` `kv_heads` `=` $kv_heads `,`
     (`head_dim` `=` $head_dim^ `,`)? `ffn` `=` $ffn `,` `norm` `=` `` $norm
-    `,` `mlp` `=` `` $mlp `` custom<LayerOptions>($bias, $rope_theta) `}`
+    `,` `mlp` `=` `` $mlp `` custom<LayerOptions>($bias, $rope_theta,
+    $post_norms) `}`
     attr-dict `:` type($input) (`shards` $shards^ $body)?
   }];
   let extraClassDeclaration = [{

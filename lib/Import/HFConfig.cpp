@@ -325,6 +325,8 @@ struct ImportedConfig {
   std::optional<int64_t> paddingToken;
   /// Gemma-2's attention: query_pre_attn_scalar^-0.5, attn_logit_softcapping.
   std::optional<double> attentionScale, attentionSoftcap, finalSoftcap;
+  /// Gemma-2's sandwich norms.
+  bool postNorms = false;
   /// What the config computes and the layers do not: costs hold, the
   /// runtime refuses to train it.
   std::vector<std::string> unmodelled;
@@ -643,16 +645,14 @@ private:
   /// Gemma scales its embeddings by sqrt(hidden_size) (GemmaModel's
   /// `normalizer`); its norms' gain 1 + w is the weights' layout
   /// (sluice-run --load-hf adds the 1). Gemma-2 adds sandwich norms,
-  /// soft-capping and its own attention scale, not computed yet
-  /// (docs/import.md).
+  /// soft-capping and its own attention scale (docs/import.md).
   LogicalResult readGemma() {
     if (family != &kGemma)
       return success();
     config.embeddingScale = std::sqrt(double(config.hidden));
     if (modelType != "gemma2")
       return success();
-    unmodelled("model_type",
-               "Gemma-2's post-attention and post-feed-forward norms");
+    config.postNorms = true;
     // Gemma2Attention: scores * query_pre_attn_scalar^-0.5 (whatever
     // head_dim is), then capped by attn_logit_softcapping (its eager
     // attention: transformers' SDPA path leaves the cap out).
@@ -874,6 +874,7 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
         config->bias ? builder.getUnitAttr() : UnitAttr(),
         config->ropeTheta ? builder.getF64FloatAttr(*config->ropeTheta)
                           : FloatAttr(),
+        config->postNorms ? builder.getUnitAttr() : UnitAttr(),
         /*shards=*/IntegerAttr());
   Value loss = OutputLayerOp::create(
       builder, named("lm_head"),

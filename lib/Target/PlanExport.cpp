@@ -69,6 +69,7 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
       layer.mlp = stringifyMlpKind(t.getMlp()).str();
       if (FloatAttr theta = t.getRopeThetaAttr())
         layer.ropeTheta = theta.getValueAsDouble();
+      layer.postNorms = t.getPostNorms();
     } else if (auto o = dyn_cast<OutputLayerOp>(op)) {
       layer.kind = rt::LayerKind::Output;
       layer.vocab = o.getVocab();
@@ -178,6 +179,8 @@ private:
       json.attribute("bias", l.bias);
       if (l.ropeTheta > 0)
         json.attribute("rope_theta", l.ropeTheta);
+      if (l.postNorms)
+        json.attribute("post_norms", true);
     }
     if (l.kind != rt::LayerKind::Embedding)
       json.attribute("norm", l.norm);

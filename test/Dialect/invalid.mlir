@@ -48,7 +48,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // rope-after-bias
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unexpected 'bias' (expected 'bias', then 'rope_theta = <float>')}}
+  // expected-error@+1 {{unexpected 'bias' (expected 'bias', then 'rope_theta = <float>', then 'post_norms')}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, bias} : tensor<1x4x32xf32>
 }
 

@@ -10,7 +10,7 @@ and checks it against these, within sluice-run's tolerances (relative 1e-5
 on the loss, 1e-4 on gradients).
 
 usage: equivalence.py FAMILY WORKDIR
-  FAMILY: gpt2 | llama | llama-tied | gemma
+  FAMILY: gpt2 | llama | llama-tied | gemma | gemma2
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
 
@@ -55,6 +55,21 @@ def make_model(family):
             rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh",
             pad_token_id=0, attention_dropout=0.0)
         return transformers.GemmaForCausalLM(config)
+    if family == "gemma2":
+        # Gemma's, and sandwich norms, the attention scale
+        # query_pre_attn_scalar^-0.5 (not head_dim's), scores and logits
+        # soft-capped (caps low enough to bend them), its eager attention
+        # (transformers' SDPA path leaves the cap out).
+        config = transformers.Gemma2Config(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=8, max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh",
+            pad_token_id=0, attention_dropout=0.0, query_pre_attn_scalar=12,
+            attn_logit_softcapping=2.0, final_logit_softcapping=3.0,
+            sliding_window=SEQ)
+        config._attn_implementation = "eager"
+        return transformers.Gemma2ForCausalLM(config)
     config = transformers.LlamaConfig(
         vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -94,7 +109,12 @@ def sluice_gradients(family, model):
     for i in range(config.num_hidden_layers):
         h, s = f"{m}layers.{i}.", f"layers.{i}."
         out[s + "norm1.weight"] = g[h + "input_layernorm.weight"]
-        out[s + "norm2.weight"] = g[h + "post_attention_layernorm.weight"]
+        if config.model_type == "gemma2":
+            out[s + "post_attn_norm.weight"] = g[h + "post_attention_layernorm.weight"]
+            out[s + "norm2.weight"] = g[h + "pre_feedforward_layernorm.weight"]
+            out[s + "post_mlp_norm.weight"] = g[h + "post_feedforward_layernorm.weight"]
+        else:
+            out[s + "norm2.weight"] = g[h + "post_attention_layernorm.weight"]
         out[s + "attn.qkv.weight"] = np.concatenate(
             [g[h + f"self_attn.{p}_proj.weight"].T for p in "qkv"], axis=1)
         out[s + "attn.out.weight"] = g[h + "self_attn.o_proj.weight"].T
@@ -129,7 +149,8 @@ def check_saved(work, printout):
     if second is None:
         sys.exit(f"error: no 'step 2: loss' line in {printout}")
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        os.path.join(work, "saved"), torch_dtype=torch.float32)
+        os.path.join(work, "saved"), torch_dtype=torch.float32,
+        attn_implementation="eager")
     model.eval()
     with torch.no_grad():
         loss = mean_loss(model, *step_batch(work)).item()
@@ -154,13 +175,13 @@ def main():
         for p in model.parameters():
             if p.dim() == 2:
                 p.mul_(4.0)
-            elif family == "gemma":
+            elif family in ("gemma", "gemma2"):
                 p.normal_(0.0, 0.3)  # w of the gain 1 + w, 0 at init
     model.save_pretrained(os.path.join(work, "hf"), safe_serialization=True)
 
     rng = np.random.default_rng(1)
     data = rng.integers(0, VOCAB, MICROBATCHES * SEQ + 1, dtype=np.uint32)
-    if family == "gemma":
+    if family in ("gemma", "gemma2"):
         data[[3, 20, 41]] = 0  # the padding token, as an input
     data.tofile(os.path.join(work, "tokens.bin"))
     loss = mean_loss(model, *step_batch(work))

@@ -34,6 +34,7 @@ struct Variant {
   double embeddingScale = 1.0;
   int64_t paddingToken = -1;
   double attentionScale = 0, attentionSoftcap = 0, finalSoftcap = 0;
+  bool postNorms = false; // Gemma-2's sandwich norms
 };
 
 ModelConfig tinyModel(bool positions, bool bias, const char *norm,
@@ -133,6 +134,9 @@ ModelConfig tinyModel(const Variant &v) {
   m.attentionScale = v.attentionScale;
   m.attentionSoftcap = v.attentionSoftcap;
   m.finalSoftcap = v.finalSoftcap;
+  for (LayerConfig &l : m.layers)
+    if (l.kind == LayerKind::Transformer)
+      l.postNorms = v.postNorms;
   return m;
 }
 
@@ -203,7 +207,15 @@ INSTANTIATE_TEST_SUITE_P(
                 100.0, false, 1e-6, 2.83, -1, 20.0, 0.05},
         // Gemma-2's final cap, low enough to bend the logits.
         Variant{"gemma2_logits", false, false, "rmsnorm", "geglu", 2, 1,
-                100.0, false, 1e-6, 2.83, -1, 0, 0, 0.02}),
+                100.0, false, 1e-6, 2.83, -1, 0, 0, 0.02},
+        // Sandwich norms, RMS (Gemma-2's) and LayerNorm (with biases). They
+        // normalise the blocks' outputs, tiny here (weights of 0.02): an
+        // epsilon of their size keeps finite differences of this step
+        // accurate.
+        Variant{"gemma2", false, false, "rmsnorm", "geglu", 2, 1, 100.0, false,
+                1e-2, 2.83, -1, 20.0, 0.05, 0.02, true},
+        Variant{"sandwich_layernorm", true, true, "layernorm", "gelu", 2, 2, 0,
+                false, 1e-2, 1.0, -1, 0, 0, 0, true}),
     [](const ::testing::TestParamInfo<Variant> &info) {
       return std::string(info.param.name);
     });

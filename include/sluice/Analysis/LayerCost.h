@@ -37,6 +37,8 @@ struct TransformerShape {
   NormKind norm = NormKind::layernorm;
   MlpKind mlp = MlpKind::gelu;
   bool bias = false;
+  /// Gemma-2's sandwich norms: two more norms.
+  bool postNorms = false;
 
   static TransformerShape get(TransformerLayerOp op);
 };

@@ -17,7 +17,8 @@
 //    recomputes the probabilities instead of keeping R x H x t x (o + t)
 //    of them), the attention context, the second norm's normalised input
 //    and 1/std, the MLP's pre-activation and activation (gated blocks:
-//    also the gate's pre-activation); the output layer's normalised input,
+//    also the gate's pre-activation; sandwich norms: their normalised
+//    inputs and 1/std); the output layer's normalised input,
 //    1/std, logits (t x vocab) and their log-sum-exp per token (none of
 //    the two when the layer is sharded; split over tensor-parallel
 //    shards, the shard's t x ceil(vocab / tp) logits in fp32 and the
@@ -122,6 +123,10 @@ enum class Field : uint8_t {
   Up,
   Act,
   Gate,
+  Xhat3, // sandwich norms (LayerConfig::postNorms): after attention
+  Rstd3,
+  Xhat4, // and after the feed-forward block
+  Rstd4,
   // Transformer weight state.
   DQkv,
   DA,
@@ -219,6 +224,12 @@ void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
     fn(Field::Act, rt * layer.ffn, Storage::Activation);
     if (layer.isGated())
       fn(Field::Gate, rt * layer.ffn, Storage::Activation);
+    if (layer.postNorms) {
+      fn(Field::Xhat3, local * h, Storage::Activation);
+      fn(Field::Rstd3, local, Storage::Fp32);
+      fn(Field::Xhat4, local * h, Storage::Activation);
+      fn(Field::Rstd4, local, Storage::Fp32);
+    }
     return;
   }
   }

@@ -33,6 +33,10 @@ struct LayerConfig {
   bool bias = false;
   // Rotary positions' frequency base; 0: none.
   double ropeTheta = 0;
+  // Gemma-2's sandwich norms: the attention's and the feed-forward
+  // block's outputs each normalised (the layer's norm kind) before their
+  // residual add.
+  bool postNorms = false;
   // "layernorm" or "rmsnorm" (transformer and output); "gelu", "swiglu" or
   // "geglu" (transformer).
   std::string norm = "layernorm";
