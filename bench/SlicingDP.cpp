@@ -1,6 +1,6 @@
 //===- SlicingDP.cpp - How long TeraPipe's dynamic programme takes --------===//
 //
-// papers/terapipe.txt §3.3 says its DP "can finish within a minute". Target
+// Li et al., 2021 §3.3 says its DP "can finish within a minute". Target
 // (issue 6): L = 2048 tokens at 1-token granularity on K = 48 stages in
 // under 1 s on this 2-core machine -- the GPT3-44B of TeraPipe's Table 1
 // cut into 48 stages of 2 layers, under V100 costs; and (issue 11) L =

@@ -7,10 +7,10 @@ Two grids (issue 12):
 
 * `fixed`: a fixed number of GPUs and a fixed global batch, every
   (pp, tp, dp) that multiplies to it, for the ~4B model of
-  papers/vocabulary-parallelism.txt (Table 1: 32 GPUs, 128 sequences of
+  Yeung et al., 2024 (Table 1: 32 GPUs, 128 sequences of
   2048 tokens) and Llama-3-70B (512 GPUs, 1024 sequences of 8192 tokens);
 * `blog`: Llama-3-70B on 16,384 GPUs with tp = 8, the (pp, dp,
-  microbatches) rows of papers/tensor-parallelism-blog.txt's 3D table.
+  microbatches) rows of Weitkamp, 2024's 3D table.
 
 Every configuration with replicas runs with and without ZeRO-1
 (`--zero 1`: the optimizer state sharded over dp), every one with shards
@@ -130,7 +130,7 @@ def sequence(tp):
 
 
 def blog_jobs():
-    # papers/tensor-parallelism-blog.txt, "Pipeline and Data Parallel":
+    # Weitkamp, 2024, "Pipeline and Data Parallel":
     # tp 8 inside a node, micro-batch 1, sequence 8192.
     rows = [(4, 512, 8), (4, 512, 12), (4, 512, 16), (8, 256, 12),
             (8, 256, 16), (8, 256, 20), (16, 128, 20), (16, 128, 24),

@@ -6,7 +6,7 @@
 //
 //  * Device: owned, typed memory (DeviceBuffer) from the backend's
 //    allocator; three streams -- compute, pipeline communication and a
-//    high-priority vocabulary stream (papers/vocabulary-parallelism.txt
+//    high-priority vocabulary stream (Yeung et al., 2024
 //    §6.1: the vocabulary collectives overlap transformer compute);
 //    events; host <-> device copies; and Kernels bound to each stream.
 //  * Kernels: the math of every pass on device memory. Each call is
@@ -387,7 +387,7 @@ public:
                                     int64_t rows, int64_t length, int64_t vocab,
                                     float scale, DevicePtr dlogits) = 0;
 
-  // The vocabulary shards (papers/vocabulary-parallelism.txt §4): a device
+  // The vocabulary shards (Yeung et al., 2024 §4): a device
   // holds rows [first, first + count) of a table; `count` may be less than
   // the shard's padded row count and 0, and no other row ever takes part.
   // Logits (f32) and probabilities (act) are [tokens, ld] with the shard's

@@ -150,7 +150,7 @@ public:
   };
   /// Times every stage of this device over a grid of slice lengths and
   /// contexts (the best of `repeats` runs each), on synthetic data: the
-  /// samples equation 9 of papers/terapipe.txt is fitted to
+  /// samples equation 9 of Li et al., 2021 is fitted to
   /// (`sluice-run --profile-slices`). Stage name -> samples.
   Status calibrateSlices(int repeats,
                          std::map<std::string, std::vector<SliceSample>> &out);

@@ -51,8 +51,8 @@ struct ShardPlan {
   int root = 0;
 };
 
-/// The vocabulary layers sharded over all devices (papers/vocabulary-
-/// parallelism.txt; docs/vocabulary.md).
+/// The vocabulary layers sharded over all devices (Yeung et
+/// al., 2024; docs/vocabulary.md).
 struct VocabularyPlan {
   ShardPlan input, output;
   /// The output shard's form: 0 naive (S, S2, T), 1 or 2 (S, T).

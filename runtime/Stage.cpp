@@ -543,9 +543,9 @@ void StageRunner::transformerWeight(const Layer &l, const Views &v,
 // The output layer split over tensor-parallel shards
 //===----------------------------------------------------------------------===//
 
-// Megatron-LM's vocabulary-parallel cross-entropy (papers/tensor-
-// parallelism-blog.txt, "Cross-Entropy"), with the vocabulary paper's
-// shard statistics (papers/vocabulary-parallelism.txt, section 4): shard t
+// Megatron-LM's vocabulary-parallel cross-entropy (Weitkamp,
+// 2024, "Cross-Entropy"), with the vocabulary paper's
+// shard statistics (Yeung et al., 2024, section 4): shard t
 // computes its logits Y_t = X W_t^T, the group agrees on each token's
 // maximum and then on its sum of exponentials under it. The blog's third
 // all-reduce, of the label's logit, is not needed: each shard adds the
@@ -668,7 +668,7 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
         break;
       }
       if (vocabCount >= 0) {
-        // Vocabulary-parallel (papers/tensor-parallelism-blog.txt, "Input
+        // Vocabulary-parallel (Weitkamp, 2024, "Input
         // Embedding"): each shard looks up the tokens in its rows, zeros
         // elsewhere, and the group's sum is every token's row (under
         // sequence parallelism, a reduce-scatter of the lookups made in

@@ -61,7 +61,7 @@ public:
   /// was given the shard's model (getTensorShardModel) and parameters, and
   /// `reduce` sums the partial results of its row-parallel projections in
   /// F and of its column-parallel ones' input gradients in B (Megatron-LM;
-  /// papers/tensor-parallelism-blog.txt, "Communication Overhead"). Unset
+  /// Weitkamp, 2024, "Communication Overhead"). Unset
   /// (or empty): the layers are whole. A vocabulary layer that splits
   /// (LayerConfig::vocabShards) uses only the shard's rows of its table:
   /// the embedding sums its masked lookups over the group; the output

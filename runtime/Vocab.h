@@ -1,6 +1,6 @@
 //===- Vocab.h - The vocabulary shards of one device ------------*- C++ -*-===//
 //
-// Vocabulary Parallelism on one device (papers/vocabulary-parallelism.txt
+// Vocabulary Parallelism on one device (Yeung et al., 2024
 // §3-5, Appendix C as DESIGN.md summarises it): the device's rows of the
 // input and output tables, the shard passes (IF, IB; S, S2, T) and the
 // collectives between them, with each microbatch slice's state from its

@@ -608,7 +608,7 @@ struct StageCollectives {
 
 /// The collectives of `stage` before sluice-shard-tensors writes them, in
 /// closed form: per transformer layer the blog's table ("Communication
-/// Overhead", papers/tensor-parallelism-blog.txt) -- into each of the two
+/// Overhead", Weitkamp, 2024) -- into each of the two
 /// column-parallel regions an identity in F and an all-reduce of the input
 /// gradient in B, out of each row-parallel one an all-reduce of the
 /// partial sums in F. With sequence parallelism each all-reduce becomes

@@ -2,7 +2,7 @@
 //
 // The heuristic the zero-bubble repository builds ZB-V with (its zbv.py;
 // the V-shape schedule of Qi et al. 2023, §6, cited in
-// papers/vocabulary-parallelism.txt), re-implemented from its behaviour.
+// Yeung et al., 2024), re-implemented from its behaviour.
 // Sluice offers its order to the improver beside its own ZB-V block and
 // the handcrafted order (Schedules.cpp); the schedule benchmark prints it
 // as the zero-bubble repository's column.

@@ -146,8 +146,8 @@ std::string sched::checkPipeline(const ScheduleInfo &schedule,
   if (pipeline.vocab.any() && !isBuildingBlockSchedule(schedule.kind))
     return llvm::formatv(
         "schedule '{0}' is not built from building blocks, so it cannot "
-        "place the vocabulary shards' passes (papers/vocabulary-"
-        "parallelism.txt §5.2); schedules that can: {1}",
+        "place the vocabulary shards' passes (Yeung et al., 2024, "
+        "§5.2); schedules that can: {1}",
         name, listSchedules([](const ScheduleInfo &i) {
           return isBuildingBlockSchedule(i.kind);
         }));
@@ -199,7 +199,7 @@ double sched::getUnitDuration(const Pipeline &pipeline, const Work &work) {
 
 /// GPipe, and TeraPipe over token slices: every forward in (microbatch,
 /// slice) order, then every backward in the reverse order -- reverse slice
-/// order is required (§3 of papers/terapipe.txt), reverse microbatch order
+/// order is required (§3 of Li et al., 2021), reverse microbatch order
 /// frees the most recent activations first.
 static std::vector<std::vector<Work>> getGPipeOrders(const Pipeline &pipe) {
   std::vector<std::vector<Work>> orders(pipe.devices);
@@ -216,7 +216,7 @@ static std::vector<std::vector<Work>> getGPipeOrders(const Pipeline &pipe) {
 }
 
 /// Megatron's interleaved 1F1B (Narayanan et al. 2021), generalised to
-/// token slices for Seq1F1B-I (papers/seq1f1b.txt §3.3) and to any number
+/// token slices for Seq1F1B-I (Sun et al., 2024 §3.3) and to any number
 /// of units: the unit of work is a (microbatch, slice) pair; forwards run
 /// rounds of units through chunk 0, then chunk 1, ...; backwards the same
 /// rounds through the chunks in reverse, each microbatch's slices in
@@ -289,7 +289,7 @@ getInterleavedOrders(const Pipeline &pipe) {
   return orders;
 }
 
-/// Seq1F1B (papers/seq1f1b.txt §3.2): 1F1B over (microbatch, slice) units
+/// Seq1F1B (Sun et al., 2024 §3.2): 1F1B over (microbatch, slice) units
 /// with the backward of each microbatch in reverse slice order (FIFO over
 /// microbatches, LIFO over slices). Device d runs p - d - 1 + k forwards
 /// before its first backward, so it holds (p + k - 1) / k microbatches of

@@ -1,7 +1,7 @@
 //===- ZeroBubbleV.cpp - The zero-bubble paper's handcrafted ZB-V ---------===//
 //
 // The ZB-V order of Qi et al. 2023, §6 (cited in
-// papers/vocabulary-parallelism.txt), as PyTorch's ScheduleZBVZeroBubble
+// Yeung et al., 2024), as PyTorch's ScheduleZBVZeroBubble
 // builds it per rank, without looking at costs. Sluice offers it to the
 // improver beside its own ZB-V block; the schedule benchmark prints it as
 // PyTorch's column.

@@ -1,6 +1,6 @@
 //===- PartitionVocab.cpp - Shard the vocabulary layers over devices ------===//
 //
-// papers/vocabulary-parallelism.txt §3: partition the vocabulary layers
+// Yeung et al., 2024 §3: partition the vocabulary layers
 // along the vocabulary over all p devices, padded to a multiple of 2p
 // (§6.1). The output shard is written in its naive form (Figure 4: three
 // barriers); sluice-reorder-softmax-barriers improves it.

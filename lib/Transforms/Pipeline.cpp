@@ -65,7 +65,7 @@ void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
                                 ? int64_t(o.virtualChunks)
                                 : int64_t(sched::getDefaultChunks(info));
   partition.placement = info.placement;
-  // Redis (papers/vocabulary-parallelism.txt §7): the baseline's layers,
+  // Redis (Yeung et al., 2024 §7): the baseline's layers,
   // stages balanced by compute.
   partition.balance =
       o.vocab == VocabMode::Redis ? sched::Balance::Compute : o.balance;

@@ -1,7 +1,7 @@
 //===- ReorderSoftmaxBarriers.cpp - 3 -> 2 -> 1 communication barriers ----===//
 //
-// A dataflow rewrite of a vocabulary output shard (papers/vocabulary-
-// parallelism.txt §4.3-4.4):
+// A dataflow rewrite of a vocabulary output shard (Yeung et al.,
+// 2024, §4.3-4.4):
 //
 // Algorithm 1 (equation 5). Naive:
 //   m' = max(y); M = allreduce_max(m'); s = sumexp(y, M); S = allreduce_sum(s)

@@ -1,6 +1,6 @@
 //===- ShardTensors.cpp - Tensor-parallel shards of a program -------------===//
 //
-// Megatron-LM's tensor parallelism (papers/tensor-parallelism-blog.txt):
+// Megatron-LM's tensor parallelism (Weitkamp, 2024):
 // each pipeline device becomes a group of shards that split every
 // transformer layer -- the QKV, up and gate projections by columns (each
 // shard its query heads, the key/value heads they read, its share of the
@@ -40,7 +40,7 @@ using namespace mlir::sluice;
 namespace {
 /// Writes the shard bodies: one of `shards` shards' forward pass of a
 /// layer, with the collectives among the shards explicit (Megatron-LM's f
-/// and g; papers/tensor-parallelism-blog.txt, "Communication Overhead").
+/// and g; Weitkamp, 2024, "Communication Overhead").
 class BodyBuilder {
 public:
   BodyBuilder(MLIRContext *context, int64_t shards, bool sequence)
@@ -92,7 +92,7 @@ public:
 
   /// The vocabulary-parallel cross-entropy: each shard's logits, its
   /// maximum and sum of exponentials in one pass, the group's maximum,
-  /// the sum rescaled to it (papers/vocabulary-parallelism.txt,
+  /// the sum rescaled to it (Yeung et al., 2024,
   /// equation 5) and summed; each shard's loss covers the labels it holds.
   /// Two per-token all-reduces, against the blog's three.
   void build(OutputLayerOp layer) {

@@ -2,8 +2,8 @@
 //
 // The pass adapts lib/Schedule/TokenSlicing.cpp to a model: the cost of a
 // slice from the model's layers (FLOPs for Seq1F1B's computation-wise
-// partition, papers/seq1f1b.txt §3.4; a cost model's latency through
-// equation 9 for TeraPipe's dynamic programme, papers/terapipe.txt §3.3).
+// partition, Sun et al., 2024 §3.4; a cost model's latency through
+// equation 9 for TeraPipe's dynamic programme, Li et al., 2021 §3.3).
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,7 +49,7 @@ static int64_t getAutoGranularity(int64_t tokens) {
   return tokens;
 }
 
-/// Equations 7-8 of papers/seq1f1b.txt: equal FLOPs of forward and
+/// Equations 7-8 of Sun et al., 2024: equal FLOPs of forward and
 /// backward over every layer for each segment, attention growing with the
 /// segment's prefix.
 static std::vector<int64_t> getSeq1F1BLengths(ModelOp model, int64_t tokens,
@@ -62,7 +62,7 @@ static std::vector<int64_t> getSeq1F1BLengths(ModelOp model, int64_t tokens,
   return slicing::solveEqualCost(tokens, slices, flops);
 }
 
-/// TeraPipe's dynamic programme (papers/terapipe.txt §3.3, equation 9) over
+/// TeraPipe's dynamic programme (Li et al., 2021 §3.3, equation 9) over
 /// a latency model fitted to the cost model, or per stage to the runtime's
 /// measured slice timings (the slowest stage's latency). Records the fit's
 /// error and the programme's latency on the model.

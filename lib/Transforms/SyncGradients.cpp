@@ -1,6 +1,6 @@
 //===- SyncGradients.cpp - Data-parallel replicas of a program ------------===//
 //
-// Data parallelism (papers/lecture-model-parallelism.txt; Megatron-LM and
+// Data parallelism (Li, LLM Systems; Megatron-LM and
 // torchtitan do the same): every pipeline device is replicated, each
 // replica trains on its own microbatches, and the replicas average their
 // gradients before the optimizer step. The average of a stage is issued as

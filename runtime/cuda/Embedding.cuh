@@ -4,7 +4,7 @@
 // scatter-adds of their gradients into fp32 tables (atomically: two tokens
 // of a batch may share a row); the vocabulary shards' variants look up only
 // the rows [first, first + count) the device holds (Appendix C of
-// papers/vocabulary-parallelism.txt).
+// Yeung et al., 2024).
 //
 //===----------------------------------------------------------------------===//
 

@@ -3,7 +3,7 @@
 // The unsharded output layer's softmax cross-entropy (one block per token;
 // the loss added to an f64 accumulator on the device; logits in the
 // activation type, their log-sum-exp kept for B), and the pieces of
-// the vocabulary shards' softmax (papers/vocabulary-parallelism.txt §4):
+// the vocabulary shards' softmax (Yeung et al., 2024 §4):
 // per-token statistics of the shard's logits, equation 5's rescaling, the
 // shard's loss and gradient columns, equation 6's combination. Logits and
 // statistics are fp32; probabilities and gradients the activation type.

@@ -17,11 +17,11 @@
 // Lengths differ by a token at most when the count does not divide.
 // UNEVEN: token_slices = array<i64: 1366, 1365, 1365>
 
-// papers/seq1f1b.txt §3.4: equal FLOPs; attention grows with the prefix,
+// Sun et al., 2024 §3.4: equal FLOPs; attention grows with the prefix,
 // so the segments shrink.
 // SEQ1F1B: sluice.model @m {{.*}} attributes {slicing = #sluice.slicing<seq1f1b>, token_slices = array<i64: 1240, 1060, 941, 855>}
 
-// papers/terapipe.txt §3.3 on 4 stages with V100 costs: the DP's latency
+// Li et al., 2021 §3.3 on 4 stages with V100 costs: the DP's latency
 // and equation 9's fit error are recorded with the slices.
 // TERAPIPE: sluice.model @m {{.*}} attributes {slicing = #sluice.slicing<terapipe>, slicing_fit_error = {{.*}} : f64, slicing_latency = {{.*}} : f64, token_slices = array<i64: {{[0-9, ]+}}>}
 // COUNT: token_slices = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}>

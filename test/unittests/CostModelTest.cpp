@@ -241,7 +241,7 @@ StageProfile recomputeStage(RecomputeKind recompute) {
 }
 } // namespace
 
-// Activation recomputation (papers/lecture-model-parallelism.txt): per
+// Activation recomputation (Li, LLM Systems): per
 // token and layer, a stage without recomputation keeps
 //   (4h + (H + 2KV) d + H d + 3 ffn) bytes-per-element + 4 H (fp32 stats);
 // selective drops the attention output (H d), its statistics (4 H) and

@@ -107,7 +107,7 @@ protected:
   OwningOpRef<ModuleOp> module;
 };
 
-// papers/vocabulary-parallelism.txt §1 and Figure 2: for Gemma-2-9B the
+// Yeung et al., 2024 §1 and Figure 2: for Gemma-2-9B the
 // output layer costs about 5x a transformer layer in both compute and
 // parameter memory; the input layer about 5x in memory and ~0 in compute.
 TEST_F(ModelFiguresTest, Gemma2OutputLayerIsAboutFiveTransformerLayers) {

@@ -151,8 +151,8 @@ TEST_F(MeshCostTest, ShardsHoldTheirSliceOfEachLayer) {
 }
 
 // Per layer, one N_batch x N_ctx x D_model all-reduce after attention and
-// one after the MLP in F, one each in B (papers/tensor-parallelism-
-// blog.txt, "Communication Overhead"), none in W; full recomputation runs
+// one after the MLP in F, one each in B (Weitkamp,
+// 2024, "Communication Overhead"), none in W; full recomputation runs
 // F's two again in B (the blog's "Activation Checkpointing").
 TEST_F(MeshCostTest, TensorParallelPassesWaitForTheBlogsAllReduces) {
   CostModel costs = h100();

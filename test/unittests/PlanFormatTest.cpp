@@ -41,7 +41,7 @@ TEST(PlanFormat, ShardPassesBelongToTheirShard) {
     EXPECT_EQ(getPassShard(p), Shard::Input) << passName(p);
 }
 
-// papers/vocabulary-parallelism.txt §4: the naive output layer crosses
+// Yeung et al., 2024 §4: the naive output layer crosses
 // three barriers, Algorithm 1 two, Algorithm 2 one; each barrier is a
 // collective after the broadcast of the last stage's output.
 TEST(PlanFormat, BarriersPerAlgorithm) {

@@ -1,7 +1,7 @@
 //===- TensorParallelTest.cpp - Tensor-parallel slices and collectives ----===//
 //
-// Megatron-LM's split of a transformer layer (papers/tensor-parallelism-
-// blog.txt): the shards' slices tile every tensor, the replicated
+// Megatron-LM's split of a transformer layer (Weitkamp,
+// 2024): the shards' slices tile every tensor, the replicated
 // key/value heads come once per shard of their group, and a layer moves
 // exactly the blog's "Communication Overhead" table through its
 // all-reduces.
@@ -444,8 +444,8 @@ private:
   std::condition_variable ready;
 };
 
-// Megatron-LM's vocabulary-parallel cross-entropy (papers/tensor-
-// parallelism-blog.txt, "Cross-Entropy"): shards that each hold rows of
+// Megatron-LM's vocabulary-parallel cross-entropy (Weitkamp,
+// 2024, "Cross-Entropy"): shards that each hold rows of
 // the LM head (13 rows over 2, 3 and 4 shards: 7+6, 5+5+3, 4+4+4+1) agree
 // on each token's maximum and sum of exponentials, and together give the
 // whole layer's loss, its input gradient on every shard, their rows of the

@@ -1,6 +1,6 @@
 //===- TokenSlicingTest.cpp - TeraPipe's DP, eq. 9, Seq1F1B's cut ---------===//
 //
-// papers/terapipe.txt §3.3-3.4 and papers/seq1f1b.txt §3.4 against their
+// Li et al., 2021 §3.3-3.4 and Sun et al., 2024 §3.4 against their
 // claims: the dynamic programme finds the exact optimum (brute force on
 // every small case), within K epsilon of it with epsilon > 0; the joint
 // batch split is the best over all splits; equation 9 is recovered by

@@ -1,6 +1,6 @@
 //===- VocabularyTest.cpp - Vocabulary Parallelism against the paper ------===//
 //
-// papers/vocabulary-parallelism.txt: activation memory of the modified
+// Yeung et al., 2024: activation memory of the modified
 // building blocks (§5.2, Figure 10: p + 2 for Algorithm 1, p + 1 for
 // Algorithm 2; about 1.5p for the synchronous interlaced pipeline,
 // Appendix B.1), the scheduling dependencies of §5.1, the verifier's

@@ -178,7 +178,7 @@ struct VocabProfile {
     return (rows + tensorParallel - 1) / tensorParallel;
   }
   /// FLOPs one device spends on pass `kind` of its shard for `tokens`
-  /// tokens of the microbatch (papers/vocabulary-parallelism.txt §4): S the
+  /// tokens of the microbatch (Yeung et al., 2024 §4): S the
   /// logits (and, in Algorithm 2, softmax' W), S2 the sum of exponentials,
   /// T the input gradient (not in Algorithm 2) and the weight gradient;
   /// IF and IB a lookup and a scatter (one add per element).

@@ -3,7 +3,7 @@
 //
 // The analysis behind `sluice-compile --summary`: per layer kind, parameters
 // and forward FLOPs per token, and how the vocabulary layers compare with
-// one transformer layer (papers/vocabulary-parallelism.txt §1, Figure 2).
+// one transformer layer (Yeung et al., 2024 §1, Figure 2).
 //
 //===----------------------------------------------------------------------===//
 

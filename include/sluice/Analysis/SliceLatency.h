@@ -1,7 +1,7 @@
 //===- SliceLatency.h - t(i, j) of a partitioned model ----------*- C++ -*-===//
 //
 // The latency TeraPipe's dynamic programme minimises over
-// (papers/terapipe.txt §3.3): for a slice of i tokens after j tokens of
+// (Li et al., 2021 §3.3): for a slice of i tokens after j tokens of
 // context, the slowest stage's forward and backward plus the transfers of
 // the slice's activation and gradient -- and equation 9's model of it,
 // t(i, 0) for every i and a bilinear context term fitted by least squares.

@@ -66,7 +66,7 @@ const char *layerKindName(LayerKind kind);
 
 /// The communication barriers the output shard's softmax crosses per
 /// microbatch: 3 naive (algorithm 0), 2 with Algorithm 1, 1 with
-/// Algorithm 2 (papers/vocabulary-parallelism.txt §4, Figure 6).
+/// Algorithm 2 (Yeung et al., 2024 §4, Figure 6).
 int getBarriers(int algorithm);
 /// The passes a shard runs per microbatch slice: the input shard IF and
 /// IB, the output shard S, S2, T (naive) or S, T (Algorithms 1 and 2).

@@ -33,7 +33,7 @@
 //    (in fp32: they are sums over slices).
 //
 // Sequence parallelism (ModelConfig::sequenceShards = T > 1; Korthikanti
-// et al., papers/tensor-parallelism-blog.txt): a shard keeps its 1/T of the
+// et al., Weitkamp, 2024): a shard keeps its 1/T of the
 // tokens of what lies outside the tensor-parallel regions -- the norms'
 // normalised inputs and 1/std, the gradients at the norms' outputs, the
 // output layer's final norm, a Full-recomputing stage's checkpoint, and the
@@ -152,7 +152,7 @@ enum class Field : uint8_t {
 };
 
 /// What a stage recomputes in its backward pass instead of keeping it from
-/// F (activation recomputation: papers/lecture-model-parallelism.txt;
+/// F (activation recomputation: Li, LLM Systems;
 /// Megatron-LM's `--recompute-granularity`):
 ///  * None: F keeps its whole forward state until B and W;
 ///  * Selective: F keeps the norms' and the projections' tensors (what the

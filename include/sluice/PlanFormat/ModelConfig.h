@@ -97,8 +97,8 @@ struct ModelConfig {
 /// Whether the vocabulary layer `l` splits its table by rows over `tp`
 /// tensor-parallel shards: Megatron-LM's vocabulary-parallel embedding (a
 /// masked lookup, then an all-reduce) and output layer (each shard's
-/// logits, then the cross-entropy's all-reduces; papers/tensor-parallelism-
-/// blog.txt, "Input Embedding" and "Cross-Entropy"). A tied table splits
+/// logits, then the cross-entropy's all-reduces; Weitkamp,
+/// 2024, "Input Embedding" and "Cross-Entropy"). A tied table splits
 /// alike at both ends, so each shard's two halves are the same rows. A
 /// Vocabulary Parallelism shard stays as it is: the pipeline's devices
 /// split it already.
@@ -128,7 +128,7 @@ inline int64_t getShardVocabColumns(const LayerConfig &l) {
 /// it can: every transformer layer's query heads and feed-forward width
 /// divide by tp, and its key/value heads either divide by tp or divide tp
 /// (then each shard holds the one key/value head its query heads share,
-/// replicated: papers/tensor-parallelism-blog.txt, "Grouped/Multi-Query
+/// replicated: Weitkamp, 2024, "Grouped/Multi-Query
 /// Attention").
 inline std::string checkTensorParallel(const ModelConfig &model, int tp) {
   if (tp < 1)

@@ -1,7 +1,7 @@
 //===- BuildingBlock.h - Schedules from repeated building blocks -*- C++
 //-*-===//
 //
-// papers/vocabulary-parallelism.txt §5.2, after Qi et al. (2024): a
+// Yeung et al., 2024 §5.2, after Qi et al. (2024): a
 // schedule is described by its building block -- the start time of each
 // pass of ONE microbatch on every device -- repeated every `interval` time
 // units (the per-device work of one microbatch). Peak activation memory is
@@ -77,7 +77,7 @@ BuildingBlock getVShapeBlock(const Pipeline &pipeline, int spacing,
 /// vocabulary shard's passes take no slot of their own.
 int64_t getBlockLength(PassKind kind);
 
-/// papers/vocabulary-parallelism.txt §5.2, for the asynchronous
+/// Yeung et al., 2024 §5.2, for the asynchronous
 /// vocabulary shards (Vocab-1, Vocab-2, naive): widens the gap between the
 /// last stage's F and its B by one interval per barrier -- every backward
 /// pass moves that many intervals later, which keeps the block's slots --

@@ -11,7 +11,7 @@
 // wins, the schedule keeps the memory it is named for.
 //
 // The zero-bubble paper's heuristic (Qi et al. 2023, §3.1, cited in
-// papers/vocabulary-parallelism.txt) is the model: forwards as memory
+// Yeung et al., 2024) is the model: forwards as memory
 // allows in the warm-up, B as soon as it can run, W to fill a gap or to
 // free memory; the policies differ in how far a W may overrun the next
 // input's arrival and which ready pass goes first.

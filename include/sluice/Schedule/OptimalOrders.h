@@ -1,7 +1,7 @@
 //===- OptimalOrders.h - The exact schedule of small pipelines --*- C++ -*-===//
 //
 // The zero-bubble paper's formulation (Qi et al., 2023, cited in
-// papers/vocabulary-parallelism.txt) as a mixed-integer program solved by
+// Yeung et al., 2024) as a mixed-integer program solved by
 // GLPK: a start time per pass, an order variable per pair of passes on one
 // device, the dependencies with a transfer between devices, and a memory
 // cap per device on the activations held from F to W. Minimises the step.

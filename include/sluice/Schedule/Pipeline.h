@@ -48,7 +48,7 @@ bool isVocabPass(PassKind kind);
 enum class ShardKind : uint8_t { Input, Output };
 
 /// The vocabulary layers when they are sharded over all devices
-/// (papers/vocabulary-parallelism.txt §3-5); both absent for the baseline.
+/// (Yeung et al., 2024 §3-5); both absent for the baseline.
 ///
 /// Per microbatch slice, the output shard runs passes and collectives
 /// ("groups", numbered in order) on every device:

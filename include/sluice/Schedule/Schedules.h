@@ -41,7 +41,7 @@ struct ScheduleInfo {
 llvm::ArrayRef<ScheduleInfo> getSchedules();
 
 /// Whether the schedule is generated from a building block, and so can
-/// take the vocabulary shards' passes (papers/vocabulary-parallelism.txt
+/// take the vocabulary shards' passes (Yeung et al., 2024
 /// §5.2).
 bool isBuildingBlockSchedule(ScheduleKind kind);
 const ScheduleInfo *lookupSchedule(llvm::StringRef name);

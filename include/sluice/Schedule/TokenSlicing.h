@@ -1,7 +1,7 @@
 //===- TokenSlicing.h - Where to cut a sequence into slices -----*- C++ -*-===//
 //
-// The token-slicing algorithms of papers/terapipe.txt §3.3-3.4 and
-// papers/seq1f1b.txt §3.4, free of IR: a slicing is the list of slice
+// The token-slicing algorithms of Li et al., 2021 §3.3-3.4 and
+// Sun et al., 2024 §3.4, free of IR: a slicing is the list of slice
 // lengths l_1, ..., l_M (l_1 + ... + l_M = L), slice i running after
 // l_1 + ... + l_{i-1} tokens of context.
 //

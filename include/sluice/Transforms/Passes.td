@@ -267,8 +267,8 @@ def SplitPasses : Pass<"sluice-split-passes", "ModuleOp"> {
     alive from its F to its B.
 
     With `recompute=selective` or `recompute=full` every stage gets that
-    `recompute` (activation recomputation, papers/lecture-model-
-    parallelism.txt): B's (and BW's) FLOPs add what it recomputes -- the
+    `recompute` (activation recomputation, Li, LLM Systems):
+    B's (and BW's) FLOPs add what it recomputes -- the
     attention core, or the whole forward -- and `activation_bytes` counts
     only what F keeps: without the attention output, its statistics and
     the MLP activation, or only the stage's input (none for a stage that
