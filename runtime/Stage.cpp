@@ -428,16 +428,19 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
   // Through a sandwich norm (Gemma-2) to the block's output, its
   // parameters' gradients here (they need nothing W keeps); else the
   // residual's gradient is the block's.
+  // (C++17 lambdas cannot capture structured bindings: copies.)
+  const int64_t tokens = n, hidden = h;
   auto throughPostNorm = [&](DevicePtr grad, Field xhat, Field rstd,
                              DevicePtr gamma, DevicePtr dgamma,
                              DevicePtr dbeta, DevicePtr into) {
     if (!c.postNorms) {
-      kernels.copy(into, grad, n * h);
+      kernels.copy(into, grad, tokens * hidden);
       return;
     }
-    kernels.fill(into, 0.0, n * h);
-    kernels.normBackward(grad, v[xhat], v[rstd], gamma, n, h, rms, into);
-    kernels.normParamGrads(grad, v[xhat], n, h, dgamma, dbeta);
+    kernels.fill(into, 0.0, tokens * hidden);
+    kernels.normBackward(grad, v[xhat], v[rstd], gamma, tokens, hidden, rms,
+                         into);
+    kernels.normParamGrads(grad, v[xhat], tokens, hidden, dgamma, dbeta);
   };
   throughPostNorm(dout, Field::Xhat4, Field::Rstd4, l.w.postMlpW, l.g.postMlpW,
                   l.g.postMlpB, localTokens(dy2, n * h));
