@@ -127,7 +127,8 @@ nlohmann::json toJson(const TrainingSettings &t) {
           {"lr_decay_steps", t.schedule.decaySteps},
           {"min_lr", t.schedule.minimum},
           {"clip_grad", t.clipNorm},
-          {"seed", t.seed}};
+          {"seed", t.seed},
+          {"held_out", t.heldOut}};
 }
 
 TrainingSettings fromJson(const nlohmann::json &j) {
@@ -146,6 +147,7 @@ TrainingSettings fromJson(const nlohmann::json &j) {
   t.schedule.minimum = j.at("min_lr").get<float>();
   t.clipNorm = j.at("clip_grad").get<double>();
   t.seed = j.at("seed").get<uint64_t>();
+  t.heldOut = j.value("held_out", 0.0);
   return t;
 }
 

@@ -27,13 +27,15 @@ namespace sluice::rt {
 
 /// What a checkpoint records besides the parameters, so that a resumed
 /// run continues as the interrupted one would have: the optimizer's
-/// constants, its learning-rate schedule, the clipping norm (0: none) and
-/// the seed of the synthetic tokens and the data order.
+/// constants, its learning-rate schedule, the clipping norm (0: none),
+/// the seed of the synthetic tokens and the data order, and the share of
+/// the data held out for validation (which decides the training tokens).
 struct TrainingSettings {
   AdamConfig adam;
   LearningRateSchedule schedule;
   double clipNorm = 0;
   uint64_t seed = 1;
+  double heldOut = 0;
 };
 
 /// A checkpoint's manifest.

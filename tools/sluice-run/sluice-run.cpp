@@ -660,6 +660,16 @@ TrainingSettings resolveSettings(Communicator &world) {
                                            : int64_t(steps);
   if (r && lrDecaySteps > 0 && t.schedule.decaySteps != r->schedule.decaySteps)
     changed.push_back("--lr-decay-steps");
+  // The held-out share decides which tokens train: kept from the
+  // checkpoint unless validation is asked for again.
+  t.heldOut = evalEvery > 0 ? double(valFraction) : 0.0;
+  if (r && evalEvery == 0 && valFraction.getNumOccurrences() == 0)
+    t.heldOut = r->heldOut;
+  else if (r && t.heldOut != r->heldOut)
+    changed.push_back("--eval-every/--val-fraction (the held-out share " +
+                      std::to_string(r->heldOut) + " -> " +
+                      std::to_string(t.heldOut) +
+                      ", so other tokens train)");
   if (r) { // constants no flag sets
     t.adam.beta1 = r->adam.beta1;
     t.adam.beta2 = r->adam.beta2;
@@ -744,7 +754,8 @@ void loadJobPlan(MpiCommunicator &world, Plan &plan) {
 std::unique_ptr<SwitchedTokens> openTokens(Communicator &comm,
                                            const Plan &plan,
                                            const RankBackend &backend,
-                                           uint64_t dataSeed, bool root) {
+                                           uint64_t dataSeed, double heldOut,
+                                           bool root) {
   std::unique_ptr<TokenSource> train, validation;
   int64_t vocab = plan.model.layers.front().vocab;
   // A step is every replica's microbatches; each replica reads its own.
@@ -759,7 +770,7 @@ std::unique_ptr<SwitchedTokens> openTokens(Communicator &comm,
     o.seqLen = plan.model.seqLen;
     o.microbatches = stepMicrobatches;
     o.seed = dataSeed;
-    o.validationFraction = evalEvery > 0 ? double(valFraction) : 0.0;
+    o.validationFraction = heldOut;
     DataSummary summary;
     if (Status st = openTokenData(o, train, validation, summary); !st)
       failEverywhere(comm, st.message());
@@ -886,7 +897,7 @@ RunResult train(Communicator &comm, Trainer &trainer, SwitchedTokens &data,
                                       clipScale, seconds);
           !st)
         failRun(comm, st.message());
-    if (data.hasValidation() &&
+    if (data.hasValidation() && evalEvery > 0 &&
         ((step + 1) % evalEvery == 0 || s + 1 == steps)) {
       double validationLoss = evaluate(comm, trainer, data);
       int64_t tokens = evalSteps * plan.microbatches * plan.dp *
@@ -1114,7 +1125,7 @@ int main(int argc, char **argv) {
   // Rank 0 of the world prints and writes what one file or line says.
   bool root = world.rank() == 0;
   std::unique_ptr<SwitchedTokens> data =
-      openTokens(comm, plan, backend, settings.seed, root);
+      openTokens(comm, plan, backend, settings.seed, settings.heldOut, root);
 
   TrainerOptions options;
   options.seed = settings.seed;
