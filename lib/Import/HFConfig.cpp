@@ -26,6 +26,7 @@
 #include "llvm/Support/Path.h"
 
 #include <cmath>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -663,24 +664,20 @@ private:
     if (!*scalar)
       reader.remarkDefault("query_pre_attn_scalar", "224",
                            "Hugging Face's default for gemma2");
-    const llvm::json::Value *cap = reader.get("attn_logit_softcapping");
-    if (!cap || cap->kind() != llvm::json::Value::Null) {
-      auto softcap = reader.optionalPositive("attn_logit_softcapping");
+    // Each cap: the config's, Gemma2Config's default when absent, none
+    // when null.
+    for (auto [key, fallback, into] :
+         {std::tuple{"attn_logit_softcapping", 50.0, &config.attentionSoftcap},
+          std::tuple{"final_logit_softcapping", 30.0, &config.finalSoftcap}}) {
+      const llvm::json::Value *value = reader.get(key);
+      if (value && value->kind() == llvm::json::Value::Null)
+        continue;
+      auto softcap = reader.optionalPositive(key);
       if (failed(softcap))
         return failure();
-      config.attentionSoftcap = softcap->value_or(50.0);
+      *into = softcap->value_or(fallback);
       if (!*softcap)
-        reader.remarkDefault("attn_logit_softcapping", "50.0",
-                             "Hugging Face's default for gemma2");
-    }
-    const llvm::json::Value *final = reader.get("final_logit_softcapping");
-    if (!final || final->kind() != llvm::json::Value::Null) {
-      auto softcap = reader.optionalPositive("final_logit_softcapping");
-      if (failed(softcap))
-        return failure();
-      config.finalSoftcap = softcap->value_or(30.0);
-      if (!*softcap)
-        reader.remarkDefault("final_logit_softcapping", "30.0",
+        reader.remarkDefault(key, llvm::formatv("{0:F1}", fallback).str(),
                              "Hugging Face's default for gemma2");
     }
     return success();
