@@ -210,6 +210,21 @@ struct LearningRateSchedule {
   int64_t decaySteps = 0;
   float minimum = 0.0f;
 
+  /// A decay's name as --lr-decay and checkpoints spell it.
+  static const char *getDecayName(Decay d) {
+    return d == Decay::Linear ? "linear" : d == Decay::Cosine ? "cosine"
+                                                              : "none";
+  }
+  /// The decay named `name`; false for another name.
+  static bool parseDecay(const std::string &name, Decay &out) {
+    for (Decay d : {Decay::None, Decay::Linear, Decay::Cosine})
+      if (name == getDecayName(d)) {
+        out = d;
+        return true;
+      }
+    return false;
+  }
+
   /// The rate of optimizer step `step`, counted from 1: warmup's first
   /// step already moves (peak / warmup), as Megatron-LM's does.
   float at(int64_t step) const {

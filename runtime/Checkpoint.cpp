@@ -104,18 +104,6 @@ static std::string getRankFileName(int rank, int64_t step) {
 }
 
 namespace {
-const char *getDecayName(LearningRateSchedule::Decay decay) {
-  switch (decay) {
-  case LearningRateSchedule::Decay::Linear:
-    return "linear";
-  case LearningRateSchedule::Decay::Cosine:
-    return "cosine";
-  case LearningRateSchedule::Decay::None:
-    break;
-  }
-  return "none";
-}
-
 nlohmann::json toJson(const TrainingSettings &t) {
   return {{"lr", t.schedule.peak},
           {"beta1", t.adam.beta1},
@@ -123,7 +111,7 @@ nlohmann::json toJson(const TrainingSettings &t) {
           {"epsilon", t.adam.epsilon},
           {"weight_decay", t.adam.weightDecay},
           {"warmup_steps", t.schedule.warmup},
-          {"lr_decay", getDecayName(t.schedule.decay)},
+          {"lr_decay", LearningRateSchedule::getDecayName(t.schedule.decay)},
           {"lr_decay_steps", t.schedule.decaySteps},
           {"min_lr", t.schedule.minimum},
           {"clip_grad", t.clipNorm},
@@ -139,10 +127,8 @@ TrainingSettings fromJson(const nlohmann::json &j) {
   t.adam.epsilon = j.at("epsilon").get<float>();
   t.adam.weightDecay = j.at("weight_decay").get<float>();
   t.schedule.warmup = j.at("warmup_steps").get<int64_t>();
-  std::string decay = j.at("lr_decay").get<std::string>();
-  t.schedule.decay = decay == "linear"   ? LearningRateSchedule::Decay::Linear
-                     : decay == "cosine" ? LearningRateSchedule::Decay::Cosine
-                                         : LearningRateSchedule::Decay::None;
+  LearningRateSchedule::parseDecay(j.at("lr_decay").get<std::string>(),
+                                   t.schedule.decay);
   t.schedule.decaySteps = j.at("lr_decay_steps").get<int64_t>();
   t.schedule.minimum = j.at("min_lr").get<float>();
   t.clipNorm = j.at("clip_grad").get<double>();

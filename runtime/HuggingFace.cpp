@@ -586,40 +586,31 @@ Status describeModel(const ModelConfig &model, Family &family,
          {"activation_function", model.exactGelu ? "gelu" : "gelu_new"},
          {"layer_norm_epsilon", model.normEps},
          {"tie_word_embeddings", output.tied}};
-  } else if (llama) {
-    c = {{"architectures", {"LlamaForCausalLM"}},
-         {"model_type", "llama"},
-         {"hidden_size", model.hidden},
+  } else if (llama || gemma) {
+    // What Llama's and Gemma's configs share; then each family's own.
+    bool two = gemma && t->postNorms;
+    c = {{"hidden_size", model.hidden},
          {"num_hidden_layers", layers},
          {"num_attention_heads", t->heads},
          {"num_key_value_heads", t->kvHeads},
          {"head_dim", t->headDim},
          {"intermediate_size", t->ffn},
-         {"hidden_act", "silu"},
-         {"max_position_embeddings", model.seqLen},
-         {"vocab_size", embedding.vocab},
-         {"rms_norm_eps", model.normEps},
-         {"rope_theta", t->ropeTheta},
-         {"attention_bias", t->bias},
-         {"mlp_bias", t->bias},
-         {"tie_word_embeddings", output.tied}};
-  } else if (gemma) {
-    bool two = t->postNorms;
-    c = {{"architectures", {two ? "Gemma2ForCausalLM" : "GemmaForCausalLM"}},
-         {"model_type", two ? "gemma2" : "gemma"},
-         {"hidden_size", model.hidden},
-         {"num_hidden_layers", layers},
-         {"num_attention_heads", t->heads},
-         {"num_key_value_heads", t->kvHeads},
-         {"head_dim", t->headDim},
-         {"intermediate_size", t->ffn},
-         {"hidden_activation",
-          model.exactGelu ? "gelu" : "gelu_pytorch_tanh"},
          {"max_position_embeddings", model.seqLen},
          {"vocab_size", embedding.vocab},
          {"rms_norm_eps", model.normEps},
          {"rope_theta", t->ropeTheta},
          {"tie_word_embeddings", output.tied}};
+    if (llama) {
+      c["architectures"] = {"LlamaForCausalLM"};
+      c["model_type"] = "llama";
+      c["hidden_act"] = "silu";
+      c["attention_bias"] = t->bias;
+      c["mlp_bias"] = t->bias;
+    } else {
+      c["architectures"] = {two ? "Gemma2ForCausalLM" : "GemmaForCausalLM"};
+      c["model_type"] = two ? "gemma2" : "gemma";
+      c["hidden_activation"] = model.exactGelu ? "gelu" : "gelu_pytorch_tanh";
+    }
     if (two) {
       // What Gemma2Config would default otherwise; the window only if the
       // model has one (full attention over seq_len is the same).

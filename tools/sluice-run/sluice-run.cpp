@@ -565,7 +565,8 @@ void checkFlags(Communicator &world) {
   if (!dumpGrads.empty() && !checkAgainst.empty())
     failEverywhere(world,
                    "--dump-grads and --check-against exclude each other");
-  if (lrDecay != "none" && lrDecay != "linear" && lrDecay != "cosine")
+  if (LearningRateSchedule::Decay d;
+      !LearningRateSchedule::parseDecay(lrDecay, d))
     failEverywhere(world, "unknown --lr-decay '" + lrDecay +
                               "' (expected none, linear or cosine)");
   if (logEvery < 1)
@@ -602,12 +603,6 @@ void checkFlags(Communicator &world) {
       failEverywhere(world, std::string(flag) +
                                 " times the pipelined run's passes; "
                                 "--reference runs none");
-}
-
-LearningRateSchedule::Decay parseDecay(const std::string &name) {
-  return name == "linear"   ? LearningRateSchedule::Decay::Linear
-         : name == "cosine" ? LearningRateSchedule::Decay::Cosine
-                            : LearningRateSchedule::Decay::None;
 }
 
 /// Takes `flag`'s value into `field`, unless a resumed run recorded one
@@ -649,7 +644,7 @@ TrainingSettings resolveSettings(Communicator &world) {
               r ? &r->schedule.minimum : nullptr, changed);
   takeSetting(clipGrad, t.clipNorm, r ? &r->clipNorm : nullptr, changed);
   takeSetting(seed, t.seed, r ? &r->seed : nullptr, changed);
-  t.schedule.decay = parseDecay(lrDecay);
+  LearningRateSchedule::parseDecay(lrDecay, t.schedule.decay);
   if (r && lrDecay.getNumOccurrences() == 0)
     t.schedule.decay = r->schedule.decay;
   else if (r && t.schedule.decay != r->schedule.decay)
