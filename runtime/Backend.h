@@ -132,8 +132,9 @@ enum class StreamKind : uint8_t {
   Compute,    // every pass
   Pipeline,   // sends and receives between stages
   Vocabulary, // the vocabulary shards' collectives, high priority
+  Data,       // the data-parallel gradient sums, beside the backward passes
 };
-constexpr int kStreamKinds = 3;
+constexpr int kStreamKinds = 4;
 
 class Event;
 
@@ -647,6 +648,10 @@ public:
   /// Ends every rank of the job now, with `code`: one rank's failure stops
   /// the others instead of leaving them waiting for it.
   [[noreturn]] virtual void abort(int code) = 0;
+  /// Names the next transfer or collective this rank issues ("send of
+  /// stage 2's output, microbatch 3"), for a transport that reports the
+  /// operation it is stuck in or that peers disagree on.
+  virtual void describeNext(const std::string &what) {}
 };
 
 } // namespace sluice::rt

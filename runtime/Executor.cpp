@@ -55,7 +55,8 @@ Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
     : plan(plan), deviceIndex(deviceIndex), device(device),
       kernels(device.getKernels(StreamKind::Compute)),
       compute(device.getStream(StreamKind::Compute)),
-      pipeline(device.getStream(StreamKind::Pipeline)), comm(comm), data(data),
+      pipeline(device.getStream(StreamKind::Pipeline)),
+      dataStream(device.getStream(StreamKind::Data)), comm(comm), data(data),
       options(options), replicas(plan.dp > 1 ? replicas : nullptr),
       tensorGroup(plan.tp > 1 ? tensorGroup : nullptr),
       shardIndex(this->tensorGroup ? this->tensorGroup->rank() : 0) {}
@@ -589,6 +590,9 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   const DeviceProgram &program = plan.programs[deviceIndex];
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &instr = program.instructions[i];
+    if (int64_t(i) == options.failAtInstruction && options.failHang)
+      for (;;)
+        std::this_thread::sleep_for(std::chrono::seconds(1));
     if (int64_t(i) == options.failAtInstruction)
       return Status::error("instruction " + std::to_string(i) + " (" +
                            plan.describe(instr) +
@@ -666,6 +670,7 @@ Status Executor::issueTransfer(const Instruction &instr) {
   ready->record(compute);
   pipeline.wait(*ready);
   DevicePtr payload = slot(instr.buffer);
+  comm.describeNext(plan.describe(instr));
   if (instr.op == Op::Send) {
     sendOf[instr.buffer] = int64_t(outgoing.size());
     outgoing.push_back(
@@ -696,16 +701,18 @@ Status Executor::issueGradSync(size_t i) {
           return st;
   }
   // The stage's gradients are final: their sum over the replicas runs
-  // on the pipeline stream while compute goes on.
+  // on the data stream while compute goes on.
   ready->record(compute);
-  pipeline.wait(*ready);
+  dataStream.wait(*ready);
   DevicePtr grads = parameters.getGrads();
+  replicas->describeNext(plan.describe(
+      plan.programs[deviceIndex].instructions[i]));
   if (plan.zero == 1) {
     // ZeRO-1: each replica receives the sum of its part only.
     for (const ZeroRun &run : zeroRuns[i]) {
       gradSyncs.push_back(replicas->reduceScatterAsync(
           grads + run.offset, packedGrads.get() + run.packedAt, run.counts, 0,
-          pipeline));
+          dataStream));
       if (!gradSyncs.back())
         return Status::error("the data-parallel transport cannot "
                              "reduce-scatter (ZeRO-1 needs it)");
@@ -715,7 +722,7 @@ Status Executor::issueGradSync(size_t i) {
   }
   for (auto [offset, count] : syncRuns[i]) {
     gradSyncs.push_back(replicas->allReduceAsync(grads + offset, count,
-                                                 Reduction::Sum, 0, pipeline));
+                                                 Reduction::Sum, 0, dataStream));
     active.push_back(gradSyncs.back().get());
   }
   return Status::ok();

@@ -41,6 +41,8 @@ struct TrainerOptions {
   /// Fault injection: this rank fails before running this instruction of
   /// its list (-1: never).
   int64_t failAtInstruction = -1;
+  /// ... and there waits forever instead (a peer that never joins).
+  bool failHang = false;
   /// ZeRO-1: also all-gather the summed gradients after each step, so
   /// that every replica holds them whole (for --dump-grads and
   /// --check-against; training needs only each replica's part).
@@ -206,7 +208,7 @@ private:
   int deviceIndex;
   Device &device;
   Kernels &kernels;
-  Stream &compute, &pipeline;
+  Stream &compute, &pipeline, &dataStream;
   Communicator &comm;
   TokenSource &data;
   TrainerOptions options;

@@ -457,9 +457,16 @@ Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
   ready->record(compute);
   vocabStream.wait(*ready);
   spareEvents.push_back(std::move(ready));
-  Collective c{
-      shard, group,   mb,         slice, buildSteps(shard, group, mb, slice),
-      0,     nullptr, takeEvent()};
+  Instruction instr;
+  instr.op = Op::Collective;
+  instr.shard = shard;
+  instr.group = group;
+  instr.mb = mb;
+  instr.slice = slice;
+  Collective c{shard,   group,       mb,
+               slice,   buildSteps(shard, group, mb, slice),
+               0,       nullptr,     takeEvent(),
+               plan.describe(instr)};
   c.begin->record(vocabStream);
   queues[int(shard)].push_back(std::move(c));
   if (Status status = progress(); !status)
@@ -500,6 +507,9 @@ Status VocabularyShards::progress() {
           head.steps[head.next - 1].after();
       }
       if (head.next < head.steps.size()) {
+        comm.describeNext(head.what);
+        if (tensorGroup)
+          tensorGroup->describeNext(head.what);
         head.pending = head.steps[head.next++].start();
         if (!head.pending)
           return Status::error("a vocabulary collective could not start");

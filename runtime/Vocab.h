@@ -137,6 +137,8 @@ private:
     std::unique_ptr<Request> pending;
     /// On the vocabulary stream once the collective's inputs are ready.
     std::unique_ptr<Event> begin;
+    /// What it is, for a transport's messages.
+    std::string what;
   };
   using Key = std::tuple<int, int, int, int>; // shard, group, mb, slice
 

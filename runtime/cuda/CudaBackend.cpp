@@ -1,12 +1,16 @@
-//===- CudaBackend.cpp - A rank's GPU and its communicator ----------------===//
+//===- CudaBackend.cpp - A rank's GPU and its communicators ---------------===//
 
 #include "CudaBackend.h"
 #include "CudaDevice.h"
 #include "Device.h"
-#include "NcclCommunicator.h"
 #include "StagedCommunicator.h"
 
 #include <mpi.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace sluice::rt::cuda {
 
@@ -19,17 +23,34 @@ Status placeRank(MpiCommunicator &world, Placement &out) {
   int hostRank = 0;
   MPI_Comm_rank(node, &hostRank);
   MPI_Comm_size(node, &out.hostRanks);
+  // Every rank of the host takes part in the gather below, GPU or not.
+  const int idBytes = 16;
+  char mine[idBytes] = {};
+  if (listed && !devices.empty()) {
+    out.gpu = hostRank % int(devices.size());
+    std::memcpy(mine, devices[out.gpu].uuid.data(),
+                std::min<size_t>(idBytes, devices[out.gpu].uuid.size()));
+  }
+  std::vector<char> all(size_t(out.hostRanks) * idBytes);
+  MPI_Allgather(mine, idBytes, MPI_BYTE, all.data(), idBytes, MPI_BYTE, node);
   MPI_Comm_free(&node);
   if (!listed)
     return listed;
-  out.gpus = int(devices.size());
-  if (out.gpus == 0)
+  if (devices.empty())
     return Status::ok();
-  out.gpu = hostRank % out.gpus;
-  out.gpuRank = hostRank / out.gpus;
-  // Round-robin: the first (hostRanks % gpus) GPUs get one rank more.
-  out.sharing =
-      out.hostRanks / out.gpus + (out.gpu < out.hostRanks % out.gpus ? 1 : 0);
+  std::vector<std::string> ids;
+  for (int r = 0; r < out.hostRanks; ++r)
+    ids.emplace_back(all.data() + r * idBytes, idBytes);
+  std::string me(mine, idBytes);
+  out.sharing = int(std::count(ids.begin(), ids.end(), me));
+  out.gpuRank = int(std::count(ids.begin(), ids.begin() + hostRank, me));
+  std::vector<std::string> distinct = ids;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()),
+                 distinct.end());
+  out.gpus = int(distinct.size());
+  out.gpuColor = int(std::find(distinct.begin(), distinct.end(), me) -
+                     distinct.begin());
   return Status::ok();
 }
 
@@ -41,35 +62,66 @@ Status openDevice(const Placement &placement, std::unique_ptr<Device> &out) {
   return Status::ok();
 }
 
-Status openCommunicator(MpiCommunicator &world, Device &device,
-                        const Placement &placement, const Plan &plan,
-                        const std::string &transport,
-                        std::unique_ptr<Communicator> &out,
-                        std::string &chosen) {
+int getNcclVersion() {
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess)
+    return 0;
+  return version;
+}
+
+bool ncclAllowsSharedGpus() {
+  const char *enabled = std::getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  return getNcclVersion() >= 23000 && enabled && std::string(enabled) == "1";
+}
+
+namespace {
+std::string versionName(int v) {
+  // 2.19 and later: major * 10000 + minor * 100 + patch.
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) +
+         "." + std::to_string(v % 100);
+}
+} // namespace
+
+Status openCommunicators(MpiCommunicator &world, Device &device,
+                         const Placement &placement, const Plan &plan,
+                         MpiCommunicator *hosts[3],
+                         const std::string &transport,
+                         const NcclSettings &settings, RankComms &out) {
   auto &gpu = static_cast<CudaDevice &>(device);
-  // Every rank decides alike: NCCL only where no GPU of any host is shared.
+  // Every rank decides alike: a GPU shared anywhere counts everywhere.
   int shared = placement.sharing > 1 ? 1 : 0, anyShared = shared;
   MPI_Allreduce(&shared, &anyShared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  bool nccl = transport == "nccl" || (transport == "auto" && !anyShared);
-  if (transport == "nccl" && anyShared)
-    return Status::error("--transport nccl needs one rank per GPU, but " +
-                         std::to_string(placement.sharing) +
-                         " ranks share GPU " + std::to_string(placement.gpu) +
-                         " (NCCL refuses two ranks of a communicator on one "
-                         "GPU); use --transport mpi");
+  bool sharable = ncclAllowsSharedGpus();
+  if (transport == "nccl" && anyShared && !sharable)
+    return Status::error(
+        "--transport nccl: " + std::to_string(placement.sharing) +
+        " ranks share GPU " + std::to_string(placement.gpu) + "; NCCL " +
+        (getNcclVersion() >= 23000
+             ? "allows that only with NCCL_MULTI_RANK_GPU_ENABLE=1"
+             : versionName(getNcclVersion()) +
+                   " refuses it (2.30 and later allow it with "
+                   "NCCL_MULTI_RANK_GPU_ENABLE=1)") +
+        "; or use --transport mpi");
+  bool nccl = transport == "nccl" ||
+              (transport == "auto" && (!anyShared || sharable));
   if (!nccl) {
-    chosen = "mpi (staged through pinned host memory)";
-    out = std::make_unique<StagedCommunicator>(world, gpu);
+    out.chosen = "mpi (staged through pinned host memory)";
+    for (int g = 0; g < 3; ++g)
+      if (hosts[g])
+        out.groups[g] = std::make_unique<StagedCommunicator>(*hosts[g], gpu);
     return Status::ok();
   }
-  if (Status st = checkMessageOrder(plan); !st)
-    return st;
-  chosen = "nccl";
-  std::unique_ptr<NcclCommunicator> comm;
-  if (Status st = NcclCommunicator::create(world, gpu, getLinks(plan), comm);
+  MeshPosition at = getMeshPosition(plan, world.rank());
+  if (Status st = NcclMesh::create(world, gpu, plan, at, hosts, settings,
+                                   out.mesh);
       !st)
     return st;
-  out = std::move(comm);
+  NcclMesh *mesh = out.mesh.get();
+  gpu.setWaitHook([mesh](double waited) { return mesh->check(waited); });
+  for (int g = 0; g < 3; ++g)
+    out.groups[g] = mesh->takeGroup(g);
+  out.chosen = "nccl " + versionName(mesh->getVersion()) + ", " +
+               std::to_string(mesh->getCount()) + " communicators";
   return Status::ok();
 }
 

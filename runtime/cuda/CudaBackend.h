@@ -1,7 +1,7 @@
-//===- CudaBackend.h - A rank's GPU and its communicator --------*- C++ -*-===//
+//===- CudaBackend.h - A rank's GPU and its communicators -------*- C++ -*-===//
 //
 // Where sluice-run's `--backend cuda` comes from: which GPU a rank uses and
-// how it talks to the others.
+// how it talks to the others (docs/gpu.md, docs/communication.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +10,7 @@
 
 #include "Backend.h"
 #include "MpiCommunicator.h"
+#include "NcclCommunicator.h"
 #include "Plan.h"
 
 #include <memory>
@@ -17,32 +18,50 @@
 
 namespace sluice::rt::cuda {
 
-/// How this host's ranks sit on its GPUs.
+/// How this host's ranks sit on its GPUs, counted by the GPUs' UUIDs: the
+/// same whether every rank sees every GPU (ranks spread round-robin over
+/// them) or a launcher gives each rank its own (SLURM --gpus-per-task=1,
+/// CUDA_VISIBLE_DEVICES per rank).
 struct Placement {
-  int gpu = 0;       // this rank's GPU
-  int gpus = 0;      // GPUs on the host
+  int gpu = 0;       // this rank's GPU, as its process numbers them
+  int gpus = 0;      // distinct GPUs the host's ranks use
   int hostRanks = 1; // ranks on the host
   int sharing = 1;   // ranks on this rank's GPU
   int gpuRank = 0;   // this rank among them
+  int gpuColor = 0;  // the same for every rank on this GPU, per host
   bool empty() const { return gpus == 0; }
 };
 
-/// The host's ranks spread round-robin over its GPUs (collective over the
-/// world: every rank calls it).
+/// Collective over the world: every rank calls it.
 Status placeRank(MpiCommunicator &world, Placement &out);
 
 /// Opens this rank's GPU (not collective).
 Status openDevice(const Placement &placement, std::unique_ptr<Device> &out);
 
-/// The communicator (collective): `transport` is "nccl" (one rank per GPU:
-/// NCCL refuses two ranks of a communicator on one GPU), "mpi" (device
-/// memory staged through pinned host memory; any placement), or "auto"
-/// (NCCL where every GPU has one rank, else MPI).
-Status openCommunicator(MpiCommunicator &world, Device &device,
-                        const Placement &placement, const Plan &plan,
-                        const std::string &transport,
-                        std::unique_ptr<Communicator> &out,
-                        std::string &chosen);
+/// The NCCL release this process runs with (2.30.7 is 23007; 0 if none).
+int getNcclVersion();
+
+/// Whether NCCL may put several ranks of one communicator on a GPU here
+/// (NCCL 2.30 and later, with NCCL_MULTI_RANK_GPU_ENABLE=1).
+bool ncclAllowsSharedGpus();
+
+/// This rank's communicators: its pipeline, its replicas and its
+/// tensor-parallel shards (null where the plan has none).
+struct RankComms {
+  std::unique_ptr<NcclMesh> mesh;
+  std::unique_ptr<Communicator> groups[3];
+  std::string chosen; // the transport, said
+};
+
+/// Collective: `transport` is "nccl" (NCCL between the GPUs), "mpi"
+/// (device memory staged through pinned host memory; any placement), or
+/// "auto" (NCCL unless ranks share a GPU that NCCL cannot share). `hosts`
+/// are the same groups over MPI.
+Status openCommunicators(MpiCommunicator &world, Device &device,
+                         const Placement &placement, const Plan &plan,
+                         MpiCommunicator *hosts[3],
+                         const std::string &transport,
+                         const NcclSettings &settings, RankComms &out);
 
 } // namespace sluice::rt::cuda
 

@@ -6,7 +6,9 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 namespace sluice::rt::cuda {
 
@@ -26,15 +28,36 @@ Status ErrorSink::take() {
 /// A CUDA stream; synchronize() also reports what the device's sink kept.
 class CudaDevice::CudaStream final : public Stream {
 public:
-  CudaStream(cudaStream_t handle, ErrorSink &errors)
-      : handle(handle), errors(errors) {}
+  CudaStream(cudaStream_t handle, ErrorSink &errors,
+             std::function<Status(double)> &hook)
+      : handle(handle), errors(errors), hook(hook) {}
   ~CudaStream() override { cudaStreamDestroy(handle); }
   void wait(Event &event) override {
     SLUICE_CUDA_RECORD(errors,
                        cudaStreamWaitEvent(handle, getHandle(event), 0));
   }
   Status synchronize() override {
-    SLUICE_CUDA_RECORD(errors, cudaStreamSynchronize(handle));
+    if (!hook) {
+      SLUICE_CUDA_RECORD(errors, cudaStreamSynchronize(handle));
+    } else {
+      // Polled, so that a communicator's failure or timeout ends the wait
+      // instead of a kernel waiting forever for a peer.
+      using Clock = std::chrono::steady_clock;
+      auto start = Clock::now(), checked = start;
+      cudaError_t status;
+      while ((status = cudaStreamQuery(handle)) == cudaErrorNotReady) {
+        auto now = Clock::now();
+        if (now - checked > std::chrono::milliseconds(10)) {
+          checked = now;
+          if (Status st =
+                  hook(std::chrono::duration<double>(now - start).count());
+              !st)
+            return st;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      SLUICE_CUDA_RECORD(errors, status);
+    }
     // An asynchronous kernel fault surfaces here.
     SLUICE_CUDA_RECORD(errors, cudaGetLastError());
     return errors.take();
@@ -43,6 +66,7 @@ public:
 
 private:
   ErrorSink &errors;
+  std::function<Status(double)> &hook;
 };
 
 namespace {
@@ -106,7 +130,8 @@ Status CudaDevice::open(int index, std::unique_ptr<CudaDevice> &out) {
     cudaStream_t handle;
     CUDA_CHECK(
         cudaStreamCreateWithPriority(&handle, cudaStreamNonBlocking, priority));
-    device->streams[k] = std::make_unique<CudaStream>(handle, device->errors);
+    device->streams[k] =
+        std::make_unique<CudaStream>(handle, device->errors, device->waitHook);
     std::unique_ptr<GemmEngine> gemm;
     if (Status st = GemmEngine::create(device->errors, gemm); !st)
       return st;
@@ -155,14 +180,23 @@ void *CudaDevice::reuse(int64_t bytes) {
 }
 
 void CudaDevice::trim() {
-  cudaDeviceSynchronize();
+  // Only blocks every stream is done with: waiting for the device here
+  // could wait for an NCCL kernel whose peer waits for this rank.
   for (auto &[bytes, blocks] : cache)
-    for (Freed &block : blocks) {
-      cudaFree(block.data);
-      for (cudaEvent_t event : block.passed)
+    for (size_t k = 0; k < blocks.size();) {
+      bool done = true;
+      for (cudaEvent_t event : blocks[k].passed)
+        done = done && cudaEventQuery(event) == cudaSuccess;
+      if (!done) {
+        ++k;
+        continue;
+      }
+      cudaFree(blocks[k].data);
+      for (cudaEvent_t event : blocks[k].passed)
         spareEvents.push_back(event);
+      blocks.erase(blocks.begin() + k);
     }
-  cache.clear();
+  (void)cudaGetLastError();
 }
 
 Status CudaDevice::allocate(DType type, int64_t count, DeviceBuffer &out) {

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <string>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -85,6 +86,12 @@ public:
                 Stream &stream) override;
 
   int getIndex() const { return index; }
+  /// Called while the host waits for a stream (synchronize), with the
+  /// seconds waited so far: an error ends the wait (a communicator's
+  /// failure or timeout, NcclMesh::check).
+  void setWaitHook(std::function<Status(double)> hook) {
+    waitHook = std::move(hook);
+  }
   ErrorSink &getErrors() { return errors; }
   /// The CUDA stream behind a Stream of this device.
   static cudaStream_t getHandle(Stream &stream);
@@ -115,6 +122,7 @@ private:
   /// Rounded size -> blocks waiting to be reused.
   std::map<int64_t, std::vector<Freed>> cache;
   std::vector<cudaEvent_t> spareEvents;
+  std::function<Status(double)> waitHook;
 };
 
 } // namespace sluice::rt::cuda

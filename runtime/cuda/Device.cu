@@ -31,7 +31,8 @@ Status listDevices(std::vector<DeviceInfo> &devices) {
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     devices.push_back({index, prop.name, prop.major, prop.minor,
-                       prop.multiProcessorCount, prop.totalGlobalMem});
+                       prop.multiProcessorCount, prop.totalGlobalMem,
+                       std::string(prop.uuid.bytes, sizeof(prop.uuid.bytes))});
   }
   return Status::ok();
 }

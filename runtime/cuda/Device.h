@@ -23,6 +23,9 @@ struct DeviceInfo {
   int computeMinor = 0;
   int multiprocessors = 0;
   std::size_t globalMemoryBytes = 0;
+  /// The GPU's UUID (16 bytes): the same physical GPU under every index
+  /// and CUDA_VISIBLE_DEVICES a process sees.
+  std::string uuid;
 };
 
 /// Fills `devices` with every visible GPU. A machine without a GPU or

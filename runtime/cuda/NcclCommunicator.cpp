@@ -8,33 +8,25 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <set>
-#include <tuple>
+#include <thread>
 
 namespace sluice::rt::cuda {
 
 namespace {
-#define NCCL_CHECK(expr)                                                       \
-  do {                                                                         \
-    ncclResult_t sluiceNcclResult_ = (expr);                                   \
-    if (sluiceNcclResult_ != ncclSuccess)                                      \
-      return Status::error(std::string("NCCL error in " #expr ": ") +          \
-                           ncclGetErrorString(sluiceNcclResult_));             \
-  } while (0)
-
-/// A failing NCCL call inside an asynchronous operation, for the sink.
-void recordNccl(ErrorSink &errors, ncclResult_t result, const char *expression,
-                const char *file, int line) {
-  if (result == ncclSuccess)
-    return;
-  errors.check(
-      cudaErrorUnknown,
-      (std::string(expression) + " returned " + ncclGetErrorString(result))
-          .c_str(),
-      file, line);
+using Clock = std::chrono::steady_clock;
+/// Operations this process has issued on any communicator.
+int64_t issuedOnRank = 0;
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
-#define NCCL_RECORD(expr)                                                      \
-  recordNccl(device.getErrors(), (expr), #expr, __FILE__, __LINE__)
+
+ncclComm_t handle(const NcclComm &comm) {
+  return static_cast<ncclComm_t>(comm.handle);
+}
 
 ncclDataType_t ncclType(DType type) {
   switch (type) {
@@ -50,233 +42,566 @@ ncclDataType_t ncclType(DType type) {
   return ncclFloat32;
 }
 
+const char *typeName(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "f32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F64:
+    return "f64";
+  case DType::I32:
+    return "i32";
+  }
+  return "?";
+}
+
+/// NCCL's request: complete for the host once enqueued; a consumer waits
+/// for the event recorded after the operation.
 class NcclRequest final : public Request {
 public:
-  explicit NcclRequest(std::unique_ptr<Event> done) : done(std::move(done)) {}
+  explicit NcclRequest(std::shared_ptr<Event> done) : done(std::move(done)) {}
   bool test() override { return true; }
   Status waitOn(Stream &stream) override {
-    stream.wait(*done);
+    if (done)
+      stream.wait(*done);
     return Status::ok();
   }
 
 private:
-  std::unique_ptr<Event> done;
+  std::shared_ptr<Event> done;
 };
 
-/// A stream for one side of a link, wrapped for Stream::wait and events.
-class LinkStream final : public Stream {
-public:
-  LinkStream(cudaStream_t handle, ErrorSink &errors)
-      : handle(handle), errors(errors) {}
-  ~LinkStream() override { cudaStreamDestroy(handle); }
-  void wait(Event &event) override {
-    SLUICE_CUDA_RECORD(
-        errors, cudaStreamWaitEvent(handle, CudaDevice::getHandle(event), 0));
-  }
-  Status synchronize() override {
-    SLUICE_CUDA_RECORD(errors, cudaStreamSynchronize(handle));
-    return errors.take();
-  }
-  cudaStream_t handle;
+/// A tied table's two ends apart (Executor::prepare decides alike).
+bool hasTiedPair(const Plan &plan) {
+  const LayerConfig &out = plan.model.layers.back();
+  return out.tied && !out.sharded &&
+         plan.stages.front().device != plan.stages.back().device;
+}
 
-private:
-  ErrorSink &errors;
-};
+/// Shards per key/value head group, for layers with fewer heads than
+/// shards (Executor::prepareGroupSums).
+std::set<int> getKeyValueGroupSizes(const Plan &plan) {
+  std::set<int> sizes;
+  if (plan.tp > 1)
+    for (const LayerConfig &layer : plan.model.layers)
+      if (layer.kind == LayerKind::Transformer && layer.kvHeads < plan.tp)
+        sizes.insert(plan.tp / int(layer.kvHeads));
+  return sizes;
+}
 } // namespace
 
-struct NcclCommunicator::Link {
-  ncclComm_t comm = nullptr;
-  int peerInLink = 0; // the other side's rank in the two-rank communicator
-  std::unique_ptr<LinkStream> stream;
-  ~Link() {
-    if (comm)
-      ncclCommDestroy(comm);
-  }
-};
-
-NcclCommunicator::NcclCommunicator(MpiCommunicator &host, CudaDevice &device)
-    : HostAssistedCommunicator(host, device) {}
-
-std::vector<std::pair<int, int>> getLinks(const Plan &plan) {
-  std::set<std::pair<int, int>> links;
-  for (size_t d = 0; d < plan.programs.size(); ++d)
-    for (const Instruction &instr : plan.programs[d].instructions)
-      if (instr.op == Op::Send)
-        links.insert({int(d), instr.peer});
-  return {links.begin(), links.end()};
+MeshPosition getMeshPosition(const Plan &plan, int rank) {
+  int tp = plan.tp, dp = plan.dp;
+  return {rank / (tp * dp), (rank / tp) % dp, rank % tp};
 }
 
-Status checkMessageOrder(const Plan &plan) {
-  // Per link, the keys in the sender's order and in the receiver's.
-  std::map<std::pair<int, int>, std::vector<int64_t>> sent, received;
-  for (size_t d = 0; d < plan.programs.size(); ++d)
-    for (const Instruction &instr : plan.programs[d].instructions) {
-      if (instr.op == Op::Send)
-        sent[{int(d), instr.peer}].push_back(instr.key);
-      else if (instr.op == Op::Recv)
-        received[{instr.peer, int(d)}].push_back(instr.key);
-    }
-  for (const auto &[link, keys] : sent) {
-    const std::vector<int64_t> &other = received[link];
-    for (size_t k = 0; k < keys.size() && k < other.size(); ++k)
-      if (keys[k] != other[k])
-        return Status::error(
-            "device " + std::to_string(link.second) + " receives message " +
-            std::to_string(other[k]) + " from device " +
-            std::to_string(link.first) + " where that device sends message " +
-            std::to_string(keys[k]) +
-            ": NCCL matches messages by order, not by tag (use --transport "
-            "mpi for this plan)");
+std::vector<std::string> getNcclCommunicatorNames(const Plan &plan,
+                                                  const MeshPosition &at) {
+  std::vector<std::string> names = {"world"};
+  if (plan.devices > 1) {
+    names.push_back("pipeline");
+    if (plan.vocabulary.any())
+      names.push_back("vocabulary");
   }
-  return Status::ok();
+  int first = plan.stages.front().device, last = plan.stages.back().device;
+  if (hasTiedPair(plan) && (at.device == first || at.device == last))
+    names.push_back("tied");
+  if (plan.dp > 1)
+    names.push_back("data");
+  if (plan.tp > 1) {
+    names.push_back("tensor");
+    if (plan.vocabulary.any())
+      names.push_back("tensor-vocabulary");
+  }
+  for (int size : getKeyValueGroupSizes(plan))
+    names.push_back("kv-heads-" + std::to_string(size));
+  return names;
 }
 
-Status NcclCommunicator::create(MpiCommunicator &host, CudaDevice &device,
-                                const std::vector<std::pair<int, int>> &links,
-                                std::unique_ptr<NcclCommunicator> &out) {
-  std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(host, device));
-  int me = host.rank();
-  CUDA_CHECK(cudaSetDevice(device.getIndex()));
-  // Links in the one global order every rank walks: the lowest unfinished
-  // link always has both its ranks waiting on it, so this cannot deadlock.
-  for (auto [from, to] : links) {
-    if (me != from && me != to)
+//===----------------------------------------------------------------------===//
+// NcclCommunicator
+//===----------------------------------------------------------------------===//
+
+NcclComm *NcclCommunicator::commFor(Stream &stream, const char *what) {
+  NcclComm *fallback = nullptr;
+  for (int k = 0; k < kStreamKinds; ++k) {
+    if (!streamComms[k])
       continue;
-    ncclUniqueId id;
-    const int tag = host.maxTag();
-    if (me == from) {
-      NCCL_CHECK(ncclGetUniqueId(&id));
-      if (MPI_Send(&id, sizeof(id), MPI_BYTE, to, tag, MPI_COMM_WORLD) !=
-          MPI_SUCCESS)
-        return Status::error("cannot send an NCCL id to rank " +
-                             std::to_string(to));
-    } else if (MPI_Recv(&id, sizeof(id), MPI_BYTE, from, tag, MPI_COMM_WORLD,
-                        MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-      return Status::error("cannot receive an NCCL id from rank " +
-                           std::to_string(from));
-    }
-    auto link = std::make_unique<Link>();
-    NCCL_CHECK(ncclCommInitRank(&link->comm, 2, id, me == from ? 0 : 1));
-    link->peerInLink = me == from ? 1 : 0;
-    cudaStream_t handle;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking));
-    link->stream = std::make_unique<LinkStream>(handle, device.getErrors());
-    comm->links[{from, to}] = std::move(link);
+    if (&device.getStream(StreamKind(k)) == &stream)
+      return streamComms[k];
+    if (!fallback)
+      fallback = streamComms[k];
   }
-  for (void *&channel : comm->channels) {
-    ncclUniqueId id;
-    if (me == 0)
-      NCCL_CHECK(ncclGetUniqueId(&id));
-    if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-      return Status::error("cannot broadcast an NCCL id");
-    ncclComm_t handle = nullptr;
-    NCCL_CHECK(ncclCommInitRank(&handle, host.size(), id, me));
-    channel = handle;
-  }
-  out = std::move(comm);
-  return Status::ok();
-}
-
-NcclCommunicator::~NcclCommunicator() {
-  links.clear();
-  for (void *channel : channels)
-    if (channel)
-      ncclCommDestroy(static_cast<ncclComm_t>(channel));
+  // A group with one communicator takes its operations on any stream (a
+  // device's replicas: gradient sums on the data stream, ZeRO-1's
+  // all-gathers on the compute stream).
+  if (fallback)
+    return fallback;
+  device.getErrors().check(
+      cudaErrorInvalidValue,
+      (std::string("NCCL: this group has no communicator for ") + what)
+          .c_str(),
+      __FILE__, __LINE__);
+  return nullptr;
 }
 
 template <class Op>
-std::unique_ptr<Request> NcclCommunicator::enqueue(Stream &after, Stream &on,
-                                                   Op &&op) {
+std::unique_ptr<Request>
+NcclCommunicator::enqueue(NcclComm *comm, Stream &after, Stream &on,
+                          const std::string &kind, Op &&op) {
+  std::string what = next.empty() ? kind : kind + " (" + next + ")";
+  next.clear();
   if (&after != &on) {
     std::unique_ptr<Event> ready = device.createEvent();
     ready->record(after);
     on.wait(*ready);
   }
-  op(CudaDevice::getHandle(on));
-  std::unique_ptr<Event> done = device.createEvent();
-  done->record(on);
+  std::shared_ptr<Event> done = device.createEvent();
+  if (comm) {
+    ncclResult_t result = op(static_cast<ncclComm_t>(comm->handle),
+                             CudaDevice::getHandle(on));
+    Status st = Status::ok();
+    if (result == ncclInProgress)
+      st = mesh.settle(*comm, what);
+    else if (result != ncclSuccess)
+      st = Status::error(what + " on communicator '" + comm->name +
+                         "': " + ncclGetErrorString(result) + " (" +
+                         ncclGetLastError(static_cast<ncclComm_t>(
+                             comm->handle)) +
+                         ")");
+    if (!st)
+      device.getErrors().check(cudaErrorUnknown, st.message().c_str(),
+                               __FILE__, __LINE__);
+    done->record(on);
+    comm->recent.push_back({what, ++comm->issued, ++issuedOnRank, done});
+    // Enough to name what a stuck rank waits in; older ones are done.
+    while (comm->recent.size() > 256)
+      comm->recent.pop_front();
+  } else {
+    done->record(on);
+  }
   return std::make_unique<NcclRequest>(std::move(done));
 }
 
 std::unique_ptr<Request> NcclCommunicator::sendAsync(DevicePtr data,
                                                      int64_t count, int peer,
                                                      int, Stream &stream) {
-  auto it = links.find({rank(), peer});
-  if (it == links.end()) {
-    device.getErrors().check(
-        cudaErrorInvalidValue,
-        ("no NCCL link to rank " + std::to_string(peer)).c_str(), __FILE__,
-        __LINE__);
-    return std::make_unique<NcclRequest>(device.createEvent());
-  }
-  Link &link = *it->second;
-  return enqueue(stream, *link.stream, [&](cudaStream_t s) {
-    NCCL_RECORD(ncclSend(data.get(), size_t(count), ncclType(data.getType()),
-                         link.peerInLink, link.comm, s));
-  });
+  std::string kind = "send of " + std::to_string(count) + " " +
+                     typeName(data.getType()) + " to rank " +
+                     std::to_string(peer);
+  return enqueue(commFor(stream, "sends"), stream, stream, kind,
+                 [&](ncclComm_t c, cudaStream_t s) {
+                   return ncclSend(data.get(), size_t(count),
+                                   ncclType(data.getType()), peer, c, s);
+                 });
 }
 
 std::unique_ptr<Request> NcclCommunicator::recvAsync(DevicePtr data,
                                                      int64_t count, int peer,
                                                      int, Stream &stream) {
-  auto it = links.find({peer, rank()});
-  if (it == links.end()) {
-    device.getErrors().check(
-        cudaErrorInvalidValue,
-        ("no NCCL link from rank " + std::to_string(peer)).c_str(), __FILE__,
-        __LINE__);
-    return std::make_unique<NcclRequest>(device.createEvent());
-  }
-  Link &link = *it->second;
-  return enqueue(stream, *link.stream, [&](cudaStream_t s) {
-    NCCL_RECORD(ncclRecv(data.get(), size_t(count), ncclType(data.getType()),
-                         link.peerInLink, link.comm, s));
-  });
+  std::string kind = "receive of " + std::to_string(count) + " " +
+                     typeName(data.getType()) + " from rank " +
+                     std::to_string(peer);
+  return enqueue(commFor(stream, "receives"), stream, stream, kind,
+                 [&](ncclComm_t c, cudaStream_t s) {
+                   return ncclRecv(data.get(), size_t(count),
+                                   ncclType(data.getType()), peer, c, s);
+                 });
 }
 
 std::unique_ptr<Request> NcclCommunicator::broadcastAsync(DevicePtr data,
                                                           int64_t count,
-                                                          int root, int channel,
+                                                          int root, int,
                                                           Stream &stream) {
-  auto comm = static_cast<ncclComm_t>(channels[channel]);
-  return enqueue(stream, stream, [&](cudaStream_t s) {
-    NCCL_RECORD(ncclBroadcast(data.get(), data.get(), size_t(count),
-                              ncclType(data.getType()), root, comm, s));
-  });
+  std::string kind = "broadcast of " + std::to_string(count) + " " +
+                     typeName(data.getType()) + " from rank " +
+                     std::to_string(root);
+  return enqueue(commFor(stream, "broadcasts"), stream, stream, kind,
+                 [&](ncclComm_t c, cudaStream_t s) {
+                   return ncclBroadcast(data.get(), data.get(), size_t(count),
+                                        ncclType(data.getType()), root, c, s);
+                 });
 }
 
 std::unique_ptr<Request> NcclCommunicator::allReduceAsync(DevicePtr data,
                                                           int64_t count,
                                                           Reduction reduction,
-                                                          int channel,
+                                                          int,
                                                           Stream &stream) {
-  auto comm = static_cast<ncclComm_t>(channels[channel]);
+  std::string kind = std::string("all-reduce (") +
+                     (reduction == Reduction::Max ? "max" : "sum") + ") of " +
+                     std::to_string(count) + " " + typeName(data.getType());
   ncclRedOp_t op = reduction == Reduction::Max ? ncclMax : ncclSum;
-  return enqueue(stream, stream, [&](cudaStream_t s) {
-    NCCL_RECORD(ncclAllReduce(data.get(), data.get(), size_t(count),
-                              ncclType(data.getType()), op, comm, s));
-  });
+  return enqueue(commFor(stream, "all-reduces"), stream, stream, kind,
+                 [&](ncclComm_t c, cudaStream_t s) {
+                   return ncclAllReduce(data.get(), data.get(), size_t(count),
+                                        ncclType(data.getType()), op, c, s);
+                 });
 }
 
 std::unique_ptr<Request> NcclCommunicator::reduceSumAsync(DevicePtr data,
                                                           int64_t count,
-                                                          int root, int channel,
+                                                          int root, int,
                                                           Stream &stream) {
-  auto comm = static_cast<ncclComm_t>(channels[channel]);
-  return enqueue(stream, stream, [&](cudaStream_t s) {
-    NCCL_RECORD(ncclReduce(data.get(), data.get(), size_t(count),
-                           ncclType(data.getType()), ncclSum, root, comm, s));
-  });
+  std::string kind = "reduce of " + std::to_string(count) + " " +
+                     typeName(data.getType()) + " onto rank " +
+                     std::to_string(root);
+  return enqueue(commFor(stream, "reduces"), stream, stream, kind,
+                 [&](ncclComm_t c, cudaStream_t s) {
+                   return ncclReduce(data.get(), data.get(), size_t(count),
+                                     ncclType(data.getType()), ncclSum, root,
+                                     c, s);
+                 });
+}
+
+namespace {
+bool allEqual(const std::vector<int64_t> &counts) {
+  for (int64_t c : counts)
+    if (c != counts.front())
+      return false;
+  return true;
+}
+} // namespace
+
+std::unique_ptr<Request>
+NcclCommunicator::reduceScatterAsync(DevicePtr data, DevicePtr out,
+                                     const std::vector<int64_t> &counts, int,
+                                     Stream &stream) {
+  int64_t total = 0;
+  for (int64_t c : counts)
+    total += c;
+  std::string kind = "reduce-scatter of " + std::to_string(total) + " " +
+                     typeName(data.getType());
+  ncclDataType_t type = ncclType(data.getType());
+  int me = rank();
+  return enqueue(
+      commFor(stream, "reduce-scatters"), stream, stream, kind,
+      [&](ncclComm_t c, cudaStream_t s) {
+        if (allEqual(counts))
+          return ncclReduceScatter(data.get(), out.get(), size_t(counts[0]),
+                                   type, ncclSum, c, s);
+        // ZeRO-1's uneven parts (the last replicas hold fewer elements):
+        // a reduce onto each part's owner, in one group.
+        ncclGroupStart();
+        int64_t at = 0;
+        for (size_t r = 0; r < counts.size(); ++r) {
+          if (counts[r] > 0) {
+            DevicePtr part = data + at;
+            ncclReduce(part.get(), int(r) == me ? out.get() : part.get(),
+                       size_t(counts[r]), type, ncclSum, int(r), c, s);
+          }
+          at += counts[r];
+        }
+        return ncclGroupEnd();
+      });
+}
+
+std::unique_ptr<Request>
+NcclCommunicator::allGatherAsync(DevicePtr data,
+                                 const std::vector<int64_t> &counts, int,
+                                 Stream &stream) {
+  int64_t total = 0;
+  for (int64_t c : counts)
+    total += c;
+  std::string kind = "all-gather of " + std::to_string(total) + " " +
+                     typeName(data.getType());
+  ncclDataType_t type = ncclType(data.getType());
+  int me = rank();
+  return enqueue(
+      commFor(stream, "all-gathers"), stream, stream, kind,
+      [&](ncclComm_t c, cudaStream_t s) {
+        if (allEqual(counts))
+          return ncclAllGather((data + me * counts[0]).get(), data.get(),
+                               size_t(counts[0]), type, c, s);
+        ncclGroupStart();
+        int64_t at = 0;
+        for (size_t r = 0; r < counts.size(); ++r) {
+          if (counts[r] > 0) {
+            DevicePtr part = data + at;
+            ncclBroadcast(part.get(), part.get(), size_t(counts[r]), type,
+                          int(r), c, s);
+          }
+          at += counts[r];
+        }
+        return ncclGroupEnd();
+      });
+}
+
+Status NcclCommunicator::allReduceSum(DevicePtr data, int64_t count,
+                                      const int *group, int groupSize,
+                                      Stream &stream) {
+  std::vector<int> members(group, group + groupSize);
+  auto it = groupComms.find(members);
+  if (it == groupComms.end()) {
+    std::string list;
+    for (int m : members)
+      list += (list.empty() ? "" : ", ") + std::to_string(m);
+    return Status::error("NCCL: no communicator was made for the group of "
+                         "ranks " +
+                         list);
+  }
+  std::string kind = "group sum of " + std::to_string(count) + " " +
+                     typeName(data.getType());
+  enqueue(it->second, stream, stream, kind,
+          [&](ncclComm_t c, cudaStream_t s) {
+            return ncclAllReduce(data.get(), data.get(), size_t(count),
+                                 ncclType(data.getType()), ncclSum, c, s);
+          });
+  return Status::ok();
 }
 
 void NcclCommunicator::abort(int code) {
-  // Unblock NCCL kernels waiting for a peer that will never come.
-  for (auto &[key, link] : links)
-    ncclCommAbort(link->comm), link->comm = nullptr;
-  for (void *&channel : channels)
-    if (channel)
-      ncclCommAbort(static_cast<ncclComm_t>(channel)), channel = nullptr;
+  mesh.abortAll();
   host.abort(code);
+}
+
+//===----------------------------------------------------------------------===//
+// NcclMesh
+//===----------------------------------------------------------------------===//
+
+Status NcclMesh::settle(NcclComm &comm, const std::string &what) {
+  auto start = Clock::now();
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t queried = ncclCommGetAsyncError(handle(comm), &state);
+    if (queried != ncclSuccess)
+      state = queried;
+    if (state == ncclSuccess)
+      return Status::ok();
+    if (state != ncclInProgress)
+      return Status::error(where + ": " + what + " on communicator '" +
+                           comm.name + "': " + ncclGetErrorString(state) +
+                           " (" + ncclGetLastError(handle(comm)) + ")");
+    if (since(start) > settings.timeoutSeconds)
+      return Status::error(
+          where + ": " + what + " on communicator '" + comm.name +
+          "' did not finish within " +
+          std::to_string(int64_t(settings.timeoutSeconds)) +
+          " s (--comm-timeout): a rank failed or never joined, or NCCL cannot "
+          "reach it (docs/gpu.md: NCCL_SOCKET_IFNAME, NCCL_IB_HCA)");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+Status NcclMesh::initWorld(MpiCommunicator &host) {
+  ncclUniqueId id{};
+  int ok = 1;
+  if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess)
+    ok = 0;
+  // Every rank learns whether rank 0 has an id: none waits for a missing
+  // one.
+  if (MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD) != MPI_SUCCESS ||
+      MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    return Status::error(where + ": cannot broadcast the NCCL id over MPI");
+  if (!ok)
+    return Status::error("rank 0 cannot make an NCCL id (ncclGetUniqueId): "
+                         "no usable network interface for NCCL's bootstrap "
+                         "(NCCL_SOCKET_IFNAME)");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t result =
+      ncclCommInitRankConfig(&comm, host.size(), id, rank, &config);
+  if (result != ncclSuccess && result != ncclInProgress)
+    return Status::error(where + ": ncclCommInitRankConfig: " +
+                         ncclGetErrorString(result));
+  world = comm;
+  comms.push_back(std::make_unique<NcclComm>("world", comm));
+  return settle(*comms.back(), "initialising");
+}
+
+Status NcclMesh::split(const std::string &name, int color, int key,
+                       NcclComm *&out) {
+  out = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t child = nullptr;
+  ncclResult_t result =
+      ncclCommSplit(static_cast<ncclComm_t>(world),
+                    color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child,
+                    &config);
+  if (result != ncclSuccess && result != ncclInProgress)
+    return Status::error(where + ": splitting communicator '" + name +
+                         "': " + ncclGetErrorString(result));
+  if (Status st = settle(*comms.front(), "splitting '" + name + "' from");
+      !st)
+    return st;
+  if (!child)
+    return Status::ok();
+  comms.push_back(std::make_unique<NcclComm>(name, child));
+  out = comms.back().get();
+  return settle(*out, "initialising");
+}
+
+Status NcclMesh::create(MpiCommunicator &host, CudaDevice &device,
+                        const Plan &plan, const MeshPosition &at,
+                        MpiCommunicator *hosts[3],
+                        const NcclSettings &settings,
+                        std::unique_ptr<NcclMesh> &out) {
+  std::unique_ptr<NcclMesh> mesh(new NcclMesh());
+  mesh->rank = host.rank();
+  mesh->settings = settings;
+  mesh->device = &device;
+  mesh->where = "rank " + std::to_string(mesh->rank) + " (device " +
+                std::to_string(at.device) +
+                (plan.dp > 1 ? ", replica " + std::to_string(at.replica) : "") +
+                (plan.tp > 1 ? ", shard " + std::to_string(at.shard) : "") +
+                ")";
+  ncclGetVersion(&mesh->version);
+  // NCCL 2.26 and later keep the host's launch order across communicators
+  // on the GPU, so the global order cannot be undone by the hardware
+  // running one communicator's kernel ahead of another's. A setting the
+  // user made stands.
+  if (mesh->version >= 22600)
+    setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", /*overwrite=*/0);
+  CUDA_CHECK(cudaSetDevice(device.getIndex()));
+  if (Status st = mesh->initWorld(host); !st)
+    return st;
+
+  for (int g = 0; g < 3; ++g)
+    if (hosts[g])
+      mesh->groups[g] =
+          std::make_unique<NcclCommunicator>(*hosts[g], device, *mesh);
+  int tp = plan.tp, dp = plan.dp;
+  int pipelineColor = at.replica * tp + at.shard;
+  int replicaColor = at.device * tp + at.shard;
+  int shardColor = at.device * dp + at.replica;
+  NcclCommunicator *pipeline = mesh->groups[0].get();
+  NcclCommunicator *replicas = mesh->groups[1].get();
+  NcclCommunicator *shards = mesh->groups[2].get();
+  NcclComm *comm = nullptr;
+  // Every rank makes the same splits in the same order: each is
+  // collective over the world.
+  if (plan.devices > 1) {
+    if (Status st = mesh->split("pipeline", pipelineColor, at.device, comm);
+        !st)
+      return st;
+    pipeline->setStreamComm(StreamKind::Pipeline, comm);
+    if (plan.vocabulary.any()) {
+      if (Status st =
+              mesh->split("vocabulary", pipelineColor, at.device, comm);
+          !st)
+        return st;
+      pipeline->setStreamComm(StreamKind::Vocabulary, comm);
+    }
+  }
+  if (hasTiedPair(plan)) {
+    int first = plan.stages.front().device, last = plan.stages.back().device;
+    bool member = at.device == first || at.device == last;
+    if (Status st = mesh->split("tied", member ? pipelineColor : -1,
+                                at.device, comm);
+        !st)
+      return st;
+    if (member)
+      pipeline->setGroupComm({std::min(first, last), std::max(first, last)},
+                             comm);
+  }
+  if (dp > 1 && replicas) {
+    if (Status st = mesh->split("data", replicaColor, at.replica, comm); !st)
+      return st;
+    replicas->setStreamComm(StreamKind::Data, comm);
+  }
+  if (tp > 1 && shards) {
+    if (Status st = mesh->split("tensor", shardColor, at.shard, comm); !st)
+      return st;
+    shards->setStreamComm(StreamKind::Compute, comm);
+    if (plan.vocabulary.any()) {
+      if (Status st =
+              mesh->split("tensor-vocabulary", shardColor, at.shard, comm);
+          !st)
+        return st;
+      shards->setStreamComm(StreamKind::Vocabulary, comm);
+    }
+    for (int size : getKeyValueGroupSizes(plan)) {
+      int group = at.shard / size;
+      if (Status st = mesh->split("kv-heads-" + std::to_string(size),
+                                  shardColor * tp + group, at.shard, comm);
+          !st)
+        return st;
+      std::vector<int> members;
+      for (int t = group * size; t < (group + 1) * size; ++t)
+        members.push_back(t);
+      shards->setGroupComm(std::move(members), comm);
+    }
+  }
+  out = std::move(mesh);
+  return Status::ok();
+}
+
+std::string NcclMesh::describePending() {
+  const NcclComm *oldest = nullptr;
+  const NcclComm::Issued *op = nullptr;
+  for (const std::unique_ptr<NcclComm> &comm : comms)
+    for (const NcclComm::Issued &issued : comm->recent)
+      if (!issued.done->isComplete()) {
+        // Communicators are independent sequences: the first pending one
+        // of each, and of those the one issued earliest on its own.
+        if (!op || issued.sequence < op->sequence) {
+          oldest = comm.get();
+          op = &issued;
+        }
+        break;
+      }
+  if (!op)
+    return "its own GPU work (no NCCL operation is pending)";
+  return op->what + " on communicator '" + oldest->name + "' (operation " +
+         std::to_string(op->index) + " there)";
+}
+
+Status NcclMesh::check(double waited) {
+  for (const std::unique_ptr<NcclComm> &comm : comms) {
+    if (!comm->handle)
+      continue;
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(handle(*comm), &state) != ncclSuccess)
+      continue;
+    if (state != ncclSuccess && state != ncclInProgress)
+      return Status::error(where + ": NCCL reports '" +
+                           ncclGetErrorString(state) + "' on communicator '" +
+                           comm->name + "' (" +
+                           ncclGetLastError(handle(*comm)) +
+                           ") while waiting for " + describePending());
+  }
+  if (waited > settings.timeoutSeconds)
+    return Status::error(
+        where + ": no progress for " +
+        std::to_string(int64_t(settings.timeoutSeconds)) +
+        " s (--comm-timeout) waiting for " + describePending() +
+        "; a peer has failed or never joined it");
+  return Status::ok();
+}
+
+void NcclMesh::abortAll() {
+  if (aborted)
+    return;
+  aborted = true;
+  // Children first; an abort ends the kernels waiting for peers.
+  for (auto it = comms.rbegin(); it != comms.rend(); ++it)
+    if ((*it)->handle) {
+      ncclCommAbort(handle(**it));
+      (*it)->handle = nullptr;
+    }
+}
+
+NcclMesh::~NcclMesh() {
+  if (aborted)
+    return;
+  // Finalize flushes what is left; a communicator that cannot (a peer gone)
+  // is aborted instead of waited for.
+  bool stuck = false;
+  settings.timeoutSeconds = std::min(settings.timeoutSeconds, 30.0);
+  for (const std::unique_ptr<NcclComm> &comm : comms) {
+    ncclCommFinalize(handle(*comm));
+    if (!settle(*comm, "finalizing"))
+      stuck = true;
+  }
+  if (stuck) {
+    abortAll();
+    return;
+  }
+  for (auto it = comms.rbegin(); it != comms.rend(); ++it)
+    ncclCommDestroy(handle(**it));
 }
 
 } // namespace sluice::rt::cuda

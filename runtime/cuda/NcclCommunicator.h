@@ -1,24 +1,31 @@
 //===- NcclCommunicator.h - NCCL between GPUs, bootstrapped by MPI -*- C++
 //-*-===//
 //
-// The Communicator for one rank per GPU: NCCL moves device memory with no
-// host copy. MPI bootstraps it, as multi-node NCCL programs do: a rank
-// makes an ncclUniqueId and MPI carries it to the others.
+// The Communicators of a rank whose GPU talks NCCL (docs/communication.md):
 //
-// * Pipeline messages: one two-rank communicator per directed link of the
-//   plan (a device that sends to another), with its own stream on each
-//   side. NCCL matches sends and receives by order, not by tag, so each
-//   link must receive in the order it sends (checkMessageOrder); separate
-//   links and streams keep a send from waiting behind an unrelated
-//   receive, which on one shared stream could deadlock two stages that
-//   send to each other.
-// * Vocabulary collectives: one communicator over every rank per channel,
-//   on the stream the caller gives (the vocabulary stream).
-// * Host values (the step's loss, checks) and the tied embedding's rare
-//   group sum go through MPI.
-//
-// A request is complete for the host as soon as NCCL has it enqueued;
-// waitOn makes the consumer stream wait for the event recorded after it.
+// * One world communicator, initialised from an ncclUniqueId that MPI
+//   broadcasts (as multi-node NCCL programs do), and every other
+//   communicator split from it (ncclCommSplit), only those the plan uses:
+//   per group of the mesh -- a pipeline (same replica and shard), a
+//   device's replicas, a device's tensor-parallel shards -- one
+//   communicator per stream the group's operations run on (a pipeline's
+//   messages, its vocabulary collectives; a device's gradient sums; the
+//   tensor-parallel sums and their vocabulary collectives), and one per
+//   sub-group a gradient is summed over (a tied table's two ends, shards
+//   sharing key/value heads).
+// * Every operation goes on the stream the executor gives, in the order
+//   the executor issues it: the step's global communication order
+//   (CommOrder.h), so every rank issues every communicator's operations
+//   at the same position of one global sequence -- NCCL's condition for
+//   using several communicators without deadlock. NCCL 2.26 and later are
+//   told to keep that order on the GPU too (NCCL_LAUNCH_ORDER_IMPLICIT).
+// * Nonblocking communicators: initialisation and every operation that
+//   NCCL leaves in progress are polled against a deadline; while the host
+//   waits for the GPU, check() reads NCCL's asynchronous errors and the
+//   same deadline. A failure aborts every communicator and names the rank
+//   and the operation it was waiting in.
+// * Host values (the step's loss, checks) go through the group's MPI
+//   communicator.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,29 +35,54 @@
 #include "HostAssisted.h"
 #include "Plan.h"
 
+#include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace sluice::rt::cuda {
 
-/// Every directed link (sender, receiver) `plan`'s messages use, in one
-/// order every rank computes alike.
-std::vector<std::pair<int, int>> getLinks(const Plan &plan);
+/// Where a rank sits in the plan's mesh.
+struct MeshPosition {
+  int device = 0, replica = 0, shard = 0;
+};
 
-/// NCCL has no tags: an error naming the first link whose receiver posts
-/// its receives in another order than the sender sends.
-Status checkMessageOrder(const Plan &plan);
+/// The rank's mesh position: the tensor-parallel shard fastest, then the
+/// data-parallel replica, then the pipeline device (Megatron-LM's order).
+MeshPosition getMeshPosition(const Plan &plan, int rank);
 
+/// The NCCL communicators `plan` needs on a rank at `at`: their names, for
+/// the memory allowance and the messages.
+std::vector<std::string> getNcclCommunicatorNames(const Plan &plan,
+                                                  const MeshPosition &at);
+
+/// One NCCL communicator of this rank and what was issued on it.
+class NcclComm {
+public:
+  NcclComm(std::string name, void *handle) : name(std::move(name)),
+                                             handle(handle) {}
+  std::string name;
+  void *handle; // ncclComm_t
+  int64_t issued = 0;
+  /// The latest operations, each with the event after it.
+  struct Issued {
+    std::string what;
+    int64_t index;    // on this communicator, from 1
+    int64_t sequence; // over every communicator of the rank
+    std::shared_ptr<Event> done;
+  };
+  std::deque<Issued> recent;
+};
+
+class NcclMesh;
+
+/// The NCCL side of one group of ranks.
 class NcclCommunicator final : public HostAssistedCommunicator {
 public:
-  ~NcclCommunicator() override;
-  /// Collective over every rank: creates the link and channel
-  /// communicators on `device`.
-  static Status create(MpiCommunicator &host, CudaDevice &device,
-                       const std::vector<std::pair<int, int>> &links,
-                       std::unique_ptr<NcclCommunicator> &out);
+  NcclCommunicator(MpiCommunicator &host, CudaDevice &device, NcclMesh &mesh)
+      : HostAssistedCommunicator(host, device), mesh(mesh) {}
 
   std::unique_ptr<Request> sendAsync(DevicePtr data, int64_t count, int peer,
                                      int tag, Stream &stream) override;
@@ -65,19 +97,101 @@ public:
   std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
                                           int root, int channel,
                                           Stream &stream) override;
+  std::unique_ptr<Request>
+  reduceScatterAsync(DevicePtr data, DevicePtr out,
+                     const std::vector<int64_t> &counts, int channel,
+                     Stream &stream) override;
+  std::unique_ptr<Request> allGatherAsync(DevicePtr data,
+                                          const std::vector<int64_t> &counts,
+                                          int channel,
+                                          Stream &stream) override;
+  Status allReduceSum(DevicePtr data, int64_t count, const int *group,
+                      int groupSize, Stream &stream) override;
+  using HostAssistedCommunicator::allReduceSum;
   [[noreturn]] void abort(int code) override;
+  void describeNext(const std::string &what) override { next = what; }
+
+  /// The communicator for operations on `kind`'s stream.
+  void setStreamComm(StreamKind kind, NcclComm *comm) {
+    streamComms[int(kind)] = comm;
+  }
+  /// The communicator over the ranks `members` of this group.
+  void setGroupComm(std::vector<int> members, NcclComm *comm) {
+    groupComms[std::move(members)] = comm;
+  }
 
 private:
-  struct Link;
-  NcclCommunicator(MpiCommunicator &host, CudaDevice &device);
-  /// Enqueues `op` on `on` after the work on `after`; the request waits for
-  /// the event recorded after it.
+  /// The communicator of `stream` (null, with the failure recorded, if
+  /// the group has none there).
+  NcclComm *commFor(Stream &stream, const char *what);
+  /// Enqueues `op` on `on` after the work on `after`, on `comm`; the
+  /// request waits for the event recorded after it.
   template <class Op>
-  std::unique_ptr<Request> enqueue(Stream &after, Stream &on, Op &&op);
+  std::unique_ptr<Request> enqueue(NcclComm *comm, Stream &after, Stream &on,
+                                   const std::string &kind, Op &&op);
 
-  /// (sender, receiver) -> this rank's side of the link.
-  std::map<std::pair<int, int>, std::unique_ptr<Link>> links;
-  void *channels[kChannels] = {}; // ncclComm_t
+  NcclMesh &mesh;
+  NcclComm *streamComms[kStreamKinds] = {};
+  std::map<std::vector<int>, NcclComm *> groupComms;
+  std::string next;
+};
+
+struct NcclSettings {
+  /// How long any NCCL operation, or a host wait for the GPU, may make no
+  /// progress before the rank gives up and ends the job (--comm-timeout).
+  double timeoutSeconds = 600;
+};
+
+/// Every NCCL communicator of this rank.
+class NcclMesh {
+public:
+  ~NcclMesh();
+  /// Collective over the world: creates the world communicator and splits
+  /// the ones the plan uses. `hosts` are this rank's pipeline, replicas and
+  /// tensor-parallel groups over MPI (null where the plan has none).
+  static Status create(MpiCommunicator &world, CudaDevice &device,
+                       const Plan &plan, const MeshPosition &at,
+                       MpiCommunicator *hosts[3], const NcclSettings &settings,
+                       std::unique_ptr<NcclMesh> &out);
+
+  /// The communicators of this rank's pipeline, replicas and shards (null
+  /// where the plan has no such group), handed over once; they must not
+  /// outlive the mesh.
+  std::unique_ptr<NcclCommunicator> takeGroup(int which) {
+    return std::move(groups[which]);
+  }
+
+  /// While the host waits `waited` seconds for the GPU: an error if NCCL
+  /// reported one, or if the wait outlasts the timeout.
+  Status check(double waited);
+  /// Polls `comm` until NCCL has finished issuing to it (nonblocking
+  /// communicators), against the timeout.
+  Status settle(NcclComm &comm, const std::string &what);
+  /// Aborts every communicator, unblocking kernels that wait for a peer.
+  void abortAll();
+
+  int getRank() const { return rank; }
+  const std::string &getWhere() const { return where; }
+  int getVersion() const { return version; }
+  size_t getCount() const { return comms.size(); }
+
+private:
+  NcclMesh() = default;
+  Status initWorld(MpiCommunicator &world);
+  /// Splits a communicator named `name` from the world (every rank calls
+  /// it; `color` < 0 leaves this rank out).
+  Status split(const std::string &name, int color, int key, NcclComm *&out);
+  /// The oldest operation not yet done on the GPU, described.
+  std::string describePending();
+
+  int rank = 0, version = 0;
+  std::string where; // "rank 3 (device 1, replica 0, shard 1)"
+  NcclSettings settings;
+  CudaDevice *device = nullptr;
+  void *world = nullptr; // ncclComm_t
+  std::vector<std::unique_ptr<NcclComm>> comms;
+  std::unique_ptr<NcclCommunicator> groups[3];
+  bool aborted = false;
 };
 
 } // namespace sluice::rt::cuda

@@ -48,11 +48,20 @@ class StagedRequest final : public Request {
 public:
   enum class Kind { Send, Receive, Collective };
 
+  /// The result comes back to `device` (count elements) unless `back`
+  /// is given: then `backCount` elements from `backOffset` elements into
+  /// the staging buffer, which holds `extra` elements past the copy out.
   StagedRequest(StagedCommunicator &comm, Kind kind, DevicePtr device,
                 int64_t count, Stream &stream,
-                std::function<std::unique_ptr<Request>(DevicePtr)> post)
+                std::function<std::unique_ptr<Request>(DevicePtr)> post,
+                int64_t extra = 0, DevicePtr back = nullptr,
+                int64_t backCount = 0, int64_t backOffset = 0)
       : comm(comm), kind(kind), device(device), count(count), stream(stream),
-        post(std::move(post)), bytes(count * getSize(device.getType())) {
+        post(std::move(post)),
+        bytes((count + extra) * getSize(device.getType())),
+        back(back ? back : device),
+        backBytes((back ? backCount : count) * getSize(device.getType())),
+        backOffset(backOffset * getSize(device.getType())) {
     CudaDevice &gpu = comm.getDevice();
     staging = comm.getPool().take(bytes);
     if (!staging) {
@@ -67,7 +76,7 @@ public:
       pending = this->post(host());
       return;
     }
-    gpu.download(staging, device, bytes, stream);
+    gpu.download(staging, device, count * getSize(device.getType()), stream);
     copiedOut->record(stream);
   }
 
@@ -91,7 +100,8 @@ public:
     if (!pending->test())
       return false;
     if (kind != Kind::Send) {
-      comm.getDevice().upload(device, staging, bytes, stream);
+      comm.getDevice().upload(back, static_cast<char *>(staging) + backOffset,
+                              backBytes, stream);
       copiedBack->record(stream);
     }
     done = true;
@@ -127,6 +137,8 @@ private:
   Stream &stream;
   std::function<std::unique_ptr<Request>(DevicePtr)> post;
   int64_t bytes;
+  DevicePtr back;
+  int64_t backBytes, backOffset;
   void *staging = nullptr;
   std::unique_ptr<Event> copiedOut, copiedBack;
   std::unique_ptr<Request> pending;
@@ -188,6 +200,42 @@ StagedCommunicator::reduceSumAsync(DevicePtr data, int64_t count, int root,
       *this, StagedRequest::Kind::Collective, data, count, stream,
       [this, count, root, channel](DevicePtr staged) {
         return host.reduceSumAsync(staged, count, root, channel, hostStream);
+      });
+}
+
+} // namespace sluice::rt::cuda
+
+namespace sluice::rt::cuda {
+
+std::unique_ptr<Request>
+StagedCommunicator::reduceScatterAsync(DevicePtr data, DevicePtr out,
+                                       const std::vector<int64_t> &counts,
+                                       int channel, Stream &stream) {
+  int64_t total = 0, mine = counts[size_t(rank())];
+  for (int64_t c : counts)
+    total += c;
+  // Staged: the whole buffer out, this rank's sum into the staging
+  // buffer's tail, and that back into `out`.
+  return std::make_unique<StagedRequest>(
+      *this, StagedRequest::Kind::Collective, data, total, stream,
+      [this, counts, total, channel](DevicePtr staged) {
+        return host.reduceScatterAsync(staged, staged + total, counts,
+                                       channel, hostStream);
+      },
+      /*extra=*/mine, out, mine, /*backOffset=*/total);
+}
+
+std::unique_ptr<Request>
+StagedCommunicator::allGatherAsync(DevicePtr data,
+                                   const std::vector<int64_t> &counts,
+                                   int channel, Stream &stream) {
+  int64_t total = 0;
+  for (int64_t c : counts)
+    total += c;
+  return std::make_unique<StagedRequest>(
+      *this, StagedRequest::Kind::Collective, data, total, stream,
+      [this, counts, channel](DevicePtr staged) {
+        return host.allGatherAsync(staged, counts, channel, hostStream);
       });
 }
 

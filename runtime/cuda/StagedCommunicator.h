@@ -65,6 +65,14 @@ public:
   std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
                                           int root, int channel,
                                           Stream &stream) override;
+  std::unique_ptr<Request>
+  reduceScatterAsync(DevicePtr data, DevicePtr out,
+                     const std::vector<int64_t> &counts, int channel,
+                     Stream &stream) override;
+  std::unique_ptr<Request> allGatherAsync(DevicePtr data,
+                                          const std::vector<int64_t> &counts,
+                                          int channel,
+                                          Stream &stream) override;
 
   /// What a staged request needs from its communicator.
   MpiCommunicator &getHost() { return host; }

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "CommOrder.h"
 #include "CpuDevice.h"
 #include "Data.h"
 #include "Executor.h"
@@ -216,6 +217,17 @@ cl::opt<double> memoryLimit(
              "that needs more is refused before it starts (default: the "
              "host's available memory)"),
     cl::init(-1), cl::cat(category));
+cl::opt<bool> failHang(
+    "fail-hang",
+    cl::desc("Fault injection: --fail-rank stops at --fail-at-instruction "
+             "and waits forever instead of failing (a peer that never "
+             "joins)"),
+    cl::cat(category));
+cl::opt<double> commTimeout(
+    "comm-timeout",
+    cl::desc("Seconds a rank waits for a peer's communication before it "
+             "ends the job, naming the operation (NCCL; default 600)"),
+    cl::init(600), cl::cat(category));
 cl::opt<int> failRank("fail-rank",
                       cl::desc("The rank --fail-at-instruction "
                                "fails (default 0)"),
@@ -226,7 +238,9 @@ cl::opt<int> failRank("fail-rank",
   std::fprintf(stderr, "sluice-run: error: rank %d: %s\n", comm.rank(),
                message.c_str());
   std::fflush(stderr);
-  if (comm.size() > 1)
+  int worldSize = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  if (worldSize > 1)
     comm.abort(1);
   MPI_Finalize();
   std::exit(1);
@@ -412,17 +426,25 @@ std::string profileJson(Executor &executor, const Plan &plan,
   return stages.dump();
 }
 
-/// This rank's device and the communicator its plan runs over.
+/// This rank's device and the communicators its plan runs over.
 struct RankBackend {
   std::unique_ptr<Device> device;
-  std::unique_ptr<Communicator> owned;
+  /// This rank's pipeline, replicas and tensor-parallel shards over MPI
+  /// (host values; the CPU backend's transport), where the plan splits
+  /// the world.
+  std::unique_ptr<MpiCommunicator> hostGroups[3];
+#if SLUICE_HAVE_CUDA
+  /// The GPU's communicators over those groups (NCCL, or staged MPI).
+  cuda::RankComms gpu;
+#endif
+  /// The communicator the plan's pipeline runs over (rank = device).
   Communicator *comm = nullptr;
   /// With data parallelism: the ranks holding this device's replicas, and
   /// which replica this rank is.
-  std::unique_ptr<Communicator> replicas;
+  Communicator *replicas = nullptr;
   int replica = 0;
   /// With tensor parallelism: the ranks holding this device's shards.
-  std::unique_ptr<Communicator> shards;
+  Communicator *shards = nullptr;
   /// With either: the ranks of this rank's replica, every device and shard
   /// (they write a checkpoint together).
   std::unique_ptr<Communicator> model;
@@ -440,12 +462,15 @@ void placeOnMesh(const Plan &plan, RankBackend &out) {
   int tp = plan.tp, dp = plan.dp;
   int device = rank / (tp * dp), replica = (rank / tp) % dp, shard = rank % tp;
   // MPI_Comm_split is collective over the world: every rank makes all four.
-  out.owned = MpiCommunicator::split(replica * tp + shard, device);
-  out.comm = out.owned.get();
-  out.replicas = MpiCommunicator::split(device * tp + shard, replica);
+  out.hostGroups[0] = MpiCommunicator::split(replica * tp + shard, device);
+  out.hostGroups[1] = MpiCommunicator::split(device * tp + shard, replica);
   out.replica = replica;
-  out.shards = MpiCommunicator::split(device * dp + replica, shard);
+  out.hostGroups[2] = MpiCommunicator::split(device * dp + replica, shard);
   out.model = MpiCommunicator::split(replica, device * tp + shard);
+  if (dp == 1)
+    out.hostGroups[1].reset();
+  if (tp == 1)
+    out.hostGroups[2].reset();
 }
 
 /// Ends every rank when any failed `st` (each failing rank says why), so
@@ -464,20 +489,37 @@ void agree(MpiCommunicator &world, const Status &st) {
 }
 
 #if SLUICE_HAVE_CUDA
+/// GPU memory NCCL takes per communicator (its channels' buffers for the
+/// protocols, at the default NCCL_BUFFSIZE), and once per process: an
+/// allowance, measured on an H100/H200 (docs/gpu.md); SLUICE_NCCL_MIB
+/// overrides the per-communicator figure.
+int64_t getNcclAllowance(const Plan &plan, int rank) {
+  int64_t perComm = 96;
+  if (const char *v = std::getenv("SLUICE_NCCL_MIB"))
+    perComm = std::max<int64_t>(0, std::atoll(v));
+  int64_t comms = int64_t(
+      cuda::getNcclCommunicatorNames(plan, cuda::getMeshPosition(plan, rank))
+          .size());
+  return (64 + perComm * comms) * 1024 * 1024;
+}
+
 /// Refuses a run whose ranks on one GPU need more than its free memory,
 /// before anything is allocated.
 Status checkDeviceMemory(MpiCommunicator &world, const Plan &plan,
-                         Device &device, const cuda::Placement &placement) {
+                         Device &device, const cuda::Placement &placement,
+                         bool nccl) {
   MemoryNeed mine = reference
                         ? getReferenceMemoryNeed(plan.model, plan.precision)
                         : getDeviceMemoryNeed(plan, world.rank());
+  if (nccl && !reference)
+    mine.bytes += getNcclAllowance(plan, world.rank());
   int64_t need = mine.bytes;
   if (world.size() > 1) {
-    // The ranks sharing this rank's GPU: same host, same GPU.
+    // The ranks sharing this rank's GPU: same host, same GPU UUID.
     MPI_Comm node = MPI_COMM_NULL, gpu = MPI_COMM_NULL;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank(),
                         MPI_INFO_NULL, &node);
-    MPI_Comm_split(node, placement.gpu, world.rank(), &gpu);
+    MPI_Comm_split(node, placement.gpuColor, world.rank(), &gpu);
     MPI_Allreduce(&mine.bytes, &need, 1, MPI_INT64_T, MPI_SUM, gpu);
     MPI_Comm_free(&gpu);
     MPI_Comm_free(&node);
@@ -502,48 +544,59 @@ Status checkDeviceMemory(MpiCommunicator &world, const Plan &plan,
 }
 #endif
 
-void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
-  if (backendName == "cpu") {
-    out.device = std::make_unique<CpuDevice>();
-    out.comm = &world;
-    if (!reference && plan.dp * plan.tp > 1)
-      placeOnMesh(plan, out);
-    if (!out.device->supports(plan.precision))
-      failEverywhere(world, "the " + out.device->describe() +
-                                " backend computes in fp32; plan '" + planPath +
-                                "' trains in " + plan.precision.getName() +
-                                " (compile it with --precision fp32)");
-    checkHostMemory(world, plan, out.comm->rank());
-    return;
+/// The CPU backend: MPI, or MPI with NCCL's rules (--transport nccl).
+void openCpuBackend(MpiCommunicator &world, const Plan &plan,
+                    RankBackend &out) {
+  out.device = std::make_unique<CpuDevice>();
+  out.comm = &world;
+  if (!reference && plan.dp * plan.tp > 1) {
+    placeOnMesh(plan, out);
+    out.comm = out.hostGroups[0].get();
+    out.replicas = out.hostGroups[1].get();
+    out.shards = out.hostGroups[2].get();
   }
+  if (!out.device->supports(plan.precision))
+    failEverywhere(world, "the " + out.device->describe() +
+                              " backend computes in fp32; plan '" + planPath +
+                              "' trains in " + plan.precision.getName() +
+                              " (compile it with --precision fp32)");
+  checkHostMemory(world, plan, out.comm->rank());
+}
+
+void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
+  if (backendName == "cpu")
+    return openCpuBackend(world, plan, out);
 #if SLUICE_HAVE_CUDA
-  if (!reference && plan.dp * plan.tp > 1)
-    failEverywhere(
-        world, "plan '" + planPath + "' has " +
-                   (plan.dp > 1
-                        ? std::to_string(plan.dp) + " data-parallel replicas"
-                        : std::to_string(plan.tp) + " tensor-parallel shards") +
-                   "; the cuda backend runs pipelines only so far (use "
-                   "--backend cpu)");
   cuda::Placement placement;
   agree(world, cuda::placeRank(world, placement));
   if (placement.empty())
     agree(world, Status::error("--backend cuda: this host has no usable GPU "
                                "(no device, or no driver)"));
   agree(world, cuda::openDevice(placement, out.device));
-  agree(world, checkDeviceMemory(world, plan, *out.device, placement));
   // The reference runs the whole model in this one process: it sends
-  // nothing, and a plan's NCCL links name ranks it does not have.
-  std::string chosen;
-  agree(world, cuda::openCommunicator(world, *out.device, placement, plan,
-                                      reference ? std::string("mpi")
-                                                : std::string(transport),
-                                      out.owned, chosen));
-  out.comm = out.owned.get();
+  // nothing.
+  std::string chosen = reference ? std::string("mpi") : std::string(transport);
+  bool nccl = chosen == "nccl" ||
+              (chosen == "auto" &&
+               (placement.sharing == 1 || cuda::ncclAllowsSharedGpus()));
+  agree(world, checkDeviceMemory(world, plan, *out.device, placement, nccl));
+  MpiCommunicator *hosts[3] = {&world, nullptr, nullptr};
+  if (!reference && plan.dp * plan.tp > 1) {
+    placeOnMesh(plan, out);
+    for (int g = 0; g < 3; ++g)
+      hosts[g] = out.hostGroups[g].get();
+  }
+  cuda::NcclSettings settings;
+  settings.timeoutSeconds = commTimeout;
+  agree(world, cuda::openCommunicators(world, *out.device, placement, plan,
+                                       hosts, chosen, settings, out.gpu));
+  out.comm = out.gpu.groups[0].get();
+  out.replicas = out.gpu.groups[1].get();
+  out.shards = out.gpu.groups[2].get();
   if (world.rank() == 0)
     std::printf("backend: %s, %s, %s transport, %d rank(s) per GPU\n",
                 out.device->describe().c_str(), plan.precision.getName(),
-                chosen.c_str(), placement.sharing);
+                out.gpu.chosen.c_str(), placement.sharing);
 #else
   failEverywhere(world, "this sluice-run was built without the CUDA backend "
                         "(nvcc was not found when it was configured); use "
@@ -733,6 +786,11 @@ void loadJobPlan(MpiCommunicator &world, Plan &plan) {
         failEverywhere(world, "message key " + std::to_string(instr.key) +
                                   " exceeds the MPI tag limit " +
                                   std::to_string(world.maxTag()));
+  // Every rank issues the step's instructions in one global communication
+  // order (CommOrder.h): what NCCL needs, and harmless over MPI.
+  if (!reference)
+    if (Status st = applyCommunicationOrder(plan); !st)
+      failEverywhere(world, "plan '" + planPath + "': " + st.message());
   if (!precisionName.empty()) {
     Precision run;
     if (!Precision::parse(precisionName, run))
@@ -1126,8 +1184,10 @@ int main(int argc, char **argv) {
   options.seed = settings.seed;
   options.adam = settings.adam;
   options.schedule = settings.schedule;
-  if (comm.rank() == failRank)
+  if (world.rank() == failRank) {
     options.failAtInstruction = failAt;
+    options.failHang = failHang;
+  }
   options.wholeGradients = !dumpGrads.empty() || !checkAgainst.empty();
   std::unique_ptr<Trainer> trainer;
   Executor *executor = nullptr;
@@ -1137,8 +1197,8 @@ int main(int argc, char **argv) {
         options);
   } else {
     auto e = std::make_unique<Executor>(plan, comm.rank(), device, comm, *data,
-                                        options, backend.replicas.get(),
-                                        backend.shards.get());
+                                        options, backend.replicas,
+                                        backend.shards);
     executor = e.get();
     trainer = std::move(e);
   }

@@ -1,0 +1,228 @@
+//===- CommOrder.cpp - One global order of a step's communication ---------===//
+
+#include "CommOrder.h"
+
+#include <map>
+#include <tuple>
+
+namespace sluice::rt {
+
+namespace {
+
+/// The run of every device's program together (CommOrder.h).
+class OrderRun {
+public:
+  explicit OrderRun(const Plan &plan) : plan(plan) {
+    int devices = plan.devices;
+    pc.assign(devices, 0);
+    order.resize(devices);
+    sendOf.resize(devices);
+    incoming.resize(devices);
+    for (int d = 0; d < devices; ++d) {
+      size_t slots = plan.programs[d].buffers.size();
+      sendOf[d].assign(slots, -1);
+      incoming[d].assign(slots, -1);
+    }
+  }
+
+  Status run(std::vector<std::vector<size_t>> &out) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int d = 0; d < plan.devices; ++d)
+        moved |= advance(d);
+    }
+    for (int d = 0; d < plan.devices; ++d)
+      if (pc[d] < plan.programs[d].instructions.size())
+        return stuck();
+    out = std::move(order);
+    return Status::ok();
+  }
+
+private:
+  /// A message (from, to, key) and its two ends.
+  struct Message {
+    size_t sendInstr = 0, recvInstr = 0;
+    bool sent = false, received = false;
+    bool complete() const { return sent && received; }
+  };
+  /// A collective (shard, group, mb, slice) and each device's instruction.
+  struct Collective {
+    std::map<int, size_t> posted; // device -> instruction
+    bool complete = false;
+  };
+  using MessageKey = std::tuple<int, int, int64_t>;
+  using CollectiveKey = std::tuple<int, int, int, int>;
+
+  const Instruction &at(int d, size_t i) const {
+    return plan.programs[d].instructions[i];
+  }
+
+  /// Runs device `d` until it waits; whether it moved.
+  bool advance(int d) {
+    bool moved = false;
+    const std::vector<Instruction> &program = plan.programs[d].instructions;
+    while (pc[d] < program.size() && step(d, pc[d])) {
+      ++pc[d];
+      moved = true;
+    }
+    return moved;
+  }
+
+  /// Whether the send last posted from `slot` of `d` has completed (or
+  /// there is none).
+  bool settled(int d, int32_t slot) const {
+    if (slot < 0 || sendOf[d][slot] < 0)
+      return true;
+    return messages.at(sendSlots.at(sendOf[d][slot])).complete();
+  }
+  void settle(int d, int32_t slot) {
+    if (slot >= 0)
+      sendOf[d][slot] = -1;
+  }
+
+  /// Performs instruction `i` of `d` if nothing it waits for is missing.
+  bool step(int d, size_t i) {
+    const Instruction &instr = at(d, i);
+    switch (instr.op) {
+    case Op::Send: {
+      MessageKey key{d, instr.peer, instr.key};
+      Message &m = messages[key];
+      m.sent = true;
+      m.sendInstr = i;
+      sendOf[d][instr.buffer] = int64_t(sendSlots.size());
+      sendSlots.push_back(key);
+      completeMessage(key, m);
+      return true;
+    }
+    case Op::Recv: {
+      if (!settled(d, instr.buffer))
+        return false;
+      settle(d, instr.buffer);
+      MessageKey key{instr.peer, d, instr.key};
+      Message &m = messages[key];
+      m.received = true;
+      m.recvInstr = i;
+      incoming[d][instr.buffer] = int64_t(recvSlots.size());
+      recvSlots.push_back(key);
+      completeMessage(key, m);
+      return true;
+    }
+    case Op::Collective: {
+      CollectiveKey key{int(instr.shard), instr.group, instr.mb, instr.slice};
+      Collective &c = collectives[key];
+      if (!c.posted.count(d)) {
+        c.posted[d] = i;
+        if (int(c.posted.size()) == plan.devices) {
+          c.complete = true;
+          for (auto [device, instruction] : c.posted)
+            order[device].push_back(instruction);
+        }
+      }
+      // The interlaced baseline's collectives block the device.
+      return !instr.blocking || c.complete;
+    }
+    case Op::GradSync:
+      // Over the replicas, which run this same program in step.
+      order[d].push_back(i);
+      return true;
+    case Op::Exec:
+      return exec(d, i);
+    }
+    return true;
+  }
+
+  bool exec(int d, size_t i) {
+    const Instruction &instr = at(d, i);
+    if (std::optional<CollectiveRef> in = plan.getCollectiveInput(instr)) {
+      auto it = collectives.find(
+          {int(in->shard), in->group, instr.mb, instr.slice});
+      if (it == collectives.end() || !it->second.complete)
+        return false;
+    }
+    if (instr.in >= 0 && incoming[d][instr.in] >= 0 &&
+        !messages.at(recvSlots[incoming[d][instr.in]]).complete())
+      return false;
+    for (int32_t written : {instr.out, instr.state, instr.wstate, instr.kv})
+      if (!settled(d, written))
+        return false;
+    if (instr.in >= 0)
+      incoming[d][instr.in] = -1;
+    for (int32_t written : {instr.out, instr.state, instr.wstate, instr.kv})
+      settle(d, written);
+    order[d].push_back(i);
+    return true;
+  }
+
+  void completeMessage(const MessageKey &key, const Message &m) {
+    if (!m.complete())
+      return;
+    order[std::get<0>(key)].push_back(m.sendInstr);
+    order[std::get<1>(key)].push_back(m.recvInstr);
+  }
+
+  /// What each unfinished device waits at.
+  Status stuck() const {
+    std::string why = "the plan's programs cannot all run to the end: ";
+    bool first = true;
+    for (int d = 0; d < plan.devices; ++d) {
+      const std::vector<Instruction> &program = plan.programs[d].instructions;
+      if (pc[d] >= program.size())
+        continue;
+      why += (first ? "" : "; ") + std::string("device ") + std::to_string(d) +
+             " waits at instruction " + std::to_string(pc[d]) + " (" +
+             plan.describe(program[pc[d]]) + ")";
+      first = false;
+    }
+    for (const auto &[key, m] : messages)
+      if (!m.complete()) {
+        auto [from, to, k] = key;
+        why += "; message " + std::to_string(k) + " from device " +
+               std::to_string(from) + " to device " + std::to_string(to) +
+               (m.sent ? " is sent but not yet received"
+                       : " is received but not yet sent");
+        break;
+      }
+    return Status::error(why);
+  }
+
+  const Plan &plan;
+  std::vector<size_t> pc;
+  std::vector<std::vector<size_t>> order;
+  std::map<MessageKey, Message> messages;
+  std::map<CollectiveKey, Collective> collectives;
+  /// Per device and slot: the last send posted from it, and the receive
+  /// filling it, as indices into sendSlots/recvSlots (-1: none).
+  std::vector<std::vector<int64_t>> sendOf, incoming;
+  std::vector<MessageKey> sendSlots, recvSlots;
+};
+
+} // namespace
+
+Status orderCommunication(const Plan &plan,
+                          std::vector<std::vector<size_t>> &order) {
+  if (int(plan.programs.size()) != plan.devices)
+    return Status::error("the plan has " + std::to_string(plan.programs.size()) +
+                         " device programs for " +
+                         std::to_string(plan.devices) + " devices");
+  return OrderRun(plan).run(order);
+}
+
+Status applyCommunicationOrder(Plan &plan) {
+  std::vector<std::vector<size_t>> order;
+  if (Status st = orderCommunication(plan, order); !st)
+    return st;
+  for (int d = 0; d < plan.devices; ++d) {
+    std::vector<Instruction> &program = plan.programs[d].instructions;
+    if (order[d].size() != program.size())
+      return Status::error("device " + std::to_string(d) +
+                           ": the communication order lost instructions");
+    std::vector<Instruction> ordered;
+    ordered.reserve(program.size());
+    for (size_t i : order[d])
+      ordered.push_back(program[i]);
+    program = std::move(ordered);
+  }
+  return Status::ok();
+}
+
+} // namespace sluice::rt
