@@ -268,9 +268,36 @@ std::unique_ptr<Event> CudaDevice::createEvent() {
   return std::make_unique<CudaEvent>(handle, errors);
 }
 
+namespace {
+/// Whether `host` is page-locked (cudaMallocHost), which CUDA copies to
+/// and from without holding the host.
+bool isPinned(const void *host) {
+  cudaPointerAttributes attributes;
+  if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+} // namespace
+
+bool CudaDevice::settleForPageable(const void *host, Stream &stream) {
+  // A copy to or from pageable memory holds the host until the stream's
+  // earlier work has run. With a wait hook (NCCL), that wait must be the
+  // polled one: a kernel waiting for a dead peer would otherwise hold the
+  // host inside cudaMemcpyAsync where no timeout can end it.
+  if (!waitHook || isPinned(host))
+    return true;
+  if (Status st = stream.synchronize(); !st) {
+    errors.fail(st);
+    return false;
+  }
+  return true;
+}
+
 void CudaDevice::upload(DevicePtr dst, const void *host, int64_t bytes,
                         Stream &stream) {
-  if (bytes > 0)
+  if (bytes > 0 && settleForPageable(host, stream))
     SLUICE_CUDA_RECORD(errors, cudaMemcpyAsync(dst.get(), host, size_t(bytes),
                                                cudaMemcpyHostToDevice,
                                                getHandle(stream)));
@@ -278,7 +305,7 @@ void CudaDevice::upload(DevicePtr dst, const void *host, int64_t bytes,
 
 void CudaDevice::download(void *host, DevicePtr src, int64_t bytes,
                           Stream &stream) {
-  if (bytes > 0)
+  if (bytes > 0 && settleForPageable(host, stream))
     SLUICE_CUDA_RECORD(errors, cudaMemcpyAsync(host, src.get(), size_t(bytes),
                                                cudaMemcpyDeviceToHost,
                                                getHandle(stream)));

@@ -57,6 +57,11 @@ public:
              int line);
   /// The kept failure (ok if none); clears it.
   Status take();
+  /// Keeps `failure` unless one is kept already.
+  void fail(const Status &failure) {
+    if (first.isOk())
+      first = failure;
+  }
 
 private:
   Status first;
@@ -109,6 +114,10 @@ private:
   CudaDevice() = default;
   /// A freed block of `bytes` every stream is done with, or null.
   void *reuse(int64_t bytes);
+  /// Before a copy between `host` and `stream`: waits for the stream with
+  /// the hook if `host` is pageable; false (the failure kept) if that wait
+  /// failed and the copy must not be made.
+  bool settleForPageable(const void *host, Stream &stream);
   /// Returns every reusable cached block to CUDA (before an allocation
   /// that failed is retried).
   void trim();
