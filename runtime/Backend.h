@@ -42,6 +42,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -652,6 +653,26 @@ public:
   /// stage 2's output, microbatch 3"), for a transport that reports the
   /// operation it is stuck in or that peers disagree on.
   virtual void describeNext(const std::string &what) {}
+  /// Says the next operation continues the one that just completed (a
+  /// collective's next step, VocabularyShards): NCCL has it issued right
+  /// after it, and a transport that orders operations puts it there.
+  virtual void continueNext() {}
+  /// Whether the transport takes a multi-step collective as one operation
+  /// (postChain) at its place in the issue order, as NCCL's stream order
+  /// has its steps: the NCCL emulation, whose requests complete only once
+  /// the data has moved.
+  virtual bool chainsSteps() const { return false; }
+  /// One step: what starts its transfer, and host work once it is done.
+  struct ChainStep {
+    std::function<std::unique_ptr<Request>()> start;
+    std::function<void()> after;
+  };
+  /// With chainsSteps: the steps in order, each started once the one
+  /// before it (and its `after`) is done; the request completes with the
+  /// last.
+  virtual std::unique_ptr<Request> postChain(std::vector<ChainStep> steps) {
+    return nullptr;
+  }
 };
 
 } // namespace sluice::rt

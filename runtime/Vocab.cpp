@@ -468,6 +468,23 @@ Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
                0,       nullptr,     takeEvent(),
                plan.describe(instr)};
   c.begin->record(vocabStream);
+  if (comm.chainsSteps()) {
+    // The whole collective at its place in the issue order, its steps
+    // one after another there, as NCCL's stream order has them.
+    std::string what = c.what;
+    for (Step &step : c.steps)
+      step.start = [this, what, start = std::move(step.start)] {
+        comm.describeNext(what);
+        if (tensorGroup)
+          tensorGroup->describeNext(what);
+        return start();
+      };
+    comm.describeNext(what);
+    c.pending = comm.postChain(std::move(c.steps));
+    c.steps.clear();
+    if (!c.pending)
+      return Status::error("a vocabulary collective could not start");
+  }
   queues[int(shard)].push_back(std::move(c));
   if (Status status = progress(); !status)
     return status;
@@ -503,13 +520,18 @@ Status VocabularyShards::progress() {
         if (!head.pending->test())
           break;
         head.pending.reset();
-        if (head.steps[head.next - 1].after)
+        if (head.next > 0 && head.steps[head.next - 1].after)
           head.steps[head.next - 1].after();
       }
       if (head.next < head.steps.size()) {
         comm.describeNext(head.what);
         if (tensorGroup)
           tensorGroup->describeNext(head.what);
+        if (head.next > 0) {
+          comm.continueNext();
+          if (tensorGroup)
+            tensorGroup->continueNext();
+        }
         head.pending = head.steps[head.next++].start();
         if (!head.pending)
           return Status::error("a vocabulary collective could not start");

@@ -53,10 +53,7 @@ class VocabularyShards {
 public:
   /// One transfer inside a collective and what runs once it completes
   /// (Vocab.cpp's StepBuilder makes them).
-  struct Step {
-    std::function<std::unique_ptr<Request>()> start;
-    std::function<void()> after;
-  };
+  using Step = Communicator::ChainStep;
 
   /// Shard passes run on `device`'s compute stream, collectives and the
   /// steps inside them on its vocabulary stream. With tensor parallelism

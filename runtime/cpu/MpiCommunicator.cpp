@@ -131,7 +131,12 @@ MpiCommunicator::MpiCommunicator(void *owned) : base(owned) {
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
   auto *part = new MPI_Comm;
-  MPI_Comm_split(MPI_COMM_WORLD, color, key, part);
+  MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key,
+                 part);
+  if (*part == MPI_COMM_NULL) {
+    delete part;
+    return nullptr;
+  }
   return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(part));
 }
 

@@ -26,8 +26,11 @@ class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator();
   /// The ranks of MPI_COMM_WORLD that give the same `color`, ranked by
-  /// `key` (MPI_Comm_split; collective over the world).
+  /// `key` (MPI_Comm_split; collective over the world). A negative color
+  /// takes part in the split and gets null.
   static std::unique_ptr<MpiCommunicator> split(int color, int key);
+  /// The MPI communicator this one spans (an MPI_Comm *).
+  void *getHandle() const { return base; }
   ~MpiCommunicator() override;
   int rank() const override { return worldRank; }
   int size() const override { return worldSize; }

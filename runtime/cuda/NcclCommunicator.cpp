@@ -72,50 +72,14 @@ private:
   std::shared_ptr<Event> done;
 };
 
-/// A tied table's two ends apart (Executor::prepare decides alike).
-bool hasTiedPair(const Plan &plan) {
-  const LayerConfig &out = plan.model.layers.back();
-  return out.tied && !out.sharded &&
-         plan.stages.front().device != plan.stages.back().device;
-}
-
-/// Shards per key/value head group, for layers with fewer heads than
-/// shards (Executor::prepareGroupSums).
-std::set<int> getKeyValueGroupSizes(const Plan &plan) {
-  std::set<int> sizes;
-  if (plan.tp > 1)
-    for (const LayerConfig &layer : plan.model.layers)
-      if (layer.kind == LayerKind::Transformer && layer.kvHeads < plan.tp)
-        sizes.insert(plan.tp / int(layer.kvHeads));
-  return sizes;
-}
 } // namespace
-
-MeshPosition getMeshPosition(const Plan &plan, int rank) {
-  int tp = plan.tp, dp = plan.dp;
-  return {rank / (tp * dp), (rank / tp) % dp, rank % tp};
-}
 
 std::vector<std::string> getNcclCommunicatorNames(const Plan &plan,
                                                   const MeshPosition &at) {
   std::vector<std::string> names = {"world"};
-  if (plan.devices > 1) {
-    names.push_back("pipeline");
-    if (plan.vocabulary.any())
-      names.push_back("vocabulary");
-  }
-  int first = plan.stages.front().device, last = plan.stages.back().device;
-  if (hasTiedPair(plan) && (at.device == first || at.device == last))
-    names.push_back("tied");
-  if (plan.dp > 1)
-    names.push_back("data");
-  if (plan.tp > 1) {
-    names.push_back("tensor");
-    if (plan.vocabulary.any())
-      names.push_back("tensor-vocabulary");
-  }
-  for (int size : getKeyValueGroupSizes(plan))
-    names.push_back("kv-heads-" + std::to_string(size));
+  for (const CommSpec &spec : getCommLayout(plan, at))
+    if (spec.color >= 0)
+      names.push_back(spec.name);
   return names;
 }
 
@@ -463,67 +427,19 @@ Status NcclMesh::create(MpiCommunicator &host, CudaDevice &device,
     if (hosts[g])
       mesh->groups[g] =
           std::make_unique<NcclCommunicator>(*hosts[g], device, *mesh);
-  int tp = plan.tp, dp = plan.dp;
-  int pipelineColor = at.replica * tp + at.shard;
-  int replicaColor = at.device * tp + at.shard;
-  int shardColor = at.device * dp + at.replica;
-  NcclCommunicator *pipeline = mesh->groups[0].get();
-  NcclCommunicator *replicas = mesh->groups[1].get();
-  NcclCommunicator *shards = mesh->groups[2].get();
-  NcclComm *comm = nullptr;
   // Every rank makes the same splits in the same order: each is
   // collective over the world.
-  if (plan.devices > 1) {
-    if (Status st = mesh->split("pipeline", pipelineColor, at.device, comm);
-        !st)
+  for (const CommSpec &spec : getCommLayout(plan, at)) {
+    NcclComm *comm = nullptr;
+    if (Status st = mesh->split(spec.name, spec.color, spec.key, comm); !st)
       return st;
-    pipeline->setStreamComm(StreamKind::Pipeline, comm);
-    if (plan.vocabulary.any()) {
-      if (Status st =
-              mesh->split("vocabulary", pipelineColor, at.device, comm);
-          !st)
-        return st;
-      pipeline->setStreamComm(StreamKind::Vocabulary, comm);
-    }
-  }
-  if (hasTiedPair(plan)) {
-    int first = plan.stages.front().device, last = plan.stages.back().device;
-    bool member = at.device == first || at.device == last;
-    if (Status st = mesh->split("tied", member ? pipelineColor : -1,
-                                at.device, comm);
-        !st)
-      return st;
-    if (member)
-      pipeline->setGroupComm({std::min(first, last), std::max(first, last)},
-                             comm);
-  }
-  if (dp > 1 && replicas) {
-    if (Status st = mesh->split("data", replicaColor, at.replica, comm); !st)
-      return st;
-    replicas->setStreamComm(StreamKind::Data, comm);
-  }
-  if (tp > 1 && shards) {
-    if (Status st = mesh->split("tensor", shardColor, at.shard, comm); !st)
-      return st;
-    shards->setStreamComm(StreamKind::Compute, comm);
-    if (plan.vocabulary.any()) {
-      if (Status st =
-              mesh->split("tensor-vocabulary", shardColor, at.shard, comm);
-          !st)
-        return st;
-      shards->setStreamComm(StreamKind::Vocabulary, comm);
-    }
-    for (int size : getKeyValueGroupSizes(plan)) {
-      int group = at.shard / size;
-      if (Status st = mesh->split("kv-heads-" + std::to_string(size),
-                                  shardColor * tp + group, at.shard, comm);
-          !st)
-        return st;
-      std::vector<int> members;
-      for (int t = group * size; t < (group + 1) * size; ++t)
-        members.push_back(t);
-      shards->setGroupComm(std::move(members), comm);
-    }
+    NcclCommunicator *group = mesh->groups[int(spec.group)].get();
+    if (!comm || !group)
+      continue;
+    if (spec.stream)
+      group->setStreamComm(*spec.stream, comm);
+    else
+      group->setGroupComm(spec.members, comm);
   }
   out = std::move(mesh);
   return Status::ok();

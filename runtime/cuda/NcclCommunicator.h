@@ -32,6 +32,7 @@
 #ifndef SLUICE_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
 #define SLUICE_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
 
+#include "CommLayout.h"
 #include "HostAssisted.h"
 #include "Plan.h"
 
@@ -43,15 +44,6 @@
 #include <vector>
 
 namespace sluice::rt::cuda {
-
-/// Where a rank sits in the plan's mesh.
-struct MeshPosition {
-  int device = 0, replica = 0, shard = 0;
-};
-
-/// The rank's mesh position: the tensor-parallel shard fastest, then the
-/// data-parallel replica, then the pipeline device (Megatron-LM's order).
-MeshPosition getMeshPosition(const Plan &plan, int rank);
 
 /// The NCCL communicators `plan` needs on a rank at `at`: their names, for
 /// the memory allowance and the messages.

@@ -15,7 +15,9 @@
 # each device (default 1: mpirun -np p * TP * DP); $RECOMPUTE the
 # activation recomputation of every stage (--recompute; default none);
 # $ZERO the ZeRO stage (--zero; default 0); $SP=1 adds sequence
-# parallelism over the TP shards (--sequence-parallel).
+# parallelism over the TP shards (--sequence-parallel); $TRANSPORTS the
+# sluice-run transports each plan runs over (default "mpi nccl": plain MPI,
+# and MPI held to NCCL's rules, docs/communication.md).
 #
 #   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
 #     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] [ZERO=...] [SP=1] \
@@ -67,14 +69,19 @@ for p in ${PIPELINES:-2 4}; do
         # (every replica's).
         [ -f "$ref/losses.txt" ] ||
           sluice-run "$plan" --reference --steps 3 --dump-grads "$ref" >/dev/null
-        if out=$(mpirun "${mpirun_flags[@]}" -np $((p * tp * dp)) sluice-run "$plan" \
-                   --steps 3 --check-against "$ref" 2>&1); then
-          echo "PASS $name: $(echo "$out" | grep '^check')"
-        else
-          echo "FAIL $name:"
-          echo "$out"
-          status=1
-        fi
+        # Over plain MPI, and over MPI held to NCCL's rules (an order NCCL
+        # could not run ends the run with a report instead of passing).
+        for transport in ${TRANSPORTS:-mpi nccl}; do
+          if out=$(mpirun "${mpirun_flags[@]}" -np $((p * tp * dp)) sluice-run "$plan" \
+                     --steps 3 --check-against "$ref" --transport "$transport" \
+                     --comm-timeout 60 2>&1); then
+            echo "PASS $name transport=$transport: $(echo "$out" | grep '^check')"
+          else
+            echo "FAIL $name transport=$transport:"
+            echo "$out"
+            status=1
+          fi
+        done
       done
     done
   done

@@ -19,6 +19,7 @@
 #include "HostMemory.h"
 #include "HuggingFace.h"
 #include "MpiCommunicator.h"
+#include "NcclEmulation.h"
 #include "Plan.h"
 #include "Progress.h"
 #if SLUICE_HAVE_CUDA
@@ -59,9 +60,12 @@ cl::opt<std::string> precisionName(
     cl::value_desc("bf16|fp32"), cl::cat(category));
 cl::opt<std::string> transport(
     "transport",
-    cl::desc("With --backend cuda: nccl (one rank per GPU), mpi (through "
-             "pinned host memory; ranks may share a GPU) or auto (nccl "
-             "unless ranks share a GPU)"),
+    cl::desc("How ranks communicate. --backend cuda: nccl (ranks share a "
+             "GPU only with NCCL 2.30+ and NCCL_MULTI_RANK_GPU_ENABLE=1), "
+             "mpi (through pinned host memory; any placement) or auto "
+             "(default: nccl where it can). --backend cpu: mpi (auto) or "
+             "nccl (MPI held to NCCL's rules: an order NCCL could not run "
+             "is reported instead of run)"),
     cl::init("auto"), cl::cat(category));
 cl::opt<int64_t> steps("steps", cl::desc("Training steps to run (default 1)"),
                        cl::init(1), cl::cat(category));
@@ -228,6 +232,14 @@ cl::opt<double> commTimeout(
     cl::desc("Seconds a rank waits for a peer's communication before it "
              "ends the job, naming the operation (NCCL; default 600)"),
     cl::init(600), cl::cat(category));
+cl::opt<std::string> commOrder(
+    "comm-order",
+    cl::desc("The order each rank issues its communication in: global "
+             "(default; one order every rank agrees on, which NCCL needs) or "
+             "plan (each device's plan order, with --backend cpu --transport "
+             "nccl the communicator layout before 0.15: shows what NCCL "
+             "would do with it)"),
+    cl::init("global"), cl::cat(category));
 cl::opt<int> failRank("fail-rank",
                       cl::desc("The rank --fail-at-instruction "
                                "fails (default 0)"),
@@ -437,6 +449,9 @@ struct RankBackend {
   /// The GPU's communicators over those groups (NCCL, or staged MPI).
   cuda::RankComms gpu;
 #endif
+  /// --backend cpu --transport nccl: the groups under NCCL's rules.
+  std::unique_ptr<NcclEmulation> emulation;
+  std::unique_ptr<Communicator> emulated[kMeshGroups];
   /// The communicator the plan's pipeline runs over (rank = device).
   Communicator *comm = nullptr;
   /// With data parallelism: the ranks holding this device's replicas, and
@@ -498,7 +513,7 @@ int64_t getNcclAllowance(const Plan &plan, int rank) {
   if (const char *v = std::getenv("SLUICE_NCCL_MIB"))
     perComm = std::max<int64_t>(0, std::atoll(v));
   int64_t comms = int64_t(
-      cuda::getNcclCommunicatorNames(plan, cuda::getMeshPosition(plan, rank))
+      cuda::getNcclCommunicatorNames(plan, getMeshPosition(plan, rank))
           .size());
   return (64 + perComm * comms) * 1024 * 1024;
 }
@@ -561,6 +576,23 @@ void openCpuBackend(MpiCommunicator &world, const Plan &plan,
                               "' trains in " + plan.precision.getName() +
                               " (compile it with --precision fp32)");
   checkHostMemory(world, plan, out.comm->rank());
+  if (transport != "nccl" || reference)
+    return;
+  MpiCommunicator *hosts[kMeshGroups] = {&world, nullptr, nullptr};
+  for (int g = 0; g < kMeshGroups; ++g)
+    if (out.hostGroups[g])
+      hosts[g] = out.hostGroups[g].get();
+  agree(world, NcclEmulation::create(plan,
+                                     commOrder == "plan"
+                                         ? NcclEmulation::Order::Plan
+                                         : NcclEmulation::Order::Global,
+                                     commTimeout, hosts, *out.device,
+                                     out.emulation));
+  for (int g = 0; g < kMeshGroups; ++g)
+    out.emulated[g] = out.emulation->takeGroup(MeshGroup(g));
+  out.comm = out.emulated[0].get();
+  out.replicas = out.emulated[1].get();
+  out.shards = out.emulated[2].get();
 }
 
 void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
@@ -612,6 +644,16 @@ void checkFlags(Communicator &world) {
   if (transport != "auto" && transport != "nccl" && transport != "mpi")
     failEverywhere(world, "unknown --transport '" + transport +
                               "' (expected auto, nccl or mpi)");
+  if (commOrder != "global" && commOrder != "plan")
+    failEverywhere(world, "unknown --comm-order '" + commOrder +
+                              "' (expected global or plan)");
+  if (commOrder == "plan" && backendName == "cuda")
+    failEverywhere(world, "--comm-order plan is for studying orders on the "
+                          "CPU backend (--backend cpu --transport nccl); the "
+                          "cuda backend issues in the global order");
+  if (!(commTimeout > 0))
+    failEverywhere(world, "--comm-timeout must be positive, got " +
+                              std::to_string(commTimeout));
   if (steps < 1)
     failEverywhere(world, "--steps must be positive, got " +
                               std::to_string(int64_t(steps)));
@@ -788,7 +830,7 @@ void loadJobPlan(MpiCommunicator &world, Plan &plan) {
                                   std::to_string(world.maxTag()));
   // Every rank issues the step's instructions in one global communication
   // order (CommOrder.h): what NCCL needs, and harmless over MPI.
-  if (!reference)
+  if (!reference && commOrder == "global")
     if (Status st = applyCommunicationOrder(plan); !st)
       failEverywhere(world, "plan '" + planPath + "': " + st.message());
   if (!precisionName.empty()) {

@@ -1,0 +1,77 @@
+//===- CommLayout.cpp - The communicators a plan needs on a rank ----------===//
+
+#include "CommLayout.h"
+
+#include <set>
+
+namespace sluice::rt {
+
+MeshPosition getMeshPosition(const Plan &plan, int rank) {
+  int tp = plan.tp, dp = plan.dp;
+  return {rank / (tp * dp), (rank / tp) % dp, rank % tp};
+}
+
+namespace {
+/// A tied table's two ends on different devices (Executor::prepare decides
+/// alike).
+bool hasTiedPair(const Plan &plan) {
+  const LayerConfig &out = plan.model.layers.back();
+  return out.tied && !out.sharded &&
+         plan.stages.front().device != plan.stages.back().device;
+}
+
+/// Shards per key/value head group, for layers with fewer key/value heads
+/// than shards (Executor::prepareGroupSums).
+std::set<int> getKeyValueGroupSizes(const Plan &plan) {
+  std::set<int> sizes;
+  if (plan.tp > 1)
+    for (const LayerConfig &layer : plan.model.layers)
+      if (layer.kind == LayerKind::Transformer && layer.kvHeads < plan.tp)
+        sizes.insert(plan.tp / int(layer.kvHeads));
+  return sizes;
+}
+} // namespace
+
+std::vector<CommSpec> getCommLayout(const Plan &plan, const MeshPosition &at) {
+  std::vector<CommSpec> layout;
+  int tp = plan.tp, dp = plan.dp;
+  int pipelineColor = at.replica * tp + at.shard;
+  int replicaColor = at.device * tp + at.shard;
+  int shardColor = at.device * dp + at.replica;
+  bool vocabulary = plan.vocabulary.any();
+  if (plan.devices > 1) {
+    layout.push_back({"pipeline", MeshGroup::Pipeline, pipelineColor,
+                      at.device, StreamKind::Pipeline, {}});
+    if (vocabulary)
+      layout.push_back({"vocabulary", MeshGroup::Pipeline, pipelineColor,
+                        at.device, StreamKind::Vocabulary, {}});
+  }
+  if (hasTiedPair(plan)) {
+    int first = plan.stages.front().device, last = plan.stages.back().device;
+    bool member = at.device == first || at.device == last;
+    layout.push_back({"tied", MeshGroup::Pipeline, member ? pipelineColor : -1,
+                      at.device, std::nullopt,
+                      {std::min(first, last), std::max(first, last)}});
+  }
+  if (dp > 1)
+    layout.push_back({"data", MeshGroup::Replicas, replicaColor, at.replica,
+                      StreamKind::Data, {}});
+  if (tp > 1) {
+    layout.push_back({"tensor", MeshGroup::Shards, shardColor, at.shard,
+                      StreamKind::Compute, {}});
+    if (vocabulary)
+      layout.push_back({"tensor-vocabulary", MeshGroup::Shards, shardColor,
+                        at.shard, StreamKind::Vocabulary, {}});
+  }
+  for (int size : getKeyValueGroupSizes(plan)) {
+    int group = at.shard / size;
+    CommSpec spec{"kv-heads-" + std::to_string(size), MeshGroup::Shards,
+                  shardColor * tp + group, at.shard, std::nullopt, {}};
+    for (int t = group * size; t < (group + 1) * size; ++t)
+      spec.members.push_back(t);
+    layout.push_back(std::move(spec));
+  }
+  return layout;
+}
+
+} // namespace sluice::rt
