@@ -657,6 +657,9 @@ public:
   /// collective's next step, VocabularyShards): NCCL has it issued right
   /// after it, and a transport that orders operations puts it there.
   virtual void continueNext() {}
+  /// Whether the transport ends a wait that makes no progress itself
+  /// (with a report of every rank's operation), so callers need not.
+  virtual bool watchesProgress() const { return false; }
   /// Whether the transport takes a multi-step collective as one operation
   /// (postChain) at its place in the issue order, as NCCL's stream order
   /// has its steps: the NCCL emulation, whose requests complete only once

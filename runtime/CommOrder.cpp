@@ -225,4 +225,65 @@ Status applyCommunicationOrder(Plan &plan) {
   return Status::ok();
 }
 
+Status checkSerializedOrder(const Plan &plan) {
+  // Each device's communication operations in issue order (gradient sums
+  // are between replicas running this same program: never a cycle).
+  std::vector<std::vector<size_t>> ops(plan.devices);
+  for (int d = 0; d < plan.devices; ++d) {
+    const std::vector<Instruction> &program = plan.programs[d].instructions;
+    for (size_t i = 0; i < program.size(); ++i)
+      if (program[i].op == Op::Send || program[i].op == Op::Recv ||
+          program[i].op == Op::Collective)
+        ops[d].push_back(i);
+  }
+  std::vector<size_t> head(plan.devices, 0);
+  auto current = [&](int d) -> const Instruction * {
+    return head[d] < ops[d].size()
+               ? &plan.programs[d].instructions[ops[d][head[d]]]
+               : nullptr;
+  };
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int d = 0; d < plan.devices; ++d) {
+      const Instruction *op = current(d);
+      if (!op)
+        continue;
+      if (op->op == Op::Collective) {
+        bool all = true;
+        for (int e = 0; e < plan.devices && all; ++e) {
+          const Instruction *other = current(e);
+          all = other && other->op == Op::Collective &&
+                other->shard == op->shard && other->group == op->group &&
+                other->mb == op->mb && other->slice == op->slice;
+        }
+        if (all) {
+          for (int e = 0; e < plan.devices; ++e)
+            ++head[e];
+          moved = true;
+        }
+        continue;
+      }
+      // A message: the peer's current operation must be its other end.
+      const Instruction *other = current(op->peer);
+      Op want = op->op == Op::Send ? Op::Recv : Op::Send;
+      if (other && other->op == want && other->peer == d &&
+          other->key == op->key) {
+        ++head[d];
+        ++head[op->peer];
+        moved = true;
+      }
+    }
+  }
+  std::string why;
+  for (int d = 0; d < plan.devices; ++d)
+    if (const Instruction *op = current(d))
+      why += std::string(why.empty() ? "" : "; ") + "device " +
+             std::to_string(d) + " waits in " + plan.describe(*op);
+  if (why.empty())
+    return Status::ok();
+  return Status::error("issued as they stand, the programs would wait for "
+                       "good under NCCL's rules: " +
+                       why);
+}
+
 } // namespace sluice::rt

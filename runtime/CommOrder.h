@@ -48,6 +48,14 @@ Status orderCommunication(const Plan &plan,
 /// a program already in it is left as it is.
 Status applyCommunicationOrder(Plan &plan);
 
+/// Whether the programs, issued as they stand, run under NCCL's worst
+/// case: every device's communication operations one after another (each
+/// waiting for the one issued before it, on any communicator), each a
+/// rendezvous of its members -- a message of its two ends, a collective of
+/// every device. An error names what each stuck device waits in. Programs
+/// in the global order always pass (docs/communication.md).
+Status checkSerializedOrder(const Plan &plan);
+
 } // namespace sluice::rt
 
 #endif // SLUICE_RUNTIME_COMMORDER_H

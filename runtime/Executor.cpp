@@ -317,7 +317,8 @@ void Executor::createEvents() {
   passStart.resize(program.instructions.size());
   passEnd.resize(program.instructions.size());
   for (size_t i = 0; i < program.instructions.size(); ++i)
-    if (program.instructions[i].op == Op::Exec) {
+    if (program.instructions[i].op == Op::Exec ||
+        (program.instructions[i].op == Op::GradSync && replicas)) {
       passStart[i] = device.createEvent();
       passEnd[i] = device.createEvent();
     }
@@ -471,6 +472,14 @@ Status Executor::await(Request &request, Stream &stream) {
   while (!request.test()) {
     if (Status st = progressAll(); !st)
       return st;
+    // A host transport's peer that failed or never came: end the run
+    // instead of waiting for good (NCCL's own waits are on the GPU).
+    if (!comm.watchesProgress() &&
+        seconds(start, Clock::now()) > options.commTimeout)
+      return Status::error(
+          "no progress for " + std::to_string(int64_t(options.commTimeout)) +
+          " s (--comm-timeout) waiting for a transfer or collective; a peer "
+          "has failed or never joined it");
     std::this_thread::yield();
   }
   Status st = request.waitOn(stream);
@@ -494,6 +503,9 @@ std::vector<TraceSpan> Executor::getTrace() const {
     trace.push_back(
         {plan.describe(program.instructions[pass.instruction]).substr(5),
          "compute", pass.start, pass.end});
+  for (const PassSpan &sync : syncSpans)
+    trace.push_back({plan.describe(program.instructions[sync.instruction]),
+                     "data", sync.start, sync.end});
   for (const VocabularyShards::Span &c : collectiveSpans) {
     Instruction collective;
     collective.op = Op::Collective;
@@ -704,9 +716,16 @@ Status Executor::issueGradSync(size_t i) {
   // on the data stream while compute goes on.
   ready->record(compute);
   dataStream.wait(*ready);
+  passStart[i]->record(dataStream);
   DevicePtr grads = parameters.getGrads();
   replicas->describeNext(plan.describe(
       plan.programs[deviceIndex].instructions[i]));
+  // The span ends once every sum issued here has (recorded on return).
+  struct Mark {
+    Event &end;
+    Stream &stream;
+    ~Mark() { end.record(stream); }
+  } mark{*passEnd[i], dataStream};
   if (plan.zero == 1) {
     // ZeRO-1: each replica receives the sum of its part only.
     for (const ZeroRun &run : zeroRuns[i]) {
@@ -799,6 +818,18 @@ double Executor::accountPasses() {
     p.seconds += took;
     p.runs += 1;
     p.tokens += s.rows * s.tokens;
+  }
+  syncSpans.clear();
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    if (program.instructions[i].op != Op::GradSync || !passStart[i])
+      continue;
+    double start = passStart[i]->secondsSince(*stepBegin);
+    double end = std::max(start, passEnd[i]->secondsSince(*stepBegin));
+    syncSpans.push_back({i, start, end});
+    times.gradSyncs += end - start;
+    for (const PassSpan &pass : passSpans)
+      times.gradSyncsOverlapped += std::max(
+          0.0, std::min(end, pass.end) - std::max(start, pass.start));
   }
   if (shards) {
     // The passes are in order on one stream: a collective's overlap is its

@@ -43,6 +43,8 @@ struct TrainerOptions {
   int64_t failAtInstruction = -1;
   /// ... and there waits forever instead (a peer that never joins).
   bool failHang = false;
+  /// Seconds a wait for a peer's transfer may last (--comm-timeout).
+  double commTimeout = 600;
   /// ZeRO-1: also all-gather the summed gradients after each step, so
   /// that every replica holds them whole (for --dump-grads and
   /// --check-against; training needs only each replica's part).
@@ -62,6 +64,11 @@ struct StepTimes {
   /// compute stream (paper section 6.1: they should hide behind passes).
   double vocabCollectives = 0;
   double vocabOverlapped = 0;
+  /// Data-parallel gradient sums: their time on the data stream, and how
+  /// much of it a pass ran beside (they should hide behind the backward
+  /// passes of the stages after them).
+  double gradSyncs = 0;
+  double gradSyncsOverlapped = 0;
 };
 
 /// One interval of the last step on a device stream, in seconds after the
@@ -233,7 +240,8 @@ private:
   std::vector<Request *> active;
   /// Orders the pipeline stream after the compute work before a transfer.
   std::unique_ptr<Event> ready;
-  /// Per exec instruction, events around its pass (null for others).
+  /// Per exec instruction, events around its pass, and per grad_sync
+  /// instruction around its sums on the data stream (null for others).
   std::vector<std::unique_ptr<Event>> passStart, passEnd;
   /// On the compute stream when the step begins.
   std::unique_ptr<Event> stepBegin;
@@ -317,7 +325,7 @@ private:
     size_t instruction;
     double start, end;
   };
-  std::vector<PassSpan> passSpans;
+  std::vector<PassSpan> passSpans, syncSpans;
   std::vector<VocabularyShards::Span> collectiveSpans;
   /// Per (stage or shard, pass), accumulated over the steps.
   std::vector<PassProfile> profile;

@@ -167,6 +167,7 @@ public:
   void describeNext(const std::string &what) override { next = what; }
   void continueNext() override { engine.setContinuation(); }
   bool chainsSteps() const override { return true; }
+  bool watchesProgress() const override { return true; }
   std::unique_ptr<Request> postChain(std::vector<ChainStep> steps) override;
 
   /// The communicators for collectives by stream kind (and, in the plan

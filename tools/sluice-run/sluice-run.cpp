@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "CommLayout.h"
 #include "CommOrder.h"
 #include "CpuDevice.h"
 #include "Data.h"
@@ -475,7 +476,7 @@ void placeOnMesh(const Plan &plan, RankBackend &out) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int tp = plan.tp, dp = plan.dp;
-  int device = rank / (tp * dp), replica = (rank / tp) % dp, shard = rank % tp;
+  auto [device, replica, shard] = getMeshPosition(plan, rank);
   // MPI_Comm_split is collective over the world: every rank makes all four.
   out.hostGroups[0] = MpiCommunicator::split(replica * tp + shard, device);
   out.hostGroups[1] = MpiCommunicator::split(device * tp + shard, replica);
@@ -830,9 +831,16 @@ void loadJobPlan(MpiCommunicator &world, Plan &plan) {
                                   std::to_string(world.maxTag()));
   // Every rank issues the step's instructions in one global communication
   // order (CommOrder.h): what NCCL needs, and harmless over MPI.
-  if (!reference && commOrder == "global")
+  if (!reference && commOrder == "global") {
     if (Status st = applyCommunicationOrder(plan); !st)
       failEverywhere(world, "plan '" + planPath + "': " + st.message());
+    // What the order guarantees, checked (cheap beside a step).
+    if (Status st = checkSerializedOrder(plan); !st)
+      failEverywhere(world, "plan '" + planPath +
+                                "': internal error in the communication "
+                                "order: " +
+                                st.message());
+  }
   if (!precisionName.empty()) {
     Precision run;
     if (!Precision::parse(precisionName, run))
@@ -1151,7 +1159,9 @@ void writeTrace(Communicator &comm, Executor &executor, bool root) {
     events.push_back({{"name", span.name},
                       {"ph", "X"},
                       {"pid", comm.rank()},
-                      {"tid", span.stream == "compute" ? 0 : 1},
+                      {"tid", span.stream == "compute"      ? 0
+                              : span.stream == "vocabulary" ? 1
+                                                            : 2},
                       {"ts", span.start * 1e6},
                       {"dur", (span.end - span.start) * 1e6}});
   std::vector<std::string> parts;
@@ -1167,13 +1177,15 @@ void writeTrace(Communicator &comm, Executor &executor, bool root) {
                    {"ph", "M"},
                    {"pid", rank},
                    {"args", {{"name", "rank " + std::to_string(rank)}}}});
-    for (int tid : {0, 1})
-      all.push_back(
-          {{"name", "thread_name"},
-           {"ph", "M"},
-           {"pid", rank},
-           {"tid", tid},
-           {"args", {{"name", tid == 0 ? "compute" : "vocabulary"}}}});
+    for (int tid : {0, 1, 2})
+      all.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", rank},
+                     {"tid", tid},
+                     {"args",
+                      {{"name", tid == 0   ? "compute"
+                                : tid == 1 ? "vocabulary"
+                                           : "data-parallel sums"}}}});
     for (auto &event : nlohmann::json::parse(parts[rank]))
       all.push_back(event);
   }
@@ -1193,6 +1205,10 @@ void printTiming(Communicator &comm, Executor &executor) {
   if (t.vocabCollectives > 0)
     line << ", vocabulary collectives " << t.vocabCollectives << " s ("
          << 100.0 * t.vocabOverlapped / t.vocabCollectives
+         << "% beside passes)";
+  if (t.gradSyncs > 0)
+    line << ", gradient sums " << t.gradSyncs << " s ("
+         << 100.0 * t.gradSyncsOverlapped / t.gradSyncs
          << "% beside passes)";
   std::vector<std::string> lines;
   if (Status st = comm.gatherToRoot(line.str(), lines); !st)
@@ -1231,6 +1247,7 @@ int main(int argc, char **argv) {
     options.failHang = failHang;
   }
   options.wholeGradients = !dumpGrads.empty() || !checkAgainst.empty();
+  options.commTimeout = commTimeout;
   std::unique_ptr<Trainer> trainer;
   Executor *executor = nullptr;
   if (reference) {
