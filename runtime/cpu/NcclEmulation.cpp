@@ -18,19 +18,6 @@ MPI_Comm mpiComm(const MpiCommunicator &comm) {
   return *static_cast<MPI_Comm *>(comm.getHandle());
 }
 
-const char *typeName(DType type) {
-  switch (type) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F64:
-    return "f64";
-  case DType::I32:
-    return "i32";
-  }
-  return "?";
-}
 
 /// What a point-to-point message says of itself, ahead of its data.
 struct Header {
@@ -548,7 +535,7 @@ EmulatedNcclCommunicator::sendAsync(DevicePtr data, int64_t count, int peer,
   op->data = data;
   op->pairIndex = ++p2p->sent[peer];
   op->what = takeWhat("send of " + std::to_string(count) + " " +
-                      typeName(data.getType()) + " to rank " +
+                      getName(data.getType()) + " to rank " +
                       std::to_string(peer));
   op->header.key = tag;
   op->header.count = count;
@@ -578,7 +565,7 @@ EmulatedNcclCommunicator::recvAsync(DevicePtr data, int64_t count, int peer,
   op->data = data;
   op->pairIndex = ++p2p->received[peer];
   op->what = takeWhat("receive of " + std::to_string(count) + " " +
-                      typeName(data.getType()) + " from rank " +
+                      getName(data.getType()) + " from rank " +
                       std::to_string(peer));
   op->queues = {engine.getOrder() == NcclEmulation::Order::Global
                     ? std::string("rank")
@@ -657,7 +644,7 @@ EmulatedNcclCommunicator::broadcastAsync(DevicePtr data, int64_t count,
                                          int root, int channel,
                                          Stream &stream) {
   std::string kind = "broadcast of " + std::to_string(count) + " " +
-                     typeName(data.getType()) + " from rank " +
+                     getName(data.getType()) + " from rank " +
                      std::to_string(root);
   return collective(kind, stream, channel, [=](MpiCommunicator &c) {
     HostStream host;
@@ -671,7 +658,7 @@ EmulatedNcclCommunicator::allReduceAsync(DevicePtr data, int64_t count,
                                          Stream &stream) {
   std::string kind = std::string("all-reduce (") +
                      (reduction == Reduction::Max ? "max" : "sum") + ") of " +
-                     std::to_string(count) + " " + typeName(data.getType());
+                     std::to_string(count) + " " + getName(data.getType());
   return collective(kind, stream, channel, [=](MpiCommunicator &c) {
     HostStream host;
     return c.allReduceAsync(data, count, reduction, 0, host);
@@ -683,7 +670,7 @@ EmulatedNcclCommunicator::reduceSumAsync(DevicePtr data, int64_t count,
                                          int root, int channel,
                                          Stream &stream) {
   std::string kind = "reduce of " + std::to_string(count) + " " +
-                     typeName(data.getType()) + " onto rank " +
+                     getName(data.getType()) + " onto rank " +
                      std::to_string(root);
   return collective(kind, stream, channel, [=](MpiCommunicator &c) {
     HostStream host;
@@ -704,7 +691,7 @@ std::unique_ptr<Request> EmulatedNcclCommunicator::reduceScatterAsync(
     DevicePtr data, DevicePtr out, const std::vector<int64_t> &counts,
     int channel, Stream &stream) {
   std::string kind = std::string("reduce-scatter of ") +
-                     typeName(data.getType()) + " in parts " +
+                     getName(data.getType()) + " in parts " +
                      describeParts(counts);
   return collective(kind, stream, channel, [=](MpiCommunicator &c) {
     HostStream host;
@@ -716,7 +703,7 @@ std::unique_ptr<Request>
 EmulatedNcclCommunicator::allGatherAsync(DevicePtr data,
                                          const std::vector<int64_t> &counts,
                                          int channel, Stream &stream) {
-  std::string kind = std::string("all-gather of ") + typeName(data.getType()) +
+  std::string kind = std::string("all-gather of ") + getName(data.getType()) +
                      " in parts " + describeParts(counts);
   return collective(kind, stream, channel, [=](MpiCommunicator &c) {
     HostStream host;
@@ -734,7 +721,7 @@ Status EmulatedNcclCommunicator::allReduceSum(DevicePtr data, int64_t count,
                          "group of " +
                          std::to_string(groupSize) + " ranks");
   std::string kind = "group sum of " + std::to_string(count) + " " +
-                     typeName(data.getType());
+                     getName(data.getType());
   std::unique_ptr<Request> request =
       post(it->second, kind,
            engine.getOrder() == NcclEmulation::Order::Global

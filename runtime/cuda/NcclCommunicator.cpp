@@ -42,19 +42,6 @@ ncclDataType_t ncclType(DType type) {
   return ncclFloat32;
 }
 
-const char *typeName(DType type) {
-  switch (type) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F64:
-    return "f64";
-  case DType::I32:
-    return "i32";
-  }
-  return "?";
-}
 
 /// NCCL's request: complete for the host once enqueued; a consumer waits
 /// for the event recorded after the operation.
@@ -152,7 +139,7 @@ std::unique_ptr<Request> NcclCommunicator::sendAsync(DevicePtr data,
                                                      int64_t count, int peer,
                                                      int, Stream &stream) {
   std::string kind = "send of " + std::to_string(count) + " " +
-                     typeName(data.getType()) + " to rank " +
+                     getName(data.getType()) + " to rank " +
                      std::to_string(peer);
   return enqueue(commFor(stream, "sends"), stream, stream, kind,
                  [&](ncclComm_t c, cudaStream_t s) {
@@ -165,7 +152,7 @@ std::unique_ptr<Request> NcclCommunicator::recvAsync(DevicePtr data,
                                                      int64_t count, int peer,
                                                      int, Stream &stream) {
   std::string kind = "receive of " + std::to_string(count) + " " +
-                     typeName(data.getType()) + " from rank " +
+                     getName(data.getType()) + " from rank " +
                      std::to_string(peer);
   return enqueue(commFor(stream, "receives"), stream, stream, kind,
                  [&](ncclComm_t c, cudaStream_t s) {
@@ -179,7 +166,7 @@ std::unique_ptr<Request> NcclCommunicator::broadcastAsync(DevicePtr data,
                                                           int root, int,
                                                           Stream &stream) {
   std::string kind = "broadcast of " + std::to_string(count) + " " +
-                     typeName(data.getType()) + " from rank " +
+                     getName(data.getType()) + " from rank " +
                      std::to_string(root);
   return enqueue(commFor(stream, "broadcasts"), stream, stream, kind,
                  [&](ncclComm_t c, cudaStream_t s) {
@@ -195,7 +182,7 @@ std::unique_ptr<Request> NcclCommunicator::allReduceAsync(DevicePtr data,
                                                           Stream &stream) {
   std::string kind = std::string("all-reduce (") +
                      (reduction == Reduction::Max ? "max" : "sum") + ") of " +
-                     std::to_string(count) + " " + typeName(data.getType());
+                     std::to_string(count) + " " + getName(data.getType());
   ncclRedOp_t op = reduction == Reduction::Max ? ncclMax : ncclSum;
   return enqueue(commFor(stream, "all-reduces"), stream, stream, kind,
                  [&](ncclComm_t c, cudaStream_t s) {
@@ -209,7 +196,7 @@ std::unique_ptr<Request> NcclCommunicator::reduceSumAsync(DevicePtr data,
                                                           int root, int,
                                                           Stream &stream) {
   std::string kind = "reduce of " + std::to_string(count) + " " +
-                     typeName(data.getType()) + " onto rank " +
+                     getName(data.getType()) + " onto rank " +
                      std::to_string(root);
   return enqueue(commFor(stream, "reduces"), stream, stream, kind,
                  [&](ncclComm_t c, cudaStream_t s) {
@@ -236,7 +223,7 @@ NcclCommunicator::reduceScatterAsync(DevicePtr data, DevicePtr out,
   for (int64_t c : counts)
     total += c;
   std::string kind = "reduce-scatter of " + std::to_string(total) + " " +
-                     typeName(data.getType());
+                     getName(data.getType());
   ncclDataType_t type = ncclType(data.getType());
   int me = rank();
   return enqueue(
@@ -269,7 +256,7 @@ NcclCommunicator::allGatherAsync(DevicePtr data,
   for (int64_t c : counts)
     total += c;
   std::string kind = "all-gather of " + std::to_string(total) + " " +
-                     typeName(data.getType());
+                     getName(data.getType());
   ncclDataType_t type = ncclType(data.getType());
   int me = rank();
   return enqueue(
@@ -306,7 +293,7 @@ Status NcclCommunicator::allReduceSum(DevicePtr data, int64_t count,
                          list);
   }
   std::string kind = "group sum of " + std::to_string(count) + " " +
-                     typeName(data.getType());
+                     getName(data.getType());
   enqueue(it->second, stream, stream, kind,
           [&](ncclComm_t c, cudaStream_t s) {
             return ncclAllReduce(data.get(), data.get(), size_t(count),

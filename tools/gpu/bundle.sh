@@ -127,6 +127,11 @@ nccl_plan tp2-sp-p2 --pp 2 --tp 2 --sequence-parallel --microbatches 4 --schedul
 nccl_plan vocab-2-dp2-p4 --pp 4 --dp 2 --microbatches 8 --schedule 1f1b --vocab vocab-2
 nccl_plan mesh-p2-tp2-dp2 --pp 2 --tp 2 --dp 2 --zero 1 --sequence-parallel \
   --microbatches 4 --schedule zb-v
+# fp32: the reference to measure bf16's band against, and tensor
+# parallelism without bf16's rounding.
+nccl_plan 1f1b-p2-fp32 --pp 2 --microbatches 4 --schedule 1f1b --precision fp32
+nccl_plan tp2-sp-p2-fp32 --pp 2 --tp 2 --sequence-parallel --microbatches 4 \
+  --schedule 1f1b --precision fp32
 # One compressed file to carry (the device tool's limit is 64 MiB).
 tar -C build-gpu -cf - bundle | xz -T0 -6 >build-gpu/bundle.tar.xz
 echo "bundle.sh: $(du -sh "$out" | cut -f1) in $out," \
