@@ -20,37 +20,27 @@ Status placeRank(MpiCommunicator &world, Placement &out) {
   MPI_Comm node = MPI_COMM_NULL;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank(),
                       MPI_INFO_NULL, &node);
-  int hostRank = 0;
+  int hostRank = 0, hostRanks = 1;
   MPI_Comm_rank(node, &hostRank);
-  MPI_Comm_size(node, &out.hostRanks);
-  // Every rank of the host takes part in the gather below, GPU or not.
+  MPI_Comm_size(node, &hostRanks);
+  // Every rank of the host takes part in the gather, GPU or not.
   const int idBytes = 16;
   char mine[idBytes] = {};
-  if (listed && !devices.empty()) {
-    out.gpu = hostRank % int(devices.size());
-    std::memcpy(mine, devices[out.gpu].uuid.data(),
-                std::min<size_t>(idBytes, devices[out.gpu].uuid.size()));
-  }
-  std::vector<char> all(size_t(out.hostRanks) * idBytes);
+  int chosen = chooseGpu(hostRank, int(devices.size()));
+  if (listed && !devices.empty())
+    std::memcpy(mine, devices[chosen].uuid.data(),
+                std::min<size_t>(idBytes, devices[chosen].uuid.size()));
+  std::vector<char> all(size_t(hostRanks) * idBytes);
   MPI_Allgather(mine, idBytes, MPI_BYTE, all.data(), idBytes, MPI_BYTE, node);
   MPI_Comm_free(&node);
   if (!listed)
     return listed;
-  if (devices.empty())
-    return Status::ok();
-  std::vector<std::string> ids;
-  for (int r = 0; r < out.hostRanks; ++r)
-    ids.emplace_back(all.data() + r * idBytes, idBytes);
-  std::string me(mine, idBytes);
-  out.sharing = int(std::count(ids.begin(), ids.end(), me));
-  out.gpuRank = int(std::count(ids.begin(), ids.begin() + hostRank, me));
-  std::vector<std::string> distinct = ids;
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()),
-                 distinct.end());
-  out.gpus = int(distinct.size());
-  out.gpuColor = int(std::find(distinct.begin(), distinct.end(), me) -
-                     distinct.begin());
+  std::vector<std::string> uuids;
+  if (!devices.empty())
+    for (int r = 0; r < hostRanks; ++r)
+      uuids.emplace_back(all.data() + r * idBytes, idBytes);
+  out = placeOnGpus(hostRank, chosen, uuids);
+  out.hostRanks = hostRanks;
   return Status::ok();
 }
 

@@ -9,6 +9,7 @@
 #define SLUICE_RUNTIME_CUDA_CUDABACKEND_H
 
 #include "Backend.h"
+#include "GpuPlacement.h"
 #include "MpiCommunicator.h"
 #include "NcclCommunicator.h"
 #include "Plan.h"
@@ -18,19 +19,8 @@
 
 namespace sluice::rt::cuda {
 
-/// How this host's ranks sit on its GPUs, counted by the GPUs' UUIDs: the
-/// same whether every rank sees every GPU (ranks spread round-robin over
-/// them) or a launcher gives each rank its own (SLURM --gpus-per-task=1,
-/// CUDA_VISIBLE_DEVICES per rank).
-struct Placement {
-  int gpu = 0;       // this rank's GPU, as its process numbers them
-  int gpus = 0;      // distinct GPUs the host's ranks use
-  int hostRanks = 1; // ranks on the host
-  int sharing = 1;   // ranks on this rank's GPU
-  int gpuRank = 0;   // this rank among them
-  int gpuColor = 0;  // the same for every rank on this GPU, per host
-  bool empty() const { return gpus == 0; }
-};
+/// How this host's ranks sit on its GPUs (GpuPlacement.h).
+using Placement = GpuPlacement;
 
 /// Collective over the world: every rank calls it.
 Status placeRank(MpiCommunicator &world, Placement &out);
