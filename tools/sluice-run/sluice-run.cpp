@@ -506,9 +506,9 @@ void agree(MpiCommunicator &world, const Status &st) {
 
 #if SLUICE_HAVE_CUDA
 /// GPU memory NCCL takes per communicator (its channels' buffers for the
-/// protocols, at the default NCCL_BUFFSIZE), and once per process: an
-/// allowance, measured on an H100/H200 (docs/gpu.md); SLUICE_NCCL_MIB
-/// overrides the per-communicator figure.
+/// protocols, at the default NCCL_BUFFSIZE) and once per process: an
+/// estimate, not yet measured (docs/gpu.md); SLUICE_NCCL_MIB overrides
+/// the per-communicator figure.
 int64_t getNcclAllowance(const Plan &plan, int rank) {
   int64_t perComm = 96;
   if (const char *v = std::getenv("SLUICE_NCCL_MIB"))
