@@ -178,6 +178,7 @@ Status Executor::prepareParameters() {
       progressTransfers();
       return Status::ok();
     });
+    shards->setTimeout(options.commTimeout);
   }
   return Status::ok();
 }

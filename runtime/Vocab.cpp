@@ -2,6 +2,7 @@
 
 #include "Vocab.h"
 
+#include <chrono>
 #include <cmath>
 #include <thread>
 
@@ -85,16 +86,35 @@ std::vector<VocabularyShards::Span> VocabularyShards::getSpans(Event &origin) {
   return spans;
 }
 
-Status VocabularyShards::finishStep() {
-  for (const std::deque<Collective> &queue : queues)
-    while (!queue.empty()) {
-      if (Status st = progress(); !st)
+Status VocabularyShards::spin(const std::function<bool()> &done) {
+  auto start = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (Status st = progress(); !st)
+      return st;
+    if (progressOthers)
+      if (Status st = progressOthers(); !st)
         return st;
-      if (progressOthers)
-        if (Status st = progressOthers(); !st)
-          return st;
-      std::this_thread::yield();
-    }
+    // A host transport's peer that failed or never came (a transport that
+    // watches progress itself reports first, naming every rank).
+    if (!comm.watchesProgress() &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                      start)
+                .count() > timeout)
+      return Status::error("no progress for " +
+                           std::to_string(int64_t(timeout)) +
+                           " s (--comm-timeout) waiting for a vocabulary "
+                           "collective; a peer has failed or never joined it");
+    std::this_thread::yield();
+  }
+  return Status::ok();
+}
+
+Status VocabularyShards::finishStep() {
+  if (Status st = spin([this] {
+        return queues[0].empty() && queues[1].empty();
+      });
+      !st)
+    return st;
   // The compute stream's later work (the next step, the optimizer) comes
   // after every collective of this one.
   for (auto &[key, event] : completed)
@@ -496,17 +516,9 @@ Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
 Status VocabularyShards::waitFor(Shard shard, int group, int mb, int slice,
                                  Stream &stream) {
   Key key{int(shard), group, mb, slice};
-  auto it = completed.find(key);
-  while (it == completed.end()) {
-    std::this_thread::yield();
-    if (Status status = progress(); !status)
-      return status;
-    if (progressOthers)
-      if (Status status = progressOthers(); !status)
-        return status;
-    it = completed.find(key);
-  }
-  stream.wait(*it->second);
+  if (Status st = spin([&] { return completed.count(key) > 0; }); !st)
+    return st;
+  stream.wait(*completed.at(key));
   return Status::ok();
 }
 

@@ -114,6 +114,8 @@ public:
   void setProgressOthers(std::function<Status()> others) {
     progressOthers = std::move(others);
   }
+  /// Seconds a wait for a collective may make no progress (--comm-timeout).
+  void setTimeout(double seconds) { timeout = seconds; }
 
 private:
   struct Slice {
@@ -179,6 +181,9 @@ private:
   std::map<Key, std::unique_ptr<Event>> begun;
   std::vector<std::unique_ptr<Event>> spareEvents;
   std::function<Status()> progressOthers;
+  double timeout = 600;
+  /// Advances everything until `done`, against the timeout.
+  Status spin(const std::function<bool()> &done);
 };
 
 } // namespace sluice::rt
