@@ -42,6 +42,14 @@ for name, value in [
     config.environment[name] = value
 config.excludes.append("check-equivalence.sh")
 
+# --param transport=nccl: every sluice-run without --transport runs over
+# the NCCL emulation (docs/communication.md); the equivalence tests, which
+# run both transports themselves, and tests of a transport's own messages
+# say `UNSUPPORTED: nccl-emulation`.
+if lit_config.params.get("transport") == "nccl":
+    config.environment["SLUICE_TRANSPORT"] = "nccl"
+    config.available_features.add("nccl-emulation")
+
 # transformers over torch, and the tokenizer libraries (bash setup.sh test
 # makes build/hf-venv): the Hugging Face tests need them and are skipped,
 # saying why, without.

@@ -639,6 +639,11 @@ void openBackend(MpiCommunicator &world, const Plan &plan, RankBackend &out) {
 /// Everything about the flags that can be wrong before the plan is read,
 /// checked the same way on every rank, so the job ends with one message.
 void checkFlags(Communicator &world) {
+  // SLUICE_TRANSPORT gives --transport's default (the test suite runs
+  // every multi-rank test under the NCCL emulation this way).
+  if (transport.getNumOccurrences() == 0)
+    if (const char *fromEnv = std::getenv("SLUICE_TRANSPORT"); fromEnv && *fromEnv)
+      transport = std::string(fromEnv);
   if (backendName != "cpu" && backendName != "cuda")
     failEverywhere(world, "unknown --backend '" + backendName +
                               "' (expected cpu or cuda)");
