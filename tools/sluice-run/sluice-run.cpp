@@ -248,7 +248,9 @@ cl::opt<int> failRank("fail-rank",
 
 /// Ends this rank after a failure: one line, then every rank stops.
 [[noreturn]] void failRun(Communicator &comm, const std::string &message) {
-  std::fprintf(stderr, "sluice-run: error: rank %d: %s\n", comm.rank(),
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "sluice-run: error: rank %d: %s\n", rank,
                message.c_str());
   std::fflush(stderr);
   int worldSize = 1;
@@ -489,17 +491,43 @@ void placeOnMesh(const Plan &plan, RankBackend &out) {
     out.hostGroups[2].reset();
 }
 
-/// Ends every rank when any failed `st` (each failing rank says why), so
-/// that no rank is left waiting in a collective the others never join.
+/// Ends every rank when any failed `st`, so that no rank is left waiting
+/// in a collective the others never join: every rank calls it at the same
+/// point (a file every rank reads, a part only some ranks hold). Rank 0
+/// says each distinct failure once, naming the ranks that had it unless
+/// all did.
 void agree(MpiCommunicator &world, const Status &st) {
   int failed = st ? 0 : 1, anyFailed = failed;
   if (world.size() > 1)
     MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (!anyFailed)
     return;
-  if (failed)
-    std::fprintf(stderr, "sluice-run: error: rank %d: %s\n", world.rank(),
-                 st.message().c_str());
+  std::vector<std::string> all;
+  if (!world.gatherToRoot(failed ? st.message() : std::string(), all))
+    all.assign(1, st.message());
+  if (world.rank() == 0) {
+    std::vector<std::pair<std::string, std::vector<int>>> distinct;
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].empty())
+        continue;
+      auto it = std::find_if(distinct.begin(), distinct.end(),
+                             [&](const auto &d) { return d.first == all[r]; });
+      if (it == distinct.end())
+        distinct.push_back({all[r], {int(r)}});
+      else
+        it->second.push_back(int(r));
+    }
+    for (const auto &[message, ranks] : distinct) {
+      std::string who;
+      if (int(ranks.size()) < world.size()) {
+        for (int r : ranks)
+          who += (who.empty() ? "" : ", ") + std::to_string(r);
+        who = (ranks.size() == 1 ? "rank " : "ranks ") + who + ": ";
+      }
+      std::fprintf(stderr, "sluice-run: error: %s%s\n", who.c_str(),
+                   message.c_str());
+    }
+  }
   MPI_Finalize();
   std::exit(1);
 }
@@ -724,12 +752,11 @@ void takeSetting(const cl::opt<T> &flag, V &field, const V *recorded,
 /// The run's optimizer settings and seed: each flag given, else what the
 /// checkpoint being resumed recorded (so a resumed run continues the
 /// interrupted one's schedule), else the flag's default.
-TrainingSettings resolveSettings(Communicator &world) {
+TrainingSettings resolveSettings(MpiCommunicator &world) {
   std::optional<TrainingSettings> saved;
   if (!loadDir.empty()) {
     CheckpointManifest manifest;
-    if (Status st = readCheckpointManifest(loadDir, loadStep, manifest); !st)
-      failEverywhere(world, st.message());
+    agree(world, readCheckpointManifest(loadDir, loadStep, manifest));
     saved = manifest.settings;
   }
   const TrainingSettings *r = saved ? &*saved : nullptr;
@@ -810,8 +837,7 @@ TrainingSettings resolveSettings(Communicator &world) {
 /// Reads the plan and checks it against this job: the rank count, the
 /// transport's tag limit, and the precision asked for.
 void loadJobPlan(MpiCommunicator &world, Plan &plan) {
-  if (Status st = loadPlan(planPath, plan); !st)
-    failEverywhere(world, st.message());
+  agree(world, loadPlan(planPath, plan));
   if (reference && world.size() != 1)
     failEverywhere(world, "--reference runs in one process; start it without "
                           "mpirun (got " +
@@ -859,7 +885,7 @@ void loadJobPlan(MpiCommunicator &world, Plan &plan) {
 /// The tokens this rank trains on -- --data or synthetic ones -- and
 /// validates on (--eval-every), each data-parallel replica its own
 /// microbatches of a step. Rank 0 says what --data holds.
-std::unique_ptr<SwitchedTokens> openTokens(Communicator &comm,
+std::unique_ptr<SwitchedTokens> openTokens(MpiCommunicator &world,
                                            const Plan &plan,
                                            const RankBackend &backend,
                                            uint64_t dataSeed, double heldOut,
@@ -880,8 +906,7 @@ std::unique_ptr<SwitchedTokens> openTokens(Communicator &comm,
     o.seed = dataSeed;
     o.validationFraction = heldOut;
     DataSummary summary;
-    if (Status st = openTokenData(o, train, validation, summary); !st)
-      failEverywhere(comm, st.message());
+    agree(world, openTokenData(o, train, validation, summary));
     if (root) {
       std::printf("data %s: %lld document%s, %lld training tokens",
                   dataPath.c_str(), (long long)summary.documents,
@@ -1241,7 +1266,7 @@ int main(int argc, char **argv) {
   // Rank 0 of the world prints and writes what one file or line says.
   bool root = world.rank() == 0;
   std::unique_ptr<SwitchedTokens> data =
-      openTokens(comm, plan, backend, settings.seed, settings.heldOut, root);
+      openTokens(world, plan, backend, settings.seed, settings.heldOut, root);
 
   TrainerOptions options;
   options.seed = settings.seed;
@@ -1269,15 +1294,13 @@ int main(int argc, char **argv) {
   if (Status st = trainer->prepare(); !st)
     failRun(comm, st.message());
   int64_t done = 0;
+  // Each rank loads its own parts: one that fails ends them all.
   if (!loadHF.empty())
-    if (Status st = loadHuggingFace(loadHF, plan.model, trainer->getParameters());
-        !st)
-      failEverywhere(comm, st.message());
+    agree(world,
+          loadHuggingFace(loadHF, plan.model, trainer->getParameters()));
   if (!loadDir.empty())
-    if (Status st = loadCheckpoint(loadDir, loadStep, trainer->getParameters(),
-                                   done);
-        !st)
-      failEverywhere(comm, st.message());
+    agree(world,
+          loadCheckpoint(loadDir, loadStep, trainer->getParameters(), done));
   // ZeRO-1: from here on each replica keeps its part of the moments.
   if (Status st = trainer->shardOptimizerState(); !st)
     failRun(comm, st.message());
