@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <unistd.h>
 
@@ -37,25 +38,28 @@ class Reader {
 public:
   explicit Reader(std::string bytes) : bytes(std::move(bytes)) {}
   template <typename T> bool get(T &value) {
-    if (pos + sizeof(T) > bytes.size())
+    if (sizeof(T) > remaining())
       return false;
     std::memcpy(&value, bytes.data() + pos, sizeof(T));
     pos += sizeof(T);
     return true;
   }
   bool getBytes(char *out, size_t n) {
-    if (pos + n > bytes.size())
+    if (n > remaining())
       return false;
     std::memcpy(out, bytes.data() + pos, n);
     pos += n;
     return true;
   }
   bool skip(size_t n) {
-    if (pos + n > bytes.size())
+    if (n > remaining())
       return false;
     pos += n;
     return true;
   }
+  /// Bytes not yet read: what any count the file gives must fit in before
+  /// anything is allocated for it.
+  size_t remaining() const { return bytes.size() - pos; }
 
 private:
   std::string bytes;
@@ -370,7 +374,7 @@ private:
     Status truncated = Status::error("'" + path + "' is truncated");
     uint32_t length = 0;
     std::string name;
-    if (!in.get(length))
+    if (!in.get(length) || length > in.remaining())
       return truncated;
     name.resize(length);
     if (!in.getBytes(name.data(), length))
@@ -385,6 +389,10 @@ private:
             readRuns(in, path, version, name, spec, runs, n, wholeElements);
         !s)
       return s;
+    // Weights and two moments per value: the file must hold them before
+    // anything is allocated for them.
+    if (n < 0 || uint64_t(n) > in.remaining() / (3 * sizeof(float)))
+      return truncated;
     std::vector<float> w(n), m(n), v(n);
     if (!in.getBytes(reinterpret_cast<char *>(w.data()), n * sizeof(float)) ||
         !in.getBytes(reinterpret_cast<char *>(m.data()), n * sizeof(float)) ||
@@ -416,16 +424,30 @@ private:
       for (uint32_t r = 0; r < runCount; ++r) {
         TensorRun run;
         run.local = n;
-        if (!in.get(run.global) || !in.get(run.count) || run.count < 0)
+        if (!in.get(run.global) || !in.get(run.count) ||
+            (run.count > 0 && uint64_t(run.count) > in.remaining()))
           return truncated;
+        if (run.count < 0 || run.global < 0 ||
+            run.count > std::numeric_limits<int64_t>::max() - run.global ||
+            (wholeElements >= 0 && run.global + run.count > wholeElements))
+          return Status::error("'" + path + "' is damaged: parameter " +
+                               name + " has a run of " +
+                               std::to_string(run.count) + " values at " +
+                               std::to_string(run.global) + " in a tensor of " +
+                               std::to_string(wholeElements));
         n += run.count;
+        if (uint64_t(n) > in.remaining())
+          return truncated;
         runs.push_back(run);
       }
       return Status::ok();
     }
     int64_t firstRow = 0, rows = 0, rowSize = 0;
     if (version == 2) {
-      if (!in.get(firstRow) || !in.get(rows) || !in.get(rowSize))
+      if (!in.get(firstRow) || !in.get(rows) || !in.get(rowSize) ||
+          firstRow < 0 || rows < 0 || rowSize < 1 ||
+          uint64_t(rows) > in.remaining() / uint64_t(rowSize) ||
+          firstRow > std::numeric_limits<int64_t>::max() / rowSize - rows)
         return truncated;
       n = rows * rowSize;
     } else {

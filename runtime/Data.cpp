@@ -138,6 +138,7 @@ Status openTokenData(const DataOptions &o, std::unique_ptr<TokenSource> &train,
                  std::memcmp(bytes.data(), kTokenDatasetMagic, 8) == 0;
   std::string dtype = o.rawDtype;
   size_t at = 0, count = 0;
+  int64_t headerVocab = 0; // the vocabulary a dataset's header declares
   std::vector<uint64_t> offsets;
   if (dataset) {
     if (!dtype.empty())
@@ -146,11 +147,12 @@ Status openTokenData(const DataOptions &o, std::unique_ptr<TokenSource> &train,
     uint64_t length = readLittle(bytes.data() + 8, 8);
     nlohmann::json header;
     try {
-      if (16 + length > bytes.size())
+      if (length > bytes.size() - 16)
         throw std::out_of_range("the header runs past the end");
       header = nlohmann::json::parse(bytes.begin() + 16,
                                      bytes.begin() + 16 + int64_t(length));
       if (header.at("format") != "sluice-tokens" ||
+          header.at("version").get<int>() < 1 ||
           header.at("version").get<int>() > kTokenDatasetVersion)
         throw std::out_of_range("not a version " +
                                 std::to_string(kTokenDatasetVersion) +
@@ -160,6 +162,10 @@ Status openTokenData(const DataOptions &o, std::unique_ptr<TokenSource> &train,
       count = header.at("tokens").get<size_t>();
       size_t documents = header.at("documents").get<size_t>();
       int64_t vocab = header.at("vocab").get<int64_t>();
+      headerVocab = vocab;
+      if (vocab < 1)
+        throw std::out_of_range("its header's vocabulary " +
+                                std::to_string(vocab) + " is not positive");
       if (vocab > o.vocab)
         return Status::error(
             "data file '" + path + "' was tokenized with a vocabulary of " +
@@ -170,8 +176,15 @@ Status openTokenData(const DataOptions &o, std::unique_ptr<TokenSource> &train,
       size_t width = dtype == "uint32" ? 4 : 2;
       if (dtype != "uint16" && dtype != "uint32")
         throw std::out_of_range("unknown dtype '" + dtype + "'");
-      if (at + (documents + 1) * 8 + count * width != bytes.size())
-        throw std::out_of_range("its size is not what its header says");
+      // Each term against the file before any sum: counts the header
+      // makes up must not wrap around into a size that looks right.
+      if (at > bytes.size() || documents >= (bytes.size() - at) / 8 ||
+          count > (bytes.size() - at) / width ||
+          at + (documents + 1) * 8 + count * width != bytes.size())
+        throw std::out_of_range("its size is not what its header says (" +
+                                std::to_string(documents) + " documents, " +
+                                std::to_string(count) + " tokens in " +
+                                std::to_string(bytes.size()) + " bytes)");
       for (size_t d = 0; d <= documents; ++d)
         offsets.push_back(readLittle(bytes.data() + at + d * 8, 8));
       at += (documents + 1) * 8;
@@ -206,6 +219,12 @@ Status openTokenData(const DataOptions &o, std::unique_ptr<TokenSource> &train,
   auto data = std::make_shared<std::vector<int32_t>>(count);
   for (size_t i = 0; i < count; ++i) {
     uint64_t token = readLittle(bytes.data() + at + i * width, width);
+    if (headerVocab > 0 && int64_t(token) >= headerVocab)
+      return Status::error("data file '" + path + "': token " +
+                           std::to_string(token) + " at offset " +
+                           std::to_string(i) + " is not below the vocabulary " +
+                           "size its header declares, " +
+                           std::to_string(headerVocab));
     if (int64_t(token) >= o.vocab)
       return Status::error("data file '" + path + "': token " +
                            std::to_string(token) + " at offset " +
