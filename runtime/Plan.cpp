@@ -959,6 +959,10 @@ void readPlan(const json &j, Plan &plan) {
     readVocabulary(j.at("vocabulary"), plan.vocabulary);
   for (const json &p : field(j, "programs", "plan"))
     plan.programs.push_back(readProgram(p));
+  // Before anything is sized by the device count.
+  if (plan.programs.size() != size_t(plan.devices))
+    fail("the plan has " + std::to_string(plan.programs.size()) +
+         " device programs for " + std::to_string(plan.devices) + " devices");
 }
 
 } // namespace

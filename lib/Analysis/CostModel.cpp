@@ -3,6 +3,7 @@
 #include "sluice/Analysis/CostModel.h"
 
 #include "sluice/PlanFormat/Format.h"
+#include "sluice/PlanFormat/JsonDepth.h"
 #include "sluice/PlanFormat/ModelConfig.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -349,6 +350,11 @@ bool CostModel::readProfile(llvm::StringRef path, std::string &error) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer) {
     error = "cannot read cost profile '" + path.str() + "'";
+    return false;
+  }
+  std::string deep;
+  if (!::sluice::checkJsonDepth((*buffer)->getBuffer().str(), deep)) {
+    error = "cost profile '" + path.str() + "' " + deep;
     return false;
   }
   llvm::Expected<llvm::json::Value> json =

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "sluice/Import/HFConfig.h"
+#include "sluice/PlanFormat/JsonDepth.h"
 #include "sluice/SluiceOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -790,6 +791,11 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
   context->loadDialect<SluiceDialect>();
   Location fileLoc = FileLineColLoc::get(context, filename, 1, 1);
 
+  std::string deep;
+  if (!::sluice::checkJsonDepth(json.str(), deep)) {
+    emitError(fileLoc) << "invalid JSON: the config " << deep;
+    return nullptr;
+  }
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed) {
     // llvm::json reports "[line:col, byte=N]: message", its column counted
