@@ -784,7 +784,9 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("'zero' = 1 shards the optimizer state over the "
                        "data-parallel replicas, but 'dp' is ")
            << getDp();
-  SmallVector<DeviceOp> seen(getDevices());
+  // By index, not a table of `devices` entries: the count may be anything
+  // a file says (2^31 - 1), the regions are what the file holds.
+  llvm::DenseMap<int64_t, DeviceOp> seen;
   for (Operation &op : getBody().front()) {
     auto device = dyn_cast<DeviceOp>(op);
     if (!device)
@@ -795,15 +797,16 @@ LogicalResult ProgramOp::verify() {
       return device.emitOpError("index ")
              << index << " is outside the program's " << getDevices()
              << " devices";
-    if (seen[index])
+    if (auto first = seen.find(index); first != seen.end())
       return device.emitOpError("duplicates device ")
           .append(index)
-          .attachNote(seen[index].getLoc())
+          .attachNote(first->second.getLoc())
           .append("first device ", index, " is here");
     seen[index] = device;
   }
-  for (auto [index, device] : llvm::enumerate(seen))
-    if (!device)
+  // The first missing index is at most the number of regions.
+  for (int64_t index = 0; index < getDevices(); ++index)
+    if (!seen.count(index))
       return emitOpError("has no sluice.device ") << index;
   return success();
 }

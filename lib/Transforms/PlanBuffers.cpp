@@ -149,6 +149,8 @@ public:
   }
 
   LogicalResult run() {
+    if (failed(checkIndices()))
+      return failure();
     for (int d = 0; d < pipeline.devices; ++d) {
       const std::vector<Instr> &instrs = view.program.devices[d];
       std::vector<Roles> defs(instrs.size()), uses(instrs.size());
@@ -163,6 +165,29 @@ public:
   }
 
 private:
+  /// Every instruction's stage (or device), microbatch and slice inside
+  /// the program: everything below indexes tables by them.
+  LogicalResult checkIndices() {
+    for (int d = 0; d < pipeline.devices; ++d)
+      for (auto [i, instr] : llvm::enumerate(view.program.devices[d])) {
+        const Work &w = instr.work;
+        int stages = isVocabPass(w.kind) ? pipeline.devices
+                                         : pipeline.getNumStages();
+        auto outside = [&](const char *what, int64_t value, int64_t count) {
+          return view.ops[d][i]->emitOpError("names ")
+                 << what << " " << value << ", but the program has " << count;
+        };
+        if (w.stage < 0 || w.stage >= stages)
+          return outside(isVocabPass(w.kind) ? "device" : "stage", w.stage,
+                         stages);
+        if (w.microbatch < 0 || w.microbatch >= pipeline.microbatches)
+          return outside("microbatch", w.microbatch, pipeline.microbatches);
+        if (w.slice < 0 || w.slice >= int64_t(lengths.size()))
+          return outside("slice", w.slice, int64_t(lengths.size()));
+      }
+    return success();
+  }
+
   int64_t bytesOf(ValueKind kind, const Work &w) const {
     int64_t offset = 0;
     for (int k = 0; k < w.slice; ++k)

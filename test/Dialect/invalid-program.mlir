@@ -143,6 +143,16 @@ sluice.program @p for @m {devices = 2, microbatches = 1, slices = 1, schedule = 
 
 // -----
 
+// program-devices-beyond-any-file: found without a table of 2^31 - 1
+// entries.
+// expected-error@+1 {{'sluice.program' op has no sluice.device 1}}
+sluice.program @p for @m {devices = 2147483647, microbatches = 1, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
 // program-non-positive-microbatches
 // expected-error@+1 {{'sluice.program' op 'microbatches' must be positive, got 0}}
 sluice.program @p for @m {devices = 1, microbatches = 0, slices = 1, schedule = "1f1b"} {

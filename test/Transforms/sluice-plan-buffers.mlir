@@ -2,6 +2,10 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes --sluice-schedule="schedule=zb-h1 microbatches=2" --sluice-plan-buffers | FileCheck %s --check-prefix=SPLIT
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=terapipe microbatches=1 slices=2" --sluice-plan-buffers | FileCheck %s --check-prefix=SLICED
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=2 sequence-parallel=true" --sluice-plan-buffers | FileCheck %s --check-prefix=SP
+// An instruction naming a slice, microbatch or stage the program does not
+// have (a hand-edited program) is an error on it, not a read past a table.
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" | sed '0,/mb = 1, slice = 0/s//mb = 1, slice = 1000000/' | not sluice-opt --sluice-plan-buffers 2>&1 | FileCheck %s --check-prefix=BADSLICE
+// BADSLICE: error: 'sluice.exec' op names slice 1000000, but the program has 1
 
 // Stage 0 (embedding, two layers of hidden 32, 4 heads of 8, ffn 128) on
 // 16 tokens keeps per layer, each region aligned to 256 bytes
