@@ -62,7 +62,6 @@ int64_t integer(const json &object, const char *name, const std::string &where,
 /// sequence length, ...) and the largest vocabulary: far past any model
 /// trained today, and small enough that the layout's products of them
 /// stay inside int64_t.
-constexpr int64_t kMaxDimension = int64_t(1) << 20;
 constexpr int64_t kMaxVocab = int64_t(1) << 24;
 
 /// An integer field the runtime keeps in an int (devices, indices, counts).
@@ -226,6 +225,12 @@ ModelConfig readModel(const json &j) {
     fail("model: the tied output layer's vocab " + std::to_string(out.vocab) +
          " differs from the embedding's " +
          std::to_string(m.layers.front().vocab));
+  // The labels are the input tokens one later: each needs a logit.
+  if (out.vocab < m.layers.front().vocab)
+    fail("model: the output layer's vocab " + std::to_string(out.vocab) +
+         " is smaller than the embedding's " +
+         std::to_string(m.layers.front().vocab) +
+         ": the labels are input tokens, and some would have no logit");
   // Vocabulary Parallelism's S and T passes combine the softmax's parts
   // before the barrier (equation 6), which the cap's slope would enter.
   if (m.finalSoftcap > 0 && out.sharded)

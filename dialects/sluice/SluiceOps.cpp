@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "sluice/SluiceOps.h"
+#include "sluice/PlanFormat/Format.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -31,6 +32,20 @@ static LogicalResult verifyPositive(Operation *op, StringRef name,
   return op->emitOpError("'") << name << "' must be positive, got " << value;
 }
 
+/// A model size: positive, and at most kMaxDimension, so that the cost
+/// model's and the runtime's products of sizes cannot overflow (a config's
+/// n_inner = 2^62 printed a wrapped parameter count).
+static LogicalResult verifySize(Operation *op, StringRef name,
+                                int64_t value) {
+  if (failed(verifyPositive(op, name, value)))
+    return failure();
+  if (value <= ::sluice::rt::kMaxDimension)
+    return success();
+  return op->emitOpError("'") << name << "' = " << value
+                              << " is larger than any size Sluice takes ("
+                              << ::sluice::rt::kMaxDimension << ")";
+}
+
 /// Activations are `tensor<micro_batch x seq_len x hidden x dtype>` with
 /// static, positive sizes.
 static LogicalResult verifyActivationType(Operation *op, StringRef what,
@@ -42,6 +57,11 @@ static LogicalResult verifyActivationType(Operation *op, StringRef what,
                              << " must be a static tensor<micro_batch x "
                                 "seq_len x hidden> with positive sizes, got "
                              << type;
+  if (llvm::any_of(tensor.getShape(),
+                   [](int64_t d) { return d > ::sluice::rt::kMaxDimension; }))
+    return op->emitOpError() << what << " " << type
+                             << " has a size larger than any Sluice takes ("
+                             << ::sluice::rt::kMaxDimension << ")";
   return success();
 }
 
@@ -90,8 +110,8 @@ RankedTensorType ModelOp::getActivationType() {
 }
 
 LogicalResult ModelOp::verify() {
-  if (failed(verifyPositive(*this, "seq_len", getSeqLen())) ||
-      failed(verifyPositive(*this, "micro_batch", getMicroBatch())))
+  if (failed(verifySize(*this, "seq_len", getSeqLen())) ||
+      failed(verifySize(*this, "micro_batch", getMicroBatch())))
     return failure();
   if (!isa<FloatType>(getDtype()))
     return emitOpError("'dtype' must be a floating-point type, got ")
@@ -303,6 +323,15 @@ static LogicalResult verifyEndLayers(ModelOp model) {
                 embedding.getVocab())
         .attachNote(embedding.getLoc())
         .append("embedding is here");
+  // The labels are the input tokens one later: every one the embedding
+  // takes must have a logit.
+  if (output.getVocab() < embedding.getVocab())
+    return output.emitOpError("'vocab' = ")
+        .append(output.getVocab(), " is smaller than the embedding's 'vocab' = ",
+                embedding.getVocab(),
+                ": the labels are input tokens, and some would have no logit")
+        .attachNote(embedding.getLoc())
+        .append("embedding is here");
   return success();
 }
 
@@ -509,8 +538,10 @@ void EmbeddingOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
 LogicalResult EmbeddingOp::verify() {
   if (getVocab() < 1)
     return emitOpError("'vocab' must be at least 1, got ") << getVocab();
+  if (failed(verifySize(*this, "vocab", getVocab())))
+    return failure();
   if (std::optional<int64_t> positions = getPositions())
-    if (failed(verifyPositive(*this, "positions", *positions)))
+    if (failed(verifySize(*this, "positions", *positions)))
       return failure();
   if (failed(verifyActivationType(*this, "result", getType())))
     return failure();
@@ -538,12 +569,12 @@ int64_t TransformerLayerOp::getHeadDimOrDefault() {
 
 LogicalResult TransformerLayerOp::verify() {
   if (failed(verifyActivationType(*this, "input", getInput().getType())) ||
-      failed(verifyPositive(*this, "heads", getHeads())) ||
-      failed(verifyPositive(*this, "kv_heads", getKvHeads())) ||
-      failed(verifyPositive(*this, "ffn", getFfn())))
+      failed(verifySize(*this, "heads", getHeads())) ||
+      failed(verifySize(*this, "kv_heads", getKvHeads())) ||
+      failed(verifySize(*this, "ffn", getFfn())))
     return failure();
   if (std::optional<int64_t> headDim = getHeadDim()) {
-    if (failed(verifyPositive(*this, "head_dim", *headDim)))
+    if (failed(verifySize(*this, "head_dim", *headDim)))
       return failure();
   } else if (getHidden() % getHeads() != 0) {
     return emitOpError("hidden size ")
@@ -606,6 +637,8 @@ void OutputLayerOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
 LogicalResult OutputLayerOp::verify() {
   if (getVocab() < 1)
     return emitOpError("'vocab' must be at least 1, got ") << getVocab();
+  if (failed(verifySize(*this, "vocab", getVocab())))
+    return failure();
   if (failed(verifyActivationType(*this, "input", getInput().getType())) ||
       failed(verifyShardBody(*this, getShards(), getBody(), /*hasInput=*/true,
                              getInput().getType(), getLoss().getType())))

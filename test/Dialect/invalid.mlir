@@ -269,6 +269,39 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 
 // -----
 
+// output-vocab-smaller: the labels are input tokens, each needs a logit
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-note@+1 {{embedding is here}}
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'sluice.output_layer' op 'vocab' = 7 is smaller than the embedding's 'vocab' = 8: the labels are input tokens, and some would have no logit}}
+  %loss = sluice.output_layer %emb {vocab = 7, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// ffn-beyond-any-model: 2^62, whose products overflowed the cost model
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'sluice.transformer_layer' op 'ffn' = 4611686018427387904 is larger than any size Sluice takes (1048576)}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 4611686018427387904, norm = layernorm, mlp = gelu} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// hidden-beyond-any-model
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  // expected-error@+1 {{'sluice.embedding' op result 'tensor<1x4x2097152xf32>' has a size larger than any Sluice takes (1048576)}}
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x2097152xf32>
+  // expected-error@+1 {{'sluice.output_layer' op input 'tensor<1x4x2097152xf32>' has a size larger than any Sluice takes (1048576)}}
+  %loss = sluice.output_layer %emb {vocab = 8, norm = layernorm} : tensor<1x4x2097152xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
 // dtype-not-float
 // expected-error@+1 {{'dtype' must be a floating-point type, got 'i32'}}
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = i32} {

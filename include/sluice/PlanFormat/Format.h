@@ -33,6 +33,13 @@ namespace sluice::rt {
 /// recomputed state.
 constexpr int kPlanVersion = 5;
 
+/// The largest size of any one dimension Sluice takes (tokens a sequence,
+/// hidden size, feed-forward size, vocabulary, heads): 2^20, past every
+/// released model's, and small enough that the products of a layer's sizes
+/// and the counts of a step stay far inside 64 bits. The dialect's
+/// verifiers and the plan reader both hold files to it.
+constexpr int64_t kMaxDimension = int64_t(1) << 20;
+
 /// A pass of a stage (F, B, W, BW) or of a vocabulary shard (S, S2, T: the
 /// output shard's; IF, IB: the input shard's).
 enum class Pass : uint8_t { F, B, W, BW, S, S2, T, IF, IB };
