@@ -5,12 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 namespace sluice::rt {
@@ -123,22 +125,58 @@ nlohmann::json toJson(const TrainingSettings &t) {
           {"held_out", t.heldOut}};
 }
 
-TrainingSettings fromJson(const nlohmann::json &j) {
-  TrainingSettings t;
-  t.schedule.peak = j.at("lr").get<float>();
-  t.adam.beta1 = j.at("beta1").get<float>();
-  t.adam.beta2 = j.at("beta2").get<float>();
-  t.adam.epsilon = j.at("epsilon").get<float>();
-  t.adam.weightDecay = j.at("weight_decay").get<float>();
-  t.schedule.warmup = j.at("warmup_steps").get<int64_t>();
-  LearningRateSchedule::parseDecay(j.at("lr_decay").get<std::string>(),
-                                   t.schedule.decay);
-  t.schedule.decaySteps = j.at("lr_decay_steps").get<int64_t>();
-  t.schedule.minimum = j.at("min_lr").get<float>();
-  t.clipNorm = j.at("clip_grad").get<double>();
+/// The settings a manifest recorded, each checked as sluice-run checks
+/// its flag: a hand-edited or damaged manifest must not resume with a
+/// decay it misspells as none, or an epsilon of -1.
+Status fromJson(const nlohmann::json &j, const std::string &path,
+                TrainingSettings &t) {
+  auto number = [&](const char *key, double low, double high,
+                    bool lowOpen, double &out) -> Status {
+    const nlohmann::json &v = j.at(key);
+    double x = v.is_number() ? v.get<double>() : std::nan("");
+    bool above = lowOpen ? x > low : x >= low;
+    if (!std::isfinite(x) || !above || x > high)
+      return Status::error("'" + path + "': training setting '" + key +
+                           "' is " + v.dump() + ", not a number in " +
+                           (lowOpen ? "(" : "[") + std::to_string(low) +
+                           ", " + std::to_string(high) + "]");
+    out = x;
+    return Status::ok();
+  };
+  const double floatMax = std::numeric_limits<float>::max();
+  double lr = 0, beta1 = 0, beta2 = 0, epsilon = 0, decay = 0, minimum = 0,
+         clip = 0, heldOut = 0, warmup = 0, decaySteps = 0;
+  for (auto [key, low, high, open, out] :
+       {std::tuple{"lr", 0.0, floatMax, true, &lr},
+        std::tuple{"beta1", 0.0, 0.999999, false, &beta1},
+        std::tuple{"beta2", 0.0, 0.999999, false, &beta2},
+        std::tuple{"epsilon", 0.0, 1.0, true, &epsilon},
+        std::tuple{"weight_decay", 0.0, floatMax, false, &decay},
+        std::tuple{"min_lr", 0.0, floatMax, false, &minimum},
+        std::tuple{"clip_grad", 0.0, floatMax, false, &clip},
+        std::tuple{"warmup_steps", 0.0, 1e15, false, &warmup},
+        std::tuple{"lr_decay_steps", 0.0, 1e15, false, &decaySteps}})
+    if (Status st = number(key, low, high, open, *out); !st)
+      return st;
+  if (j.contains("held_out"))
+    if (Status st = number("held_out", 0.0, 0.999999, false, heldOut); !st)
+      return st;
+  std::string decayName = j.at("lr_decay").get<std::string>();
+  if (!LearningRateSchedule::parseDecay(decayName, t.schedule.decay))
+    return Status::error("'" + path + "': training setting 'lr_decay' is '" +
+                         decayName + "' (expected none, linear or cosine)");
+  t.schedule.peak = float(lr);
+  t.adam.beta1 = float(beta1);
+  t.adam.beta2 = float(beta2);
+  t.adam.epsilon = float(epsilon);
+  t.adam.weightDecay = float(decay);
+  t.schedule.minimum = float(minimum);
+  t.schedule.warmup = int64_t(warmup);
+  t.schedule.decaySteps = int64_t(decaySteps);
+  t.clipNorm = clip;
+  t.heldOut = heldOut;
   t.seed = j.at("seed").get<uint64_t>();
-  t.heldOut = j.value("held_out", 0.0);
-  return t;
+  return Status::ok();
 }
 
 /// The step of a step manifest's name (step-N.json), or -1.
@@ -173,6 +211,26 @@ int64_t getRankFileStep(const std::string &file) {
 }
 } // namespace
 
+/// An error naming the first parameter whose weights or moments hold a
+/// value that is not finite.
+Status checkFinite(ParameterStore &params, const std::vector<float> &weights,
+                   const std::vector<float> &moment1,
+                   const std::vector<float> &moment2, const std::string &what,
+                   const std::string &consequence) {
+  for (const ParameterSpec &spec : params.specs()) {
+    int64_t at = params.offset(spec.name);
+    for (const std::vector<float> *tensor : {&weights, &moment1, &moment2})
+      for (int64_t i = 0; i < spec.size(); ++i)
+        if (!std::isfinite((*tensor)[size_t(at + i)]))
+          return Status::error(
+              what + " hold " + std::to_string((*tensor)[size_t(at + i)]) +
+              " in " + spec.name +
+              (tensor == &weights ? "" : "'s optimizer moments") + ": " +
+              consequence);
+  }
+  return Status::ok();
+}
+
 Status saveCheckpoint(const std::string &dir, int64_t step,
                       ParameterStore &params, Communicator &comm,
                       const TrainingSettings &settings, int keep) {
@@ -188,6 +246,13 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
     read = params.read(ParameterStore::Tensor::Moment1, moment1);
   if (read)
     read = params.read(ParameterStore::Tensor::Moment2, moment2);
+  // A diverged update (a learning rate far too high) leaves NaN or
+  // infinity in the weights: never saved, so a resume cannot inherit it.
+  if (read)
+    read = checkFinite(params, weights, moment1, moment2,
+                       "the weights after step " + std::to_string(step),
+                       "not saved: the run diverged (lower --lr, or set "
+                       "--clip-grad)");
   std::string bytes(kMagic, sizeof(kMagic));
   put(bytes, kVersion);
   put(bytes, step);
@@ -287,12 +352,27 @@ Status readCheckpointManifest(const std::string &dir, int64_t step,
                            std::to_string(kVersion) +
                            " (or older) sluice checkpoint");
     out.step = manifest.at("step").get<int64_t>();
+    if (out.step < 0)
+      return Status::error("'" + path + "' records step " +
+                           std::to_string(out.step));
     out.files.clear();
-    for (const auto &file : manifest.at("files"))
-      out.files.push_back(file.get<std::string>());
+    for (const auto &file : manifest.at("files")) {
+      // Only this checkpoint's own rank files: a path elsewhere (../,
+      // /etc) is never read.
+      std::string name = file.get<std::string>();
+      if (getRankFileStep(name) != out.step)
+        return Status::error("'" + path + "' lists '" + name +
+                             "', which is not a rank file of its step " +
+                             std::to_string(out.step) + " in '" + dir + "'");
+      out.files.push_back(name);
+    }
     out.settings.reset();
-    if (manifest.contains("training"))
-      out.settings = fromJson(manifest.at("training"));
+    if (manifest.contains("training")) {
+      TrainingSettings settings;
+      if (Status st = fromJson(manifest.at("training"), path, settings); !st)
+        return st;
+      out.settings = settings;
+    }
   } catch (const nlohmann::json::exception &e) {
     return Status::error("'" + path + "': " + e.what());
   }
@@ -337,6 +417,12 @@ public:
       if (Status s = loadFile(dir + "/" + file, step); !s)
         return s;
     if (Status s = checkComplete(); !s)
+      return s;
+    if (Status s = checkFinite(params, weights, moment1, moment2,
+                               "checkpoint '" + dir + "' step " +
+                                   std::to_string(step) + ": its values",
+                               "the run that saved it had diverged");
+        !s)
       return s;
     if (Status s = params.write(ParameterStore::Tensor::Weights, weights); !s)
       return s;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
 
 namespace sluice::rt {
@@ -158,6 +159,7 @@ private:
   Status readHeader(const std::string &path, const json &header,
                     const unsigned char *data, uint64_t dataBytes,
                     std::map<std::string, TensorInfo> &out) {
+    std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;
     for (const auto &[name, entry] : header.items()) {
       if (name == "__metadata__")
         continue;
@@ -167,8 +169,13 @@ private:
       t.shape = entry.at("shape").get<std::vector<int64_t>>();
       auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
       t.elements = 1;
-      for (int64_t d : t.shape)
+      for (int64_t d : t.shape) {
+        // Within the file's bytes at every step: no product wraps.
+        if (d < 0 || (d > 0 && uint64_t(t.elements) > dataBytes / uint64_t(d)))
+          return Status::error("'" + path + "': tensor " + name +
+                               " has a shape the file cannot hold");
         t.elements *= d;
+      }
       int64_t bytes = parseElementType(dtype, t.dtype);
       if (bytes == 0)
         return Status::error("'" + path + "': tensor " + name + " is " + dtype +
@@ -179,8 +186,27 @@ private:
         return Status::error("'" + path + "': tensor " + name +
                              " has data offsets that do not fit its shape");
       t.data = data + offsets[0];
+      spans.push_back({offsets[0], offsets[1], name});
       out[name] = std::move(t);
     }
+    // The safetensors format indexes the whole byte buffer, without holes
+    // or overlaps: offsets shifted or overlapping would load other bytes.
+    std::sort(spans.begin(), spans.end());
+    uint64_t at = 0;
+    for (const auto &[begin, end, name] : spans) {
+      if (begin != at)
+        return Status::error(
+            "'" + path + "': tensor " + name + "'s data starts at byte " +
+            std::to_string(begin) + ", where " +
+            (begin < at ? "another tensor's still runs (overlapping)"
+                        : "nothing has ended (a hole)") +
+            ": its data offsets are wrong");
+      at = end;
+    }
+    if (at != dataBytes)
+      return Status::error("'" + path + "': its tensors' data ends at byte " +
+                           std::to_string(at) + " of " +
+                           std::to_string(dataBytes) + " (a hole at the end)");
     return Status::ok();
   }
 
@@ -614,10 +640,15 @@ Status describeModel(const ModelConfig &model, Family &family,
     if (two) {
       // What Gemma2Config would default otherwise; the window only if the
       // model has one (full attention over seq_len is the same).
+      // An integer where it is one: transformers 5 refuses a float here.
+      double scalar = model.attentionScale > 0
+                          ? 1.0 / (model.attentionScale * model.attentionScale)
+                          : double(t->headDim);
+      double whole = std::round(scalar);
       c["query_pre_attn_scalar"] =
-          model.attentionScale > 0
-              ? 1.0 / (model.attentionScale * model.attentionScale)
-              : double(t->headDim);
+          std::fabs(scalar - whole) <= 1e-6 * std::max(1.0, whole)
+              ? json(int64_t(whole))
+              : json(scalar);
       c["attn_logit_softcapping"] = model.attentionSoftcap > 0
                                         ? json(model.attentionSoftcap)
                                         : json(nullptr);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -426,6 +427,9 @@ public:
         checkInstruction(d, i);
     }
     checkMessagesMatch();
+    checkMessagesAgree();
+    for (int d = 0; d < plan.devices; ++d)
+      checkDataflow(d);
     checkGradientsAveraged();
     checkEveryPassRuns();
     checkShardCollectives();
@@ -629,6 +633,136 @@ private:
              std::to_string(index) + ": sends key " + std::to_string(k) +
              " to device " + std::to_string(peer) +
              ", which never receives it");
+    }
+  }
+
+  /// A message's two ends name the same pass, stage, microbatch and slice:
+  /// swapped keys would deliver one microbatch's activation as another's.
+  void checkMessagesAgree() const {
+    for (auto &[key, at] : recvs) {
+      auto [device, peer, k] = key;
+      const Instruction &r = plan.programs[device].instructions[at];
+      const Instruction &s =
+          plan.programs[peer].instructions[sends.at({peer, device, k})];
+      if (r.pass != s.pass || r.stage != s.stage || r.mb != s.mb ||
+          r.slice != s.slice || r.shard != s.shard)
+        fail("device " + std::to_string(device) + ", instruction " +
+             std::to_string(at) + ": message " + std::to_string(k) +
+             " is received as " + plan.describe(r) + " but device " +
+             std::to_string(peer) + " sends it as " + plan.describe(s));
+    }
+  }
+
+  /// What a slot holds between the instruction that writes it and the
+  /// ones that read it (plan-format.md, "Buffers").
+  enum class Holds : uint8_t { Result, State, WeightState, Recomputed, KV };
+  struct Value {
+    Holds holds;
+    Pass pass;
+    int stage, mb, slice;
+    bool operator==(const Value &o) const {
+      return holds == o.holds && pass == o.pass && stage == o.stage &&
+             mb == o.mb && slice == o.slice;
+    }
+  };
+  std::string describeValue(const Value &v) const {
+    static const char *names[] = {"the result of", "the forward state of",
+                                  "the weight state of",
+                                  "the recomputed state of",
+                                  "the key/value cache of"};
+    std::string what = std::string(names[int(v.holds)]) + " ";
+    if (v.holds == Holds::Result)
+      what += std::string(passName(v.pass)) + " of ";
+    what += "stage " + std::to_string(v.stage) + ", microbatch " +
+            std::to_string(v.mb);
+    return v.holds == Holds::KV ? what
+                                : what + ", slice " + std::to_string(v.slice);
+  }
+
+  /// Every pass of device `d` reads, from each slot, the value its
+  /// producer wrote there for the same microbatch and slice: an exec
+  /// pointed at another slot, or a slot written over before it is read,
+  /// would train on the wrong data.
+  void checkDataflow(int d) const {
+    const DeviceProgram &program = plan.programs[d];
+    std::vector<std::optional<Value>> slots(program.buffers.size());
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const Instruction &instr = program.instructions[i];
+      if (instr.shard != Shard::None || isShardPass(instr.pass) ||
+          (instr.op != Op::Exec && instr.op != Op::Send &&
+           instr.op != Op::Recv))
+        continue;
+      auto require = [&](int32_t slot, const char *role, Value want) {
+        if (slot >= 0 && slots[slot] && *slots[slot] == want)
+          return;
+        fail("device " + std::to_string(d) + ", instruction " +
+             std::to_string(i) + " (" + plan.describe(instr) + "): its " +
+             role + " slot " +
+             (slot < 0 ? std::string("is missing")
+                       : std::to_string(slot) + " holds " +
+                             (slots[slot] ? describeValue(*slots[slot])
+                                          : std::string("nothing yet"))) +
+             ", not " + describeValue(want));
+      };
+      auto write = [&](int32_t slot, Value v) {
+        if (slot >= 0)
+          slots[slot] = v;
+      };
+      Value result{Holds::Result, instr.pass, instr.stage, instr.mb,
+                   instr.slice};
+      if (instr.op == Op::Send)
+        require(instr.buffer, "sent", result);
+      else if (instr.op == Op::Recv)
+        write(instr.buffer, result);
+      else
+        checkExecDataflow(instr, require, write);
+    }
+  }
+
+  template <class Require, class Write>
+  void checkExecDataflow(const Instruction &x, Require &require,
+                         Write &write) const {
+    int s = x.stage, mb = x.mb, k = x.slice, last = plan.getLastStage();
+    auto value = [&](Holds h, Pass p, int stage, int slice) {
+      return Value{h, p, stage, mb, slice};
+    };
+    Pass backward = plan.splitBackward ? Pass::B : Pass::BW;
+    Value state = value(Holds::State, Pass::F, s, k);
+    Value cache = value(Holds::KV, Pass::F, s, 0);
+    switch (x.pass) {
+    case Pass::F:
+      if (s > 0)
+        require(x.in, "input", value(Holds::Result, Pass::F, s - 1, k));
+      if (x.kv >= 0 && k > 0)
+        require(x.kv, "key/value", cache);
+      else
+        write(x.kv, cache);
+      write(x.state, state);
+      write(x.out, value(Holds::Result, Pass::F, s, k));
+      return;
+    case Pass::B:
+    case Pass::BW:
+      if (s < last && x.in >= 0)
+        require(x.in, "input gradient",
+                value(Holds::Result, backward, s + 1, k));
+      require(x.state, "forward state", state);
+      if (x.kv >= 0)
+        require(x.kv, "key/value", cache);
+      write(x.out, value(Holds::Result, x.pass, s, k));
+      write(x.wstate, value(Holds::WeightState, Pass::F, s, k));
+      write(x.rstate, value(Holds::Recomputed, Pass::F, s, k));
+      return;
+    case Pass::W:
+      require(x.state, "forward state", state);
+      if (x.wstate >= 0)
+        require(x.wstate, "weight state",
+                value(Holds::WeightState, Pass::F, s, k));
+      if (x.rstate >= 0)
+        require(x.rstate, "recomputed state",
+                value(Holds::Recomputed, Pass::F, s, k));
+      return;
+    default:
+      return;
     }
   }
 

@@ -4,7 +4,7 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=1" | FileCheck %s --check-prefix=ONE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=2" --sluice-shard-tensors="tensor-parallel=2" 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
-// RUN: sed 's/vocab = 100, norm/vocab = 3, norm/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=OUTVOCAB
+// RUN: sed 's/vocab = 100}/vocab = 7}/; s/vocab = 100, norm/vocab = 9, norm/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=OUTVOCAB
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4 sequence-parallel=true" | FileCheck %s --check-prefix=SP
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=1 sequence-parallel=true" 2>&1 | FileCheck %s --check-prefix=SPONE
 
@@ -111,10 +111,11 @@
 // ONE-LABEL: schedule = "1f1b"} {
 
 // TWICE: error: 'sluice.program' op already has 2 tensor-parallel shards
-// The vocabulary-parallel output layer's rows: ceil(3 / 4) = 1 each
-// leaves the fourth shard none. (The layers and programs the pass refuses
+// The vocabulary-parallel output layer's rows: ceil(9 / 4) = 3 each
+// leaves the fourth shard none (the embedding's 7 rows, 2 each, leave it
+// one; an output layer may not have fewer rows than the embedding). (The layers and programs the pass refuses
 // are in sluice-shard-tensors-errors.mlir, with -verify-diagnostics.)
-// OUTVOCAB: error: 'sluice.output_layer' op the 3-row table leaves the last of 4 tensor-parallel shards no rows
+// OUTVOCAB: error: 'sluice.output_layer' op the 9-row table leaves the last of 4 tensor-parallel shards no rows
 // ZERO: error: 'sluice.program' op cannot have 0 tensor-parallel shards: the count must be positive
 
 

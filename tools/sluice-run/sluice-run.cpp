@@ -799,21 +799,26 @@ TrainingSettings resolveSettings(MpiCommunicator &world) {
     t.adam.epsilon = r->adam.epsilon;
   }
 
-  if (!(t.adam.weightDecay >= 0))
-    failEverywhere(world, "--weight-decay must not be negative, got " +
+  // Bounded by what the optimizer's fp32 holds: --lr 1e39 is infinity
+  // there, and so NaN weights after the first update.
+  if (!(t.adam.weightDecay >= 0) || !std::isfinite(t.adam.weightDecay))
+    failEverywhere(world, "--weight-decay must be a finite, non-negative "
+                          "number, got " +
                               std::to_string(t.adam.weightDecay));
   if (t.schedule.warmup < 0 || lrDecaySteps < 0)
     failEverywhere(world, "--warmup-steps and --lr-decay-steps must not be "
                           "negative");
-  if (!(t.schedule.peak > 0))
-    failEverywhere(world, "--lr must be positive, got " +
+  if (!(t.schedule.peak > 0) || !std::isfinite(t.schedule.peak))
+    failEverywhere(world, "--lr must be a positive number an fp32 holds, "
+                          "got " +
                               std::to_string(t.schedule.peak));
   if (!(t.schedule.minimum >= 0 && t.schedule.minimum <= t.schedule.peak))
     failEverywhere(world, "--min-lr must be between 0 and --lr (" +
                               std::to_string(t.schedule.peak) + "), got " +
                               std::to_string(t.schedule.minimum));
-  if (!(t.clipNorm >= 0))
-    failEverywhere(world, "--clip-grad must not be negative, got " +
+  if (!(t.clipNorm >= 0) || !std::isfinite(t.clipNorm))
+    failEverywhere(world, "--clip-grad must be a finite, non-negative "
+                          "number, got " +
                               std::to_string(t.clipNorm));
   if (t.schedule.decay != LearningRateSchedule::Decay::None && !loadDir.empty() &&
       !r && lrDecaySteps == 0)
