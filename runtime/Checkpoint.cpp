@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <sstream>
 #include <tuple>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace sluice::rt {
@@ -82,21 +84,35 @@ Status readFile(const std::string &path, std::string &contents) {
 Status writeFileAtomically(const std::string &path,
                            const std::string &contents) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return Status::error("cannot write '" + tmp + "'");
-    out.write(contents.data(), std::streamsize(contents.size()));
-    out.flush();
-    if (!out)
-      return Status::error("cannot write '" + tmp + "'");
+  auto failed = [&](const std::string &what) {
+    std::string reason = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return Status::error("cannot " + what + " '" + tmp + "': " + reason);
+  };
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::error("cannot write '" + tmp + "': " +
+                         std::strerror(errno));
+  for (size_t done = 0; done < contents.size();) {
+    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      ::close(fd);
+      return failed("write");
+    }
+    done += size_t(n);
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return Status::error("cannot rename '" + tmp + "' to '" + path + "'");
+  // On the disk before the name points at it: a crash leaves the old file
+  // or the new one, never a torn one.
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    return failed("sync");
   }
+  if (::close(fd) != 0)
+    return failed("close");
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return failed("rename to '" + path + "'");
   return Status::ok();
 }
 
@@ -309,6 +325,14 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
       };
       for (const auto &entry : fs::directory_iterator(dir, ec)) {
         std::string file = entry.path().filename().string();
+        // Every rank has written its file by now: a temporary one left
+        // is an interrupted save's.
+        if (file.find(".tmp.") != std::string::npos &&
+            (file.rfind("rank-", 0) == 0 || file.rfind("step-", 0) == 0 ||
+             file.rfind("checkpoint.json", 0) == 0)) {
+          fs::remove(entry.path(), ec);
+          continue;
+        }
         int64_t fileStep = getRankFileStep(file);
         if (fileStep < 0)
           fileStep = getManifestStep(file);
