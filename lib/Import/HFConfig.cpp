@@ -267,6 +267,11 @@ public:
     return flag;
   }
 
+  /// A remark at `key`.
+  InFlightDiagnostic remark(StringRef key) const {
+    return emitRemark(loc(key));
+  }
+
   /// Says which default replaced an absent key: nothing is guessed silently.
   void remarkDefault(StringRef key, const Twine &value,
                      const Twine &why) const {
@@ -633,6 +638,18 @@ private:
     auto mlp = reader.optionalBool("mlp_bias");
     if (failed(attention) || failed(mlp))
       return failure();
+    // transformers' Mistral has no biases whatever its config says (its
+    // attention and feed-forward maps are built with bias=False): so
+    // neither has Sluice's, and the keys are said to be ignored.
+    if (modelType == "mistral") {
+      for (auto [key, value] : {std::pair{"attention_bias", *attention},
+                                std::pair{"mlp_bias", *mlp}})
+        if (value.value_or(false))
+          reader.remark(key) << "key '" << key
+                             << "' is ignored, as transformers' Mistral "
+                                "ignores it: its maps have no biases";
+      return success();
+    }
     bool onAttention = attention->value_or(false);
     bool onMlp = mlp->value_or(false);
     if (onAttention && onMlp)
