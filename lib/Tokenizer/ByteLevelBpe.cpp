@@ -114,7 +114,10 @@ public:
         return refuse("byte_fallback");
       ignoreMerges = model.value("ignore_merges", false);
       for (auto &[token, id] : model.at("vocab").items())
-        vocab[token] = id.get<uint32_t>();
+        if (!readId(id, token, vocab[token], error)) {
+          error = "'" + path + "': " + error;
+          return false;
+        }
       std::vector<std::pair<std::string, std::string>> merges;
       for (const nlohmann::json &m : model.at("merges")) {
         if (m.is_array()) {
@@ -167,14 +170,23 @@ public:
         return refuse("a pre-tokenizer without ByteLevel");
       for (const nlohmann::json &t : j.value("added_tokens",
                                              nlohmann::json::array())) {
-        std::string content = t.at("content").get<std::string>();
-        uint32_t id = t.at("id").get<uint32_t>();
-        added.push_back({content, id});
-        vocab[content] = id;
+        AddedToken a;
+        a.content = t.at("content").get<std::string>();
+        if (!readId(t.at("id"), a.content, a.id, error)) {
+          error = "'" + path + "': added " + error;
+          return false;
+        }
+        a.lstrip = t.value("lstrip", false);
+        a.rstrip = t.value("rstrip", false);
+        if (t.value("single_word", false))
+          return refuse("the added token '" + a.content + "' with single_word");
+        vocab[a.content] = a.id;
+        added.push_back(std::move(a));
       }
-      std::sort(added.begin(), added.end(), [](const auto &a, const auto &b) {
-        return a.first.size() > b.first.size();
-      });
+      std::sort(added.begin(), added.end(),
+                [](const AddedToken &a, const AddedToken &b) {
+                  return a.content.size() > b.content.size();
+                });
       for (const char *marker : {"<|endoftext|>", "<|end_of_text|>"})
         if (auto id = lookup(marker); id && !endOfText)
           endOfText = id;
@@ -196,7 +208,10 @@ public:
       return false;
     try {
       for (auto &[token, id] : j.items())
-        vocab[token] = id.get<uint32_t>();
+        if (!readId(id, token, vocab[token], error)) {
+          error = "'" + vocabPath + "': " + error;
+          return false;
+        }
     } catch (const nlohmann::json::exception &e) {
       error = "'" + vocabPath + "': " + e.what();
       return false;
@@ -232,18 +247,16 @@ public:
 
   bool encode(std::string_view text, std::vector<uint32_t> &ids,
               std::string &error) const override {
-    std::string prefixed;
-    if (addPrefixSpace && !text.empty() && text.front() != ' ') {
-      prefixed = " " + std::string(text);
-      text = prefixed;
-    }
-    // Added tokens first (the longest at each place), then the text
-    // between them.
+    // Added tokens first (the longest at each place; lstrip and rstrip
+    // take the white space beside them), then each segment between them,
+    // as Hugging Face's added vocabulary splits a text before its
+    // pre-tokenizer sees the segments.
     size_t start = 0;
     for (size_t at = 0; at < text.size();) {
-      const std::pair<std::string, uint32_t> *hit = nullptr;
-      for (const auto &a : added)
-        if (!a.first.empty() && text.compare(at, a.first.size(), a.first) == 0) {
+      const AddedToken *hit = nullptr;
+      for (const AddedToken &a : added)
+        if (!a.content.empty() &&
+            text.compare(at, a.content.size(), a.content) == 0) {
           hit = &a;
           break;
         }
@@ -251,13 +264,20 @@ public:
         ++at;
         continue;
       }
-      if (!encodeSplit(text.substr(start, at - start), ids, error))
+      size_t end = at;
+      if (hit->lstrip)
+        while (size_t n = whitespaceEndingAt(text, end, start))
+          end -= n;
+      if (!encodeSegment(text.substr(start, end - start), ids, error))
         return false;
-      ids.push_back(hit->second);
-      at += hit->first.size();
+      ids.push_back(hit->id);
+      at += hit->content.size();
+      if (hit->rstrip)
+        while (size_t n = whitespaceAt(text, at))
+          at += n;
       start = at;
     }
-    return encodeSplit(text.substr(start), ids, error);
+    return encodeSegment(text.substr(start), ids, error);
   }
 
   int64_t getVocabSize() const override {
@@ -275,6 +295,74 @@ public:
   }
 
 private:
+  struct AddedToken {
+    std::string content;
+    uint32_t id = 0;
+    bool lstrip = false, rstrip = false;
+  };
+
+  /// One segment between added tokens: ByteLevel's add_prefix_space puts a
+  /// space before each that does not start with one.
+  bool encodeSegment(std::string_view segment, std::vector<uint32_t> &ids,
+                     std::string &error) const {
+    if (segment.empty())
+      return true;
+    if (addPrefixSpace && segment.front() != ' ')
+      return encodeSplit(" " + std::string(segment), ids, error);
+    return encodeSplit(segment, ids, error);
+  }
+
+  /// A token id as a file gives it: a whole number a token dataset holds
+  /// (below 2^31), not truncated to 32 bits.
+  static bool readId(const nlohmann::json &value, const std::string &token,
+                     uint32_t &out, std::string &error) {
+    if (!value.is_number_integer() ||
+        (value.is_number_unsigned() ? value.get<uint64_t>() > 0x7fffffffull
+                                    : (value.get<int64_t>() < 0 ||
+                                       value.get<int64_t>() > 0x7fffffff))) {
+      error = "token '" + token + "' has id " + value.dump() +
+              ", not a whole number from 0 to 2147483647";
+      return false;
+    }
+    out = uint32_t(value.get<uint64_t>());
+    return true;
+  }
+
+  /// The UTF-8 length of the Unicode white-space character at `at` (Rust's
+  /// char::is_whitespace, which the tokenizers library strips by), or 0.
+  static size_t whitespaceAt(std::string_view text, size_t at) {
+    if (at >= text.size())
+      return 0;
+    uint8_t c = uint8_t(text[at]);
+    if (c == ' ' || (c >= '\t' && c <= '\r'))
+      return 1;
+    auto cont = [&](size_t k) {
+      return at + k < text.size() ? uint8_t(text[at + k]) : 0;
+    };
+    uint32_t cp = 0;
+    size_t n = 0;
+    if (c >= 0xC2 && c < 0xE0)
+      cp = (c & 0x1Fu) << 6 | (cont(1) & 0x3Fu), n = 2;
+    else if (c >= 0xE0 && c < 0xF0)
+      cp = (c & 0x0Fu) << 12 | (cont(1) & 0x3Fu) << 6 | (cont(2) & 0x3Fu),
+      n = 3;
+    else
+      return 0;
+    bool space = cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+                 (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+                 cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+                 cp == 0x3000;
+    return space ? n : 0;
+  }
+  /// The same for the character ending at `end`, not before `floor`.
+  static size_t whitespaceEndingAt(std::string_view text, size_t end,
+                                   size_t floor) {
+    for (size_t n = 1; n <= 3 && n <= end - floor; ++n)
+      if (whitespaceAt(text, end - n) == n)
+        return n;
+    return 0;
+  }
+
   std::optional<uint32_t> lookup(const std::string &token) const {
     auto it = vocab.find(token);
     if (it == vocab.end())
@@ -288,6 +376,8 @@ private:
   }
 
   bool compile(const std::string &pattern, std::string &error) {
+    if (pattern.empty())
+      return true; // ByteLevel without a regex: each segment is one piece
     int code = 0;
     PCRE2_SIZE offset = 0;
     regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()),
@@ -305,36 +395,45 @@ private:
     return true;
   }
 
-  /// The regex's pieces of `text` (and what lies between them), each
-  /// through BPE.
+  /// The regex's pieces of `text` and what lies between them, each
+  /// through BPE, as Hugging Face's Split (Isolated) cuts them: an empty
+  /// match cuts there too, and takes no character. Without a regex
+  /// (ByteLevel's use_regex false) the text is one piece.
   bool encodeSplit(std::string_view text, std::vector<uint32_t> &ids,
                    std::string &error) const {
+    if (text.empty())
+      return true;
+    if (!regex)
+      return encodeWord(text, ids, error);
     std::lock_guard<std::mutex> lock(mutex);
-    size_t at = 0;
-    while (at < text.size()) {
+    size_t gap = 0, from = 0;
+    while (from < text.size()) {
       int found = pcre2_match(regex, reinterpret_cast<PCRE2_SPTR>(text.data()),
-                              text.size(), at, 0, matchData, nullptr);
+                              text.size(), from, 0, matchData, nullptr);
       if (found == PCRE2_ERROR_NOMATCH)
         break;
       if (found < 0) {
-        error = "the text is not valid UTF-8 near byte " + std::to_string(at);
+        error = "the text is not valid UTF-8 near byte " + std::to_string(from);
         return false;
       }
       PCRE2_SIZE *span = pcre2_get_ovector_pointer(matchData);
-      if (span[0] > at && !encodeWord(text.substr(at, span[0] - at), ids, error))
+      size_t begin = span[0], end = span[1];
+      if (begin > gap && !encodeWord(text.substr(gap, begin - gap), ids, error))
         return false;
-      if (span[1] == span[0]) { // an empty match: step over a character
-        at = span[0] + 1;
-        while (at < text.size() && (uint8_t(text[at]) & 0xC0) == 0x80)
-          ++at;
+      gap = begin;
+      if (end == begin) {
+        // Search on from the next character; the gap runs on from here.
+        from = begin + 1;
+        while (from < text.size() && (uint8_t(text[from]) & 0xC0) == 0x80)
+          ++from;
         continue;
       }
-      if (!encodeWord(text.substr(span[0], span[1] - span[0]), ids, error))
+      if (!encodeWord(text.substr(begin, end - begin), ids, error))
         return false;
-      at = span[1];
+      gap = from = end;
     }
-    if (at < text.size())
-      return encodeWord(text.substr(at), ids, error);
+    if (gap < text.size())
+      return encodeWord(text.substr(gap), ids, error);
     return true;
   }
 
@@ -404,7 +503,7 @@ private:
   /// "left\0right" -> merge rank.
   std::unordered_map<std::string, int> ranks;
   /// Added tokens, longest first.
-  std::vector<std::pair<std::string, uint32_t>> added;
+  std::vector<AddedToken> added;
   std::optional<uint32_t> unknown, beginOfText, endOfText;
   bool addPrefixSpace = false, ignoreMerges = false;
   pcre2_code *regex = nullptr;
