@@ -11,7 +11,12 @@ config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".test"]
 config.excludes = ["Inputs", "unittests", "fuzz", "bin", "CMakeLists.txt", "lit.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
-config.test_exec_root = os.path.join(config.sluice_obj_root, "test")
+# The NCCL-emulation run (below) keeps its outputs apart: ctest runs it
+# beside the plain one, and both would write the same %t directories.
+config.test_exec_root = os.path.join(
+    config.sluice_obj_root,
+    "test-nccl-emulation" if lit_config.params.get("transport") == "nccl"
+    else "test")
 
 # The tests' mpirun and sluice-run wrappers (a private Open MPI session
 # directory per launch), Sluice's tools, then FileCheck, not and count from

@@ -7,6 +7,7 @@
 # script fails. Replay one with: BUILD/bin/sluice-fuzz-<target> FILE
 #
 #   test/fuzz/run.sh [SECONDS] [TARGET...]     targets: config pipeline plan
+#                                               dataset checkpoint safetensors tokenizer
 #
 # With FUZZ_RUNS=N each target runs N inputs from seed 1 instead: the same
 # inputs every time, what CI runs (.ci/run), so that its verdict does not
@@ -16,7 +17,8 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(config pipeline plan)
+[ ${#targets[@]} -eq 0 ] &&
+  targets=(config pipeline plan dataset checkpoint safetensors tokenizer)
 build=${BUILD:-build-fuzz}
 status=0
 for target in "${targets[@]}"; do
