@@ -58,6 +58,12 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
   if (device >= 0 && device < int(plan.programs.size()))
     for (int64_t bytes : plan.programs[device].buffers)
       need.bytes += bytes;
+  // The step's tokens, every microbatch's, on the host and the device:
+  // counted in double (a plan's counts may multiply past 64 bits) and
+  // capped far above any host.
+  double tokens = 2.0 * double(plan.microbatches) * double(plan.model.microBatch) *
+                  double(plan.model.seqLen + 1) * double(sizeof(int32_t));
+  need.bytes += int64_t(std::min(tokens, 0x1p60));
   return need;
 }
 
