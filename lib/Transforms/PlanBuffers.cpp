@@ -169,8 +169,8 @@ private:
   /// the program: everything below indexes tables by them.
   LogicalResult checkIndices() {
     for (int d = 0; d < pipeline.devices; ++d)
-      for (auto [i, instr] : llvm::enumerate(view.program.devices[d])) {
-        const Work &w = instr.work;
+      for (size_t i = 0; i < view.program.devices[d].size(); ++i) {
+        const Work &w = view.program.devices[d][i].work;
         int stages = isVocabPass(w.kind) ? pipeline.devices
                                          : pipeline.getNumStages();
         auto outside = [&](const char *what, int64_t value, int64_t count) {
