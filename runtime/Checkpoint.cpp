@@ -51,6 +51,8 @@ public:
   bool getBytes(char *out, size_t n) {
     if (n > remaining())
       return false;
+    if (n == 0) // an empty tensor's data() may be null: no memcpy of it
+      return true;
     std::memcpy(out, bytes.data() + pos, n);
     pos += n;
     return true;

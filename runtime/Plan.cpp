@@ -63,7 +63,6 @@ int64_t integer(const json &object, const char *name, const std::string &where,
 /// sequence length, ...) and the largest vocabulary: far past any model
 /// trained today, and small enough that the layout's products of them
 /// stay inside int64_t.
-constexpr int64_t kMaxVocab = int64_t(1) << 24;
 
 /// An integer field the runtime keeps in an int (devices, indices, counts).
 int integer32(const json &object, const char *name, const std::string &where,

@@ -35,15 +35,15 @@ static LogicalResult verifyPositive(Operation *op, StringRef name,
 /// A model size: positive, and at most kMaxDimension, so that the cost
 /// model's and the runtime's products of sizes cannot overflow (a config's
 /// n_inner = 2^62 printed a wrapped parameter count).
-static LogicalResult verifySize(Operation *op, StringRef name,
-                                int64_t value) {
+static LogicalResult verifySize(Operation *op, StringRef name, int64_t value,
+                                int64_t limit = ::sluice::rt::kMaxDimension) {
   if (failed(verifyPositive(op, name, value)))
     return failure();
-  if (value <= ::sluice::rt::kMaxDimension)
+  if (value <= limit)
     return success();
   return op->emitOpError("'") << name << "' = " << value
                               << " is larger than any size Sluice takes ("
-                              << ::sluice::rt::kMaxDimension << ")";
+                              << limit << ")";
 }
 
 /// Activations are `tensor<micro_batch x seq_len x hidden x dtype>` with
@@ -538,7 +538,7 @@ void EmbeddingOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
 LogicalResult EmbeddingOp::verify() {
   if (getVocab() < 1)
     return emitOpError("'vocab' must be at least 1, got ") << getVocab();
-  if (failed(verifySize(*this, "vocab", getVocab())))
+  if (failed(verifySize(*this, "vocab", getVocab(), ::sluice::rt::kMaxVocab)))
     return failure();
   if (std::optional<int64_t> positions = getPositions())
     if (failed(verifySize(*this, "positions", *positions)))
@@ -637,7 +637,7 @@ void OutputLayerOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
 LogicalResult OutputLayerOp::verify() {
   if (getVocab() < 1)
     return emitOpError("'vocab' must be at least 1, got ") << getVocab();
-  if (failed(verifySize(*this, "vocab", getVocab())))
+  if (failed(verifySize(*this, "vocab", getVocab(), ::sluice::rt::kMaxVocab)))
     return failure();
   if (failed(verifyActivationType(*this, "input", getInput().getType())) ||
       failed(verifyShardBody(*this, getShards(), getBody(), /*hasInput=*/true,

@@ -39,6 +39,8 @@ constexpr int kPlanVersion = 5;
 /// and the counts of a step stay far inside 64 bits. The dialect's
 /// verifiers and the plan reader both hold files to it.
 constexpr int64_t kMaxDimension = int64_t(1) << 20;
+/// The largest vocabulary: 2^24 tokens.
+constexpr int64_t kMaxVocab = int64_t(1) << 24;
 
 /// A pass of a stage (F, B, W, BW) or of a vocabulary shard (S, S2, T: the
 /// output shard's; IF, IB: the input shard's).
