@@ -1,6 +1,7 @@
 //===- Plan.cpp - Load and validate a plan --------------------------------===//
 
 #include "Plan.h"
+#include "CommOrder.h"
 
 #include <nlohmann/json.hpp>
 
@@ -432,9 +433,20 @@ public:
     checkGradientsAveraged();
     checkEveryPassRuns();
     checkShardCollectives();
+    checkRunsToTheEnd();
   }
 
 private:
+  /// The programs run to the end with the executor's waits: each matched
+  /// and flowing right, they can still wait for each other in a cycle (a
+  /// send moved after a pass that needs its peer's reply). The run that
+  /// orders the step's communication (CommOrder.h) is the proof.
+  void checkRunsToTheEnd() const {
+    std::vector<std::vector<size_t>> order;
+    if (Status st = orderCommunication(plan, order); !st)
+      fail(st.message());
+  }
+
   void checkLayout() {
     int64_t covered = 0;
     for (int64_t length : plan.slices)

@@ -168,11 +168,22 @@ public:
       }
       if (!byteLevel)
         return refuse("a pre-tokenizer without ByteLevel");
+      // The tokenizers library does not take an added token's id from
+      // the file: one the model's vocabulary holds keeps its id there,
+      // the others are numbered on from the vocabulary's size (or from
+      // the last one so numbered) in the file's order, and a different
+      // stated id is only logged. Real files state those same ids; for
+      // one that does not, the library's ids are the ones a model trained
+      // with Hugging Face saw, so they are the ones used here, with a
+      // warning.
+      const size_t modelSize = vocab.size();
+      std::optional<uint32_t> lastNew;
       for (const nlohmann::json &t : j.value("added_tokens",
                                              nlohmann::json::array())) {
         AddedToken a;
         a.content = t.at("content").get<std::string>();
-        if (!readId(t.at("id"), a.content, a.id, error)) {
+        uint32_t stated = 0;
+        if (!readId(t.at("id"), a.content, stated, error)) {
           error = "'" + path + "': added " + error;
           return false;
         }
@@ -180,7 +191,20 @@ public:
         a.rstrip = t.value("rstrip", false);
         if (t.value("single_word", false))
           return refuse("the added token '" + a.content + "' with single_word");
-        vocab[a.content] = a.id;
+        if (auto known = lookup(a.content)) {
+          a.id = *known;
+        } else {
+          a.id = lastNew && *lastNew >= modelSize ? *lastNew + 1
+                                                  : uint32_t(modelSize);
+          lastNew = a.id;
+          vocab[a.content] = a.id;
+        }
+        if (a.id != stated)
+          warnings.push_back("'" + path + "': the added token '" +
+                             a.content + "' states id " +
+                             std::to_string(stated) +
+                             "; the Hugging Face tokenizers library gives it " +
+                             std::to_string(a.id) + ", which is used");
         added.push_back(std::move(a));
       }
       std::sort(added.begin(), added.end(),
@@ -293,6 +317,7 @@ public:
   std::string describe() const override {
     return "byte-level BPE '" + name + "'";
   }
+  std::vector<std::string> getWarnings() const override { return warnings; }
 
 private:
   struct AddedToken {
@@ -505,6 +530,7 @@ private:
   /// Added tokens, longest first.
   std::vector<AddedToken> added;
   std::optional<uint32_t> unknown, beginOfText, endOfText;
+  std::vector<std::string> warnings;
   bool addPrefixSpace = false, ignoreMerges = false;
   pcre2_code *regex = nullptr;
   /// The match data and the cache are the encoder's scratch.

@@ -117,6 +117,8 @@ int main(int argc, char **argv) {
       sluice::tok::openTokenizer(tokenizerPath, error);
   if (!tokenizer)
     fail(error);
+  for (const std::string &warning : tokenizer->getWarnings())
+    errs() << "sluice-tokenize: warning: " << warning << "\n";
   int64_t vocab = tokenizer->getVocabSize();
   std::string type = dtype == "auto" ? (vocab <= 65536 ? "uint16" : "uint32")
                                      : std::string(dtype);

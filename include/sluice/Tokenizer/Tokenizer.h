@@ -37,6 +37,10 @@ public:
   virtual std::optional<uint32_t> getEndOfText() const = 0;
   /// "sentencepiece (bpe) 'tokenizer.model'", for messages and metadata.
   virtual std::string describe() const = 0;
+  /// What loading found questionable but read as the reference library
+  /// does (an added token's stated id it does not use), for the caller
+  /// to print.
+  virtual std::vector<std::string> getWarnings() const { return {}; }
 };
 
 /// A token per byte: vocabulary 256, no markers.
