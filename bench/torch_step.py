@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Llama-shaped training step of sluice-bench-gpu-step in PyTorch.
+"""The Llama-shaped training step of sluice-bench-step in PyTorch.
 
     python3 bench/torch_step.py [--config examples/llama-3.2-1b/config.json]
         [--seq 2048] [--micro-batch 4] [--microbatches 8] [--steps 10]
@@ -9,11 +9,11 @@ The same model (RMSNorm, grouped-query attention with rotary positions,
 SwiGLU, tied embeddings), the same tokens per step (microbatches of
 micro-batch x seq, gradients accumulated), fp32 master weights with bf16
 autocast and fused AdamW: the way torchtitan-style training runs in plain
-PyTorch. Prints tokens/s and MFU (model FLOPs as sluice-bench-gpu-step
+PyTorch. Prints tokens/s and MFU (model FLOPs as sluice-bench-step
 counts them, against 989 TFLOP/s) for eager mode and for torch.compile.
 --profile adds, after the timed steps, one step under torch.profiler and
 its GPU kernels by time (what the step spends where, to set beside
-`ncu --print-summary per-kernel` of sluice-bench-gpu-step).
+`ncu --print-summary per-kernel` of sluice-bench-step).
 """
 import argparse
 import json

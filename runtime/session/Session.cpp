@@ -1,0 +1,407 @@
+//===- Session.cpp - A training session on one rank -----------------------===//
+
+#include "Session.h"
+
+#include "CommOrder.h"
+#include "Failure.h"
+#include "Gradients.h"
+#include "HuggingFace.h"
+#include "Progress.h"
+#include "RankBackend.h"
+#include "Reports.h"
+#include "Settings.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace sluice::rt {
+
+using namespace session;
+
+Session::Session(const SessionOptions &options, MpiCommunicator &world)
+    : options(options), world(world), root(world.rank() == 0),
+      backend(std::make_unique<RankBackend>()) {}
+
+Session::~Session() = default;
+
+Device &Session::getDevice() { return *backend->device; }
+
+void Session::abortJob(int code) {
+  if (backend->comm)
+    backend->comm->abort(code);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+Communicator &Session::comm() { return *backend->comm; }
+
+Outcome Session::open(const SessionOptions &options, MpiCommunicator &world,
+                      std::unique_ptr<Session> &out) {
+  out.reset(new Session(options, world));
+  try {
+    out->openAll();
+  } catch (const SessionEnd &end) {
+    return end.outcome;
+  }
+  return Outcome::ok();
+}
+
+void Session::openAll() {
+  checkOptions(world, options);
+  loadJobPlan();
+  openBackend(world, plan, options, *backend);
+  settings = resolveSettings(world, options);
+  openTokens();
+  makeTrainer();
+  loadWeights();
+}
+
+/// Reads the plan and checks it against this job: the rank count, the
+/// transport's tag limit, and the precision asked for.
+void Session::loadJobPlan() {
+  const std::string &path = options.planPath;
+  agree(world, loadPlan(path, plan));
+  if (options.reference && world.size() != 1)
+    failEverywhere(world, "--reference runs in one process; start it without "
+                          "mpirun (got " +
+                              std::to_string(world.size()) + " ranks)");
+  if (!options.reference && plan.getRanks() != world.size())
+    failEverywhere(world,
+                   "plan '" + path + "' is for " +
+                       (plan.dp * plan.tp == 1
+                            ? std::to_string(plan.devices) + " devices"
+                            : std::to_string(plan.getRanks()) + " ranks (pp " +
+                                  std::to_string(plan.devices) + " x tp " +
+                                  std::to_string(plan.tp) + " x dp " +
+                                  std::to_string(plan.dp) + ")") +
+                       ", but " + std::to_string(world.size()) +
+                       " ranks were started (mpirun -np " +
+                       std::to_string(plan.getRanks()) + ")");
+  for (const DeviceProgram &program : plan.programs)
+    for (const Instruction &instr : program.instructions)
+      if (instr.op != Op::Exec && instr.key > world.maxTag())
+        failEverywhere(world, "message key " + std::to_string(instr.key) +
+                                  " exceeds the MPI tag limit " +
+                                  std::to_string(world.maxTag()));
+  // Every rank issues the step's instructions in one global communication
+  // order (CommOrder.h): what NCCL needs, and harmless over MPI.
+  if (!options.reference && options.commOrder == "global") {
+    if (Status st = applyCommunicationOrder(plan); !st)
+      failEverywhere(world, "plan '" + path + "': " + st.message());
+    // What the order guarantees, checked (cheap beside a step).
+    if (Status st = checkSerializedOrder(plan); !st)
+      failEverywhere(world, "plan '" + path +
+                                "': internal error in the communication "
+                                "order: " +
+                                st.message());
+  }
+  if (!options.precision.empty()) {
+    Precision run;
+    if (!Precision::parse(options.precision, run))
+      failEverywhere(world, "unknown --precision '" + options.precision +
+                                "' (expected bf16 or fp32)");
+    if (Status st = plan.setPrecision(run); !st)
+      failEverywhere(world, st.message());
+  }
+}
+
+/// The tokens this rank trains on -- the dataset or synthetic ones -- and
+/// validates on, each data-parallel replica its own microbatches of a
+/// step. Rank 0 says what the dataset holds.
+void Session::openTokens() {
+  std::unique_ptr<TokenSource> train, validation;
+  int64_t vocab = plan.model.layers.front().vocab;
+  // A step is every replica's microbatches; each replica reads its own.
+  int64_t stepMicrobatches = int64_t(plan.microbatches) * plan.dp;
+  evalSteps = options.evalSteps;
+  if (options.dataPath.empty()) {
+    train = makeSyntheticTokens(settings.seed, vocab, stepMicrobatches);
+  } else {
+    DataOptions o;
+    o.path = options.dataPath;
+    o.rawDtype = options.dataDtype;
+    o.vocab = vocab;
+    o.seqLen = plan.model.seqLen;
+    o.microbatches = stepMicrobatches;
+    o.seed = settings.seed;
+    o.validationFraction = settings.heldOut;
+    DataSummary summary;
+    agree(world, openTokenData(o, train, validation, summary));
+    if (root) {
+      std::printf("data %s: %lld document%s, %lld training tokens",
+                  options.dataPath.c_str(), (long long)summary.documents,
+                  summary.documents == 1 ? "" : "s",
+                  (long long)summary.trainTokens);
+      if (summary.validationTokens > 0)
+        std::printf(", %lld held out for validation",
+                    (long long)summary.validationTokens);
+      if (!summary.tokenizer.empty())
+        std::printf(" (%s)", summary.tokenizer.c_str());
+      std::printf("\n");
+    }
+    if (summary.validationTokens > 0 && evalSteps == 0) {
+      int64_t sequences = (summary.validationTokens - 1) / plan.model.seqLen;
+      int64_t perStep = stepMicrobatches * plan.model.microBatch;
+      // Whole steps only, so no sequence counts twice.
+      evalSteps = std::clamp<int64_t>(sequences / perStep, 1, 32);
+    }
+  }
+  if (!options.reference && plan.dp > 1) {
+    train = makeReplicaTokens(std::move(train), backend->replica,
+                              plan.microbatches);
+    if (validation)
+      validation = makeReplicaTokens(std::move(validation), backend->replica,
+                                     plan.microbatches);
+  }
+  data = std::make_unique<SwitchedTokens>(std::move(train),
+                                          std::move(validation));
+}
+
+void Session::makeTrainer() {
+  TrainerOptions t;
+  t.seed = settings.seed;
+  t.adam = settings.adam;
+  t.schedule = settings.schedule;
+  if (world.rank() == options.failRank) {
+    t.failAtInstruction = options.failAtInstruction;
+    t.failHang = options.failHang;
+  }
+  t.wholeGradients = !options.dumpGrads.empty() || !options.checkAgainst.empty();
+  t.commTimeout = options.commTimeout;
+  Device &device = *backend->device;
+  if (options.reference) {
+    trainer = std::make_unique<ReferenceTrainer>(
+        plan.model, plan.microbatches * plan.dp, plan.precision, device, *data,
+        t);
+  } else {
+    auto e = std::make_unique<Executor>(plan, comm().rank(), device, comm(),
+                                        *data, t, backend->replicas,
+                                        backend->shards);
+    executor = e.get();
+    trainer = std::move(e);
+  }
+  if (Status st = trainer->prepare(); !st)
+    failHere(st.message());
+}
+
+void Session::loadWeights() {
+  // Each rank loads its own parts: one that fails ends them all.
+  if (!options.loadHF.empty())
+    agree(world, loadHuggingFace(options.loadHF, plan.model,
+                                 trainer->getParameters()));
+  if (!options.loadDir.empty())
+    agree(world, loadCheckpoint(options.loadDir, options.loadStep,
+                                trainer->getParameters(), done));
+  // ZeRO-1: from here on each replica keeps its part of the moments.
+  if (Status st = trainer->shardOptimizerState(); !st)
+    failHere(st.message());
+}
+
+Outcome Session::train() {
+  try {
+    runSteps();
+    writeDumps();
+    std::string verdict;
+    if (!options.checkAgainst.empty())
+      verdict = judgeRun(world, result, options);
+    if (!options.saveDir.empty())
+      saveCheckpointNow(done);
+    if (!options.saveHF.empty())
+      saveHuggingFaceNow(done);
+    if (executor && !options.profilePath.empty())
+      writeProfile(comm(), *executor, plan, options, root);
+    if (executor && !options.tracePath.empty())
+      writeTrace(comm(), *executor, options.tracePath, root);
+    if (executor && options.timing)
+      printTiming(comm(), *executor);
+    // Rank 0 judged: every rank ends alike.
+    double failed = verdict.empty() ? 0 : 1;
+    if (Status st = world.allReduceMax(&failed, 1); !st)
+      failHere(st.message());
+    if (failed > 0)
+      return Outcome::everywhere(verdict);
+  } catch (const SessionEnd &end) {
+    return end.outcome;
+  }
+  return Outcome::ok();
+}
+
+/// Runs the steps after those the weights have taken: each step, then
+/// checkpoints every --save-every steps but the last.
+void Session::runSteps() {
+  ProgressLog progress;
+  if (root) {
+    ProgressLog::Setup setup;
+    setup.firstStep = done;
+    setup.lastStep = done + options.steps;
+    setup.logEvery = options.logEvery;
+    double sequences = double(plan.microbatches) * double(plan.dp) *
+                       double(plan.model.microBatch);
+    setup.tokensPerStep = sequences * double(plan.model.seqLen);
+    setup.flopsPerStep = sequences * getTrainingFlopsPerSequence(plan.model);
+    double peak = options.peakTflops > 0
+                      ? options.peakTflops * 1e12
+                      : getKnownPeakFlops(backend->device->describe(),
+                                          plan.precision.getName());
+    setup.peakFlops = peak * double(options.reference ? 1 : plan.getRanks());
+    setup.metricsPath = options.metricsPath;
+    if (Status st = progress.open(setup); !st)
+      failHere(st.message());
+  }
+  for (int64_t s = 0; s < options.steps; ++s) {
+    runStep(s, progress);
+    ++done;
+    if (options.saveEvery > 0 && done % options.saveEvery == 0 &&
+        s + 1 < options.steps)
+      saveCheckpointNow(done);
+  }
+  if (root && options.steps > 1)
+    progress.finish();
+}
+
+/// One step: the passes, the gradients (dumped or compared after the
+/// first), the gradient norm and clipping, the update, the progress line
+/// and, when due, the validation loss.
+void Session::runStep(int64_t s, ProgressLog &progress) {
+  auto start = std::chrono::steady_clock::now();
+  int64_t step = done; // 0-based data step; the optimizer step is +1
+  double loss = 0, norm = 0;
+  if (Status st = trainer->runStep(step, loss); !st)
+    failHere(st.message());
+  if (Status st = trainer->finalizeGradients(); !st)
+    failHere(st.message());
+  if (s == 0 && !options.dumpGrads.empty())
+    if (Status st = dumpGradients(options.dumpGrads, trainer->getParameters());
+        !st)
+      failHere(st.message());
+  if (s == 0 && !options.checkAgainst.empty())
+    if (Status st = compareGradients(options.checkAgainst,
+                                     trainer->getParameters(),
+                                     result.worstGrad, result.worstName);
+        !st)
+      failHere(st.message());
+  if (Status st = trainer->gradientNorm(norm); !st)
+    failHere(st.message());
+  // Every rank has the same norm: all stop, the weights untouched.
+  if (!std::isfinite(norm) || !std::isfinite(loss)) {
+    std::ostringstream why;
+    why << "step " << step + 1 << " diverged (loss " << loss
+        << ", gradient norm " << norm
+        << "): the weights are left as they were; lower --lr, or set "
+           "--clip-grad";
+    failEverywhere(world, why.str());
+  }
+  result.losses.push_back(loss);
+  result.gradNorms.push_back(norm);
+  float clipScale = getClipScale(norm, settings.clipNorm);
+  if (Status st = trainer->applyOptimizer(step + 1, clipScale); !st)
+    failHere(st.message());
+  StepRecord record;
+  record.step = step + 1;
+  record.loss = loss;
+  record.gradNorm = norm;
+  record.learningRate = settings.schedule.at(step + 1);
+  record.clipScale = clipScale;
+  record.seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  if (root)
+    if (Status st = progress.record(record.step, loss, record.learningRate,
+                                    norm, clipScale, record.seconds);
+        !st)
+      failHere(st.message());
+  if (stepHook)
+    stepHook(record);
+  if (data->hasValidation() && options.evalEvery > 0 &&
+      ((step + 1) % options.evalEvery == 0 || s + 1 == options.steps)) {
+    double validationLoss = evaluate();
+    int64_t tokens = evalSteps * plan.microbatches * plan.dp *
+                     plan.model.microBatch * plan.model.seqLen;
+    if (root)
+      if (Status st = progress.evaluation(step + 1, validationLoss, tokens);
+          !st)
+        failHere(st.message());
+  }
+}
+
+/// The mean loss over the validation steps (always the same batches),
+/// their gradients discarded.
+double Session::evaluate() {
+  data->setValidating(true);
+  double sum = 0;
+  for (int64_t k = 0; k < evalSteps; ++k) {
+    double loss = 0;
+    if (Status st = trainer->runStep(k, loss); !st)
+      failHere(st.message());
+    if (Status st = trainer->finalizeGradients(); !st)
+      failHere(st.message());
+    trainer->getParameters().zeroGrads();
+    sum += loss;
+  }
+  data->setValidating(false);
+  return sum / double(evalSteps);
+}
+
+/// --dump-grads: the losses and gradient norms of every step beside the
+/// first step's gradients.
+void Session::writeDumps() {
+  if (options.dumpGrads.empty() || !root)
+    return;
+  for (auto [file, values] : {std::pair{"/losses.txt", &result.losses},
+                              std::pair{"/grad-norms.txt", &result.gradNorms}}) {
+    std::ostringstream os;
+    os.precision(10);
+    for (double value : *values)
+      os << value << "\n";
+    if (Status st = writeFileAtomically(options.dumpGrads + file, os.str());
+        !st)
+      failHere(st.message());
+  }
+}
+
+/// The replicas hold the same parameters, so the first one writes them, a
+/// file per device and shard. A sharded optimizer state (ZeRO-1) is
+/// gathered whole on every replica first.
+void Session::saveCheckpointNow(int64_t stepsDone) {
+  if (Status st = trainer->gatherOptimizerState(); !st)
+    failHere(st.message());
+  if (backend->replica == 0)
+    if (Status st = saveCheckpoint(
+            options.saveDir, stepsDone, trainer->getParameters(),
+            backend->model ? *backend->model : comm(), settings,
+            options.keepCheckpoints);
+        !st)
+      failHere(st.message());
+  if (backend->model)
+    world.barrier();
+  if (root) {
+    std::printf("saved checkpoint %s (step %lld)\n", options.saveDir.c_str(),
+                (long long)stepsDone);
+    std::fflush(stdout);
+  }
+}
+
+/// The first replica's ranks gather their parameters to rank 0, which
+/// writes the directory.
+void Session::saveHuggingFaceNow(int64_t stepsDone) {
+  if (Status st = trainer->gatherOptimizerState(); !st)
+    failHere(st.message());
+  if (backend->replica == 0)
+    if (Status st = saveHuggingFace(options.saveHF, options.loadHF,
+                                    plan.model, stepsDone,
+                                    trainer->getParameters(),
+                                    backend->model ? *backend->model : comm());
+        !st)
+      failHere(st.message());
+  if (backend->model)
+    world.barrier();
+  if (root)
+    std::printf("saved %s (Hugging Face, step %lld)\n", options.saveHF.c_str(),
+                (long long)stepsDone);
+}
+
+} // namespace sluice::rt

@@ -1,0 +1,132 @@
+//===- SessionTest.cpp - The training session as a library ----------------===//
+//
+// Session (runtime/session/Session.h) in-process, as a benchmark or a
+// tuner uses it: steps reported through the hook, failures returned as
+// Outcomes naming the problem (never an exit), and a run resumed from the
+// session's own checkpoint continuing the uninterrupted one exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MpiCommunicator.h"
+#include "Session.h"
+#include "TinyPlans.h"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace sluice::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+class SessionTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() /
+          ("sluice-session-test-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "plan.json") << planReusingASentSlot();
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  /// The unpartitioned run of the tiny plan, in this one process.
+  SessionOptions options(int64_t steps) const {
+    SessionOptions o;
+    o.planPath = (dir / "plan.json").string();
+    o.reference = true;
+    o.steps = steps;
+    o.logEvery = 1000;
+    return o;
+  }
+
+  /// The losses `o` trains to, through the hook.
+  std::vector<double> train(const SessionOptions &o,
+                            int64_t *stepsDone = nullptr) {
+    std::unique_ptr<Session> session;
+    Outcome opened = Session::open(o, world, session);
+    EXPECT_TRUE(bool(opened)) << opened.getReport();
+    if (!opened)
+      return {};
+    std::vector<double> losses;
+    session->setStepHook([&](const StepRecord &r) {
+      EXPECT_EQ(r.step, session->getStepsDone() + 1);
+      losses.push_back(r.loss);
+    });
+    Outcome trained = session->train();
+    EXPECT_TRUE(bool(trained)) << trained.getReport();
+    EXPECT_EQ(losses, session->getResult().losses);
+    if (stepsDone)
+      *stepsDone = session->getStepsDone();
+    return losses;
+  }
+
+  MpiCommunicator world;
+  fs::path dir;
+};
+
+TEST_F(SessionTest, TrainsAndReportsEveryStep) {
+  int64_t done = 0;
+  std::vector<double> losses = train(options(3), &done);
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_EQ(done, 3);
+  for (double loss : losses)
+    EXPECT_TRUE(std::isfinite(loss) && loss > 0) << loss;
+  // The updates change the model: the same batch order, other losses.
+  EXPECT_NE(losses[0], losses[2]);
+}
+
+TEST_F(SessionTest, TheSeedDecidesTheRun) {
+  SessionOptions a = options(2), b = options(2);
+  b.seed = 7;
+  EXPECT_EQ(train(a), train(a));
+  EXPECT_NE(train(a), train(b));
+}
+
+TEST_F(SessionTest, ResumesItsOwnCheckpointExactly) {
+  std::vector<double> whole = train(options(3));
+  SessionOptions first = options(2);
+  first.saveDir = (dir / "checkpoint").string();
+  train(first);
+  SessionOptions rest = options(1);
+  rest.loadDir = first.saveDir;
+  int64_t done = 0;
+  std::vector<double> resumed = train(rest, &done);
+  EXPECT_EQ(done, 3);
+  ASSERT_EQ(resumed.size(), 1u);
+  ASSERT_EQ(whole.size(), 3u);
+  EXPECT_EQ(resumed[0], whole[2]);
+}
+
+TEST_F(SessionTest, BadOptionsComeBackAsOneReport) {
+  SessionOptions o = options(0);
+  std::unique_ptr<Session> session;
+  Outcome opened = Session::open(o, world, session);
+  ASSERT_FALSE(bool(opened));
+  EXPECT_FALSE(opened.isThisRankOnly());
+  EXPECT_EQ(opened.getReport(), "--steps must be positive, got 0");
+}
+
+TEST_F(SessionTest, AMissingPlanIsNamed) {
+  SessionOptions o = options(1);
+  o.planPath = (dir / "nothing.json").string();
+  std::unique_ptr<Session> session;
+  Outcome opened = Session::open(o, world, session);
+  ASSERT_FALSE(bool(opened));
+  EXPECT_NE(opened.getReport().find("nothing.json"), std::string::npos)
+      << opened.getReport();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  int result = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return result;
+}
