@@ -37,6 +37,7 @@
 
 #include "Status.h"
 #include "sluice/PlanFormat/DType.h"
+#include "sluice/PlanFormat/ModelConfig.h"
 
 #include <algorithm>
 #include <cmath>
@@ -358,12 +359,13 @@ public:
   /// Rotary position embedding in place (RoFormer; Hugging Face's Llama
   /// layout). x holds rows x tokens vectors `stride` elements apart, each
   /// starting with `heads` heads of `headDim`; in every head, dimensions i
-  /// and i + headDim / 2 turn by the angle (offset + t) * theta^(-2i /
-  /// headDim) of the vector's position (computed in double). `inverse`
-  /// turns them back, which is also the rotation's gradient.
+  /// and i + headDim / 2 turn by the angle (offset + t) *
+  /// rotary.getFrequency(i, headDim) of the vector's position (computed in
+  /// double). `inverse` turns them back, which is also the rotation's
+  /// gradient.
   virtual void rotate(DevicePtr x, int64_t rows, int64_t tokens, int64_t offset,
                       int64_t heads, int64_t headDim, int64_t stride,
-                      double theta, bool inverse) = 0;
+                      const Rotary &rotary, bool inverse) = 0;
 
   /// context = softmax(q k^T / sqrt(d)) v under the causal mask; lse (f32)
   /// the log-sum-exp of each query's scaled scores.

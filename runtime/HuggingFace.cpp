@@ -311,6 +311,12 @@ public:
     return getLayerSource(*layer, index, name.substr(dot + 1), src);
   }
 
+  /// Hugging Face's name of `tensor` in transformer layer `index`.
+  std::string getLayerTensor(int64_t index, const std::string &tensor) const {
+    return prefix + (family == Family::Gpt2 ? "h." : "layers.") +
+           std::to_string(index) + "." + tensor;
+  }
+
   /// A name that exists only if the files hold more layers than the model.
   std::string getLayerProbe(int64_t index) const {
     return prefix + (family == Family::Gpt2 ? "h." : "layers.") +
@@ -401,7 +407,9 @@ Status readFamily(const std::string &dir, Family &family, std::string &text) {
   }
   if (type == "gpt2") {
     family = Family::Gpt2;
-  } else if (type == "llama" || type == "mistral") {
+  } else if (type == "llama" || type == "mistral" || type == "qwen2") {
+    // Qwen2's names are Llama's (its q/k/v biases the same names'
+    // .bias).
     family = Family::Llama;
   } else if (type == "gemma") {
     family = Family::Gemma;
@@ -410,7 +418,7 @@ Status readFamily(const std::string &dir, Family &family, std::string &text) {
   } else {
     return Status::error("'" + path + "': model_type '" + type +
                          "' is not one whose weights sluice-run loads "
-                         "(gpt2, llama, mistral, gemma, gemma2; "
+                         "(gpt2, llama, mistral, qwen2, gemma, gemma2; "
                          "docs/import.md)");
   }
   return Status::ok();
@@ -538,6 +546,19 @@ Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
   if (tensors.find(naming.getLayerProbe(layers)))
     return Status::error("'" + dir + "' holds more than the model's " +
                          std::to_string(layers) + " layers");
+  // Biases the files hold and the plan's layers lack would be dropped
+  // without a word (a Qwen2 directory on a plan compiled as Llama).
+  if (family != Family::Gpt2 && first)
+    for (auto [tensor, has] :
+         {std::pair{"self_attn.q_proj.bias", first->hasQkvBias()},
+          std::pair{"self_attn.o_proj.bias", first->bias},
+          std::pair{"mlp.down_proj.bias", first->bias}}) {
+      std::string name = naming.getLayerTensor(0, tensor);
+      if (!has && tensors.find(name))
+        return Status::error("'" + dir + "' holds " + name +
+                             ", a bias the plan's model does not have: "
+                             "compile the plan from this config.json");
+    }
   std::vector<float> weights;
   if (Status st = params.read(ParameterStore::Tensor::Weights, weights); !st)
     return st;
@@ -578,17 +599,18 @@ Status describeModel(const ModelConfig &model, Family &family,
     if (l.kind == LayerKind::Transformer &&
         (l.heads != t->heads || l.kvHeads != t->kvHeads ||
          l.headDim != t->headDim || l.ffn != t->ffn || l.mlp != t->mlp ||
-         l.norm != t->norm || l.bias != t->bias || l.ropeTheta != t->ropeTheta))
+         l.norm != t->norm || l.bias != t->bias ||
+         l.qkvBias != t->qkvBias || l.rotary != t->rotary))
       return Status::error("model '" + model.name +
                            "' has layers of different shapes: no Hugging "
                            "Face config describes it");
   json c;
   int64_t layers = countTransformerLayers(model);
   bool gpt2 = embedding.positions > 0 && t->norm == "layernorm" &&
-              t->mlp == "gelu" && t->bias && t->ropeTheta == 0 &&
+              t->mlp == "gelu" && t->bias && t->rotary.theta == 0 &&
               t->kvHeads == t->heads && t->heads * t->headDim == model.hidden;
   bool rotary = embedding.positions == 0 && t->norm == "rmsnorm" &&
-                t->ropeTheta > 0 && output.norm == "rmsnorm" && !t->bias;
+                t->rotary.theta > 0 && output.norm == "rmsnorm" && !t->bias;
   bool scaled = model.embeddingScale != 1.0;
   bool llama = rotary && t->mlp == "swiglu" && !scaled;
   bool gemma = rotary && t->mlp == "geglu" &&
@@ -596,6 +618,21 @@ Status describeModel(const ModelConfig &model, Family &family,
                    float(std::sqrt(double(model.hidden)));
   gpt2 = gpt2 && !scaled && !t->postNorms;
   llama = llama && !t->postNorms;
+  if (llama && t->qkvBias && t->heads * t->headDim != model.hidden)
+    return Status::error("model '" + model.name +
+                         "' has query, key and value biases (Qwen2's block) "
+                         "but heads x head_dim differs from the hidden size, "
+                         "which Qwen2's config cannot say");
+  if (t->qkvBias && !llama)
+    return Status::error("model '" + model.name +
+                         "' has query, key and value biases (Qwen2's block) "
+                         "but is not Llama-shaped: no Hugging Face family "
+                         "computes it");
+  if (t->rotary.isScaled() && !llama)
+    return Status::error("model '" + model.name +
+                         "' scales its rotary frequencies (Llama 3.1's "
+                         "rope_scaling) but is not Llama-shaped: no Hugging "
+                         "Face family computes it");
   family = gpt2    ? Family::Gpt2
            : gemma ? (t->postNorms ? Family::Gemma2 : Family::Gemma)
                    : Family::Llama;
@@ -624,9 +661,17 @@ Status describeModel(const ModelConfig &model, Family &family,
          {"max_position_embeddings", model.seqLen},
          {"vocab_size", embedding.vocab},
          {"rms_norm_eps", model.normEps},
-         {"rope_theta", t->ropeTheta},
+         {"rope_theta", t->rotary.theta},
          {"tie_word_embeddings", output.tied}};
-    if (llama) {
+    if (llama && t->qkvBias) {
+      // Qwen2's block: Llama's with query, key and value biases. Its
+      // config has no head_dim (hidden / heads).
+      c["architectures"] = {"Qwen2ForCausalLM"};
+      c["model_type"] = "qwen2";
+      c["hidden_act"] = "silu";
+      c["use_sliding_window"] = false;
+      c.erase("head_dim");
+    } else if (llama) {
       c["architectures"] = {"LlamaForCausalLM"};
       c["model_type"] = "llama";
       c["hidden_act"] = "silu";
@@ -636,6 +681,20 @@ Status describeModel(const ModelConfig &model, Family &family,
       c["architectures"] = {two ? "Gemma2ForCausalLM" : "GemmaForCausalLM"};
       c["model_type"] = two ? "gemma2" : "gemma";
       c["hidden_activation"] = model.exactGelu ? "gelu" : "gelu_pytorch_tanh";
+    }
+    if (t->rotary.isScaled()) {
+      // Llama 3.1's scaling; the context it extends to is what
+      // transformers checks the original one against.
+      const Rotary &r = t->rotary;
+      c["rope_scaling"] = {
+          {"rope_type", "llama3"},
+          {"factor", r.factor},
+          {"low_freq_factor", r.lowFreqFactor},
+          {"high_freq_factor", r.highFreqFactor},
+          {"original_max_position_embeddings", r.originalPositions}};
+      c["max_position_embeddings"] = std::max(
+          model.seqLen,
+          int64_t(std::llround(double(r.originalPositions) * r.factor)));
     }
     if (two) {
       // What Gemma2Config would default otherwise; the window only if the

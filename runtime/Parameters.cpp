@@ -71,7 +71,8 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
   std::string sliceName = "tp" + std::to_string(shard.index) + "of" +
                           std::to_string(shard.count);
   auto linear = [&](const std::string &name, int64_t in, int64_t out,
-                    Split split, std::vector<IndexRange> parts) {
+                    Split split, std::vector<IndexRange> parts,
+                    bool hasBias) {
     ParameterSpec weight{name + ".weight", {in, out}, InitKind::Normal};
     ParameterSpec bias{name + ".bias", {out}, InitKind::Zeros};
     if (shard.count > 1 && split != Split::Whole) {
@@ -91,7 +92,7 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
       }
     }
     specs.push_back(std::move(weight));
-    if (layer.bias)
+    if (hasBias)
       specs.push_back(std::move(bias));
   };
   // A vocabulary layer's table: whole, or the shard's rows of it
@@ -131,15 +132,20 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
     linear(p + "attn.qkv", h, hd + 2 * kv, Split::Columns,
            {{t * queries, queries},
             {hd + firstKv * d, kvHeads * d},
-            {hd + kv + firstKv * d, kvHeads * d}});
-    linear(p + "attn.out", hd, h, Split::Rows, {{t * queries, queries}});
+            {hd + kv + firstKv * d, kvHeads * d}},
+           layer.hasQkvBias());
+    linear(p + "attn.out", hd, h, Split::Rows, {{t * queries, queries}},
+           layer.bias);
     if (layer.postNorms)
       norm(p + "post_attn_norm");
     norm(p + "norm2");
     if (layer.isGated())
-      linear(p + "mlp.gate", h, layer.ffn, Split::Columns, {{t * f, f}});
-    linear(p + "mlp.up", h, layer.ffn, Split::Columns, {{t * f, f}});
-    linear(p + "mlp.down", layer.ffn, h, Split::Rows, {{t * f, f}});
+      linear(p + "mlp.gate", h, layer.ffn, Split::Columns, {{t * f, f}},
+             layer.bias);
+    linear(p + "mlp.up", h, layer.ffn, Split::Columns, {{t * f, f}},
+           layer.bias);
+    linear(p + "mlp.down", layer.ffn, h, Split::Rows, {{t * f, f}},
+           layer.bias);
     if (layer.postNorms)
       norm(p + "post_mlp_norm");
     break;

@@ -87,6 +87,31 @@ bool flag(const json &object, const char *name, const std::string &where) {
   return value.get<bool>();
 }
 
+/// A layer's rotary scaling (plan version 6): transformers' own keys and
+/// its one scaling Sluice computes, Llama 3.1's.
+void readRopeScaling(const json &j, const std::string &at, Rotary &rotary) {
+  std::string where = at + ": rope_scaling";
+  if (!j.is_object())
+    fail(where + " must be an object, got " + j.dump());
+  std::string type = text(j, "rope_type", where);
+  if (type != "llama3")
+    fail(where + ": 'rope_type' = '" + type +
+         "' is not one this runtime computes (llama3)");
+  auto number = [&](const char *name) {
+    const json &v = field(j, name, where);
+    if (!v.is_number())
+      fail(where + ": '" + name + "' must be a number, got " + v.dump());
+    return v.get<double>();
+  };
+  rotary.factor = number("factor");
+  rotary.lowFreqFactor = number("low_freq_factor");
+  rotary.highFreqFactor = number("high_freq_factor");
+  rotary.originalPositions = integer(j, "original_max_position_embeddings",
+                                     where, 1, int64_t(1) << 40);
+  if (std::string why = rotary.checkScaling(); !why.empty())
+    fail(where + ": " + why);
+}
+
 /// The numerics the layers share (optional: 1e-5 and tanh GELU before
 /// they were recorded), and what the model does not compute.
 void readNumerics(const json &j, ModelConfig &m) {
@@ -194,16 +219,23 @@ ModelConfig readModel(const json &j) {
       c.norm = text(l, "norm", at);
       c.mlp = text(l, "mlp", at);
       c.bias = flag(l, "bias", at);
+      c.qkvBias = l.contains("qkv_bias") && flag(l, "qkv_bias", at);
+      if (c.bias && c.qkvBias)
+        fail(at + ": 'qkv_bias' with 'bias', which has every bias already");
       c.postNorms = l.contains("post_norms") && flag(l, "post_norms", at);
       if (l.contains("rope_theta")) {
         const json &theta = l["rope_theta"];
         if (!theta.is_number() || !(theta.get<double>() > 0))
           fail(at + ": 'rope_theta' must be a positive number, got " +
                theta.dump());
-        c.ropeTheta = theta.get<double>();
+        c.rotary.theta = theta.get<double>();
         if (c.headDim % 2 != 0)
           fail(at + ": rotary positions need an even 'head_dim', got " +
                std::to_string(c.headDim));
+        if (l.contains("rope_scaling"))
+          readRopeScaling(l["rope_scaling"], at, c.rotary);
+      } else if (l.contains("rope_scaling")) {
+        fail(at + ": 'rope_scaling' without 'rope_theta'");
       }
       if (c.heads % c.kvHeads != 0)
         fail(at + ": 'kv_heads' = " + std::to_string(c.kvHeads) +

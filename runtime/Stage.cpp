@@ -320,13 +320,13 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
                qkv, width);
   if (l.w.qkvB)
     kernels.addRowVector(qkv, l.w.qkvB, rt, width);
-  if (c.ropeTheta > 0) {
+  if (c.rotary.theta > 0) {
     // Rotated by absolute position (offset + t), so the keys a later slice
     // reads from the state are the ones the whole sequence would have.
     kernels.rotate(qkv, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
-                   c.ropeTheta, false);
+                   c.rotary, false);
     kernels.rotate(qkv + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
-                   width, c.ropeTheta, false);
+                   width, c.rotary, false);
   }
   // Q to the state; K and V to the slice's rows of the microbatch's cache:
   // one strided copy each.
@@ -480,12 +480,12 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
                       cacheRows(s, model.seqLen, kvw, width, false));
   kernels.copyStrided(dqkv + hd + kvw, v[Field::DValues] + at,
                       cacheRows(s, model.seqLen, kvw, width, false));
-  if (c.ropeTheta > 0) {
+  if (c.rotary.theta > 0) {
     // Back through the rotation: its gradient is its transpose.
     kernels.rotate(dqkv, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
-                   c.ropeTheta, true);
+                   c.rotary, true);
     kernels.rotate(dqkv + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
-                   width, c.ropeTheta, true);
+                   width, c.rotary, true);
   }
   DevicePtr daWhole = partial ? partial : v[Field::DA];
   kernels.gemm(false, true, rt, h, width, 1.0f, dqkv, width, l.w.qkvW, width,

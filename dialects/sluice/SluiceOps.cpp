@@ -594,6 +594,11 @@ LogicalResult TransformerLayerOp::verify() {
                          "size, got ")
              << getHeadDimOrDefault();
   }
+  if (getBias() && getQkvBias())
+    return emitOpError("'qkv_bias' with 'bias', which has every bias already");
+  if (getRopeScalingAttr() && !getRopeThetaAttr())
+    return emitOpError("'rope_scaling' scales rotary frequencies, but the "
+                       "layer has no 'rope_theta'");
   if (failed(verifyShardBody(*this, getShards(), getBody(), /*hasInput=*/true,
                              getType(), /*loss=*/{})))
     return failure();
@@ -1048,26 +1053,39 @@ static void printScheduleName(OpAsmPrinter &printer, Operation *,
 // custom<LayerOptions>: a transformer layer's optional trailing entries
 //===----------------------------------------------------------------------===//
 
-/// `, bias`, `, rope_theta = 10000.0` and `, post_norms`, each optional,
-/// in this order. A declarative optional group cannot start with the `,`
-/// they share, so the keyword after the comma decides.
+/// `, bias` or `, qkv_bias`, `, rope_theta = 10000.0`, `, rope_scaling =
+/// #sluice...` and `, post_norms`, each optional, in this order. A
+/// declarative optional group cannot start with the `,` they share, so the
+/// keyword after the comma decides.
 static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
-                                     FloatAttr &ropeTheta,
+                                     UnitAttr &qkvBias, FloatAttr &ropeTheta,
+                                     RopeLlama3Attr &ropeScaling,
                                      UnitAttr &postNorms) {
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
     if (parser.parseKeyword(&keyword))
       return failure();
-    if (keyword == "bias" && !bias && !ropeTheta && !postNorms) {
+    bool biasesNext = !bias && !qkvBias && !ropeTheta && !ropeScaling &&
+                      !postNorms;
+    if (keyword == "bias" && biasesNext) {
       bias = parser.getBuilder().getUnitAttr();
       continue;
     }
-    if (keyword == "rope_theta" && !ropeTheta && !postNorms) {
+    if (keyword == "qkv_bias" && biasesNext) {
+      qkvBias = parser.getBuilder().getUnitAttr();
+      continue;
+    }
+    if (keyword == "rope_theta" && !ropeTheta && !ropeScaling && !postNorms) {
       double value;
       if (parser.parseEqual() || parser.parseFloat(value))
         return failure();
       ropeTheta = parser.getBuilder().getF64FloatAttr(value);
+      continue;
+    }
+    if (keyword == "rope_scaling" && !ropeScaling && !postNorms) {
+      if (parser.parseEqual() || parser.parseAttribute(ropeScaling))
+        return failure();
       continue;
     }
     if (keyword == "post_norms" && !postNorms) {
@@ -1076,16 +1094,19 @@ static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
     }
     return parser.emitError(loc, "unexpected '")
            << keyword
-           << "' (expected 'bias', then 'rope_theta = <float>', then "
-              "'post_norms')";
+           << "' (expected 'bias' or 'qkv_bias', then 'rope_theta = <float>', then "
+              "'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms')";
   }
   return success();
 }
 
 static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
-                              FloatAttr ropeTheta, UnitAttr postNorms) {
+                              UnitAttr qkvBias, FloatAttr ropeTheta,
+                              RopeLlama3Attr ropeScaling, UnitAttr postNorms) {
   if (bias)
     printer << ", bias";
+  if (qkvBias)
+    printer << ", qkv_bias";
   if (ropeTheta) {
     printer << ", rope_theta = ";
     // Bases are round numbers (10000, 500000): print them as written.
@@ -1094,6 +1115,10 @@ static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
       printer << static_cast<int64_t>(value) << ".0";
     else
       printer.printFloat(ropeTheta.getValue());
+  }
+  if (ropeScaling) {
+    printer << ", rope_scaling = ";
+    printer.printAttribute(ropeScaling);
   }
   if (postNorms)
     printer << ", post_norms";

@@ -213,24 +213,38 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     give it explicitly and then `heads * head_dim` may differ from `hidden`.
     `ffn` is the feed-forward width, `norm` and `mlp` select the
     normalisation and the feed-forward kind, and the unit attribute `bias`
-    adds biases to every linear map (GPT-2). `rope_theta`, when present,
+    adds biases to every linear map (GPT-2); `qkv_bias` instead adds them to
+    the query, key and value projections only (Qwen2). `rope_theta`, when present,
     rotates queries and keys by their absolute position before attention
     (rotary position embeddings, RoFormer; Llama and Gemma): the pair of
     dimensions (i, i + head_dim / 2) turns by position * rope_theta^(-2i /
     head_dim). Its cost is negligible and it holds no parameters, so only
-    the runtime reads it. The unit attribute `post_norms` adds Gemma-2's
+    the runtime reads it. `rope_scaling` (only with `rope_theta`) scales
+    those frequencies as Llama 3.1 does (`#sluice.rope_llama3`). The unit
+    attribute `post_norms` adds Gemma-2's
     sandwich norms: `x + norm(attn(norm(x)))`, then the same around the
     feed-forward block (two more norms of the same kind).
 
     Rules checked by the verifier: all sizes positive; `kv_heads` divides
     `heads`; `heads` divides `hidden` when `head_dim` is absent;
-    `rope_theta` positive and `head_dim` even when it is given.
+    `rope_theta` positive and `head_dim` even when it is given;
+    `rope_scaling` only with `rope_theta`; not both `bias` and `qkv_bias`.
 
     ```mlir
     // Llama-3-8B: grouped-query attention, SwiGLU, rotary positions.
     %y = sluice.transformer_layer %x {heads = 32, kv_heads = 8, ffn = 14336,
            norm = rmsnorm, mlp = swiglu, rope_theta = 500000.0}
            : tensor<1x8192x4096xbf16>
+    // Llama-3.2-1B: Llama 3.1's scaled rotary frequencies.
+    %z = sluice.transformer_layer %x {heads = 32, kv_heads = 8, ffn = 8192,
+           norm = rmsnorm, mlp = swiglu, rope_theta = 500000.0,
+           rope_scaling = #sluice.rope_llama3<factor = 32.0,
+             low_freq_factor = 1.0, high_freq_factor = 4.0,
+             original_max_positions = 8192>} : tensor<1x8192x2048xbf16>
+    // Qwen2.5-7B: biases on the query, key and value projections only.
+    %q = sluice.transformer_layer %x {heads = 28, kv_heads = 4, ffn = 18944,
+           norm = rmsnorm, mlp = swiglu, qkv_bias, rope_theta = 1000000.0}
+           : tensor<1x8192x3584xbf16>
     // Gemma-2-9B: heads * head_dim = 4096 differs from hidden = 3584.
     %v = sluice.transformer_layer %u {heads = 16, kv_heads = 8, head_dim = 256,
            ffn = 14336, norm = rmsnorm, mlp = geglu} : tensor<1x8192x3584xbf16>
@@ -247,15 +261,18 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
                        Sluice_SizeAttr:$kv_heads, OptionalAttr<Sluice_SizeAttr>:$head_dim,
                        Sluice_SizeAttr:$ffn, Sluice_NormKindAttr:$norm,
                        Sluice_MlpKindAttr:$mlp, UnitAttr:$bias,
-                       OptionalAttr<F64Attr>:$rope_theta, UnitAttr:$post_norms,
+                       UnitAttr:$qkv_bias,
+                       OptionalAttr<F64Attr>:$rope_theta,
+                       OptionalAttr<Sluice_RopeLlama3Attr>:$rope_scaling,
+                       UnitAttr:$post_norms,
                        OptionalAttr<Sluice_SizeAttr>:$shards);
   let results = (outs AnyRankedTensor:$result);
   let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
     $input ` ` `{` `heads` `=` $heads `,` `kv_heads` `=` $kv_heads `,`
     (`head_dim` `=` $head_dim^ `,`)? `ffn` `=` $ffn `,` `norm` `=` `` $norm
-    `,` `mlp` `=` `` $mlp `` custom<LayerOptions>($bias, $rope_theta,
-    $post_norms) `}`
+    `,` `mlp` `=` `` $mlp `` custom<LayerOptions>($bias, $qkv_bias,
+    $rope_theta, $rope_scaling, $post_norms) `}`
     attr-dict `:` type($input) (`shards` $shards^ $body)?
   }];
   let extraClassDeclaration = [{

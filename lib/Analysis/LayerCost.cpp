@@ -17,6 +17,7 @@ TransformerShape TransformerShape::get(TransformerLayerOp op) {
   shape.norm = op.getNorm();
   shape.mlp = op.getMlp();
   shape.bias = op.getBias();
+  shape.qkvBias = op.getQkvBias();
   shape.postNorms = op.getPostNorms();
   return shape;
 }
@@ -40,11 +41,10 @@ static int64_t getMatmulParams(const TransformerShape &s) {
 int64_t mlir::sluice::getParameterCount(const TransformerShape &s) {
   int64_t norms = s.postNorms ? 4 : 2;
   int64_t params = getMatmulParams(s) + norms * getNormParams(s.norm, s.hidden);
-  if (s.bias) {
-    // q, k, v and o projections, then the feed-forward maps.
-    params += s.heads * s.headDim + 2 * s.kvHeads * s.headDim + s.hidden;
-    params += (isGated(s.mlp) ? 2 : 1) * s.ffn + s.hidden;
-  }
+  if (s.bias || s.qkvBias) // q, k and v projections
+    params += s.heads * s.headDim + 2 * s.kvHeads * s.headDim;
+  if (s.bias) // o, then the feed-forward maps
+    params += s.hidden + (isGated(s.mlp) ? 2 : 1) * s.ffn + s.hidden;
   return params;
 }
 

@@ -64,6 +64,10 @@ const StringRef kGpt2ActKeys[] = {"activation_function", "hidden_act"};
 
 const Family kLlama{"llama", NormKind::rmsnorm, MlpKind::swiglu, false, false,
                     false,   kLlamaActKeys,     kLlamaActs,      "",    0};
+// Qwen2 and Qwen2.5: Llama's block with biases on the query, key and value
+// projections (readBiases).
+const Family kQwen2{"qwen2", NormKind::rmsnorm, MlpKind::swiglu, false, false,
+                    false,   kLlamaActKeys,     kLlamaActs,      "",    0};
 const Family kGemma{
     "gemma",       NormKind::rmsnorm, MlpKind::geglu,      false, false, true,
     kGemmaActKeys, kGeluActs,         "gelu_pytorch_tanh", 256};
@@ -75,10 +79,11 @@ const Family *lookupFamily(StringRef modelType) {
       .Cases({"llama", "mistral"}, &kLlama)
       .Cases({"gemma", "gemma2"}, &kGemma)
       .Case("gpt2", &kGpt2)
+      .Case("qwen2", &kQwen2)
       .Default(nullptr);
 }
 constexpr StringLiteral kSupportedModelTypes =
-    "gemma, gemma2, gpt2, llama, mistral";
+    "gemma, gemma2, gpt2, llama, mistral, qwen2";
 
 /// Reads typed values out of the top-level JSON object, reporting each
 /// problem at the key's position in the file.
@@ -320,12 +325,20 @@ struct ImportedConfig {
   int64_t hidden, layers, heads, kvHeads, ffn, vocab, positions;
   std::optional<int64_t> headDim;
   std::optional<double> ropeTheta; // rotary families only
+  /// Llama 3.1's frequency scaling: factor, low_freq_factor,
+  /// high_freq_factor, original_max_position_embeddings.
+  struct RopeScaling {
+    double factor, low, high;
+    int64_t original;
+  };
+  std::optional<RopeScaling> ropeScaling;
   bool tied;
   Type dtype;
   /// The numerics the runtime computes (docs/import.md, "Numerics").
   double normEps = 1e-5;
   bool exactGelu = false;
   bool bias = false;
+  bool qkvBias = false;
   std::optional<int64_t> slidingWindow;
   /// Gemma's sqrt(hidden_size); nn.Embedding's padding_idx.
   std::optional<double> embeddingScale;
@@ -460,6 +473,7 @@ private:
                             .Case("mistral", 8)
                             .Case("gemma", 16)
                             .Case("gemma2", 4)
+                            .Case("qwen2", 32)
                             .Default(config.heads);
     config.kvHeads = kvHeads->value_or(kvDefault);
     if (!*kvHeads && !gpt2)
@@ -565,15 +579,67 @@ private:
     if (!*theta)
       reader.remarkDefault("rope_theta", "10000.0",
                            "Hugging Face's default for " + family->name);
-    auto ropeType = reader.nestedString("rope_parameters", "rope_type");
-    bool scaled =
-        reader.has("rope_scaling") || (ropeType && *ropeType != "default");
-    if (scaled)
-      unmodelled(reader.has("rope_scaling") ? "rope_scaling"
-                                            : "rope_parameters",
-                 "rotary positions use the unscaled frequencies of "
-                 "rope_theta = " +
-                     llvm::formatv("{0:F1}", *config.ropeTheta).str());
+    return readRopeScaling();
+  }
+
+  /// The rotary frequencies' scaling: transformers 4's `rope_scaling`, or
+  /// 5's `rope_parameters` (which holds rope_theta too). "default" is
+  /// none; "llama3" (Llama 3.1 and 3.2) is computed; another kind is
+  /// recorded as unmodelled, which the runtime refuses to train.
+  LogicalResult readRopeScaling() {
+    StringRef key =
+        reader.has("rope_scaling") ? "rope_scaling" : "rope_parameters";
+    if (!reader.has(key))
+      return success();
+    const llvm::json::Object *scaling = reader.getObject(key);
+    if (!scaling) {
+      reader.error(key) << "key '" << key << "' must be an object, got "
+                        << ConfigReader::formatJSON(*reader.get(key));
+      return failure();
+    }
+    std::optional<StringRef> type = scaling->getString("rope_type");
+    if (!type) // transformers before 4.43 named it `type`
+      type = scaling->getString("type");
+    if (!type || *type == "default")
+      return success();
+    if (*type != "llama3") {
+      unmodelled(key, "rotary positions use the unscaled frequencies of "
+                      "rope_theta = " +
+                          llvm::formatv("{0:F1}", *config.ropeTheta).str() +
+                          ", not rope_type '" + *type + "'");
+      return success();
+    }
+    auto number = [&](StringRef name) -> std::optional<double> {
+      std::optional<double> value = scaling->getNumber(name);
+      if (!value)
+        reader.error(key) << "key '" << key << "." << name
+                          << "' must be a number for rope_type 'llama3'";
+      return value;
+    };
+    std::optional<double> factor = number("factor"),
+                          low = number("low_freq_factor"),
+                          high = number("high_freq_factor");
+    std::optional<int64_t> original =
+        scaling->getInteger("original_max_position_embeddings");
+    if (!original)
+      reader.error(key) << "key '" << key
+                        << ".original_max_position_embeddings' must be an "
+                           "integer for rope_type 'llama3'";
+    if (!factor || !low || !high || !original)
+      return failure();
+    // Written so that NaN fails too (the runtime's Rotary::checkScaling
+    // holds plans to the same).
+    if (!(*factor >= 1) || !(*low > 0) || !(*high > *low) || *original < 1) {
+      reader.error(key) << "key '" << key
+                        << "' must have factor >= 1, 0 < low_freq_factor < "
+                           "high_freq_factor and a positive "
+                           "original_max_position_embeddings, got factor "
+                        << *factor << ", low_freq_factor " << *low
+                        << ", high_freq_factor " << *high
+                        << ", original_max_position_embeddings " << *original;
+      return failure();
+    }
+    config.ropeScaling = {*factor, *low, *high, *original};
     return success();
   }
 
@@ -632,6 +698,19 @@ private:
       if (*byLayer && **byLayer)
         unmodelled("scale_attn_by_inverse_layer_idx",
                    "attention scores are not divided by the layer number");
+      return success();
+    }
+    // Qwen2Attention builds its query, key and value projections with
+    // biases and nothing else with one, whatever the config says.
+    if (modelType == "qwen2") {
+      config.qkvBias = true;
+      auto window = reader.optionalBool("use_sliding_window");
+      if (failed(window))
+        return failure();
+      if (window->value_or(false))
+        unmodelled("use_sliding_window",
+                   "the layers past max_window_layers attend over "
+                   "sliding_window keys only");
       return success();
     }
     auto attention = reader.optionalBool("attention_bias");
@@ -892,8 +971,16 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
         size(config->ffn), NormKindAttr::get(context, family.norm),
         MlpKindAttr::get(context, family.mlp),
         config->bias ? builder.getUnitAttr() : UnitAttr(),
+        config->qkvBias ? builder.getUnitAttr() : UnitAttr(),
         config->ropeTheta ? builder.getF64FloatAttr(*config->ropeTheta)
                           : FloatAttr(),
+        config->ropeScaling
+            ? RopeLlama3Attr::get(context,
+                                  APFloat(config->ropeScaling->factor),
+                                  APFloat(config->ropeScaling->low),
+                                  APFloat(config->ropeScaling->high),
+                                  config->ropeScaling->original)
+            : RopeLlama3Attr(),
         config->postNorms ? builder.getUnitAttr() : UnitAttr(),
         /*shards=*/IntegerAttr());
   Value loss = OutputLayerOp::create(

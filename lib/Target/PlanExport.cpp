@@ -65,10 +65,18 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
       layer.headDim = t.getHeadDimOrDefault();
       layer.ffn = t.getFfn();
       layer.bias = t.getBias();
+      layer.qkvBias = t.getQkvBias();
       layer.norm = stringifyNormKind(t.getNorm()).str();
       layer.mlp = stringifyMlpKind(t.getMlp()).str();
       if (FloatAttr theta = t.getRopeThetaAttr())
-        layer.ropeTheta = theta.getValueAsDouble();
+        layer.rotary.theta = theta.getValueAsDouble();
+      if (RopeLlama3Attr scaling = t.getRopeScalingAttr()) {
+        layer.rotary.factor = scaling.getFactor().convertToDouble();
+        layer.rotary.lowFreqFactor = scaling.getLowFreqFactor().convertToDouble();
+        layer.rotary.highFreqFactor =
+            scaling.getHighFreqFactor().convertToDouble();
+        layer.rotary.originalPositions = scaling.getOriginalMaxPositions();
+      }
       layer.postNorms = t.getPostNorms();
     } else if (auto o = dyn_cast<OutputLayerOp>(op)) {
       layer.kind = rt::LayerKind::Output;
@@ -177,8 +185,19 @@ private:
       json.attribute("ffn", l.ffn);
       json.attribute("mlp", l.mlp);
       json.attribute("bias", l.bias);
-      if (l.ropeTheta > 0)
-        json.attribute("rope_theta", l.ropeTheta);
+      if (l.qkvBias)
+        json.attribute("qkv_bias", true);
+      if (l.rotary.theta > 0)
+        json.attribute("rope_theta", l.rotary.theta);
+      if (l.rotary.isScaled())
+        json.attributeObject("rope_scaling", [&] {
+          json.attribute("rope_type", "llama3");
+          json.attribute("factor", l.rotary.factor);
+          json.attribute("low_freq_factor", l.rotary.lowFreqFactor);
+          json.attribute("high_freq_factor", l.rotary.highFreqFactor);
+          json.attribute("original_max_position_embeddings",
+                         l.rotary.originalPositions);
+        });
       if (l.postNorms)
         json.attribute("post_norms", true);
     }

@@ -292,15 +292,18 @@ void CpuKernels::gatedBackward(GateActivation act, DevicePtr zPtr,
 
 void CpuKernels::rotate(DevicePtr xPtr, int64_t rows, int64_t tokens,
                         int64_t offset, int64_t heads, int64_t headDim,
-                        int64_t stride, double theta, bool inverse) {
+                        int64_t stride, const Rotary &rotary,
+                        bool inverse) {
   float *x = xPtr.as<float>();
   const int64_t half = headDim / 2;
+  std::vector<double> frequency(half);
+  for (int64_t i = 0; i < half; ++i)
+    frequency[i] = rotary.getFrequency(i, headDim);
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t i = 0; i < half; ++i) {
       // In double: positions reach 10^5 and the angle must stay exact
       // enough that every slice of a sequence sees the same rotation.
-      double angle =
-          double(offset + t) * std::pow(theta, -2.0 * double(i) / headDim);
+      double angle = double(offset + t) * frequency[i];
       float c = float(std::cos(angle));
       float sn = float(inverse ? -std::sin(angle) : std::sin(angle));
       for (int64_t r = 0; r < rows; ++r)

@@ -54,8 +54,8 @@ public:
   void gatedBackward(GateActivation act, DevicePtr z, DevicePtr u, DevicePtr dg,
                      DevicePtr dz, DevicePtr du, int64_t n) override;
   void rotate(DevicePtr x, int64_t rows, int64_t tokens, int64_t offset,
-              int64_t heads, int64_t headDim, int64_t stride, double theta,
-              bool inverse) override;
+              int64_t heads, int64_t headDim, int64_t stride,
+              const Rotary &rotary, bool inverse) override;
   void attentionForward(const AttentionShape &s, DevicePtr q, DevicePtr keys,
                         DevicePtr values, DevicePtr lse,
                         DevicePtr context) override;

@@ -76,8 +76,8 @@ public:
   void gatedBackward(GateActivation act, DevicePtr z, DevicePtr u, DevicePtr dg,
                      DevicePtr dz, DevicePtr du, int64_t n) override;
   void rotate(DevicePtr x, int64_t rows, int64_t tokens, int64_t offset,
-              int64_t heads, int64_t headDim, int64_t stride, double theta,
-              bool inverse) override;
+              int64_t heads, int64_t headDim, int64_t stride,
+              const Rotary &rotary, bool inverse) override;
   void attentionForward(const AttentionShape &s, DevicePtr q, DevicePtr keys,
                         DevicePtr values, DevicePtr lse,
                         DevicePtr context) override;
@@ -135,14 +135,14 @@ public:
   ~CudaKernels() override;
 
 private:
-  /// The rotations of positions [0, positions) for (theta, headDim), built
-  /// on this stream the first time they are needed; null after an error
-  /// (recorded).
-  const float2 *getRotaryTable(double theta, int64_t headDim,
+  /// The rotations of positions [0, positions) for (rotary, headDim),
+  /// built on this stream the first time they are needed; null after an
+  /// error (recorded).
+  const float2 *getRotaryTable(const Rotary &rotary, int64_t headDim,
                                int64_t positions);
 
   struct RotaryTable {
-    double theta;
+    Rotary rotary;
     int64_t headDim;
     int64_t positions;
     float2 *table;

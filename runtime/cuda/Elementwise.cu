@@ -208,11 +208,12 @@ void CudaKernels::gatedBackward(GateActivation act, DevicePtr z, DevicePtr u,
 
 void CudaKernels::rotate(DevicePtr x, int64_t rows, int64_t tokens,
                          int64_t offset, int64_t heads, int64_t headDim,
-                         int64_t stride, double theta, bool inverse) {
+                         int64_t stride, const Rotary &rotary,
+                         bool inverse) {
   int64_t n = rows * tokens * heads * (headDim / 2);
   if (n <= 0)
     return;
-  const float2 *table = getRotaryTable(theta, headDim, offset + tokens);
+  const float2 *table = getRotaryTable(rotary, headDim, offset + tokens);
   if (!table)
     return;
   int64_t half = headDim / 2;
@@ -235,12 +236,12 @@ void CudaKernels::rotate(DevicePtr x, int64_t rows, int64_t tokens,
   SLUICE_LAUNCHED(errors);
 }
 
-const float2 *CudaKernels::getRotaryTable(double theta, int64_t headDim,
-                                          int64_t positions) {
+const float2 *CudaKernels::getRotaryTable(const Rotary &rotary,
+                                          int64_t headDim, int64_t positions) {
   int64_t half = headDim / 2;
   RotaryTable *found = nullptr;
   for (RotaryTable &t : rotaryTables)
-    if (t.theta == theta && t.headDim == headDim)
+    if (t.rotary == rotary && t.headDim == headDim)
       found = &t;
   if (found && found->positions >= positions)
     return found->table;
@@ -252,17 +253,32 @@ const float2 *CudaKernels::getRotaryTable(double theta, int64_t headDim,
     want *= 2;
   float2 *table = nullptr;
   cudaError_t allocated =
-      cudaMalloc(&table, size_t(want * half) * sizeof(float2));
+      cudaMalloc(&table, size_t(want * half) * sizeof(float2) +
+                             size_t(half) * sizeof(double));
   if (allocated != cudaSuccess) {
     SLUICE_CUDA_RECORD(errors, allocated);
     return nullptr;
   }
   retiredTables.push_back(table);
+  // The frequencies from the one definition the CPU kernel uses too
+  // (Rotary::getFrequency), behind the table; a blocking copy, so the
+  // host vector may go.
+  std::vector<double> frequency(half);
+  for (int64_t i = 0; i < half; ++i)
+    frequency[i] = rotary.getFrequency(i, headDim);
+  auto *frequencies = reinterpret_cast<double *>(table + want * half);
+  cudaError_t copied = cudaMemcpy(frequencies, frequency.data(),
+                                  size_t(half) * sizeof(double),
+                                  cudaMemcpyHostToDevice);
+  if (copied != cudaSuccess) {
+    SLUICE_CUDA_RECORD(errors, copied);
+    return nullptr;
+  }
   rotaryTableKernel<<<gridFor(want * half), kThreads, 0, stream>>>(
-      table, 0, want, half, headDim, theta);
+      table, 0, want, half, frequencies);
   SLUICE_LAUNCHED(errors);
   if (!found) {
-    rotaryTables.push_back({theta, headDim, 0, nullptr});
+    rotaryTables.push_back({rotary, headDim, 0, nullptr});
     found = &rotaryTables.back();
   }
   found->positions = want;

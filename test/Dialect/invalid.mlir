@@ -45,10 +45,50 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 
 // -----
 
+// rope-scaling-without-theta
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'rope_scaling' scales rotary frequencies, but the layer has no 'rope_theta'}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_scaling = #sluice.rope_llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_positions = 8192>} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// rope-scaling-slower-high-than-low
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{rope_llama3: 'high_freq_factor' must exceed 'low_freq_factor' > 0, got 1.000000 and 4.000000}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, rope_scaling = #sluice.rope_llama3<factor = 8.0, low_freq_factor = 4.0, high_freq_factor = 1.0, original_max_positions = 8192>} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// bias-and-qkv-bias
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{unexpected 'qkv_bias' (expected 'bias' or 'qkv_bias', then}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, bias, qkv_bias} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// bias-and-qkv-bias-generic
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'qkv_bias' with 'bias', which has every bias already}}
+  %x = "sluice.transformer_layer"(%emb) <{bias, qkv_bias, heads = 4 : i64, kv_heads = 4 : i64, ffn = 8 : i64, norm = #sluice<norm rmsnorm>, mlp = #sluice<mlp swiglu>}> ({}) : (tensor<1x4x32xf32>) -> tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
 // rope-after-bias
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unexpected 'bias' (expected 'bias', then 'rope_theta = <float>', then 'post_norms')}}
+  // expected-error@+1 {{unexpected 'bias' (expected 'bias' or 'qkv_bias', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms')}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, bias} : tensor<1x4x32xf32>
 }
 

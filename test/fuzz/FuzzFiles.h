@@ -56,7 +56,7 @@ inline rt::ModelConfig getTinyLlama() {
   layer.ffn = 32;
   layer.norm = "rmsnorm";
   layer.mlp = "swiglu";
-  layer.ropeTheta = 10000.0;
+  layer.rotary.theta = 10000.0;
   output.kind = rt::LayerKind::Output;
   output.vocab = 20;
   output.norm = "rmsnorm";

@@ -10,7 +10,7 @@ and checks it against these, within sluice-run's tolerances (relative 1e-5
 on the loss, 1e-4 on gradients).
 
 usage: equivalence.py FAMILY WORKDIR
-  FAMILY: gpt2 | llama | llama-tied | gemma | gemma2
+  FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | gemma | gemma2
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
 
@@ -70,10 +70,30 @@ def make_model(family):
             sliding_window=SEQ)
         config._attn_implementation = "eager"
         return transformers.Gemma2ForCausalLM(config)
+    if family == "qwen2":
+        # Llama's block with biases on the query, key and value projections
+        # (and no others), made nonzero in main().
+        config = transformers.Qwen2Config(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, tie_word_embeddings=False,
+            attention_dropout=0.0)
+        return transformers.Qwen2ForCausalLM(config)
+    # llama3: Llama 3.1's scaled rotary frequencies (rope_type "llama3"),
+    # its original context small enough that a 16-token sequence sees every
+    # branch: head_dim 8's wavelengths 6.3 (kept: under 64 / 4), 63
+    # (blended: under 64 / 1) and 628, 6283 (slowed by the factor).
+    scaling = None
+    if family == "llama3":
+        scaling = {"rope_type": "llama3", "factor": 4.0,
+                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 64}
     config = transformers.LlamaConfig(
         vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=SEQ, rms_norm_eps=1e-6, rope_theta=10000.0,
+        max_position_embeddings=256 if scaling else SEQ, rms_norm_eps=1e-6,
+        rope_theta=10000.0, rope_scaling=scaling,
         tie_word_embeddings=family == "llama-tied", attention_dropout=0.0)
     return transformers.LlamaForCausalLM(config)
 
@@ -117,6 +137,9 @@ def sluice_gradients(family, model):
             out[s + "norm2.weight"] = g[h + "post_attention_layernorm.weight"]
         out[s + "attn.qkv.weight"] = np.concatenate(
             [g[h + f"self_attn.{p}_proj.weight"].T for p in "qkv"], axis=1)
+        if config.model_type == "qwen2":
+            out[s + "attn.qkv.bias"] = np.concatenate(
+                [g[h + f"self_attn.{p}_proj.bias"] for p in "qkv"])
         out[s + "attn.out.weight"] = g[h + "self_attn.o_proj.weight"].T
         for p in ("gate", "up", "down"):
             out[s + f"mlp.{p}.weight"] = g[h + f"mlp.{p}_proj.weight"].T
@@ -177,6 +200,9 @@ def main():
                 p.mul_(4.0)
             elif family in ("gemma", "gemma2"):
                 p.normal_(0.0, 0.3)  # w of the gain 1 + w, 0 at init
+        for name, p in model.named_parameters():
+            if name.endswith("proj.bias"):
+                p.normal_(0.0, 0.5)  # Qwen2's biases, 0 at init
     model.save_pretrained(os.path.join(work, "hf"), safe_serialization=True)
 
     rng = np.random.default_rng(1)

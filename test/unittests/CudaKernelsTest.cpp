@@ -230,25 +230,33 @@ TEST_P(CudaKernelsTest, RotaryPositions) {
   Tensor x = make(rows * tokens * stride, act());
   for (bool inverse : {false, true}) {
     cpuKernels().rotate(x.cpu(), rows, tokens, 4093, heads, headDim, stride,
-                        500000.0, inverse);
+                        Rotary{500000.0}, inverse);
     gpuKernels().rotate(x.gpu(), rows, tokens, 4093, heads, headDim, stride,
-                        500000.0, inverse);
+                        Rotary{500000.0}, inverse);
     expectClose(x, inverse ? "rotate back" : "rotate");
   }
   // Positions the first table (grown past 4096 above) already holds.
   cpuKernels().rotate(x.cpu(), rows, tokens, 17, heads, headDim, stride,
-                      500000.0, false);
+                      Rotary{500000.0}, false);
   gpuKernels().rotate(x.gpu(), rows, tokens, 17, heads, headDim, stride,
-                      500000.0, false);
+                      Rotary{500000.0}, false);
   expectClose(x, "rotate (a table built before)");
   // Pairs that do not come in fours: one pair a thread.
   const int64_t oddDim = 6, oddStride = heads * oddDim + 2;
   Tensor y = make(rows * tokens * oddStride, act());
   cpuKernels().rotate(y.cpu(), rows, tokens, 3, heads, oddDim, oddStride,
-                      10000.0, false);
+                      Rotary{10000.0}, false);
   gpuKernels().rotate(y.gpu(), rows, tokens, 3, heads, oddDim, oddStride,
-                      10000.0, false);
+                      Rotary{10000.0}, false);
   expectClose(y, "rotate (pairs one by one)");
+  // Llama 3.1's scaled frequencies: a table of their own, past the
+  // original context.
+  Rotary llama{500000.0, 32.0, 1.0, 4.0, 8192};
+  cpuKernels().rotate(x.cpu(), rows, tokens, 9000, heads, headDim, stride,
+                      llama, false);
+  gpuKernels().rotate(x.gpu(), rows, tokens, 9000, heads, headDim, stride,
+                      llama, false);
+  expectClose(x, "rotate (llama3 scaling)");
 }
 
 TEST_P(CudaKernelsTest, Norms) {

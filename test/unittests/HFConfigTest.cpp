@@ -203,9 +203,25 @@ TEST_F(HFConfigTest, RopeParametersOfTransformers5) {
   EXPECT_EQ(layers(model).front().getRopeThetaAttr().getValueAsDouble(),
             500000.0);
   EXPECT_TRUE(warnings.empty());
+  // Llama 3.1's scaling is computed: the layers carry it.
+  json = tinyLlamaWith("rope_theta", "");
+  json.insert(json.find('{') + 1,
+              R"("rope_parameters": {"rope_theta": 500000.0, )"
+              R"("rope_type": "llama3", "factor": 8.0, "low_freq_factor": )"
+              R"(1.0, "high_freq_factor": 4.0, )"
+              R"("original_max_position_embeddings": 8192},)");
+  model = import(json);
+  ASSERT_TRUE(model);
+  EXPECT_TRUE(warnings.empty());
+  RopeLlama3Attr scaling = layers(model).front().getRopeScalingAttr();
+  ASSERT_TRUE(scaling);
+  EXPECT_EQ(scaling.getFactor().convertToDouble(), 8.0);
+  EXPECT_EQ(scaling.getOriginalMaxPositions(), 8192);
+  EXPECT_FALSE(model.getUnmodelled());
+  // Another kind is not: warned about, and refused by the runtime.
   json = tinyLlamaWith("rope_theta", "");
   json.insert(json.find('{') + 1, R"("rope_parameters": {"rope_theta": )"
-                                  R"(500000.0, "rope_type": "llama3"},)");
+                                  R"(500000.0, "rope_type": "yarn"},)");
   model = import(json);
   ASSERT_TRUE(model);
   ASSERT_EQ(warnings.size(), 1u);
@@ -214,6 +230,28 @@ TEST_F(HFConfigTest, RopeParametersOfTransformers5) {
                                   "rope_parameters: "),
             std::string::npos)
       << warnings.front();
+  EXPECT_TRUE(model.getUnmodelled());
+}
+
+// Qwen2: Llama's keys, biases on the query, key and value projections
+// whatever attention_bias says, Qwen2Config's own key/value head default,
+// and its sliding window (off by default) not modelled when on.
+TEST_F(HFConfigTest, Qwen2HasQueryKeyValueBiasesOnly) {
+  std::string json = tinyLlamaWith("num_key_value_heads", "");
+  json.replace(json.find("\"llama\""), 7, "\"qwen2\"");
+  json.replace(json.find("\"num_attention_heads\": 4"), 24,
+               "\"num_attention_heads\": 32");
+  ModelOp model = import(json);
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  for (TransformerLayerOp layer : layers(model)) {
+    EXPECT_TRUE(layer.getQkvBias());
+    EXPECT_FALSE(layer.getBias());
+    EXPECT_EQ(layer.getKvHeads(), 32) << "Qwen2Config's";
+  }
+  EXPECT_FALSE(model.getUnmodelled());
+  json.insert(json.find('{') + 1, R"("use_sliding_window": true,)");
+  model = import(json);
+  ASSERT_TRUE(model);
   EXPECT_TRUE(model.getUnmodelled());
 }
 

@@ -38,6 +38,20 @@ TEST(LayerCost, GPTLayerParametersAreTwelveHSquaredPlusBiasesAndNorms) {
   EXPECT_EQ(getParameterCount(shape), 12 * h * h + 4 * h);
 }
 
+// Qwen2's biases on the query, key and value projections only: the
+// projections' widths, nothing on the output or feed-forward maps.
+TEST(LayerCost, QueryKeyValueBiasesOnly) {
+  TransformerShape shape = gptShape(768, 12);
+  shape.bias = false;
+  int64_t without = getParameterCount(shape);
+  shape.kvHeads = 4;
+  int64_t gqa = getParameterCount(shape);
+  shape.qkvBias = true;
+  EXPECT_EQ(getParameterCount(shape) - gqa, 768 + 2 * 4 * 64);
+  shape.kvHeads = 12;
+  EXPECT_EQ(getParameterCount(shape) - without, 3 * 768);
+}
+
 TEST(LayerCost, GroupedQueryAndGatedMLP) {
   TransformerShape shape;
   shape.hidden = 4096;

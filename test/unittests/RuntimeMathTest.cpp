@@ -58,7 +58,7 @@ ModelConfig tinyModel(bool positions, bool bias, const char *norm,
   t.bias = bias;
   t.norm = norm;
   t.mlp = mlp;
-  t.ropeTheta = ropeTheta;
+  t.rotary.theta = ropeTheta;
   LayerConfig out;
   out.kind = LayerKind::Output;
   out.vocab = 11;
@@ -360,8 +360,8 @@ TEST(RuntimeMath, RotaryScoresDependOnRelativePositions) {
     x = normal(random);
   auto score = [&](int64_t m, int64_t n) {
     std::vector<float> qm = q, kn = k;
-    kernels.rotate(qm.data(), 1, 1, m, heads, headDim, width, 10000.0, false);
-    kernels.rotate(kn.data(), 1, 1, n, heads, headDim, width, 10000.0, false);
+    kernels.rotate(qm.data(), 1, 1, m, heads, headDim, width, Rotary{10000.0}, false);
+    kernels.rotate(kn.data(), 1, 1, n, heads, headDim, width, Rotary{10000.0}, false);
     double dot = 0;
     for (int64_t e = 0; e < headDim; ++e) // the first head
       dot += double(qm[e]) * kn[e];
@@ -373,10 +373,37 @@ TEST(RuntimeMath, RotaryScoresDependOnRelativePositions) {
   EXPECT_GT(std::fabs(score(5, 2) - score(2, 2)), 1e-2);
 
   std::vector<float> x = q;
-  kernels.rotate(x.data(), 1, 1, 4097, heads, headDim, width, 500000.0, false);
-  kernels.rotate(x.data(), 1, 1, 4097, heads, headDim, width, 500000.0, true);
+  kernels.rotate(x.data(), 1, 1, 4097, heads, headDim, width, Rotary{500000.0}, false);
+  kernels.rotate(x.data(), 1, 1, 4097, heads, headDim, width, Rotary{500000.0}, true);
   for (int64_t e = 0; e < width; ++e)
     EXPECT_NEAR(x[e], q[e], 1e-5);
+}
+
+// Llama 3.1's frequency scaling (rope_type "llama3") against transformers'
+// own inverse frequencies for Llama-3.2-1B's settings (rope_theta 500000,
+// factor 32, low 1, high 4, original context 8192, head_dim 64), as
+// _compute_llama3_parameters gives them in float32: the high frequencies
+// kept (pair 0, 10), the medium ones blended (16, 20), the low ones
+// divided by the factor (24, 31).
+TEST(RuntimeMath, Llama3RotaryScalingMatchesTransformers) {
+  Rotary llama{500000.0, 32.0, 1.0, 4.0, 8192};
+  ASSERT_EQ(llama.checkScaling(), "");
+  std::pair<int, double> expected[] = {
+      {0, 1.0},
+      {10, 0.016560440883040428},
+      {16, 0.000429556705057621},
+      {20, 8.570255886297673e-06},
+      {24, 1.6619674170215148e-06},
+      {31, 9.418306490260875e-08}};
+  for (auto [i, want] : expected)
+    EXPECT_NEAR(llama.getFrequency(i, 64) / want, 1.0, 1e-6) << "pair " << i;
+  // Unscaled, the same base: the low frequencies are 32 times faster.
+  Rotary plain{500000.0};
+  EXPECT_NEAR(plain.getFrequency(31, 64) / llama.getFrequency(31, 64), 32.0,
+              1e-9);
+  EXPECT_EQ(plain.getFrequency(0, 64), llama.getFrequency(0, 64));
+  Rotary bad{500000.0, 32.0, 4.0, 1.0, 8192};
+  EXPECT_NE(bad.checkScaling(), "");
 }
 
 TEST(RuntimeMath, InitialisationDependsOnNamesNotOrder) {

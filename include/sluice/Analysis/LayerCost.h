@@ -37,6 +37,8 @@ struct TransformerShape {
   NormKind norm = NormKind::layernorm;
   MlpKind mlp = MlpKind::gelu;
   bool bias = false;
+  /// Biases on the query, key and value projections only (Qwen2).
+  bool qkvBias = false;
   /// Gemma-2's sandwich norms: two more norms.
   bool postNorms = false;
 

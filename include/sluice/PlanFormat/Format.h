@@ -30,8 +30,9 @@ namespace sluice::rt {
 /// runtime reads every older one. 2: vocabulary shards and collectives;
 /// 3: element types, typed buffer regions, log-sum-exp attention state;
 /// 4: the device mesh and grad_sync; 5: recomputing stages and their
-/// recomputed state.
-constexpr int kPlanVersion = 5;
+/// recomputed state; 6: a layer's rotary scaling (rope_scaling), which an
+/// older runtime would ignore and so train another model.
+constexpr int kPlanVersion = 6;
 
 /// The largest size of any one dimension Sluice takes (tokens a sequence,
 /// hidden size, feed-forward size, vocabulary, heads): 2^20, past every

@@ -10,6 +10,7 @@
 #define SLUICE_PLANFORMAT_MODELCONFIG_H
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -18,6 +19,71 @@
 namespace sluice::rt {
 
 enum class LayerKind { Embedding, Transformer, Output };
+
+/// Rotary position embeddings (Su et al., 2021, "RoFormer", section
+/// 3.4.2; Hugging Face's Llama layout): in every head, dimensions i and i +
+/// headDim / 2 turn by position * getFrequency(i). One definition for the
+/// compiler's plan writer, both backends' kernels and the Hugging Face
+/// mapping.
+struct Rotary {
+  /// The frequency base (rope_theta); 0: no rotary positions.
+  double theta = 0;
+  /// Llama 3.1's scaling of the frequencies for long contexts (transformers'
+  /// rope_type "llama3"): wavelengths longer than originalPositions /
+  /// lowFreqFactor are slowed by `factor`, those shorter than
+  /// originalPositions / highFreqFactor kept, the ones between blended.
+  /// factor 0: unscaled.
+  double factor = 0;
+  double lowFreqFactor = 1, highFreqFactor = 4;
+  int64_t originalPositions = 0;
+
+  bool isScaled() const { return factor > 0; }
+  bool operator==(const Rotary &o) const {
+    return theta == o.theta && factor == o.factor &&
+           lowFreqFactor == o.lowFreqFactor &&
+           highFreqFactor == o.highFreqFactor &&
+           originalPositions == o.originalPositions;
+  }
+  bool operator!=(const Rotary &o) const { return !(*this == o); }
+
+  /// The angle per position of dimension pair i of a `headDim` head, in
+  /// double: positions reach 10^5 and every slice of a sequence must see
+  /// the same rotation.
+  double getFrequency(int64_t i, int64_t headDim) const {
+    double inverse = std::pow(theta, -2.0 * double(i) / double(headDim));
+    if (!isScaled())
+      return inverse;
+    const double pi = 3.14159265358979323846;
+    double wavelength = 2.0 * pi / inverse;
+    double low = double(originalPositions) / lowFreqFactor;
+    double high = double(originalPositions) / highFreqFactor;
+    if (wavelength < high)
+      return inverse;
+    if (wavelength > low)
+      return inverse / factor;
+    double smooth = (double(originalPositions) / wavelength - lowFreqFactor) /
+                    (highFreqFactor - lowFreqFactor);
+    return (1.0 - smooth) * inverse / factor + smooth * inverse;
+  }
+
+  /// Why the scaling cannot be computed, or "" (a factor of at least 1,
+  /// high above low, a positive original context).
+  std::string checkScaling() const {
+    if (!isScaled())
+      return "";
+    if (!(factor >= 1) || !std::isfinite(factor))
+      return "'factor' must be at least 1, got " + std::to_string(factor);
+    if (!(lowFreqFactor > 0) || !(highFreqFactor > lowFreqFactor) ||
+        !std::isfinite(highFreqFactor))
+      return "'high_freq_factor' must exceed 'low_freq_factor' > 0, got " +
+             std::to_string(highFreqFactor) + " and " +
+             std::to_string(lowFreqFactor);
+    if (originalPositions < 1)
+      return "'original_max_position_embeddings' must be positive, got " +
+             std::to_string(originalPositions);
+    return "";
+  }
+};
 
 struct LayerConfig {
   LayerKind kind = LayerKind::Transformer;
@@ -30,9 +96,13 @@ struct LayerConfig {
   int64_t kvHeads = 0;
   int64_t headDim = 0;
   int64_t ffn = 0;
+  // Biases on every linear map (GPT-2), or on the query, key and value
+  // projections only (Qwen2).
   bool bias = false;
-  // Rotary positions' frequency base; 0: none.
-  double ropeTheta = 0;
+  bool qkvBias = false;
+  bool hasQkvBias() const { return bias || qkvBias; }
+  // Rotary positions (theta 0: none).
+  Rotary rotary;
   // Gemma-2's sandwich norms: the attention's and the feed-forward
   // block's outputs each normalised (the layer's norm kind) before their
   // residual add.
