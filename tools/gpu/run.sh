@@ -5,7 +5,8 @@
 #   tar -C /tmp -xJf build-gpu/bundle.tar.xz
 #   bash /tmp/bundle/run.sh /tmp/bundle [quick|bench|all|variants|profile]
 #
-# 1. every CUDA kernel against the CPU's (SluiceCudaTests);
+# 1. every CUDA kernel against the CPU's (SluiceCudaTests), and every
+#    backend against the reference (SluiceConformanceTests);
 # 2. one GPU, fp32: training equals the CPU reference (loss 1e-5, gradients
 #    1e-4), for the GPT and Llama test models;
 # 3. 2 and 4 ranks sharing the GPU through the staged MPI communicator:
@@ -87,6 +88,10 @@ mv "$work/log" "$out/kernels.log" 2>/dev/null
 SLUICE_CUDNN_ATTENTION=0 check "kernels against the CPU, no cuDNN" \
   SluiceCudaTests --gtest_filter='*Attention*'
 mv "$work/log" "$out/kernels-fallback.log" 2>/dev/null
+# Every backend against the double-precision reference: the whole JSON
+# document comes back (bench/results keeps it).
+SLUICE_CONFORMANCE_OUT="$out/conformance.json" check \
+  "backend conformance (cpu, cuda)" SluiceConformanceTests
 
 # 2. One GPU against the CPU reference, fp32.
 for model in tiny-train tiny-llama; do

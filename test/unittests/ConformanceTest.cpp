@@ -1,0 +1,646 @@
+//===- ConformanceTest.cpp - Every backend against one reference ----------===//
+//
+// The backend conformance suite (IREE's CTS is the model): each kernel of
+// each backend this build has (getBackends(): the CPU's, and CUDA's where
+// it is built and a GPU is present) on random fp32 inputs, against a
+// reference written here in double precision from the Kernels contract in
+// runtime/Backend.h -- not against another backend, so a mistake two
+// backends share still fails. Every comparison is recorded; the suite
+// writes them all as one JSON document (SLUICE_CONFORMANCE_OUT, default
+// conformance.json in the working directory): backend, device, kernel,
+// case, the largest error relative to the largest reference value, the
+// tolerance and the verdict. A backend that cannot open here is recorded
+// as skipped, with why.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Backends.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+using namespace sluice::rt;
+
+namespace {
+
+/// What every comparison found, for the JSON document.
+struct Record {
+  std::string backend, device, kernel, variant;
+  double error = 0, tolerance = 0;
+  bool pass = false;
+  std::string skipped;
+};
+std::vector<Record> &records() {
+  static std::vector<Record> all;
+  return all;
+}
+
+/// Writes the document once every test has run.
+class ResultWriter : public ::testing::Environment {
+public:
+  void TearDown() override {
+    nlohmann::json doc;
+    doc["format"] = "sluice-conformance";
+    doc["version"] = 1;
+    doc["precision"] = "fp32";
+    nlohmann::json &list = doc["results"] = nlohmann::json::array();
+    for (const Record &r : records()) {
+      nlohmann::json j = {{"backend", r.backend},
+                          {"device", r.device},
+                          {"kernel", r.kernel},
+                          {"case", r.variant}};
+      if (!r.skipped.empty()) {
+        j["skipped"] = r.skipped;
+      } else {
+        j["max_relative_error"] = r.error;
+        j["tolerance"] = r.tolerance;
+        j["pass"] = r.pass;
+      }
+      list.push_back(j);
+    }
+    const char *path = std::getenv("SLUICE_CONFORMANCE_OUT");
+    std::ofstream(path && *path ? path : "conformance.json")
+        << doc.dump(1) << "\n";
+  }
+};
+
+/// Values on the host and in a device buffer of the backend under test.
+struct Tensor {
+  std::vector<double> host;
+  DeviceBuffer device;
+  DevicePtr ptr() const { return device.get(); }
+};
+
+class Conformance : public ::testing::TestWithParam<std::string> {
+protected:
+  void SetUp() override {
+    for (const BackendEntry &entry : getBackends())
+      if (entry.name == GetParam()) {
+        Status st = entry.open(device);
+        if (!st)
+          skip = st.message();
+      }
+    if (!device) {
+      records().push_back({GetParam(), "", testName(), "", 0, 0, false,
+                           skip.empty() ? "not opened" : skip});
+      GTEST_SKIP() << skip;
+    }
+  }
+
+  /// The kernel family under test ("Gemm"), without the backend.
+  std::string testName() const {
+    std::string name =
+        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    return name.substr(0, name.find('/'));
+  }
+  Kernels &kernels() { return device->getKernels(StreamKind::Compute); }
+  Stream &stream() { return device->getStream(StreamKind::Compute); }
+
+  /// n values from N(0, scale^2), or `value` everywhere.
+  Tensor random(int64_t n, double scale = 1.0) {
+    std::normal_distribution<double> normal(0.0, scale);
+    std::vector<double> v(n);
+    for (double &x : v)
+      x = double(float(normal(generator)));
+    return make(v);
+  }
+  Tensor filled(int64_t n, double value) {
+    return make(std::vector<double>(n, value));
+  }
+  Tensor make(const std::vector<double> &values, DType type = DType::F32) {
+    Tensor t;
+    t.host = values;
+    EXPECT_TRUE(device->allocate(type, int64_t(values.size()), t.device).isOk());
+    if (type == DType::I32) {
+      std::vector<int32_t> ints(values.begin(), values.end());
+      device->upload(t.ptr(), ints.data(), int64_t(ints.size()) * 4, stream());
+      EXPECT_TRUE(stream().synchronize().isOk());
+    } else if (type == DType::F64) {
+      device->upload(t.ptr(), values.data(), int64_t(values.size()) * 8,
+                     stream());
+      EXPECT_TRUE(stream().synchronize().isOk());
+    } else {
+      std::vector<float> floats(values.begin(), values.end());
+      device->upload(t.ptr(), floats.data(), int64_t(floats.size()) * 4,
+                     stream());
+      EXPECT_TRUE(stream().synchronize().isOk());
+    }
+    return t;
+  }
+  /// The device's values of `t` now (f32 or f64 buffers).
+  std::vector<double> read(const Tensor &t) {
+    EXPECT_TRUE(device->synchronize().isOk());
+    std::vector<double> out;
+    if (t.device.getType() == DType::F64) {
+      std::vector<double> v;
+      EXPECT_TRUE(downloadAll(*device, t.device, v).isOk());
+      out = v;
+    } else {
+      std::vector<float> v;
+      EXPECT_TRUE(downloadAll(*device, t.device, v).isOk());
+      out.assign(v.begin(), v.end());
+    }
+    return out;
+  }
+
+  /// Compares the device's `got` with the reference `want`: the largest
+  /// |got - want| over the largest |want| (1 when that is below 1), within
+  /// `tolerance`; a NaN fails. Records it.
+  void expectClose(const Tensor &got, const std::vector<double> &want,
+                   const std::string &variant, double tolerance = 1e-5) {
+    std::vector<double> values = read(got);
+    ASSERT_EQ(values.size(), want.size());
+    double scale = 1, diff = 0;
+    bool nan = false;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::fabs(want[i]));
+      if (!std::isfinite(values[i]))
+        nan = true;
+      diff = std::max(diff, std::fabs(values[i] - want[i]));
+    }
+    double error = nan ? INFINITY : diff / scale;
+    bool pass = error <= tolerance;
+    records().push_back({GetParam(), device->describe(), testName(), variant,
+                         error, tolerance, pass, ""});
+    EXPECT_TRUE(pass) << variant << ": relative error " << error
+                      << " over tolerance " << tolerance;
+  }
+
+  std::unique_ptr<Device> device;
+  std::string skip;
+  std::mt19937 generator{20261126};
+};
+
+double gelu(GateActivation act, double x) {
+  if (act == GateActivation::GeluErf)
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  double c = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+double activate(GateActivation act, double x) {
+  return act == GateActivation::Silu ? x / (1 + std::exp(-x)) : gelu(act, x);
+}
+/// The derivative, by a central difference of the double function (the
+/// reference does not share the backends' closed forms).
+double derivative(GateActivation act, double x) {
+  double h = 1e-5 * std::max(1.0, std::fabs(x));
+  return (activate(act, x + h) - activate(act, x - h)) / (2 * h);
+}
+
+TEST_P(Conformance, Gemm) {
+  const int64_t m = 7, n = 9, k = 11;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      // Leading dimensions past the matrices' widths.
+      int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 3, ldc = n + 1;
+      Tensor a = random((ta ? k : m) * lda), b = random((tb ? n : k) * ldb),
+             c = random(m * ldc);
+      std::vector<double> want = c.host;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < k; ++p)
+            sum += (ta ? a.host[p * lda + i] : a.host[i * lda + p]) *
+                   (tb ? b.host[j * ldb + p] : b.host[p * ldb + j]);
+          want[i * ldc + j] = 1.5 * sum + 0.5 * c.host[i * ldc + j];
+        }
+      kernels().gemm(ta, tb, m, n, k, 1.5f, a.ptr(), lda, b.ptr(), ldb, 0.5f,
+                     c.ptr(), ldc);
+      expectClose(c, want,
+                  std::string(ta ? "T" : "N") + (tb ? "T" : "N") +
+                      ", alpha 1.5, beta 0.5, padded rows");
+    }
+}
+
+TEST_P(Conformance, RowsAndColumns) {
+  const int64_t rows = 5, cols = 13;
+  Tensor x = random(rows * cols), v = random(cols), sums = random(cols);
+  std::vector<double> plus = x.host, colSums = sums.host;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      plus[r * cols + c] += v.host[c];
+      colSums[c] += x.host[r * cols + c];
+    }
+  kernels().accumulateColumnSums(x.ptr(), rows, cols, sums.ptr());
+  expectClose(sums, colSums, "accumulateColumnSums");
+  kernels().addRowVector(x.ptr(), v.ptr(), rows, cols);
+  expectClose(x, plus, "addRowVector");
+}
+
+TEST_P(Conformance, Elementwise) {
+  const int64_t n = 37;
+  Tensor y = random(n), x = random(n);
+  std::vector<double> want = y.host;
+  for (int64_t i = 0; i < n; ++i)
+    want[i] += x.host[i];
+  kernels().add(y.ptr(), x.ptr(), n);
+  expectClose(y, want, "add");
+  for (double &w : want)
+    w *= -0.75;
+  kernels().scale(y.ptr(), -0.75f, n);
+  expectClose(y, want, "scale");
+  kernels().copy(y.ptr(), x.ptr(), n);
+  expectClose(y, x.host, "copy");
+  kernels().fill(y.ptr(), 2.5, n);
+  expectClose(y, std::vector<double>(n, 2.5), "fill");
+}
+
+TEST_P(Conformance, Softcap) {
+  const int64_t rows = 3, cols = 10, ld = 12;
+  const double cap = 2.0;
+  Tensor x = random(rows * ld, 3.0), grad = random(rows * ld);
+  std::vector<double> capped = x.host, dcap = grad.host;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      double t = std::tanh(x.host[r * ld + c] / cap);
+      capped[r * ld + c] = cap * t;
+      dcap[r * ld + c] *= 1 - t * t;
+    }
+  kernels().softcap(x.ptr(), rows, cols, ld, float(cap));
+  expectClose(x, capped, "softcap, columns past cols untouched");
+  kernels().softcapGrad(x.ptr(), grad.ptr(), rows, cols, ld, float(cap));
+  expectClose(grad, dcap, "softcapGrad");
+}
+
+TEST_P(Conformance, Norms) {
+  const int64_t rows = 4, cols = 24;
+  const double eps = 1e-5;
+  for (bool rms : {false, true}) {
+    std::string kind = rms ? "rmsnorm" : "layernorm";
+    Tensor x = random(rows * cols, 2.0), gamma = random(cols),
+           beta = random(cols), y = filled(rows * cols, 0),
+           xhat = filled(rows * cols, 0), rstd = filled(rows, 0);
+    std::vector<double> wantY(rows * cols), wantXhat(rows * cols),
+        wantRstd(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        mean += x.host[r * cols + c] / cols;
+      if (rms)
+        mean = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        var += std::pow(x.host[r * cols + c] - mean, 2) / cols;
+      wantRstd[r] = 1 / std::sqrt(var + eps);
+      for (int64_t c = 0; c < cols; ++c) {
+        double h = (x.host[r * cols + c] - mean) * wantRstd[r];
+        wantXhat[r * cols + c] = h;
+        wantY[r * cols + c] = gamma.host[c] * h + (rms ? 0 : beta.host[c]);
+      }
+    }
+    kernels().normForward(x.ptr(), gamma.ptr(), rms ? DevicePtr() : beta.ptr(),
+                          rows, cols, rms, float(eps), y.ptr(), xhat.ptr(),
+                          rstd.ptr());
+    expectClose(y, wantY, kind + " forward: y");
+    expectClose(xhat, wantXhat, kind + " forward: xhat");
+    expectClose(rstd, wantRstd, kind + " forward: rstd");
+
+    // The input gradient: y's derivative through xhat's statistics.
+    Tensor dy = random(rows * cols), dx = random(rows * cols);
+    std::vector<double> wantDx = dx.host;
+    for (int64_t r = 0; r < rows; ++r) {
+      double meanG = 0, meanGX = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        double g = dy.host[r * cols + c] * gamma.host[c];
+        meanG += g / cols;
+        meanGX += g * wantXhat[r * cols + c] / cols;
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        double g = dy.host[r * cols + c] * gamma.host[c];
+        double xh = wantXhat[r * cols + c];
+        wantDx[r * cols + c] +=
+            wantRstd[r] * (g - (rms ? 0 : meanG) - xh * meanGX);
+      }
+    }
+    kernels().normBackward(dy.ptr(), xhat.ptr(), rstd.ptr(), gamma.ptr(), rows,
+                           cols, rms, dx.ptr());
+    expectClose(dx, wantDx, kind + " backward: dx accumulates", 1e-4);
+
+    Tensor dgamma = random(cols), dbeta = random(cols);
+    std::vector<double> wantDg = dgamma.host, wantDb = dbeta.host;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        wantDg[c] += dy.host[r * cols + c] * wantXhat[r * cols + c];
+        wantDb[c] += dy.host[r * cols + c];
+      }
+    kernels().normParamGrads(dy.ptr(), xhat.ptr(), rows, cols, dgamma.ptr(),
+                             rms ? DevicePtr() : dbeta.ptr());
+    expectClose(dgamma, wantDg, kind + " parameter gradients: dgamma");
+    if (!rms)
+      expectClose(dbeta, wantDb, kind + " parameter gradients: dbeta");
+
+    Tensor again = filled(rows * cols, 0);
+    kernels().normAffine(xhat.ptr(), gamma.ptr(),
+                         rms ? DevicePtr() : beta.ptr(), rows, cols,
+                         again.ptr());
+    expectClose(again, wantY, kind + " affine (recomputed y)");
+  }
+}
+
+TEST_P(Conformance, Activations) {
+  const int64_t n = 41;
+  for (GateActivation act : {GateActivation::Gelu, GateActivation::GeluErf}) {
+    std::string name = act == GateActivation::Gelu ? "gelu (tanh)" : "gelu (erf)";
+    Tensor u = random(n, 2.0), g = filled(n, 0), dg = random(n),
+           du = filled(n, 0);
+    std::vector<double> wantG(n), wantDu(n);
+    for (int64_t i = 0; i < n; ++i) {
+      wantG[i] = gelu(act, u.host[i]);
+      wantDu[i] = dg.host[i] * derivative(act, u.host[i]);
+    }
+    kernels().geluForward(act, u.ptr(), g.ptr(), n);
+    expectClose(g, wantG, name + " forward");
+    kernels().geluBackward(act, u.ptr(), dg.ptr(), du.ptr(), n);
+    expectClose(du, wantDu, name + " backward", 1e-4);
+  }
+  for (GateActivation act : {GateActivation::Silu, GateActivation::Gelu,
+                             GateActivation::GeluErf}) {
+    std::string name = act == GateActivation::Silu   ? "swiglu"
+                       : act == GateActivation::Gelu ? "geglu (tanh)"
+                                                     : "geglu (erf)";
+    Tensor z = random(n, 2.0), u = random(n), g = filled(n, 0),
+           dg = random(n), dz = filled(n, 0), du = filled(n, 0);
+    std::vector<double> wantG(n), wantDz(n), wantDu(n);
+    for (int64_t i = 0; i < n; ++i) {
+      wantG[i] = activate(act, z.host[i]) * u.host[i];
+      wantDz[i] = dg.host[i] * u.host[i] * derivative(act, z.host[i]);
+      wantDu[i] = dg.host[i] * activate(act, z.host[i]);
+    }
+    kernels().gatedForward(act, z.ptr(), u.ptr(), g.ptr(), n);
+    expectClose(g, wantG, name + " forward");
+    kernels().gatedBackward(act, z.ptr(), u.ptr(), dg.ptr(), dz.ptr(),
+                            du.ptr(), n);
+    expectClose(dz, wantDz, name + " backward: dz", 1e-4);
+    expectClose(du, wantDu, name + " backward: du");
+  }
+}
+
+TEST_P(Conformance, Rotary) {
+  const int64_t rows = 2, tokens = 5, heads = 3, headDim = 8,
+                stride = heads * headDim + 4, offset = 9000;
+  // Frequencies from the contract's formula, written out here: the base's
+  // powers, and Llama 3.1's bands for the scaled case.
+  auto frequency = [](const Rotary &r, int64_t i) {
+    double f = std::pow(r.theta, -2.0 * double(i) / double(headDim));
+    if (!r.isScaled())
+      return f;
+    double wave = 2 * M_PI / f, orig = double(r.originalPositions);
+    if (wave < orig / r.highFreqFactor)
+      return f;
+    if (wave > orig / r.lowFreqFactor)
+      return f / r.factor;
+    double s = (orig / wave - r.lowFreqFactor) /
+               (r.highFreqFactor - r.lowFreqFactor);
+    return (1 - s) * f / r.factor + s * f;
+  };
+  for (Rotary rotary : {Rotary{500000.0}, Rotary{10.0, 8.0, 1.0, 4.0, 32}})
+    for (bool inverse : {false, true}) {
+      Tensor x = random(rows * tokens * stride);
+      std::vector<double> want = x.host;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < headDim / 2; ++i) {
+              double angle = double(offset + t) * frequency(rotary, i);
+              double c = std::cos(angle),
+                     s = inverse ? -std::sin(angle) : std::sin(angle);
+              int64_t at = (r * tokens + t) * stride + h * headDim;
+              double a = x.host[at + i], b = x.host[at + i + headDim / 2];
+              want[at + i] = a * c - b * s;
+              want[at + i + headDim / 2] = b * c + a * s;
+            }
+      kernels().rotate(x.ptr(), rows, tokens, offset, heads, headDim, stride,
+                       rotary, inverse);
+      expectClose(x, want,
+                  std::string(rotary.isScaled() ? "llama3-scaled" : "plain") +
+                      (inverse ? ", inverse" : "") +
+                      ", position 9000, padded rows");
+    }
+}
+
+/// Causal attention over a slice with a key/value cache, grouped-query
+/// heads, a scale and a soft cap: forward and backward from the
+/// definitions (softmax, its Jacobian, tanh's derivative).
+TEST_P(Conformance, Attention) {
+  for (float softcap : {0.0f, 3.0f}) {
+    AttentionShape s{2, 3, 2, 6, 4, 8, 2};
+    s.scale = softcap > 0 ? 0.3f : 0.0f;
+    s.softcap = softcap;
+    const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim,
+                  kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
+    const double scale = getAttentionScale(s);
+    Tensor q = random(s.rows * s.tokens * hd),
+           keys = random(s.rows * s.seqLen * kvw),
+           values = random(s.rows * s.seqLen * kvw),
+           lse = filled(s.rows * s.heads * s.tokens, 0),
+           context = filled(s.rows * s.tokens * hd, 0);
+    std::vector<double> wantCtx(context.host.size()), wantLse(lse.host.size());
+    // p[r][h][i][j], the capped scores' softmax, kept for the backward.
+    std::vector<double> p(s.rows * s.heads * s.tokens * span, 0),
+        capped(p.size(), 0);
+    auto at = [&](int64_t r, int64_t h, int64_t i, int64_t j) {
+      return ((r * s.heads + h) * s.tokens + i) * span + j;
+    };
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t h = 0; h < s.heads; ++h)
+        for (int64_t i = 0; i < s.tokens; ++i) {
+          int64_t visible = s.offset + i + 1, kv = (h / group) * s.headDim;
+          double most = -INFINITY;
+          for (int64_t j = 0; j < visible; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < s.headDim; ++d)
+              dot += q.host[(r * s.tokens + i) * hd + h * s.headDim + d] *
+                     keys.host[(r * s.seqLen + j) * kvw + kv + d];
+            double score = scale * dot;
+            if (softcap > 0)
+              score = softcap * std::tanh(score / softcap);
+            capped[at(r, h, i, j)] = score;
+            most = std::max(most, score);
+          }
+          double sum = 0;
+          for (int64_t j = 0; j < visible; ++j)
+            sum += std::exp(capped[at(r, h, i, j)] - most);
+          wantLse[(r * s.heads + h) * s.tokens + i] = most + std::log(sum);
+          for (int64_t j = 0; j < visible; ++j) {
+            double pj = std::exp(capped[at(r, h, i, j)] - most) / sum;
+            p[at(r, h, i, j)] = pj;
+            for (int64_t d = 0; d < s.headDim; ++d)
+              wantCtx[(r * s.tokens + i) * hd + h * s.headDim + d] +=
+                  pj * values.host[(r * s.seqLen + j) * kvw + kv + d];
+          }
+        }
+    std::string variant = softcap > 0 ? "grouped heads, cache offset 2, "
+                                        "scale 0.3, soft cap 3"
+                                      : "grouped heads, cache offset 2";
+    kernels().attentionForward(s, q.ptr(), keys.ptr(), values.ptr(), lse.ptr(),
+                               context.ptr());
+    expectClose(context, wantCtx, variant + ": context");
+    expectClose(lse, wantLse, variant + ": log-sum-exp");
+
+    Tensor dcontext = random(context.host.size()), dq = filled(q.host.size(), 0),
+           dkeys = random(keys.host.size()), dvalues = random(values.host.size());
+    std::vector<double> wantDq(q.host.size(), 0), wantDk = dkeys.host,
+                                                  wantDv = dvalues.host;
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t h = 0; h < s.heads; ++h)
+        for (int64_t i = 0; i < s.tokens; ++i) {
+          int64_t visible = s.offset + i + 1, kv = (h / group) * s.headDim;
+          const double *dc = &dcontext.host[(r * s.tokens + i) * hd +
+                                            h * s.headDim];
+          std::vector<double> dp(visible);
+          double weighted = 0;
+          for (int64_t j = 0; j < visible; ++j) {
+            for (int64_t d = 0; d < s.headDim; ++d) {
+              dp[j] += dc[d] * values.host[(r * s.seqLen + j) * kvw + kv + d];
+              wantDv[(r * s.seqLen + j) * kvw + kv + d] +=
+                  p[at(r, h, i, j)] * dc[d];
+            }
+            weighted += p[at(r, h, i, j)] * dp[j];
+          }
+          for (int64_t j = 0; j < visible; ++j) {
+            double ds = p[at(r, h, i, j)] * (dp[j] - weighted);
+            if (softcap > 0) {
+              double t = capped[at(r, h, i, j)] / softcap;
+              ds *= 1 - t * t;
+            }
+            for (int64_t d = 0; d < s.headDim; ++d) {
+              wantDq[(r * s.tokens + i) * hd + h * s.headDim + d] +=
+                  scale * ds * keys.host[(r * s.seqLen + j) * kvw + kv + d];
+              wantDk[(r * s.seqLen + j) * kvw + kv + d] +=
+                  scale * ds *
+                  q.host[(r * s.tokens + i) * hd + h * s.headDim + d];
+            }
+          }
+        }
+    kernels().attentionBackward(s, q.ptr(), keys.ptr(), values.ptr(),
+                                context.ptr(), lse.ptr(), dcontext.ptr(),
+                                dq.ptr(), dkeys.ptr(), dvalues.ptr());
+    expectClose(dq, wantDq, variant + ": dq", 1e-4);
+    expectClose(dkeys, wantDk, variant + ": dkeys accumulate", 1e-4);
+    expectClose(dvalues, wantDv, variant + ": dvalues accumulate", 1e-4);
+  }
+}
+
+TEST_P(Conformance, EmbeddingAndCrossEntropy) {
+  const int64_t rows = 2, length = 4, stride = 5, hidden = 6, vocab = 7,
+                offset = 3;
+  std::vector<double> ids = {1, 6, 0, 6, 9, 2, 2, 5, 3, 9};
+  Tensor tokens = make(ids, DType::I32), table = random(vocab * hidden),
+         positions = random(16 * hidden), out = filled(rows * length * hidden, 0);
+  std::vector<double> wantOut(out.host.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t)
+      for (int64_t c = 0; c < hidden; ++c)
+        wantOut[(r * length + t) * hidden + c] =
+            table.host[int64_t(ids[r * stride + t]) * hidden + c] +
+            positions.host[(offset + t) * hidden + c];
+  kernels().embeddingForward(tokens.ptr(), stride, table.ptr(),
+                             positions.ptr(), rows, length, offset, hidden,
+                             out.ptr());
+  expectClose(out, wantOut, "embedding forward, learned positions");
+  Tensor dout = random(out.host.size()), dtable = random(vocab * hidden),
+         dpositions = random(16 * hidden);
+  std::vector<double> wantDt = dtable.host, wantDp = dpositions.host;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t)
+      for (int64_t c = 0; c < hidden; ++c) {
+        double g = dout.host[(r * length + t) * hidden + c];
+        wantDt[int64_t(ids[r * stride + t]) * hidden + c] += g;
+        wantDp[(offset + t) * hidden + c] += g;
+      }
+  kernels().embeddingBackward(tokens.ptr(), stride, dout.ptr(), rows, length,
+                              offset, hidden, dtable.ptr(), dpositions.ptr());
+  expectClose(dtable, wantDt, "embedding backward: table rows accumulate");
+  expectClose(dpositions, wantDp, "embedding backward: positions accumulate");
+
+  // The labels are the same ids (each below the vocabulary here).
+  std::vector<double> labelIds = {1, 6, 0, 6, 0, 2, 2, 5, 3, 0};
+  Tensor labels = make(labelIds, DType::I32),
+         logits = random(rows * length * vocab, 2.0),
+         lse = filled(rows * length, 0), loss = make({0.25}, DType::F64),
+         dlogits = filled(logits.host.size(), 0);
+  std::vector<double> wantLse(rows * length), wantD(logits.host.size());
+  double wantLoss = 0.25;
+  const double scale = 0.125;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t) {
+      const double *row = &logits.host[(r * length + t) * vocab];
+      double most = *std::max_element(row, row + vocab), sum = 0;
+      for (int64_t v = 0; v < vocab; ++v)
+        sum += std::exp(row[v] - most);
+      double l = most + std::log(sum);
+      int64_t label = int64_t(labelIds[r * stride + t]);
+      wantLse[r * length + t] = l;
+      wantLoss += l - row[label];
+      for (int64_t v = 0; v < vocab; ++v)
+        wantD[(r * length + t) * vocab + v] =
+            (std::exp(row[v] - l) - (v == label ? 1 : 0)) * scale;
+    }
+  kernels().crossEntropyForward(logits.ptr(), labels.ptr(), stride, rows,
+                                length, vocab, lse.ptr(), loss.ptr());
+  expectClose(lse, wantLse, "cross-entropy forward: log-sum-exp");
+  expectClose(loss, {wantLoss}, "cross-entropy forward: the loss accumulates");
+  kernels().crossEntropyBackward(logits.ptr(), lse.ptr(), labels.ptr(), stride,
+                                 rows, length, vocab, float(scale),
+                                 dlogits.ptr());
+  expectClose(dlogits, wantD, "cross-entropy backward, scaled");
+}
+
+TEST_P(Conformance, OptimizerAndNorm) {
+  const int64_t rows = 3, cols = 5, stride = 7;
+  Tensor x = random(rows * stride), acc = make({1.5}, DType::F64);
+  double want = 1.5;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      want += 0.5 * x.host[r * stride + c] * x.host[r * stride + c];
+  kernels().sumSquares(x.ptr(), rows, cols, stride, 0.5, acc.ptr());
+  expectClose(acc, {want}, "sumSquares, weighted, padded rows");
+
+  const int64_t n = 29;
+  AdamConfig config;
+  config.learningRate = 0.01f;
+  config.weightDecay = 0.1f;
+  config.gradientScale = 0.5f;
+  const int64_t step = 3;
+  Tensor w = random(n), g = random(n), m = random(n, 0.1), v = random(n, 0.1);
+  for (double &e : v.host)
+    e = std::fabs(e);
+  v = make(v.host);
+  std::vector<double> wantW(n), wantM(n), wantV(n);
+  double b1 = config.beta1, b2 = config.beta2;
+  for (int64_t i = 0; i < n; ++i) {
+    double grad = g.host[i] * config.gradientScale;
+    wantM[i] = b1 * m.host[i] + (1 - b1) * grad;
+    wantV[i] = b2 * v.host[i] + (1 - b2) * grad * grad;
+    double mhat = wantM[i] / (1 - std::pow(b1, step)),
+           vhat = wantV[i] / (1 - std::pow(b2, step));
+    wantW[i] = w.host[i] - config.learningRate *
+                               (mhat / (std::sqrt(vhat) + config.epsilon) +
+                                config.weightDecay * w.host[i]);
+  }
+  kernels().adamUpdate(w.ptr(), g.ptr(), m.ptr(), v.ptr(), n, config, step,
+                       DevicePtr());
+  expectClose(w, wantW, "AdamW, step 3, clipped gradients: weights");
+  expectClose(m, wantM, "AdamW: first moment");
+  expectClose(v, wantV, "AdamW: second moment");
+}
+
+std::vector<std::string> backendNames() {
+  std::vector<std::string> names;
+  for (const BackendEntry &entry : getBackends())
+    names.push_back(entry.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
+                         ::testing::ValuesIn(backendNames()),
+                         [](const auto &info) { return info.param; });
+
+[[maybe_unused]] ::testing::Environment *const writer =
+    ::testing::AddGlobalTestEnvironment(new ResultWriter);
+
+} // namespace
