@@ -606,14 +606,14 @@ Status describeModel(const ModelConfig &model, Family &family,
                            "Face config describes it");
   json c;
   int64_t layers = countTransformerLayers(model);
-  bool gpt2 = embedding.positions > 0 && t->norm == "layernorm" &&
-              t->mlp == "gelu" && t->bias && t->rotary.theta == 0 &&
+  bool gpt2 = embedding.positions > 0 && !t->isRms() &&
+              t->mlp == MlpType::Gelu && t->bias && t->rotary.theta == 0 &&
               t->kvHeads == t->heads && t->heads * t->headDim == model.hidden;
-  bool rotary = embedding.positions == 0 && t->norm == "rmsnorm" &&
-                t->rotary.theta > 0 && output.norm == "rmsnorm" && !t->bias;
+  bool rotary = embedding.positions == 0 && t->isRms() &&
+                t->rotary.theta > 0 && output.isRms() && !t->bias;
   bool scaled = model.embeddingScale != 1.0;
-  bool llama = rotary && t->mlp == "swiglu" && !scaled;
-  bool gemma = rotary && t->mlp == "geglu" &&
+  bool llama = rotary && t->mlp == MlpType::SwiGlu && !scaled;
+  bool gemma = rotary && t->mlp == MlpType::GeGlu &&
                float(model.embeddingScale) ==
                    float(std::sqrt(double(model.hidden)));
   gpt2 = gpt2 && !scaled && !t->postNorms;

@@ -65,7 +65,7 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
   std::vector<ParameterSpec> specs;
   auto norm = [&](const std::string &name) {
     specs.push_back({name + ".weight", {h}, InitKind::Ones});
-    if (layer.norm == "layernorm")
+    if (!layer.isRms())
       specs.push_back({name + ".bias", {h}, InitKind::Zeros});
   };
   std::string sliceName = "tp" + std::to_string(shard.index) + "of" +

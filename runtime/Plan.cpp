@@ -87,6 +87,15 @@ bool flag(const json &object, const char *name, const std::string &where) {
   return value.get<bool>();
 }
 
+/// A transformer or output layer's norm.
+NormType normType(const json &l, const std::string &at) {
+  std::string name = text(l, "norm", at);
+  NormType norm;
+  if (!parseNormType(name, norm))
+    fail(at + ": unknown norm '" + name + "'");
+  return norm;
+}
+
 /// A layer's rotary scaling (plan version 6): transformers' own keys and
 /// its one scaling Sluice computes, Llama 3.1's.
 void readRopeScaling(const json &j, const std::string &at, Rotary &rotary) {
@@ -207,7 +216,7 @@ ModelConfig readModel(const json &j) {
     } else if (kind == "output" && last) {
       c.kind = LayerKind::Output;
       c.vocab = integer(l, "vocab", at, 1, kMaxVocab);
-      c.norm = text(l, "norm", at);
+      c.norm = normType(l, at);
       c.tied = flag(l, "tied", at);
       c.sharded = sharded();
     } else if (kind == "transformer" && !first && !last) {
@@ -216,8 +225,11 @@ ModelConfig readModel(const json &j) {
       c.kvHeads = integer(l, "kv_heads", at, 1, kMaxDimension);
       c.headDim = integer(l, "head_dim", at, 1, kMaxDimension);
       c.ffn = integer(l, "ffn", at, 1, kMaxDimension);
-      c.norm = text(l, "norm", at);
-      c.mlp = text(l, "mlp", at);
+      c.norm = normType(l, at);
+      std::string mlp = text(l, "mlp", at);
+      if (!parseMlpType(mlp, c.mlp))
+        fail(at + ": unknown mlp '" + mlp +
+             "' (expected gelu, swiglu or geglu)");
       c.bias = flag(l, "bias", at);
       c.qkvBias = l.contains("qkv_bias") && flag(l, "qkv_bias", at);
       if (c.bias && c.qkvBias)
@@ -240,17 +252,11 @@ ModelConfig readModel(const json &j) {
       if (c.heads % c.kvHeads != 0)
         fail(at + ": 'kv_heads' = " + std::to_string(c.kvHeads) +
              " does not divide 'heads' = " + std::to_string(c.heads));
-      if (c.mlp != "gelu" && c.mlp != "swiglu" && c.mlp != "geglu")
-        fail(at + ": unknown mlp '" + c.mlp +
-             "' (expected gelu, swiglu or geglu)");
     } else {
       fail(at + ": unexpected '" + kind +
            "' here (a model is an embedding, "
            "transformer layers, then an output layer)");
     }
-    if (c.kind != LayerKind::Embedding && c.norm != "layernorm" &&
-        c.norm != "rmsnorm")
-      fail(at + ": unknown norm '" + c.norm + "'");
     m.layers.push_back(c);
   }
   const LayerConfig &out = m.layers.back();

@@ -231,7 +231,7 @@ Sizes getSizes(const ModelConfig &model, const LayerConfig &l,
 }
 
 GateActivation activation(const ModelConfig &m, const LayerConfig &l) {
-  if (l.mlp == "swiglu")
+  if (l.mlp == MlpType::SwiGlu)
     return GateActivation::Silu;
   return m.exactGelu ? GateActivation::GeluErf : GateActivation::Gelu;
 }
@@ -297,7 +297,7 @@ void StageRunner::transformerForward(const Layer &l, const Views &v,
                                      bool again) {
   const LayerConfig &c = *l.config;
   auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
-  bool rms = c.norm == "rmsnorm";
+  bool rms = c.isRms();
   TransformerScratch t = getTransformerScratch(model, c, s);
   auto [a, qkv, x2, cn] = Workspace(work, precision, n * h)
                               .scratch({t.norm, t.qkv, t.residual, t.norm2});
@@ -411,7 +411,7 @@ void StageRunner::transformerBackward(const Layer &l, const Views &v,
                                       DevicePtr dx, DevicePtr work) {
   const LayerConfig &c = *l.config;
   auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
-  bool rms = c.norm == "rmsnorm";
+  bool rms = c.isRms();
   TransformerScratch t = getTransformerScratch(model, c, s);
   auto [dg, dx2, dctx, dq, whole] =
       Workspace(work, precision, n * h)
@@ -698,7 +698,7 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
       break;
     case LayerKind::Output: {
       DevicePtr xhat = v[Field::OutXhat], rstd = v[Field::OutRstd];
-      bool rms = c.norm == "rmsnorm";
+      bool rms = c.isRms();
       if (c.sharded) {
         // The final norm; the output shard takes its result, X (whole:
         // gathered under sequence parallelism).
@@ -793,7 +793,7 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
         kernels.copy(dnorm, localTokens(grad, n * h), n * h);
         kernels.fill(dst, 0.0, n * h);
         kernels.normBackward(dnorm, xhat, rstd, l.w.normW, n, h,
-                             c.norm == "rmsnorm", dst);
+                             c.isRms(), dst);
         break;
       }
       if (outCount >= 0) {
@@ -812,7 +812,7 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
       }
       kernels.fill(dst, 0.0, n * h);
       kernels.normBackward(dnorm, xhat, rstd, l.w.normW, n, h,
-                           c.norm == "rmsnorm", dst);
+                           c.isRms(), dst);
       break;
     }
     }

@@ -20,6 +20,23 @@
 using namespace mlir;
 using namespace mlir::sluice;
 
+/// The dialect's kinds as the plan format's.
+static rt::NormType toPlan(NormKind norm) {
+  return norm == NormKind::rmsnorm ? rt::NormType::RmsNorm
+                                   : rt::NormType::LayerNorm;
+}
+static rt::MlpType toPlan(MlpKind mlp) {
+  switch (mlp) {
+  case MlpKind::swiglu:
+    return rt::MlpType::SwiGlu;
+  case MlpKind::geglu:
+    return rt::MlpType::GeGlu;
+  case MlpKind::gelu:
+    break;
+  }
+  return rt::MlpType::Gelu;
+}
+
 rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
   rt::ModelConfig config;
   config.name = model.getSymName().str();
@@ -50,8 +67,7 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
     } else if (auto out = dyn_cast<VocabOutputOp>(op)) {
       layer.kind = rt::LayerKind::Output;
       layer.vocab = out.getVocab();
-      layer.norm =
-          stringifyNormKind(finalNorm.value_or(NormKind::layernorm)).str();
+      layer.norm = toPlan(finalNorm.value_or(NormKind::layernorm));
       layer.tied = out.getTied();
       layer.sharded = true;
     } else if (auto e = dyn_cast<EmbeddingOp>(op)) {
@@ -66,8 +82,8 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
       layer.ffn = t.getFfn();
       layer.bias = t.getBias();
       layer.qkvBias = t.getQkvBias();
-      layer.norm = stringifyNormKind(t.getNorm()).str();
-      layer.mlp = stringifyMlpKind(t.getMlp()).str();
+      layer.norm = toPlan(t.getNorm());
+      layer.mlp = toPlan(t.getMlp());
       if (FloatAttr theta = t.getRopeThetaAttr())
         layer.rotary.theta = theta.getValueAsDouble();
       if (RopeLlama3Attr scaling = t.getRopeScalingAttr()) {
@@ -81,7 +97,7 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
     } else if (auto o = dyn_cast<OutputLayerOp>(op)) {
       layer.kind = rt::LayerKind::Output;
       layer.vocab = o.getVocab();
-      layer.norm = stringifyNormKind(o.getNorm()).str();
+      layer.norm = toPlan(o.getNorm());
       layer.tied = o.getTied();
     } else {
       return;
@@ -183,7 +199,7 @@ private:
       json.attribute("kv_heads", l.kvHeads);
       json.attribute("head_dim", l.headDim);
       json.attribute("ffn", l.ffn);
-      json.attribute("mlp", l.mlp);
+      json.attribute("mlp", rt::getName(l.mlp));
       json.attribute("bias", l.bias);
       if (l.qkvBias)
         json.attribute("qkv_bias", true);
@@ -202,7 +218,7 @@ private:
         json.attribute("post_norms", true);
     }
     if (l.kind != rt::LayerKind::Embedding)
-      json.attribute("norm", l.norm);
+      json.attribute("norm", rt::getName(l.norm));
     if (l.kind == rt::LayerKind::Output)
       json.attribute("tied", l.tied);
     if (l.kind != rt::LayerKind::Transformer)

@@ -54,12 +54,12 @@ inline rt::ModelConfig getTinyLlama() {
   layer.kvHeads = 1;
   layer.headDim = 8;
   layer.ffn = 32;
-  layer.norm = "rmsnorm";
-  layer.mlp = "swiglu";
+  layer.norm = rt::NormType::RmsNorm;
+  layer.mlp = rt::MlpType::SwiGlu;
   layer.rotary.theta = 10000.0;
   output.kind = rt::LayerKind::Output;
   output.vocab = 20;
-  output.norm = "rmsnorm";
+  output.norm = rt::NormType::RmsNorm;
   output.tied = true;
   model.layers = {embedding, layer, layer, output};
   return model;

@@ -148,7 +148,7 @@ ModelConfig layoutModel(int64_t seqLen) {
   t.kvHeads = 2;
   t.headDim = 16;
   t.ffn = 128;
-  t.mlp = "swiglu";
+  t.mlp = MlpType::SwiGlu;
   m.layers = {t};
   return m;
 }

@@ -56,13 +56,13 @@ ModelConfig tinyModel(bool positions, bool bias, const char *norm,
   t.headDim = 8 / heads;
   t.ffn = 16;
   t.bias = bias;
-  t.norm = norm;
-  t.mlp = mlp;
+  EXPECT_TRUE(parseNormType(norm, t.norm)) << norm;
+  EXPECT_TRUE(parseMlpType(mlp, t.mlp)) << mlp;
   t.rotary.theta = ropeTheta;
   LayerConfig out;
   out.kind = LayerKind::Output;
   out.vocab = 11;
-  out.norm = norm;
+  out.norm = t.norm;
   m.layers = {emb, t, t, out};
   return m;
 }

@@ -39,8 +39,8 @@ ModelConfig layerModel(int64_t heads, int64_t kvHeads, const char *mlp,
   t.headDim = 16 / heads;
   t.ffn = 32;
   t.bias = bias;
-  t.mlp = mlp;
-  t.norm = bias ? "layernorm" : "rmsnorm";
+  EXPECT_TRUE(parseMlpType(mlp, t.mlp)) << mlp;
+  t.norm = bias ? NormType::LayerNorm : NormType::RmsNorm;
   LayerConfig out;
   out.kind = LayerKind::Output;
   out.vocab = 13;

@@ -20,6 +20,37 @@ namespace sluice::rt {
 
 enum class LayerKind { Embedding, Transformer, Output };
 
+/// A block's normalisation (transformer and output layers) and its
+/// feed-forward kind: typed here, spelled in the plan as the dialect's
+/// enums print ("layernorm", "rmsnorm"; "gelu", "swiglu", "geglu").
+enum class NormType { LayerNorm, RmsNorm };
+enum class MlpType { Gelu, SwiGlu, GeGlu };
+
+inline const char *getName(NormType n) {
+  return n == NormType::RmsNorm ? "rmsnorm" : "layernorm";
+}
+inline const char *getName(MlpType m) {
+  return m == MlpType::SwiGlu ? "swiglu" : m == MlpType::GeGlu ? "geglu"
+                                                               : "gelu";
+}
+/// The kind `name` spells; false for another name.
+inline bool parseNormType(const std::string &name, NormType &out) {
+  for (NormType n : {NormType::LayerNorm, NormType::RmsNorm})
+    if (name == getName(n)) {
+      out = n;
+      return true;
+    }
+  return false;
+}
+inline bool parseMlpType(const std::string &name, MlpType &out) {
+  for (MlpType m : {MlpType::Gelu, MlpType::SwiGlu, MlpType::GeGlu})
+    if (name == getName(m)) {
+      out = m;
+      return true;
+    }
+  return false;
+}
+
 /// Rotary position embeddings (Su et al., 2021, "RoFormer", section
 /// 3.4.2; Hugging Face's Llama layout): in every head, dimensions i and i +
 /// headDim / 2 turn by position * getFrequency(i). One definition for the
@@ -107,12 +138,12 @@ struct LayerConfig {
   // block's outputs each normalised (the layer's norm kind) before their
   // residual add.
   bool postNorms = false;
-  // "layernorm" or "rmsnorm" (transformer and output); "gelu", "swiglu" or
-  // "geglu" (transformer).
-  std::string norm = "layernorm";
-  std::string mlp = "gelu";
+  // Transformer and output layers' norm; transformer layers' MLP.
+  NormType norm = NormType::LayerNorm;
+  MlpType mlp = MlpType::Gelu;
+  bool isRms() const { return norm == NormType::RmsNorm; }
   /// A gated feed-forward block (SwiGLU, GeGLU): a third, gate matrix.
-  bool isGated() const { return mlp == "swiglu" || mlp == "geglu"; }
+  bool isGated() const { return mlp != MlpType::Gelu; }
   // Output: the LM head is the embedding table.
   bool tied = false;
   // Embedding and output: the layer is sharded along the vocabulary over
