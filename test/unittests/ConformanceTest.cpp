@@ -629,6 +629,151 @@ TEST_P(Conformance, OptimizerAndNorm) {
   expectClose(v, wantV, "AdamW: second moment");
 }
 
+TEST_P(Conformance, CopiesAndPaddingRows) {
+  StridedCopy shape{2, 3, 4, 20, 6, 15, 5};
+  Tensor src = random(2 * 20), dst = random(2 * 15);
+  std::vector<double> want = dst.host;
+  for (int64_t b = 0; b < shape.batches; ++b)
+    for (int64_t r = 0; r < shape.rows; ++r)
+      for (int64_t c = 0; c < shape.cols; ++c)
+        want[b * shape.dstBatch + r * shape.dstRow + c] =
+            src.host[b * shape.srcBatch + r * shape.srcRow + c];
+  kernels().copyStrided(dst.ptr(), src.ptr(), shape);
+  expectClose(dst, want, "copyStrided: batches of row blocks, gaps kept");
+
+  const int64_t rows = 2, length = 3, stride = 4, hidden = 5;
+  std::vector<double> ids = {7, 0, 7, 9, 1, 7, 2, 7};
+  Tensor tokens = make(ids, DType::I32), x = random(rows * length * hidden);
+  std::vector<double> kept = x.host;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t)
+      if (ids[r * stride + t] == 7)
+        for (int64_t c = 0; c < hidden; ++c)
+          kept[(r * length + t) * hidden + c] = 0;
+  kernels().zeroTokenRows(tokens.ptr(), stride, rows, length, 7, hidden,
+                          x.ptr());
+  expectClose(x, kept, "zeroTokenRows: the padding token's rows, past-length "
+                       "ids ignored");
+}
+
+/// The vocabulary shards' kernels (Yeung et al., 2024, section 4): a
+/// device holding rows [first, first + count) of a table, tokens and labels
+/// inside and outside it.
+TEST_P(Conformance, VocabularyShards) {
+  const int64_t rows = 2, length = 3, stride = 4, hidden = 5, first = 4,
+                count = 3, ld = 4, tokens = rows * length;
+  // Ids in the shard (4..6) and outside; past `length` in each row unused.
+  std::vector<double> ids = {4, 1, 6, 99, 5, 7, 4, 99};
+  auto inShard = [&](double id) { return id >= first && id < first + count; };
+  auto id = [&](int64_t t) { return ids[(t / length) * stride + t % length]; };
+  Tensor labels = make(ids, DType::I32), table = random(count * hidden),
+         out = random(tokens * hidden);
+  std::vector<double> wantRows(tokens * hidden, 0);
+  for (int64_t t = 0; t < tokens; ++t)
+    if (inShard(id(t)))
+      for (int64_t c = 0; c < hidden; ++c)
+        wantRows[t * hidden + c] =
+            table.host[(int64_t(id(t)) - first) * hidden + c];
+  kernels().shardLookup(labels.ptr(), stride, rows, length, table.ptr(), first,
+                        count, hidden, out.ptr());
+  expectClose(out, wantRows, "shardLookup: zero outside the shard");
+  Tensor labelOut = random(tokens * hidden);
+  kernels().labelRows(labels.ptr(), stride, rows, length, table.ptr(), first,
+                      count, hidden, labelOut.ptr());
+  expectClose(labelOut, wantRows, "labelRows (equation 6's B)");
+
+  Tensor dout = random(tokens * hidden), dtable = random(count * hidden);
+  std::vector<double> wantDt = dtable.host;
+  for (int64_t t = 0; t < tokens; ++t)
+    if (inShard(id(t)))
+      for (int64_t c = 0; c < hidden; ++c)
+        wantDt[(int64_t(id(t)) - first) * hidden + c] +=
+            dout.host[t * hidden + c];
+  kernels().shardScatterAdd(labels.ptr(), stride, rows, length, dout.ptr(),
+                            first, count, hidden, dtable.ptr());
+  expectClose(dtable, wantDt, "shardScatterAdd: rows accumulate");
+
+  // Softmax statistics over the shard's `count` columns of [tokens, ld].
+  Tensor logits = random(tokens * ld, 2.0), max = filled(tokens, 0),
+         sum = filled(tokens, 0), probs = filled(tokens * ld, 0),
+         reference = random(tokens);
+  std::vector<double> wantMax(tokens), wantSum(tokens), wantProbs(tokens * ld, 0),
+      wantRefSum(tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const double *row = &logits.host[t * ld];
+    wantMax[t] = *std::max_element(row, row + count);
+    for (int64_t c = 0; c < count; ++c) {
+      wantSum[t] += std::exp(row[c] - wantMax[t]);
+      wantRefSum[t] += std::exp(row[c] - reference.host[t]);
+    }
+    for (int64_t c = 0; c < count; ++c)
+      wantProbs[t * ld + c] = std::exp(row[c] - wantMax[t]) / wantSum[t];
+  }
+  kernels().shardSoftmaxStatistics(logits.ptr(), tokens, count, ld,
+                                   DevicePtr(), max.ptr(), sum.ptr(),
+                                   probs.ptr());
+  expectClose(max, wantMax, "shardSoftmaxStatistics: max");
+  expectClose(sum, wantSum, "shardSoftmaxStatistics: sum");
+  expectClose(probs, wantProbs, "shardSoftmaxStatistics: probabilities");
+  Tensor refSum = filled(tokens, 0), refMax = filled(tokens, 0);
+  kernels().shardSoftmaxStatistics(logits.ptr(), tokens, count, ld,
+                                   reference.ptr(), refMax.ptr(), refSum.ptr(),
+                                   DevicePtr());
+  expectClose(refSum, wantRefSum,
+              "shardSoftmaxStatistics: sum against a given reference");
+
+  // Equation 5, the rescaled sums, and the rows scaled by them.
+  Tensor globalMax = random(tokens), scaled = filled(tokens, 0);
+  std::vector<double> wantScaled(tokens);
+  for (int64_t t = 0; t < tokens; ++t)
+    wantScaled[t] = wantSum[t] * std::exp(wantMax[t] - globalMax.host[t]);
+  kernels().rescaleSum(sum.ptr(), max.ptr(), globalMax.ptr(), tokens,
+                       scaled.ptr());
+  expectClose(scaled, wantScaled, "rescaleSum (equation 5)", 1e-4);
+  Tensor x = random(tokens * ld), factor = random(tokens),
+         divisor = make(std::vector<double>(tokens, 1.5));
+  std::vector<double> wantX = x.host;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = 0; c < count; ++c)
+      wantX[t * ld + c] *= factor.host[t] / 1.5;
+  kernels().scaleRows(x.ptr(), factor.ptr(), divisor.ptr(), tokens, count, ld);
+  expectClose(x, wantX, "scaleRows: the shard's columns only");
+
+  // The shard's part of the loss, and of the softmax gradient.
+  Tensor loss = make({0.5}, DType::F64);
+  double wantLoss = 0.5;
+  for (int64_t t = 0; t < tokens; ++t)
+    if (inShard(id(t)))
+      wantLoss += wantMax[t] + std::log(wantSum[t]) -
+                  logits.host[t * ld + int64_t(id(t)) - first];
+  kernels().shardLoss(logits.ptr(), labels.ptr(), stride, rows, length, first,
+                      count, ld, max.ptr(), sum.ptr(), loss.ptr());
+  expectClose(loss, {wantLoss}, "shardLoss: labels in the shard only");
+  std::vector<double> wantGrad = wantProbs;
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (inShard(id(t)))
+      wantGrad[t * ld + int64_t(id(t)) - first] -= 1;
+    for (int64_t c = 0; c < count; ++c)
+      wantGrad[t * ld + c] *= 0.25;
+  }
+  kernels().shardSoftmaxGrad(probs.ptr(), labels.ptr(), stride, rows, length,
+                             first, count, ld, 0.25f);
+  expectClose(probs, wantGrad, "shardSoftmaxGrad, scaled");
+
+  // Equation 6: out = scale * (A * scaled / sum - B).
+  Tensor a = random(tokens * hidden), b = random(tokens * hidden),
+         combined = filled(tokens * hidden, 0);
+  std::vector<double> wantOut(tokens * hidden);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = 0; c < hidden; ++c)
+      wantOut[t * hidden + c] =
+          0.5 * (a.host[t * hidden + c] * wantScaled[t] / wantSum[t] -
+                 b.host[t * hidden + c]);
+  kernels().combineGrad(a.ptr(), b.ptr(), scaled.ptr(), sum.ptr(), tokens,
+                        hidden, 0.5f, combined.ptr());
+  expectClose(combined, wantOut, "combineGrad (equation 6)", 1e-4);
+}
+
 std::vector<std::string> backendNames() {
   std::vector<std::string> names;
   for (const BackendEntry &entry : getBackends())
