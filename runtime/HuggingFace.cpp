@@ -319,10 +319,9 @@ public:
 
   /// A name that exists only if the files hold more layers than the model.
   std::string getLayerProbe(int64_t index) const {
-    return prefix + (family == Family::Gpt2 ? "h." : "layers.") +
-           std::to_string(index) +
-           (family == Family::Gpt2 ? ".ln_1.weight"
-                                   : ".input_layernorm.weight");
+    return getLayerTensor(index, family == Family::Gpt2
+                                     ? "ln_1.weight"
+                                     : "input_layernorm.weight");
   }
 
 private:

@@ -15,6 +15,7 @@
 
 #include "sluice/Import/HFConfig.h"
 #include "sluice/PlanFormat/JsonDepth.h"
+#include "sluice/PlanFormat/ModelConfig.h"
 #include "sluice/SluiceOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -627,16 +628,11 @@ private:
                            "integer for rope_type 'llama3'";
     if (!factor || !low || !high || !original)
       return failure();
-    // Written so that NaN fails too (the runtime's Rotary::checkScaling
-    // holds plans to the same).
-    if (!(*factor >= 1) || !(*low > 0) || !(*high > *low) || *original < 1) {
-      reader.error(key) << "key '" << key
-                        << "' must have factor >= 1, 0 < low_freq_factor < "
-                           "high_freq_factor and a positive "
-                           "original_max_position_embeddings, got factor "
-                        << *factor << ", low_freq_factor " << *low
-                        << ", high_freq_factor " << *high
-                        << ", original_max_position_embeddings " << *original;
+    // The one check of the scaling, the runtime's and the dialect's.
+    ::sluice::rt::Rotary rotary{*config.ropeTheta, *factor, *low, *high,
+                                *original};
+    if (std::string why = rotary.checkScaling(); !why.empty()) {
+      reader.error(key) << "key '" << key << "': " << why;
       return failure();
     }
     config.ropeScaling = {*factor, *low, *high, *original};
