@@ -1,6 +1,7 @@
 //===- Step.cpp - Whole training steps through the session users run ------===//
 //
 // sluice-bench-step PLAN.json [--backend cpu|cuda] [--steps N] [--warmup W]
+//                   [--samples FILE.json] [--name NAME]
 //
 // Trains a one-device plan (for example Llama-3.2-1B, tools/gpu/run.sh)
 // through the runtime's training session -- the Executor and everything
@@ -9,12 +10,18 @@
 // per token over F, B and W; causal attention; the output layer) per
 // second against the peak of the backend's GEMM measured in the same run,
 // and, on a GPU, against the H100 SXM's nominal 989 TFLOP/s.
-// bench/torch_step.py runs the same model in PyTorch eager and
-// torch.compile for comparison.
+// Each step is timed by device events on the compute stream between the
+// ends of consecutive optimizer steps, every stream drained at each end
+// (bench/Samples.h): the median, minimum, maximum and spread of --steps
+// steps after --warmup are printed, and --samples writes the raw times.
+// bench/torch_step.py runs the same model in PyTorch's recipes and writes
+// the same document; bench/step_table.py joins them (docs/benchmarks.md).
 //
 //===----------------------------------------------------------------------===//
 
+#include "Checkpoint.h"
 #include "MpiCommunicator.h"
+#include "Samples.h"
 #include "Session.h"
 
 #include <mpi.h>
@@ -91,15 +98,25 @@ int main(int argc, char **argv) {
   options.programName = "sluice-bench-step";
   options.backend = "cuda";
   int steps = 10, warmup = 3;
+  std::string samplesPath, name;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
-    if ((flag == "--steps" || flag == "--warmup") && i + 1 < argc)
-      (flag == "--steps" ? steps : warmup) = std::atoi(argv[++i]);
-    else if (flag == "--backend" && i + 1 < argc)
+    if ((flag == "--steps" || flag == "--warmup") && i + 1 < argc) {
+      char *end = nullptr;
+      long value = std::strtol(argv[++i], &end, 10);
+      if (*argv[i] == '\0' || *end != '\0' || value < 0 || value > 100000)
+        die(flag + " takes a count, not '" + argv[i] + "'");
+      (flag == "--steps" ? steps : warmup) = int(value);
+    } else if (flag == "--backend" && i + 1 < argc)
       options.backend = argv[++i];
+    else if (flag == "--samples" && i + 1 < argc)
+      samplesPath = argv[++i];
+    else if (flag == "--name" && i + 1 < argc)
+      name = argv[++i];
     else if (flag == "--help" || flag == "-h") {
       std::printf("usage: sluice-bench-step PLAN.json [--backend cpu|cuda "
-                  "(default cuda)] [--steps N] [--warmup W]\n");
+                  "(default cuda)] [--steps N (10)] [--warmup W (3, at least "
+                  "1)] [--samples FILE.json] [--name NAME]\n");
       MPI_Finalize();
       return 0;
     } else if (options.planPath.empty() && flag[0] != '-')
@@ -109,8 +126,9 @@ int main(int argc, char **argv) {
   }
   if (options.planPath.empty())
     die("no plan given (--help)");
-  if (steps < 1 || warmup < 0)
-    die("--steps must be positive, --warmup not negative");
+  // The first step's end is the first timed step's start.
+  if (steps < 1 || warmup < 1)
+    die("--steps and --warmup must each be at least 1");
   options.steps = warmup + steps;
   // The progress line after the last step only.
   options.logEvery = options.steps;
@@ -131,18 +149,31 @@ int main(int argc, char **argv) {
   bool gpu = options.backend == "cuda";
   double peak = measureGemmPeak(device, plan.precision.activations, gpu);
 
-  std::vector<double> seconds;
+  // At the end of each step: drain every stream, then mark the compute
+  // stream. A step's time is the device time between two marks, so work a
+  // step leaves queued cannot slip into the next one's figure.
+  Stream &compute = device.getStream(StreamKind::Compute);
+  std::vector<std::unique_ptr<Event>> marks;
+  std::vector<double> hostSeconds;
   double loss = 0;
   session->setStepHook([&](const StepRecord &r) {
-    seconds.push_back(r.seconds);
+    for (int k = 0; k < kStreamKinds; ++k)
+      check(device.getStream(StreamKind(k)).synchronize());
+    marks.push_back(device.createEvent());
+    marks.back()->record(compute);
+    check(compute.synchronize());
+    hostSeconds.push_back(r.seconds);
     loss = r.loss;
   });
   if (Outcome trained = session->train(); !trained)
     die(trained.getReport());
-  // The steps after the warmup: their median, and the spread.
-  std::vector<double> timed(seconds.begin() + warmup, seconds.end());
-  std::sort(timed.begin(), timed.end());
-  double median = timed[timed.size() / 2];
+
+  sluice::bench::Samples samples;
+  samples.name = name.empty() ? "sluice " + std::string(plan.precision.getName())
+                              : name;
+  for (size_t i = size_t(warmup); i < marks.size(); ++i)
+    samples.ms.push_back(1e3 * marks[i]->secondsSince(*marks[i - 1]));
+  double median = samples.median() / 1e3;
   double tokens = double(plan.microbatches) * double(plan.model.microBatch) *
                   double(plan.model.seqLen);
   double flops = trainingFlopsPerToken(plan.model) * tokens / median;
@@ -151,15 +182,31 @@ int main(int argc, char **argv) {
               device.describe().c_str(), plan.model.name.c_str(),
               plan.precision.getName(), plan.microbatches,
               (long long)plan.model.microBatch, (long long)plan.model.seqLen);
-  std::printf("step %.1f ms (median of %zu, %.1f-%.1f), %.0f tokens/s, %.1f "
-              "TFLOP/s model, MFU %.1f%% of the measured GEMM peak (%.1f "
-              "TFLOP/s)",
-              median * 1e3, timed.size(), timed.front() * 1e3,
-              timed.back() * 1e3, tokens / median, flops / 1e12,
+  std::printf("step %s, %.0f tokens/s, %.1f TFLOP/s model, MFU %.1f%% of the "
+              "measured GEMM peak (%.1f TFLOP/s)",
+              samples.summary().c_str(), tokens / median, flops / 1e12,
               100.0 * flops / peak, peak / 1e12);
   if (gpu)
     std::printf(", %.1f%% of 989 TFLOP/s", 100.0 * flops / 989.4e12);
   std::printf("; last loss %.4f\n", loss);
+
+  if (!samplesPath.empty()) {
+    nlohmann::json &a = samples.attributes;
+    a["tool"] = "sluice-bench-step";
+    a["device"] = device.describe();
+    a["plan"] = options.planPath;
+    a["model"] = plan.model.name;
+    a["precision"] = plan.precision.getName();
+    a["tokens_per_step"] = tokens;
+    a["warmup"] = warmup;
+    a["model_flops_per_token"] = trainingFlopsPerToken(plan.model);
+    a["mfu_989"] = flops / 989.4e12;
+    a["gemm_peak_tflops"] = peak / 1e12;
+    a["last_loss"] = loss;
+    a["host_seconds"] = std::vector<double>(hostSeconds.begin() + warmup,
+                                         hostSeconds.end());
+    check(writeFileAtomically(samplesPath, samples.toJson()));
+  }
   MPI_Finalize();
   return 0;
 }

@@ -3,22 +3,41 @@
 
     python3 bench/torch_step.py [--config examples/llama-3.2-1b/config.json]
         [--seq 2048] [--micro-batch 4] [--microbatches 8] [--steps 10]
-        [--only eager|torch.compile] [--profile]
+        [--warmup 3] [--only RECIPE/MODE,...] [--deterministic 0|1]
+        [--samples-dir DIR] [--profile]
 
 The same model (RMSNorm, grouped-query attention with rotary positions,
-SwiGLU, tied embeddings), the same tokens per step (microbatches of
-micro-batch x seq, gradients accumulated), fp32 master weights with bf16
-autocast and fused AdamW: the way torchtitan-style training runs in plain
-PyTorch. Prints tokens/s and MFU (model FLOPs as sluice-bench-step
-counts them, against 989 TFLOP/s) for eager mode and for torch.compile.
---profile adds, after the timed steps, one step under torch.profiler and
-its GPU kernels by time (what the step spends where, to set beside
-`ncu --print-summary per-kernel` of sluice-bench-step).
+SwiGLU, tied embeddings) and the same tokens per step (microbatches of
+micro-batch x seq, gradients accumulated) as sluice-bench-step, in two
+recipes, each in three modes (docs/benchmarks.md):
+
+  autocast     fp32 parameters and gradients, bf16 autocast, fused AdamW:
+               torchtitan's single-GPU recipe.
+  bf16-master  bf16 parameters and compute; each microbatch's gradients
+               added into fp32 main gradients (Megatron-LM's main_grad),
+               fused AdamW on fp32 master weights copied back to bf16 --
+               the precision Sluice's bf16 keeps (DType.h: master weights,
+               gradients and moments fp32).
+
+  modes: eager, compile (torch.compile's default), max-autotune
+  (torch.compile(mode="max-autotune")).
+
+The loss: autocast computes cross-entropy in fp32 (its logits are cast);
+bf16-master computes it on bf16 logits, as Sluice's bf16 does (its
+softmax statistics in fp32). Each step is timed by CUDA events between the ends of consecutive
+steps, the device drained at each (as bench/Samples.h does for Sluice);
+the median, minimum, maximum and spread are printed and --samples-dir
+writes torch-RECIPE-MODE.json with the raw samples (bench/step_table.py).
+--deterministic 1 asks PyTorch for deterministic algorithms (as Sluice's
+attention is by default); 0, PyTorch's own default, is its faster setting. --profile adds one step under torch.profiler.
 """
 import argparse
+import datetime
 import json
-import math
-import time
+import os
+import statistics
+import sys
+import traceback
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +83,7 @@ class Llama(torch.nn.Module):
         self.blocks = torch.nn.ModuleList(
             Block(c) for _ in range(c["num_hidden_layers"]))
         self.norm = torch.nn.RMSNorm(c["hidden_size"], eps=c.get("rms_norm_eps", 1e-5))
+        self.fp32_logits = True
         hd = c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
         inv = c.get("rope_theta", 10000.0) ** (-torch.arange(0, hd, 2).double() / hd)
         angles = torch.arange(seq).double()[:, None] * inv[None, :]
@@ -76,7 +96,9 @@ class Llama(torch.nn.Module):
         for block in self.blocks:
             x = block(x, self.cos, self.sin)
         logits = F.linear(self.norm(x), self.embed.weight)  # tied
-        return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+        if self.fp32_logits:
+            logits = logits.float()
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
 
 
 def flops_per_token(c, seq):
@@ -88,36 +110,143 @@ def flops_per_token(c, seq):
     return c["num_hidden_layers"] * per_layer + 6 * h * c["vocab_size"]
 
 
-def run(model, opt, args, vocab, label):
+RECIPES = ("autocast", "bf16-master")
+MODES = ("eager", "compile", "max-autotune")
+
+
+class Bf16Master:
+    """bf16 parameters; fp32 main gradients and master weights (the
+    Megatron-LM mixed-precision recipe)."""
+
+    def __init__(self, model):
+        self.params = [p for p in model.parameters()]
+        self.masters = [torch.nn.Parameter(p.detach().float().clone())
+                        for p in self.params]
+        for p, m in zip(self.params, self.masters):
+            m.grad = torch.zeros_like(m)
+
+            # Each microbatch's bf16 gradient goes into the fp32 sum at
+            # once, so bf16 never holds an accumulated sum.
+            def add(param, main=m):
+                main.grad.add_(param.grad)
+                param.grad = None
+            p.register_post_accumulate_grad_hook(add)
+        self.opt = torch.optim.AdamW(self.masters, lr=1e-4, fused=True)
+
+    def step(self):
+        self.opt.step()
+        with torch.no_grad():
+            for p, m in zip(self.params, self.masters):
+                p.copy_(m)
+                m.grad.zero_()
+
+
+class Autocast:
+    def __init__(self, model):
+        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+
+    def step(self):
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+
+def run(model, optimizer, args, vocab, recipe):
+    autocast = recipe == "autocast"
+
     def step(i):
         for mb in range(args.microbatches):
             g = torch.Generator(device="cuda").manual_seed(i * 1000 + mb)
             t = torch.randint(0, vocab, (args.micro_batch, args.seq + 1),
                               device="cuda", generator=g)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
                 loss = model(t[:, :-1], t[:, 1:]) / args.microbatches
             loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer.step()
         return loss
-    for i in range(args.warmup):
-        step(i)
+
+    # One mark at each step's end, the device drained first: a step's time
+    # is the device time between two marks.
+    marks = []
+    loss = None
+    for i in range(args.warmup + args.steps):
+        loss = step(i)
+        torch.cuda.synchronize()
+        marks.append(torch.cuda.Event(enable_timing=True))
+        marks[-1].record()
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for i in range(args.steps):
-        loss = step(args.warmup + i)
-    torch.cuda.synchronize()
-    seconds = (time.perf_counter() - start) / args.steps
+    samples = [marks[i - 1].elapsed_time(marks[i])
+               for i in range(args.warmup, len(marks))]
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            step(args.warmup + args.steps)
+            step(len(marks))
             torch.cuda.synchronize()
-        print(f"== {label}: one step's GPU kernels")
+        print(f"== {recipe}: one step's GPU kernels")
         print(prof.key_averages().table(sort_by="self_device_time_total",
                                         row_limit=60,
                                         max_name_column_width=100))
-    return seconds, float(loss) * args.microbatches
+    return samples, float(loss) * args.microbatches
+
+
+def versions():
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+        "python": sys.version.split()[0],
+    }
+
+
+def summary(samples):
+    ordered = sorted(samples)
+    median = statistics.median(ordered)
+    return median, ordered[0], ordered[-1], (ordered[-1] - ordered[0]) / median
+
+
+def baseline(args, c, recipe, mode, tokens):
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = Llama(c, args.seq).cuda()
+    if recipe == "bf16-master":
+        model = model.to(torch.bfloat16)
+        model.fp32_logits = False
+        optimizer = Bf16Master(model)
+    else:
+        optimizer = Autocast(model)
+    if mode == "compile":
+        model = torch.compile(model)
+    elif mode == "max-autotune":
+        model = torch.compile(model, mode="max-autotune")
+    samples, loss = run(model, optimizer, args, c["vocab_size"], recipe)
+    median, low, high, spread = summary(samples)
+    flops = flops_per_token(c, args.seq) * tokens / (median / 1e3)
+    name = f"torch {recipe} {mode}"
+    print(f"{name}: step median {median:.2f} ms (min {low:.2f}, max "
+          f"{high:.2f}, spread {100 * spread:.1f}% over {len(samples)}), "
+          f"{tokens / (median / 1e3):.0f} tokens/s, {flops / 1e12:.1f} "
+          f"TFLOP/s, MFU {100 * flops / 989.4e12:.1f}% of 989 TFLOP/s, "
+          f"loss {loss:.4f}", flush=True)
+    if args.samples_dir:
+        doc = {
+            "name": name, "tool": "bench/torch_step.py", "unit": "ms",
+            "samples": samples, "median": median, "min": low, "max": high,
+            "spread": spread, "device": torch.cuda.get_device_name(),
+            "recipe": recipe, "mode": mode,
+            "deterministic": bool(args.deterministic),
+            "loss_logits": "fp32" if recipe == "autocast" else "bf16",
+            "tokens_per_step": tokens,
+            "warmup": args.warmup,
+            "model_flops_per_token": flops_per_token(c, args.seq),
+            "mfu_989": flops / 989.4e12, "last_loss": loss,
+            "versions": versions(),
+            "date": datetime.datetime.now(datetime.timezone.utc)
+                    .strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        path = os.path.join(args.samples_dir, f"torch-{recipe}-{mode}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(doc, f, indent=2)
+        os.replace(path + ".tmp", path)
 
 
 def main():
@@ -128,28 +257,41 @@ def main():
     p.add_argument("--microbatches", type=int, default=8)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--only", choices=("eager", "torch.compile"))
+    p.add_argument("--only", default="",
+                   help="comma-separated RECIPE/MODE (default: all six)")
+    p.add_argument("--deterministic", type=int, choices=(0, 1), default=0)
+    p.add_argument("--samples-dir", default="")
     p.add_argument("--profile", action="store_true")
     args = p.parse_args()
+    if args.steps < 1 or args.warmup < 1:
+        p.error("--steps and --warmup must each be at least 1")
+    wanted = [w for w in args.only.split(",") if w] or \
+        [f"{r}/{m}" for r in RECIPES for m in MODES]
+    for w in wanted:
+        r, _, m = w.partition("/")
+        if r not in RECIPES or m not in MODES:
+            p.error(f"--only: '{w}' is not RECIPE/MODE with RECIPE one of "
+                    f"{', '.join(RECIPES)} and MODE one of {', '.join(MODES)}")
+    if args.deterministic:
+        # cuBLAS needs a fixed workspace to be deterministic.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
     c = json.load(open(args.config))
     tokens = args.microbatches * args.micro_batch * args.seq
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, "
-          f"{tokens} tokens per step")
-    for label in ("eager", "torch.compile"):
-        if args.only and label != args.only:
-            continue
-        torch.manual_seed(0)
-        model = Llama(c, args.seq).cuda()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-        if label == "torch.compile":
-            model = torch.compile(model)
-        seconds, loss = run(model, opt, args, c["vocab_size"], label)
-        flops = flops_per_token(c, args.seq) * tokens / seconds
-        print(f"{label}: step {seconds * 1e3:.1f} ms, {tokens / seconds:.0f} "
-              f"tokens/s, {flops / 1e12:.1f} TFLOP/s, MFU "
-              f"{100 * flops / 989.4e12:.1f}% of 989 TFLOP/s, loss {loss:.4f}")
-        del model, opt
+          f"{tokens} tokens per step, deterministic {args.deterministic}, "
+          f"versions {versions()}", flush=True)
+    failed = 0
+    for w in wanted:
+        recipe, _, mode = w.partition("/")
+        try:
+            baseline(args, c, recipe, mode, tokens)
+        except Exception:  # one baseline's failure leaves the others' figures
+            failed = 1
+            print(f"torch {recipe} {mode}: FAILED", flush=True)
+            traceback.print_exc()
         torch.cuda.empty_cache()
+    sys.exit(failed)
 
 
 if __name__ == "__main__":

