@@ -203,6 +203,12 @@ int main(int argc, char **argv) {
     a["mfu_989"] = flops / 989.4e12;
     a["gemm_peak_tflops"] = peak / 1e12;
     a["last_loss"] = loss;
+    if (gpu) {
+      // The CUDA backend's attention backward (AttentionCudnn.cpp reads the
+      // same variable; deterministic unless it is 0).
+      const char *flag = std::getenv("SLUICE_ATTENTION_DETERMINISTIC");
+      a["deterministic_attention"] = !(flag && std::string(flag) == "0");
+    }
     a["host_seconds"] = std::vector<double>(hostSeconds.begin() + warmup,
                                          hostSeconds.end());
     check(writeFileAtomically(samplesPath, samples.toJson()));

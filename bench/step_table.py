@@ -30,8 +30,14 @@ def main():
         except (OSError, ValueError, KeyError, TypeError) as e:
             sys.exit(f"step_table.py: error: '{path}': {e}")
         median = statistics.median(samples)
+        name = doc.get("name", path)
+        # The attention backward's setting, where the document says it.
+        for key in ("deterministic", "deterministic_attention"):
+            if key in doc:
+                name += ", deterministic" if doc[key] else ", non-deterministic"
+                break
         rows.append({
-            "name": doc.get("name", path), "n": len(samples), "median": median,
+            "name": name, "n": len(samples), "median": median,
             "min": min(samples), "max": max(samples),
             "spread": (max(samples) - min(samples)) / median,
             "tokens": doc.get("tokens_per_step", 0),

@@ -15,7 +15,8 @@
 #    against fp32 is printed as a band;
 # 4. an NCCL communicator of one rank; compute-sanitizer on a small step;
 #    a failing rank ends every rank;
-# 5. (all, bench) benchmarks: one GPT layer, a Llama-3.2-1B step, PyTorch's step.
+# 5. (all, bench) benchmarks: one GPT layer, a Llama-3.2-1B step, PyTorch's step
+#    (the whole table with every baseline: step-table.sh, docs/benchmarks.md).
 # 6. (variants) the benchmarks under each speed switch (VARIANTS, a list of
 #    environment settings separated by ';'), the executor's own time in a
 #    1B step (sluice-run --timing --trace), cuBLASLt's candidates per GEMM
@@ -177,7 +178,9 @@ if [ "$mode" = all ] || [ "$mode" = bench ]; then
   # TORCH=0 skips PyTorch's step (two minutes, most of it torch.compile).
   [ "${TORCH:-1}" = 1 ] &&
     (cd "$bundle" && timeout 300 python3 torch_step.py \
-      --config llama-3.2-1b.json) 2>&1 | tee "$out/bench-torch.txt"
+      --config llama-3.2-1b.json \
+      --only "${TORCH_ONLY:-autocast/compile,bf16-master/compile}") 2>&1 |
+      tee "$out/bench-torch.txt"
 fi
 # 6. The speed switches, side by side.
 if [ "$mode" = variants ]; then
@@ -228,7 +231,7 @@ if [ "$mode" = profile ]; then
     --warmup 0 >"$out/gemm-tune.txt" 2>&1
   if [ "${TORCH:-1}" = 1 ]; then
     (cd "$bundle" && timeout 300 python3 torch_step.py --config llama-3.2-1b.json \
-      --only "${TORCH_ONLY:-torch.compile}" --steps 3 --warmup 2 --profile) \
+      --only "${TORCH_ONLY:-bf16-master/compile}" --steps 3 --warmup 2 --profile) \
       >"$out/profile-torch.txt" 2>&1
     grep -a "step" "$out/profile-torch.txt" | head -n 3 | tee -a "$summary"
   fi
