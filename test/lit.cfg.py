@@ -30,6 +30,7 @@ config.environment["PATH"] = os.pathsep.join(
     ]
 )
 config.substitutions.append(("%examples", os.path.join(config.sluice_src_root, "examples")))
+config.substitutions.append(("%bench", os.path.join(config.sluice_src_root, "bench")))
 config.substitutions.append(("%python", sys.executable))
 # The part of sluice-run's step lines a resumed or repartitioned run must
 # repeat (step, loss, learning rate, gradient norm), without the timings.
