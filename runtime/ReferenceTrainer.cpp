@@ -1,0 +1,104 @@
+//===- ReferenceTrainer.cpp - The single-device oracle --------------------===//
+
+#include "ReferenceTrainer.h"
+
+#include <cmath>
+#include <tuple>
+
+namespace sluice::rt {
+
+/// The model with its vocabulary layers whole: the reference never shards.
+static ModelConfig unsharded(ModelConfig model) {
+  for (LayerConfig &layer : model.layers)
+    layer.sharded = false;
+  return model;
+}
+
+ReferenceTrainer::ReferenceTrainer(const ModelConfig &sharded, int microbatches,
+                                   const Precision &precision, Device &device,
+                                   TokenSource &data,
+                                   const TrainerOptions &options)
+    : model(unsharded(sharded)), microbatches(microbatches),
+      precision(precision), device(device), data(data), options(options) {}
+
+Status ReferenceTrainer::prepare() {
+  std::vector<int> all;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    all.push_back(int(i));
+    for (const ParameterSpec &spec : getLayerParameters(model, int(i)))
+      parameters.add(spec);
+  }
+  if (Status st = parameters.allocate(device, precision, options.seed); !st)
+    return st;
+  stage = std::make_unique<StageRunner>(model, all, parameters,
+                                        device.getKernels(StreamKind::Compute),
+                                        precision);
+  int64_t rows = model.microBatch, seq = model.seqLen;
+  SliceShape whole{rows, seq, 0};
+  DType act = precision.activations;
+  for (auto [buffer, type, bytes] :
+       {std::tuple{&forward, act, stage->getForwardStateBytes(whole)},
+        std::tuple{&weight, act, stage->getWeightStateBytes(whole)},
+        std::tuple{&kv, act, stage->getKeyValueBytes(rows)},
+        std::tuple{&work, act, stage->getWorkspaceBytes(whole)},
+        std::tuple{&tokens, DType::I32, rows * (seq + 1) * getSize(DType::I32)},
+        std::tuple{&lossSum, DType::F64, getSize(DType::F64)},
+        std::tuple{&normSum, DType::F64, getSize(DType::F64)}})
+    if (Status st = device.allocateBytes(type, bytes, *buffer); !st)
+      return st;
+  return device.synchronize();
+}
+
+Status ReferenceTrainer::runStep(int64_t step, double &meanLoss) {
+  int64_t rows = model.microBatch, seq = model.seqLen;
+  SliceShape whole{rows, seq, 0};
+  Kernels &kernels = device.getKernels(StreamKind::Compute);
+  Stream &compute = device.getStream(StreamKind::Compute);
+  float lossScale = 1.0f / float(microbatches * rows * seq);
+  kernels.fill(lossSum.get(), 0.0, 1);
+  for (int mb = 0; mb < microbatches; ++mb) {
+    data.getBatch(step, mb, rows, seq, hostTokens);
+    device.upload(tokens.get(), hostTokens.data(),
+                  int64_t(hostTokens.size() * sizeof(int32_t)), compute);
+    TokenRows batch{tokens.get(), seq + 1};
+    stage->forward(whole, batch, nullptr, nullptr, forward.get(), kv.get(),
+                   work.get(), lossSum.get());
+    stage->backwardInput(whole, batch, nullptr, nullptr, forward.get(),
+                         weight.get(), kv.get(), work.get(), lossScale);
+    stage->backwardWeight(whole, batch, forward.get(), weight.get(),
+                          work.get());
+    // The host tokens are refilled for the next microbatch.
+    if (Status st = compute.synchronize(); !st)
+      return st;
+  }
+  double hostLoss = 0;
+  device.download(&hostLoss, lossSum.get(), sizeof(double), compute);
+  if (Status st = compute.synchronize(); !st)
+    return st;
+  meanLoss = hostLoss * lossScale;
+  return Status::ok();
+}
+
+Status ReferenceTrainer::gradientNorm(double &norm) {
+  Kernels &kernels = device.getKernels(StreamKind::Compute);
+  Stream &compute = device.getStream(StreamKind::Compute);
+  kernels.fill(normSum.get(), 0.0, 1);
+  kernels.sumSquares(parameters.getGrads(), 1, parameters.getTotalElements(),
+                     parameters.getTotalElements(), 1.0, normSum.get());
+  double sum = 0;
+  device.download(&sum, normSum.get(), sizeof(double), compute);
+  if (Status st = compute.synchronize(); !st)
+    return st;
+  norm = std::sqrt(sum);
+  return Status::ok();
+}
+
+Status ReferenceTrainer::applyOptimizer(int64_t step, float gradientScale) {
+  AdamConfig adam = options.getAdam(step);
+  adam.gradientScale = gradientScale;
+  parameters.adamStep(adam, step);
+  parameters.zeroGrads();
+  return Status::ok();
+}
+
+} // namespace sluice::rt

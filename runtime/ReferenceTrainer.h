@@ -1,0 +1,50 @@
+//===- ReferenceTrainer.h - The single-device oracle ------------*- C++ -*-===//
+//
+// The whole model, unpartitioned, on one rank: what every pipelined,
+// sharded or replicated run must match (sluice-run --reference,
+// --check-against).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_RUNTIME_REFERENCETRAINER_H
+#define SLUICE_RUNTIME_REFERENCETRAINER_H
+
+#include "Data.h"
+#include "Stage.h"
+#include "Trainer.h"
+
+#include <memory>
+#include <vector>
+
+namespace sluice::rt {
+
+/// The unpartitioned model on this rank alone: each microbatch's forward
+/// over the whole sequence, then its backward.
+class ReferenceTrainer final : public Trainer {
+public:
+  ReferenceTrainer(const ModelConfig &model, int microbatches,
+                   const Precision &precision, Device &device,
+                   TokenSource &data, const TrainerOptions &options);
+  Status prepare() override;
+  Status runStep(int64_t step, double &meanLoss) override;
+  Status finalizeGradients() override { return Status::ok(); }
+  Status gradientNorm(double &norm) override;
+  Status applyOptimizer(int64_t step, float gradientScale) override;
+  ParameterStore &getParameters() override { return parameters; }
+
+private:
+  ModelConfig model;
+  int microbatches;
+  Precision precision;
+  Device &device;
+  TokenSource &data;
+  TrainerOptions options;
+  ParameterStore parameters;
+  std::unique_ptr<StageRunner> stage;
+  DeviceBuffer forward, weight, kv, work, tokens, lossSum, normSum;
+  std::vector<int32_t> hostTokens;
+};
+
+} // namespace sluice::rt
+
+#endif // SLUICE_RUNTIME_REFERENCETRAINER_H

@@ -1,0 +1,226 @@
+//===- GradientSync.cpp - Data-parallel gradient sums and ZeRO-1 ----------===//
+
+#include "GradientSync.h"
+
+#include <algorithm>
+
+namespace sluice::rt {
+
+GradientSync::GradientSync(const Plan &plan, int deviceIndex,
+                           ParameterStore &parameters, Communicator *replicas,
+                           Device &device, TransferEngine &transfers)
+    : plan(plan), deviceIndex(deviceIndex), parameters(parameters),
+      replicas(replicas), compute(device.getStream(StreamKind::Compute)),
+      data(device.getStream(StreamKind::Data)), transfers(transfers),
+      ready(device.createEvent()) {}
+
+Status GradientSync::planRuns(bool tiedAcross,
+                          std::map<std::string, size_t> &averagedBy) {
+  const DeviceProgram &program = plan.programs[deviceIndex];
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &instr = program.instructions[i];
+    if (instr.op != Op::GradSync)
+      continue;
+    if (instr.shard != Shard::None) {
+      ParameterSpec spec = instr.shard == Shard::Input
+                               ? getInputShardSpec(plan, deviceIndex)
+                               : getOutputShardSpec(plan, deviceIndex);
+      averagedBy[spec.name] = i;
+      continue;
+    }
+    for (int layer : plan.stages[instr.stage].layers)
+      for (const ParameterSpec &spec :
+           getLayerParameters(plan.model, layer))
+        averagedBy[spec.name] = i;
+  }
+  SyncRuns unmerged;
+  for (const ParameterSpec &spec : parameters.specs())
+    if (auto it = averagedBy.find(spec.name); it != averagedBy.end())
+      unmerged[it->second].push_back(
+          {parameters.offset(spec.name), spec.size()});
+  if (plan.dp > 1)
+    for (const ParameterSpec &spec : parameters.specs())
+      if (!averagedBy.count(spec.name))
+        return Status::error("device " + std::to_string(deviceIndex) +
+                             ": no grad_sync averages the gradient of " +
+                             spec.name);
+  if (plan.zero == 1 && tiedAcross && parameters.contains("embed.tokens"))
+    tiedRun = parameters.offset("embed.tokens");
+  for (auto &[instruction, list] : unmerged) {
+    std::sort(list.begin(), list.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (auto [offset, count] : list)
+      if (!merged.empty() &&
+          merged.back().first + merged.back().second == offset &&
+          offset != tiedRun && merged.back().first != tiedRun)
+        merged.back().second += count;
+      else
+        merged.push_back({offset, count});
+    runs[instruction] = std::move(merged);
+  }
+  return Status::ok();
+}
+
+Status GradientSync::issue(size_t instruction, Event *begin, Event *end,
+                           ZeroOne *zero) {
+  // The stage's gradients are final: their sum over the replicas runs on
+  // the data stream while compute goes on.
+  ready->record(compute);
+  data.wait(*ready);
+  if (begin)
+    begin->record(data);
+  // The span ends once every sum issued here has (recorded on return).
+  struct Mark {
+    Event *end;
+    Stream &stream;
+    ~Mark() {
+      if (end)
+        end->record(stream);
+    }
+  } mark{end, data};
+  DevicePtr grads = parameters.getGrads();
+  replicas->describeNext(
+      plan.describe(plan.programs[deviceIndex].instructions[instruction]));
+  size_t first = inFlight.size();
+  if (zero) {
+    if (Status st = zero->reduceScatter(instruction, grads, data, inFlight);
+        !st)
+      return st;
+  } else {
+    for (auto [offset, count] : runs[instruction])
+      inFlight.push_back(replicas->allReduceAsync(grads + offset, count,
+                                                  Reduction::Sum, 0, data));
+  }
+  for (size_t r = first; r < inFlight.size(); ++r)
+    transfers.track(*inFlight[r]);
+  return Status::ok();
+}
+
+Status GradientSync::finish() {
+  // The optimizer reads the sums on the compute stream.
+  for (std::unique_ptr<Request> &request : inFlight)
+    if (Status st = transfers.await(*request, compute); !st)
+      return st;
+  inFlight.clear();
+  return Status::ok();
+}
+
+ZeroOne::ZeroOne(ParameterStore &parameters, Communicator &replicas,
+                 Device &device, TransferEngine &transfers)
+    : parameters(parameters), replicas(replicas), device(device),
+      compute(device.getStream(StreamKind::Compute)), transfers(transfers) {}
+
+Status ZeroOne::plan(const SyncRuns &syncRuns) {
+  int dp = replicas.size(), me = replicas.rank();
+  int64_t total = 0;
+  for (const auto &[instruction, list] : syncRuns)
+    for (auto [offset, count] : list) {
+      Run run;
+      run.offset = offset;
+      int64_t part = (count + dp - 1) / dp;
+      for (int r = 0; r < dp; ++r)
+        run.counts.push_back(
+            std::max<int64_t>(0, std::min(part, count - r * part)));
+      int64_t mine = std::min(count, me * part);
+      run.packedAt = total;
+      owned.push_back({offset + mine, run.counts[me]});
+      total += run.counts[me];
+      runs[instruction].push_back(std::move(run));
+    }
+  // The moments stay whole until shardOptimizerState (after a checkpoint
+  // is loaded into them).
+  return device.allocate(kMasterType, std::max<int64_t>(1, total), packed);
+}
+
+Status ZeroOne::reduceScatter(size_t instruction, DevicePtr grads,
+                              Stream &stream,
+                              std::vector<std::unique_ptr<Request>> &out) {
+  for (const Run &run : runs[instruction]) {
+    std::unique_ptr<Request> request = replicas.reduceScatterAsync(
+        grads + run.offset, packed.get() + run.packedAt, run.counts, 0,
+        stream);
+    if (!request)
+      return Status::error("the data-parallel transport cannot "
+                           "reduce-scatter (ZeRO-1 needs it)");
+    out.push_back(std::move(request));
+  }
+  return Status::ok();
+}
+
+Status ZeroOne::sumTiedEnds(int64_t tiedRun, Communicator &comm,
+                            const std::vector<int> &tiedGroup) {
+  int me = replicas.rank();
+  for (auto &[instruction, list] : runs)
+    for (const Run &run : list)
+      if (run.offset == tiedRun)
+        if (Status st = comm.allReduceSum(packed.get() + run.packedAt,
+                                          run.counts[me], tiedGroup.data(),
+                                          int(tiedGroup.size()), compute);
+            !st)
+          return st;
+  return Status::ok();
+}
+
+Status ZeroOne::gatherWholeGradients() {
+  Kernels &kernels = device.getKernels(StreamKind::Compute);
+  DevicePtr grads = parameters.getGrads();
+  int me = replicas.rank();
+  for (auto &[instruction, list] : runs)
+    for (const Run &run : list) {
+      int64_t at = 0;
+      for (int r = 0; r < me; ++r)
+        at += run.counts[r];
+      kernels.copy(grads + run.offset + at, packed.get() + run.packedAt,
+                   run.counts[me]);
+    }
+  return gatherParts(grads);
+}
+
+Status ZeroOne::gatherParts(DevicePtr buffer) {
+  std::vector<std::unique_ptr<Request>> gathers;
+  for (auto &[instruction, list] : runs)
+    for (const Run &run : list) {
+      std::unique_ptr<Request> gather =
+          replicas.allGatherAsync(buffer + run.offset, run.counts, 0, compute);
+      if (!gather)
+        return Status::error("the data-parallel transport cannot all-gather "
+                             "(ZeRO-1 needs it)");
+      gathers.push_back(std::move(gather));
+    }
+  for (std::unique_ptr<Request> &gather : gathers)
+    if (Status st = transfers.await(*gather, compute); !st)
+      return st;
+  return Status::ok();
+}
+
+Status ZeroOne::shardOptimizerState() {
+  if (!parameters.getMomentRanges().empty())
+    return Status::ok();
+  return parameters.shardMoments(owned);
+}
+
+Status ZeroOne::gatherOptimizerState() {
+  if (parameters.getMomentRanges().empty())
+    return Status::ok();
+  if (Status st = parameters.shardMoments({}); !st)
+    return st;
+  for (int which : {1, 2})
+    if (Status st = gatherParts(parameters.getMoment(which)); !st)
+      return st;
+  return Status::ok();
+}
+
+Status ZeroOne::applyOptimizer(const AdamConfig &adam, int64_t step) {
+  if (Status st = shardOptimizerState(); !st)
+    return st;
+  parameters.adamStep(adam, step, packed.get());
+  if (Status st = gatherParts(parameters.getMasters()); !st)
+    return st;
+  if (DevicePtr working = parameters.getWorking())
+    if (Status st = gatherParts(working); !st)
+      return st;
+  parameters.zeroGrads();
+  return Status::ok();
+}
+
+} // namespace sluice::rt

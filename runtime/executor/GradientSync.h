@@ -1,0 +1,128 @@
+//===- GradientSync.h - Data-parallel gradient sums and ZeRO-1 --*- C++ -*-===//
+//
+// With data-parallel replicas (plan.dp > 1) each grad_sync instruction
+// averages a stage's (or a vocabulary shard's) gradients over the
+// replicas, on the data stream while compute goes on with the passes
+// before it (the overlap of PyTorch DDP's buckets and Megatron-LM's
+// overlapped gradient reduction). ZeroOne is ZeRO-1 (Rajbhandari et al.,
+// 2020; Megatron-LM's distributed optimizer): it replaces each average by a
+// reduce-scatter, keeps each replica's part of the optimizer state and
+// update, and ends the step by all-gathering the weights.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_RUNTIME_EXECUTOR_GRADIENTSYNC_H
+#define SLUICE_RUNTIME_EXECUTOR_GRADIENTSYNC_H
+
+#include "Parameters.h"
+#include "Plan.h"
+#include "Transfers.h"
+#include "Vocab.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sluice::rt {
+
+/// (offset, count) runs of the flat gradient buffer, per grad_sync
+/// instruction.
+using SyncRuns = std::map<size_t, std::vector<std::pair<int64_t, int64_t>>>;
+
+class ZeroOne {
+public:
+  ZeroOne(ParameterStore &parameters, Communicator &replicas, Device &device,
+          TransferEngine &transfers);
+
+  /// Replica r owns part r of every run (ceil(count / dp) elements, the
+  /// last ones fewer); allocates this replica's summed parts.
+  Status plan(const SyncRuns &runs);
+  /// This replica's parts of the flat buffers, in packed order.
+  const std::vector<IndexRange> &getOwnedRanges() const { return owned; }
+  /// This replica's summed gradients, its parts packed.
+  DevicePtr getPackedGrads() const { return packed.get(); }
+
+  /// grad_sync `instruction`: each run's sum, this replica's part only,
+  /// on `stream`; the requests go to `out`.
+  Status reduceScatter(size_t instruction, DevicePtr grads, Stream &stream,
+                       std::vector<std::unique_ptr<Request>> &out);
+  /// A tied table whose ends are on two devices (`tiedGroup` in `comm`):
+  /// replica r of each end holds the same part; their sum.
+  Status sumTiedEnds(int64_t tiedRun, Communicator &comm,
+                     const std::vector<int> &tiedGroup);
+  /// Every replica's summed part back in its place of the gradient
+  /// buffer, then to everyone (--dump-grads, --check-against).
+  Status gatherWholeGradients();
+
+  /// Keeps only this replica's part of the moments (after a checkpoint
+  /// is loaded into them whole), or gathers them whole (before one is
+  /// written).
+  Status shardOptimizerState();
+  Status gatherOptimizerState();
+  /// This replica's part of the update, then every replica's updated
+  /// weights (and their working copy) to all.
+  Status applyOptimizer(const AdamConfig &adam, int64_t step);
+
+private:
+  /// All-gathers the parts of every run of `buffer` and waits for them on
+  /// the compute stream.
+  Status gatherParts(DevicePtr buffer);
+
+  struct Run {
+    int64_t offset = 0;
+    std::vector<int64_t> counts; // per replica
+    int64_t packedAt = 0;        // this replica's part in `packed`
+  };
+  ParameterStore &parameters;
+  Communicator &replicas;
+  Device &device;
+  Stream &compute;
+  TransferEngine &transfers;
+  std::map<size_t, std::vector<Run>> runs;
+  std::vector<IndexRange> owned;
+  DeviceBuffer packed;
+};
+
+class GradientSync {
+public:
+  GradientSync(const Plan &plan, int deviceIndex, ParameterStore &parameters,
+               Communicator *replicas, Device &device,
+               TransferEngine &transfers);
+
+  /// What each grad_sync averages: a parameter goes to the last grad_sync
+  /// naming a stage or shard that holds it (`averagedBy`: name ->
+  /// instruction); adjacent tensors are averaged in one call. With ZeRO-1
+  /// and a tied table across devices (`tiedAcross`), the table is a run of
+  /// its own, so both ends cut it into the same parts.
+  Status planRuns(bool tiedAcross, std::map<std::string, size_t> &averagedBy);
+  const SyncRuns &getRuns() const { return runs; }
+  /// The flat offset of a tied table across devices under ZeRO-1 (its own
+  /// run), else -1.
+  int64_t getTiedRun() const { return tiedRun; }
+
+  /// Issues grad_sync `instruction`'s sums on the data stream once the
+  /// compute stream's work so far is done, between `begin` and `end`;
+  /// `zero` (if any) reduce-scatters instead of averaging.
+  Status issue(size_t instruction, Event *begin, Event *end, ZeroOne *zero);
+  /// Orders the compute stream after every sum issued this step.
+  Status finish();
+
+private:
+  const Plan &plan;
+  int deviceIndex;
+  ParameterStore &parameters;
+  Communicator *replicas;
+  Stream &compute, &data;
+  TransferEngine &transfers;
+  std::unique_ptr<Event> ready;
+  SyncRuns runs;
+  int64_t tiedRun = -1;
+  /// The step's sums in flight, until finish().
+  std::vector<std::unique_ptr<Request>> inFlight;
+};
+
+} // namespace sluice::rt
+
+#endif // SLUICE_RUNTIME_EXECUTOR_GRADIENTSYNC_H

@@ -1,0 +1,151 @@
+//===- TensorSums.cpp - What a tensor-parallel group sums -----------------===//
+
+#include "TensorSums.h"
+
+#include <algorithm>
+
+namespace sluice::rt {
+
+TensorGroupSums::TensorGroupSums(const Plan &plan, int deviceIndex,
+                                 Communicator *group,
+                                 ParameterStore &parameters, Device &device,
+                                 TransferEngine &transfers)
+    : plan(plan), deviceIndex(deviceIndex), group(group),
+      shardIndex(group ? group->rank() : 0), parameters(parameters),
+      device(device), kernels(device.getKernels(StreamKind::Compute)),
+      compute(device.getStream(StreamKind::Compute)), transfers(transfers) {}
+
+StageRunner::TensorGroup TensorGroupSums::getCalls() {
+  auto finish = [this](std::unique_ptr<Request> request, const char *what) {
+    failure = request ? transfers.await(*request, compute)
+                      : Status::error(std::string("the tensor-parallel "
+                                                  "transport cannot ") +
+                                      what + " (sequence parallelism needs it)");
+  };
+  StageRunner::TensorGroup calls;
+  calls.reduce = [this, finish](DevicePtr data, int64_t count,
+                                Reduction reduction) {
+    if (enabled && failure)
+      finish(group->allReduceAsync(data, count, reduction, 0, compute),
+             "all-reduce");
+  };
+  std::vector<int64_t> parts(plan.tp);
+  calls.reduceScatter = [this, finish, parts](DevicePtr data, DevicePtr out,
+                                              int64_t count) mutable {
+    std::fill(parts.begin(), parts.end(), count);
+    if (enabled && failure)
+      finish(group->reduceScatterAsync(data, out, parts, 0, compute),
+             "reduce-scatter");
+  };
+  calls.allGather = [this, finish, parts](DevicePtr data,
+                                          int64_t count) mutable {
+    std::fill(parts.begin(), parts.end(), count);
+    if (enabled && failure)
+      finish(group->allGatherAsync(data, parts, 0, compute), "all-gather");
+  };
+  return calls;
+}
+
+Status TensorGroupSums::prepare() {
+  if (!group)
+    return Status::ok();
+  // Sequence parallelism: each shard's norms' weight gradients are its
+  // tokens' part, summed over the group before the update (Megatron-LM
+  // all-reduces these "sequence-parallel" parameters' gradients alike).
+  if (plan.shardModel.sequenceShards > 1)
+    for (const ParameterSpec &spec : parameters.specs())
+      if (isTokenSummed(spec.name))
+        tokenSummed.push_back({spec.name, spec.size()});
+  // Key/value heads a group of shards holds alike (fewer heads than
+  // shards): their gradients are summed over the group before the update.
+  for (const StagePlan &stage : plan.stages) {
+    if (stage.device != deviceIndex)
+      continue;
+    for (int layer : stage.layers) {
+      const LayerConfig &whole = plan.model.layers[layer];
+      if (whole.kind != LayerKind::Transformer || whole.kvHeads >= plan.tp)
+        continue;
+      int perHead = plan.tp / int(whole.kvHeads);
+      // The QKV projection's slices: query, key and value column ranges
+      // (the bias's as its elements).
+      ReplicatedKeyValues r;
+      for (const ParameterSpec &spec :
+           getLayerParameters(plan.model, layer, {shardIndex, plan.tp})) {
+        const std::vector<IndexRange> &qkv =
+            spec.shape.size() == 2 ? spec.columns : spec.rows;
+        if (qkv.size() != 3)
+          continue;
+        (spec.shape.size() == 2 ? r.weight : r.bias) = spec.name;
+        r.queries = qkv[0].count;
+        r.keyValues = qkv[1].count;
+      }
+      int first = shardIndex / perHead * perHead;
+      for (int t = first; t < first + perHead; ++t)
+        r.group.push_back(t);
+      kvScratchElements =
+          std::max(kvScratchElements, plan.model.hidden * 2 * r.keyValues);
+      replicatedKv.push_back(std::move(r));
+    }
+  }
+  if (kvScratchElements > 0)
+    return device.allocate(kMasterType, kvScratchElements, kvScratch);
+  return Status::ok();
+}
+
+void TensorGroupSums::assignSyncs(
+    const std::map<std::string, size_t> &averagedBy) {
+  for (ReplicatedKeyValues &r : replicatedKv)
+    r.syncInstruction = averagedBy.at(r.weight);
+  for (TokenSummed &t : tokenSummed)
+    t.syncInstruction = averagedBy.at(t.name);
+}
+
+Status TensorGroupSums::sumAt(size_t instruction) {
+  for (const ReplicatedKeyValues &r : replicatedKv)
+    if (r.syncInstruction == instruction)
+      if (Status st = sum(r); !st)
+        return st;
+  for (const TokenSummed &t : tokenSummed)
+    if (t.syncInstruction == instruction)
+      if (Status st = sum(t); !st)
+        return st;
+  return Status::ok();
+}
+
+Status TensorGroupSums::sumAll() {
+  for (const ReplicatedKeyValues &r : replicatedKv)
+    if (Status st = sum(r); !st)
+      return st;
+  for (const TokenSummed &t : tokenSummed)
+    if (Status st = sum(t); !st)
+      return st;
+  return Status::ok();
+}
+
+Status TensorGroupSums::sum(const TokenSummed &t) {
+  std::unique_ptr<Request> request = group->allReduceAsync(
+      parameters.grad(t.name), t.count, Reduction::Sum, 0, compute);
+  return transfers.await(*request, compute);
+}
+
+Status TensorGroupSums::sum(const ReplicatedKeyValues &r) {
+  // Each shard of the group has the part of the heads' gradient its query
+  // heads gave; the sum is theirs.
+  int64_t h = plan.model.hidden;
+  int64_t width = r.queries + 2 * r.keyValues, cols = 2 * r.keyValues;
+  DevicePtr weight = parameters.grad(r.weight), scratch = kvScratch.get();
+  kernels.copyStrided(scratch, weight + r.queries,
+                      {1, h, cols, 0, width, 0, cols});
+  if (Status st = group->allReduceSum(scratch, h * cols, r.group.data(),
+                                      int(r.group.size()), compute);
+      !st)
+    return st;
+  kernels.copyStrided(weight + r.queries, scratch,
+                      {1, h, cols, 0, cols, 0, width});
+  if (!r.bias.empty())
+    return group->allReduceSum(parameters.grad(r.bias) + r.queries, cols,
+                               r.group.data(), int(r.group.size()), compute);
+  return Status::ok();
+}
+
+} // namespace sluice::rt
