@@ -255,10 +255,19 @@ struct LearningRateSchedule {
 /// `scale` multiplies the scores (0: 1 / sqrt(headDim); Gemma-2:
 /// query_pre_attn_scalar^-0.5); `softcap` caps them to softcap *
 /// tanh(score / softcap) before the softmax (Gemma-2; 0: none).
+/// `window` > 0 makes the attention a sliding window (Mistral, Gemma-2):
+/// the query at position p attends to keys p - window < j <= p only.
 struct AttentionShape {
   int64_t rows, tokens, offset, seqLen, heads, headDim, kvHeads;
   float scale = 0.0f;
   float softcap = 0.0f;
+  int64_t window = 0;
+  /// The first key the query at position `position` attends to.
+  int64_t getFirstKey(int64_t position) const {
+    return window > 0 && position >= window ? position - window + 1 : 0;
+  }
+  /// Whether the window leaves out any key of this slice's queries.
+  bool isWindowed() const { return window > 0 && offset + tokens > window; }
 };
 
 /// The scores' factor of `s`.

@@ -635,6 +635,31 @@ Status describeModel(const ModelConfig &model, Family &family,
   family = gpt2    ? Family::Gpt2
            : gemma ? (t->postNorms ? Family::Gemma2 : Family::Gemma)
                    : Family::Llama;
+  // Attention windows as a family's config says them: Mistral's on every
+  // layer, Gemma-2's on its even layers.
+  int64_t window = 0;
+  for (int64_t i = 0; i < layers; ++i)
+    window = std::max(window, transformerLayer(model, i)->window);
+  bool everyLayer = true, evenLayers = true;
+  for (int64_t i = 0; i < layers; ++i) {
+    int64_t w = transformerLayer(model, i)->window;
+    everyLayer = everyLayer && w == window;
+    evenLayers = evenLayers && w == (i % 2 == 0 ? window : 0);
+  }
+  bool gemma2 = gemma && t->postNorms;
+  bool mistral = llama && window > 0;
+  if (window > 0 && !(gemma2 ? evenLayers : mistral && everyLayer))
+    return Status::error(
+        "model '" + model.name + "' has attention windows (layer 0's " +
+        std::to_string(t->window) +
+        ") that no Hugging Face family's config says: Mistral's are on "
+        "every layer, Gemma-2's on its even layers, each the same size");
+  if (mistral && (t->qkvBias || t->rotary.isScaled()))
+    return Status::error("model '" + model.name +
+                         "' has attention windows and " +
+                         (t->qkvBias ? "query, key and value biases"
+                                     : "Llama 3.1's rotary scaling") +
+                         ": no Hugging Face family computes both");
   if (gpt2) {
     c = {{"architectures", {"GPT2LMHeadModel"}},
          {"model_type", "gpt2"},
@@ -670,6 +695,12 @@ Status describeModel(const ModelConfig &model, Family &family,
       c["hidden_act"] = "silu";
       c["use_sliding_window"] = false;
       c.erase("head_dim");
+    } else if (mistral) {
+      // Mistral's block is Llama's with every layer's attention windowed.
+      c["architectures"] = {"MistralForCausalLM"};
+      c["model_type"] = "mistral";
+      c["hidden_act"] = "silu";
+      c["sliding_window"] = window;
     } else if (llama) {
       c["architectures"] = {"LlamaForCausalLM"};
       c["model_type"] = "llama";
@@ -696,8 +727,8 @@ Status describeModel(const ModelConfig &model, Family &family,
           int64_t(std::llround(double(r.originalPositions) * r.factor)));
     }
     if (two) {
-      // What Gemma2Config would default otherwise; the window only if the
-      // model has one (full attention over seq_len is the same).
+      // What Gemma2Config would default otherwise; without a window, one
+      // as long as the sequence (full attention is the same).
       // An integer where it is one: transformers 5 refuses a float here.
       double scalar = model.attentionScale > 0
                           ? 1.0 / (model.attentionScale * model.attentionScale)
@@ -712,9 +743,7 @@ Status describeModel(const ModelConfig &model, Family &family,
                                         : json(nullptr);
       c["final_logit_softcapping"] =
           model.finalSoftcap > 0 ? json(model.finalSoftcap) : json(nullptr);
-      c["sliding_window"] = model.slidingWindow > 0
-                                ? json(model.slidingWindow)
-                                : json(model.seqLen);
+      c["sliding_window"] = window > 0 ? window : model.seqLen;
     }
   } else {
     return Status::error(

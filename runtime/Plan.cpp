@@ -137,15 +137,14 @@ void readNumerics(const json &j, ModelConfig &m) {
     m.exactGelu = gelu == "erf";
   }
   if (j.contains("sliding_window")) {
-    m.slidingWindow = integer(j, "sliding_window", "model", 1, INT64_MAX);
-    // Full causal attention is the windowed one while every key is in the
-    // window.
-    if (m.slidingWindow < m.seqLen)
-      fail("model: 'sliding_window' = " + std::to_string(m.slidingWindow) +
+    // Plans before version 7: a window no shorter than the sequence, which
+    // is full causal attention (newer plans give each layer its window).
+    int64_t window = integer(j, "sliding_window", "model", 1, INT64_MAX);
+    if (window < m.seqLen)
+      fail("model: 'sliding_window' = " + std::to_string(window) +
            " is shorter than seq_len = " + std::to_string(m.seqLen) +
-           ": sliding-window attention is not modelled (compile with "
-           "--seq-len " +
-           std::to_string(m.slidingWindow) + " or less)");
+           "; a version 7 plan gives each layer its 'window' (compile it "
+           "again)");
   }
   for (auto [key, into] : {std::pair{"embedding_scale", &m.embeddingScale},
                             std::pair{"attention_scale", &m.attentionScale},
@@ -235,6 +234,8 @@ ModelConfig readModel(const json &j) {
       if (c.bias && c.qkvBias)
         fail(at + ": 'qkv_bias' with 'bias', which has every bias already");
       c.postNorms = l.contains("post_norms") && flag(l, "post_norms", at);
+      if (l.contains("window"))
+        c.window = integer(l, "window", at, 1, kMaxDimension);
       if (l.contains("rope_theta")) {
         const json &theta = l["rope_theta"];
         if (!theta.is_number() || !(theta.get<double>() > 0))

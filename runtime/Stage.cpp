@@ -210,7 +210,7 @@ AttentionShape getAttentionShape(const ModelConfig &model,
   return {s.rows,    s.tokens,   s.offset,
           model.seqLen, c.heads, c.headDim,
           c.kvHeads, float(model.attentionScale),
-          float(model.attentionSoftcap)};
+          float(model.attentionSoftcap), c.window};
 }
 
 /// A transformer layer's sizes for one slice: rows x tokens, hidden, ffn,

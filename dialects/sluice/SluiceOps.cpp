@@ -596,6 +596,9 @@ LogicalResult TransformerLayerOp::verify() {
   }
   if (getBias() && getQkvBias())
     return emitOpError("'qkv_bias' with 'bias', which has every bias already");
+  if (std::optional<int64_t> window = getWindow())
+    if (failed(verifySize(*this, "window", *window)))
+      return failure();
   if (getRopeScalingAttr() && !getRopeThetaAttr())
     return emitOpError("'rope_scaling' scales rotary frequencies, but the "
                        "layer has no 'rope_theta'");
@@ -1054,20 +1057,22 @@ static void printScheduleName(OpAsmPrinter &printer, Operation *,
 //===----------------------------------------------------------------------===//
 
 /// `, bias` or `, qkv_bias`, `, rope_theta = 10000.0`, `, rope_scaling =
-/// #sluice...` and `, post_norms`, each optional, in this order. A
+/// #sluice...`, `, post_norms` and `, window = 4096`, each optional, in this
+/// order. A
 /// declarative optional group cannot start with the `,` they share, so the
 /// keyword after the comma decides.
 static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
                                      UnitAttr &qkvBias, FloatAttr &ropeTheta,
                                      RopeLlama3Attr &ropeScaling,
-                                     UnitAttr &postNorms) {
+                                     UnitAttr &postNorms,
+                                     IntegerAttr &window) {
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
     if (parser.parseKeyword(&keyword))
       return failure();
     bool biasesNext = !bias && !qkvBias && !ropeTheta && !ropeScaling &&
-                      !postNorms;
+                      !postNorms && !window;
     if (keyword == "bias" && biasesNext) {
       bias = parser.getBuilder().getUnitAttr();
       continue;
@@ -1076,33 +1081,43 @@ static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
       qkvBias = parser.getBuilder().getUnitAttr();
       continue;
     }
-    if (keyword == "rope_theta" && !ropeTheta && !ropeScaling && !postNorms) {
+    if (keyword == "rope_theta" && !ropeTheta && !ropeScaling && !postNorms &&
+        !window) {
       double value;
       if (parser.parseEqual() || parser.parseFloat(value))
         return failure();
       ropeTheta = parser.getBuilder().getF64FloatAttr(value);
       continue;
     }
-    if (keyword == "rope_scaling" && !ropeScaling && !postNorms) {
+    if (keyword == "rope_scaling" && !ropeScaling && !postNorms && !window) {
       if (parser.parseEqual() || parser.parseAttribute(ropeScaling))
         return failure();
       continue;
     }
-    if (keyword == "post_norms" && !postNorms) {
+    if (keyword == "post_norms" && !postNorms && !window) {
       postNorms = parser.getBuilder().getUnitAttr();
+      continue;
+    }
+    if (keyword == "window" && !window) {
+      int64_t size;
+      if (parser.parseEqual() || parser.parseInteger(size))
+        return failure();
+      window = parser.getBuilder().getI64IntegerAttr(size);
       continue;
     }
     return parser.emitError(loc, "unexpected '")
            << keyword
            << "' (expected 'bias' or 'qkv_bias', then 'rope_theta = <float>', then "
-              "'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms')";
+              "'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', "
+              "then 'window = <size>')";
   }
   return success();
 }
 
 static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
                               UnitAttr qkvBias, FloatAttr ropeTheta,
-                              RopeLlama3Attr ropeScaling, UnitAttr postNorms) {
+                              RopeLlama3Attr ropeScaling, UnitAttr postNorms,
+                              IntegerAttr window) {
   if (bias)
     printer << ", bias";
   if (qkvBias)
@@ -1122,6 +1137,8 @@ static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
   }
   if (postNorms)
     printer << ", post_norms";
+  if (window)
+    printer << ", window = " << window.getInt();
 }
 
 #include "sluice/SluiceInterfaces.cpp.inc"

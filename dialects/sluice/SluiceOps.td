@@ -63,9 +63,7 @@ def Sluice_ModelOp : Sluice_Op<"model", [
     (LayerNorm) or mean square (RMSNorm) of every norm, 1e-5 when absent;
     `exact_gelu` makes GELU (the `gelu` and `geglu` feed-forward kinds) the
     exact `x * Phi(x)` with the normal CDF instead of the tanh
-    approximation. `sliding_window` (Mistral) limits attention to the last
-    so many keys; the runtime computes full causal attention, which is the
-    same while `seq_len` does not exceed it, and refuses a longer sequence.
+    approximation (sliding-window attention is a layer's `window`).
     `embedding_scale` multiplies the embedding layer's output (Gemma's
     sqrt(hidden_size)); its gradient is scaled alike. `padding_token` is a
     token whose lookups add nothing to its table row's gradient, as
@@ -124,7 +122,6 @@ def Sluice_ModelOp : Sluice_Op<"model", [
                        OptionalAttr<Sluice_RealAttr>:$slicing_fit_error,
                        OptionalAttr<Sluice_RealAttr>:$norm_eps,
                        UnitAttr:$exact_gelu,
-                       OptionalAttr<Sluice_SizeAttr>:$sliding_window,
                        OptionalAttr<Sluice_RealAttr>:$embedding_scale,
                        OptionalAttr<I64Attr>:$padding_token,
                        OptionalAttr<Sluice_RealAttr>:$attention_scale,
@@ -140,7 +137,7 @@ def Sluice_ModelOp : Sluice_Op<"model", [
             /*token_slices=*/nullptr, /*slicing=*/nullptr,
             /*slicing_latency=*/nullptr, /*slicing_fit_error=*/nullptr,
             /*norm_eps=*/nullptr, /*exact_gelu=*/false,
-            /*sliding_window=*/nullptr, /*embedding_scale=*/nullptr,
+            /*embedding_scale=*/nullptr,
             /*padding_token=*/nullptr, /*attention_scale=*/nullptr,
             /*attention_softcap=*/nullptr, /*final_softcap=*/nullptr,
             /*unmodelled=*/nullptr);
@@ -223,7 +220,11 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     those frequencies as Llama 3.1 does (`#sluice.rope_llama3`). The unit
     attribute `post_norms` adds Gemma-2's
     sandwich norms: `x + norm(attn(norm(x)))`, then the same around the
-    feed-forward block (two more norms of the same kind).
+    feed-forward block (two more norms of the same kind). `window` makes
+    the attention a sliding window (Mistral; Gemma-2's even layers): the
+    query at position i attends to keys i - window < j <= i only. A window
+    no shorter than the sequence changes nothing; the cost model counts
+    the keys a window leaves.
 
     Rules checked by the verifier: all sizes positive; `kv_heads` divides
     `heads`; `heads` divides `hidden` when `head_dim` is absent;
@@ -255,6 +256,10 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     %w = sluice.transformer_layer %u {heads = 16, kv_heads = 8, head_dim = 256,
            ffn = 14336, norm = rmsnorm, mlp = geglu, rope_theta = 10000.0,
            post_norms} : tensor<1x8192x3584xbf16>
+    // Mistral-7B: every layer attends over the last 4096 keys.
+    %m = sluice.transformer_layer %x {heads = 32, kv_heads = 8, ffn = 14336,
+           norm = rmsnorm, mlp = swiglu, rope_theta = 1000000.0,
+           window = 4096} : tensor<1x8192x4096xbf16>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$input, Sluice_SizeAttr:$heads,
@@ -265,6 +270,7 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
                        OptionalAttr<F64Attr>:$rope_theta,
                        OptionalAttr<Sluice_RopeLlama3Attr>:$rope_scaling,
                        UnitAttr:$post_norms,
+                       OptionalAttr<Sluice_SizeAttr>:$window,
                        OptionalAttr<Sluice_SizeAttr>:$shards);
   let results = (outs AnyRankedTensor:$result);
   let regions = (region AnyRegion:$body);
@@ -272,7 +278,7 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     $input ` ` `{` `heads` `=` $heads `,` `kv_heads` `=` $kv_heads `,`
     (`head_dim` `=` $head_dim^ `,`)? `ffn` `=` $ffn `,` `norm` `=` `` $norm
     `,` `mlp` `=` `` $mlp `` custom<LayerOptions>($bias, $qkv_bias,
-    $rope_theta, $rope_scaling, $post_norms) `}`
+    $rope_theta, $rope_scaling, $post_norms, $window) `}`
     attr-dict `:` type($input) (`shards` $shards^ $body)?
   }];
   let extraClassDeclaration = [{

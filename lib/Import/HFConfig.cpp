@@ -341,6 +341,9 @@ struct ImportedConfig {
   bool bias = false;
   bool qkvBias = false;
   std::optional<int64_t> slidingWindow;
+  /// Gemma-2: only the even layers have the window, the odd ones attend
+  /// globally.
+  bool evenLayersWindowed = false;
   /// Gemma's sqrt(hidden_size); nn.Embedding's padding_idx.
   std::optional<double> embeddingScale;
   std::optional<int64_t> paddingToken;
@@ -802,9 +805,7 @@ private:
     return success();
   }
 
-  /// Mistral's and Gemma-2's attention window: no difference while the
-  /// sequence fits in it, which the plan's reader checks against the
-  /// sequence length it was compiled for.
+  /// Mistral's and Gemma-2's attention window (each layer's `window`).
   LogicalResult readSlidingWindow() {
     if (modelType != "mistral" && modelType != "gemma2")
       return success();
@@ -815,6 +816,7 @@ private:
     if (failed(window))
       return failure();
     config.slidingWindow = window->value_or(4096);
+    config.evenLayersWindowed = modelType == "gemma2";
     if (!*window)
       reader.remarkDefault("sliding_window", "4096",
                            "Hugging Face's default for " + Twine(modelType));
@@ -930,8 +932,6 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
   builder.createBlock(&model.getBody());
   model.setNormEps(config->normEps);
   model.setExactGelu(config->exactGelu);
-  if (config->slidingWindow)
-    model.setSlidingWindow(*config->slidingWindow);
   if (config->embeddingScale)
     model.setEmbeddingScale(*config->embeddingScale);
   if (config->paddingToken)
@@ -959,6 +959,13 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
       builder, named("embed_tokens"), activation, size(config->vocab),
       family.learnedPositions ? size(config->positions) : IntegerAttr(),
       /*shards=*/IntegerAttr());
+  // Mistral's window is every layer's; Gemma-2's its even layers' (the
+  // odd ones attend globally), as transformers builds them.
+  auto window = [&](int64_t layer) {
+    bool windowed = config->slidingWindow &&
+                    (!config->evenLayersWindowed || layer % 2 == 0);
+    return windowed ? size(*config->slidingWindow) : IntegerAttr();
+  };
   for (int64_t i = 0; i < config->layers; ++i)
     x = TransformerLayerOp::create(
         builder, named("layers." + Twine(i)), activation, x,
@@ -977,7 +984,7 @@ OwningOpRef<ModuleOp> mlir::sluice::importHFConfig(StringRef json,
                                   APFloat(config->ropeScaling->high),
                                   config->ropeScaling->original)
             : RopeLlama3Attr(),
-        config->postNorms ? builder.getUnitAttr() : UnitAttr(),
+        config->postNorms ? builder.getUnitAttr() : UnitAttr(), window(i),
         /*shards=*/IntegerAttr());
   Value loss = OutputLayerOp::create(
       builder, named("lm_head"),

@@ -45,7 +45,6 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
   config.hidden = model.getHidden();
   config.normEps = model.getNormEpsOrDefault();
   config.exactGelu = model.getExactGelu();
-  config.slidingWindow = model.getSlidingWindow().value_or(0);
   config.embeddingScale = model.getEmbeddingScale().value_or(1.0);
   config.paddingToken = model.getPaddingToken().value_or(-1);
   config.attentionScale = model.getAttentionScale().value_or(0.0);
@@ -82,6 +81,7 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
       layer.ffn = t.getFfn();
       layer.bias = t.getBias();
       layer.qkvBias = t.getQkvBias();
+      layer.window = t.getWindow().value_or(0);
       layer.norm = toPlan(t.getNorm());
       layer.mlp = toPlan(t.getMlp());
       if (FloatAttr theta = t.getRopeThetaAttr())
@@ -216,6 +216,8 @@ private:
         });
       if (l.postNorms)
         json.attribute("post_norms", true);
+      if (l.window > 0)
+        json.attribute("window", l.window);
     }
     if (l.kind != rt::LayerKind::Embedding)
       json.attribute("norm", rt::getName(l.norm));
@@ -233,8 +235,6 @@ private:
     json.attribute("hidden", config.hidden);
     json.attribute("norm_eps", config.normEps);
     json.attribute("gelu", config.exactGelu ? "erf" : "tanh");
-    if (config.slidingWindow > 0)
-      json.attribute("sliding_window", config.slidingWindow);
     if (config.embeddingScale != 1.0)
       json.attribute("embedding_scale", config.embeddingScale);
     if (config.paddingToken >= 0)

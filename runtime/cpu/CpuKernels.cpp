@@ -330,9 +330,10 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
       for (int64_t i = 0; i < s.tokens; ++i) {
         const int64_t kvAt = (h / group) * s.headDim;
         const float *qi = q + (r * s.tokens + i) * hd + h * s.headDim;
-        int64_t visible = s.offset + i + 1; // causal: keys [0, offset + i]
+        // Causal: keys [first, offset + i], first 0 unless windowed.
+        int64_t visible = s.offset + i + 1, first = s.getFirstKey(s.offset + i);
         float maxScore = -INFINITY;
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
           float dot = 0;
           for (int64_t e = 0; e < s.headDim; ++e)
@@ -343,17 +344,17 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
           maxScore = std::max(maxScore, p[j]);
         }
         double sum = 0;
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           p[j] = std::exp(p[j] - maxScore);
           sum += p[j];
         }
-        for (int64_t j = 0; j < visible; ++j)
+        for (int64_t j = first; j < visible; ++j)
           p[j] = float(p[j] / sum);
         lse[(r * s.heads + h) * s.tokens + i] =
             float(double(maxScore) + std::log(sum));
         float *ci = context + (r * s.tokens + i) * hd + h * s.headDim;
         std::fill(ci, ci + s.headDim, 0.0f);
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           const float *vj = values + (r * s.seqLen + j) * kvw + kvAt;
           for (int64_t e = 0; e < s.headDim; ++e)
             ci[e] += p[j] * vj[e];
@@ -385,11 +386,11 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
         const float *dci = dcontext + row * hd + h * s.headDim;
         const float *ci = context + row * hd + h * s.headDim;
         float *dqi = dq + row * hd + h * s.headDim;
-        int64_t visible = s.offset + i + 1;
+        int64_t visible = s.offset + i + 1, first = s.getFirstKey(s.offset + i);
         // FlashAttention's backward: P = exp(S - lse) from the kept
         // log-sum-exp, and D = dctx . ctx = sum_j P_j dP_j.
         double logSum = lse[(r * s.heads + h) * s.tokens + i];
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
           float dot = 0;
           for (int64_t e = 0; e < s.headDim; ++e)
@@ -410,7 +411,7 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
         // dP = dctx . V and dV += P dctx; softmax backward, then the
         // 1/sqrt(d) scale.
         std::fill(dqi, dqi + s.headDim, 0.0f);
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           const float *vj = values + (r * s.seqLen + j) * kvw + kvAt;
           float *dvj = dvalues + (r * s.seqLen + j) * kvw + kvAt;
           float dot = 0;

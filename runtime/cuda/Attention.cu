@@ -24,9 +24,9 @@ void CudaKernels::attentionForward(const AttentionShape &shape, DevicePtr q,
   int64_t queries = shape.rows * shape.heads * shape.tokens;
   if (queries == 0)
     return;
-  // cuDNN's graph has neither another scale nor a cap: Gemma-2's scores
-  // take the kernel below.
-  bool plain = shape.scale == 0 && shape.softcap == 0;
+  // cuDNN's graph has neither another scale, a cap nor a window: Gemma-2's
+  // scores and windowed slices take the kernel below.
+  bool plain = shape.scale == 0 && shape.softcap == 0 && !shape.isWindowed();
   if (plain && cudnn &&
       cudnn->forward(stream, shape, q, keys, values, lse, context))
     return;
@@ -53,7 +53,7 @@ void CudaKernels::attentionBackward(const AttentionShape &shape, DevicePtr q,
   AttentionShape s = shape;
   s.scale = getAttentionScale(shape);
   DevicePtr dk, dv;
-  bool plain = shape.scale == 0 && shape.softcap == 0;
+  bool plain = shape.scale == 0 && shape.softcap == 0 && !shape.isWindowed();
   if (plain && cudnn &&
       cudnn->backward(stream, shape, q, keys, values, context, lse, dcontext,
                       dq, dk, dv)) {

@@ -2,8 +2,8 @@
 //
 // The hand-written attention: fp32 math on any storage type, a bottom-right
 // causal mask (the slice's queries sit at [offset, offset + tokens) and see
-// keys [0, offset + i]), grouped-query heads. One block per (row, head,
-// query); the scores are never stored: the forward pass finds the
+// keys [0, offset + i], or a sliding window's last ones of them),
+// grouped-query heads. One block per (row, head, query); the scores are never stored: the forward pass finds the
 // log-sum-exp with an online softmax, then accumulates the context tile by
 // tile, recomputing each score; the backward pass recomputes the
 // probabilities from the log-sum-exp (FlashAttention's backward) and adds
@@ -28,6 +28,7 @@ constexpr int kMaxHeadDim = 2 * kAttentionThreads;
 
 struct AttentionIndex {
   int64_t r, h, i, kvAt, row, visible;
+  int64_t first; // the first key attended: 0 unless the window starts later
 };
 
 __device__ __forceinline__ AttentionIndex locate(const AttentionShape &s) {
@@ -39,6 +40,9 @@ __device__ __forceinline__ AttentionIndex locate(const AttentionShape &s) {
   x.kvAt = (x.h / (s.heads / s.kvHeads)) * s.headDim;
   x.row = x.r * s.tokens + x.i;
   x.visible = s.offset + x.i + 1;
+  // AttentionShape::getFirstKey, on the device.
+  int64_t position = s.offset + x.i;
+  x.first = s.window > 0 && position >= s.window ? position - s.window + 1 : 0;
   return x;
 }
 
@@ -70,7 +74,7 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
   const T *valueBase = values + x.r * s.seqLen * kvw + x.kvAt;
   // Online softmax over this thread's keys, then across the block.
   float m = -INFINITY, l = 0;
-  for (int64_t j = threadIdx.x; j < x.visible; j += blockDim.x) {
+  for (int64_t j = x.first + threadIdx.x; j < x.visible; j += blockDim.x) {
     float v = score(qs, keyBase + j * kvw, s);
     if (v > m) {
       l = l * expf(m - v) + 1.0f;
@@ -87,7 +91,7 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
   // context = sum_j p_j v_j, a tile of keys at a time.
   float acc0 = 0, acc1 = 0;
   int64_t e0 = threadIdx.x, e1 = threadIdx.x + blockDim.x;
-  for (int64_t tile = 0; tile < x.visible; tile += blockDim.x) {
+  for (int64_t tile = x.first; tile < x.visible; tile += blockDim.x) {
     int64_t j = tile + threadIdx.x;
     __syncthreads();
     p[threadIdx.x] =
@@ -135,7 +139,7 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
   int64_t base = x.r * s.seqLen * kvw + x.kvAt;
   float acc0 = 0, acc1 = 0;
   int64_t e0 = threadIdx.x, e1 = threadIdx.x + blockDim.x;
-  for (int64_t tile = 0; tile < x.visible; tile += blockDim.x) {
+  for (int64_t tile = x.first; tile < x.visible; tile += blockDim.x) {
     int64_t j = tile + threadIdx.x;
     __syncthreads();
     if (j < x.visible) {

@@ -22,10 +22,11 @@ double getTrainingFlopsPerSequence(const ModelConfig &model) {
     double q = double(l.heads * l.headDim), kv = double(l.kvHeads * l.headDim);
     double ffn = double(l.ffn) * (l.isGated() ? 3 : 2);
     double linear = 2.0 * s * (h * (q + 2 * kv) + q * h + h * ffn);
-    // Q.K^T and P.V over the keys at or before each position.
-    double keys = model.slidingWindow > 0
-                      ? double(std::min(model.seqLen, model.slidingWindow)) * s
-                      : s * (s + 1) / 2;
+    // Q.K^T and P.V over the keys at or before each position, at most the
+    // layer's window of them.
+    double w = double(l.window);
+    double keys = l.window > 0 && w < s ? w * (w + 1) / 2 + (s - w) * w
+                                        : s * (s + 1) / 2;
     forward += linear + 2.0 * 2.0 * q * keys;
   }
   return 3.0 * forward;

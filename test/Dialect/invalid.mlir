@@ -88,8 +88,28 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // rope-after-bias
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unexpected 'bias' (expected 'bias' or 'qkv_bias', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms')}}
+  // expected-error@+1 {{unexpected 'bias' (expected 'bias' or 'qkv_bias', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', then 'window = <size>')}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, bias} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// window-before-post-norms
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{unexpected 'post_norms' (expected 'bias' or 'qkv_bias', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', then 'window = <size>')}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, window = 2, post_norms} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// non-positive-window
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'window' must be positive, got 0}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, window = 0} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
 }
 
 // -----

@@ -10,7 +10,8 @@ and checks it against these, within sluice-run's tolerances (relative 1e-5
 on the loss, 1e-4 on gradients).
 
 usage: equivalence.py FAMILY WORKDIR
-  FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | gemma | gemma2
+  FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | mistral | gemma |
+          gemma2
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
 
@@ -30,6 +31,7 @@ import torch
 import transformers
 
 SEQ = 16          # tokens per sequence
+WINDOW = 6        # Mistral's and Gemma-2's sliding window, shorter than SEQ
 MICROBATCHES = 4  # rows of the step, one per microbatch
 VOCAB = 96
 
@@ -58,7 +60,8 @@ def make_model(family):
     if family == "gemma2":
         # Gemma's, and sandwich norms, the attention scale
         # query_pre_attn_scalar^-0.5 (not head_dim's), scores and logits
-        # soft-capped (caps low enough to bend them), its eager attention
+        # soft-capped (caps low enough to bend them), layer 0's attention
+        # a sliding window (the even layers'), its eager attention
         # (transformers' SDPA path leaves the cap out).
         config = transformers.Gemma2Config(
             vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
@@ -67,9 +70,20 @@ def make_model(family):
             rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh",
             pad_token_id=0, attention_dropout=0.0, query_pre_attn_scalar=12,
             attn_logit_softcapping=2.0, final_logit_softcapping=3.0,
-            sliding_window=SEQ)
+            sliding_window=WINDOW)
         config._attn_implementation = "eager"
         return transformers.Gemma2ForCausalLM(config)
+    if family == "mistral":
+        # Llama's block, every layer's attention a sliding window shorter
+        # than the sequence (keys i - window < j <= i), eager attention.
+        config = transformers.MistralConfig(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, sliding_window=WINDOW,
+            tie_word_embeddings=False, attention_dropout=0.0)
+        config._attn_implementation = "eager"
+        return transformers.MistralForCausalLM(config)
     if family == "qwen2":
         # Llama's block with biases on the query, key and value projections
         # (and no others), made nonzero in main().

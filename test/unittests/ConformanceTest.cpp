@@ -423,13 +423,23 @@ TEST_P(Conformance, Rotary) {
 }
 
 /// Causal attention over a slice with a key/value cache, grouped-query
-/// heads, a scale and a soft cap: forward and backward from the
-/// definitions (softmax, its Jacobian, tanh's derivative).
+/// heads, a scale and a soft cap, a sliding window: forward and backward
+/// from the definitions (softmax, its Jacobian, tanh's derivative).
 TEST_P(Conformance, Attention) {
-  for (float softcap : {0.0f, 3.0f}) {
+  struct Variant {
+    float softcap;
+    int64_t window;
+    const char *name;
+  };
+  for (const Variant &v :
+       {Variant{0.0f, 0, "grouped heads, cache offset 2"},
+        Variant{3.0f, 0, "grouped heads, cache offset 2, scale 0.3, soft cap 3"},
+        Variant{0.0f, 3, "grouped heads, cache offset 2, window 3"}}) {
+    const float softcap = v.softcap;
     AttentionShape s{2, 3, 2, 6, 4, 8, 2};
     s.scale = softcap > 0 ? 0.3f : 0.0f;
     s.softcap = softcap;
+    s.window = v.window;
     const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim,
                   kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
     const double scale = getAttentionScale(s);
@@ -450,7 +460,7 @@ TEST_P(Conformance, Attention) {
         for (int64_t i = 0; i < s.tokens; ++i) {
           int64_t visible = s.offset + i + 1, kv = (h / group) * s.headDim;
           double most = -INFINITY;
-          for (int64_t j = 0; j < visible; ++j) {
+          for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j) {
             double dot = 0;
             for (int64_t d = 0; d < s.headDim; ++d)
               dot += q.host[(r * s.tokens + i) * hd + h * s.headDim + d] *
@@ -462,10 +472,10 @@ TEST_P(Conformance, Attention) {
             most = std::max(most, score);
           }
           double sum = 0;
-          for (int64_t j = 0; j < visible; ++j)
+          for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j)
             sum += std::exp(capped[at(r, h, i, j)] - most);
           wantLse[(r * s.heads + h) * s.tokens + i] = most + std::log(sum);
-          for (int64_t j = 0; j < visible; ++j) {
+          for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j) {
             double pj = std::exp(capped[at(r, h, i, j)] - most) / sum;
             p[at(r, h, i, j)] = pj;
             for (int64_t d = 0; d < s.headDim; ++d)
@@ -473,9 +483,7 @@ TEST_P(Conformance, Attention) {
                   pj * values.host[(r * s.seqLen + j) * kvw + kv + d];
           }
         }
-    std::string variant = softcap > 0 ? "grouped heads, cache offset 2, "
-                                        "scale 0.3, soft cap 3"
-                                      : "grouped heads, cache offset 2";
+    std::string variant = v.name;
     kernels().attentionForward(s, q.ptr(), keys.ptr(), values.ptr(), lse.ptr(),
                                context.ptr());
     expectClose(context, wantCtx, variant + ": context");
@@ -493,7 +501,7 @@ TEST_P(Conformance, Attention) {
                                             h * s.headDim];
           std::vector<double> dp(visible);
           double weighted = 0;
-          for (int64_t j = 0; j < visible; ++j) {
+          for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j) {
             for (int64_t d = 0; d < s.headDim; ++d) {
               dp[j] += dc[d] * values.host[(r * s.seqLen + j) * kvw + kv + d];
               wantDv[(r * s.seqLen + j) * kvw + kv + d] +=
@@ -501,7 +509,7 @@ TEST_P(Conformance, Attention) {
             }
             weighted += p[at(r, h, i, j)] * dp[j];
           }
-          for (int64_t j = 0; j < visible; ++j) {
+          for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j) {
             double ds = p[at(r, h, i, j)] * (dp[j] - weighted);
             if (softcap > 0) {
               double t = capped[at(r, h, i, j)] / softcap;

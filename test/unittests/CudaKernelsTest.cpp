@@ -302,9 +302,12 @@ TEST_P(CudaKernelsTest, Norms) {
 
 TEST_P(CudaKernelsTest, AttentionOverASliceWithContext) {
   // Queries at [offset, offset + tokens) of a 40-token sequence, grouped
-  // heads (4 query heads, 2 key/value heads), head size 16.
+  // heads (4 query heads, 2 key/value heads), head size 16; then with a
+  // 9-key sliding window (the hand-written kernel, cuDNN has none).
+  for (int64_t window : {int64_t(0), int64_t(9)})
   for (int64_t offset : {int64_t(0), int64_t(23)}) {
     AttentionShape s{2, 17, offset, 40, 4, 16, 2};
+    s.window = window;
     int64_t hd = s.heads * s.headDim, kvw = s.kvHeads * s.headDim;
     Tensor q = make(s.rows * s.tokens * hd, act()),
            keys = make(s.rows * s.seqLen * kvw, act()),

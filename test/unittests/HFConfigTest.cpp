@@ -136,7 +136,11 @@ TEST_F(HFConfigTest, Gemma2_9B) {
   // What it computes beyond the layers is recorded and said, once each.
   EXPECT_EQ(model.getNormEps(), 1e-6);
   EXPECT_FALSE(model.getExactGelu()) << "gelu_pytorch_tanh";
-  EXPECT_EQ(model.getSlidingWindow(), 4096);
+  // Gemma-2's window is its even layers' (transformers'
+  // Gemma2Attention); the odd ones attend globally.
+  EXPECT_EQ(transformer[0].getWindow(), 4096);
+  EXPECT_EQ(transformer[1].getWindow(), std::nullopt);
+  EXPECT_EQ(transformer[40].getWindow(), 4096);
   // Gemma's embedding scale and padding token, Gemma-2's attention scale,
   // both caps and its sandwich norms: all of it is modelled.
   EXPECT_DOUBLE_EQ(*model.getEmbeddingScale(), std::sqrt(3584.0));

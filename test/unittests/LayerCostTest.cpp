@@ -89,6 +89,28 @@ TEST(LayerCost, SlicesAddUpToTheWholeSequence) {
   EXPECT_DOUBLE_EQ(sliced, getForwardFlops(shape, 1024, 0));
 }
 
+TEST(LayerCost, SlidingWindowCountsTheKeysItLeaves) {
+  // Each query attends to min(position + 1, window) keys; counted one by
+  // one for every slice that starts before, across and after the window.
+  TransformerShape windowed = gptShape(64, 4), whole = gptShape(64, 4);
+  windowed.window = 7;
+  double perKey = 4.0 * 64; // 4 * heads * head_dim
+  for (auto [tokens, prefix] : {std::pair{int64_t(5), int64_t(0)},
+                                {int64_t(20), int64_t(0)},
+                                {int64_t(6), int64_t(3)},
+                                {int64_t(9), int64_t(30)}}) {
+    double keys = 0, full = 0;
+    for (int64_t p = prefix; p < prefix + tokens; ++p) {
+      keys += double(std::min<int64_t>(p + 1, 7));
+      full += double(p + 1);
+    }
+    EXPECT_DOUBLE_EQ(getForwardFlops(windowed, tokens, prefix) -
+                         getForwardFlops(whole, tokens, prefix),
+                     perKey * (keys - full))
+        << tokens << " tokens after " << prefix;
+  }
+}
+
 TEST(LayerCost, LaterSlicesOfEqualLengthCostMore) {
   TransformerShape shape = gptShape(256, 8);
   EXPECT_LT(getForwardFlops(shape, 128, 0), getForwardFlops(shape, 128, 128));

@@ -41,6 +41,8 @@ struct TransformerShape {
   bool qkvBias = false;
   /// Gemma-2's sandwich norms: two more norms.
   bool postNorms = false;
+  /// Sliding-window attention: keys per query at most this (0: all).
+  int64_t window = 0;
 
   static TransformerShape get(TransformerLayerOp op);
 };

@@ -31,8 +31,10 @@ namespace sluice::rt {
 /// 3: element types, typed buffer regions, log-sum-exp attention state;
 /// 4: the device mesh and grad_sync; 5: recomputing stages and their
 /// recomputed state; 6: a layer's rotary scaling (rope_scaling), which an
-/// older runtime would ignore and so train another model.
-constexpr int kPlanVersion = 6;
+/// older runtime would ignore and so train another model; 7: a layer's
+/// attention window (window), for the same reason -- before it the model's
+/// sliding_window only ever held windows no shorter than the sequence.
+constexpr int kPlanVersion = 7;
 
 /// The largest size of any one dimension Sluice takes (tokens a sequence,
 /// hidden size, feed-forward size, vocabulary, heads): 2^20, past every

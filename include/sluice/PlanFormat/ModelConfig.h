@@ -138,6 +138,10 @@ struct LayerConfig {
   // block's outputs each normalised (the layer's norm kind) before their
   // residual add.
   bool postNorms = false;
+  // Sliding-window attention (Mistral; Gemma-2's even layers): a query at
+  // position i attends to keys i - window < j <= i only; 0: every earlier
+  // key.
+  int64_t window = 0;
   // Transformer and output layers' norm; transformer layers' MLP.
   NormType norm = NormType::LayerNorm;
   MlpType mlp = MlpType::Gelu;
@@ -176,8 +180,6 @@ struct ModelConfig {
   /// the tanh approximation.
   double normEps = 1e-5;
   bool exactGelu = false;
-  /// Attention over at most this many keys (Mistral); 0: none.
-  int64_t slidingWindow = 0;
   /// The embedding layer's output times this (Gemma: sqrt(hidden)).
   double embeddingScale = 1.0;
   /// A token whose lookups give its table row no gradient (nn.Embedding's
