@@ -5,7 +5,6 @@
 #include "Device.h"
 #include "StagedCommunicator.h"
 
-#include <mpi.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -17,12 +16,8 @@ namespace sluice::rt::cuda {
 Status placeRank(MpiCommunicator &world, Placement &out) {
   std::vector<DeviceInfo> devices;
   Status listed = listDevices(devices);
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank(),
-                      MPI_INFO_NULL, &node);
-  int hostRank = 0, hostRanks = 1;
-  MPI_Comm_rank(node, &hostRank);
-  MPI_Comm_size(node, &hostRanks);
+  std::unique_ptr<ProcessGroup> node = world.splitByHost();
+  int hostRank = node->rank(), hostRanks = node->size();
   // Every rank of the host takes part in the gather, GPU or not.
   const int idBytes = 16;
   char mine[idBytes] = {};
@@ -31,10 +26,11 @@ Status placeRank(MpiCommunicator &world, Placement &out) {
     std::memcpy(mine, devices[chosen].uuid.data(),
                 std::min<size_t>(idBytes, devices[chosen].uuid.size()));
   std::vector<char> all(size_t(hostRanks) * idBytes);
-  MPI_Allgather(mine, idBytes, MPI_BYTE, all.data(), idBytes, MPI_BYTE, node);
-  MPI_Comm_free(&node);
+  Status gathered = node->allGatherBytes(mine, idBytes, all.data());
   if (!listed)
     return listed;
+  if (!gathered)
+    return gathered;
   std::vector<std::string> uuids;
   if (!devices.empty())
     for (int r = 0; r < hostRanks; ++r)
@@ -79,8 +75,9 @@ Status openCommunicators(MpiCommunicator &world, Device &device,
                          const NcclSettings &settings, RankComms &out) {
   auto &gpu = static_cast<CudaDevice &>(device);
   // Every rank decides alike: a GPU shared anywhere counts everywhere.
-  int shared = placement.sharing > 1 ? 1 : 0, anyShared = shared;
-  MPI_Allreduce(&shared, &anyShared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  int64_t anyShared = placement.sharing > 1 ? 1 : 0;
+  if (Status st = world.allReduceInts(&anyShared, 1, Reduction::Max); !st)
+    return st;
   bool sharable = ncclAllowsSharedGpus();
   if (transport == "nccl" && anyShared && !sharable)
     return Status::error(

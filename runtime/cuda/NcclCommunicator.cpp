@@ -5,7 +5,6 @@
 #include "CudaCheck.h"
 
 #include <cuda_runtime.h>
-#include <mpi.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -342,9 +341,10 @@ Status NcclMesh::initWorld(MpiCommunicator &host) {
     ok = 0;
   // Every rank learns whether rank 0 has an id: none waits for a missing
   // one.
-  if (MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD) != MPI_SUCCESS ||
-      MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-    return Status::error(where + ": cannot broadcast the NCCL id over MPI");
+  if (!host.broadcastBytes(&ok, sizeof(ok), 0) ||
+      !host.broadcastBytes(&id, sizeof(id), 0))
+    return Status::error(where + ": cannot broadcast the NCCL id to the "
+                         "job's ranks");
   if (!ok)
     return Status::error("rank 0 cannot make an NCCL id (ncclGetUniqueId): "
                          "no usable network interface for NCCL's bootstrap "

@@ -313,6 +313,41 @@ Status MpiCommunicator::gatherToRoot(const std::string &mine,
 
 void MpiCommunicator::barrier() { MPI_Barrier(*static_cast<MPI_Comm *>(base)); }
 
+std::unique_ptr<ProcessGroup> MpiCommunicator::splitByHost() {
+  auto *node = new MPI_Comm;
+  MPI_Comm_split_type(*static_cast<MPI_Comm *>(base), MPI_COMM_TYPE_SHARED,
+                      worldRank, MPI_INFO_NULL, node);
+  return std::unique_ptr<ProcessGroup>(new MpiCommunicator(node));
+}
+
+std::unique_ptr<ProcessGroup> MpiCommunicator::splitGroup(int color,
+                                                          int key) {
+  auto *part = new MPI_Comm;
+  MPI_Comm_split(*static_cast<MPI_Comm *>(base), color, key, part);
+  return std::unique_ptr<ProcessGroup>(new MpiCommunicator(part));
+}
+
+Status MpiCommunicator::allReduceInts(int64_t *values, int count,
+                                      Reduction reduction) {
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_INT64_T,
+                          reduction == Reduction::Max ? MPI_MAX : MPI_SUM,
+                          *static_cast<MPI_Comm *>(base)));
+  return Status::ok();
+}
+
+Status MpiCommunicator::allGatherBytes(const void *mine, int64_t bytes,
+                                       void *all) {
+  MPI_CHECK(MPI_Allgather(mine, int(bytes), MPI_BYTE, all, int(bytes),
+                          MPI_BYTE, *static_cast<MPI_Comm *>(base)));
+  return Status::ok();
+}
+
+Status MpiCommunicator::broadcastBytes(void *data, int64_t bytes, int root) {
+  MPI_CHECK(MPI_Bcast(data, int(bytes), MPI_BYTE, root,
+                      *static_cast<MPI_Comm *>(base)));
+  return Status::ok();
+}
+
 void MpiCommunicator::abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
   std::abort(); // MPI_Abort does not return; make that explicit.

@@ -17,12 +17,14 @@
 #define SLUICE_RUNTIME_CPU_MPICOMMUNICATOR_H
 
 #include "Backend.h"
+#include "ProcessGroup.h"
 
 namespace sluice::rt {
 
 /// MPI_COMM_WORLD, or a part of it (split). The caller initialises and
-/// finalises MPI. abort() ends every rank of the world.
-class MpiCommunicator final : public Communicator {
+/// finalises MPI. abort() ends every rank of the world. It is the job's
+/// process group too (ProcessGroup.h): MPI is how the ranks met.
+class MpiCommunicator final : public Communicator, public ProcessGroup {
 public:
   MpiCommunicator();
   /// The ranks of MPI_COMM_WORLD that give the same `color`, ranked by
@@ -64,6 +66,14 @@ public:
                       std::vector<std::string> &all) override;
   void barrier() override;
   [[noreturn]] void abort(int code) override;
+
+  // ProcessGroup.
+  std::unique_ptr<ProcessGroup> splitByHost() override;
+  std::unique_ptr<ProcessGroup> splitGroup(int color, int key) override;
+  Status allReduceInts(int64_t *values, int count,
+                       Reduction reduction) override;
+  Status allGatherBytes(const void *mine, int64_t bytes, void *all) override;
+  Status broadcastBytes(void *data, int64_t bytes, int root) override;
 
 private:
   /// Takes an MPI_Comm (heap, owned); null: MPI_COMM_WORLD.

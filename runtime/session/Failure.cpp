@@ -4,8 +4,6 @@
 
 #include "MpiCommunicator.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -17,17 +15,24 @@ void failEverywhere(const Communicator &world, const std::string &message) {
       Outcome::everywhere(world.rank() == 0 ? message : std::string())};
 }
 
+namespace {
+/// This process's rank in the job, for failHere's messages.
+int failureRank = 0;
+} // namespace
+
+void setFailureRank(int rank) { failureRank = rank; }
+
 void failHere(const std::string &message) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  throw SessionEnd{
-      Outcome::thisRank("rank " + std::to_string(rank) + ": " + message)};
+  throw SessionEnd{Outcome::thisRank("rank " + std::to_string(failureRank) +
+                                     ": " + message)};
 }
 
 void agree(MpiCommunicator &world, const Status &st) {
-  int failed = st ? 0 : 1, anyFailed = failed;
+  int64_t failed = st ? 0 : 1, anyFailed = failed;
   if (world.size() > 1)
-    MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (Status reduced = world.allReduceInts(&anyFailed, 1, Reduction::Max);
+        !reduced)
+      failHere(reduced.message());
   if (!anyFailed)
     return;
   std::vector<std::string> all;

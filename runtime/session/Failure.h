@@ -31,8 +31,9 @@ struct SessionEnd {
 [[noreturn]] void failEverywhere(const Communicator &world,
                                  const std::string &message);
 /// This rank alone failed (a step, a file it writes): "rank R: message",
-/// R its rank in the MPI world.
+/// R its rank in the job (setFailureRank; the session sets it).
 [[noreturn]] void failHere(const std::string &message);
+void setFailureRank(int rank);
 /// Ends every rank when any failed `st`, so that no rank is left waiting
 /// in a collective the others never join: every rank calls it at the same
 /// point (a file every rank reads, a part only some ranks hold). Rank 0

@@ -6,8 +6,6 @@
 #include "Failure.h"
 #include "HostMemory.h"
 
-#include <mpi.h>
-
 #include <cstdio>
 #include <cstdlib>
 
@@ -25,24 +23,22 @@ int64_t getLimit(const SessionOptions &o, int64_t available) {
 /// Refuses a run whose ranks on some host need more memory than it has
 /// (or than the memory limit), before anything is allocated: the kernel
 /// would otherwise kill a rank half-way through the first step.
-void checkHostMemory(Communicator &comm, const Plan &plan,
+void checkHostMemory(ProcessGroup &comm, const Plan &plan,
                      const SessionOptions &o, int device) {
   MemoryNeed mine = o.reference
                         ? getReferenceMemoryNeed(plan.model, plan.precision)
                         : getDeviceMemoryNeed(plan, device);
   MemoryNeed host = mine;
   int hostRanks = 1, hostRank = 0;
-  MPI_Comm node = MPI_COMM_NULL;
   if (comm.size() > 1) {
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm.rank(),
-                        MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &hostRanks);
-    MPI_Comm_rank(node, &hostRank);
-    int64_t sums[2] = {mine.parameters, mine.bytes}, totals[2];
-    MPI_Allreduce(sums, totals, 2, MPI_INT64_T, MPI_SUM, node);
+    std::unique_ptr<ProcessGroup> node = comm.splitByHost();
+    hostRanks = node->size();
+    hostRank = node->rank();
+    int64_t totals[2] = {mine.parameters, mine.bytes};
+    if (Status st = node->allReduceInts(totals, 2, Reduction::Sum); !st)
+      failHere(st.message());
     host.parameters = totals[0];
     host.bytes = totals[1];
-    MPI_Comm_free(&node);
   }
   std::string who =
       o.reference ? std::string("the reference needs")
@@ -65,9 +61,11 @@ void checkHostMemory(Communicator &comm, const Plan &plan,
                               o.memoryLimit >= 0 ? "that --memory-limit allows"
                                                  : "available on this host",
                               advice);
-  int failed = st ? 0 : 1, anyFailed = failed;
+  int64_t failed = st ? 0 : 1, anyFailed = failed;
   if (comm.size() > 1)
-    MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (Status reduced = comm.allReduceInts(&anyFailed, 1, Reduction::Max);
+        !reduced)
+      failHere(reduced.message());
   if (!anyFailed)
     return;
   // One line per failing host, from its first rank.
@@ -81,9 +79,7 @@ void checkHostMemory(Communicator &comm, const Plan &plan,
 /// groups). Splits the world into this rank's pipeline (same replica and
 /// shard), its replicas (same device and shard), its tensor-parallel group
 /// (same device and replica) and its replica's ranks.
-void placeOnMesh(const Plan &plan, RankBackend &out) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+void placeOnMesh(const Plan &plan, int rank, RankBackend &out) {
   int tp = plan.tp, dp = plan.dp;
   auto [device, replica, shard] = getMeshPosition(plan, rank);
   // MPI_Comm_split is collective over the world: every rank makes all four.
@@ -126,13 +122,11 @@ Status checkDeviceMemory(MpiCommunicator &world, const Plan &plan,
   int64_t need = mine.bytes;
   if (world.size() > 1) {
     // The ranks sharing this rank's GPU: same host, same GPU UUID.
-    MPI_Comm node = MPI_COMM_NULL, gpu = MPI_COMM_NULL;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank(),
-                        MPI_INFO_NULL, &node);
-    MPI_Comm_split(node, placement.gpuColor, world.rank(), &gpu);
-    MPI_Allreduce(&mine.bytes, &need, 1, MPI_INT64_T, MPI_SUM, gpu);
-    MPI_Comm_free(&gpu);
-    MPI_Comm_free(&node);
+    std::unique_ptr<ProcessGroup> node = world.splitByHost();
+    std::unique_ptr<ProcessGroup> gpu =
+        node->splitGroup(placement.gpuColor, world.rank());
+    if (Status st = gpu->allReduceInts(&need, 1, Reduction::Sum); !st)
+      return st;
   }
   MemoryNeed total{mine.parameters, need};
   std::string who = placement.sharing > 1
@@ -169,7 +163,7 @@ void openCudaBackend(MpiCommunicator &world, const Plan &plan,
         checkDeviceMemory(world, plan, o, *out.device, placement, nccl));
   MpiCommunicator *hosts[3] = {&world, nullptr, nullptr};
   if (!o.reference && plan.dp * plan.tp > 1) {
-    placeOnMesh(plan, out);
+    placeOnMesh(plan, world.rank(), out);
     for (int g = 0; g < 3; ++g)
       hosts[g] = out.hostGroups[g].get();
   }
@@ -193,7 +187,7 @@ void openCpuBackend(MpiCommunicator &world, const Plan &plan,
   out.device = std::make_unique<CpuDevice>();
   out.comm = &world;
   if (!o.reference && plan.dp * plan.tp > 1) {
-    placeOnMesh(plan, out);
+    placeOnMesh(plan, world.rank(), out);
     out.comm = out.hostGroups[0].get();
     out.replicas = out.hostGroups[1].get();
     out.shards = out.hostGroups[2].get();

@@ -11,7 +11,6 @@
 #include "Reports.h"
 #include "Settings.h"
 
-#include <mpi.h>
 
 #include <chrono>
 #include <cmath>
@@ -25,7 +24,9 @@ using namespace session;
 
 Session::Session(const SessionOptions &options, MpiCommunicator &world)
     : options(options), world(world), root(world.rank() == 0),
-      backend(std::make_unique<RankBackend>()) {}
+      backend(std::make_unique<RankBackend>()) {
+  session::setFailureRank(world.rank());
+}
 
 Session::~Session() = default;
 
@@ -34,8 +35,8 @@ Device &Session::getDevice() { return *backend->device; }
 void Session::abortJob(int code) {
   if (backend->comm)
     backend->comm->abort(code);
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::exit(code);
+  // The job's process group ends every process (MPI_Abort over MPI).
+  static_cast<ProcessGroup &>(world).abort(code);
 }
 Communicator &Session::comm() { return *backend->comm; }
 
