@@ -14,8 +14,10 @@
 #define SLUICE_RUNTIME_STAGE_H
 
 #include "Backend.h"
-#include "sluice/PlanFormat/Layout.h"
+#include "Block.h"
 #include "Parameters.h"
+#include "TransformerBlock.h"
+#include "sluice/PlanFormat/Layout.h"
 
 #include <functional>
 #include <string>
@@ -41,22 +43,9 @@ public:
               const Precision &precision,
               Recompute recompute = Recompute::None);
 
-  /// Reduces `count` elements at `data` over the stage's tensor-parallel
-  /// group, in place, ordered on the stage's stream.
-  using GroupReduce =
-      std::function<void(DevicePtr data, int64_t count, Reduction reduction)>;
-  /// The group's collectives, each done when it returns (for work then
-  /// enqueued on the stage's stream): `reduce` as GroupReduce; under
-  /// sequence parallelism also `reduceScatter`, which sums the group's
-  /// `data` (count x group size elements) and leaves shard i's i-th part of
-  /// the sum in its `out`, and `allGather`, which fills every shard's `data`
-  /// (count x group size) with each shard's part, in place.
-  struct TensorGroup {
-    GroupReduce reduce;
-    std::function<void(DevicePtr data, DevicePtr out, int64_t count)>
-        reduceScatter;
-    std::function<void(DevicePtr data, int64_t count)> allGather;
-  };
+  /// The group's collectives (runtime/blocks/Block.h).
+  using GroupReduce = block::GroupReduce;
+  using TensorGroup = block::TensorGroup;
   /// Makes the stage shard `index` of a tensor-parallel group: the runner
   /// was given the shard's model (getTensorShardModel) and parameters, and
   /// `reduce` sums the partial results of its row-parallel projections in
@@ -114,21 +103,9 @@ public:
                       DevicePtr workspace, DevicePtr recomputedState = {});
 
 private:
-  struct LayerParams {
-    DevicePtr normW, normB, qkvW, qkvB, outW, outB, norm2W, norm2B, upW, upB,
-        gateW, gateB, downW, downB, table, positions;
-    /// Gemma-2's sandwich norms (null without them).
-    DevicePtr postAttnW, postAttnB, postMlpW, postMlpB;
-  };
-  struct Layer {
-    const LayerConfig *config;
-    LayerParams w, g; // weights (working copy) and their gradients (f32)
-  };
-  /// One layer's tensors in the three kinds of state, by Layout.h field.
-  struct Views {
-    DevicePtr at[int(Field::EmbedGrad) + 1];
-    DevicePtr operator[](Field f) const { return at[int(f)]; }
-  };
+  using LayerParams = block::LayerParams;
+  using Layer = block::Layer;
+  using Views = block::Views;
 
   /// Carves every layer's views out of the state buffers (null buffers
   /// give null views); recomputed regions from `recomputed`.
@@ -139,17 +116,6 @@ private:
   void runForward(const SliceShape &s, const TokenRows &batch, DevicePtr input,
                   DevicePtr output, DevicePtr workspace, DevicePtr loss,
                   bool again);
-  /// Selective recomputation of one layer: attention and activation.
-  void recomputeLayer(const Layer &l, const Views &v, const SliceShape &s);
-
-  void transformerForward(const Layer &l, const Views &v, const SliceShape &s,
-                          DevicePtr x, DevicePtr out, DevicePtr work,
-                          bool again);
-  void transformerBackward(const Layer &l, const Views &v, const SliceShape &s,
-                           DevicePtr dout, DevicePtr dx, DevicePtr work);
-  void transformerWeight(const Layer &l, const Views &v, const SliceShape &s,
-                         DevicePtr work);
-
   /// The output layer split over the shards: F's logits and cross-entropy,
   /// B's logits' and norm output's gradients (from `normOut`).
   void outputShardForward(const Layer &l, const Views &v, const SliceShape &s,
@@ -159,33 +125,20 @@ private:
                            const TokenRows &batch, DevicePtr localSum,
                            DevicePtr whole, float lossScale);
 
+  // The tensor-parallel seams (Block.h's ShardSeams).
   void reduceOverShards(DevicePtr data, int64_t count,
                         Reduction reduction = Reduction::Sum) {
-    if (group.reduce)
-      group.reduce(data, count, reduction);
+    seams.reduceOverShards(data, count, reduction);
   }
-  /// Sequence parallelism's seams; without a token split (plain tensor
-  /// parallelism, a whole stage) `count` covers the whole slice and they
-  /// come down to the all-reduce or nothing. localTokens: this shard's
-  /// `count` elements of a whole-slice buffer. reduceTokens: the group's
-  /// partial sums `partial` (a row-parallel projection's output, or a
-  /// column-parallel one's input gradient) reduced into this shard's
-  /// `count` elements `out` (without a split, `partial` is `out`, summed in
-  /// place). gatherTokens: every shard's part gathered into `whole`, whose
-  /// own part (localTokens) the caller has written.
-  bool isSequenceParallel() const { return model.sequenceShards > 1; }
+  bool isSequenceParallel() const { return seams.isSequenceParallel(); }
   DevicePtr localTokens(DevicePtr whole, int64_t count) const {
-    return isSequenceParallel() ? whole + shardIndex * count : whole;
+    return seams.localTokens(whole, count);
   }
   void reduceTokens(DevicePtr partial, DevicePtr out, int64_t count) {
-    if (!isSequenceParallel())
-      reduceOverShards(out, count);
-    else
-      group.reduceScatter(partial, out, count);
+    seams.reduceTokens(partial, out, count);
   }
   void gatherTokens(DevicePtr whole, int64_t count) {
-    if (isSequenceParallel())
-      group.allGather(whole, count);
+    seams.gatherTokens(whole, count);
   }
   /// Adds to `dst` (this shard's tokens of slice `s`: all of them without
   /// a split) their learned positions.
@@ -198,8 +151,6 @@ private:
                         const SliceShape &s);
 
   const ModelConfig &model;
-  TensorGroup group;
-  int shardIndex = 0;
   /// The embedding's and the output layer's table rows this shard holds;
   /// count < 0: all of them.
   int64_t vocabFirst = 0, vocabCount = -1;
@@ -211,6 +162,8 @@ private:
   Recompute recompute;
   /// Per layer, the views of the pass being run (kept to reuse its memory).
   std::vector<Views> views;
+  block::ShardSeams seams;
+  block::TransformerBlock transformer;
 };
 
 } // namespace sluice::rt

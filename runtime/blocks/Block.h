@@ -1,0 +1,188 @@
+//===- Block.h - What a stage's layer blocks share --------------*- C++ -*-===//
+//
+// The pieces every layer block of a stage (runtime/blocks) and the stage
+// runner that sequences them (Stage.h) share: a layer's bound parameters
+// and state views, the pass's workspace, a slice's sizes, and the seams of
+// the tensor-parallel group (its all-reduces, or sequence parallelism's
+// all-gathers and reduce-scatters).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_RUNTIME_BLOCKS_BLOCK_H
+#define SLUICE_RUNTIME_BLOCKS_BLOCK_H
+
+#include "Backend.h"
+#include "sluice/PlanFormat/Layout.h"
+
+#include <array>
+#include <functional>
+#include <utility>
+
+namespace sluice::rt::block {
+
+/// Reduces `count` elements at `data` over the stage's tensor-parallel
+/// group, in place, ordered on the stage's stream.
+using GroupReduce =
+    std::function<void(DevicePtr data, int64_t count, Reduction reduction)>;
+/// The group's collectives, each done when it returns (for work then
+/// enqueued on the stage's stream): `reduce` as GroupReduce; under
+/// sequence parallelism also `reduceScatter`, which sums the group's
+/// `data` (count x group size elements) and leaves shard i's i-th part of
+/// the sum in its `out`, and `allGather`, which fills every shard's `data`
+/// (count x group size) with each shard's part, in place.
+struct TensorGroup {
+  GroupReduce reduce;
+  std::function<void(DevicePtr data, DevicePtr out, int64_t count)>
+      reduceScatter;
+  std::function<void(DevicePtr data, int64_t count)> allGather;
+};
+struct LayerParams {
+  DevicePtr normW, normB, qkvW, qkvB, outW, outB, norm2W, norm2B, upW, upB,
+      gateW, gateB, downW, downB, table, positions;
+  /// Gemma-2's sandwich norms (null without them).
+  DevicePtr postAttnW, postAttnB, postMlpW, postMlpB;
+};
+struct Layer {
+  const LayerConfig *config;
+  LayerParams w, g; // weights (working copy) and their gradients (f32)
+};
+/// One layer's tensors in the three kinds of state, by Layout.h field.
+struct Views {
+  DevicePtr at[int(Field::EmbedGrad) + 1];
+  DevicePtr operator[](Field f) const { return at[int(f)]; }
+};
+
+/// The stage's place in its tensor-parallel group.
+class ShardSeams {
+public:
+  explicit ShardSeams(const ModelConfig &model) : model(model) {}
+  void set(TensorGroup tensorGroup, int index) {
+    group = std::move(tensorGroup);
+    shardIndex = index;
+  }
+  int getShardIndex() const { return shardIndex; }
+
+  void reduceOverShards(DevicePtr data, int64_t count,
+                        Reduction reduction = Reduction::Sum) const {
+    if (group.reduce)
+      group.reduce(data, count, reduction);
+  }
+  /// Sequence parallelism's seams; without a token split (plain tensor
+  /// parallelism, a whole stage) `count` covers the whole slice and they
+  /// come down to the all-reduce or nothing. localTokens: this shard's
+  /// `count` elements of a whole-slice buffer. reduceTokens: the group's
+  /// partial sums `partial` (a row-parallel projection's output, or a
+  /// column-parallel one's input gradient) reduced into this shard's
+  /// `count` elements `out` (without a split, `partial` is `out`, summed in
+  /// place). gatherTokens: every shard's part gathered into `whole`, whose
+  /// own part (localTokens) the caller has written.
+  bool isSequenceParallel() const { return model.sequenceShards > 1; }
+  DevicePtr localTokens(DevicePtr whole, int64_t count) const {
+    return isSequenceParallel() ? whole + shardIndex * count : whole;
+  }
+  void reduceTokens(DevicePtr partial, DevicePtr out, int64_t count) const {
+    if (!isSequenceParallel())
+      reduceOverShards(out, count);
+    else
+      group.reduceScatter(partial, out, count);
+  }
+  void gatherTokens(DevicePtr whole, int64_t count) const {
+    if (isSequenceParallel())
+      group.allGather(whole, count);
+  }
+
+private:
+  const ModelConfig &model;
+  TensorGroup group;
+  int shardIndex = 0;
+};
+
+/// Attention over slice `s` of layer `c`, with the model's scale and cap.
+inline AttentionShape getAttentionShape(const ModelConfig &model,
+                                 const LayerConfig &c, const SliceShape &s) {
+  return {s.rows,    s.tokens,   s.offset,
+          model.seqLen, c.heads, c.headDim,
+          c.kvHeads, float(model.attentionScale),
+          float(model.attentionSoftcap), c.window};
+}
+
+/// A transformer layer's sizes for one slice: rows x tokens, hidden, ffn,
+/// the query heads' and the key/value heads' widths, and the QKV
+/// projection's (q, k and v side by side).
+/// `n`: the tokens this shard holds outside the tensor-parallel regions
+/// (rt, or rt / T under sequence parallelism).
+struct Sizes {
+  int64_t rt, n, h, f, hd, kvw, width;
+};
+
+inline Sizes getSizes(const ModelConfig &model, const LayerConfig &l,
+               const SliceShape &s) {
+  int64_t hd = l.heads * l.headDim, kvw = l.kvHeads * l.headDim;
+  return {
+      s.rows * s.tokens, getLocalTokens(model, s), model.hidden, l.ffn, hd, kvw,
+      hd + 2 * kvw};
+}
+
+inline GateActivation activation(const ModelConfig &m, const LayerConfig &l) {
+  if (l.mlp == MlpType::SwiGlu)
+    return GateActivation::Silu;
+  return m.exactGelu ? GateActivation::GeluErf : GateActivation::Gelu;
+}
+
+/// A pass's workspace (Layout.h getWorkspaceBytes): two activations that
+/// carry the pass from layer to layer, then one layer's scratch regions.
+class Workspace {
+public:
+  Workspace(DevicePtr base, const Precision &precision, int64_t activation)
+      : base(base), arena(precision) {
+    ping[0] = region(arena, activation);
+    ping[1] = region(arena, activation);
+  }
+  /// Scratch regions of these sizes, from the start of the scratch.
+  template <size_t N>
+  std::array<DevicePtr, N> scratch(const int64_t (&counts)[N]) const {
+    Arena rest = arena;
+    std::array<DevicePtr, N> out;
+    for (size_t i = 0; i < N; ++i)
+      out[i] = region(rest, counts[i]);
+    return out;
+  }
+  /// The output layer's scratch (getScratchBytes): its norm output, then
+  /// a per-token fp32 statistic.
+  std::pair<DevicePtr, DevicePtr> outputScratch(int64_t normCount,
+                                                int64_t tokens) const {
+    Arena rest = arena;
+    DevicePtr norm = region(rest, normCount);
+    int64_t at = rest.take(tokens, Storage::Fp32);
+    return {norm, base.atByte(at, kStatisticType)};
+  }
+  DevicePtr ping[2];
+
+private:
+  DevicePtr region(Arena &a, int64_t count) const {
+    int64_t at = a.take(count, Storage::Activation);
+    return base.atByte(at, a.getPrecision().activations);
+  }
+  DevicePtr base;
+  Arena arena;
+};
+
+/// The slice's rows of a [rows, seqLen, width] cache against a
+/// [rows, tokens, width] block `tokenStride` elements per token apart.
+inline StridedCopy cacheRows(const SliceShape &s, int64_t seqLen, int64_t width,
+                      int64_t tokenStride, bool intoCache) {
+  StridedCopy c{s.rows, s.tokens, width, 0, 0, 0, 0};
+  int64_t blockBatch = s.tokens * tokenStride, cacheBatch = seqLen * width;
+  if (intoCache) {
+    c.srcBatch = blockBatch, c.srcRow = tokenStride;
+    c.dstBatch = cacheBatch, c.dstRow = width;
+  } else {
+    c.srcBatch = cacheBatch, c.srcRow = width;
+    c.dstBatch = blockBatch, c.dstRow = tokenStride;
+  }
+  return c;
+}
+
+} // namespace sluice::rt::block
+
+#endif // SLUICE_RUNTIME_BLOCKS_BLOCK_H
