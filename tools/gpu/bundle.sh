@@ -71,27 +71,26 @@ fi
 cp bench/torch_step.py "$out/torch_step.py"
 cp examples/llama-3.2-1b/config.json "$out/llama-3.2-1b.json"
 
-# The plans the suite runs: the test model in fp32 and bf16 for each
-# schedule it checks, on 1, 2 and 4 devices.
+# The plans the suite runs: the test models in fp32 and bf16 on one
+# device (the reference runs), and every variant of suite-variants.txt on
+# 2 and 4 devices.
+cp tools/gpu/suite-variants.txt "$out/variants.txt"
 models=(test/Inputs/tiny-train.mlir test/Inputs/tiny-llama.mlir)
 for model in "${models[@]}"; do
   name=$(basename "$model" .mlir)
   for precision in fp32 bf16; do
-    for p in 1 2 4; do
-      for schedule in 1f1b zb-h1 zb-v v-half seq1f1b; do
-        [ "$p" = 1 ] && [ "$schedule" != 1f1b ] && continue
-        extra=()
-        case $schedule in
-          seq1f1b) extra=(--slices 2) ;;
-        esac
-        "$compile" "$model" --pp "$p" --microbatches $((2 * p)) \
-          --schedule "$schedule" --precision "$precision" "${extra[@]}" \
-          -o "$out/plans/$name-$schedule-p$p-$precision.json" >/dev/null
-      done
-      [ "$p" = 1 ] && continue
-      "$compile" "$model" --pp "$p" --microbatches $((2 * p)) \
-        --schedule 1f1b --vocab vocab-2 --precision "$precision" \
-        -o "$out/plans/$name-vocab-2-p$p-$precision.json" >/dev/null
+    "$compile" "$model" --pp 1 --microbatches 2 --schedule 1f1b \
+      --precision "$precision" -o "$out/plans/$name-1f1b-p1-$precision.json" \
+      >/dev/null
+    for p in 2 4; do
+      while IFS='|' read -r variant flags <&3; do
+        [[ -z $variant || $variant == \#* ]] && continue
+        # shellcheck disable=SC2086
+        "$compile" "$model" --pp "$p" --microbatches $((2 * p)) $flags \
+          --precision "$precision" \
+          -o "$out/plans/$name-$variant-p$p-$precision.json" >/dev/null ||
+          { echo "bundle.sh: cannot compile $name $variant p=$p" >&2; exit 1; }
+      done 3<tools/gpu/suite-variants.txt
     done
   done
 done

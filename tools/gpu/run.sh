@@ -10,9 +10,10 @@
 # 2. one GPU, fp32: training equals the CPU reference (loss 1e-5, gradients
 #    1e-4), for the GPT and Llama test models;
 # 3. 2 and 4 ranks sharing the GPU through the staged MPI communicator:
-#    1f1b, zb-h1, zb-v, v-half, seq1f1b and vocab-2 equal the single-GPU
+#    every variant of variants.txt (all 11 schedules, Vocab-1 and Vocab-2,
+#    full recomputation; SCHEDULES=REGEX keeps some) equals the single-GPU
 #    reference in fp32 (tight) and in bf16 against a bf16 reference; bf16
-#    against fp32 is printed as a band;
+#    against fp32 is measured and recorded as a measurement, not a check;
 # 4. an NCCL communicator of one rank; compute-sanitizer on a small step;
 #    a failing rank ends every rank;
 # 5. (all, bench) benchmarks: one GPT layer, a Llama-3.2-1B step, PyTorch's step
@@ -26,8 +27,10 @@
 #    GEMM shapes' candidates, and torch.compile's step under its profiler.
 #
 # ONLY=REGEX keeps the checks whose names match; TORCH=0 leaves PyTorch's
-# step out of the benchmarks. Writes a line per check to $OUT/summary.txt (or ./gpu-out) and exits 1 if
-# any check failed.
+# step out of the benchmarks. Writes a line per check to $OUT/summary.txt
+# (or ./gpu-out), and every check and measurement of the run to
+# $OUT/suite.json (written on every exit, so a run cut short still says
+# what it did); exits 1 if any check failed.
 set -uo pipefail
 bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|bench|all|variants|profile]}" && pwd)
 mode=${2:-all}
@@ -52,10 +55,34 @@ mpi=(mpirun --oversubscribe --mca btl self,sm --mca pml ob1)
 plans=$bundle/plans
 work=$(mktemp -d)
 
+results=$out/results.tsv
+: >"$results"
 record() { # record NAME STATUS [DETAIL]
   echo "$2 $1${3:+: $3}" | tee -a "$summary"
-  [ "$2" = PASS ] || failed=1
+  printf '%s\t%s\t%s\n' "$2" "$1" "${3:-}" >>"$results"
+  if [ "$2" = FAIL ]; then failed=1; fi
 }
+# The machine-readable result: every check (PASS, FAIL, SKIP) and
+# measurement (BAND) with its detail, the device and the date.
+write_json() {
+  python3 - "$results" "$out/device.txt" "$out/suite.json" <<'PY' || true
+import json, sys
+rows = [l.rstrip("\n").split("\t", 2) for l in open(sys.argv[1]) if l.strip()]
+try:
+    device = open(sys.argv[2]).readline().strip()
+except OSError:
+    device = ""
+checks = [{"status": s, "name": n, "detail": d} for s, n, d in rows if s != "BAND"]
+bands = [{"name": n, "detail": d} for s, n, d in rows if s == "BAND"]
+doc = {"format": "sluice-gpu-suite", "version": 1, "device": device,
+       "passed": sum(c["status"] == "PASS" for c in checks),
+       "failed": sum(c["status"] == "FAIL" for c in checks),
+       "checks": checks, "measurements": bands}
+json.dump(doc, open(sys.argv[3], "w"), indent=1)
+PY
+  rm -f "$results"
+}
+trap write_json EXIT
 check() { # check NAME COMMAND...: PASS when the command exits 0 in time
   local name=$1
   shift
@@ -116,7 +143,10 @@ for model in tiny-train tiny-llama; do
       sluice-run "$plans/$model-1f1b-p$p-$precision.json" --reference \
         --backend cuda --steps 3 --dump-grads "$ref" >/dev/null 2>&1
     done
-    for schedule in 1f1b zb-h1 zb-v v-half seq1f1b vocab-2; do
+    # fd 3: mpirun would read the list from stdin.
+    while IFS='|' read -r schedule _ <&3; do
+      [[ -z $schedule || $schedule == \#* ]] && continue
+      [[ -n ${SCHEDULES:-} && ! $schedule =~ $SCHEDULES ]] && continue
       fp32=$plans/$model-$schedule-p$p-fp32.json
       bf16=$plans/$model-$schedule-p$p-bf16.json
       [ -f "$fp32" ] || continue
@@ -130,12 +160,13 @@ for model in tiny-train tiny-llama; do
         --loss-tolerance 2e-3 --grad-tolerance 5e-2
       # bf16 against fp32: the band, measured (never fails).
       [[ -n ${ONLY:-} && ! "$model $schedule p=$p bf16" =~ $ONLY ]] && continue
-      "${mpi[@]}" -np "$p" sluice-run "$bf16" --backend cuda --transport mpi \
-        --steps 3 --check-against "$work/$model-p$p-gpu-fp32" \
-        --loss-tolerance 1 --grad-tolerance 1e9 2>&1 |
-        grep -a '^check' | sed "s/^/BAND $model $schedule p=$p bf16 vs fp32: /" |
-        tee -a "$summary"
-    done
+      band=$("${mpi[@]}" -np "$p" sluice-run "$bf16" --backend cuda \
+        --transport mpi --steps 3 --check-against "$work/$model-p$p-gpu-fp32" \
+        --loss-tolerance 1 --grad-tolerance 1e9 2>&1 | grep -a -m1 '^check')
+      echo "BAND $model $schedule p=$p bf16 vs fp32: $band" | tee -a "$summary"
+      printf 'BAND\t%s\t%s\n' "$model $schedule p=$p bf16 vs fp32" "$band" \
+        >>"$results"
+    done 3<"$bundle/variants.txt"
   done
 done
 
@@ -164,8 +195,11 @@ if timeout 120 "${mpi[@]}" -np 2 sluice-run "$plans/tiny-train-1f1b-p2-fp32.json
   record "a failing rank ends every rank" FAIL "the run exited 0"
 elif [ $? = 124 ]; then
   record "a failing rank ends every rank" FAIL "the run hung"
+elif ! grep -aq "injected failure" "$work/log"; then
+  # Ended, but not by the injected failure (no GPU, a crash elsewhere).
+  record "a failing rank ends every rank" FAIL "$(grep -a -m1 'error' "$work/log")"
 else
-  record "a failing rank ends every rank" PASS "$(grep -a -m1 'error' "$work/log")"
+  record "a failing rank ends every rank" PASS "$(grep -a -m1 'injected failure' "$work/log")"
 fi
 
 fi # sections 1-4
