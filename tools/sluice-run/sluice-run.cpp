@@ -165,7 +165,8 @@ cl::opt<int64_t> loadStep(
 cl::opt<std::string>
     loadHF("load-hf",
            cl::desc("Start from a Hugging Face model directory's weights "
-                    "(config.json and safetensors; GPT-2, Llama, Mistral)"),
+                    "(config.json and safetensors; GPT-2, Llama 2/3/3.1/3.2, "
+                    "Mistral, Qwen2/2.5, Gemma, Gemma-2)"),
            cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string>
     saveHF("save-hf",
