@@ -62,6 +62,7 @@ cp -r "$deps/openmpi" "$out/openmpi"
 cp tools/gpu/run.sh "$out/run.sh"
 cp tools/gpu/nccl-suite.sh "$out/nccl-suite.sh"
 cp tools/gpu/step-table.sh "$out/step-table.sh"
+cp tools/gpu/bundle-env.sh "$out/bundle-env.sh"
 cp bench/step_table.py "$out/step_table.py"
 if [ -n "$nccl_home" ]; then
   mkdir -p "$out/lib/nccl"

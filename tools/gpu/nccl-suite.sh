@@ -39,16 +39,11 @@ plans=${PLANS:-$bundle/plans}
 work=${WORK:-$(mktemp -d)}
 
 if [ "$backend" = cuda ]; then
-  site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-  libs=""
-  for d in nvidia/cu13/lib nvidia/cublas/lib nvidia/cudnn/lib \
-           nvidia/cuda_runtime/lib; do
-    [ -d "$site/$d" ] && libs="$libs:$site/$d"
-  done
   # The bundle's NCCL first: the machine's own (PyTorch's 2.28) cannot
   # share a GPU between ranks.
-  export LD_LIBRARY_PATH="$bundle/lib/nccl:$bundle/openmpi/lib${libs}:${LD_LIBRARY_PATH:-}:$bundle/lib/fallback"
-  export OPAL_PREFIX=$bundle/openmpi PATH="$bundle/openmpi/bin:$bundle/bin:$PATH"
+  # shellcheck source=bundle-env.sh
+  source "$(dirname "$0")/bundle-env.sh"
+  bundle_env "$bundle" nccl
   mpi=(mpirun --oversubscribe --mca btl self,sm --mca pml ob1)
   # Several ranks on one GPU (NCCL's env docs): allowed, NVLS off, few
   # channels per rank so that they all fit; the ranks share the host, so

@@ -40,16 +40,9 @@ summary=$out/summary.txt
 : >"$summary"
 failed=0
 
-# CUDA libraries: the device's own, shipped with PyTorch's wheels.
-site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-libs=""
-for d in nvidia/cu13/lib nvidia/cublas/lib nvidia/nccl/lib nvidia/cudnn/lib \
-         nvidia/cuda_runtime/lib; do
-  [ -d "$site/$d" ] && libs="$libs:$site/$d"
-done
-export LD_LIBRARY_PATH="$bundle/openmpi/lib${libs}:${LD_LIBRARY_PATH:-}:$bundle/lib/fallback"
-export OPAL_PREFIX=$bundle/openmpi PATH="$bundle/openmpi/bin:$bundle/bin:$PATH"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=bundle-env.sh
+source "$(dirname "$0")/bundle-env.sh"
+bundle_env "$bundle"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi=(mpirun --oversubscribe --mca btl self,sm --mca pml ob1)
 plans=$bundle/plans

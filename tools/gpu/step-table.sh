@@ -37,16 +37,9 @@ log=$out/log.txt
 work=$(mktemp -d)
 mkdir -p "$work/samples"
 
-site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-libs=""
-for d in nvidia/cu13/lib nvidia/cublas/lib nvidia/nccl/lib nvidia/cudnn/lib \
-         nvidia/cuda_runtime/lib; do
-  [ -d "$site/$d" ] && libs="$libs:$site/$d"
-done
-export LD_LIBRARY_PATH="$bundle/openmpi/lib${libs}:${LD_LIBRARY_PATH:-}:$bundle/lib/fallback"
-export PATH="$bundle/openmpi/bin:$bundle/bin:$PATH"
-[ -x "$bundle/openmpi/bin/mpirun" ] && export OPAL_PREFIX=$bundle/openmpi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=bundle-env.sh
+source "$(dirname "$0")/bundle-env.sh"
+bundle_env "$bundle"
 export PYTHONUNBUFFERED=1
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
