@@ -34,7 +34,14 @@ VocabularyShards::VocabularyShards(const Plan &plan, int deviceIndex,
       compute(device.getStream(StreamKind::Compute)),
       vocabStream(device.getStream(StreamKind::Vocabulary)), comm(comm),
       tensorGroup(plan.tp > 1 ? tensorGroup : nullptr), shardIndex(shardIndex),
-      precision(plan.precision), hidden(plan.model.hidden) {
+      precision(plan.precision), hidden(plan.model.hidden),
+      ready(device.createEvent()),
+      collectives(device, vocabStream, comm, this->tensorGroup) {
+  // A finished collective is one use fewer of its slice's state.
+  collectives.setOnDone([this](const CollectiveQueue::Key &key) {
+    auto [shard, group, mb, slice] = key;
+    consume(Shard(shard), mb, slice);
+  });
   const VocabularyPlan &v = plan.vocabulary;
   if (v.input.present) {
     inSpec = getInputShardSpec(plan, deviceIndex, shardIndex);
@@ -65,60 +72,23 @@ void VocabularyShards::beginStep(const std::vector<TokenRows> &stepBatches,
                                  float scale) {
   batches = &stepBatches;
   lossScale = scale;
-  for (auto *done : {&completed, &begun}) {
-    for (auto &[key, event] : *done)
-      spareEvents.push_back(std::move(event));
-    done->clear();
-  }
+  collectives.beginStep();
 }
 
 std::vector<VocabularyShards::Span> VocabularyShards::getSpans(Event &origin) {
   std::vector<Span> spans;
-  for (auto &[key, done] : completed) {
-    auto begin = begun.find(key);
-    if (begin == begun.end())
-      continue;
-    auto [shard, group, mb, slice] = key;
-    spans.push_back({Shard(shard), group, mb, slice,
-                     begin->second->secondsSince(origin),
-                     done->secondsSince(origin)});
+  for (const CollectiveQueue::Span &c : collectives.getSpans(origin)) {
+    auto [shard, group, mb, slice] = c.key;
+    spans.push_back({Shard(shard), group, mb, slice, c.start, c.end});
   }
   return spans;
 }
 
-Status VocabularyShards::spin(const std::function<bool()> &done) {
-  auto start = std::chrono::steady_clock::now();
-  while (!done()) {
-    if (Status st = progress(); !st)
-      return st;
-    if (progressOthers)
-      if (Status st = progressOthers(); !st)
-        return st;
-    // A host transport's peer that failed or never came (a transport that
-    // watches progress itself reports first, naming every rank).
-    if (!comm.watchesProgress() &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                      start)
-                .count() > timeout)
-      return Status::error("no progress for " +
-                           std::to_string(int64_t(timeout)) +
-                           " s (--comm-timeout) waiting for a vocabulary "
-                           "collective; a peer has failed or never joined it");
-    std::this_thread::yield();
-  }
-  return Status::ok();
-}
-
 Status VocabularyShards::finishStep() {
-  if (Status st = spin([this] {
-        return queues[0].empty() && queues[1].empty();
-      });
-      !st)
-    return st;
   // The compute stream's later work (the next step, the optimizer) comes
   // after every collective of this one.
-  for (auto &[key, event] : completed)
-    compute.wait(*event);
+  if (Status st = collectives.finish(compute); !st)
+    return st;
   slices.clear();
   batches = nullptr;
   return Status::ok();
@@ -126,14 +96,6 @@ Status VocabularyShards::finishStep() {
 
 VocabularyShards::Slice &VocabularyShards::state(int mb, int slice) {
   return slices[{mb, slice}];
-}
-
-std::unique_ptr<Event> VocabularyShards::takeEvent() {
-  if (spareEvents.empty())
-    return device.createEvent();
-  std::unique_ptr<Event> event = std::move(spareEvents.back());
-  spareEvents.pop_back();
-  return event;
 }
 
 Status VocabularyShards::prepareOutput(Slice &st, const SliceShape &s) {
@@ -473,40 +435,18 @@ Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
       !status)
     return status;
   // The collective carries what the compute stream has produced so far.
-  std::unique_ptr<Event> ready = takeEvent();
   ready->record(compute);
   vocabStream.wait(*ready);
-  spareEvents.push_back(std::move(ready));
   Instruction instr;
   instr.op = Op::Collective;
   instr.shard = shard;
   instr.group = group;
   instr.mb = mb;
   instr.slice = slice;
-  Collective c{shard,   group,       mb,
-               slice,   buildSteps(shard, group, mb, slice),
-               0,       nullptr,     takeEvent(),
-               plan.describe(instr)};
-  c.begin->record(vocabStream);
-  if (comm.chainsSteps()) {
-    // The whole collective at its place in the issue order, its steps
-    // one after another there, as NCCL's stream order has them.
-    std::string what = c.what;
-    for (Step &step : c.steps)
-      step.start = [this, what, start = std::move(step.start)] {
-        comm.describeNext(what);
-        if (tensorGroup)
-          tensorGroup->describeNext(what);
-        return start();
-      };
-    comm.describeNext(what);
-    c.pending = comm.postChain(std::move(c.steps));
-    c.steps.clear();
-    if (!c.pending)
-      return Status::error("a vocabulary collective could not start");
-  }
-  queues[int(shard)].push_back(std::move(c));
-  if (Status status = progress(); !status)
+  if (Status status = collectives.post({int(shard), group, mb, slice},
+                                       buildSteps(shard, group, mb, slice),
+                                       plan.describe(instr));
+      !status)
     return status;
   if (blocking)
     return waitFor(shard, group, mb, slice, compute);
@@ -515,52 +455,9 @@ Status VocabularyShards::issue(Shard shard, int group, int mb, int slice,
 
 Status VocabularyShards::waitFor(Shard shard, int group, int mb, int slice,
                                  Stream &stream) {
-  Key key{int(shard), group, mb, slice};
-  if (Status st = spin([&] { return completed.count(key) > 0; }); !st)
-    return st;
-  stream.wait(*completed.at(key));
-  return Status::ok();
+  return collectives.waitFor({int(shard), group, mb, slice}, stream);
 }
 
-Status VocabularyShards::progress() {
-  for (std::deque<Collective> &queue : queues) {
-    while (!queue.empty()) {
-      Collective &head = queue.front();
-      if (head.pending) {
-        // Done for the host: whatever the vocabulary stream runs next
-        // sees the transfer's data.
-        if (!head.pending->test())
-          break;
-        head.pending.reset();
-        if (head.next > 0 && head.steps[head.next - 1].after)
-          head.steps[head.next - 1].after();
-      }
-      if (head.next < head.steps.size()) {
-        comm.describeNext(head.what);
-        if (tensorGroup)
-          tensorGroup->describeNext(head.what);
-        if (head.next > 0) {
-          comm.continueNext();
-          if (tensorGroup)
-            tensorGroup->continueNext();
-        }
-        head.pending = head.steps[head.next++].start();
-        if (!head.pending)
-          return Status::error("a vocabulary collective could not start");
-        continue;
-      }
-      std::unique_ptr<Event> done = takeEvent();
-      done->record(vocabStream);
-      Key key{int(head.shard), head.group, head.mb, head.slice};
-      completed[key] = std::move(done);
-      begun[key] = std::move(head.begin);
-      Shard shard = head.shard;
-      int mb = head.mb, slice = head.slice;
-      queue.pop_front();
-      consume(shard, mb, slice);
-    }
-  }
-  return Status::ok();
-}
+Status VocabularyShards::progress() { return collectives.progress(); }
 
 } // namespace sluice::rt

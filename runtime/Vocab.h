@@ -25,6 +25,7 @@
 #define SLUICE_RUNTIME_VOCAB_H
 
 #include "Backend.h"
+#include "CollectiveQueue.h"
 #include "Parameters.h"
 #include "Plan.h"
 #include "Stage.h"
@@ -112,10 +113,10 @@ public:
   /// sends and receives: a host-staged transport posts them only when
   /// advanced).
   void setProgressOthers(std::function<Status()> others) {
-    progressOthers = std::move(others);
+    collectives.setProgressOthers(std::move(others));
   }
   /// Seconds a wait for a collective may make no progress (--comm-timeout).
-  void setTimeout(double seconds) { timeout = seconds; }
+  void setTimeout(double seconds) { collectives.setTimeout(seconds); }
 
 private:
   struct Slice {
@@ -128,19 +129,6 @@ private:
     /// the neighbouring stage's pass on a root).
     int pendingOutput = 0, pendingInput = 0;
   };
-  struct Collective {
-    Shard shard;
-    int group, mb, slice;
-    std::vector<Step> steps;
-    size_t next = 0;
-    std::unique_ptr<Request> pending;
-    /// On the vocabulary stream once the collective's inputs are ready.
-    std::unique_ptr<Event> begin;
-    /// What it is, for a transport's messages.
-    std::string what;
-  };
-  using Key = std::tuple<int, int, int, int>; // shard, group, mb, slice
-
   Slice &state(int mb, int slice);
   SliceShape shape(int slice) const { return plan.getSliceShape(slice); }
   /// Allocates the buffers of (mb, slice) for one shard on first use.
@@ -151,7 +139,6 @@ private:
   Status getSliceBuffer(int mb, int slice, Shard shard,
                         DeviceBuffer Slice::*buffer, DevicePtr &out);
   void consume(Shard shard, int mb, int slice);
-  std::unique_ptr<Event> takeEvent();
 
   const Plan &plan;
   int deviceIndex;
@@ -174,16 +161,11 @@ private:
   const std::vector<TokenRows> *batches = nullptr;
   float lossScale = 1;
   std::map<std::pair<int, int>, Slice> slices;
-  std::deque<Collective> queues[2];
-  /// Finished collectives, each with the vocabulary-stream event after it.
-  std::map<Key, std::unique_ptr<Event>> completed;
-  /// The `begin` events of the completed collectives.
-  std::map<Key, std::unique_ptr<Event>> begun;
-  std::vector<std::unique_ptr<Event>> spareEvents;
-  std::function<Status()> progressOthers;
-  double timeout = 600;
-  /// Advances everything until `done`, against the timeout.
-  Status spin(const std::function<bool()> &done);
+  /// Orders the vocabulary stream after the compute work before a
+  /// collective.
+  std::unique_ptr<Event> ready;
+  /// The collectives in issue order, one queue per shard kind.
+  CollectiveQueue collectives;
 };
 
 } // namespace sluice::rt
