@@ -637,14 +637,15 @@ Status describeModel(const ModelConfig &model, Family &family,
                    : Family::Llama;
   // Attention windows as a family's config says them: Mistral's on every
   // layer, Gemma-2's on its even layers.
-  int64_t window = 0;
-  for (int64_t i = 0; i < layers; ++i)
-    window = std::max(window, transformerLayer(model, i)->window);
+  std::vector<int64_t> windows;
+  for (const LayerConfig &l : model.layers)
+    if (l.kind == LayerKind::Transformer)
+      windows.push_back(l.window);
+  int64_t window = *std::max_element(windows.begin(), windows.end());
   bool everyLayer = true, evenLayers = true;
-  for (int64_t i = 0; i < layers; ++i) {
-    int64_t w = transformerLayer(model, i)->window;
-    everyLayer = everyLayer && w == window;
-    evenLayers = evenLayers && w == (i % 2 == 0 ? window : 0);
+  for (size_t i = 0; i < windows.size(); ++i) {
+    everyLayer = everyLayer && windows[i] == window;
+    evenLayers = evenLayers && windows[i] == (i % 2 == 0 ? window : 0);
   }
   bool gemma2 = gemma && t->postNorms;
   bool mistral = llama && window > 0;

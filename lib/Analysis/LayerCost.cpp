@@ -2,9 +2,9 @@
 
 #include "sluice/Analysis/LayerCost.h"
 
-#include "llvm/ADT/TypeSwitch.h"
+#include "sluice/PlanFormat/ModelConfig.h"
 
-#include <algorithm>
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -55,18 +55,7 @@ double mlir::sluice::getForwardFlops(const TransformerShape &s, int64_t tokens,
                                      int64_t prefix) {
   double t = static_cast<double>(tokens);
   double linear = 2.0 * static_cast<double>(getMatmulParams(s)) * t;
-  // The query at position p (prefix <= p < prefix + tokens) attends to
-  // p + 1 keys, or to the window's.
-  auto sumUpTo = [](double n) { return n * (n + 1.0) / 2.0; };
-  double first = static_cast<double>(prefix) + 1.0, last = first + t - 1.0;
-  double keysAttended = sumUpTo(last) - sumUpTo(first - 1.0);
-  if (s.window > 0 && last > static_cast<double>(s.window)) {
-    double w = static_cast<double>(s.window);
-    // Below the window each query sees its position's keys; from w on, w.
-    double below = sumUpTo(std::min(last, w)) -
-                   sumUpTo(std::min(first, w + 1.0) - 1.0);
-    keysAttended = below + (last - std::max(first, w + 1.0) + 1.0) * w;
-  }
+  double keysAttended = ::sluice::rt::getKeysAttended(tokens, prefix, s.window);
   double attention =
       4.0 * static_cast<double>(s.heads * s.headDim) * keysAttended;
   return linear + attention;

@@ -24,9 +24,7 @@ double getTrainingFlopsPerSequence(const ModelConfig &model) {
     double linear = 2.0 * s * (h * (q + 2 * kv) + q * h + h * ffn);
     // Q.K^T and P.V over the keys at or before each position, at most the
     // layer's window of them.
-    double w = double(l.window);
-    double keys = l.window > 0 && w < s ? w * (w + 1) / 2 + (s - w) * w
-                                        : s * (s + 1) / 2;
+    double keys = getKeysAttended(model.seqLen, 0, l.window);
     forward += linear + 2.0 * 2.0 * q * keys;
   }
   return 3.0 * forward;

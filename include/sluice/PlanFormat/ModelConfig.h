@@ -116,6 +116,23 @@ struct Rotary {
   }
 };
 
+/// The keys the queries at positions [prefix, prefix + tokens) of one
+/// sequence attend to, summed: position p sees p + 1 keys under the causal
+/// mask, at most `window` of them with a sliding window (0: none). What
+/// the cost model's and the progress line's attention FLOPs count.
+inline double getKeysAttended(int64_t tokens, int64_t prefix,
+                              int64_t window) {
+  auto sumUpTo = [](double n) { return n * (n + 1.0) / 2.0; };
+  double first = double(prefix) + 1.0, last = first + double(tokens) - 1.0;
+  if (window <= 0 || last <= double(window))
+    return sumUpTo(last) - sumUpTo(first - 1.0);
+  // Below the window each query sees its position's keys; from it on, w.
+  double w = double(window);
+  double below = sumUpTo(std::min(last, w)) -
+                 sumUpTo(std::min(first, w + 1.0) - 1.0);
+  return below + (last - std::max(first, w + 1.0) + 1.0) * w;
+}
+
 struct LayerConfig {
   LayerKind kind = LayerKind::Transformer;
   // Embedding: token table rows; learned position rows (0: none).
