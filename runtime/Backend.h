@@ -351,6 +351,31 @@ public:
                               int64_t cols, DevicePtr dgamma,
                               DevicePtr dbeta) = 0;
 
+  // Fused forms of two steps a pre-norm block takes at every residual seam.
+  // Each has a default that composes the primitives above, so a backend
+  // that does not fuse them still runs every model, and its result is the
+  // one a fused form reproduces (the sum rounded to x's type before the
+  // norm reads it, as Kernels::add leaves it).
+
+  /// x += residual, then normForward(x, ...): the residual add that ends a
+  /// block's half and the norm that opens the next.
+  virtual void addNormForward(DevicePtr x, DevicePtr residual, DevicePtr gamma,
+                              DevicePtr beta, int64_t rows, int64_t cols,
+                              bool rms, float eps, DevicePtr y, DevicePtr xhat,
+                              DevicePtr rstd) {
+    add(x, residual, rows * cols);
+    normForward(x, gamma, beta, rows, cols, rms, eps, y, xhat, rstd);
+  }
+  /// dx = residual + the norm's input gradient for dy: the residual
+  /// branch's gradient joined with the norm's, without first copying it
+  /// into dx.
+  virtual void normBackwardAdd(DevicePtr dy, DevicePtr xhat, DevicePtr rstd,
+                               DevicePtr gamma, int64_t rows, int64_t cols,
+                               bool rms, DevicePtr residual, DevicePtr dx) {
+    copy(dx, residual, rows * cols);
+    normBackward(dy, xhat, rstd, gamma, rows, cols, rms, dx);
+  }
+
   /// g = gelu(u), `act` Gelu (tanh approximation) or GeluErf.
   virtual void geluForward(GateActivation act, DevicePtr u, DevicePtr g,
                            int64_t n) = 0;

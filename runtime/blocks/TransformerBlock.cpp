@@ -90,10 +90,9 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
                         v[Field::Rstd3]);
     kernels.copy(x2, a, n * h);
   }
-  kernels.add(x2, x, n * h);
-  kernels.normForward(x2, l.w.norm2W, l.w.norm2B, n, h, rms,
-                      float(model.normEps), seams.localTokens(cn, n * h),
-                      v[Field::Xhat2], v[Field::Rstd2]);
+  kernels.addNormForward(x2, x, l.w.norm2W, l.w.norm2B, n, h, rms,
+                         float(model.normEps), seams.localTokens(cn, n * h),
+                         v[Field::Xhat2], v[Field::Rstd2]);
   seams.gatherTokens(cn, n * h);
   DevicePtr u = v[Field::Up], g = v[Field::Act], z = v[Field::Gate];
   kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.upW, f, 0.0f, u, f);
@@ -193,9 +192,8 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   // Column-parallel in F, so each shard's share of the width gives a part
   // of the norm output's gradient: summed before the (whole) norm.
   seams.reduceTokens(dcWhole, dc, n * h);
-  kernels.copy(dx2, dout, n * h);
-  kernels.normBackward(dc, v[Field::Xhat2], v[Field::Rstd2], l.w.norm2W, n, h,
-                       rms, dx2);
+  kernels.normBackwardAdd(dc, v[Field::Xhat2], v[Field::Rstd2], l.w.norm2W, n,
+                          h, rms, dout, dx2);
   throughPostNorm(dx2, Field::Xhat3, Field::Rstd3, l.w.postAttnW,
                   l.g.postAttnW, l.g.postAttnB, seams.localTokens(dy1, n * h));
   seams.gatherTokens(dy1, n * h);
@@ -224,9 +222,8 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   kernels.gemm(false, true, rt, h, width, 1.0f, dqkv, width, l.w.qkvW, width,
                0.0f, daWhole, h);
   seams.reduceTokens(daWhole, v[Field::DA], n * h);
-  kernels.copy(dx, dx2, n * h);
-  kernels.normBackward(v[Field::DA], v[Field::Xhat1], v[Field::Rstd1],
-                       l.w.normW, n, h, rms, dx);
+  kernels.normBackwardAdd(v[Field::DA], v[Field::Xhat1], v[Field::Rstd1],
+                          l.w.normW, n, h, rms, dx2, dx);
 }
 
 void TransformerBlock::weight(const Layer &l, const Views &v,

@@ -35,7 +35,11 @@ public:
               std::unique_ptr<GemmEngine> gemm,
               std::unique_ptr<CudnnAttention> cudnn)
       : stream(stream), errors(errors), gemmEngine(std::move(gemm)),
-        cudnn(std::move(cudnn)) {}
+        cudnn(std::move(cudnn)), fusion(isFusionEnabled()) {}
+
+  /// Whether the fused and row-cached kernels run (the default), or
+  /// SLUICE_CUDA_FUSION=0 asked for the composed forms: a benchmark's A/B.
+  static bool isFusionEnabled();
 
   void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
             float alpha, DevicePtr a, int64_t lda, DevicePtr b, int64_t ldb,
@@ -67,6 +71,13 @@ public:
                     DevicePtr dx) override;
   void normParamGrads(DevicePtr dy, DevicePtr xhat, int64_t rows, int64_t cols,
                       DevicePtr dgamma, DevicePtr dbeta) override;
+  void addNormForward(DevicePtr x, DevicePtr residual, DevicePtr gamma,
+                      DevicePtr beta, int64_t rows, int64_t cols, bool rms,
+                      float eps, DevicePtr y, DevicePtr xhat,
+                      DevicePtr rstd) override;
+  void normBackwardAdd(DevicePtr dy, DevicePtr xhat, DevicePtr rstd,
+                       DevicePtr gamma, int64_t rows, int64_t cols, bool rms,
+                       DevicePtr residual, DevicePtr dx) override;
   void geluForward(GateActivation act, DevicePtr u, DevicePtr g,
                    int64_t n) override;
   void geluBackward(GateActivation act, DevicePtr u, DevicePtr dg, DevicePtr du,
@@ -155,6 +166,7 @@ private:
   ErrorSink &errors;
   std::unique_ptr<GemmEngine> gemmEngine;
   std::unique_ptr<CudnnAttention> cudnn;
+  bool fusion;
 };
 
 } // namespace sluice::rt::cuda

@@ -338,6 +338,29 @@ TEST_P(Conformance, Norms) {
                          rms ? DevicePtr() : beta.ptr(), rows, cols,
                          again.ptr());
     expectClose(again, wantY, kind + " affine (recomputed y)");
+
+    // The residual seams: x as a sum of two parts, and dx's accumulation
+    // from a residual rather than from dx itself.
+    Tensor residual = random(rows * cols);
+    std::vector<double> part(rows * cols);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      part[i] = double(float(x.host[i] - residual.host[i]));
+    Tensor sum = make(part);
+    kernels().addNormForward(sum.ptr(), residual.ptr(), gamma.ptr(),
+                             rms ? DevicePtr() : beta.ptr(), rows, cols, rms,
+                             float(eps), y.ptr(), xhat.ptr(), rstd.ptr());
+    expectClose(sum, x.host, kind + " addNormForward: x + residual");
+    expectClose(y, wantY, kind + " addNormForward: y");
+    expectClose(xhat, wantXhat, kind + " addNormForward: xhat");
+    expectClose(rstd, wantRstd, kind + " addNormForward: rstd");
+    Tensor joined = random(rows * cols);
+    std::vector<double> wantJoined(rows * cols);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      wantJoined[i] = residual.host[i] + wantDx[i] - dx.host[i];
+    kernels().normBackwardAdd(dy.ptr(), xhat.ptr(), rstd.ptr(), gamma.ptr(),
+                              rows, cols, rms, residual.ptr(), joined.ptr());
+    expectClose(joined, wantJoined,
+                kind + " normBackwardAdd: residual + dx, dx not read", 1e-4);
   }
 }
 

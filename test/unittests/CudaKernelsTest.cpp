@@ -260,8 +260,13 @@ TEST_P(CudaKernelsTest, RotaryPositions) {
 }
 
 TEST_P(CudaKernelsTest, Norms) {
-  const int64_t rows = 9, cols = 300;
+  // 300: the scalar kernels (not whole packs); 1000 and 2048: the
+  // row-cached ones with one pack per thread (bf16) or up to 2 (fp32);
+  // 4104: 4 packs (bf16), and past the row-cached reach in fp32.
+  const int64_t rows = 9;
+  for (int64_t cols : {300, 1000, 2048, 4104})
   for (bool rms : {false, true}) {
+    SCOPED_TRACE("cols " + std::to_string(cols) + (rms ? ", rms" : ""));
     Tensor x = make(rows * cols, act(), 3.0f), gamma = make(cols, act()),
            beta = make(cols, act()), y = make(rows * cols, act()),
            xhat = make(rows * cols, act()), rstd = make(rows, DType::F32);
@@ -297,6 +302,27 @@ TEST_P(CudaKernelsTest, Norms) {
                                 rms ? DevicePtr() : dbeta.gpu());
     expectClose(dgamma, "normParamGrads dgamma");
     expectClose(dbeta, "normParamGrads dbeta");
+
+    // The residual seams: the CPU's composed defaults against the fused
+    // kernels.
+    Tensor sum = make(rows * cols, act(), 2.0f), residual = make(rows * cols, act());
+    cpuKernels().addNormForward(sum.cpu(), residual.cpu(), gamma.cpu(),
+                                betaCpu, rows, cols, rms, eps, y.cpu(),
+                                xhat.cpu(), rstd.cpu());
+    gpuKernels().addNormForward(sum.gpu(), residual.gpu(), gamma.gpu(),
+                                betaGpu, rows, cols, rms, eps, y.gpu(),
+                                xhat.gpu(), rstd.gpu());
+    expectClose(sum, "addNormForward x + residual");
+    expectClose(y, "addNormForward y");
+    expectClose(xhat, "addNormForward xhat");
+    expectClose(rstd, "addNormForward rstd");
+    upload(xhat);
+    upload(rstd);
+    cpuKernels().normBackwardAdd(dy.cpu(), xhat.cpu(), rstd.cpu(), gamma.cpu(),
+                                 rows, cols, rms, residual.cpu(), dx.cpu());
+    gpuKernels().normBackwardAdd(dy.gpu(), xhat.gpu(), rstd.gpu(), gamma.gpu(),
+                                 rows, cols, rms, residual.gpu(), dx.gpu());
+    expectClose(dx, "normBackwardAdd");
   }
 }
 

@@ -26,7 +26,9 @@
 # 7. (profile) the 1B step's kernels and idle gaps (a CUPTI trace), the
 #    GEMM shapes' candidates, and torch.compile's step under its profiler.
 #
-# ONLY=REGEX keeps the checks whose names match; TORCH=0 leaves PyTorch's
+# ONLY=REGEX keeps the checks whose names match; BUDGET=SECONDS skips (and
+# records) the checks that would start past it; BANDS=0 leaves out the
+# bf16-against-fp32 measurements; TORCH=0 leaves PyTorch's
 # step out of the benchmarks. Writes a line per check to $OUT/summary.txt
 # (or ./gpu-out), and every check and measurement of the run to
 # $OUT/suite.json (written on every exit, so a run cut short still says
@@ -76,13 +78,21 @@ PY
   rm -f "$results"
 }
 trap write_json EXIT
+# BUDGET=SECONDS: a check that would start past it is recorded as SKIP (a
+# lease's device time is short; the suite says what it did not run).
+past_budget() { [[ -n ${BUDGET:-} && $SECONDS -ge $BUDGET ]]; }
 check() { # check NAME COMMAND...: PASS when the command exits 0 in time
   local name=$1
   shift
   # ONLY=REGEX runs the checks whose names match it (a re-run of failures).
   [[ -n ${ONLY:-} && ! $name =~ $ONLY ]] && return 0
+  if past_budget; then
+    record "$name" SKIP "past the budget of $BUDGET s"
+    return 0
+  fi
+  local start=$SECONDS
   if timeout "${CHECK_TIMEOUT:-180}" "$@" >"$work/log" 2>&1; then
-    record "$name" PASS "$(grep -a -m1 '^check' "$work/log" || true)"
+    record "$name" PASS "[$((SECONDS - start)) s] $(grep -a -m1 '^check' "$work/log" || true)"
   else
     local why
     why=$(grep -a -m1 -E 'error|FAILED|Failure' "$work/log" ||
@@ -151,7 +161,10 @@ for model in tiny-train tiny-llama; do
         "${mpi[@]}" -np "$p" sluice-run "$bf16" --backend cuda \
         --transport mpi --steps 3 --check-against "$work/$model-p$p-gpu-bf16" \
         --loss-tolerance 2e-3 --grad-tolerance 5e-2
-      # bf16 against fp32: the band, measured (never fails).
+      # bf16 against fp32: the band, measured (never fails); BANDS=0
+      # leaves it out.
+      [[ ${BANDS:-1} == 0 ]] && continue
+      past_budget && continue
       [[ -n ${ONLY:-} && ! "$model $schedule p=$p bf16" =~ $ONLY ]] && continue
       band=$("${mpi[@]}" -np "$p" sluice-run "$bf16" --backend cuda \
         --transport mpi --steps 3 --check-against "$work/$model-p$p-gpu-fp32" \
@@ -182,7 +195,9 @@ if command -v compute-sanitizer >/dev/null; then
 else
   record "compute-sanitizer memcheck" SKIP "compute-sanitizer not found"
 fi
-if timeout 120 "${mpi[@]}" -np 2 sluice-run "$plans/tiny-train-1f1b-p2-fp32.json" \
+if past_budget; then
+  record "a failing rank ends every rank" SKIP "past the budget of $BUDGET s"
+elif timeout 120 "${mpi[@]}" -np 2 sluice-run "$plans/tiny-train-1f1b-p2-fp32.json" \
   --backend cuda --transport mpi --steps 2 --fail-at-instruction 3 \
   --fail-rank 1 >"$work/log" 2>&1; then
   record "a failing rank ends every rank" FAIL "the run exited 0"

@@ -13,7 +13,9 @@
 # recipes, eager and torch.compile, then max-autotune while the budget
 # lasts), and bench/step_table.py's table of them all. Each part runs in
 # its own process under its own limit; a part that would pass BUDGET
-# seconds is skipped and said so. STEPS and WARMUP set the iterations;
+# seconds is skipped and said so. SLUICE_ROWS runs Sluice's step once per
+# environment setting, BASELINES keeps some of PyTorch's. STEPS and WARMUP
+# set the iterations;
 # BACKEND=cpu PLAN=NAME.json try the script on a machine without a GPU.
 # PyTorch runs in its default, non-deterministic setting, its fastest
 # (TORCH_DETERMINISTIC=1: deterministic algorithms); Sluice's attention
@@ -77,11 +79,21 @@ part() {
   tar -C "$work" -cf "$out/samples.tar" samples
 }
 
-# 1. Sluice's step through the training session users run.
+# 1. Sluice's step through the training session users run; SLUICE_ROWS
+# ("NAME|VAR=VALUE ...;..."), one row per setting of the environment: an
+# A/B of a speed switch in the same lease.
 plan=$bundle/plans/${PLAN:-llama-3.2-1b-p1-bf16.json}
-part "sluice bf16 (training session)" 150 sluice-bench-step "$plan" \
-  --backend "${BACKEND:-cuda}" --steps "$steps" --warmup "$warmup" --name "sluice bf16" \
-  --samples "$work/samples/sluice-bf16.json"
+IFS=';' read -r -a rows <<<"${SLUICE_ROWS:-sluice bf16|}"
+for row in "${rows[@]}"; do
+  name=${row%%|*}
+  settings=${row#*|}
+  [ "$settings" = "$row" ] && settings=
+  file=$(echo "$name" | tr -c 'a-zA-Z0-9\n' '-')
+  # shellcheck disable=SC2086 # settings are words VAR=VALUE
+  part "$name (training session)" 150 env $settings sluice-bench-step "$plan" \
+    --backend "${BACKEND:-cuda}" --steps "$steps" --warmup "$warmup" \
+    --name "$name" --samples "$work/samples/$file.json"
+done
 
 # 2. Conformance (issue 34): every Kernels method on each backend against
 # the double-precision reference, and the CUDA kernels against the CPU's.
@@ -90,9 +102,10 @@ SLUICE_CONFORMANCE_OUT="$out/conformance.json" \
 part "CUDA kernels against the CPU" 120 SluiceCudaTests
 
 # 3. PyTorch's baselines, one process each, cheapest first.
-for baseline in autocast/eager bf16-master/eager autocast/compile \
+# BASELINES (words RECIPE/MODE) keeps some.
+for baseline in ${BASELINES:-autocast/eager bf16-master/eager autocast/compile \
                 bf16-master/compile bf16-master/max-autotune \
-                autocast/max-autotune; do
+                autocast/max-autotune}; do
   limit=120
   case $baseline in
     */compile) limit=200 ;;
