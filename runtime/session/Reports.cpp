@@ -96,16 +96,22 @@ std::string judgeRun(MpiCommunicator &world, const RunResult &run,
                                normsCompared);
   std::printf("check against %s: loss max relative error %.2e over %zu "
               "steps (tolerance %.0e); gradient norm max relative error "
-              "%.2e (the same); gradients max relative error %.2e in %s (tolerance "
-              "%.0e)\n",
+              "%.2e (tolerance %.0e); gradients max relative error %.2e in %s "
+              "(tolerance %.0e)\n",
               o.checkAgainst.c_str(), lossWorst, compared, o.lossTolerance,
-              normWorst, gradWorst, gradName.c_str(), o.gradTolerance);
+              normWorst, o.gradTolerance, gradWorst, gradName.c_str(),
+              o.gradTolerance);
   std::fflush(stdout);
   if (compared == 0)
     return "'" + o.checkAgainst + "' has no losses to compare with";
-  // The norms, like the losses, are a trajectory: they drift alike.
+  // The norms are held to the gradients' tolerance, not the losses': a
+  // norm is no closer than the gradients it sums, and over steps it
+  // drifts further than the loss (Adam's update of a near-zero gradient
+  // turns a last-bit difference into one of the learning rate). The H100
+  // suite of 2026-11-26 measured 2e-5 on tiny-train p 2 with token
+  // slices in fp32, its losses within 6e-7 and gradients within 1e-6.
   if (lossWorst > o.lossTolerance || gradWorst > o.gradTolerance ||
-      normWorst > o.lossTolerance) {
+      normWorst > o.gradTolerance) {
     return "the run differs from '" + o.checkAgainst +
            "' beyond tolerance";
   }
