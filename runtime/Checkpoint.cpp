@@ -249,15 +249,13 @@ Status checkFinite(ParameterStore &params, const std::vector<float> &weights,
   return Status::ok();
 }
 
-Status saveCheckpoint(const std::string &dir, int64_t step,
-                      ParameterStore &params, Communicator &comm,
-                      const TrainingSettings &settings, int keep) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    return Status::error("cannot create checkpoint directory '" + dir + "'");
-  std::string name = getRankFileName(comm.rank(), step);
-  // The device's weights and moments, on the host.
+namespace {
+
+/// This rank's file: its parameters' real elements (a shard's padding is
+/// not part of the model), each run under its place in the whole tensor,
+/// weights then both moments. Refused when the weights are not finite.
+Status serializeRankFile(int64_t step, ParameterStore &params,
+                         std::string &bytes) {
   std::vector<float> weights, moment1, moment2;
   Status read = params.read(ParameterStore::Tensor::Weights, weights);
   if (read)
@@ -271,15 +269,15 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
                        "the weights after step " + std::to_string(step),
                        "not saved: the run diverged (lower --lr, or set "
                        "--clip-grad)");
-  std::string bytes(kMagic, sizeof(kMagic));
+  if (!read)
+    return read;
+  bytes.assign(kMagic, sizeof(kMagic));
   put(bytes, kVersion);
   put(bytes, step);
   put(bytes, uint32_t(params.specs().size()));
   for (const ParameterSpec &spec : params.specs()) {
     put(bytes, uint32_t(spec.name.size()));
     bytes += spec.name;
-    // The real elements only (a shard's padding is not part of the model),
-    // each run under its place in the whole tensor.
     std::vector<TensorRun> runs = getRuns(spec);
     put(bytes, getWholeElements(spec));
     put(bytes, uint32_t(runs.size()));
@@ -290,20 +288,74 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
     int64_t at = params.offset(spec.name);
     for (const std::vector<float> *tensor : {&weights, &moment1, &moment2})
       for (const TensorRun &run : runs)
-        if (read)
-          putFloats(bytes, tensor->data() + at + run.local, run.count);
+        putFloats(bytes, tensor->data() + at + run.local, run.count);
   }
-  Status st = read ? writeFileAtomically(dir + "/" + name, bytes) : read;
-  // Every rank must agree before the manifest moves: one rank's failure
-  // leaves the previous checkpoint in force.
-  double failed = st ? 0.0 : 1.0;
+  return Status::ok();
+}
+
+/// Whether every rank succeeded (`mine` is this rank's outcome); `what`
+/// names the others' failure.
+Status agreeAcross(Communicator &comm, const Status &mine,
+                   const std::string &what) {
+  double failed = mine ? 0.0 : 1.0;
   Status reduced = comm.allReduceMax(&failed, 1);
-  if (!st)
-    return st;
+  if (!mine)
+    return mine;
   if (!reduced)
     return reduced;
   if (failed > 0)
-    return Status::error("another rank could not write its checkpoint file");
+    return Status::error(what);
+  return Status::ok();
+}
+
+/// Once the manifests point at the newest step: the steps beyond the
+/// newest `keep` are garbage, and so is any rank file of no kept step (an
+/// interrupted save's, or an older run's).
+void removeStaleFiles(const std::string &dir, int keep) {
+  std::error_code ec;
+  std::vector<int64_t> saved = listSavedSteps(dir);
+  saved.resize(std::min(saved.size(), size_t(std::max(1, keep))));
+  auto kept = [&](int64_t s) {
+    return std::find(saved.begin(), saved.end(), s) != saved.end();
+  };
+  for (const auto &entry : fs::directory_iterator(dir, ec)) {
+    std::string file = entry.path().filename().string();
+    // Every rank has written its file by now: a temporary one left is an
+    // interrupted save's.
+    if (file.find(".tmp.") != std::string::npos &&
+        (file.rfind("rank-", 0) == 0 || file.rfind("step-", 0) == 0 ||
+         file.rfind("checkpoint.json", 0) == 0)) {
+      fs::remove(entry.path(), ec);
+      continue;
+    }
+    int64_t fileStep = getRankFileStep(file);
+    if (fileStep < 0)
+      fileStep = getManifestStep(file);
+    if (fileStep >= 0 && !kept(fileStep))
+      fs::remove(entry.path(), ec);
+  }
+}
+
+} // namespace
+
+Status saveCheckpoint(const std::string &dir, int64_t step,
+                      ParameterStore &params, Communicator &comm,
+                      const TrainingSettings &settings, int keep) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return Status::error("cannot create checkpoint directory '" + dir + "'");
+  std::string bytes;
+  Status st = serializeRankFile(step, params, bytes);
+  if (st)
+    st = writeFileAtomically(dir + "/" + getRankFileName(comm.rank(), step),
+                             bytes);
+  // Every rank must agree before the manifest moves: one rank's failure
+  // leaves the previous checkpoint in force.
+  if (Status all = agreeAcross(
+          comm, st, "another rank could not write its checkpoint file");
+      !all)
+    return all;
   if (comm.rank() == 0) {
     nlohmann::json manifest;
     manifest["format"] = "sluice-checkpoint";
@@ -316,42 +368,11 @@ Status saveCheckpoint(const std::string &dir, int64_t step,
     st = writeFileAtomically(dir + "/" + getManifestName(step), text);
     if (st)
       st = writeFileAtomically(dir + "/" + getManifestName(-1), text);
-    // The manifests now point at this step: steps beyond the newest
-    // `keep` are garbage, and so is any rank file of no kept step (an
-    // interrupted save's, or an older run's).
-    if (st) {
-      std::vector<int64_t> saved = listSavedSteps(dir);
-      saved.resize(std::min(saved.size(), size_t(std::max(1, keep))));
-      auto kept = [&](int64_t s) {
-        return std::find(saved.begin(), saved.end(), s) != saved.end();
-      };
-      for (const auto &entry : fs::directory_iterator(dir, ec)) {
-        std::string file = entry.path().filename().string();
-        // Every rank has written its file by now: a temporary one left
-        // is an interrupted save's.
-        if (file.find(".tmp.") != std::string::npos &&
-            (file.rfind("rank-", 0) == 0 || file.rfind("step-", 0) == 0 ||
-             file.rfind("checkpoint.json", 0) == 0)) {
-          fs::remove(entry.path(), ec);
-          continue;
-        }
-        int64_t fileStep = getRankFileStep(file);
-        if (fileStep < 0)
-          fileStep = getManifestStep(file);
-        if (fileStep >= 0 && !kept(fileStep))
-          fs::remove(entry.path(), ec);
-      }
-    }
+    if (st)
+      removeStaleFiles(dir, keep);
   }
-  double saveFailed = st ? 0.0 : 1.0;
-  reduced = comm.allReduceMax(&saveFailed, 1);
-  if (!st)
-    return st;
-  if (!reduced)
-    return reduced;
-  if (saveFailed > 0)
-    return Status::error("rank 0 could not write the checkpoint's manifest");
-  return Status::ok();
+  return agreeAcross(comm, st,
+                     "rank 0 could not write the checkpoint's manifest");
 }
 
 Status readCheckpointManifest(const std::string &dir, int64_t step,

@@ -125,6 +125,132 @@ std::unique_ptr<TokenSource> makeSyntheticTokens(uint64_t seed, int64_t vocab,
   return std::make_unique<SyntheticTokens>(seed, vocab, microbatches);
 }
 
+namespace {
+
+/// Where a data file's tokens are and how they are stored.
+struct TokenLayout {
+  std::string dtype;    // uint16 or uint32
+  size_t at = 0;        // the first token's byte
+  size_t count = 0;     // tokens
+  int64_t vocab = 0;    // what a dataset's header declares (0: raw file)
+  std::vector<uint64_t> offsets; // document boundaries, 0 ... count
+};
+
+/// A token dataset's header and document offsets (sluice-tokenize's
+/// format), checked against the file's size before anything is summed.
+Status readDatasetLayout(const std::vector<unsigned char> &bytes,
+                         const DataOptions &o, TokenLayout &layout,
+                         DataSummary &summary) {
+  const std::string &path = o.path;
+  if (!o.rawDtype.empty())
+    return Status::error("'" + path + "' is a token dataset whose header "
+                         "gives its element type: drop --data-dtype");
+  uint64_t length = readLittle(bytes.data() + 8, 8);
+  try {
+    if (length > bytes.size() - 16)
+      throw std::out_of_range("the header runs past the end");
+    nlohmann::json header = nlohmann::json::parse(
+        bytes.begin() + 16, bytes.begin() + 16 + int64_t(length));
+    if (header.at("format") != "sluice-tokens" ||
+        header.at("version").get<int>() < 1 ||
+        header.at("version").get<int>() > kTokenDatasetVersion)
+      throw std::out_of_range("not a version " +
+                              std::to_string(kTokenDatasetVersion) +
+                              " token dataset");
+    layout.dtype = header.at("dtype").get<std::string>();
+    summary.tokenizer = header.value("tokenizer", std::string());
+    layout.count = header.at("tokens").get<size_t>();
+    size_t documents = header.at("documents").get<size_t>();
+    layout.vocab = header.at("vocab").get<int64_t>();
+    if (layout.vocab < 1)
+      throw std::out_of_range("its header's vocabulary " +
+                              std::to_string(layout.vocab) +
+                              " is not positive");
+    if (layout.vocab > o.vocab)
+      return Status::error(
+          "data file '" + path + "' was tokenized with a vocabulary of " +
+          std::to_string(layout.vocab) + " (" +
+          header.value("tokenizer", std::string("?")) +
+          "), larger than the model's " + std::to_string(o.vocab));
+    size_t at = getTokenDatasetOffsetsAt(length);
+    size_t width = layout.dtype == "uint32" ? 4 : 2;
+    if (layout.dtype != "uint16" && layout.dtype != "uint32")
+      throw std::out_of_range("unknown dtype '" + layout.dtype + "'");
+    // Each term against the file before any sum: counts the header
+    // makes up must not wrap around into a size that looks right.
+    size_t count = layout.count;
+    if (at > bytes.size() || documents >= (bytes.size() - at) / 8 ||
+        count > (bytes.size() - at) / width ||
+        at + (documents + 1) * 8 + count * width != bytes.size())
+      throw std::out_of_range("its size is not what its header says (" +
+                              std::to_string(documents) + " documents, " +
+                              std::to_string(count) + " tokens in " +
+                              std::to_string(bytes.size()) + " bytes)");
+    std::vector<uint64_t> &offsets = layout.offsets;
+    for (size_t d = 0; d <= documents; ++d)
+      offsets.push_back(readLittle(bytes.data() + at + d * 8, 8));
+    layout.at = at + (documents + 1) * 8;
+    for (size_t d = 0; d < documents; ++d)
+      if (offsets[d] > offsets[d + 1])
+        throw std::out_of_range("its document offsets decrease");
+    if (offsets.front() != 0 || offsets.back() != count)
+      throw std::out_of_range("its document offsets do not span its tokens");
+  } catch (const std::exception &e) {
+    return Status::error("data file '" + path +
+                         "' is not a valid token dataset: " + e.what());
+  }
+  return Status::ok();
+}
+
+/// A raw file of little-endian tokens: one document, --data-dtype wide.
+Status readRawLayout(const std::vector<unsigned char> &bytes,
+                     const DataOptions &o, TokenLayout &layout) {
+  const std::string &path = o.path, &dtype = o.rawDtype;
+  if (dtype.empty())
+    return Status::error(
+        "data file '" + path + "' is not a token dataset (sluice-tokenize "
+        "writes those); a raw file of little-endian tokens needs "
+        "--data-dtype uint16 or uint32");
+  if (dtype != "uint32" && dtype != "uint16")
+    return Status::error("unknown --data-dtype '" + dtype +
+                         "' (expected uint32 or uint16)");
+  size_t width = dtype == "uint32" ? 4 : 2;
+  if (bytes.size() % width != 0)
+    return Status::error("data file '" + path + "' has " +
+                         std::to_string(bytes.size()) +
+                         " bytes, not a whole number of " + dtype + " tokens");
+  layout.dtype = dtype;
+  layout.count = bytes.size() / width;
+  layout.offsets = {0, layout.count};
+  return Status::ok();
+}
+
+/// The tokens as int32, each checked against the vocabularies.
+Status decodeTokens(const std::vector<unsigned char> &bytes,
+                    const TokenLayout &layout, const DataOptions &o,
+                    std::vector<int32_t> &tokens) {
+  size_t width = layout.dtype == "uint32" ? 4 : 2;
+  tokens.resize(layout.count);
+  for (size_t i = 0; i < layout.count; ++i) {
+    uint64_t token = readLittle(bytes.data() + layout.at + i * width, width);
+    if (layout.vocab > 0 && int64_t(token) >= layout.vocab)
+      return Status::error("data file '" + o.path + "': token " +
+                           std::to_string(token) + " at offset " +
+                           std::to_string(i) + " is not below the vocabulary " +
+                           "size its header declares, " +
+                           std::to_string(layout.vocab));
+    if (int64_t(token) >= o.vocab)
+      return Status::error("data file '" + o.path + "': token " +
+                           std::to_string(token) + " at offset " +
+                           std::to_string(i) + " is not below the vocabulary " +
+                           "size " + std::to_string(o.vocab));
+    tokens[i] = int32_t(token);
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Status openTokenData(const DataOptions &o, std::unique_ptr<TokenSource> &train,
                      std::unique_ptr<TokenSource> &validation,
                      DataSummary &summary) {
@@ -136,105 +262,19 @@ Status openTokenData(const DataOptions &o, std::unique_ptr<TokenSource> &train,
                                    std::istreambuf_iterator<char>());
   bool dataset = bytes.size() >= 16 &&
                  std::memcmp(bytes.data(), kTokenDatasetMagic, 8) == 0;
-  std::string dtype = o.rawDtype;
-  size_t at = 0, count = 0;
-  int64_t headerVocab = 0; // the vocabulary a dataset's header declares
-  std::vector<uint64_t> offsets;
-  if (dataset) {
-    if (!dtype.empty())
-      return Status::error("'" + path + "' is a token dataset whose header "
-                           "gives its element type: drop --data-dtype");
-    uint64_t length = readLittle(bytes.data() + 8, 8);
-    nlohmann::json header;
-    try {
-      if (length > bytes.size() - 16)
-        throw std::out_of_range("the header runs past the end");
-      header = nlohmann::json::parse(bytes.begin() + 16,
-                                     bytes.begin() + 16 + int64_t(length));
-      if (header.at("format") != "sluice-tokens" ||
-          header.at("version").get<int>() < 1 ||
-          header.at("version").get<int>() > kTokenDatasetVersion)
-        throw std::out_of_range("not a version " +
-                                std::to_string(kTokenDatasetVersion) +
-                                " token dataset");
-      dtype = header.at("dtype").get<std::string>();
-      summary.tokenizer = header.value("tokenizer", std::string());
-      count = header.at("tokens").get<size_t>();
-      size_t documents = header.at("documents").get<size_t>();
-      int64_t vocab = header.at("vocab").get<int64_t>();
-      headerVocab = vocab;
-      if (vocab < 1)
-        throw std::out_of_range("its header's vocabulary " +
-                                std::to_string(vocab) + " is not positive");
-      if (vocab > o.vocab)
-        return Status::error(
-            "data file '" + path + "' was tokenized with a vocabulary of " +
-            std::to_string(vocab) + " (" +
-            header.value("tokenizer", std::string("?")) +
-            "), larger than the model's " + std::to_string(o.vocab));
-      at = getTokenDatasetOffsetsAt(length);
-      size_t width = dtype == "uint32" ? 4 : 2;
-      if (dtype != "uint16" && dtype != "uint32")
-        throw std::out_of_range("unknown dtype '" + dtype + "'");
-      // Each term against the file before any sum: counts the header
-      // makes up must not wrap around into a size that looks right.
-      if (at > bytes.size() || documents >= (bytes.size() - at) / 8 ||
-          count > (bytes.size() - at) / width ||
-          at + (documents + 1) * 8 + count * width != bytes.size())
-        throw std::out_of_range("its size is not what its header says (" +
-                                std::to_string(documents) + " documents, " +
-                                std::to_string(count) + " tokens in " +
-                                std::to_string(bytes.size()) + " bytes)");
-      for (size_t d = 0; d <= documents; ++d)
-        offsets.push_back(readLittle(bytes.data() + at + d * 8, 8));
-      at += (documents + 1) * 8;
-      for (size_t d = 0; d < documents; ++d)
-        if (offsets[d] > offsets[d + 1])
-          throw std::out_of_range("its document offsets decrease");
-      if (offsets.front() != 0 || offsets.back() != count)
-        throw std::out_of_range("its document offsets do not span its tokens");
-    } catch (const std::exception &e) {
-      return Status::error("data file '" + path +
-                           "' is not a valid token dataset: " + e.what());
-    }
-  } else {
-    if (dtype.empty())
-      return Status::error(
-          "data file '" + path + "' is not a token dataset (sluice-tokenize "
-          "writes those); a raw file of little-endian tokens needs "
-          "--data-dtype uint16 or uint32");
-    if (dtype != "uint32" && dtype != "uint16")
-      return Status::error("unknown --data-dtype '" + dtype +
-                           "' (expected uint32 or uint16)");
-    size_t width = dtype == "uint32" ? 4 : 2;
-    if (bytes.size() % width != 0)
-      return Status::error("data file '" + path + "' has " +
-                           std::to_string(bytes.size()) +
-                           " bytes, not a whole number of " + dtype +
-                           " tokens");
-    count = bytes.size() / width;
-    offsets = {0, count};
-  }
-  size_t width = dtype == "uint32" ? 4 : 2;
-  auto data = std::make_shared<std::vector<int32_t>>(count);
-  for (size_t i = 0; i < count; ++i) {
-    uint64_t token = readLittle(bytes.data() + at + i * width, width);
-    if (headerVocab > 0 && int64_t(token) >= headerVocab)
-      return Status::error("data file '" + path + "': token " +
-                           std::to_string(token) + " at offset " +
-                           std::to_string(i) + " is not below the vocabulary " +
-                           "size its header declares, " +
-                           std::to_string(headerVocab));
-    if (int64_t(token) >= o.vocab)
-      return Status::error("data file '" + path + "': token " +
-                           std::to_string(token) + " at offset " +
-                           std::to_string(i) + " is not below the vocabulary " +
-                           "size " + std::to_string(o.vocab));
-    (*data)[i] = int32_t(token);
-  }
+  TokenLayout layout;
+  if (Status st = dataset ? readDatasetLayout(bytes, o, layout, summary)
+                          : readRawLayout(bytes, o, layout);
+      !st)
+    return st;
+  auto data = std::make_shared<std::vector<int32_t>>();
+  if (Status st = decodeTokens(bytes, layout, o, *data); !st)
+    return st;
   // The held-out part: the last tokens, cut inside a document if need be.
+  const std::vector<uint64_t> &offsets = layout.offsets;
+  int64_t count = int64_t(layout.count);
   int64_t held = int64_t(std::ceil(o.validationFraction * double(count)));
-  int64_t cut = int64_t(count) - held;
+  int64_t cut = count - held;
   std::vector<std::pair<int64_t, int64_t>> trainDocs, validationDocs;
   for (size_t d = 0; d + 1 < offsets.size(); ++d) {
     int64_t first = int64_t(offsets[d]), last = int64_t(offsets[d + 1]);

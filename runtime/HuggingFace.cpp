@@ -586,11 +586,9 @@ ModelConfig getWholeModel(const ModelConfig &model) {
   return whole;
 }
 
-/// The family and config.json transformers reads for `model`.
-Status describeModel(const ModelConfig &model, Family &family,
-                     std::string &text) {
-  const LayerConfig &embedding = model.layers.front();
-  const LayerConfig &output = model.layers.back();
+/// The first transformer layer, once every other is checked to have its
+/// shape: a Hugging Face config says one shape for all layers.
+Status getUniformBlock(const ModelConfig &model, const LayerConfig *&block) {
   const LayerConfig *t = transformerLayer(model, 0);
   if (!t)
     return Status::error("model '" + model.name + "' has no transformer layer");
@@ -603,40 +601,22 @@ Status describeModel(const ModelConfig &model, Family &family,
       return Status::error("model '" + model.name +
                            "' has layers of different shapes: no Hugging "
                            "Face config describes it");
-  json c;
-  int64_t layers = countTransformerLayers(model);
-  bool gpt2 = embedding.positions > 0 && !t->isRms() &&
-              t->mlp == MlpType::Gelu && t->bias && t->rotary.theta == 0 &&
-              t->kvHeads == t->heads && t->heads * t->headDim == model.hidden;
-  bool rotary = embedding.positions == 0 && t->isRms() &&
-                t->rotary.theta > 0 && output.isRms() && !t->bias;
-  bool scaled = model.embeddingScale != 1.0;
-  bool llama = rotary && t->mlp == MlpType::SwiGlu && !scaled;
-  bool gemma = rotary && t->mlp == MlpType::GeGlu &&
-               float(model.embeddingScale) ==
-                   float(std::sqrt(double(model.hidden)));
-  gpt2 = gpt2 && !scaled && !t->postNorms;
-  llama = llama && !t->postNorms;
-  if (llama && t->qkvBias && t->heads * t->headDim != model.hidden)
-    return Status::error("model '" + model.name +
-                         "' has query, key and value biases (Qwen2's block) "
-                         "but heads x head_dim differs from the hidden size, "
-                         "which Qwen2's config cannot say");
-  if (t->qkvBias && !llama)
-    return Status::error("model '" + model.name +
-                         "' has query, key and value biases (Qwen2's block) "
-                         "but is not Llama-shaped: no Hugging Face family "
-                         "computes it");
-  if (t->rotary.isScaled() && !llama)
-    return Status::error("model '" + model.name +
-                         "' scales its rotary frequencies (Llama 3.1's "
-                         "rope_scaling) but is not Llama-shaped: no Hugging "
-                         "Face family computes it");
-  family = gpt2    ? Family::Gpt2
-           : gemma ? (t->postNorms ? Family::Gemma2 : Family::Gemma)
-                   : Family::Llama;
-  // Attention windows as a family's config says them: Mistral's on every
-  // layer, Gemma-2's on its even layers.
+  block = t;
+  return Status::ok();
+}
+
+/// Which Hugging Face family computes a model whose layers all have the
+/// block `t`: one of the flags, and the attention window its config says.
+struct FamilyShape {
+  bool gpt2 = false, llama = false, gemma = false;
+  bool mistral = false, gemma2 = false;
+  int64_t window = 0;
+};
+
+/// The attention windows as a family's config says them: Mistral's on
+/// every layer, Gemma-2's on its even layers, each the same size.
+Status classifyWindows(const ModelConfig &model, const LayerConfig &t,
+                       FamilyShape &shape) {
   std::vector<int64_t> windows;
   for (const LayerConfig &l : model.layers)
     if (l.kind == LayerKind::Transformer)
@@ -647,115 +627,183 @@ Status describeModel(const ModelConfig &model, Family &family,
     everyLayer = everyLayer && windows[i] == window;
     evenLayers = evenLayers && windows[i] == (i % 2 == 0 ? window : 0);
   }
-  bool gemma2 = gemma && t->postNorms;
-  bool mistral = llama && window > 0;
-  if (window > 0 && !(gemma2 ? evenLayers : mistral && everyLayer))
+  shape.gemma2 = shape.gemma && t.postNorms;
+  shape.mistral = shape.llama && window > 0;
+  shape.window = window;
+  if (window > 0 &&
+      !(shape.gemma2 ? evenLayers : shape.mistral && everyLayer))
     return Status::error(
         "model '" + model.name + "' has attention windows (layer 0's " +
-        std::to_string(t->window) +
+        std::to_string(t.window) +
         ") that no Hugging Face family's config says: Mistral's are on "
         "every layer, Gemma-2's on its even layers, each the same size");
-  if (mistral && (t->qkvBias || t->rotary.isScaled()))
+  if (shape.mistral && (t.qkvBias || t.rotary.isScaled()))
     return Status::error("model '" + model.name +
                          "' has attention windows and " +
-                         (t->qkvBias ? "query, key and value biases"
-                                     : "Llama 3.1's rotary scaling") +
+                         (t.qkvBias ? "query, key and value biases"
+                                    : "Llama 3.1's rotary scaling") +
                          ": no Hugging Face family computes both");
-  if (gpt2) {
-    c = {{"architectures", {"GPT2LMHeadModel"}},
-         {"model_type", "gpt2"},
-         {"n_embd", model.hidden},
-         {"n_layer", layers},
-         {"n_head", t->heads},
-         {"n_inner", t->ffn},
-         {"n_positions", embedding.positions},
-         {"n_ctx", embedding.positions},
-         {"vocab_size", embedding.vocab},
-         {"activation_function", model.exactGelu ? "gelu" : "gelu_new"},
-         {"layer_norm_epsilon", model.normEps},
-         {"tie_word_embeddings", output.tied}};
-  } else if (llama || gemma) {
-    // What Llama's and Gemma's configs share; then each family's own.
-    bool two = gemma && t->postNorms;
-    c = {{"hidden_size", model.hidden},
-         {"num_hidden_layers", layers},
-         {"num_attention_heads", t->heads},
-         {"num_key_value_heads", t->kvHeads},
-         {"head_dim", t->headDim},
-         {"intermediate_size", t->ffn},
-         {"max_position_embeddings", model.seqLen},
-         {"vocab_size", embedding.vocab},
-         {"rms_norm_eps", model.normEps},
-         {"rope_theta", t->rotary.theta},
-         {"tie_word_embeddings", output.tied}};
-    if (llama && t->qkvBias) {
-      // Qwen2's block: Llama's with query, key and value biases. Its
-      // config has no head_dim (hidden / heads).
-      c["architectures"] = {"Qwen2ForCausalLM"};
-      c["model_type"] = "qwen2";
-      c["hidden_act"] = "silu";
-      c["use_sliding_window"] = false;
-      c.erase("head_dim");
-    } else if (mistral) {
-      // Mistral's block is Llama's with every layer's attention windowed.
-      c["architectures"] = {"MistralForCausalLM"};
-      c["model_type"] = "mistral";
-      c["hidden_act"] = "silu";
-      c["sliding_window"] = window;
-    } else if (llama) {
-      c["architectures"] = {"LlamaForCausalLM"};
-      c["model_type"] = "llama";
-      c["hidden_act"] = "silu";
-      c["attention_bias"] = t->bias;
-      c["mlp_bias"] = t->bias;
-    } else {
-      c["architectures"] = {two ? "Gemma2ForCausalLM" : "GemmaForCausalLM"};
-      c["model_type"] = two ? "gemma2" : "gemma";
-      c["hidden_activation"] = model.exactGelu ? "gelu" : "gelu_pytorch_tanh";
-    }
-    if (t->rotary.isScaled()) {
-      // Llama 3.1's scaling; the context it extends to is what
-      // transformers checks the original one against.
-      const Rotary &r = t->rotary;
-      c["rope_scaling"] = {
-          {"rope_type", "llama3"},
-          {"factor", r.factor},
-          {"low_freq_factor", r.lowFreqFactor},
-          {"high_freq_factor", r.highFreqFactor},
-          {"original_max_position_embeddings", r.originalPositions}};
-      c["max_position_embeddings"] = std::max(
-          model.seqLen,
-          int64_t(std::llround(double(r.originalPositions) * r.factor)));
-    }
-    if (two) {
-      // What Gemma2Config would default otherwise; without a window, one
-      // as long as the sequence (full attention is the same).
-      // An integer where it is one: transformers 5 refuses a float here.
-      double scalar = model.attentionScale > 0
-                          ? 1.0 / (model.attentionScale * model.attentionScale)
-                          : double(t->headDim);
-      double whole = std::round(scalar);
-      c["query_pre_attn_scalar"] =
-          std::fabs(scalar - whole) <= 1e-6 * std::max(1.0, whole)
-              ? json(int64_t(whole))
-              : json(scalar);
-      c["attn_logit_softcapping"] = model.attentionSoftcap > 0
-                                        ? json(model.attentionSoftcap)
-                                        : json(nullptr);
-      c["final_logit_softcapping"] =
-          model.finalSoftcap > 0 ? json(model.finalSoftcap) : json(nullptr);
-      c["sliding_window"] = window > 0 ? window : model.seqLen;
-    }
-  } else {
+  return Status::ok();
+}
+
+Status classifyFamily(const ModelConfig &model, const LayerConfig &t,
+                      FamilyShape &shape) {
+  const LayerConfig &embedding = model.layers.front();
+  const LayerConfig &output = model.layers.back();
+  bool scaled = model.embeddingScale != 1.0;
+  bool rotary = embedding.positions == 0 && t.isRms() && t.rotary.theta > 0 &&
+                output.isRms() && !t.bias;
+  shape.gpt2 = embedding.positions > 0 && !t.isRms() &&
+               t.mlp == MlpType::Gelu && t.bias && t.rotary.theta == 0 &&
+               t.kvHeads == t.heads && t.heads * t.headDim == model.hidden &&
+               !scaled && !t.postNorms;
+  shape.llama =
+      rotary && t.mlp == MlpType::SwiGlu && !scaled && !t.postNorms;
+  shape.gemma = rotary && t.mlp == MlpType::GeGlu &&
+                float(model.embeddingScale) ==
+                    float(std::sqrt(double(model.hidden)));
+  if (shape.llama && t.qkvBias && t.heads * t.headDim != model.hidden)
+    return Status::error("model '" + model.name +
+                         "' has query, key and value biases (Qwen2's block) "
+                         "but heads x head_dim differs from the hidden size, "
+                         "which Qwen2's config cannot say");
+  if (t.qkvBias && !shape.llama)
+    return Status::error("model '" + model.name +
+                         "' has query, key and value biases (Qwen2's block) "
+                         "but is not Llama-shaped: no Hugging Face family "
+                         "computes it");
+  if (t.rotary.isScaled() && !shape.llama)
+    return Status::error("model '" + model.name +
+                         "' scales its rotary frequencies (Llama 3.1's "
+                         "rope_scaling) but is not Llama-shaped: no Hugging "
+                         "Face family computes it");
+  if (Status st = classifyWindows(model, t, shape); !st)
+    return st;
+  if (!shape.gpt2 && !shape.llama && !shape.gemma)
     return Status::error(
         "model '" + model.name +
         "' is neither GPT-2-shaped (learned positions, LayerNorm, GELU, "
         "biases), Llama-shaped (rotary positions, RMSNorm, SwiGLU) nor "
         "Gemma-shaped (Llama's with GeGLU and embeddings scaled by "
         "sqrt(hidden)): no Hugging Face family computes it");
+  return Status::ok();
+}
+
+json describeGpt2(const ModelConfig &model, const LayerConfig &t) {
+  const LayerConfig &embedding = model.layers.front();
+  return {{"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"n_embd", model.hidden},
+          {"n_layer", countTransformerLayers(model)},
+          {"n_head", t.heads},
+          {"n_inner", t.ffn},
+          {"n_positions", embedding.positions},
+          {"n_ctx", embedding.positions},
+          {"vocab_size", embedding.vocab},
+          {"activation_function", model.exactGelu ? "gelu" : "gelu_new"},
+          {"layer_norm_epsilon", model.normEps},
+          {"tie_word_embeddings", model.layers.back().tied}};
+}
+
+/// Gemma-2's settings, each as Gemma2Config would default it otherwise;
+/// without a window, one as long as the sequence (full attention is the
+/// same).
+void addGemma2Settings(const ModelConfig &model, const LayerConfig &t,
+                       int64_t window, json &c) {
+  // An integer where it is one: transformers 5 refuses a float here.
+  double scalar = model.attentionScale > 0
+                      ? 1.0 / (model.attentionScale * model.attentionScale)
+                      : double(t.headDim);
+  double whole = std::round(scalar);
+  c["query_pre_attn_scalar"] =
+      std::fabs(scalar - whole) <= 1e-6 * std::max(1.0, whole)
+          ? json(int64_t(whole))
+          : json(scalar);
+  c["attn_logit_softcapping"] = model.attentionSoftcap > 0
+                                    ? json(model.attentionSoftcap)
+                                    : json(nullptr);
+  c["final_logit_softcapping"] =
+      model.finalSoftcap > 0 ? json(model.finalSoftcap) : json(nullptr);
+  c["sliding_window"] = window > 0 ? window : model.seqLen;
+}
+
+/// The rotary families' config: what Llama's, Qwen2's, Mistral's and
+/// Gemma's share, then each one's own.
+json describeRotary(const ModelConfig &model, const LayerConfig &t,
+                    const FamilyShape &shape) {
+  json c = {{"hidden_size", model.hidden},
+            {"num_hidden_layers", countTransformerLayers(model)},
+            {"num_attention_heads", t.heads},
+            {"num_key_value_heads", t.kvHeads},
+            {"head_dim", t.headDim},
+            {"intermediate_size", t.ffn},
+            {"max_position_embeddings", model.seqLen},
+            {"vocab_size", model.layers.front().vocab},
+            {"rms_norm_eps", model.normEps},
+            {"rope_theta", t.rotary.theta},
+            {"tie_word_embeddings", model.layers.back().tied}};
+  if (shape.llama && t.qkvBias) {
+    // Qwen2's block: Llama's with query, key and value biases. Its
+    // config has no head_dim (hidden / heads).
+    c["architectures"] = {"Qwen2ForCausalLM"};
+    c["model_type"] = "qwen2";
+    c["hidden_act"] = "silu";
+    c["use_sliding_window"] = false;
+    c.erase("head_dim");
+  } else if (shape.mistral) {
+    // Mistral's block is Llama's with every layer's attention windowed.
+    c["architectures"] = {"MistralForCausalLM"};
+    c["model_type"] = "mistral";
+    c["hidden_act"] = "silu";
+    c["sliding_window"] = shape.window;
+  } else if (shape.llama) {
+    c["architectures"] = {"LlamaForCausalLM"};
+    c["model_type"] = "llama";
+    c["hidden_act"] = "silu";
+    c["attention_bias"] = t.bias;
+    c["mlp_bias"] = t.bias;
+  } else {
+    c["architectures"] = {shape.gemma2 ? "Gemma2ForCausalLM"
+                                       : "GemmaForCausalLM"};
+    c["model_type"] = shape.gemma2 ? "gemma2" : "gemma";
+    c["hidden_activation"] = model.exactGelu ? "gelu" : "gelu_pytorch_tanh";
   }
+  if (t.rotary.isScaled()) {
+    // Llama 3.1's scaling; the context it extends to is what
+    // transformers checks the original one against.
+    const Rotary &r = t.rotary;
+    c["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", r.factor},
+        {"low_freq_factor", r.lowFreqFactor},
+        {"high_freq_factor", r.highFreqFactor},
+        {"original_max_position_embeddings", r.originalPositions}};
+    c["max_position_embeddings"] = std::max(
+        model.seqLen,
+        int64_t(std::llround(double(r.originalPositions) * r.factor)));
+  }
+  if (shape.gemma2)
+    addGemma2Settings(model, t, shape.window, c);
+  return c;
+}
+
+/// The family and config.json transformers reads for `model`.
+Status describeModel(const ModelConfig &model, Family &family,
+                     std::string &text) {
+  const LayerConfig *t = nullptr;
+  if (Status st = getUniformBlock(model, t); !st)
+    return st;
+  FamilyShape shape;
+  if (Status st = classifyFamily(model, *t, shape); !st)
+    return st;
+  family = shape.gpt2     ? Family::Gpt2
+           : shape.gemma2 ? Family::Gemma2
+           : shape.gemma  ? Family::Gemma
+                          : Family::Llama;
+  json c = shape.gpt2 ? describeGpt2(model, *t)
+                      : describeRotary(model, *t, shape);
   // nn.Embedding's padding_idx; a null keeps Llama's from defaulting.
-  if (!gpt2)
+  if (!shape.gpt2)
     c["pad_token_id"] = model.paddingToken >= 0 ? json(model.paddingToken)
                                                 : json(nullptr);
   c["torch_dtype"] = "float32";

@@ -2,11 +2,14 @@
 
 #include "Progress.h"
 
+#include "Checkpoint.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 namespace sluice::rt {
 
@@ -47,6 +50,33 @@ double getKnownPeakFlops(const std::string &device,
   return 0;
 }
 
+namespace {
+/// Rewrites the JSON-lines file at `path` without the records whose step
+/// is past `step` (records and lines that are not JSON objects stay); a
+/// file that does not exist is left so.
+Status dropRecordsAfter(const std::string &path, int64_t step) {
+  std::ifstream in(path);
+  if (!in)
+    return Status::ok();
+  std::string line, kept;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    nlohmann::json record =
+        nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.contains("step") &&
+        record["step"].is_number_integer() &&
+        record["step"].get<int64_t>() > step) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (!dropped)
+    return Status::ok();
+  return writeFileAtomically(path, kept);
+}
+} // namespace
+
 ProgressLog::~ProgressLog() {
   if (metrics)
     std::fclose(metrics);
@@ -57,7 +87,12 @@ Status ProgressLog::open(const Setup &s) {
   if (setup.metricsPath.empty())
     return Status::ok();
   // Appended to: a resumed run continues the file, whose records carry
-  // their step numbers.
+  // their step numbers. The records past the step it resumes from (an
+  // interrupted run's steps after its checkpoint, trained again now) are
+  // dropped first, so that each step has one record: the file is
+  // rewritten whole, atomically, before the appends.
+  if (Status st = dropRecordsAfter(setup.metricsPath, setup.firstStep); !st)
+    return st;
   metrics = std::fopen(setup.metricsPath.c_str(), "a");
   if (!metrics)
     return Status::error("cannot open --metrics file '" + setup.metricsPath +

@@ -6,14 +6,17 @@
 #include "Failure.h"
 #include "Gradients.h"
 #include "HuggingFace.h"
+#include "Interrupt.h"
 #include "Progress.h"
 #include "RankBackend.h"
 #include "Reports.h"
+#include "RunHeader.h"
 #include "Settings.h"
 
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -37,6 +40,7 @@ void Session::abortJob(int code) {
     backend->comm->abort(code);
   // The job's process group ends every process (MPI_Abort over MPI).
   static_cast<ProcessGroup &>(world).abort(code);
+  std::abort(); // abort() came back: nothing else can stop the job
 }
 Communicator &Session::comm() { return *backend->comm; }
 
@@ -59,6 +63,23 @@ void Session::openAll() {
   openTokens();
   makeTrainer();
   loadWeights();
+}
+
+void Session::printHeader() {
+  if (!root)
+    return;
+  session::RunFacts facts;
+  facts.plan = &plan;
+  facts.options = &options;
+  facts.settings = &settings;
+  facts.done = done;
+  facts.trainTokens = trainTokens;
+  std::string warning;
+  std::string resume = session::describeResume(facts, warning);
+  std::fputs(session::describeRun(facts).c_str(), stdout);
+  std::fputs(resume.c_str(), stdout);
+  std::fflush(stdout);
+  std::fputs(warning.c_str(), stderr);
 }
 
 /// Reads the plan and checks it against this job: the rank count, the
@@ -132,6 +153,7 @@ void Session::openTokens() {
     o.validationFraction = settings.heldOut;
     DataSummary summary;
     agree(world, openTokenData(o, train, validation, summary));
+    trainTokens = summary.trainTokens;
     if (root) {
       std::printf("data %s: %lld document%s, %lld training tokens",
                   options.dataPath.c_str(), (long long)summary.documents,
@@ -203,8 +225,19 @@ void Session::loadWeights() {
 }
 
 Outcome Session::train() {
+  // From the first step on (a signal while the weights load still ends
+  // the run at once: there is nothing to save yet).
+  if (options.stopOnSignal)
+    session::installInterruptHandlers(root);
   try {
+    printHeader();
     runSteps();
+    if (stopSignal) {
+      // Saved, and nothing else: the run's end-of-run reports would
+      // describe a run that did not end.
+      saveStopped();
+      return Outcome::ok();
+    }
     writeDumps();
     std::string verdict;
     if (!options.checkAgainst.empty())
@@ -238,7 +271,7 @@ void Session::runSteps() {
   if (root) {
     ProgressLog::Setup setup;
     setup.firstStep = done;
-    setup.lastStep = done + options.steps;
+    setup.lastStep = std::max(done, options.steps);
     setup.logEvery = options.logEvery;
     double sequences = double(plan.microbatches) * double(plan.dp) *
                        double(plan.model.microBatch);
@@ -253,21 +286,69 @@ void Session::runSteps() {
     if (Status st = progress.open(setup); !st)
       failHere(st.message());
   }
-  for (int64_t s = 0; s < options.steps; ++s) {
-    runStep(s, progress);
+  // --steps counts the whole training run's steps, as Megatron-LM's
+  // --train-iters and nanoGPT's max_iters do: a resumed run trains those
+  // its checkpoint has not taken.
+  int64_t toTrain = std::max<int64_t>(0, options.steps - done);
+  for (int64_t s = 0; s < toTrain; ++s) {
+    runStep(s, progress, s + 1 == toTrain);
     ++done;
+    if (options.interruptAtStep == done && world.rank() == options.failRank)
+      std::raise(SIGINT); // the handler's own path
+    if (s + 1 < toTrain && isStopAgreed())
+      return;
     if (options.saveEvery > 0 && done % options.saveEvery == 0 &&
-        s + 1 < options.steps)
+        s + 1 < toTrain)
       saveCheckpointNow(done);
   }
-  if (root && options.steps > 1)
+  if (root && toTrain > 1)
     progress.finish();
+  // Nothing to train (--steps 0, or a checkpoint already there): the
+  // validation loss of the weights as they are, where asked for.
+  if (toTrain == 0 && data->hasValidation() && options.evalEvery > 0) {
+    double validationLoss = evaluate();
+    if (root)
+      if (Status st = progress.evaluation(done, validationLoss,
+                                          getEvaluationTokens());
+          !st)
+        failHere(st.message());
+  }
+}
+
+bool Session::isStopAgreed() {
+  if (!options.stopOnSignal)
+    return false;
+  double signal = session::getInterruptSignal();
+  if (Status st = world.allReduceMax(&signal, 1); !st)
+    failHere(st.message());
+  stopSignal = int(signal);
+  return stopSignal != 0;
+}
+
+void Session::saveStopped() {
+  if (!options.saveDir.empty())
+    saveCheckpointNow(done);
+  if (!root)
+    return;
+  std::string how =
+      options.saveDir.empty()
+          ? "nothing saved (no --save DIR)"
+          : "resume with the same command and --load " + options.saveDir;
+  std::printf("stopped %s after step %lld of %lld: %s\n",
+              session::describeStop(stopSignal), (long long)done,
+              (long long)options.steps, how.c_str());
+  std::fflush(stdout);
+}
+
+int64_t Session::getEvaluationTokens() const {
+  return evalSteps * plan.microbatches * plan.dp * plan.model.microBatch *
+         plan.model.seqLen;
 }
 
 /// One step: the passes, the gradients (dumped or compared after the
 /// first), the gradient norm and clipping, the update, the progress line
 /// and, when due, the validation loss.
-void Session::runStep(int64_t s, ProgressLog &progress) {
+void Session::runStep(int64_t s, ProgressLog &progress, bool last) {
   auto start = std::chrono::steady_clock::now();
   int64_t step = done; // 0-based data step; the optimizer step is +1
   double loss = 0, norm = 0;
@@ -318,12 +399,11 @@ void Session::runStep(int64_t s, ProgressLog &progress) {
   if (stepHook)
     stepHook(record);
   if (data->hasValidation() && options.evalEvery > 0 &&
-      ((step + 1) % options.evalEvery == 0 || s + 1 == options.steps)) {
+      ((step + 1) % options.evalEvery == 0 || last)) {
     double validationLoss = evaluate();
-    int64_t tokens = evalSteps * plan.microbatches * plan.dp *
-                     plan.model.microBatch * plan.model.seqLen;
     if (root)
-      if (Status st = progress.evaluation(step + 1, validationLoss, tokens);
+      if (Status st = progress.evaluation(step + 1, validationLoss,
+                                          getEvaluationTokens());
           !st)
         failHere(st.message());
   }

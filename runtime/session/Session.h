@@ -12,7 +12,7 @@
 //
 //   SessionOptions options;
 //   options.planPath = "plan.json";
-//   options.steps = 100;
+//   options.steps = 100;      // the whole run's, a resumed run's included
 //   std::unique_ptr<Session> session;
 //   Outcome outcome = Session::open(options, world, session);
 //   if (outcome)
@@ -98,6 +98,9 @@ public:
   const RunResult &getResult() const { return result; }
   /// Optimizer steps the weights have taken (a resumed run's included).
   int64_t getStepsDone() const { return done; }
+  /// The signal (SIGINT, SIGTERM) train() stopped on, or 0: the run is
+  /// saved, and a tool exits 128 + it, as a shell reports a signal.
+  int getStopSignal() const { return stopSignal; }
 
 private:
   Session(const SessionOptions &options, MpiCommunicator &world);
@@ -109,14 +112,26 @@ private:
   void loadWeights();
 
   void runSteps();
-  void runStep(int64_t s, ProgressLog &progress);
+  /// After a step: whether any rank was asked to stop (a signal), agreed
+  /// by all so that every rank stops after the same step.
+  bool isStopAgreed();
+  /// A stopped run's checkpoint and the line that says how to resume.
+  void saveStopped();
+  /// Step `s` of this run's steps; `last` is its final one.
+  void runStep(int64_t s, ProgressLog &progress, bool last);
   double evaluate();
+  /// The tokens one evaluation reads.
+  int64_t getEvaluationTokens() const;
+  /// Before the first step: what the run trains (RunHeader.h), and where
+  /// a resumed run starts.
+  void printHeader();
   void writeDumps();
   void saveCheckpointNow(int64_t stepsDone);
   void saveHuggingFaceNow(int64_t stepsDone);
   /// The pipeline's communicator (rank = device).
   Communicator &comm();
 
+  int stopSignal = 0;
   SessionOptions options;
   MpiCommunicator &world;
   /// Rank 0 of the world prints and writes what one file or line says.
@@ -130,6 +145,8 @@ private:
   int64_t done = 0;
   /// Validation steps per evaluation (the option's, or what the held-out
   /// part fills).
+  /// --data's training tokens (0: synthetic tokens).
+  int64_t trainTokens = 0;
   int64_t evalSteps = 0;
   RunResult result;
   std::function<void(const StepRecord &)> stepHook;

@@ -87,6 +87,11 @@ struct SessionOptions {
   int64_t failAtInstruction = -1;
   int failRank = 0;
   bool failHang = false;
+  /// SIGINT and SIGTERM stop the run after the step in flight, saved
+  /// (Interrupt.h); sluice-run asks for it, a benchmark need not.
+  bool stopOnSignal = false;
+  /// Fault injection: --fail-rank is sent SIGINT after this step (> 0).
+  int64_t interruptAtStep = 0;
 };
 
 } // namespace sluice::rt

@@ -50,8 +50,9 @@ void checkOptions(Communicator &world, const SessionOptions &o) {
   if (!(o.commTimeout > 0))
     failEverywhere(world, "--comm-timeout must be positive, got " +
                               std::to_string(o.commTimeout));
-  if (o.steps < 1)
-    failEverywhere(world, "--steps must be positive, got " +
+  // 0: nothing to train -- evaluate or export the weights as loaded.
+  if (o.steps < 0)
+    failEverywhere(world, "--steps must not be negative, got " +
                               std::to_string(o.steps));
   if (!o.dumpGrads.empty() && !o.checkAgainst.empty())
     failEverywhere(world,
@@ -126,7 +127,8 @@ TrainingSettings resolveSettings(MpiCommunicator &world,
     t.schedule.decay = r->schedule.decay;
   else if (r && t.schedule.decay != r->schedule.decay)
     changed.push_back("--lr-decay");
-  // The decay ends with this run unless told otherwise, or recorded.
+  // The decay ends with the run's last step (--steps counts the whole
+  // run's) unless told otherwise, or recorded.
   t.schedule.decaySteps = o.lrDecaySteps > 0 ? o.lrDecaySteps
                           : r              ? r->schedule.decaySteps
                                            : o.steps;
@@ -169,12 +171,6 @@ TrainingSettings resolveSettings(MpiCommunicator &world,
     failEverywhere(world, "--clip-grad must be a finite, non-negative "
                           "number, got " +
                               std::to_string(t.clipNorm));
-  if (t.schedule.decay != LearningRateSchedule::Decay::None && !o.loadDir.empty() &&
-      !r && o.lrDecaySteps == 0)
-    failEverywhere(world, "a resumed run with --lr-decay needs "
-                          "--lr-decay-steps: the step the whole training "
-                          "run's decay ends, which this run alone does not "
-                          "know (its checkpoint records no settings)");
   if (world.rank() == 0 && !changed.empty()) {
     std::string list;
     for (const std::string &flag : changed)

@@ -92,7 +92,8 @@ TEST_F(SessionTest, ResumesItsOwnCheckpointExactly) {
   SessionOptions first = options(2);
   first.saveDir = (dir / "checkpoint").string();
   train(first);
-  SessionOptions rest = options(1);
+  // --steps is the whole run's: the checkpoint's 2 and 1 more.
+  SessionOptions rest = options(3);
   rest.loadDir = first.saveDir;
   int64_t done = 0;
   std::vector<double> resumed = train(rest, &done);
@@ -103,12 +104,12 @@ TEST_F(SessionTest, ResumesItsOwnCheckpointExactly) {
 }
 
 TEST_F(SessionTest, BadOptionsComeBackAsOneReport) {
-  SessionOptions o = options(0);
+  SessionOptions o = options(-1);
   std::unique_ptr<Session> session;
   Outcome opened = Session::open(o, world, session);
   ASSERT_FALSE(bool(opened));
   EXPECT_FALSE(opened.isThisRankOnly());
-  EXPECT_EQ(opened.getReport(), "--steps must be positive, got 0");
+  EXPECT_EQ(opened.getReport(), "--steps must not be negative, got -1");
 }
 
 TEST_F(SessionTest, AMissingPlanIsNamed) {

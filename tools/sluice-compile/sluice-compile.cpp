@@ -260,9 +260,31 @@ const sched::ScheduleInfo *checkPipelineFlags() {
     fail("--" + name + " must be positive, got " + Twine(int64_t(flag)));
     return false;
   };
+  if (microbatches.getNumOccurrences() == 0) {
+    // No default: the microbatch count is the batch size, which changes
+    // what trains, not only how fast.
+    fail("--pp " + Twine(int64_t(pp)) +
+         " needs --microbatches M, the microbatches of a step (each "
+         "--micro-batch sequences); the bubble shrinks as M grows past the "
+         "pipeline's depth: M = 4 x pp is a common start");
+    return nullptr;
+  }
   if (!positive(pp, "pp") || !positive(microbatches, "microbatches") ||
       !positive(dp, "dp") || !positive(tp, "tp"))
     return nullptr;
+  bool tokenSliced = info->kind == ScheduleKind::Seq1F1B ||
+                     info->kind == ScheduleKind::Seq1F1BI ||
+                     info->kind == ScheduleKind::TeraPipe;
+  if (tokenSliced && slices.getNumOccurrences() == 0) {
+    // Without slices these schedules are 1F1B, interleaved 1F1B and
+    // GPipe: say so rather than compile them as that.
+    fail("--schedule " + scheduleName.getValue() +
+         " slices each microbatch along its tokens: give --slices K (2 or "
+         "more; --slicing seq1f1b cuts equal-FLOP slices), or --slices auto "
+         "--slicing terapipe for TeraPipe's choice; --slices 1 is the "
+         "unsliced schedule");
+    return nullptr;
+  }
   if (slices == "auto") {
     if (slicingMethod != SlicingMethod::TeraPipe) {
       fail("--slices auto needs --slicing terapipe (its dynamic programme "
@@ -535,6 +557,64 @@ static bool checkFlags(bool scheduling) {
   return !scheduling || checkPipelineFlags();
 }
 
+/// The passes after parsing: the shape (the summary describes the model
+/// as given, before partitioning), then with --pp the pipeline; the plan
+/// or IR written; the summary, slices and prediction printed.
+static int compileModel(ModuleOp module, ModelOp model, StringRef dtype) {
+  MLIRContext *context = module.getContext();
+  bool scheduling = pp != 0;
+  PassManager shape(context);
+  if (failed(configure(shape)))
+    return 1;
+  shape.addPass(createSetMicrobatchShape({seqLen, microBatch, dtype.str()}));
+  if (failed(shape.run(module)))
+    return 1;
+  ModelSummary figures = summarizeModel(model);
+  if (scheduling) {
+    PassManager pm(context);
+    if (failed(configure(pm)))
+      return 1;
+    SluicePipelineOptions options;
+    fillPipelineOptions(options);
+    buildSluicePipeline(pm, options);
+    if (failed(pm.run(module)) ||
+        failed(writeScheduleFiles(*module.getOps<ProgramOp>().begin(),
+                                  figures)))
+      return 1;
+  }
+
+  if (emit == EmitKind::Plan) {
+    if (failed(writePlan(module, scheduling)))
+      return 1;
+  } else if (emit != EmitKind::None || (scheduling && outputPath != "-")) {
+    if (failed(writeIR(module)))
+      return 1;
+  }
+
+  // Asked for nothing on stdout (at most a --report file): the summary is
+  // the most useful answer; with a schedule, the prediction.
+  if (summary || (emit == EmitKind::None && outputPath == "-" && !scheduling))
+    printModelSummary(figures, llvm::outs());
+  // The chosen slices and the prediction, unless stdout carries the
+  // emitted IR or plan: the same lines for -o plan.mlir and -o plan.json.
+  if (scheduling && !(emit != EmitKind::None && outputPath == "-")) {
+    printSlices(model);
+    printPrediction(*module.getOps<ProgramOp>().begin());
+  }
+  if (!scheduling && !reportPath.empty()) {
+    // writeFileAtomically writes a temporary file and renames it: a reader
+    // never sees half a report, and an old report survives a failed run.
+    std::string error;
+    if (failed(writeFileAtomically(
+            reportPath, llvm::formatv("{0:2}\n", toJSON(figures)).str(),
+            error)))
+      return fail(error);
+    if (!(emit != EmitKind::None && outputPath == "-"))
+      llvm::outs() << "wrote the report " << reportPath << "\n";
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   // MLIR's pass-manager flags work here as in sluice-opt; --help lists
@@ -572,7 +652,6 @@ int main(int argc, char **argv) {
     return fail("'" + modelPath +
                 "' must hold exactly one sluice.model, found " +
                 llvm::Twine(models.size()));
-  ModelOp model = models.front();
   bool scheduling = pp != 0;
   std::optional<std::string> dtype = getDtype();
   if (!dtype || !checkFlags(scheduling))
@@ -586,56 +665,5 @@ int main(int argc, char **argv) {
     printReplay(*dtype);
     return 0;
   }
-
-  // The shape first: the summary describes the model as given, before
-  // partitioning.
-  PassManager shape(&context);
-  if (failed(configure(shape)))
-    return 1;
-  shape.addPass(createSetMicrobatchShape({seqLen, microBatch, *dtype}));
-  if (failed(shape.run(*module)))
-    return 1;
-  ModelSummary figures = summarizeModel(model);
-  if (scheduling) {
-    PassManager pm(&context);
-    if (failed(configure(pm)))
-      return 1;
-    SluicePipelineOptions options;
-    fillPipelineOptions(options);
-    buildSluicePipeline(pm, options);
-    if (failed(pm.run(*module)) ||
-        failed(
-            writeScheduleFiles(*module->getOps<ProgramOp>().begin(), figures)))
-      return 1;
-  }
-
-  if (emit == EmitKind::Plan) {
-    if (failed(writePlan(*module, scheduling)))
-      return 1;
-  } else if (emit != EmitKind::None || (scheduling && outputPath != "-")) {
-    if (failed(writeIR(*module)))
-      return 1;
-  }
-
-  // Asked for nothing at all: the summary is the most useful answer; with a
-  // schedule, the prediction.
-  if (summary || (emit == EmitKind::None && reportPath.empty() &&
-                  outputPath == "-" && !scheduling))
-    printModelSummary(figures, llvm::outs());
-  // The chosen slices and the prediction, unless stdout carries the
-  // emitted IR or plan: the same lines for -o plan.mlir and -o plan.json.
-  if (scheduling && !(emit != EmitKind::None && outputPath == "-")) {
-    printSlices(model);
-    printPrediction(*module->getOps<ProgramOp>().begin());
-  }
-  if (!scheduling && !reportPath.empty()) {
-    // writeFileAtomically writes a temporary file and renames it: a reader
-    // never sees half a report, and an old report survives a failed run.
-    std::string error;
-    if (failed(writeFileAtomically(
-            reportPath, llvm::formatv("{0:2}\n", toJSON(figures)).str(),
-            error)))
-      return fail(error);
-  }
-  return 0;
+  return compileModel(*module, models.front(), *dtype);
 }

@@ -50,7 +50,11 @@ cl::opt<std::string> transport(
              "nccl (MPI held to NCCL's rules: an order NCCL could not run "
              "is reported instead of run)"),
     cl::init("auto"), cl::cat(category));
-cl::opt<int64_t> steps("steps", cl::desc("Training steps to run (default 1)"),
+cl::opt<int64_t> steps("steps", cl::desc("The training run's steps in all "
+                                         "(default 1): a run resumed with "
+                                         "--load trains those its checkpoint "
+                                         "has not taken; 0 trains none "
+                                         "(evaluate or export only)"),
                        cl::init(1), cl::cat(category));
 cl::opt<uint64_t>
     seed("seed", cl::desc("Seed of weights and synthetic data (default 1)"),
@@ -228,6 +232,11 @@ cl::opt<int> failRank("fail-rank",
                       cl::desc("The rank --fail-at-instruction "
                                "fails (default 0)"),
                       cl::init(0), cl::cat(category));
+cl::opt<int64_t> interruptAt(
+    "interrupt-at-step",
+    cl::desc("Fault injection: --fail-rank receives SIGINT after this step "
+             "(the stop every rank must agree on)"),
+    cl::init(0), cl::cat(category), cl::Hidden);
 
 
 /// A flag's value into a setting a resumed run may take from its
@@ -287,6 +296,8 @@ SessionOptions getOptions() {
   o.failAtInstruction = failAt;
   o.failRank = failRank;
   o.failHang = failHang;
+  o.interruptAtStep = interruptAt;
+  o.stopOnSignal = true;
   return o;
 }
 
@@ -325,6 +336,9 @@ int main(int argc, char **argv) {
     end(o, session.get());
   if (Outcome o = session->train(); !o)
     end(o, session.get());
+  // Stopped by a signal, saved: the exit status a shell gives a process
+  // the signal ended, so a script or scheduler sees the run did not finish.
+  int stopped = session->getStopSignal();
   MPI_Finalize();
-  return 0;
+  return stopped ? 128 + stopped : 0;
 }

@@ -1,0 +1,64 @@
+//===- Interrupt.cpp - SIGINT and SIGTERM as a request to stop ------------===//
+
+#include "Interrupt.h"
+
+#include <csignal>
+#include <cstring>
+#include <unistd.h>
+
+namespace sluice::rt::session {
+
+namespace {
+volatile std::sig_atomic_t received = 0;
+volatile std::sig_atomic_t announcing = 0;
+
+void onSignal(int sig) {
+  if (received) {
+    // The second: what the signal would have done without us.
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  received = sig;
+  if (announcing) {
+    // write(2) only: nothing else is safe in a handler.
+    static const char text[] =
+        "sluice-run: stopping after this step, then saving (--save); "
+        "a second signal ends the run at once\n";
+    ssize_t ignored = ::write(2, text, sizeof(text) - 1);
+    (void)ignored;
+  }
+}
+} // namespace
+
+void installInterruptHandlers(bool announce) {
+  announcing = announce ? 1 : 0;
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = onSignal;
+  sigemptyset(&action.sa_mask);
+  // Calls the signal interrupts go on: the step finishes as it would.
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  // What mpirun passes on to every rank without ending the job:
+  // sluice-launch turns Ctrl-C and SIGTERM into it.
+  sigaction(SIGUSR1, &action, nullptr);
+}
+
+int getInterruptSignal() { return received; }
+
+const char *describeStop(int sig) {
+  switch (sig) {
+  case SIGINT:
+    return "by SIGINT";
+  case SIGTERM:
+    return "by SIGTERM";
+  case SIGUSR1:
+    return "on request (SIGUSR1)";
+  default:
+    return "by a signal";
+  }
+}
+
+} // namespace sluice::rt::session

@@ -1,0 +1,34 @@
+//===- Interrupt.h - SIGINT and SIGTERM as a request to stop ----*- C++ -*-===//
+//
+// A Ctrl-C (SIGINT), a scheduler's SIGTERM or SIGUSR1 (which mpirun
+// forwards to every rank, and sluice-launch sends for the first two) asks
+// a training run to stop
+// at the end of the step in flight: the session agrees the stop across the
+// ranks (each may get the signal at another moment, or not at all), saves
+// a checkpoint and says how to resume -- as Megatron-LM's
+// --exit-signal-handler and torchtitan's checkpoint on SIGTERM do. A
+// second signal ends the process at once, the signal's default action.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_RUNTIME_SESSION_INTERRUPT_H
+#define SLUICE_RUNTIME_SESSION_INTERRUPT_H
+
+namespace sluice::rt::session {
+
+/// Installs the handlers of SIGINT, SIGTERM and SIGUSR1 (again: no
+/// effect). The
+/// process that `announces` writes one line to stderr when the first
+/// signal arrives.
+void installInterruptHandlers(bool announce);
+
+/// The first signal that asked this process to stop, or 0.
+int getInterruptSignal();
+
+/// How the run was stopped, for "stopped ... after step N": "by SIGINT",
+/// "by SIGTERM", "on request (SIGUSR1)".
+const char *describeStop(int sig);
+
+} // namespace sluice::rt::session
+
+#endif // SLUICE_RUNTIME_SESSION_INTERRUPT_H
