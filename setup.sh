@@ -149,7 +149,7 @@ demo() {
   rm -rf "$work/reference"
   build/bin/sluice-run "$work/plan.json" --reference "${train[@]}" \
     --dump-grads "$work/reference" > "$work/reference.log"
-  mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/plan.json" \
+  build/bin/sluice-launch -np 4 build/bin/sluice-run "$work/plan.json" \
     "${train[@]}" --check-against "$work/reference" --timing | tee "$work/zb-h1.log"
   echo "-- the same with the vocabulary layers sharded over the 4 ranks (Vocab-2)."
   echo "   The sharded softmax adds its sums in another order than one process, so"
@@ -157,7 +157,7 @@ demo() {
   echo "   (a loss spike); the tests hold 3 steps to 1e-5, this run 20 to 1e-3."
   $compile examples/demo/byte-gpt.mlir --pp 4 --microbatches 8 --schedule zb-h1 \
     --vocab vocab-2 -o "$work/vocab-plan.json"
-  mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/vocab-plan.json" \
+  build/bin/sluice-launch -np 4 build/bin/sluice-run "$work/vocab-plan.json" \
     "${train[@]}" --check-against "$work/reference" --loss-tolerance 1e-3 |
     tee "$work/vocab-2.log"
   echo "-- a Llama-shaped byte model (grouped-query attention, rotary positions,"
@@ -167,7 +167,7 @@ demo() {
   rm -rf "$work/llama-reference"
   build/bin/sluice-run "$work/llama-plan.json" --reference "${train[@]}" \
     --dump-grads "$work/llama-reference" > /dev/null
-  mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/llama-plan.json" \
+  build/bin/sluice-launch -np 4 build/bin/sluice-run "$work/llama-plan.json" \
     "${train[@]}" --check-against "$work/llama-reference" | tee "$work/seq1f1b.log"
   echo
   echo "== training a Llama-shaped model as a user would: a SentencePiece tokenizer,"
@@ -184,7 +184,7 @@ demo() {
   $compile examples/demo/tiny-llama/config.json --seq-len 64 --micro-batch 2 \
     --pp 4 --microbatches 8 --schedule zb-h1 -o "$work/tiny-llama.json"
   rm -rf "$work/checkpoints" "$work/tiny-llama-hf" "$work/metrics.jsonl"
-  mpirun "${mpirun_flags[@]}" -np 4 build/bin/sluice-run "$work/tiny-llama.json" \
+  build/bin/sluice-launch -np 4 build/bin/sluice-run "$work/tiny-llama.json" \
     --data "$work/corpus.tokens" --steps 300 --lr 1e-2 --warmup-steps 20 \
     --lr-decay cosine --min-lr 1e-3 --weight-decay 0.1 --clip-grad 1 \
     --eval-every 50 --log-every 50 --metrics "$work/metrics.jsonl" \
@@ -215,11 +215,9 @@ summary() {
     "$work/tiny-llama-hf"
 }
 
-# mpirun as root (containers, CI), without probing for networks, yielding
-# the CPU while it waits: 4 ranks share 2 cores here.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1
-mpirun_flags=(--oversubscribe --mca pml ob1 --mca btl self,vader)
+# The demo's ranks start through sluice-launch, as a user's would: mpirun
+# with what this host needs (root's confirmations, shared memory only,
+# oversubscription when 4 ranks share fewer cores).
 
 # The whole build and every test under ASan and UBSan (GCC's), without
 # the CUDA backend. A report fails the test that made it.

@@ -94,24 +94,26 @@ std::string judgeRun(MpiCommunicator &world, const RunResult &run,
       worstOver(o.checkAgainst + "/losses.txt", run.losses, compared);
   double normWorst = worstOver(o.checkAgainst + "/grad-norms.txt", run.gradNorms,
                                normsCompared);
+  double normTolerance = std::max(o.lossTolerance, o.gradTolerance);
   std::printf("check against %s: loss max relative error %.2e over %zu "
               "steps (tolerance %.0e); gradient norm max relative error "
               "%.2e (tolerance %.0e); gradients max relative error %.2e in %s "
               "(tolerance %.0e)\n",
               o.checkAgainst.c_str(), lossWorst, compared, o.lossTolerance,
-              normWorst, o.gradTolerance, gradWorst, gradName.c_str(),
+              normWorst, normTolerance, gradWorst, gradName.c_str(),
               o.gradTolerance);
   std::fflush(stdout);
   if (compared == 0)
     return "'" + o.checkAgainst + "' has no losses to compare with";
-  // The norms are held to the gradients' tolerance, not the losses': a
-  // norm is no closer than the gradients it sums, and over steps it
-  // drifts further than the loss (Adam's update of a near-zero gradient
-  // turns a last-bit difference into one of the learning rate). The H100
-  // suite of 2026-11-26 measured 2e-5 on tiny-train p 2 with token
-  // slices in fp32, its losses within 6e-7 and gradients within 1e-6.
+  // The norms are held to the looser of the two tolerances: a norm is no
+  // closer than the gradients it sums, and as a trajectory it drifts
+  // further than the loss (Adam's update of a near-zero gradient turns a
+  // last-bit difference into one of the learning rate). The H100 suite
+  // of 2026-11-26 measured 2e-5 on tiny-train p 2 with token slices in
+  // fp32 (losses within 6e-7, gradients 1e-6); the demo's sharded
+  // vocabulary 8e-4 over 20 steps (losses 4e-5).
   if (lossWorst > o.lossTolerance || gradWorst > o.gradTolerance ||
-      normWorst > o.gradTolerance) {
+      normWorst > normTolerance) {
     return "the run differs from '" + o.checkAgainst +
            "' beyond tolerance";
   }

@@ -118,8 +118,8 @@ std::string describeResume(const RunFacts &f, std::string &warning) {
   char line[512];
   if (f.done >= o.steps) {
     std::snprintf(line, sizeof(line),
-                  "resumed from %s at step %lld: --steps %lld is reached, "
-                  "nothing to train\n",
+                  "resumed from %s at step %lld: nothing to train (--steps "
+                  "%lld, the whole run's)\n",
                   o.loadDir.c_str(), (long long)f.done, (long long)o.steps);
     return line;
   }
