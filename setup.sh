@@ -41,7 +41,7 @@ packages=(
 # The Hugging Face equivalence test (test/hf) checks Sluice against
 # transformers' own forward and backward: Debian's CPU torch, and
 # transformers from PyPI in a venv beside it (hf_python below).
-[ "$job" = test ] && packages+=(python3-torch python3-venv)
+[ "$job" = test ] && packages+=(python3-torch python3-venv python3-protobuf)
 
 # pip fetches cudnn-frontend's headers for the CUDA backend.
 [ -d /usr/local/cuda/bin ] && packages+=(python3-pip)
@@ -190,7 +190,6 @@ demo() {
     --eval-every 50 --log-every 50 --metrics "$work/metrics.jsonl" \
     --save "$work/checkpoints" --save-every 100 --save-hf "$work/tiny-llama-hf" |
     tee "$work/tiny-llama.log"
-  cp "$work/tokenizer.model" "$work/tiny-llama-hf/"
   summary "$work"
 }
 

@@ -159,6 +159,11 @@ Status readDatasetLayout(const std::vector<unsigned char> &bytes,
                               " token dataset");
     layout.dtype = header.at("dtype").get<std::string>();
     summary.tokenizer = header.value("tokenizer", std::string());
+    summary.tokenizerFile = header.value("tokenizer_file", std::string());
+    for (auto [key, id] : {std::pair{"tokenizer_bos", &summary.tokenizerBos},
+                           std::pair{"tokenizer_eos", &summary.tokenizerEos}})
+      if (header.contains(key) && header[key].is_number_integer())
+        *id = header[key].get<int64_t>();
     layout.count = header.at("tokens").get<size_t>();
     size_t documents = header.at("documents").get<size_t>();
     layout.vocab = header.at("vocab").get<int64_t>();

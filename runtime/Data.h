@@ -61,6 +61,11 @@ struct DataSummary {
   int64_t documents = 0, trainTokens = 0, validationTokens = 0;
   /// The tokenizer the header names ("" for a raw file).
   std::string tokenizer;
+  /// Its file (absolute; "" for the byte tokenizer or a raw file) and its
+  /// own begin- and end-of-text ids (-1: none), which sluice-run --save-hf
+  /// puts into the Hugging Face directory.
+  std::string tokenizerFile;
+  int64_t tokenizerBos = -1, tokenizerEos = -1;
 };
 Status openTokenData(const DataOptions &options,
                      std::unique_ptr<TokenSource> &train,

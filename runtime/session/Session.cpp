@@ -5,6 +5,7 @@
 #include "CommOrder.h"
 #include "Failure.h"
 #include "Gradients.h"
+#include "HfTokenizer.h"
 #include "HuggingFace.h"
 #include "Interrupt.h"
 #include "Progress.h"
@@ -154,6 +155,9 @@ void Session::openTokens() {
     DataSummary summary;
     agree(world, openTokenData(o, train, validation, summary));
     trainTokens = summary.trainTokens;
+    tokenizer.file = summary.tokenizerFile;
+    tokenizer.bos = summary.tokenizerBos;
+    tokenizer.eos = summary.tokenizerEos;
     if (root) {
       std::printf("data %s: %lld document%s, %lld training tokens",
                   options.dataPath.c_str(), (long long)summary.documents,
@@ -480,9 +484,17 @@ void Session::saveHuggingFaceNow(int64_t stepsDone) {
       failHere(st.message());
   if (backend->model)
     world.barrier();
+  // The dataset's tokenizer beside the weights (HfTokenizer.h): rank 0
+  // writes it, every rank learns whether that worked.
+  std::string with;
+  Status st = Status::ok();
+  if (root && !tokenizer.file.empty())
+    st = exportTokenizer(options.saveHF, tokenizer, with);
+  agree(world, st);
   if (root)
-    std::printf("saved %s (Hugging Face, step %lld)\n", options.saveHF.c_str(),
-                (long long)stepsDone);
+    std::printf("saved %s (Hugging Face, step %lld%s%s)\n",
+                options.saveHF.c_str(), (long long)stepsDone,
+                with.empty() ? "" : ", ", with.c_str());
 }
 
 } // namespace sluice::rt

@@ -29,6 +29,7 @@
 #include "Checkpoint.h"
 #include "Data.h"
 #include "Executor.h"
+#include "HfTokenizer.h"
 #include "MpiCommunicator.h"
 #include "Outcome.h"
 #include "Plan.h"
@@ -145,6 +146,8 @@ private:
   int64_t done = 0;
   /// Validation steps per evaluation (the option's, or what the held-out
   /// part fills).
+  /// --data's tokenizer, for --save-hf.
+  TokenizerFiles tokenizer;
   /// --data's training tokens (0: synthetic tokens).
   int64_t trainTokens = 0;
   int64_t evalSteps = 0;

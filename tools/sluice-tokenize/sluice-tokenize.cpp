@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <filesystem>
 
 using namespace llvm;
 
@@ -102,6 +103,23 @@ static std::vector<std::string> readDocuments(const std::string &path) {
   return documents;
 }
 
+/// The tokenizer's file as an absolute path (in a directory, the file
+/// openTokenizer reads there), or "" for the byte tokenizer.
+static std::string getTokenizerFile(const std::string &path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty() || path == "byte")
+    return "";
+  fs::path file = path;
+  if (fs::is_directory(file, ec))
+    for (const char *name : {"tokenizer.json", "tokenizer.model", "vocab.json"})
+      if (fs::exists(file / name, ec)) {
+        file /= name;
+        break;
+      }
+  return fs::absolute(file, ec).lexically_normal().string();
+}
+
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   sluice::setVersionPrinter();
@@ -161,6 +179,16 @@ int main(int argc, char **argv) {
                            {"tokenizer", tokenizer->describe()},
                            {"bos", bos ? nlohmann::json(*bos) : nullptr},
                            {"eos", eos ? nlohmann::json(*eos) : nullptr}};
+  // Where the tokenizer is, and its own markers (whether or not the
+  // documents carry them): sluice-run --save-hf puts both into the
+  // Hugging Face directory it writes, so that AutoTokenizer loads it.
+  if (std::string file = getTokenizerFile(tokenizerPath); !file.empty()) {
+    std::optional<uint32_t> first = tokenizer->getBeginOfText(),
+                            last = tokenizer->getEndOfText();
+    header["tokenizer_file"] = file;
+    header["tokenizer_bos"] = first ? nlohmann::json(*first) : nullptr;
+    header["tokenizer_eos"] = last ? nlohmann::json(*last) : nullptr;
+  }
   std::string json = header.dump();
   size_t width = type == "uint16" ? 2 : 4;
   uint64_t at = sluice::getTokenDatasetOffsetsAt(json.size());
