@@ -140,7 +140,8 @@ nlohmann::json toJson(const TrainingSettings &t) {
           {"min_lr", t.schedule.minimum},
           {"clip_grad", t.clipNorm},
           {"seed", t.seed},
-          {"held_out", t.heldOut}};
+          {"held_out", t.heldOut},
+          {"tokens_per_step", t.tokensPerStep}};
 }
 
 /// The settings a manifest recorded, each checked as sluice-run checks
@@ -194,6 +195,8 @@ Status fromJson(const nlohmann::json &j, const std::string &path,
   t.clipNorm = clip;
   t.heldOut = heldOut;
   t.seed = j.at("seed").get<uint64_t>();
+  if (j.contains("tokens_per_step") && j["tokens_per_step"].is_number_integer())
+    t.tokensPerStep = std::max<int64_t>(0, j["tokens_per_step"].get<int64_t>());
   return Status::ok();
 }
 

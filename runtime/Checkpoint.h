@@ -36,6 +36,9 @@ struct TrainingSettings {
   double clipNorm = 0;
   uint64_t seed = 1;
   double heldOut = 0;
+  /// The tokens each step trained on (0: not recorded, a checkpoint from
+  /// before 0.15): a resumed run with another batch says so.
+  int64_t tokensPerStep = 0;
 };
 
 /// A checkpoint's manifest.

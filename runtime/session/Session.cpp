@@ -61,9 +61,26 @@ void Session::openAll() {
   loadJobPlan();
   openBackend(world, plan, options, *backend);
   settings = resolveSettings(world, options);
+  noteBatchChange();
   openTokens();
   makeTrainer();
   loadWeights();
+}
+
+void Session::noteBatchChange() {
+  int64_t now = int64_t(plan.microbatches) * plan.dp * plan.model.microBatch *
+                plan.model.seqLen;
+  int64_t recorded = settings.tokensPerStep;
+  settings.tokensPerStep = now; // what this run's checkpoints record
+  if (!root || recorded <= 0 || recorded == now)
+    return;
+  std::fprintf(stderr,
+               "%s: note: checkpoint '%s' trained on %lld tokens a step, "
+               "plan '%s' takes %lld: its steps from here see %s tokens "
+               "(the learning-rate schedule and --steps count steps)\n",
+               options.programName.c_str(), options.loadDir.c_str(),
+               (long long)recorded, options.planPath.c_str(), (long long)now,
+               now > recorded ? "more" : "fewer");
 }
 
 void Session::printHeader() {

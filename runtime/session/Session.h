@@ -126,6 +126,9 @@ private:
   /// Before the first step: what the run trains (RunHeader.h), and where
   /// a resumed run starts.
   void printHeader();
+  /// A resumed run on another batch than its checkpoint's says so; the
+  /// settings then record this run's.
+  void noteBatchChange();
   void writeDumps();
   void saveCheckpointNow(int64_t stepsDone);
   void saveHuggingFaceNow(int64_t stepsDone);

@@ -144,7 +144,8 @@ TrainingSettings resolveSettings(MpiCommunicator &world,
                       std::to_string(r->heldOut) + " -> " +
                       std::to_string(t.heldOut) +
                       ", so other tokens train)");
-  if (r) { // constants no flag sets
+  if (r) { // constants no flag sets; the batch the checkpoint trained on
+    t.tokensPerStep = r->tokensPerStep;
     t.adam.beta1 = r->adam.beta1;
     t.adam.beta2 = r->adam.beta2;
     t.adam.epsilon = r->adam.epsilon;
