@@ -304,6 +304,51 @@ public:
     return encodeSegment(text.substr(start), ids, error);
   }
 
+  bool decode(const std::vector<uint32_t> &ids, std::string &text,
+              std::string &error) const override {
+    // Each token's symbols back to the bytes bytes_to_unicode gave them;
+    // an added token is its text (the tokenizers library's ByteLevel
+    // decoder, special tokens kept).
+    if (tokens.empty()) {
+      tokens.resize(size_t(getVocabSize()));
+      for (const auto &[token, id] : vocab)
+        tokens[id] = token;
+      isAdded.assign(tokens.size(), false);
+      for (const AddedToken &a : added)
+        if (a.id < isAdded.size())
+          isAdded[a.id] = true;
+      const std::vector<std::string> &symbols = getByteSymbols();
+      for (int b = 0; b < 256; ++b)
+        byteOf[symbols[b]] = char(b);
+    }
+    for (uint32_t id : ids) {
+      if (id >= tokens.size() || tokens[id].empty()) {
+        error = "id " + std::to_string(id) + " is not in the vocabulary of " +
+                describe();
+        return false;
+      }
+      const std::string &token = tokens[id];
+      if (isAdded[id]) {
+        text += token;
+        continue;
+      }
+      for (size_t at = 0; at < token.size();) {
+        // One UTF-8 character: its length from the lead byte.
+        unsigned char lead = uint8_t(token[at]);
+        size_t n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+        auto it = byteOf.find(token.substr(at, n));
+        if (it == byteOf.end()) {
+          error = "token " + std::to_string(id) + " of " + describe() +
+                  " is not byte-level";
+          return false;
+        }
+        text += it->second;
+        at += n;
+      }
+    }
+    return true;
+  }
+
   int64_t getVocabSize() const override {
     uint32_t most = 0;
     for (const auto &[token, id] : vocab)
@@ -525,6 +570,10 @@ private:
 
   std::string name;
   std::unordered_map<std::string, uint32_t> vocab;
+  /// decode's inverses, built on its first call.
+  mutable std::vector<std::string> tokens;
+  mutable std::vector<bool> isAdded;
+  mutable std::unordered_map<std::string, char> byteOf;
   /// "left\0right" -> merge rank.
   std::unordered_map<std::string, int> ranks;
   /// Added tokens, longest first.

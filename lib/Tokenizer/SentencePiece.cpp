@@ -38,6 +38,26 @@ public:
     ids.insert(ids.end(), out.begin(), out.end());
     return true;
   }
+  bool decode(const std::vector<uint32_t> &ids, std::string &text,
+              std::string &error) const override {
+    std::vector<int> pieces;
+    for (uint32_t id : ids) {
+      if (int64_t(id) >= getVocabSize()) {
+        error = "id " + std::to_string(id) + " is not in the vocabulary of " +
+                describe() + " (" + std::to_string(getVocabSize()) + ")";
+        return false;
+      }
+      pieces.push_back(int(id));
+    }
+    std::string out;
+    auto st = processor.Decode(pieces, &out);
+    if (!st.ok()) {
+      error = "'" + name + "' cannot decode the ids: " + st.ToString();
+      return false;
+    }
+    text += out;
+    return true;
+  }
   int64_t getVocabSize() const override { return processor.GetPieceSize(); }
   std::optional<uint32_t> getBeginOfText() const override {
     return marker(processor.bos_id());

@@ -18,6 +18,17 @@ public:
       ids.push_back(uint8_t(c));
     return true;
   }
+  bool decode(const std::vector<uint32_t> &ids, std::string &text,
+              std::string &error) const override {
+    for (uint32_t id : ids) {
+      if (id > 255) {
+        error = "id " + std::to_string(id) + " is not a byte (0 to 255)";
+        return false;
+      }
+      text += char(id);
+    }
+    return true;
+  }
   int64_t getVocabSize() const override { return 256; }
   std::optional<uint32_t> getBeginOfText() const override {
     return std::nullopt;

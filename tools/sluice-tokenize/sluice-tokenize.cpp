@@ -3,6 +3,7 @@
 //   sluice-tokenize INPUT... -o corpus.tokens [--tokenizer PATH|byte]
 //       [--dtype auto|uint16|uint32] [--document-per-line] [--no-markers]
 //   sluice-tokenize INPUT... --tokenizer PATH --print
+//   sluice-tokenize IDS... --tokenizer PATH --decode
 //
 // Tokenizes text files (each a document, or each line one) and JSON Lines
 // files (each line's "text" a document) into a token dataset
@@ -60,6 +61,12 @@ static cl::opt<bool>
           cl::desc("Print each document's ids, one line each, instead of "
                    "writing a dataset"),
           cl::cat(category));
+static cl::opt<bool>
+    decodeIds("decode",
+              cl::desc("Read ids (whitespace-separated, a sequence per line; "
+                       "- reads stdin) and print each line's text: --print "
+                       "backwards, and a model's output made readable"),
+              cl::cat(category));
 
 [[noreturn]] static void fail(const Twine &message) {
   errs() << "sluice-tokenize: error: " << message << "\n";
@@ -103,6 +110,39 @@ static std::vector<std::string> readDocuments(const std::string &path) {
   return documents;
 }
 
+/// --decode: each line of ids of each input (- is stdin) as its text.
+static int decodeFiles(const sluice::tok::Tokenizer &tokenizer) {
+  for (const std::string &path : inputs) {
+    auto file = MemoryBuffer::getFileOrSTDIN(path);
+    if (!file)
+      fail("cannot read '" + path + "': " + file.getError().message());
+    int number = 0;
+    for (StringRef rest = (*file)->getBuffer(); !rest.empty();) {
+      auto [line, tail] = rest.split('\n');
+      rest = tail;
+      ++number;
+      std::vector<uint32_t> ids;
+      SmallVector<StringRef> words;
+      line.split(words, ' ', -1, /*KeepEmpty=*/false);
+      for (StringRef word : words) {
+        word = word.trim();
+        uint32_t id = 0;
+        if (word.empty())
+          continue;
+        if (word.getAsInteger(10, id))
+          fail("'" + path + "' line " + Twine(number) + ": '" + word +
+               "' is not a token id");
+        ids.push_back(id);
+      }
+      std::string text, error;
+      if (!tokenizer.decode(ids, text, error))
+        fail("'" + path + "' line " + Twine(number) + ": " + error);
+      outs() << text << "\n";
+    }
+  }
+  return 0;
+}
+
 /// The tokenizer's file as an absolute path (in a directory, the file
 /// openTokenizer reads there), or "" for the byte tokenizer.
 static std::string getTokenizerFile(const std::string &path) {
@@ -128,8 +168,11 @@ int main(int argc, char **argv) {
                               "sluice-run --data\n");
   if (dtype != "auto" && dtype != "uint16" && dtype != "uint32")
     fail("unknown --dtype '" + dtype + "' (expected auto, uint16 or uint32)");
-  if (output.empty() == !print)
-    fail("give -o FILE (a dataset) or --print (the ids), one of them");
+  if (decodeIds && (print || !output.empty()))
+    fail("--decode prints text: give neither -o nor --print with it");
+  if (!decodeIds && output.empty() == !print)
+    fail("give -o FILE (a dataset), --print (the ids) or --decode (text from "
+         "ids), one of them");
   std::string error;
   std::unique_ptr<sluice::tok::Tokenizer> tokenizer =
       sluice::tok::openTokenizer(tokenizerPath, error);
@@ -137,6 +180,8 @@ int main(int argc, char **argv) {
     fail(error);
   for (const std::string &warning : tokenizer->getWarnings())
     errs() << "sluice-tokenize: warning: " << warning << "\n";
+  if (decodeIds)
+    return decodeFiles(*tokenizer);
   int64_t vocab = tokenizer->getVocabSize();
   std::string type = dtype == "auto" ? (vocab <= 65536 ? "uint16" : "uint32")
                                      : std::string(dtype);

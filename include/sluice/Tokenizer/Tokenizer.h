@@ -29,6 +29,13 @@ public:
   /// holds what the tokenizer cannot encode.
   virtual bool encode(std::string_view text, std::vector<uint32_t> &ids,
                       std::string &error) const = 0;
+  /// Appends the text of `ids` to `text` (sluice-tokenize --decode): the
+  /// inverse of encode, as the reference libraries decode (SentencePiece's
+  /// Decode, which drops its control tokens; byte-level BPE's bytes, added
+  /// tokens as their text). False with `error` naming an id the
+  /// vocabulary does not have.
+  virtual bool decode(const std::vector<uint32_t> &ids, std::string &text,
+                      std::string &error) const = 0;
   /// Every id is below this.
   virtual int64_t getVocabSize() const = 0;
   /// The id a document starts with (SentencePiece's <s>), if any.
