@@ -42,6 +42,8 @@ packages=(
 # transformers' own forward and backward: Debian's CPU torch, and
 # transformers from PyPI in a venv beside it (hf_python below).
 [ "$job" = test ] && packages+=(python3-torch python3-venv python3-protobuf)
+# sluice-plot draws the demo's curves with Debian's matplotlib.
+case "$job" in test | demo) packages+=(python3-matplotlib) ;; esac
 
 # pip fetches cudnn-frontend's headers for the CUDA backend.
 [ -d /usr/local/cuda/bin ] && packages+=(python3-pip)
@@ -182,7 +184,8 @@ demo() {
   echo "-- examples/demo/tiny-llama/config.json (4 layers of hidden 64, GQA, RoPE,"
   echo "   SwiGLU) on 4 ranks with ZB-H1; 300 steps of 16 sequences of 64 tokens"
   $compile examples/demo/tiny-llama/config.json --seq-len 64 --micro-batch 2 \
-    --pp 4 --microbatches 8 --schedule zb-h1 -o "$work/tiny-llama.json"
+    --pp 4 --microbatches 8 --schedule zb-h1 -o "$work/tiny-llama.json" \
+    --svg "$work/tiny-llama-schedule.svg"
   rm -rf "$work/checkpoints" "$work/tiny-llama-hf" "$work/metrics.jsonl"
   build/bin/sluice-launch -np 4 build/bin/sluice-run "$work/tiny-llama.json" \
     --data "$work/corpus.tokens" --steps 300 --lr 1e-2 --warmup-steps 20 \
@@ -190,6 +193,8 @@ demo() {
     --eval-every 50 --log-every 50 --metrics "$work/metrics.jsonl" \
     --save "$work/checkpoints" --save-every 100 --save-hf "$work/tiny-llama-hf" |
     tee "$work/tiny-llama.log"
+  build/bin/sluice-plot "$work/metrics.jsonl" -o "$work/tiny-llama-curves.svg" \
+    --title "tiny Llama on examples/corpus, 4 ranks, ZB-H1"
   summary "$work"
 }
 
@@ -212,6 +217,10 @@ summary() {
   printf '%-44s %s\n' "  metrics, a JSON object per line" "$work/metrics.jsonl"
   printf '%-44s %s\n' "  Hugging Face directory (with tokenizer)" \
     "$work/tiny-llama-hf"
+  printf '%-44s %s\n' "  curves: loss, lr, tokens/s (sluice-plot)" \
+    "$work/tiny-llama-curves.svg"
+  printf '%-44s %s\n' "  the schedule's timeline (--svg)" \
+    "$work/tiny-llama-schedule.svg"
 }
 
 # The demo's ranks start through sluice-launch, as a user's would: mpirun

@@ -72,5 +72,12 @@ for feature, modules in [("transformers", "torch, transformers"),
             modules + " not importable in build/hf-venv (bash setup.sh test "
             "installs them from PyPI): the tests that need them are skipped")
 
+# Debian's matplotlib, which sluice-plot (a /usr/bin/python3 script) uses.
+if os.system('/usr/bin/python3 -c "import matplotlib" >/dev/null 2>&1') == 0:
+    config.available_features.add("matplotlib")
+else:
+    lit_config.note("python3-matplotlib is not installed: sluice-plot's "
+                    "test is skipped")
+
 if config.sluice_cuda_enabled:
     config.available_features.add("cuda")
