@@ -432,8 +432,16 @@ static void printReplay(StringRef dtype) {
   std::string text;
   llvm::raw_string_ostream os(text);
   options.print(os);
+  // sluice-opt reads IR: a Hugging Face config is imported first, into
+  // the model-level module sluice-compile --emit model writes.
+  std::string input = modelPath;
+  if (StringRef(modelPath).ends_with(".json")) {
+    input = llvm::sys::path::stem(modelPath).str() + ".mlir";
+    llvm::outs() << "sluice-compile " << modelPath << " --emit model -o "
+                 << input << "\n";
+  }
   // print() writes {opt=value ...}: the option string without braces.
-  llvm::outs() << "sluice-opt " << modelPath << " --sluice-pipeline=\""
+  llvm::outs() << "sluice-opt " << input << " --sluice-pipeline=\""
                << StringRef(text).drop_front().drop_back() << "\"\n";
 }
 
