@@ -378,11 +378,23 @@ LogicalResult configure(PassManager &pm) {
 
 /// Writes the report, trace and timeline the flags ask for: the simulation
 /// again, with files (the pipeline's passes write none).
+/// Each device's peak memory (its parameters and optimizer state as the
+/// report counts them, plus its peak activations), bytes, from the
+/// simulation writeScheduleFiles runs: the prediction line states it, so
+/// that schedules are compared by what a device holds, not by
+/// microbatches of differently sized stages.
+static std::vector<double> peakMemoryBytes;
+
 LogicalResult writeScheduleFiles(ProgramOp program,
                                  const ModelSummary &summary) {
-  if (reportPath.empty() && tracePath.empty() && svgPath.empty())
-    return success();
   return simulateProgram(program, costs, [&](ScheduleFiles &files) {
+    peakMemoryBytes.clear();
+    for (int d = 0; d < files.pipeline.devices; ++d)
+      peakMemoryBytes.push_back(
+          double(files.costs.getParameterBytes(d)) +
+          files.simulation.devices[d].peakActivationBytes);
+    if (reportPath.empty() && tracePath.empty() && svgPath.empty())
+      return success();
     files.report = reportPath;
     files.trace = tracePath;
     files.svg = svgPath;
@@ -541,6 +553,13 @@ static void printPrediction(ProgramOp program) {
     llvm::outs() << llvm::formatv(
         "  until W runs: peak activation {0} microbatches on device {1}\n",
         untilW[heaviest], heaviest);
+  if (!peakMemoryBytes.empty()) {
+    int64_t fullest = argmax(peakMemoryBytes);
+    llvm::outs() << llvm::formatv(
+        "  peak memory {0:F2} GiB on device {1} (parameters, gradients and "
+        "optimizer state, and activations)\n",
+        peakMemoryBytes[fullest] / double(1ull << 30), fullest);
+  }
   if (std::optional<double> mfu = program.getMfu())
     llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n", *mfu, costs);
 }
