@@ -160,6 +160,38 @@ static std::string getTokenizerFile(const std::string &path) {
   return fs::absolute(file, ec).lexically_normal().string();
 }
 
+/// The dataset file: magic, header length, header, document offsets,
+/// tokens (include/sluice/PlanFormat/TokenDataset.h), written whole to a
+/// temporary file and renamed.
+static void writeDataset(const nlohmann::json &header, const std::string &type,
+                         const std::vector<uint64_t> &offsets,
+                         const std::vector<uint32_t> &tokens) {
+  std::string json = header.dump();
+  size_t width = type == "uint16" ? 2 : 4;
+  uint64_t at = sluice::getTokenDatasetOffsetsAt(json.size());
+  size_t bytes = at + offsets.size() * 8 + tokens.size() * width;
+  // FileOutputBuffer writes to a temporary file and renames it on commit.
+  auto out = FileOutputBuffer::create(output, bytes);
+  if (!out)
+    fail("cannot write '" + output + "': " + toString(out.takeError()));
+  uint8_t *dst = (*out)->getBufferStart();
+  std::memset(dst, 0, bytes);
+  auto put = [&](uint64_t offset, uint64_t value, size_t n) {
+    for (size_t b = 0; b < n; ++b)
+      dst[offset + b] = uint8_t(value >> (8 * b));
+  };
+  std::memcpy(dst, sluice::kTokenDatasetMagic, 8);
+  put(8, json.size(), 8);
+  std::memcpy(dst + 16, json.data(), json.size());
+  for (size_t i = 0; i < offsets.size(); ++i)
+    put(at + i * 8, offsets[i], 8);
+  at += offsets.size() * 8;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    put(at + i * width, tokens[i], width);
+  if (Error e = (*out)->commit())
+    fail("cannot write '" + output + "': " + toString(std::move(e)));
+}
+
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   sluice::setVersionPrinter();
@@ -234,30 +266,7 @@ int main(int argc, char **argv) {
     header["tokenizer_bos"] = first ? nlohmann::json(*first) : nullptr;
     header["tokenizer_eos"] = last ? nlohmann::json(*last) : nullptr;
   }
-  std::string json = header.dump();
-  size_t width = type == "uint16" ? 2 : 4;
-  uint64_t at = sluice::getTokenDatasetOffsetsAt(json.size());
-  size_t bytes = at + offsets.size() * 8 + tokens.size() * width;
-  // FileOutputBuffer writes to a temporary file and renames it on commit.
-  auto out = FileOutputBuffer::create(output, bytes);
-  if (!out)
-    fail("cannot write '" + output + "': " + toString(out.takeError()));
-  uint8_t *dst = (*out)->getBufferStart();
-  std::memset(dst, 0, bytes);
-  auto put = [&](uint64_t offset, uint64_t value, size_t n) {
-    for (size_t b = 0; b < n; ++b)
-      dst[offset + b] = uint8_t(value >> (8 * b));
-  };
-  std::memcpy(dst, sluice::kTokenDatasetMagic, 8);
-  put(8, json.size(), 8);
-  std::memcpy(dst + 16, json.data(), json.size());
-  for (size_t i = 0; i < offsets.size(); ++i)
-    put(at + i * 8, offsets[i], 8);
-  at += offsets.size() * 8;
-  for (size_t i = 0; i < tokens.size(); ++i)
-    put(at + i * width, tokens[i], width);
-  if (Error e = (*out)->commit())
-    fail("cannot write '" + output + "': " + toString(std::move(e)));
+  writeDataset(header, type, offsets, tokens);
   outs() << "sluice-tokenize: " << offsets.size() - 1 << " document"
          << (offsets.size() == 2 ? "" : "s") << ", " << tokens.size()
          << " tokens (" << tokenizer->describe() << ", vocabulary " << vocab
