@@ -280,11 +280,16 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   for (size_t i = 0; i < program.instructions.size(); ++i)
     if (Status st = dispatch(i, lossScale); !st)
       return st;
+  // The drain is all waiting: it counts once, whole. (The sends it awaits
+  // add their own waits to commWait as they finish; adding the drain's
+  // time on top counted them twice, and --timing showed a negative
+  // executor overhead.)
+  double waitedBefore = times.commWait;
   auto drainStart = Clock::now();
   double hostLoss = 0;
   if (Status st = finishStep(hostLoss); !st)
     return st;
-  times.commWait += seconds(drainStart, Clock::now());
+  times.commWait = waitedBefore + seconds(drainStart, Clock::now());
   double dispatchIdle = profiler.account(times, shards.get());
   if (Status st = reduceLoss(hostLoss); !st)
     return st;
