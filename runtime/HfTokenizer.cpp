@@ -18,10 +18,10 @@ using nlohmann::json;
 namespace {
 
 Status readJson(const std::string &path, json &out) {
-  std::ifstream in(path);
-  if (!in)
-    return Status::error("cannot read '" + path + "'");
-  out = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::string text;
+  if (Status st = readFile(path, text); !st)
+    return st;
+  out = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (out.is_discarded())
     return Status::error("'" + path + "' is not valid JSON");
   return Status::ok();

@@ -575,17 +575,6 @@ Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
 
 namespace {
 
-/// The model unsharded: every parameter whole, as Hugging Face holds it.
-ModelConfig getWholeModel(const ModelConfig &model) {
-  ModelConfig whole = model;
-  whole.sequenceShards = 1;
-  for (LayerConfig &l : whole.layers) {
-    l.sharded = false;
-    l.vocabShards = 1;
-  }
-  return whole;
-}
-
 /// The first transformer layer, once every other is checked to have its
 /// shape: a Hugging Face config says one shape for all layers.
 Status getUniformBlock(const ModelConfig &model, const LayerConfig *&block) {

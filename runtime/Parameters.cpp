@@ -225,6 +225,16 @@ bool isTokenSummed(const std::string &name) {
   return false;
 }
 
+ModelConfig getWholeModel(const ModelConfig &model) {
+  ModelConfig whole = model;
+  whole.sequenceShards = 1;
+  for (LayerConfig &l : whole.layers) {
+    l.sharded = false;
+    l.vocabShards = 1;
+  }
+  return whole;
+}
+
 std::vector<ParameterSpec> getModelParameters(const ModelConfig &model) {
   ParameterStore store;
   for (size_t i = 0; i < model.layers.size(); ++i)

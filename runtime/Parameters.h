@@ -117,6 +117,10 @@ ParameterSpec getTableShard(const std::string &name, int64_t vocab,
 /// Every parameter the model has, each once.
 std::vector<ParameterSpec> getModelParameters(const ModelConfig &model);
 
+/// The model unsharded (no vocabulary shards, tensor-parallel slices or
+/// sequence shards): every parameter whole, as Hugging Face holds it.
+ModelConfig getWholeModel(const ModelConfig &model);
+
 /// A device's parameters, in flat device buffers: the fp32 master
 /// weights, their gradients and both Adam moments; a mixed-precision run
 /// adds the weights' working copy in the activation type, which the

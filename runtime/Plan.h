@@ -119,6 +119,13 @@ struct Plan {
   int getLastStage() const { return int(stages.size()) - 1; }
   /// Ranks the plan runs on.
   int getRanks() const { return devices * tp * dp; }
+  /// Sequences one optimizer step trains on: every replica's microbatches.
+  int64_t getSequencesPerStep() const {
+    return int64_t(microbatches) * dp * model.microBatch;
+  }
+  int64_t getTokensPerStep() const {
+    return getSequencesPerStep() * model.seqLen;
+  }
   /// Runs the plan in `run` instead of the precision it was compiled for;
   /// an error when a buffer is too small for it (fp32 in a bf16 plan).
   Status setPrecision(const Precision &run);

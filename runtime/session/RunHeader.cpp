@@ -13,14 +13,8 @@ namespace sluice::rt::session {
 int64_t countModelParameters(const ModelConfig &model) {
   // Counted on the unsharded model: a vocabulary shard's padding rows and
   // a tensor-parallel slice are not the model's size.
-  ModelConfig whole = model;
-  whole.sequenceShards = 1;
-  for (LayerConfig &l : whole.layers) {
-    l.sharded = false;
-    l.vocabShards = 1;
-  }
   int64_t total = 0;
-  for (const ParameterSpec &spec : getModelParameters(whole))
+  for (const ParameterSpec &spec : getModelParameters(getWholeModel(model)))
     total += getWholeElements(spec);
   return total;
 }
@@ -81,9 +75,7 @@ std::string describeRun(const RunFacts &f) {
   const Plan &plan = *f.plan;
   const SessionOptions &o = *f.options;
   const ModelConfig &model = plan.model;
-  int64_t sequences =
-      int64_t(plan.microbatches) * plan.dp * model.microBatch;
-  int64_t tokensPerStep = sequences * model.seqLen;
+  int64_t tokensPerStep = plan.getTokensPerStep();
   std::ostringstream os;
   os << "model " << model.name << ": "
      << formatCount(double(countModelParameters(model))) << " parameters, "

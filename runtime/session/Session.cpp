@@ -68,8 +68,7 @@ void Session::openAll() {
 }
 
 void Session::noteBatchChange() {
-  int64_t now = int64_t(plan.microbatches) * plan.dp * plan.model.microBatch *
-                plan.model.seqLen;
+  int64_t now = plan.getTokensPerStep();
   int64_t recorded = settings.tokensPerStep;
   settings.tokensPerStep = now; // what this run's checkpoints record
   if (!root || recorded <= 0 || recorded == now)
@@ -294,9 +293,8 @@ void Session::runSteps() {
     setup.firstStep = done;
     setup.lastStep = std::max(done, options.steps);
     setup.logEvery = options.logEvery;
-    double sequences = double(plan.microbatches) * double(plan.dp) *
-                       double(plan.model.microBatch);
-    setup.tokensPerStep = sequences * double(plan.model.seqLen);
+    double sequences = double(plan.getSequencesPerStep());
+    setup.tokensPerStep = double(plan.getTokensPerStep());
     setup.flopsPerStep = sequences * getTrainingFlopsPerSequence(plan.model);
     double peak = options.peakTflops > 0
                       ? options.peakTflops * 1e12
@@ -362,8 +360,7 @@ void Session::saveStopped() {
 }
 
 int64_t Session::getEvaluationTokens() const {
-  return evalSteps * plan.microbatches * plan.dp * plan.model.microBatch *
-         plan.model.seqLen;
+  return evalSteps * plan.getTokensPerStep();
 }
 
 /// One step: the passes, the gradients (dumped or compared after the
