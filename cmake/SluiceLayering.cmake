@@ -35,7 +35,7 @@ function(sluice_check_layering)
   foreach(dir IN LISTS ARGN)
     set(library Sluice${dir})
     _sluice_link_closure(${library} "" closure)
-    file(GLOB sources ${PROJECT_SOURCE_DIR}/lib/${dir}/*.cpp
+    file(GLOB_RECURSE sources ${PROJECT_SOURCE_DIR}/lib/${dir}/*.cpp
                       ${PROJECT_SOURCE_DIR}/include/sluice/${dir}/*.h)
     foreach(source IN LISTS sources)
       file(STRINGS ${source} includes

@@ -4,6 +4,7 @@
 
 #include "Checkpoint.h"
 #include "CpuDevice.h"
+#include "sluice/Families/Family.h"
 
 #include <nlohmann/json.hpp>
 
@@ -218,208 +219,36 @@ private:
 // Naming: Sluice's parameters in Hugging Face's tensors
 //===----------------------------------------------------------------------===//
 
-/// Gemma names its tensors as Llama does; its norms store w where the
-/// model computes with 1 + w (Source::offset). Gemma-2 has four norms per
-/// layer: its post_attention_layernorm is the attention's sandwich norm,
-/// pre_feedforward_layernorm the second input norm.
-enum class Family { Gpt2, Llama, Gemma, Gemma2 };
+using families::Piece;
+using families::Source;
 
-bool isGemma(Family f) { return f == Family::Gemma || f == Family::Gemma2; }
-
-/// Columns [column, column + columns) of a Sluice tensor come from a
-/// Hugging Face tensor, stored [rows, columns] or, transposed (nn.Linear's
-/// [out, in]), [columns, rows].
-struct Piece {
-  std::string tensor;
-  int64_t column = 0, columns = 0;
-  bool transposed = false;
-};
-
-/// A Sluice parameter as a [rows, columns] matrix (a vector: one row) and
-/// the pieces its columns come from, left to right.
-struct Source {
-  int64_t rows = 1, columns = 0;
-  std::vector<Piece> pieces;
-  /// Sluice's value is the stored one plus this (Gemma's norm gains:
-  /// transformers computes x * (1 + w) in fp32, Sluice x * w').
-  float offset = 0.0f;
-
-  std::vector<int64_t> shapeOf(const Piece &p) const {
-    if (p.transposed)
-      return {p.columns, rows};
-    if (rows == 1)
-      return {p.columns};
-    return {rows, p.columns};
+/// The family a directory's config.json names, and its model_type.
+struct DirectoryFamily {
+  const families::Family *family = nullptr;
+  std::string modelType;
+  const families::WeightNames &names() const {
+    return family->getWeightNames(modelType);
   }
 };
 
-const LayerConfig *transformerLayer(const ModelConfig &model, int64_t index) {
-  int64_t seen = 0;
-  for (const LayerConfig &l : model.layers)
-    if (l.kind == LayerKind::Transformer && seen++ == index)
-      return &l;
-  return nullptr;
-}
-
-int64_t countTransformerLayers(const ModelConfig &model) {
-  return std::count_if(
-      model.layers.begin(), model.layers.end(),
-      [](const LayerConfig &l) { return l.kind == LayerKind::Transformer; });
-}
-
-/// Maps Sluice's parameter names (Parameters.cpp) to a family's tensors.
-class Naming {
-public:
-  Naming(Family family, std::string prefix, const ModelConfig &model)
-      : family(family), prefix(std::move(prefix)), model(model) {}
-
-  /// Where parameter `name` comes from, or an error naming it.
-  Status getSource(const std::string &name, Source &src) const {
-    int64_t h = model.hidden;
-    const LayerConfig &embedding = model.layers.front();
-    const LayerConfig &output = model.layers.back();
-    // One Hugging Face tensor, [rows, hidden] (a vector: one row).
-    auto whole = [&](const std::string &tensor, int64_t rows) {
-      src.rows = rows;
-      src.columns = h;
-      src.pieces = {{tensor, 0, h, false}};
-      return Status::ok();
-    };
-    bool gpt2 = family == Family::Gpt2;
-    if (name == "embed.tokens")
-      return whole(prefix + (gpt2 ? "wte.weight" : "embed_tokens.weight"),
-                   embedding.vocab);
-    if (name == "embed.positions")
-      return whole(prefix + "wpe.weight", embedding.positions);
-    if (name == "lm_head.weight")
-      return whole("lm_head.weight", output.vocab);
-    if (name.rfind("final_norm.", 0) == 0) {
-      src.offset = isGemma(family) ? 1.0f : 0.0f;
-      return whole(prefix + (gpt2 ? "ln_f." : "norm.") + name.substr(11), 1);
-    }
-    int64_t index = -1;
-    size_t dot = std::string::npos;
-    if (name.rfind("layers.", 0) == 0) {
-      dot = name.find('.', 7);
-      index = std::stoll(name.substr(7, dot - 7));
-    }
-    const LayerConfig *layer =
-        index >= 0 ? transformerLayer(model, index) : nullptr;
-    if (!layer)
-      return Status::error("parameter " + name +
-                           " has no Hugging Face counterpart");
-    return getLayerSource(*layer, index, name.substr(dot + 1), src);
-  }
-
-  /// Hugging Face's name of `tensor` in transformer layer `index`.
-  std::string getLayerTensor(int64_t index, const std::string &tensor) const {
-    return prefix + (family == Family::Gpt2 ? "h." : "layers.") +
-           std::to_string(index) + "." + tensor;
-  }
-
-  /// A name that exists only if the files hold more layers than the model.
-  std::string getLayerProbe(int64_t index) const {
-    return getLayerTensor(index, family == Family::Gpt2
-                                     ? "ln_1.weight"
-                                     : "input_layernorm.weight");
-  }
-
-private:
-  Status getLayerSource(const LayerConfig &l, int64_t index,
-                        const std::string &field, Source &src) const {
-    int64_t h = model.hidden, hd = l.heads * l.headDim,
-            kv = l.kvHeads * l.headDim;
-    bool weight =
-        field.size() > 7 && field.compare(field.size() - 7, 7, ".weight") == 0;
-    std::string kind = field.substr(0, field.rfind('.'));
-    std::string suffix = weight ? ".weight" : ".bias";
-    bool gpt2 = family == Family::Gpt2;
-    std::string at =
-        prefix + (gpt2 ? "h." : "layers.") + std::to_string(index) + ".";
-    // A linear map [in, out]: transformers' nn.Linear stores [out, in],
-    // GPT-2's Conv1D [in, out]; a bias is a vector of `out`.
-    auto linear = [&](int64_t in,
-                      std::vector<std::pair<std::string, int64_t>> parts) {
-      src.rows = weight ? in : 1;
-      src.columns = 0;
-      src.pieces.clear();
-      for (auto &[tensor, width] : parts) {
-        src.pieces.push_back(
-            {at + tensor + suffix, src.columns, width, weight && !gpt2});
-        src.columns += width;
-      }
-    };
-    bool gemma2 = family == Family::Gemma2;
-    if (kind == "norm1" || kind == "norm2" ||
-        (gemma2 && (kind == "post_attn_norm" || kind == "post_mlp_norm"))) {
-      std::string tensor =
-          gpt2                     ? (kind == "norm1" ? "ln_1" : "ln_2")
-          : kind == "norm1"        ? "input_layernorm"
-          : kind == "post_attn_norm" ? "post_attention_layernorm"
-          : kind == "post_mlp_norm"  ? "post_feedforward_layernorm"
-          : gemma2                 ? "pre_feedforward_layernorm"
-                                   : "post_attention_layernorm";
-      src.rows = 1;
-      src.columns = h;
-      src.pieces = {{at + tensor + suffix, 0, h, false}};
-      src.offset = isGemma(family) && weight ? 1.0f : 0.0f;
-    } else if (kind == "attn.qkv") {
-      if (gpt2)
-        linear(h, {{"attn.c_attn", hd + 2 * kv}});
-      else
-        linear(h, {{"self_attn.q_proj", hd},
-                   {"self_attn.k_proj", kv},
-                   {"self_attn.v_proj", kv}});
-    } else if (kind == "attn.out") {
-      linear(hd, {{gpt2 ? "attn.c_proj" : "self_attn.o_proj", h}});
-    } else if (kind == "mlp.gate" && !gpt2) {
-      linear(h, {{"mlp.gate_proj", l.ffn}});
-    } else if (kind == "mlp.up") {
-      linear(h, {{gpt2 ? "mlp.c_fc" : "mlp.up_proj", l.ffn}});
-    } else if (kind == "mlp.down") {
-      linear(l.ffn, {{gpt2 ? "mlp.c_proj" : "mlp.down_proj", h}});
-    } else {
-      return Status::error("parameter layers." + std::to_string(index) + "." +
-                           field + " has no Hugging Face counterpart");
-    }
-    return Status::ok();
-  }
-
-  Family family;
-  std::string prefix;
-  const ModelConfig &model;
-};
-
-/// The family config.json names; Gemma's are refused (their norms and
-/// embedding scale are not computed: docs/import.md).
-Status readFamily(const std::string &dir, Family &family, std::string &text) {
+Status readFamily(const std::string &dir, DirectoryFamily &found,
+                  std::string &text) {
   std::string path = dir + "/config.json";
   if (Status st = readFile(path, text); !st)
     return Status::error(
         "'" + dir + "' is not a Hugging Face model directory: " + st.message());
-  std::string type;
   try {
     json config = json::parse(text);
-    type = config.value("model_type", "");
+    found.modelType = config.value("model_type", "");
   } catch (const json::exception &e) {
     return Status::error("'" + path + "': " + e.what());
   }
-  if (type == "gpt2") {
-    family = Family::Gpt2;
-  } else if (type == "llama" || type == "mistral" || type == "qwen2") {
-    // Qwen2's names are Llama's (its q/k/v biases the same names'
-    // .bias).
-    family = Family::Llama;
-  } else if (type == "gemma") {
-    family = Family::Gemma;
-  } else if (type == "gemma2") {
-    family = Family::Gemma2;
-  } else {
-    return Status::error("'" + path + "': model_type '" + type +
-                         "' is not one whose weights sluice-run loads "
-                         "(gpt2, llama, mistral, qwen2, gemma, gemma2; "
-                         "docs/import.md)");
-  }
+  found.family = families::lookupFamily(found.modelType);
+  if (!found.family)
+    return Status::error("'" + path + "': model_type '" + found.modelType +
+                         "' is not one whose weights sluice-run loads (" +
+                         families::getSupportedModelTypes() +
+                         "; docs/import.md)");
   return Status::ok();
 }
 
@@ -474,12 +303,15 @@ std::string formatShape(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-/// GPT-2 checkpoints come with and without GPT2LMHeadModel's
-/// `transformer.` prefix; Llama's always under `model.`.
-std::string findPrefix(Family family, const TensorDirectory &tensors) {
-  if (family != Family::Gpt2)
-    return "model.";
-  return tensors.find("transformer.wte.weight") ? "transformer." : "";
+/// The prefix the directory's tensors carry: the family's, or none where
+/// the family's checkpoints come both ways (GPT-2's, with and without
+/// GPT2LMHeadModel's `transformer.`).
+std::string findPrefix(const families::WeightNames &names,
+                       const TensorDirectory &tensors) {
+  if (!names.prefixOptional ||
+      tensors.find(names.prefix + names.tokens + ".weight"))
+    return names.prefix;
+  return "";
 }
 
 /// Fills the elements of `spec` (its runs, in the whole tensor's
@@ -514,56 +346,67 @@ Status fillParameter(const ParameterSpec &spec, const Source &src,
   return Status::ok();
 }
 
+/// Where parameter `name` comes from under `names`.
+Status getSource(const families::WeightNames &names, const std::string &prefix,
+                 const ModelConfig &model, const std::string &name,
+                 Source &src) {
+  std::string why;
+  if (!families::getSource(names, prefix, model, name, src, why))
+    return Status::error(why);
+  return Status::ok();
+}
+
+/// Biases the files hold and the plan's layers lack would be dropped
+/// without a word (a Qwen2 directory on a plan compiled as Llama).
+Status checkBiases(const std::string &dir, const families::WeightNames &names,
+                   const std::string &prefix, const LayerConfig &first,
+                   const TensorDirectory &tensors) {
+  std::string query = names.qkv.empty() ? names.q : names.qkv;
+  for (auto [tensor, has] : {std::pair{query, first.hasQkvBias()},
+                             std::pair{names.attnOut, first.bias},
+                             std::pair{names.down, first.bias}}) {
+    std::string name =
+        families::getLayerTensor(names, prefix, 0, tensor + ".bias");
+    if (!has && tensors.find(name))
+      return Status::error("'" + dir + "' holds " + name +
+                           ", a bias the plan's model does not have: "
+                           "compile the plan from this config.json");
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
                        ParameterStore &params) {
-  Family family;
+  DirectoryFamily family;
   std::string config;
   if (Status st = readFamily(dir, family, config); !st)
     return st;
   // The weights' layout follows the family; the plan must compute it.
-  const LayerConfig *first = transformerLayer(model, 0);
-  bool sandwich = first && first->postNorms;
-  if (isGemma(family) != (model.embeddingScale != 1.0) ||
-      (family == Family::Gemma2) != sandwich)
-    return Status::error(
-        "'" + dir + "/config.json' is " +
-        (family == Family::Gemma2  ? "a Gemma-2 model"
-         : family == Family::Gemma ? "a Gemma model"
-                                   : "not a Gemma model") +
-        ", but the plan's model " +
-        (model.embeddingScale != 1.0 ? "scales its embeddings"
-                                     : "does not scale its embeddings") +
-        (sandwich ? " and has sandwich norms" : "") +
-        ": compile the plan from this config.json");
+  if (std::string why = family.family->checkWeights(model, family.modelType);
+      !why.empty())
+    return Status::error("'" + dir + "/config.json' is " + why +
+                         ": compile the plan from this config.json");
   TensorDirectory tensors;
   if (Status st = tensors.open(dir); !st)
     return st;
-  Naming naming(family, findPrefix(family, tensors), model);
-  int64_t layers = countTransformerLayers(model);
-  if (tensors.find(naming.getLayerProbe(layers)))
+  const families::WeightNames &names = family.names();
+  std::string prefix = findPrefix(names, tensors);
+  int64_t layers = families::countTransformerLayers(model);
+  if (tensors.find(families::getLayerTensor(names, prefix, layers,
+                                            names.norm1 + ".weight")))
     return Status::error("'" + dir + "' holds more than the model's " +
                          std::to_string(layers) + " layers");
-  // Biases the files hold and the plan's layers lack would be dropped
-  // without a word (a Qwen2 directory on a plan compiled as Llama).
-  if (family != Family::Gpt2 && first)
-    for (auto [tensor, has] :
-         {std::pair{"self_attn.q_proj.bias", first->hasQkvBias()},
-          std::pair{"self_attn.o_proj.bias", first->bias},
-          std::pair{"mlp.down_proj.bias", first->bias}}) {
-      std::string name = naming.getLayerTensor(0, tensor);
-      if (!has && tensors.find(name))
-        return Status::error("'" + dir + "' holds " + name +
-                             ", a bias the plan's model does not have: "
-                             "compile the plan from this config.json");
-    }
+  if (const LayerConfig *first = families::getTransformerLayer(model, 0))
+    if (Status st = checkBiases(dir, names, prefix, *first, tensors); !st)
+      return st;
   std::vector<float> weights;
   if (Status st = params.read(ParameterStore::Tensor::Weights, weights); !st)
     return st;
   for (const ParameterSpec &spec : params.specs()) {
     Source src;
-    if (Status st = naming.getSource(spec.name, src); !st)
+    if (Status st = getSource(names, prefix, model, spec.name, src); !st)
       return st;
     if (Status st = fillParameter(spec, src, tensors, dir,
                                   weights.data() + params.offset(spec.name));
@@ -575,228 +418,15 @@ Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
 
 namespace {
 
-/// The first transformer layer, once every other is checked to have its
-/// shape: a Hugging Face config says one shape for all layers.
-Status getUniformBlock(const ModelConfig &model, const LayerConfig *&block) {
-  const LayerConfig *t = transformerLayer(model, 0);
-  if (!t)
-    return Status::error("model '" + model.name + "' has no transformer layer");
-  for (const LayerConfig &l : model.layers)
-    if (l.kind == LayerKind::Transformer &&
-        (l.heads != t->heads || l.kvHeads != t->kvHeads ||
-         l.headDim != t->headDim || l.ffn != t->ffn || l.mlp != t->mlp ||
-         l.norm != t->norm || l.bias != t->bias ||
-         l.qkvBias != t->qkvBias || l.rotary != t->rotary))
-      return Status::error("model '" + model.name +
-                           "' has layers of different shapes: no Hugging "
-                           "Face config describes it");
-  block = t;
-  return Status::ok();
-}
-
-/// Which Hugging Face family computes a model whose layers all have the
-/// block `t`: one of the flags, and the attention window its config says.
-struct FamilyShape {
-  bool gpt2 = false, llama = false, gemma = false;
-  bool mistral = false, gemma2 = false;
-  int64_t window = 0;
-};
-
-/// The attention windows as a family's config says them: Mistral's on
-/// every layer, Gemma-2's on its even layers, each the same size.
-Status classifyWindows(const ModelConfig &model, const LayerConfig &t,
-                       FamilyShape &shape) {
-  std::vector<int64_t> windows;
-  for (const LayerConfig &l : model.layers)
-    if (l.kind == LayerKind::Transformer)
-      windows.push_back(l.window);
-  int64_t window = *std::max_element(windows.begin(), windows.end());
-  bool everyLayer = true, evenLayers = true;
-  for (size_t i = 0; i < windows.size(); ++i) {
-    everyLayer = everyLayer && windows[i] == window;
-    evenLayers = evenLayers && windows[i] == (i % 2 == 0 ? window : 0);
-  }
-  shape.gemma2 = shape.gemma && t.postNorms;
-  shape.mistral = shape.llama && window > 0;
-  shape.window = window;
-  if (window > 0 &&
-      !(shape.gemma2 ? evenLayers : shape.mistral && everyLayer))
-    return Status::error(
-        "model '" + model.name + "' has attention windows (layer 0's " +
-        std::to_string(t.window) +
-        ") that no Hugging Face family's config says: Mistral's are on "
-        "every layer, Gemma-2's on its even layers, each the same size");
-  if (shape.mistral && (t.qkvBias || t.rotary.isScaled()))
-    return Status::error("model '" + model.name +
-                         "' has attention windows and " +
-                         (t.qkvBias ? "query, key and value biases"
-                                    : "Llama 3.1's rotary scaling") +
-                         ": no Hugging Face family computes both");
-  return Status::ok();
-}
-
-Status classifyFamily(const ModelConfig &model, const LayerConfig &t,
-                      FamilyShape &shape) {
-  const LayerConfig &embedding = model.layers.front();
-  const LayerConfig &output = model.layers.back();
-  bool scaled = model.embeddingScale != 1.0;
-  bool rotary = embedding.positions == 0 && t.isRms() && t.rotary.theta > 0 &&
-                output.isRms() && !t.bias;
-  shape.gpt2 = embedding.positions > 0 && !t.isRms() &&
-               t.mlp == MlpType::Gelu && t.bias && t.rotary.theta == 0 &&
-               t.kvHeads == t.heads && t.heads * t.headDim == model.hidden &&
-               !scaled && !t.postNorms;
-  shape.llama =
-      rotary && t.mlp == MlpType::SwiGlu && !scaled && !t.postNorms;
-  shape.gemma = rotary && t.mlp == MlpType::GeGlu &&
-                float(model.embeddingScale) ==
-                    float(std::sqrt(double(model.hidden)));
-  if (shape.llama && t.qkvBias && t.heads * t.headDim != model.hidden)
-    return Status::error("model '" + model.name +
-                         "' has query, key and value biases (Qwen2's block) "
-                         "but heads x head_dim differs from the hidden size, "
-                         "which Qwen2's config cannot say");
-  if (t.qkvBias && !shape.llama)
-    return Status::error("model '" + model.name +
-                         "' has query, key and value biases (Qwen2's block) "
-                         "but is not Llama-shaped: no Hugging Face family "
-                         "computes it");
-  if (t.rotary.isScaled() && !shape.llama)
-    return Status::error("model '" + model.name +
-                         "' scales its rotary frequencies (Llama 3.1's "
-                         "rope_scaling) but is not Llama-shaped: no Hugging "
-                         "Face family computes it");
-  if (Status st = classifyWindows(model, t, shape); !st)
-    return st;
-  if (!shape.gpt2 && !shape.llama && !shape.gemma)
-    return Status::error(
-        "model '" + model.name +
-        "' is neither GPT-2-shaped (learned positions, LayerNorm, GELU, "
-        "biases), Llama-shaped (rotary positions, RMSNorm, SwiGLU) nor "
-        "Gemma-shaped (Llama's with GeGLU and embeddings scaled by "
-        "sqrt(hidden)): no Hugging Face family computes it");
-  return Status::ok();
-}
-
-json describeGpt2(const ModelConfig &model, const LayerConfig &t) {
-  const LayerConfig &embedding = model.layers.front();
-  return {{"architectures", {"GPT2LMHeadModel"}},
-          {"model_type", "gpt2"},
-          {"n_embd", model.hidden},
-          {"n_layer", countTransformerLayers(model)},
-          {"n_head", t.heads},
-          {"n_inner", t.ffn},
-          {"n_positions", embedding.positions},
-          {"n_ctx", embedding.positions},
-          {"vocab_size", embedding.vocab},
-          {"activation_function", model.exactGelu ? "gelu" : "gelu_new"},
-          {"layer_norm_epsilon", model.normEps},
-          {"tie_word_embeddings", model.layers.back().tied}};
-}
-
-/// Gemma-2's settings, each as Gemma2Config would default it otherwise;
-/// without a window, one as long as the sequence (full attention is the
-/// same).
-void addGemma2Settings(const ModelConfig &model, const LayerConfig &t,
-                       int64_t window, json &c) {
-  // An integer where it is one: transformers 5 refuses a float here.
-  double scalar = model.attentionScale > 0
-                      ? 1.0 / (model.attentionScale * model.attentionScale)
-                      : double(t.headDim);
-  double whole = std::round(scalar);
-  c["query_pre_attn_scalar"] =
-      std::fabs(scalar - whole) <= 1e-6 * std::max(1.0, whole)
-          ? json(int64_t(whole))
-          : json(scalar);
-  c["attn_logit_softcapping"] = model.attentionSoftcap > 0
-                                    ? json(model.attentionSoftcap)
-                                    : json(nullptr);
-  c["final_logit_softcapping"] =
-      model.finalSoftcap > 0 ? json(model.finalSoftcap) : json(nullptr);
-  c["sliding_window"] = window > 0 ? window : model.seqLen;
-}
-
-/// The rotary families' config: what Llama's, Qwen2's, Mistral's and
-/// Gemma's share, then each one's own.
-json describeRotary(const ModelConfig &model, const LayerConfig &t,
-                    const FamilyShape &shape) {
-  json c = {{"hidden_size", model.hidden},
-            {"num_hidden_layers", countTransformerLayers(model)},
-            {"num_attention_heads", t.heads},
-            {"num_key_value_heads", t.kvHeads},
-            {"head_dim", t.headDim},
-            {"intermediate_size", t.ffn},
-            {"max_position_embeddings", model.seqLen},
-            {"vocab_size", model.layers.front().vocab},
-            {"rms_norm_eps", model.normEps},
-            {"rope_theta", t.rotary.theta},
-            {"tie_word_embeddings", model.layers.back().tied}};
-  if (shape.llama && t.qkvBias) {
-    // Qwen2's block: Llama's with query, key and value biases. Its
-    // config has no head_dim (hidden / heads).
-    c["architectures"] = {"Qwen2ForCausalLM"};
-    c["model_type"] = "qwen2";
-    c["hidden_act"] = "silu";
-    c["use_sliding_window"] = false;
-    c.erase("head_dim");
-  } else if (shape.mistral) {
-    // Mistral's block is Llama's with every layer's attention windowed.
-    c["architectures"] = {"MistralForCausalLM"};
-    c["model_type"] = "mistral";
-    c["hidden_act"] = "silu";
-    c["sliding_window"] = shape.window;
-  } else if (shape.llama) {
-    c["architectures"] = {"LlamaForCausalLM"};
-    c["model_type"] = "llama";
-    c["hidden_act"] = "silu";
-    c["attention_bias"] = t.bias;
-    c["mlp_bias"] = t.bias;
-  } else {
-    c["architectures"] = {shape.gemma2 ? "Gemma2ForCausalLM"
-                                       : "GemmaForCausalLM"};
-    c["model_type"] = shape.gemma2 ? "gemma2" : "gemma";
-    c["hidden_activation"] = model.exactGelu ? "gelu" : "gelu_pytorch_tanh";
-  }
-  if (t.rotary.isScaled()) {
-    // Llama 3.1's scaling; the context it extends to is what
-    // transformers checks the original one against.
-    const Rotary &r = t.rotary;
-    c["rope_scaling"] = {
-        {"rope_type", "llama3"},
-        {"factor", r.factor},
-        {"low_freq_factor", r.lowFreqFactor},
-        {"high_freq_factor", r.highFreqFactor},
-        {"original_max_position_embeddings", r.originalPositions}};
-    c["max_position_embeddings"] = std::max(
-        model.seqLen,
-        int64_t(std::llround(double(r.originalPositions) * r.factor)));
-  }
-  if (shape.gemma2)
-    addGemma2Settings(model, t, shape.window, c);
-  return c;
-}
-
 /// The family and config.json transformers reads for `model`.
-Status describeModel(const ModelConfig &model, Family &family,
+Status describeModel(const ModelConfig &model, DirectoryFamily &family,
                      std::string &text) {
-  const LayerConfig *t = nullptr;
-  if (Status st = getUniformBlock(model, t); !st)
-    return st;
-  FamilyShape shape;
-  if (Status st = classifyFamily(model, *t, shape); !st)
-    return st;
-  family = shape.gpt2     ? Family::Gpt2
-           : shape.gemma2 ? Family::Gemma2
-           : shape.gemma  ? Family::Gemma
-                          : Family::Llama;
-  json c = shape.gpt2 ? describeGpt2(model, *t)
-                      : describeRotary(model, *t, shape);
-  // nn.Embedding's padding_idx; a null keeps Llama's from defaulting.
-  if (!shape.gpt2)
-    c["pad_token_id"] = model.paddingToken >= 0 ? json(model.paddingToken)
-                                                : json(nullptr);
-  c["torch_dtype"] = "float32";
-  text = c.dump(2) + "\n";
+  json config;
+  std::string why;
+  if (!families::describeModel(model, family.family, config, why))
+    return Status::error(why);
+  family.modelType = config.value("model_type", "");
+  text = config.dump(2) + "\n";
   return Status::ok();
 }
 
@@ -835,7 +465,7 @@ Status writeSafetensors(
 Status writeDirectory(const std::string &dir, const std::string &gather,
                       const std::string &sourceDir, const ModelConfig &model) {
   std::string config;
-  Family family;
+  DirectoryFamily family;
   if (Status st = sourceDir.empty() ? describeModel(model, family, config)
                                     : readFamily(sourceDir, family, config);
       !st)
@@ -853,13 +483,13 @@ Status writeDirectory(const std::string &dir, const std::string &gather,
   std::vector<float> weights;
   if (Status st = store.read(ParameterStore::Tensor::Weights, weights); !st)
     return st;
-  Naming naming(family, family == Family::Gpt2 ? "transformer." : "model.",
-                whole);
   std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>
       tensors;
   for (const ParameterSpec &spec : store.specs()) {
     Source src;
-    if (Status st = naming.getSource(spec.name, src); !st)
+    if (Status st = getSource(family.names(), family.names().prefix, whole,
+                              spec.name, src);
+        !st)
       return st;
     const float *w = weights.data() + store.offset(spec.name);
     for (const Piece &p : src.pieces) {

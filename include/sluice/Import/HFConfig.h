@@ -1,8 +1,9 @@
 //===- HFConfig.h - Import a Hugging Face config.json -----------*- C++ -*-===//
 //
-// Turns a Hugging Face style `config.json` (Llama/Mistral, GPT-2 and
-// Gemma/Gemma-2 families) into a model-level `sluice.model`. Every key the
-// importer reads is validated; a missing or nonsensical key is an error that
+// Turns a Hugging Face style `config.json` of any family the build
+// registered (lib/Families/<family>/: Llama, Mistral, Qwen2, Gemma and
+// Gemma-2, GPT-2) into a model-level `sluice.model`. Every key the
+// family reads is validated; a missing or nonsensical key is an error that
 // names it. Where Hugging Face itself defines a default for an absent key,
 // the importer applies it and says so with a remark (docs/import.md lists
 // them all).

@@ -1,0 +1,234 @@
+//===- Family.h - A Hugging Face model family's adapter ---------*- C++ -*-===//
+//
+// Everything Sluice knows about one Hugging Face model family, in one
+// place (lib/Families/<family>/): the `config.json` keys it reads into the
+// block spec (rt::ModelConfig, include/sluice/PlanFormat/ModelConfig.h),
+// the config it writes back for a spec, the names of its weight tensors and
+// their conventions (GPT-2's Conv1D layout, Gemma's 1 + w norm gains).
+//
+// The importer (lib/Import) and the runtime's Hugging Face directories
+// (runtime/HuggingFace.cpp) both ask the registry (getFamilies) rather than
+// knowing a family: a new family is a new folder under lib/Families, which
+// the build finds and registers (lib/Families/CMakeLists.txt).
+//
+// Plain C++ with nlohmann-json and no LLVM or MLIR, so the runtime links it
+// as it links the plan format.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_FAMILIES_FAMILY_H
+#define SLUICE_FAMILIES_FAMILY_H
+
+#include "sluice/PlanFormat/ModelConfig.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice::families {
+
+using rt::LayerConfig;
+using rt::ModelConfig;
+
+//===----------------------------------------------------------------------===//
+// Reading config.json
+//===----------------------------------------------------------------------===//
+
+/// The keys of one config.json as a family reads them. The importer
+/// implements it over its JSON parser and reports each problem at the
+/// key's line and column; every accessor that returns false has reported
+/// why, and the reader stops (one problem to act on).
+class ConfigKeys {
+public:
+  using Names = std::vector<std::string>;
+  virtual ~ConfigKeys() = default;
+
+  /// A positive integer under the first of `names` present (aliases must
+  /// agree); `foundKey`, when given, receives the key it came from.
+  virtual bool optionalSize(const Names &names, std::optional<int64_t> &out,
+                            std::string *foundKey = nullptr) const = 0;
+  /// optionalSize, an error naming the first key when all are absent.
+  virtual bool requireSize(const Names &names, int64_t &out,
+                           std::string *foundKey = nullptr) const = 0;
+  virtual bool optionalString(const Names &names,
+                              std::optional<std::string> &out,
+                              std::string *foundKey = nullptr) const = 0;
+  /// A positive number under `key`; under `parent`.`key` when a parent is
+  /// given (an absent parent: no value).
+  virtual bool optionalPositive(const std::string &key,
+                                std::optional<double> &out,
+                                const std::string &parent = "") const = 0;
+  virtual bool optionalBool(const std::string &key,
+                            std::optional<bool> &out) const = 0;
+
+  /// Whether `key` is present with a non-null value; present as null.
+  virtual bool has(const std::string &key) const = 0;
+  virtual bool isNull(const std::string &key) const = 0;
+  /// Whether `key` holds an object.
+  virtual bool isObject(const std::string &key) const = 0;
+  /// `key`'s integer value, if it is one (no report).
+  virtual std::optional<int64_t> getInteger(const std::string &key) const = 0;
+  /// `parent`.`key`'s value, if the parent is an object and the value has
+  /// the type (no report).
+  virtual std::optional<std::string>
+  getNestedString(const std::string &parent, const std::string &key) const = 0;
+  virtual std::optional<double>
+  getNestedNumber(const std::string &parent, const std::string &key) const = 0;
+  virtual std::optional<int64_t>
+  getNestedInteger(const std::string &parent, const std::string &key) const = 0;
+  /// `key`'s value as the file spells it, for messages.
+  virtual std::string format(const std::string &key) const = 0;
+
+  /// Reports at `key`: an error (the caller then returns false), a remark.
+  virtual void error(const std::string &key, const std::string &message) = 0;
+  virtual void remark(const std::string &key, const std::string &message) = 0;
+
+  /// Says which default replaced an absent key: nothing is guessed
+  /// silently.
+  void remarkDefault(const std::string &key, const std::string &value,
+                     const std::string &why) {
+    remark(key, "key '" + key + "' is absent; using " + value + " (" + why +
+                    ")");
+  }
+  /// Records what the config computes and the block spec does not
+  /// (ModelConfig::unmodelled): the costs hold, sluice-run refuses to train
+  /// it. The importer warns once, at the first such key.
+  virtual void unmodelled(const std::string &key, const std::string &what) = 0;
+};
+
+/// What a config.json describes: the block spec, and the element type its
+/// `torch_dtype` names ("bfloat16", "float16", "float32").
+struct ImportedModel {
+  ModelConfig model;
+  std::string dtype;
+};
+
+//===----------------------------------------------------------------------===//
+// Weights
+//===----------------------------------------------------------------------===//
+
+/// Columns [column, column + columns) of a Sluice tensor come from a
+/// Hugging Face tensor, stored [rows, columns] or, transposed (nn.Linear's
+/// [out, in]), [columns, rows].
+struct Piece {
+  std::string tensor;
+  int64_t column = 0, columns = 0;
+  bool transposed = false;
+};
+
+/// A Sluice parameter (runtime/Parameters.cpp's names) as a [rows,
+/// columns] matrix (a vector: one row) and the pieces its columns come
+/// from, left to right.
+struct Source {
+  int64_t rows = 1, columns = 0;
+  std::vector<Piece> pieces;
+  /// Sluice's value is the stored one plus this (Gemma's norm gains:
+  /// transformers computes x * (1 + w) in fp32, Sluice x * w').
+  float offset = 0.0f;
+
+  std::vector<int64_t> shapeOf(const Piece &p) const {
+    if (p.transposed)
+      return {p.columns, rows};
+    if (rows == 1)
+      return {p.columns};
+    return {rows, p.columns};
+  }
+};
+
+/// A family's tensor names, as data: what differs between GPT-2's and
+/// Llama's layouts. The naming engine (getSource) applies them.
+struct WeightNames {
+  /// The model's prefix when written ("model."), and whether reading also
+  /// accepts the tensors without it (GPT-2 checkpoints with and without
+  /// GPT2LMHeadModel's `transformer.`).
+  std::string prefix;
+  bool prefixOptional = false;
+  /// Under the prefix: the token and position tables, the final norm, the
+  /// transformer layers ("layers." + index + ".").
+  std::string tokens, positions, finalNorm, layers;
+  /// In a layer: the norms (norm1, norm2; Gemma-2's sandwich norms
+  /// post_attn_norm, post_mlp_norm; "": none).
+  std::string norm1, norm2, postAttnNorm, postMlpNorm;
+  /// The attention's query, key and value maps, each or fused ("": fused
+  /// into `qkv`), its output map; the feed-forward maps ("" gate: none).
+  std::string q, k, v, qkv, attnOut, gate, up, down;
+  /// nn.Linear's [out, in] (transposed) rather than Conv1D's [in, out].
+  bool linearTransposed = true;
+  /// The norms' gains are stored as w where the model computes 1 + w.
+  bool normOffset = false;
+};
+
+/// Where parameter `name` of `model` comes from under `names`, with
+/// `prefix` as the model's prefix; false and `why` when it has no
+/// counterpart.
+bool getSource(const WeightNames &names, const std::string &prefix,
+               const ModelConfig &model, const std::string &name,
+               Source &src, std::string &why);
+
+/// Hugging Face's name of `tensor` in transformer layer `index`.
+std::string getLayerTensor(const WeightNames &names,
+                           const std::string &prefix, int64_t index,
+                           const std::string &tensor);
+
+//===----------------------------------------------------------------------===//
+// The adapter
+//===----------------------------------------------------------------------===//
+
+/// Whether a family writes the config of a block spec (Family::claim).
+enum class Claim { No, Yes, Refused };
+
+class Family {
+public:
+  virtual ~Family() = default;
+
+  /// The family's name ("llama") and the model_type values it reads.
+  virtual const char *getName() const = 0;
+  virtual std::vector<std::string> getModelTypes() const = 0;
+
+  /// Reads `config` (model_type `modelType`, one of getModelTypes()) into
+  /// `out`; false once a problem is reported.
+  virtual bool readConfig(ConfigKeys &config, const std::string &modelType,
+                          ImportedModel &out) const = 0;
+
+  /// Whether this family's config describes `model`, whose transformer
+  /// layers all have `block`'s shape: Yes, No, or Refused with `why` (the
+  /// spec is nearly this family's but has what its config cannot say).
+  virtual Claim claim(const ModelConfig &model, const LayerConfig &block,
+                      std::string &why) const = 0;
+  /// The config.json transformers reads for a claimed `model`.
+  virtual nlohmann::json describe(const ModelConfig &model,
+                                  const LayerConfig &block) const = 0;
+
+  /// The tensor names of `modelType`'s checkpoints.
+  virtual const WeightNames &getWeightNames(const std::string &modelType) const = 0;
+  /// Why `model` cannot take `modelType`'s weights (its block computes
+  /// something else), or "".
+  virtual std::string checkWeights(const ModelConfig &model,
+                                   const std::string &modelType) const {
+    return "";
+  }
+};
+
+/// Every family the build found (lib/Families/*/), by name.
+const std::vector<const Family *> &getFamilies();
+/// The family that reads `modelType`, or null.
+const Family *lookupFamily(const std::string &modelType);
+/// Every model_type the families read, sorted, comma-separated.
+std::string getSupportedModelTypes();
+
+/// The family whose config describes `model` and the config itself (the
+/// model_type it names is `modelType`); false and `why` otherwise.
+bool describeModel(const ModelConfig &model, const Family *&family,
+                   nlohmann::json &config, std::string &why);
+
+/// The transformer layer `index` of `model`, or null; their count.
+const LayerConfig *getTransformerLayer(const ModelConfig &model,
+                                       int64_t index);
+int64_t countTransformerLayers(const ModelConfig &model);
+
+} // namespace sluice::families
+
+#endif // SLUICE_FAMILIES_FAMILY_H

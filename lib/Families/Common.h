@@ -1,0 +1,122 @@
+//===- Common.h - What the family adapters share ----------------*- C++ -*-===//
+//
+// Private to lib/Families: the config reading every family shares (sizes,
+// heads, activation, rotary positions, numerics), parameterised by a
+// family's Traits and finished by the family's own keys; the Llama layout
+// of weight names four families use; and the shape tests the families'
+// claims are made of.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_LIB_FAMILIES_COMMON_H
+#define SLUICE_LIB_FAMILIES_COMMON_H
+
+#include "sluice/Families/Family.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+
+namespace sluice::families {
+
+/// What a family's config implies about its block, and how its keys are
+/// spelled and defaulted (transformers' config class for it).
+struct Traits {
+  /// Used in remarks: "Hugging Face's default for <name>".
+  std::string name;
+  rt::NormType norm = rt::NormType::RmsNorm;
+  rt::MlpType mlp = rt::MlpType::SwiGlu;
+  bool bias = false;
+  bool learnedPositions = false;
+  bool tieDefault = false;
+  /// Keys that may name the activation, in lookup order; the values this
+  /// family's MLP kind implements; Hugging Face's default ("": required).
+  std::vector<std::string> activationKeys, activations;
+  std::string activationDefault;
+  /// head_dim when the key is absent (0: hidden_size / heads).
+  int64_t headDimDefault = 0;
+  /// num_key_value_heads when absent (0: num_attention_heads).
+  int64_t kvHeadsDefault = 0;
+  /// GPT-2 spells the sizes its own way (n_embd, ...); both are accepted.
+  bool gpt2Aliases = false;
+  /// The norms' epsilon key and its default.
+  std::string epsKey = "rms_norm_eps";
+  double epsDefault = 1e-6;
+  std::string epsDefaultText = "1e-06";
+  /// nn.Embedding's padding_idx: whether the family reads pad_token_id,
+  /// and the index when the key is absent (-1: none).
+  bool readsPadding = true;
+  int64_t paddingDefault = -1;
+};
+
+/// Llama's keys and defaults (SwiGLU, silu, RMSNorm, rotary), which
+/// Mistral and Qwen2 start from; `name` in the remarks.
+Traits getLlamaTraits(const std::string &name);
+
+/// Everything the shared and the family's own reading produce, validated;
+/// buildSpec turns it into the block spec.
+struct ConfigValues {
+  int64_t hidden = 0, layers = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0,
+          positions = 0;
+  std::optional<int64_t> headDim;
+  /// The rotary families' base and Llama 3.1's scaling.
+  std::optional<double> ropeTheta;
+  std::optional<rt::Rotary> ropeScaling;
+  bool tied = false;
+  std::string dtype;
+  double normEps = 1e-5;
+  bool exactGelu = false;
+  bool bias = false, qkvBias = false;
+  /// The attention window of the windowed layers: every layer, or
+  /// (Gemma-2) the even ones.
+  std::optional<int64_t> slidingWindow;
+  bool evenLayersWindowed = false;
+  std::optional<double> embeddingScale;
+  std::optional<int64_t> paddingToken;
+  std::optional<double> attentionScale, attentionSoftcap, finalSoftcap;
+  bool postNorms = false;
+};
+
+/// The reading of one family's config: the shared keys under `traits`,
+/// then `own` for the family's keys. False once a problem is reported.
+using OwnKeys = std::function<bool(ConfigKeys &, ConfigValues &)>;
+bool readConfigWith(ConfigKeys &config, const std::string &modelType,
+                    const Traits &traits, ImportedModel &out,
+                    const OwnKeys &own = nullptr);
+
+/// Attention windows of `window` keys (Mistral, Gemma-2), read from
+/// `sliding_window`: absent, Hugging Face's default; null, none.
+bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
+                       ConfigValues &values);
+
+/// A printf-formatted number, as the importer's messages spell them.
+std::string formatNumber(const char *format, double value);
+
+/// The Llama layout of tensor names (Llama, Mistral, Qwen2; Gemma's with
+/// its norm offset).
+WeightNames getLlamaWeightNames();
+
+/// The shapes families claim a block spec by.
+struct Shape {
+  bool rotary = false;     // rotary positions, RMSNorm, no biases
+  bool scaled = false;     // embeddings scaled (Gemma)
+  bool llama = false;      // rotary, SwiGLU, unscaled, no sandwich norms
+  int64_t window = 0;      // the largest attention window (0: none)
+  bool everyLayer = false; // every layer that window
+  bool evenLayers = false; // the even layers that window, the odd none
+};
+Shape getShape(const ModelConfig &model, const LayerConfig &block);
+
+/// The keys every rotary family's config writes.
+nlohmann::json describeRotary(const ModelConfig &model,
+                              const LayerConfig &block);
+
+/// Why a plan's model cannot take a directory's weights whose family
+/// scales its embeddings (`gemma`) and has sandwich norms (`gemma2`) or
+/// not, or "": the weights' layout follows the family.
+std::string checkGemmaConventions(const ModelConfig &model, bool gemma,
+                                  bool gemma2);
+
+} // namespace sluice::families
+
+#endif // SLUICE_LIB_FAMILIES_COMMON_H

@@ -1,0 +1,428 @@
+//===- ConfigReading.cpp - The config keys every family shares ------------===//
+//
+// Sizes, heads, feed-forward width, activation, rotary positions, tying,
+// element type, norm epsilon and padding, as transformers' config classes
+// define and default them; a family's Traits say where they differ and
+// its own reader adds the rest. Each step reports the first problem and
+// stops (one line to act on); each default applied to an absent key is
+// said in a remark (docs/import.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace sluice::families {
+
+std::string formatNumber(const char *format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
+Traits getLlamaTraits(const std::string &name) {
+  Traits traits;
+  traits.name = name;
+  traits.activationKeys = {"hidden_act"};
+  traits.activations = {"silu", "swish"};
+  return traits;
+}
+
+namespace {
+
+/// Reads ConfigValues in steps, one per group of keys.
+class SharedReader {
+public:
+  SharedReader(ConfigKeys &config, const std::string &modelType,
+               const Traits &traits)
+      : config(config), modelType(modelType), traits(traits) {}
+
+  bool run(ConfigValues &out) {
+    if (!refuseExperts() || !readSizes() || !readHeads() ||
+        !readFeedForward() || !checkActivation() || !readRotary() ||
+        !readTied() || !readDType() || !readNumerics() || !readPadding())
+      return false;
+    values.bias = traits.bias;
+    out = std::move(values);
+    return true;
+  }
+
+private:
+  /// `key`, and GPT-2's name for it in a GPT-2 config.
+  ConfigKeys::Names names(const std::string &key,
+                          const std::string &gpt2Alias) const {
+    if (traits.gpt2Aliases)
+      return {key, gpt2Alias};
+    return {key};
+  }
+
+  /// Mixture-of-experts layers are a different layer kind; refuse them
+  /// rather than counting one expert.
+  bool refuseExperts() {
+    for (const char *key : {"num_local_experts", "num_experts"}) {
+      std::optional<int64_t> experts;
+      if (!config.optionalSize({key}, experts))
+        return false;
+      if (experts && *experts > 1) {
+        config.error(key, "key '" + std::string(key) + "' = " +
+                              std::to_string(*experts) +
+                              ": mixture-of-experts models are not "
+                              "supported");
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool readSizes() {
+    std::string layersKey;
+    if (!config.requireSize(names("hidden_size", "n_embd"), values.hidden,
+                            &hiddenKey) ||
+        !config.requireSize(names("num_hidden_layers", "n_layer"),
+                            values.layers, &layersKey))
+      return false;
+    // Every layer is an op: a count no model has would only exhaust memory
+    // (sluice-fuzz-config built 64 million of them). The deepest models
+    // trained today have about 130.
+    constexpr int64_t kMaxLayers = 1 << 16;
+    if (values.layers > kMaxLayers) {
+      config.error(layersKey, "key '" + layersKey + "' = " +
+                                  std::to_string(values.layers) +
+                                  " is more layers than Sluice compiles (" +
+                                  std::to_string(kMaxLayers) + ")");
+      return false;
+    }
+    return config.requireSize(names("num_attention_heads", "n_head"),
+                              values.heads, &headsKey) &&
+           config.requireSize({"vocab_size"}, values.vocab) &&
+           config.requireSize(names("max_position_embeddings", "n_positions"),
+                              values.positions);
+  }
+
+  bool readHeads() {
+    std::optional<int64_t> kvHeads;
+    if (!config.optionalSize({"num_key_value_heads"}, kvHeads))
+      return false;
+    // Each config class has its own default (MistralConfig 8, GemmaConfig
+    // 16, Gemma2Config 4); Llama's is multi-head attention.
+    int64_t kvDefault =
+        traits.kvHeadsDefault ? traits.kvHeadsDefault : values.heads;
+    values.kvHeads = kvHeads.value_or(kvDefault);
+    if (!kvHeads && !traits.gpt2Aliases) {
+      bool multiHead = kvDefault == values.heads;
+      config.remarkDefault(
+          "num_key_value_heads",
+          multiHead ? "num_attention_heads = " + std::to_string(values.heads)
+                    : std::to_string(kvDefault),
+          multiHead ? "Hugging Face's default: multi-head attention"
+                    : "Hugging Face's default for " + modelType);
+    }
+
+    std::optional<int64_t> headDim;
+    if (!config.optionalSize({"head_dim"}, headDim))
+      return false;
+    values.headDim = headDim;
+    if (!values.headDim && traits.headDimDefault) {
+      values.headDim = traits.headDimDefault;
+      config.remarkDefault("head_dim", std::to_string(traits.headDimDefault),
+                           "Hugging Face's default for " + traits.name);
+    }
+    if (!values.headDim && values.hidden % values.heads != 0) {
+      config.error(hiddenKey, "key '" + hiddenKey + "' = " +
+                                  std::to_string(values.hidden) +
+                                  " is not divisible by key '" + headsKey +
+                                  "' = " + std::to_string(values.heads));
+      return false;
+    }
+    if (values.heads % values.kvHeads != 0) {
+      config.error("num_key_value_heads",
+                   "key '" + headsKey + "' = " + std::to_string(values.heads) +
+                       " is not divisible by key 'num_key_value_heads' = " +
+                       std::to_string(values.kvHeads));
+      return false;
+    }
+    return true;
+  }
+
+  bool readFeedForward() {
+    if (!traits.gpt2Aliases)
+      return config.requireSize({"intermediate_size"}, values.ffn);
+    std::optional<int64_t> ffn;
+    if (!config.optionalSize(names("intermediate_size", "n_inner"), ffn))
+      return false;
+    values.ffn = ffn.value_or(4 * values.hidden);
+    if (!ffn)
+      config.remarkDefault("n_inner",
+                           "4 * n_embd = " + std::to_string(values.ffn),
+                           "GPT-2's definition of a null n_inner");
+    return true;
+  }
+
+  /// The activation must be one the family's MLP kind computes.
+  bool checkActivation() {
+    std::string key;
+    std::optional<std::string> activation;
+    if (!config.optionalString(traits.activationKeys, activation, &key))
+      return false;
+    if (!activation) {
+      if (traits.activationDefault.empty()) {
+        config.error(key, "missing required key '" + key + "'");
+        return false;
+      }
+      config.remarkDefault(key, "\"" + traits.activationDefault + "\"",
+                           "Hugging Face's default for " + traits.name);
+      activation = traits.activationDefault;
+    } else if (std::find(traits.activations.begin(), traits.activations.end(),
+                         *activation) == traits.activations.end()) {
+      std::string supported;
+      for (const std::string &a : traits.activations)
+        supported += (supported.empty() ? "" : ", ") + a;
+      config.error(key, "key '" + key + "' = \"" + *activation +
+                            "\" is not supported for model_type \"" +
+                            modelType + "\" (supported: " + supported + ")");
+      return false;
+    }
+    // transformers' "gelu" is the exact x * Phi(x); the others are the
+    // tanh approximation.
+    values.exactGelu = *activation == "gelu";
+    return true;
+  }
+
+  /// Rotary positions: the frequency base; GPT-2 learns a position table
+  /// instead.
+  bool readRotary() {
+    if (traits.learnedPositions)
+      return true;
+    std::optional<double> theta, nested;
+    // transformers 5 saves the base and the scaling inside
+    // `rope_parameters`.
+    if (!config.optionalPositive("rope_theta", theta) ||
+        !config.optionalPositive("rope_theta", nested, "rope_parameters"))
+      return false;
+    values.ropeTheta = theta ? *theta : nested.value_or(10000.0);
+    if (!theta && !nested)
+      config.remarkDefault("rope_theta", "10000.0",
+                           "Hugging Face's default for " + traits.name);
+    return readRopeScaling();
+  }
+
+  /// The rotary frequencies' scaling: transformers 4's `rope_scaling`, or
+  /// 5's `rope_parameters` (which holds rope_theta too). "default" is
+  /// none; "llama3" (Llama 3.1 and 3.2) is computed; another kind is
+  /// recorded as unmodelled, which the runtime refuses to train.
+  bool readRopeScaling() {
+    std::string key =
+        config.has("rope_scaling") ? "rope_scaling" : "rope_parameters";
+    if (!config.has(key))
+      return true;
+    if (!config.isObject(key)) {
+      config.error(key, "key '" + key + "' must be an object, got " +
+                            config.format(key));
+      return false;
+    }
+    std::optional<std::string> type = config.getNestedString(key, "rope_type");
+    if (!type) // transformers before 4.43 named it `type`
+      type = config.getNestedString(key, "type");
+    if (!type || *type == "default")
+      return true;
+    if (*type != "llama3") {
+      config.unmodelled(key, "rotary positions use the unscaled frequencies "
+                             "of rope_theta = " +
+                                 formatNumber("%.1f", *values.ropeTheta) +
+                                 ", not rope_type '" + *type + "'");
+      return true;
+    }
+    auto number = [&](const char *name) {
+      std::optional<double> value = config.getNestedNumber(key, name);
+      if (!value)
+        config.error(key, "key '" + key + "." + name +
+                              "' must be a number for rope_type 'llama3'");
+      return value;
+    };
+    std::optional<double> factor = number("factor"),
+                          low = number("low_freq_factor"),
+                          high = number("high_freq_factor");
+    std::optional<int64_t> original =
+        config.getNestedInteger(key, "original_max_position_embeddings");
+    if (!original)
+      config.error(key, "key '" + key +
+                            ".original_max_position_embeddings' must be an "
+                            "integer for rope_type 'llama3'");
+    if (!factor || !low || !high || !original)
+      return false;
+    // The one check of the scaling, the runtime's and the dialect's.
+    rt::Rotary rotary{*values.ropeTheta, *factor, *low, *high, *original};
+    if (std::string why = rotary.checkScaling(); !why.empty()) {
+      config.error(key, "key '" + key + "': " + why);
+      return false;
+    }
+    values.ropeScaling = rotary;
+    return true;
+  }
+
+  bool readTied() {
+    std::optional<bool> tied;
+    if (!config.optionalBool("tie_word_embeddings", tied))
+      return false;
+    values.tied = tied.value_or(traits.tieDefault);
+    if (!tied)
+      config.remarkDefault("tie_word_embeddings",
+                           traits.tieDefault ? "true" : "false",
+                           "Hugging Face's default for " + traits.name);
+    return true;
+  }
+
+  bool readDType() {
+    std::optional<std::string> dtype;
+    if (!config.optionalString({"torch_dtype", "dtype"}, dtype))
+      return false;
+    if (!dtype) {
+      values.dtype = "bfloat16";
+      config.remarkDefault("torch_dtype", "\"bfloat16\"",
+                           "mixed-precision training");
+      return true;
+    }
+    if (*dtype != "bfloat16" && *dtype != "float16" && *dtype != "float32") {
+      config.error("torch_dtype", "key 'torch_dtype' = \"" + *dtype +
+                                      "\" is not supported (supported: "
+                                      "bfloat16, float16, float32)");
+      return false;
+    }
+    values.dtype = *dtype;
+    return true;
+  }
+
+  /// Every norm's epsilon: `rms_norm_eps` (default 1e-6 in every rotary
+  /// family's config class) or GPT-2's `layer_norm_epsilon` (1e-5).
+  bool readNumerics() {
+    const std::string &key = traits.epsKey;
+    std::optional<double> eps;
+    if (!config.optionalPositive(key, eps))
+      return false;
+    values.normEps = eps.value_or(traits.epsDefault);
+    if (!eps)
+      config.remarkDefault(key, traits.epsDefaultText,
+                           "Hugging Face's default for " + modelType);
+    if (values.normEps >= 1) {
+      config.error(key, "key '" + key + "' must be below 1, got " +
+                            formatNumber("%e", values.normEps));
+      return false;
+    }
+    return true;
+  }
+
+  /// transformers' Llama, Mistral and Gemma models look tokens up with
+  /// nn.Embedding(padding_idx=pad_token_id): that row gets no gradient
+  /// from the lookup. Their configs default it to none (Llama, Mistral)
+  /// or 0 (Gemma, Gemma-2); GPT-2 has no padding index.
+  bool readPadding() {
+    if (!traits.readsPadding || config.isNull("pad_token_id"))
+      return true;
+    if (!config.has("pad_token_id")) {
+      if (traits.paddingDefault >= 0)
+        values.paddingToken = traits.paddingDefault;
+      return true;
+    }
+    std::optional<int64_t> pad = config.getInteger("pad_token_id");
+    if (!pad || *pad < 0 || *pad >= values.vocab) {
+      config.error("pad_token_id",
+                   "key 'pad_token_id' must be a token below vocab_size = " +
+                       std::to_string(values.vocab) + ", got " +
+                       config.format("pad_token_id"));
+      return false;
+    }
+    values.paddingToken = pad;
+    return true;
+  }
+
+  ConfigKeys &config;
+  const std::string &modelType;
+  const Traits &traits;
+  ConfigValues values;
+  /// The keys the sizes came from (GPT-2 spells them its own way).
+  std::string hiddenKey, headsKey;
+};
+
+/// The block spec `values` describe: the embedding, the transformer
+/// layers, the output layer.
+ModelConfig buildSpec(const Traits &traits, const ConfigValues &values) {
+  ModelConfig model;
+  model.seqLen = values.positions;
+  model.microBatch = 1;
+  model.hidden = values.hidden;
+  model.normEps = values.normEps;
+  model.exactGelu = values.exactGelu;
+  model.embeddingScale = values.embeddingScale.value_or(1.0);
+  model.paddingToken = values.paddingToken.value_or(-1);
+  model.attentionScale = values.attentionScale.value_or(0.0);
+  model.attentionSoftcap = values.attentionSoftcap.value_or(0.0);
+  model.finalSoftcap = values.finalSoftcap.value_or(0.0);
+
+  LayerConfig embedding;
+  embedding.kind = rt::LayerKind::Embedding;
+  embedding.vocab = values.vocab;
+  embedding.positions = traits.learnedPositions ? values.positions : 0;
+  model.layers.push_back(embedding);
+  for (int64_t i = 0; i < values.layers; ++i) {
+    LayerConfig t;
+    t.heads = values.heads;
+    t.kvHeads = values.kvHeads;
+    t.headDim = values.headDim.value_or(values.hidden / values.heads);
+    t.ffn = values.ffn;
+    t.bias = values.bias;
+    t.qkvBias = values.qkvBias;
+    if (values.ropeScaling)
+      t.rotary = *values.ropeScaling;
+    else
+      t.rotary.theta = values.ropeTheta.value_or(0.0);
+    t.postNorms = values.postNorms;
+    // Mistral's window is every layer's; Gemma-2's its even layers' (the
+    // odd ones attend globally), as transformers builds them.
+    if (values.slidingWindow && (!values.evenLayersWindowed || i % 2 == 0))
+      t.window = *values.slidingWindow;
+    t.norm = traits.norm;
+    t.mlp = traits.mlp;
+    model.layers.push_back(t);
+  }
+  LayerConfig output;
+  output.kind = rt::LayerKind::Output;
+  output.vocab = values.vocab;
+  output.norm = traits.norm;
+  output.tied = values.tied;
+  model.layers.push_back(output);
+  return model;
+}
+
+} // namespace
+
+bool readConfigWith(ConfigKeys &config, const std::string &modelType,
+                    const Traits &traits, ImportedModel &out,
+                    const OwnKeys &own) {
+  ConfigValues values;
+  if (!SharedReader(config, modelType, traits).run(values))
+    return false;
+  if (own && !own(config, values))
+    return false;
+  out.model = buildSpec(traits, values);
+  out.dtype = values.dtype;
+  return true;
+}
+
+bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
+                       ConfigValues &values) {
+  if (config.isNull("sliding_window"))
+    return true; // no window
+  std::optional<int64_t> window;
+  if (!config.optionalSize({"sliding_window"}, window))
+    return false;
+  values.slidingWindow = window.value_or(4096);
+  if (!window)
+    config.remarkDefault("sliding_window", "4096",
+                         "Hugging Face's default for " + modelType);
+  return true;
+}
+
+} // namespace sluice::families

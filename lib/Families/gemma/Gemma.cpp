@@ -1,0 +1,177 @@
+//===- Gemma.cpp - Gemma and Gemma-2 (Gemma Team, 2024) -------------------===//
+//
+// transformers' GemmaForCausalLM: Llama's block with GeGLU, embeddings
+// scaled by sqrt(hidden_size) (GemmaModel's `normalizer`), norm gains of
+// 1 + w (stored as w: the weights' offset), a 256-wide head and tied
+// output by default. Gemma-2 adds sandwich norms, soft-capping of scores
+// and logits, its own attention scale and a sliding window on the even
+// layers (docs/import.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Common.h"
+
+#include <cmath>
+#include <tuple>
+
+namespace sluice::families {
+namespace {
+
+/// Gemma-2's keys: its attention scale, caps and window.
+bool readGemma2(ConfigKeys &config, ConfigValues &values) {
+  values.postNorms = true;
+  // Gemma2Attention: scores * query_pre_attn_scalar^-0.5 (whatever
+  // head_dim is), then capped by attn_logit_softcapping (its eager
+  // attention: transformers' SDPA path leaves the cap out).
+  std::optional<double> scalar;
+  if (!config.optionalPositive("query_pre_attn_scalar", scalar))
+    return false;
+  values.attentionScale = std::pow(scalar.value_or(224.0), -0.5);
+  if (!scalar)
+    config.remarkDefault("query_pre_attn_scalar", "224",
+                         "Hugging Face's default for gemma2");
+  // Each cap: the config's, Gemma2Config's default when absent, none
+  // when null.
+  for (auto [key, fallback, into] :
+       {std::tuple{"attn_logit_softcapping", 50.0, &values.attentionSoftcap},
+        std::tuple{"final_logit_softcapping", 30.0, &values.finalSoftcap}}) {
+    if (config.isNull(key))
+      continue;
+    std::optional<double> softcap;
+    if (!config.optionalPositive(key, softcap))
+      return false;
+    *into = softcap.value_or(fallback);
+    if (!softcap)
+      config.remarkDefault(key, formatNumber("%.1f", fallback),
+                           "Hugging Face's default for gemma2");
+  }
+  values.evenLayersWindowed = true;
+  return readSlidingWindow(config, "gemma2", values);
+}
+
+class Gemma final : public Family {
+public:
+  const char *getName() const override { return "gemma"; }
+  std::vector<std::string> getModelTypes() const override {
+    return {"gemma", "gemma2"};
+  }
+
+  bool readConfig(ConfigKeys &config, const std::string &modelType,
+                  ImportedModel &out) const override {
+    Traits traits;
+    traits.name = "gemma";
+    traits.mlp = rt::MlpType::GeGlu;
+    traits.tieDefault = true;
+    // GemmaMLP and Gemma2MLP read `hidden_activation` only (defaulting it
+    // to the tanh GELU); `hidden_act` does not change what they compute.
+    traits.activationKeys = {"hidden_activation"};
+    traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new",
+                          "gelu_fast"};
+    traits.activationDefault = "gelu_pytorch_tanh";
+    traits.headDimDefault = 256;
+    traits.kvHeadsDefault = modelType == "gemma2" ? 4 : 16;
+    traits.paddingDefault = 0;
+    return readConfigWith(config, modelType, traits, out,
+                          [&](ConfigKeys &config, ConfigValues &values) {
+                            values.embeddingScale =
+                                std::sqrt(double(values.hidden));
+                            return modelType != "gemma2" ||
+                                   readGemma2(config, values);
+                          });
+  }
+
+  Claim claim(const ModelConfig &model, const LayerConfig &t,
+              std::string &why) const override {
+    Shape shape = getShape(model, t);
+    bool gemma = shape.rotary && t.mlp == rt::MlpType::GeGlu &&
+                 float(model.embeddingScale) ==
+                     float(std::sqrt(double(model.hidden)));
+    if (!gemma)
+      return Claim::No;
+    if (t.qkvBias || t.rotary.isScaled()) {
+      why = std::string(t.qkvBias ? "has query, key and value biases "
+                                    "(Qwen2's block)"
+                                  : "scales its rotary frequencies (Llama "
+                                    "3.1's rope_scaling)") +
+            " but is Gemma-shaped: no Hugging Face family computes it";
+      return Claim::Refused;
+    }
+    if (shape.window > 0 && !(t.postNorms && shape.evenLayers)) {
+      why = "has attention windows (layer 0's " + std::to_string(t.window) +
+            ") that no Hugging Face family's config says: Mistral's are on "
+            "every layer, Gemma-2's on its even layers, each the same size";
+      return Claim::Refused;
+    }
+    return Claim::Yes;
+  }
+
+  nlohmann::json describe(const ModelConfig &model,
+                          const LayerConfig &t) const override {
+    nlohmann::json c = describeRotary(model, t);
+    c["architectures"] = {t.postNorms ? "Gemma2ForCausalLM"
+                                      : "GemmaForCausalLM"};
+    c["model_type"] = t.postNorms ? "gemma2" : "gemma";
+    c["hidden_activation"] = model.exactGelu ? "gelu" : "gelu_pytorch_tanh";
+    if (t.postNorms)
+      addGemma2Settings(model, t, getShape(model, t).window, c);
+    return c;
+  }
+
+  const WeightNames &getWeightNames(const std::string &modelType) const override {
+    // Llama's names; the norms store w where the model computes 1 + w.
+    // Gemma-2 has four norms per layer: its post_attention_layernorm is
+    // the attention's sandwich norm, pre_feedforward_layernorm the second
+    // input norm.
+    static const WeightNames gemma = [] {
+      WeightNames n = getLlamaWeightNames();
+      n.normOffset = true;
+      return n;
+    }();
+    static const WeightNames gemma2 = [] {
+      WeightNames n = gemma;
+      n.norm2 = "pre_feedforward_layernorm";
+      n.postAttnNorm = "post_attention_layernorm";
+      n.postMlpNorm = "post_feedforward_layernorm";
+      return n;
+    }();
+    return modelType == "gemma2" ? gemma2 : gemma;
+  }
+
+  std::string checkWeights(const ModelConfig &model,
+                           const std::string &modelType) const override {
+    return checkGemmaConventions(model, true, modelType == "gemma2");
+  }
+
+private:
+  /// Gemma-2's settings, each as Gemma2Config would default it otherwise;
+  /// without a window, one as long as the sequence (full attention is the
+  /// same).
+  static void addGemma2Settings(const ModelConfig &model, const LayerConfig &t,
+                                int64_t window, nlohmann::json &c) {
+    // An integer where it is one: transformers 5 refuses a float here.
+    double scalar = model.attentionScale > 0
+                        ? 1.0 / (model.attentionScale * model.attentionScale)
+                        : double(t.headDim);
+    double whole = std::round(scalar);
+    c["query_pre_attn_scalar"] =
+        std::fabs(scalar - whole) <= 1e-6 * std::max(1.0, whole)
+            ? nlohmann::json(int64_t(whole))
+            : nlohmann::json(scalar);
+    c["attn_logit_softcapping"] = model.attentionSoftcap > 0
+                                      ? nlohmann::json(model.attentionSoftcap)
+                                      : nlohmann::json(nullptr);
+    c["final_logit_softcapping"] = model.finalSoftcap > 0
+                                       ? nlohmann::json(model.finalSoftcap)
+                                       : nlohmann::json(nullptr);
+    c["sliding_window"] = window > 0 ? window : model.seqLen;
+  }
+};
+
+} // namespace
+
+const Family &getFamily_gemma() {
+  static const Gemma family;
+  return family;
+}
+
+} // namespace sluice::families

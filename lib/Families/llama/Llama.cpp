@@ -1,0 +1,79 @@
+//===- Llama.cpp - Llama (Touvron et al., 2023) ---------------------------===//
+//
+// transformers' LlamaForCausalLM: rotary positions (with Llama 3.1's
+// `rope_scaling`), RMSNorm, SwiGLU, grouped-query attention, untied by
+// default. `attention_bias` and `mlp_bias` add biases to the attention's
+// and the feed-forward block's maps: both is a block with biases, one
+// alone is not modelled.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Common.h"
+
+namespace sluice::families {
+
+namespace {
+
+bool readBiases(ConfigKeys &config, ConfigValues &values) {
+  std::optional<bool> attention, mlp;
+  if (!config.optionalBool("attention_bias", attention) ||
+      !config.optionalBool("mlp_bias", mlp))
+    return false;
+  bool onAttention = attention.value_or(false), onMlp = mlp.value_or(false);
+  if (onAttention && onMlp)
+    values.bias = true;
+  else if (onAttention)
+    config.unmodelled("attention_bias", "biases only on the attention's maps");
+  else if (onMlp)
+    config.unmodelled("mlp_bias", "biases only on the feed-forward maps");
+  return true;
+}
+
+class Llama final : public Family {
+public:
+  const char *getName() const override { return "llama"; }
+  std::vector<std::string> getModelTypes() const override { return {"llama"}; }
+
+  bool readConfig(ConfigKeys &config, const std::string &modelType,
+                  ImportedModel &out) const override {
+    return readConfigWith(config, modelType, getLlamaTraits("llama"), out,
+                          readBiases);
+  }
+
+  Claim claim(const ModelConfig &model, const LayerConfig &t,
+              std::string &) const override {
+    Shape shape = getShape(model, t);
+    return shape.llama && !t.qkvBias && shape.window == 0 ? Claim::Yes
+                                                          : Claim::No;
+  }
+
+  nlohmann::json describe(const ModelConfig &model,
+                          const LayerConfig &t) const override {
+    nlohmann::json c = describeRotary(model, t);
+    c["architectures"] = {"LlamaForCausalLM"};
+    c["model_type"] = "llama";
+    c["hidden_act"] = "silu";
+    c["attention_bias"] = t.bias;
+    c["mlp_bias"] = t.bias;
+    return c;
+  }
+
+  const WeightNames &getWeightNames(const std::string &) const override {
+    static const WeightNames names = getLlamaWeightNames();
+    return names;
+  }
+
+  std::string checkWeights(const ModelConfig &model,
+                           const std::string &) const override {
+    return checkGemmaConventions(model, false, false);
+  }
+};
+
+} // namespace
+
+const Family &getFamily_llama() {
+  static const Llama family;
+  return family;
+}
+
+} // namespace sluice::families

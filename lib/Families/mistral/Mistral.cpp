@@ -1,0 +1,93 @@
+//===- Mistral.cpp - Mistral (Jiang et al., 2023) -------------------------===//
+//
+// transformers' MistralForCausalLM: Llama's block with every layer's
+// attention over a sliding window of `sliding_window` keys, 8 key/value
+// heads by default, and no biases whatever the config says (its maps are
+// built with bias=False).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Common.h"
+
+namespace sluice::families {
+
+namespace {
+
+class Mistral final : public Family {
+public:
+  const char *getName() const override { return "mistral"; }
+  std::vector<std::string> getModelTypes() const override {
+    return {"mistral"};
+  }
+
+  bool readConfig(ConfigKeys &config, const std::string &modelType,
+                  ImportedModel &out) const override {
+    // The family's remarks say Llama's defaults, as transformers'
+    // MistralConfig takes them from Llama's.
+    Traits traits = getLlamaTraits("llama");
+    traits.kvHeadsDefault = 8;
+    return readConfigWith(
+        config, modelType, traits, out,
+        [&](ConfigKeys &config, ConfigValues &values) {
+          std::optional<bool> attention, mlp;
+          if (!config.optionalBool("attention_bias", attention) ||
+              !config.optionalBool("mlp_bias", mlp))
+            return false;
+          for (auto [key, value] : {std::pair{"attention_bias", attention},
+                                    std::pair{"mlp_bias", mlp}})
+            if (value.value_or(false))
+              config.remark(key, "key '" + std::string(key) +
+                                     "' is ignored, as transformers' Mistral "
+                                     "ignores it: its maps have no biases");
+          return readSlidingWindow(config, modelType, values);
+        });
+  }
+
+  Claim claim(const ModelConfig &model, const LayerConfig &t,
+              std::string &why) const override {
+    Shape shape = getShape(model, t);
+    if (!shape.llama || shape.window == 0 || t.qkvBias)
+      return Claim::No;
+    if (!shape.everyLayer) {
+      why = "has attention windows (layer 0's " + std::to_string(t.window) +
+            ") that no Hugging Face family's config says: Mistral's are on "
+            "every layer, Gemma-2's on its even layers, each the same size";
+      return Claim::Refused;
+    }
+    if (t.rotary.isScaled()) {
+      why = "has attention windows and Llama 3.1's rotary scaling: no "
+            "Hugging Face family computes both";
+      return Claim::Refused;
+    }
+    return Claim::Yes;
+  }
+
+  nlohmann::json describe(const ModelConfig &model,
+                          const LayerConfig &t) const override {
+    nlohmann::json c = describeRotary(model, t);
+    c["architectures"] = {"MistralForCausalLM"};
+    c["model_type"] = "mistral";
+    c["hidden_act"] = "silu";
+    c["sliding_window"] = t.window;
+    return c;
+  }
+
+  const WeightNames &getWeightNames(const std::string &) const override {
+    static const WeightNames names = getLlamaWeightNames();
+    return names;
+  }
+
+  std::string checkWeights(const ModelConfig &model,
+                           const std::string &) const override {
+    return checkGemmaConventions(model, false, false);
+  }
+};
+
+} // namespace
+
+const Family &getFamily_mistral() {
+  static const Mistral family;
+  return family;
+}
+
+} // namespace sluice::families

@@ -1,0 +1,233 @@
+//===- FamiliesTest.cpp - The Hugging Face family adapters ----------------===//
+//
+// Each family is one folder (lib/Families/<family>/): its config keys read
+// into the block spec, the config it writes back for a spec, its weight
+// names. These tests hold every family to its own round trip -- a config
+// imported, written back by the family that claims the spec, and imported
+// again gives the same spec -- and check the registry and the names.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Families/Family.h"
+#include "sluice/Import/HFConfig.h"
+#include "sluice/SluiceOps.h"
+#include "sluice/Target/Plan.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::sluice;
+namespace families = ::sluice::families;
+namespace rt = ::sluice::rt;
+
+namespace {
+
+class FamiliesTest : public ::testing::Test {
+protected:
+  FamiliesTest()
+      : handler(&context, [this](Diagnostic &diag) {
+          if (diag.getSeverity() == DiagnosticSeverity::Error)
+            errors.push_back(diag.str());
+          return success();
+        }) {}
+
+  /// The block spec `json` imports to; false (and errors) when refused.
+  bool importSpec(const std::string &json, rt::ModelConfig &spec) {
+    OwningOpRef<ModuleOp> module = importHFConfig(json, "config.json", &context);
+    if (!module)
+      return false;
+    auto models = module->getOps<ModelOp>();
+    if (models.empty())
+      return false;
+    spec = getModelConfig(*models.begin());
+    return true;
+  }
+
+  std::string readExample(const std::string &path) {
+    auto buffer =
+        llvm::MemoryBuffer::getFile(std::string(SLUICE_SOURCE_DIR) + "/" + path);
+    EXPECT_TRUE(bool(buffer)) << path;
+    return buffer ? (*buffer)->getBuffer().str() : "";
+  }
+
+  MLIRContext context;
+  ScopedDiagnosticHandler handler;
+  std::vector<std::string> errors;
+};
+
+/// The first field in which two specs differ, or "".
+std::string compareSpecs(const rt::ModelConfig &a, const rt::ModelConfig &b) {
+  if (a.hidden != b.hidden || a.layers.size() != b.layers.size())
+    return "hidden size or layer count";
+  if (a.normEps != b.normEps || a.exactGelu != b.exactGelu)
+    return "norm epsilon or GELU";
+  if (a.embeddingScale != b.embeddingScale || a.paddingToken != b.paddingToken)
+    return "embedding scale or padding token";
+  if (a.attentionScale != b.attentionScale ||
+      a.attentionSoftcap != b.attentionSoftcap ||
+      a.finalSoftcap != b.finalSoftcap)
+    return "attention scale or soft-caps";
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    const rt::LayerConfig &x = a.layers[i], &y = b.layers[i];
+    std::string at = "layer " + std::to_string(i) + ": ";
+    if (x.kind != y.kind || x.vocab != y.vocab || x.positions != y.positions)
+      return at + "kind, vocabulary or positions";
+    if (x.heads != y.heads || x.kvHeads != y.kvHeads ||
+        x.headDim != y.headDim || x.ffn != y.ffn)
+      return at + "heads or widths";
+    if (x.bias != y.bias || x.qkvBias != y.qkvBias)
+      return at + "biases";
+    if (x.rotary != y.rotary)
+      return at + "rotary positions";
+    if (x.postNorms != y.postNorms || x.window != y.window)
+      return at + "sandwich norms or window";
+    if (x.norm != y.norm || x.mlp != y.mlp || x.tied != y.tied)
+      return at + "norm, MLP or tying";
+  }
+  return "";
+}
+
+constexpr const char *kSmall = R"("hidden_size": 64, "num_hidden_layers": 3,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
+  "vocab_size": 300, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
+  "torch_dtype": "float32")";
+
+/// One small config per model type, each with what its family adds.
+std::vector<std::pair<std::string, std::string>> getSmallConfigs() {
+  std::string small = kSmall;
+  return {
+      {"llama", "{\"model_type\": \"llama\", \"hidden_act\": \"silu\", " +
+                    small +
+                    ", \"rope_theta\": 500000.0, \"rope_scaling\": "
+                    "{\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                    "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                    "\"original_max_position_embeddings\": 16}}"},
+      {"mistral", "{\"model_type\": \"mistral\", \"hidden_act\": \"silu\", " +
+                      small + ", \"sliding_window\": 8}"},
+      {"qwen2", "{\"model_type\": \"qwen2\", \"hidden_act\": \"silu\", " +
+                    small + ", \"tie_word_embeddings\": true}"},
+      {"gemma", "{\"model_type\": \"gemma\", \"head_dim\": 24, " + small + "}"},
+      {"gemma2", "{\"model_type\": \"gemma2\", \"head_dim\": 16, " + small +
+                     ", \"sliding_window\": 8, \"query_pre_attn_scalar\": "
+                     "20, \"attn_logit_softcapping\": null}"},
+      {"gpt2", R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 2,
+        "n_head": 4, "n_positions": 32, "vocab_size": 300,
+        "activation_function": "gelu", "torch_dtype": "float32"})"},
+  };
+}
+
+TEST(FamilyRegistry, EveryModelTypeHasOneFamily) {
+  std::vector<std::string> seen;
+  for (const families::Family *family : families::getFamilies())
+    for (const std::string &type : family->getModelTypes()) {
+      EXPECT_EQ(families::lookupFamily(type), family) << type;
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), type), 0) << type;
+      seen.push_back(type);
+    }
+  EXPECT_EQ(families::lookupFamily("gpt_neox"), nullptr);
+  EXPECT_EQ(families::getSupportedModelTypes(),
+            "gemma, gemma2, gpt2, llama, mistral, qwen2");
+}
+
+TEST_F(FamiliesTest, EachFamilyWritesBackWhatItReads) {
+  auto configs = getSmallConfigs();
+  for (const char *example :
+       {"examples/llama-3-8b/config.json", "examples/llama-3.2-1b/config.json",
+        "examples/gemma-2-9b/config.json"})
+    configs.push_back({"", readExample(example)});
+  for (const auto &[type, text] : configs) {
+    SCOPED_TRACE(type.empty() ? text.substr(0, 60) : type);
+    rt::ModelConfig first, second;
+    ASSERT_TRUE(importSpec(text, first))
+        << (errors.empty() ? "" : errors.front());
+    const families::Family *family = nullptr;
+    nlohmann::json written;
+    std::string why;
+    ASSERT_TRUE(families::describeModel(first, family, written, why)) << why;
+    std::string original = nlohmann::json::parse(text).value("model_type", "");
+    EXPECT_EQ(written.value("model_type", ""), original);
+    EXPECT_EQ(family, families::lookupFamily(original));
+    ASSERT_TRUE(importSpec(written.dump(), second))
+        << (errors.empty() ? "" : errors.front()) << "\n" << written.dump(2);
+    EXPECT_EQ(compareSpecs(first, second), "") << written.dump(2);
+  }
+}
+
+TEST_F(FamiliesTest, SpecsNoFamilyWritesAreRefusedByName) {
+  auto configs = getSmallConfigs();
+  rt::ModelConfig mistral, qwen2;
+  ASSERT_TRUE(importSpec(configs[1].second, mistral));
+  ASSERT_TRUE(importSpec(configs[2].second, qwen2));
+  const families::Family *family = nullptr;
+  nlohmann::json written;
+  std::string why;
+  // A window on the middle layer only: neither Mistral's nor Gemma-2's.
+  mistral.layers[1].window = 0;
+  mistral.name = "odd";
+  EXPECT_FALSE(families::describeModel(mistral, family, written, why));
+  EXPECT_NE(why.find("model 'odd' has attention windows"), std::string::npos)
+      << why;
+  // Qwen2's config cannot say a head width other than hidden / heads.
+  for (rt::LayerConfig &l : qwen2.layers)
+    if (l.kind == rt::LayerKind::Transformer)
+      l.headDim = 32;
+  EXPECT_FALSE(families::describeModel(qwen2, family, written, why));
+  EXPECT_NE(why.find("which Qwen2's config cannot say"), std::string::npos)
+      << why;
+  // A block of no family at all.
+  for (rt::LayerConfig &l : qwen2.layers)
+    l.mlp = rt::MlpType::Gelu;
+  EXPECT_FALSE(families::describeModel(qwen2, family, written, why));
+  EXPECT_NE(why.find("is not the block of any Hugging Face family"),
+            std::string::npos)
+      << why;
+}
+
+TEST_F(FamiliesTest, WeightNamesFollowEachFamilysLayout) {
+  auto configs = getSmallConfigs();
+  rt::ModelConfig gemma2, gpt2;
+  ASSERT_TRUE(importSpec(configs[4].second, gemma2));
+  ASSERT_TRUE(importSpec(configs[5].second, gpt2));
+  families::Source src;
+  std::string why;
+  const families::WeightNames &g2 =
+      families::lookupFamily("gemma2")->getWeightNames("gemma2");
+  ASSERT_TRUE(families::getSource(g2, g2.prefix, gemma2, "layers.1.norm2.weight",
+                                  src, why))
+      << why;
+  ASSERT_EQ(src.pieces.size(), 1u);
+  EXPECT_EQ(src.pieces[0].tensor,
+            "model.layers.1.pre_feedforward_layernorm.weight");
+  EXPECT_EQ(src.offset, 1.0f) << "Gemma stores w of the gain 1 + w";
+  ASSERT_TRUE(families::getSource(g2, g2.prefix, gemma2,
+                                  "layers.0.attn.qkv.weight", src, why));
+  ASSERT_EQ(src.pieces.size(), 3u);
+  EXPECT_EQ(src.pieces[1].tensor, "model.layers.0.self_attn.k_proj.weight");
+  EXPECT_TRUE(src.pieces[1].transposed) << "nn.Linear stores [out, in]";
+  EXPECT_EQ(src.pieces[1].column, 4 * 16);
+  EXPECT_EQ(src.offset, 0.0f);
+
+  const families::WeightNames &g = families::lookupFamily("gpt2")->getWeightNames("gpt2");
+  ASSERT_TRUE(
+      families::getSource(g, "", gpt2, "layers.1.attn.qkv.bias", src, why));
+  ASSERT_EQ(src.pieces.size(), 1u) << "GPT-2's c_attn is fused";
+  EXPECT_EQ(src.pieces[0].tensor, "h.1.attn.c_attn.bias");
+  EXPECT_EQ(src.columns, 3 * 64);
+  ASSERT_TRUE(
+      families::getSource(g, "", gpt2, "layers.0.mlp.up.weight", src, why));
+  EXPECT_FALSE(src.pieces[0].transposed) << "Conv1D stores [in, out]";
+  EXPECT_FALSE(
+      families::getSource(g, "", gpt2, "layers.0.mlp.gate.weight", src, why));
+  EXPECT_EQ(why, "parameter layers.0.mlp.gate.weight has no Hugging Face "
+                 "counterpart");
+}
+
+} // namespace
