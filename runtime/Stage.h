@@ -17,6 +17,7 @@
 #include "Block.h"
 #include "Parameters.h"
 #include "TransformerBlock.h"
+#include "VocabularyBlocks.h"
 #include "sluice/PlanFormat/Layout.h"
 
 #include <functional>
@@ -24,14 +25,6 @@
 #include <vector>
 
 namespace sluice::rt {
-
-/// A microbatch's tokens on the device (int32): row r's inputs are
-/// tokens[r * stride + t] and its labels the next tokens,
-/// tokens[r * stride + t + 1].
-struct TokenRows {
-  DevicePtr tokens;
-  int64_t stride = 0;
-};
 
 class StageRunner {
 public:
@@ -116,45 +109,8 @@ private:
   void runForward(const SliceShape &s, const TokenRows &batch, DevicePtr input,
                   DevicePtr output, DevicePtr workspace, DevicePtr loss,
                   bool again);
-  /// The output layer split over the shards: F's logits and cross-entropy,
-  /// B's logits' and norm output's gradients (from `normOut`).
-  void outputShardForward(const Layer &l, const Views &v, const SliceShape &s,
-                          const TokenRows &batch, DevicePtr normOut,
-                          DevicePtr localMax, DevicePtr loss);
-  void outputShardBackward(const Layer &l, const Views &v, const SliceShape &s,
-                           const TokenRows &batch, DevicePtr localSum,
-                           DevicePtr whole, float lossScale);
-
-  // The tensor-parallel seams (Block.h's ShardSeams).
-  void reduceOverShards(DevicePtr data, int64_t count,
-                        Reduction reduction = Reduction::Sum) {
-    seams.reduceOverShards(data, count, reduction);
-  }
-  bool isSequenceParallel() const { return seams.isSequenceParallel(); }
-  DevicePtr localTokens(DevicePtr whole, int64_t count) const {
-    return seams.localTokens(whole, count);
-  }
-  void reduceTokens(DevicePtr partial, DevicePtr out, int64_t count) {
-    seams.reduceTokens(partial, out, count);
-  }
-  void gatherTokens(DevicePtr whole, int64_t count) {
-    seams.gatherTokens(whole, count);
-  }
-  /// Adds to `dst` (this shard's tokens of slice `s`: all of them without
-  /// a split) their learned positions.
-  void addPositions(DevicePtr dst, DevicePtr positions, const SliceShape &s);
-  /// x *= the model's embedding scale (Gemma), if it has one.
-  void scaleEmbedding(DevicePtr x, int64_t n);
-  /// The same, backwards: adds the whole slice's gradient `grad` to the
-  /// positions' gradient.
-  void addPositionGrads(DevicePtr positionGrads, DevicePtr grad,
-                        const SliceShape &s);
 
   const ModelConfig &model;
-  /// The embedding's and the output layer's table rows this shard holds;
-  /// count < 0: all of them.
-  int64_t vocabFirst = 0, vocabCount = -1;
-  int64_t outFirst = 0, outCount = -1;
   std::vector<int> layers;
   std::vector<Layer> resolved;
   Kernels &kernels;
@@ -164,6 +120,8 @@ private:
   std::vector<Views> views;
   block::ShardSeams seams;
   block::TransformerBlock transformer;
+  block::EmbeddingBlock embeddingBlock;
+  block::OutputBlock outputBlock;
 };
 
 } // namespace sluice::rt

@@ -18,6 +18,18 @@
 #include <functional>
 #include <utility>
 
+namespace sluice::rt {
+
+/// A microbatch's tokens on the device (int32): row r's inputs are
+/// tokens[r * stride + t] and its labels the next tokens,
+/// tokens[r * stride + t + 1].
+struct TokenRows {
+  DevicePtr tokens;
+  int64_t stride = 0;
+};
+
+} // namespace sluice::rt
+
 namespace sluice::rt::block {
 
 /// Reduces `count` elements at `data` over the stage's tensor-parallel

@@ -2,7 +2,9 @@
 //
 // The CPU backend's Kernels: fp32 only (a CpuDevice refuses mixed
 // precision), each call run at once on the calling thread. The reference
-// the CUDA kernels are tested against.
+// the CUDA kernels are tested against. One op family per file, as the CUDA
+// backend's: CpuKernels.cpp (GEMM, copies, adds), Norm, Activation,
+// Attention, Embedding, Softmax, Vocabulary, Adam.
 //
 //===----------------------------------------------------------------------===//
 

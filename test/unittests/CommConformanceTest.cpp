@@ -315,8 +315,9 @@ TEST(HostConformance, HostReductionsGatherAndProcessGroup) {
          host ? std::to_string(host->size()) + " ranks" : "none");
   std::unique_ptr<ProcessGroup> parity = group.splitGroup(rank % 2, -rank);
   int64_t count = 1;
-  if (parity)
+  if (parity) {
     ASSERT_TRUE(bool(parity->allReduceInts(&count, 1, Reduction::Sum)));
+  }
   int same = (ranks + (rank % 2 == 0 ? 1 : 0)) / 2;
   record("process group: split by color, ranked by key",
          parity && count == same && parity->size() == same &&
