@@ -143,14 +143,9 @@ Status Executor::allocateBuffers() {
   incoming.resize(buffers.size());
   sendOf.assign(buffers.size(), -1);
 
-  const ModelConfig &model = plan.model;
-  int64_t row = model.microBatch * (model.seqLen + 1);
-  if (Status st = device.allocate(DType::I32, plan.microbatches * row, tokens);
+  if (Status st = stepTokens.allocate(device, plan.model, plan.microbatches);
       !st)
     return st;
-  hostTokens.assign(plan.microbatches * row, 0);
-  for (int mb = 0; mb < plan.microbatches; ++mb)
-    batches.push_back({tokens.get() + mb * row, model.seqLen + 1});
   return device.allocate(DType::F64, 1, lossSum);
 }
 
@@ -217,7 +212,7 @@ Status Executor::runPass(const Instruction &instr, float lossScale) {
     // A vocabulary shard's pass.
     return shards->run(instr.pass, instr.mb, instr.slice, lossSum.get());
   StageRunner &stage = *stages[instr.stage];
-  const TokenRows &batch = batches[instr.mb];
+  const TokenRows &batch = stepTokens.getBatches()[instr.mb];
   // The stages next to the vocabulary shards read and write the shards'
   // buffers instead of plan buffers.
   bool inputShard = plan.vocabulary.input.present && instr.stage == 0;
@@ -267,7 +262,10 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   auto stepStart = Clock::now();
   times = StepTimes();
   profiler.beginStep(compute);
-  uploadTokens(step);
+  // Every microbatch's tokens, fetched and uploaded once per step.
+  auto dataStart = Clock::now();
+  stepTokens.upload(data, step, device, compute);
+  times.data = seconds(dataStart, Clock::now());
   // The mean over every replica's microbatches: summed over the replicas
   // (grad_sync), each replica's share comes out right.
   const ModelConfig &model = plan.model;
@@ -275,7 +273,7 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
                                  model.microBatch * model.seqLen);
   kernels.fill(lossSum.get(), 0.0, 1);
   if (shards)
-    shards->beginStep(batches, lossScale);
+    shards->beginStep(stepTokens.getBatches(), lossScale);
   const DeviceProgram &program = plan.programs[deviceIndex];
   for (size_t i = 0; i < program.instructions.size(); ++i)
     if (Status st = dispatch(i, lossScale); !st)
@@ -345,21 +343,6 @@ void Executor::accountStep(double dispatchIdle) {
   double overhead = std::max(0.0, dispatchIdle - times.data);
   times.commWait =
       std::max(0.0, times.total - times.compute - times.data - overhead);
-}
-
-/// Every microbatch's tokens, fetched and uploaded once per step.
-void Executor::uploadTokens(int64_t step) {
-  auto dataStart = Clock::now();
-  int64_t rows = plan.model.microBatch, seq = plan.model.seqLen;
-  std::vector<int32_t> batch;
-  int64_t row = rows * (seq + 1);
-  for (int mb = 0; mb < plan.microbatches; ++mb) {
-    data.getBatch(step, mb, rows, seq, batch);
-    std::copy(batch.begin(), batch.end(), hostTokens.begin() + mb * row);
-  }
-  device.upload(tokens.get(), hostTokens.data(),
-                int64_t(hostTokens.size() * sizeof(int32_t)), compute);
-  times.data = seconds(dataStart, Clock::now());
 }
 
 Status Executor::issueTransfer(const Instruction &instr) {

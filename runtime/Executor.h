@@ -26,6 +26,7 @@
 #include "Profiler.h"
 #include "ReferenceTrainer.h"
 #include "Stage.h"
+#include "StepTokens.h"
 #include "TensorSums.h"
 #include "Trainer.h"
 #include "Transfers.h"
@@ -88,7 +89,6 @@ private:
   Status planGradients();
   // runStep()'s steps: the program's interpreter.
   Status dispatch(size_t instruction, float lossScale);
-  void uploadTokens(int64_t step);
   Status issueTransfer(const Instruction &instr);
   Status issueGradSync(size_t instruction);
   Status runExec(size_t instruction, float lossScale);
@@ -135,10 +135,7 @@ private:
 
   std::vector<DeviceBuffer> buffers;
   DeviceBuffer workspace;
-  /// The step's tokens, every microbatch, uploaded once per step.
-  DeviceBuffer tokens;
-  std::vector<int32_t> hostTokens;
-  std::vector<TokenRows> batches;
+  StepTokens stepTokens;
   /// The step's summed cross-entropy (f64), read once per step.
   DeviceBuffer lossSum;
   /// The receive that will fill each slot, until its consumer waits on it.

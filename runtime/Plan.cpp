@@ -162,6 +162,8 @@ void readNumerics(const json &j, ModelConfig &m) {
   }
   if (j.contains("padding_token"))
     m.paddingToken = integer(j, "padding_token", "model", 0, INT64_MAX);
+  if (j.contains("max_positions"))
+    m.maxPositions = integer(j, "max_positions", "model", 1, INT64_MAX);
   if (!j.contains("unmodelled"))
     return;
   const json &list = j["unmodelled"];

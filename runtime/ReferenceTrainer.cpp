@@ -2,7 +2,9 @@
 
 #include "ReferenceTrainer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
 namespace sluice::rt {
@@ -77,6 +79,44 @@ Status ReferenceTrainer::runStep(int64_t step, double &meanLoss) {
     return st;
   meanLoss = hostLoss * lossScale;
   return Status::ok();
+}
+
+Status ReferenceTrainer::getNextLogits(const std::vector<int32_t> &ids,
+                                       std::vector<float> &logits) {
+  int64_t length = int64_t(ids.size()), seq = model.seqLen;
+  int64_t vocab = model.layers.back().vocab;
+  if (length < 1 || length > seq)
+    return Status::error("a sequence of " + std::to_string(length) +
+                         " tokens does not fit the model's " +
+                         std::to_string(seq));
+  Stream &compute = device.getStream(StreamKind::Compute);
+  // One row of `length` tokens; its labels (the next tokens) are unused.
+  hostTokens.assign(seq + 1, 0);
+  std::copy(ids.begin(), ids.end(), hostTokens.begin());
+  device.upload(tokens.get(), hostTokens.data(),
+                int64_t(hostTokens.size() * sizeof(int32_t)), compute);
+  SliceShape slice{1, length, 0};
+  stage->forward(slice, TokenRows{tokens.get(), seq + 1}, nullptr, nullptr,
+                 forward.get(), kv.get(), work.get(), lossSum.get());
+  // The logits are in the activation type (bf16: the upper half of an
+  // fp32).
+  DevicePtr last = stage->getLogits() + (length - 1) * vocab;
+  logits.resize(vocab);
+  if (last.getType() == DType::BF16) {
+    std::vector<uint16_t> half(vocab);
+    device.download(half.data(), last, vocab * int64_t(sizeof(uint16_t)),
+                    compute);
+    if (Status st = compute.synchronize(); !st)
+      return st;
+    for (int64_t i = 0; i < vocab; ++i) {
+      uint32_t bits = uint32_t(half[i]) << 16;
+      std::memcpy(&logits[i], &bits, sizeof(float));
+    }
+    return Status::ok();
+  }
+  device.download(logits.data(), last, vocab * int64_t(sizeof(float)),
+                  compute);
+  return compute.synchronize();
 }
 
 Status ReferenceTrainer::gradientNorm(double &norm) {

@@ -32,6 +32,12 @@ public:
   Status applyOptimizer(int64_t step, float gradientScale) override;
   ParameterStore &getParameters() override { return parameters; }
 
+  /// The logits of the position after `ids` (one sequence, at most the
+  /// model's sequence length): the forward alone, what sampling draws
+  /// from (Sampling.h).
+  Status getNextLogits(const std::vector<int32_t> &ids,
+                       std::vector<float> &logits);
+
 private:
   ModelConfig model;
   int microbatches;

@@ -90,6 +90,10 @@ public:
                      DevicePtr keyValues, DevicePtr workspace, float lossScale,
                      DevicePtr recomputedState = {});
 
+  /// The logits (fp32, [rows x tokens, vocabulary]) the last forward of a
+  /// stage ending in the whole output layer left in its forward state.
+  DevicePtr getLogits() const { return views.back()[Field::OutLogits]; }
+
   /// W: accumulates the stage's weight gradients.
   void backwardWeight(const SliceShape &s, const TokenRows &batch,
                       DevicePtr forwardState, DevicePtr weightState,

@@ -141,6 +141,10 @@ LogicalResult ModelOp::verify() {
       return emitOpError("'") << name << "' must be positive, got " << *value;
   if (std::optional<int64_t> pad = getPaddingToken(); pad && *pad < 0)
     return emitOpError("'padding_token' must not be negative, got ") << *pad;
+  if (std::optional<int64_t> positions = getMaxPositions();
+      positions && *positions < 1)
+    return emitOpError("'max_positions' must be positive, got ")
+           << *positions;
   return success();
 }
 

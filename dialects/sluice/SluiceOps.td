@@ -124,6 +124,7 @@ def Sluice_ModelOp : Sluice_Op<"model", [
                        UnitAttr:$exact_gelu,
                        OptionalAttr<Sluice_RealAttr>:$embedding_scale,
                        OptionalAttr<I64Attr>:$padding_token,
+                       OptionalAttr<I64Attr>:$max_positions,
                        OptionalAttr<Sluice_RealAttr>:$attention_scale,
                        OptionalAttr<Sluice_RealAttr>:$attention_softcap,
                        OptionalAttr<Sluice_RealAttr>:$final_softcap,
@@ -138,7 +139,8 @@ def Sluice_ModelOp : Sluice_Op<"model", [
             /*slicing_latency=*/nullptr, /*slicing_fit_error=*/nullptr,
             /*norm_eps=*/nullptr, /*exact_gelu=*/false,
             /*embedding_scale=*/nullptr,
-            /*padding_token=*/nullptr, /*attention_scale=*/nullptr,
+            /*padding_token=*/nullptr, /*max_positions=*/nullptr,
+            /*attention_scale=*/nullptr,
             /*attention_softcap=*/nullptr, /*final_softcap=*/nullptr,
             /*unmodelled=*/nullptr);
     }]>

@@ -351,6 +351,7 @@ private:
 ModelConfig buildSpec(const Traits &traits, const ConfigValues &values) {
   ModelConfig model;
   model.seqLen = values.positions;
+  model.maxPositions = values.positions;
   model.microBatch = 1;
   model.hidden = values.hidden;
   model.normEps = values.normEps;

@@ -141,7 +141,8 @@ nlohmann::json describeRotary(const ModelConfig &model, const LayerConfig &t) {
                       {"num_key_value_heads", t.kvHeads},
                       {"head_dim", t.headDim},
                       {"intermediate_size", t.ffn},
-                      {"max_position_embeddings", model.seqLen},
+                      {"max_position_embeddings",
+                       std::max(model.seqLen, model.maxPositions)},
                       {"vocab_size", model.layers.front().vocab},
                       {"rms_norm_eps", model.normEps},
                       {"rope_theta", t.rotary.theta},
@@ -151,8 +152,6 @@ nlohmann::json describeRotary(const ModelConfig &model, const LayerConfig &t) {
                           ? nlohmann::json(model.paddingToken)
                           : nlohmann::json(nullptr);
   if (t.rotary.isScaled()) {
-    // Llama 3.1's scaling; the context it extends to is what
-    // transformers checks the original one against.
     const rt::Rotary &r = t.rotary;
     c["rope_scaling"] = {
         {"rope_type", "llama3"},
@@ -160,9 +159,12 @@ nlohmann::json describeRotary(const ModelConfig &model, const LayerConfig &t) {
         {"low_freq_factor", r.lowFreqFactor},
         {"high_freq_factor", r.highFreqFactor},
         {"original_max_position_embeddings", r.originalPositions}};
-    c["max_position_embeddings"] = std::max(
-        model.seqLen,
-        int64_t(std::llround(double(r.originalPositions) * r.factor)));
+    // Without a source's context length, the one the scaling extends to
+    // (transformers checks the original one against it).
+    if (model.maxPositions == 0)
+      c["max_position_embeddings"] = std::max(
+          model.seqLen,
+          int64_t(std::llround(double(r.originalPositions) * r.factor)));
   }
   return c;
 }

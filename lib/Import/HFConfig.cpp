@@ -457,6 +457,8 @@ void buildModel(OpBuilder &builder, Location fileLoc,
     model.setEmbeddingScale(spec.embeddingScale);
   if (spec.paddingToken >= 0)
     model.setPaddingToken(spec.paddingToken);
+  if (spec.maxPositions > 0)
+    model.setMaxPositions(spec.maxPositions);
   if (spec.attentionScale > 0)
     model.setAttentionScale(spec.attentionScale);
   if (spec.attentionSoftcap > 0)

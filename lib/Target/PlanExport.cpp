@@ -47,6 +47,7 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
   config.exactGelu = model.getExactGelu();
   config.embeddingScale = model.getEmbeddingScale().value_or(1.0);
   config.paddingToken = model.getPaddingToken().value_or(-1);
+  config.maxPositions = model.getMaxPositions().value_or(0);
   config.attentionScale = model.getAttentionScale().value_or(0.0);
   config.attentionSoftcap = model.getAttentionSoftcap().value_or(0.0);
   config.finalSoftcap = model.getFinalSoftcap().value_or(0.0);
@@ -239,6 +240,8 @@ private:
       json.attribute("embedding_scale", config.embeddingScale);
     if (config.paddingToken >= 0)
       json.attribute("padding_token", config.paddingToken);
+    if (config.maxPositions > 0)
+      json.attribute("max_positions", config.maxPositions);
     if (config.attentionScale > 0)
       json.attribute("attention_scale", config.attentionScale);
     if (config.attentionSoftcap > 0)

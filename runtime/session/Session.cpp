@@ -1,6 +1,8 @@
 //===- Session.cpp - A training session on one rank -----------------------===//
 
 #include "Session.h"
+#include "Generate.h"
+#include "Tokens.h"
 
 #include "CommOrder.h"
 #include "Failure.h"
@@ -62,7 +64,8 @@ void Session::openAll() {
   openBackend(world, plan, options, *backend);
   settings = resolveSettings(world, options);
   noteBatchChange();
-  openTokens();
+  tokens = session::openRunTokens(world, options, plan, settings,
+                                  backend->replica);
   makeTrainer();
   loadWeights();
 }
@@ -90,7 +93,7 @@ void Session::printHeader() {
   facts.options = &options;
   facts.settings = &settings;
   facts.done = done;
-  facts.trainTokens = trainTokens;
+  facts.trainTokens = tokens.trainTokens;
   std::string warning;
   std::string resume = session::describeResume(facts, warning);
   std::fputs(session::describeRun(facts).c_str(), stdout);
@@ -148,62 +151,6 @@ void Session::loadJobPlan() {
   }
 }
 
-/// The tokens this rank trains on -- the dataset or synthetic ones -- and
-/// validates on, each data-parallel replica its own microbatches of a
-/// step. Rank 0 says what the dataset holds.
-void Session::openTokens() {
-  std::unique_ptr<TokenSource> train, validation;
-  int64_t vocab = plan.model.layers.front().vocab;
-  // A step is every replica's microbatches; each replica reads its own.
-  int64_t stepMicrobatches = int64_t(plan.microbatches) * plan.dp;
-  evalSteps = options.evalSteps;
-  if (options.dataPath.empty()) {
-    train = makeSyntheticTokens(settings.seed, vocab, stepMicrobatches);
-  } else {
-    DataOptions o;
-    o.path = options.dataPath;
-    o.rawDtype = options.dataDtype;
-    o.vocab = vocab;
-    o.seqLen = plan.model.seqLen;
-    o.microbatches = stepMicrobatches;
-    o.seed = settings.seed;
-    o.validationFraction = settings.heldOut;
-    DataSummary summary;
-    agree(world, openTokenData(o, train, validation, summary));
-    trainTokens = summary.trainTokens;
-    tokenizer.file = summary.tokenizerFile;
-    tokenizer.bos = summary.tokenizerBos;
-    tokenizer.eos = summary.tokenizerEos;
-    if (root) {
-      std::printf("data %s: %lld document%s, %lld training tokens",
-                  options.dataPath.c_str(), (long long)summary.documents,
-                  summary.documents == 1 ? "" : "s",
-                  (long long)summary.trainTokens);
-      if (summary.validationTokens > 0)
-        std::printf(", %lld held out for validation",
-                    (long long)summary.validationTokens);
-      if (!summary.tokenizer.empty())
-        std::printf(" (%s)", summary.tokenizer.c_str());
-      std::printf("\n");
-    }
-    if (summary.validationTokens > 0 && evalSteps == 0) {
-      int64_t sequences = (summary.validationTokens - 1) / plan.model.seqLen;
-      int64_t perStep = stepMicrobatches * plan.model.microBatch;
-      // Whole steps only, so no sequence counts twice.
-      evalSteps = std::clamp<int64_t>(sequences / perStep, 1, 32);
-    }
-  }
-  if (!options.reference && plan.dp > 1) {
-    train = makeReplicaTokens(std::move(train), backend->replica,
-                              plan.microbatches);
-    if (validation)
-      validation = makeReplicaTokens(std::move(validation), backend->replica,
-                                     plan.microbatches);
-  }
-  data = std::make_unique<SwitchedTokens>(std::move(train),
-                                          std::move(validation));
-}
-
 void Session::makeTrainer() {
   TrainerOptions t;
   t.seed = settings.seed;
@@ -218,11 +165,11 @@ void Session::makeTrainer() {
   Device &device = *backend->device;
   if (options.reference) {
     trainer = std::make_unique<ReferenceTrainer>(
-        plan.model, plan.microbatches * plan.dp, plan.precision, device, *data,
-        t);
+        plan.model, plan.microbatches * plan.dp, plan.precision, device,
+        *tokens.data, t);
   } else {
     auto e = std::make_unique<Executor>(plan, comm().rank(), device, comm(),
-                                        *data, t, backend->replicas,
+                                        *tokens.data, t, backend->replicas,
                                         backend->shards);
     executor = e.get();
     trainer = std::move(e);
@@ -266,6 +213,15 @@ Outcome Session::train() {
       saveCheckpointNow(done);
     if (!options.saveHF.empty())
       saveHuggingFaceNow(done);
+    if (options.sampling.newTokens > 0)
+      session::generateSample(
+          world,
+          {*trainer, executor ? nullptr
+                              : static_cast<ReferenceTrainer *>(trainer.get()),
+           backend->replica == 0,
+           backend->model ? backend->model.get() : &comm(), done,
+           settings.seed},
+          plan, options, tokens.tokenizer);
     if (executor && !options.profilePath.empty())
       writeProfile(comm(), *executor, plan, options, root);
     if (executor && !options.tracePath.empty())
@@ -324,11 +280,11 @@ void Session::runSteps() {
     progress.finish();
   // Nothing to train (--steps 0, or a checkpoint already there): the
   // validation loss of the weights as they are, where asked for.
-  if (toTrain == 0 && data->hasValidation() && options.evalEvery > 0) {
+  if (toTrain == 0 && tokens.data->hasValidation() && options.evalEvery > 0) {
     double validationLoss = evaluate();
     if (root)
       if (Status st = progress.evaluation(done, validationLoss,
-                                          getEvaluationTokens());
+                                          tokens.getEvaluationTokens(plan));
           !st)
         failHere(st.message());
   }
@@ -357,10 +313,6 @@ void Session::saveStopped() {
               session::describeStop(stopSignal), (long long)done,
               (long long)options.steps, how.c_str());
   std::fflush(stdout);
-}
-
-int64_t Session::getEvaluationTokens() const {
-  return evalSteps * plan.getTokensPerStep();
 }
 
 /// One step: the passes, the gradients (dumped or compared after the
@@ -416,12 +368,12 @@ void Session::runStep(int64_t s, ProgressLog &progress, bool last) {
       failHere(st.message());
   if (stepHook)
     stepHook(record);
-  if (data->hasValidation() && options.evalEvery > 0 &&
+  if (tokens.data->hasValidation() && options.evalEvery > 0 &&
       ((step + 1) % options.evalEvery == 0 || last)) {
     double validationLoss = evaluate();
     if (root)
       if (Status st = progress.evaluation(step + 1, validationLoss,
-                                          getEvaluationTokens());
+                                          tokens.getEvaluationTokens(plan));
           !st)
         failHere(st.message());
   }
@@ -430,9 +382,9 @@ void Session::runStep(int64_t s, ProgressLog &progress, bool last) {
 /// The mean loss over the validation steps (always the same batches),
 /// their gradients discarded.
 double Session::evaluate() {
-  data->setValidating(true);
+  tokens.data->setValidating(true);
   double sum = 0;
-  for (int64_t k = 0; k < evalSteps; ++k) {
+  for (int64_t k = 0; k < tokens.evalSteps; ++k) {
     double loss = 0;
     if (Status st = trainer->runStep(k, loss); !st)
       failHere(st.message());
@@ -441,8 +393,8 @@ double Session::evaluate() {
     trainer->getParameters().zeroGrads();
     sum += loss;
   }
-  data->setValidating(false);
-  return sum / double(evalSteps);
+  tokens.data->setValidating(false);
+  return sum / double(tokens.evalSteps);
 }
 
 /// --dump-grads: the losses and gradient norms of every step beside the
@@ -502,8 +454,8 @@ void Session::saveHuggingFaceNow(int64_t stepsDone) {
   // writes it, every rank learns whether that worked.
   std::string with;
   Status st = Status::ok();
-  if (root && !tokenizer.file.empty())
-    st = exportTokenizer(options.saveHF, tokenizer, with);
+  if (root && !tokens.tokenizer.file.empty())
+    st = exportTokenizer(options.saveHF, tokens.tokenizer, with);
   agree(world, st);
   if (root)
     std::printf("saved %s (Hugging Face, step %lld%s%s)\n",

@@ -34,6 +34,7 @@
 #include "Outcome.h"
 #include "Plan.h"
 #include "SessionOptions.h"
+#include "Tokens.h"
 
 #include <functional>
 #include <memory>
@@ -108,7 +109,6 @@ private:
 
   void openAll();
   void loadJobPlan();
-  void openTokens();
   void makeTrainer();
   void loadWeights();
 
@@ -121,8 +121,6 @@ private:
   /// Step `s` of this run's steps; `last` is its final one.
   void runStep(int64_t s, ProgressLog &progress, bool last);
   double evaluate();
-  /// The tokens one evaluation reads.
-  int64_t getEvaluationTokens() const;
   /// Before the first step: what the run trains (RunHeader.h), and where
   /// a resumed run starts.
   void printHeader();
@@ -143,17 +141,10 @@ private:
   Plan plan;
   std::unique_ptr<session::RankBackend> backend;
   TrainingSettings settings;
-  std::unique_ptr<SwitchedTokens> data;
+  session::RunTokens tokens;
   std::unique_ptr<Trainer> trainer;
   Executor *executor = nullptr;
   int64_t done = 0;
-  /// Validation steps per evaluation (the option's, or what the held-out
-  /// part fills).
-  /// --data's tokenizer, for --save-hf.
-  TokenizerFiles tokenizer;
-  /// --data's training tokens (0: synthetic tokens).
-  int64_t trainTokens = 0;
-  int64_t evalSteps = 0;
   RunResult result;
   std::function<void(const StepRecord &)> stepHook;
 };

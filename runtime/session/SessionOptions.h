@@ -9,9 +9,12 @@
 #ifndef SLUICE_RUNTIME_SESSION_SESSIONOPTIONS_H
 #define SLUICE_RUNTIME_SESSION_SESSIONOPTIONS_H
 
+#include "Sampling.h"
+
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace sluice::rt {
 
@@ -68,6 +71,12 @@ struct SessionOptions {
   int64_t logEvery = 1;
   std::string metricsPath;
   double peakTflops = 0;
+
+  // Text generation after the steps (Sampling.h): the prompt as text
+  // (encoded with --data's tokenizer) or as ids.
+  SamplingOptions sampling;
+  std::string prompt;
+  std::vector<int32_t> promptIds;
 
   // Weights in and out.
   std::string saveDir, loadDir, loadHF, saveHF;

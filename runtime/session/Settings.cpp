@@ -86,6 +86,19 @@ void checkOptions(Communicator &world, const SessionOptions &o) {
   if (!o.loadHF.empty() && !o.loadDir.empty())
     failEverywhere(world, "--load-hf and --load exclude each other: a "
                           "checkpoint holds the weights already");
+  if (std::string why = o.sampling.check(); !why.empty())
+    failEverywhere(world, why);
+  if (o.sampling.newTokens > 0 && o.prompt.empty() == o.promptIds.empty())
+    failEverywhere(world, "--generate needs a prompt: --prompt TEXT (encoded "
+                          "with --data's tokenizer) or --prompt-ids, one "
+                          "of them");
+  if (o.sampling.newTokens == 0 && (!o.prompt.empty() || !o.promptIds.empty()))
+    failEverywhere(world, "--prompt and --prompt-ids need --generate N, the "
+                          "tokens to draw");
+  for (int32_t id : o.promptIds)
+    if (id < 0)
+      failEverywhere(world, "--prompt-ids must be token ids, got " +
+                                std::to_string(id));
   if (o.profileSlices && o.profilePath.empty())
     failEverywhere(world, "--profile-slices needs --profile FILE");
   for (auto [flag, used] : {std::pair{"--trace", !o.tracePath.empty()},

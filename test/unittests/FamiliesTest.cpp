@@ -148,11 +148,22 @@ TEST_F(FamiliesTest, EachFamilyWritesBackWhatItReads) {
     rt::ModelConfig first, second;
     ASSERT_TRUE(importSpec(text, first))
         << (errors.empty() ? "" : errors.front());
+    // A run at half the context still writes the source's.
+    nlohmann::json source = nlohmann::json::parse(text);
+    int64_t context = source.contains("n_positions")
+                          ? source["n_positions"].get<int64_t>()
+                          : source["max_position_embeddings"].get<int64_t>();
+    EXPECT_EQ(first.maxPositions, context);
+    first.seqLen /= 2;
     const families::Family *family = nullptr;
     nlohmann::json written;
     std::string why;
     ASSERT_TRUE(families::describeModel(first, family, written, why)) << why;
-    std::string original = nlohmann::json::parse(text).value("model_type", "");
+    EXPECT_EQ(written.value("max_position_embeddings",
+                            written.value("n_positions", int64_t(0))),
+              context);
+    first.seqLen *= 2;
+    std::string original = source.value("model_type", "");
     EXPECT_EQ(written.value("model_type", ""), original);
     EXPECT_EQ(family, families::lookupFamily(original));
     ASSERT_TRUE(importSpec(written.dump(), second))

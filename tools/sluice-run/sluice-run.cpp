@@ -177,6 +177,34 @@ cl::opt<std::string>
            cl::desc("At the end, write the weights as a Hugging Face model "
                     "directory (fp32 safetensors and config.json)"),
            cl::value_desc("DIR"), cl::cat(category));
+cl::opt<int64_t> generateTokens(
+    "generate",
+    cl::desc("After the steps, draw N tokens after --prompt from the trained "
+             "model and print them (default 0: none)"),
+    cl::value_desc("N"), cl::init(0), cl::cat(category));
+cl::opt<std::string> prompt(
+    "prompt",
+    cl::desc("With --generate: the text to continue, encoded with --data's "
+             "tokenizer"),
+    cl::value_desc("TEXT"), cl::cat(category));
+cl::list<int32_t> promptIds(
+    "prompt-ids",
+    cl::desc("With --generate: the prompt as token ids, comma-separated"),
+    cl::value_desc("ID,..."), cl::CommaSeparated, cl::cat(category));
+cl::opt<double> temperature(
+    "temperature",
+    cl::desc("With --generate: the logits divided by it before sampling; 0 "
+             "is greedy (default 1)"),
+    cl::init(1.0), cl::cat(category));
+cl::opt<int64_t> topK("top-k",
+                      cl::desc("With --generate: sample among the K most "
+                               "likely tokens (default 0: all)"),
+                      cl::init(0), cl::cat(category));
+cl::opt<double> topP(
+    "top-p",
+    cl::desc("With --generate: sample among the fewest most likely tokens "
+             "whose probability reaches P (default 1: all)"),
+    cl::init(1.0), cl::cat(category));
 cl::opt<std::string>
     loadDir("load",
             cl::desc("Resume from a checkpoint, with the optimizer settings "
@@ -284,6 +312,12 @@ SessionOptions getOptions() {
   o.loadDir = loadDir;
   o.loadHF = loadHF;
   o.saveHF = saveHF;
+  o.sampling.newTokens = generateTokens;
+  o.sampling.temperature = temperature;
+  o.sampling.topK = topK;
+  o.sampling.topP = topP;
+  o.prompt = prompt;
+  o.promptIds.assign(promptIds.begin(), promptIds.end());
   o.saveEvery = saveEvery;
   o.keepCheckpoints = keepCheckpoints;
   o.loadStep = loadStep;

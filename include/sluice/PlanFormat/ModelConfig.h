@@ -202,6 +202,10 @@ struct ModelConfig {
   /// A token whose lookups give its table row no gradient (nn.Embedding's
   /// padding_idx); -1: none.
   int64_t paddingToken = -1;
+  /// The context length the model was defined with (its source config's
+  /// max_position_embeddings), which seqLen may be shorter than; 0:
+  /// seqLen.
+  int64_t maxPositions = 0;
   /// Attention scores times this instead of 1 / sqrt(head_dim) (Gemma-2's
   /// query_pre_attn_scalar^-0.5; 0: the default), and capped to
   /// cap * tanh(score / cap) (Gemma-2's attn_logit_softcapping; 0: none).
