@@ -191,7 +191,8 @@ demo() {
     --data "$work/corpus.tokens" --steps 300 --lr 1e-2 --warmup-steps 20 \
     --lr-decay cosine --min-lr 1e-3 --weight-decay 0.1 --clip-grad 1 \
     --eval-every 50 --log-every 50 --metrics "$work/metrics.jsonl" \
-    --save "$work/checkpoints" --save-every 100 --save-hf "$work/tiny-llama-hf" |
+    --save "$work/checkpoints" --save-every 100 --save-hf "$work/tiny-llama-hf" \
+    --generate 24 --prompt "This program is" --temperature 0.7 --top-k 20 |
     tee "$work/tiny-llama.log"
   build/bin/sluice-plot "$work/metrics.jsonl" -o "$work/tiny-llama-curves.svg" \
     --title "tiny Llama on examples/corpus, 4 ranks, ZB-H1"
@@ -221,6 +222,8 @@ summary() {
     "$work/tiny-llama-curves.svg"
   printf '%-44s %s\n' "  the schedule's timeline (--svg)" \
     "$work/tiny-llama-schedule.svg"
+  printf '%-44s %s\n' "  a sample (--generate; [what it drew])" \
+    "$(sed -n 's/^sample: //p' "$work/tiny-llama.log")"
 }
 
 # The demo's ranks start through sluice-launch, as a user's would: mpirun
