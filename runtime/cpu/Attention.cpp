@@ -2,11 +2,15 @@
 //
 // Rotary positions and causal (optionally windowed, soft-capped,
 // grouped-query) attention over a token slice with its context, keeping
-// the log-sum-exp for the backward.
+// the log-sum-exp for the backward: per head, blocks of queries through
+// OpenBLAS GEMMs (scores, context, and in B the four products of
+// FlashAttention's backward), the softmax between them row by row.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+
+#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -40,49 +44,96 @@ void CpuKernels::rotate(DevicePtr xPtr, int64_t rows, int64_t tokens,
     }
 }
 
+namespace {
+
+/// Queries attend in blocks of this many (Dao et al., 2022,
+/// "FlashAttention", section 3.1, tiles the queries alike): a block's
+/// scores against every key it may see come from one GEMM and fit the
+/// caches, its context from a second.
+constexpr int64_t kQueryBlock = 64;
+
+/// One (sequence row, query head)'s operands within a slice, and the block
+/// of queries [first, first + count) with the keys [keyFirst, keyEnd) any
+/// of them sees.
+struct HeadBlock {
+  int64_t row, head, first, count, keyFirst, width;
+  int64_t qAt, kvAt; // element offsets of the block's first query, key
+};
+
+HeadBlock getBlock(const AttentionShape &s, int64_t r, int64_t h,
+                   int64_t first) {
+  const int64_t hd = s.heads * s.headDim, kvw = s.kvHeads * s.headDim;
+  HeadBlock b;
+  b.row = r;
+  b.head = h;
+  b.first = first;
+  b.count = std::min(kQueryBlock, s.tokens - first);
+  b.keyFirst = s.getFirstKey(s.offset + first);
+  b.width = s.offset + first + b.count - b.keyFirst;
+  b.qAt = (r * s.tokens + first) * hd + h * s.headDim;
+  b.kvAt = (r * s.seqLen + b.keyFirst) * kvw +
+           (h / (s.heads / s.kvHeads)) * s.headDim;
+  return b;
+}
+
+/// scores = scale * Q_block K^T, [count, width].
+void getScores(const AttentionShape &s, const HeadBlock &b, const float *q,
+               const float *keys, float *scores) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(b.count),
+              int(b.width), int(s.headDim), getAttentionScale(s), q + b.qAt,
+              int(s.heads * s.headDim), keys + b.kvAt,
+              int(s.kvHeads * s.headDim), 0.0f, scores, int(b.width));
+}
+
+/// The keys query i of the block sees, as columns [begin, end) of its
+/// scores.
+std::pair<int64_t, int64_t> getVisible(const AttentionShape &s,
+                                       const HeadBlock &b, int64_t i) {
+  int64_t position = s.offset + b.first + i;
+  return {s.getFirstKey(position) - b.keyFirst, position + 1 - b.keyFirst};
+}
+
+} // namespace
+
 void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
                                   DevicePtr keysPtr, DevicePtr valuesPtr,
                                   DevicePtr lsePtr, DevicePtr contextPtr) {
   const float *q = qPtr.f32(), *keys = keysPtr.f32(), *values = valuesPtr.f32();
   float *lse = lsePtr.f32(), *context = contextPtr.f32();
-  const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim;
-  const int64_t kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
-  const float scale = getAttentionScale(s), cap = s.softcap;
-  std::vector<float> p(span);
+  const float cap = s.softcap;
+  std::vector<float> p(kQueryBlock * (s.offset + s.tokens));
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t h = 0; h < s.heads; ++h)
-      for (int64_t i = 0; i < s.tokens; ++i) {
-        const int64_t kvAt = (h / group) * s.headDim;
-        const float *qi = q + (r * s.tokens + i) * hd + h * s.headDim;
-        // Causal: keys [first, offset + i], first 0 unless windowed.
-        int64_t visible = s.offset + i + 1, first = s.getFirstKey(s.offset + i);
-        float maxScore = -INFINITY;
-        for (int64_t j = first; j < visible; ++j) {
-          const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
-          float dot = 0;
-          for (int64_t e = 0; e < s.headDim; ++e)
-            dot += qi[e] * kj[e];
-          p[j] = dot * scale;
-          if (cap > 0)
-            p[j] = cap * std::tanh(p[j] / cap);
-          maxScore = std::max(maxScore, p[j]);
+      for (int64_t first = 0; first < s.tokens; first += kQueryBlock) {
+        HeadBlock b = getBlock(s, r, h, first);
+        getScores(s, b, q, keys, p.data());
+        // Each query's softmax over the keys it sees (causal, windowed),
+        // the others zero; its log-sum-exp kept for B.
+        for (int64_t i = 0; i < b.count; ++i) {
+          float *pi = p.data() + i * b.width;
+          auto [begin, end] = getVisible(s, b, i);
+          float maxScore = -INFINITY;
+          for (int64_t j = begin; j < end; ++j) {
+            if (cap > 0)
+              pi[j] = cap * std::tanh(pi[j] / cap);
+            maxScore = std::max(maxScore, pi[j]);
+          }
+          double sum = 0;
+          for (int64_t j = begin; j < end; ++j) {
+            pi[j] = std::exp(pi[j] - maxScore);
+            sum += pi[j];
+          }
+          std::fill(pi, pi + begin, 0.0f);
+          std::fill(pi + end, pi + b.width, 0.0f);
+          for (int64_t j = begin; j < end; ++j)
+            pi[j] = float(pi[j] / sum);
+          lse[(r * s.heads + h) * s.tokens + first + i] =
+              float(double(maxScore) + std::log(sum));
         }
-        double sum = 0;
-        for (int64_t j = first; j < visible; ++j) {
-          p[j] = std::exp(p[j] - maxScore);
-          sum += p[j];
-        }
-        for (int64_t j = first; j < visible; ++j)
-          p[j] = float(p[j] / sum);
-        lse[(r * s.heads + h) * s.tokens + i] =
-            float(double(maxScore) + std::log(sum));
-        float *ci = context + (r * s.tokens + i) * hd + h * s.headDim;
-        std::fill(ci, ci + s.headDim, 0.0f);
-        for (int64_t j = first; j < visible; ++j) {
-          const float *vj = values + (r * s.seqLen + j) * kvw + kvAt;
-          for (int64_t e = 0; e < s.headDim; ++e)
-            ci[e] += p[j] * vj[e];
-        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(b.count),
+                    int(s.headDim), int(b.width), 1.0f, p.data(), int(b.width),
+                    values + b.kvAt, int(s.kvHeads * s.headDim), 0.0f,
+                    context + b.qAt, int(s.heads * s.headDim));
       }
 }
 
@@ -95,62 +146,58 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
               *context = contextPtr.f32(), *lse = lsePtr.f32(),
               *dcontext = dcontextPtr.f32();
   float *dq = dqPtr.f32(), *dkeys = dkeysPtr.f32(), *dvalues = dvaluesPtr.f32();
-  const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim;
-  const int64_t kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
+  const int hd = int(s.heads * s.headDim), kvw = int(s.kvHeads * s.headDim);
+  const int d = int(s.headDim);
   const float scale = getAttentionScale(s), cap = s.softcap;
-  std::vector<float> p(span), slope(span, 1.0f);
+  const int64_t room = kQueryBlock * (s.offset + s.tokens);
+  std::vector<float> p(room), ds(room);
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t h = 0; h < s.heads; ++h)
-      for (int64_t i = 0; i < s.tokens; ++i) {
-        // A group's query heads all add into their key/value head's
-        // gradients.
-        const int64_t kvAt = (h / group) * s.headDim;
-        int64_t row = r * s.tokens + i;
-        const float *qi = q + row * hd + h * s.headDim;
-        const float *dci = dcontext + row * hd + h * s.headDim;
-        const float *ci = context + row * hd + h * s.headDim;
-        float *dqi = dq + row * hd + h * s.headDim;
-        int64_t visible = s.offset + i + 1, first = s.getFirstKey(s.offset + i);
+      for (int64_t first = 0; first < s.tokens; first += kQueryBlock) {
+        HeadBlock b = getBlock(s, r, h, first);
+        const int n = int(b.count), w = int(b.width);
         // FlashAttention's backward: P = exp(S - lse) from the kept
-        // log-sum-exp, and D = dctx . ctx = sum_j P_j dP_j.
-        double logSum = lse[(r * s.heads + h) * s.tokens + i];
-        for (int64_t j = first; j < visible; ++j) {
-          const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
-          float dot = 0;
+        // log-sum-exp; dP = dctx V^T; D = dctx . ctx = sum_j P_j dP_j.
+        getScores(s, b, q, keys, p.data());
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, d, 1.0f,
+                    dcontext + b.qAt, hd, values + b.kvAt, kvw, 0.0f,
+                    ds.data(), w);
+        for (int64_t i = 0; i < b.count; ++i) {
+          float *pi = p.data() + i * w, *dsi = ds.data() + i * w;
+          auto [begin, end] = getVisible(s, b, i);
+          double logSum = lse[(r * s.heads + h) * s.tokens + first + i];
+          const float *dci = dcontext + b.qAt + i * hd,
+                      *ci = context + b.qAt + i * hd;
+          double weighted = 0;
           for (int64_t e = 0; e < s.headDim; ++e)
-            dot += qi[e] * kj[e];
-          float score = dot * scale;
-          if (cap > 0) {
-            // The cap's derivative, 1 - tanh^2, scales the score's
-            // gradient.
-            float t = std::tanh(score / cap);
-            score = cap * t;
-            slope[j] = 1.0f - t * t;
+            weighted += double(dci[e]) * ci[e];
+          for (int64_t j = begin; j < end; ++j) {
+            float score = pi[j], slope = 1.0f;
+            if (cap > 0) {
+              // The cap's derivative, 1 - tanh^2, scales the score's
+              // gradient.
+              float t = std::tanh(score / cap);
+              score = cap * t;
+              slope = 1.0f - t * t;
+            }
+            pi[j] = float(std::exp(double(score) - logSum));
+            // The softmax's backward, then the scores' scale.
+            dsi[j] = pi[j] * float(dsi[j] - weighted) * slope * scale;
           }
-          p[j] = float(std::exp(double(score) - logSum));
-        }
-        double weighted = 0;
-        for (int64_t e = 0; e < s.headDim; ++e)
-          weighted += double(dci[e]) * ci[e];
-        // dP = dctx . V and dV += P dctx; softmax backward, then the
-        // 1/sqrt(d) scale.
-        std::fill(dqi, dqi + s.headDim, 0.0f);
-        for (int64_t j = first; j < visible; ++j) {
-          const float *vj = values + (r * s.seqLen + j) * kvw + kvAt;
-          float *dvj = dvalues + (r * s.seqLen + j) * kvw + kvAt;
-          float dot = 0;
-          for (int64_t e = 0; e < s.headDim; ++e) {
-            dot += dci[e] * vj[e];
-            dvj[e] += p[j] * dci[e];
-          }
-          float ds = p[j] * float(dot - weighted) * slope[j] * scale;
-          const float *kj = keys + (r * s.seqLen + j) * kvw + kvAt;
-          float *dkj = dkeys + (r * s.seqLen + j) * kvw + kvAt;
-          for (int64_t e = 0; e < s.headDim; ++e) {
-            dqi[e] += ds * kj[e];
-            dkj[e] += ds * qi[e];
+          for (float *m : {pi, dsi}) {
+            std::fill(m, m + begin, 0.0f);
+            std::fill(m + end, m + w, 0.0f);
           }
         }
+        // dQ = dS K; a group's query heads all add into their key/value
+        // head's dK += dS^T Q and dV += P^T dctx.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, w, 1.0f,
+                    ds.data(), w, keys + b.kvAt, kvw, 0.0f, dq + b.qAt, hd);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, d, n, 1.0f,
+                    ds.data(), w, q + b.qAt, hd, 1.0f, dkeys + b.kvAt, kvw);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, d, n, 1.0f,
+                    p.data(), w, dcontext + b.qAt, hd, 1.0f, dvalues + b.kvAt,
+                    kvw);
       }
 }
 
