@@ -117,6 +117,20 @@ nlohmann::json describeRotary(const ModelConfig &model,
 std::string checkGemmaConventions(const ModelConfig &model, bool gemma,
                                   bool gemma2);
 
+/// A family whose checkpoints use Llama's tensor names and plain norm
+/// gains (Llama, Mistral, Qwen2): those two answers, once.
+class LlamaLayoutFamily : public Family {
+public:
+  const WeightNames &getWeightNames(const std::string &) const override {
+    static const WeightNames names = getLlamaWeightNames();
+    return names;
+  }
+  std::string checkWeights(const ModelConfig &model,
+                           const std::string &) const override {
+    return checkGemmaConventions(model, false, false);
+  }
+};
+
 } // namespace sluice::families
 
 #endif // SLUICE_LIB_FAMILIES_COMMON_H

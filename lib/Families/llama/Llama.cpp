@@ -29,7 +29,7 @@ bool readBiases(ConfigKeys &config, ConfigValues &values) {
   return true;
 }
 
-class Llama final : public Family {
+class Llama final : public LlamaLayoutFamily {
 public:
   const char *getName() const override { return "llama"; }
   std::vector<std::string> getModelTypes() const override { return {"llama"}; }
@@ -56,16 +56,6 @@ public:
     c["attention_bias"] = t.bias;
     c["mlp_bias"] = t.bias;
     return c;
-  }
-
-  const WeightNames &getWeightNames(const std::string &) const override {
-    static const WeightNames names = getLlamaWeightNames();
-    return names;
-  }
-
-  std::string checkWeights(const ModelConfig &model,
-                           const std::string &) const override {
-    return checkGemmaConventions(model, false, false);
   }
 };
 

@@ -13,7 +13,7 @@ namespace sluice::families {
 
 namespace {
 
-class Mistral final : public Family {
+class Mistral final : public LlamaLayoutFamily {
 public:
   const char *getName() const override { return "mistral"; }
   std::vector<std::string> getModelTypes() const override {
@@ -70,16 +70,6 @@ public:
     c["hidden_act"] = "silu";
     c["sliding_window"] = t.window;
     return c;
-  }
-
-  const WeightNames &getWeightNames(const std::string &) const override {
-    static const WeightNames names = getLlamaWeightNames();
-    return names;
-  }
-
-  std::string checkWeights(const ModelConfig &model,
-                           const std::string &) const override {
-    return checkGemmaConventions(model, false, false);
   }
 };
 

@@ -12,7 +12,7 @@
 namespace sluice::families {
 namespace {
 
-class Qwen2 final : public Family {
+class Qwen2 final : public LlamaLayoutFamily {
 public:
   const char *getName() const override { return "qwen2"; }
   std::vector<std::string> getModelTypes() const override { return {"qwen2"}; }
@@ -66,17 +66,6 @@ public:
     c["hidden_act"] = "silu";
     c["use_sliding_window"] = false;
     return c;
-  }
-
-  const WeightNames &getWeightNames(const std::string &) const override {
-    // Llama's names; the q/k/v biases are the same names' `.bias`.
-    static const WeightNames names = getLlamaWeightNames();
-    return names;
-  }
-
-  std::string checkWeights(const ModelConfig &model,
-                           const std::string &) const override {
-    return checkGemmaConventions(model, false, false);
   }
 };
 
