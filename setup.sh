@@ -272,6 +272,27 @@ hf_python() {
   fi
 }
 
+# transformers 4.51.3 (the first with Qwen3) in build/hf-venv-qwen3, over
+# the same Debian torch: test/hf/torch_compat.py supplies the three names it
+# imports that torch 1.13 lacks. Its own venv, so the other families stay
+# checked against the transformers they were written for.
+hf_python_qwen3() {
+  local venv=build/hf-venv-qwen3
+  if [ -x $venv/bin/python ] &&
+     $venv/bin/python -c "import transformers" 2>/dev/null; then
+    return 0
+  fi
+  rm -rf $venv
+  mkdir -p build
+  /usr/bin/python3 -m venv --system-site-packages $venv
+  if ! timeout 600 $venv/bin/pip install --quiet --disable-pip-version-check \
+       "transformers==4.51.3" "numpy<2" >/dev/null 2>&1; then
+    echo "== note: could not install transformers 4.51.3 from PyPI; the" \
+      "Qwen3 equivalence test (test/hf) will be skipped"
+    rm -rf $venv
+  fi
+}
+
 # The tests: ctest's unit tests, then the lit suites outside ctest (which
 # shows a test's output only at its end, and only on failure), so that each
 # lit test's result shows as it finishes and the summaries -- passed,
@@ -312,6 +333,7 @@ build
 case "$job" in
   demo) demo ;;
   test) hf_python
+        hf_python_qwen3
         run_tests ;;
   build) ;;
   gpu-bundle) bash tools/gpu/bundle.sh ;;

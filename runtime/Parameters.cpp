@@ -134,6 +134,12 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
             {hd + firstKv * d, kvHeads * d},
             {hd + kv + firstKv * d, kvHeads * d}},
            layer.hasQkvBias());
+    // Qwen3's query and key norms: a gain of head_dim that every head
+    // shares, whole on every tensor-parallel shard (each shard's gradient
+    // is its heads' part; the group sums them, TensorGroupSums).
+    if (layer.qkNorm)
+      for (const char *name : {"attn.q_norm.weight", "attn.k_norm.weight"})
+        specs.push_back({p + name, {d}, InitKind::Ones});
     linear(p + "attn.out", hd, h, Split::Rows, {{t * queries, queries}},
            layer.bias);
     if (layer.postNorms)
@@ -211,12 +217,20 @@ ParameterSpec getTableShard(const std::string &name, int64_t vocab,
   return spec;
 }
 
+namespace {
+bool endsWith(const std::string &name, const std::string &suffix) {
+  return name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+} // namespace
+
+bool isHeadSummed(const std::string &name) {
+  return endsWith(name, ".attn.q_norm.weight") ||
+         endsWith(name, ".attn.k_norm.weight");
+}
+
 bool isTokenSummed(const std::string &name) {
-  auto ends = [&](const std::string &suffix) {
-    return name.size() >= suffix.size() &&
-           name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
-               0;
-  };
+  auto ends = [&](const std::string &suffix) { return endsWith(name, suffix); };
   for (const char *norm : {"norm1.", "norm2.", "final_norm.",
                            "post_attn_norm.", "post_mlp_norm."})
     for (const char *part : {"weight", "bias"})

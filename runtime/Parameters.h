@@ -104,6 +104,11 @@ std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
 /// row-parallel projections are not: their gradients come from the
 /// gathered whole-slice output gradients.
 bool isTokenSummed(const std::string &name);
+/// Whether parameter `name` is a query/key norm's gain (Qwen3): whole on
+/// every tensor-parallel shard, but each shard's gradient comes from its
+/// own heads only, so the group sums it before the update, with or
+/// without sequence parallelism.
+bool isHeadSummed(const std::string &name);
 
 /// The row shard of the table `name` ([vocab, hidden]) that device `device`
 /// of `devices` holds when the table is padded to `paddedVocab` rows; with

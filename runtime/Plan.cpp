@@ -235,6 +235,7 @@ ModelConfig readModel(const json &j) {
       c.qkvBias = l.contains("qkv_bias") && flag(l, "qkv_bias", at);
       if (c.bias && c.qkvBias)
         fail(at + ": 'qkv_bias' with 'bias', which has every bias already");
+      c.qkNorm = l.contains("qk_norm") && flag(l, "qk_norm", at);
       c.postNorms = l.contains("post_norms") && flag(l, "post_norms", at);
       if (l.contains("window"))
         c.window = integer(l, "window", at, 1, kMaxDimension);

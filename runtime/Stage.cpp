@@ -41,6 +41,8 @@ const std::pair<const char *, DevicePtr LayerParams::*> kFields[] = {
     {"post_attn_norm.bias", &LayerParams::postAttnB},
     {"post_mlp_norm.weight", &LayerParams::postMlpW},
     {"post_mlp_norm.bias", &LayerParams::postMlpB},
+    {"attn.q_norm.weight", &LayerParams::qNormW},
+    {"attn.k_norm.weight", &LayerParams::kNormW},
     {"attn.qkv.weight", &LayerParams::qkvW},
     {"attn.qkv.bias", &LayerParams::qkvB},
     {"attn.out.weight", &LayerParams::outW},

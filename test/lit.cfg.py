@@ -72,6 +72,24 @@ for feature, modules in [("transformers", "torch, transformers"),
             modules + " not importable in build/hf-venv (bash setup.sh test "
             "installs them from PyPI): the tests that need them are skipped")
 
+# transformers 4.51 (the first with Qwen3) in its own venv over the same
+# torch (build/hf-venv-qwen3; test/hf/torch_compat.py lets it import over
+# torch 1.13): the Qwen3 equivalence test needs it.
+qwen3_python = os.path.join(config.sluice_obj_root, "hf-venv-qwen3", "bin",
+                            "python")
+if os.path.exists(qwen3_python):
+    config.substitutions.append(("%qwen3python", qwen3_python))
+if os.path.exists(qwen3_python) and os.system(
+        qwen3_python + ' -c "import sys; sys.path.insert(0, \'' +
+        os.path.join(config.test_source_root, "hf") +
+        '\'); import torch_compat, transformers; '
+        'transformers.Qwen3ForCausalLM" >/dev/null 2>&1') == 0:
+    config.available_features.add("transformers-qwen3")
+else:
+    lit_config.note("transformers with Qwen3 is not importable in "
+                    "build/hf-venv-qwen3 (bash setup.sh test installs it "
+                    "from PyPI): the Qwen3 equivalence test is skipped")
+
 # Debian's matplotlib, which sluice-plot (a /usr/bin/python3 script) uses.
 if os.system('/usr/bin/python3 -c "import matplotlib" >/dev/null 2>&1') == 0:
     config.available_features.add("matplotlib")

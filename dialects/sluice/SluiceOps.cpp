@@ -1060,50 +1060,60 @@ static void printScheduleName(OpAsmPrinter &printer, Operation *,
 // custom<LayerOptions>: a transformer layer's optional trailing entries
 //===----------------------------------------------------------------------===//
 
-/// `, bias` or `, qkv_bias`, `, rope_theta = 10000.0`, `, rope_scaling =
-/// #sluice...`, `, post_norms` and `, window = 4096`, each optional, in this
-/// order. A
-/// declarative optional group cannot start with the `,` they share, so the
-/// keyword after the comma decides.
+/// `, bias` or `, qkv_bias`, `, qk_norm`, `, rope_theta = 10000.0`,
+/// `, rope_scaling = #sluice...`, `, post_norms` and `, window = 4096`,
+/// each optional, in this order. A declarative optional group cannot start
+/// with the `,` they share, so the keyword after the comma decides.
 static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
-                                     UnitAttr &qkvBias, FloatAttr &ropeTheta,
+                                     UnitAttr &qkvBias, UnitAttr &qkNorm,
+                                     FloatAttr &ropeTheta,
                                      RopeLlama3Attr &ropeScaling,
                                      UnitAttr &postNorms,
                                      IntegerAttr &window) {
+  // Each entry's position in the order; an entry is accepted only after
+  // every entry before it and none after.
+  int seen = -1;
+  auto next = [&](int position) {
+    if (position <= seen)
+      return false;
+    seen = position;
+    return true;
+  };
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
     if (parser.parseKeyword(&keyword))
       return failure();
-    bool biasesNext = !bias && !qkvBias && !ropeTheta && !ropeScaling &&
-                      !postNorms && !window;
-    if (keyword == "bias" && biasesNext) {
+    if (keyword == "bias" && next(0)) {
       bias = parser.getBuilder().getUnitAttr();
       continue;
     }
-    if (keyword == "qkv_bias" && biasesNext) {
+    if (keyword == "qkv_bias" && next(0)) {
       qkvBias = parser.getBuilder().getUnitAttr();
       continue;
     }
-    if (keyword == "rope_theta" && !ropeTheta && !ropeScaling && !postNorms &&
-        !window) {
-      double value;
+    if (keyword == "qk_norm" && next(1)) {
+      qkNorm = parser.getBuilder().getUnitAttr();
+      continue;
+    }
+    if (keyword == "rope_theta" && next(2)) {
+      double value = 0;
       if (parser.parseEqual() || parser.parseFloat(value))
         return failure();
       ropeTheta = parser.getBuilder().getF64FloatAttr(value);
       continue;
     }
-    if (keyword == "rope_scaling" && !ropeScaling && !postNorms && !window) {
+    if (keyword == "rope_scaling" && next(3)) {
       if (parser.parseEqual() || parser.parseAttribute(ropeScaling))
         return failure();
       continue;
     }
-    if (keyword == "post_norms" && !postNorms && !window) {
+    if (keyword == "post_norms" && next(4)) {
       postNorms = parser.getBuilder().getUnitAttr();
       continue;
     }
-    if (keyword == "window" && !window) {
-      int64_t size;
+    if (keyword == "window" && next(5)) {
+      int64_t size = 0;
       if (parser.parseEqual() || parser.parseInteger(size))
         return failure();
       window = parser.getBuilder().getI64IntegerAttr(size);
@@ -1111,7 +1121,8 @@ static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
     }
     return parser.emitError(loc, "unexpected '")
            << keyword
-           << "' (expected 'bias' or 'qkv_bias', then 'rope_theta = <float>', then "
+           << "' (expected 'bias' or 'qkv_bias', then 'qk_norm', then "
+              "'rope_theta = <float>', then "
               "'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', "
               "then 'window = <size>')";
   }
@@ -1119,13 +1130,15 @@ static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
 }
 
 static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
-                              UnitAttr qkvBias, FloatAttr ropeTheta,
-                              RopeLlama3Attr ropeScaling, UnitAttr postNorms,
-                              IntegerAttr window) {
+                              UnitAttr qkvBias, UnitAttr qkNorm,
+                              FloatAttr ropeTheta, RopeLlama3Attr ropeScaling,
+                              UnitAttr postNorms, IntegerAttr window) {
   if (bias)
     printer << ", bias";
   if (qkvBias)
     printer << ", qkv_bias";
+  if (qkNorm)
+    printer << ", qk_norm";
   if (ropeTheta) {
     printer << ", rope_theta = ";
     // Bases are round numbers (10000, 500000): print them as written.

@@ -213,7 +213,12 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     `ffn` is the feed-forward width, `norm` and `mlp` select the
     normalisation and the feed-forward kind, and the unit attribute `bias`
     adds biases to every linear map (GPT-2); `qkv_bias` instead adds them to
-    the query, key and value projections only (Qwen2). `rope_theta`, when present,
+    the query, key and value projections only (Qwen2). The unit attribute
+    `qk_norm` normalises every query and key head after the projection and
+    before the rotary positions (Qwen3): an RMS norm over its `head_dim`
+    with one gain of `head_dim` elements that the heads share, so the
+    attention scores stay bounded however large the projections grow.
+    `rope_theta`, when present,
     rotates queries and keys by their absolute position before attention
     (rotary position embeddings, RoFormer; Llama and Gemma): the pair of
     dimensions (i, i + head_dim / 2) turns by position * rope_theta^(-2i /
@@ -248,6 +253,10 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     %q = sluice.transformer_layer %x {heads = 28, kv_heads = 4, ffn = 18944,
            norm = rmsnorm, mlp = swiglu, qkv_bias, rope_theta = 1000000.0}
            : tensor<1x8192x3584xbf16>
+    // Qwen3-8B: query and key heads normalised before the rotation.
+    %k = sluice.transformer_layer %x {heads = 32, kv_heads = 8, head_dim = 128,
+           ffn = 12288, norm = rmsnorm, mlp = swiglu, qk_norm,
+           rope_theta = 1000000.0} : tensor<1x8192x4096xbf16>
     // Gemma-2-9B: heads * head_dim = 4096 differs from hidden = 3584.
     %v = sluice.transformer_layer %u {heads = 16, kv_heads = 8, head_dim = 256,
            ffn = 14336, norm = rmsnorm, mlp = geglu} : tensor<1x8192x3584xbf16>
@@ -268,7 +277,7 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
                        Sluice_SizeAttr:$kv_heads, OptionalAttr<Sluice_SizeAttr>:$head_dim,
                        Sluice_SizeAttr:$ffn, Sluice_NormKindAttr:$norm,
                        Sluice_MlpKindAttr:$mlp, UnitAttr:$bias,
-                       UnitAttr:$qkv_bias,
+                       UnitAttr:$qkv_bias, UnitAttr:$qk_norm,
                        OptionalAttr<F64Attr>:$rope_theta,
                        OptionalAttr<Sluice_RopeLlama3Attr>:$rope_scaling,
                        UnitAttr:$post_norms,
@@ -280,7 +289,7 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     $input ` ` `{` `heads` `=` $heads `,` `kv_heads` `=` $kv_heads `,`
     (`head_dim` `=` $head_dim^ `,`)? `ffn` `=` $ffn `,` `norm` `=` `` $norm
     `,` `mlp` `=` `` $mlp `` custom<LayerOptions>($bias, $qkv_bias,
-    $rope_theta, $rope_scaling, $post_norms, $window) `}`
+    $qk_norm, $rope_theta, $rope_scaling, $post_norms, $window) `}`
     attr-dict `:` type($input) (`shards` $shards^ $body)?
   }];
   let extraClassDeclaration = [{

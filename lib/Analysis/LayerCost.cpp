@@ -20,6 +20,7 @@ TransformerShape TransformerShape::get(TransformerLayerOp op) {
   shape.mlp = op.getMlp();
   shape.bias = op.getBias();
   shape.qkvBias = op.getQkvBias();
+  shape.qkNorm = op.getQkNorm();
   shape.postNorms = op.getPostNorms();
   shape.window = op.getWindow().value_or(0);
   return shape;
@@ -44,6 +45,8 @@ static int64_t getMatmulParams(const TransformerShape &s) {
 int64_t mlir::sluice::getParameterCount(const TransformerShape &s) {
   int64_t norms = s.postNorms ? 4 : 2;
   int64_t params = getMatmulParams(s) + norms * getNormParams(s.norm, s.hidden);
+  if (s.qkNorm) // one RMS gain for the query heads, one for the key heads
+    params += 2 * s.headDim;
   if (s.bias || s.qkvBias) // q, k and v projections
     params += s.heads * s.headDim + 2 * s.kvHeads * s.headDim;
   if (s.bias) // o, then the feed-forward maps

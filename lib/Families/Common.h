@@ -67,6 +67,8 @@ struct ConfigValues {
   double normEps = 1e-5;
   bool exactGelu = false;
   bool bias = false, qkvBias = false;
+  /// Qwen3's query/key norms.
+  bool qkNorm = false;
   /// The attention window of the windowed layers: every layer, or
   /// (Gemma-2) the even ones.
   std::optional<int64_t> slidingWindow;
@@ -100,7 +102,7 @@ WeightNames getLlamaWeightNames();
 struct Shape {
   bool rotary = false;     // rotary positions, RMSNorm, no biases
   bool scaled = false;     // embeddings scaled (Gemma)
-  bool llama = false;      // rotary, SwiGLU, unscaled, no sandwich norms
+  bool llama = false;      // rotary, SwiGLU, unscaled, no sandwich or q/k norms
   int64_t window = 0;      // the largest attention window (0: none)
   bool everyLayer = false; // every layer that window
   bool evenLayers = false; // the even layers that window, the odd none
@@ -112,13 +114,15 @@ nlohmann::json describeRotary(const ModelConfig &model,
                               const LayerConfig &block);
 
 /// Why a plan's model cannot take a directory's weights whose family
-/// scales its embeddings (`gemma`) and has sandwich norms (`gemma2`) or
-/// not, or "": the weights' layout follows the family.
-std::string checkGemmaConventions(const ModelConfig &model, bool gemma,
-                                  bool gemma2);
+/// scales its embeddings (`gemma`), has sandwich norms (`gemma2`) and
+/// query/key norms (`qkNorm`) or not, or "": the weights' layout follows
+/// the family.
+std::string checkConventions(const ModelConfig &model, bool gemma, bool gemma2,
+                             bool qkNorm = false);
 
 /// A family whose checkpoints use Llama's tensor names and plain norm
-/// gains (Llama, Mistral, Qwen2): those two answers, once.
+/// gains (Llama, Mistral, Qwen2; Qwen3 adds its query/key norms' names):
+/// those two answers, once.
 class LlamaLayoutFamily : public Family {
 public:
   const WeightNames &getWeightNames(const std::string &) const override {
@@ -126,8 +130,9 @@ public:
     return names;
   }
   std::string checkWeights(const ModelConfig &model,
-                           const std::string &) const override {
-    return checkGemmaConventions(model, false, false);
+                           const std::string &modelType) const override {
+    return checkConventions(model, false, false,
+                            !getWeightNames(modelType).qNorm.empty());
   }
 };
 

@@ -375,6 +375,7 @@ ModelConfig buildSpec(const Traits &traits, const ConfigValues &values) {
     t.ffn = values.ffn;
     t.bias = values.bias;
     t.qkvBias = values.qkvBias;
+    t.qkNorm = values.qkNorm;
     if (values.ropeScaling)
       t.rotary = *values.ropeScaling;
     else

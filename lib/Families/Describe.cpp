@@ -63,7 +63,7 @@ const LayerConfig *getUniformBlock(const ModelConfig &model,
     if (l.kind == rt::LayerKind::Transformer &&
         (l.heads != t->heads || l.kvHeads != t->kvHeads ||
          l.headDim != t->headDim || l.ffn != t->ffn || l.mlp != t->mlp ||
-         l.norm != t->norm || l.bias != t->bias || l.qkvBias != t->qkvBias ||
+         l.norm != t->norm || l.bias != t->bias || l.qkvBias != t->qkvBias || l.qkNorm != t->qkNorm ||
          l.rotary != t->rotary || l.postNorms != t->postNorms)) {
       why = "model '" + model.name +
             "' has layers of different shapes: no Hugging Face config "
@@ -119,7 +119,7 @@ Shape getShape(const ModelConfig &model, const LayerConfig &t) {
   shape.rotary = embedding.positions == 0 && t.isRms() && t.rotary.theta > 0 &&
                  output.isRms() && !t.bias;
   shape.llama = shape.rotary && t.mlp == rt::MlpType::SwiGlu &&
-                !shape.scaled && !t.postNorms;
+                !shape.scaled && !t.postNorms && !t.qkNorm;
   std::vector<int64_t> windows;
   for (const LayerConfig &l : model.layers)
     if (l.kind == rt::LayerKind::Transformer)
@@ -169,9 +169,15 @@ nlohmann::json describeRotary(const ModelConfig &model, const LayerConfig &t) {
   return c;
 }
 
-std::string checkGemmaConventions(const ModelConfig &model, bool gemma,
-                                  bool gemma2) {
+std::string checkConventions(const ModelConfig &model, bool gemma, bool gemma2,
+                             bool qkNorm) {
   const LayerConfig *first = getTransformerLayer(model, 0);
+  if (first && first->qkNorm != qkNorm)
+    return std::string(qkNorm ? "a model whose layers normalise their query "
+                                "and key heads (Qwen3)"
+                              : "a model without query/key norms") +
+           ", but the plan's model " +
+           (first->qkNorm ? "has them" : "does not");
   bool sandwich = first && first->postNorms;
   bool scaled = model.embeddingScale != 1.0;
   if (gemma == scaled && gemma2 == sandwich)

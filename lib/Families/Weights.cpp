@@ -90,6 +90,17 @@ bool getLayerSource(const WeightNames &names, const std::string &prefix,
     src.offset = names.normOffset && weight ? 1.0f : 0.0f;
     return true;
   }
+  // Qwen3's query and key norms: one gain of head_dim each, shared by the
+  // heads.
+  const std::string *headNorm = kind == "attn.q_norm"   ? &names.qNorm
+                                : kind == "attn.k_norm" ? &names.kNorm
+                                                        : nullptr;
+  if (headNorm && !headNorm->empty()) {
+    src.rows = 1;
+    src.columns = l.headDim;
+    src.pieces = {{at + *headNorm + suffix, 0, l.headDim, false}};
+    return true;
+  }
   if (kind == "attn.qkv")
     return names.qkv.empty()
                ? linear(h, {{names.q, hd}, {names.k, kv}, {names.v, kv}})

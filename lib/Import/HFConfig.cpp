@@ -492,7 +492,7 @@ void buildModel(OpBuilder &builder, Location fileLoc,
         t.heads * t.headDim != spec.hidden ? size(t.headDim) : IntegerAttr(),
         size(t.ffn), NormKindAttr::get(context, toDialect(t.norm)),
         MlpKindAttr::get(context, toDialect(t.mlp)), unit(t.bias),
-        unit(t.qkvBias),
+        unit(t.qkvBias), unit(t.qkNorm),
         rope.theta > 0 ? builder.getF64FloatAttr(rope.theta) : FloatAttr(),
         rope.isScaled()
             ? RopeLlama3Attr::get(context, APFloat(rope.factor),

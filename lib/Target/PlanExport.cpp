@@ -82,6 +82,7 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
       layer.ffn = t.getFfn();
       layer.bias = t.getBias();
       layer.qkvBias = t.getQkvBias();
+      layer.qkNorm = t.getQkNorm();
       layer.window = t.getWindow().value_or(0);
       layer.norm = toPlan(t.getNorm());
       layer.mlp = toPlan(t.getMlp());
@@ -204,6 +205,8 @@ private:
       json.attribute("bias", l.bias);
       if (l.qkvBias)
         json.attribute("qkv_bias", true);
+      if (l.qkNorm)
+        json.attribute("qk_norm", true);
       if (l.rotary.theta > 0)
         json.attribute("rope_theta", l.rotary.theta);
       if (l.rotary.isScaled())

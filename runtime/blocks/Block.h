@@ -36,23 +36,60 @@ namespace sluice::rt::block {
 /// group, in place, ordered on the stage's stream.
 using GroupReduce =
     std::function<void(DevicePtr data, int64_t count, Reduction reduction)>;
-/// The group's collectives, each done when it returns (for work then
-/// enqueued on the stage's stream): `reduce` as GroupReduce; under
-/// sequence parallelism also `reduceScatter`, which sums the group's
-/// `data` (count x group size elements) and leaves shard i's i-th part of
-/// the sum in its `out`, and `allGather`, which fills every shard's `data`
-/// (count x group size) with each shard's part, in place.
+/// A collective the group has started and the stage's stream does not
+/// wait for yet: the pass enqueues work that does not read its data, then
+/// wait() orders the stream after it. Waited once; one destroyed unwaited
+/// waits then, so no collective is left behind.
+class PendingCollective {
+public:
+  PendingCollective() = default;
+  explicit PendingCollective(std::function<void()> finish)
+      : finish(std::move(finish)) {}
+  PendingCollective(PendingCollective &&other) noexcept
+      : finish(std::move(other.finish)) {
+    other.finish = nullptr;
+  }
+  PendingCollective &operator=(PendingCollective &&other) noexcept {
+    if (this != &other) {
+      wait();
+      finish = std::move(other.finish);
+      other.finish = nullptr;
+    }
+    return *this;
+  }
+  ~PendingCollective() { wait(); }
+  void wait() {
+    if (!finish)
+      return;
+    std::function<void()> f = std::move(finish);
+    finish = nullptr;
+    f();
+  }
+
+private:
+  std::function<void()> finish;
+};
+
+/// The group's collectives: `reduce` as GroupReduce and, under sequence
+/// parallelism, `reduceScatter`, which sums the group's `data` (count x
+/// group size elements) and leaves shard i's i-th part of the sum in its
+/// `out` -- each done when it returns (for work then enqueued on the
+/// stage's stream); `allGather`, which fills every shard's `data` (count x
+/// group size) with each shard's part, in place, started (the pass may
+/// overlap it).
 struct TensorGroup {
   GroupReduce reduce;
   std::function<void(DevicePtr data, DevicePtr out, int64_t count)>
       reduceScatter;
-  std::function<void(DevicePtr data, int64_t count)> allGather;
+  std::function<PendingCollective(DevicePtr data, int64_t count)> allGather;
 };
 struct LayerParams {
   DevicePtr normW, normB, qkvW, qkvB, outW, outB, norm2W, norm2B, upW, upB,
       gateW, gateB, downW, downB, table, positions;
   /// Gemma-2's sandwich norms (null without them).
   DevicePtr postAttnW, postAttnB, postMlpW, postMlpB;
+  /// Qwen3's query and key norms' gains (null without them).
+  DevicePtr qNormW, kNormW;
 };
 struct Layer {
   const LayerConfig *config;
@@ -99,8 +136,13 @@ public:
       group.reduceScatter(partial, out, count);
   }
   void gatherTokens(DevicePtr whole, int64_t count) const {
-    if (isSequenceParallel())
-      group.allGather(whole, count);
+    startGatherTokens(whole, count).wait();
+  }
+  /// gatherTokens, started: the caller waits before it reads `whole`.
+  PendingCollective startGatherTokens(DevicePtr whole, int64_t count) const {
+    if (!isSequenceParallel())
+      return PendingCollective();
+    return group.allGather(whole, count);
   }
 
 private:

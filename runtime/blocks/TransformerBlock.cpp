@@ -11,7 +11,9 @@
 // heads, each shared by a group of query heads), rotary positions (q and k
 // turned by their absolute position before attention), gated feed-forward
 // blocks, where z = c Wg + bg and g = act(z) * u with act SiLU (SwiGLU) or
-// GELU (GeGLU), Gemma-2's sandwich norms, sliding-window attention.
+// GELU (GeGLU), Gemma-2's sandwich norms, sliding-window attention, Qwen3's
+// query/key norms (each head of q and k RMS-normalised before the
+// rotation).
 //
 // Token slicing (TeraPipe, Seq1F1B): a slice's queries attend to the keys
 // and values of every earlier slice of the same microbatch, kept in the
@@ -53,6 +55,8 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
                qkv, width);
   if (l.w.qkvB)
     kernels.addRowVector(qkv, l.w.qkvB, rt, width);
+  if (c.qkNorm)
+    normHeads(l, v, s, qkv);
   if (c.rotary.theta > 0) {
     // Rotated by absolute position (offset + t), so the keys a later slice
     // reads from the state are the ones the whole sequence would have.
@@ -119,6 +123,65 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
     kernels.copy(out, a, n * h);
   }
   kernels.add(out, x2, n * h);
+}
+
+/// The query and key parts of `qkv` (rows x tokens rows of `width`), each
+/// head normalised in place (Qwen3). A norm reads and writes contiguous
+/// rows, so each part goes through the state's Q (free until the rotated
+/// queries land there) and Context (free until attention writes it) --
+/// no scratch of its own.
+void TransformerBlock::normHeads(const Layer &l, const Views &v,
+                                 const SliceShape &s, DevicePtr qkv) {
+  const LayerConfig &c = *l.config;
+  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
+  DevicePtr raw = v[Field::Q], normed = v[Field::Context];
+  struct Part {
+    int64_t column, heads;
+    DevicePtr gain;
+    Field xhat, rstd;
+  };
+  for (const Part &p : {Part{0, c.heads, l.w.qNormW, Field::QXhat, Field::QRstd},
+                        Part{hd, c.kvHeads, l.w.kNormW, Field::KXhat,
+                             Field::KRstd}}) {
+    int64_t cols = p.heads * c.headDim;
+    kernels.copyStrided(raw, qkv + p.column, {1, rt, cols, 0, width, 0, cols});
+    kernels.normForward(raw, p.gain, DevicePtr(), rt * p.heads, c.headDim,
+                        /*rms=*/true, float(model.normEps), normed, v[p.xhat],
+                        v[p.rstd]);
+    kernels.copyStrided(qkv + p.column, normed,
+                        {1, rt, cols, 0, cols, 0, width});
+  }
+}
+
+/// Back through normHeads: `dqkv`'s query and key parts become the
+/// projection's output gradients, the gains' gradients are added here (they
+/// need only what F kept). `grad` and `into` are scratch of rows x tokens x
+/// heads x head_dim.
+void TransformerBlock::normHeadsBackward(const Layer &l, const Views &v,
+                                         const SliceShape &s, DevicePtr dqkv,
+                                         DevicePtr grad, DevicePtr into) {
+  const LayerConfig &c = *l.config;
+  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
+  struct Part {
+    int64_t column, heads;
+    DevicePtr gain, dgain;
+    Field xhat, rstd;
+  };
+  for (const Part &p :
+       {Part{0, c.heads, l.w.qNormW, l.g.qNormW, Field::QXhat, Field::QRstd},
+        Part{hd, c.kvHeads, l.w.kNormW, l.g.kNormW, Field::KXhat,
+             Field::KRstd}}) {
+    int64_t cols = p.heads * c.headDim, rows = rt * p.heads;
+    kernels.copyStrided(grad, dqkv + p.column,
+                        {1, rt, cols, 0, width, 0, cols});
+    kernels.normParamGrads(grad, v[p.xhat], rows, c.headDim, p.dgain,
+                           DevicePtr());
+    kernels.fill(into, 0.0, rt * cols);
+    kernels.normBackward(grad, v[p.xhat], v[p.rstd], p.gain, rows, c.headDim,
+                         /*rms=*/true, into);
+    kernels.copyStrided(dqkv + p.column, into,
+                        {1, rt, cols, 0, cols, 0, width});
+  }
 }
 
 void TransformerBlock::recompute(const Layer &l, const Views &v,
@@ -218,6 +281,8 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
     kernels.rotate(dqkv + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
                    width, c.rotary, true);
   }
+  if (c.qkNorm)
+    normHeadsBackward(l, v, s, dqkv, dq, dctx);
   DevicePtr daWhole = partial ? partial : v[Field::DA];
   kernels.gemm(false, true, rt, h, width, 1.0f, dqkv, width, l.w.qkvW, width,
                0.0f, daWhole, h);
@@ -230,32 +295,52 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
                               const SliceShape &s, DevicePtr work) {
   const LayerConfig &c = *l.config;
   auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
-  auto [normOut] = Workspace(work, precision, n * h).scratch({rt * h});
+  bool sequence = seams.isSequenceParallel();
+  auto [normOut, normOut2] = Workspace(work, precision, n * h)
+                                 .scratch({rt * h, sequence ? rt * h : 0});
   DevicePtr dqkv = v[Field::DQkv], dy1 = v[Field::DY1], du = v[Field::DUp],
             dz = v[Field::DGate], dy2 = v[Field::DY2];
 
   // The norms' outputs again from the kept normalised inputs; under
   // sequence parallelism gathered again (Megatron-LM re-gathers rather
-  // than keep the whole slice), and the norms' weight gradients are this
-  // shard's tokens' part (the executor sums them over the group).
+  // than keep the whole slice) -- both gathers started at once, into two
+  // buffers, and the gradients that need neither computed while they run
+  // -- and the norms' weight gradients are this shard's tokens' part (the
+  // executor sums them over the group).
   kernels.normAffine(v[Field::Xhat1], l.w.normW, l.w.normB, n, h,
                      seams.localTokens(normOut, n * h));
-  seams.gatherTokens(normOut, n * h);
-  kernels.gemm(true, false, h, width, rt, 1.0f, normOut, h, dqkv, width, 1.0f,
-               l.g.qkvW, width);
-  if (l.g.qkvB)
-    kernels.accumulateColumnSums(dqkv, rt, width, l.g.qkvB);
+  PendingCollective first = seams.startGatherTokens(normOut, n * h);
+  PendingCollective second;
+  if (sequence) {
+    kernels.normAffine(v[Field::Xhat2], l.w.norm2W, l.w.norm2B, n, h,
+                       seams.localTokens(normOut2, n * h));
+    second = seams.startGatherTokens(normOut2, n * h);
+  }
   kernels.normParamGrads(v[Field::DA], v[Field::Xhat1], n, h, l.g.normW,
                          l.g.normB);
+  kernels.normParamGrads(v[Field::DC], v[Field::Xhat2], n, h, l.g.norm2W,
+                         l.g.norm2B);
   kernels.gemm(true, false, hd, h, rt, 1.0f, v[Field::Context], hd, dy1, h,
                1.0f, l.g.outW, h);
   if (l.g.outB)
     kernels.accumulateColumnSums(dy1, rt, h, l.g.outB);
-  kernels.normAffine(v[Field::Xhat2], l.w.norm2W, l.w.norm2B, n, h,
-                     seams.localTokens(normOut, n * h));
-  seams.gatherTokens(normOut, n * h);
-  kernels.normParamGrads(v[Field::DC], v[Field::Xhat2], n, h, l.g.norm2W,
-                         l.g.norm2B);
+  kernels.gemm(true, false, f, h, rt, 1.0f, v[Field::Act], f, dy2, h, 1.0f,
+               l.g.downW, h);
+  if (l.g.downB)
+    kernels.accumulateColumnSums(dy2, rt, h, l.g.downB);
+
+  first.wait();
+  kernels.gemm(true, false, h, width, rt, 1.0f, normOut, h, dqkv, width, 1.0f,
+               l.g.qkvW, width);
+  if (l.g.qkvB)
+    kernels.accumulateColumnSums(dqkv, rt, width, l.g.qkvB);
+  if (sequence) {
+    second.wait();
+    normOut = normOut2;
+  } else {
+    kernels.normAffine(v[Field::Xhat2], l.w.norm2W, l.w.norm2B, n, h,
+                       normOut);
+  }
   kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, du, f, 1.0f, l.g.upW,
                f);
   if (l.g.upB)
@@ -266,10 +351,6 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
     if (l.g.gateB)
       kernels.accumulateColumnSums(dz, rt, f, l.g.gateB);
   }
-  kernels.gemm(true, false, f, h, rt, 1.0f, v[Field::Act], f, dy2, h, 1.0f,
-               l.g.downW, h);
-  if (l.g.downB)
-    kernels.accumulateColumnSums(dy2, rt, h, l.g.downB);
 }
 
 } // namespace sluice::rt::block

@@ -33,6 +33,12 @@ public:
               DevicePtr work);
 
 private:
+  /// Qwen3's query/key norms, F and B.
+  void normHeads(const Layer &l, const Views &v, const SliceShape &s,
+                 DevicePtr qkv);
+  void normHeadsBackward(const Layer &l, const Views &v, const SliceShape &s,
+                         DevicePtr dqkv, DevicePtr grad, DevicePtr into);
+
   const ModelConfig &model;
   Kernels &kernels;
   Precision precision;

@@ -16,7 +16,7 @@ TensorGroupSums::TensorGroupSums(const Plan &plan, int deviceIndex,
       compute(device.getStream(StreamKind::Compute)), transfers(transfers) {}
 
 StageRunner::TensorGroup TensorGroupSums::getCalls() {
-  auto finish = [this](std::unique_ptr<Request> request, const char *what) {
+  auto finish = [this](Request *request, const char *what) {
     failure = request ? transfers.await(*request, compute)
                       : Status::error(std::string("the tensor-parallel "
                                                   "transport cannot ") +
@@ -26,7 +26,7 @@ StageRunner::TensorGroup TensorGroupSums::getCalls() {
   calls.reduce = [this, finish](DevicePtr data, int64_t count,
                                 Reduction reduction) {
     if (enabled && failure)
-      finish(group->allReduceAsync(data, count, reduction, 0, compute),
+      finish(group->allReduceAsync(data, count, reduction, 0, compute).get(),
              "all-reduce");
   };
   std::vector<int64_t> parts(plan.tp);
@@ -34,14 +34,20 @@ StageRunner::TensorGroup TensorGroupSums::getCalls() {
                                               int64_t count) mutable {
     std::fill(parts.begin(), parts.end(), count);
     if (enabled && failure)
-      finish(group->reduceScatterAsync(data, out, parts, 0, compute),
+      finish(group->reduceScatterAsync(data, out, parts, 0, compute).get(),
              "reduce-scatter");
   };
-  calls.allGather = [this, finish, parts](DevicePtr data,
-                                          int64_t count) mutable {
+  // Started, and finished when the pass waits (it may enqueue work that
+  // does not read `data` first); a failure is kept as the others'.
+  calls.allGather = [this, finish, parts](DevicePtr data, int64_t count)
+      mutable -> block::PendingCollective {
     std::fill(parts.begin(), parts.end(), count);
-    if (enabled && failure)
-      finish(group->allGatherAsync(data, parts, 0, compute), "all-gather");
+    if (!enabled || !failure)
+      return block::PendingCollective();
+    std::shared_ptr<Request> request =
+        group->allGatherAsync(data, parts, 0, compute);
+    return block::PendingCollective(
+        [finish, request] { finish(request.get(), "all-gather"); });
   };
   return calls;
 }
@@ -52,10 +58,11 @@ Status TensorGroupSums::prepare() {
   // Sequence parallelism: each shard's norms' weight gradients are its
   // tokens' part, summed over the group before the update (Megatron-LM
   // all-reduces these "sequence-parallel" parameters' gradients alike).
-  if (plan.shardModel.sequenceShards > 1)
-    for (const ParameterSpec &spec : parameters.specs())
-      if (isTokenSummed(spec.name))
-        tokenSummed.push_back({spec.name, spec.size()});
+  // Query/key norms' gains: each shard's gradient is its heads' part.
+  bool sequence = plan.shardModel.sequenceShards > 1;
+  for (const ParameterSpec &spec : parameters.specs())
+    if ((sequence && isTokenSummed(spec.name)) || isHeadSummed(spec.name))
+      groupSummed.push_back({spec.name, spec.size()});
   // Key/value heads a group of shards holds alike (fewer heads than
   // shards): their gradients are summed over the group before the update.
   for (const StagePlan &stage : plan.stages) {
@@ -96,7 +103,7 @@ void TensorGroupSums::assignSyncs(
     const std::map<std::string, size_t> &averagedBy) {
   for (ReplicatedKeyValues &r : replicatedKv)
     r.syncInstruction = averagedBy.at(r.weight);
-  for (TokenSummed &t : tokenSummed)
+  for (GroupSummed &t : groupSummed)
     t.syncInstruction = averagedBy.at(t.name);
 }
 
@@ -105,7 +112,7 @@ Status TensorGroupSums::sumAt(size_t instruction) {
     if (r.syncInstruction == instruction)
       if (Status st = sum(r); !st)
         return st;
-  for (const TokenSummed &t : tokenSummed)
+  for (const GroupSummed &t : groupSummed)
     if (t.syncInstruction == instruction)
       if (Status st = sum(t); !st)
         return st;
@@ -116,13 +123,13 @@ Status TensorGroupSums::sumAll() {
   for (const ReplicatedKeyValues &r : replicatedKv)
     if (Status st = sum(r); !st)
       return st;
-  for (const TokenSummed &t : tokenSummed)
+  for (const GroupSummed &t : groupSummed)
     if (Status st = sum(t); !st)
       return st;
   return Status::ok();
 }
 
-Status TensorGroupSums::sum(const TokenSummed &t) {
+Status TensorGroupSums::sum(const GroupSummed &t) {
   std::unique_ptr<Request> request = group->allReduceAsync(
       parameters.grad(t.name), t.count, Reduction::Sum, 0, compute);
   return transfers.await(*request, compute);

@@ -69,15 +69,16 @@ public:
   }
 
 private:
-  /// Sequence parallelism: a parameter whose gradient each shard has for
-  /// its tokens only (isTokenSummed).
-  struct TokenSummed {
+  /// A parameter whole on every shard whose gradient each shard has a part
+  /// of: under sequence parallelism, its tokens' (isTokenSummed); a
+  /// query/key norm's, its heads' (isHeadSummed).
+  struct GroupSummed {
     std::string name;
     int64_t count = 0;
     size_t syncInstruction = 0;
   };
   Status sum(const ReplicatedKeyValues &r);
-  Status sum(const TokenSummed &t);
+  Status sum(const GroupSummed &t);
 
   const Plan &plan;
   int deviceIndex;
@@ -91,7 +92,7 @@ private:
   bool enabled = true;
   Status failure = Status::ok();
   std::vector<ReplicatedKeyValues> replicatedKv;
-  std::vector<TokenSummed> tokenSummed;
+  std::vector<GroupSummed> groupSummed;
   DeviceBuffer kvScratch;
   int64_t kvScratchElements = 0;
 };

@@ -88,8 +88,17 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // rope-after-bias
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unexpected 'bias' (expected 'bias' or 'qkv_bias', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', then 'window = <size>')}}
+  // expected-error@+1 {{unexpected 'bias' (expected 'bias' or 'qkv_bias', then 'qk_norm', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', then 'window = <size>')}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, bias} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// qk-norm-after-rope
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{unexpected 'qk_norm' (expected 'bias' or 'qkv_bias', then 'qk_norm', then 'rope_theta = <float>'}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, qk_norm} : tensor<1x4x32xf32>
 }
 
 // -----
@@ -97,7 +106,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // window-before-post-norms
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unexpected 'post_norms' (expected 'bias' or 'qkv_bias', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', then 'window = <size>')}}
+  // expected-error@+1 {{unexpected 'post_norms' (expected 'bias' or 'qkv_bias', then 'qk_norm', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', then 'window = <size>')}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, window = 2, post_norms} : tensor<1x4x32xf32>
 }
 

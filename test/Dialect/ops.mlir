@@ -35,6 +35,7 @@ sluice.model @gpt {seq_len = 16, micro_batch = 2, dtype = f32} {
 // CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 2, ffn = 96, norm = rmsnorm, mlp = swiglu, rope_theta = 500000.0, rope_scaling = #sluice.rope_llama3<factor = 3.200000e+01, low_freq_factor = 1.000000e+00, high_freq_factor = 4.000000e+00, original_max_positions = 8192>} : tensor<1x8x32xbf16>
 // CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 2, ffn = 96, norm = rmsnorm, mlp = swiglu, qkv_bias, rope_theta = 1000000.0} : tensor<1x8x32xbf16>
 // CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 2, ffn = 96, norm = rmsnorm, mlp = geglu, rope_theta = 10000.0, post_norms, window = 4} : tensor<1x8x32xbf16>
+// CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 2, head_dim = 16, ffn = 96, norm = rmsnorm, mlp = swiglu, qk_norm, rope_theta = 1000000.0} : tensor<1x8x32xbf16>
 // CHECK:         sluice.output_layer %{{.+}} {vocab = 100, norm = rmsnorm, tied} : tensor<1x8x32xbf16> -> tensor<f32>
 // GENERIC:       "sluice.transformer_layer"(%{{.+}}) <{ffn = 96 : i64, heads = 4 : i64, kv_heads = 2 : i64, mlp = #sluice<mlp swiglu>, norm = #sluice<norm rmsnorm>, rope_theta = 5.000000e+05 : f64}>
 sluice.model @llama_like {seq_len = 8, micro_batch = 1, dtype = bf16} {
@@ -47,7 +48,8 @@ sluice.model @llama_like {seq_len = 8, micro_batch = 1, dtype = bf16} {
   %x5 = sluice.transformer_layer %x4 {heads = 4, kv_heads = 2, ffn = 96, norm = rmsnorm, mlp = swiglu, rope_theta = 500000.0, rope_scaling = #sluice.rope_llama3<factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_positions = 8192>} : tensor<1x8x32xbf16>
   %x6 = sluice.transformer_layer %x5 {heads = 4, kv_heads = 2, ffn = 96, norm = rmsnorm, mlp = swiglu, qkv_bias, rope_theta = 1000000.0} : tensor<1x8x32xbf16>
   %x7 = sluice.transformer_layer %x6 {heads = 4, kv_heads = 2, ffn = 96, norm = rmsnorm, mlp = geglu, rope_theta = 10000.0, post_norms, window = 4} : tensor<1x8x32xbf16>
-  %loss = sluice.output_layer %x7 {vocab = 100, norm = rmsnorm, tied} : tensor<1x8x32xbf16> -> tensor<f32>
+  %x8 = sluice.transformer_layer %x7 {heads = 4, kv_heads = 2, head_dim = 16, ffn = 96, norm = rmsnorm, mlp = swiglu, qk_norm, rope_theta = 1000000.0} : tensor<1x8x32xbf16>
+  %loss = sluice.output_layer %x8 {vocab = 100, norm = rmsnorm, tied} : tensor<1x8x32xbf16> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
 

@@ -10,8 +10,8 @@ and checks it against these, within sluice-run's tolerances (relative 1e-5
 on the loss, 1e-4 on gradients).
 
 usage: equivalence.py FAMILY WORKDIR
-  FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | mistral | gemma |
-          gemma2
+  FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | qwen3 | mistral |
+          gemma | gemma2 (qwen3 needs transformers >= 4.51)
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
 
@@ -28,6 +28,8 @@ import sys
 
 import numpy as np
 import torch
+
+import torch_compat  # noqa: F401 (before transformers: Qwen3's over torch 1.13)
 import transformers
 
 SEQ = 16          # tokens per sequence
@@ -94,6 +96,19 @@ def make_model(family):
             rope_theta=10000.0, tie_word_embeddings=False,
             attention_dropout=0.0)
         return transformers.Qwen2ForCausalLM(config)
+    if family == "qwen3":
+        # Llama's block with every query and key head RMS-normalised before
+        # the rotation (gains made unequal in main()), head_dim 16 so that
+        # heads x head_dim (64) differs from hidden_size (32), eager
+        # attention.
+        config = transformers.Qwen3Config(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=16, max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, tie_word_embeddings=False,
+            attention_dropout=0.0, sliding_window=None)
+        config._attn_implementation = "eager"
+        return transformers.Qwen3ForCausalLM(config)
     # llama3: Llama 3.1's scaled rotary frequencies (rope_type "llama3"),
     # its original context small enough that a 16-token sequence sees every
     # branch: head_dim 8's wavelengths 6.3 (kept: under 64 / 4), 63
@@ -154,6 +169,9 @@ def sluice_gradients(family, model):
         if config.model_type == "qwen2":
             out[s + "attn.qkv.bias"] = np.concatenate(
                 [g[h + f"self_attn.{p}_proj.bias"] for p in "qkv"])
+        if config.model_type == "qwen3":
+            out[s + "attn.q_norm.weight"] = g[h + "self_attn.q_norm.weight"]
+            out[s + "attn.k_norm.weight"] = g[h + "self_attn.k_norm.weight"]
         out[s + "attn.out.weight"] = g[h + "self_attn.o_proj.weight"].T
         for p in ("gate", "up", "down"):
             out[s + f"mlp.{p}.weight"] = g[h + f"mlp.{p}_proj.weight"].T
@@ -185,9 +203,12 @@ def check_saved(work, printout):
                 second = float(line.split()[3])
     if second is None:
         sys.exit(f"error: no 'step 2: loss' line in {printout}")
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        os.path.join(work, "saved"), torch_dtype=torch.float32,
-        attn_implementation="eager")
+    saved = os.path.join(work, "saved")
+    if torch_compat.PATCHED:
+        model = torch_compat.load_pretrained(transformers, saved)
+    else:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            saved, torch_dtype=torch.float32, attn_implementation="eager")
     model.eval()
     with torch.no_grad():
         loss = mean_loss(model, *step_batch(work)).item()
@@ -214,6 +235,8 @@ def main():
                 p.mul_(4.0)
             elif family in ("gemma", "gemma2"):
                 p.normal_(0.0, 0.3)  # w of the gain 1 + w, 0 at init
+            elif family == "qwen3":
+                p.normal_(1.0, 0.3)  # the norms' gains, 1 at init
         for name, p in model.named_parameters():
             if name.endswith("proj.bias"):
                 p.normal_(0.0, 0.5)  # Qwen2's biases, 0 at init

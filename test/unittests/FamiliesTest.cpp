@@ -85,6 +85,8 @@ std::string compareSpecs(const rt::ModelConfig &a, const rt::ModelConfig &b) {
       return at + "heads or widths";
     if (x.bias != y.bias || x.qkvBias != y.qkvBias)
       return at + "biases";
+    if (x.qkNorm != y.qkNorm)
+      return at + "query/key norms";
     if (x.rotary != y.rotary)
       return at + "rotary positions";
     if (x.postNorms != y.postNorms || x.window != y.window)
@@ -115,6 +117,9 @@ std::vector<std::pair<std::string, std::string>> getSmallConfigs() {
       {"qwen2", "{\"model_type\": \"qwen2\", \"hidden_act\": \"silu\", " +
                     small + ", \"tie_word_embeddings\": true}"},
       {"gemma", "{\"model_type\": \"gemma\", \"head_dim\": 24, " + small + "}"},
+      {"qwen3", "{\"model_type\": \"qwen3\", \"hidden_act\": \"silu\", "
+                "\"head_dim\": 32, \"rope_theta\": 1000000.0, " +
+                    small + "}"},
       {"gemma2", "{\"model_type\": \"gemma2\", \"head_dim\": 16, " + small +
                      ", \"sliding_window\": 8, \"query_pre_attn_scalar\": "
                      "20, \"attn_logit_softcapping\": null}"},
@@ -134,14 +139,14 @@ TEST(FamilyRegistry, EveryModelTypeHasOneFamily) {
     }
   EXPECT_EQ(families::lookupFamily("gpt_neox"), nullptr);
   EXPECT_EQ(families::getSupportedModelTypes(),
-            "gemma, gemma2, gpt2, llama, mistral, qwen2");
+            "gemma, gemma2, gpt2, llama, mistral, qwen2, qwen3");
 }
 
 TEST_F(FamiliesTest, EachFamilyWritesBackWhatItReads) {
   auto configs = getSmallConfigs();
   for (const char *example :
        {"examples/llama-3-8b/config.json", "examples/llama-3.2-1b/config.json",
-        "examples/gemma-2-9b/config.json"})
+        "examples/gemma-2-9b/config.json", "examples/qwen3-0.6b/config.json"})
     configs.push_back({"", readExample(example)});
   for (const auto &[type, text] : configs) {
     SCOPED_TRACE(type.empty() ? text.substr(0, 60) : type);
@@ -193,6 +198,25 @@ TEST_F(FamiliesTest, SpecsNoFamilyWritesAreRefusedByName) {
   EXPECT_FALSE(families::describeModel(qwen2, family, written, why));
   EXPECT_NE(why.find("which Qwen2's config cannot say"), std::string::npos)
       << why;
+  // Query/key norms are Qwen3's, which has no query, key and value
+  // biases; on a Gemma-shaped block, no family's.
+  rt::ModelConfig qwen3, gemma;
+  ASSERT_TRUE(importSpec(configs[4].second, qwen3));
+  ASSERT_TRUE(importSpec(configs[3].second, gemma));
+  for (rt::LayerConfig &l : qwen3.layers)
+    l.qkvBias = l.kind == rt::LayerKind::Transformer;
+  EXPECT_FALSE(families::describeModel(qwen3, family, written, why));
+  EXPECT_NE(why.find("normalises its query and key heads (Qwen3's block) but "
+                     "has query, key and value biases"),
+            std::string::npos)
+      << why;
+  for (rt::LayerConfig &l : gemma.layers)
+    l.qkNorm = l.kind == rt::LayerKind::Transformer;
+  EXPECT_FALSE(families::describeModel(gemma, family, written, why));
+  EXPECT_NE(why.find("normalises its query and key heads (Qwen3's block) but "
+                     "is Gemma-shaped"),
+            std::string::npos)
+      << why;
   // A block of no family at all.
   for (rt::LayerConfig &l : qwen2.layers)
     l.mlp = rt::MlpType::Gelu;
@@ -205,8 +229,8 @@ TEST_F(FamiliesTest, SpecsNoFamilyWritesAreRefusedByName) {
 TEST_F(FamiliesTest, WeightNamesFollowEachFamilysLayout) {
   auto configs = getSmallConfigs();
   rt::ModelConfig gemma2, gpt2;
-  ASSERT_TRUE(importSpec(configs[4].second, gemma2));
-  ASSERT_TRUE(importSpec(configs[5].second, gpt2));
+  ASSERT_TRUE(importSpec(configs[5].second, gemma2));
+  ASSERT_TRUE(importSpec(configs[6].second, gpt2));
   families::Source src;
   std::string why;
   const families::WeightNames &g2 =
@@ -239,6 +263,26 @@ TEST_F(FamiliesTest, WeightNamesFollowEachFamilysLayout) {
       families::getSource(g, "", gpt2, "layers.0.mlp.gate.weight", src, why));
   EXPECT_EQ(why, "parameter layers.0.mlp.gate.weight has no Hugging Face "
                  "counterpart");
+
+  // Qwen3's query/key norms: one gain of head_dim each; no counterpart in
+  // Llama's layout, and a Llama checkpoint is refused such a plan.
+  rt::ModelConfig qwen3;
+  ASSERT_TRUE(importSpec(configs[4].second, qwen3));
+  const families::Family *q3 = families::lookupFamily("qwen3");
+  const families::WeightNames &q = q3->getWeightNames("qwen3");
+  ASSERT_TRUE(families::getSource(q, q.prefix, qwen3,
+                                  "layers.2.attn.k_norm.weight", src, why))
+      << why;
+  ASSERT_EQ(src.pieces.size(), 1u);
+  EXPECT_EQ(src.pieces[0].tensor, "model.layers.2.self_attn.k_norm.weight");
+  EXPECT_EQ(src.columns, 32) << "head_dim, not hidden";
+  EXPECT_EQ(q3->checkWeights(qwen3, "qwen3"), "");
+  const families::Family *llama = families::lookupFamily("llama");
+  const families::WeightNames &l = llama->getWeightNames("llama");
+  EXPECT_FALSE(families::getSource(l, l.prefix, qwen3,
+                                   "layers.0.attn.q_norm.weight", src, why));
+  EXPECT_NE(llama->checkWeights(qwen3, "llama").find("the plan's model has them"),
+            std::string::npos);
 }
 
 } // namespace

@@ -259,6 +259,30 @@ TEST_F(HFConfigTest, Qwen2HasQueryKeyValueBiasesOnly) {
   EXPECT_TRUE(model.getUnmodelled());
 }
 
+// Qwen3: Llama's keys, query/key norms always, no biases, Qwen3Config's
+// head_dim default (128, whatever hidden / heads is); attention_bias (on all
+// four attention maps) and its sliding window not modelled when on.
+TEST_F(HFConfigTest, Qwen3NormalisesQueryAndKeyHeads) {
+  std::string json = kTinyLlama;
+  json.replace(json.find("\"llama\""), 7, "\"qwen3\"");
+  ModelOp model = import(json);
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  for (TransformerLayerOp layer : layers(model)) {
+    EXPECT_TRUE(layer.getQkNorm());
+    EXPECT_FALSE(layer.getQkvBias());
+    EXPECT_FALSE(layer.getBias());
+    EXPECT_EQ(layer.getHeadDimOrDefault(), 128) << "Qwen3Config's";
+  }
+  EXPECT_FALSE(model.getUnmodelled());
+  for (const char *key : {"attention_bias", "use_sliding_window"}) {
+    std::string on = json;
+    on.insert(on.find('{') + 1, "\"" + std::string(key) + "\": true,");
+    model = import(on);
+    ASSERT_TRUE(model);
+    EXPECT_TRUE(model.getUnmodelled()) << key;
+  }
+}
+
 TEST_F(HFConfigTest, KeyValueHeadDefaultsPerConfigClass) {
   std::string json = tinyLlamaWith("num_key_value_heads", "");
   json.replace(json.find("\"llama\""), 7, "\"mistral\"");
@@ -334,7 +358,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"hidden_act", "", "missing required key 'hidden_act'"},
         BadConfig{"model_type", "",
                   "missing required key 'model_type' (supported: gemma, "
-                  "gemma2, gpt2, llama, mistral, qwen2)"},
+                  "gemma2, gpt2, llama, mistral, qwen2, qwen3)"},
         BadConfig{"hidden_size", "-64",
                   "key 'hidden_size' must be a positive integer, got -64"},
         BadConfig{"vocab_size", "0",
@@ -357,7 +381,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "key 'rope_theta' must be a positive number, got \"big\""},
         BadConfig{"model_type", "\"bert\"",
                   "key 'model_type' = \"bert\" is not supported (supported: "
-                  "gemma, gemma2, gpt2, llama, mistral, qwen2)"},
+                  "gemma, gemma2, gpt2, llama, mistral, qwen2, qwen3)"},
         BadConfig{"hidden_act", "\"relu\"",
                   "key 'hidden_act' = \"relu\" is not supported for "
                   "model_type \"llama\" (supported: silu, swish)"},

@@ -50,6 +50,10 @@ TEST(LayerCost, QueryKeyValueBiasesOnly) {
   EXPECT_EQ(getParameterCount(shape) - gqa, 768 + 2 * 4 * 64);
   shape.kvHeads = 12;
   EXPECT_EQ(getParameterCount(shape) - without, 3 * 768);
+  // Qwen3's query/key norms: one gain of head_dim each, whatever the heads.
+  int64_t biased = getParameterCount(shape);
+  shape.qkNorm = true;
+  EXPECT_EQ(getParameterCount(shape) - biased, 2 * 64);
 }
 
 TEST(LayerCost, GroupedQueryAndGatedMLP) {

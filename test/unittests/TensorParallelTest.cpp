@@ -346,7 +346,9 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
     StageRunner stage(shard, {layer}, store,
                       cpu.getKernels(StreamKind::Compute), Precision::fp32());
     // What each collective moved, as "gather", "scatter", "sum" or "max"
-    // and its count per shard (sums and maxima: the whole count).
+    // and its count per shard (sums and maxima: the whole count); a
+    // gather's wait as "waited" (F and B wait at once; W starts both of
+    // its gathers before it waits for either).
     std::vector<std::pair<std::string, int64_t>> moved;
     StageRunner::TensorGroup group;
     group.reduce = [&](DevicePtr, int64_t count, Reduction r) {
@@ -358,6 +360,8 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
     };
     group.allGather = [&](DevicePtr, int64_t count) {
       moved.push_back({"gather", count});
+      return block::PendingCollective(
+          [&moved, count] { moved.push_back({"waited", count}); });
     };
     stage.setTensorParallel(std::move(group), 1);
     std::vector<float> x(part, 0.25f), y(part), dy(part, 1.0f), dx(part),
@@ -367,7 +371,8 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
         work = stateFor(stage.getWorkspaceBytes(s));
     double loss = 0;
     bool first = layer == 0, last = layer == 2;
-    std::vector<std::pair<std::string, int64_t>> gathers = {{"gather", part}},
+    std::vector<std::pair<std::string, int64_t>> gathers = {{"gather", part},
+                                                            {"waited", part}},
                                                  scatters = {{"scatter", part}};
     stage.forward(s, batch, first ? nullptr : x.data(),
                   last ? nullptr : y.data(), f.data(), kv.data(), work.data(),
@@ -375,10 +380,13 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
     auto expectF = layer == 0 ? scatters
                    : layer == 1
                        ? decltype(moved){{"gather", part},
+                                         {"waited", part},
                                          {"scatter", part},
                                          {"gather", part},
+                                         {"waited", part},
                                          {"scatter", part}}
                        : decltype(moved){{"gather", part},
+                                         {"waited", part},
                                          {"max", rt},
                                          {"sum", rt}};
     EXPECT_EQ(moved, expectF) << "F of layer " << layer;
@@ -389,8 +397,10 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
     auto expectB = layer == 0 ? gathers
                    : layer == 1
                        ? decltype(moved){{"gather", part},
+                                         {"waited", part},
                                          {"scatter", part},
                                          {"gather", part},
+                                         {"waited", part},
                                          {"scatter", part}}
                        : scatters;
     EXPECT_EQ(moved, expectB) << "B of layer " << layer;
@@ -398,7 +408,10 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
     stage.backwardWeight(s, batch, f.data(), w.data(), work.data());
     auto expectW = layer == 0 ? decltype(moved){}
                    : layer == 1
-                       ? decltype(moved){{"gather", part}, {"gather", part}}
+                       ? decltype(moved){{"gather", part},
+                                         {"gather", part},
+                                         {"waited", part},
+                                         {"waited", part}}
                        : gathers;
     EXPECT_EQ(moved, expectW) << "W of layer " << layer;
   }

@@ -39,6 +39,8 @@ struct TransformerShape {
   bool bias = false;
   /// Biases on the query, key and value projections only (Qwen2).
   bool qkvBias = false;
+  /// Qwen3's query/key norms: two RMS gains of headDim.
+  bool qkNorm = false;
   /// Gemma-2's sandwich norms: two more norms.
   bool postNorms = false;
   /// Sliding-window attention: keys per query at most this (0: all).

@@ -152,6 +152,8 @@ struct WeightNames {
   /// In a layer: the norms (norm1, norm2; Gemma-2's sandwich norms
   /// post_attn_norm, post_mlp_norm; "": none).
   std::string norm1, norm2, postAttnNorm, postMlpNorm;
+  /// The query and key heads' norms (Qwen3; "": none).
+  std::string qNorm, kNorm;
   /// The attention's query, key and value maps, each or fused ("": fused
   /// into `qkv`), its output map; the feed-forward maps ("" gate: none).
   std::string q, k, v, qkv, attnOut, gate, up, down;

@@ -127,6 +127,10 @@ enum class Field : uint8_t {
   Rstd3,
   Xhat4, // and after the feed-forward block
   Rstd4,
+  QXhat, // query/key norms (LayerConfig::qkNorm): per query head
+  QRstd,
+  KXhat, // and per key head
+  KRstd,
   // Transformer weight state.
   DQkv,
   DA,
@@ -229,6 +233,13 @@ void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
       fn(Field::Rstd3, local, Storage::Fp32);
       fn(Field::Xhat4, local * h, Storage::Activation);
       fn(Field::Rstd4, local, Storage::Fp32);
+    }
+    if (layer.qkNorm) {
+      int64_t kv = layer.kvHeads * layer.headDim;
+      fn(Field::QXhat, rt * hd, Storage::Activation);
+      fn(Field::QRstd, rt * layer.heads, Storage::Fp32);
+      fn(Field::KXhat, rt * kv, Storage::Activation);
+      fn(Field::KRstd, rt * layer.kvHeads, Storage::Fp32);
     }
     return;
   }
@@ -433,9 +444,13 @@ inline int64_t getScratchBytes(const ModelConfig &model,
     if (l.kind != LayerKind::Transformer)
       continue;
     TransformerScratch t = getTransformerScratch(model, l, s);
+    // W: the two norms' outputs, both at once under sequence parallelism
+    // (their gathers overlap).
+    int64_t gathered = model.sequenceShards > 1 ? rt * h : 0;
     most = std::max({most, arenaOf({t.norm, t.qkv, t.residual, t.norm2}),
                      arenaOf({t.dAct, t.dResidual, t.dContext, t.dQ,
-                              t.partial})});
+                              t.partial}),
+                     arenaOf({rt * h, gathered})});
   }
   return most;
 }

@@ -149,6 +149,10 @@ struct LayerConfig {
   bool bias = false;
   bool qkvBias = false;
   bool hasQkvBias() const { return bias || qkvBias; }
+  // Query/key norms (Qwen3): every query and key head RMS-normalised over
+  // its head_dim, with a gain of head_dim shared by the heads, after the
+  // projection and before the rotary positions.
+  bool qkNorm = false;
   // Rotary positions (theta 0: none).
   Rotary rotary;
   // Gemma-2's sandwich norms: the attention's and the feed-forward

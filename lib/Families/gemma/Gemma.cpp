@@ -88,11 +88,13 @@ public:
                      float(std::sqrt(double(model.hidden)));
     if (!gemma)
       return Claim::No;
-    if (t.qkvBias || t.rotary.isScaled()) {
-      why = std::string(t.qkvBias ? "has query, key and value biases "
-                                    "(Qwen2's block)"
-                                  : "scales its rotary frequencies (Llama "
-                                    "3.1's rope_scaling)") +
+    if (t.qkvBias || t.qkNorm || t.rotary.isScaled()) {
+      why = std::string(t.qkvBias  ? "has query, key and value biases "
+                                     "(Qwen2's block)"
+                        : t.qkNorm ? "normalises its query and key heads "
+                                     "(Qwen3's block)"
+                                   : "scales its rotary frequencies (Llama "
+                                     "3.1's rope_scaling)") +
             " but is Gemma-shaped: no Hugging Face family computes it";
       return Claim::Refused;
     }
@@ -139,7 +141,7 @@ public:
 
   std::string checkWeights(const ModelConfig &model,
                            const std::string &modelType) const override {
-    return checkGemmaConventions(model, true, modelType == "gemma2");
+    return checkConventions(model, true, modelType == "gemma2");
   }
 
 private:

@@ -63,7 +63,7 @@ public:
     bool gpt2 = model.layers.front().positions > 0 && !t.isRms() &&
                 t.mlp == rt::MlpType::Gelu && t.bias && t.rotary.theta == 0 &&
                 t.kvHeads == t.heads && t.heads * t.headDim == model.hidden &&
-                model.embeddingScale == 1.0 && !t.postNorms;
+                model.embeddingScale == 1.0 && !t.postNorms && !t.qkNorm;
     if (!gpt2)
       return Claim::No;
     if (getShape(model, t).window > 0) {
@@ -113,7 +113,7 @@ public:
 
   std::string checkWeights(const ModelConfig &model,
                            const std::string &) const override {
-    return checkGemmaConventions(model, false, false);
+    return checkConventions(model, false, false);
   }
 };
 

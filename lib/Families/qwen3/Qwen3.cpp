@@ -1,0 +1,95 @@
+//===- Qwen3.cpp - Qwen3 (Yang et al., 2025) ------------------------------===//
+//
+// transformers' Qwen3ForCausalLM: Llama's block without Qwen2's biases,
+// every query and key head RMS-normalised over its head_dim before the
+// rotary positions (`q_norm`, `k_norm`: one gain of head_dim each, shared
+// by the heads), head_dim 128 by default whatever hidden / heads is.
+// `attention_bias` puts biases on all four attention maps, which the block
+// spec does not model (Qwen3's released configs leave it false), nor its
+// sliding window (`use_sliding_window`, as Qwen2's).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Common.h"
+
+namespace sluice::families {
+namespace {
+
+class Qwen3 final : public LlamaLayoutFamily {
+public:
+  const char *getName() const override { return "qwen3"; }
+  std::vector<std::string> getModelTypes() const override { return {"qwen3"}; }
+
+  bool readConfig(ConfigKeys &config, const std::string &modelType,
+                  ImportedModel &out) const override {
+    Traits traits = getLlamaTraits("qwen3");
+    traits.kvHeadsDefault = 32;
+    traits.headDimDefault = 128;
+    return readConfigWith(
+        config, modelType, traits, out,
+        [](ConfigKeys &config, ConfigValues &values) {
+          values.qkNorm = true;
+          std::optional<bool> bias, window;
+          if (!config.optionalBool("attention_bias", bias) ||
+              !config.optionalBool("use_sliding_window", window))
+            return false;
+          if (bias.value_or(false))
+            config.unmodelled("attention_bias",
+                              "biases on the query, key, value and output "
+                              "maps");
+          if (window.value_or(false))
+            config.unmodelled("use_sliding_window",
+                              "the layers past max_window_layers attend over "
+                              "sliding_window keys only");
+          return true;
+        });
+  }
+
+  Claim claim(const ModelConfig &model, const LayerConfig &t,
+              std::string &why) const override {
+    Shape shape = getShape(model, t);
+    bool qwen3 = shape.rotary && t.mlp == rt::MlpType::SwiGlu &&
+                 !shape.scaled && !t.postNorms && t.qkNorm;
+    if (!qwen3)
+      return Claim::No;
+    if (t.qkvBias || shape.window > 0) {
+      why = std::string("normalises its query and key heads (Qwen3's block) "
+                        "but has ") +
+            (t.qkvBias ? "query, key and value biases"
+                       : "attention windows") +
+            ", which Qwen3's config cannot say";
+      return Claim::Refused;
+    }
+    return Claim::Yes;
+  }
+
+  nlohmann::json describe(const ModelConfig &model,
+                          const LayerConfig &t) const override {
+    nlohmann::json c = describeRotary(model, t);
+    c["architectures"] = {"Qwen3ForCausalLM"};
+    c["model_type"] = "qwen3";
+    c["hidden_act"] = "silu";
+    c["attention_bias"] = false;
+    c["use_sliding_window"] = false;
+    return c;
+  }
+
+  const WeightNames &getWeightNames(const std::string &) const override {
+    static const WeightNames names = [] {
+      WeightNames n = getLlamaWeightNames();
+      n.qNorm = "self_attn.q_norm";
+      n.kNorm = "self_attn.k_norm";
+      return n;
+    }();
+    return names;
+  }
+};
+
+} // namespace
+
+const Family &getFamily_qwen3() {
+  static const Qwen3 family;
+  return family;
+}
+
+} // namespace sluice::families
