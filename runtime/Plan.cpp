@@ -184,6 +184,44 @@ void readNumerics(const json &j, ModelConfig &m) {
          "different model)");
 }
 
+/// A transformer layer's entry `l` (at `at`) into `c`.
+void readTransformer(const json &l, const std::string &at, LayerConfig &c) {
+  c.kind = LayerKind::Transformer;
+  c.heads = integer(l, "heads", at, 1, kMaxDimension);
+  c.kvHeads = integer(l, "kv_heads", at, 1, kMaxDimension);
+  c.headDim = integer(l, "head_dim", at, 1, kMaxDimension);
+  c.ffn = integer(l, "ffn", at, 1, kMaxDimension);
+  c.norm = normType(l, at);
+  std::string mlp = text(l, "mlp", at);
+  if (!parseMlpType(mlp, c.mlp))
+    fail(at + ": unknown mlp '" + mlp + "' (expected gelu, swiglu or geglu)");
+  c.bias = flag(l, "bias", at);
+  c.qkvBias = l.contains("qkv_bias") && flag(l, "qkv_bias", at);
+  if (c.bias && c.qkvBias)
+    fail(at + ": 'qkv_bias' with 'bias', which has every bias already");
+  c.qkNorm = l.contains("qk_norm") && flag(l, "qk_norm", at);
+  c.postNorms = l.contains("post_norms") && flag(l, "post_norms", at);
+  if (l.contains("window"))
+    c.window = integer(l, "window", at, 1, kMaxDimension);
+  if (l.contains("rope_theta")) {
+    const json &theta = l["rope_theta"];
+    if (!theta.is_number() || !(theta.get<double>() > 0))
+      fail(at + ": 'rope_theta' must be a positive number, got " +
+           theta.dump());
+    c.rotary.theta = theta.get<double>();
+    if (c.headDim % 2 != 0)
+      fail(at + ": rotary positions need an even 'head_dim', got " +
+           std::to_string(c.headDim));
+    if (l.contains("rope_scaling"))
+      readRopeScaling(l["rope_scaling"], at, c.rotary);
+  } else if (l.contains("rope_scaling")) {
+    fail(at + ": 'rope_scaling' without 'rope_theta'");
+  }
+  if (c.heads % c.kvHeads != 0)
+    fail(at + ": 'kv_heads' = " + std::to_string(c.kvHeads) +
+         " does not divide 'heads' = " + std::to_string(c.heads));
+}
+
 ModelConfig readModel(const json &j) {
   ModelConfig m;
   const std::string where = "model";
@@ -221,41 +259,7 @@ ModelConfig readModel(const json &j) {
       c.tied = flag(l, "tied", at);
       c.sharded = sharded();
     } else if (kind == "transformer" && !first && !last) {
-      c.kind = LayerKind::Transformer;
-      c.heads = integer(l, "heads", at, 1, kMaxDimension);
-      c.kvHeads = integer(l, "kv_heads", at, 1, kMaxDimension);
-      c.headDim = integer(l, "head_dim", at, 1, kMaxDimension);
-      c.ffn = integer(l, "ffn", at, 1, kMaxDimension);
-      c.norm = normType(l, at);
-      std::string mlp = text(l, "mlp", at);
-      if (!parseMlpType(mlp, c.mlp))
-        fail(at + ": unknown mlp '" + mlp +
-             "' (expected gelu, swiglu or geglu)");
-      c.bias = flag(l, "bias", at);
-      c.qkvBias = l.contains("qkv_bias") && flag(l, "qkv_bias", at);
-      if (c.bias && c.qkvBias)
-        fail(at + ": 'qkv_bias' with 'bias', which has every bias already");
-      c.qkNorm = l.contains("qk_norm") && flag(l, "qk_norm", at);
-      c.postNorms = l.contains("post_norms") && flag(l, "post_norms", at);
-      if (l.contains("window"))
-        c.window = integer(l, "window", at, 1, kMaxDimension);
-      if (l.contains("rope_theta")) {
-        const json &theta = l["rope_theta"];
-        if (!theta.is_number() || !(theta.get<double>() > 0))
-          fail(at + ": 'rope_theta' must be a positive number, got " +
-               theta.dump());
-        c.rotary.theta = theta.get<double>();
-        if (c.headDim % 2 != 0)
-          fail(at + ": rotary positions need an even 'head_dim', got " +
-               std::to_string(c.headDim));
-        if (l.contains("rope_scaling"))
-          readRopeScaling(l["rope_scaling"], at, c.rotary);
-      } else if (l.contains("rope_scaling")) {
-        fail(at + ": 'rope_scaling' without 'rope_theta'");
-      }
-      if (c.heads % c.kvHeads != 0)
-        fail(at + ": 'kv_heads' = " + std::to_string(c.kvHeads) +
-             " does not divide 'heads' = " + std::to_string(c.heads));
+      readTransformer(l, at, c);
     } else {
       fail(at + ": unexpected '" + kind +
            "' here (a model is an embedding, "

@@ -1068,8 +1068,7 @@ static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
                                      UnitAttr &qkvBias, UnitAttr &qkNorm,
                                      FloatAttr &ropeTheta,
                                      RopeLlama3Attr &ropeScaling,
-                                     UnitAttr &postNorms,
-                                     IntegerAttr &window) {
+                                     UnitAttr &postNorms, IntegerAttr &window) {
   // Each entry's position in the order; an entry is accepted only after
   // every entry before it and none after.
   int seen = -1;

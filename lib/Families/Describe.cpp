@@ -63,8 +63,9 @@ const LayerConfig *getUniformBlock(const ModelConfig &model,
     if (l.kind == rt::LayerKind::Transformer &&
         (l.heads != t->heads || l.kvHeads != t->kvHeads ||
          l.headDim != t->headDim || l.ffn != t->ffn || l.mlp != t->mlp ||
-         l.norm != t->norm || l.bias != t->bias || l.qkvBias != t->qkvBias || l.qkNorm != t->qkNorm ||
-         l.rotary != t->rotary || l.postNorms != t->postNorms)) {
+         l.norm != t->norm || l.bias != t->bias || l.qkvBias != t->qkvBias ||
+         l.qkNorm != t->qkNorm || l.rotary != t->rotary ||
+         l.postNorms != t->postNorms)) {
       why = "model '" + model.name +
             "' has layers of different shapes: no Hugging Face config "
             "describes it";
@@ -118,8 +119,8 @@ Shape getShape(const ModelConfig &model, const LayerConfig &t) {
   shape.scaled = model.embeddingScale != 1.0;
   shape.rotary = embedding.positions == 0 && t.isRms() && t.rotary.theta > 0 &&
                  output.isRms() && !t.bias;
-  shape.llama = shape.rotary && t.mlp == rt::MlpType::SwiGlu &&
-                !shape.scaled && !t.postNorms && !t.qkNorm;
+  shape.llama = shape.rotary && t.mlp == rt::MlpType::SwiGlu && !shape.scaled &&
+                !t.postNorms && !t.qkNorm;
   std::vector<int64_t> windows;
   for (const LayerConfig &l : model.layers)
     if (l.kind == rt::LayerKind::Transformer)

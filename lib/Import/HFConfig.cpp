@@ -494,12 +494,11 @@ void buildModel(OpBuilder &builder, Location fileLoc,
         MlpKindAttr::get(context, toDialect(t.mlp)), unit(t.bias),
         unit(t.qkvBias), unit(t.qkNorm),
         rope.theta > 0 ? builder.getF64FloatAttr(rope.theta) : FloatAttr(),
-        rope.isScaled()
-            ? RopeLlama3Attr::get(context, APFloat(rope.factor),
-                                  APFloat(rope.lowFreqFactor),
-                                  APFloat(rope.highFreqFactor),
-                                  rope.originalPositions)
-            : RopeLlama3Attr(),
+        rope.isScaled() ? RopeLlama3Attr::get(context, APFloat(rope.factor),
+                                              APFloat(rope.lowFreqFactor),
+                                              APFloat(rope.highFreqFactor),
+                                              rope.originalPositions)
+                        : RopeLlama3Attr(),
         unit(t.postNorms), t.window > 0 ? size(t.window) : IntegerAttr(),
         /*shards=*/IntegerAttr());
   }

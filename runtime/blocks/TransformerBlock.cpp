@@ -140,9 +140,9 @@ void TransformerBlock::normHeads(const Layer &l, const Views &v,
     DevicePtr gain;
     Field xhat, rstd;
   };
-  for (const Part &p : {Part{0, c.heads, l.w.qNormW, Field::QXhat, Field::QRstd},
-                        Part{hd, c.kvHeads, l.w.kNormW, Field::KXhat,
-                             Field::KRstd}}) {
+  for (const Part &p :
+       {Part{0, c.heads, l.w.qNormW, Field::QXhat, Field::QRstd},
+        Part{hd, c.kvHeads, l.w.kNormW, Field::KXhat, Field::KRstd}}) {
     int64_t cols = p.heads * c.headDim;
     kernels.copyStrided(raw, qkv + p.column, {1, rt, cols, 0, width, 0, cols});
     kernels.normForward(raw, p.gain, DevicePtr(), rt * p.heads, c.headDim,
@@ -338,8 +338,7 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
     second.wait();
     normOut = normOut2;
   } else {
-    kernels.normAffine(v[Field::Xhat2], l.w.norm2W, l.w.norm2B, n, h,
-                       normOut);
+    kernels.normAffine(v[Field::Xhat2], l.w.norm2W, l.w.norm2B, n, h, normOut);
   }
   kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, du, f, 1.0f, l.g.upW,
                f);

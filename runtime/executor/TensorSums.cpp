@@ -39,8 +39,9 @@ StageRunner::TensorGroup TensorGroupSums::getCalls() {
   };
   // Started, and finished when the pass waits (it may enqueue work that
   // does not read `data` first); a failure is kept as the others'.
-  calls.allGather = [this, finish, parts](DevicePtr data, int64_t count)
-      mutable -> block::PendingCollective {
+  calls.allGather = [this, finish,
+                     parts](DevicePtr data,
+                            int64_t count) mutable -> block::PendingCollective {
     std::fill(parts.begin(), parts.end(), count);
     if (!enabled || !failure)
       return block::PendingCollective();

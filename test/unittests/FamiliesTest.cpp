@@ -281,8 +281,9 @@ TEST_F(FamiliesTest, WeightNamesFollowEachFamilysLayout) {
   const families::WeightNames &l = llama->getWeightNames("llama");
   EXPECT_FALSE(families::getSource(l, l.prefix, qwen3,
                                    "layers.0.attn.q_norm.weight", src, why));
-  EXPECT_NE(llama->checkWeights(qwen3, "llama").find("the plan's model has them"),
-            std::string::npos);
+  EXPECT_NE(
+      llama->checkWeights(qwen3, "llama").find("the plan's model has them"),
+      std::string::npos);
 }
 
 } // namespace

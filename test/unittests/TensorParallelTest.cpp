@@ -360,8 +360,9 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
     };
     group.allGather = [&](DevicePtr, int64_t count) {
       moved.push_back({"gather", count});
-      return block::PendingCollective(
-          [&moved, count] { moved.push_back({"waited", count}); });
+      return block::PendingCollective([&moved, count] {
+        moved.push_back({"waited", count});
+      });
     };
     stage.setTensorParallel(std::move(group), 1);
     std::vector<float> x(part, 0.25f), y(part), dy(part, 1.0f), dx(part),
@@ -377,18 +378,14 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
     stage.forward(s, batch, first ? nullptr : x.data(),
                   last ? nullptr : y.data(), f.data(), kv.data(), work.data(),
                   &loss);
-    auto expectF = layer == 0 ? scatters
-                   : layer == 1
-                       ? decltype(moved){{"gather", part},
-                                         {"waited", part},
-                                         {"scatter", part},
-                                         {"gather", part},
-                                         {"waited", part},
-                                         {"scatter", part}}
-                       : decltype(moved){{"gather", part},
-                                         {"waited", part},
-                                         {"max", rt},
-                                         {"sum", rt}};
+    auto expectF =
+        layer == 0 ? scatters
+        : layer == 1
+            ? decltype(moved){{"gather", part},  {"waited", part},
+                              {"scatter", part}, {"gather", part},
+                              {"waited", part},  {"scatter", part}}
+            : decltype(moved){
+                  {"gather", part}, {"waited", part}, {"max", rt}, {"sum", rt}};
     EXPECT_EQ(moved, expectF) << "F of layer " << layer;
     moved.clear();
     stage.backwardInput(s, batch, last ? nullptr : dy.data(),
@@ -396,23 +393,19 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
                         kv.data(), work.data(), 1.0f);
     auto expectB = layer == 0 ? gathers
                    : layer == 1
-                       ? decltype(moved){{"gather", part},
-                                         {"waited", part},
-                                         {"scatter", part},
-                                         {"gather", part},
-                                         {"waited", part},
-                                         {"scatter", part}}
+                       ? decltype(moved){{"gather", part},  {"waited", part},
+                                         {"scatter", part}, {"gather", part},
+                                         {"waited", part},  {"scatter", part}}
                        : scatters;
     EXPECT_EQ(moved, expectB) << "B of layer " << layer;
     moved.clear();
     stage.backwardWeight(s, batch, f.data(), w.data(), work.data());
-    auto expectW = layer == 0 ? decltype(moved){}
-                   : layer == 1
-                       ? decltype(moved){{"gather", part},
-                                         {"gather", part},
-                                         {"waited", part},
-                                         {"waited", part}}
-                       : gathers;
+    auto expectW = layer == 0   ? decltype(moved){}
+                   : layer == 1 ? decltype(moved){{"gather", part},
+                                                  {"gather", part},
+                                                  {"waited", part},
+                                                  {"waited", part}}
+                                : gathers;
     EXPECT_EQ(moved, expectW) << "W of layer " << layer;
   }
 }

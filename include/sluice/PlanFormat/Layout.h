@@ -447,10 +447,10 @@ inline int64_t getScratchBytes(const ModelConfig &model,
     // W: the two norms' outputs, both at once under sequence parallelism
     // (their gathers overlap).
     int64_t gathered = model.sequenceShards > 1 ? rt * h : 0;
-    most = std::max({most, arenaOf({t.norm, t.qkv, t.residual, t.norm2}),
-                     arenaOf({t.dAct, t.dResidual, t.dContext, t.dQ,
-                              t.partial}),
-                     arenaOf({rt * h, gathered})});
+    most =
+        std::max({most, arenaOf({t.norm, t.qkv, t.residual, t.norm2}),
+                  arenaOf({t.dAct, t.dResidual, t.dContext, t.dQ, t.partial}),
+                  arenaOf({rt * h, gathered})});
   }
   return most;
 }

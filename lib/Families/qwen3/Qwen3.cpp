@@ -55,8 +55,7 @@ public:
     if (t.qkvBias || shape.window > 0) {
       why = std::string("normalises its query and key heads (Qwen3's block) "
                         "but has ") +
-            (t.qkvBias ? "query, key and value biases"
-                       : "attention windows") +
+            (t.qkvBias ? "query, key and value biases" : "attention windows") +
             ", which Qwen3's config cannot say";
       return Claim::Refused;
     }
