@@ -234,24 +234,28 @@ Status Executor::runPass(const Instruction &instr, float lossScale) {
     return Status::ok();
   case Pass::B:
   case Pass::BW:
+    // Evaluating, the shards' buffers still change hands as in training
+    // (their passes run), and the stage computes nothing.
     if (outputShard)
       if (Status st = shards->getOutputGrad(instr.mb, instr.slice, in); !st)
         return st;
     if (inputShard)
       if (Status st = shards->getEmbeddingGrad(instr.mb, instr.slice, out); !st)
         return st;
-    stage.backwardInput(s, batch, in, out, slot(instr.state),
-                        slot(instr.wstate), slot(instr.kv), workspace.get(),
-                        lossScale, slot(instr.rstate));
+    if (!evaluating)
+      stage.backwardInput(s, batch, in, out, slot(instr.state),
+                          slot(instr.wstate), slot(instr.kv), workspace.get(),
+                          lossScale, slot(instr.rstate));
     if (outputShard)
       shards->release(Shard::Output, instr.mb, instr.slice);
-    if (instr.pass == Pass::BW)
+    if (instr.pass == Pass::BW && !evaluating)
       stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
                            workspace.get(), slot(instr.rstate));
     return Status::ok();
   case Pass::W:
-    stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
-                         workspace.get(), slot(instr.rstate));
+    if (!evaluating)
+      stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
+                           workspace.get(), slot(instr.rstate));
     return Status::ok();
   default:
     return Status::ok();
@@ -288,7 +292,10 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   if (Status st = finishStep(hostLoss); !st)
     return st;
   times.commWait = waitedBefore + seconds(drainStart, Clock::now());
-  double dispatchIdle = profiler.account(times, shards.get());
+  // An evaluation's passes are not the training step's (--profile's
+  // per-pass costs, --trace's spans).
+  double dispatchIdle =
+      evaluating ? 0.0 : profiler.account(times, shards.get());
   if (Status st = reduceLoss(hostLoss); !st)
     return st;
   meanLoss = hostLoss * lossScale;
@@ -296,6 +303,16 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   times.total = seconds(stepStart, Clock::now());
   accountStep(dispatchIdle);
   return Status::ok();
+}
+
+Status Executor::evaluateStep(int64_t step, double &meanLoss) {
+  // --timing reports the last training step's split, not this.
+  StepTimes kept = times;
+  evaluating = true;
+  Status st = runStep(step, meanLoss);
+  evaluating = false;
+  times = kept;
+  return st;
 }
 
 /// One instruction of the program, in its order.
@@ -313,6 +330,8 @@ Status Executor::dispatch(size_t i, float lossScale) {
   case Op::Recv:
     return issueTransfer(instr);
   case Op::GradSync:
+    if (evaluating)
+      return Status::ok(); // no gradients: every replica skips it alike
     if (Status st = transfers.progressAll(); !st)
       return st;
     return issueGradSync(i);

@@ -57,6 +57,12 @@ public:
 
   Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
+  /// The training program with its gradient work left out: every rank of
+  /// the plan runs the same instruction lists, with B's and W's compute,
+  /// the gradient syncs and the tensor-parallel sums in them skipped on
+  /// each alike, so transfers stay paired and slots stay valid (F keeps
+  /// its state for a B that does not read it).
+  Status evaluateStep(int64_t step, double &meanLoss) override;
   Status finalizeGradients() override;
   Status gradientNorm(double &norm) override;
   Status applyOptimizer(int64_t step, float gradientScale) override;
@@ -136,6 +142,8 @@ private:
   std::vector<DeviceBuffer> buffers;
   DeviceBuffer workspace;
   StepTokens stepTokens;
+  /// evaluateStep: the step runs its forward passes only.
+  bool evaluating = false;
   /// The step's summed cross-entropy (f64), read once per step.
   DeviceBuffer lossSum;
   /// The receive that will fill each slot, until its consumer waits on it.

@@ -52,6 +52,14 @@ Status ReferenceTrainer::prepare() {
 }
 
 Status ReferenceTrainer::runStep(int64_t step, double &meanLoss) {
+  return run(step, /*gradients=*/true, meanLoss);
+}
+
+Status ReferenceTrainer::evaluateStep(int64_t step, double &meanLoss) {
+  return run(step, /*gradients=*/false, meanLoss);
+}
+
+Status ReferenceTrainer::run(int64_t step, bool gradients, double &meanLoss) {
   int64_t rows = model.microBatch, seq = model.seqLen;
   SliceShape whole{rows, seq, 0};
   Kernels &kernels = device.getKernels(StreamKind::Compute);
@@ -65,10 +73,12 @@ Status ReferenceTrainer::runStep(int64_t step, double &meanLoss) {
     TokenRows batch{tokens.get(), seq + 1};
     stage->forward(whole, batch, nullptr, nullptr, forward.get(), kv.get(),
                    work.get(), lossSum.get());
-    stage->backwardInput(whole, batch, nullptr, nullptr, forward.get(),
-                         weight.get(), kv.get(), work.get(), lossScale);
-    stage->backwardWeight(whole, batch, forward.get(), weight.get(),
-                          work.get());
+    if (gradients) {
+      stage->backwardInput(whole, batch, nullptr, nullptr, forward.get(),
+                           weight.get(), kv.get(), work.get(), lossScale);
+      stage->backwardWeight(whole, batch, forward.get(), weight.get(),
+                            work.get());
+    }
     // The host tokens are refilled for the next microbatch.
     if (Status st = compute.synchronize(); !st)
       return st;

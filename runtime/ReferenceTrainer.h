@@ -27,6 +27,7 @@ public:
                    TokenSource &data, const TrainerOptions &options);
   Status prepare() override;
   Status runStep(int64_t step, double &meanLoss) override;
+  Status evaluateStep(int64_t step, double &meanLoss) override;
   Status finalizeGradients() override { return Status::ok(); }
   Status gradientNorm(double &norm) override;
   Status applyOptimizer(int64_t step, float gradientScale) override;
@@ -39,6 +40,8 @@ public:
                        std::vector<float> &logits);
 
 private:
+  /// A step's microbatches: forward, and with `gradients` backward.
+  Status run(int64_t step, bool gradients, double &meanLoss);
   ModelConfig model;
   int microbatches;
   Precision precision;

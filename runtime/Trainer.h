@@ -90,6 +90,12 @@ public:
   /// Runs one step's forward and backward passes; gradients accumulate.
   /// `meanLoss` is the loss of the whole step (every rank gets it).
   virtual Status runStep(int64_t step, double &meanLoss) = 0;
+  /// The step's loss as runStep gives it, for evaluation: the forward
+  /// passes only -- no input or weight gradients, no gradient sums. The
+  /// parameters do not change; gradients a vocabulary shard's passes add
+  /// (they make the loss and the gradient together) are left for the
+  /// caller to clear.
+  virtual Status evaluateStep(int64_t step, double &meanLoss) = 0;
   /// Makes gradients final: sums those of parameters two ranks share.
   virtual Status finalizeGradients() = 0;
   /// The global L2 norm of the final gradients (after finalizeGradients):

@@ -386,13 +386,13 @@ double Session::evaluate() {
   double sum = 0;
   for (int64_t k = 0; k < tokens.evalSteps; ++k) {
     double loss = 0;
-    if (Status st = trainer->runStep(k, loss); !st)
+    if (Status st = trainer->evaluateStep(k, loss); !st)
       failHere(st.message());
-    if (Status st = trainer->finalizeGradients(); !st)
-      failHere(st.message());
-    trainer->getParameters().zeroGrads();
     sum += loss;
   }
+  // What the vocabulary shards' passes added (they make loss and gradient
+  // together).
+  trainer->getParameters().zeroGrads();
   tokens.data->setValidating(false);
   return sum / double(tokens.evalSteps);
 }
