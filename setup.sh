@@ -252,20 +252,24 @@ fuzz() {
 }
 
 # transformers 4.44 (the last to run on Debian 12's torch 1.13, with its
-# tokenizers) and sentencepiece in build/hf-venv, over Debian's torch.
+# tokenizers), sentencepiece and tensorboardX (sluice-plot --tensorboard;
+# Debian packages no TensorBoard writer) in build/hf-venv, over Debian's
+# torch and protobuf.
 # Offline, the tests that need them are reported unsupported, with this
 # note.
 hf_python() {
   local venv=build/hf-venv
   if [ -x $venv/bin/python ] &&
-     $venv/bin/python -c "import transformers, sentencepiece" 2>/dev/null; then
+     $venv/bin/python -c "import transformers, sentencepiece, tensorboardX" \
+       2>/dev/null; then
     return 0
   fi
   rm -rf $venv
   mkdir -p build
   /usr/bin/python3 -m venv --system-site-packages $venv
   if ! timeout 600 $venv/bin/pip install --quiet --disable-pip-version-check \
-       "transformers==4.44.2" "sentencepiece==0.2.0" "numpy<2" >/dev/null 2>&1; then
+       "transformers==4.44.2" "sentencepiece==0.2.0" "tensorboardX==2.6.2.2" \
+       "numpy<2" >/dev/null 2>&1; then
     echo "== note: could not install transformers from PyPI; the Hugging" \
       "Face tests (test/hf) will be skipped"
     rm -rf $venv

@@ -30,6 +30,9 @@ config.environment["PATH"] = os.pathsep.join(
     ]
 )
 config.substitutions.append(("%examples", os.path.join(config.sluice_src_root, "examples")))
+# sluice-plot as a file, for the tests that run it with another Python
+# (build/hf-venv's, which has tensorboardX).
+config.substitutions.append(("%sluice_plot", os.path.join(config.sluice_tools_dir, "sluice-plot")))
 config.substitutions.append(("%bench", os.path.join(config.sluice_src_root, "bench")))
 config.substitutions.append(("%python", sys.executable))
 # The part of sluice-run's step lines a resumed or repartitioned run must
@@ -63,7 +66,8 @@ hf_python = os.path.join(config.sluice_obj_root, "hf-venv", "bin", "python")
 if os.path.exists(hf_python):
     config.substitutions.append(("%hfpython", hf_python))
 for feature, modules in [("transformers", "torch, transformers"),
-                         ("hf-tokenizers", "tokenizers, sentencepiece")]:
+                         ("hf-tokenizers", "tokenizers, sentencepiece"),
+                         ("tensorboardx", "tensorboardX")]:
     if os.path.exists(hf_python) and os.system(
             hf_python + ' -c "import ' + modules + '" >/dev/null 2>&1') == 0:
         config.available_features.add(feature)
