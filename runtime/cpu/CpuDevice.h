@@ -3,7 +3,8 @@
 // The CPU backend's Device: host memory, and streams that run each piece
 // of work when it is enqueued -- so every ordering a stream or event
 // promises holds trivially, and an event's time is the host clock when it
-// was recorded. Computes in fp32 only.
+// was recorded. Computes in fp32; a bf16 plan's arrays stay bf16 and each
+// kernel call widens and rounds them (StagedKernels.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,19 +13,18 @@
 
 #include "Backend.h"
 #include "CpuKernels.h"
+#include "StagedKernels.h"
 
 namespace sluice::rt {
 
 class CpuDevice final : public Device {
 public:
   std::string describe() const override { return "cpu"; }
-  bool supports(const Precision &precision) const override {
-    return !precision.isMixed();
-  }
+  bool supports(const Precision &) const override { return true; }
   Status allocate(DType type, int64_t count, DeviceBuffer &out) override;
   int64_t getFreeBytes() override { return -1; }
   Stream &getStream(StreamKind kind) override;
-  Kernels &getKernels(StreamKind) override { return kernels; }
+  Kernels &getKernels(StreamKind) override { return staged; }
   std::unique_ptr<Event> createEvent() override;
   void upload(DevicePtr dst, const void *host, int64_t bytes,
               Stream &stream) override;
@@ -37,6 +37,7 @@ protected:
 private:
   HostStream streams[kStreamKinds];
   CpuKernels kernels;
+  StagedKernels staged{kernels};
 };
 
 } // namespace sluice::rt
