@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "Threads.h"
 
 #include <cblas.h>
 
@@ -20,8 +21,7 @@ namespace sluice::rt {
 
 void CpuKernels::rotate(DevicePtr xPtr, int64_t rows, int64_t tokens,
                         int64_t offset, int64_t heads, int64_t headDim,
-                        int64_t stride, const Rotary &rotary,
-                        bool inverse) {
+                        int64_t stride, const Rotary &rotary, bool inverse) {
   float *x = xPtr.as<float>();
   const int64_t half = headDim / 2;
   std::vector<double> frequency(half);
@@ -101,9 +101,13 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
   const float *q = qPtr.f32(), *keys = keysPtr.f32(), *values = valuesPtr.f32();
   float *lse = lsePtr.f32(), *context = contextPtr.f32();
   const float cap = s.softcap;
-  std::vector<float> p(kQueryBlock * (s.offset + s.tokens));
-  for (int64_t r = 0; r < s.rows; ++r)
-    for (int64_t h = 0; h < s.heads; ++h)
+  // (row, head) pairs over the kernel threads: each writes its own context
+  // columns and statistics.
+  cpu::SerialBlas serial;
+  cpu::parallelFor(s.rows * s.heads, 1, [&](int64_t from, int64_t to) {
+    std::vector<float> p(kQueryBlock * (s.offset + s.tokens));
+    for (int64_t pair = from; pair < to; ++pair) {
+      int64_t r = pair / s.heads, h = pair % s.heads;
       for (int64_t first = 0; first < s.tokens; first += kQueryBlock) {
         HeadBlock b = getBlock(s, r, h, first);
         getScores(s, b, q, keys, p.data());
@@ -135,6 +139,8 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
                     values + b.kvAt, int(s.kvHeads * s.headDim), 0.0f,
                     context + b.qAt, int(s.heads * s.headDim));
       }
+    }
+  });
 }
 
 void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
@@ -150,55 +156,64 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
   const int d = int(s.headDim);
   const float scale = getAttentionScale(s), cap = s.softcap;
   const int64_t room = kQueryBlock * (s.offset + s.tokens);
-  std::vector<float> p(room), ds(room);
-  for (int64_t r = 0; r < s.rows; ++r)
-    for (int64_t h = 0; h < s.heads; ++h)
-      for (int64_t first = 0; first < s.tokens; first += kQueryBlock) {
-        HeadBlock b = getBlock(s, r, h, first);
-        const int n = int(b.count), w = int(b.width);
-        // FlashAttention's backward: P = exp(S - lse) from the kept
-        // log-sum-exp; dP = dctx V^T; D = dctx . ctx = sum_j P_j dP_j.
-        getScores(s, b, q, keys, p.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, d, 1.0f,
-                    dcontext + b.qAt, hd, values + b.kvAt, kvw, 0.0f,
-                    ds.data(), w);
-        for (int64_t i = 0; i < b.count; ++i) {
-          float *pi = p.data() + i * w, *dsi = ds.data() + i * w;
-          auto [begin, end] = getVisible(s, b, i);
-          double logSum = lse[(r * s.heads + h) * s.tokens + first + i];
-          const float *dci = dcontext + b.qAt + i * hd,
-                      *ci = context + b.qAt + i * hd;
-          double weighted = 0;
-          for (int64_t e = 0; e < s.headDim; ++e)
-            weighted += double(dci[e]) * ci[e];
-          for (int64_t j = begin; j < end; ++j) {
-            float score = pi[j], slope = 1.0f;
-            if (cap > 0) {
-              // The cap's derivative, 1 - tanh^2, scales the score's
-              // gradient.
-              float t = std::tanh(score / cap);
-              score = cap * t;
-              slope = 1.0f - t * t;
+  // (row, key/value head) pairs over the kernel threads: a pair's query
+  // heads add into its keys' and values' gradients, in the order one
+  // thread takes them (the same sums with any thread count).
+  const int64_t group = s.heads / s.kvHeads;
+  cpu::SerialBlas serial;
+  cpu::parallelFor(s.rows * s.kvHeads, 1, [&](int64_t from, int64_t to) {
+    std::vector<float> p(room), ds(room);
+    for (int64_t pair = from; pair < to; ++pair) {
+      int64_t r = pair / s.kvHeads, kv = pair % s.kvHeads;
+      for (int64_t h = kv * group; h < (kv + 1) * group; ++h)
+        for (int64_t first = 0; first < s.tokens; first += kQueryBlock) {
+          HeadBlock b = getBlock(s, r, h, first);
+          const int n = int(b.count), w = int(b.width);
+          // FlashAttention's backward: P = exp(S - lse) from the kept
+          // log-sum-exp; dP = dctx V^T; D = dctx . ctx = sum_j P_j dP_j.
+          getScores(s, b, q, keys, p.data());
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, d, 1.0f,
+                      dcontext + b.qAt, hd, values + b.kvAt, kvw, 0.0f,
+                      ds.data(), w);
+          for (int64_t i = 0; i < b.count; ++i) {
+            float *pi = p.data() + i * w, *dsi = ds.data() + i * w;
+            auto [begin, end] = getVisible(s, b, i);
+            double logSum = lse[(r * s.heads + h) * s.tokens + first + i];
+            const float *dci = dcontext + b.qAt + i * hd,
+                        *ci = context + b.qAt + i * hd;
+            double weighted = 0;
+            for (int64_t e = 0; e < s.headDim; ++e)
+              weighted += double(dci[e]) * ci[e];
+            for (int64_t j = begin; j < end; ++j) {
+              float score = pi[j], slope = 1.0f;
+              if (cap > 0) {
+                // The cap's derivative, 1 - tanh^2, scales the score's
+                // gradient.
+                float t = std::tanh(score / cap);
+                score = cap * t;
+                slope = 1.0f - t * t;
+              }
+              pi[j] = float(std::exp(double(score) - logSum));
+              // The softmax's backward, then the scores' scale.
+              dsi[j] = pi[j] * float(dsi[j] - weighted) * slope * scale;
             }
-            pi[j] = float(std::exp(double(score) - logSum));
-            // The softmax's backward, then the scores' scale.
-            dsi[j] = pi[j] * float(dsi[j] - weighted) * slope * scale;
+            for (float *m : {pi, dsi}) {
+              std::fill(m, m + begin, 0.0f);
+              std::fill(m + end, m + w, 0.0f);
+            }
           }
-          for (float *m : {pi, dsi}) {
-            std::fill(m, m + begin, 0.0f);
-            std::fill(m + end, m + w, 0.0f);
-          }
+          // dQ = dS K; a group's query heads all add into their key/value
+          // head's dK += dS^T Q and dV += P^T dctx.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, w, 1.0f,
+                      ds.data(), w, keys + b.kvAt, kvw, 0.0f, dq + b.qAt, hd);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, d, n, 1.0f,
+                      ds.data(), w, q + b.qAt, hd, 1.0f, dkeys + b.kvAt, kvw);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, d, n, 1.0f,
+                      p.data(), w, dcontext + b.qAt, hd, 1.0f, dvalues + b.kvAt,
+                      kvw);
         }
-        // dQ = dS K; a group's query heads all add into their key/value
-        // head's dK += dS^T Q and dV += P^T dctx.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, w, 1.0f,
-                    ds.data(), w, keys + b.kvAt, kvw, 0.0f, dq + b.qAt, hd);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, d, n, 1.0f,
-                    ds.data(), w, q + b.qAt, hd, 1.0f, dkeys + b.kvAt, kvw);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, d, n, 1.0f,
-                    p.data(), w, dcontext + b.qAt, hd, 1.0f, dvalues + b.kvAt,
-                    kvw);
-      }
+    }
+  });
 }
 
 } // namespace sluice::rt

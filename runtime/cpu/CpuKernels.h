@@ -1,10 +1,11 @@
 //===- CpuKernels.h - fp32 kernels on the host with OpenBLAS ----*- C++ -*-===//
 //
-// The CPU backend's Kernels: fp32 only (a CpuDevice refuses mixed
-// precision), each call run at once on the calling thread. The reference
-// the CUDA kernels are tested against. One op family per file, as the CUDA
-// backend's: CpuKernels.cpp (GEMM, copies, adds), Norm, Activation,
-// Attention, Embedding, Softmax, Vocabulary, Adam.
+// The CPU backend's Kernels: fp32 only (a bf16 plan's arrays reach them
+// widened, through StagedKernels), each call run at once, on the calling
+// thread and the kernel threads (Threads.h) where it splits by rows. The
+// reference the CUDA kernels are tested against. One op family per file, as
+// the CUDA backend's: CpuKernels.cpp (GEMM, copies, adds), Norm,
+// Activation, Attention, Embedding, Softmax, Vocabulary, Adam.
 //
 //===----------------------------------------------------------------------===//
 

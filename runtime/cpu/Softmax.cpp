@@ -6,14 +6,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "Threads.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace sluice::rt {
 
-void CpuKernels::softcap(DevicePtr xPtr, int64_t rows, int64_t cols,
-                         int64_t ld, float cap) {
+void CpuKernels::softcap(DevicePtr xPtr, int64_t rows, int64_t cols, int64_t ld,
+                         float cap) {
   float *x = xPtr.as<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
@@ -39,17 +40,24 @@ void CpuKernels::crossEntropyForward(DevicePtr logitsPtr, DevicePtr labelsPtr,
   const float *logits = logitsPtr.as<float>();
   const int32_t *labels = labelsPtr.as<int32_t>();
   float *lse = lsePtr.as<float>();
-  double total = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t t = 0; t < length; ++t) {
-      int64_t row = r * length + t;
+  // Each token's log-sum-exp on the kernel threads; the loss summed after,
+  // in token order, on this one.
+  cpu::parallelFor(rows * length, 1, [&](int64_t from, int64_t to) {
+    for (int64_t row = from; row < to; ++row) {
       const float *z = logits + row * vocab;
       float maxLogit = *std::max_element(z, z + vocab);
       double sum = 0;
       for (int64_t v = 0; v < vocab; ++v)
         sum += std::exp(double(z[v] - maxLogit));
       lse[row] = float(maxLogit + std::log(sum));
-      total += double(lse[row]) - double(z[labels[r * stride + t]]);
+    }
+  });
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < length; ++t) {
+      int64_t row = r * length + t;
+      total += double(lse[row]) -
+               double(logits[row * vocab + labels[r * stride + t]]);
     }
   *loss.as<double>() += total;
 }
@@ -63,14 +71,15 @@ void CpuKernels::crossEntropyBackward(DevicePtr logitsPtr, DevicePtr lsePtr,
   const float *lse = lsePtr.as<float>();
   const int32_t *labels = labelsPtr.as<int32_t>();
   float *dlogits = dlogitsPtr.as<float>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t t = 0; t < length; ++t) {
-      int64_t row = r * length + t;
+  cpu::parallelFor(rows * length, 1, [&](int64_t from, int64_t to) {
+    for (int64_t row = from; row < to; ++row) {
       for (int64_t v = 0; v < vocab; ++v)
         dlogits[row * vocab + v] =
             std::exp(logits[row * vocab + v] - lse[row]) * scale;
+      int64_t r = row / length, t = row % length;
       dlogits[row * vocab + labels[r * stride + t]] -= scale;
     }
+  });
 }
 
 } // namespace sluice::rt

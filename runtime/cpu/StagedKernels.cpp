@@ -117,8 +117,7 @@ void StagedKernels::addRowVector(DevicePtr x, DevicePtr v, int64_t rows,
 void StagedKernels::accumulateColumnSums(DevicePtr x, int64_t rows,
                                          int64_t cols, DevicePtr out) {
   Stage s;
-  fp32.accumulateColumnSums(s.in(x, rows * cols), rows, cols,
-                            s.io(out, cols));
+  fp32.accumulateColumnSums(s.in(x, rows * cols), rows, cols, s.io(out, cols));
 }
 
 void StagedKernels::add(DevicePtr y, DevicePtr x, int64_t n) {
@@ -135,8 +134,8 @@ void StagedKernels::fill(DevicePtr y, double value, int64_t n) {
   fp32.fill(y, value, n);
 }
 
-void StagedKernels::softcap(DevicePtr x, int64_t rows, int64_t cols,
-                            int64_t ld, float cap) {
+void StagedKernels::softcap(DevicePtr x, int64_t rows, int64_t cols, int64_t ld,
+                            float cap) {
   Stage s;
   fp32.softcap(s.io(x, extent(rows, cols, ld)), rows, cols, ld, cap);
 }
@@ -174,14 +173,13 @@ void StagedKernels::copyStrided(DevicePtr dst, DevicePtr src,
 }
 
 void StagedKernels::normForward(DevicePtr x, DevicePtr gamma, DevicePtr beta,
-                                int64_t rows, int64_t cols, bool rms,
-                                float eps, DevicePtr y, DevicePtr xhat,
-                                DevicePtr rstd) {
+                                int64_t rows, int64_t cols, bool rms, float eps,
+                                DevicePtr y, DevicePtr xhat, DevicePtr rstd) {
   Stage s;
   int64_t n = rows * cols;
   DevicePtr sx = s.in(x, n), sg = s.in(gamma, cols), sb = s.in(beta, cols);
-  fp32.normForward(sx, sg, sb, rows, cols, rms, eps, s.io(y, n),
-                   s.io(xhat, n), s.io(rstd, rows));
+  fp32.normForward(sx, sg, sb, rows, cols, rms, eps, s.io(y, n), s.io(xhat, n),
+                   s.io(rstd, rows));
 }
 
 void StagedKernels::normAffine(DevicePtr xhat, DevicePtr gamma, DevicePtr beta,
@@ -244,8 +242,7 @@ void StagedKernels::gatedBackward(GateActivation act, DevicePtr z, DevicePtr u,
 
 void StagedKernels::rotate(DevicePtr x, int64_t rows, int64_t tokens,
                            int64_t offset, int64_t heads, int64_t headDim,
-                           int64_t stride, const Rotary &rotary,
-                           bool inverse) {
+                           int64_t stride, const Rotary &rotary, bool inverse) {
   Stage s;
   fp32.rotate(s.io(x, extent(rows * tokens, heads * headDim, stride)), rows,
               tokens, offset, heads, headDim, stride, rotary, inverse);
@@ -286,8 +283,7 @@ void StagedKernels::embeddingForward(DevicePtr tokens, int64_t stride,
                                      int64_t offset, int64_t hidden,
                                      DevicePtr out) {
   Stage s;
-  DevicePtr st =
-      s.in(table, tableRows(tokens, stride, rows, length) * hidden);
+  DevicePtr st = s.in(table, tableRows(tokens, stride, rows, length) * hidden);
   DevicePtr sp = s.in(positions, (offset + length) * hidden);
   fp32.embeddingForward(tokens, stride, st, sp, rows, length, offset, hidden,
                         s.io(out, rows * length * hidden));
@@ -300,8 +296,7 @@ void StagedKernels::embeddingBackward(DevicePtr tokens, int64_t stride,
                                       DevicePtr dpositions) {
   Stage s;
   DevicePtr sd = s.in(dout, rows * length * hidden);
-  DevicePtr st =
-      s.io(dtable, tableRows(tokens, stride, rows, length) * hidden);
+  DevicePtr st = s.io(dtable, tableRows(tokens, stride, rows, length) * hidden);
   fp32.embeddingBackward(tokens, stride, sd, rows, length, offset, hidden, st,
                          s.io(dpositions, (offset + length) * hidden));
 }
@@ -374,8 +369,8 @@ void StagedKernels::scaleRows(DevicePtr x, DevicePtr factor, DevicePtr divisor,
                               int64_t tokens, int64_t count, int64_t ld) {
   Stage s;
   DevicePtr sx = s.io(x, extent(tokens, count, ld));
-  fp32.scaleRows(sx, s.in(factor, tokens), s.in(divisor, tokens), tokens,
-                 count, ld);
+  fp32.scaleRows(sx, s.in(factor, tokens), s.in(divisor, tokens), tokens, count,
+                 ld);
 }
 
 void StagedKernels::shardLoss(DevicePtr logits, DevicePtr labels,
@@ -426,9 +421,8 @@ void StagedKernels::sumSquares(DevicePtr x, int64_t rows, int64_t cols,
 }
 
 void StagedKernels::adamUpdate(DevicePtr weights, DevicePtr grads, DevicePtr m,
-                               DevicePtr v, int64_t n,
-                               const AdamConfig &config, int64_t step,
-                               DevicePtr working) {
+                               DevicePtr v, int64_t n, const AdamConfig &config,
+                               int64_t step, DevicePtr working) {
   // The fp32 kernel writes the working copy through copy(), which rounds.
   fp32.adamUpdate(weights, grads, m, v, n, config, step, working);
 }

@@ -36,8 +36,8 @@ public:
   void copy(DevicePtr y, DevicePtr x, int64_t n) override;
   void softcap(DevicePtr x, int64_t rows, int64_t cols, int64_t ld,
                float cap) override;
-  void softcapGrad(DevicePtr capped, DevicePtr grad, int64_t rows,
-                   int64_t cols, int64_t ld, float cap) override;
+  void softcapGrad(DevicePtr capped, DevicePtr grad, int64_t rows, int64_t cols,
+                   int64_t ld, float cap) override;
   void scale(DevicePtr y, float factor, int64_t n) override;
   void zeroTokenRows(DevicePtr tokens, int64_t stride, int64_t rows,
                      int64_t length, int32_t token, int64_t hidden,
@@ -48,8 +48,8 @@ public:
   void normForward(DevicePtr x, DevicePtr gamma, DevicePtr beta, int64_t rows,
                    int64_t cols, bool rms, float eps, DevicePtr y,
                    DevicePtr xhat, DevicePtr rstd) override;
-  void normAffine(DevicePtr xhat, DevicePtr gamma, DevicePtr beta,
-                  int64_t rows, int64_t cols, DevicePtr y) override;
+  void normAffine(DevicePtr xhat, DevicePtr gamma, DevicePtr beta, int64_t rows,
+                  int64_t cols, DevicePtr y) override;
   void normBackward(DevicePtr dy, DevicePtr xhat, DevicePtr rstd,
                     DevicePtr gamma, int64_t rows, int64_t cols, bool rms,
                     DevicePtr dx) override;
@@ -57,13 +57,12 @@ public:
                       DevicePtr dgamma, DevicePtr dbeta) override;
   void geluForward(GateActivation act, DevicePtr u, DevicePtr g,
                    int64_t n) override;
-  void geluBackward(GateActivation act, DevicePtr u, DevicePtr dg,
-                    DevicePtr du, int64_t n) override;
+  void geluBackward(GateActivation act, DevicePtr u, DevicePtr dg, DevicePtr du,
+                    int64_t n) override;
   void gatedForward(GateActivation act, DevicePtr z, DevicePtr u, DevicePtr g,
                     int64_t n) override;
-  void gatedBackward(GateActivation act, DevicePtr z, DevicePtr u,
-                     DevicePtr dg, DevicePtr dz, DevicePtr du,
-                     int64_t n) override;
+  void gatedBackward(GateActivation act, DevicePtr z, DevicePtr u, DevicePtr dg,
+                     DevicePtr dz, DevicePtr du, int64_t n) override;
   void rotate(DevicePtr x, int64_t rows, int64_t tokens, int64_t offset,
               int64_t heads, int64_t headDim, int64_t stride,
               const Rotary &rotary, bool inverse) override;
@@ -76,8 +75,7 @@ public:
                          DevicePtr dvalues) override;
   void embeddingForward(DevicePtr tokens, int64_t stride, DevicePtr table,
                         DevicePtr positions, int64_t rows, int64_t length,
-                        int64_t offset, int64_t hidden,
-                        DevicePtr out) override;
+                        int64_t offset, int64_t hidden, DevicePtr out) override;
   void embeddingBackward(DevicePtr tokens, int64_t stride, DevicePtr dout,
                          int64_t rows, int64_t length, int64_t offset,
                          int64_t hidden, DevicePtr dtable,
@@ -110,9 +108,9 @@ public:
   void shardSoftmaxGrad(DevicePtr probs, DevicePtr labels, int64_t stride,
                         int64_t rows, int64_t length, int64_t first,
                         int64_t count, int64_t ld, float scale) override;
-  void labelRows(DevicePtr labels, int64_t stride, int64_t rows,
-                 int64_t length, DevicePtr table, int64_t first,
-                 int64_t count, int64_t hidden, DevicePtr out) override;
+  void labelRows(DevicePtr labels, int64_t stride, int64_t rows, int64_t length,
+                 DevicePtr table, int64_t first, int64_t count, int64_t hidden,
+                 DevicePtr out) override;
   void combineGrad(DevicePtr a, DevicePtr b, DevicePtr scaled, DevicePtr sum,
                    int64_t tokens, int64_t hidden, float scale,
                    DevicePtr out) override;

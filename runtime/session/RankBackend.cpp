@@ -5,9 +5,11 @@
 #include "CpuDevice.h"
 #include "Failure.h"
 #include "HostMemory.h"
+#include "Threads.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace sluice::rt::session {
 
@@ -182,6 +184,24 @@ void openCudaBackend(MpiCommunicator &world, const Plan &plan,
 #endif
 
 /// The CPU backend: MPI, or MPI with NCCL's rules (--transport nccl).
+/// --threads, or what the host offers this rank: OpenBLAS's own variable
+/// when the user set it (a benchmark pinning one thread), else the cores
+/// over the ranks Open MPI started here (each rank its share, so ranks'
+/// threads do not fight over cores).
+int resolveThreads(const SessionOptions &o) {
+  if (o.threads > 0)
+    return o.threads;
+  auto number = [](const char *name) {
+    const char *value = std::getenv(name);
+    return value ? std::atoi(value) : 0;
+  };
+  if (int blas = number("OPENBLAS_NUM_THREADS"); blas > 0)
+    return blas;
+  int local = std::max(1, number("OMPI_COMM_WORLD_LOCAL_SIZE"));
+  int cores = int(std::thread::hardware_concurrency());
+  return std::max(1, cores / local);
+}
+
 void openCpuBackend(MpiCommunicator &world, const Plan &plan,
                     const SessionOptions &o, RankBackend &out) {
   out.device = std::make_unique<CpuDevice>();
@@ -199,6 +219,8 @@ void openCpuBackend(MpiCommunicator &world, const Plan &plan,
                               plan.precision.getName() +
                               " (compile it with --precision fp32)");
   checkHostMemory(world, plan, o, out.comm->rank());
+  out.threads = resolveThreads(o);
+  cpu::setThreads(out.threads);
   if (o.transport != "nccl" || o.reference)
     return;
   MpiCommunicator *hosts[kMeshGroups] = {&world, nullptr, nullptr};

@@ -48,6 +48,8 @@ struct RankBackend {
   /// With either: the ranks of this rank's replica, every device and shard
   /// (they write a checkpoint together).
   std::unique_ptr<Communicator> model;
+  /// The CPU backend's threads (0: another backend).
+  int threads = 0;
 };
 
 /// Opens `out` for `options.backend` (collective over `world`); ends the

@@ -83,6 +83,9 @@ std::string describeRun(const RunFacts &f) {
      << "; " << plan.microbatches * plan.dp << " microbatches of "
      << model.microBatch << " x " << model.seqLen << " tokens = "
      << formatCount(double(tokensPerStep)) << " tokens a step\n";
+  if (f.threads > 0)
+    os << "cpu: " << f.threads << (f.threads == 1 ? " thread" : " threads")
+       << " a rank (the kernels' and OpenBLAS's; --threads)\n";
   int64_t first = f.done + 1, last = std::max(f.done, o.steps);
   if (last >= first) {
     double tokens = double(tokensPerStep) * double(last - first + 1);

@@ -30,6 +30,8 @@ struct RunFacts {
   int64_t done = 0;
   /// The training tokens of --data; 0 for synthetic tokens.
   int64_t trainTokens = 0;
+  /// The CPU backend's threads a rank (0: another backend).
+  int threads = 0;
 };
 
 /// The parameters of the whole model (each once; shards and tied tables

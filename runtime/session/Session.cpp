@@ -94,6 +94,7 @@ void Session::printHeader() {
   facts.settings = &settings;
   facts.done = done;
   facts.trainTokens = tokens.trainTokens;
+  facts.threads = backend->threads;
   std::string warning;
   std::string resume = session::describeResume(facts, warning);
   std::fputs(session::describeRun(facts).c_str(), stdout);

@@ -93,6 +93,10 @@ struct SessionOptions {
   /// GiB the ranks on one host (or GPU) may use; negative: what it has.
   double memoryLimit = -1;
   double commTimeout = 600;
+  /// --threads: the CPU backend's threads a rank, its kernels' and
+  /// OpenBLAS's (0: OPENBLAS_NUM_THREADS if set, else this host's cores
+  /// over the ranks Open MPI started on it).
+  int threads = 0;
   int64_t failAtInstruction = -1;
   int failRank = 0;
   bool failHang = false;

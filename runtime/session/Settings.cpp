@@ -47,6 +47,10 @@ void checkOptions(Communicator &world, const SessionOptions &o) {
     failEverywhere(world, "--comm-order plan is for studying orders on the "
                           "CPU backend (--backend cpu --transport nccl); the "
                           "cuda backend issues in the global order");
+  if (o.threads < 0 || o.threads > 4096)
+    failEverywhere(world, "--threads must be between 1 and 4096 (0: the "
+                          "cores over the ranks on this host), got " +
+                              std::to_string(o.threads));
   if (!(o.commTimeout > 0))
     failEverywhere(world, "--comm-timeout must be positive, got " +
                               std::to_string(o.commTimeout));

@@ -243,6 +243,21 @@ cl::opt<bool> failHang(
              "and waits forever instead of failing (a peer that never "
              "joins)"),
     cl::cat(category));
+/// --threads. libLLVM registers an option of that name for its own tools,
+/// which sluice-run never reads; registering ours beside it would be an
+/// error, so main() removes LLVM's first and then makes this one.
+std::unique_ptr<cl::opt<int>> threads;
+void addThreadsOption() {
+  auto &&registered = cl::getRegisteredOptions();
+  if (auto it = registered.find("threads"); it != registered.end())
+    it->second->removeArgument();
+  threads = std::make_unique<cl::opt<int>>(
+      "threads",
+      cl::desc("The CPU backend's threads a rank, for its kernels and "
+               "OpenBLAS (default: OPENBLAS_NUM_THREADS if set, else this "
+               "host's cores over the ranks on it)"),
+      cl::init(0), cl::cat(category));
+}
 cl::opt<double> commTimeout(
     "comm-timeout",
     cl::desc("Seconds a rank waits for a peer's communication before it "
@@ -327,6 +342,7 @@ SessionOptions getOptions() {
   o.timing = timing;
   o.memoryLimit = memoryLimit;
   o.commTimeout = commTimeout;
+  o.threads = *threads;
   o.failAtInstruction = failAt;
   o.failRank = failRank;
   o.failHang = failHang;
@@ -360,6 +376,7 @@ SessionOptions getOptions() {
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
+  addThreadsOption();
   cl::HideUnrelatedOptions(category);
   sluice::setVersionPrinter();
   cl::ParseCommandLineOptions(argc, argv,
