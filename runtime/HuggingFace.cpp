@@ -78,10 +78,7 @@ float readElement(const TensorInfo &t, int64_t i) {
   case ElementType::BF16: {
     uint16_t h;
     std::memcpy(&h, p + 2 * i, 2);
-    uint32_t bits = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
+    return bf16ToFloat(h);
   }
   case ElementType::F16: {
     uint16_t h;

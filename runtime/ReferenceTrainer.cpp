@@ -118,10 +118,8 @@ Status ReferenceTrainer::getNextLogits(const std::vector<int32_t> &ids,
                     compute);
     if (Status st = compute.synchronize(); !st)
       return st;
-    for (int64_t i = 0; i < vocab; ++i) {
-      uint32_t bits = uint32_t(half[i]) << 16;
-      std::memcpy(&logits[i], &bits, sizeof(float));
-    }
+    for (int64_t i = 0; i < vocab; ++i)
+      logits[i] = bf16ToFloat(half[i]);
     return Status::ok();
   }
   device.download(logits.data(), last, vocab * int64_t(sizeof(float)),

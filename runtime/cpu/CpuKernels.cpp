@@ -63,12 +63,8 @@ double load(DevicePtr p, int64_t i) {
     return p.as<double>()[i];
   case DType::I32:
     return p.as<int32_t>()[i];
-  case DType::BF16: {
-    uint32_t bits = uint32_t(p.as<uint16_t>()[i]) << 16;
-    float value;
-    std::memcpy(&value, &bits, sizeof(value));
-    return value;
-  }
+  case DType::BF16:
+    return bf16ToFloat(p.as<uint16_t>()[i]);
   }
   return 0;
 }
@@ -84,15 +80,9 @@ void store(DevicePtr p, int64_t i, double value) {
   case DType::I32:
     p.as<int32_t>()[i] = int32_t(value);
     return;
-  case DType::BF16: {
-    // Round to nearest even, as __float2bfloat16_rn does.
-    float f = float(value);
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof(bits));
-    bits += 0x7fff + ((bits >> 16) & 1);
-    p.as<uint16_t>()[i] = uint16_t(bits >> 16);
+  case DType::BF16:
+    p.as<uint16_t>()[i] = floatToBf16(float(value));
     return;
-  }
   }
 }
 } // namespace

@@ -3,29 +3,11 @@
 #include "StagedKernels.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 namespace sluice::rt {
 
 namespace {
-
-float widen(uint16_t half) {
-  uint32_t bits = uint32_t(half) << 16;
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
-
-/// Round to nearest even, as __float2bfloat16_rn does (NaN stays NaN).
-uint16_t narrow(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t(bits >> 16);
-}
 
 /// One kernel call's bf16 arrays as fp32: in() and io() return what the
 /// fp32 kernel reads (the array itself unless it is bf16), io()'s are
@@ -39,7 +21,7 @@ public:
       if (a.written) {
         uint16_t *to = a.original.as<uint16_t>();
         for (size_t i = 0; i < a.values.size(); ++i)
-          to[i] = narrow(a.values[i]);
+          to[i] = floatToBf16(a.values[i]);
       }
   }
   DevicePtr in(DevicePtr p, int64_t count) { return stage(p, count, false); }
@@ -70,7 +52,7 @@ private:
     size_t had = a.values.size();
     a.values.resize(size_t(count));
     for (size_t i = had; i < a.values.size(); ++i)
-      a.values[i] = widen(from[i]);
+      a.values[i] = bf16ToFloat(from[i]);
   }
   // Moving an Array keeps its values' buffer, so the pointers handed out
   // stay valid as `arrays` grows; a call names an array once (or again

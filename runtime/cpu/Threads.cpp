@@ -146,8 +146,9 @@ int serialHolders = 0, serialSaved = 1;
 
 SerialBlas::SerialBlas() {
   std::lock_guard<std::mutex> lock(serialMutex);
+  // A pool of one splits nothing: OpenBLAS keeps its threads.
   if (serialHolders++ == 0) {
-    serialSaved = openblas_get_num_threads();
+    serialSaved = getThreads() > 1 ? openblas_get_num_threads() : 1;
     if (serialSaved > 1)
       openblas_set_num_threads(1);
   }

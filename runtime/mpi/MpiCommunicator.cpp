@@ -67,20 +67,6 @@ MPI_Datatype mpiType(DType type) {
   return MPI_BYTE;
 }
 
-float bf16ToFloat(uint16_t value) {
-  uint32_t bits = uint32_t(value) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-uint16_t floatToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  bits += 0x7fff + ((bits >> 16) & 1); // round to nearest even
-  return uint16_t(bits >> 16);
-}
-
 void bf16SumOp(void *in, void *inout, int *len, MPI_Datatype *) {
   auto *a = static_cast<uint16_t *>(in), *b = static_cast<uint16_t *>(inout);
   for (int i = 0; i < *len; ++i)

@@ -17,6 +17,7 @@
 #define SLUICE_PLANFORMAT_DTYPE_H
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace sluice::rt {
@@ -76,6 +77,25 @@ struct Precision {
   }
   bool operator!=(const Precision &o) const { return !(*this == o); }
 };
+
+/// A bf16 value as fp32 (exact: bf16 is an fp32's upper half).
+inline float bf16ToFloat(uint16_t half) {
+  uint32_t bits = uint32_t(half) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+/// An fp32 value rounded to bf16, to nearest even as CUDA's
+/// __float2bfloat16_rn (a NaN stays a NaN).
+inline uint16_t floatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
 
 /// Master weights, gradients and Adam moments: fp32 in every precision.
 constexpr DType kMasterType = DType::F32;
