@@ -1,6 +1,7 @@
 //===- Step.cpp - Whole training steps through the session users run ------===//
 //
-// sluice-bench-step PLAN.json [--backend cpu|cuda] [--steps N] [--warmup W]
+// sluice-bench-step PLAN.json [--backend cpu|cuda] [--precision P]
+//                   [--steps N] [--warmup W]
 //                   [--samples FILE.json] [--name NAME]
 //
 // Trains a one-device plan (for example Llama-3.2-1B, tools/gpu/run.sh)
@@ -109,14 +110,17 @@ int main(int argc, char **argv) {
       (flag == "--steps" ? steps : warmup) = int(value);
     } else if (flag == "--backend" && i + 1 < argc)
       options.backend = argv[++i];
+    else if (flag == "--precision" && i + 1 < argc)
+      options.precision = argv[++i];
     else if (flag == "--samples" && i + 1 < argc)
       samplesPath = argv[++i];
     else if (flag == "--name" && i + 1 < argc)
       name = argv[++i];
     else if (flag == "--help" || flag == "-h") {
       std::printf("usage: sluice-bench-step PLAN.json [--backend cpu|cuda "
-                  "(default cuda)] [--steps N (10)] [--warmup W (3, at least "
-                  "1)] [--samples FILE.json] [--name NAME]\n");
+                  "(default cuda)] [--precision bf16|fp8|fp32 (the plan's)] "
+                  "[--steps N (10)] [--warmup W (3, at least 1)] "
+                  "[--samples FILE.json] [--name NAME]\n");
       MPI_Finalize();
       return 0;
     } else if (options.planPath.empty() && flag[0] != '-')

@@ -288,6 +288,22 @@ struct StridedCopy {
 /// exact GELU x * Phi(x) (Hugging Face's `gelu`).
 enum class GateActivation { Silu, Gelu, GeluErf };
 
+/// One tensor's delayed scaling (Transformer Engine's recipe;
+/// docs/precision.md), kFp8RecordFloats fp32 values in device memory:
+/// [0] the scale this step's calls quantize by (0: none yet -- each call
+/// scales by its own operand's amax, "current" scaling, as the first
+/// step does); [1] the amax of the step so far (max |x| over every call);
+/// [2] the format's largest value; [3..] the amax of the last
+/// kFp8History steps, newest first. Kernels::updateFp8Scales turns a
+/// step's amax into the next step's scale.
+constexpr int64_t kFp8History = 16;
+constexpr int64_t kFp8RecordFloats = 3 + kFp8History;
+/// A GEMM operand's quantization: its tensor's record and format.
+struct Fp8Operand {
+  DevicePtr record;
+  Fp8Format format = Fp8Format::E4M3;
+};
+
 class Kernels {
 public:
   virtual ~Kernels() = default;
@@ -298,6 +314,24 @@ public:
   virtual void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                     float alpha, DevicePtr a, int64_t lda, DevicePtr b,
                     int64_t ldb, float beta, DevicePtr c, int64_t ldc) = 0;
+  /// gemm on FP8 operands: op(A) and op(B) are each multiplied by their
+  /// record's scale s (a power of two; while it is 0, getFp8Scale of the
+  /// operand's own amax), rounded to their format (nearest even,
+  /// saturating at the largest finite value) and multiplied in fp32, and
+  /// the product is scaled back: C = alpha q(A) q(B) / (s_A s_B) + beta C.
+  /// Each operand's amax is folded into its record's [1]. A and B are act;
+  /// C is act or f32.
+  virtual void gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
+                       int64_t k, float alpha, DevicePtr a, int64_t lda,
+                       const Fp8Operand &qa, DevicePtr b, int64_t ldb,
+                       const Fp8Operand &qb, float beta, DevicePtr c,
+                       int64_t ldc) = 0;
+  /// The end of a step for `count` consecutive fp8 records: a training
+  /// step's amax (if finite and positive) enters each history, and the
+  /// scale becomes getFp8Scale of the history's maximum;
+  /// an evaluation step leaves both. Every record's step amax is cleared.
+  virtual void updateFp8Scales(DevicePtr records, int64_t count,
+                               bool trained) = 0;
   /// x[r][c] += v[c] (act).
   virtual void addRowVector(DevicePtr x, DevicePtr v, int64_t rows,
                             int64_t cols) = 0;

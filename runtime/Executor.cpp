@@ -142,6 +142,13 @@ Status Executor::allocateBuffers() {
       return st;
   incoming.resize(buffers.size());
   sendOf.assign(buffers.size(), -1);
+  fp8States.resize(stages.size());
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (int64_t count = stages[s] ? stages[s]->getFp8StateFloats() : 0) {
+      if (Status st = device.allocate(DType::F32, count, fp8States[s]); !st)
+        return st;
+      stages[s]->bindFp8State(fp8States[s].get());
+    }
 
   if (Status st = stepTokens.allocate(device, plan.model, plan.microbatches);
       !st)
@@ -291,6 +298,8 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   double hostLoss = 0;
   if (Status st = finishStep(hostLoss); !st)
     return st;
+  if (Status st = finishFp8Step(); !st)
+    return st;
   times.commWait = waitedBefore + seconds(drainStart, Clock::now());
   // An evaluation's passes are not the training step's (--profile's
   // per-pass costs, --trace's spans).
@@ -439,6 +448,32 @@ Status Executor::finishStep(double &hostLoss) {
       return st;
   device.download(&hostLoss, lossSum.get(), sizeof(double), compute);
   return device.synchronize();
+}
+
+/// The fp8 records at the step's end. A training step's amaxes are first
+/// made the largest over the data-parallel replicas and the
+/// tensor-parallel group, as Transformer Engine reduces them over its fp8
+/// group: every replica and shard then scales as one device that saw the
+/// whole batch and the whole weights would, and the scales stay equal
+/// across the replicas. The rest of each record is equal everywhere
+/// already, so the whole record is reduced.
+Status Executor::finishFp8Step() {
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (fp8States[s].empty())
+      continue;
+    if (!evaluating)
+      for (Communicator *group : {replicas, tensorGroup})
+        if (group)
+          if (Status st =
+                  transfers.await(*group->allReduceAsync(
+                                      fp8States[s].get(), fp8States[s].size(),
+                                      Reduction::Max, 0, compute),
+                                  compute);
+              !st)
+            return st;
+    stages[s]->finishStep(/*trained=*/!evaluating);
+  }
+  return Status::ok();
 }
 
 /// Only the device with the output layer has loss (sharded: every device

@@ -99,6 +99,7 @@ private:
   Status issueGradSync(size_t instruction);
   Status runExec(size_t instruction, float lossScale);
   Status finishStep(double &hostLoss);
+  Status finishFp8Step();
   Status reduceLoss(double &hostLoss);
   /// Splits the step's time where the device runs asynchronously.
   void accountStep(double dispatchIdle);
@@ -141,6 +142,8 @@ private:
 
   std::vector<DeviceBuffer> buffers;
   DeviceBuffer workspace;
+  /// Per stage, the fp8 precision's scaling records (empty otherwise).
+  std::vector<DeviceBuffer> fp8States;
   StepTokens stepTokens;
   /// evaluateStep: the step runs its forward passes only.
   bool evaluating = false;

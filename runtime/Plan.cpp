@@ -1131,7 +1131,7 @@ void readPlan(const json &j, Plan &plan) {
   if (j.contains("precision")) {
     std::string name = text(j, "precision", "plan");
     if (!Precision::parse(name, plan.precision))
-      fail("unknown precision '" + name + "' (expected fp32 or bf16)");
+      fail("unknown precision '" + name + "' (expected fp32, bf16 or fp8)");
   }
   plan.model = readModel(field(j, "model", "plan"));
   plan.schedule = text(j, "schedule", "plan");

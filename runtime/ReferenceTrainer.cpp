@@ -48,6 +48,11 @@ Status ReferenceTrainer::prepare() {
         std::tuple{&normSum, DType::F64, getSize(DType::F64)}})
     if (Status st = device.allocateBytes(type, bytes, *buffer); !st)
       return st;
+  if (int64_t count = stage->getFp8StateFloats()) {
+    if (Status st = device.allocate(DType::F32, count, fp8); !st)
+      return st;
+    stage->bindFp8State(fp8.get());
+  }
   return device.synchronize();
 }
 
@@ -83,6 +88,7 @@ Status ReferenceTrainer::run(int64_t step, bool gradients, double &meanLoss) {
     if (Status st = compute.synchronize(); !st)
       return st;
   }
+  stage->finishStep(/*trained=*/gradients);
   double hostLoss = 0;
   device.download(&hostLoss, lossSum.get(), sizeof(double), compute);
   if (Status st = compute.synchronize(); !st)

@@ -50,7 +50,7 @@ private:
   TrainerOptions options;
   ParameterStore parameters;
   std::unique_ptr<StageRunner> stage;
-  DeviceBuffer forward, weight, kv, work, tokens, lossSum, normSum;
+  DeviceBuffer forward, weight, kv, work, tokens, lossSum, normSum, fp8;
   std::vector<int32_t> hostTokens;
 };
 

@@ -87,6 +87,40 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
   views.resize(resolved.size());
 }
 
+int64_t StageRunner::getFp8StateFloats() const {
+  if (!precision.fp8Gemms)
+    return 0;
+  int64_t transformers = 0;
+  for (const Layer &l : resolved)
+    transformers += l.config->kind == LayerKind::Transformer;
+  return transformers * block::kFp8RecordsPerLayer * kFp8RecordFloats;
+}
+
+void StageRunner::bindFp8State(DevicePtr state) {
+  fp8State = state;
+  if (!state)
+    return;
+  kernels.fill(state, 0.0, getFp8StateFloats());
+  DevicePtr record = state;
+  for (Layer &l : resolved) {
+    if (l.config->kind != LayerKind::Transformer)
+      continue;
+    l.fp8 = record;
+    for (int64_t r = 0; r < block::kFp8RecordsPerLayer;
+         ++r, record = record + kFp8RecordFloats) {
+      bool grad = r % block::kFp8Roles == int64_t(block::Role::Grad);
+      kernels.fill(record + 2,
+                   getFp8Max(grad ? Fp8Format::E5M2 : Fp8Format::E4M3), 1);
+    }
+  }
+}
+
+void StageRunner::finishStep(bool trained) {
+  if (fp8State)
+    kernels.updateFp8Scales(fp8State, getFp8StateFloats() / kFp8RecordFloats,
+                            trained);
+}
+
 void StageRunner::setTensorParallel(TensorGroup tensorGroup, int index) {
   seams.set(std::move(tensorGroup), index);
   // A vocabulary layer that splits (first or last in the stage): the

@@ -94,6 +94,18 @@ public:
   /// stage ending in the whole output layer left in its forward state.
   DevicePtr getLogits() const { return views.back()[Field::OutLogits]; }
 
+  /// The fp8 precision's scaling records of the stage's transformer layers
+  /// (f32 elements; 0 in the other precisions).
+  int64_t getFp8StateFloats() const;
+  /// Binds `state` (getFp8StateFloats() f32 elements) and starts it as a
+  /// run starts: no history, so the first step scales each call by its
+  /// own amax. A later load (a checkpoint) may overwrite it.
+  void bindFp8State(DevicePtr state);
+  DevicePtr getFp8State() const { return fp8State; }
+  /// The end of a step: a training step's amaxes become the next step's
+  /// scales (Kernels::updateFp8Scales); an evaluation's are dropped.
+  void finishStep(bool trained);
+
   /// W: accumulates the stage's weight gradients.
   void backwardWeight(const SliceShape &s, const TokenRows &batch,
                       DevicePtr forwardState, DevicePtr weightState,
@@ -122,6 +134,7 @@ private:
   Recompute recompute;
   /// Per layer, the views of the pass being run (kept to reuse its memory).
   std::vector<Views> views;
+  DevicePtr fp8State;
   block::ShardSeams seams;
   block::TransformerBlock transformer;
   block::EmbeddingBlock embeddingBlock;

@@ -418,8 +418,8 @@ private:
 };
 } // namespace
 
-LogicalResult mlir::sluice::exportPlan(ProgramOp program,
-                                       llvm::raw_ostream &os) {
+LogicalResult mlir::sluice::exportPlan(ProgramOp program, llvm::raw_ostream &os,
+                                       bool fp8Gemms) {
   auto module = program->getParentOfType<ModuleOp>();
   auto model = module.lookupSymbol<ModelOp>(program.getModelAttr());
   if (!model)
@@ -432,6 +432,13 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program,
   FailureOr<rt::Precision> precision = getPrecision(model);
   if (failed(precision))
     return failure();
+  if (fp8Gemms) {
+    if (!precision->isMixed())
+      return model.emitOpError("dtype ")
+             << model.getDtype()
+             << " cannot take FP8 GEMMs: fp8 plans keep bf16 activations";
+    precision->fp8Gemms = true;
+  }
   PlanWriter(program, model, os).write(*precision);
   os << "\n";
   return success();

@@ -91,9 +91,23 @@ struct LayerParams {
   /// Qwen3's query and key norms' gains (null without them).
   DevicePtr qNormW, kNormW;
 };
+/// A transformer layer's linear maps and the tensors of their products,
+/// which the fp8 precision scales each on its own.
+enum class Map { Qkv, Out, Up, Gate, Down };
+enum class Role { Input, Weight, Grad };
+constexpr int64_t kFp8Maps = 5, kFp8Roles = 3;
+/// The index of (map, role)'s record among a layer's kFp8RecordsPerLayer.
+constexpr int64_t getFp8Record(Map map, Role role) {
+  return int64_t(map) * kFp8Roles + int64_t(role);
+}
+constexpr int64_t kFp8RecordsPerLayer = kFp8Maps * kFp8Roles;
+
 struct Layer {
   const LayerConfig *config;
   LayerParams w, g; // weights (working copy) and their gradients (f32)
+  /// The fp8 precision's scaling records of a transformer layer
+  /// (kFp8RecordsPerLayer x kFp8RecordFloats f32); null otherwise.
+  DevicePtr fp8;
 };
 /// One layer's tensors in the three kinds of state, by Layout.h field.
 struct Views {

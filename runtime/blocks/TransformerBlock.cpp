@@ -15,6 +15,12 @@
 // query/key norms (each head of q and k RMS-normalised before the
 // rotation).
 //
+// Under the fp8 precision every linear map's three products (F's x W, B's
+// dy W^T, W's x^T dy) take FP8 operands, each tensor with its own scaling
+// record (Kernels::gemmFp8): x and W in E4M3, dy in E5M2, as Transformer
+// Engine's linear layers do. Norms, attention, activations and the
+// vocabulary layers stay in bf16/fp32.
+//
 // Token slicing (TeraPipe, Seq1F1B): a slice's queries attend to the keys
 // and values of every earlier slice of the same microbatch, kept in the
 // key/value state; in B, a slice adds its key/value gradients into that
@@ -26,6 +32,23 @@
 #include "TransformerBlock.h"
 
 namespace sluice::rt::block {
+
+void TransformerBlock::product(const Layer &l, Map map, Role roleA, Role roleB,
+                               bool transA, bool transB, int64_t m, int64_t n,
+                               int64_t k, DevicePtr a, int64_t lda, DevicePtr b,
+                               int64_t ldb, float beta, DevicePtr c,
+                               int64_t ldc) {
+  if (!l.fp8) {
+    kernels.gemm(transA, transB, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  auto operand = [&](Role role) {
+    return Fp8Operand{l.fp8 + getFp8Record(map, role) * kFp8RecordFloats,
+                      role == Role::Grad ? Fp8Format::E5M2 : Fp8Format::E4M3};
+  };
+  kernels.gemmFp8(transA, transB, m, n, k, 1.0f, a, lda, operand(roleA), b, ldb,
+                  operand(roleB), beta, c, ldc);
+}
 
 void TransformerBlock::forward(const Layer &l, const Views &v,
                                const SliceShape &s, DevicePtr x, DevicePtr out,
@@ -51,8 +74,8 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   kernels.normForward(x, l.w.normW, l.w.normB, n, h, rms, float(model.normEps),
                       seams.localTokens(a, n * h), v[Field::Xhat1], v[Field::Rstd1]);
   seams.gatherTokens(a, n * h);
-  kernels.gemm(false, false, rt, width, h, 1.0f, a, h, l.w.qkvW, width, 0.0f,
-               qkv, width);
+  product(l, Map::Qkv, Role::Input, Role::Weight, false, false, rt, width, h, a,
+          h, l.w.qkvW, width, 0.0f, qkv, width);
   if (l.w.qkvB)
     kernels.addRowVector(qkv, l.w.qkvB, rt, width);
   if (c.qkNorm)
@@ -81,8 +104,8 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   // parallelism, the partial sums then in `a`, which QKV has consumed);
   // the whole bias is added once, after it.
   DevicePtr partial = seams.isSequenceParallel() ? a : x2;
-  kernels.gemm(false, false, rt, h, hd, 1.0f, v[Field::Context], hd, l.w.outW,
-               h, 0.0f, partial, h);
+  product(l, Map::Out, Role::Input, Role::Weight, false, false, rt, h, hd,
+          v[Field::Context], hd, l.w.outW, h, 0.0f, partial, h);
   seams.reduceTokens(partial, x2, n * h);
   if (l.w.outB)
     kernels.addRowVector(x2, l.w.outB, n, h);
@@ -99,11 +122,13 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
                          v[Field::Xhat2], v[Field::Rstd2]);
   seams.gatherTokens(cn, n * h);
   DevicePtr u = v[Field::Up], g = v[Field::Act], z = v[Field::Gate];
-  kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.upW, f, 0.0f, u, f);
+  product(l, Map::Up, Role::Input, Role::Weight, false, false, rt, f, h, cn, h,
+          l.w.upW, f, 0.0f, u, f);
   if (l.w.upB)
     kernels.addRowVector(u, l.w.upB, rt, f);
   if (c.isGated()) {
-    kernels.gemm(false, false, rt, f, h, 1.0f, cn, h, l.w.gateW, f, 0.0f, z, f);
+    product(l, Map::Gate, Role::Input, Role::Weight, false, false, rt, f, h, cn,
+            h, l.w.gateW, f, 0.0f, z, f);
     if (l.w.gateB)
       kernels.addRowVector(z, l.w.gateB, rt, f);
     kernels.gatedForward(activation(model, c), z, u, g, rt * f);
@@ -111,8 +136,8 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
     kernels.geluForward(activation(model, c), u, g, rt * f);
   }
   partial = seams.isSequenceParallel() ? a : out;
-  kernels.gemm(false, false, rt, h, f, 1.0f, g, f, l.w.downW, h, 0.0f, partial,
-               h);
+  product(l, Map::Down, Role::Input, Role::Weight, false, false, rt, h, f, g, f,
+          l.w.downW, h, 0.0f, partial, h);
   seams.reduceTokens(partial, out, n * h);
   if (l.w.downB)
     kernels.addRowVector(out, l.w.downB, n, h);
@@ -240,18 +265,19 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   throughPostNorm(dout, Field::Xhat4, Field::Rstd4, l.w.postMlpW, l.g.postMlpW,
                   l.g.postMlpB, seams.localTokens(dy2, n * h));
   seams.gatherTokens(dy2, n * h);
-  kernels.gemm(false, true, rt, f, h, 1.0f, dy2, h, l.w.downW, h, 0.0f, dg, f);
+  product(l, Map::Down, Role::Grad, Role::Weight, false, true, rt, f, h, dy2, h,
+          l.w.downW, h, 0.0f, dg, f);
   if (c.isGated())
     kernels.gatedBackward(activation(model, c), v[Field::Gate], v[Field::Up],
                           dg, dz, du, rt * f);
   else
     kernels.geluBackward(activation(model, c), v[Field::Up], dg, du, rt * f);
   DevicePtr dcWhole = partial ? partial : dc;
-  kernels.gemm(false, true, rt, h, f, 1.0f, du, f, l.w.upW, f, 0.0f, dcWhole,
-               h);
+  product(l, Map::Up, Role::Grad, Role::Weight, false, true, rt, h, f, du, f,
+          l.w.upW, f, 0.0f, dcWhole, h);
   if (c.isGated())
-    kernels.gemm(false, true, rt, h, f, 1.0f, dz, f, l.w.gateW, f, 1.0f,
-                 dcWhole, h);
+    product(l, Map::Gate, Role::Grad, Role::Weight, false, true, rt, h, f, dz,
+            f, l.w.gateW, f, 1.0f, dcWhole, h);
   // Column-parallel in F, so each shard's share of the width gives a part
   // of the norm output's gradient: summed before the (whole) norm.
   seams.reduceTokens(dcWhole, dc, n * h);
@@ -260,8 +286,8 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   throughPostNorm(dx2, Field::Xhat3, Field::Rstd3, l.w.postAttnW,
                   l.g.postAttnW, l.g.postAttnB, seams.localTokens(dy1, n * h));
   seams.gatherTokens(dy1, n * h);
-  kernels.gemm(false, true, rt, hd, h, 1.0f, dy1, h, l.w.outW, h, 0.0f, dctx,
-               hd);
+  product(l, Map::Out, Role::Grad, Role::Weight, false, true, rt, hd, h, dy1, h,
+          l.w.outW, h, 0.0f, dctx, hd);
   AttentionShape shape = getAttentionShape(model, c, s);
   kernels.attentionBackward(shape, v[Field::Q], v[Field::Keys],
                             v[Field::Values], v[Field::Context], v[Field::Lse],
@@ -284,8 +310,8 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   if (c.qkNorm)
     normHeadsBackward(l, v, s, dqkv, dq, dctx);
   DevicePtr daWhole = partial ? partial : v[Field::DA];
-  kernels.gemm(false, true, rt, h, width, 1.0f, dqkv, width, l.w.qkvW, width,
-               0.0f, daWhole, h);
+  product(l, Map::Qkv, Role::Grad, Role::Weight, false, true, rt, h, width,
+          dqkv, width, l.w.qkvW, width, 0.0f, daWhole, h);
   seams.reduceTokens(daWhole, v[Field::DA], n * h);
   kernels.normBackwardAdd(v[Field::DA], v[Field::Xhat1], v[Field::Rstd1],
                           l.w.normW, n, h, rms, dx2, dx);
@@ -320,18 +346,18 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
                          l.g.normB);
   kernels.normParamGrads(v[Field::DC], v[Field::Xhat2], n, h, l.g.norm2W,
                          l.g.norm2B);
-  kernels.gemm(true, false, hd, h, rt, 1.0f, v[Field::Context], hd, dy1, h,
-               1.0f, l.g.outW, h);
+  product(l, Map::Out, Role::Input, Role::Grad, true, false, hd, h, rt,
+          v[Field::Context], hd, dy1, h, 1.0f, l.g.outW, h);
   if (l.g.outB)
     kernels.accumulateColumnSums(dy1, rt, h, l.g.outB);
-  kernels.gemm(true, false, f, h, rt, 1.0f, v[Field::Act], f, dy2, h, 1.0f,
-               l.g.downW, h);
+  product(l, Map::Down, Role::Input, Role::Grad, true, false, f, h, rt,
+          v[Field::Act], f, dy2, h, 1.0f, l.g.downW, h);
   if (l.g.downB)
     kernels.accumulateColumnSums(dy2, rt, h, l.g.downB);
 
   first.wait();
-  kernels.gemm(true, false, h, width, rt, 1.0f, normOut, h, dqkv, width, 1.0f,
-               l.g.qkvW, width);
+  product(l, Map::Qkv, Role::Input, Role::Grad, true, false, h, width, rt,
+          normOut, h, dqkv, width, 1.0f, l.g.qkvW, width);
   if (l.g.qkvB)
     kernels.accumulateColumnSums(dqkv, rt, width, l.g.qkvB);
   if (sequence) {
@@ -340,13 +366,13 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
   } else {
     kernels.normAffine(v[Field::Xhat2], l.w.norm2W, l.w.norm2B, n, h, normOut);
   }
-  kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, du, f, 1.0f, l.g.upW,
-               f);
+  product(l, Map::Up, Role::Input, Role::Grad, true, false, h, f, rt, normOut,
+          h, du, f, 1.0f, l.g.upW, f);
   if (l.g.upB)
     kernels.accumulateColumnSums(du, rt, f, l.g.upB);
   if (c.isGated()) {
-    kernels.gemm(true, false, h, f, rt, 1.0f, normOut, h, dz, f, 1.0f,
-                 l.g.gateW, f);
+    product(l, Map::Gate, Role::Input, Role::Grad, true, false, h, f, rt,
+            normOut, h, dz, f, 1.0f, l.g.gateW, f);
     if (l.g.gateB)
       kernels.accumulateColumnSums(dz, rt, f, l.g.gateB);
   }

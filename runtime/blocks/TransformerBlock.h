@@ -33,6 +33,12 @@ public:
               DevicePtr work);
 
 private:
+  /// A linear map's product: gemm, or with the layer's fp8 records
+  /// (Layer::fp8) gemmFp8 with A's and B's tensors' records.
+  void product(const Layer &l, Map map, Role roleA, Role roleB, bool transA,
+               bool transB, int64_t m, int64_t n, int64_t k, DevicePtr a,
+               int64_t lda, DevicePtr b, int64_t ldb, float beta, DevicePtr c,
+               int64_t ldc);
   /// Qwen3's query/key norms, F and B.
   void normHeads(const Layer &l, const Views &v, const SliceShape &s,
                  DevicePtr qkv);

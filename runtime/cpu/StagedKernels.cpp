@@ -90,6 +90,24 @@ void StagedKernels::gemm(bool transA, bool transB, int64_t m, int64_t n,
             s.io(c, extent(m, n, ldc)), ldc);
 }
 
+void StagedKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
+                            int64_t k, float alpha, DevicePtr a, int64_t lda,
+                            const Fp8Operand &qa, DevicePtr b, int64_t ldb,
+                            const Fp8Operand &qb, float beta, DevicePtr c,
+                            int64_t ldc) {
+  Stage s;
+  DevicePtr sa = s.in(a, transA ? extent(k, m, lda) : extent(m, k, lda));
+  DevicePtr sb = s.in(b, transB ? extent(n, k, ldb) : extent(k, n, ldb));
+  fp32.gemmFp8(transA, transB, m, n, k, alpha, sa, lda, qa, sb, ldb, qb, beta,
+               s.io(c, extent(m, n, ldc)), ldc);
+}
+
+// The records are fp32.
+void StagedKernels::updateFp8Scales(DevicePtr records, int64_t count,
+                                    bool trained) {
+  fp32.updateFp8Scales(records, count, trained);
+}
+
 void StagedKernels::addRowVector(DevicePtr x, DevicePtr v, int64_t rows,
                                  int64_t cols) {
   Stage s;

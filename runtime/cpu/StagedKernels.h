@@ -28,6 +28,11 @@ public:
   void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
             float alpha, DevicePtr a, int64_t lda, DevicePtr b, int64_t ldb,
             float beta, DevicePtr c, int64_t ldc) override;
+  void gemmFp8(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+               float alpha, DevicePtr a, int64_t lda, const Fp8Operand &qa,
+               DevicePtr b, int64_t ldb, const Fp8Operand &qb, float beta,
+               DevicePtr c, int64_t ldc) override;
+  void updateFp8Scales(DevicePtr records, int64_t count, bool trained) override;
   void addRowVector(DevicePtr x, DevicePtr v, int64_t rows,
                     int64_t cols) override;
   void accumulateColumnSums(DevicePtr x, int64_t rows, int64_t cols,

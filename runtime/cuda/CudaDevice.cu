@@ -142,6 +142,8 @@ Status CudaDevice::open(int index, std::unique_ptr<CudaDevice> &out) {
         return st;
     device->kernels[k] = std::make_unique<CudaKernels>(
         handle, device->errors, std::move(gemm), std::move(cudnn));
+    // FP8 tensor cores: Ada (8.9) and Hopper (9.0) onwards.
+    device->kernels[k]->setFp8TensorCores(prop.major * 10 + prop.minor >= 89);
   }
   out = std::move(device);
   return Status::ok();

@@ -5,7 +5,8 @@
 // accumulation. One op family per .cu/.cuh pair: the .cuh holds the device
 // math and the kernels, the .cu the launchers that are these methods --
 // Elementwise, Norm, Attention, Embedding, Softmax (cross-entropy and the
-// vocabulary shards' pieces), Adam; GEMMs go to cuBLASLt (Gemm.h).
+// vocabulary shards' pieces), Adam, Fp8 (quantization for the FP8
+// GEMMs); GEMMs go to cuBLASLt (Gemm.h).
 //
 // Nothing here blocks the host or returns a status: a failed launch is
 // recorded in the device's ErrorSink and reported at the next
@@ -35,15 +36,27 @@ public:
               std::unique_ptr<GemmEngine> gemm,
               std::unique_ptr<CudnnAttention> cudnn)
       : stream(stream), errors(errors), gemmEngine(std::move(gemm)),
-        cudnn(std::move(cudnn)), fusion(isFusionEnabled()) {}
+        cudnn(std::move(cudnn)), fusion(isFusionEnabled()),
+        fp8TensorCores(isFp8TensorCoreEnabled()) {}
 
   /// Whether the fused and row-cached kernels run (the default), or
   /// SLUICE_CUDA_FUSION=0 asked for the composed forms: a benchmark's A/B.
   static bool isFusionEnabled();
+  /// Whether gemmFp8 may use FP8 tensor cores (the default) or
+  /// SLUICE_FP8_TENSOR_CORES=0 asked for the activation-type GEMM on the
+  /// same quantized values.
+  static bool isFp8TensorCoreEnabled();
+  /// Only on GPUs with FP8 tensor cores (compute capability 8.9 and later).
+  void setFp8TensorCores(bool available) { fp8TensorCores &= available; }
 
   void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
             float alpha, DevicePtr a, int64_t lda, DevicePtr b, int64_t ldb,
             float beta, DevicePtr c, int64_t ldc) override;
+  void gemmFp8(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+               float alpha, DevicePtr a, int64_t lda, const Fp8Operand &qa,
+               DevicePtr b, int64_t ldb, const Fp8Operand &qb, float beta,
+               DevicePtr c, int64_t ldc) override;
+  void updateFp8Scales(DevicePtr records, int64_t count, bool trained) override;
   void addRowVector(DevicePtr x, DevicePtr v, int64_t rows,
                     int64_t cols) override;
   void accumulateColumnSums(DevicePtr x, int64_t rows, int64_t cols,
@@ -167,6 +180,11 @@ private:
   std::unique_ptr<GemmEngine> gemmEngine;
   std::unique_ptr<CudnnAttention> cudnn;
   bool fusion;
+  bool fp8TensorCores;
+  /// gemmFp8's quantized copies, grown as needed (stream-ordered).
+  void *reserveFp8(size_t bytes);
+  void *fp8Scratch = nullptr;
+  size_t fp8ScratchBytes = 0;
 };
 
 } // namespace sluice::rt::cuda

@@ -289,6 +289,8 @@ const float2 *CudaKernels::getRotaryTable(const Rotary &rotary,
 CudaKernels::~CudaKernels() {
   for (float2 *table : retiredTables)
     cudaFree(table);
+  if (fp8Scratch)
+    cudaFree(fp8Scratch);
 }
 
 void CudaKernels::gemm(bool transA, bool transB, int64_t m, int64_t n,

@@ -243,4 +243,99 @@ void GemmEngine::run(cudaStream_t stream, bool transA, bool transB, int64_t m,
                              workspace, workspaceBytes, stream));
 }
 
+//===----------------------------------------------------------------------===//
+// FP8
+//===----------------------------------------------------------------------===//
+
+static cudaDataType_t fp8Type(Fp8Format format) {
+  return format == Fp8Format::E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
+}
+
+GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key) {
+  auto found = fp8Plans.find(key);
+  if (found != fp8Plans.end())
+    return found->second.get();
+  auto [m, n, k, ldc, aType, bType, cType, accumulate] = key;
+  (void)accumulate;
+  std::unique_ptr<Plan> plan = std::make_unique<Plan>();
+  // Column-major C^T (n x m) = B' (k x n)^T A' (k x m): the first operand
+  // is op(B)^T's rows, transposed (T), the second op(A)'s, as they are (N).
+  BLAS_RECORD(
+      cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t opFirst = CUBLAS_OP_T, opSecond = CUBLAS_OP_N;
+  if (plan->op) {
+    BLAS_RECORD(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst)));
+    BLAS_RECORD(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond)));
+  }
+  BLAS_RECORD(
+      cublasLtMatrixLayoutCreate(&plan->a, cudaDataType_t(bType), k, n, k));
+  BLAS_RECORD(
+      cublasLtMatrixLayoutCreate(&plan->b, cudaDataType_t(aType), k, m, k));
+  BLAS_RECORD(
+      cublasLtMatrixLayoutCreate(&plan->c, cudaDataType_t(cType), n, m, ldc));
+  int count = 0;
+  cublasLtMatmulHeuristicResult_t result = {};
+  if (plan->op && plan->a && plan->b && plan->c) {
+    cublasLtMatmulPreference_t preference = nullptr;
+    BLAS_RECORD(cublasLtMatmulPreferenceCreate(&preference));
+    BLAS_RECORD(cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+        sizeof(workspaceBytes)));
+    // Not an error where the library has none: the caller falls back.
+    if (cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle),
+                                       plan->op, plan->a, plan->b, plan->c,
+                                       plan->c, preference, 1, &result,
+                                       &count) != CUBLAS_STATUS_SUCCESS)
+      count = 0;
+    if (preference)
+      cublasLtMatmulPreferenceDestroy(preference);
+  }
+  if (count == 0) {
+    if (log)
+      std::fprintf(stderr, "gemm fp8 %lldx%lldx%lld: no cuBLASLt algorithm\n",
+                   (long long)m, (long long)n, (long long)k);
+    fp8Plans[key] = nullptr;
+    return nullptr;
+  }
+  plan->algo = result.algo;
+  return (fp8Plans[key] = std::move(plan)).get();
+}
+
+bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
+                        float alpha, const void *a, Fp8Format aFormat,
+                        const float *inverseA, const void *b, Fp8Format bFormat,
+                        const float *inverseB, float beta, DevicePtr c,
+                        int64_t ldc) {
+  // cuBLASLt cannot multiply two E5M2 operands; Sluice never asks it to
+  // (a gradient meets a weight or an activation).
+  if (aFormat == Fp8Format::E5M2 && bFormat == Fp8Format::E5M2)
+    return false;
+  Fp8Key key{m,
+             n,
+             k,
+             ldc,
+             int(fp8Type(aFormat)),
+             int(fp8Type(bFormat)),
+             int(cudaType(c.getType())),
+             beta != 0.0f};
+  Plan *plan = getFp8Plan(key);
+  if (!plan)
+    return false;
+  // The operands' scales are read by the kernel from device memory: the
+  // first operand is B.
+  BLAS_RECORD(cublasLtMatmulDescSetAttribute(
+      plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &inverseB,
+      sizeof(inverseB)));
+  BLAS_RECORD(cublasLtMatmulDescSetAttribute(
+      plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &inverseA,
+      sizeof(inverseA)));
+  BLAS_RECORD(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle), plan->op,
+                             &alpha, b, plan->a, a, plan->b, &beta, c.get(),
+                             plan->c, c.get(), plan->c, &plan->algo, workspace,
+                             workspaceBytes, stream));
+  return true;
+}
+
 } // namespace sluice::rt::cuda

@@ -41,8 +41,25 @@ public:
            int64_t k, float alpha, DevicePtr a, int64_t lda, DevicePtr b,
            int64_t ldb, float beta, DevicePtr c, int64_t ldc);
 
+  /// FP8 tensor cores (Hopper, Ada): row-major C (m x n, ldc) = alpha
+  /// (*inverseA) (*inverseB) a b^T + beta C, where `a` holds op(A) as m
+  /// rows and `b` op(B)^T as n rows of `k` FP8 bytes each (cuBLASLt's FP8
+  /// kernels take only this "TN" form) and the inverse scales are device
+  /// floats. False, with nothing enqueued, where cuBLASLt has no FP8
+  /// algorithm for the shape (the caller multiplies another way).
+  bool runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k, float alpha,
+              const void *a, Fp8Format aFormat, const float *inverseA,
+              const void *b, Fp8Format bFormat, const float *inverseB,
+              float beta, DevicePtr c, int64_t ldc);
+
 private:
   struct Plan;
+  using Fp8Key =
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
+  /// The descriptors and algorithm of one FP8 shape; null where there is
+  /// none (remembered, so the heuristic is asked once).
+  Plan *getFp8Plan(const Fp8Key &key);
+  std::map<Fp8Key, std::unique_ptr<Plan>> fp8Plans;
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int, int, bool>;
   explicit GemmEngine(ErrorSink &errors);

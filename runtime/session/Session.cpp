@@ -146,7 +146,7 @@ void Session::loadJobPlan() {
     Precision run;
     if (!Precision::parse(options.precision, run))
       failEverywhere(world, "unknown --precision '" + options.precision +
-                                "' (expected bf16 or fp32)");
+                                "' (expected bf16, fp8 or fp32)");
     if (Status st = plan.setPrecision(run); !st)
       failEverywhere(world, st.message());
   }

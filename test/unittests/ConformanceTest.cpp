@@ -217,6 +217,138 @@ TEST_P(Conformance, Gemm) {
     }
 }
 
+/// Every finite non-negative value of an FP8 format, from its bit
+/// layout (Micikevicius et al., 2022, Table 1): E4M3 has no infinities
+/// and its all-ones pattern is NaN; E5M2's top exponent is infinities and
+/// NaNs. Ascending, with whether the mantissa is even (for ties).
+std::vector<std::pair<double, bool>> fp8Values(Fp8Format format) {
+  int mantissaBits = format == Fp8Format::E4M3 ? 3 : 2;
+  int exponentBits = 7 - mantissaBits, bias = (1 << (exponentBits - 1)) - 1;
+  std::vector<std::pair<double, bool>> values;
+  for (int e = 0; e < (1 << exponentBits); ++e)
+    for (int m = 0; m < (1 << mantissaBits); ++m) {
+      bool top = e == (1 << exponentBits) - 1;
+      if (format == Fp8Format::E5M2 ? top : top && m == (1 << mantissaBits) - 1)
+        continue;
+      double fraction = double(m) / (1 << mantissaBits);
+      double value = e == 0 ? std::ldexp(fraction, 1 - bias)
+                            : std::ldexp(1 + fraction, e - bias);
+      values.push_back({value, m % 2 == 0});
+    }
+  return values;
+}
+/// x rounded to the nearest of `values` (ties to the even mantissa),
+/// saturating.
+double roundFp8(double x, const std::vector<std::pair<double, bool>> &values) {
+  double magnitude = std::fabs(x);
+  if (magnitude >= values.back().first)
+    return std::copysign(values.back().first, x);
+  size_t above = 0;
+  while (values[above].first < magnitude)
+    ++above;
+  double result = values[above].first;
+  if (above > 0) {
+    double low = values[above - 1].first, high = values[above].first;
+    if (magnitude - low < high - magnitude ||
+        (magnitude - low == high - magnitude && values[above - 1].second))
+      result = low;
+  }
+  return std::copysign(result, x);
+}
+
+TEST_P(Conformance, Fp8Gemm) {
+  // Shapes FP8 tensor cores take (multiples of 16) and shapes they do not;
+  // every transposition; the first operand scaled by its own amax (a new
+  // record), the second by a record's scale that saturates some values.
+  for (auto [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{32, 48, 40}, {7, 9, 11}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n + 1;
+        Tensor a = random((ta ? k : m) * lda, 3.0),
+               b = random((tb ? n : k) * ldb, 0.01), c = random(m * ldc);
+        double amaxA = 0, amaxB = 0;
+        for (double x : a.host)
+          amaxA = std::max(amaxA, std::fabs(x));
+        for (double x : b.host)
+          amaxB = std::max(amaxB, std::fabs(x));
+        // A: no scale yet; B (E5M2): 2^22, which takes |b| > 57344 / 2^22
+        // = 0.0137 past the format's largest value.
+        std::vector<double> recordA(kFp8RecordFloats, 0.0),
+            recordB(kFp8RecordFloats, 0.0);
+        recordA[1] = 0.5; // the step's amax so far
+        recordA[2] = 448;
+        recordB[0] = std::ldexp(1.0, 22);
+        recordB[2] = 57344;
+        Tensor ra = make(recordA), rb = make(recordB);
+        // The largest power of two with amax * s <= 448.
+        double scaleA =
+            std::ldexp(1.0, int(std::floor(std::log2(448 / amaxA))));
+        double scaleB = recordB[0];
+        auto e4m3 = fp8Values(Fp8Format::E4M3),
+             e5m2 = fp8Values(Fp8Format::E5M2);
+        std::vector<double> want = c.host;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double sum = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              double x = ta ? a.host[p * lda + i] : a.host[i * lda + p];
+              double y = tb ? b.host[j * ldb + p] : b.host[p * ldb + j];
+              sum += roundFp8(x * scaleA, e4m3) * roundFp8(y * scaleB, e5m2);
+            }
+            want[i * ldc + j] =
+                1.5 * sum / (scaleA * scaleB) + 0.5 * c.host[i * ldc + j];
+          }
+        kernels().gemmFp8(ta, tb, m, n, k, 1.5f, a.ptr(), lda,
+                          {ra.ptr(), Fp8Format::E4M3}, b.ptr(), ldb,
+                          {rb.ptr(), Fp8Format::E5M2}, 0.5f, c.ptr(), ldc);
+        std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" +
+                            std::to_string(k) + (ta ? " T" : " N") +
+                            (tb ? "T" : "N");
+        expectClose(c, want, shape + ", E4M3 x E5M2, alpha 1.5, beta 0.5");
+        recordA[1] = std::max(0.5, amaxA);
+        recordB[1] = amaxB;
+        expectClose(ra, recordA, shape + ": the first record's amax", 0);
+        expectClose(rb, recordB, shape + ": the second record's amax", 0);
+      }
+}
+
+TEST_P(Conformance, Fp8Scales) {
+  // Three records: a history to extend, a new one, and one whose step
+  // overflowed (its scale stays).
+  std::vector<double> records(3 * kFp8RecordFloats, 0.0);
+  double *first = records.data(), *second = first + kFp8RecordFloats,
+         *third = second + kFp8RecordFloats;
+  first[0] = 1, first[1] = 3.0, first[2] = 448;
+  for (int64_t h = 0; h < kFp8History; ++h)
+    first[3 + h] = h == kFp8History - 1 ? 1000.0 : 0.25 * double(h + 1);
+  second[1] = 1.0 / 1024, second[2] = 57344;
+  third[0] = 8, third[1] = INFINITY, third[2] = 448, third[3] = 2;
+  Tensor t = make(records);
+  kernels().updateFp8Scales(t.ptr(), 0, true);
+  kernels().updateFp8Scales(t.ptr(), 3, /*trained=*/false);
+  std::vector<double> evaluated = records;
+  for (double *record : {evaluated.data(), evaluated.data() + kFp8RecordFloats,
+                         evaluated.data() + 2 * kFp8RecordFloats})
+    record[1] = 0;
+  expectClose(t, evaluated, "an evaluation step clears the step's amax", 0);
+
+  t = make(records);
+  kernels().updateFp8Scales(t.ptr(), 3, /*trained=*/true);
+  std::vector<double> want = records;
+  double *w1 = want.data(), *w2 = w1 + kFp8RecordFloats,
+         *w3 = w2 + kFp8RecordFloats;
+  // The oldest entry (1000) leaves; the largest is then 3.75 (the
+  // history's 15th) over the new 3: 448 / 3.75 = 119.5 -> 64.
+  for (int64_t h = kFp8History - 1; h > 0; --h)
+    w1[3 + h] = first[3 + h - 1];
+  w1[3] = 3.0, w1[1] = 0, w1[0] = 64;
+  // 57344 * 1024 = 5.9e7 -> 2^25.
+  w2[3] = 1.0 / 1024, w2[1] = 0, w2[0] = std::ldexp(1.0, 25);
+  w3[1] = 0;
+  expectClose(t, want, "a training step's amax becomes the next scale", 0);
+}
+
 TEST_P(Conformance, RowsAndColumns) {
   const int64_t rows = 5, cols = 13;
   Tensor x = random(rows * cols), v = random(cols), sums = random(cols);

@@ -140,6 +140,43 @@ TEST_P(CudaKernelsTest, Gemm) {
       }
 }
 
+/// The FP8 GEMM on the GPU (tensor cores where the shape is a multiple of
+/// 16 and the GPU has them; the activation-type GEMM on the same quantized
+/// values elsewhere) against the CPU's emulation: the same quantized
+/// values, so only the sums' order differs; and the records' amaxes agree.
+TEST_P(CudaKernelsTest, Fp8Gemm) {
+  for (auto [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{64, 48, 40}, {37, 45, 29}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (DType out : {act(), DType::F32}) {
+          Tensor a = make(m * k, act(), 2.0f), b = make(k * n, act(), 0.05f),
+                 c = make(m * n, out);
+          int64_t lda = ta ? m : k, ldb = tb ? k : n;
+          std::vector<float> fresh(kFp8RecordFloats, 0.0f);
+          fresh[2] = 448.0f;
+          Tensor ra = constant(kFp8RecordFloats, DType::F32, 0.0f),
+                 rb = constant(kFp8RecordFloats, DType::F32, 0.0f);
+          ra.host = fresh;
+          rb.host = fresh;
+          rb.host[2] = 57344.0f;
+          upload(ra);
+          upload(rb);
+          cpuKernels().gemmFp8(ta, tb, m, n, k, 0.7f, a.cpu(), lda,
+                               {ra.cpu(), Fp8Format::E4M3}, b.cpu(), ldb,
+                               {rb.cpu(), Fp8Format::E5M2}, 0.5f, c.cpu(), n);
+          gpuKernels().gemmFp8(ta, tb, m, n, k, 0.7f, a.gpu(), lda,
+                               {ra.gpu(), Fp8Format::E4M3}, b.gpu(), ldb,
+                               {rb.gpu(), Fp8Format::E5M2}, 0.5f, c.gpu(), n);
+          std::string what = "gemmFp8 " + std::to_string(m) + "x" +
+                             std::to_string(n) + "x" + std::to_string(k) +
+                             (ta ? " T" : " N") + (tb ? "T" : "N");
+          expectClose(c, what.c_str());
+          expectClose(ra, (what + ": A's record").c_str());
+          expectClose(rb, (what + ": B's record").c_str());
+        }
+}
+
 TEST_P(CudaKernelsTest, Elementwise) {
   const int64_t rows = 13, cols = 70, n = rows * cols;
   Tensor x = make(n, act()), v = make(cols, act()), y = make(n, act());

@@ -81,18 +81,26 @@ part() {
 
 # 1. Sluice's step through the training session users run; SLUICE_ROWS
 # ("NAME|VAR=VALUE ...;..."), one row per setting of the environment: an
-# A/B of a speed switch in the same lease.
+# A/B of a speed switch in the same lease. PRECISION=fp8 in a row's
+# settings runs that row's step in fp8 (sluice-bench-step --precision).
 plan=$bundle/plans/${PLAN:-llama-3.2-1b-p1-bf16.json}
 IFS=';' read -r -a rows <<<"${SLUICE_ROWS:-sluice bf16|}"
 for row in "${rows[@]}"; do
   name=${row%%|*}
   settings=${row#*|}
   [ "$settings" = "$row" ] && settings=
+  precision=()
+  case " $settings " in
+  *" PRECISION="*)
+    value=${settings##*PRECISION=}
+    precision=(--precision "${value%% *}")
+    ;;
+  esac
   file=$(echo "$name" | tr -c 'a-zA-Z0-9\n' '-')
   # shellcheck disable=SC2086 # settings are words VAR=VALUE
   part "$name (training session)" 150 env $settings sluice-bench-step "$plan" \
-    --backend "${BACKEND:-cuda}" --steps "$steps" --warmup "$warmup" \
-    --name "$name" --samples "$work/samples/$file.json"
+    --backend "${BACKEND:-cuda}" "${precision[@]}" --steps "$steps" \
+    --warmup "$warmup" --name "$name" --samples "$work/samples/$file.json"
 done
 
 # 2. Conformance (issue 34): every Kernels method on each backend against

@@ -70,9 +70,10 @@ cl::opt<int64_t> microBatch("micro-batch",
 cl::opt<std::string> precision(
     "precision",
     cl::desc("Element types the plan trains in: bf16 (activations; fp32 "
-             "master weights, gradients, Adam moments) or fp32 (default: "
+             "master weights, gradients, Adam moments), fp8 (bf16, and the "
+             "transformer layers' GEMMs on FP8 operands) or fp32 (default: "
              "the model's dtype)"),
-    cl::value_desc("bf16|fp32"), cl::cat(category));
+    cl::value_desc("bf16|fp8|fp32"), cl::cat(category));
 cl::opt<EmitKind> emit(
     "emit", cl::desc("IR to print"), cl::init(EmitKind::None),
     cl::values(clEnumValN(EmitKind::Model, "model", "the model-level module"),
@@ -425,10 +426,11 @@ OwningOpRef<ModuleOp> loadModel(StringRef path, MLIRContext *context) {
 /// The activation element type --precision asks for ("bf16", "f32", or
 /// "" for the model's), or nullopt after an error.
 static std::optional<std::string> getDtype() {
-  if (precision == "bf16" || precision == "fp32")
-    return std::string(precision == "bf16" ? "bf16" : "f32");
+  if (precision == "bf16" || precision == "fp8" || precision == "fp32")
+    return std::string(precision == "fp32" ? "f32" : "bf16");
   if (!precision.empty()) {
-    fail("unknown --precision '" + precision + "' (expected bf16 or fp32)");
+    fail("unknown --precision '" + precision +
+         "' (expected bf16, fp8 or fp32)");
     return std::nullopt;
   }
   return std::string();
@@ -475,7 +477,7 @@ static LogicalResult writePlan(ModuleOp module, bool scheduling) {
     return failure();
   std::string text;
   llvm::raw_string_ostream os(text);
-  if (failed(exportPlan(program, os)))
+  if (failed(exportPlan(program, os, /*fp8Gemms=*/precision == "fp8")))
     return failure();
   std::string error;
   if (outputPath == "-")

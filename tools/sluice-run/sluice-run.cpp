@@ -39,8 +39,9 @@ cl::opt<std::string> backendName("backend",
                                  cl::init("cpu"), cl::cat(category));
 cl::opt<std::string> precisionName(
     "precision",
-    cl::desc("bf16 or fp32 (default: the plan's; the CPU backend runs fp32)"),
-    cl::value_desc("bf16|fp32"), cl::cat(category));
+    cl::desc("bf16, fp8 (bf16 with the transformer layers' GEMMs on FP8 "
+             "operands) or fp32 (default: the plan's)"),
+    cl::value_desc("bf16|fp8|fp32"), cl::cat(category));
 cl::opt<std::string> transport(
     "transport",
     cl::desc("How ranks communicate. --backend cuda: nccl (ranks share a "

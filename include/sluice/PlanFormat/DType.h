@@ -16,6 +16,8 @@
 #ifndef SLUICE_PLANFORMAT_DTYPE_H
 #define SLUICE_PLANFORMAT_DTYPE_H
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -56,24 +58,38 @@ inline const char *getName(DType type) {
 struct Precision {
   /// Activations, their gradients, messages, key/value state, scratch.
   DType activations = DType::F32;
+  /// The transformer layers' GEMMs take FP8 operands (E4M3 weights and
+  /// activations, E5M2 gradients, per-tensor delayed scaling;
+  /// docs/precision.md). Only with bf16 activations: the storage is a bf16
+  /// plan's, so a bf16 plan runs in fp8 unchanged.
+  bool fp8Gemms = false;
 
   static Precision fp32() { return {DType::F32}; }
   static Precision bf16() { return {DType::BF16}; }
+  static Precision fp8() { return {DType::BF16, true}; }
   bool isMixed() const { return activations != DType::F32; }
-  /// "fp32" or "bf16": the spelling of the plan file and the flags.
-  const char *getName() const { return isMixed() ? "bf16" : "fp32"; }
-  /// Parses "fp32" or "bf16"; false for anything else.
+  /// "fp32", "bf16" or "fp8": the spelling of the plan file and the flags.
+  const char *getName() const {
+    return fp8Gemms ? "fp8" : isMixed() ? "bf16" : "fp32";
+  }
+  /// Parses "fp32", "bf16" or "fp8"; false for anything else.
   static bool parse(const std::string &name, Precision &out) {
     if (name == "fp32")
       out = fp32();
     else if (name == "bf16")
       out = bf16();
+    else if (name == "fp8")
+      out = fp8();
     else
       return false;
     return true;
   }
-  bool operator==(const Precision &o) const {
+  /// The same storage: one's buffers serve the other.
+  bool sameStorage(const Precision &o) const {
     return activations == o.activations;
+  }
+  bool operator==(const Precision &o) const {
+    return activations == o.activations && fp8Gemms == o.fp8Gemms;
   }
   bool operator!=(const Precision &o) const { return !(*this == o); }
 };
@@ -95,6 +111,49 @@ inline uint16_t floatToBf16(float value) {
     return uint16_t((bits >> 16) | 0x40);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return uint16_t(bits >> 16);
+}
+
+/// The FP8 formats of a GEMM's operands under the fp8 precision
+/// (Micikevicius et al., 2022, "FP8 Formats for Deep Learning"): E4M3
+/// (largest 448, no infinities) for weights and activations, E5M2
+/// (largest 57344, the range of fp16) for gradients.
+enum class Fp8Format : uint8_t { E4M3, E5M2 };
+
+inline float getFp8Max(Fp8Format format) {
+  return format == Fp8Format::E4M3 ? 448.0f : 57344.0f;
+}
+
+/// `value` rounded to the nearest value of `format` (ties to even),
+/// saturating at the largest finite one -- CUDA's __nv_cvt_float_to_fp8
+/// with __NV_SATFINITE. Subnormals kept (E4M3's smallest is 2^-9, E5M2's
+/// 2^-16); a NaN stays a NaN.
+inline float roundToFp8(float value, Fp8Format format) {
+  if (std::isnan(value))
+    return value;
+  float largest = getFp8Max(format), magnitude = std::fabs(value);
+  if (magnitude >= largest)
+    return std::copysign(largest, value);
+  int mantissaBits = format == Fp8Format::E4M3 ? 3 : 2;
+  int minExponent = format == Fp8Format::E4M3 ? -6 : -14;
+  int exponent = 0;
+  std::frexp(magnitude, &exponent); // magnitude in [2^(e-1), 2^e)
+  // The spacing of the binade (subnormals: the lowest binade's).
+  float quantum =
+      std::ldexp(1.0f, std::max(exponent - 1, minExponent) - mantissaBits);
+  float rounded = std::nearbyint(magnitude / quantum) * quantum;
+  return std::copysign(std::min(rounded, largest), value);
+}
+
+/// The power of two an FP8 operand whose largest magnitude is `amax` is
+/// multiplied by: the largest that keeps amax within the format (amax 0,
+/// infinite or NaN: 1). A power of two, so that a quantized value times
+/// 1 / scale is exact in bf16 and fp32 (docs/precision.md).
+inline float getFp8Scale(float amax, Fp8Format format) {
+  if (!(amax > 0.0f) || !std::isfinite(amax))
+    return 1.0f;
+  int exponent = 0;
+  std::frexp(getFp8Max(format) / amax, &exponent); // in [2^(e-1), 2^e)
+  return std::ldexp(1.0f, exponent - 1);
 }
 
 /// Master weights, gradients and Adam moments: fp32 in every precision.

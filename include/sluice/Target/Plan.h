@@ -42,7 +42,10 @@ std::vector<std::vector<int>> getStageLayerIndices(ModelOp model);
 std::vector<int64_t> getSliceLengths(ProgramOp program, ModelOp model);
 
 /// Writes the plan of `program` (whose buffers are planned) to `os`.
-LogicalResult exportPlan(ProgramOp program, llvm::raw_ostream &os);
+/// `fp8Gemms`: the plan's transformer GEMMs take FP8 operands (precision
+/// "fp8"; the model's dtype must be bf16, whose storage it keeps).
+LogicalResult exportPlan(ProgramOp program, llvm::raw_ostream &os,
+                         bool fp8Gemms = false);
 
 } // namespace mlir::sluice
 

@@ -1,0 +1,220 @@
+//===- Fp8.cu - FP8 GEMMs and delayed scaling -----------------------------===//
+//
+// Kernels::gemmFp8 on a GPU: each operand's amax (one pass), then its
+// quantization (DType.h's rounding: nearest even, saturating) into the
+// layout cuBLASLt's FP8 kernels take -- op(A) as m rows of k and op(B)^T
+// as n rows of k, k padded with zeros to a multiple of 16 -- and the FP8
+// tensor-core GEMM with the inverse scales read from device memory, so no
+// scale ever reaches the host. Where the GPU has no FP8 tensor cores
+// (before compute capability 8.9), the shape is not a multiple of 16, or
+// cuBLASLt has no algorithm, the quantized values are written in the
+// activation type instead (exact: a power-of-two scale) and multiplied by
+// the ordinary GEMM -- the same products, fp32 sums.
+// SLUICE_FP8_TENSOR_CORES=0 takes that path everywhere (an A/B).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+#include "CudaKernels.h"
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+namespace sluice::rt::cuda {
+
+namespace {
+
+__device__ __forceinline__ __nv_fp8_interpretation_t
+interpretation(Fp8Format format) {
+  return format == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
+}
+
+/// getFp8Scale on the device.
+__device__ __forceinline__ float scaleFor(float amax, Fp8Format format) {
+  if (!(amax > 0.0f) || !isfinite(amax))
+    return 1.0f;
+  float largest = format == Fp8Format::E4M3 ? 448.0f : 57344.0f;
+  int exponent = 0;
+  frexpf(largest / amax, &exponent);
+  return ldexpf(1.0f, exponent - 1);
+}
+
+/// max |x| over a rows x cols matrix (leading dimension ld), into *out as
+/// the bits of a non-negative float (their order is the floats'; a NaN's
+/// bits exceed infinity's, so a NaN wins).
+template <class T>
+__global__ void amaxKernel(const T *x, int64_t rows, int64_t cols, int64_t ld,
+                           unsigned *out) {
+  unsigned local = 0;
+  SLUICE_GRID_STRIDE(i, rows * cols) {
+    float magnitude = fabsf(toFloat(x[(i / cols) * ld + i % cols]));
+    local = max(local, __float_as_uint(magnitude));
+  }
+  for (int offset = 16; offset > 0; offset /= 2)
+    local = max(local, __shfl_xor_sync(0xffffffffu, local, offset));
+  if (threadIdx.x % 32 == 0 && local != 0)
+    atomicMax(out, local);
+}
+
+/// out[r][j] (rows of `width`) = q(M[r][j] * s) for j < cols, 0 beyond,
+/// where M is x (rows x cols, ld) or, `transposed`, x^T (x cols x rows);
+/// Out is an FP8 byte or, dequantized (times 1 / s), the activation type.
+/// The first thread records 1 / s and folds the call's amax into the
+/// tensor's record.
+template <class T, class Out>
+__global__ void quantizeKernel(const T *x, int64_t rows, int64_t cols,
+                               int64_t ld, bool transposed, int64_t width,
+                               float *record, const unsigned *callAmax,
+                               Fp8Format format, Out *out, float *inverse) {
+  float amax = __uint_as_float(*callAmax);
+  float scale = record[0] > 0.0f ? record[0] : scaleFor(amax, format);
+  float back = 1.0f / scale;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    *inverse = back;
+    if (!(amax <= record[1]))
+      record[1] = amax;
+  }
+  __nv_fp8_interpretation_t kind = interpretation(format);
+  SLUICE_GRID_STRIDE(i, rows * width) {
+    int64_t r = i / width, j = i % width;
+    float value = 0.0f;
+    if (j < cols)
+      value = toFloat(transposed ? x[j * ld + r] : x[r * ld + j]);
+    __nv_fp8_storage_t q =
+        __nv_cvt_float_to_fp8(value * scale, __NV_SATFINITE, kind);
+    if constexpr (sizeof(Out) == 1) {
+      out[i] = q;
+    } else {
+      __half_raw half = __nv_cvt_fp8_to_halfraw(q, kind);
+      out[i] = fromFloat<Out>(__half2float(__half(half)) * back);
+    }
+  }
+}
+
+__global__ void updateScalesKernel(float *records, int64_t count,
+                                   bool trained) {
+  SLUICE_GRID_STRIDE(i, count) {
+    float *record = records + i * kFp8RecordFloats, *history = record + 3;
+    float amax = record[1];
+    record[1] = 0.0f;
+    if (!trained || !isfinite(amax) || !(amax > 0.0f))
+      continue;
+    for (int64_t h = kFp8History - 1; h > 0; --h)
+      history[h] = history[h - 1];
+    history[0] = amax;
+    float largest = 0.0f;
+    for (int64_t h = 0; h < kFp8History; ++h)
+      largest = fmaxf(largest, history[h]);
+    record[0] = scaleFor(largest, record[2] == 448.0f ? Fp8Format::E4M3
+                                                      : Fp8Format::E5M2);
+  }
+}
+
+} // namespace
+
+bool CudaKernels::isFp8TensorCoreEnabled() {
+  return getEnvFlag("SLUICE_FP8_TENSOR_CORES", true);
+}
+
+void *CudaKernels::reserveFp8(size_t bytes) {
+  if (bytes <= fp8ScratchBytes)
+    return fp8Scratch;
+  // Stream-ordered: the old buffer goes after the work that used it.
+  if (fp8Scratch)
+    SLUICE_CUDA_RECORD(errors, cudaFreeAsync(fp8Scratch, stream));
+  fp8Scratch = nullptr;
+  fp8ScratchBytes = 0;
+  SLUICE_CUDA_RECORD(errors, cudaMallocAsync(&fp8Scratch, bytes, stream));
+  if (fp8Scratch)
+    fp8ScratchBytes = bytes;
+  return fp8Scratch;
+}
+
+void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
+                          int64_t k, float alpha, DevicePtr a, int64_t lda,
+                          const Fp8Operand &qa, DevicePtr b, int64_t ldb,
+                          const Fp8Operand &qb, float beta, DevicePtr c,
+                          int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  DType act = a.getType();
+  bool cores = fp8TensorCores && m % 16 == 0 && n % 16 == 0;
+  for (int attempt = cores ? 0 : 1; attempt < 2; ++attempt) {
+    bool fp8 = attempt == 0;
+    // Rows of the quantized copies: FP8 pads k to 16 bytes (cuBLASLt's
+    // alignment); the activation-type copies keep k.
+    int64_t width = fp8 ? (k + 15) / 16 * 16 : k;
+    size_t element = fp8 ? 1 : size_t(getSize(act));
+    size_t first = (size_t(m * width) * element + 255) / 256 * 256;
+    size_t second = (size_t(n * width) * element + 255) / 256 * 256;
+    // Two call amaxes (uint bits) and two inverse scales after the copies.
+    auto *base =
+        static_cast<char *>(reserveFp8(first + second + 4 * sizeof(float)));
+    if (!base)
+      return;
+    auto *amax = reinterpret_cast<unsigned *>(base + first + second);
+    auto *inverse = reinterpret_cast<float *>(amax + 2);
+    SLUICE_CUDA_RECORD(errors,
+                       cudaMemsetAsync(amax, 0, 2 * sizeof(unsigned), stream));
+    // Stored shapes: A is (transA ? k x m : m x k), B (transB ? n x k :
+    // k x n); the copies hold op(A) (m rows) and op(B)^T (n rows).
+    struct Side {
+      DevicePtr x;
+      int64_t storedRows, storedCols, ld, rows;
+      bool transposed;
+      const Fp8Operand &operand;
+      char *out;
+    } sides[2] = {
+        {a, transA ? k : m, transA ? m : k, lda, m, transA, qa, base},
+        {b, transB ? n : k, transB ? k : n, ldb, n, !transB, qb, base + first}};
+    for (int i = 0; i < 2; ++i) {
+      const Side &s = sides[i];
+      SLUICE_DISPATCH_ACT(
+          act, T,
+          amaxKernel<T><<<std::min(gridFor(s.storedRows * s.storedCols), 1024u),
+                          kThreads, 0, stream>>>(s.x.as<T>(), s.storedRows,
+                                                 s.storedCols, s.ld,
+                                                 amax + i));
+      SLUICE_LAUNCHED(errors);
+      float *record = s.operand.record.f32();
+      if (fp8)
+        SLUICE_DISPATCH_ACT(
+            act, T,
+            quantizeKernel<T, __nv_fp8_storage_t>
+            <<<gridFor(s.rows * width), kThreads, 0, stream>>>(
+                s.x.as<T>(), s.rows, k, s.ld, s.transposed, width, record,
+                amax + i, s.operand.format,
+                reinterpret_cast<__nv_fp8_storage_t *>(s.out), inverse + i));
+      else
+        SLUICE_DISPATCH_ACT(
+            act, T,
+            quantizeKernel<T, T><<<gridFor(s.rows * width), kThreads, 0,
+                                   stream>>>(
+                s.x.as<T>(), s.rows, k, s.ld, s.transposed, width, record,
+                amax + i, s.operand.format, reinterpret_cast<T *>(s.out),
+                inverse + i));
+      SLUICE_LAUNCHED(errors);
+    }
+    if (fp8 && gemmEngine->runFp8(stream, m, n, width, alpha, base, qa.format,
+                                  inverse, base + first, qb.format,
+                                  inverse + 1, beta, c, ldc))
+      return;
+    if (fp8) // no FP8 algorithm: quantize again into the activation type
+      continue;
+    gemmEngine->run(stream, false, true, m, n, k, alpha, DevicePtr(base, act),
+                    k, DevicePtr(base + first, act), k, beta, c, ldc);
+  }
+}
+
+void CudaKernels::updateFp8Scales(DevicePtr records, int64_t count,
+                                  bool trained) {
+  if (count <= 0)
+    return;
+  updateScalesKernel<<<gridFor(count), kThreads, 0, stream>>>(records.f32(),
+                                                             count, trained);
+  SLUICE_LAUNCHED(errors);
+}
+
+} // namespace sluice::rt::cuda
