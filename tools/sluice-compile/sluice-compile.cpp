@@ -23,6 +23,7 @@
 #include "sluice/Analysis/ModelSummary.h"
 #include "sluice/Import/HFConfig.h"
 #include "sluice/Schedule/Schedules.h"
+#include "sluice/Search/PlanSearch.h"
 #include "sluice/SluiceOps.h"
 #include "sluice/Target/Export.h"
 #include "sluice/Target/Plan.h"
@@ -48,6 +49,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -170,6 +173,32 @@ cl::opt<bool> printPipeline(
     cl::desc("Print the sluice-opt command line that replays this compile "
              "(sluice-opt MODEL --sluice-pipeline=...) and exit"),
     cl::cat(category));
+cl::OptionCategory searchCategory(
+    "sluice-compile --search: the best plan for a cluster (docs/search.md)");
+cl::opt<bool> search(
+    "search",
+    cl::desc("Search pp x tp x dp, ZeRO, sequence parallelism, schedule, "
+             "vocabulary layers, recomputation, token slices and the "
+             "microbatches of --global-batch on --gpus GPUs of --costs "
+             "under --gpu-memory; print the ranked table and compile the "
+             "fastest plan that fits (-o)"),
+    cl::cat(searchCategory));
+cl::opt<int64_t> gpus("gpus", cl::desc("GPUs to plan for (--search)"),
+                      cl::init(0), cl::value_desc("N"),
+                      cl::cat(searchCategory));
+cl::opt<double> gpuMemory(
+    "gpu-memory",
+    cl::desc("Memory per GPU, GiB (--search; default: the --costs GPU's, "
+             "80 for a100 and h100, 32 for v100)"),
+    cl::init(0), cl::value_desc("GiB"), cl::cat(searchCategory));
+cl::opt<int64_t> globalBatch(
+    "global-batch",
+    cl::desc("Sequences per training step over all replicas (--search)"),
+    cl::init(0), cl::value_desc("SEQUENCES"), cl::cat(searchCategory));
+cl::opt<int64_t> searchTop("top",
+                           cl::desc("Rows of the --search table (default 10)"),
+                           cl::init(10), cl::value_desc("K"),
+                           cl::cat(searchCategory));
 cl::opt<std::string> outputPath("o", cl::desc("Output file for the emitted IR"),
                                 cl::value_desc("FILE"), cl::init("-"),
                                 cl::cat(category));
@@ -261,7 +290,7 @@ const sched::ScheduleInfo *checkPipelineFlags() {
     fail("--" + name + " must be positive, got " + Twine(int64_t(flag)));
     return false;
   };
-  if (microbatches.getNumOccurrences() == 0) {
+  if (microbatches.getNumOccurrences() == 0 && !search) {
     // No default: the microbatch count is the batch size, which changes
     // what trains, not only how fast.
     fail("--pp " + Twine(int64_t(pp)) +
@@ -566,6 +595,75 @@ static void printPrediction(ProgramOp program) {
     llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n", *mfu, costs);
 }
 
+/// The plan with the least memory of `estimates`.
+static const PlanEstimate &leanest(ArrayRef<PlanEstimate> estimates) {
+  return *std::min_element(estimates.begin(), estimates.end(),
+                           [](const PlanEstimate &a, const PlanEstimate &b) {
+                             return a.peakBytes < b.peakBytes;
+                           });
+}
+
+/// The --search table: the fastest --top plans that fit, then why the
+/// best beats the runner-up.
+static void printSearchTable(const SearchResult &found,
+                             const SearchSpace &space, int64_t seqLength,
+                             double seconds) {
+  llvm::raw_ostream &os = llvm::outs();
+  os << llvm::formatv(
+      "search: {0} GPUs of {1} GiB ({2}), {3} sequences a step: {4} plans "
+      "simulated, {5} meshes over memory before compiling, {6} skipped by "
+      "the step bound, {7} refused by their schedule; {8} fit ({9:F1} s)\n",
+      space.gpus, llvm::format("%.4g", space.memoryBytes / double(1ull << 30)),
+      space.costs, space.globalSequences, found.simulated, found.prunedMemory,
+      found.prunedTime, found.refused, found.ranked.size(), seconds);
+  if (found.ranked.empty())
+    return;
+  os << llvm::formatv("{0,4} {1,12} {2,7} {3,13} {4,9} {5}\n", "rank", "step",
+                      "MFU", "tokens/s/GPU", "GiB", "plan");
+  int64_t rows = std::min<int64_t>(searchTop, int64_t(found.ranked.size()));
+  for (int64_t i = 0; i < rows; ++i) {
+    const PlanEstimate &e = found.ranked[i];
+    double perGpu = double(space.globalSequences) * double(seqLength) /
+                    (e.stepTime * double(space.gpus));
+    os << llvm::formatv(
+        "{0,4} {1,12} {2,7} {3,13} {4,9} {5}\n", i + 1,
+        llvm::formatv("{0} s", llvm::format("%.4g", e.stepTime)).str(),
+        llvm::formatv("{0:P1}", e.mfu).str(),
+        llvm::formatv("{0:F0}", perGpu).str(),
+        llvm::format("%.4g", e.peakBytes / double(1ull << 30)),
+        e.choice.getFlags());
+  }
+  if (found.ranked.size() > 1) {
+    // Why: the flags the two differ in, and where the time goes.
+    const PlanEstimate &a = found.ranked[0], &b = found.ranked[1];
+    SmallVector<StringRef> mine, theirs;
+    std::string flagsA = a.choice.getFlags(), flagsB = b.choice.getFlags();
+    SplitString(flagsA, mine, " ");
+    SplitString(flagsB, theirs, " ");
+    std::string differs;
+    for (size_t i = 0; i + 1 < mine.size(); ++i)
+      if (mine[i].starts_with("--")) {
+        StringRef value = i + 1 < mine.size() && !mine[i + 1].starts_with("--")
+                              ? mine[i + 1]
+                              : "";
+        auto at = llvm::find(theirs, mine[i]);
+        StringRef other =
+            at == theirs.end() ? "(not set)"
+            : at + 1 == theirs.end() || (at + 1)->starts_with("--") ? ""
+                                                                    : *(at + 1);
+        if (at == theirs.end() || other != value)
+          differs += llvm::formatv(" {0} {1} (runner-up: {2});", mine[i], value,
+                                   at == theirs.end() ? "not set" : other);
+      }
+    os << llvm::formatv(
+        "the best is {0:P2} faster than the runner-up:{1} bubble {2:P1} "
+        "against {3:P1}, {4} against {5} GiB\n",
+        b.stepTime / a.stepTime - 1.0, differs, a.bubble, b.bubble,
+        llvm::format("%.4g", a.peakBytes / double(1ull << 30)),
+        llvm::format("%.4g", b.peakBytes / double(1ull << 30)));
+  }
+}
+
 /// Checks the flags against each other; false after an error.
 static bool checkFlags(bool scheduling) {
   if (seqLen < 0 || microBatch < 0) {
@@ -644,13 +742,106 @@ static int compileModel(ModuleOp module, ModelOp model, StringRef dtype) {
   return 0;
 }
 
+/// --search: the ranked table, then the winner compiled as its flags
+/// would compile it (its plan to -o, its prediction printed).
+static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
+  if (pp != 0 || tp != 1 || dp != 1 || zero != 0 || sequenceParallel ||
+      microbatches != 0 || recompute != RecomputeKind::none ||
+      vocabMode != VocabMode::Baseline || slices != "1" ||
+      scheduleName != "1f1b")
+    return fail("--search chooses --pp, --tp, --dp, --zero, "
+                "--sequence-parallel, --schedule, --microbatches, --slices, "
+                "--recompute and --vocab itself; leave them out");
+  if (printPipeline)
+    return fail("--print-pipeline replays one compile, not a --search");
+  if (!checkFlags(/*scheduling=*/false))
+    return 1;
+  std::string error;
+  std::optional<CostModel> costModel = CostModel::parse(costs, error);
+  if (!costModel)
+    return fail(error);
+  const HardwareProfile *hw = costModel->getHardware();
+  SearchSpace space;
+  space.gpus = gpus;
+  space.globalSequences = globalBatch;
+  space.costs = costs;
+  space.nodeGpus = hw ? hw->nodeGpus : 8;
+  double gib = gpuMemory;
+  if (gib == 0 && hw)
+    gib = StringRef(hw->name) == "v100" ? 32 : 80;
+  if (gib <= 0)
+    return fail("--search needs --gpu-memory (GiB): --costs " + costs +
+                " names no GPU whose memory it knows");
+  space.memoryBytes = gib * double(1ull << 30);
+  PassManager shape(module.getContext());
+  if (failed(configure(shape)))
+    return 1;
+  shape.addPass(createSetMicrobatchShape({seqLen, microBatch, dtype.str()}));
+  if (failed(shape.run(module)))
+    return 1;
+  auto start = std::chrono::steady_clock::now();
+  FailureOr<SearchResult> found = searchPlans(module, model, space);
+  if (failed(found))
+    return 1;
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  printSearchTable(*found, space, summarizeModel(model).seqLen, seconds);
+  if (found->ranked.empty()) {
+    if (found->overMemory.empty() && found->prunedMemory > 0)
+      return fail(llvm::formatv("no plan fits {0} GiB per GPU: the "
+                                "parameters' training state alone needs "
+                                "{1} GiB a device on the leanest mesh "
+                                "({2} GPUs)",
+                                llvm::format("%.4g", gib),
+                                llvm::format("%.4g", found->leanestState /
+                                                         double(1ull << 30)),
+                                int64_t(gpus))
+                      .str());
+    if (found->overMemory.empty())
+      return fail("no plan compiles for " + llvm::Twine(int64_t(gpus)) +
+                  " GPUs and a global batch of " +
+                  llvm::Twine(int64_t(globalBatch)) +
+                  " sequences (each replica's share must be whole "
+                  "microbatches of the model's " +
+                  llvm::Twine(summarizeModel(model).microBatch) +
+                  " sequences, and some schedule must accept the count)");
+    return fail(llvm::formatv(
+                    "no plan fits {0} GiB per GPU: the leanest "
+                    "needs {1} GiB ({2})",
+                    llvm::format("%.4g", gib),
+                    llvm::format("%.4g", leanest(found->overMemory).peakBytes /
+                                             double(1ull << 30)),
+                    leanest(found->overMemory).choice.getFlags())
+                    .str());
+  }
+  // The winner, compiled as the user would with its flags.
+  const PlanChoice &best = found->ranked.front().choice;
+  pp = best.pp, tp = best.tp, dp = best.dp, zero = best.zero;
+  sequenceParallel = best.sequenceParallel;
+  scheduleName = stringifyScheduleKind(best.schedule).str();
+  microbatches = best.microbatches;
+  slices = std::to_string(best.slices);
+  if (best.slices > 1)
+    slicingMethod = SlicingMethod::Seq1F1B;
+  recompute = best.recompute;
+  vocabMode = best.vocab;
+  if (!checkFlags(/*scheduling=*/true))
+    return 1;
+  if (emit == EmitKind::None && StringRef(outputPath).ends_with(".json"))
+    emit = EmitKind::Plan;
+  llvm::outs() << "best: sluice-compile " << modelPath << " " << best.getFlags()
+               << " --costs " << costs << "\n";
+  return compileModel(module, model, dtype);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   // MLIR's pass-manager flags work here as in sluice-opt; --help lists
   // sluice-compile's own (--help-hidden all).
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &searchCategory});
   ::sluice::setVersionPrinter();
   // --schedule stays a string (its error names the offending value and
   // lists the choices); --help lists them from the schedule table.
@@ -683,7 +874,11 @@ int main(int argc, char **argv) {
                 llvm::Twine(models.size()));
   bool scheduling = pp != 0;
   std::optional<std::string> dtype = getDtype();
-  if (!dtype || !checkFlags(scheduling))
+  if (!dtype)
+    return 1;
+  if (search)
+    return searchAndCompile(*module, models.front(), *dtype);
+  if (!checkFlags(scheduling))
     return 1;
   // A .json output is the runtime plan: buffers planned, then translated
   // (without --pp, from the program the module holds).

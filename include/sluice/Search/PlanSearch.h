@@ -1,0 +1,96 @@
+//===- PlanSearch.h - The best plan for a model and a cluster ---*- C++ -*-===//
+//
+// `sluice-compile MODEL --search`: given the cluster (GPUs, memory per
+// GPU, the hardware preset whose cost model prices compute and links) and
+// the global batch, every way of running the model -- pp x tp x dp, ZeRO,
+// sequence parallelism, the schedule, the vocabulary layers,
+// recomputation, token slices, and the microbatches that make the global
+// batch -- compiled and simulated in process, the ones that fit ranked by
+// predicted step time. docs/search.md says what is searched and pruned.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_SEARCH_PLANSEARCH_H
+#define SLUICE_SEARCH_PLANSEARCH_H
+
+#include "sluice/SluiceOps.h"
+#include "sluice/Transforms/Passes.h"
+#include "sluice/Transforms/Pipeline.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mlir::sluice {
+
+/// The cluster and the batch a search plans for.
+struct SearchSpace {
+  /// GPUs in all: pp x tp x dp of every candidate.
+  int64_t gpus = 0;
+  /// Memory per GPU, bytes: a candidate's busiest device must fit.
+  double memoryBytes = 0;
+  /// The cost model (sluice-compile --costs: a100, h100, v100, a
+  /// profile): compute, links in and across nodes, GPUs per node.
+  std::string costs;
+  /// The global batch in sequences (of the shaped model's length); each
+  /// replica runs globalSequences / dp of them in microbatches of the
+  /// model's micro-batch size (a dp that does not divide them is skipped).
+  int64_t globalSequences = 0;
+  /// Tensor-parallel groups stay within a node (Megatron-LM's rule: their
+  /// all-reduces are on every layer's critical path).
+  int64_t nodeGpus = 8;
+};
+
+/// One way to run the model.
+struct PlanChoice {
+  int64_t pp = 1, tp = 1, dp = 1, zero = 0;
+  bool sequenceParallel = false;
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
+  int64_t microbatches = 1;
+  /// Token slices per microbatch (the sliced schedules), cut where each
+  /// costs the same FLOPs (Seq1F1B's partition).
+  int64_t slices = 1;
+  RecomputeKind recompute = RecomputeKind::none;
+  VocabMode vocab = VocabMode::Baseline;
+
+  /// The sluice-compile flags that compile it.
+  std::string getFlags() const;
+  /// Sets sluice-pipeline's options to it (the rest left as they are).
+  void apply(SluicePipelineOptions &options) const;
+};
+
+/// A compiled and simulated choice.
+struct PlanEstimate {
+  PlanChoice choice;
+  double stepTime = 0, mfu = 0, bubble = 0;
+  /// The busiest device's parameters, gradients, optimizer state and
+  /// peak activations, bytes.
+  double peakBytes = 0;
+};
+
+struct SearchResult {
+  /// Every choice that fits, fastest first (ties: less memory first).
+  std::vector<PlanEstimate> ranked;
+  /// The fastest that did not fit (for the diagnostic when none does).
+  std::vector<PlanEstimate> overMemory;
+  /// Choices compiled and simulated; skipped by a bound before compiling
+  /// (memory that the parameters alone exceed, or a step that cannot beat
+  /// the best found); refused by the compiler (a schedule's constraints).
+  int64_t simulated = 0, prunedMemory = 0, prunedTime = 0, refused = 0;
+  /// The least training state a device of any mesh holds, bytes (what the
+  /// memory bound compared).
+  double leanestState = 0;
+};
+
+/// Searches every choice for `model` (in `module`, its microbatch shape
+/// set) on `space`. `progress`, if given, is told each simulated choice.
+/// Fails only on a bad space (the caller's flags), with a diagnostic.
+FailureOr<SearchResult>
+searchPlans(ModuleOp module, ModelOp model, const SearchSpace &space,
+            std::function<void(const PlanEstimate &)> progress = {});
+
+} // namespace mlir::sluice
+
+#endif // SLUICE_SEARCH_PLANSEARCH_H

@@ -1,0 +1,326 @@
+//===- PlanSearch.cpp - The best plan for a model and a cluster -----------===//
+//
+// Enumerates the choices a user would compare by hand, compiles each with
+// the pipeline sluice-compile runs (on a clone of the shaped module) and
+// reads the simulator's step time and the busiest device's memory. Two
+// bounds skip most of the space without compiling:
+//
+//  * memory: a device holds at least its share of the parameters' training
+//    state (kTrainingBytesPerParameter each, the optimizer's part divided
+//    over the replicas under ZeRO-1); a mesh whose share alone exceeds the
+//    GPU is not compiled at all;
+//  * time: on one mesh, no schedule, vocabulary placement or slicing does
+//    less compute than the devices' summed busy time of the plain 1F1B
+//    plan without recomputation spread perfectly over the pipeline; a
+//    choice whose mesh cannot beat the best step found is skipped.
+//
+// Recomputation only adds compute in the cost model, so for each
+// (mesh, schedule, vocabulary, slices) it is tried in the order none,
+// selective, full and the first that fits is kept.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Search/PlanSearch.h"
+
+#include "sluice/Analysis/CostModel.h"
+#include "sluice/Analysis/ModelSummary.h"
+#include "sluice/Analysis/Simulator.h"
+#include "sluice/Schedule/Schedules.h"
+#include "sluice/Target/Export.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+static llvm::StringRef getVocabName(VocabMode mode) {
+  switch (mode) {
+  case VocabMode::Baseline:
+    return "baseline";
+  case VocabMode::Redis:
+    return "redis";
+  case VocabMode::Naive:
+    return "naive";
+  case VocabMode::Vocab1:
+    return "vocab-1";
+  case VocabMode::Vocab2:
+    return "vocab-2";
+  case VocabMode::Interlaced:
+    return "interlaced";
+  }
+  return "baseline";
+}
+
+std::string PlanChoice::getFlags() const {
+  std::string flags = llvm::formatv("--pp {0} --tp {1} --dp {2}", pp, tp, dp);
+  if (zero)
+    flags += " --zero 1";
+  if (sequenceParallel)
+    flags += " --sequence-parallel";
+  flags += llvm::formatv(" --schedule {0} --microbatches {1}",
+                         stringifyScheduleKind(schedule), microbatches);
+  if (slices > 1)
+    flags += llvm::formatv(" --slices {0} --slicing seq1f1b", slices);
+  if (recompute != RecomputeKind::none)
+    flags += (" --recompute " + stringifyRecomputeKind(recompute)).str();
+  if (vocab != VocabMode::Baseline)
+    flags += (" --vocab " + getVocabName(vocab)).str();
+  return flags;
+}
+
+void PlanChoice::apply(SluicePipelineOptions &o) const {
+  o.pp = pp;
+  o.tp = tp;
+  o.dp = dp;
+  o.zero = zero;
+  o.sequenceParallel = sequenceParallel;
+  o.schedule = schedule;
+  o.microbatches = microbatches;
+  o.virtualChunks = 0;
+  o.slices = std::to_string(slices);
+  o.slicing = slices > 1 ? SlicingMethod::Seq1F1B : SlicingMethod::Uniform;
+  o.recompute = recompute;
+  o.vocab = vocab;
+}
+
+namespace {
+
+/// The search's state: the space, the model's figures, the best so far.
+class Searcher {
+public:
+  Searcher(ModuleOp module, ModelOp model, const SearchSpace &space,
+           std::function<void(const PlanEstimate &)> progress)
+      : module(module), space(space), progress(std::move(progress)),
+        params(summarizeModel(model).totalParams),
+        microBatch(std::max<int64_t>(1, summarizeModel(model).microBatch)) {}
+
+  SearchResult run();
+
+private:
+  /// Compiles and simulates `choice`; nullopt where the compiler refuses it.
+  std::optional<PlanEstimate> evaluate(const PlanChoice &choice);
+  /// Every schedule, vocabulary placement, slicing and recomputation on
+  /// one mesh whose plain plan is `plain`.
+  void searchMesh(const PlanEstimate &plain);
+  /// The least step any plan of the mesh of `plain` can take.
+  static double getStepBound(const PlanEstimate &plain) {
+    return plain.stepTime * (1.0 - plain.bubble);
+  }
+  /// The training state a device of this mesh holds at least, bytes.
+  double getStateBound(const PlanChoice &mesh) const;
+  void keep(const PlanEstimate &estimate);
+  double getBest() const {
+    return result.ranked.empty() ? std::numeric_limits<double>::infinity()
+                                 : result.ranked.front().stepTime;
+  }
+
+  ModuleOp module;
+  const SearchSpace &space;
+  std::function<void(const PlanEstimate &)> progress;
+  int64_t params, microBatch;
+  SearchResult result;
+};
+
+} // namespace
+
+std::optional<PlanEstimate> Searcher::evaluate(const PlanChoice &choice) {
+  struct Timer {
+    const PlanChoice &choice;
+    std::chrono::steady_clock::time_point start =
+        std::chrono::steady_clock::now();
+    ~Timer() {
+      static bool log = std::getenv("SLUICE_SEARCH_LOG") != nullptr;
+      if (log)
+        llvm::errs() << llvm::formatv(
+            "search: {0:F3} s {1}\n",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          start)
+                .count(),
+            choice.getFlags());
+    }
+  } timer{choice};
+  OwningOpRef<ModuleOp> copy = module.clone();
+  // A choice the compiler refuses (a schedule's constraints on p, m or
+  // chunks) is one fewer candidate, not an error the user sees.
+  ScopedDiagnosticHandler quiet(module.getContext(),
+                                [](Diagnostic &) { return success(); });
+  PassManager pm(module.getContext());
+  SluicePipelineOptions options;
+  choice.apply(options);
+  options.costs = space.costs;
+  options.planBuffers = false;
+  buildSluicePipeline(pm, options);
+  if (failed(pm.run(*copy))) {
+    ++result.refused;
+    return std::nullopt;
+  }
+  auto programs = copy->getOps<ProgramOp>();
+  if (programs.empty()) {
+    ++result.refused;
+    return std::nullopt;
+  }
+  ProgramOp program = *programs.begin();
+  PlanEstimate estimate{choice};
+  if (failed(simulateProgram(program, space.costs, [&](ScheduleFiles &files) {
+        for (int d = 0; d < files.pipeline.devices; ++d)
+          estimate.peakBytes =
+              std::max(estimate.peakBytes,
+                       double(files.costs.getParameterBytes(d)) +
+                           files.simulation.devices[d].peakActivationBytes);
+        return success();
+      }))) {
+    ++result.refused;
+    return std::nullopt;
+  }
+  ++result.simulated;
+  estimate.stepTime = program.getStepTime().value_or(0);
+  estimate.bubble = program.getBubbleRatio().value_or(0);
+  estimate.mfu = program.getMfu().value_or(0);
+  if (progress)
+    progress(estimate);
+  return estimate;
+}
+
+double Searcher::getStateBound(const PlanChoice &mesh) const {
+  double share = double(params) / double(mesh.pp * mesh.tp);
+  double optimizer = double(kOptimizerBytesPerParameter);
+  if (mesh.zero)
+    optimizer /= double(mesh.dp);
+  return share *
+         (double(kTrainingBytesPerParameter - kOptimizerBytesPerParameter) +
+          optimizer);
+}
+
+void Searcher::keep(const PlanEstimate &estimate) {
+  std::vector<PlanEstimate> &list = estimate.peakBytes <= space.memoryBytes
+                                        ? result.ranked
+                                        : result.overMemory;
+  auto at = std::upper_bound(list.begin(), list.end(), estimate,
+                             [](const PlanEstimate &a, const PlanEstimate &b) {
+                               if (a.stepTime != b.stepTime)
+                                 return a.stepTime < b.stepTime;
+                               return a.peakBytes < b.peakBytes;
+                             });
+  list.insert(at, estimate);
+}
+
+void Searcher::searchMesh(const PlanEstimate &plainPlan) {
+  const PlanEstimate *plain = &plainPlan;
+  const PlanChoice &mesh = plain->choice;
+  double bound = getStepBound(*plain);
+  for (const sched::ScheduleInfo &info : sched::getSchedules()) {
+    std::vector<int64_t> sliceCounts = {1};
+    if (info.sliced)
+      sliceCounts = {2, 4};
+    for (VocabMode vocab :
+         {VocabMode::Baseline, VocabMode::Vocab1, VocabMode::Vocab2})
+      for (int64_t slices : sliceCounts)
+        for (RecomputeKind recompute :
+             {RecomputeKind::none, RecomputeKind::selective,
+              RecomputeKind::full}) {
+          if (bound >= getBest()) {
+            ++result.prunedTime;
+            break;
+          }
+          PlanChoice choice = mesh;
+          choice.schedule = info.kind;
+          choice.vocab = vocab;
+          choice.slices = slices;
+          choice.recompute = recompute;
+          if (choice.schedule == mesh.schedule && choice.vocab == mesh.vocab &&
+              slices == 1 && recompute == RecomputeKind::none) {
+            // The plain plan, done.
+            if (plain->peakBytes <= space.memoryBytes)
+              break;
+            continue;
+          }
+          std::optional<PlanEstimate> estimate = evaluate(choice);
+          if (!estimate)
+            break; // the same refusal with more recomputation
+          keep(*estimate);
+          if (estimate->peakBytes <= space.memoryBytes)
+            break; // more recomputation only adds time
+        }
+  }
+}
+
+SearchResult Searcher::run() {
+  // Every mesh's plain plan (1F1B, no recomputation, vocabulary layers on
+  // the end stages): its step bounds the mesh's.
+  std::vector<PlanEstimate> plains;
+  for (int64_t tp = 1; tp <= std::min(space.gpus, space.nodeGpus); ++tp) {
+    if (space.gpus % tp)
+      continue;
+    for (int64_t pp = 1; pp <= space.gpus / tp; ++pp) {
+      if ((space.gpus / tp) % pp)
+        continue;
+      int64_t dp = space.gpus / (tp * pp);
+      // Each replica's share of the batch, in whole microbatches.
+      if (space.globalSequences % (dp * microBatch))
+        continue;
+      int64_t perReplica = space.globalSequences / (dp * microBatch);
+      for (int64_t zero : {int64_t(0), int64_t(1)}) {
+        if (zero && dp == 1)
+          continue;
+        for (bool sp : {false, true}) {
+          if (sp && tp == 1)
+            continue;
+          PlanChoice mesh;
+          mesh.pp = pp, mesh.tp = tp, mesh.dp = dp, mesh.zero = zero;
+          mesh.sequenceParallel = sp;
+          mesh.microbatches = perReplica;
+          mesh.schedule = ScheduleKind::OneFOneB;
+          double state = getStateBound(mesh);
+          if (result.leanestState == 0 || state < result.leanestState)
+            result.leanestState = state;
+          if (state > space.memoryBytes) {
+            ++result.prunedMemory;
+            continue;
+          }
+          if (std::optional<PlanEstimate> plain = evaluate(mesh)) {
+            keep(*plain);
+            plains.push_back(*plain);
+          }
+        }
+      }
+    }
+  }
+  // The meshes that may be fastest first: the best found early bounds
+  // the rest, and most meshes end at their bound without a compile.
+  std::stable_sort(plains.begin(), plains.end(),
+                   [](const PlanEstimate &a, const PlanEstimate &b) {
+                     return getStepBound(a) < getStepBound(b);
+                   });
+  for (const PlanEstimate &plain : plains) {
+    if (getStepBound(plain) >= getBest()) {
+      ++result.prunedTime;
+      continue;
+    }
+    searchMesh(plain);
+  }
+  return std::move(result);
+}
+
+FailureOr<SearchResult>
+mlir::sluice::searchPlans(ModuleOp module, ModelOp model,
+                          const SearchSpace &space,
+                          std::function<void(const PlanEstimate &)> progress) {
+  if (space.gpus < 1)
+    return model.emitError("--search needs --gpus of at least 1, got ")
+           << space.gpus;
+  if (!(space.memoryBytes > 0))
+    return model.emitError("--search needs a positive --gpu-memory");
+  if (space.globalSequences < 1)
+    return model.emitError(
+               "--search needs --global-batch of at least 1 sequence, got ")
+           << space.globalSequences;
+  return Searcher(module, model, space, std::move(progress)).run();
+}
