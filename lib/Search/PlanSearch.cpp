@@ -41,24 +41,6 @@
 using namespace mlir;
 using namespace mlir::sluice;
 
-static llvm::StringRef getVocabName(VocabMode mode) {
-  switch (mode) {
-  case VocabMode::Baseline:
-    return "baseline";
-  case VocabMode::Redis:
-    return "redis";
-  case VocabMode::Naive:
-    return "naive";
-  case VocabMode::Vocab1:
-    return "vocab-1";
-  case VocabMode::Vocab2:
-    return "vocab-2";
-  case VocabMode::Interlaced:
-    return "interlaced";
-  }
-  return "baseline";
-}
-
 std::string PlanChoice::getFlags() const {
   std::string flags = llvm::formatv("--pp {0} --tp {1} --dp {2}", pp, tp, dp);
   if (zero)
@@ -72,7 +54,7 @@ std::string PlanChoice::getFlags() const {
   if (recompute != RecomputeKind::none)
     flags += (" --recompute " + stringifyRecomputeKind(recompute)).str();
   if (vocab != VocabMode::Baseline)
-    flags += (" --vocab " + getVocabName(vocab)).str();
+    flags += (" --vocab " + stringifyVocabMode(vocab)).str();
   return flags;
 }
 
@@ -98,9 +80,13 @@ class Searcher {
 public:
   Searcher(ModuleOp module, ModelOp model, const SearchSpace &space,
            std::function<void(const PlanEstimate &)> progress)
+      : Searcher(module, summarizeModel(model), space, std::move(progress)) {}
+  Searcher(ModuleOp module, const ModelSummary &summary,
+           const SearchSpace &space,
+           std::function<void(const PlanEstimate &)> progress)
       : module(module), space(space), progress(std::move(progress)),
-        params(summarizeModel(model).totalParams),
-        microBatch(std::max<int64_t>(1, summarizeModel(model).microBatch)) {}
+        params(summary.totalParams),
+        microBatch(std::max<int64_t>(1, summary.microBatch)) {}
 
   SearchResult run();
 

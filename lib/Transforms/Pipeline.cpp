@@ -10,18 +10,36 @@
 using namespace mlir;
 using namespace mlir::sluice;
 
+llvm::StringRef mlir::sluice::stringifyVocabMode(VocabMode mode) {
+  switch (mode) {
+  case VocabMode::Baseline:
+    return "baseline";
+  case VocabMode::Redis:
+    return "redis";
+  case VocabMode::Naive:
+    return "naive";
+  case VocabMode::Vocab1:
+    return "vocab-1";
+  case VocabMode::Vocab2:
+    return "vocab-2";
+  case VocabMode::Interlaced:
+    return "interlaced";
+  }
+  return "baseline";
+}
+
 llvm::cl::ValuesClass mlir::sluice::getVocabModeValues() {
+  auto value = [](VocabMode mode, llvm::StringRef description) {
+    return llvm::cl::OptionEnumValue{stringifyVocabMode(mode), int(mode),
+                                     description};
+  };
   return llvm::cl::values(
-      clEnumValN(VocabMode::Baseline, "baseline",
-                 "on the first and last stages (default)"),
-      clEnumValN(VocabMode::Redis, "redis",
-                 "the baseline with stages balanced by compute"),
-      clEnumValN(VocabMode::Naive, "naive",
-                 "sharded over the devices, three barriers"),
-      clEnumValN(VocabMode::Vocab1, "vocab-1", "sharded, Algorithm 1"),
-      clEnumValN(VocabMode::Vocab2, "vocab-2", "sharded, Algorithm 2"),
-      clEnumValN(VocabMode::Interlaced, "interlaced",
-                 "sharded with blocking collectives"));
+      value(VocabMode::Baseline, "on the first and last stages (default)"),
+      value(VocabMode::Redis, "the baseline with stages balanced by compute"),
+      value(VocabMode::Naive, "sharded over the devices, three barriers"),
+      value(VocabMode::Vocab1, "sharded, Algorithm 1"),
+      value(VocabMode::Vocab2, "sharded, Algorithm 2"),
+      value(VocabMode::Interlaced, "sharded with blocking collectives"));
 }
 
 llvm::cl::ValuesClass mlir::sluice::getSlicingMethodValues() {

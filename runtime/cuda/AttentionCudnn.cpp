@@ -67,17 +67,7 @@ CudnnAttention::~CudnnAttention() {
 
 void *CudnnAttention::reserve(void *&buffer, size_t &size, size_t bytes,
                               cudaStream_t stream) {
-  if (bytes <= size)
-    return buffer;
-  // Stream-ordered: the old buffer goes after the work that used it.
-  if (buffer)
-    SLUICE_CUDA_RECORD(errors, cudaFreeAsync(buffer, stream));
-  buffer = nullptr;
-  size = 0;
-  SLUICE_CUDA_RECORD(errors, cudaMallocAsync(&buffer, bytes, stream));
-  if (buffer)
-    size = bytes;
-  return buffer;
+  return reserveScratch(errors, buffer, size, bytes, stream);
 }
 
 /// Validates `graph` and builds its execution plans (all of them when

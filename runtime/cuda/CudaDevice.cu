@@ -109,6 +109,21 @@ cudaStream_t CudaDevice::getHandle(Stream &stream) {
   return static_cast<CudaStream &>(stream).handle;
 }
 
+void *reserveScratch(ErrorSink &errors, void *&buffer, size_t &size,
+                     size_t bytes, cudaStream_t stream) {
+  if (bytes <= size)
+    return buffer;
+  // Stream-ordered: the old buffer goes after the work that used it.
+  if (buffer)
+    SLUICE_CUDA_RECORD(errors, cudaFreeAsync(buffer, stream));
+  buffer = nullptr;
+  size = 0;
+  SLUICE_CUDA_RECORD(errors, cudaMallocAsync(&buffer, bytes, stream));
+  if (buffer)
+    size = bytes;
+  return buffer;
+}
+
 cudaEvent_t CudaDevice::getHandle(Event &event) {
   return static_cast<CudaEvent &>(event).handle;
 }

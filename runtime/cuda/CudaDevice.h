@@ -71,6 +71,12 @@ private:
 #define SLUICE_CUDA_RECORD(sink, expr)                                         \
   (sink).check((expr), #expr, __FILE__, __LINE__)
 
+/// Grows stream-ordered scratch: `buffer` (of `size` bytes) holds at least
+/// `bytes` after it, the old buffer freed after the work that used it; null
+/// (recorded in `errors`) when the allocation fails.
+void *reserveScratch(ErrorSink &errors, void *&buffer, size_t &size,
+                     size_t bytes, cudaStream_t stream);
+
 class CudaDevice final : public Device {
 public:
   ~CudaDevice() override;

@@ -181,8 +181,7 @@ private:
   std::unique_ptr<CudnnAttention> cudnn;
   bool fusion;
   bool fp8TensorCores;
-  /// gemmFp8's quantized copies, grown as needed (stream-ordered).
-  void *reserveFp8(size_t bytes);
+  /// gemmFp8's quantized copies, grown as needed (reserveScratch).
   void *fp8Scratch = nullptr;
   size_t fp8ScratchBytes = 0;
 };

@@ -118,20 +118,6 @@ bool CudaKernels::isFp8TensorCoreEnabled() {
   return getEnvFlag("SLUICE_FP8_TENSOR_CORES", true);
 }
 
-void *CudaKernels::reserveFp8(size_t bytes) {
-  if (bytes <= fp8ScratchBytes)
-    return fp8Scratch;
-  // Stream-ordered: the old buffer goes after the work that used it.
-  if (fp8Scratch)
-    SLUICE_CUDA_RECORD(errors, cudaFreeAsync(fp8Scratch, stream));
-  fp8Scratch = nullptr;
-  fp8ScratchBytes = 0;
-  SLUICE_CUDA_RECORD(errors, cudaMallocAsync(&fp8Scratch, bytes, stream));
-  if (fp8Scratch)
-    fp8ScratchBytes = bytes;
-  return fp8Scratch;
-}
-
 void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
                           int64_t k, float alpha, DevicePtr a, int64_t lda,
                           const Fp8Operand &qa, DevicePtr b, int64_t ldb,
@@ -150,8 +136,9 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
     size_t first = (size_t(m * width) * element + 255) / 256 * 256;
     size_t second = (size_t(n * width) * element + 255) / 256 * 256;
     // Two call amaxes (uint bits) and two inverse scales after the copies.
-    auto *base =
-        static_cast<char *>(reserveFp8(first + second + 4 * sizeof(float)));
+    auto *base = static_cast<char *>(
+        reserveScratch(errors, fp8Scratch, fp8ScratchBytes,
+                       first + second + 4 * sizeof(float), stream));
     if (!base)
       return;
     auto *amax = reinterpret_cast<unsigned *>(base + first + second);

@@ -21,6 +21,8 @@ namespace mlir::sluice {
 /// output shard's softmax has (sluice-compile --vocab; docs/vocabulary.md).
 enum class VocabMode { Baseline, Redis, Naive, Vocab1, Vocab2, Interlaced };
 
+/// A mode's spelling in --vocab and vocab= ("vocab-2").
+llvm::StringRef stringifyVocabMode(VocabMode mode);
 /// --vocab's and vocab='s values (Passes.h has the other enums').
 llvm::cl::ValuesClass getVocabModeValues();
 
