@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ void recordBlas(ErrorSink &errors, cublasStatus_t status,
                file, line);
 }
 #define BLAS_RECORD(expr) recordBlas(errors, (expr), #expr, __FILE__, __LINE__)
+
+/// cuBLASLt's own words for its last refusal: its logger says why a call
+/// is not supported where the status cannot (CUBLASLT_LOG_MASK's errors).
+std::string ltLastError;
+void keepLtError(int, const char *function, const char *message) {
+  ltLastError = std::string(function) + ": " + message;
+}
 } // namespace
 
 struct GemmEngine::Plan {
@@ -276,18 +284,31 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key) {
   BLAS_RECORD(
       cublasLtMatrixLayoutCreate(&plan->c, cudaDataType_t(cType), n, m, ldc));
   int count = 0;
-  cublasLtMatmulHeuristicResult_t result = {};
+  constexpr int kFp8Candidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kFp8Candidates] = {};
   if (plan->op && plan->a && plan->b && plan->c) {
+    // The scale pointers are part of the problem the heuristic matches
+    // kernels to: an algorithm chosen without them is a kernel that does
+    // not scale, and cublasLtMatmul refuses it once they are set (status
+    // 15, measured on an H200 with cuBLAS 13.1). Any device address does
+    // here; runFp8 sets the real ones before each call.
+    const void *placeholder = workspace;
+    BLAS_RECORD(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder,
+        sizeof(placeholder)));
+    BLAS_RECORD(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder,
+        sizeof(placeholder)));
     cublasLtMatmulPreference_t preference = nullptr;
     BLAS_RECORD(cublasLtMatmulPreferenceCreate(&preference));
     BLAS_RECORD(cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
         sizeof(workspaceBytes)));
     // Not an error where the library has none: the caller falls back.
-    if (cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle),
-                                       plan->op, plan->a, plan->b, plan->c,
-                                       plan->c, preference, 1, &result,
-                                       &count) != CUBLAS_STATUS_SUCCESS)
+    if (cublasLtMatmulAlgoGetHeuristic(
+            static_cast<cublasLtHandle_t>(handle), plan->op, plan->a, plan->b,
+            plan->c, plan->c, preference, kFp8Candidates, results,
+            &count) != CUBLAS_STATUS_SUCCESS)
       count = 0;
     if (preference)
       cublasLtMatmulPreferenceDestroy(preference);
@@ -299,8 +320,37 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key) {
     fp8Plans[key] = nullptr;
     return nullptr;
   }
-  plan->algo = result.algo;
+  plan->algo = results[0].algo;
+  // The rest, last first: runFp8 moves on to the next where the library
+  // refuses one at call time.
+  for (int i = count - 1; i > 0; --i)
+    plan->candidates.push_back(results[i].algo);
   return (fp8Plans[key] = std::move(plan)).get();
+}
+
+static GemmEngine::Fp8Key makeFp8Key(int64_t m, int64_t n, int64_t k,
+                                     int64_t ldc, Fp8Format aFormat,
+                                     Fp8Format bFormat, DType cType,
+                                     bool accumulate) {
+  return {m,
+          n,
+          k,
+          ldc,
+          int(fp8Type(aFormat)),
+          int(fp8Type(bFormat)),
+          int(cudaType(cType)),
+          accumulate};
+}
+
+bool GemmEngine::hasFp8Kernel(int64_t m, int64_t n, int64_t k,
+                              Fp8Format aFormat, Fp8Format bFormat, DType cType,
+                              int64_t ldc, bool accumulate) {
+  // cuBLASLt cannot multiply two E5M2 operands; Sluice never asks it to
+  // (a gradient meets a weight or an activation).
+  if (aFormat == Fp8Format::E5M2 && bFormat == Fp8Format::E5M2)
+    return false;
+  return getFp8Plan(makeFp8Key(m, n, k, ldc, aFormat, bFormat, cType,
+                               accumulate)) != nullptr;
 }
 
 bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
@@ -308,18 +358,10 @@ bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                         const float *inverseA, const void *b, Fp8Format bFormat,
                         const float *inverseB, float beta, DevicePtr c,
                         int64_t ldc) {
-  // cuBLASLt cannot multiply two E5M2 operands; Sluice never asks it to
-  // (a gradient meets a weight or an activation).
   if (aFormat == Fp8Format::E5M2 && bFormat == Fp8Format::E5M2)
     return false;
-  Fp8Key key{m,
-             n,
-             k,
-             ldc,
-             int(fp8Type(aFormat)),
-             int(fp8Type(bFormat)),
-             int(cudaType(c.getType())),
-             beta != 0.0f};
+  Fp8Key key =
+      makeFp8Key(m, n, k, ldc, aFormat, bFormat, c.getType(), beta != 0.0f);
   Plan *plan = getFp8Plan(key);
   if (!plan)
     return false;
@@ -331,10 +373,44 @@ bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
   BLAS_RECORD(cublasLtMatmulDescSetAttribute(
       plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &inverseA,
       sizeof(inverseA)));
-  BLAS_RECORD(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle), plan->op,
-                             &alpha, b, plan->a, a, plan->b, &beta, c.get(),
-                             plan->c, c.get(), plan->c, &plan->algo, workspace,
-                             workspaceBytes, stream));
+  cublasStatus_t status;
+  while ((status = cublasLtMatmul(static_cast<cublasLtHandle_t>(handle),
+                                  plan->op, &alpha, b, plan->a, a, plan->b,
+                                  &beta, c.get(), plan->c, c.get(), plan->c,
+                                  &plan->algo, workspace, workspaceBytes,
+                                  stream)) == CUBLAS_STATUS_NOT_SUPPORTED &&
+         !plan->candidates.empty()) {
+    plan->algo = plan->candidates.back();
+    plan->candidates.pop_back();
+  }
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
+    // The library refuses every algorithm its own heuristic offered: not
+    // the user's error, so the shape is multiplied in the activation type
+    // from now on (the same quantized values), and said once, with the
+    // library's reason (asked again with its error log on).
+    // (Not where the user turned the log on: it is theirs, and says it.)
+    ltLastError.clear();
+    if (!std::getenv("CUBLASLT_LOG_MASK") &&
+        !std::getenv("CUBLASLT_LOG_LEVEL")) {
+      cublasLtLoggerSetCallback(keepLtError);
+      cublasLtLoggerSetMask(1);
+      cublasLtMatmul(static_cast<cublasLtHandle_t>(handle), plan->op, &alpha, b,
+                     plan->a, a, plan->b, &beta, c.get(), plan->c, c.get(),
+                     plan->c, &plan->algo, workspace, workspaceBytes, stream);
+      cublasLtLoggerSetMask(0);
+      cublasLtLoggerSetCallback(nullptr);
+    }
+    std::fprintf(stderr,
+                 "sluice: warning: cuBLASLt refused its FP8 kernels for a "
+                 "%lldx%lldx%lld GEMM (%s); that shape multiplies the FP8 "
+                 "values in bf16\n",
+                 (long long)m, (long long)n, (long long)k,
+                 ltLastError.empty() ? "no reason logged"
+                                     : ltLastError.c_str());
+    fp8Plans[key] = nullptr;
+    return false;
+  }
+  BLAS_RECORD(status);
   return true;
 }
 

@@ -47,15 +47,21 @@ public:
   /// kernels take only this "TN" form) and the inverse scales are device
   /// floats. False, with nothing enqueued, where cuBLASLt has no FP8
   /// algorithm for the shape (the caller multiplies another way).
+  /// Whether cuBLASLt offers an FP8 algorithm for this problem (asked once
+  /// per shape): the caller quantizes into FP8 only where it may be used.
+  bool hasFp8Kernel(int64_t m, int64_t n, int64_t k, Fp8Format aFormat,
+                    Fp8Format bFormat, DType cType, int64_t ldc,
+                    bool accumulate);
   bool runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k, float alpha,
               const void *a, Fp8Format aFormat, const float *inverseA,
               const void *b, Fp8Format bFormat, const float *inverseB,
               float beta, DevicePtr c, int64_t ldc);
 
-private:
-  struct Plan;
   using Fp8Key =
       std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
+
+private:
+  struct Plan;
   /// The descriptors and algorithm of one FP8 shape; null where there is
   /// none (remembered, so the heuristic is asked once).
   Plan *getFp8Plan(const Fp8Key &key);

@@ -146,9 +146,14 @@ done
 plan=$plans/tiny-llama-1f1b-p1-bf16.json
 sluice-run "$plan" --reference --backend cpu --precision fp8 --steps 3 \
   --dump-grads "$work/fp8-cpu" >/dev/null 2>&1
+# The gradient band is 3e-1: a bf16 activation that differs in its last
+# bit between the GPU's and the CPU's kernels can land on another E5M2
+# value (two mantissa bits), and a norm weight's gradient is a cancelling
+# sum of them (measured 2.15e-1 in layers.0.norm1.weight on an H200,
+# bench/results/h200-2026-11-27-fp8; the losses within 1.6e-4).
 check "tiny-llama one GPU fp8 = CPU fp8 (band)" sluice-run "$plan" \
   --backend cuda --precision fp8 --steps 3 --check-against "$work/fp8-cpu" \
-  --loss-tolerance 1e-3 --grad-tolerance 1e-1
+  --loss-tolerance 1e-3 --grad-tolerance 3e-1
 sluice-run "$plans/tiny-llama-1f1b-p2-bf16.json" --reference --backend cuda \
   --precision fp8 --steps 3 --dump-grads "$work/fp8-gpu" >/dev/null 2>&1
 check "tiny-llama 1f1b p=2 fp8 = fp8 reference" "${mpi[@]}" -np 2 sluice-run \
