@@ -33,11 +33,16 @@ using namespace mlir::sluice;
 // per GPU and direction 12 x 25 GB/s (A100, NVLink 3), 18 x 25 GB/s
 // (H100, NVLink 4), 6 x 25 GB/s (V100, NVLink 2); a few microseconds a
 // message.
+// H200: the H100's Hopper tensor cores and NVLink 4 with 4.8 TB/s of HBM3e
+// (141 GB; 140 GiB as the device reports it), on the same NDR network.
+// Memory: what each GPU offers a process, GiB.
 static const HardwareProfile kProfiles[] = {
-    {"a100", 312e12, 0.50, 25e9, 10e-6, 2.039e12, 20e-6, 256, 8, 300e9, 5e-6},
-    {"h100", 989e12, 0.45, 50e9, 8e-6, 3.35e12, 15e-6, 512, 8, 450e9, 5e-6},
-    {"v100", 125e12, 0.40, 3.125e9, 30e-6, 0.9e12, 25e-6, 256, 8, 150e9,
-     8e-6},
+    {"a100", 312e12, 0.50, 25e9, 10e-6, 2.039e12, 20e-6, 256, 8, 300e9, 5e-6,
+     80},
+    {"h100", 989e12, 0.45, 50e9, 8e-6, 3.35e12, 15e-6, 512, 8, 450e9, 5e-6, 80},
+    {"h200", 989e12, 0.45, 50e9, 8e-6, 4.8e12, 15e-6, 512, 8, 450e9, 5e-6, 140},
+    {"v100", 125e12, 0.40, 3.125e9, 30e-6, 0.9e12, 25e-6, 256, 8, 150e9, 8e-6,
+     32},
 };
 
 llvm::StringRef mlir::sluice::stringifyLinkKind(LinkKind link) {
@@ -324,21 +329,85 @@ double VocabProfile::getShardGroupBytes(const sched::CollectiveId &id,
   return getCollectiveBytes(id, tokens);
 }
 
-/// `NAME` or `NAMExG` of a hardware profile: G GPUs share each layer
-/// (tensor parallelism, as in TeraPipe's Table 1 #Op column), together G
-/// times the FLOP/s and memory bandwidth; their communication is not
-/// modelled.
+/// One `key=value` override of a hardware profile (`h100:key=value,...`):
+/// the cluster's own node size, links and efficiency. False with `error`
+/// naming the entry where it is not one.
+static bool applyOverride(HardwareProfile &hw, llvm::StringRef entry,
+                          std::string &error) {
+  auto [key, text] = entry.split('=');
+  key = key.trim();
+  text = text.trim();
+  double value;
+  if (text.getAsDouble(value) || !std::isfinite(value) || value <= 0) {
+    error = llvm::formatv("'{0}' of --costs {1} must be a positive number, "
+                          "got '{2}'",
+                          key, hw.name, text)
+                .str();
+    return false;
+  }
+  if (key == "gpus-per-node") {
+    if (value != std::floor(value)) {
+      error = llvm::formatv("'gpus-per-node' of --costs {0} must be a whole "
+                            "number, got '{1}'",
+                            hw.name, text)
+                  .str();
+      return false;
+    }
+    hw.nodeGpus = int64_t(value);
+  } else if (key == "node-bandwidth") {
+    hw.nodeBandwidth = value * 1e9;
+  } else if (key == "network-bandwidth") {
+    hw.linkBandwidth = value * 1e9;
+  } else if (key == "node-latency") {
+    hw.nodeLatency = value * 1e-6;
+  } else if (key == "network-latency") {
+    hw.linkLatency = value * 1e-6;
+  } else if (key == "efficiency") {
+    if (value > 1) {
+      error = llvm::formatv("'efficiency' of --costs {0} is a fraction of the "
+                            "peak, at most 1, got '{1}'",
+                            hw.name, text)
+                  .str();
+      return false;
+    }
+    hw.efficiency = value;
+  } else if (key == "memory") {
+    hw.memoryGiB = value;
+  } else {
+    error = llvm::formatv("unknown setting '{0}' of --costs {1} (expected "
+                          "gpus-per-node, node-bandwidth, network-bandwidth "
+                          "(GB/s), node-latency, network-latency (us), "
+                          "efficiency or memory (GiB))",
+                          key, hw.name)
+                .str();
+    return false;
+  }
+  return true;
+}
+
+/// `NAME`, `NAMExG` or either with `:key=value,...` overrides, of a
+/// hardware profile: with xG, G GPUs share each layer (tensor parallelism,
+/// as in TeraPipe's Table 1 #Op column), together G times the FLOP/s and
+/// memory bandwidth; their communication is not modelled. Nullopt with
+/// `error` empty where the spec names no profile, set where it names one
+/// badly.
 static std::optional<std::pair<HardwareProfile, unsigned>>
-parseHardware(llvm::StringRef spec) {
+parseHardware(llvm::StringRef spec, std::string &error) {
+  auto [head, overrides] = spec.split(':');
   for (const HardwareProfile &profile : kProfiles) {
-    if (!spec.starts_with(profile.name))
+    if (!head.starts_with(profile.name))
       continue;
-    llvm::StringRef rest = spec.drop_front(profile.name.size());
+    llvm::StringRef rest = head.drop_front(profile.name.size());
     unsigned gpus = 1;
     if (!rest.empty() &&
         (!rest.consume_front("x") || rest.getAsInteger(10, gpus) || gpus < 1))
       continue;
     HardwareProfile scaled = profile;
+    llvm::SmallVector<llvm::StringRef> entries;
+    overrides.split(entries, ',', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef entry : entries)
+      if (!applyOverride(scaled, entry, error))
+        return std::nullopt;
     scaled.peakFlops *= gpus;
     scaled.memoryBandwidth *= gpus;
     return std::make_pair(scaled, gpus);
@@ -447,11 +516,23 @@ std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
     model.perPass[size_t(PassKind::BW)] = 2;
     return model;
   }
-  if (auto hardware = parseHardware(spec)) {
+  if (auto hardware = parseHardware(spec, error)) {
     model.kind = Kind::Analytic;
     model.hardware = hardware->first;
     model.deviceGpus = hardware->second;
     return model;
+  }
+  if (!error.empty())
+    return std::nullopt;
+  if (spec.contains(':')) {
+    llvm::SmallVector<llvm::StringRef> names;
+    for (const HardwareProfile &profile : kProfiles)
+      names.push_back(profile.name);
+    error = llvm::formatv("unknown GPU '{0}' in --costs {1} (settings after "
+                          "':' override one of {2})",
+                          spec.split(':').first, spec, llvm::join(names, ", "))
+                .str();
+    return std::nullopt;
   }
   // A profile from `sluice-run --profile` (docs/sluice-run.md).
   if (spec.ends_with(".json")) {

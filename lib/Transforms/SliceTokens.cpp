@@ -85,7 +85,7 @@ getTeraPipeLengths(ModelOp model, int64_t tokens,
                "cannot slice tokens with method terapipe and costs '")
            << opts.costs
            << "': its latencies must depend on the slice's length and "
-              "context (use a100, h100, v100, or a sluice-run --profile "
+              "context (use a100, h100, h200, v100, or a sluice-run --profile "
               "file with --profile-slices)";
   int64_t granularity =
       opts.granularity ? opts.granularity : getAutoGranularity(tokens);

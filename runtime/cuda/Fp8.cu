@@ -169,14 +169,21 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
     size_t element = fp8 ? 1 : size_t(getSize(act));
     size_t first = (size_t(m * width) * element + 255) / 256 * 256;
     size_t second = (size_t(n * width) * element + 255) / 256 * 256;
-    // Two call amaxes (uint bits) and two inverse scales after the copies.
+    // After the copies, 256-byte slots: the two call amaxes (uint bits),
+    // then each inverse scale alone, as aligned as a buffer of its own
+    // (cuBLASLt reads the scales; its heuristic assumes 256-byte alignment
+    // of what it reads, and the H200 run that packed them 4 bytes apart
+    // had every FP8 kernel refused -- a suspect, not a proven cause).
+    constexpr size_t kSlot = 256;
     auto *base = static_cast<char *>(
         reserveScratch(errors, fp8Scratch, fp8ScratchBytes,
-                       first + second + 4 * sizeof(float), stream));
+                       first + second + 3 * kSlot, stream));
     if (!base)
       return;
     auto *amax = reinterpret_cast<unsigned *>(base + first + second);
-    auto *inverse = reinterpret_cast<float *>(amax + 2);
+    float *inverse[2] = {
+        reinterpret_cast<float *>(base + first + second + kSlot),
+        reinterpret_cast<float *>(base + first + second + 2 * kSlot)};
     SLUICE_CUDA_RECORD(errors,
                        cudaMemsetAsync(amax, 0, 2 * sizeof(unsigned), stream));
     // Stored shapes: A is (transA ? k x m : m x k), B (transB ? n x k :
@@ -210,19 +217,19 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
             <<<tileBlocks, tileThreads, 0, stream>>>(
                 s.x.as<T>(), s.rows, k, s.ld, s.transposed, width, record,
                 amax + i, s.operand.format,
-                reinterpret_cast<__nv_fp8_storage_t *>(s.out), inverse + i));
+                reinterpret_cast<__nv_fp8_storage_t *>(s.out), inverse[i]));
       else
         SLUICE_DISPATCH_ACT(
             act, T,
             quantizeKernel<T, T><<<tileBlocks, tileThreads, 0, stream>>>(
                 s.x.as<T>(), s.rows, k, s.ld, s.transposed, width, record,
                 amax + i, s.operand.format, reinterpret_cast<T *>(s.out),
-                inverse + i));
+                inverse[i]));
       SLUICE_LAUNCHED(errors);
     }
     if (fp8 && gemmEngine->runFp8(stream, m, n, width, alpha, base, qa.format,
-                                  inverse, base + first, qb.format,
-                                  inverse + 1, beta, c, ldc))
+                                  inverse[0], base + first, qb.format,
+                                  inverse[1], beta, c, ldc))
       return;
     if (fp8) // no FP8 algorithm: quantize again into the activation type
       continue;

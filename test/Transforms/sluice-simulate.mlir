@@ -91,7 +91,7 @@
 // SVG: device 0
 // SVG: </svg>
 
-// BADCOSTS: error: 'sluice.program' op cannot be simulated: unknown cost model 'tpu' (expected unit, a100, h100, v100, or costs such as F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1)
+// BADCOSTS: error: 'sluice.program' op cannot be simulated: unknown cost model 'tpu' (expected unit, a100, h100, h200, v100, or costs such as F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1)
 // NEGATIVE: error: 'sluice.program' op cannot be simulated: cost 'B' must be non-negative, got -2
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>

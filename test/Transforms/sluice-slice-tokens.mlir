@@ -30,7 +30,7 @@
 // ZERO: error: sluice-slice-tokens: 'slices' must be at least 1, got 0
 // AUTO: error: 'sluice.model' op cannot slice tokens: 'slices' = auto needs method terapipe (its dynamic programme picks the count); method seq1f1b needs a number
 // METHOD: for the --method option: Cannot find option named 'random'!
-// UNIT: error: 'sluice.model' op cannot slice tokens with method terapipe and costs 'unit': its latencies must depend on the slice's length and context (use a100, h100, v100, or a sluice-run --profile file with --profile-slices)
+// UNIT: error: 'sluice.model' op cannot slice tokens with method terapipe and costs 'unit': its latencies must depend on the slice's length and context (use a100, h100, h200, v100, or a sluice-run --profile file with --profile-slices)
 // GRANULARITY: error: 'sluice.model' op cannot slice tokens: 'granularity' = 100 does not divide 'seq_len' = 4096
 
 sluice.model @m {seq_len = 4096, micro_batch = 1, dtype = bf16} {

@@ -55,8 +55,13 @@ INSTANTIATE_TEST_SUITE_P(
     Specs, CostModelErrorTest,
     ::testing::Values(
         BadSpec{"tpu", "unknown cost model 'tpu' (expected unit, a100, h100, "
-                       "v100, or costs such as F=1,B=1,W=1,S=0.2,T=0.2,"
+                       "h200, v100, or costs such as F=1,B=1,W=1,S=0.2,T=0.2,"
                        "comm=0.1)"},
+        BadSpec{"h100:memory=0", "'memory' of --costs h100 must be a positive "
+                                 "number, got '0'"},
+        BadSpec{"a100:network-bandwidth=fast",
+                "'network-bandwidth' of --costs a100 must be a positive "
+                "number, got 'fast'"},
         BadSpec{"F=1,B=-1", "cost 'B' must be non-negative, got -1"},
         BadSpec{"F=fast", "cost 'F' must be a number, got 'fast'"},
         BadSpec{"F=1,X=2", "unknown cost 'X' (expected F, B, W, BW, S, T, IF, "
@@ -290,4 +295,28 @@ TEST(CostModel, RecomputedFlopsMatchTheirClosedForms) {
     EXPECT_DOUBLE_EQ(selective.getPassFlops(kind, t, p),
                      none.getPassFlops(kind, t, p) + attention);
   }
+}
+
+TEST(CostModel, OverridesReplaceThePresetsNode) {
+  std::string error;
+  std::optional<CostModel> model = CostModel::parse(
+      "h200:gpus-per-node=4,node-bandwidth=300,network-bandwidth=25,"
+      "node-latency=2,network-latency=12,efficiency=0.4,memory=96",
+      error);
+  ASSERT_TRUE(model) << error;
+  const HardwareProfile *hw = model->getHardware();
+  ASSERT_TRUE(hw);
+  EXPECT_EQ(hw->nodeGpus, 4);
+  EXPECT_DOUBLE_EQ(hw->nodeBandwidth, 300e9);
+  EXPECT_DOUBLE_EQ(hw->linkBandwidth, 25e9);
+  EXPECT_DOUBLE_EQ(hw->nodeLatency, 2e-6);
+  EXPECT_DOUBLE_EQ(hw->linkLatency, 12e-6);
+  EXPECT_DOUBLE_EQ(hw->efficiency, 0.4);
+  EXPECT_DOUBLE_EQ(hw->memoryGiB, 96);
+  // The rest is the preset's: the H200's HBM3e.
+  EXPECT_DOUBLE_EQ(hw->memoryBandwidth, 4.8e12);
+  EXPECT_EQ(model->getNodeDevices(), 4);
+  // A transfer between nodes now takes the network's latency and rate.
+  EXPECT_DOUBLE_EQ(model->getTransferTime(25'000'000, LinkKind::network),
+                   12e-6 + 1e-3);
 }

@@ -154,8 +154,10 @@ cl::opt<VocabMode> vocabMode("vocab",
                              cl::init(VocabMode::Baseline), cl::cat(category));
 cl::opt<std::string>
     costs("costs",
-          cl::desc("Cost model: unit (default), a100, h100, v100, a "
-                   "profile.json from sluice-run --profile, or F=..,B=..,..."),
+          cl::desc("Cost model: unit (default), a100, h100, h200, v100 "
+                   "(NAME:key=value,... overrides its node: docs/costs.md), "
+                   "a profile.json from sluice-run --profile, or "
+                   "F=..,B=..,..."),
           cl::init("unit"), cl::cat(category));
 cl::opt<std::string> tracePath("trace",
                                cl::desc("Write a Chrome trace (Perfetto)"),
@@ -189,12 +191,44 @@ cl::opt<int64_t> gpus("gpus", cl::desc("GPUs to plan for (--search)"),
 cl::opt<double> gpuMemory(
     "gpu-memory",
     cl::desc("Memory per GPU, GiB (--search; default: the --costs GPU's, "
-             "80 for a100 and h100, 32 for v100)"),
+             "80 for a100 and h100, 140 for h200, 32 for v100)"),
     cl::init(0), cl::value_desc("GiB"), cl::cat(searchCategory));
 cl::opt<int64_t> globalBatch(
     "global-batch",
     cl::desc("Sequences per training step over all replicas (--search)"),
     cl::init(0), cl::value_desc("SEQUENCES"), cl::cat(searchCategory));
+cl::opt<int64_t> globalTokens(
+    "global-batch-tokens",
+    cl::desc("Tokens per training step over all replicas (--search; "
+             "instead of --global-batch, a whole number of sequences)"),
+    cl::init(0), cl::value_desc("TOKENS"), cl::cat(searchCategory));
+// The cluster, where it differs from the --costs GPU's usual node: these
+// become the cost model's overrides (`h100:gpus-per-node=4,...`).
+cl::opt<int64_t> gpusPerNode(
+    "gpus-per-node",
+    cl::desc("GPUs a node joins by its fast link (analytic --costs; "
+             "default the preset's, 8)"),
+    cl::init(0), cl::value_desc("N"), cl::cat(category));
+cl::opt<double> nodeBandwidth(
+    "node-bandwidth",
+    cl::desc("Bandwidth inside a node (NVLink), GB/s per GPU and direction "
+             "(analytic --costs; h100: 450)"),
+    cl::init(0), cl::value_desc("GB/s"), cl::cat(category));
+cl::opt<double> networkBandwidth(
+    "network-bandwidth",
+    cl::desc("Bandwidth between nodes (InfiniBand), GB/s per GPU and "
+             "direction (analytic --costs; h100: 50)"),
+    cl::init(0), cl::value_desc("GB/s"), cl::cat(category));
+cl::opt<double> nodeLatency(
+    "node-latency",
+    cl::desc("Latency of a message inside a node, microseconds (analytic "
+             "--costs; h100: 5)"),
+    cl::init(0), cl::value_desc("us"), cl::cat(category));
+cl::opt<double> networkLatency(
+    "network-latency",
+    cl::desc("Latency of a message between nodes, microseconds (analytic "
+             "--costs; h100: 8)"),
+    cl::init(0), cl::value_desc("us"), cl::cat(category));
 cl::opt<int64_t> searchTop("top",
                            cl::desc("Rows of the --search table (default 10)"),
                            cl::init(10), cl::value_desc("K"),
@@ -744,6 +778,40 @@ static int compileModel(ModuleOp module, ModelOp model, StringRef dtype) {
 
 /// --search: the ranked table, then the winner compiled as its flags
 /// would compile it (its plan to -o, its prediction printed).
+/// Folds --gpus-per-node and the link flags into --costs as the analytic
+/// model's overrides; false (said) where --costs names no GPU.
+static bool applyClusterFlags() {
+  std::string overrides;
+  auto add = [&](const cl::Option &flag, const char *key, double value) {
+    if (!flag.getNumOccurrences())
+      return;
+    overrides += (overrides.empty() ? "" : ",") + std::string(key) + "=" +
+                 llvm::formatv("{0}", llvm::format("%.17g", value)).str();
+  };
+  add(gpusPerNode, "gpus-per-node", double(gpusPerNode));
+  add(nodeBandwidth, "node-bandwidth", nodeBandwidth);
+  add(networkBandwidth, "network-bandwidth", networkBandwidth);
+  add(nodeLatency, "node-latency", nodeLatency);
+  add(networkLatency, "network-latency", networkLatency);
+  if (overrides.empty())
+    return true;
+  std::string error;
+  std::optional<CostModel> model = CostModel::parse(costs, error);
+  if (!model || !model->getHardware()) {
+    fail("--gpus-per-node and the link flags describe the GPUs of an "
+         "analytic --costs (a100, h100, h200, v100), not '" +
+         costs + "'");
+    return false;
+  }
+  costs = costs + (StringRef(costs).contains(':') ? "," : ":") + overrides;
+  // The values are checked where the model reads them.
+  if (!CostModel::parse(costs, error)) {
+    fail(error);
+    return false;
+  }
+  return true;
+}
+
 static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
   if (pp != 0 || tp != 1 || dp != 1 || zero != 0 || sequenceParallel ||
       microbatches != 0 || recompute != RecomputeKind::none ||
@@ -768,7 +836,7 @@ static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
   space.nodeGpus = hw ? hw->nodeGpus : 8;
   double gib = gpuMemory;
   if (gib == 0 && hw)
-    gib = StringRef(hw->name) == "v100" ? 32 : 80;
+    gib = hw->memoryGiB;
   if (gib <= 0)
     return fail("--search needs --gpu-memory (GiB): --costs " + costs +
                 " names no GPU whose memory it knows");
@@ -779,6 +847,19 @@ static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
   shape.addPass(createSetMicrobatchShape({seqLen, microBatch, dtype.str()}));
   if (failed(shape.run(module)))
     return 1;
+  if (globalTokens.getNumOccurrences()) {
+    int64_t sequenceTokens = summarizeModel(model).seqLen;
+    if (globalBatch.getNumOccurrences())
+      return fail("give the batch once: --global-batch (sequences) or "
+                  "--global-batch-tokens, not both");
+    if (globalTokens < 1 || sequenceTokens < 1 || globalTokens % sequenceTokens)
+      return fail("--global-batch-tokens " +
+                  llvm::Twine(int64_t(globalTokens)) +
+                  " is not a positive whole number of " +
+                  llvm::Twine(sequenceTokens) + "-token sequences");
+    space.globalSequences = globalTokens / sequenceTokens;
+    globalBatch = space.globalSequences;
+  }
   auto start = std::chrono::steady_clock::now();
   FailureOr<SearchResult> found = searchPlans(module, model, space);
   if (failed(found))
@@ -872,6 +953,8 @@ int main(int argc, char **argv) {
     return fail("'" + modelPath +
                 "' must hold exactly one sluice.model, found " +
                 llvm::Twine(models.size()));
+  if (!applyClusterFlags())
+    return 1;
   bool scheduling = pp != 0;
   std::optional<std::string> dtype = getDtype();
   if (!dtype)

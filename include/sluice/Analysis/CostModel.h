@@ -8,7 +8,8 @@
 //    model under which the papers' bubble and memory formulas are exact.
 //  * explicit, `F=1,B=1,W=1,S=0.2,T=0.2,comm=0.1`: the same scaling with
 //    the given per-device-per-microbatch costs (BW defaults to B + W).
-//  * analytic, `a100`, `h100`, `v100` (`v100x8`: a cell of 8 GPUs splitting
+//  * analytic, `a100`, `h100`, `h200`, `v100` (`v100x8`: a cell of 8 GPUs
+//  splitting
 //    every layer, tensor-parallel, as one device of 8x the FLOP/s and
 //    memory bandwidth -- their all-reduces not modelled): FLOPs of the stage's
 //    layers for the slice's tokens and prefix (LayerCost.h) over the hardware's
@@ -18,7 +19,11 @@
 //    collective runs on the intra-node link when its group fits in a node,
 //    on the network otherwise (PipelineCosts, MeshShape). Tensor-parallel
 //    all-reduces lengthen the passes that issue them; data-parallel gradient
-//    all-reduces run beside them (the simulator).
+//    all-reduces run beside them (the simulator). A cluster unlike the
+//    preset's node is the preset with overrides after a colon:
+//    `h100:gpus-per-node=4,network-bandwidth=25,network-latency=12` --
+//    bandwidths in GB/s per GPU and direction, latencies in microseconds,
+//    `efficiency` (of the peak), `memory` (GiB per GPU).
 //  * measured, a `.json` file written by `sluice-run --profile`: seconds per
 //    token of each pass of each stage (by stage name); transfers free.
 //
@@ -65,6 +70,8 @@ struct HardwareProfile {
   int64_t nodeGpus;
   double nodeBandwidth;
   double nodeLatency;
+  /// Memory per GPU, GiB (what --search plans for unless told).
+  double memoryGiB;
 };
 
 /// Which link a collective or transfer crosses: the intra-node one (NVLink)

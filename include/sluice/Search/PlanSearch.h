@@ -31,7 +31,7 @@ struct SearchSpace {
   int64_t gpus = 0;
   /// Memory per GPU, bytes: a candidate's busiest device must fit.
   double memoryBytes = 0;
-  /// The cost model (sluice-compile --costs: a100, h100, v100, a
+  /// The cost model (sluice-compile --costs: a100, h100, h200, v100, a
   /// profile): compute, links in and across nodes, GPUs per node.
   std::string costs;
   /// The global batch in sequences (of the shaped model's length); each

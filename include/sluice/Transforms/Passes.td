@@ -401,7 +401,7 @@ def Simulate : Pass<"sluice-simulate", "ModuleOp"> {
   }];
   let options = [
     Option<"costs", "costs", "std::string", /*default=*/"\"unit\"",
-           "unit, a100, h100, v100, or F=..,B=..,W=..,comm=..">
+           "unit, a100, h100, h200, v100 (NAME:key=value,... overrides its node), or F=..,B=..,W=..,comm=..">
   ];
 }
 

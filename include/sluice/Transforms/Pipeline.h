@@ -81,7 +81,9 @@ struct SluicePipelineOptions
       llvm::cl::init(RecomputeKind::none), getRecomputeValues()};
   Option<std::string> costs{*this, "costs",
                             llvm::cl::desc("cost model: unit, a100, h100, "
-                                           "v100, or F=..,B=..,..."),
+                                           "h200, v100 (NAME:key=value,... "
+                                           "overrides its node), or "
+                                           "F=..,B=..,..."),
                             llvm::cl::init("unit")};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel replicas"),
                      llvm::cl::init(1)};
