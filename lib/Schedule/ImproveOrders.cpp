@@ -399,7 +399,8 @@ class Polisher {
 public:
   Polisher(const Pipeline &pipeline, const Durations &durations,
            const MemoryCaps &caps)
-      : pipe(pipeline), durations(durations), caps(caps), index(pipeline) {}
+      : pipe(pipeline), durations(durations), caps(caps), index(pipeline),
+        clock(pipeline, durations) {}
 
   /// Improves `orders` in place within `budget` pass timings (a timing
   /// of the whole orders costs their number of passes); `makespan` is
@@ -419,6 +420,7 @@ private:
   const Durations &durations;
   const MemoryCaps &caps;
   WorkIndex index;
+  OrderClock clock;
   llvm::SmallVector<Work, 8> deps;
 };
 } // namespace
@@ -481,8 +483,7 @@ void Polisher::run(std::vector<std::vector<Work>> &orders, double &makespan,
     return;
   std::string why;
   PassTimes times;
-  std::optional<OrderTiming> best =
-      timeOrders(pipe, orders, durations, why, &times);
+  std::optional<OrderTiming> best = clock.time(orders, why, &times);
   if (!best)
     return;
   // Moves that only lower the sum of ends are stepping stones: unless the
@@ -510,12 +511,12 @@ void Polisher::run(std::vector<std::vector<Work>> &orders, double &makespan,
         std::optional<OrderTiming> timing;
         if (kept) {
           --budget;
-          timing = timeOrders(pipe, orders, durations, why);
+          timing = clock.time(orders, why);
         }
         if (timing && (timing->makespan < best->makespan - kEpsilon ||
                        (timing->makespan <= best->makespan + kEpsilon &&
                         timing->totalEnd < best->totalEnd - kEpsilon))) {
-          best = timeOrders(pipe, orders, durations, why, &times);
+          best = clock.time(orders, why, &times);
           improved = true;
           break;
         }
@@ -590,6 +591,7 @@ std::string describe(const ListPolicy &policy) {
 void offerListSchedules(const Pipeline &pipeline, size_t passes,
                         const Durations &durations, const MemoryCaps &caps,
                         Finalists &finalists) {
+  OrderClock clock(pipeline, durations);
   for (const ListPolicy &policy : getListPolicies(passes)) {
     std::string why;
     auto listed = scheduleByList(pipeline, durations, caps, policy, why);
@@ -599,7 +601,7 @@ void offerListSchedules(const Pipeline &pipeline, size_t passes,
     if (failed(refined))
       continue;
     for (auto *candidate : {&*listed, &*refined})
-      if (auto time = timeOrders(pipeline, *candidate, durations, why))
+      if (auto time = clock.time(*candidate, why))
         finalists.offer(*candidate, time->makespan,
                         [&] { return describe(policy); });
   }

@@ -7,16 +7,39 @@
 using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
-namespace {
-/// Runs each device's order as far as its inputs allow, round after round.
-class OrderTimer {
-public:
-  OrderTimer(const Pipeline &pipeline, const Durations &durations)
+/// What timing needs of each pass, by WorkIndex, filled the first time an
+/// order holds the pass: its duration, device, the device its result goes
+/// to (-1: its own or none) and its inputs' indices (with their devices).
+struct OrderClock::Tables {
+  Tables(const Pipeline &pipeline, const Durations &durations)
       : pipeline(pipeline), durations(durations), index(pipeline),
-        start(index.size(), -1.0), end(index.size(), -1.0),
-        arrival(index.size(), -1.0) {}
+        known(index.size(), false), duration(index.size()),
+        device(index.size()), consumer(index.size()), firstInput(index.size()),
+        inputCount(index.size()), start(index.size(), -1.0),
+        end(index.size(), -1.0), arrival(index.size(), -1.0) {}
 
-  /// Fills `timing`; false with `stuck` set if a pass never becomes ready.
+  size_t learn(const Work &work) {
+    size_t id = index(work);
+    if (known[id])
+      return id;
+    known[id] = true;
+    duration[id] = durations.compute(work);
+    device[id] = pipeline.getWorkDevice(work);
+    int stage = getConsumerStage(pipeline, work);
+    consumer[id] = stage >= 0 && pipeline.getDevice(stage) != device[id]
+                       ? pipeline.getDevice(stage)
+                       : -1;
+    deps.clear();
+    getAllDependencies(pipeline, work, deps);
+    firstInput[id] = uint32_t(inputs.size());
+    inputCount[id] = uint32_t(deps.size());
+    for (const Work &dep : deps)
+      inputs.push_back({index(dep), pipeline.getWorkDevice(dep)});
+    return id;
+  }
+
+  /// Runs each device's order as far as its inputs allow, round after
+  /// round; false with `stuck` set if a pass never becomes ready.
   bool time(llvm::ArrayRef<std::vector<Work>> orders, OrderTiming &timing,
             Work &stuck) {
     int p = int(orders.size());
@@ -36,39 +59,37 @@ public:
       for (int d = 0; d < p; ++d) {
         const auto &order = orders[d];
         while (next[d] < order.size()) {
-          const Work &work = order[next[d]];
-          deps.clear();
-          getAllDependencies(pipeline, work, deps);
+          size_t id = learn(order[next[d]]);
           double begin = 0;
           bool ready = true;
-          for (const Work &dep : deps) {
-            double depEnd = end[index(dep)];
+          const Input *input = inputs.data() + firstInput[id];
+          for (uint32_t k = 0; k < inputCount[id]; ++k, ++input) {
+            double depEnd = end[input->id];
             if (depEnd < 0) {
               ready = false;
               break;
             }
             // From another device: through the link (a vocabulary
             // collective's contribution: one transfer later).
-            if (pipeline.getWorkDevice(dep) != d)
-              depEnd = arrival[index(dep)] >= 0 ? arrival[index(dep)]
-                                                : depEnd + durations.transfer;
+            if (input->device != d)
+              depEnd = arrival[input->id] >= 0 ? arrival[input->id]
+                                               : depEnd + durations.transfer;
             begin = std::max(begin, depEnd);
           }
           if (!ready)
             break;
           begin = std::max(begin, free[d]);
-          double finish = begin + durations.compute(work);
-          start[index(work)] = begin;
-          end[index(work)] = finish;
+          double finish = begin + duration[id];
+          start[id] = begin;
+          end[id] = finish;
           free[d] = finish;
           // The result travels to the consumer's device behind the
           // link's earlier sends (NCCL: one connection per peer, in
           // order; different peers overlap).
-          int consumer = getConsumerStage(pipeline, work);
-          if (consumer >= 0 && pipeline.getDevice(consumer) != d) {
-            double &link = linkFree[size_t(d) * p + pipeline.getDevice(consumer)];
+          if (consumer[id] >= 0) {
+            double &link = linkFree[size_t(d) * p + consumer[id]];
             link = std::max(link, finish) + durations.transfer;
-            arrival[index(work)] = link;
+            arrival[id] = link;
           }
           timing.makespan = std::max(timing.makespan, finish);
           timing.totalEnd += finish;
@@ -95,16 +116,45 @@ public:
         times.arrival[i] = end[i];
   }
 
-private:
+  struct Input {
+    size_t id;
+    int device;
+  };
   const Pipeline &pipeline;
   const Durations &durations;
   WorkIndex index;
+  std::vector<bool> known;
+  std::vector<double> duration;
+  std::vector<int> device, consumer;
+  std::vector<uint32_t> firstInput, inputCount;
+  std::vector<Input> inputs;
   std::vector<double> start, end, arrival, linkFree;
   std::vector<size_t> next;
   std::vector<double> free;
   llvm::SmallVector<Work, 8> deps;
 };
 
+OrderClock::OrderClock(const Pipeline &pipeline, const Durations &durations)
+    : tables(std::make_unique<Tables>(pipeline, durations)) {}
+
+OrderClock::~OrderClock() = default;
+
+std::optional<OrderTiming>
+OrderClock::time(llvm::ArrayRef<std::vector<Work>> orders, std::string &error,
+                 PassTimes *times) {
+  OrderTiming timing;
+  Work stuck;
+  if (!tables->time(orders, timing, stuck)) {
+    error = "the orders cannot execute: " + toString(stuck) +
+            " waits for work that never runs";
+    return std::nullopt;
+  }
+  if (times)
+    tables->getTimes(*times);
+  return timing;
+}
+
+namespace {
 /// The most activations `order` holds from F to W (or BW).
 double getPeak(const std::vector<Work> &order, const Durations &durations) {
   double live = 0, peak = 0;
@@ -131,17 +181,7 @@ sched::timeOrders(const Pipeline &pipeline,
                   llvm::ArrayRef<std::vector<Work>> orders,
                   const Durations &durations, std::string &error,
                   PassTimes *times) {
-  OrderTimer timer(pipeline, durations);
-  OrderTiming timing;
-  Work stuck;
-  if (!timer.time(orders, timing, stuck)) {
-    error = "the orders cannot execute: " + toString(stuck) +
-            " waits for work that never runs";
-    return std::nullopt;
-  }
-  if (times)
-    timer.getTimes(*times);
-  return timing;
+  return OrderClock(pipeline, durations).time(orders, error, times);
 }
 
 std::vector<double>
