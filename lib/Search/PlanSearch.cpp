@@ -18,6 +18,12 @@
 // (mesh, schedule, vocabulary, slices) it is tried in the order none,
 // selective, full and the first that fits is kept.
 //
+// The meshes are searched on every core (SLUICE_SEARCH_THREADS caps the
+// threads): each compile runs on its own clone, and the best step so far,
+// which every worker prunes against, only falls. Which meshes the bound
+// skips can then depend on timing; the ranking cannot (ties in step and
+// memory are broken by the flags).
+//
 //===----------------------------------------------------------------------===//
 
 #include "sluice/Search/PlanSearch.h"
@@ -34,9 +40,12 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
+#include <thread>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -104,15 +113,24 @@ private:
   double getStateBound(const PlanChoice &mesh) const;
   void keep(const PlanEstimate &estimate);
   double getBest() const {
+    std::lock_guard<std::mutex> lock(mutex);
     return result.ranked.empty() ? std::numeric_limits<double>::infinity()
                                  : result.ranked.front().stepTime;
   }
+  /// Counts a refusal, a simulation or a pruned choice (under the lock).
+  void count(int64_t SearchResult::*counter) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++(result.*counter);
+  }
+  /// Runs `work(i)` for i < n on the search's threads.
+  void forEach(size_t n, llvm::function_ref<void(size_t)> work);
 
   ModuleOp module;
   const SearchSpace &space;
   std::function<void(const PlanEstimate &)> progress;
   int64_t params, microBatch;
   SearchResult result;
+  mutable std::mutex mutex;
 };
 
 } // namespace
@@ -134,10 +152,6 @@ std::optional<PlanEstimate> Searcher::evaluate(const PlanChoice &choice) {
     }
   } timer{choice};
   OwningOpRef<ModuleOp> copy = module.clone();
-  // A choice the compiler refuses (a schedule's constraints on p, m or
-  // chunks) is one fewer candidate, not an error the user sees.
-  ScopedDiagnosticHandler quiet(module.getContext(),
-                                [](Diagnostic &) { return success(); });
   PassManager pm(module.getContext());
   SluicePipelineOptions options;
   choice.apply(options);
@@ -145,12 +159,12 @@ std::optional<PlanEstimate> Searcher::evaluate(const PlanChoice &choice) {
   options.planBuffers = false;
   buildSluicePipeline(pm, options);
   if (failed(pm.run(*copy))) {
-    ++result.refused;
+    count(&SearchResult::refused);
     return std::nullopt;
   }
   auto programs = copy->getOps<ProgramOp>();
   if (programs.empty()) {
-    ++result.refused;
+    count(&SearchResult::refused);
     return std::nullopt;
   }
   ProgramOp program = *programs.begin();
@@ -163,15 +177,17 @@ std::optional<PlanEstimate> Searcher::evaluate(const PlanChoice &choice) {
                            files.simulation.devices[d].peakActivationBytes);
         return success();
       }))) {
-    ++result.refused;
+    count(&SearchResult::refused);
     return std::nullopt;
   }
-  ++result.simulated;
+  count(&SearchResult::simulated);
   estimate.stepTime = program.getStepTime().value_or(0);
   estimate.bubble = program.getBubbleRatio().value_or(0);
   estimate.mfu = program.getMfu().value_or(0);
-  if (progress)
+  if (progress) {
+    std::lock_guard<std::mutex> lock(mutex);
     progress(estimate);
+  }
   return estimate;
 }
 
@@ -186,16 +202,39 @@ double Searcher::getStateBound(const PlanChoice &mesh) const {
 }
 
 void Searcher::keep(const PlanEstimate &estimate) {
+  std::string flags = estimate.choice.getFlags();
+  std::lock_guard<std::mutex> lock(mutex);
   std::vector<PlanEstimate> &list = estimate.peakBytes <= space.memoryBytes
                                         ? result.ranked
                                         : result.overMemory;
+  // Whichever thread finishes first, the same order: step, memory, flags.
   auto at = std::upper_bound(list.begin(), list.end(), estimate,
-                             [](const PlanEstimate &a, const PlanEstimate &b) {
+                             [&](const PlanEstimate &a, const PlanEstimate &b) {
                                if (a.stepTime != b.stepTime)
                                  return a.stepTime < b.stepTime;
-                               return a.peakBytes < b.peakBytes;
+                               if (a.peakBytes != b.peakBytes)
+                                 return a.peakBytes < b.peakBytes;
+                               return flags < b.choice.getFlags();
                              });
   list.insert(at, estimate);
+}
+
+void Searcher::forEach(size_t n, llvm::function_ref<void(size_t)> work) {
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  if (const char *cap = std::getenv("SLUICE_SEARCH_THREADS"))
+    threads = unsigned(std::clamp(std::atoi(cap), 1, 256));
+  threads = unsigned(std::min<size_t>(threads, n));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++)
+      work(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back(worker);
+  worker();
+  for (std::thread &thread : pool)
+    thread.join();
 }
 
 void Searcher::searchMesh(const PlanEstimate &plainPlan) {
@@ -213,7 +252,7 @@ void Searcher::searchMesh(const PlanEstimate &plainPlan) {
              {RecomputeKind::none, RecomputeKind::selective,
               RecomputeKind::full}) {
           if (bound >= getBest()) {
-            ++result.prunedTime;
+            count(&SearchResult::prunedTime);
             break;
           }
           PlanChoice choice = mesh;
@@ -239,9 +278,13 @@ void Searcher::searchMesh(const PlanEstimate &plainPlan) {
 }
 
 SearchResult Searcher::run() {
+  // A choice the compiler refuses (a schedule's constraints on p, m or
+  // chunks) is one fewer candidate, not an error the user sees.
+  ScopedDiagnosticHandler quiet(module.getContext(),
+                                [](Diagnostic &) { return success(); });
   // Every mesh's plain plan (1F1B, no recomputation, vocabulary layers on
   // the end stages): its step bounds the mesh's.
-  std::vector<PlanEstimate> plains;
+  std::vector<PlanChoice> meshes;
   for (int64_t tp = 1; tp <= std::min(space.gpus, space.nodeGpus); ++tp) {
     if (space.gpus % tp)
       continue;
@@ -271,27 +314,33 @@ SearchResult Searcher::run() {
             ++result.prunedMemory;
             continue;
           }
-          if (std::optional<PlanEstimate> plain = evaluate(mesh)) {
-            keep(*plain);
-            plains.push_back(*plain);
-          }
+          meshes.push_back(mesh);
         }
       }
     }
   }
+  std::vector<std::optional<PlanEstimate>> simulated(meshes.size());
+  forEach(meshes.size(), [&](size_t i) {
+    if ((simulated[i] = evaluate(meshes[i])))
+      keep(*simulated[i]);
+  });
+  std::vector<PlanEstimate> plains;
+  for (std::optional<PlanEstimate> &plain : simulated)
+    if (plain)
+      plains.push_back(std::move(*plain));
   // The meshes that may be fastest first: the best found early bounds
   // the rest, and most meshes end at their bound without a compile.
   std::stable_sort(plains.begin(), plains.end(),
                    [](const PlanEstimate &a, const PlanEstimate &b) {
                      return getStepBound(a) < getStepBound(b);
                    });
-  for (const PlanEstimate &plain : plains) {
-    if (getStepBound(plain) >= getBest()) {
-      ++result.prunedTime;
-      continue;
+  forEach(plains.size(), [&](size_t i) {
+    if (getStepBound(plains[i]) >= getBest()) {
+      count(&SearchResult::prunedTime);
+      return;
     }
-    searchMesh(plain);
-  }
+    searchMesh(plains[i]);
+  });
   return std::move(result);
 }
 

@@ -46,8 +46,8 @@ timeOrders(const Pipeline &pipeline,
 /// each pass's duration, device, consumer and inputs are worked out once,
 /// the first time an order holds it, and kept. The improvers time the
 /// same passes in thousands of orders; looking their inputs up again each
-/// time was most of a deep pipeline's compile (the same timings, 3x
-/// faster: docs/search.md).
+/// time was half of a zero-bubble compile (the same timings; those
+/// compiles 1.6x faster: bench/results/cpu-2026-11-27-search).
 class OrderClock {
 public:
   OrderClock(const Pipeline &pipeline, const Durations &durations);
