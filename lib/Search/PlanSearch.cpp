@@ -12,7 +12,11 @@
 //  * time: on one mesh, no schedule, vocabulary placement or slicing does
 //    less compute than the devices' summed busy time of the plain 1F1B
 //    plan without recomputation spread perfectly over the pipeline; a
-//    choice whose mesh cannot beat the best step found is skipped.
+//    choice whose mesh cannot beat the best step found is skipped. And a
+//    schedule that keeps the plain plan's loop of stages runs at least a
+//    middle device's work of it on that device: in deep meshes, where
+//    layers do not divide evenly over the stages, that device's work is
+//    well above the average, and the loop schedules are skipped.
 //
 // Recomputation only adds compute in the cost model, so for each
 // (mesh, schedule, vocabulary, slices) it is tried in the order none,
@@ -170,11 +174,15 @@ std::optional<PlanEstimate> Searcher::evaluate(const PlanChoice &choice) {
   ProgramOp program = *programs.begin();
   PlanEstimate estimate{choice};
   if (failed(simulateProgram(program, space.costs, [&](ScheduleFiles &files) {
-        for (int d = 0; d < files.pipeline.devices; ++d)
+        for (int d = 0; d < files.pipeline.devices; ++d) {
           estimate.peakBytes =
               std::max(estimate.peakBytes,
                        double(files.costs.getParameterBytes(d)) +
                            files.simulation.devices[d].peakActivationBytes);
+          if (d > 0 && d + 1 < files.pipeline.devices)
+            estimate.middleBusy =
+                std::max(estimate.middleBusy, files.simulation.devices[d].busy);
+        }
         return success();
       }))) {
     count(&SearchResult::refused);
@@ -242,6 +250,13 @@ void Searcher::searchMesh(const PlanEstimate &plainPlan) {
   const PlanChoice &mesh = plain->choice;
   double bound = getStepBound(*plain);
   for (const sched::ScheduleInfo &info : sched::getSchedules()) {
+    // A loop-placed schedule keeps the plain plan's stages on its devices:
+    // a middle device's work bounds its step (PlanEstimate::middleBusy).
+    if (info.placement == PlacementKind::loop &&
+        plain->middleBusy >= getBest()) {
+      count(&SearchResult::prunedTime);
+      continue;
+    }
     std::vector<int64_t> sliceCounts = {1};
     if (info.sliced)
       sliceCounts = {2, 4};

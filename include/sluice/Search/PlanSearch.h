@@ -68,6 +68,14 @@ struct PlanEstimate {
   /// The busiest device's parameters, gradients, optimizer state and
   /// peak activations, bytes.
   double peakBytes = 0;
+  /// The longest busy time of a device that holds neither end of the
+  /// pipeline. For the plain plan of a mesh (1F1B, layers in a loop, the
+  /// vocabulary layers on the end devices) that is a middle device's
+  /// transformer layers and optimizer step, which every loop-placed
+  /// schedule of the mesh runs on one device too, with at least that
+  /// time (vocabulary shards, recomputation and token slices only add):
+  /// a lower bound on their steps. 0 with fewer than three devices.
+  double middleBusy = 0;
 };
 
 struct SearchResult {
