@@ -13,10 +13,13 @@
 //    less compute than the devices' summed busy time of the plain 1F1B
 //    plan without recomputation spread perfectly over the pipeline; a
 //    choice whose mesh cannot beat the best step found is skipped. And a
-//    schedule that keeps the plain plan's loop of stages runs at least a
-//    middle device's work of it on that device: in deep meshes, where
-//    layers do not divide evenly over the stages, that device's work is
-//    well above the average, and the loop schedules are skipped.
+//    schedule runs at least the work a middle device (one holding neither
+//    end of the model) has in the first plan of its placement without
+//    vocabulary shards, recomputation or slices -- the plain plan for the
+//    loop, the first interleaved or V-shaped plan for theirs: in deep
+//    meshes, where layers do not divide evenly over the stages, that
+//    device's work is well above the average, and a placement's schedules
+//    are skipped once it reaches the best step.
 //
 // Recomputation only adds compute in the cost model, so for each
 // (mesh, schedule, vocabulary, slices) it is tried in the order none,
@@ -48,6 +51,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -179,7 +183,8 @@ std::optional<PlanEstimate> Searcher::evaluate(const PlanChoice &choice) {
               std::max(estimate.peakBytes,
                        double(files.costs.getParameterBytes(d)) +
                            files.simulation.devices[d].peakActivationBytes);
-          if (d > 0 && d + 1 < files.pipeline.devices)
+          if (d != files.pipeline.getDevice(0) &&
+              d != files.pipeline.getDevice(files.pipeline.getLastStage()))
             estimate.middleBusy =
                 std::max(estimate.middleBusy, files.simulation.devices[d].busy);
         }
@@ -249,11 +254,15 @@ void Searcher::searchMesh(const PlanEstimate &plainPlan) {
   const PlanEstimate *plain = &plainPlan;
   const PlanChoice &mesh = plain->choice;
   double bound = getStepBound(*plain);
+  // Per placement (loop, interleaved, V), the middle devices' work of its
+  // first plan without vocabulary shards, recomputation or slices: every
+  // schedule placing the stages alike runs at least that on one device
+  // (PlanEstimate::middleBusy). The loop's is the plain plan's.
+  std::map<PlacementKind, double> placementBound = {
+      {PlacementKind::loop, plain->middleBusy}};
   for (const sched::ScheduleInfo &info : sched::getSchedules()) {
-    // A loop-placed schedule keeps the plain plan's stages on its devices:
-    // a middle device's work bounds its step (PlanEstimate::middleBusy).
-    if (info.placement == PlacementKind::loop &&
-        plain->middleBusy >= getBest()) {
+    auto known = placementBound.find(info.placement);
+    if (known != placementBound.end() && known->second >= getBest()) {
       count(&SearchResult::prunedTime);
       continue;
     }
@@ -285,6 +294,9 @@ void Searcher::searchMesh(const PlanEstimate &plainPlan) {
           std::optional<PlanEstimate> estimate = evaluate(choice);
           if (!estimate)
             break; // the same refusal with more recomputation
+          if (vocab == VocabMode::Baseline && slices == 1 &&
+              recompute == RecomputeKind::none)
+            placementBound.emplace(info.placement, estimate->middleBusy);
           keep(*estimate);
           if (estimate->peakBytes <= space.memoryBytes)
             break; // more recomputation only adds time
