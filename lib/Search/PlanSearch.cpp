@@ -150,13 +150,15 @@ std::optional<PlanEstimate> Searcher::evaluate(const PlanChoice &choice) {
         std::chrono::steady_clock::now();
     ~Timer() {
       static bool log = std::getenv("SLUICE_SEARCH_LOG") != nullptr;
+      // One write per line: the search's threads log side by side.
       if (log)
         llvm::errs() << llvm::formatv(
-            "search: {0:F3} s {1}\n",
-            std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          start)
-                .count(),
-            choice.getFlags());
+                            "search: {0:F3} s {1}\n",
+                            std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - start)
+                                .count(),
+                            choice.getFlags())
+                            .str();
     }
   } timer{choice};
   OwningOpRef<ModuleOp> copy = module.clone();

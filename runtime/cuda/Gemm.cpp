@@ -263,7 +263,7 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key) {
   auto found = fp8Plans.find(key);
   if (found != fp8Plans.end())
     return found->second.get();
-  auto [m, n, k, ldc, aType, bType, cType, accumulate] = key;
+  auto [m, n, k, ldc, aType, bType, cType, accumulate, cAlignment] = key;
   (void)accumulate;
   std::unique_ptr<Plan> plan = std::make_unique<Plan>();
   // Column-major C^T (n x m) = B' (k x n)^T A' (k x m): the first operand
@@ -304,6 +304,14 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key) {
     BLAS_RECORD(cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
         sizeof(workspaceBytes)));
+    // The heuristic assumes 256-byte-aligned pointers unless told; an
+    // output inside a larger buffer may be less aligned (the operands'
+    // copies and the scales are 256-aligned).
+    for (cublasLtMatmulPreferenceAttributes_t attribute :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      BLAS_RECORD(cublasLtMatmulPreferenceSetAttribute(
+          preference, attribute, &cAlignment, sizeof(cAlignment)));
     // Not an error where the library has none: the caller falls back.
     if (cublasLtMatmulAlgoGetHeuristic(
             static_cast<cublasLtHandle_t>(handle), plan->op, plan->a, plan->b,
@@ -330,26 +338,31 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key) {
 
 static GemmEngine::Fp8Key makeFp8Key(int64_t m, int64_t n, int64_t k,
                                      int64_t ldc, Fp8Format aFormat,
-                                     Fp8Format bFormat, DType cType,
+                                     Fp8Format bFormat, DevicePtr c,
                                      bool accumulate) {
+  auto address = reinterpret_cast<uintptr_t>(c.get());
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment)
+    alignment /= 2;
   return {m,
           n,
           k,
           ldc,
           int(fp8Type(aFormat)),
           int(fp8Type(bFormat)),
-          int(cudaType(cType)),
-          accumulate};
+          int(cudaType(c.getType())),
+          accumulate,
+          alignment};
 }
 
 bool GemmEngine::hasFp8Kernel(int64_t m, int64_t n, int64_t k,
-                              Fp8Format aFormat, Fp8Format bFormat, DType cType,
+                              Fp8Format aFormat, Fp8Format bFormat, DevicePtr c,
                               int64_t ldc, bool accumulate) {
   // cuBLASLt cannot multiply two E5M2 operands; Sluice never asks it to
   // (a gradient meets a weight or an activation).
   if (aFormat == Fp8Format::E5M2 && bFormat == Fp8Format::E5M2)
     return false;
-  return getFp8Plan(makeFp8Key(m, n, k, ldc, aFormat, bFormat, cType,
+  return getFp8Plan(makeFp8Key(m, n, k, ldc, aFormat, bFormat, c,
                                accumulate)) != nullptr;
 }
 
@@ -360,8 +373,7 @@ bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                         int64_t ldc) {
   if (aFormat == Fp8Format::E5M2 && bFormat == Fp8Format::E5M2)
     return false;
-  Fp8Key key =
-      makeFp8Key(m, n, k, ldc, aFormat, bFormat, c.getType(), beta != 0.0f);
+  Fp8Key key = makeFp8Key(m, n, k, ldc, aFormat, bFormat, c, beta != 0.0f);
   Plan *plan = getFp8Plan(key);
   if (!plan)
     return false;

@@ -47,18 +47,20 @@ public:
   /// kernels take only this "TN" form) and the inverse scales are device
   /// floats. False, with nothing enqueued, where cuBLASLt has no FP8
   /// algorithm for the shape (the caller multiplies another way).
-  /// Whether cuBLASLt offers an FP8 algorithm for this problem (asked once
-  /// per shape): the caller quantizes into FP8 only where it may be used.
-  bool hasFp8Kernel(int64_t m, int64_t n, int64_t k, Fp8Format aFormat,
-                    Fp8Format bFormat, DType cType, int64_t ldc,
-                    bool accumulate);
   bool runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k, float alpha,
               const void *a, Fp8Format aFormat, const float *inverseA,
               const void *b, Fp8Format bFormat, const float *inverseB,
               float beta, DevicePtr c, int64_t ldc);
+  /// Whether cuBLASLt offers an FP8 algorithm for this problem (asked once
+  /// per shape): the caller quantizes into FP8 only where it may be used.
+  bool hasFp8Kernel(int64_t m, int64_t n, int64_t k, Fp8Format aFormat,
+                    Fp8Format bFormat, DevicePtr c, int64_t ldc,
+                    bool accumulate);
 
-  using Fp8Key =
-      std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
+  /// m, n, k, ldc, the operands' and C's types, accumulation, and C's
+  /// alignment in bytes (up to 256).
+  using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int,
+                            bool, uint32_t>;
 
 private:
   struct Plan;
