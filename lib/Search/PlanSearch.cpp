@@ -66,6 +66,8 @@ std::string PlanChoice::getFlags() const {
     flags += " --sequence-parallel";
   flags += llvm::formatv(" --schedule {0} --microbatches {1}",
                          stringifyScheduleKind(schedule), microbatches);
+  if (chunks)
+    flags += llvm::formatv(" --virtual {0}", chunks);
   if (slices > 1)
     flags += llvm::formatv(" --slices {0} --slicing seq1f1b", slices);
   if (recompute != RecomputeKind::none)
@@ -83,7 +85,7 @@ void PlanChoice::apply(SluicePipelineOptions &o) const {
   o.sequenceParallel = sequenceParallel;
   o.schedule = schedule;
   o.microbatches = microbatches;
-  o.virtualChunks = 0;
+  o.virtualChunks = chunks;
   o.slices = std::to_string(slices);
   o.slicing = slices > 1 ? SlicingMethod::Seq1F1B : SlicingMethod::Uniform;
   o.recompute = recompute;
@@ -256,53 +258,65 @@ void Searcher::searchMesh(const PlanEstimate &plainPlan) {
   const PlanEstimate *plain = &plainPlan;
   const PlanChoice &mesh = plain->choice;
   double bound = getStepBound(*plain);
-  // Per placement (loop, interleaved, V), the middle devices' work of its
-  // first plan without vocabulary shards, recomputation or slices: every
-  // schedule placing the stages alike runs at least that on one device
-  // (PlanEstimate::middleBusy). The loop's is the plain plan's.
-  std::map<PlacementKind, double> placementBound = {
-      {PlacementKind::loop, plain->middleBusy}};
+  // Per placement (loop, interleaved, V) and chunk count, the middle
+  // devices' work of its first plan without vocabulary shards,
+  // recomputation or slices: every schedule placing the stages alike runs
+  // at least that on one device (PlanEstimate::middleBusy). The loop's is
+  // the plain plan's.
+  std::map<std::pair<PlacementKind, int64_t>, double> placementBound = {
+      {{PlacementKind::loop, 0}, plain->middleBusy}};
   for (const sched::ScheduleInfo &info : sched::getSchedules()) {
-    auto known = placementBound.find(info.placement);
-    if (known != placementBound.end() && known->second >= getBest()) {
-      count(&SearchResult::prunedTime);
-      continue;
-    }
+    // A schedule that takes any number of chunks tries 2, 4 and 8 (more
+    // chunks, a smaller bubble and more transfers; the compiler refuses
+    // counts the layers cannot fill).
+    std::vector<int64_t> chunkCounts = {0};
+    if (info.chunks == 0)
+      chunkCounts = {2, 4, 8};
     std::vector<int64_t> sliceCounts = {1};
     if (info.sliced)
       sliceCounts = {2, 4};
-    for (VocabMode vocab :
-         {VocabMode::Baseline, VocabMode::Vocab1, VocabMode::Vocab2})
-      for (int64_t slices : sliceCounts)
-        for (RecomputeKind recompute :
-             {RecomputeKind::none, RecomputeKind::selective,
-              RecomputeKind::full}) {
-          if (bound >= getBest()) {
-            count(&SearchResult::prunedTime);
-            break;
-          }
-          PlanChoice choice = mesh;
-          choice.schedule = info.kind;
-          choice.vocab = vocab;
-          choice.slices = slices;
-          choice.recompute = recompute;
-          if (choice.schedule == mesh.schedule && choice.vocab == mesh.vocab &&
-              slices == 1 && recompute == RecomputeKind::none) {
-            // The plain plan, done.
-            if (plain->peakBytes <= space.memoryBytes)
+    for (int64_t chunks : chunkCounts) {
+      auto placement = std::make_pair(info.placement, chunks);
+      auto known = placementBound.find(placement);
+      if (known != placementBound.end() && known->second >= getBest()) {
+        count(&SearchResult::prunedTime);
+        continue;
+      }
+      for (VocabMode vocab :
+           {VocabMode::Baseline, VocabMode::Vocab1, VocabMode::Vocab2})
+        for (int64_t slices : sliceCounts)
+          for (RecomputeKind recompute :
+               {RecomputeKind::none, RecomputeKind::selective,
+                RecomputeKind::full}) {
+            if (bound >= getBest()) {
+              count(&SearchResult::prunedTime);
               break;
-            continue;
+            }
+            PlanChoice choice = mesh;
+            choice.schedule = info.kind;
+            choice.chunks = chunks;
+            choice.vocab = vocab;
+            choice.slices = slices;
+            choice.recompute = recompute;
+            if (choice.schedule == mesh.schedule &&
+                choice.vocab == mesh.vocab && slices == 1 &&
+                recompute == RecomputeKind::none) {
+              // The plain plan, done.
+              if (plain->peakBytes <= space.memoryBytes)
+                break;
+              continue;
+            }
+            std::optional<PlanEstimate> estimate = evaluate(choice);
+            if (!estimate)
+              break; // the same refusal with more recomputation
+            if (vocab == VocabMode::Baseline && slices == 1 &&
+                recompute == RecomputeKind::none)
+              placementBound.emplace(placement, estimate->middleBusy);
+            keep(*estimate);
+            if (estimate->peakBytes <= space.memoryBytes)
+              break; // more recomputation only adds time
           }
-          std::optional<PlanEstimate> estimate = evaluate(choice);
-          if (!estimate)
-            break; // the same refusal with more recomputation
-          if (vocab == VocabMode::Baseline && slices == 1 &&
-              recompute == RecomputeKind::none)
-            placementBound.emplace(info.placement, estimate->middleBusy);
-          keep(*estimate);
-          if (estimate->peakBytes <= space.memoryBytes)
-            break; // more recomputation only adds time
-        }
+    }
   }
 }
 

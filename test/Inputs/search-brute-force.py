@@ -14,6 +14,8 @@ gpus, gib, batch, mb = int(gpus), float(gib), int(batch), int(mb)
 SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
              "v-half", "v-min", "seq1f1b", "seq1f1b-i", "terapipe"]
 SLICED = {"seq1f1b", "seq1f1b-i", "terapipe"}
+# Any number of chunks: the search tries 2, 4 and 8.
+CHUNKED = {"interleaved-1f1b", "seq1f1b-i"}
 best = None
 with tempfile.TemporaryDirectory() as work:
     report = os.path.join(work, "r.json")
@@ -31,12 +33,15 @@ with tempfile.TemporaryDirectory() as work:
                 for sp in ([False, True] if tp > 1 else [False]):
                     for s in SCHEDULES:
                         for vocab in ["baseline", "vocab-1", "vocab-2"]:
+                          for v in ([2, 4, 8] if s in CHUNKED else [0]):
                             for slices in ([2, 4] if s in SLICED else [1]):
                                 for rc in ["none", "selective", "full"]:
                                     flags = ["--pp", str(pp), "--tp", str(tp),
                                              "--dp", str(dp), "--schedule", s,
                                              "--microbatches", str(m),
                                              "--recompute", rc, "--vocab", vocab]
+                                    if v:
+                                        flags += ["--virtual", str(v)]
                                     if zero:
                                         flags += ["--zero", "1"]
                                     if sp:

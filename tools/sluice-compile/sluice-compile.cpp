@@ -816,10 +816,10 @@ static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
   if (pp != 0 || tp != 1 || dp != 1 || zero != 0 || sequenceParallel ||
       microbatches != 0 || recompute != RecomputeKind::none ||
       vocabMode != VocabMode::Baseline || slices != "1" ||
-      scheduleName != "1f1b")
+      scheduleName != "1f1b" || virtualChunks != 0)
     return fail("--search chooses --pp, --tp, --dp, --zero, "
-                "--sequence-parallel, --schedule, --microbatches, --slices, "
-                "--recompute and --vocab itself; leave them out");
+                "--sequence-parallel, --schedule, --virtual, --microbatches, "
+                "--slices, --recompute and --vocab itself; leave them out");
   if (printPipeline)
     return fail("--print-pipeline replays one compile, not a --search");
   if (!checkFlags(/*scheduling=*/false))
@@ -902,6 +902,7 @@ static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
   sequenceParallel = best.sequenceParallel;
   scheduleName = stringifyScheduleKind(best.schedule).str();
   microbatches = best.microbatches;
+  virtualChunks = best.chunks;
   slices = std::to_string(best.slices);
   if (best.slices > 1)
     slicingMethod = SlicingMethod::Seq1F1B;

@@ -49,6 +49,9 @@ struct PlanChoice {
   bool sequenceParallel = false;
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
+  /// Chunks per device (--virtual) of a schedule that takes any number;
+  /// 0: the schedule's own.
+  int64_t chunks = 0;
   /// Token slices per microbatch (the sliced schedules), cut where each
   /// costs the same FLOPs (Seq1F1B's partition).
   int64_t slices = 1;
