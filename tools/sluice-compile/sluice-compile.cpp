@@ -239,6 +239,9 @@ cl::opt<std::string> outputPath("o", cl::desc("Output file for the emitted IR"),
 
 /// --slices as a number; 0 for auto.
 int64_t sliceCount = 1;
+/// --search set --slices to its winner's (no occurrence on the command
+/// line, but given all the same).
+bool searchSetSlices = false;
 
 /// Prints each diagnostic on one line, `location: severity: message`: users
 /// grep and parse these, so they never span lines.
@@ -339,7 +342,7 @@ const sched::ScheduleInfo *checkPipelineFlags() {
   bool tokenSliced = info->kind == ScheduleKind::Seq1F1B ||
                      info->kind == ScheduleKind::Seq1F1BI ||
                      info->kind == ScheduleKind::TeraPipe;
-  if (tokenSliced && slices.getNumOccurrences() == 0) {
+  if (tokenSliced && slices.getNumOccurrences() == 0 && !searchSetSlices) {
     // Without slices these schedules are 1F1B, interleaved 1F1B and
     // GPipe: say so rather than compile them as that.
     fail("--schedule " + scheduleName.getValue() +
@@ -904,6 +907,7 @@ static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
   microbatches = best.microbatches;
   virtualChunks = best.chunks;
   slices = std::to_string(best.slices);
+  searchSetSlices = true;
   if (best.slices > 1)
     slicingMethod = SlicingMethod::Seq1F1B;
   recompute = best.recompute;
