@@ -657,6 +657,11 @@ static void printSearchTable(const SearchResult &found,
     return;
   os << llvm::formatv("{0,4} {1,12} {2,7} {3,13} {4,9} {5}\n", "rank", "step",
                       "MFU", "tokens/s/GPU", "GiB", "plan");
+  // Unit and explicit costs count steps in units: no rate, no MFU.
+  std::string ignored;
+  std::optional<CostModel> costModel = CostModel::parse(space.costs, ignored);
+  StringRef unit = costModel ? costModel->getTimeUnit() : "s";
+  bool timed = unit == "s";
   int64_t rows = std::min<int64_t>(searchTop, int64_t(found.ranked.size()));
   for (int64_t i = 0; i < rows; ++i) {
     const PlanEstimate &e = found.ranked[i];
@@ -664,9 +669,9 @@ static void printSearchTable(const SearchResult &found,
                     (e.stepTime * double(space.gpus));
     os << llvm::formatv(
         "{0,4} {1,12} {2,7} {3,13} {4,9} {5}\n", i + 1,
-        llvm::formatv("{0} s", llvm::format("%.4g", e.stepTime)).str(),
-        llvm::formatv("{0:P1}", e.mfu).str(),
-        llvm::formatv("{0:F0}", perGpu).str(),
+        llvm::formatv("{0} {1}", llvm::format("%.4g", e.stepTime), unit).str(),
+        timed ? llvm::formatv("{0:P1}", e.mfu).str() : "-",
+        timed ? llvm::formatv("{0:F0}", perGpu).str() : "-",
         llvm::format("%.4g", e.peakBytes / double(1ull << 30)),
         e.choice.getFlags());
   }
