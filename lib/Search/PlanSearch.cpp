@@ -27,9 +27,12 @@
 //
 // The meshes are searched on every core (SLUICE_SEARCH_THREADS caps the
 // threads): each compile runs on its own clone, and the best step so far,
-// which every worker prunes against, only falls. Which meshes the bound
-// skips can then depend on timing; the ranking cannot (ties in step and
-// memory are broken by the flags).
+// which every worker prunes against, only falls. Which choices the bounds
+// skip can then depend on timing; the best plan cannot (no choice faster
+// than it is ever skipped, and ties in step and memory are broken by the
+// flags). The rows below it are the simulated choices in order: one the
+// bound skipped in one run (it could not beat the best) may be listed in
+// another.
 //
 //===----------------------------------------------------------------------===//
 
