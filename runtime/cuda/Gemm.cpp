@@ -385,12 +385,14 @@ bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
   BLAS_RECORD(cublasLtMatmulDescSetAttribute(
       plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &inverseA,
       sizeof(inverseA)));
+  auto multiply = [&] {
+    return cublasLtMatmul(static_cast<cublasLtHandle_t>(handle), plan->op,
+                          &alpha, b, plan->a, a, plan->b, &beta, c.get(),
+                          plan->c, c.get(), plan->c, &plan->algo, workspace,
+                          workspaceBytes, stream);
+  };
   cublasStatus_t status;
-  while ((status = cublasLtMatmul(static_cast<cublasLtHandle_t>(handle),
-                                  plan->op, &alpha, b, plan->a, a, plan->b,
-                                  &beta, c.get(), plan->c, c.get(), plan->c,
-                                  &plan->algo, workspace, workspaceBytes,
-                                  stream)) == CUBLAS_STATUS_NOT_SUPPORTED &&
+  while ((status = multiply()) == CUBLAS_STATUS_NOT_SUPPORTED &&
          !plan->candidates.empty()) {
     plan->algo = plan->candidates.back();
     plan->candidates.pop_back();
@@ -406,9 +408,7 @@ bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
         !std::getenv("CUBLASLT_LOG_LEVEL")) {
       cublasLtLoggerSetCallback(keepLtError);
       cublasLtLoggerSetMask(1);
-      cublasLtMatmul(static_cast<cublasLtHandle_t>(handle), plan->op, &alpha, b,
-                     plan->a, a, plan->b, &beta, c.get(), plan->c, c.get(),
-                     plan->c, &plan->algo, workspace, workspaceBytes, stream);
+      multiply();
       cublasLtLoggerSetMask(0);
       cublasLtLoggerSetCallback(nullptr);
     }
