@@ -2,8 +2,9 @@
 //
 // Benchmark-only: the zero-bubble repository's schedules that
 // sluice-bench-schedules compares ZB-H1, ZB-H2, ZB-V, V-Half and V-Min
-// against (PeerZeroBubble.cpp; ZB-V, V-Half and V-Min use the library's
-// ports, VShapeOrders.h, which Sluice also offers its improver).
+// against (PeerZeroBubble.cpp; ZB-V uses the library's port of zbv.py,
+// VShapeOrders.h, which Sluice also offers its improver; V-Half and V-Min
+// have PeerVAuto.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -2,6 +2,8 @@
 
 #include "sluice/Schedule/BuildingBlock.h"
 
+#include "sluice/Schedule/TimeOrders.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -337,10 +339,10 @@ namespace {
 class OrderRefiner {
 public:
   OrderRefiner(const Pipeline &pipeline,
-               const std::vector<std::vector<Work>> &orders,
-               const Durations &durations)
-      : pipeline(pipeline), orders(orders), durations(durations),
-        index(pipeline), end(index.size(), -1.0),
+               const std::vector<std::vector<Work>> &orders, OrderClock &clock,
+               double transfer)
+      : pipeline(pipeline), orders(orders), clock(clock), transfer(transfer),
+        end(WorkIndex(pipeline).size(), -1.0),
         floatVocab(pipeline.vocab.any() && !pipeline.vocab.synchronous),
         state(pipeline.devices), result(pipeline.devices) {}
 
@@ -389,10 +391,10 @@ private:
     // A W that already ran early is skipped at its own place.
     const auto &order = orders[d];
     while (st.next < order.size() && order[st.next].kind == PassKind::W &&
-           end[index(order[st.next])] >= 0)
+           end[clock.learn(order[st.next])] >= 0)
       ++st.next;
     std::optional<double> ready;
-    const Work *missing = nullptr;
+    size_t missing = kNone;
     if (st.next < order.size()) {
       const Work &work = order[st.next];
       ready = readyTime(d, work, missing);
@@ -432,7 +434,7 @@ private:
   bool runDeferred(int d) {
     DeviceState &st = state[d];
     for (size_t i = 0; i < st.deferred.size(); ++i) {
-      const Work *missing = nullptr;
+      size_t missing = kNone;
       std::optional<double> ready = readyTime(d, st.deferred[i], missing);
       if (ready && *ready <= st.time) {
         Work work = st.deferred[i];
@@ -447,19 +449,19 @@ private:
   /// Waits for the next pass (ready at `ready`, or blocked on `missing`)
   /// or any deferred one, whichever can go first; with none known, until
   /// a blocking producer runs.
-  void wait(int d, std::optional<double> ready, const Work *missing) {
+  void wait(int d, std::optional<double> ready, size_t missing) {
     DeviceState &st = state[d];
     double wake = ready ? *ready : std::numeric_limits<double>::infinity();
     llvm::SmallVector<size_t, 4> blockers;
-    if (missing)
-      blockers.push_back(index(*missing));
+    if (missing != kNone)
+      blockers.push_back(missing);
     for (const Work &work : st.deferred) {
-      const Work *absent = nullptr;
+      size_t absent = kNone;
       std::optional<double> at = readyTime(d, work, absent);
       if (at)
         wake = std::min(wake, *at);
       else
-        blockers.push_back(index(*absent));
+        blockers.push_back(absent);
     }
     if (wake != std::numeric_limits<double>::infinity()) {
       st.time = std::max(st.time, wake);
@@ -473,14 +475,15 @@ private:
 
   void runPass(int d, const Work &work) {
     DeviceState &st = state[d];
-    double finish = st.time + durations.compute(work);
-    end[index(work)] = finish;
+    size_t id = clock.learn(work);
+    double finish = st.time + clock.getDuration(id);
+    end[id] = finish;
     st.time = finish;
     result[d].push_back(work);
     if (work.kind == PassKind::B && pipeline.splitBackward)
       st.dueW.push_back(
           Work{PassKind::W, work.stage, work.microbatch, work.slice});
-    auto it = waiters.find(index(work));
+    auto it = waiters.find(id);
     if (it == waiters.end())
       return;
     for (int waiter : it->second) {
@@ -494,10 +497,11 @@ private:
   /// false if there is none or it would not.
   bool runDueW(int d, double until) {
     DeviceState &st = state[d];
-    while (!st.dueW.empty() && end[index(st.dueW.front())] >= 0)
+    while (!st.dueW.empty() && end[clock.learn(st.dueW.front())] >= 0)
       st.dueW.pop_front();
     if (st.dueW.empty() ||
-        st.time + durations.compute(st.dueW.front()) > until + 1e-12)
+        st.time + clock.getDuration(clock.learn(st.dueW.front())) >
+            until + 1e-12)
       return false;
     Work w = st.dueW.front();
     st.dueW.pop_front();
@@ -506,30 +510,28 @@ private:
   }
 
   /// When `work` could start on device d: its inputs' ends (a transfer
-  /// later from another device), or nullopt with `missing` set if one has
-  /// not run yet.
-  std::optional<double> readyTime(int d, const Work &work,
-                                  const Work *&missing) {
-    deps.clear();
-    getAllDependencies(pipeline, work, deps);
+  /// later from another device), or nullopt with `missing` set to the
+  /// index of one that has not run yet.
+  std::optional<double> readyTime(int d, const Work &work, size_t &missing) {
     double ready = 0;
-    for (const Work &dep : deps) {
-      double depEnd = end[index(dep)];
+    for (const OrderClock::Input &input : clock.getInputs(clock.learn(work))) {
+      double depEnd = end[input.id];
       if (depEnd < 0) {
-        missing = &dep;
+        missing = input.id;
         return std::nullopt;
       }
-      if (pipeline.getWorkDevice(dep) != d)
-        depEnd += durations.transfer;
+      if (input.device != d)
+        depEnd += transfer;
       ready = std::max(ready, depEnd);
     }
     return ready;
   }
 
+  static constexpr size_t kNone = ~size_t(0);
   const Pipeline &pipeline;
   const std::vector<std::vector<Work>> &orders;
-  const Durations &durations;
-  WorkIndex index;
+  OrderClock &clock;
+  double transfer;
   std::vector<double> end;
   bool floatVocab;
   std::vector<DeviceState> state;
@@ -537,13 +539,15 @@ private:
   llvm::DenseMap<size_t, llvm::SmallVector<int, 2>> waiters;
   using Event = std::pair<double, int>;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
-  llvm::SmallVector<Work, 8> deps;
 };
 } // namespace
 
-FailureOr<std::vector<std::vector<Work>>>
-sched::refineOrders(const Pipeline &pipeline,
-                    const std::vector<std::vector<Work>> &orders,
-                    const Durations &durations, std::string &error) {
-  return OrderRefiner(pipeline, orders, durations).run(error);
+FailureOr<std::vector<std::vector<Work>>> sched::refineOrders(
+    const Pipeline &pipeline, const std::vector<std::vector<Work>> &orders,
+    const Durations &durations, std::string &error, OrderClock *clock) {
+  if (!clock) {
+    OrderClock own(pipeline, durations);
+    return refineOrders(pipeline, orders, durations, error, &own);
+  }
+  return OrderRefiner(pipeline, orders, *clock, durations.transfer).run(error);
 }

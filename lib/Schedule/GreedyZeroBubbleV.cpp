@@ -314,6 +314,7 @@ sched::getGreedyZbvOrders(const Pipeline &pipeline, const Durations &durations,
     return std::nullopt;
   std::optional<std::vector<std::vector<Work>>> best;
   double fastest = 0;
+  OrderClock clock(pipeline, durations);
   for (bool fillB : {true, false})
     for (bool fillF : {true, false}) {
       // Again with the bubbles as the budget while the worst one shrinks.
@@ -331,8 +332,7 @@ sched::getGreedyZbvOrders(const Pipeline &pipeline, const Durations &durations,
         worst = mine;
         approved = bubbles;
         std::string why;
-        std::optional<OrderTiming> timing =
-            timeOrders(pipeline, *orders, durations, why);
+        std::optional<OrderTiming> timing = clock.time(*orders, why);
         if (timing && (!best || timing->makespan < fastest)) {
           best = std::move(*orders);
           fastest = timing->makespan;

@@ -3,6 +3,7 @@
 #include "sluice/Schedule/Schedules.h"
 
 #include "sluice/Schedule/ImproveOrders.h"
+#include "sluice/Schedule/TimeOrders.h"
 #include "sluice/Schedule/VShapeOrders.h"
 #include "llvm/Support/ErrorHandling.h"
 
@@ -321,14 +322,21 @@ static std::vector<std::vector<Work>> getSeq1F1BOrders(const Pipeline &pipe) {
 /// without the W lag, and the V-shapes' other spacings): drawn for unit
 /// costs like the named one, any of them may be faster under the real
 /// costs, and the improver keeps one only if it holds the named one's cap.
+/// The named block itself is not repeated (its orders are the first
+/// candidate already).
 static std::vector<BuildingBlock>
 getAlternativeBlocks(const ScheduleInfo &schedule, const Pipeline &pipeline) {
   std::vector<BuildingBlock> blocks;
   int p = pipeline.devices;
   if (schedule.placement == PlacementKind::vshape) {
+    std::pair<int, bool> named =
+        schedule.kind == ScheduleKind::ZBV     ? std::pair{4, true}
+        : schedule.kind == ScheduleKind::VHalf ? std::pair{1, false}
+                                               : std::pair{0, false};
     for (int spacing : {0, 1, 4})
       for (bool lag : {false, true})
-        blocks.push_back(getVShapeBlock(pipeline, spacing, lag));
+        if (std::pair{spacing, lag} != named)
+          blocks.push_back(getVShapeBlock(pipeline, spacing, lag));
     return blocks;
   }
   if (schedule.kind != ScheduleKind::ZBH1 &&
@@ -336,7 +344,8 @@ getAlternativeBlocks(const ScheduleInfo &schedule, const Pipeline &pipeline) {
     return blocks;
   for (bool h2 : {false, true})
     for (bool lagged : {false, true}) {
-      if (h2 && schedule.kind == ScheduleKind::ZBH1)
+      if ((h2 && schedule.kind == ScheduleKind::ZBH1) ||
+          (lagged && h2 == (schedule.kind == ScheduleKind::ZBH2)))
         continue;
       std::vector<int64_t> extra(p, 0), lag(p, 0);
       for (int d = 0; d < p; ++d) {
@@ -378,9 +387,10 @@ improveWithinCap(const ScheduleInfo &schedule, const Pipeline &pipeline,
     caps.push_back(microbatches *
                    getMicrobatchActivation(pipeline, durations, d));
   std::vector<std::vector<std::vector<Work>>> candidates{orders};
+  OrderClock clock(pipeline, durations);
   for (const BuildingBlock &other : getAlternativeBlocks(schedule, pipeline)) {
-    auto refined =
-        refineOrders(pipeline, expandBlock(pipeline, other), durations, error);
+    auto refined = refineOrders(pipeline, expandBlock(pipeline, other),
+                                durations, error, &clock);
     if (failed(refined))
       return failure();
     candidates.push_back(std::move(*refined));
@@ -394,6 +404,18 @@ improveWithinCap(const ScheduleInfo &schedule, const Pipeline &pipeline,
     if (auto squeezed = getSqueezedVShapeOrders(
             pipeline, schedule.kind == ScheduleKind::VHalf))
       candidates.push_back(std::move(*squeezed));
+  // Issue 37: the cost-aware V search -- the same construction over the
+  // paper's whole space of building blocks, squeezed as above and as the
+  // paper's framework reorders them (RepeatVShape.cpp), the fastest few
+  // under the real costs and the cap. Each block costs a squeeze and a
+  // timing: up to 3,000 passes (p 12, m 41) the search stays under a
+  // second; beyond, the blocks above and the list schedules stand alone.
+  if ((schedule.kind == ScheduleKind::VHalf ||
+       schedule.kind == ScheduleKind::VMin) &&
+      6 * size_t(pipeline.devices) * pipeline.microbatches <= 3000)
+    for (auto search : {searchVShapeBlocks, searchRepeatedVShapes})
+      for (auto &orders : search(pipeline, durations, caps, 3))
+        candidates.push_back(std::move(orders));
   // The zero-bubble paper's handcrafted ZB-V and its authors' cost-aware
   // heuristic (linear in the passes per setting, a handful of settings).
   if (schedule.kind == ScheduleKind::ZBV) {
@@ -402,7 +424,7 @@ improveWithinCap(const ScheduleInfo &schedule, const Pipeline &pipeline,
     if (auto greedy = getGreedyZbvOrders(pipeline, durations, caps))
       candidates.push_back(std::move(*greedy));
   }
-  return improveOrders(pipeline, candidates, durations, caps, error);
+  return improveOrders(pipeline, candidates, durations, caps, error, &clock);
 }
 
 FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,

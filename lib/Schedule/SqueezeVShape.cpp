@@ -28,8 +28,13 @@
 
 #include "sluice/Schedule/VShapeOrders.h"
 
+#include "sluice/Schedule/TimeOrders.h"
+
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <queue>
+#include <set>
 #include <tuple>
 
 using namespace mlir::sluice;
@@ -56,6 +61,10 @@ struct Item {
 
 class GreedyV {
 public:
+  /// Peak activations of a device: F and f hold one, W frees one; without
+  /// W lists a W is implied in every idle slot while one is due.
+  static int peakMemory(const DeviceSlots &s);
+
   GreedyV(int devices, int microbatches)
       : p(devices), m(microbatches) {}
 
@@ -73,22 +82,27 @@ private:
         last = std::max(last, list.back());
     return last;
   }
-  /// The passes of one device sorted by slot.
+  /// The passes of one device sorted by slot (then type): a merge, as
+  /// each type's slots are increasing (sorting them was most of the block
+  /// search's time, peakMemory being called for every move tried).
   static std::vector<std::pair<int, int>> events(const DeviceSlots &s,
                                                  int types) {
     std::vector<std::pair<int, int>> all;
-    for (int t = 0; t < types; ++t)
-      for (int slot : s[t])
-        all.push_back({slot, t});
-    std::sort(all.begin(), all.end());
-    return all;
+    std::array<size_t, kComputeTypes + 2> next{};
+    for (;;) {
+      int best = -1;
+      for (int t = 0; t < types; ++t)
+        if (next[t] < s[t].size() &&
+            (best < 0 || s[t][next[t]] < s[best][next[best]]))
+          best = t;
+      if (best < 0)
+        return all;
+      all.push_back({s[best][next[best]++], best});
+    }
   }
   /// W into the first free slots after the backwards; `split` keeps one
   /// list per flow (the flow-0 backward's W first when both wait).
   static void addWeights(DeviceSlots &s, bool split);
-  /// Peak activations of a device: F and f hold one, W frees one; without
-  /// W lists a W is implied in every idle slot while one is due.
-  static int peakMemory(const DeviceSlots &s);
   /// Unit-cost start times of every pass when run in slot order (the
   /// repository's "squeeze"); nullopt if a dependency is out of order.
   std::optional<std::vector<DeviceSlots>>
@@ -290,6 +304,25 @@ GreedyV::run(const std::vector<std::array<int, 4>> &pattern) {
   return order;
 }
 
+/// GreedyV's (type, microbatch) orders as the pipeline's passes.
+static std::vector<std::vector<Work>>
+toWorkOrders(const Pipeline &pipeline, llvm::ArrayRef<int> stageOf,
+             const std::vector<std::vector<std::pair<int, int>>> &order) {
+  std::vector<std::vector<Work>> orders(pipeline.devices);
+  for (int d = 0; d < pipeline.devices; ++d)
+    for (auto [type, mb] : order[d]) {
+      // A forward's flow is its chunk; a backward runs the V the other way,
+      // so flow 0 is the second chunk's; a W follows its backward's flow.
+      PassKind kind = type < 2   ? PassKind::F
+                      : type < 4 ? PassKind::B
+                                 : PassKind::W;
+      int flow = type < 4 ? type % 2 : type - 4;
+      int chunk = kind == PassKind::F ? flow : 1 - flow;
+      orders[d].push_back({kind, stageOf[size_t(d) * 2 + chunk], mb, 0});
+    }
+  return orders;
+}
+
 std::optional<std::vector<std::vector<Work>>>
 sched::getSqueezedVShapeOrders(const Pipeline &pipeline, bool half) {
   int p = pipeline.devices, m = pipeline.microbatches;
@@ -317,17 +350,145 @@ sched::getSqueezedVShapeOrders(const Pipeline &pipeline, bool half) {
   for (int s = 0; s < pipeline.getNumStages(); ++s)
     stageOf[size_t(pipeline.stages[s].device) * 2 + pipeline.stages[s].chunk] =
         s;
-  std::vector<std::vector<Work>> orders(p);
-  for (int d = 0; d < p; ++d)
-    for (auto [type, mb] : (*order)[d]) {
-      // A forward's flow is its chunk; a backward runs the V the other way,
-      // so flow 0 is the second chunk's; a W follows its backward's flow.
-      PassKind kind = type < 2 ? PassKind::F
-                      : type < 4 ? PassKind::B
-                                 : PassKind::W;
-      int flow = type < 4 ? type % 2 : type - 4;
-      int chunk = kind == PassKind::F ? flow : 1 - flow;
-      orders[d].push_back({kind, stageOf[size_t(d) * 2 + chunk], mb, 0});
+  return toWorkOrders(pipeline, stageOf, *order);
+}
+
+//===----------------------------------------------------------------------===//
+// The cost-aware search over building blocks
+//===----------------------------------------------------------------------===//
+
+// Qi et al. 2024, §3.1 and Appendix A: a V building block gives each device
+// the positions of its F and B of both chunks within a period of 6 unit
+// slots; device 0 has F at 0 and the other three anywhere else (60
+// patterns), and each next device's positions follow the previous
+// device's by a uniform offset -- the first chunk's F and the second
+// chunk's B k slots later, the other two one slot earlier -- with one k
+// for the first devices and a k no larger for the rest. The memory a
+// block holds grows with k. The repeated block, squeezed by GreedyV,
+// gives one order per block; which is fastest depends on the pass costs,
+// so the search times each with the simulator's rules on the real costs.
+std::vector<std::vector<std::vector<Work>>>
+sched::searchVShapeBlocks(const Pipeline &pipeline, const Durations &durations,
+                          llvm::ArrayRef<double> caps, size_t keep) {
+  int p = pipeline.devices, m = pipeline.microbatches;
+  if (pipeline.chunks != 2 || pipeline.getNumStages() != 2 * p ||
+      pipeline.slices != 1 || !pipeline.splitBackward || pipeline.vocab.any() ||
+      p < 2 || m < 1 || keep == 0)
+    return {};
+  std::vector<int> stageOf(2 * size_t(p), -1);
+  for (int s = 0; s < pipeline.getNumStages(); ++s)
+    stageOf[size_t(pipeline.stages[s].device) * 2 + pipeline.stages[s].chunk] =
+        s;
+  // A device's cap in activations of one chunk (the larger of its two).
+  std::vector<int> chunkCap(p);
+  for (int d = 0; d < p; ++d) {
+    double chunk = std::max(
+        getActivation(durations, Work{PassKind::F, stageOf[2 * d], 0, 0}),
+        getActivation(durations, Work{PassKind::F, stageOf[2 * d + 1], 0, 0}));
+    chunkCap[d] = int(std::floor(caps[d] / chunk + 1e-9));
+  }
+
+  // Positions (mod 6) of FwdDown, FwdUp, BwdDown, BwdUp per device, then
+  // the absolute slot of each device's first pass of each type: after the
+  // pass it depends on (the previous device along the flow, the turn of
+  // the V on the end devices), in the position the block gives.
+  auto firstSlots = [&](const std::vector<std::array<int, 4>> &mod) {
+    auto next = [](int after, int position) {
+      int slot = after + 1;
+      return slot + ((position - slot) % 6 + 6) % 6;
+    };
+    std::vector<std::array<int, 4>> first(p);
+    first[0][FwdDown] = mod[0][FwdDown];
+    for (int i = 1; i < p; ++i)
+      first[i][FwdDown] = next(first[i - 1][FwdDown], mod[i][FwdDown]);
+    first[p - 1][FwdUp] = next(first[p - 1][FwdDown], mod[p - 1][FwdUp]);
+    for (int i = p - 2; i >= 0; --i)
+      first[i][FwdUp] = next(first[i + 1][FwdUp], mod[i][FwdUp]);
+    first[0][BwdDown] = next(first[0][FwdUp], mod[0][BwdDown]);
+    for (int i = 1; i < p; ++i)
+      first[i][BwdDown] = next(first[i - 1][BwdDown], mod[i][BwdDown]);
+    first[p - 1][BwdUp] = next(first[p - 1][BwdDown], mod[p - 1][BwdUp]);
+    for (int i = p - 2; i >= 0; --i)
+      first[i][BwdUp] = next(first[i + 1][BwdUp], mod[i][BwdUp]);
+    return first;
+  };
+
+  std::set<std::vector<std::array<int, 4>>> seen;
+  std::vector<std::vector<std::array<int, 4>>> patterns;
+  for (int up = 1; up < 6; ++up)
+    for (int down = 1; down < 6; ++down)
+      for (int back = 1; back < 6; ++back) {
+        if (up == down || up == back || down == back)
+          continue;
+        for (int k0 = 1; k0 < 6; ++k0)
+          for (int k1 = 1; k1 <= k0; ++k1)
+            for (int head = 1; head < p; ++head) {
+              std::vector<std::array<int, 4>> mod(p);
+              mod[0] = {0, up, down, back};
+              bool collides = false;
+              for (int i = 1; i < p && !collides; ++i) {
+                int k = i - 1 < head ? k0 : k1;
+                std::array<int, 4> shift = {k, -1, k, -1};
+                unsigned used = 0;
+                for (int t = 0; t < 4; ++t) {
+                  mod[i][t] = (mod[i - 1][t] + shift[t] + 6) % 6;
+                  collides |= (used >> mod[i][t]) & 1;
+                  used |= 1u << mod[i][t];
+                }
+              }
+              if (collides)
+                continue;
+              auto first = firstSlots(mod);
+              if (seen.insert(first).second)
+                patterns.push_back(std::move(first));
+              // With one offset for all devices, longer heads repeat it.
+              if (k0 == k1)
+                break;
+            }
+      }
+
+  OrderClock clock(pipeline, durations);
+  GreedyV greedy(p, m);
+  std::vector<std::pair<double, std::vector<std::vector<Work>>>> best;
+  for (const auto &pattern : patterns) {
+    // The block's own memory, before any squeezing: GreedyV never holds
+    // more, so a block over a device's cap cannot come under it.
+    bool fits = true;
+    for (int d = 0; d < p && fits; ++d) {
+      DeviceSlots slots(kComputeTypes);
+      for (int t = 0; t < kComputeTypes; ++t)
+        for (int mb = 0; mb < m; ++mb)
+          slots[t].push_back(pattern[d][t] + 6 * mb);
+      fits = GreedyV::peakMemory(slots) <= chunkCap[d];
     }
-  return orders;
+    if (!fits)
+      continue;
+    auto order = greedy.run(pattern);
+    if (!order)
+      continue;
+    std::vector<std::vector<Work>> orders =
+        toWorkOrders(pipeline, stageOf, *order);
+    std::vector<double> peaks = getPeakUntilW(pipeline, orders, durations);
+    bool within = true;
+    for (int d = 0; d < p; ++d)
+      within &= peaks[d] <= caps[d] + 1e-9;
+    if (!within)
+      continue;
+    std::string why;
+    std::optional<OrderTiming> timing = clock.time(orders, why);
+    if (!timing)
+      continue;
+    if (best.size() == keep && timing->makespan >= best.back().first)
+      continue;
+    auto at = std::upper_bound(
+        best.begin(), best.end(), timing->makespan,
+        [](double t, const auto &entry) { return t < entry.first; });
+    best.insert(at, {timing->makespan, std::move(orders)});
+    if (best.size() > keep)
+      best.pop_back();
+  }
+  std::vector<std::vector<std::vector<Work>>> result;
+  for (auto &entry : best)
+    result.push_back(std::move(entry.second));
+  return result;
 }

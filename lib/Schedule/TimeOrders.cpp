@@ -116,10 +116,7 @@ struct OrderClock::Tables {
         times.arrival[i] = end[i];
   }
 
-  struct Input {
-    size_t id;
-    int device;
-  };
+  using Input = OrderClock::Input;
   const Pipeline &pipeline;
   const Durations &durations;
   WorkIndex index;
@@ -138,6 +135,15 @@ OrderClock::OrderClock(const Pipeline &pipeline, const Durations &durations)
     : tables(std::make_unique<Tables>(pipeline, durations)) {}
 
 OrderClock::~OrderClock() = default;
+
+size_t OrderClock::learn(const Work &work) { return tables->learn(work); }
+
+double OrderClock::getDuration(size_t id) const { return tables->duration[id]; }
+
+llvm::ArrayRef<OrderClock::Input> OrderClock::getInputs(size_t id) const {
+  return llvm::ArrayRef<Input>(tables->inputs)
+      .slice(tables->firstInput[id], tables->inputCount[id]);
+}
 
 std::optional<OrderTiming>
 OrderClock::time(llvm::ArrayRef<std::vector<Work>> orders, std::string &error,

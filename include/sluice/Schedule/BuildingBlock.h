@@ -107,6 +107,8 @@ std::vector<std::vector<Work>> expandBlock(const Pipeline &pipeline,
 
 /// How long each work unit takes, and the delay of a transfer between
 /// devices; used to decide where W passes fill bubbles.
+class OrderClock;
+
 struct Durations {
   llvm::function_ref<double(const Work &)> compute;
   double transfer = 0;
@@ -117,15 +119,19 @@ struct Durations {
 
 /// Step 2 above: executes `orders` (which hold every W) and returns the
 /// order that results when a due W runs early wherever the device would
-/// otherwise idle and it ends before the next pass's inputs arrive. Asynchronous vocabulary passes likewise do not hold a
-/// device up: one whose inputs have not arrived is passed over and runs as
-/// soon as they have (the block places S at the last stage's F plus a
-/// unit, which devices reach early in the warm-up). Fails, naming a stuck
-/// pass, if `orders` cannot execute.
+/// otherwise idle and it ends before the next pass's inputs arrive.
+/// Asynchronous vocabulary passes likewise do not hold a device up: one whose
+/// inputs have not arrived is passed over and runs as soon as they have (the
+/// block places S at the last stage's F plus a unit, which devices reach early
+/// in the warm-up). Fails, naming a stuck pass, if `orders` cannot execute.
+/// `clock`, if given, is one already timing orders of this pipeline under
+/// `durations` (OrderClock, TimeOrders.h): what it has learned of each
+/// pass is not looked up again.
 FailureOr<std::vector<std::vector<Work>>>
 refineOrders(const Pipeline &pipeline,
              const std::vector<std::vector<Work>> &orders,
-             const Durations &durations, std::string &error);
+             const Durations &durations, std::string &error,
+             OrderClock *clock = nullptr);
 
 } // namespace mlir::sluice::sched
 

@@ -86,11 +86,13 @@ struct Improved {
 /// (refineOrders), timed with the simulator's rules (timeOrders). On a tie
 /// the earlier candidate wins, the first before any list schedule.
 /// Pipelines with vocabulary passes get the first candidate back.
+/// `clock`, if given, is the caller's OrderClock for this pipeline and
+/// these durations (TimeOrders.h), shared rather than learned again.
 FailureOr<Improved>
 improveOrders(const Pipeline &pipeline,
               llvm::ArrayRef<std::vector<std::vector<Work>>> candidates,
               const Durations &durations, const MemoryCaps &caps,
-              std::string &error);
+              std::string &error, OrderClock *clock = nullptr);
 
 } // namespace mlir::sluice::sched
 

@@ -59,6 +59,17 @@ public:
                                   std::string &error,
                                   PassTimes *times = nullptr);
 
+  /// What the clock knows of a pass, for other simulations of the same
+  /// pipeline (refineOrders): its WorkIndex, learning on first sight its
+  /// duration, device and inputs.
+  struct Input {
+    size_t id;
+    int device;
+  };
+  size_t learn(const Work &work);
+  double getDuration(size_t id) const;
+  llvm::ArrayRef<Input> getInputs(size_t id) const;
+
 private:
   struct Tables;
   std::unique_ptr<Tables> tables;

@@ -28,6 +28,29 @@ namespace mlir::sluice::sched {
 std::optional<std::vector<std::vector<Work>>>
 getSqueezedVShapeOrders(const Pipeline &pipeline, bool half);
 
+/// Up to `keep` orders, fastest first (timed with the simulator's rules on
+/// `durations`), of the V building blocks of Qi et al. 2024 (§3.1,
+/// Appendix A: device 0's pattern of a 6-slot period and uniform offsets
+/// to the next devices), each repeated and squeezed as
+/// getSqueezedVShapeOrders does its one pattern, that hold at most
+/// `caps[d]` activations from F to W on device d. Empty unless the
+/// pipeline is a V without slices or vocabulary passes.
+std::vector<std::vector<std::vector<Work>>>
+searchVShapeBlocks(const Pipeline &pipeline, const Durations &durations,
+                   llvm::ArrayRef<double> caps, size_t keep);
+
+/// Up to `keep` orders, fastest first (timed with the simulator's rules on
+/// `durations`), of the controllable-memory paper's framework (Qi et al.
+/// 2024, §3, Appendix A) over its whole space of V building blocks: each
+/// block repeated, squeezed and reordered (warm-up and cool-down rebuilt,
+/// idle slots filled) on unit slots without raising its memory, those
+/// holding at most `caps[d]` activations from F to W on device d kept.
+/// RepeatVShape.cpp. Empty unless the pipeline is a V without slices or
+/// vocabulary passes.
+std::vector<std::vector<std::vector<Work>>>
+searchRepeatedVShapes(const Pipeline &pipeline, const Durations &durations,
+                      llvm::ArrayRef<double> caps, size_t keep);
+
 /// Per device, the handcrafted ZB-V order: rank r runs 2(p - r) - 1
 /// forwards of its first chunk, r pairs (second chunk, first chunk), p - r
 /// triples F, B, W of the second chunk, then F, B, W of the first chunk
