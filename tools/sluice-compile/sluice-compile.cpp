@@ -653,6 +653,8 @@ static void printSearchTable(const SearchResult &found,
       space.gpus, llvm::format("%.4g", space.memoryBytes / double(1ull << 30)),
       space.costs, space.globalSequences, found.simulated, found.prunedMemory,
       found.prunedTime, found.refused, found.ranked.size(), seconds);
+  if (!found.unsearched.empty())
+    os << "not searched: " << found.unsearched << "\n";
   if (found.ranked.empty())
     return;
   os << llvm::formatv("{0,4} {1,12} {2,7} {3,13} {4,9} {5}\n", "rank", "step",
@@ -662,6 +664,8 @@ static void printSearchTable(const SearchResult &found,
   std::optional<CostModel> costModel = CostModel::parse(space.costs, ignored);
   StringRef unit = costModel ? costModel->getTimeUnit() : "s";
   bool timed = unit == "s";
+  // A profile measures seconds, not a GPU's peak: no MFU.
+  bool hasPeak = costModel && costModel->getHardware();
   int64_t rows = std::min<int64_t>(searchTop, int64_t(found.ranked.size()));
   for (int64_t i = 0; i < rows; ++i) {
     const PlanEstimate &e = found.ranked[i];
@@ -670,7 +674,7 @@ static void printSearchTable(const SearchResult &found,
     os << llvm::formatv(
         "{0,4} {1,12} {2,7} {3,13} {4,9} {5}\n", i + 1,
         llvm::formatv("{0} {1}", llvm::format("%.4g", e.stepTime), unit).str(),
-        timed ? llvm::formatv("{0:P1}", e.mfu).str() : "-",
+        timed && hasPeak ? llvm::formatv("{0:P1}", e.mfu).str() : "-",
         timed ? llvm::formatv("{0:F0}", perGpu).str() : "-",
         llvm::format("%.4g", e.peakBytes / double(1ull << 30)),
         e.choice.getFlags());

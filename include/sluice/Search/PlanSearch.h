@@ -90,6 +90,11 @@ struct SearchResult {
   /// (memory that the parameters alone exceed, or a step that cannot beat
   /// the best found); refused by the compiler (a schedule's constraints).
   int64_t simulated = 0, prunedMemory = 0, prunedTime = 0, refused = 0;
+  /// What the search left out because its costs cannot price it ("" if
+  /// nothing): a measured profile times whole passes per token, so token
+  /// slices, whose passes are shorter than anything it measured, are not
+  /// searched with one.
+  std::string unsearched;
   /// The least training state a device of any mesh holds, bytes (what the
   /// memory bound compared).
   double leanestState = 0;
