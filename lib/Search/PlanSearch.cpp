@@ -111,9 +111,10 @@ public:
         microBatch(std::max<int64_t>(1, summary.microBatch)) {
     // A profile gives seconds per token of whole passes: a slice's pass
     // priced at its share of them leaves out what a shorter pass loses
-    // (on 2 CPU ranks, 4 slices of 32 tokens ran 1.25x slower than
-    // predicted against 1F1B: bench/search-ranking.sh). Rather than rank
-    // plans on a guess, the search leaves slicing out and says so.
+    // (on 2 CPU ranks Seq1F1B with 4 slices of 32 tokens, predicted 9%
+    // faster than 1F1B, ran 1.35x slower: bench/results/
+    // cpu-2026-11-27-ranking/slices.txt). Rather than rank plans on a
+    // guess, the search leaves slicing out and says so.
     std::string ignored;
     std::optional<CostModel> costs = CostModel::parse(space.costs, ignored);
     if (costs && costs->getKind() == CostModel::Kind::Measured) {
