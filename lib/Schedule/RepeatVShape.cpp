@@ -40,7 +40,7 @@
 
 #include "sluice/Schedule/VShapeOrders.h"
 
-#include "sluice/Schedule/TimeOrders.h"
+#include "FastestOrders.h"
 
 #include <algorithm>
 #include <array>
@@ -709,9 +709,8 @@ sched::searchRepeatedVShapes(const Pipeline &pipeline,
   for (int k = 1; k < kPeriod; ++k)
     offsets.push_back({k, -1, k, -1});
 
-  OrderClock clock(pipeline, durations);
+  FastestOrders fastest(pipeline, durations, caps, keep);
   Search search(p, m);
-  std::vector<std::pair<double, std::vector<std::vector<Work>>>> best;
   for (const Pattern &first : starts)
     for (size_t i0 = 0; i0 < offsets.size(); ++i0)
       for (size_t i1 = 0; i1 <= i0; ++i1)
@@ -740,27 +739,7 @@ sched::searchRepeatedVShapes(const Pipeline &pipeline,
                   {kind, stageOf[size_t(d) * 2 + chunk], count[k]++, 0});
             }
           }
-          std::vector<double> peaks =
-              getPeakUntilW(pipeline, orders, durations);
-          bool within = true;
-          for (int d = 0; d < p; ++d)
-            within &= peaks[d] <= caps[d] + 1e-9;
-          std::string why;
-          std::optional<OrderTiming> timing;
-          if (within)
-            timing = clock.time(orders, why);
-          if (!timing ||
-              (best.size() == keep && timing->makespan >= best.back().first))
-            continue;
-          auto at = std::upper_bound(
-              best.begin(), best.end(), timing->makespan,
-              [](double t, const auto &entry) { return t < entry.first; });
-          best.insert(at, {timing->makespan, std::move(orders)});
-          if (best.size() > keep)
-            best.pop_back();
+          fastest.offer(std::move(orders));
         }
-  std::vector<std::vector<std::vector<Work>>> result;
-  for (auto &entry : best)
-    result.push_back(std::move(entry.second));
-  return result;
+  return fastest.take();
 }

@@ -28,7 +28,7 @@
 
 #include "sluice/Schedule/VShapeOrders.h"
 
-#include "sluice/Schedule/TimeOrders.h"
+#include "FastestOrders.h"
 
 #include <algorithm>
 #include <array>
@@ -447,9 +447,8 @@ sched::searchVShapeBlocks(const Pipeline &pipeline, const Durations &durations,
             }
       }
 
-  OrderClock clock(pipeline, durations);
+  FastestOrders fastest(pipeline, durations, caps, keep);
   GreedyV greedy(p, m);
-  std::vector<std::pair<double, std::vector<std::vector<Work>>>> best;
   for (const auto &pattern : patterns) {
     // The block's own memory, before any squeezing: GreedyV never holds
     // more, so a block over a device's cap cannot come under it.
@@ -468,27 +467,7 @@ sched::searchVShapeBlocks(const Pipeline &pipeline, const Durations &durations,
       continue;
     std::vector<std::vector<Work>> orders =
         toWorkOrders(pipeline, stageOf, *order);
-    std::vector<double> peaks = getPeakUntilW(pipeline, orders, durations);
-    bool within = true;
-    for (int d = 0; d < p; ++d)
-      within &= peaks[d] <= caps[d] + 1e-9;
-    if (!within)
-      continue;
-    std::string why;
-    std::optional<OrderTiming> timing = clock.time(orders, why);
-    if (!timing)
-      continue;
-    if (best.size() == keep && timing->makespan >= best.back().first)
-      continue;
-    auto at = std::upper_bound(
-        best.begin(), best.end(), timing->makespan,
-        [](double t, const auto &entry) { return t < entry.first; });
-    best.insert(at, {timing->makespan, std::move(orders)});
-    if (best.size() > keep)
-      best.pop_back();
+    fastest.offer(std::move(orders));
   }
-  std::vector<std::vector<std::vector<Work>>> result;
-  for (auto &entry : best)
-    result.push_back(std::move(entry.second));
-  return result;
+  return fastest.take();
 }
