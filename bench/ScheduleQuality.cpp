@@ -140,6 +140,33 @@ double getLowerBound(const Pipeline &pipe, const Durations &durations) {
   return std::max(bound, chain);
 }
 
+/// buildSchedule, timed (milliseconds in `ms`).
+FailureOr<Program> buildTimed(const ScheduleInfo &info, const Pipeline &pipe,
+                              const Durations &durations, std::string &error,
+                              double &ms) {
+  auto start = std::chrono::steady_clock::now();
+  FailureOr<Program> built = buildSchedule(info, pipe, durations, error);
+  ms = std::chrono::duration<double, std::milli>(
+           std::chrono::steady_clock::now() - start)
+           .count();
+  return built;
+}
+
+/// Whether every device of Sluice's `orders` holds at most the family's
+/// cap until W; prints each that does not.
+bool keepsFamilyCap(llvm::StringRef where, const Pipeline &pipe,
+                    const std::vector<std::vector<Work>> &orders,
+                    const Durations &durations, double cap) {
+  bool kept = true;
+  for (double peak : getPeakUntilW(pipe, orders, durations))
+    if (peak > cap + 1e-9) {
+      llvm::outs() << where << ": peak " << peak << " above the cap " << cap
+                   << "\n";
+      kept = false;
+    }
+  return kept;
+}
+
 /// A peer's cell: its step time, or why there is none; a time followed by
 /// "+" is a peer that holds more than the family's cap until W.
 struct PeerResult {
@@ -229,12 +256,9 @@ int runVGrid() {
           auto units = [&](const Work &) { return 0.5; };
           Durations durations{compute, c.comm, units};
           std::string error;
-          auto start = std::chrono::steady_clock::now();
+          double ms = 0;
           FailureOr<Program> built =
-              buildSchedule(*info, pipe, durations, error);
-          double ms = std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
+              buildTimed(*info, pipe, durations, error, ms);
           if (failed(built)) {
             llvm::outs() << name << " " << c.name << " p=" << p << " m=" << m
                          << ": failed: " << error << "\n";
@@ -244,19 +268,15 @@ int runVGrid() {
           auto orders = getOrders(*built);
           auto sluice = timeOrders(pipe, orders, durations, error);
           double cap = *getMemoryCap(info->kind, p);
-          for (double peak : getPeakUntilW(pipe, orders, durations))
-            if (peak > cap + 1e-9) {
-              llvm::outs() << name << " " << c.name << " p=" << p << " m=" << m
-                           << ": peak " << peak << " above the cap " << cap
-                           << "\n";
-              ok = false;
-            }
+          ok &= keepsFamilyCap(
+              llvm::formatv("{0} {1} p={2} m={3}", name, c.name, p, m).str(),
+              pipe, orders, durations, cap);
           auto timeOf = [&](const std::vector<std::vector<Work>> &o) {
             std::string why;
             auto t = timeOrders(pipe, o, durations, why);
             return t ? t->makespan : -1.0;
           };
-          start = std::chrono::steady_clock::now();
+          auto start = std::chrono::steady_clock::now();
           auto peerOrders = getPeerVAutoOrders(pipe, c.f, c.b, c.w, c.comm,
                                                int(std::lround(2 * cap)));
           double peerMs = std::chrono::duration<double, std::milli>(
@@ -351,12 +371,9 @@ int main(int argc, char **argv) {
           std::string error;
           FailureOr<Program> block = buildSchedule(
               *info, pipe, durations, error, BuildOptions{false});
-          auto start = std::chrono::steady_clock::now();
+          double ms = 0;
           FailureOr<Program> built =
-              buildSchedule(*info, pipe, durations, error);
-          double ms = std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
+              buildTimed(*info, pipe, durations, error, ms);
           if (failed(block) || failed(built)) {
             llvm::outs() << name << " " << profile.name << " p=" << p
                          << " m=" << m << ": failed: " << error << "\n";
@@ -367,14 +384,10 @@ int main(int argc, char **argv) {
           auto orders = getOrders(*built);
           auto builtTime = timeOrders(pipe, orders, durations, error);
           double cap = *getMemoryCap(info->kind, p);
-          std::vector<double> peaks = getPeakUntilW(pipe, orders, durations);
-          for (double peak : peaks)
-            if (peak > cap + 1e-9) {
-              llvm::outs() << name << " " << profile.name << " p=" << p
-                           << " m=" << m << ": peak " << peak
-                           << " above the cap " << cap << "\n";
-              ok = false;
-            }
+          ok &= keepsFamilyCap(
+              llvm::formatv("{0} {1} p={2} m={3}", name, profile.name, p, m)
+                  .str(),
+              pipe, orders, durations, cap);
           // The peers: the zero-bubble repository's generator for the
           // family and PyTorch's order where it has one, timed alike.
           auto timeOf = [&](const std::vector<std::vector<Work>> &o) {

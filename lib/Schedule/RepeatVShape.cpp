@@ -40,7 +40,7 @@
 
 #include "sluice/Schedule/VShapeOrders.h"
 
-#include "FastestOrders.h"
+#include "VShapeSearch.h"
 
 #include <algorithm>
 #include <array>
@@ -677,24 +677,15 @@ sched::searchRepeatedVShapes(const Pipeline &pipeline,
                              const Durations &durations,
                              llvm::ArrayRef<double> caps, size_t keep) {
   int p = pipeline.devices, m = pipeline.microbatches;
-  if (pipeline.chunks != 2 || pipeline.getNumStages() != 2 * p ||
-      pipeline.slices != 1 || !pipeline.splitBackward || pipeline.vocab.any() ||
-      p < 2 || m < 1 || keep == 0)
+  if (!isPlainVShape(pipeline) || p < 2 || m < 1 || keep == 0)
     return {};
-  std::vector<int> stageOf(2 * size_t(p), -1);
-  for (int s = 0; s < pipeline.getNumStages(); ++s)
-    stageOf[size_t(pipeline.stages[s].device) * 2 + pipeline.stages[s].chunk] =
-        s;
-  // The grids count chunks: the cap is the fewest chunk activations any
-  // device may hold (the larger of its two chunks' activations as the
-  // unit); the caps themselves are checked on the orders.
+  std::vector<int> stageOf = getVShapeStages(pipeline);
+  // The grids count chunks: the cap is the fewest any device may hold;
+  // the caps themselves are checked on the orders.
   int maxChunks = 2 * p;
-  for (int d = 0; d < p; ++d) {
-    double chunk = std::max(
-        getActivation(durations, Work{PassKind::F, stageOf[2 * d], 0, 0}),
-        getActivation(durations, Work{PassKind::F, stageOf[2 * d + 1], 0, 0}));
-    maxChunks = std::min(maxChunks, int(std::floor(caps[d] / chunk + 1e-9)));
-  }
+  for (int d = 0; d < p; ++d)
+    maxChunks =
+        std::min(maxChunks, getChunkCap(durations, stageOf, caps[d], d));
   std::vector<Pattern> starts;
   for (int ff = 1; ff < kPeriod; ++ff)
     for (int bwd = 1; bwd < kPeriod; ++bwd)

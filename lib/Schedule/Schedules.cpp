@@ -318,6 +318,19 @@ static std::vector<std::vector<Work>> getSeq1F1BOrders(const Pipeline &pipe) {
   return orders;
 }
 
+/// The V-shape schedules' blocks: the spacing between the first chunk's
+/// forwards and the second chunk's backwards, and whether W lags.
+static std::pair<int, bool> getVShapeSpacing(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::ZBV:
+    return {4, true};
+  case ScheduleKind::VHalf:
+    return {1, false};
+  default:
+    return {0, false};
+  }
+}
+
 /// The family's other blocks (the zero-bubble and V-shape blocks with and
 /// without the W lag, and the V-shapes' other spacings): drawn for unit
 /// costs like the named one, any of them may be faster under the real
@@ -329,10 +342,7 @@ getAlternativeBlocks(const ScheduleInfo &schedule, const Pipeline &pipeline) {
   std::vector<BuildingBlock> blocks;
   int p = pipeline.devices;
   if (schedule.placement == PlacementKind::vshape) {
-    std::pair<int, bool> named =
-        schedule.kind == ScheduleKind::ZBV     ? std::pair{4, true}
-        : schedule.kind == ScheduleKind::VHalf ? std::pair{1, false}
-                                               : std::pair{0, false};
+    std::pair<int, bool> named = getVShapeSpacing(schedule.kind);
     for (int spacing : {0, 1, 4})
       for (bool lag : {false, true})
         if (std::pair{spacing, lag} != named)
@@ -463,14 +473,12 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
     break;
   }
   case ScheduleKind::ZBV:
-    block = getVShapeBlock(pipeline, 4, /*lagWeights=*/true);
-    break;
   case ScheduleKind::VHalf:
-    block = getVShapeBlock(pipeline, 1, /*lagWeights=*/false);
+  case ScheduleKind::VMin: {
+    auto [spacing, lag] = getVShapeSpacing(schedule.kind);
+    block = getVShapeBlock(pipeline, spacing, lag);
     break;
-  case ScheduleKind::VMin:
-    block = getVShapeBlock(pipeline, 0, /*lagWeights=*/false);
-    break;
+  }
   }
   if (block) {
     // §5.2: the vocabulary passes go into the building block.

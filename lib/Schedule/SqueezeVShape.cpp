@@ -28,7 +28,7 @@
 
 #include "sluice/Schedule/VShapeOrders.h"
 
-#include "FastestOrders.h"
+#include "VShapeSearch.h"
 
 #include <algorithm>
 #include <array>
@@ -326,8 +326,7 @@ toWorkOrders(const Pipeline &pipeline, llvm::ArrayRef<int> stageOf,
 std::optional<std::vector<std::vector<Work>>>
 sched::getSqueezedVShapeOrders(const Pipeline &pipeline, bool half) {
   int p = pipeline.devices, m = pipeline.microbatches;
-  if (pipeline.chunks != 2 || pipeline.getNumStages() != 2 * p ||
-      pipeline.slices != 1 || !pipeline.splitBackward || pipeline.vocab.any())
+  if (!isPlainVShape(pipeline))
     return std::nullopt;
   // The steady-state pattern: the slot (within the first 6p or so) of each
   // device's F and B of both flows; W fills the remaining two of every 6.
@@ -346,11 +345,7 @@ sched::getSqueezedVShapeOrders(const Pipeline &pipeline, bool half) {
   auto order = greedy.run(pattern);
   if (!order)
     return std::nullopt;
-  std::vector<int> stageOf(2 * size_t(p), -1);
-  for (int s = 0; s < pipeline.getNumStages(); ++s)
-    stageOf[size_t(pipeline.stages[s].device) * 2 + pipeline.stages[s].chunk] =
-        s;
-  return toWorkOrders(pipeline, stageOf, *order);
+  return toWorkOrders(pipeline, getVShapeStages(pipeline), *order);
 }
 
 //===----------------------------------------------------------------------===//
@@ -371,22 +366,12 @@ std::vector<std::vector<std::vector<Work>>>
 sched::searchVShapeBlocks(const Pipeline &pipeline, const Durations &durations,
                           llvm::ArrayRef<double> caps, size_t keep) {
   int p = pipeline.devices, m = pipeline.microbatches;
-  if (pipeline.chunks != 2 || pipeline.getNumStages() != 2 * p ||
-      pipeline.slices != 1 || !pipeline.splitBackward || pipeline.vocab.any() ||
-      p < 2 || m < 1 || keep == 0)
+  if (!isPlainVShape(pipeline) || p < 2 || m < 1 || keep == 0)
     return {};
-  std::vector<int> stageOf(2 * size_t(p), -1);
-  for (int s = 0; s < pipeline.getNumStages(); ++s)
-    stageOf[size_t(pipeline.stages[s].device) * 2 + pipeline.stages[s].chunk] =
-        s;
-  // A device's cap in activations of one chunk (the larger of its two).
+  std::vector<int> stageOf = getVShapeStages(pipeline);
   std::vector<int> chunkCap(p);
-  for (int d = 0; d < p; ++d) {
-    double chunk = std::max(
-        getActivation(durations, Work{PassKind::F, stageOf[2 * d], 0, 0}),
-        getActivation(durations, Work{PassKind::F, stageOf[2 * d + 1], 0, 0}));
-    chunkCap[d] = int(std::floor(caps[d] / chunk + 1e-9));
-  }
+  for (int d = 0; d < p; ++d)
+    chunkCap[d] = getChunkCap(durations, stageOf, caps[d], d);
 
   // Positions (mod 6) of FwdDown, FwdUp, BwdDown, BwdUp per device, then
   // the absolute slot of each device's first pass of each type: after the

@@ -10,19 +10,17 @@
 
 #include "sluice/Schedule/VShapeOrders.h"
 
+#include "VShapeSearch.h"
+
 using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
 
 std::optional<std::vector<std::vector<Work>>>
 sched::getHandcraftedZbvOrders(const Pipeline &pipeline) {
   int p = pipeline.devices, m = pipeline.microbatches;
-  if (pipeline.chunks != 2 || pipeline.getNumStages() != 2 * p ||
-      pipeline.slices != 1 || !pipeline.splitBackward || pipeline.vocab.any())
+  if (!isPlainVShape(pipeline))
     return std::nullopt;
-  std::vector<int> stageOf(2 * size_t(p), -1);
-  for (int s = 0; s < 2 * p; ++s)
-    stageOf[size_t(pipeline.stages[s].device) * 2 + pipeline.stages[s].chunk] =
-        s;
+  std::vector<int> stageOf = getVShapeStages(pipeline);
   int planned = std::max(2 * p - 1, m);
   std::vector<std::vector<Work>> orders(p);
   for (int r = 0; r < p; ++r) {

@@ -1,0 +1,96 @@
+//===- VShapeSearch.h - What the V-shape constructions share ----*- C++ -*-===//
+//
+// Private to lib/Schedule: the V-shape orders' constructions (ZeroBubbleV,
+// SqueezeVShape, RepeatVShape) take the same pipelines, name a device's
+// two stages alike, and the V searches keep their fastest few orders
+// alike.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_LIB_SCHEDULE_VSHAPESEARCH_H
+#define SLUICE_LIB_SCHEDULE_VSHAPESEARCH_H
+
+#include "sluice/Schedule/TimeOrders.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mlir::sluice::sched {
+
+/// A V the constructions draw: two chunks per device of one stage each,
+/// no slices, the backward split, no vocabulary passes.
+inline bool isPlainVShape(const Pipeline &pipeline) {
+  return pipeline.chunks == 2 &&
+         pipeline.getNumStages() == 2 * pipeline.devices &&
+         pipeline.slices == 1 && pipeline.splitBackward &&
+         !pipeline.vocab.any();
+}
+
+/// The stage of device d's chunk c at [2d + c].
+inline std::vector<int> getVShapeStages(const Pipeline &pipeline) {
+  std::vector<int> stageOf(2 * size_t(pipeline.devices), -1);
+  for (int s = 0; s < pipeline.getNumStages(); ++s)
+    stageOf[size_t(pipeline.stages[s].device) * 2 + pipeline.stages[s].chunk] =
+        s;
+  return stageOf;
+}
+
+/// How many chunk activations (the larger of the device's two chunks' as
+/// the unit) device d's cap holds: the unit-slot constructions count
+/// chunks.
+inline int getChunkCap(const Durations &durations, llvm::ArrayRef<int> stageOf,
+                       double cap, int d) {
+  double chunk = std::max(
+      getActivation(durations, Work{PassKind::F, stageOf[2 * d], 0, 0}),
+      getActivation(durations, Work{PassKind::F, stageOf[2 * d + 1], 0, 0}));
+  return int(std::floor(cap / chunk + 1e-9));
+}
+
+/// The V searches' selection: of the orders offered, the `keep` fastest
+/// that hold each device's cap from F to W, timed with one OrderClock,
+/// fastest first, earlier offers first among equals.
+class FastestOrders {
+public:
+  FastestOrders(const Pipeline &pipeline, const Durations &durations,
+                llvm::ArrayRef<double> caps, size_t keep)
+      : pipeline(pipeline), durations(durations), caps(caps), keep(keep),
+        clock(pipeline, durations) {}
+
+  void offer(std::vector<std::vector<Work>> orders) {
+    std::vector<double> peaks = getPeakUntilW(pipeline, orders, durations);
+    for (size_t d = 0; d < peaks.size(); ++d)
+      if (peaks[d] > caps[d] + 1e-9)
+        return;
+    std::string why;
+    std::optional<OrderTiming> timing = clock.time(orders, why);
+    if (!timing ||
+        (best.size() == keep && timing->makespan >= best.back().first))
+      return;
+    auto at = std::upper_bound(
+        best.begin(), best.end(), timing->makespan,
+        [](double t, const auto &entry) { return t < entry.first; });
+    best.insert(at, {timing->makespan, std::move(orders)});
+    if (best.size() > keep)
+      best.pop_back();
+  }
+
+  std::vector<std::vector<std::vector<Work>>> take() {
+    std::vector<std::vector<std::vector<Work>>> result;
+    for (auto &entry : best)
+      result.push_back(std::move(entry.second));
+    best.clear();
+    return result;
+  }
+
+private:
+  const Pipeline &pipeline;
+  const Durations &durations;
+  llvm::ArrayRef<double> caps;
+  size_t keep;
+  OrderClock clock;
+  std::vector<std::pair<double, std::vector<std::vector<Work>>>> best;
+};
+
+} // namespace mlir::sluice::sched
+
+#endif // SLUICE_LIB_SCHEDULE_VSHAPESEARCH_H
