@@ -13,6 +13,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 
@@ -902,6 +903,49 @@ static ModelOp lookupProgramModel(ProgramOp program,
                                                  program.getModelAttr());
 }
 
+/// Checks that every instruction names a stage or vocabulary shard of
+/// `model` (a collective: a shard only), the model's names gathered once.
+/// (Before 2026-11-27 each instruction scanned the model's ops.)
+static LogicalResult verifyNamedWork(ProgramOp program, ModelOp model) {
+  // Name -> whether it is a vocabulary shard.
+  llvm::StringMap<bool> names;
+  for (Operation &child : model.getBody().front()) {
+    if (auto in = dyn_cast<VocabInputOp>(child))
+      names[in.getSymName()] = true;
+    else if (auto out = dyn_cast<VocabOutputOp>(child))
+      names[out.getSymName()] = true;
+    else if (auto stage = dyn_cast<StageOp>(child))
+      names[stage.getSymName()] = false;
+  }
+  auto check = [&](Operation *op, StringRef name,
+                   bool shardOnly) -> LogicalResult {
+    auto found = names.find(name);
+    if (found != names.end() && (found->second || !shardOnly))
+      return success();
+    if (shardOnly)
+      return op->emitOpError("names @")
+             << name << ", which is not a vocabulary shard of model @"
+             << model.getSymName();
+    return op->emitOpError("names stage @")
+           << name << ", which model @" << model.getSymName()
+           << " does not have";
+  };
+  for (DeviceOp device : program.getBody().front().getOps<DeviceOp>())
+    for (Operation &instr : device->getRegion(0).front()) {
+      LogicalResult named =
+          TypeSwitch<Operation *, LogicalResult>(&instr)
+              .Case<ExecOp, SendOp, RecvOp, GradSyncOp>(
+                  [&](auto op) { return check(op, op.getStage(), false); })
+              .Case([&](CollectiveInstrOp op) {
+                return check(op, op.getShard(), true);
+              })
+              .Default([](Operation *) { return success(); });
+      if (failed(named))
+        return failure();
+    }
+  return success();
+}
+
 LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &tables) {
   ModelOp model = lookupProgramModel(*this, tables);
   if (!model)
@@ -937,53 +981,9 @@ LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &tables) {
     diag.attachNote(layer->getLoc()) << "the layer is here";
     return WalkResult::interrupt();
   });
-  return failure(walk.wasInterrupted());
-}
-
-/// Checks that the model of `op`'s program has a stage or vocabulary shard
-/// named `name` (a shard only, when `shardOnly`). A program whose model is
-/// missing is the program's error.
-static LogicalResult verifyNamedWork(Operation *op, StringRef name,
-                                     bool shardOnly,
-                                     SymbolTableCollection &tables) {
-  auto program = op->getParentOfType<ProgramOp>();
-  ModelOp model = program ? lookupProgramModel(program, tables) : ModelOp();
-  if (!model)
-    return success();
-  for (Operation &child : model.getBody().front()) {
-    StringRef found;
-    if (auto in = dyn_cast<VocabInputOp>(child))
-      found = in.getSymName();
-    else if (auto out = dyn_cast<VocabOutputOp>(child))
-      found = out.getSymName();
-    else if (auto stage = dyn_cast<StageOp>(child); stage && !shardOnly)
-      found = stage.getSymName();
-    if (!found.empty() && found == name)
-      return success();
-  }
-  if (shardOnly)
-    return op->emitOpError("names @")
-           << name << ", which is not a vocabulary shard of model @"
-           << model.getSymName();
-  return op->emitOpError("names stage @")
-         << name << ", which model @" << model.getSymName() << " does not have";
-}
-
-LogicalResult ExecOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyNamedWork(*this, getStage(), /*shardOnly=*/false, tables);
-}
-LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyNamedWork(*this, getStage(), /*shardOnly=*/false, tables);
-}
-LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyNamedWork(*this, getStage(), /*shardOnly=*/false, tables);
-}
-LogicalResult GradSyncOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyNamedWork(*this, getStage(), /*shardOnly=*/false, tables);
-}
-LogicalResult
-CollectiveInstrOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyNamedWork(*this, getShard(), /*shardOnly=*/true, tables);
+  if (walk.wasInterrupted())
+    return failure();
+  return verifyNamedWork(*this, model);
 }
 
 LogicalResult CollectiveInstrOp::verify() {

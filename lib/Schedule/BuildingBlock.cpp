@@ -344,16 +344,34 @@ public:
       : pipeline(pipeline), orders(orders), clock(clock), transfer(transfer),
         end(WorkIndex(pipeline).size(), -1.0),
         floatVocab(pipeline.vocab.any() && !pipeline.vocab.synchronous),
-        state(pipeline.devices), result(pipeline.devices) {}
+        state(pipeline.devices), result(pipeline.devices) {
+    for (int d = 0; d < pipeline.devices; ++d)
+      result[d].reserve(orders[d].size());
+  }
 
   FailureOr<std::vector<std::vector<Work>>> run(std::string &error) {
-    for (int d = 0; d < pipeline.devices; ++d)
-      events.push({0.0, d});
-    while (!events.empty()) {
-      auto [time, d] = events.top();
-      events.pop();
-      if (!state[d].waiting && time == state[d].time)
-        step(d);
+    if (floatVocab) {
+      for (int d = 0; d < pipeline.devices; ++d)
+        events.push({0.0, d});
+      while (!events.empty()) {
+        auto [time, d] = events.top();
+        events.pop();
+        if (!state[d].waiting && time == state[d].time)
+          step(d);
+      }
+    } else {
+      // Without floating vocabulary passes every decision of a device
+      // reads only ends already known (a pass whose producer has not run
+      // makes it wait), so the devices can go in any interleaving: each
+      // as far as it can, round after round, with no event queue (the
+      // queue was a third of a refinement at p 64, m 512). The result is
+      // the event order's.
+      for (bool moved = true; moved;) {
+        moved = false;
+        for (int d = 0; d < pipeline.devices; ++d)
+          while (advance(d))
+            moved = true;
+      }
     }
     for (int d = 0; d < pipeline.devices; ++d) {
       const DeviceState &st = state[d];
@@ -428,6 +446,32 @@ private:
       return;
     }
     wait(d, ready, missing);
+  }
+
+  /// step() without vocabulary passes to defer, for the round-robin run:
+  /// one decision of device `d` (run the next pass, a due W in the gap
+  /// before it, or wait until its inputs are here); false if its order
+  /// is done or a producer of the next pass has not run.
+  bool advance(int d) {
+    DeviceState &st = state[d];
+    const auto &order = orders[d];
+    while (st.next < order.size() && order[st.next].kind == PassKind::W &&
+           end[clock.learn(order[st.next])] >= 0)
+      ++st.next;
+    if (st.next == order.size())
+      return false;
+    const Work &work = order[st.next];
+    size_t missing = kNone;
+    std::optional<double> ready = readyTime(d, work, missing);
+    if (!ready)
+      return false;
+    if (*ready <= st.time) {
+      ++st.next;
+      runPass(d, work);
+    } else if (!runDueW(d, *ready)) {
+      st.time = *ready;
+    }
+    return true;
   }
 
   /// Runs a deferred vocabulary pass whose inputs are here, if any.

@@ -397,10 +397,13 @@ namespace {
 /// with no slack), so each round tries a few dozen orders, not all.
 class Polisher {
 public:
+  /// `clock` is the improver's (each finalist polished with a clock of
+  /// its own learned every pass again: four clocks built for nothing
+  /// where the pipeline is too large to polish).
   Polisher(const Pipeline &pipeline, const Durations &durations,
-           const MemoryCaps &caps)
+           const MemoryCaps &caps, OrderClock &clock)
       : pipe(pipeline), durations(durations), caps(caps), index(pipeline),
-        clock(pipeline, durations) {}
+        clock(clock) {}
 
   /// Improves `orders` in place within `budget` pass timings (a timing
   /// of the whole orders costs their number of passes); `makespan` is
@@ -420,7 +423,7 @@ private:
   const Durations &durations;
   const MemoryCaps &caps;
   WorkIndex index;
-  OrderClock clock;
+  OrderClock &clock;
   llvm::SmallVector<Work, 8> deps;
 };
 } // namespace
@@ -611,12 +614,13 @@ void offerListSchedules(const Pipeline &pipeline, size_t passes,
 /// quarter of a second on this machine), shared by the finalists; none
 /// where that is under 16 timings each (above 125,000 passes).
 Improved polishBest(const Pipeline &pipeline, const Durations &durations,
-                    const MemoryCaps &caps, Finalists &finalists) {
+                    const MemoryCaps &caps, OrderClock &clock,
+                    Finalists &finalists) {
   constexpr size_t kPassBudget = 8'000'000;
   std::optional<Improved> best;
   for (Improved &finalist : finalists.list) {
     double before = finalist.makespan;
-    Polisher(pipeline, durations, caps)
+    Polisher(pipeline, durations, caps, clock)
         .run(finalist.orders, finalist.makespan,
              kPassBudget / finalists.list.size());
     if (finalist.makespan < before - kEpsilon)
@@ -676,5 +680,5 @@ sched::improveOrders(const Pipeline &pipeline,
     error = "no order keeps the memory caps";
     return failure();
   }
-  return polishBest(pipeline, durations, caps, finalists);
+  return polishBest(pipeline, durations, caps, clock, finalists);
 }

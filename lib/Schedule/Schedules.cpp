@@ -391,13 +391,12 @@ static FailureOr<Improved>
 improveWithinCap(const ScheduleInfo &schedule, const Pipeline &pipeline,
                  const Durations &durations, double microbatches,
                  const std::vector<std::vector<Work>> &orders,
-                 std::string &error) {
+                 OrderClock &clock, std::string &error) {
   MemoryCaps caps;
   for (int d = 0; d < pipeline.devices; ++d)
     caps.push_back(microbatches *
                    getMicrobatchActivation(pipeline, durations, d));
   std::vector<std::vector<std::vector<Work>>> candidates{orders};
-  OrderClock clock(pipeline, durations);
   for (const BuildingBlock &other : getAlternativeBlocks(schedule, pipeline)) {
     auto refined = refineOrders(pipeline, expandBlock(pipeline, other),
                                 durations, error, &clock);
@@ -497,9 +496,12 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
     }
     orders = expandBlock(pipeline, *block);
   }
+  // One clock for the refinement and the improver: a pass's duration and
+  // inputs are learned once per compile.
+  OrderClock clock(pipeline, durations);
   if (pipeline.splitBackward ||
       (pipeline.vocab.any() && !pipeline.vocab.synchronous)) {
-    auto advanced = refineOrders(pipeline, orders, durations, error);
+    auto advanced = refineOrders(pipeline, orders, durations, error, &clock);
     if (failed(advanced))
       return failure();
     orders = std::move(*advanced);
@@ -510,7 +512,7 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
           getMemoryCap(schedule.kind, pipeline.devices);
       options.improve && microbatches && !pipeline.vocab.any()) {
     FailureOr<Improved> improved = improveWithinCap(
-        schedule, pipeline, durations, *microbatches, orders, error);
+        schedule, pipeline, durations, *microbatches, orders, clock, error);
     if (failed(improved))
       return failure();
     orders = std::move(improved->orders);

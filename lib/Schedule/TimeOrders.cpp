@@ -3,6 +3,7 @@
 #include "sluice/Schedule/TimeOrders.h"
 
 #include <algorithm>
+#include <cassert>
 
 using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
@@ -16,7 +17,9 @@ struct OrderClock::Tables {
         known(index.size(), false), duration(index.size()),
         device(index.size()), consumer(index.size()), firstInput(index.size()),
         inputCount(index.size()), start(index.size(), -1.0),
-        end(index.size(), -1.0), arrival(index.size(), -1.0) {}
+        ends(index.size()) {
+    assert(index.size() <= UINT32_MAX && "passes indexed in 32 bits");
+  }
 
   size_t learn(const Work &work) {
     size_t id = index(work);
@@ -33,8 +36,12 @@ struct OrderClock::Tables {
     getAllDependencies(pipeline, work, deps);
     firstInput[id] = uint32_t(inputs.size());
     inputCount[id] = uint32_t(deps.size());
-    for (const Work &dep : deps)
-      inputs.push_back({index(dep), pipeline.getWorkDevice(dep)});
+    extent = std::max(extent, id + 1);
+    for (const Work &dep : deps) {
+      size_t input = index(dep);
+      extent = std::max(extent, input + 1);
+      inputs.push_back({uint32_t(input), pipeline.getWorkDevice(dep)});
+    }
     return id;
   }
 
@@ -43,9 +50,13 @@ struct OrderClock::Tables {
   bool time(llvm::ArrayRef<std::vector<Work>> orders, OrderTiming &timing,
             Work &stuck) {
     int p = int(orders.size());
-    std::fill(start.begin(), start.end(), -1.0);
-    std::fill(end.begin(), end.end(), -1.0);
-    std::fill(arrival.begin(), arrival.end(), -1.0);
+    // Only passes the clock knows, or their inputs, are ever written or
+    // read; the rest stay as built. (The index has room for every kind of
+    // pass, vocabulary ones included: refilling it all was a quarter of a
+    // timing at p 64, m 512.) Learning during the run can only grow the
+    // extent over entries still untouched.
+    std::fill(start.begin(), start.begin() + extent, -1.0);
+    std::fill(ends.begin(), ends.begin() + extent, End{});
     linkFree.assign(size_t(p) * p, 0.0);
     next.assign(p, 0);
     free.assign(p, 0.0);
@@ -64,7 +75,8 @@ struct OrderClock::Tables {
           bool ready = true;
           const Input *input = inputs.data() + firstInput[id];
           for (uint32_t k = 0; k < inputCount[id]; ++k, ++input) {
-            double depEnd = end[input->id];
+            const End &dep = ends[input->id];
+            double depEnd = dep.end;
             if (depEnd < 0) {
               ready = false;
               break;
@@ -72,8 +84,8 @@ struct OrderClock::Tables {
             // From another device: through the link (a vocabulary
             // collective's contribution: one transfer later).
             if (input->device != d)
-              depEnd = arrival[input->id] >= 0 ? arrival[input->id]
-                                               : depEnd + durations.transfer;
+              depEnd =
+                  dep.arrival >= 0 ? dep.arrival : depEnd + durations.transfer;
             begin = std::max(begin, depEnd);
           }
           if (!ready)
@@ -81,7 +93,7 @@ struct OrderClock::Tables {
           begin = std::max(begin, free[d]);
           double finish = begin + duration[id];
           start[id] = begin;
-          end[id] = finish;
+          ends[id].end = finish;
           free[d] = finish;
           // The result travels to the consumer's device behind the
           // link's earlier sends (NCCL: one connection per peer, in
@@ -89,7 +101,7 @@ struct OrderClock::Tables {
           if (consumer[id] >= 0) {
             double &link = linkFree[size_t(d) * p + consumer[id]];
             link = std::max(link, finish) + durations.transfer;
-            arrival[id] = link;
+            ends[id].arrival = link;
           }
           timing.makespan = std::max(timing.makespan, finish);
           timing.totalEnd += finish;
@@ -110,10 +122,13 @@ struct OrderClock::Tables {
   }
 
   void getTimes(PassTimes &times) const {
-    times = {start, end, arrival};
-    for (size_t i = 0; i < end.size(); ++i)
-      if (times.arrival[i] < 0)
-        times.arrival[i] = end[i];
+    times.start = start;
+    times.end.resize(ends.size());
+    times.arrival.resize(ends.size());
+    for (size_t i = 0; i < ends.size(); ++i) {
+      times.end[i] = ends[i].end;
+      times.arrival[i] = ends[i].arrival < 0 ? ends[i].end : ends[i].arrival;
+    }
   }
 
   using Input = OrderClock::Input;
@@ -125,7 +140,16 @@ struct OrderClock::Tables {
   std::vector<int> device, consumer;
   std::vector<uint32_t> firstInput, inputCount;
   std::vector<Input> inputs;
-  std::vector<double> start, end, arrival, linkFree;
+  /// A pass's end and, when its result goes to another device, when it
+  /// arrives there (-1: not yet), side by side: a timing reads both.
+  struct End {
+    double end = -1, arrival = -1;
+  };
+  std::vector<double> start;
+  std::vector<End> ends;
+  /// One past the largest index learned or read as an input.
+  size_t extent = 0;
+  std::vector<double> linkFree;
   std::vector<size_t> next;
   std::vector<double> free;
   llvm::SmallVector<Work, 8> deps;

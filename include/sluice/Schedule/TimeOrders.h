@@ -62,9 +62,12 @@ public:
   /// What the clock knows of a pass, for other simulations of the same
   /// pipeline (refineOrders): its WorkIndex, learning on first sight its
   /// duration, device and inputs.
+  /// 8 bytes: the timings walk these tables in the orders' sequence, and
+  /// at p 64, m 512 they outgrow the cache (their loads were half of a
+  /// timing).
   struct Input {
-    size_t id;
-    int device;
+    uint32_t id;
+    int32_t device;
   };
   size_t learn(const Work &work);
   double getDuration(size_t id) const;
