@@ -17,7 +17,25 @@ static std::vector<int> partitionUniform(int layers, int stages) {
   return counts;
 }
 
-static std::vector<int> partitionCompute(const PartitionProblem &problem) {
+/// The costliest stage of `counts` layers per stage.
+static double getMaxStageCost(const PartitionProblem &problem,
+                              const std::vector<int> &counts) {
+  double worst = 0;
+  size_t next = 0;
+  for (int s = 0; s < problem.stages; ++s) {
+    double cost = s == 0 ? problem.firstExtra : 0;
+    if (s == problem.stages - 1)
+      cost += problem.lastExtra;
+    for (int i = 0; i < counts[s]; ++i)
+      cost += problem.layerCosts[next++];
+    worst = std::max(worst, cost);
+  }
+  return worst;
+}
+
+/// `emptyEnds`: the first and last stage may hold no transformer layer.
+static std::vector<int> partitionCompute(const PartitionProblem &problem,
+                                         bool emptyEnds) {
   int n = static_cast<int>(problem.layerCosts.size());
   int s = problem.stages;
   std::vector<double> prefix(n + 1, 0.0);
@@ -39,7 +57,7 @@ static std::vector<int> partitionCompute(const PartitionProblem &problem) {
   best[0][0] = 0;
   for (int i = 1; i <= s; ++i) {
     int stage = i - 1;
-    int minLayers = stage == 0 || stage == s - 1 ? 0 : 1;
+    int minLayers = emptyEnds && (stage == 0 || stage == s - 1) ? 0 : 1;
     for (int j = 0; j <= n; ++j)
       for (int k = 0; k + minLayers <= j; ++k) {
         if (best[i - 1][k] == inf)
@@ -71,7 +89,7 @@ mlir::sluice::sched::partitionLayers(const PartitionProblem &problem,
         llvm::formatv("the number of stages must be positive, got {0}", stages);
     return failure();
   }
-  int needed = balance == Balance::Uniform ? stages : std::max(0, stages - 2);
+  int needed = balance == Balance::Compute ? std::max(0, stages - 2) : stages;
   if (layers < needed) {
     error = llvm::formatv("{0} stages need at least {1} transformer layers, "
                           "the model has {2}",
@@ -80,5 +98,12 @@ mlir::sluice::sched::partitionLayers(const PartitionProblem &problem,
   }
   if (balance == Balance::Uniform)
     return partitionUniform(layers, stages);
-  return partitionCompute(problem);
+  if (balance == Balance::Compute)
+    return partitionCompute(problem, /*emptyEnds=*/true);
+  std::vector<int> uniform = partitionUniform(layers, stages);
+  std::vector<int> balanced = partitionCompute(problem, /*emptyEnds=*/false);
+  if (getMaxStageCost(problem, balanced) <=
+      (1 - kAutoGain) * getMaxStageCost(problem, uniform))
+    return balanced;
+  return uniform;
 }

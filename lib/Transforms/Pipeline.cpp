@@ -53,9 +53,12 @@ llvm::cl::ValuesClass mlir::sluice::getSlicingMethodValues() {
 llvm::cl::ValuesClass mlir::sluice::getBalanceValues() {
   return llvm::cl::values(
       clEnumValN(sched::Balance::Uniform, "uniform",
-                 "as many layers per stage as can be (default)"),
+                 "as many layers per stage as can be"),
       clEnumValN(sched::Balance::Compute, "compute",
-                 "even out the stages' FLOPs"));
+                 "even out the stages' FLOPs"),
+      clEnumValN(sched::Balance::Auto, "auto",
+                 "uniform, unless moving layers off the vocabulary layers' "
+                 "stages makes the costliest stage 5% cheaper"));
 }
 
 llvm::cl::ValuesClass mlir::sluice::getRecomputeValues() {
@@ -85,8 +88,15 @@ void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
   partition.placement = info.placement;
   // Redis (Yeung et al., 2024 §7): the baseline's layers,
   // stages balanced by compute.
-  partition.balance =
-      o.vocab == VocabMode::Redis ? sched::Balance::Compute : o.balance;
+  // Auto (the default) balances a head left on the last stage; a
+  // sharded vocabulary leaves none there, but the stage partition runs
+  // before the sharding and would count it: uniform.
+  partition.balance = o.balance;
+  if (o.vocab == VocabMode::Redis)
+    partition.balance = sched::Balance::Compute;
+  else if (o.vocab != VocabMode::Baseline &&
+           o.balance == sched::Balance::Auto)
+    partition.balance = sched::Balance::Uniform;
   pm.addPass(createPartitionStages(partition));
 
   if (o.vocab != VocabMode::Baseline && o.vocab != VocabMode::Redis) {

@@ -12,15 +12,29 @@
 
 namespace sluice::rt {
 
+namespace {
+/// The squares of x[0, n) summed in double, in vector lanes (a serial
+/// chain of double adds was 2% of a step: the gradient norm reads every
+/// gradient).
+__attribute__((target_clones("avx2", "default"))) double
+sumSquaresLoop(const float *x, int64_t n) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i)
+    sum += double(x[i]) * double(x[i]);
+  return sum;
+}
+} // namespace
+
 void CpuKernels::sumSquares(DevicePtr xPtr, int64_t rows, int64_t cols,
                             int64_t stride, double weight, DevicePtr out) {
   const float *x = xPtr.as<float>();
   double sum = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      double e = x[r * stride + c];
-      sum += e * e;
-    }
+  if (stride == cols)
+    sum = sumSquaresLoop(x, rows * cols);
+  else
+    for (int64_t r = 0; r < rows; ++r)
+      sum += sumSquaresLoop(x + r * stride, cols);
   *out.as<double>() += weight * sum;
 }
 

@@ -10,6 +10,7 @@
 
 #include "CpuKernels.h"
 #include "Threads.h"
+#include "VectorMath.h"
 
 #include <cblas.h>
 
@@ -122,11 +123,10 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
               pi[j] = cap * std::tanh(pi[j] / cap);
             maxScore = std::max(maxScore, pi[j]);
           }
+          cpu::expShifted(pi + begin, pi + begin, end - begin, maxScore);
           double sum = 0;
-          for (int64_t j = begin; j < end; ++j) {
-            pi[j] = std::exp(pi[j] - maxScore);
+          for (int64_t j = begin; j < end; ++j)
             sum += pi[j];
-          }
           std::fill(pi, pi + begin, 0.0f);
           std::fill(pi + end, pi + b.width, 0.0f);
           for (int64_t j = begin; j < end; ++j)
@@ -184,18 +184,23 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
             double weighted = 0;
             for (int64_t e = 0; e < s.headDim; ++e)
               weighted += double(dci[e]) * ci[e];
-            for (int64_t j = begin; j < end; ++j) {
-              float score = pi[j], slope = 1.0f;
-              if (cap > 0) {
+            if (cap > 0) {
+              for (int64_t j = begin; j < end; ++j) {
                 // The cap's derivative, 1 - tanh^2, scales the score's
                 // gradient.
-                float t = std::tanh(score / cap);
-                score = cap * t;
-                slope = 1.0f - t * t;
+                float t = std::tanh(pi[j] / cap);
+                float slope = 1.0f - t * t;
+                pi[j] = float(std::exp(double(cap * t) - logSum));
+                // The softmax's backward, then the scores' scale.
+                dsi[j] = pi[j] * float(dsi[j] - weighted) * slope * scale;
               }
-              pi[j] = float(std::exp(double(score) - logSum));
-              // The softmax's backward, then the scores' scale.
-              dsi[j] = pi[j] * float(dsi[j] - weighted) * slope * scale;
+            } else {
+              // The same without a cap, the exponentials through the
+              // vector expf (scalar double exp was 6% of a Llama step).
+              cpu::expShifted(pi + begin, pi + begin, end - begin,
+                              float(logSum));
+              for (int64_t j = begin; j < end; ++j)
+                dsi[j] = pi[j] * float(dsi[j] - weighted) * scale;
             }
             for (float *m : {pi, dsi}) {
               std::fill(m, m + begin, 0.0f);

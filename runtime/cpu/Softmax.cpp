@@ -7,6 +7,7 @@
 
 #include "CpuKernels.h"
 #include "Threads.h"
+#include "VectorMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -46,9 +47,7 @@ void CpuKernels::crossEntropyForward(DevicePtr logitsPtr, DevicePtr labelsPtr,
     for (int64_t row = from; row < to; ++row) {
       const float *z = logits + row * vocab;
       float maxLogit = *std::max_element(z, z + vocab);
-      double sum = 0;
-      for (int64_t v = 0; v < vocab; ++v)
-        sum += std::exp(double(z[v] - maxLogit));
+      double sum = cpu::sumExpShifted(z, vocab, maxLogit);
       lse[row] = float(maxLogit + std::log(sum));
     }
   });
@@ -73,9 +72,10 @@ void CpuKernels::crossEntropyBackward(DevicePtr logitsPtr, DevicePtr lsePtr,
   float *dlogits = dlogitsPtr.as<float>();
   cpu::parallelFor(rows * length, 1, [&](int64_t from, int64_t to) {
     for (int64_t row = from; row < to; ++row) {
+      float *d = dlogits + row * vocab;
+      cpu::expShifted(logits + row * vocab, d, vocab, lse[row]);
       for (int64_t v = 0; v < vocab; ++v)
-        dlogits[row * vocab + v] =
-            std::exp(logits[row * vocab + v] - lse[row]) * scale;
+        d[v] *= scale;
       int64_t r = row / length, t = row % length;
       dlogits[row * vocab + labels[r * stride + t]] -= scale;
     }

@@ -244,6 +244,56 @@ StageProfile recomputeStage(RecomputeKind recompute) {
   stage.recompute = recompute;
   return stage;
 }
+// Issue 38: the default split moves layers off a costly head, and only
+// then. GPT-2-like: six layers of 1, a head of 4.9 on the last stage of 2.
+TEST(StagePartition, AutoBalancesACostlyHeadAndOnlyThen) {
+  sched::PartitionProblem problem;
+  problem.layerCosts.assign(6, 1.0);
+  problem.firstExtra = 0.01;
+  problem.lastExtra = 4.9;
+  problem.stages = 2;
+  std::string error;
+  auto counts = sched::partitionLayers(problem, sched::Balance::Auto, error);
+  ASSERT_TRUE(succeeded(counts)) << error;
+  // Uniform's {3, 3} costs 3 and 7.9; {5, 1} costs 5 and 5.9.
+  EXPECT_EQ(*counts, (std::vector<int>{5, 1}));
+  // Compute may leave the last stage without a layer; auto never does.
+  problem.lastExtra = 9;
+  counts = sched::partitionLayers(problem, sched::Balance::Auto, error);
+  ASSERT_TRUE(succeeded(counts));
+  EXPECT_EQ(*counts, (std::vector<int>{5, 1}));
+  counts = sched::partitionLayers(problem, sched::Balance::Compute, error);
+  ASSERT_TRUE(succeeded(counts));
+  EXPECT_EQ(*counts, (std::vector<int>{6, 0}));
+  // A head of a fraction of a layer: the uniform split stays, its spare
+  // layer after the embedding's stage as Uniform places it ({2, 3, 2}:
+  // no cut makes the costliest stage, 3, cheaper).
+  problem.layerCosts.assign(7, 1.0);
+  problem.lastExtra = 0.3;
+  problem.stages = 3;
+  counts = sched::partitionLayers(problem, sched::Balance::Auto, error);
+  ASSERT_TRUE(succeeded(counts));
+  EXPECT_EQ(*counts, (std::vector<int>{2, 3, 2}));
+  // But a head of 0.3 on 5 layers over 2 stages: {2, 3} costs 3.3 and
+  // {3, 2} 3.01, 9% less: moved.
+  problem.layerCosts.assign(5, 1.0);
+  problem.stages = 2;
+  counts = sched::partitionLayers(problem, sched::Balance::Auto, error);
+  ASSERT_TRUE(succeeded(counts));
+  EXPECT_EQ(*counts, (std::vector<int>{3, 2}));
+  // Less than kAutoGain to win: uniform. With a head of 1.2, {3, 3} costs
+  // 4.2 and {4, 2} 4.01 (4.5% cheaper): still uniform.
+  problem.layerCosts.assign(6, 1.0);
+  problem.lastExtra = 1.2;
+  counts = sched::partitionLayers(problem, sched::Balance::Auto, error);
+  ASSERT_TRUE(succeeded(counts));
+  EXPECT_EQ(*counts, (std::vector<int>{3, 3}));
+  // Every stage keeps a layer: as many stages as layers is the least.
+  problem.stages = 7;
+  EXPECT_TRUE(
+      failed(sched::partitionLayers(problem, sched::Balance::Auto, error)));
+}
+
 } // namespace
 
 // Activation recomputation (Li, LLM Systems): per

@@ -3,7 +3,7 @@
 // sluice-compile MODEL [--seq-len S] [--micro-batch B]
 //                      [--pp P --microbatches M --schedule S [--virtual V]
 //                       [--slices K|auto [--slicing uniform|seq1f1b|terapipe]]
-//                       [--balance uniform|compute]
+//                       [--balance auto|uniform|compute]
 //                       [--vocab baseline|redis|naive|vocab-1|vocab-2|
 //                                interlaced]
 //                       [--costs unit|a100|h100|v100|F=..,B=..]
@@ -144,7 +144,7 @@ cl::opt<int64_t> slicingGranularity(
     cl::init(0), cl::cat(category));
 cl::opt<sched::Balance> balance("balance", cl::desc("Layers per stage"),
                                 getBalanceValues(),
-                                cl::init(sched::Balance::Uniform),
+                                cl::init(sched::Balance::Auto),
                                 cl::cat(category));
 /// --vocab: where the vocabulary layers go and, sharded, how many
 /// barriers the output shard's softmax has (docs/vocabulary.md).
@@ -394,8 +394,9 @@ const sched::ScheduleInfo *checkPipelineFlags() {
   }
   if (vocabMode == VocabMode::Redis && balance.getNumOccurrences() &&
       balance != sched::Balance::Compute) {
-    fail("--vocab redis balances the stages by compute; it cannot be "
-         "combined with --balance uniform");
+    fail(std::string("--vocab redis balances the stages by compute; it "
+                     "cannot be combined with --balance ") +
+         (balance == sched::Balance::Uniform ? "uniform" : "auto"));
     return nullptr;
   }
   bool sharded =
@@ -408,6 +409,23 @@ const sched::ScheduleInfo *checkPipelineFlags() {
   return info;
 }
 
+/// The split --balance asks for. Its default, auto, balances the head's
+/// cost where the vocabulary layers stay on the end stages; the paper's
+/// Baseline named explicitly (--vocab baseline) keeps its uniform split,
+/// and sharded vocabulary layers leave no head to balance (the stage
+/// partition runs before they are sharded: auto would count the head on
+/// the last stage).
+sched::Balance getBalance() {
+  if (balance != sched::Balance::Auto)
+    return balance;
+  if (vocabMode == VocabMode::Redis)
+    return sched::Balance::Compute;
+  if (vocabMode != VocabMode::Baseline ||
+      (vocabMode.getNumOccurrences() && !balance.getNumOccurrences()))
+    return sched::Balance::Uniform;
+  return sched::Balance::Auto;
+}
+
 /// The flags as sluice-pipeline's options (the shape flags aside: they
 /// run first, before the summary).
 void fillPipelineOptions(SluicePipelineOptions &o) {
@@ -416,7 +434,7 @@ void fillPipelineOptions(SluicePipelineOptions &o) {
   o.schedule = sched::lookupSchedule(scheduleName)->kind;
   o.microbatches = microbatches;
   o.virtualChunks = virtualChunks;
-  o.balance = balance;
+  o.balance = getBalance();
   o.vocab = vocabMode;
   o.slices = slices;
   o.slicing = slicingMethod;

@@ -62,7 +62,10 @@ def PartitionStages : Pass<"sluice-partition-stages", "ModuleOp"> {
     `balance=uniform` gives every stage the same number of transformer
     layers (the spare ones to stages 1, 2, ...); `balance=compute` moves
     whole layers to even out forward FLOPs, vocabulary layers included --
-    the vocabulary-parallelism paper's "Redis" baseline. The embedding sits
+    the vocabulary-parallelism paper's "Redis" baseline; `balance=auto`
+    (sluice-compile's default) is `uniform` unless a cut by FLOPs with at
+    least one layer per stage makes the costliest stage 5% cheaper (a
+    large vocabulary's head on a shallow pipeline). The embedding sits
     on the first stage and the output layer on the last (the paper's
     "Baseline").
 

@@ -55,7 +55,7 @@ struct SluicePipelineOptions
       llvm::cl::init(0)};
   Option<sched::Balance> balance{
       *this, "balance", llvm::cl::desc("layers per stage"),
-      llvm::cl::init(sched::Balance::Uniform), getBalanceValues()};
+      llvm::cl::init(sched::Balance::Auto), getBalanceValues()};
   Option<VocabMode> vocab{*this, "vocab", llvm::cl::desc("vocabulary layers"),
                           llvm::cl::init(VocabMode::Baseline),
                           getVocabModeValues()};
