@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "Threads.h"
 
 #include <cblas.h>
 
@@ -16,15 +17,52 @@
 
 namespace sluice::rt {
 
+namespace {
+/// Output rows or columns of a part of a split GEMM come in multiples of
+/// this (OpenBLAS's kernels' widest tile), and a part of fewer
+/// multiply-adds than kGemmGrain is not worth a thread.
+constexpr int64_t kGemmTile = 16;
+constexpr int64_t kGemmGrain = int64_t(1) << 22;
+} // namespace
+
+// A GEMM splits its output over the kernel threads, each part one
+// single-threaded OpenBLAS call, rather than through OpenBLAS's own
+// threads: those spin (sched_yield) for a while after each call, and on a
+// rank's share of the cores they took the cores from the kernel threads'
+// norms, attention and AdamW in between (12% of a 2-thread Llama step in
+// sched_yield). One pool of sleeping threads serves both; OpenBLAS stays
+// at one thread (cpu::setThreads).
 void CpuKernels::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                       float alpha, DevicePtr aPtr, int64_t lda, DevicePtr bPtr,
                       int64_t ldb, float beta, DevicePtr cPtr, int64_t ldc) {
   const float *a = aPtr.as<float>();
   const float *b = bPtr.as<float>();
   float *c = cPtr.as<float>();
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha,
-              a, int(lda), b, int(ldb), beta, c, int(ldc));
+  auto part = [&](int64_t row, int64_t rows, int64_t col, int64_t cols) {
+    // Row r of op(A) is A's row r, or its column r when transposed;
+    // column j of op(B) likewise.
+    const float *ap = transA ? a + row : a + row * lda;
+    const float *bp = transB ? b + col * ldb : b + col;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, int(rows), int(cols),
+                int(k), alpha, ap, int(lda), bp, int(ldb), beta,
+                c + row * ldc + col, int(ldc));
+  };
+  // Split the longer side of C into tiles; parts of whole tiles.
+  bool byRows = m >= n;
+  int64_t side = byRows ? m : n;
+  int64_t tiles = (side + kGemmTile - 1) / kGemmTile;
+  int64_t work = std::max<int64_t>(m * n * k, 1);
+  int64_t grain = std::max<int64_t>(1, tiles * kGemmGrain / work);
+  cpu::parallelFor(tiles, grain, [&](int64_t from, int64_t to) {
+    int64_t begin = from * kGemmTile, end = std::min(side, to * kGemmTile);
+    if (begin >= end)
+      return;
+    if (byRows)
+      part(begin, end - begin, 0, n);
+    else
+      part(0, m, begin, end - begin);
+  });
 }
 
 void CpuKernels::addRowVector(DevicePtr xPtr, DevicePtr vPtr, int64_t rows,

@@ -132,7 +132,9 @@ Pool &getPool() {
 void setThreads(int count) {
   count = std::max(count, 1);
   getPool().setSize(count);
-  openblas_set_num_threads(count);
+  // GEMMs split over this pool, each part on one OpenBLAS thread
+  // (CpuKernels::gemm): OpenBLAS's own threads would spin beside it.
+  openblas_set_num_threads(1);
 }
 
 int getThreads() { return getPool().size(); }
