@@ -94,8 +94,7 @@ void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
   partition.balance = o.balance;
   if (o.vocab == VocabMode::Redis)
     partition.balance = sched::Balance::Compute;
-  else if (o.vocab != VocabMode::Baseline &&
-           o.balance == sched::Balance::Auto)
+  else if (o.vocab != VocabMode::Baseline && o.balance == sched::Balance::Auto)
     partition.balance = sched::Balance::Uniform;
   pm.addPass(createPartitionStages(partition));
 

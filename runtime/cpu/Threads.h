@@ -6,9 +6,10 @@
 // threads for the same cores. A split is static and contiguous and every
 // element is computed by the same code whichever thread takes it, so the
 // results do not depend on the thread count; sums across rows stay on one
-// thread each. sluice-run --threads sets the count and OpenBLAS's with it
-// (one count per rank: the launcher gives each rank its share of the
-// cores).
+// thread each. GEMMs split their output over the same pool, each part one
+// single-threaded OpenBLAS call (CpuKernels::gemm), so OpenBLAS runs no
+// threads of its own. sluice-run --threads sets the count (one count per
+// rank: the launcher gives each rank its share of the cores).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +21,7 @@
 
 namespace sluice::rt::cpu {
 
-/// Sets the kernels' and OpenBLAS's thread count (at least 1).
+/// Sets the kernels' thread count (at least 1); OpenBLAS stays at one.
 void setThreads(int count);
 int getThreads();
 

@@ -85,7 +85,7 @@ std::string describeRun(const RunFacts &f) {
      << formatCount(double(tokensPerStep)) << " tokens a step\n";
   if (f.threads > 0)
     os << "cpu: " << f.threads << (f.threads == 1 ? " thread" : " threads")
-       << " a rank (the kernels' and OpenBLAS's; --threads)\n";
+       << " a rank (its kernels and GEMMs; --threads)\n";
   int64_t first = f.done + 1, last = std::max(f.done, o.steps);
   if (last >= first) {
     double tokens = double(tokensPerStep) * double(last - first + 1);
