@@ -700,37 +700,60 @@ sched::searchRepeatedVShapes(const Pipeline &pipeline,
   for (int k = 1; k < kPeriod; ++k)
     offsets.push_back({k, -1, k, -1});
 
-  FastestOrders fastest(pipeline, durations, caps, keep);
-  Search search(p, m);
-  for (const Pattern &first : starts)
-    for (size_t i0 = 0; i0 < offsets.size(); ++i0)
-      for (size_t i1 = 0; i1 <= i0; ++i1)
-        for (int headLength = 1; headLength < p; ++headLength) {
-          auto block =
-              makeBlock(first, offsets[i0], offsets[i1], headLength, p);
-          if (!block)
-            continue;
-          auto [grid, peak] = search.build(*block, maxChunks);
-          if (peak > maxChunks)
-            break;
-          if (!grid)
-            continue;
-          std::vector<std::vector<Work>> orders(p);
-          for (int d = 0; d < p; ++d) {
-            std::array<int, kPeriod> count{};
-            for (char c : (*grid)[d]) {
-              int k = kindIndex(c);
-              if (k < 0)
-                continue;
-              PassKind kind = isForward(c)  ? PassKind::F
-                              : isWeight(c) ? PassKind::W
-                                            : PassKind::B;
-              int chunk = (c == 'F' || c == 'b' || c == 'w') ? 0 : 1;
-              orders[d].push_back(
-                  {kind, stageOf[size_t(d) * 2 + chunk], count[k]++, 0});
-            }
+  // Block number ((start * 5 + head offset) * 5 + tail offset) * p + head
+  // length; its grid as orders, or its peak when the grid is over the cap.
+  auto buildGrid = [&](const Pipeline &sized, size_t index,
+                       int &peak) -> std::optional<BlockOrders> {
+    int headLength = int(index % size_t(p));
+    index /= size_t(p);
+    size_t i1 = index % offsets.size(),
+           i0 = index / offsets.size() % offsets.size();
+    const Pattern &first = starts[index / offsets.size() / offsets.size()];
+    auto block = makeBlock(first, offsets[i0], offsets[i1], headLength, p);
+    peak = 0;
+    if (!block)
+      return std::nullopt;
+    auto [grid, gridPeak] =
+        Search(p, sized.microbatches).build(*block, maxChunks);
+    peak = gridPeak;
+    if (peak > maxChunks || !grid)
+      return std::nullopt;
+    BlockOrders orders(p);
+    for (int d = 0; d < p; ++d) {
+      std::array<int, kPeriod> count{};
+      for (char c : (*grid)[d]) {
+        int k = kindIndex(c);
+        if (k < 0)
+          continue;
+        PassKind kind = isForward(c)  ? PassKind::F
+                        : isWeight(c) ? PassKind::W
+                                      : PassKind::B;
+        int chunk = (c == 'F' || c == 'b' || c == 'w') ? 0 : 1;
+        orders[d].push_back(
+            {kind, stageOf[size_t(d) * 2 + chunk], count[k]++, 0});
+      }
+    }
+    return orders;
+  };
+  auto enumerate = [&](const Pipeline &sized, OfferBlock offer) {
+    for (size_t s = 0; s < starts.size(); ++s)
+      for (size_t i0 = 0; i0 < offsets.size(); ++i0)
+        for (size_t i1 = 0; i1 <= i0; ++i1)
+          for (int headLength = 1; headLength < p; ++headLength) {
+            size_t index =
+                ((s * offsets.size() + i0) * offsets.size() + i1) * p +
+                headLength;
+            int peak;
+            if (auto orders = buildGrid(sized, index, peak))
+              offer(index, std::move(*orders));
+            else if (peak > maxChunks)
+              break; // longer heads hold more
           }
-          fastest.offer(std::move(orders));
-        }
-  return fastest.take();
+  };
+  auto buildBlock = [&](const Pipeline &sized, size_t index) {
+    int peak;
+    return buildGrid(sized, index, peak);
+  };
+  return selectFastestBlocks(pipeline, durations, caps, keep, enumerate,
+                             buildBlock);
 }

@@ -417,11 +417,11 @@ improveWithinCap(const ScheduleInfo &schedule, const Pipeline &pipeline,
   // paper's whole space of building blocks, squeezed as above and as the
   // paper's framework reorders them (RepeatVShape.cpp), the fastest few
   // under the real costs and the cap. Each block costs a squeeze and a
-  // timing: up to 3,000 passes (p 12, m 41) the search stays under a
-  // second; beyond, the blocks above and the list schedules stand alone.
-  if ((schedule.kind == ScheduleKind::VHalf ||
-       schedule.kind == ScheduleKind::VMin) &&
-      6 * size_t(pipeline.devices) * pipeline.microbatches <= 3000)
+  // timing; past 3,072 passes the blocks are ranked on fewer microbatches
+  // (VShapeSearch.cpp), and past p = 20 the blocks above and the list
+  // schedules stand alone.
+  if (schedule.kind == ScheduleKind::VHalf ||
+      schedule.kind == ScheduleKind::VMin)
     for (auto search : {searchVShapeBlocks, searchRepeatedVShapes})
       for (auto &orders : search(pipeline, durations, caps, 3))
         candidates.push_back(std::move(orders));

@@ -432,27 +432,30 @@ sched::searchVShapeBlocks(const Pipeline &pipeline, const Durations &durations,
             }
       }
 
-  FastestOrders fastest(pipeline, durations, caps, keep);
-  GreedyV greedy(p, m);
-  for (const auto &pattern : patterns) {
+  auto buildBlock = [&](const Pipeline &sized,
+                        size_t index) -> std::optional<BlockOrders> {
+    const std::vector<std::array<int, 4>> &pattern = patterns[index];
+    int mbs = sized.microbatches;
     // The block's own memory, before any squeezing: GreedyV never holds
     // more, so a block over a device's cap cannot come under it.
-    bool fits = true;
-    for (int d = 0; d < p && fits; ++d) {
+    for (int d = 0; d < p; ++d) {
       DeviceSlots slots(kComputeTypes);
       for (int t = 0; t < kComputeTypes; ++t)
-        for (int mb = 0; mb < m; ++mb)
+        for (int mb = 0; mb < mbs; ++mb)
           slots[t].push_back(pattern[d][t] + 6 * mb);
-      fits = GreedyV::peakMemory(slots) <= chunkCap[d];
+      if (GreedyV::peakMemory(slots) > chunkCap[d])
+        return std::nullopt;
     }
-    if (!fits)
-      continue;
-    auto order = greedy.run(pattern);
+    auto order = GreedyV(p, mbs).run(pattern);
     if (!order)
-      continue;
-    std::vector<std::vector<Work>> orders =
-        toWorkOrders(pipeline, stageOf, *order);
-    fastest.offer(std::move(orders));
-  }
-  return fastest.take();
+      return std::nullopt;
+    return toWorkOrders(sized, stageOf, *order);
+  };
+  auto enumerate = [&](const Pipeline &sized, OfferBlock offer) {
+    for (size_t i = 0; i < patterns.size(); ++i)
+      if (std::optional<BlockOrders> orders = buildBlock(sized, i))
+        offer(i, std::move(*orders));
+  };
+  return selectFastestBlocks(pipeline, durations, caps, keep, enumerate,
+                             buildBlock);
 }

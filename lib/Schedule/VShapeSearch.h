@@ -91,6 +91,23 @@ private:
   std::vector<std::pair<double, std::vector<std::vector<Work>>>> best;
 };
 
+/// One V search's blocks. `EnumerateBlocks` builds every block of the
+/// search for a pipeline and offers each order with the block's number
+/// (the same numbers for every microbatch count); `BuildBlock` builds one
+/// block again, nullopt where it gives no order.
+using BlockOrders = std::vector<std::vector<Work>>;
+using OfferBlock = llvm::function_ref<void(size_t, BlockOrders)>;
+using EnumerateBlocks = llvm::function_ref<void(const Pipeline &, OfferBlock)>;
+using BuildBlock =
+    llvm::function_ref<std::optional<BlockOrders>(const Pipeline &, size_t)>;
+
+/// The `keep` fastest orders of a V search's blocks that hold the caps
+/// (VShapeSearch.cpp says how it stays within a compile's time).
+std::vector<BlockOrders>
+selectFastestBlocks(const Pipeline &pipeline, const Durations &durations,
+                    llvm::ArrayRef<double> caps, size_t keep,
+                    EnumerateBlocks enumerate, BuildBlock build);
+
 } // namespace mlir::sluice::sched
 
 #endif // SLUICE_LIB_SCHEDULE_VSHAPESEARCH_H

@@ -45,6 +45,7 @@
 #include "sluice/Target/Export.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -189,8 +190,13 @@ std::optional<PlanEstimate> Searcher::evaluate(const PlanChoice &choice) {
   choice.apply(options);
   options.costs = space.costs;
   options.planBuffers = false;
+  // Simulated once, below, for the step and the per-device figures; the
+  // IR is verified once, after the last pass, not after each (what the
+  // verifier found between passes was a fifth of a search's time).
+  options.simulate = false;
+  pm.enableVerifier(false);
   buildSluicePipeline(pm, options);
-  if (failed(pm.run(*copy))) {
+  if (failed(pm.run(*copy)) || failed(verify(*copy))) {
     count(&SearchResult::refused);
     return std::nullopt;
   }

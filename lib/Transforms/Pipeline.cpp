@@ -121,7 +121,8 @@ void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
   pm.addPass(createSchedule(schedule));
   pm.addPass(createSyncGradients({o.dp, o.zero}));
   pm.addPass(createShardTensors({o.tp, o.sequenceParallel}));
-  pm.addPass(createSimulate({o.costs}));
+  if (o.simulate)
+    pm.addPass(createSimulate({o.costs}));
   if (o.planBuffers)
     pm.addPass(createPlanBuffers());
 }

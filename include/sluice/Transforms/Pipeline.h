@@ -100,12 +100,17 @@ struct SluicePipelineOptions
       *this, "plan-buffers",
       llvm::cl::desc("assign the runtime's buffers (what a plan needs)"),
       llvm::cl::init(false)};
+  Option<bool> simulate{
+      *this, "simulate",
+      llvm::cl::desc("predict the step (off where the caller simulates "
+                     "the program itself, as the plan search does)"),
+      llvm::cl::init(true)};
 };
 
 /// Adds the compile's passes to `pm` (on the module): the microbatch shape,
 /// stage partitioning, the vocabulary shards and their barriers, token
 /// slicing, the pass split, the schedule, data- and tensor-parallel
-/// lowering, the simulation and (plan-buffers) the buffer plan. The
+/// lowering, the simulation (simulate) and (plan-buffers) the buffer plan. The
 /// schedule's name decides the placement, the chunks per device and
 /// whether B and W split (schedule= is an enum option: a name no
 /// schedule has is refused when the options are parsed).
