@@ -25,6 +25,12 @@
 // (mesh, schedule, vocabulary, slices) it is tried in the order none,
 // selective, full and the first that fits is kept.
 //
+// A mesh's ZeRO stages share their schedules: everything up to the
+// schedule reads neither dp nor ZeRO (buildSchedulingPipeline), so each
+// choice is scheduled once and lowered, simulated and ranked once per
+// ZeRO stage the memory bound leaves (a third to half of a search's time
+// was scheduling the same program twice).
+//
 // The meshes are searched on every core (SLUICE_SEARCH_THREADS caps the
 // threads): each compile runs on its own clone, and the best step so far,
 // which every worker prunes against, only falls. Which choices the bounds
@@ -130,11 +136,13 @@ public:
   SearchResult run();
 
 private:
-  /// Compiles and simulates `choice`; nullopt where the compiler refuses it.
-  std::optional<PlanEstimate> evaluate(const PlanChoice &choice);
+  /// Compiles and simulates `choice` at each of `zeros` (its ZeRO stages,
+  /// one schedule for all); nullopt where the compiler refuses it.
+  std::vector<std::optional<PlanEstimate>>
+  evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros);
   /// Every schedule, vocabulary placement, slicing and recomputation on
-  /// one mesh whose plain plan is `plain`.
-  void searchMesh(const PlanEstimate &plain);
+  /// one mesh, at the ZeRO stages whose plain plans are `plains`.
+  void searchMesh(llvm::ArrayRef<PlanEstimate> plains);
   /// The least step any plan of the mesh of `plain` can take.
   static double getStepBound(const PlanEstimate &plain) {
     return plain.stepTime * (1.0 - plain.bubble);
@@ -166,72 +174,91 @@ private:
 
 } // namespace
 
-std::optional<PlanEstimate> Searcher::evaluate(const PlanChoice &choice) {
-  struct Timer {
-    const PlanChoice &choice;
-    std::chrono::steady_clock::time_point start =
-        std::chrono::steady_clock::now();
-    ~Timer() {
-      static bool log = std::getenv("SLUICE_SEARCH_LOG") != nullptr;
-      // One write per line: the search's threads log side by side.
-      if (log)
-        llvm::errs() << llvm::formatv(
-                            "search: {0:F3} s {1}\n",
-                            std::chrono::duration<double>(
-                                std::chrono::steady_clock::now() - start)
-                                .count(),
-                            choice.getFlags())
-                            .str();
-    }
-  } timer{choice};
-  OwningOpRef<ModuleOp> copy = module.clone();
-  PassManager pm(module.getContext());
+std::vector<std::optional<PlanEstimate>>
+Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
+  std::vector<std::optional<PlanEstimate>> estimates(zeros.size());
+  auto start = std::chrono::steady_clock::now();
+  auto log = [&](const PlanChoice &variant) {
+    static bool enabled = std::getenv("SLUICE_SEARCH_LOG") != nullptr;
+    // One write per line: the search's threads log side by side.
+    if (enabled)
+      llvm::errs() << llvm::formatv(
+                          "search: {0:F3} s {1}\n",
+                          std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start)
+                              .count(),
+                          variant.getFlags())
+                          .str();
+    start = std::chrono::steady_clock::now();
+  };
+  auto refuse = [&] {
+    for (size_t i = 0; i < zeros.size(); ++i)
+      count(&SearchResult::refused);
+    return estimates;
+  };
   SluicePipelineOptions options;
   choice.apply(options);
   options.costs = space.costs;
   options.planBuffers = false;
   // Simulated once, below, for the step and the per-device figures; the
-  // IR is verified once, after the last pass, not after each (what the
-  // verifier found between passes was a fifth of a search's time).
+  // IR is verified once, after the last pass, not after each (the
+  // verifier between passes and a second simulation were a third of a
+  // search's time).
   options.simulate = false;
-  pm.enableVerifier(false);
-  buildSluicePipeline(pm, options);
-  if (failed(pm.run(*copy)) || failed(verify(*copy))) {
-    count(&SearchResult::refused);
-    return std::nullopt;
+  OwningOpRef<ModuleOp> scheduled = module.clone();
+  PassManager scheduling(module.getContext());
+  scheduling.enableVerifier(false);
+  buildSchedulingPipeline(scheduling, options);
+  if (failed(scheduling.run(*scheduled)))
+    return refuse();
+
+  for (auto [i, zero] : llvm::enumerate(zeros)) {
+    PlanChoice variant = choice;
+    variant.zero = zero;
+    options.zero = zero;
+    // The last stage lowers the scheduled module itself.
+    OwningOpRef<ModuleOp> copy =
+        i + 1 < zeros.size() ? scheduled->clone() : scheduled.release();
+    PassManager lowering(module.getContext());
+    lowering.enableVerifier(false);
+    buildLoweringPipeline(lowering, options);
+    if (failed(lowering.run(*copy)) || failed(verify(*copy)) ||
+        copy->getOps<ProgramOp>().empty()) {
+      count(&SearchResult::refused);
+      log(variant);
+      continue;
+    }
+    ProgramOp program = *copy->getOps<ProgramOp>().begin();
+    PlanEstimate estimate{variant};
+    if (failed(simulateProgram(program, space.costs, [&](ScheduleFiles &files) {
+          for (int d = 0; d < files.pipeline.devices; ++d) {
+            estimate.peakBytes =
+                std::max(estimate.peakBytes,
+                         double(files.costs.getParameterBytes(d)) +
+                             files.simulation.devices[d].peakActivationBytes);
+            if (d != files.pipeline.getDevice(0) &&
+                d != files.pipeline.getDevice(files.pipeline.getLastStage()))
+              estimate.middleBusy = std::max(estimate.middleBusy,
+                                             files.simulation.devices[d].busy);
+          }
+          return success();
+        }))) {
+      count(&SearchResult::refused);
+      log(variant);
+      continue;
+    }
+    count(&SearchResult::simulated);
+    estimate.stepTime = program.getStepTime().value_or(0);
+    estimate.bubble = program.getBubbleRatio().value_or(0);
+    estimate.mfu = program.getMfu().value_or(0);
+    if (progress) {
+      std::lock_guard<std::mutex> lock(mutex);
+      progress(estimate);
+    }
+    log(variant);
+    estimates[i] = std::move(estimate);
   }
-  auto programs = copy->getOps<ProgramOp>();
-  if (programs.empty()) {
-    count(&SearchResult::refused);
-    return std::nullopt;
-  }
-  ProgramOp program = *programs.begin();
-  PlanEstimate estimate{choice};
-  if (failed(simulateProgram(program, space.costs, [&](ScheduleFiles &files) {
-        for (int d = 0; d < files.pipeline.devices; ++d) {
-          estimate.peakBytes =
-              std::max(estimate.peakBytes,
-                       double(files.costs.getParameterBytes(d)) +
-                           files.simulation.devices[d].peakActivationBytes);
-          if (d != files.pipeline.getDevice(0) &&
-              d != files.pipeline.getDevice(files.pipeline.getLastStage()))
-            estimate.middleBusy =
-                std::max(estimate.middleBusy, files.simulation.devices[d].busy);
-        }
-        return success();
-      }))) {
-    count(&SearchResult::refused);
-    return std::nullopt;
-  }
-  count(&SearchResult::simulated);
-  estimate.stepTime = program.getStepTime().value_or(0);
-  estimate.bubble = program.getBubbleRatio().value_or(0);
-  estimate.mfu = program.getMfu().value_or(0);
-  if (progress) {
-    std::lock_guard<std::mutex> lock(mutex);
-    progress(estimate);
-  }
-  return estimate;
+  return estimates;
 }
 
 double Searcher::getStateBound(const PlanChoice &mesh) const {
@@ -280,17 +307,18 @@ void Searcher::forEach(size_t n, llvm::function_ref<void(size_t)> work) {
     thread.join();
 }
 
-void Searcher::searchMesh(const PlanEstimate &plainPlan) {
-  const PlanEstimate *plain = &plainPlan;
-  const PlanChoice &mesh = plain->choice;
-  double bound = getStepBound(*plain);
+void Searcher::searchMesh(llvm::ArrayRef<PlanEstimate> plains) {
+  const PlanChoice &mesh = plains.front().choice;
   // Per placement (loop, interleaved, V) and chunk count, the middle
   // devices' work of its first plan without vocabulary shards,
   // recomputation or slices: every schedule placing the stages alike runs
-  // at least that on one device (PlanEstimate::middleBusy). The loop's is
-  // the plain plan's.
+  // at least that on one device (PlanEstimate::middleBusy), at the
+  // least of the ZeRO stages. The loop's is the plain plans'.
+  double loopBound = plains.front().middleBusy;
+  for (const PlanEstimate &plain : plains)
+    loopBound = std::min(loopBound, plain.middleBusy);
   std::map<std::pair<PlacementKind, int64_t>, double> placementBound = {
-      {{PlacementKind::loop, 0}, plain->middleBusy}};
+      {{PlacementKind::loop, 0}, loopBound}};
   for (const sched::ScheduleInfo &info : sched::getSchedules()) {
     // A schedule that takes any number of chunks tries 2, 4 and 8 (more
     // chunks, a smaller bubble and more transfers; the compiler refuses
@@ -312,14 +340,23 @@ void Searcher::searchMesh(const PlanEstimate &plainPlan) {
       }
       for (VocabMode vocab :
            {VocabMode::Baseline, VocabMode::Vocab1, VocabMode::Vocab2})
-        for (int64_t slices : sliceCounts)
+        for (int64_t slices : sliceCounts) {
+          // The ZeRO stages still looking for the least recomputation
+          // that fits.
+          std::vector<const PlanEstimate *> open;
+          for (const PlanEstimate &plain : plains)
+            open.push_back(&plain);
           for (RecomputeKind recompute :
                {RecomputeKind::none, RecomputeKind::selective,
                 RecomputeKind::full}) {
-            if (bound >= getBest()) {
+            llvm::erase_if(open, [&](const PlanEstimate *plain) {
+              if (getStepBound(*plain) < getBest())
+                return false;
               count(&SearchResult::prunedTime);
+              return true;
+            });
+            if (open.empty())
               break;
-            }
             PlanChoice choice = mesh;
             choice.schedule = info.kind;
             choice.chunks = chunks;
@@ -329,21 +366,38 @@ void Searcher::searchMesh(const PlanEstimate &plainPlan) {
             if (choice.schedule == mesh.schedule &&
                 choice.vocab == mesh.vocab && slices == 1 &&
                 recompute == RecomputeKind::none) {
-              // The plain plan, done.
-              if (plain->peakBytes <= space.memoryBytes)
-                break;
+              // The plain plans, done; those over memory go on.
+              llvm::erase_if(open, [&](const PlanEstimate *plain) {
+                return plain->peakBytes <= space.memoryBytes;
+              });
               continue;
             }
-            std::optional<PlanEstimate> estimate = evaluate(choice);
-            if (!estimate)
-              break; // the same refusal with more recomputation
-            if (vocab == VocabMode::Baseline && slices == 1 &&
-                recompute == RecomputeKind::none)
-              placementBound.emplace(placement, estimate->middleBusy);
-            keep(*estimate);
-            if (estimate->peakBytes <= space.memoryBytes)
-              break; // more recomputation only adds time
+            SmallVector<int64_t> zeros;
+            for (const PlanEstimate *plain : open)
+              zeros.push_back(plain->choice.zero);
+            std::vector<std::optional<PlanEstimate>> estimates =
+                evaluate(choice, zeros);
+            std::vector<const PlanEstimate *> next;
+            for (auto [plain, estimate] : llvm::zip(open, estimates)) {
+              if (!estimate)
+                continue; // the same refusal with more recomputation
+              if (vocab == VocabMode::Baseline && slices == 1 &&
+                  recompute == RecomputeKind::none) {
+                auto [at, added] =
+                    placementBound.emplace(placement, estimate->middleBusy);
+                if (!added)
+                  at->second = std::min(at->second, estimate->middleBusy);
+              }
+              keep(*estimate);
+              // More recomputation only adds time.
+              if (estimate->peakBytes > space.memoryBytes)
+                next.push_back(plain);
+            }
+            open = std::move(next);
+            if (open.empty())
+              break;
           }
+        }
     }
   }
 }
@@ -355,7 +409,8 @@ SearchResult Searcher::run() {
                                 [](Diagnostic &) { return success(); });
   // Every mesh's plain plan (1F1B, no recomputation, vocabulary layers on
   // the end stages): its step bounds the mesh's.
-  std::vector<PlanChoice> meshes;
+  // Each mesh with the ZeRO stages the memory bound leaves it.
+  std::vector<std::pair<PlanChoice, SmallVector<int64_t>>> meshes;
   for (int64_t tp = 1; tp <= std::min(space.gpus, space.nodeGpus); ++tp) {
     if (space.gpus % tp)
       continue;
@@ -367,17 +422,19 @@ SearchResult Searcher::run() {
       if (space.globalSequences % (dp * microBatch))
         continue;
       int64_t perReplica = space.globalSequences / (dp * microBatch);
-      for (int64_t zero : {int64_t(0), int64_t(1)}) {
-        if (zero && dp == 1)
+      for (bool sp : {false, true}) {
+        if (sp && tp == 1)
           continue;
-        for (bool sp : {false, true}) {
-          if (sp && tp == 1)
+        PlanChoice mesh;
+        mesh.pp = pp, mesh.tp = tp, mesh.dp = dp;
+        mesh.sequenceParallel = sp;
+        mesh.microbatches = perReplica;
+        mesh.schedule = ScheduleKind::OneFOneB;
+        SmallVector<int64_t> zeros;
+        for (int64_t zero : {int64_t(0), int64_t(1)}) {
+          if (zero && dp == 1)
             continue;
-          PlanChoice mesh;
-          mesh.pp = pp, mesh.tp = tp, mesh.dp = dp, mesh.zero = zero;
-          mesh.sequenceParallel = sp;
-          mesh.microbatches = perReplica;
-          mesh.schedule = ScheduleKind::OneFOneB;
+          mesh.zero = zero;
           double state = getStateBound(mesh);
           if (result.leanestState == 0 || state < result.leanestState)
             result.leanestState = state;
@@ -385,29 +442,40 @@ SearchResult Searcher::run() {
             ++result.prunedMemory;
             continue;
           }
-          meshes.push_back(mesh);
+          zeros.push_back(zero);
         }
+        mesh.zero = 0;
+        if (!zeros.empty())
+          meshes.push_back({mesh, zeros});
       }
     }
   }
-  std::vector<std::optional<PlanEstimate>> simulated(meshes.size());
+  std::vector<std::vector<PlanEstimate>> plains(meshes.size());
   forEach(meshes.size(), [&](size_t i) {
-    if ((simulated[i] = evaluate(meshes[i])))
-      keep(*simulated[i]);
+    for (std::optional<PlanEstimate> &plain :
+         evaluate(meshes[i].first, meshes[i].second))
+      if (plain) {
+        keep(*plain);
+        plains[i].push_back(std::move(*plain));
+      }
   });
-  std::vector<PlanEstimate> plains;
-  for (std::optional<PlanEstimate> &plain : simulated)
-    if (plain)
-      plains.push_back(std::move(*plain));
+  llvm::erase_if(plains, [](const auto &list) { return list.empty(); });
   // The meshes that may be fastest first: the best found early bounds
   // the rest, and most meshes end at their bound without a compile.
+  auto meshBound = [](const std::vector<PlanEstimate> &list) {
+    double least = getStepBound(list.front());
+    for (const PlanEstimate &plain : list)
+      least = std::min(least, getStepBound(plain));
+    return least;
+  };
   std::stable_sort(plains.begin(), plains.end(),
-                   [](const PlanEstimate &a, const PlanEstimate &b) {
-                     return getStepBound(a) < getStepBound(b);
+                   [&](const auto &a, const auto &b) {
+                     return meshBound(a) < meshBound(b);
                    });
   forEach(plains.size(), [&](size_t i) {
-    if (getStepBound(plains[i]) >= getBest()) {
-      count(&SearchResult::prunedTime);
+    if (meshBound(plains[i]) >= getBest()) {
+      for (size_t z = 0; z < plains[i].size(); ++z)
+        count(&SearchResult::prunedTime);
       return;
     }
     searchMesh(plains[i]);

@@ -73,6 +73,12 @@ llvm::cl::ValuesClass mlir::sluice::getRecomputeValues() {
 
 void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
                                        const SluicePipelineOptions &o) {
+  buildSchedulingPipeline(pm, o);
+  buildLoweringPipeline(pm, o);
+}
+
+void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
+                                           const SluicePipelineOptions &o) {
   if (o.seqLen != 0 || o.microBatch != 0 || !o.dtype.empty())
     pm.addPass(createSetMicrobatchShape({o.seqLen, o.microBatch, o.dtype}));
 
@@ -119,6 +125,10 @@ void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
   schedule.tensorParallel = o.tp;
   schedule.sequenceParallel = o.sequenceParallel;
   pm.addPass(createSchedule(schedule));
+}
+
+void mlir::sluice::buildLoweringPipeline(OpPassManager &pm,
+                                         const SluicePipelineOptions &o) {
   pm.addPass(createSyncGradients({o.dp, o.zero}));
   pm.addPass(createShardTensors({o.tp, o.sequenceParallel}));
   if (o.simulate)

@@ -116,6 +116,14 @@ struct SluicePipelineOptions
 /// schedule has is refused when the options are parsed).
 void buildSluicePipeline(OpPassManager &pm,
                          const SluicePipelineOptions &options);
+/// buildSluicePipeline in two parts: up to and including the schedule,
+/// and what follows it (data- and tensor-parallel lowering, simulation,
+/// buffers). The first does not read dp= or zero=, so the plan search
+/// schedules once for the ZeRO stages of a mesh.
+void buildSchedulingPipeline(OpPassManager &pm,
+                             const SluicePipelineOptions &options);
+void buildLoweringPipeline(OpPassManager &pm,
+                           const SluicePipelineOptions &options);
 
 /// Registers `sluice-pipeline` with the pass registry (sluice-opt).
 void registerSluicePipeline();
