@@ -677,7 +677,8 @@ sched::searchRepeatedVShapes(const Pipeline &pipeline,
                              const Durations &durations,
                              llvm::ArrayRef<double> caps, size_t keep) {
   int p = pipeline.devices, m = pipeline.microbatches;
-  if (!isPlainVShape(pipeline) || p < 2 || m < 1 || keep == 0)
+  if (!isPlainVShape(pipeline) || p < 2 || m < 1 || keep == 0 ||
+      !canSearchBlocks(pipeline))
     return {};
   std::vector<int> stageOf = getVShapeStages(pipeline);
   // The grids count chunks: the cap is the fewest any device may hold;

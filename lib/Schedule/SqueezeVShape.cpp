@@ -366,7 +366,8 @@ std::vector<std::vector<std::vector<Work>>>
 sched::searchVShapeBlocks(const Pipeline &pipeline, const Durations &durations,
                           llvm::ArrayRef<double> caps, size_t keep) {
   int p = pipeline.devices, m = pipeline.microbatches;
-  if (!isPlainVShape(pipeline) || p < 2 || m < 1 || keep == 0)
+  if (!isPlainVShape(pipeline) || p < 2 || m < 1 || keep == 0 ||
+      !canSearchBlocks(pipeline))
     return {};
   std::vector<int> stageOf = getVShapeStages(pipeline);
   std::vector<int> chunkCap(p);

@@ -31,26 +31,42 @@ static constexpr size_t kSearchPasses = 3072;
 /// ranks closely matched blocks only roughly.
 static constexpr size_t kRebuiltPerKept = 4;
 
+/// The two smaller counts a block is ranked on, or nullopt where every
+/// block is built at the real count.
+static std::optional<std::pair<int, int>>
+getRankingCounts(const Pipeline &pipeline) {
+  int p = pipeline.devices;
+  size_t passesPerMicrobatch = 6 * size_t(p);
+  if (passesPerMicrobatch * size_t(pipeline.microbatches) <= kSearchPasses)
+    return std::nullopt;
+  // Two counts in the steady phase: the larger the budget allows, the
+  // smaller halfway down to p.
+  int large = int(kSearchPasses / passesPerMicrobatch);
+  return std::make_pair(large, (large + p) / 2);
+}
+
+bool sched::canSearchBlocks(const Pipeline &pipeline) {
+  // Past p = 20 there is no room for both counts.
+  auto counts = getRankingCounts(pipeline);
+  return !counts || counts->first >= pipeline.devices + 4;
+}
+
 std::vector<BlockOrders>
 sched::selectFastestBlocks(const Pipeline &pipeline, const Durations &durations,
                            llvm::ArrayRef<double> caps, size_t keep,
                            EnumerateBlocks enumerate, BuildBlock build) {
-  int p = pipeline.devices, m = pipeline.microbatches;
-  size_t passesPerMicrobatch = 6 * size_t(p);
-  if (passesPerMicrobatch * size_t(m) <= kSearchPasses) {
+  int m = pipeline.microbatches;
+  if (!canSearchBlocks(pipeline))
+    return {};
+  std::optional<std::pair<int, int>> counts = getRankingCounts(pipeline);
+  if (!counts) {
     FastestOrders fastest(pipeline, durations, caps, keep);
     enumerate(pipeline, [&](size_t, BlockOrders orders) {
       fastest.offer(std::move(orders));
     });
     return fastest.take();
   }
-  // Two counts in the steady phase: the larger the budget allows, the
-  // smaller halfway down to p. Past p = 20 there is no room for both.
-  int large = int(kSearchPasses / passesPerMicrobatch);
-  int small = (large + p) / 2;
-  if (large < p + 4)
-    return {};
-
+  auto [large, small] = *counts;
   auto timeAll = [&](int microbatches) {
     Pipeline fewer = pipeline;
     fewer.microbatches = microbatches;

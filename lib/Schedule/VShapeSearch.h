@@ -101,6 +101,10 @@ using EnumerateBlocks = llvm::function_ref<void(const Pipeline &, OfferBlock)>;
 using BuildBlock =
     llvm::function_ref<std::optional<BlockOrders>(const Pipeline &, size_t)>;
 
+/// Whether the V searches run on this pipeline (VShapeSearch.cpp: up to
+/// p = 20); the searches return nothing where not, before any work.
+bool canSearchBlocks(const Pipeline &pipeline);
+
 /// The `keep` fastest orders of a V search's blocks that hold the caps
 /// (VShapeSearch.cpp says how it stays within a compile's time).
 std::vector<BlockOrders>
