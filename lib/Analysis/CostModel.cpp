@@ -377,7 +377,8 @@ static bool applyOverride(HardwareProfile &hw, llvm::StringRef entry,
     error = llvm::formatv("unknown setting '{0}' of --costs {1} (expected "
                           "gpus-per-node, node-bandwidth, network-bandwidth "
                           "(GB/s), node-latency, network-latency (us), "
-                          "efficiency or memory (GiB))",
+                          "efficiency, memory (GiB) or calibrate (a "
+                          "sluice-run --profile file))",
                           key, hw.name)
                 .str();
     return false;
@@ -406,7 +407,8 @@ parseHardware(llvm::StringRef spec, std::string &error) {
     llvm::SmallVector<llvm::StringRef> entries;
     overrides.split(entries, ',', -1, /*KeepEmpty=*/false);
     for (llvm::StringRef entry : entries)
-      if (!applyOverride(scaled, entry, error))
+      if (!entry.trim().starts_with("calibrate=") &&
+          !applyOverride(scaled, entry, error))
         return std::nullopt;
     scaled.peakFlops *= gpus;
     scaled.memoryBandwidth *= gpus;
@@ -437,6 +439,8 @@ bool CostModel::readProfile(llvm::StringRef path, std::string &error) {
     return false;
   }
   kind = Kind::Measured;
+  if (std::optional<int64_t> tp = root->getInteger("tensor_parallel"))
+    measuredTensorParallel = std::max<int64_t>(1, *tp);
   for (const auto &[stage, passes] : *stages) {
     const llvm::json::Object *byPass = passes.getAsObject();
     if (!byPass)
@@ -520,6 +524,28 @@ std::optional<CostModel> CostModel::parse(llvm::StringRef spec,
     model.kind = Kind::Analytic;
     model.hardware = hardware->first;
     model.deviceGpus = hardware->second;
+    llvm::SmallVector<llvm::StringRef> entries;
+    spec.split(':').second.split(entries, ',', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef entry : entries) {
+      llvm::StringRef path = entry.trim();
+      if (!path.consume_front("calibrate="))
+        continue;
+      CostModel profile;
+      if (!profile.readProfile(path.trim(), error))
+        return std::nullopt;
+      model.calibrationPath = path.trim().str();
+      model.calibrationTensorParallel = profile.measuredTensorParallel;
+      model.calibrationSecondsPerToken = 0;
+      for (const auto &[stage, passes] : profile.measured)
+        for (const auto &[pass, secondsPerToken] : passes)
+          model.calibrationSecondsPerToken += secondsPerToken;
+      if (!(model.calibrationSecondsPerToken > 0)) {
+        error = "cost profile '" + model.calibrationPath +
+                "' times no pass: nothing to calibrate --costs " +
+                spec.split(':').first.str() + " with";
+        return std::nullopt;
+      }
+    }
     return model;
   }
   if (!error.empty())
@@ -563,6 +589,72 @@ double CostModel::getComputeTime(const StageProfile &stage, PassKind pass,
   if (kind != Kind::Analytic)
     return perPass[size_t(pass)] / double(chunks * slices);
   return stage.getPassTime(pass, tokens, prefix, *getHardware());
+}
+
+std::optional<double> CostModel::calibrateEfficiency(ModelOp model,
+                                                     std::string &error) const {
+  if (calibrationPath.empty() || !hardware)
+    return std::nullopt;
+  // The whole model as one stage on one of the profile's shards: the
+  // passes' time summed layer by layer does not depend on where the
+  // stages are cut (or whether they are yet), and a sharded vocabulary's
+  // passes compute the same output layer as the last stage's (their
+  // softmax exchange aside).
+  StageProfile whole;
+  whole.name = "model";
+  whole.hidden = model.getHidden();
+  whole.seqLen = model.getSeqLen();
+  whole.microBatch = model.getMicroBatch();
+  whole.dtypeBytes =
+      std::max<int64_t>(1, model.getDtype().getIntOrFloatBitWidth() / 8);
+  whole.hasEmbedding = true;
+  int tp = int(calibrationTensorParallel);
+  model.walk([&](Operation *op) {
+    if (auto layer = dyn_cast<TransformerLayerOp>(op))
+      whole.layers.push_back(
+          shardLayer(TransformerShape::get(layer), calibrationTensorParallel));
+    else if (auto head = dyn_cast<OutputLayerOp>(op))
+      whole.vocab = tp > 1 && splitsVocabulary(model)
+                        ? ::sluice::rt::getShardVocabRows(head.getVocab(), 0, tp)
+                              .second
+                        : head.getVocab();
+    else if (auto head = dyn_cast<VocabOutputOp>(op))
+      whole.vocab =
+          ::sluice::rt::getShardVocabRows(head.getVocab(), 0, tp).second;
+  });
+  whole.hasOutput = whole.vocab > 0;
+  if (whole.layers.empty() && !whole.hasOutput) {
+    error = "cost profile '" + calibrationPath +
+            "' cannot calibrate a model without layers";
+    return std::nullopt;
+  }
+  double tokens = double(whole.seqLen * whole.microBatch);
+  auto secondsPerToken = [&](double efficiency) {
+    HardwareProfile hw = *hardware;
+    hw.efficiency = efficiency;
+    double time = 0;
+    for (PassKind pass : {PassKind::F, PassKind::B, PassKind::W})
+      time += whole.getPassTime(pass, whole.seqLen, 0, hw);
+    return time / tokens;
+  };
+  double measuredTime = calibrationSecondsPerToken;
+  if (secondsPerToken(1.0) > measuredTime) {
+    error = llvm::formatv("cost profile '{0}' ran this model's passes in "
+                          "{1:e3} s a token, faster than {2} can at its "
+                          "peak ({3:e3} s): a profile of another GPU or "
+                          "another model",
+                          calibrationPath, measuredTime, hardware->name,
+                          secondsPerToken(1.0))
+                .str();
+    return std::nullopt;
+  }
+  // The time falls as the efficiency rises: bisect on a log scale.
+  double low = 1e-9, high = 1.0;
+  for (int i = 0; i < 200 && high - low > 1e-12 * high; ++i) {
+    double mid = std::sqrt(low * high);
+    (secondsPerToken(mid) > measuredTime ? low : high) = mid;
+  }
+  return high;
 }
 
 const std::vector<std::array<double, 3>> &
@@ -770,8 +862,14 @@ static std::optional<StageCollectives> getStageCollectives(StageOp stage) {
 }
 
 PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
-                             const CostModel &costs, MeshShape mesh)
-    : pipeline(pipeline), costs(costs), mesh(mesh) {
+                             const CostModel &costModel, MeshShape mesh)
+    : pipeline(pipeline), costs(costModel), mesh(mesh) {
+  // Below, `costs` is this table's copy: calibrated for this model.
+  if (!costs.getCalibrationPath().empty()) {
+    if (std::optional<double> efficiency =
+            costs.calibrateEfficiency(model, calibrationError))
+      costs.setEfficiency(*efficiency);
+  }
   std::vector<StageCollectives> collectives;
   for (StageOp stage : mlir::sluice::getStages(model)) {
     profiles.push_back(StageProfile::get(stage, model, mesh.tp));

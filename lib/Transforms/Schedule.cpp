@@ -51,6 +51,8 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
       MeshShape{opts.tensorParallel, 1, 0, opts.sequenceParallel});
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(*pipeline));
+  if (gap.empty())
+    gap = table.getCalibrationError();
   if (!gap.empty())
     return model.emitOpError("cannot be scheduled: ") << gap;
   auto compute = [&](const sched::Work &w) { return table.getComputeTime(w); };

@@ -40,6 +40,8 @@ LogicalResult mlir::sluice::simulateProgram(
                                 program.getSequenceParallel()});
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(pipeline));
+  if (gap.empty())
+    gap = table.getCalibrationError();
   if (!gap.empty())
     return program.emitOpError("cannot be simulated: ") << gap;
   auto compute = [&](const sched::Work &w) { return table.getComputeTime(w); };

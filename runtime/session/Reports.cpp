@@ -132,6 +132,8 @@ void writeProfile(Communicator &comm, Executor &executor, const Plan &plan,
   profile["format"] = "sluice-profile";
   profile["version"] = 1;
   profile["schedule"] = plan.schedule;
+  // What one rank timed: a shard of tp (calibrations price that shard).
+  profile["tensor_parallel"] = plan.tp;
   profile["stages"] = nlohmann::json::object();
   for (const std::string &part : parts) {
     nlohmann::json stages = nlohmann::json::parse(part);

@@ -17,6 +17,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 
 #include <gtest/gtest.h>
 
@@ -538,4 +540,86 @@ TEST_F(MeshCostTest, ZeroOneShardsTheOptimizerState) {
       3 * hw.nodeLatency + 3 * double(params * 2) / 4 / hw.nodeBandwidth;
   EXPECT_NEAR(zero.getOptimizerTime(1),
               double(part) * 30.0 / hw.memoryBandwidth + gather, 1e-12);
+}
+
+// Issue 37: `GPU:calibrate=PROFILE.json` sets the analytic model's
+// efficiency to the one at which it predicts the profile's whole-model
+// pass time, and then prices every mesh: a profile the model wrote at an
+// efficiency of 0.3 on 2 stages calibrates back to 0.3, and the
+// calibrated model prices a 4-stage pipeline as `h100:efficiency=0.3`
+// does. A profile faster than the GPU's peak, or timing no pass, is
+// refused by name.
+TEST_F(MeshCostTest, CalibrationRecoversTheProfilesEfficiency) {
+  std::string error;
+  CostModel slow = *::sluice::test::require(
+      CostModel::parse("h100:efficiency=0.3", error), "h100 at 0.3");
+  auto writeProfile = [&](double scale) {
+    ModelOp model = partition(2);
+    sched::Pipeline pipeline = *::sluice::test::require(
+        getPipeline(model, 4, 1), "the model's pipeline");
+    PipelineCosts table(model, pipeline, slow);
+    llvm::json::Object stages;
+    for (int s = 0; s < pipeline.getNumStages(); ++s) {
+      const StageProfile &stage = table.getStage(s);
+      double tokens = double(stage.seqLen * stage.microBatch);
+      llvm::json::Object passes;
+      for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W})
+        passes[stringifyPassKind(kind)] = llvm::json::Object{
+            {"seconds_per_token",
+             scale * table.getComputeTime(sched::Work{kind, s, 0, 0}) /
+                 tokens}};
+      stages[stage.name] = std::move(passes);
+    }
+    llvm::SmallString<128> path;
+    EXPECT_FALSE(
+        llvm::sys::fs::createTemporaryFile("calibration", "json", path));
+    std::error_code ec;
+    llvm::raw_fd_ostream out(path, ec);
+    out << llvm::json::Value(llvm::json::Object{{"format", "sluice-profile"},
+                                                {"stages", std::move(stages)}});
+    return path.str().str();
+  };
+
+  std::string path = writeProfile(1.0);
+  CostModel calibrated = *::sluice::test::require(
+      CostModel::parse("h100:calibrate=" + path, error), "calibrated h100");
+  EXPECT_EQ(calibrated.getCalibrationPath(), path);
+  ModelOp deeper = partition(4);
+  std::optional<double> efficiency =
+      calibrated.calibrateEfficiency(deeper, error);
+  ASSERT_TRUE(efficiency) << error;
+  EXPECT_NEAR(*efficiency, 0.3, 1e-9);
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(deeper, 8, 1),
+                                                      "the deeper pipeline");
+  PipelineCosts ours(deeper, pipeline, calibrated);
+  PipelineCosts theirs(deeper, pipeline, slow);
+  EXPECT_EQ(ours.getCalibrationError(), "");
+  for (int s = 0; s < pipeline.getNumStages(); ++s)
+    for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W}) {
+      sched::Work work{kind, s, 0, 0};
+      EXPECT_NEAR(ours.getComputeTime(work), theirs.getComputeTime(work),
+                  1e-9 * theirs.getComputeTime(work))
+          << "stage " << s << " " << stringifyPassKind(kind).str();
+    }
+
+  // A hundredth of the time: the H100 at 30x its peak.
+  std::string fast = writeProfile(0.01);
+  CostModel impossible = *::sluice::test::require(
+      CostModel::parse("h100:calibrate=" + fast, error), "fast profile");
+  ModelOp shallow = partition(2);
+  EXPECT_FALSE(impossible.calibrateEfficiency(shallow, error));
+  EXPECT_NE(error.find("faster than h100 can at its peak"), std::string::npos)
+      << error;
+  sched::Pipeline two = *::sluice::test::require(getPipeline(shallow, 4, 1),
+                                                 "the shallow pipeline");
+  PipelineCosts refused(shallow, two, impossible);
+  EXPECT_NE(refused.getCalibrationError().find(fast), std::string::npos);
+
+  error.clear();
+  EXPECT_FALSE(CostModel::parse("h100:calibrate=/nonexistent.json", error));
+  EXPECT_NE(error.find("cannot read cost profile '/nonexistent.json'"),
+            std::string::npos)
+      << error;
+  llvm::sys::fs::remove(path);
+  llvm::sys::fs::remove(fast);
 }

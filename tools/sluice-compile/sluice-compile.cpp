@@ -22,6 +22,7 @@
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/Analysis/ModelSummary.h"
 #include "sluice/Import/HFConfig.h"
+#include "sluice/PipelineIR/PipelineIR.h"
 #include "sluice/Schedule/Schedules.h"
 #include "sluice/Search/PlanSearch.h"
 #include "sluice/SluiceOps.h"
@@ -607,6 +608,25 @@ static int64_t argmax(ArrayRef<double> values) {
   return best;
 }
 
+/// For `GPU:calibrate=PROFILE.json`, the efficiency the profile gives the
+/// model: "calibrated: ..."; nullopt for other costs.
+static std::optional<std::string> getCalibrationNote(const CostModel &model,
+                                                     ModelOp shaped) {
+  if (model.getCalibrationPath().empty())
+    return std::nullopt;
+  std::string error;
+  std::optional<double> efficiency = model.calibrateEfficiency(shaped, error);
+  if (!efficiency)
+    return "calibration: " + error;
+  return llvm::formatv("calibrated: {0} at {1}% of its peak FLOP/s, the "
+                       "efficiency at which its passes of the whole model take "
+                       "what '{2}' measured",
+                       model.getHardware()->name,
+                       llvm::format("%.3g", 100 * *efficiency),
+                       model.getCalibrationPath())
+      .str();
+}
+
 /// The prediction: step time, bubble ratio, the most loaded device's peak
 /// activation, and the MFU where the cost model has a peak.
 static void printPrediction(ProgramOp program) {
@@ -648,6 +668,11 @@ static void printPrediction(ProgramOp program) {
   }
   if (std::optional<double> mfu = program.getMfu())
     llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n", *mfu, costs);
+  FailureOr<ModelOp> model = getProgramModel(program);
+  if (succeeded(model))
+    if (std::optional<std::string> note =
+            getCalibrationNote(*CostModel::parse(costs, ignored), *model))
+      llvm::outs() << "  " << *note << "\n";
 }
 
 /// The plan with the least memory of `estimates`.
@@ -662,7 +687,8 @@ static const PlanEstimate &leanest(ArrayRef<PlanEstimate> estimates) {
 /// best beats the runner-up.
 static void printSearchTable(const SearchResult &found,
                              const SearchSpace &space, int64_t seqLength,
-                             double seconds) {
+                             double seconds,
+                             const std::optional<std::string> &calibration) {
   llvm::raw_ostream &os = llvm::outs();
   os << llvm::formatv(
       "search: {0} GPUs of {1} GiB ({2}), {3} sequences a step: {4} plans "
@@ -671,6 +697,8 @@ static void printSearchTable(const SearchResult &found,
       space.gpus, llvm::format("%.4g", space.memoryBytes / double(1ull << 30)),
       space.costs, space.globalSequences, found.simulated, found.prunedMemory,
       found.prunedTime, found.refused, found.ranked.size(), seconds);
+  if (calibration)
+    os << *calibration << "\n";
   if (!found.unsearched.empty())
     os << "not searched: " << found.unsearched << "\n";
   if (found.ranked.empty())
@@ -769,8 +797,8 @@ static int compileModel(ModuleOp module, ModelOp model, StringRef dtype) {
     fillPipelineOptions(options);
     buildSluicePipeline(pm, options);
     if (failed(pm.run(module)) ||
-        failed(writeScheduleFiles(*module.getOps<ProgramOp>().begin(),
-                                  figures)))
+        failed(
+            writeScheduleFiles(*module.getOps<ProgramOp>().begin(), figures)))
       return 1;
   }
 
@@ -890,6 +918,12 @@ static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
     space.globalSequences = globalTokens / sequenceTokens;
     globalBatch = space.globalSequences;
   }
+  // A calibration this model cannot take fails here, by name, not as
+  // every plan refused.
+  std::optional<std::string> calibration =
+      getCalibrationNote(*costModel, model);
+  if (calibration && !costModel->calibrateEfficiency(model, error))
+    return fail(error);
   auto start = std::chrono::steady_clock::now();
   FailureOr<SearchResult> found = searchPlans(module, model, space);
   if (failed(found))
@@ -897,7 +931,8 @@ static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  printSearchTable(*found, space, summarizeModel(model).seqLen, seconds);
+  printSearchTable(*found, space, summarizeModel(model).seqLen, seconds,
+                   calibration);
   if (found->ranked.empty()) {
     if (found->overMemory.empty() && found->prunedMemory > 0)
       return fail(llvm::formatv("no plan fits {0} GiB per GPU: the "

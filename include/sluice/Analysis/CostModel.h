@@ -257,6 +257,21 @@ public:
   /// Ranks per node: the hardware's GPUs per node over the GPUs a device
   /// stands for (`v100x8`: 1); 1 for non-analytic models.
   int64_t getNodeDevices() const;
+
+  /// `GPU:calibrate=PROFILE.json`: an analytic model whose efficiency is
+  /// set, per model, so that it predicts the profile's whole-model pass
+  /// time (calibrateEfficiency). The profile's path ("" if none).
+  const std::string &getCalibrationPath() const { return calibrationPath; }
+  /// The efficiency the hardware is priced at (calibrateEfficiency's).
+  void setEfficiency(double efficiency) { hardware->efficiency = efficiency; }
+  /// The efficiency at which this analytic model's passes of the whole of
+  /// `model` (every transformer layer, the embedding and the output layer,
+  /// F, B and W, on one of the profile's tensor-parallel shards) take as
+  /// long per token as the calibration profile's passes of all its stages
+  /// did. Nullopt with `error` where no efficiency up to 1 does (a profile
+  /// faster than the GPU's peak: another GPU's, or another model's).
+  std::optional<double> calibrateEfficiency(ModelOp model,
+                                            std::string &error) const;
   /// The link of the groups of ranks `first + g * groupStride + i * stride`
   /// (i < count, g < groups): the node's when each group fits in one node.
   LinkKind getGroupLink(int64_t first, int64_t stride, int64_t count,
@@ -283,6 +298,13 @@ private:
   std::map<std::string, int64_t> measuredLayers;
   std::map<std::string, std::vector<std::array<double, 3>>> sliceSamples;
   double getMeasured(const std::string &stage, PassKind pass) const;
+  /// Calibration: the profile, its summed seconds per token over every
+  /// pass of every stage, and the tensor-parallel shards it ran on.
+  std::string calibrationPath;
+  double calibrationSecondsPerToken = 0;
+  int64_t calibrationTensorParallel = 1;
+  /// A profile's tensor-parallel shards (`tensor_parallel`, 1 if absent).
+  int64_t measuredTensorParallel = 1;
 };
 
 /// Bytes of training state per parameter: bf16 weights and gradients, fp32
@@ -361,6 +383,9 @@ public:
   llvm::ArrayRef<StageProfile> getStages() const { return profiles; }
   const CostModel &getCostModel() const { return costs; }
   const VocabProfile &getVocab() const { return vocab; }
+  /// Why a calibrated model cannot price this model ("" if it can:
+  /// CostModel::calibrateEfficiency).
+  const std::string &getCalibrationError() const { return calibrationError; }
 
 private:
   static constexpr size_t kKinds = sched::kNumPassKinds;
@@ -368,6 +393,7 @@ private:
   std::vector<double> vocabCompute;
   sched::Pipeline pipeline;
   CostModel costs;
+  std::string calibrationError;
   std::vector<StageProfile> profiles;
   std::vector<int64_t> lengths, prefixes;
   std::vector<double> compute, transfer, tensorParallel;
