@@ -80,6 +80,15 @@ public:
     return profiler.getProfile();
   }
 
+  /// With `on` (sluice-run --profile), each optimizer step is timed on
+  /// its own: the device is synchronized before and after it.
+  void setTimeOptimizer(bool on) { timeOptimizer = on; }
+  /// The optimizer steps' mean seconds (their update and ZeRO-1's
+  /// all-gather), 0 before one was timed.
+  double getOptimizerSeconds() const {
+    return optimizerSteps ? optimizerSeconds / double(optimizerSteps) : 0;
+  }
+
   using SliceSample = rt::SliceSample;
   /// Times every stage of this device over a grid of slice lengths and
   /// contexts (Calibrate.h), its tensor-parallel sums off: the rank
@@ -139,6 +148,9 @@ private:
   std::unique_ptr<ZeroOne> zero; // plan.zero == 1
   GradientNormPlan normPlan;
   PassProfiler profiler;
+  bool timeOptimizer = false;
+  double optimizerSeconds = 0;
+  int64_t optimizerSteps = 0;
 
   std::vector<DeviceBuffer> buffers;
   DeviceBuffer workspace;

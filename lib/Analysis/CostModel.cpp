@@ -441,6 +441,15 @@ bool CostModel::readProfile(llvm::StringRef path, std::string &error) {
   kind = Kind::Measured;
   if (std::optional<int64_t> tp = root->getInteger("tensor_parallel"))
     measuredTensorParallel = std::max<int64_t>(1, *tp);
+  if (const llvm::json::Object *optimizer =
+          root->getObject("optimizer_seconds"))
+    for (const auto &[device, seconds] : *optimizer) {
+      int64_t index;
+      std::optional<double> value = seconds.getAsNumber();
+      if (!llvm::StringRef(device).getAsInteger(10, index) && value &&
+          *value >= 0)
+        measuredOptimizer[index] = *value;
+    }
   for (const auto &[stage, passes] : *stages) {
     const llvm::json::Object *byPass = passes.getAsObject();
     if (!byPass)
@@ -1071,6 +1080,9 @@ int64_t PipelineCosts::getOptimizerBytes(int device) const {
 }
 
 double PipelineCosts::getOptimizerTime(int device) const {
+  // A profile of this mesh timed each device's update as it ran.
+  if (costs.getKind() == CostModel::Kind::Measured)
+    return costs.getMeasuredOptimizer(device).value_or(0);
   const HardwareProfile *hw = costs.getHardware();
   if (!hw || costs.getKind() != CostModel::Kind::Analytic || profiles.empty())
     return 0;

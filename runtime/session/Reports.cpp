@@ -47,7 +47,10 @@ std::string profileJson(Executor &executor, const Plan &plan,
   for (const StagePlan &stage : plan.stages)
     if (stages.contains(stage.name))
       stages[stage.name]["layers"] = stage.layers.size();
-  return stages.dump();
+  return nlohmann::json{{"stages", stages},
+                        {"device", comm.rank()},
+                        {"optimizer_seconds", executor.getOptimizerSeconds()}}
+      .dump();
 }
 
 } // namespace
@@ -135,10 +138,18 @@ void writeProfile(Communicator &comm, Executor &executor, const Plan &plan,
   // What one rank timed: a shard of tp (calibrations price that shard).
   profile["tensor_parallel"] = plan.tp;
   profile["stages"] = nlohmann::json::object();
+  // Each pipeline device's optimizer step (a rank of this pipeline each).
+  nlohmann::json &optimizer = profile["optimizer_seconds"] =
+      nlohmann::json::object();
   for (const std::string &part : parts) {
-    nlohmann::json stages = nlohmann::json::parse(part);
-    for (auto &[stage, passes] : stages.items())
+    nlohmann::json rank = nlohmann::json::parse(part);
+    for (auto &[stage, passes] : rank["stages"].items())
       profile["stages"][stage] = passes;
+    std::string device = std::to_string(rank["device"].get<int>());
+    double seconds = rank["optimizer_seconds"].get<double>();
+    if (!optimizer.contains(device) ||
+        optimizer[device].get<double>() < seconds)
+      optimizer[device] = seconds;
   }
   if (Status st = writeFileAtomically(o.profilePath, profile.dump(2) + "\n"); !st)
     failHere(st.message());

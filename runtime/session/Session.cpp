@@ -173,6 +173,7 @@ void Session::makeTrainer() {
                                         *tokens.data, t, backend->replicas,
                                         backend->shards);
     executor = e.get();
+    executor->setTimeOptimizer(!options.profilePath.empty());
     trainer = std::move(e);
   }
   if (Status st = trainer->prepare(); !st)

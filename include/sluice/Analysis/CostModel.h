@@ -229,6 +229,14 @@ public:
   std::string checkCoverage(llvm::ArrayRef<StageProfile> stages,
                             llvm::ArrayRef<PassKind> passes) const;
   const std::string &getSpec() const { return spec; }
+  /// A measured profile's optimizer step on pipeline device `device`,
+  /// seconds; nullopt where it has none.
+  std::optional<double> getMeasuredOptimizer(int64_t device) const {
+    auto it = measuredOptimizer.find(device);
+    if (it == measuredOptimizer.end())
+      return std::nullopt;
+    return it->second;
+  }
   /// A measured profile's timings of a stage's forward and backward over
   /// slices (`sluice-run --profile-slices`): (tokens, context, seconds).
   const std::vector<std::array<double, 3>> &
@@ -305,6 +313,9 @@ private:
   int64_t calibrationTensorParallel = 1;
   /// A profile's tensor-parallel shards (`tensor_parallel`, 1 if absent).
   int64_t measuredTensorParallel = 1;
+  /// A profile's optimizer step per pipeline device, seconds
+  /// (`optimizer_seconds`; absent in profiles before it was measured).
+  std::map<int64_t, double> measuredOptimizer;
 };
 
 /// Bytes of training state per parameter: bf16 weights and gradients, fp32
