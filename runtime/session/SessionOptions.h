@@ -38,7 +38,7 @@ struct SessionOptions {
   /// "cpu" or "cuda"; "auto", "mpi" or "nccl"; "global" or "plan".
   std::string backend = "cpu";
   std::string transport = "auto";
-  std::string commOrder = "global";
+  std::string commOrder = "auto";
   /// "bf16", "fp32", or "" for the plan's.
   std::string precision;
   /// Run the model unpartitioned in this one process.

@@ -40,9 +40,9 @@ void checkOptions(Communicator &world, const SessionOptions &o) {
   if (o.transport != "auto" && o.transport != "nccl" && o.transport != "mpi")
     failEverywhere(world, "unknown --transport '" + o.transport +
                               "' (expected auto, nccl or mpi)");
-  if (o.commOrder != "global" && o.commOrder != "plan")
+  if (o.commOrder != "auto" && o.commOrder != "global" && o.commOrder != "plan")
     failEverywhere(world, "unknown --comm-order '" + o.commOrder +
-                              "' (expected global or plan)");
+                              "' (expected auto, global or plan)");
   if (o.commOrder == "plan" && o.backend == "cuda")
     failEverywhere(world, "--comm-order plan is for studying orders on the "
                           "CPU backend (--backend cpu --transport nccl); the "

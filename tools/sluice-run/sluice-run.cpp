@@ -266,12 +266,14 @@ cl::opt<double> commTimeout(
     cl::init(600), cl::cat(category));
 cl::opt<std::string> commOrder(
     "comm-order",
-    cl::desc("The order each rank issues its communication in: global "
-             "(default; one order every rank agrees on, which NCCL needs) or "
-             "plan (each device's plan order, with --backend cpu --transport "
-             "nccl the communicator layout before 0.15: shows what NCCL "
-             "would do with it)"),
-    cl::init("global"), cl::cat(category));
+    cl::desc("The order each rank issues its communication in: auto "
+             "(default: global under NCCL and for plans with vocabulary "
+             "collectives, the plan's order over MPI otherwise), global (one "
+             "order every rank agrees on, which NCCL needs) or plan (each "
+             "device's plan order; with --backend cpu --transport nccl the "
+             "communicator layout before 0.15: shows what NCCL would do "
+             "with it)"),
+    cl::init("auto"), cl::cat(category));
 cl::opt<int> failRank("fail-rank",
                       cl::desc("The rank --fail-at-instruction "
                                "fails (default 0)"),
