@@ -68,6 +68,20 @@ static TransformerShape shardLayer(TransformerShape shape, int64_t tp) {
   return shape;
 }
 
+StageProfile StageProfile::getWholeModel(ModelOp model, int64_t tp) {
+  StageProfile profile;
+  profile.name = "model";
+  profile.hidden = model.getHidden();
+  profile.seqLen = model.getSeqLen();
+  profile.microBatch = model.getMicroBatch();
+  profile.dtypeBytes =
+      std::max<int64_t>(1, model.getDtype().getIntOrFloatBitWidth() / 8);
+  model.walk([&](TransformerLayerOp layer) {
+    profile.layers.push_back(shardLayer(TransformerShape::get(layer), tp));
+  });
+  return profile;
+}
+
 llvm::ArrayRef<HardwareProfile> mlir::sluice::getHardwareProfiles() {
   return kProfiles;
 }
@@ -609,20 +623,12 @@ std::optional<double> CostModel::calibrateEfficiency(ModelOp model,
   // stages are cut (or whether they are yet), and a sharded vocabulary's
   // passes compute the same output layer as the last stage's (their
   // softmax exchange aside).
-  StageProfile whole;
-  whole.name = "model";
-  whole.hidden = model.getHidden();
-  whole.seqLen = model.getSeqLen();
-  whole.microBatch = model.getMicroBatch();
-  whole.dtypeBytes =
-      std::max<int64_t>(1, model.getDtype().getIntOrFloatBitWidth() / 8);
+  StageProfile whole =
+      StageProfile::getWholeModel(model, calibrationTensorParallel);
   whole.hasEmbedding = true;
   int tp = int(calibrationTensorParallel);
   model.walk([&](Operation *op) {
-    if (auto layer = dyn_cast<TransformerLayerOp>(op))
-      whole.layers.push_back(
-          shardLayer(TransformerShape::get(layer), calibrationTensorParallel));
-    else if (auto head = dyn_cast<OutputLayerOp>(op))
+    if (auto head = dyn_cast<OutputLayerOp>(op))
       whole.vocab = tp > 1 && splitsVocabulary(model)
                         ? ::sluice::rt::getShardVocabRows(head.getVocab(), 0, tp)
                               .second

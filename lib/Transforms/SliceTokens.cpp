@@ -24,21 +24,6 @@ namespace mlir::sluice {
 using namespace mlir;
 using namespace mlir::sluice;
 
-/// Every transformer layer of the model, partitioned or not, as one stage.
-static StageProfile getWholeModelProfile(ModelOp model) {
-  StageProfile profile;
-  profile.name = "model";
-  profile.hidden = model.getHidden();
-  profile.seqLen = model.getSeqLen();
-  profile.microBatch = model.getMicroBatch();
-  profile.dtypeBytes =
-      std::max<int64_t>(1, model.getDtype().getIntOrFloatBitWidth() / 8);
-  model.walk([&](TransformerLayerOp layer) {
-    profile.layers.push_back(TransformerShape::get(layer));
-  });
-  return profile;
-}
-
 /// The smallest divisor of `tokens` of at least tokens / 2048: the DP's
 /// table stays near 2048 rows whatever the sequence.
 static int64_t getAutoGranularity(int64_t tokens) {
@@ -54,7 +39,7 @@ static int64_t getAutoGranularity(int64_t tokens) {
 /// segment's prefix.
 static std::vector<int64_t> getSeq1F1BLengths(ModelOp model, int64_t tokens,
                                               int64_t slices) {
-  StageProfile profile = getWholeModelProfile(model);
+  StageProfile profile = StageProfile::getWholeModel(model);
   auto flops = [&](int64_t length, int64_t prefix) {
     return profile.getPassFlops(PassKind::F, length, prefix) +
            profile.getPassFlops(PassKind::BW, length, prefix);

@@ -120,6 +120,10 @@ struct StageProfile {
   /// head when fewer than shards -- and the feed-forward width divided;
   /// norms, row-parallel biases, embedding and output layer whole).
   static StageProfile get(StageOp stage, ModelOp model, int64_t tp = 1);
+  /// Every transformer layer of `model` (partitioned into stages or not)
+  /// as one stage named "model", on one of `tp` shards; no embedding or
+  /// output layer.
+  static StageProfile getWholeModel(ModelOp model, int64_t tp = 1);
 
   /// Forward FLOPs of `tokens` tokens after `prefix` tokens of context, for
   /// the whole microbatch.
