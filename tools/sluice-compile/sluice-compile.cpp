@@ -609,15 +609,15 @@ static int64_t argmax(ArrayRef<double> values) {
 }
 
 /// For `GPU:calibrate=PROFILE.json`, the efficiency the profile gives the
-/// model: "calibrated: ..."; nullopt for other costs.
-static std::optional<std::string> getCalibrationNote(const CostModel &model,
-                                                     ModelOp shaped) {
+/// model: "calibrated: ..."; nullopt for other costs, and with `error` set
+/// where the profile cannot calibrate this model.
+static std::optional<std::string>
+getCalibrationNote(const CostModel &model, ModelOp shaped, std::string &error) {
   if (model.getCalibrationPath().empty())
     return std::nullopt;
-  std::string error;
   std::optional<double> efficiency = model.calibrateEfficiency(shaped, error);
   if (!efficiency)
-    return "calibration: " + error;
+    return std::nullopt;
   return llvm::formatv("calibrated: {0} at {1}% of its peak FLOP/s, the "
                        "efficiency at which its passes of the whole model take "
                        "what '{2}' measured",
@@ -670,8 +670,8 @@ static void printPrediction(ProgramOp program) {
     llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n", *mfu, costs);
   FailureOr<ModelOp> model = getProgramModel(program);
   if (succeeded(model))
-    if (std::optional<std::string> note =
-            getCalibrationNote(*CostModel::parse(costs, ignored), *model))
+    if (std::optional<std::string> note = getCalibrationNote(
+            *CostModel::parse(costs, ignored), *model, ignored))
       llvm::outs() << "  " << *note << "\n";
 }
 
@@ -920,9 +920,10 @@ static int searchAndCompile(ModuleOp module, ModelOp model, StringRef dtype) {
   }
   // A calibration this model cannot take fails here, by name, not as
   // every plan refused.
+  error.clear();
   std::optional<std::string> calibration =
-      getCalibrationNote(*costModel, model);
-  if (calibration && !costModel->calibrateEfficiency(model, error))
+      getCalibrationNote(*costModel, model, error);
+  if (!calibration && !error.empty())
     return fail(error);
   auto start = std::chrono::steady_clock::now();
   FailureOr<SearchResult> found = searchPlans(module, model, space);
