@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <memory>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -287,6 +288,13 @@ public:
     auto it = tensors.find(name);
     return it == tensors.end() ? nullptr : &it->second;
   }
+  /// Every tensor's name, sorted.
+  std::vector<std::string> getNames() const {
+    std::vector<std::string> names;
+    for (const auto &[name, info] : tensors)
+      names.push_back(name);
+    return names;
+  }
 
 private:
   std::vector<std::unique_ptr<MappedFile>> mapped;
@@ -353,22 +361,39 @@ Status getSource(const families::WeightNames &names, const std::string &prefix,
   return Status::ok();
 }
 
-/// Biases the files hold and the plan's layers lack would be dropped
-/// without a word (a Qwen2 directory on a plan compiled as Llama).
-Status checkBiases(const std::string &dir, const families::WeightNames &names,
-                   const std::string &prefix, const LayerConfig &first,
-                   const TensorDirectory &tensors) {
-  std::string query = names.qkv.empty() ? names.q : names.qkv;
-  for (auto [tensor, has] : {std::pair{query, first.hasQkvBias()},
-                             std::pair{names.attnOut, first.bias},
-                             std::pair{names.down, first.bias}}) {
-    std::string name =
-        families::getLayerTensor(names, prefix, 0, tensor + ".bias");
-    if (!has && tensors.find(name))
-      return Status::error("'" + dir + "' holds " + name +
-                           ", a bias the plan's model does not have: "
-                           "compile the plan from this config.json");
+/// A tensor the files hold that no parameter of the plan's model reads
+/// would be dropped without a word (a Qwen2 directory's biases on a plan
+/// compiled as Llama, a deeper model's layers): refused by name.
+/// Checkpoints' buffers (rotary frequencies, GPT-2's causal masks) are not
+/// weights.
+Status checkEveryTensorRead(const std::string &dir,
+                            const families::WeightNames &names,
+                            const std::string &prefix,
+                            const ModelConfig &model,
+                            const TensorDirectory &tensors) {
+  std::set<std::string> read;
+  for (const ParameterSpec &spec : getModelParameters(getWholeModel(model))) {
+    Source src;
+    if (Status st = getSource(names, prefix, model, spec.name, src); !st)
+      return st;
+    for (const Piece &p : src.pieces)
+      read.insert(p.tensor);
   }
+  auto isBuffer = [](const std::string &name) {
+    for (const char *suffix : {"rotary_emb.inv_freq", ".attn.bias",
+                               ".attn.masked_bias"})
+      if (name.size() >= std::strlen(suffix) &&
+          name.compare(name.size() - std::strlen(suffix), std::string::npos,
+                       suffix) == 0)
+        return true;
+    return false;
+  };
+  for (const std::string &name : tensors.getNames())
+    if (!read.count(name) && !isBuffer(name) &&
+        !(name == "lm_head.weight" && model.layers.back().tied))
+      return Status::error("'" + dir + "' holds " + name +
+                           ", which no parameter of the plan's model reads: "
+                           "compile the plan from this config.json");
   return Status::ok();
 }
 
@@ -390,14 +415,9 @@ Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
     return st;
   const families::WeightNames &names = family.names();
   std::string prefix = findPrefix(names, tensors);
-  int64_t layers = families::countTransformerLayers(model);
-  if (tensors.find(families::getLayerTensor(names, prefix, layers,
-                                            names.norm1 + ".weight")))
-    return Status::error("'" + dir + "' holds more than the model's " +
-                         std::to_string(layers) + " layers");
-  if (const LayerConfig *first = families::getTransformerLayer(model, 0))
-    if (Status st = checkBiases(dir, names, prefix, *first, tensors); !st)
-      return st;
+  if (Status st = checkEveryTensorRead(dir, names, prefix, model, tensors);
+      !st)
+    return st;
   std::vector<float> weights;
   if (Status st = params.read(ParameterStore::Tensor::Weights, weights); !st)
     return st;

@@ -1,7 +1,8 @@
 //===- Parameters.h - Weights, gradients and optimizer state ----*- C++ -*-===//
 //
 // The parameters of the layers a device runs, named by their global
-// identity in the model (`layers.3.attn.qkv.weight`, `embed.tokens`, ...).
+// identity in the model (`layers.3.attn.qkv.weight`, `embed.tokens`, ...;
+// declared by sluice/Blocks/Parameters.h), in device memory.
 // Initialisation depends only on the seed, the name and the element index,
 // so every partitioning of a model starts from the same weights -- what
 // makes a pipelined run comparable with the single-device reference.
@@ -12,6 +13,7 @@
 #define SLUICE_RUNTIME_PARAMETERS_H
 
 #include "Backend.h"
+#include "sluice/Blocks/Parameters.h"
 #include "sluice/PlanFormat/ModelConfig.h"
 
 #include <map>
@@ -19,112 +21,6 @@
 #include <vector>
 
 namespace sluice::rt {
-
-enum class InitKind { Normal, Ones, Zeros };
-
-/// Consecutive indices [first, first + count) of a dimension.
-struct IndexRange {
-  int64_t first = 0, count = 0;
-};
-
-/// Consecutive elements of a tensor and where they sit in the whole
-/// tensor it is part of (flat, row-major indices).
-struct TensorRun {
-  int64_t local = 0, global = 0, count = 0;
-};
-
-struct ParameterSpec {
-  std::string name;
-  std::vector<int64_t> shape;
-  InitKind init = InitKind::Normal;
-  /// A row shard of a larger table (the vocabulary shards): these rows are
-  /// the table's rows [firstRow, firstRow + shape[0]); only the first
-  /// `validRows` exist in the model, the rest is padding held at zero.
-  /// Initialisation and checkpoints use the table's row numbers.
-  int64_t firstRow = 0;
-  int64_t validRows = -1; // -1: every row
-  /// A tensor-parallel slice (Megatron-LM's column- and row-parallel
-  /// layers): these elements are the whole tensor's rows `rows` (a
-  /// vector's elements) crossed with its columns `columns`, each list in
-  /// the order stored here; an empty list is every index. `whole` is the
-  /// whole tensor's shape (empty: not a slice). Initialisation,
-  /// checkpoints and gradient checks use the whole tensor's indices.
-  std::vector<IndexRange> rows, columns;
-  std::vector<int64_t> whole;
-  /// How a slice's files are named apart ("tp1of2").
-  std::string sliceName;
-  bool isShard() const { return validRows >= 0; }
-  bool isSlice() const { return !whole.empty(); }
-  int64_t getValidRows() const { return validRows < 0 ? shape[0] : validRows; }
-  int64_t getRowSize() const {
-    int64_t n = 1;
-    for (size_t i = 1; i < shape.size(); ++i)
-      n *= shape[i];
-    return n;
-  }
-  int64_t size() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
-};
-
-/// Where `spec`'s real elements sit in the whole tensor, by local
-/// position: one run for a whole tensor or a vocabulary shard (its padding
-/// rows are in none), one per row and column range of a slice.
-std::vector<TensorRun> getRuns(const ParameterSpec &spec);
-/// Elements of the whole tensor `spec` is part of (-1 for a vocabulary
-/// shard, whose table's size it does not know).
-int64_t getWholeElements(const ParameterSpec &spec);
-
-/// One of `count` tensor-parallel shards.
-struct TensorShard {
-  int index = 0, count = 1;
-};
-
-/// The parameters layer `index` of `model` reads. A tied output layer
-/// reads the embedding's table under its name. A sharded embedding or
-/// output layer reads only what its stage runs (positions; the final
-/// norm): its table belongs to the shards (getShardParameters). With
-/// tensor parallelism, a transformer layer's shard holds slices: the QKV,
-/// up and gate projections by columns (its query heads, its key/value
-/// heads -- the same ones on every shard of a group when the layer has
-/// fewer than shards -- and its share of the feed-forward width), the
-/// attention output and down projections by rows; norms and the biases
-/// added after those two are whole on every shard.
-std::vector<ParameterSpec> getLayerParameters(const ModelConfig &model,
-                                              int index,
-                                              TensorShard shard = {});
-
-/// Whether parameter `name` is a norm's weight or bias: under sequence
-/// parallelism each tensor-parallel shard computes its gradient from its
-/// own tokens only, so the group sums it before the update (what
-/// Megatron-LM marks `sequence_parallel`). The biases after the
-/// row-parallel projections are not: their gradients come from the
-/// gathered whole-slice output gradients.
-bool isTokenSummed(const std::string &name);
-/// Whether parameter `name` is a query/key norm's gain (Qwen3): whole on
-/// every tensor-parallel shard, but each shard's gradient comes from its
-/// own heads only, so the group sums it before the update, with or
-/// without sequence parallelism.
-bool isHeadSummed(const std::string &name);
-
-/// The row shard of the table `name` ([vocab, hidden]) that device `device`
-/// of `devices` holds when the table is padded to `paddedVocab` rows; with
-/// tensor parallelism, tensor-parallel shard `shard` of that device holds
-/// its part of those rows (ceil(rows / count) each, within the device's
-/// rows: Vocabulary Parallelism over pp x tp).
-ParameterSpec getTableShard(const std::string &name, int64_t vocab,
-                            int64_t paddedVocab, int64_t hidden, int device,
-                            int devices, TensorShard shard = {});
-
-/// Every parameter the model has, each once.
-std::vector<ParameterSpec> getModelParameters(const ModelConfig &model);
-
-/// The model unsharded (no vocabulary shards, tensor-parallel slices or
-/// sequence shards): every parameter whole, as Hugging Face holds it.
-ModelConfig getWholeModel(const ModelConfig &model);
 
 /// A device's parameters, in flat device buffers: the fp32 master
 /// weights, their gradients and both Adam moments; a mixed-precision run

@@ -3,6 +3,10 @@
 #include "Plan.h"
 #include "CommOrder.h"
 
+#include "Slots.h"
+#include "sluice/Blocks/Feature.h"
+#include "sluice/Blocks/Spec.h"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -87,40 +91,6 @@ bool flag(const json &object, const char *name, const std::string &where) {
   return value.get<bool>();
 }
 
-/// A transformer or output layer's norm.
-NormType normType(const json &l, const std::string &at) {
-  std::string name = text(l, "norm", at);
-  NormType norm;
-  if (!parseNormType(name, norm))
-    fail(at + ": unknown norm '" + name + "'");
-  return norm;
-}
-
-/// A layer's rotary scaling (plan version 6): transformers' own keys and
-/// its one scaling Sluice computes, Llama 3.1's.
-void readRopeScaling(const json &j, const std::string &at, Rotary &rotary) {
-  std::string where = at + ": rope_scaling";
-  if (!j.is_object())
-    fail(where + " must be an object, got " + j.dump());
-  std::string type = text(j, "rope_type", where);
-  if (type != "llama3")
-    fail(where + ": 'rope_type' = '" + type +
-         "' is not one this runtime computes (llama3)");
-  auto number = [&](const char *name) {
-    const json &v = field(j, name, where);
-    if (!v.is_number())
-      fail(where + ": '" + name + "' must be a number, got " + v.dump());
-    return v.get<double>();
-  };
-  rotary.factor = number("factor");
-  rotary.lowFreqFactor = number("low_freq_factor");
-  rotary.highFreqFactor = number("high_freq_factor");
-  rotary.originalPositions = integer(j, "original_max_position_embeddings",
-                                     where, 1, int64_t(1) << 40);
-  if (std::string why = rotary.checkScaling(); !why.empty())
-    fail(where + ": " + why);
-}
-
 /// The numerics the layers share (optional: 1e-5 and tanh GELU before
 /// they were recorded), and what the model does not compute.
 void readNumerics(const json &j, ModelConfig &m) {
@@ -184,44 +154,6 @@ void readNumerics(const json &j, ModelConfig &m) {
          "different model)");
 }
 
-/// A transformer layer's entry `l` (at `at`) into `c`.
-void readTransformer(const json &l, const std::string &at, LayerConfig &c) {
-  c.kind = LayerKind::Transformer;
-  c.heads = integer(l, "heads", at, 1, kMaxDimension);
-  c.kvHeads = integer(l, "kv_heads", at, 1, kMaxDimension);
-  c.headDim = integer(l, "head_dim", at, 1, kMaxDimension);
-  c.ffn = integer(l, "ffn", at, 1, kMaxDimension);
-  c.norm = normType(l, at);
-  std::string mlp = text(l, "mlp", at);
-  if (!parseMlpType(mlp, c.mlp))
-    fail(at + ": unknown mlp '" + mlp + "' (expected gelu, swiglu or geglu)");
-  c.bias = flag(l, "bias", at);
-  c.qkvBias = l.contains("qkv_bias") && flag(l, "qkv_bias", at);
-  if (c.bias && c.qkvBias)
-    fail(at + ": 'qkv_bias' with 'bias', which has every bias already");
-  c.qkNorm = l.contains("qk_norm") && flag(l, "qk_norm", at);
-  c.postNorms = l.contains("post_norms") && flag(l, "post_norms", at);
-  if (l.contains("window"))
-    c.window = integer(l, "window", at, 1, kMaxDimension);
-  if (l.contains("rope_theta")) {
-    const json &theta = l["rope_theta"];
-    if (!theta.is_number() || !(theta.get<double>() > 0))
-      fail(at + ": 'rope_theta' must be a positive number, got " +
-           theta.dump());
-    c.rotary.theta = theta.get<double>();
-    if (c.headDim % 2 != 0)
-      fail(at + ": rotary positions need an even 'head_dim', got " +
-           std::to_string(c.headDim));
-    if (l.contains("rope_scaling"))
-      readRopeScaling(l["rope_scaling"], at, c.rotary);
-  } else if (l.contains("rope_scaling")) {
-    fail(at + ": 'rope_scaling' without 'rope_theta'");
-  }
-  if (c.heads % c.kvHeads != 0)
-    fail(at + ": 'kv_heads' = " + std::to_string(c.kvHeads) +
-         " does not divide 'heads' = " + std::to_string(c.heads));
-}
-
 ModelConfig readModel(const json &j) {
   ModelConfig m;
   const std::string where = "model";
@@ -240,31 +172,30 @@ ModelConfig readModel(const json &j) {
     LayerConfig c;
     std::string kind = text(l, "kind", at);
     bool first = i == 0, last = i + 1 == layers.size();
-    // Version 1 plans have no sharded layers.
-    auto sharded = [&] {
-      return l.contains("sharded") && flag(l, "sharded", at);
-    };
-    if (kind == "embedding" && first) {
+    if (kind == "embedding" && first)
       c.kind = LayerKind::Embedding;
-      c.vocab = integer(l, "vocab", at, 1, kMaxVocab);
-      c.positions = integer(l, "positions", at, 0, kMaxDimension);
-      c.sharded = sharded();
-      if (c.positions && c.positions < m.seqLen)
-        fail(at + ": 'positions' = " + std::to_string(c.positions) +
-             " is shorter than seq_len = " + std::to_string(m.seqLen));
-    } else if (kind == "output" && last) {
+    else if (kind == "output" && last)
       c.kind = LayerKind::Output;
-      c.vocab = integer(l, "vocab", at, 1, kMaxVocab);
-      c.norm = normType(l, at);
-      c.tied = flag(l, "tied", at);
-      c.sharded = sharded();
-    } else if (kind == "transformer" && !first && !last) {
-      readTransformer(l, at, c);
-    } else {
+    else if (kind == "transformer" && !first && !last)
+      c.kind = LayerKind::Transformer;
+    else
       fail(at + ": unexpected '" + kind +
            "' here (a model is an embedding, "
            "transformer layers, then an output layer)");
-    }
+    // The spec's fields and rules, as the compiler's (lib/Blocks).
+    if (std::string why = blocks::readLayer(l, c); !why.empty())
+      fail(at + ": " + why);
+    if (std::string why = blocks::checkLayer(c, m.hidden); !why.empty())
+      fail(at + ": " + why);
+    for (const blocks::Feature *f : blocks::getEnabledFeatures(c))
+      if (!block::lookupCompute(f->getName()))
+        fail(at + ": block feature '" + f->getName() +
+             "' has no compute part in this runtime");
+    c.headDim = blocks::getHeadDim(c, m.hidden);
+    if (c.kind == LayerKind::Embedding && c.positions &&
+        c.positions < m.seqLen)
+      fail(at + ": 'positions' = " + std::to_string(c.positions) +
+           " is shorter than seq_len = " + std::to_string(m.seqLen));
     m.layers.push_back(c);
   }
   const LayerConfig &out = m.layers.back();
@@ -987,7 +918,7 @@ void readMesh(const json &mesh, Plan &plan) {
   if (pp != plan.devices)
     fail("the mesh's pp = " + std::to_string(pp) + " is not the plan's " +
          std::to_string(plan.devices) + " devices");
-  std::string problem = checkTensorParallel(plan.model, plan.tp);
+  std::string problem = blocks::checkTensorParallel(plan.model, plan.tp);
   if (!problem.empty())
     fail("the mesh's tp = " + std::to_string(plan.tp) + ": model " + problem);
 }

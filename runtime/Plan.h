@@ -12,7 +12,7 @@
 #define SLUICE_RUNTIME_PLAN_H
 
 #include "sluice/PlanFormat/Format.h"
-#include "sluice/PlanFormat/Layout.h"
+#include "sluice/Blocks/Layout.h"
 #include "sluice/PlanFormat/ModelConfig.h"
 #include "Status.h"
 

@@ -25,50 +25,60 @@ namespace {
 
 using block::LayerParams;
 
-/// Each parameter's field in its block, by its name within the layer
-/// (Parameters.cpp's names after `layers.N.`; the vocabulary layers' whole).
+/// The core's parameters, by their names within the layer
+/// (sluice/Blocks/Parameters.h's names after `layers.N.`; the vocabulary
+/// layers' whole); a block feature's bind by name to the feature.
 const std::pair<const char *, DevicePtr LayerParams::*> kFields[] = {
     {"embed.tokens", &LayerParams::table},
     {"embed.positions", &LayerParams::positions},
     {"lm_head.weight", &LayerParams::table},
     {"final_norm.weight", &LayerParams::normW},
     {"final_norm.bias", &LayerParams::normB},
-    {"norm1.weight", &LayerParams::normW},
-    {"norm1.bias", &LayerParams::normB},
-    {"norm2.weight", &LayerParams::norm2W},
-    {"norm2.bias", &LayerParams::norm2B},
-    {"post_attn_norm.weight", &LayerParams::postAttnW},
-    {"post_attn_norm.bias", &LayerParams::postAttnB},
-    {"post_mlp_norm.weight", &LayerParams::postMlpW},
-    {"post_mlp_norm.bias", &LayerParams::postMlpB},
-    {"attn.q_norm.weight", &LayerParams::qNormW},
-    {"attn.k_norm.weight", &LayerParams::kNormW},
     {"attn.qkv.weight", &LayerParams::qkvW},
-    {"attn.qkv.bias", &LayerParams::qkvB},
     {"attn.out.weight", &LayerParams::outW},
-    {"attn.out.bias", &LayerParams::outB},
     {"mlp.gate.weight", &LayerParams::gateW},
-    {"mlp.gate.bias", &LayerParams::gateB},
     {"mlp.up.weight", &LayerParams::upW},
-    {"mlp.up.bias", &LayerParams::upB},
     {"mlp.down.weight", &LayerParams::downW},
-    {"mlp.down.bias", &LayerParams::downB},
 };
 
-/// Layer `index`'s parameters in `store`, each bound to its block's field.
+/// `name` without its layer's prefix (`layers.N.`).
+std::string getFieldName(const std::string &name) {
+  if (name.rfind("layers.", 0) != 0)
+    return name;
+  return name.substr(name.find('.', 7) + 1);
+}
+
+/// Layer `index`'s parameters in `store`, each bound to its block's field
+/// or to the feature that declares it.
 block::Layer bindLayer(const ModelConfig &model, int index,
                        ParameterStore &store) {
   block::Layer layer;
   layer.config = &model.layers[index];
   for (const ParameterSpec &spec : getLayerParameters(model, index)) {
-    std::string field = spec.name;
-    if (field.rfind("layers.", 0) == 0)
-      field = field.substr(field.find('.', 7) + 1);
+    std::string field = getFieldName(spec.name);
     for (const auto &[name, member] : kFields)
       if (field == name) {
         layer.w.*member = store.weight(spec.name);
         layer.g.*member = store.grad(spec.name);
       }
+  }
+  if (layer.config->kind != LayerKind::Transformer)
+    return layer;
+  // The plan reader has checked that every enabled feature has a compute
+  // part in this runtime.
+  blocks::LayerShape shape =
+      blocks::getLayerShape(model, *layer.config, "", {});
+  for (const blocks::Feature *f : blocks::getEnabledFeatures(*layer.config)) {
+    block::BoundFeature bound{f, block::lookupCompute(f->getName()), {}};
+    std::vector<ParameterSpec> own;
+    for (int slot = 0; slot < blocks::kSlots; ++slot)
+      if (f->getSlots() & blocks::getSlotBit(blocks::Slot(slot)))
+        f->addParameters(blocks::Slot(slot), shape, own);
+    std::string prefix = getLayerPrefix(model, index);
+    for (const ParameterSpec &spec : own)
+      bound.params.push_back({spec.name, store.weight(prefix + spec.name),
+                              store.grad(prefix + spec.name)});
+    layer.features.push_back(std::move(bound));
   }
   return layer;
 }
@@ -164,6 +174,13 @@ int64_t StageRunner::getRecomputedStateBytes(const SliceShape &s) const {
   return rt::getRecomputedStateBytes(model, layers, s, precision, recompute);
 }
 
+DevicePtr StageRunner::getFeatureWork(const SliceShape &s,
+                                      DevicePtr workspace) const {
+  return workspace.atByte(
+      getFeatureScratchOffset(model, layers, s, precision),
+      precision.activations);
+}
+
 void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
                         DevicePtr weightState, DevicePtr keyValues,
                         DevicePtr recomputed) {
@@ -180,7 +197,7 @@ void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
   for (size_t k = 0; k < resolved.size(); ++k) {
     const LayerConfig &c = *resolved[k].config;
     Views &v = views[k];
-    v = Views();
+    std::fill(v.at.begin(), v.at.end(), DevicePtr());
     auto kept = into(v, forwardState, forward);
     auto redone = into(v, recomputed, again);
     walkForwardState(model, c, s, [&](Field f, int64_t count, Storage storage) {
@@ -238,7 +255,8 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
       embeddingBlock.forward(l, v, s, batch, current, dst, work);
       break;
     case LayerKind::Transformer:
-      transformer.forward(l, v, s, current, dst, workspace, again);
+      transformer.forward(l, v, s, current, dst, workspace,
+                          getFeatureWork(s, workspace), again);
       break;
     case LayerKind::Output:
       outputBlock.forward(l, v, s, batch, current, dst, work, loss);
@@ -282,7 +300,8 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
       embeddingBlock.backward(l, v, s, batch, grad, dst);
       break;
     case LayerKind::Transformer:
-      transformer.backward(l, v, s, grad, dst, workspace);
+      transformer.backward(l, v, s, grad, dst, workspace,
+                           getFeatureWork(s, workspace));
       break;
     case LayerKind::Output:
       outputBlock.backward(l, v, s, batch, grad, dst, work, lossScale);
@@ -309,7 +328,7 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
       embeddingBlock.weight(l, v, s, batch);
       break;
     case LayerKind::Transformer:
-      transformer.weight(l, v, s, workspace);
+      transformer.weight(l, v, s, workspace, getFeatureWork(s, workspace));
       break;
     case LayerKind::Output:
       outputBlock.weight(l, v, s, work);

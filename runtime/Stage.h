@@ -18,7 +18,7 @@
 #include "Parameters.h"
 #include "TransformerBlock.h"
 #include "VocabularyBlocks.h"
-#include "sluice/PlanFormat/Layout.h"
+#include "sluice/Blocks/Layout.h"
 
 #include <functional>
 #include <string>
@@ -120,6 +120,8 @@ private:
   /// give null views); recomputed regions from `recomputed`.
   void carve(const SliceShape &s, DevicePtr forwardState, DevicePtr weightState,
              DevicePtr keyValues, DevicePtr recomputed);
+  /// Where a pass's workspace holds the block features' scratch.
+  DevicePtr getFeatureWork(const SliceShape &s, DevicePtr workspace) const;
   /// F's layers over the carved views; `again`: B's recomputation (the
   /// key/value gradients already accumulate later slices' parts).
   void runForward(const SliceShape &s, const TokenRows &batch, DevicePtr input,

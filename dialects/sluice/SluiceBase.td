@@ -217,46 +217,17 @@ def Sluice_SlicingMethodAttr : EnumAttr<Sluice_Dialect, Sluice_SlicingMethod,
 //===----------------------------------------------------------------------===//
 
 // A real-number parameter written as a plain float (`factor = 32.0`).
-def Sluice_RealParameter : APFloatParameter<"a real number"> {
-  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
-    double value;
-    if ($_parser.parseFloat(value))
-      return ::mlir::failure();
-    return ::llvm::APFloat(value);
-  }() }];
-  let printer = "$_printer.printFloat($_self)";
-}
-
-def Sluice_RopeLlama3Attr : AttrDef<Sluice_Dialect, "RopeLlama3"> {
-  let mnemonic = "rope_llama3";
-  let summary = "Llama 3.1's scaling of the rotary frequencies";
-  let description = [{
-    The rotary frequencies of a long-context Llama (transformers'
-    `rope_scaling` with `rope_type` `llama3`): for dimension pair `i` of a
-    head, the base frequency `f = rope_theta^(-2i / head_dim)` has the
-    wavelength `w = 2 pi / f`; it is kept when `w` is shorter than
-    `original_max_positions / high_freq_factor`, divided by `factor` when
-    longer than `original_max_positions / low_freq_factor`, and blended in
-    between with `s = (original_max_positions / w - low_freq_factor) /
-    (high_freq_factor - low_freq_factor)` as `(1 - s) f / factor + s f`.
-    Every Llama 3.1 and 3.2 config has it; the cost model ignores it (it
-    changes no work), the runtime's rotation computes it.
-
-    The parameters must hold `factor >= 1`, `0 < low_freq_factor <
-    high_freq_factor` and `original_max_positions > 0`.
-
-    ```mlir
-    // Llama-3.2-1B.
-    #sluice.rope_llama3<factor = 32.0, low_freq_factor = 1.0,
-                        high_freq_factor = 4.0, original_max_positions = 8192>
-    ```
-  }];
-  let parameters = (ins Sluice_RealParameter:$factor,
-                        Sluice_RealParameter:$low_freq_factor,
-                        Sluice_RealParameter:$high_freq_factor,
-                        "int64_t":$original_max_positions);
-  let assemblyFormat = "`<` struct(params) `>`";
-  let genVerifyDecl = 1;
+// A transformer block's spec (rt::LayerConfig) held as the op's property:
+// the C++ struct the plan and the runtime use, its fields and their
+// assembly generated from one table (include/sluice/PlanFormat/
+// BlockFields.def; dialects/sluice/BlockSpecAsm.cpp, the op's
+// custom<BlockSpec>). Its attribute form (the generic syntax, bytecode) is
+// the plan's JSON object of the layer.
+def Sluice_BlockSpecProp : Property<"::sluice::rt::LayerConfig",
+    "a transformer block's spec", "const ::sluice::rt::LayerConfig &"> {
+  let hashProperty = "::mlir::sluice::hashBlockSpec($_storage)";
+  let writeToMlirBytecode = writeMlirBytecodeWithConvertToAttribute;
+  let readFromMlirBytecode = readMlirBytecodeUsingConvertFromAttribute;
 }
 
 #endif // SLUICE_BASE_TD

@@ -27,18 +27,3 @@ void SluiceDialect::initialize() {
       >();
 }
 
-/// The one check of Llama 3.1's scaling, the runtime's (rt::Rotary).
-LogicalResult
-RopeLlama3Attr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       APFloat factor, APFloat lowFreqFactor,
-                       APFloat highFreqFactor,
-                       int64_t originalMaxPositions) {
-  ::sluice::rt::Rotary rotary{10000.0, factor.convertToDouble(),
-                              lowFreqFactor.convertToDouble(),
-                              highFreqFactor.convertToDouble(),
-                              originalMaxPositions};
-  // The runtime's words for the parameters, which are transformers'.
-  if (std::string why = rotary.checkScaling(); !why.empty())
-    return emitError() << "rope_llama3: " << why;
-  return success();
-}

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "sluice/SluiceOps.h"
+#include "sluice/Blocks/Spec.h"
 #include "sluice/PlanFormat/Format.h"
 
 #include "mlir/IR/Builders.h"
@@ -567,46 +568,21 @@ int64_t TransformerLayerOp::getHidden() {
 }
 
 int64_t TransformerLayerOp::getHeadDimOrDefault() {
-  if (std::optional<int64_t> headDim = getHeadDim())
-    return *headDim;
-  return getHidden() / getHeads();
+  return ::sluice::blocks::getHeadDim(getSpec(), getHidden());
 }
 
 LogicalResult TransformerLayerOp::verify() {
-  if (failed(verifyActivationType(*this, "input", getInput().getType())) ||
-      failed(verifySize(*this, "heads", getHeads())) ||
-      failed(verifySize(*this, "kv_heads", getKvHeads())) ||
-      failed(verifySize(*this, "ffn", getFfn())))
+  if (failed(verifyActivationType(*this, "input", getInput().getType())))
     return failure();
-  if (std::optional<int64_t> headDim = getHeadDim()) {
-    if (failed(verifySize(*this, "head_dim", *headDim)))
-      return failure();
-  } else if (getHidden() % getHeads() != 0) {
-    return emitOpError("hidden size ")
-           << getHidden() << " is not divisible by 'heads' = " << getHeads();
-  }
-  if (getHeads() % getKvHeads() != 0)
-    return emitOpError("'heads' = ")
-           << getHeads()
-           << " is not divisible by 'kv_heads' = " << getKvHeads();
-  if (FloatAttr thetaAttr = getRopeThetaAttr()) {
-    double theta = thetaAttr.getValueAsDouble();
-    // Written so that NaN fails too.
-    if (!(theta > 0))
-      return emitOpError("'rope_theta' must be positive, got ") << theta;
-    if (getHeadDimOrDefault() % 2 != 0)
-      return emitOpError("rotary positions ('rope_theta') need an even head "
-                         "size, got ")
-             << getHeadDimOrDefault();
-  }
-  if (getBias() && getQkvBias())
-    return emitOpError("'qkv_bias' with 'bias', which has every bias already");
-  if (std::optional<int64_t> window = getWindow())
-    if (failed(verifySize(*this, "window", *window)))
-      return failure();
-  if (getRopeScalingAttr() && !getRopeThetaAttr())
-    return emitOpError("'rope_scaling' scales rotary frequencies, but the "
-                       "layer has no 'rope_theta'");
+  const ::sluice::rt::LayerConfig &spec = getSpec();
+  if (spec.kind != ::sluice::rt::LayerKind::Transformer)
+    return emitOpError("holds a ")
+           << ::sluice::rt::layerKindName(spec.kind)
+           << " layer's spec, not a transformer layer's";
+  // The rules the plan reader holds plans to, in the same words.
+  if (std::string why = ::sluice::blocks::checkLayer(spec, getHidden());
+      !why.empty())
+    return emitOpError(why);
   if (failed(verifyShardBody(*this, getShards(), getBody(), /*hasInput=*/true,
                              getType(), /*loss=*/{})))
     return failure();
@@ -617,23 +593,24 @@ LogicalResult TransformerLayerOp::verify() {
   // read (one, replicated, with fewer key/value heads than shards), and
   // its share of the feed-forward width.
   int64_t n = *getShards(), headDim = getHeadDimOrDefault();
-  int64_t kv = getKvHeads() >= n ? getKvHeads() / n : 1;
+  int64_t heads = spec.heads, kvHeads = spec.kvHeads, ffn = spec.ffn;
+  int64_t kv = kvHeads >= n ? kvHeads / n : 1;
   for (Operation &op : getBody().front()) {
     int64_t expected = -1, width = -1;
     if (auto column = dyn_cast<ColumnParallelOp>(op)) {
       width = getWidth(column.getResult());
       expected = column.getProjection() == Projection::qkv
-                     ? (getHeads() / n + 2 * kv) * headDim
-                     : getFfn() / n;
+                     ? (heads / n + 2 * kv) * headDim
+                     : ffn / n;
     } else if (auto attention = dyn_cast<ShardAttentionOp>(op)) {
       width = getWidth(attention.getResult());
-      expected = getHeads() / n * headDim;
+      expected = heads / n * headDim;
     }
     if (width != expected)
       return op.emitOpError("yields ")
              << width << " columns, but one of " << n << " shards of "
-             << getHeads() << " heads (" << getKvHeads()
-             << " key/value) and feed-forward width " << getFfn() << " has "
+             << heads << " heads (" << kvHeads
+             << " key/value) and feed-forward width " << ffn << " has "
              << expected;
   }
   return success();
@@ -1054,107 +1031,6 @@ static ParseResult parseScheduleName(OpAsmParser &parser,
 static void printScheduleName(OpAsmPrinter &printer, Operation *,
                               ScheduleKindAttr schedule) {
   printer.printString(stringifyScheduleKind(schedule.getValue()));
-}
-
-//===----------------------------------------------------------------------===//
-// custom<LayerOptions>: a transformer layer's optional trailing entries
-//===----------------------------------------------------------------------===//
-
-/// `, bias` or `, qkv_bias`, `, qk_norm`, `, rope_theta = 10000.0`,
-/// `, rope_scaling = #sluice...`, `, post_norms` and `, window = 4096`,
-/// each optional, in this order. A declarative optional group cannot start
-/// with the `,` they share, so the keyword after the comma decides.
-static ParseResult parseLayerOptions(OpAsmParser &parser, UnitAttr &bias,
-                                     UnitAttr &qkvBias, UnitAttr &qkNorm,
-                                     FloatAttr &ropeTheta,
-                                     RopeLlama3Attr &ropeScaling,
-                                     UnitAttr &postNorms, IntegerAttr &window) {
-  // Each entry's position in the order; an entry is accepted only after
-  // every entry before it and none after.
-  int seen = -1;
-  auto next = [&](int position) {
-    if (position <= seen)
-      return false;
-    seen = position;
-    return true;
-  };
-  while (succeeded(parser.parseOptionalComma())) {
-    SMLoc loc = parser.getCurrentLocation();
-    StringRef keyword;
-    if (parser.parseKeyword(&keyword))
-      return failure();
-    if (keyword == "bias" && next(0)) {
-      bias = parser.getBuilder().getUnitAttr();
-      continue;
-    }
-    if (keyword == "qkv_bias" && next(0)) {
-      qkvBias = parser.getBuilder().getUnitAttr();
-      continue;
-    }
-    if (keyword == "qk_norm" && next(1)) {
-      qkNorm = parser.getBuilder().getUnitAttr();
-      continue;
-    }
-    if (keyword == "rope_theta" && next(2)) {
-      double value = 0;
-      if (parser.parseEqual() || parser.parseFloat(value))
-        return failure();
-      ropeTheta = parser.getBuilder().getF64FloatAttr(value);
-      continue;
-    }
-    if (keyword == "rope_scaling" && next(3)) {
-      if (parser.parseEqual() || parser.parseAttribute(ropeScaling))
-        return failure();
-      continue;
-    }
-    if (keyword == "post_norms" && next(4)) {
-      postNorms = parser.getBuilder().getUnitAttr();
-      continue;
-    }
-    if (keyword == "window" && next(5)) {
-      int64_t size = 0;
-      if (parser.parseEqual() || parser.parseInteger(size))
-        return failure();
-      window = parser.getBuilder().getI64IntegerAttr(size);
-      continue;
-    }
-    return parser.emitError(loc, "unexpected '")
-           << keyword
-           << "' (expected 'bias' or 'qkv_bias', then 'qk_norm', then "
-              "'rope_theta = <float>', then "
-              "'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', "
-              "then 'window = <size>')";
-  }
-  return success();
-}
-
-static void printLayerOptions(OpAsmPrinter &printer, Operation *, UnitAttr bias,
-                              UnitAttr qkvBias, UnitAttr qkNorm,
-                              FloatAttr ropeTheta, RopeLlama3Attr ropeScaling,
-                              UnitAttr postNorms, IntegerAttr window) {
-  if (bias)
-    printer << ", bias";
-  if (qkvBias)
-    printer << ", qkv_bias";
-  if (qkNorm)
-    printer << ", qk_norm";
-  if (ropeTheta) {
-    printer << ", rope_theta = ";
-    // Bases are round numbers (10000, 500000): print them as written.
-    double value = ropeTheta.getValueAsDouble();
-    if (value == std::floor(value) && std::fabs(value) < 1e15)
-      printer << static_cast<int64_t>(value) << ".0";
-    else
-      printer.printFloat(ropeTheta.getValue());
-  }
-  if (ropeScaling) {
-    printer << ", rope_scaling = ";
-    printer.printAttribute(ropeScaling);
-  }
-  if (postNorms)
-    printer << ", post_norms";
-  if (window)
-    printer << ", window = " << window.getInt();
 }
 
 #include "sluice/SluiceInterfaces.cpp.inc"

@@ -12,12 +12,32 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "sluice/SluiceDialect.h"
 
+#include "sluice/PlanFormat/ModelConfig.h"
+
 namespace mlir::sluice {
 /// Marks ops whose cost scales with a vocabulary shard: collectives
 /// separated by one are separate communication barriers.
 template <typename ConcreteType>
 class HeavyCompute : public OpTrait::TraitBase<ConcreteType, HeavyCompute> {};
+
+/// The transformer layer's spec property (Sluice_BlockSpecProp): its
+/// assembly, generated from BlockFields.def (BlockSpecAsm.cpp).
+ParseResult parseBlockSpec(OpAsmParser &parser,
+                           ::sluice::rt::LayerConfig &spec);
+void printBlockSpec(OpAsmPrinter &printer, Operation *op,
+                    const ::sluice::rt::LayerConfig &spec);
+llvm::hash_code hashBlockSpec(const ::sluice::rt::LayerConfig &spec);
 } // namespace mlir::sluice
+
+namespace mlir {
+/// The spec's attribute form (the generic syntax, bytecode): the plan's
+/// JSON object of the layer, as a string.
+Attribute convertToAttribute(MLIRContext *context,
+                             const ::sluice::rt::LayerConfig &spec);
+LogicalResult
+convertFromAttribute(::sluice::rt::LayerConfig &spec, Attribute attr,
+                     function_ref<InFlightDiagnostic()> emitError);
+} // namespace mlir
 
 #include "sluice/SluiceInterfaces.h.inc"
 

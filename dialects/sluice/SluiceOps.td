@@ -203,40 +203,46 @@ def Sluice_EmbeddingOp : Sluice_LayerOp<"embedding", [
 
 def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     AllTypesMatch<["input", "result"]>, IsolatedFromAbove, SingleBlock]> {
-  let summary = "one pre-norm decoder block: causal attention and a feed-forward block";
+  let summary = "one decoder block: causal attention and a feed-forward block";
   let description = [{
     `x + attn(norm(x))` followed by `x + mlp(norm(x))`, where attention is
     causal, with `heads` query heads and `kv_heads` key/value heads
     (grouped-query attention when `kv_heads < heads`) of size `head_dim`
-    each. `head_dim` defaults to `hidden / heads`; models such as Gemma-2
-    give it explicitly and then `heads * head_dim` may differ from `hidden`.
-    `ffn` is the feed-forward width, `norm` and `mlp` select the
-    normalisation and the feed-forward kind, and the unit attribute `bias`
-    adds biases to every linear map (GPT-2); `qkv_bias` instead adds them to
-    the query, key and value projections only (Qwen2). The unit attribute
-    `qk_norm` normalises every query and key head after the projection and
-    before the rotary positions (Qwen3): an RMS norm over its `head_dim`
-    with one gain of `head_dim` elements that the heads share, so the
-    attention scores stay bounded however large the projections grow.
-    `rope_theta`, when present,
-    rotates queries and keys by their absolute position before attention
-    (rotary position embeddings, RoFormer; Llama and Gemma): the pair of
-    dimensions (i, i + head_dim / 2) turns by position * rope_theta^(-2i /
-    head_dim). Its cost is negligible and it holds no parameters, so only
-    the runtime reads it. `rope_scaling` (only with `rope_theta`) scales
-    those frequencies as Llama 3.1 does (`#sluice.rope_llama3`). The unit
-    attribute `post_norms` adds Gemma-2's
-    sandwich norms: `x + norm(attn(norm(x)))`, then the same around the
-    feed-forward block (two more norms of the same kind). `window` makes
-    the attention a sliding window (Mistral; Gemma-2's even layers): the
-    query at position i attends to keys i - window < j <= i only. A window
-    no shorter than the sequence changes nothing; the cost model counts
-    the keys a window leaves.
+    each (`hidden / heads` when absent), and the feed-forward block `ffn`
+    wide. The braces hold the block's spec, a property (the C++ struct the
+    plan and the runtime use): its fields are the rows of one table,
+    `include/sluice/PlanFormat/BlockFields.def`, which also generates this
+    syntax, the plan's JSON form and the rules below, so a new block
+    feature is a row there and a folder under `lib/Blocks`. Entries are
+    `key = value`, a flag by its key alone, in any order; the printer
+    writes them in the table's order, the required ones always and the
+    others when they are not their default.
 
-    Rules checked by the verifier: all sizes positive; `kv_heads` divides
+    | key | value |
+    |---|---|
+    | `heads`, `kv_heads`, `ffn` | sizes (required) |
+    | `head_dim` | a size (default `hidden / heads`) |
+    | `norm` | `layernorm` or `rmsnorm` (required) |
+    | `mlp` | `gelu`, `swiglu` or `geglu` (required) |
+    | `bias` | biases on every linear map (GPT-2) |
+    | `qkv_bias` | biases on the query, key and value projections only (Qwen2) |
+    | `qk_norm` | `heads`: each query and key head RMS-normalised over `head_dim` before the rotation, one gain the heads share (Qwen3, Gemma-3); `projection`: the whole query and key projections, a gain per column (OLMo-2) |
+    | `rope_theta` | rotary positions' frequency base (RoFormer; Llama, Gemma): the pair (i, i + head_dim / 2) turns by position * rope_theta^(-2i / head_dim) |
+    | `rope_scaling` | `llama3<factor = f, low_freq_factor = l, high_freq_factor = h, original_max_positions = n>` (Llama 3.1) or `linear<factor = f>` (Gemma-3's global layers): the frequencies scaled |
+    | `pre_norms` | `false`: no norm before attention and the feed-forward block (OLMo-2) |
+    | `post_norms` | a norm on each half's output before its residual add (Gemma-2's sandwich norms; with `pre_norms = false`, OLMo-2's only norms) |
+    | `window` | sliding-window attention: the query at position i attends to keys i - window < j <= i only (Mistral; Gemma-2's and Gemma-3's local layers) |
+    | `features` | block features without a field, by name (`["name"]`) |
+
+    The cost model counts the parameters and FLOPs each feature declares
+    and the keys a window leaves; rotary positions change no work.
+
+    Rules checked by the verifier (the plan reader holds plans to the same
+    function, lib/Blocks/Spec.cpp): all sizes positive; `kv_heads` divides
     `heads`; `heads` divides `hidden` when `head_dim` is absent;
-    `rope_theta` positive and `head_dim` even when it is given;
-    `rope_scaling` only with `rope_theta`; not both `bias` and `qkv_bias`.
+    `rope_theta` positive and the head size even when it is given;
+    `rope_scaling` only with `rope_theta`, its factors in range; not both
+    `bias` and `qkv_bias`; `features` registered; each feature's own rules.
 
     ```mlir
     // Llama-3-8B: grouped-query attention, SwiGLU, rotary positions.
@@ -246,51 +252,44 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     // Llama-3.2-1B: Llama 3.1's scaled rotary frequencies.
     %z = sluice.transformer_layer %x {heads = 32, kv_heads = 8, ffn = 8192,
            norm = rmsnorm, mlp = swiglu, rope_theta = 500000.0,
-           rope_scaling = #sluice.rope_llama3<factor = 32.0,
-             low_freq_factor = 1.0, high_freq_factor = 4.0,
-             original_max_positions = 8192>} : tensor<1x8192x2048xbf16>
+           rope_scaling = llama3<factor = 32.0, low_freq_factor = 1.0,
+             high_freq_factor = 4.0, original_max_positions = 8192>}
+           : tensor<1x8192x2048xbf16>
     // Qwen2.5-7B: biases on the query, key and value projections only.
     %q = sluice.transformer_layer %x {heads = 28, kv_heads = 4, ffn = 18944,
            norm = rmsnorm, mlp = swiglu, qkv_bias, rope_theta = 1000000.0}
            : tensor<1x8192x3584xbf16>
     // Qwen3-8B: query and key heads normalised before the rotation.
     %k = sluice.transformer_layer %x {heads = 32, kv_heads = 8, head_dim = 128,
-           ffn = 12288, norm = rmsnorm, mlp = swiglu, qk_norm,
+           ffn = 12288, norm = rmsnorm, mlp = swiglu, qk_norm = heads,
            rope_theta = 1000000.0} : tensor<1x8192x4096xbf16>
-    // Gemma-2-9B: heads * head_dim = 4096 differs from hidden = 3584.
-    %v = sluice.transformer_layer %u {heads = 16, kv_heads = 8, head_dim = 256,
-           ffn = 14336, norm = rmsnorm, mlp = geglu} : tensor<1x8192x3584xbf16>
     // GPT-2 small: biases everywhere.
     %h = sluice.transformer_layer %g {heads = 12, kv_heads = 12, ffn = 3072,
            norm = layernorm, mlp = gelu, bias} : tensor<1x1024x768xbf16>
-    // Gemma-2: rotary positions and sandwich norms.
+    // Gemma-2-9B: sandwich norms, and heads * head_dim = 4096 differs
+    // from hidden = 3584.
     %w = sluice.transformer_layer %u {heads = 16, kv_heads = 8, head_dim = 256,
            ffn = 14336, norm = rmsnorm, mlp = geglu, rope_theta = 10000.0,
            post_norms} : tensor<1x8192x3584xbf16>
+    // OLMo-2-7B: norms after each half only, the whole query and key
+    // projections normalised.
+    %o = sluice.transformer_layer %x {heads = 32, kv_heads = 32, ffn = 11008,
+           norm = rmsnorm, mlp = swiglu, qk_norm = projection,
+           rope_theta = 500000.0, pre_norms = false, post_norms}
+           : tensor<1x4096x4096xbf16>
     // Mistral-7B: every layer attends over the last 4096 keys.
     %m = sluice.transformer_layer %x {heads = 32, kv_heads = 8, ffn = 14336,
            norm = rmsnorm, mlp = swiglu, rope_theta = 1000000.0,
            window = 4096} : tensor<1x8192x4096xbf16>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, Sluice_SizeAttr:$heads,
-                       Sluice_SizeAttr:$kv_heads, OptionalAttr<Sluice_SizeAttr>:$head_dim,
-                       Sluice_SizeAttr:$ffn, Sluice_NormKindAttr:$norm,
-                       Sluice_MlpKindAttr:$mlp, UnitAttr:$bias,
-                       UnitAttr:$qkv_bias, UnitAttr:$qk_norm,
-                       OptionalAttr<F64Attr>:$rope_theta,
-                       OptionalAttr<Sluice_RopeLlama3Attr>:$rope_scaling,
-                       UnitAttr:$post_norms,
-                       OptionalAttr<Sluice_SizeAttr>:$window,
+  let arguments = (ins AnyRankedTensor:$input, Sluice_BlockSpecProp:$spec,
                        OptionalAttr<Sluice_SizeAttr>:$shards);
   let results = (outs AnyRankedTensor:$result);
   let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
-    $input ` ` `{` `heads` `=` $heads `,` `kv_heads` `=` $kv_heads `,`
-    (`head_dim` `=` $head_dim^ `,`)? `ffn` `=` $ffn `,` `norm` `=` `` $norm
-    `,` `mlp` `=` `` $mlp `` custom<LayerOptions>($bias, $qkv_bias,
-    $qk_norm, $rope_theta, $rope_scaling, $post_norms, $window) `}`
-    attr-dict `:` type($input) (`shards` $shards^ $body)?
+    $input custom<BlockSpec>($spec) attr-dict `:` type($input)
+    (`shards` $shards^ $body)?
   }];
   let extraClassDeclaration = [{
     /// The hidden size, the last dimension of the input.

@@ -243,7 +243,7 @@ double StageProfile::getActivationBytes(int64_t tokens) const {
     double kept = 4.0 * double(s.hidden) / double(sequenceShards) +
                   double((s.heads + 2 * s.kvHeads) * s.headDim) +
                   (selective ? 0.0 : double(s.heads * s.headDim)) +
-                  double(s.ffn) * ((s.mlp == MlpKind::gelu ? 2.0 : 3.0) -
+                  double(s.ffn) * ((s.isGated() ? 3.0 : 2.0) -
                                    (selective ? 1.0 : 0.0));
     perToken += kept * double(dtypeBytes) + (selective ? 0.0 : 4.0) *
                                                 double(s.heads);

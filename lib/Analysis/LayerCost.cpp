@@ -2,6 +2,8 @@
 
 #include "sluice/Analysis/LayerCost.h"
 
+#include "sluice/Blocks/Feature.h"
+#include "sluice/Blocks/Parameters.h"
 #include "sluice/PlanFormat/ModelConfig.h"
 
 #include "llvm/ADT/TypeSwitch.h"
@@ -11,57 +13,55 @@ using namespace mlir::sluice;
 
 TransformerShape TransformerShape::get(TransformerLayerOp op) {
   TransformerShape shape;
-  shape.hidden = op.getHidden();
-  shape.heads = op.getHeads();
-  shape.kvHeads = op.getKvHeads();
+  static_cast<::sluice::rt::LayerConfig &>(shape) = op.getSpec();
   shape.headDim = op.getHeadDimOrDefault();
-  shape.ffn = op.getFfn();
-  shape.norm = op.getNorm();
-  shape.mlp = op.getMlp();
-  shape.bias = op.getBias();
-  shape.qkvBias = op.getQkvBias();
-  shape.qkNorm = op.getQkNorm();
-  shape.postNorms = op.getPostNorms();
-  shape.window = op.getWindow().value_or(0);
+  shape.hidden = op.getHidden();
   return shape;
 }
 
-static bool isGated(MlpKind mlp) { return mlp != MlpKind::gelu; }
-
+namespace {
 /// Parameters of one norm over `hidden` features.
-static int64_t getNormParams(NormKind norm, int64_t hidden) {
+int64_t getNormParams(NormKind norm, int64_t hidden) {
   return norm == NormKind::layernorm ? 2 * hidden : hidden;
 }
 
-/// Weight entries of the linear maps only (what the matmul FLOPs scale with).
-static int64_t getMatmulParams(const TransformerShape &s) {
-  int64_t q = s.hidden * s.heads * s.headDim;
-  int64_t kv = 2 * s.hidden * s.kvHeads * s.headDim;
-  int64_t o = s.heads * s.headDim * s.hidden;
-  int64_t mlp = (isGated(s.mlp) ? 3 : 2) * s.hidden * s.ffn;
-  return q + kv + o + mlp;
+/// The layer's parameters (whole) and how many of them are linear maps'
+/// weights, which the matmul FLOPs scale with.
+struct Counts {
+  int64_t params = 0, matmul = 0;
+};
+Counts count(const TransformerShape &s) {
+  ::sluice::rt::ModelConfig model;
+  model.hidden = s.hidden;
+  Counts counts;
+  for (const ::sluice::rt::ParameterSpec &p :
+       ::sluice::rt::getTransformerParameters(model, s, ""))
+    (p.matmul ? counts.matmul : counts.params) += p.size();
+  counts.params += counts.matmul;
+  return counts;
 }
+} // namespace
 
 int64_t mlir::sluice::getParameterCount(const TransformerShape &s) {
-  int64_t norms = s.postNorms ? 4 : 2;
-  int64_t params = getMatmulParams(s) + norms * getNormParams(s.norm, s.hidden);
-  if (s.qkNorm) // one RMS gain for the query heads, one for the key heads
-    params += 2 * s.headDim;
-  if (s.bias || s.qkvBias) // q, k and v projections
-    params += s.heads * s.headDim + 2 * s.kvHeads * s.headDim;
-  if (s.bias) // o, then the feed-forward maps
-    params += s.hidden + (isGated(s.mlp) ? 2 : 1) * s.ffn + s.hidden;
-  return params;
+  return count(s).params;
 }
 
 double mlir::sluice::getForwardFlops(const TransformerShape &s, int64_t tokens,
                                      int64_t prefix) {
   double t = static_cast<double>(tokens);
-  double linear = 2.0 * static_cast<double>(getMatmulParams(s)) * t;
+  double linear = 2.0 * static_cast<double>(count(s).matmul) * t;
   double keysAttended = ::sluice::rt::getKeysAttended(tokens, prefix, s.window);
   double attention =
       4.0 * static_cast<double>(s.heads * s.headDim) * keysAttended;
-  return linear + attention;
+  ::sluice::rt::ModelConfig model;
+  model.hidden = s.hidden;
+  ::sluice::blocks::LayerShape shape =
+      ::sluice::blocks::getLayerShape(model, s, "", {});
+  double features = 0;
+  for (const ::sluice::blocks::Feature *f :
+       ::sluice::blocks::getEnabledFeatures(s))
+    features += f->getForwardFlops(shape, tokens, prefix);
+  return linear + attention + features;
 }
 
 int64_t mlir::sluice::getParameterCount(Operation *layer) {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
 
 namespace sluice::families {
 
@@ -26,13 +27,14 @@ struct Traits {
   std::string name;
   rt::NormType norm = rt::NormType::RmsNorm;
   rt::MlpType mlp = rt::MlpType::SwiGlu;
-  bool bias = false;
   bool learnedPositions = false;
   bool tieDefault = false;
   /// Keys that may name the activation, in lookup order; the values this
   /// family's MLP kind implements; Hugging Face's default ("": required).
   std::vector<std::string> activationKeys, activations;
   std::string activationDefault;
+  /// rope_theta when the key is absent.
+  double ropeThetaDefault = 10000.0;
   /// head_dim when the key is absent (0: hidden_size / heads).
   int64_t headDimDefault = 0;
   /// num_key_value_heads when absent (0: num_attention_heads).
@@ -59,24 +61,23 @@ struct ConfigValues {
   int64_t hidden = 0, layers = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0,
           positions = 0;
   std::optional<int64_t> headDim;
-  /// The rotary families' base and Llama 3.1's scaling.
+  /// The rotary families' base and its scaling.
   std::optional<double> ropeTheta;
   std::optional<rt::Rotary> ropeScaling;
   bool tied = false;
   std::string dtype;
   double normEps = 1e-5;
   bool exactGelu = false;
-  bool bias = false, qkvBias = false;
-  /// Qwen3's query/key norms.
-  bool qkNorm = false;
-  /// The attention window of the windowed layers: every layer, or
-  /// (Gemma-2) the even ones.
-  std::optional<int64_t> slidingWindow;
-  bool evenLayersWindowed = false;
   std::optional<double> embeddingScale;
   std::optional<int64_t> paddingToken;
   std::optional<double> attentionScale, attentionSoftcap, finalSoftcap;
-  bool postNorms = false;
+  /// The block's fields beyond its shape, which every layer starts from: a
+  /// family sets its features here (blocks::getStatedKeys names them).
+  LayerConfig block;
+  /// Then each layer's own, by its index among the transformer layers
+  /// (Mistral's window on every layer, Gemma-2's on the even ones,
+  /// Gemma-3's local and global rotary bases); null: none.
+  std::function<void(int64_t, LayerConfig &)> perLayer;
 };
 
 /// The reading of one family's config: the shared keys under `traits`,
@@ -86,10 +87,11 @@ bool readConfigWith(ConfigKeys &config, const std::string &modelType,
                     const Traits &traits, ImportedModel &out,
                     const OwnKeys &own = nullptr);
 
-/// Attention windows of `window` keys (Mistral, Gemma-2), read from
-/// `sliding_window`: absent, Hugging Face's default; null, none.
+/// The attention window of `sliding_window` (Mistral, Gemma-2, Gemma-3):
+/// absent, `fallback` (Hugging Face's default, said in a remark); null,
+/// none (0).
 bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
-                       ConfigValues &values);
+                       int64_t fallback, int64_t &window);
 
 /// A printf-formatted number, as the importer's messages spell them.
 std::string formatNumber(const char *format, double value);
@@ -102,10 +104,11 @@ WeightNames getLlamaWeightNames();
 struct Shape {
   bool rotary = false;     // rotary positions, RMSNorm, no biases
   bool scaled = false;     // embeddings scaled (Gemma)
-  bool llama = false;      // rotary, SwiGLU, unscaled, no sandwich or q/k norms
+  bool llama = false;      // rotary, SwiGLU, unscaled embeddings
   int64_t window = 0;      // the largest attention window (0: none)
   bool everyLayer = false; // every layer that window
   bool evenLayers = false; // the even layers that window, the odd none
+  bool sameRotary = false; // every layer layer 0's rotary positions
 };
 Shape getShape(const ModelConfig &model, const LayerConfig &block);
 
@@ -113,26 +116,13 @@ Shape getShape(const ModelConfig &model, const LayerConfig &block);
 nlohmann::json describeRotary(const ModelConfig &model,
                               const LayerConfig &block);
 
-/// Why a plan's model cannot take a directory's weights whose family
-/// scales its embeddings (`gemma`), has sandwich norms (`gemma2`) and
-/// query/key norms (`qkNorm`) or not, or "": the weights' layout follows
-/// the family.
-std::string checkConventions(const ModelConfig &model, bool gemma, bool gemma2,
-                             bool qkNorm = false);
-
 /// A family whose checkpoints use Llama's tensor names and plain norm
-/// gains (Llama, Mistral, Qwen2; Qwen3 adds its query/key norms' names):
-/// those two answers, once.
+/// gains (Llama, Mistral, Qwen2, Qwen3, OLMo-2 with their own additions).
 class LlamaLayoutFamily : public Family {
 public:
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = getLlamaWeightNames();
     return names;
-  }
-  std::string checkWeights(const ModelConfig &model,
-                           const std::string &modelType) const override {
-    return checkConventions(model, false, false,
-                            !getWeightNames(modelType).qNorm.empty());
   }
 };
 

@@ -45,7 +45,6 @@ public:
         !readFeedForward() || !checkActivation() || !readRotary() ||
         !readTied() || !readDType() || !readNumerics() || !readPadding())
       return false;
-    values.bias = traits.bias;
     out = std::move(values);
     return true;
   }
@@ -202,17 +201,19 @@ private:
     if (!config.optionalPositive("rope_theta", theta) ||
         !config.optionalPositive("rope_theta", nested, "rope_parameters"))
       return false;
-    values.ropeTheta = theta ? *theta : nested.value_or(10000.0);
+    values.ropeTheta =
+        theta ? *theta : nested.value_or(traits.ropeThetaDefault);
     if (!theta && !nested)
-      config.remarkDefault("rope_theta", "10000.0",
+      config.remarkDefault("rope_theta",
+                           formatNumber("%.1f", traits.ropeThetaDefault),
                            "Hugging Face's default for " + traits.name);
     return readRopeScaling();
   }
 
   /// The rotary frequencies' scaling: transformers 4's `rope_scaling`, or
   /// 5's `rope_parameters` (which holds rope_theta too). "default" is
-  /// none; "llama3" (Llama 3.1 and 3.2) is computed; another kind is
-  /// recorded as unmodelled, which the runtime refuses to train.
+  /// none; "llama3" (Llama 3.1 and 3.2) and "linear" are computed; another
+  /// kind is recorded as unmodelled, which the runtime refuses to train.
   bool readRopeScaling() {
     std::string key =
         config.has("rope_scaling") ? "rope_scaling" : "rope_parameters";
@@ -228,7 +229,7 @@ private:
       type = config.getNestedString(key, "type");
     if (!type || *type == "default")
       return true;
-    if (*type != "llama3") {
+    if (*type != "llama3" && *type != "linear") {
       config.unmodelled(key, "rotary positions use the unscaled frequencies "
                              "of rope_theta = " +
                                  formatNumber("%.1f", *values.ropeTheta) +
@@ -239,22 +240,35 @@ private:
       std::optional<double> value = config.getNestedNumber(key, name);
       if (!value)
         config.error(key, "key '" + key + "." + name +
-                              "' must be a number for rope_type 'llama3'");
+                              "' must be a number for rope_type '" + *type +
+                              "'");
       return value;
     };
-    std::optional<double> factor = number("factor"),
-                          low = number("low_freq_factor"),
-                          high = number("high_freq_factor");
-    std::optional<int64_t> original =
-        config.getNestedInteger(key, "original_max_position_embeddings");
-    if (!original)
-      config.error(key, "key '" + key +
-                            ".original_max_position_embeddings' must be an "
-                            "integer for rope_type 'llama3'");
-    if (!factor || !low || !high || !original)
+    rt::Rotary rotary;
+    rotary.theta = *values.ropeTheta;
+    std::optional<double> factor = number("factor");
+    if (!factor)
       return false;
+    rotary.factor = *factor;
+    if (*type == "linear") {
+      // Every frequency divided by the factor (Gemma-3's global layers).
+      rotary.linear = true;
+    } else {
+      std::optional<double> low = number("low_freq_factor"),
+                            high = number("high_freq_factor");
+      std::optional<int64_t> original =
+          config.getNestedInteger(key, "original_max_position_embeddings");
+      if (!original)
+        config.error(key, "key '" + key +
+                              ".original_max_position_embeddings' must be an "
+                              "integer for rope_type 'llama3'");
+      if (!low || !high || !original)
+        return false;
+      rotary.lowFreqFactor = *low;
+      rotary.highFreqFactor = *high;
+      rotary.originalPositions = *original;
+    }
     // The one check of the scaling, the runtime's and the dialect's.
-    rt::Rotary rotary{*values.ropeTheta, *factor, *low, *high, *original};
     if (std::string why = rotary.checkScaling(); !why.empty()) {
       config.error(key, "key '" + key + "': " + why);
       return false;
@@ -368,25 +382,22 @@ ModelConfig buildSpec(const Traits &traits, const ConfigValues &values) {
   embedding.positions = traits.learnedPositions ? values.positions : 0;
   model.layers.push_back(embedding);
   for (int64_t i = 0; i < values.layers; ++i) {
-    LayerConfig t;
+    // The family's block (its features), then the shape every family's
+    // keys give, then the layer's own (windows, rotary bases).
+    LayerConfig t = values.block;
+    t.kind = rt::LayerKind::Transformer;
     t.heads = values.heads;
     t.kvHeads = values.kvHeads;
     t.headDim = values.headDim.value_or(values.hidden / values.heads);
     t.ffn = values.ffn;
-    t.bias = values.bias;
-    t.qkvBias = values.qkvBias;
-    t.qkNorm = values.qkNorm;
     if (values.ropeScaling)
       t.rotary = *values.ropeScaling;
     else
       t.rotary.theta = values.ropeTheta.value_or(0.0);
-    t.postNorms = values.postNorms;
-    // Mistral's window is every layer's; Gemma-2's its even layers' (the
-    // odd ones attend globally), as transformers builds them.
-    if (values.slidingWindow && (!values.evenLayersWindowed || i % 2 == 0))
-      t.window = *values.slidingWindow;
     t.norm = traits.norm;
     t.mlp = traits.mlp;
+    if (values.perLayer)
+      values.perLayer(i, t);
     model.layers.push_back(t);
   }
   LayerConfig output;
@@ -414,15 +425,16 @@ bool readConfigWith(ConfigKeys &config, const std::string &modelType,
 }
 
 bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
-                       ConfigValues &values) {
+                       int64_t fallback, int64_t &window) {
+  window = 0;
   if (config.isNull("sliding_window"))
     return true; // no window
-  std::optional<int64_t> window;
-  if (!config.optionalSize({"sliding_window"}, window))
+  std::optional<int64_t> size;
+  if (!config.optionalSize({"sliding_window"}, size))
     return false;
-  values.slidingWindow = window.value_or(4096);
-  if (!window)
-    config.remarkDefault("sliding_window", "4096",
+  window = size.value_or(fallback);
+  if (!size)
+    config.remarkDefault("sliding_window", std::to_string(fallback),
                          "Hugging Face's default for " + modelType);
   return true;
 }

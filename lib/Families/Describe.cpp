@@ -9,8 +9,11 @@
 
 #include "Common.h"
 
+#include "sluice/Blocks/Spec.h"
+
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace sluice::families {
 
@@ -51,7 +54,9 @@ std::string getSupportedModelTypes() {
 namespace {
 
 /// The first transformer layer, once every other is checked to have its
-/// shape: a Hugging Face config says one shape for all layers.
+/// block: a Hugging Face config says one block for all layers, its
+/// windows and rotary bases aside (a family's own pattern of them, which
+/// its claim checks).
 const LayerConfig *getUniformBlock(const ModelConfig &model,
                                    std::string &why) {
   const LayerConfig *t = getTransformerLayer(model, 0);
@@ -59,19 +64,43 @@ const LayerConfig *getUniformBlock(const ModelConfig &model,
     why = "model '" + model.name + "' has no transformer layer";
     return nullptr;
   }
+  auto block = [](LayerConfig l) {
+    l.window = 0;
+    l.rotary = rt::Rotary();
+    return l;
+  };
   for (const LayerConfig &l : model.layers)
-    if (l.kind == rt::LayerKind::Transformer &&
-        (l.heads != t->heads || l.kvHeads != t->kvHeads ||
-         l.headDim != t->headDim || l.ffn != t->ffn || l.mlp != t->mlp ||
-         l.norm != t->norm || l.bias != t->bias || l.qkvBias != t->qkvBias ||
-         l.qkNorm != t->qkNorm || l.rotary != t->rotary ||
-         l.postNorms != t->postNorms)) {
+    if (l.kind == rt::LayerKind::Transformer && block(l) != block(*t)) {
       why = "model '" + model.name +
             "' has layers of different shapes: no Hugging Face config "
             "describes it";
       return nullptr;
     }
   return t;
+}
+
+/// Every field some transformer layer of `model` states.
+std::set<std::string> getStatedKeys(const ModelConfig &model) {
+  std::set<std::string> keys;
+  for (const LayerConfig &l : model.layers)
+    if (l.kind == rt::LayerKind::Transformer)
+      for (const std::string &key : blocks::getStatedKeys(l))
+        keys.insert(key);
+  return keys;
+}
+
+/// The first of `stated` that none of `family`'s model types can say, or
+/// "".
+std::string getUnsaid(const Family &family,
+                      const std::set<std::string> &stated) {
+  std::set<std::string> said;
+  for (const std::string &type : family.getModelTypes())
+    for (const std::string &key : family.getFields(type))
+      said.insert(key);
+  for (const std::string &key : stated)
+    if (!said.count(key))
+      return key;
+  return "";
 }
 
 } // namespace
@@ -82,7 +111,12 @@ bool describeModel(const ModelConfig &model, const Family *&family,
   if (!block)
     return false;
   family = nullptr;
-  std::string shapes;
+  // The first family whose claim the block is and whose config can say
+  // every field it states; a claimed block with a field its family's
+  // config cannot say is refused by that field, unless a later family
+  // says it.
+  std::set<std::string> stated = getStatedKeys(model);
+  std::string unsaid;
   for (const Family *candidate : getFamilies()) {
     std::string refused;
     Claim claim = candidate->claim(model, *block, refused);
@@ -90,10 +124,22 @@ bool describeModel(const ModelConfig &model, const Family *&family,
       why = "model '" + model.name + "' " + refused;
       return false;
     }
-    if (claim == Claim::Yes) {
-      family = candidate;
-      break;
+    if (claim != Claim::Yes)
+      continue;
+    if (std::string key = getUnsaid(*candidate, stated); !key.empty()) {
+      if (unsaid.empty())
+        unsaid = "model '" + model.name + "' has '" + key +
+                 "', which the config of " + candidate->getName() +
+                 " (whose block it otherwise is) cannot say, nor any other "
+                 "family's";
+      continue;
     }
+    family = candidate;
+    break;
+  }
+  if (!family && !unsaid.empty()) {
+    why = unsaid;
+    return false;
   }
   if (!family) {
     std::string names;
@@ -112,6 +158,33 @@ bool describeModel(const ModelConfig &model, const Family *&family,
   return true;
 }
 
+std::string checkFields(const Family &family, const std::string &modelType,
+                        const ModelConfig &model) {
+  std::set<std::string> stated = getStatedKeys(model);
+  for (const std::string &key : family.getRequiredFields(modelType))
+    if (!stated.count(key))
+      return "a " + modelType + " model, whose layers have '" + key +
+             "', but the plan's model's do not";
+  std::vector<std::string> fields = family.getFields(modelType);
+  for (const std::string &key : stated)
+    if (std::find(fields.begin(), fields.end(), key) == fields.end())
+      return "a " + modelType + " model, which has no '" + key +
+             "', but the plan's model has it";
+  return "";
+}
+
+std::string Family::checkWeights(const ModelConfig &model,
+                                 const std::string &modelType) const {
+  bool scaled = model.embeddingScale != 1.0;
+  if (scaled != scalesEmbeddings(modelType))
+    return "a " + modelType + " model, which " +
+           (scaled ? "does not scale its embeddings, but the plan's model "
+                     "does"
+                   : "scales its embeddings by sqrt(hidden), but the plan's "
+                     "model does not");
+  return checkFields(*this, modelType, model);
+}
+
 Shape getShape(const ModelConfig &model, const LayerConfig &t) {
   Shape shape;
   const LayerConfig &embedding = model.layers.front();
@@ -119,12 +192,14 @@ Shape getShape(const ModelConfig &model, const LayerConfig &t) {
   shape.scaled = model.embeddingScale != 1.0;
   shape.rotary = embedding.positions == 0 && t.isRms() && t.rotary.theta > 0 &&
                  output.isRms() && !t.bias;
-  shape.llama = shape.rotary && t.mlp == rt::MlpType::SwiGlu && !shape.scaled &&
-                !t.postNorms && !t.qkNorm;
+  shape.llama = shape.rotary && t.mlp == rt::MlpType::SwiGlu && !shape.scaled;
   std::vector<int64_t> windows;
+  shape.sameRotary = true;
   for (const LayerConfig &l : model.layers)
-    if (l.kind == rt::LayerKind::Transformer)
+    if (l.kind == rt::LayerKind::Transformer) {
       windows.push_back(l.window);
+      shape.sameRotary = shape.sameRotary && l.rotary == t.rotary;
+    }
   shape.window = *std::max_element(windows.begin(), windows.end());
   shape.everyLayer = shape.evenLayers = true;
   for (size_t i = 0; i < windows.size(); ++i) {
@@ -154,41 +229,22 @@ nlohmann::json describeRotary(const ModelConfig &model, const LayerConfig &t) {
                           : nlohmann::json(nullptr);
   if (t.rotary.isScaled()) {
     const rt::Rotary &r = t.rotary;
-    c["rope_scaling"] = {
-        {"rope_type", "llama3"},
-        {"factor", r.factor},
-        {"low_freq_factor", r.lowFreqFactor},
-        {"high_freq_factor", r.highFreqFactor},
-        {"original_max_position_embeddings", r.originalPositions}};
-    // Without a source's context length, the one the scaling extends to
-    // (transformers checks the original one against it).
-    if (model.maxPositions == 0)
-      c["max_position_embeddings"] = std::max(
-          model.seqLen,
-          int64_t(std::llround(double(r.originalPositions) * r.factor)));
+    c["rope_scaling"] = {{"rope_type", r.getScalingName()},
+                         {"factor", r.factor}};
+    if (!r.linear) {
+      c["rope_scaling"]["low_freq_factor"] = r.lowFreqFactor;
+      c["rope_scaling"]["high_freq_factor"] = r.highFreqFactor;
+      c["rope_scaling"]["original_max_position_embeddings"] =
+          r.originalPositions;
+      // Without a source's context length, the one the scaling extends to
+      // (transformers checks the original one against it).
+      if (model.maxPositions == 0)
+        c["max_position_embeddings"] = std::max(
+            model.seqLen,
+            int64_t(std::llround(double(r.originalPositions) * r.factor)));
+    }
   }
   return c;
-}
-
-std::string checkConventions(const ModelConfig &model, bool gemma, bool gemma2,
-                             bool qkNorm) {
-  const LayerConfig *first = getTransformerLayer(model, 0);
-  if (first && first->qkNorm != qkNorm)
-    return std::string(qkNorm ? "a model whose layers normalise their query "
-                                "and key heads (Qwen3)"
-                              : "a model without query/key norms") +
-           ", but the plan's model " +
-           (first->qkNorm ? "has them" : "does not");
-  bool sandwich = first && first->postNorms;
-  bool scaled = model.embeddingScale != 1.0;
-  if (gemma == scaled && gemma2 == sandwich)
-    return "";
-  return std::string(gemma2  ? "a Gemma-2 model"
-                     : gemma ? "a Gemma model"
-                             : "not a Gemma model") +
-         ", but the plan's model " +
-         (scaled ? "scales its embeddings" : "does not scale its embeddings") +
-         (sandwich ? " and has sandwich norms" : "");
 }
 
 } // namespace sluice::families

@@ -8,6 +8,8 @@
 
 #include "Common.h"
 
+#include "sluice/Blocks/Parameters.h"
+
 #include <algorithm>
 
 namespace sluice::families {
@@ -34,15 +36,15 @@ WeightNames getLlamaWeightNames() {
   n.tokens = "embed_tokens";
   n.finalNorm = "norm";
   n.layers = "layers.";
-  n.norm1 = "input_layernorm";
-  n.norm2 = "post_attention_layernorm";
+  n.modules = {{"norm1", "input_layernorm"},
+               {"norm2", "post_attention_layernorm"},
+               {"attn.out", "self_attn.o_proj"},
+               {"mlp.gate", "mlp.gate_proj"},
+               {"mlp.up", "mlp.up_proj"},
+               {"mlp.down", "mlp.down_proj"}};
   n.q = "self_attn.q_proj";
   n.k = "self_attn.k_proj";
   n.v = "self_attn.v_proj";
-  n.attnOut = "self_attn.o_proj";
-  n.gate = "mlp.gate_proj";
-  n.up = "mlp.up_proj";
-  n.down = "mlp.down_proj";
   return n;
 }
 
@@ -53,67 +55,47 @@ std::string getLayerTensor(const WeightNames &names, const std::string &prefix,
 
 namespace {
 
-/// Parameter `field` ("attn.qkv.weight") of transformer layer `index`.
+/// Parameter `field` ("attn.qkv.weight") of transformer layer `index`:
+/// the QKV projection from the family's q, k and v maps side by side, and
+/// every other parameter from the module `names` maps it to, in the shape
+/// its declaration gives (a vector; a linear map [in, out], which
+/// nn.Linear stores transposed). Gains are stored as w for 1 + w where the
+/// family says so.
 bool getLayerSource(const WeightNames &names, const std::string &prefix,
                     const ModelConfig &model, const LayerConfig &l,
                     int64_t index, const std::string &field, Source &src) {
-  int64_t h = model.hidden, hd = l.heads * l.headDim,
-          kv = l.kvHeads * l.headDim;
   bool weight =
       field.size() > 7 && field.compare(field.size() - 7, 7, ".weight") == 0;
-  std::string kind = field.substr(0, field.rfind('.'));
+  std::string module = field.substr(0, field.rfind('.'));
   std::string suffix = weight ? ".weight" : ".bias";
   std::string at = prefix + names.layers + std::to_string(index) + ".";
-  // A linear map [in, out]: nn.Linear stores [out, in], GPT-2's Conv1D
-  // [in, out]; a bias is a vector of `out`.
-  auto linear = [&](int64_t in,
-                    std::vector<std::pair<std::string, int64_t>> parts) {
-    src.rows = weight ? in : 1;
-    src.columns = 0;
-    src.pieces.clear();
-    for (auto &[tensor, width] : parts) {
-      src.pieces.push_back({at + tensor + suffix, src.columns, width,
-                            weight && names.linearTransposed});
-      src.columns += width;
-    }
-    return true;
-  };
-  const std::string *norm = kind == "norm1"            ? &names.norm1
-                            : kind == "norm2"          ? &names.norm2
-                            : kind == "post_attn_norm" ? &names.postAttnNorm
-                            : kind == "post_mlp_norm"  ? &names.postMlpNorm
-                                                       : nullptr;
-  if (norm && !norm->empty()) {
-    src.rows = 1;
-    src.columns = h;
-    src.pieces = {{at + *norm + suffix, 0, h, false}};
-    src.offset = names.normOffset && weight ? 1.0f : 0.0f;
+  const rt::ParameterSpec *spec = nullptr;
+  std::vector<rt::ParameterSpec> specs =
+      rt::getTransformerParameters(model, l, "");
+  for (const rt::ParameterSpec &s : specs)
+    if (s.name == field)
+      spec = &s;
+  if (!spec)
+    return false;
+  int64_t in = spec->shape.size() == 2 ? spec->shape[0] : 1;
+  int64_t out = spec->shape.back();
+  src.rows = in;
+  src.columns = out;
+  bool transposed = spec->shape.size() == 2 && names.linearTransposed;
+  if (module == "attn.qkv" && !names.q.empty()) {
+    int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
+    src.pieces = {{at + names.q + suffix, 0, hd, transposed},
+                  {at + names.k + suffix, hd, kv, transposed},
+                  {at + names.v + suffix, hd + kv, kv, transposed}};
     return true;
   }
-  // Qwen3's query and key norms: one gain of head_dim each, shared by the
-  // heads.
-  const std::string *headNorm = kind == "attn.q_norm"   ? &names.qNorm
-                                : kind == "attn.k_norm" ? &names.kNorm
-                                                        : nullptr;
-  if (headNorm && !headNorm->empty()) {
-    src.rows = 1;
-    src.columns = l.headDim;
-    src.pieces = {{at + *headNorm + suffix, 0, l.headDim, false}};
-    return true;
-  }
-  if (kind == "attn.qkv")
-    return names.qkv.empty()
-               ? linear(h, {{names.q, hd}, {names.k, kv}, {names.v, kv}})
-               : linear(h, {{names.qkv, hd + 2 * kv}});
-  if (kind == "attn.out")
-    return linear(hd, {{names.attnOut, h}});
-  if (kind == "mlp.gate" && !names.gate.empty())
-    return linear(h, {{names.gate, l.ffn}});
-  if (kind == "mlp.up")
-    return linear(h, {{names.up, l.ffn}});
-  if (kind == "mlp.down")
-    return linear(l.ffn, {{names.down, h}});
-  return false;
+  auto it = names.modules.find(module);
+  if (it == names.modules.end())
+    return false;
+  src.pieces = {{at + it->second + suffix, 0, out, transposed}};
+  if (names.normOffset && spec->init == rt::InitKind::Ones)
+    src.offset = 1.0f;
+  return true;
 }
 
 } // namespace

@@ -355,6 +355,21 @@ public:
     const llvm::json::Object *object = reader.getObject(parent);
     return object ? object->getInteger(key) : std::nullopt;
   }
+  std::optional<std::vector<std::string>>
+  getStrings(const std::string &key) const override {
+    const llvm::json::Value *value = reader.get(key);
+    const llvm::json::Array *array = value ? value->getAsArray() : nullptr;
+    if (!array)
+      return std::nullopt;
+    std::vector<std::string> strings;
+    for (const llvm::json::Value &item : *array) {
+      std::optional<llvm::StringRef> text = item.getAsString();
+      if (!text)
+        return std::nullopt;
+      strings.push_back(text->str());
+    }
+    return strings;
+  }
   std::string format(const std::string &key) const override {
     const llvm::json::Value *value = reader.get(key);
     return value ? ConfigReader::formatJSON(*value) : "null";
@@ -427,12 +442,6 @@ NormKind toDialect(rt::NormType norm) {
                                        : NormKind::layernorm;
 }
 
-MlpKind toDialect(rt::MlpType mlp) {
-  return mlp == rt::MlpType::SwiGlu  ? MlpKind::swiglu
-         : mlp == rt::MlpType::GeGlu ? MlpKind::geglu
-                                     : MlpKind::gelu;
-}
-
 /// The `sluice.model` of a block spec: its model-level numerics, then the
 /// embedding, the transformer layers and the output layer, each named after
 /// the Hugging Face module it stands for so that a later diagnostic points
@@ -485,22 +494,14 @@ void buildModel(OpBuilder &builder, Location fileLoc,
   for (const rt::LayerConfig &t : spec.layers) {
     if (t.kind != rt::LayerKind::Transformer)
       continue;
-    const rt::Rotary &rope = t.rotary;
-    x = TransformerLayerOp::create(
-        builder, named("layers." + Twine(index++)), activation, x,
-        size(t.heads), size(t.kvHeads),
-        t.heads * t.headDim != spec.hidden ? size(t.headDim) : IntegerAttr(),
-        size(t.ffn), NormKindAttr::get(context, toDialect(t.norm)),
-        MlpKindAttr::get(context, toDialect(t.mlp)), unit(t.bias),
-        unit(t.qkvBias), unit(t.qkNorm),
-        rope.theta > 0 ? builder.getF64FloatAttr(rope.theta) : FloatAttr(),
-        rope.isScaled() ? RopeLlama3Attr::get(context, APFloat(rope.factor),
-                                              APFloat(rope.lowFreqFactor),
-                                              APFloat(rope.highFreqFactor),
-                                              rope.originalPositions)
-                        : RopeLlama3Attr(),
-        unit(t.postNorms), t.window > 0 ? size(t.window) : IntegerAttr(),
-        /*shards=*/IntegerAttr());
+    // The spec as the family read it; the IR states head_dim only where
+    // it is not hidden / heads.
+    rt::LayerConfig layer = t;
+    if (layer.heads * layer.headDim == spec.hidden)
+      layer.headDim = 0;
+    x = TransformerLayerOp::create(builder, named("layers." + Twine(index++)),
+                                   activation, x, layer,
+                                   /*shards=*/IntegerAttr());
   }
   const rt::LayerConfig &output = spec.layers.back();
   Value loss = OutputLayerOp::create(

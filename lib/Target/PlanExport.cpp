@@ -13,28 +13,20 @@
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/PipelineIR/PipelineIR.h"
 
+#include "sluice/Blocks/Spec.h"
 #include "sluice/PlanFormat/Format.h"
+
+#include <nlohmann/json.hpp>
 
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mlir::sluice;
 
-/// The dialect's kinds as the plan format's.
+/// The dialect's norm kind as the plan format's.
 static rt::NormType toPlan(NormKind norm) {
   return norm == NormKind::rmsnorm ? rt::NormType::RmsNorm
                                    : rt::NormType::LayerNorm;
-}
-static rt::MlpType toPlan(MlpKind mlp) {
-  switch (mlp) {
-  case MlpKind::swiglu:
-    return rt::MlpType::SwiGlu;
-  case MlpKind::geglu:
-    return rt::MlpType::GeGlu;
-  case MlpKind::gelu:
-    break;
-  }
-  return rt::MlpType::Gelu;
 }
 
 rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
@@ -75,27 +67,9 @@ rt::ModelConfig mlir::sluice::getModelConfig(ModelOp model) {
       layer.vocab = e.getVocab();
       layer.positions = e.getPositions().value_or(0);
     } else if (auto t = dyn_cast<TransformerLayerOp>(op)) {
-      layer.kind = rt::LayerKind::Transformer;
-      layer.heads = t.getHeads();
-      layer.kvHeads = t.getKvHeads();
+      // The op holds the spec itself; the plan states the head size.
+      layer = t.getSpec();
       layer.headDim = t.getHeadDimOrDefault();
-      layer.ffn = t.getFfn();
-      layer.bias = t.getBias();
-      layer.qkvBias = t.getQkvBias();
-      layer.qkNorm = t.getQkNorm();
-      layer.window = t.getWindow().value_or(0);
-      layer.norm = toPlan(t.getNorm());
-      layer.mlp = toPlan(t.getMlp());
-      if (FloatAttr theta = t.getRopeThetaAttr())
-        layer.rotary.theta = theta.getValueAsDouble();
-      if (RopeLlama3Attr scaling = t.getRopeScalingAttr()) {
-        layer.rotary.factor = scaling.getFactor().convertToDouble();
-        layer.rotary.lowFreqFactor = scaling.getLowFreqFactor().convertToDouble();
-        layer.rotary.highFreqFactor =
-            scaling.getHighFreqFactor().convertToDouble();
-        layer.rotary.originalPositions = scaling.getOriginalMaxPositions();
-      }
-      layer.postNorms = t.getPostNorms();
     } else if (auto o = dyn_cast<OutputLayerOp>(op)) {
       layer.kind = rt::LayerKind::Output;
       layer.vocab = o.getVocab();
@@ -190,47 +164,6 @@ private:
            });
   }
 
-  void writeLayer(const rt::LayerConfig &l) {
-    json.attribute("kind", rt::layerKindName(l.kind));
-    if (l.kind != rt::LayerKind::Transformer)
-      json.attribute("vocab", l.vocab);
-    if (l.kind == rt::LayerKind::Embedding)
-      json.attribute("positions", l.positions);
-    if (l.kind == rt::LayerKind::Transformer) {
-      json.attribute("heads", l.heads);
-      json.attribute("kv_heads", l.kvHeads);
-      json.attribute("head_dim", l.headDim);
-      json.attribute("ffn", l.ffn);
-      json.attribute("mlp", rt::getName(l.mlp));
-      json.attribute("bias", l.bias);
-      if (l.qkvBias)
-        json.attribute("qkv_bias", true);
-      if (l.qkNorm)
-        json.attribute("qk_norm", true);
-      if (l.rotary.theta > 0)
-        json.attribute("rope_theta", l.rotary.theta);
-      if (l.rotary.isScaled())
-        json.attributeObject("rope_scaling", [&] {
-          json.attribute("rope_type", "llama3");
-          json.attribute("factor", l.rotary.factor);
-          json.attribute("low_freq_factor", l.rotary.lowFreqFactor);
-          json.attribute("high_freq_factor", l.rotary.highFreqFactor);
-          json.attribute("original_max_position_embeddings",
-                         l.rotary.originalPositions);
-        });
-      if (l.postNorms)
-        json.attribute("post_norms", true);
-      if (l.window > 0)
-        json.attribute("window", l.window);
-    }
-    if (l.kind != rt::LayerKind::Embedding)
-      json.attribute("norm", rt::getName(l.norm));
-    if (l.kind == rt::LayerKind::Output)
-      json.attribute("tied", l.tied);
-    if (l.kind != rt::LayerKind::Transformer)
-      json.attribute("sharded", l.sharded);
-  }
-
   void writeModel() {
     rt::ModelConfig config = getModelConfig(model);
     json.attribute("name", config.name);
@@ -257,9 +190,40 @@ private:
           json.value(what);
       });
     json.attributeArray("layers", [&] {
+      // Each layer's fields as the block spec writes them (lib/Blocks),
+      // which the runtime reads back with the same table.
       for (const rt::LayerConfig &l : config.layers)
-        json.object([&] { writeLayer(l); });
+        writeJson(::sluice::blocks::writeLayer(l));
     });
+  }
+
+  /// A value the block spec wrote (nlohmann-json), through this writer so
+  /// that the file keeps one layout.
+  void writeJson(const nlohmann::ordered_json &value) {
+    if (value.is_object()) {
+      json.object([&] {
+        for (const auto &item : value.items()) {
+          json.attributeBegin(item.key());
+          writeJson(item.value());
+          json.attributeEnd();
+        }
+      });
+    } else if (value.is_array()) {
+      json.array([&] {
+        for (const auto &item : value)
+          writeJson(item);
+      });
+    } else if (value.is_boolean()) {
+      json.value(value.get<bool>());
+    } else if (value.is_number_integer()) {
+      json.value(value.get<int64_t>());
+    } else if (value.is_number()) {
+      json.value(value.get<double>());
+    } else if (value.is_string()) {
+      json.value(value.get<std::string>());
+    } else {
+      json.value(nullptr);
+    }
   }
 
   /// Version 4: the device mesh; ranks = devices x tp x dp.

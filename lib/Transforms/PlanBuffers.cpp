@@ -5,7 +5,7 @@
 #include "sluice/Transforms/Passes.h"
 
 #include "sluice/PlanFormat/Format.h"
-#include "sluice/PlanFormat/Layout.h"
+#include "sluice/Blocks/Layout.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"

@@ -56,9 +56,10 @@ public:
     Block *block = begin(layer, layer.getBody());
     Value x = block->addArgument(between(type), loc);
     int64_t headDim = layer.getHeadDimOrDefault();
-    int64_t kv = layer.getKvHeads() >= shards ? layer.getKvHeads() / shards
+    const ::sluice::rt::LayerConfig &spec = layer.getSpec();
+    int64_t kv = spec.kvHeads >= shards ? spec.kvHeads / shards
                                               : 1;
-    int64_t heads = layer.getHeads() / shards, ffn = layer.getFfn() / shards;
+    int64_t heads = spec.heads / shards, ffn = spec.ffn / shards;
 
     Value qkv = column(loc, enter(loc, norm(loc, x)), Projection::qkv,
                        (heads + 2 * kv) * headDim);
@@ -69,7 +70,7 @@ public:
 
     Value in = enter(loc, norm(loc, x));
     Value up = column(loc, in, Projection::up, ffn);
-    Value gate = layer.getMlp() == MlpKind::gelu
+    Value gate = !spec.isGated()
                      ? Value()
                      : column(loc, in, Projection::gate, ffn);
     Value act = ShardActivationOp::create(builder, loc, up.getType(), up, gate);
@@ -219,14 +220,14 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
              << program.getSlices() << " token slices per microbatch";
   }
   WalkResult walk = model->walk([&](TransformerLayerOp layer) {
-    int64_t heads = layer.getHeads(), kvHeads = layer.getKvHeads();
+    int64_t heads = layer.getSpec().heads, kvHeads = layer.getSpec().kvHeads;
     if (heads % n != 0) {
       layer.emitOpError() << heads << " attention heads do not divide among "
                           << n << " tensor-parallel shards";
       return WalkResult::interrupt();
     }
-    if (layer.getFfn() % n != 0) {
-      layer.emitOpError() << "feed-forward width " << layer.getFfn()
+    if (layer.getSpec().ffn % n != 0) {
+      layer.emitOpError() << "feed-forward width " << layer.getSpec().ffn
                           << " does not divide among " << n
                           << " tensor-parallel shards";
       return WalkResult::interrupt();

@@ -12,9 +12,11 @@
 #define SLUICE_RUNTIME_BLOCKS_BLOCK_H
 
 #include "Backend.h"
-#include "sluice/PlanFormat/Layout.h"
+#include "sluice/Blocks/Layout.h"
 
 #include <array>
+#include <string>
+#include <vector>
 #include <functional>
 #include <utility>
 
@@ -83,14 +85,34 @@ struct TensorGroup {
       reduceScatter;
   std::function<PendingCollective(DevicePtr data, int64_t count)> allGather;
 };
+/// The parameters the block's core and the vocabulary layers read: the
+/// output layer's final norm, the transformer block's projections, the
+/// tables. A block feature's are its own (BoundFeature).
 struct LayerParams {
-  DevicePtr normW, normB, qkvW, qkvB, outW, outB, norm2W, norm2B, upW, upB,
-      gateW, gateB, downW, downB, table, positions;
-  /// Gemma-2's sandwich norms (null without them).
-  DevicePtr postAttnW, postAttnB, postMlpW, postMlpB;
-  /// Qwen3's query and key norms' gains (null without them).
-  DevicePtr qNormW, kNormW;
+  DevicePtr normW, normB, qkvW, outW, upW, gateW, downW, table, positions;
 };
+
+class FeatureCompute;
+
+/// A block feature's parameter as bound for one layer, by its name within
+/// the layer ("norm1.weight"): the weights the kernels read and the f32
+/// gradient.
+struct BoundParam {
+  std::string name;
+  DevicePtr w, g;
+};
+
+/// One enabled feature of a layer: its shape part, its compute part
+/// (Slots.h) and its parameters.
+struct BoundFeature {
+  const blocks::Feature *shape = nullptr;
+  const FeatureCompute *compute = nullptr;
+  std::vector<BoundParam> params;
+  bool isAt(blocks::Slot slot) const {
+    return shape->getSlots() & blocks::getSlotBit(slot);
+  }
+};
+
 /// A transformer layer's linear maps and the tensors of their products,
 /// which the fp8 precision scales each on its own.
 enum class Map { Qkv, Out, Up, Gate, Down };
@@ -105,13 +127,16 @@ constexpr int64_t kFp8RecordsPerLayer = kFp8Maps * kFp8Roles;
 struct Layer {
   const LayerConfig *config;
   LayerParams w, g; // weights (working copy) and their gradients (f32)
+  /// The layer's enabled block features, in getEnabledFeatures' order.
+  std::vector<BoundFeature> features;
   /// The fp8 precision's scaling records of a transformer layer
   /// (kFp8RecordsPerLayer x kFp8RecordFloats f32); null otherwise.
   DevicePtr fp8;
 };
-/// One layer's tensors in the three kinds of state, by Layout.h field.
+/// One layer's tensors in the three kinds of state, by Layout.h field
+/// (the core's and every registered feature's).
 struct Views {
-  DevicePtr at[int(Field::EmbedGrad) + 1];
+  std::vector<DevicePtr> at = std::vector<DevicePtr>(getFieldCount());
   DevicePtr operator[](Field f) const { return at[int(f)]; }
 };
 
@@ -152,6 +177,15 @@ public:
   void gatherTokens(DevicePtr whole, int64_t count) const {
     startGatherTokens(whole, count).wait();
   }
+  /// Every shard's `count` elements gathered into `data` (count x group
+  /// size), shard i's at data + i * count, which this shard has written:
+  /// a tensor-parallel region's tensor whole on every shard, with or
+  /// without sequence parallelism. Done when it returns.
+  void gatherShards(DevicePtr data, int64_t count) const {
+    if (group.allGather)
+      group.allGather(data, count).wait();
+  }
+  int getShardCount() const { return std::max(1, model.tensorShards); }
   /// gatherTokens, started: the caller waits before it reads `whole`.
   PendingCollective startGatherTokens(DevicePtr whole, int64_t count) const {
     if (!isSequenceParallel())

@@ -1,15 +1,18 @@
-//===- TransformerBlock.h - A pre-norm decoder block's passes ---*- C++ -*-===//
+//===- TransformerBlock.h - A decoder block's passes ------------*- C++ -*-===//
 //
 // F, B and W of one transformer layer over one token slice
 // (TransformerBlock.cpp says what it computes), on the views the stage
-// runner carved for it and through the stage's tensor-parallel seams.
+// runner carved for it and through the stage's tensor-parallel seams. The
+// block's core is the projections, attention and the feed-forward block;
+// its features (norms, biases, query/key norms) run at its slots
+// (Slots.h), and the block names none of them.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef SLUICE_RUNTIME_BLOCKS_TRANSFORMERBLOCK_H
 #define SLUICE_RUNTIME_BLOCKS_TRANSFORMERBLOCK_H
 
-#include "Block.h"
+#include "Slots.h"
 
 namespace sluice::rt::block {
 
@@ -20,17 +23,21 @@ public:
       : model(model), kernels(kernels), precision(precision), seams(seams) {}
 
   /// F; `again`: B's recomputation (the key/value gradients already
-  /// accumulate later slices' parts, so they are not cleared).
+  /// accumulate later slices' parts, so they are not cleared). `features`:
+  /// where the pass's workspace holds the features' scratch
+  /// (getFeatureScratchOffset).
   void forward(const Layer &l, const Views &v, const SliceShape &s,
-               DevicePtr x, DevicePtr out, DevicePtr work, bool again);
+               DevicePtr x, DevicePtr out, DevicePtr work, DevicePtr features,
+               bool again);
   /// Selective recomputation: attention and activation.
   void recompute(const Layer &l, const Views &v, const SliceShape &s);
   /// B: the input gradient `dx` from the output gradient `dout`.
   void backward(const Layer &l, const Views &v, const SliceShape &s,
-                DevicePtr dout, DevicePtr dx, DevicePtr work);
+                DevicePtr dout, DevicePtr dx, DevicePtr work,
+                DevicePtr features);
   /// W: the weight gradients, accumulated.
   void weight(const Layer &l, const Views &v, const SliceShape &s,
-              DevicePtr work);
+              DevicePtr work, DevicePtr features);
 
 private:
   /// A linear map's product: gemm, or with the layer's fp8 records
@@ -39,11 +46,9 @@ private:
                bool transB, int64_t m, int64_t n, int64_t k, DevicePtr a,
                int64_t lda, DevicePtr b, int64_t ldb, float beta, DevicePtr c,
                int64_t ldc);
-  /// Qwen3's query/key norms, F and B.
-  void normHeads(const Layer &l, const Views &v, const SliceShape &s,
-                 DevicePtr qkv);
-  void normHeadsBackward(const Layer &l, const Views &v, const SliceShape &s,
-                         DevicePtr dqkv, DevicePtr grad, DevicePtr into);
+
+  /// The calls into the layer's features at `slot`.
+  class Features;
 
   const ModelConfig &model;
   Kernels &kernels;

@@ -56,13 +56,15 @@ StageRunner::TensorGroup TensorGroupSums::getCalls() {
 Status TensorGroupSums::prepare() {
   if (!group)
     return Status::ok();
-  // Sequence parallelism: each shard's norms' weight gradients are its
-  // tokens' part, summed over the group before the update (Megatron-LM
-  // all-reduces these "sequence-parallel" parameters' gradients alike).
-  // Query/key norms' gains: each shard's gradient is its heads' part.
+  // What each parameter's declaration says the group sums (Reduce):
+  // under sequence parallelism the norms' weight gradients are each
+  // shard's tokens' part (Megatron-LM all-reduces these
+  // "sequence-parallel" parameters' gradients alike); a gain every head
+  // shares has each shard's heads' part.
   bool sequence = plan.shardModel.sequenceShards > 1;
   for (const ParameterSpec &spec : parameters.specs())
-    if ((sequence && isTokenSummed(spec.name)) || isHeadSummed(spec.name))
+    if ((sequence && spec.reduce == Reduce::Tokens) ||
+        spec.reduce == Reduce::Shards)
       groupSummed.push_back({spec.name, spec.size()});
   // Key/value heads a group of shards holds alike (fewer heads than
   // shards): their gradients are summed over the group before the update.

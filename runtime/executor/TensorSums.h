@@ -70,8 +70,8 @@ public:
 
 private:
   /// A parameter whole on every shard whose gradient each shard has a part
-  /// of: under sequence parallelism, its tokens' (isTokenSummed); a
-  /// query/key norm's, its heads' (isHeadSummed).
+  /// of (ParameterSpec::reduce): under sequence parallelism, its tokens'; a
+  /// gain every head shares, its heads'.
   struct GroupSummed {
     std::string name;
     int64_t count = 0;

@@ -230,7 +230,7 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 64} : tensor<1x16x32xf32>
   // expected-error@+1 {{'sluice.transformer_layer' op 'shards' = 2 needs a shard body}}
-  %x = "sluice.transformer_layer"(%emb) <{heads = 4 : i64, kv_heads = 4 : i64, ffn = 64 : i64, norm = #sluice<norm layernorm>, mlp = #sluice<mlp gelu>, shards = 2 : i64}> ({}) : (tensor<1x16x32xf32>) -> tensor<1x16x32xf32>
+  %x = "sluice.transformer_layer"(%emb) <{shards = 2 : i64, spec = "{\"kind\": \"transformer\", \"heads\": 4, \"kv_heads\": 4, \"ffn\": 64, \"norm\": \"layernorm\", \"mlp\": \"gelu\"}"}> ({}) : (tensor<1x16x32xf32>) -> tensor<1x16x32xf32>
   %loss = sluice.output_layer %x {vocab = 64, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
@@ -269,7 +269,7 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 64} : tensor<1x16x32xf32>
   // expected-error@+1 {{'sluice.transformer_layer' op has a shard body but no 'shards'}}
-  %x = "sluice.transformer_layer"(%emb) <{heads = 4 : i64, kv_heads = 4 : i64, ffn = 64 : i64, norm = #sluice<norm layernorm>, mlp = #sluice<mlp gelu>}> ({
+  %x = "sluice.transformer_layer"(%emb) <{spec = "{\"kind\": \"transformer\", \"heads\": 4, \"kv_heads\": 4, \"ffn\": 64, \"norm\": \"layernorm\", \"mlp\": \"gelu\"}"}> ({
   ^bb0(%in: tensor<1x16x32xf32>):
     sluice.layer_yield %in : tensor<1x16x32xf32>
   }) : (tensor<1x16x32xf32>) -> tensor<1x16x32xf32>

@@ -49,7 +49,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
   // expected-error@+1 {{'rope_scaling' scales rotary frequencies, but the layer has no 'rope_theta'}}
-  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_scaling = #sluice.rope_llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_positions = 8192>} : tensor<1x4x32xf32>
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_scaling = llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_positions = 8192>} : tensor<1x4x32xf32>
   %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
@@ -59,8 +59,10 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // rope-scaling-slower-high-than-low
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{rope_llama3: 'high_freq_factor' must exceed 'low_freq_factor' > 0, got 1.000000 and 4.000000}}
-  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, rope_scaling = #sluice.rope_llama3<factor = 8.0, low_freq_factor = 4.0, high_freq_factor = 1.0, original_max_positions = 8192>} : tensor<1x4x32xf32>
+  // expected-error@+1 {{rope_scaling: 'high_freq_factor' must exceed 'low_freq_factor' > 0, got 1.000000 and 4.000000}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, rope_scaling = llama3<factor = 8.0, low_freq_factor = 4.0, high_freq_factor = 1.0, original_max_positions = 8192>} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
 }
 
 // -----
@@ -68,46 +70,78 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // bias-and-qkv-bias
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unexpected 'qkv_bias' (expected 'bias' or 'qkv_bias', then}}
-  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, bias, qkv_bias} : tensor<1x4x32xf32>
-}
-
-// -----
-
-// bias-and-qkv-bias-generic
-sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
-  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
   // expected-error@+1 {{'qkv_bias' with 'bias', which has every bias already}}
-  %x = "sluice.transformer_layer"(%emb) <{bias, qkv_bias, heads = 4 : i64, kv_heads = 4 : i64, ffn = 8 : i64, norm = #sluice<norm rmsnorm>, mlp = #sluice<mlp swiglu>}> ({}) : (tensor<1x4x32xf32>) -> tensor<1x4x32xf32>
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, bias, qkv_bias} : tensor<1x4x32xf32>
   %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
 
 // -----
 
-// rope-after-bias
+// bias-and-qkv-bias-generic: the spec's attribute form is the plan's JSON
+// object of the layer, held to the same rules.
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unexpected 'bias' (expected 'bias' or 'qkv_bias', then 'qk_norm', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', then 'window = <size>')}}
-  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, bias} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'qkv_bias' with 'bias', which has every bias already}}
+  %x = "sluice.transformer_layer"(%emb) <{spec = "{\"kind\": \"transformer\", \"heads\": 4, \"kv_heads\": 4, \"ffn\": 8, \"norm\": \"rmsnorm\", \"mlp\": \"swiglu\", \"bias\": true, \"qkv_bias\": true}"}> ({}) : (tensor<1x4x32xf32>) -> tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
 }
 
 // -----
 
-// qk-norm-after-rope
+// spec-attribute-not-a-layer
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unexpected 'qk_norm' (expected 'bias' or 'qkv_bias', then 'qk_norm', then 'rope_theta = <float>'}}
-  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, qk_norm} : tensor<1x4x32xf32>
+  // expected-error@+1 {{invalid block spec: has no 'ffn'}}
+  %x = "sluice.transformer_layer"(%emb) <{spec = "{\"kind\": \"transformer\", \"heads\": 4, \"kv_heads\": 4, \"norm\": \"rmsnorm\", \"mlp\": \"swiglu\"}"}> ({}) : (tensor<1x4x32xf32>) -> tensor<1x4x32xf32>
 }
 
 // -----
 
-// window-before-post-norms
+// key-given-twice
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unexpected 'post_norms' (expected 'bias' or 'qkv_bias', then 'qk_norm', then 'rope_theta = <float>', then 'rope_scaling = #sluice.rope_llama3<...>', then 'post_norms', then 'window = <size>')}}
-  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, window = 2, post_norms} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'bias' is given twice}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, bias, bias} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// unknown-key
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{unknown key 'qk_nrom' in a transformer layer's spec (expected one of heads, kv_heads, head_dim, ffn, norm, mlp, bias, qkv_bias, qk_norm, rope_theta, rope_scaling, pre_norms, post_norms, window, features)}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, qk_nrom = heads} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// unknown-qk-norm
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{unknown qk_norm 'head' (expected none, heads, projection)}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, qk_norm = head} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// missing-required-key
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{the spec has no 'ffn'}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, norm = rmsnorm, mlp = swiglu} : tensor<1x4x32xf32>
+}
+
+// -----
+
+// unknown-feature
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{unknown block feature 'mixture'}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, features = ["mixture"]} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
 }
 
 // -----
@@ -298,7 +332,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = bf16} {
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
   // expected-error@+1 {{'sluice.transformer_layer' op failed to verify that all of {input, result} have same type}}
-  %x = "sluice.transformer_layer"(%emb) <{heads = 4 : i64, kv_heads = 4 : i64, ffn = 8 : i64, norm = #sluice<norm layernorm>, mlp = #sluice<mlp gelu>}> ({}) : (tensor<1x4x32xf32>) -> tensor<1x4x64xf32>
+  %x = "sluice.transformer_layer"(%emb) <{spec = "{\"kind\": \"transformer\", \"heads\": 4, \"kv_heads\": 4, \"ffn\": 8, \"norm\": \"layernorm\", \"mlp\": \"gelu\"}"}> ({}) : (tensor<1x4x32xf32>) -> tensor<1x4x64xf32>
   %loss = sluice.output_layer %x {vocab = 8, norm = layernorm} : tensor<1x4x64xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
@@ -395,8 +429,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // unknown-norm-kind
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+2 {{expected ::mlir::sluice::NormKind to be one of: layernorm, rmsnorm}}
-  // expected-error@+1 {{failed to parse Sluice_NormKindAttr parameter 'value'}}
+  // expected-error@+1 {{unknown norm 'batchnorm' (expected layernorm, rmsnorm)}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = batchnorm, mlp = gelu} : tensor<1x4x32xf32>
 }
 

@@ -11,7 +11,8 @@ on the loss, 1e-4 on gradients).
 
 usage: equivalence.py FAMILY WORKDIR
   FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | qwen3 | mistral |
-          gemma | gemma2 (qwen3 needs transformers >= 4.51)
+          gemma | gemma2 | olmo2 | gemma3 (qwen3, olmo2 and gemma3 need
+          transformers >= 4.51)
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
 
@@ -109,6 +110,37 @@ def make_model(family):
             attention_dropout=0.0, sliding_window=None)
         config._attn_implementation = "eager"
         return transformers.Qwen3ForCausalLM(config)
+    if family == "olmo2":
+        # Llama's projections in a block normalised after each half only,
+        # the whole query and key projections RMS-normalised before the
+        # rotation (gains made unequal in main()), grouped-query attention
+        # (2 key/value heads, so 2 tensor-parallel shards split the key
+        # projection's norm), its padding token (1), eager attention.
+        config = transformers.Olmo2Config(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, tie_word_embeddings=False,
+            attention_dropout=0.0, pad_token_id=1)
+        config._attn_implementation = "eager"
+        return transformers.Olmo2ForCausalLM(config)
+    if family == "gemma3":
+        # Gemma-2's block with every query and key head normalised (gains
+        # 1 + w), local and global layers: of every 3 the last global
+        # (rope_theta with a linear scaling), the others a sliding window
+        # with rotary base rope_local_base_freq; its attention scale, no
+        # soft-capping, eager attention.
+        config = transformers.Gemma3TextConfig(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=8, max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, rope_local_base_freq=100.0,
+            rope_scaling={"rope_type": "linear", "factor": 4.0},
+            hidden_activation="gelu_pytorch_tanh", pad_token_id=0,
+            attention_dropout=0.0, query_pre_attn_scalar=12,
+            sliding_window=WINDOW, sliding_window_pattern=3)
+        config._attn_implementation = "eager"
+        return transformers.Gemma3ForCausalLM(config)
     # llama3: Llama 3.1's scaled rotary frequencies (rope_type "llama3"),
     # its original context small enough that a 16-token sequence sees every
     # branch: head_dim 8's wavelengths 6.3 (kept: under 64 / 4), 63
@@ -157,19 +189,23 @@ def sluice_gradients(family, model):
     out["final_norm.weight"] = g[m + "norm.weight"]
     for i in range(config.num_hidden_layers):
         h, s = f"{m}layers.{i}.", f"layers.{i}."
-        out[s + "norm1.weight"] = g[h + "input_layernorm.weight"]
-        if config.model_type == "gemma2":
+        if config.model_type == "olmo2":
+            out[s + "post_attn_norm.weight"] = g[h + "post_attention_layernorm.weight"]
+            out[s + "post_mlp_norm.weight"] = g[h + "post_feedforward_layernorm.weight"]
+        elif config.model_type in ("gemma2", "gemma3_text"):
+            out[s + "norm1.weight"] = g[h + "input_layernorm.weight"]
             out[s + "post_attn_norm.weight"] = g[h + "post_attention_layernorm.weight"]
             out[s + "norm2.weight"] = g[h + "pre_feedforward_layernorm.weight"]
             out[s + "post_mlp_norm.weight"] = g[h + "post_feedforward_layernorm.weight"]
         else:
+            out[s + "norm1.weight"] = g[h + "input_layernorm.weight"]
             out[s + "norm2.weight"] = g[h + "post_attention_layernorm.weight"]
         out[s + "attn.qkv.weight"] = np.concatenate(
             [g[h + f"self_attn.{p}_proj.weight"].T for p in "qkv"], axis=1)
         if config.model_type == "qwen2":
             out[s + "attn.qkv.bias"] = np.concatenate(
                 [g[h + f"self_attn.{p}_proj.bias"] for p in "qkv"])
-        if config.model_type == "qwen3":
+        if config.model_type in ("qwen3", "olmo2", "gemma3_text"):
             out[s + "attn.q_norm.weight"] = g[h + "self_attn.q_norm.weight"]
             out[s + "attn.k_norm.weight"] = g[h + "self_attn.k_norm.weight"]
         out[s + "attn.out.weight"] = g[h + "self_attn.o_proj.weight"].T
@@ -190,7 +226,8 @@ def step_batch(work):
 
 
 def mean_loss(model, inputs, labels):
-    logits = model(input_ids=inputs).logits
+    # No cache: a training step (and Gemma-3's hybrid cache needs torch 2).
+    logits = model(input_ids=inputs, use_cache=False).logits
     return torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
 
@@ -233,9 +270,9 @@ def main():
         for p in model.parameters():
             if p.dim() == 2:
                 p.mul_(4.0)
-            elif family in ("gemma", "gemma2"):
+            elif family in ("gemma", "gemma2", "gemma3"):
                 p.normal_(0.0, 0.3)  # w of the gain 1 + w, 0 at init
-            elif family == "qwen3":
+            elif family in ("qwen3", "olmo2"):
                 p.normal_(1.0, 0.3)  # the norms' gains, 1 at init
         for name, p in model.named_parameters():
             if name.endswith("proj.bias"):
@@ -244,8 +281,10 @@ def main():
 
     rng = np.random.default_rng(1)
     data = rng.integers(0, VOCAB, MICROBATCHES * SEQ + 1, dtype=np.uint32)
-    if family in ("gemma", "gemma2"):
+    if family in ("gemma", "gemma2", "gemma3"):
         data[[3, 20, 41]] = 0  # the padding token, as an input
+    if family == "olmo2":
+        data[[5, 33]] = 1  # OLMo-2's padding token
     data.tofile(os.path.join(work, "tokens.bin"))
     loss = mean_loss(model, *step_batch(work))
     loss.backward()

@@ -8,7 +8,7 @@
 // layout that plan buffers are sized by.
 
 #include "CpuDevice.h"
-#include "sluice/PlanFormat/Layout.h"
+#include "sluice/Blocks/Layout.h"
 #include "Parameters.h"
 
 #include <gtest/gtest.h>

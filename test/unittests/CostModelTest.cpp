@@ -235,7 +235,7 @@ StageProfile recomputeStage(RecomputeKind recompute) {
   layer.kvHeads = 2;
   layer.headDim = 8;
   layer.ffn = 160;
-  layer.mlp = MlpKind::swiglu;
+  layer.mlp = ::sluice::rt::MlpType::SwiGlu;
   stage.layers = {layer, layer};
   stage.hidden = 64;
   stage.seqLen = 128;

@@ -211,7 +211,7 @@ TEST_F(FamiliesTest, SpecsNoFamilyWritesAreRefusedByName) {
             std::string::npos)
       << why;
   for (rt::LayerConfig &l : gemma.layers)
-    l.qkNorm = l.kind == rt::LayerKind::Transformer;
+    l.qkNorm = l.kind == rt::LayerKind::Transformer ? rt::QkNorm::Heads : rt::QkNorm::None;
   EXPECT_FALSE(families::describeModel(gemma, family, written, why));
   EXPECT_NE(why.find("normalises its query and key heads (Qwen3's block) but "
                      "is Gemma-shaped"),

@@ -15,6 +15,7 @@
 
 using namespace mlir;
 using namespace mlir::sluice;
+namespace rt = ::sluice::rt;
 
 namespace {
 
@@ -97,13 +98,13 @@ TEST_F(HFConfigTest, Llama3_8B) {
   auto transformer = layers(model);
   ASSERT_EQ(transformer.size(), 32u);
   for (TransformerLayerOp layer : transformer) {
-    EXPECT_EQ(layer.getHeads(), 32);
-    EXPECT_EQ(layer.getKvHeads(), 8);
+    EXPECT_EQ(layer.getSpec().heads, 32);
+    EXPECT_EQ(layer.getSpec().kvHeads, 8);
     EXPECT_EQ(layer.getHeadDimOrDefault(), 128);
-    EXPECT_EQ(layer.getFfn(), 14336);
-    EXPECT_EQ(layer.getNorm(), NormKind::rmsnorm);
-    EXPECT_EQ(layer.getMlp(), MlpKind::swiglu);
-    EXPECT_FALSE(layer.getBias());
+    EXPECT_EQ(layer.getSpec().ffn, 14336);
+    EXPECT_EQ(layer.getSpec().norm, rt::NormType::RmsNorm);
+    EXPECT_EQ(layer.getSpec().mlp, rt::MlpType::SwiGlu);
+    EXPECT_FALSE(layer.getSpec().bias);
   }
   EXPECT_EQ(model.getEmbedding().getVocab(), 128256);
   EXPECT_FALSE(model.getEmbedding().getPositions()) << "rotary, no table";
@@ -122,9 +123,9 @@ TEST_F(HFConfigTest, Gemma2_9B) {
   ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
   auto transformer = layers(model);
   ASSERT_EQ(transformer.size(), 42u);
-  EXPECT_EQ(transformer.front().getHeadDim(), 256);
-  EXPECT_EQ(transformer.front().getKvHeads(), 8);
-  EXPECT_EQ(transformer.front().getMlp(), MlpKind::geglu);
+  EXPECT_EQ(transformer.front().getSpec().headDim, 256);
+  EXPECT_EQ(transformer.front().getSpec().kvHeads, 8);
+  EXPECT_EQ(transformer.front().getSpec().mlp, rt::MlpType::GeGlu);
   EXPECT_EQ(model.getHidden(), 3584);
   EXPECT_EQ(model.getEmbedding().getVocab(), 256000);
   // Gemma-2 configs omit tie_word_embeddings; the default is reported.
@@ -138,9 +139,9 @@ TEST_F(HFConfigTest, Gemma2_9B) {
   EXPECT_FALSE(model.getExactGelu()) << "gelu_pytorch_tanh";
   // Gemma-2's window is its even layers' (transformers'
   // Gemma2Attention); the odd ones attend globally.
-  EXPECT_EQ(transformer[0].getWindow(), 4096);
-  EXPECT_EQ(transformer[1].getWindow(), std::nullopt);
-  EXPECT_EQ(transformer[40].getWindow(), 4096);
+  EXPECT_EQ(transformer[0].getSpec().window, 4096);
+  EXPECT_EQ(transformer[1].getSpec().window, 0);
+  EXPECT_EQ(transformer[40].getSpec().window, 4096);
   // Gemma's embedding scale and padding token, Gemma-2's attention scale,
   // both caps and its sandwich norms: all of it is modelled.
   EXPECT_DOUBLE_EQ(*model.getEmbeddingScale(), std::sqrt(3584.0));
@@ -148,7 +149,7 @@ TEST_F(HFConfigTest, Gemma2_9B) {
   EXPECT_DOUBLE_EQ(*model.getAttentionScale(), 1.0 / 16.0);
   EXPECT_DOUBLE_EQ(*model.getAttentionSoftcap(), 50.0);
   EXPECT_DOUBLE_EQ(*model.getFinalSoftcap(), 30.0);
-  EXPECT_TRUE(transformer.front().getPostNorms());
+  EXPECT_TRUE(transformer.front().getSpec().postNorms);
   EXPECT_FALSE(model.getUnmodelled());
   EXPECT_TRUE(warnings.empty()) << warnings.front();
 }
@@ -165,10 +166,10 @@ TEST_F(HFConfigTest, GPT2SpellingAndDefaults) {
   EXPECT_EQ(model.getSymName(), "gpt2");
   auto transformer = layers(model);
   ASSERT_EQ(transformer.size(), 12u);
-  EXPECT_EQ(transformer.front().getFfn(), 4 * 768);
-  EXPECT_TRUE(transformer.front().getBias());
-  EXPECT_EQ(transformer.front().getNorm(), NormKind::layernorm);
-  EXPECT_EQ(transformer.front().getMlp(), MlpKind::gelu);
+  EXPECT_EQ(transformer.front().getSpec().ffn, 4 * 768);
+  EXPECT_TRUE(transformer.front().getSpec().bias);
+  EXPECT_EQ(transformer.front().getSpec().norm, rt::NormType::LayerNorm);
+  EXPECT_EQ(transformer.front().getSpec().mlp, rt::MlpType::Gelu);
   EXPECT_EQ(model.getEmbedding().getPositions(), 1024);
   EXPECT_TRUE(model.getOutputLayer().getTied());
   // Hugging Face's count for GPT-2 small (tied LM head counted once).
@@ -204,7 +205,7 @@ TEST_F(HFConfigTest, RopeParametersOfTransformers5) {
                                   R"(500000.0, "rope_type": "default"},)");
   ModelOp model = import(json);
   ASSERT_TRUE(model);
-  EXPECT_EQ(layers(model).front().getRopeThetaAttr().getValueAsDouble(),
+  EXPECT_EQ(layers(model).front().getSpec().rotary.theta,
             500000.0);
   EXPECT_TRUE(warnings.empty());
   // Llama 3.1's scaling is computed: the layers carry it.
@@ -217,10 +218,10 @@ TEST_F(HFConfigTest, RopeParametersOfTransformers5) {
   model = import(json);
   ASSERT_TRUE(model);
   EXPECT_TRUE(warnings.empty());
-  RopeLlama3Attr scaling = layers(model).front().getRopeScalingAttr();
-  ASSERT_TRUE(scaling);
-  EXPECT_EQ(scaling.getFactor().convertToDouble(), 8.0);
-  EXPECT_EQ(scaling.getOriginalMaxPositions(), 8192);
+  const ::sluice::rt::Rotary &scaling = layers(model).front().getSpec().rotary;
+  ASSERT_TRUE(scaling.isScaled());
+  EXPECT_EQ(scaling.factor, 8.0);
+  EXPECT_EQ(scaling.originalPositions, 8192);
   EXPECT_FALSE(model.getUnmodelled());
   // Another kind is not: warned about, and refused by the runtime.
   json = tinyLlamaWith("rope_theta", "");
@@ -248,9 +249,9 @@ TEST_F(HFConfigTest, Qwen2HasQueryKeyValueBiasesOnly) {
   ModelOp model = import(json);
   ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
   for (TransformerLayerOp layer : layers(model)) {
-    EXPECT_TRUE(layer.getQkvBias());
-    EXPECT_FALSE(layer.getBias());
-    EXPECT_EQ(layer.getKvHeads(), 32) << "Qwen2Config's";
+    EXPECT_TRUE(layer.getSpec().qkvBias);
+    EXPECT_FALSE(layer.getSpec().bias);
+    EXPECT_EQ(layer.getSpec().kvHeads, 32) << "Qwen2Config's";
   }
   EXPECT_FALSE(model.getUnmodelled());
   json.insert(json.find('{') + 1, R"("use_sliding_window": true,)");
@@ -268,9 +269,9 @@ TEST_F(HFConfigTest, Qwen3NormalisesQueryAndKeyHeads) {
   ModelOp model = import(json);
   ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
   for (TransformerLayerOp layer : layers(model)) {
-    EXPECT_TRUE(layer.getQkNorm());
-    EXPECT_FALSE(layer.getQkvBias());
-    EXPECT_FALSE(layer.getBias());
+    EXPECT_EQ(layer.getSpec().qkNorm, rt::QkNorm::Heads);
+    EXPECT_FALSE(layer.getSpec().qkvBias);
+    EXPECT_FALSE(layer.getSpec().bias);
     EXPECT_EQ(layer.getHeadDimOrDefault(), 128) << "Qwen3Config's";
   }
   EXPECT_FALSE(model.getUnmodelled());
@@ -290,7 +291,7 @@ TEST_F(HFConfigTest, KeyValueHeadDefaultsPerConfigClass) {
                "\"num_attention_heads\": 16");
   ModelOp model = import(json);
   ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
-  EXPECT_EQ(layers(model).front().getKvHeads(), 8) << "MistralConfig's";
+  EXPECT_EQ(layers(model).front().getSpec().kvHeads, 8) << "MistralConfig's";
 }
 
 TEST_F(HFConfigTest, TinyLlamaImportsExactly) {
@@ -302,14 +303,14 @@ TEST_F(HFConfigTest, TinyLlamaImportsExactly) {
   EXPECT_EQ(model.getActivationType(),
             RankedTensorType::get({1, 32, 64}, model.getDtype()));
   for (TransformerLayerOp layer : layers(model))
-    EXPECT_EQ(layer.getRopeThetaAttr().getValueAsDouble(), 250.5);
+    EXPECT_EQ(layer.getSpec().rotary.theta, 250.5);
   EXPECT_TRUE(remarks.empty());
 }
 
 TEST_F(HFConfigTest, AbsentRopeThetaDefaultsWithRemark) {
   ModelOp model = import(tinyLlamaWith("rope_theta", ""));
   ASSERT_TRUE(model);
-  EXPECT_EQ(layers(model).front().getRopeThetaAttr().getValueAsDouble(),
+  EXPECT_EQ(layers(model).front().getSpec().rotary.theta,
             10000.0);
   ASSERT_EQ(remarks.size(), 1u);
   EXPECT_NE(remarks.front().find("rope_theta"), std::string::npos);
@@ -318,7 +319,7 @@ TEST_F(HFConfigTest, AbsentRopeThetaDefaultsWithRemark) {
 TEST_F(HFConfigTest, AbsentKvHeadsDefaultsToHeadsWithRemark) {
   ModelOp model = import(tinyLlamaWith("num_key_value_heads", ""));
   ASSERT_TRUE(model);
-  EXPECT_EQ(layers(model).front().getKvHeads(), 4);
+  EXPECT_EQ(layers(model).front().getSpec().kvHeads, 4);
   ASSERT_EQ(remarks.size(), 1u) << remarks.back();
   EXPECT_NE(remarks.front().find("num_key_value_heads"), std::string::npos);
 }

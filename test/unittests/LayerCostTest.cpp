@@ -24,8 +24,8 @@ TransformerShape gptShape(int64_t hidden, int64_t heads) {
   shape.kvHeads = heads;
   shape.headDim = hidden / heads;
   shape.ffn = 4 * hidden;
-  shape.norm = NormKind::layernorm;
-  shape.mlp = MlpKind::gelu;
+  shape.norm = ::sluice::rt::NormType::LayerNorm;
+  shape.mlp = ::sluice::rt::MlpType::Gelu;
   shape.bias = true;
   return shape;
 }
@@ -52,7 +52,7 @@ TEST(LayerCost, QueryKeyValueBiasesOnly) {
   EXPECT_EQ(getParameterCount(shape) - without, 3 * 768);
   // Qwen3's query/key norms: one gain of head_dim each, whatever the heads.
   int64_t biased = getParameterCount(shape);
-  shape.qkNorm = true;
+  shape.qkNorm = ::sluice::rt::QkNorm::Heads;
   EXPECT_EQ(getParameterCount(shape) - biased, 2 * 64);
 }
 
@@ -63,8 +63,8 @@ TEST(LayerCost, GroupedQueryAndGatedMLP) {
   shape.kvHeads = 8;
   shape.headDim = 128;
   shape.ffn = 14336;
-  shape.norm = NormKind::rmsnorm;
-  shape.mlp = MlpKind::swiglu;
+  shape.norm = ::sluice::rt::NormType::RmsNorm;
+  shape.mlp = ::sluice::rt::MlpType::SwiGlu;
   // q + k + v + o + gate/up/down + two RMSNorm weights (Llama-3-8B).
   EXPECT_EQ(getParameterCount(shape), 4096LL * 4096 + 2 * 4096LL * 1024 +
                                           4096LL * 4096 + 3 * 4096LL * 14336 +

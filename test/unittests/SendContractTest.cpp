@@ -11,7 +11,7 @@
 #include "CpuDevice.h"
 #include "TinyPlans.h"
 #include "Executor.h"
-#include "sluice/PlanFormat/Layout.h"
+#include "sluice/Blocks/Layout.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -9,7 +9,7 @@
 #define SLUICE_TEST_UNITTESTS_TINYPLANS_H
 
 #include "sluice/PlanFormat/Format.h"
-#include "sluice/PlanFormat/Layout.h"
+#include "sluice/Blocks/Layout.h"
 
 #include <nlohmann/json.hpp>
 

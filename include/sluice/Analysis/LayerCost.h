@@ -5,7 +5,9 @@
 // and the token-slicing DP can evaluate them without building IR.
 //
 // FLOP accounting (one multiply-add = 2 FLOPs):
-//  * every linear map of an (m x n) weight costs 2*m*n per token;
+//  * every linear map of an (m x n) weight costs 2*m*n per token: the
+//    parameters the block declares as linear maps (ParameterSpec::matmul),
+//    plus what a feature adds (Feature::getForwardFlops);
 //  * causal attention: a token at position t (0-based) attends to t + 1 keys,
 //    costing 2 * heads * head_dim FLOPs per key for Q.K^T and the same for
 //    P.V. Summing over a slice of `tokens` tokens after `prefix` tokens of
@@ -23,34 +25,23 @@
 
 #include "sluice/SluiceOps.h"
 
+#include "sluice/PlanFormat/ModelConfig.h"
+
 #include <cstdint>
 
 namespace mlir::sluice {
 
-/// The dimensions of one transformer layer.
-struct TransformerShape {
+/// One transformer layer: its spec (head_dim resolved) and the model's
+/// hidden size. What it holds and computes comes from the block's
+/// parameter list (sluice/Blocks/Parameters.h: the core's projections and
+/// each feature's), so a new feature is counted without an edit here.
+struct TransformerShape : ::sluice::rt::LayerConfig {
   int64_t hidden = 0;
-  int64_t heads = 0;
-  int64_t kvHeads = 0;
-  int64_t headDim = 0;
-  int64_t ffn = 0;
-  NormKind norm = NormKind::layernorm;
-  MlpKind mlp = MlpKind::gelu;
-  bool bias = false;
-  /// Biases on the query, key and value projections only (Qwen2).
-  bool qkvBias = false;
-  /// Qwen3's query/key norms: two RMS gains of headDim.
-  bool qkNorm = false;
-  /// Gemma-2's sandwich norms: two more norms.
-  bool postNorms = false;
-  /// Sliding-window attention: keys per query at most this (0: all).
-  int64_t window = 0;
 
   static TransformerShape get(TransformerLayerOp op);
 };
 
-/// Weights (and biases) of one transformer layer: attention projections,
-/// feed-forward matrices and the two norms.
+/// Parameters of one transformer layer: every one its spec declares.
 int64_t getParameterCount(const TransformerShape &shape);
 
 /// Forward FLOPs of `tokens` consecutive tokens of one sequence that follow

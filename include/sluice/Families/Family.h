@@ -24,6 +24,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ public:
   getNestedNumber(const std::string &parent, const std::string &key) const = 0;
   virtual std::optional<int64_t>
   getNestedInteger(const std::string &parent, const std::string &key) const = 0;
+  /// `key`'s value as a list of strings, if it is one (no report).
+  virtual std::optional<std::vector<std::string>>
+  getStrings(const std::string &key) const = 0;
   /// `key`'s value as the file spells it, for messages.
   virtual std::string format(const std::string &key) const = 0;
 
@@ -149,14 +153,16 @@ struct WeightNames {
   /// Under the prefix: the token and position tables, the final norm, the
   /// transformer layers ("layers." + index + ".").
   std::string tokens, positions, finalNorm, layers;
-  /// In a layer: the norms (norm1, norm2; Gemma-2's sandwich norms
-  /// post_attn_norm, post_mlp_norm; "": none).
-  std::string norm1, norm2, postAttnNorm, postMlpNorm;
-  /// The query and key heads' norms (Qwen3; "": none).
-  std::string qNorm, kNorm;
-  /// The attention's query, key and value maps, each or fused ("": fused
-  /// into `qkv`), its output map; the feed-forward maps ("" gate: none).
-  std::string q, k, v, qkv, attnOut, gate, up, down;
+  /// A layer's tensors: each Sluice parameter's name within the layer,
+  /// without `.weight` or `.bias` ("norm1", "attn.out", "attn.q_norm";
+  /// sluice/Blocks/Parameters.h and the block features declare them), to
+  /// the Hugging Face module's ("input_layernorm", "self_attn.o_proj"). A
+  /// parameter the map does not name has no counterpart.
+  std::map<std::string, std::string> modules;
+  /// The query, key and value projections that Sluice's attn.qkv joins
+  /// side by side ("": `modules` maps attn.qkv to one fused module, GPT-2's
+  /// c_attn).
+  std::string q, k, v;
   /// nn.Linear's [out, in] (transposed) rather than Conv1D's [in, out].
   bool linearTransposed = true;
   /// The norms' gains are stored as w where the model computes 1 + w.
@@ -170,7 +176,8 @@ bool getSource(const WeightNames &names, const std::string &prefix,
                const ModelConfig &model, const std::string &name,
                Source &src, std::string &why);
 
-/// Hugging Face's name of `tensor` in transformer layer `index`.
+/// Hugging Face's name of `tensor` in transformer layer `index` (`tensor`
+/// with its `.weight` or `.bias`).
 std::string getLayerTensor(const WeightNames &names,
                            const std::string &prefix, int64_t index,
                            const std::string &tensor);
@@ -204,14 +211,35 @@ public:
   virtual nlohmann::json describe(const ModelConfig &model,
                                   const LayerConfig &block) const = 0;
 
+  /// The block spec's fields (BlockFields.def's keys, as
+  /// blocks::getStatedKeys names them: rope_theta, rope_scaling,
+  /// "qk_norm = heads", ...) that `modelType`'s config can say. The registry gives a spec to
+  /// the family whose claim it is and whose config can say every field it
+  /// states, and refuses one with a field none can say by that field's
+  /// name; so a new block feature changes only the family that uses it.
+  virtual std::vector<std::string>
+  getFields(const std::string &modelType) const = 0;
+  /// Those every `modelType` model states: its checkpoints' layout has
+  /// them (Qwen3's query/key norms).
+  virtual std::vector<std::string>
+  getRequiredFields(const std::string &modelType) const {
+    return {};
+  }
+
+  /// Whether `modelType` models scale their embeddings by sqrt(hidden)
+  /// (Gemma's).
+  virtual bool scalesEmbeddings(const std::string &modelType) const {
+    return false;
+  }
+
   /// The tensor names of `modelType`'s checkpoints.
   virtual const WeightNames &getWeightNames(const std::string &modelType) const = 0;
   /// Why `model` cannot take `modelType`'s weights (its block computes
-  /// something else), or "".
+  /// something else), or "": by default, it scales its embeddings as the
+  /// family's models do, and its block states every field they have and
+  /// none they cannot (checkFields).
   virtual std::string checkWeights(const ModelConfig &model,
-                                   const std::string &modelType) const {
-    return "";
-  }
+                                   const std::string &modelType) const;
 };
 
 /// Every family the build found (lib/Families/*/), by name.
@@ -225,6 +253,11 @@ std::string getSupportedModelTypes();
 /// model_type it names is `modelType`); false and `why` otherwise.
 bool describeModel(const ModelConfig &model, const Family *&family,
                    nlohmann::json &config, std::string &why);
+
+/// Why `model`'s transformer layers do not state the fields a
+/// `modelType` model of `family` has, or state one it cannot, or "".
+std::string checkFields(const Family &family, const std::string &modelType,
+                        const ModelConfig &model);
 
 /// The transformer layer `index` of `model`, or null; their count.
 const LayerConfig *getTransformerLayer(const ModelConfig &model,

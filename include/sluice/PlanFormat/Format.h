@@ -1,7 +1,7 @@
 //===- Format.h - The plan file's vocabulary and rules ----------*- C++ -*-===//
 //
 // What the compiler and the runtime must agree on beyond the layout
-// (Layout.h) and the model (ModelConfig.h): the plan version, the names the
+// (sluice/Blocks/Layout.h) and the model (ModelConfig.h): the plan version, the names the
 // file spells passes, ops, shards and recomputation with, the barrier count
 // of each softmax algorithm, and which collectives a pass waits for and
 // which passes contribute to each. The compiler's schedule library
@@ -16,7 +16,6 @@
 #ifndef SLUICE_PLANFORMAT_FORMAT_H
 #define SLUICE_PLANFORMAT_FORMAT_H
 
-#include "sluice/PlanFormat/Layout.h"
 #include "sluice/PlanFormat/ModelConfig.h"
 
 #include <cstdint>
@@ -26,6 +25,20 @@
 
 namespace sluice::rt {
 
+/// What a stage recomputes in its backward pass instead of keeping it from
+/// F (activation recomputation: Li, LLM Systems;
+/// Megatron-LM's `--recompute-granularity`):
+///  * None: F keeps its whole forward state until B and W;
+///  * Selective: F keeps the norms' and the projections' tensors (what the
+///    matmuls made: Xhat, Q, the MLP's pre-activations) and drops the
+///    attention's output and statistics and the MLP's activation; B
+///    recomputes them (the attention core and an elementwise function,
+///    Korthikanti et al.'s selective recomputation) into the recomputed
+///    state, which lives until W;
+///  * Full: F keeps only the stage's input (the checkpoint); B runs the
+///    stage's F again from it into the recomputed state.
+enum class Recompute : uint8_t { None, Selective, Full };
+
 /// The version the compiler writes and the newest the runtime reads; the
 /// runtime reads every older one. 2: vocabulary shards and collectives;
 /// 3: element types, typed buffer regions, log-sum-exp attention state;
@@ -33,8 +46,12 @@ namespace sluice::rt {
 /// recomputed state; 6: a layer's rotary scaling (rope_scaling), which an
 /// older runtime would ignore and so train another model; 7: a layer's
 /// attention window (window), for the same reason -- before it the model's
-/// sliding_window only ever held windows no shorter than the sequence.
-constexpr int kPlanVersion = 7;
+/// sliding_window only ever held windows no shorter than the sequence;
+/// 8: a layer's fields are the block spec's table (BlockFields.def):
+/// qk_norm names its scope, pre_norms and features are new, rope_scaling
+/// may be linear, and a key the table does not have is refused -- an older
+/// runtime would ignore the new keys and train another model.
+constexpr int kPlanVersion = 8;
 
 /// The largest size of any one dimension Sluice takes (tokens a sequence,
 /// hidden size, feed-forward size, vocabulary, heads): 2^20, past every

@@ -67,10 +67,15 @@ struct Rotary {
   double factor = 0;
   double lowFreqFactor = 1, highFreqFactor = 4;
   int64_t originalPositions = 0;
+  /// Linear scaling instead (transformers' rope_type "linear", Gemma-3's
+  /// global layers): every frequency divided by `factor`.
+  bool linear = false;
 
   bool isScaled() const { return factor > 0; }
+  /// The rope_type transformers names the scaling with.
+  const char *getScalingName() const { return linear ? "linear" : "llama3"; }
   bool operator==(const Rotary &o) const {
-    return theta == o.theta && factor == o.factor &&
+    return theta == o.theta && factor == o.factor && linear == o.linear &&
            lowFreqFactor == o.lowFreqFactor &&
            highFreqFactor == o.highFreqFactor &&
            originalPositions == o.originalPositions;
@@ -84,6 +89,8 @@ struct Rotary {
     double inverse = std::pow(theta, -2.0 * double(i) / double(headDim));
     if (!isScaled())
       return inverse;
+    if (linear)
+      return inverse / factor;
     const double pi = 3.14159265358979323846;
     double wavelength = 2.0 * pi / inverse;
     double low = double(originalPositions) / lowFreqFactor;
@@ -104,6 +111,8 @@ struct Rotary {
       return "";
     if (!(factor >= 1) || !std::isfinite(factor))
       return "'factor' must be at least 1, got " + std::to_string(factor);
+    if (linear)
+      return "";
     if (!(lowFreqFactor > 0) || !(highFreqFactor > lowFreqFactor) ||
         !std::isfinite(highFreqFactor))
       return "'high_freq_factor' must exceed 'low_freq_factor' > 0, got " +
@@ -133,52 +142,79 @@ inline double getKeysAttended(int64_t tokens, int64_t prefix,
   return below + (last - std::max(first, w + 1.0) + 1.0) * w;
 }
 
+/// Query/key norms (LayerConfig::qkNorm): none, each head over its
+/// head_dim with one gain the heads share (Qwen3, Gemma-3), or the whole
+/// query and key projections with a gain per column (OLMo-2).
+enum class QkNorm { None, Heads, Projection };
+inline const char *getName(QkNorm q) {
+  return q == QkNorm::Heads        ? "heads"
+         : q == QkNorm::Projection ? "projection"
+                                   : "none";
+}
+inline bool parseQkNorm(const std::string &name, QkNorm &out) {
+  for (QkNorm q : {QkNorm::None, QkNorm::Heads, QkNorm::Projection})
+    if (name == getName(q)) {
+      out = q;
+      return true;
+    }
+  return false;
+}
+
+/// Which layers a spec field belongs to (BlockFields.def's KINDS).
+enum LayerKinds : unsigned { kEmbedding = 1, kTransformer = 2, kOutput = 4 };
+inline unsigned getKindBit(LayerKind kind) {
+  return kind == LayerKind::Embedding     ? kEmbedding
+         : kind == LayerKind::Transformer ? kTransformer
+                                          : kOutput;
+}
+
+using Names = std::vector<std::string>;
+
+/// The C++ type of each of BlockFields.def's TYPEs.
+namespace field {
+struct Size { using type = int64_t; };
+struct Count { using type = int64_t; };
+struct Flag { using type = bool; };
+struct Real { using type = double; };
+struct Norm { using type = NormType; };
+struct Mlp { using type = MlpType; };
+struct QkNorm { using type = rt::QkNorm; };
+struct Rotary { using type = rt::Rotary; };
+struct Names { using type = rt::Names; };
+} // namespace field
+
+/// One layer's spec: its kind and the fields of BlockFields.def (the one
+/// place a field is defined; docs/overview.md).
 struct LayerConfig {
   LayerKind kind = LayerKind::Transformer;
-  // Embedding: token table rows; learned position rows (0: none).
-  // Output: LM head rows.
-  int64_t vocab = 0;
-  int64_t positions = 0;
-  // Transformer.
-  int64_t heads = 0;
-  int64_t kvHeads = 0;
-  int64_t headDim = 0;
-  int64_t ffn = 0;
-  // Biases on every linear map (GPT-2), or on the query, key and value
-  // projections only (Qwen2).
-  bool bias = false;
-  bool qkvBias = false;
+#define SLUICE_BLOCK_FIELD(KINDS, TYPE, MEMBER, KEY, DEFAULT, PRESENCE, DOC)  \
+  field::TYPE::type MEMBER = DEFAULT;
+#include "sluice/PlanFormat/BlockFields.def"
+  // Embedding and output under tensor parallelism: the table's rows split
+  // over this many shards (getTensorShardModel sets it; not in plans: 1,
+  // whole).
+  int vocabShards = 1;
+
   bool hasQkvBias() const { return bias || qkvBias; }
-  // Query/key norms (Qwen3): every query and key head RMS-normalised over
-  // its head_dim, with a gain of head_dim shared by the heads, after the
-  // projection and before the rotary positions.
-  bool qkNorm = false;
-  // Rotary positions (theta 0: none).
-  Rotary rotary;
-  // Gemma-2's sandwich norms: the attention's and the feed-forward
-  // block's outputs each normalised (the layer's norm kind) before their
-  // residual add.
-  bool postNorms = false;
-  // Sliding-window attention (Mistral; Gemma-2's even layers): a query at
-  // position i attends to keys i - window < j <= i only; 0: every earlier
-  // key.
-  int64_t window = 0;
-  // Transformer and output layers' norm; transformer layers' MLP.
-  NormType norm = NormType::LayerNorm;
-  MlpType mlp = MlpType::Gelu;
   bool isRms() const { return norm == NormType::RmsNorm; }
   /// A gated feed-forward block (SwiGLU, GeGLU): a third, gate matrix.
   bool isGated() const { return mlp != MlpType::Gelu; }
-  // Output: the LM head is the embedding table.
-  bool tied = false;
-  // Embedding and output: the layer is sharded along the vocabulary over
-  // every device (Vocabulary Parallelism). Its stage then runs only what
-  // is not sharded -- the embedding's positions, the output layer's final
-  // norm -- and the shards run as their own passes.
-  bool sharded = false;
-  // Embedding and output under tensor parallelism: the table's rows split
-  // over this many shards (getTensorShardModel sets it; 1: whole).
-  int vocabShards = 1;
+  /// Whether `name` is among `features`.
+  bool hasFeature(const std::string &name) const {
+    return std::find(features.begin(), features.end(), name) !=
+           features.end();
+  }
+
+  bool operator==(const LayerConfig &o) const {
+    if (kind != o.kind || vocabShards != o.vocabShards)
+      return false;
+#define SLUICE_BLOCK_FIELD(KINDS, TYPE, MEMBER, KEY, DEFAULT, PRESENCE, DOC)  \
+  if (!(MEMBER == o.MEMBER))                                                 \
+    return false;
+#include "sluice/PlanFormat/BlockFields.def"
+    return true;
+  }
+  bool operator!=(const LayerConfig &o) const { return !(*this == o); }
 };
 
 struct ModelConfig {
@@ -196,6 +232,9 @@ struct ModelConfig {
   /// i holds the i-th contiguous 1/sequenceShards of a slice's rows x
   /// tokens (for one row, the i-th part of the sequence).
   int sequenceShards = 1;
+  /// The tensor-parallel shards a shard model is one of
+  /// (getTensorShardModel sets it; 1: whole).
+  int tensorShards = 1;
   /// The numerics every layer shares (the model op's `norm_eps`,
   /// `exact_gelu`): every norm's epsilon; GELU as x * Phi(x) instead of
   /// the tanh approximation.
@@ -253,7 +292,9 @@ inline int64_t getShardVocabColumns(const LayerConfig &l) {
 }
 
 /// Why `model` cannot be split over `tp` tensor-parallel shards, or "" when
-/// it can: every transformer layer's query heads and feed-forward width
+/// it can, as far as the core of its blocks goes (blocks::
+/// checkTensorParallel adds each feature's rules): every transformer
+/// layer's query heads and feed-forward width
 /// divide by tp, and its key/value heads either divide by tp or divide tp
 /// (then each shard holds the one key/value head its query heads share,
 /// replicated: Weitkamp, 2024, "Grouped/Multi-Query
@@ -310,6 +351,7 @@ inline int64_t getShardKvHeads(const LayerConfig &l, int tp) {
 inline ModelConfig getTensorShardModel(ModelConfig model, int tp,
                                        bool sequenceParallel = false) {
   model.sequenceShards = sequenceParallel ? tp : 1;
+  model.tensorShards = tp;
   for (LayerConfig &l : model.layers)
     if (splitsVocabulary(l, tp))
       l.vocabShards = tp;

@@ -19,7 +19,7 @@ namespace {
 
 /// Gemma-2's keys: its attention scale, caps and window.
 bool readGemma2(ConfigKeys &config, ConfigValues &values) {
-  values.postNorms = true;
+  values.block.postNorms = true;
   // Gemma2Attention: scores * query_pre_attn_scalar^-0.5 (whatever
   // head_dim is), then capped by attn_logit_softcapping (its eager
   // attention: transformers' SDPA path leaves the cap out).
@@ -45,8 +45,15 @@ bool readGemma2(ConfigKeys &config, ConfigValues &values) {
       config.remarkDefault(key, formatNumber("%.1f", fallback),
                            "Hugging Face's default for gemma2");
   }
-  values.evenLayersWindowed = true;
-  return readSlidingWindow(config, "gemma2", values);
+  // The even layers attend over the window, the odd ones globally, as
+  // transformers builds them.
+  int64_t window = 0;
+  if (!readSlidingWindow(config, "gemma2", 4096, window))
+    return false;
+  values.perLayer = [window](int64_t index, LayerConfig &layer) {
+    layer.window = index % 2 == 0 ? window : 0;
+  };
+  return true;
 }
 
 class Gemma final : public Family {
@@ -83,21 +90,10 @@ public:
   Claim claim(const ModelConfig &model, const LayerConfig &t,
               std::string &why) const override {
     Shape shape = getShape(model, t);
-    bool gemma = shape.rotary && t.mlp == rt::MlpType::GeGlu &&
-                 float(model.embeddingScale) ==
-                     float(std::sqrt(double(model.hidden)));
-    if (!gemma)
+    bool gemma = shape.rotary && shape.sameRotary &&
+                 t.mlp == rt::MlpType::GeGlu && isScaled(model);
+    if (!gemma || t.qkNorm != rt::QkNorm::None)
       return Claim::No;
-    if (t.qkvBias || t.qkNorm || t.rotary.isScaled()) {
-      why = std::string(t.qkvBias  ? "has query, key and value biases "
-                                     "(Qwen2's block)"
-                        : t.qkNorm ? "normalises its query and key heads "
-                                     "(Qwen3's block)"
-                                   : "scales its rotary frequencies (Llama "
-                                     "3.1's rope_scaling)") +
-            " but is Gemma-shaped: no Hugging Face family computes it";
-      return Claim::Refused;
-    }
     if (shape.window > 0 && !(t.postNorms && shape.evenLayers)) {
       why = "has attention windows (layer 0's " + std::to_string(t.window) +
             ") that no Hugging Face family's config says: Mistral's are on "
@@ -105,6 +101,18 @@ public:
       return Claim::Refused;
     }
     return Claim::Yes;
+  }
+  std::vector<std::string>
+  getFields(const std::string &modelType) const override {
+    if (modelType == "gemma2")
+      return {"rope_theta", "post_norms", "window"};
+    return {"rope_theta"};
+  }
+  std::vector<std::string>
+  getRequiredFields(const std::string &modelType) const override {
+    if (modelType == "gemma2")
+      return {"post_norms"};
+    return {};
   }
 
   nlohmann::json describe(const ModelConfig &model,
@@ -131,20 +139,22 @@ public:
     }();
     static const WeightNames gemma2 = [] {
       WeightNames n = gemma;
-      n.norm2 = "pre_feedforward_layernorm";
-      n.postAttnNorm = "post_attention_layernorm";
-      n.postMlpNorm = "post_feedforward_layernorm";
+      n.modules["norm2"] = "pre_feedforward_layernorm";
+      n.modules["post_attn_norm"] = "post_attention_layernorm";
+      n.modules["post_mlp_norm"] = "post_feedforward_layernorm";
       return n;
     }();
     return modelType == "gemma2" ? gemma2 : gemma;
   }
 
-  std::string checkWeights(const ModelConfig &model,
-                           const std::string &modelType) const override {
-    return checkConventions(model, true, modelType == "gemma2");
-  }
+  bool scalesEmbeddings(const std::string &) const override { return true; }
 
 private:
+  static bool isScaled(const ModelConfig &model) {
+    return float(model.embeddingScale) ==
+           float(std::sqrt(double(model.hidden)));
+  }
+
   /// Gemma-2's settings, each as Gemma2Config would default it otherwise;
   /// without a window, one as long as the sequence (full attention is the
   /// same).

@@ -25,7 +25,7 @@ public:
     traits.name = "gpt2";
     traits.norm = rt::NormType::LayerNorm;
     traits.mlp = rt::MlpType::Gelu;
-    traits.bias = traits.learnedPositions = traits.tieDefault = true;
+    traits.learnedPositions = traits.tieDefault = true;
     traits.activationKeys = {"activation_function", "hidden_act"};
     traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new",
                           "gelu_fast"};
@@ -37,7 +37,8 @@ public:
     traits.readsPadding = false;
     // GPT-2's attention scaling switches change the scores.
     return readConfigWith(config, modelType, traits, out,
-                          [](ConfigKeys &config, ConfigValues &) {
+                          [](ConfigKeys &config, ConfigValues &values) {
+                            values.block.bias = true;
                             std::optional<bool> scaled, byLayer;
                             if (!config.optionalBool("scale_attn_weights",
                                                      scaled) ||
@@ -63,14 +64,15 @@ public:
     bool gpt2 = model.layers.front().positions > 0 && !t.isRms() &&
                 t.mlp == rt::MlpType::Gelu && t.bias && t.rotary.theta == 0 &&
                 t.kvHeads == t.heads && t.heads * t.headDim == model.hidden &&
-                model.embeddingScale == 1.0 && !t.postNorms && !t.qkNorm;
-    if (!gpt2)
-      return Claim::No;
-    if (getShape(model, t).window > 0) {
-      why = "has attention windows, which GPT-2's config cannot say";
-      return Claim::Refused;
-    }
-    return Claim::Yes;
+                model.embeddingScale == 1.0;
+    return gpt2 ? Claim::Yes : Claim::No;
+  }
+  std::vector<std::string> getFields(const std::string &) const override {
+    return {"bias"};
+  }
+  std::vector<std::string>
+  getRequiredFields(const std::string &) const override {
+    return {"bias"};
   }
 
   nlohmann::json describe(const ModelConfig &model,
@@ -99,22 +101,18 @@ public:
       n.positions = "wpe";
       n.finalNorm = "ln_f";
       n.layers = "h.";
-      n.norm1 = "ln_1";
-      n.norm2 = "ln_2";
-      n.qkv = "attn.c_attn";
-      n.attnOut = "attn.c_proj";
-      n.up = "mlp.c_fc";
-      n.down = "mlp.c_proj";
+      n.modules = {{"norm1", "ln_1"},
+                   {"norm2", "ln_2"},
+                   {"attn.qkv", "attn.c_attn"},
+                   {"attn.out", "attn.c_proj"},
+                   {"mlp.up", "mlp.c_fc"},
+                   {"mlp.down", "mlp.c_proj"}};
       n.linearTransposed = false;
       return n;
     }();
     return names;
   }
 
-  std::string checkWeights(const ModelConfig &model,
-                           const std::string &) const override {
-    return checkConventions(model, false, false);
-  }
 };
 
 } // namespace

@@ -21,7 +21,7 @@ bool readBiases(ConfigKeys &config, ConfigValues &values) {
     return false;
   bool onAttention = attention.value_or(false), onMlp = mlp.value_or(false);
   if (onAttention && onMlp)
-    values.bias = true;
+    values.block.bias = true;
   else if (onAttention)
     config.unmodelled("attention_bias", "biases only on the attention's maps");
   else if (onMlp)
@@ -43,8 +43,10 @@ public:
   Claim claim(const ModelConfig &model, const LayerConfig &t,
               std::string &) const override {
     Shape shape = getShape(model, t);
-    return shape.llama && !t.qkvBias && shape.window == 0 ? Claim::Yes
-                                                          : Claim::No;
+    return shape.llama && shape.sameRotary ? Claim::Yes : Claim::No;
+  }
+  std::vector<std::string> getFields(const std::string &) const override {
+    return {"rope_theta", "rope_scaling"};
   }
 
   nlohmann::json describe(const ModelConfig &model,

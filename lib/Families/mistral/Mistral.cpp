@@ -39,14 +39,18 @@ public:
               config.remark(key, "key '" + std::string(key) +
                                      "' is ignored, as transformers' Mistral "
                                      "ignores it: its maps have no biases");
-          return readSlidingWindow(config, modelType, values);
+          int64_t window = 0;
+          if (!readSlidingWindow(config, modelType, 4096, window))
+            return false;
+          values.block.window = window;
+          return true;
         });
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
               std::string &why) const override {
     Shape shape = getShape(model, t);
-    if (!shape.llama || shape.window == 0 || t.qkvBias)
+    if (!shape.llama || !shape.sameRotary || shape.window == 0 || t.qkvBias)
       return Claim::No;
     if (!shape.everyLayer) {
       why = "has attention windows (layer 0's " + std::to_string(t.window) +
@@ -54,12 +58,10 @@ public:
             "every layer, Gemma-2's on its even layers, each the same size";
       return Claim::Refused;
     }
-    if (t.rotary.isScaled()) {
-      why = "has attention windows and Llama 3.1's rotary scaling: no "
-            "Hugging Face family computes both";
-      return Claim::Refused;
-    }
     return Claim::Yes;
+  }
+  std::vector<std::string> getFields(const std::string &) const override {
+    return {"rope_theta", "window"};
   }
 
   nlohmann::json describe(const ModelConfig &model,

@@ -23,7 +23,7 @@ public:
     traits.kvHeadsDefault = 32;
     return readConfigWith(config, modelType, traits, out,
                           [](ConfigKeys &config, ConfigValues &values) {
-                            values.qkvBias = true;
+                            values.block.qkvBias = true;
                             std::optional<bool> window;
                             if (!config.optionalBool("use_sliding_window",
                                                      window))
@@ -40,13 +40,8 @@ public:
   Claim claim(const ModelConfig &model, const LayerConfig &t,
               std::string &why) const override {
     Shape shape = getShape(model, t);
-    if (!shape.llama || !t.qkvBias)
+    if (!shape.llama || !shape.sameRotary || !t.qkvBias)
       return Claim::No;
-    if (shape.window > 0) {
-      why = "has attention windows and query, key and value biases: no "
-            "Hugging Face family computes both";
-      return Claim::Refused;
-    }
     if (t.heads * t.headDim != model.hidden) {
       why = "has query, key and value biases (Qwen2's block) but heads x "
             "head_dim differs from the hidden size, which Qwen2's config "
@@ -54,6 +49,13 @@ public:
       return Claim::Refused;
     }
     return Claim::Yes;
+  }
+  std::vector<std::string> getFields(const std::string &) const override {
+    return {"qkv_bias", "rope_theta"};
+  }
+  std::vector<std::string>
+  getRequiredFields(const std::string &) const override {
+    return {"qkv_bias"};
   }
 
   nlohmann::json describe(const ModelConfig &model,

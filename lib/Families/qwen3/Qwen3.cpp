@@ -28,7 +28,7 @@ public:
     return readConfigWith(
         config, modelType, traits, out,
         [](ConfigKeys &config, ConfigValues &values) {
-          values.qkNorm = true;
+          values.block.qkNorm = rt::QkNorm::Heads;
           std::optional<bool> bias, window;
           if (!config.optionalBool("attention_bias", bias) ||
               !config.optionalBool("use_sliding_window", window))
@@ -46,20 +46,16 @@ public:
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
-              std::string &why) const override {
+              std::string &) const override {
     Shape shape = getShape(model, t);
-    bool qwen3 = shape.rotary && t.mlp == rt::MlpType::SwiGlu &&
-                 !shape.scaled && !t.postNorms && t.qkNorm;
-    if (!qwen3)
-      return Claim::No;
-    if (t.qkvBias || shape.window > 0) {
-      why = std::string("normalises its query and key heads (Qwen3's block) "
-                        "but has ") +
-            (t.qkvBias ? "query, key and value biases" : "attention windows") +
-            ", which Qwen3's config cannot say";
-      return Claim::Refused;
-    }
-    return Claim::Yes;
+    return shape.llama && shape.sameRotary ? Claim::Yes : Claim::No;
+  }
+  std::vector<std::string> getFields(const std::string &) const override {
+    return {"qk_norm = heads", "rope_theta"};
+  }
+  std::vector<std::string>
+  getRequiredFields(const std::string &) const override {
+    return {"qk_norm = heads"};
   }
 
   nlohmann::json describe(const ModelConfig &model,
@@ -76,8 +72,8 @@ public:
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = [] {
       WeightNames n = getLlamaWeightNames();
-      n.qNorm = "self_attn.q_norm";
-      n.kNorm = "self_attn.k_norm";
+      n.modules["attn.q_norm"] = "self_attn.q_norm";
+      n.modules["attn.k_norm"] = "self_attn.k_norm";
       return n;
     }();
     return names;

@@ -5,20 +5,23 @@
 // microbatch slice, with their element types, in the order the runtime
 // carves them out of a buffer. The compiler sizes plan buffers with these
 // functions; the runtime carves its tensors out of those buffers with the
-// same walk and refuses a plan whose buffers are too small. Header-only,
-// no dependencies, so both sides include the same code.
+// same walk and refuses a plan whose buffers are too small. Header-only
+// over the block features' registry (each feature walks its own regions),
+// so both sides include the same code.
 //
 // For a slice of t tokens after o tokens of context, R rows (micro-batch),
 // hidden h, H query heads of size d, KV key/value heads, feed-forward f:
 //
-//  * forward state (F -> B, W): per transformer layer the first norm's
-//    normalised input and 1/std, Q, the attention's log-sum-exp per query
-//    and head (R x H x t: FlashAttention's statistic, from which B
-//    recomputes the probabilities instead of keeping R x H x t x (o + t)
-//    of them), the attention context, the second norm's normalised input
-//    and 1/std, the MLP's pre-activation and activation (gated blocks:
-//    also the gate's pre-activation; sandwich norms: their normalised
-//    inputs and 1/std); the output layer's normalised input,
+//  * forward state (F -> B, W): per transformer layer what the feature at
+//    its attention input keeps (the pre-norm: its normalised input and
+//    1/std; without one, the block's input itself), Q, the attention's
+//    log-sum-exp per query and head (R x H x t: FlashAttention's
+//    statistic, from which B recomputes the probabilities instead of
+//    keeping R x H x t x (o + t) of them), the attention context, what the
+//    feature at the feed-forward input keeps, the MLP's pre-activation and
+//    activation (gated blocks: also the gate's pre-activation), then each
+//    other feature's regions (sandwich norms: their normalised inputs and
+//    1/std; query/key norms: theirs); the output layer's normalised input,
 //    1/std, logits (t x vocab) and their log-sum-exp per token (none of
 //    the two when the layer is sharded; split over tensor-parallel
 //    shards, the shard's t x ceil(vocab / tp) logits in fp32 and the
@@ -52,11 +55,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SLUICE_PLANFORMAT_LAYOUT_H
-#define SLUICE_PLANFORMAT_LAYOUT_H
+#ifndef SLUICE_BLOCKS_LAYOUT_H
+#define SLUICE_BLOCKS_LAYOUT_H
 
-#include "sluice/PlanFormat/DType.h"
-#include "sluice/PlanFormat/ModelConfig.h"
+#include "sluice/Blocks/Feature.h"
+#include "sluice/Blocks/Regions.h"
+#include "sluice/PlanFormat/Format.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -64,78 +68,24 @@
 
 namespace sluice::rt {
 
-struct SliceShape {
-  int64_t rows = 1;
-  int64_t tokens = 0;
-  int64_t offset = 0;
-};
-
-/// The rows x tokens of slice `s` a shard of `model` holds outside the
-/// tensor-parallel regions: all of them, or its 1/sequenceShards under
-/// sequence parallelism.
-inline int64_t getLocalTokens(const ModelConfig &model, const SliceShape &s) {
-  return s.rows * s.tokens / std::max(1, model.sequenceShards);
-}
-
-/// Every region of a buffer starts at a multiple of this many bytes.
-constexpr int64_t kRegionAlignment = 256;
-
-/// What a region holds, and so its element type.
-enum class Storage : uint8_t {
-  Activation, // the precision's activation type
-  Fp32,       // statistics, logits, accumulators
-};
-
-inline DType getType(Storage storage, const Precision &precision) {
-  return storage == Storage::Fp32 ? kStatisticType : precision.activations;
-}
-
-/// Lays regions out one after the other, each aligned: the byte offset of
-/// every region and the total.
-class Arena {
-public:
-  explicit Arena(const Precision &precision) : precision(precision) {}
-  /// Appends `count` elements of `storage`; returns their byte offset.
-  int64_t take(int64_t count, Storage storage) {
-    int64_t at =
-        (used + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
-    used = at + count * getSize(getType(storage, precision));
-    return at;
-  }
-  int64_t getBytes() const { return used; }
-  const Precision &getPrecision() const { return precision; }
-
-private:
-  Precision precision;
-  int64_t used = 0;
-};
-
-/// The named tensors of the three kinds of state and of scratch.
-enum class Field : uint8_t {
+/// The named tensors of the three kinds of state and of scratch: the
+/// core's, then kFeatureRegions per registered feature (getFeatureField).
+enum class Field : uint16_t {
   // Transformer forward state.
-  Xhat1,
-  Rstd1,
+  AttnIn, // the block's input, when no feature makes the attention's
   Q,
   Lse,
   Context,
-  Xhat2,
-  Rstd2,
+  MlpIn, // the residual stream after attention, when no feature makes the
+         // feed-forward block's input
   Up,
   Act,
   Gate,
-  Xhat3, // sandwich norms (LayerConfig::postNorms): after attention
-  Rstd3,
-  Xhat4, // and after the feed-forward block
-  Rstd4,
-  QXhat, // query/key norms (LayerConfig::qkNorm): per query head
-  QRstd,
-  KXhat, // and per key head
-  KRstd,
   // Transformer weight state.
   DQkv,
-  DA,
+  DA, // the gradient at the attention's input
   DY1,
-  DC,
+  DC, // the gradient at the feed-forward block's input
   DUp,
   DY2,
   DGate,
@@ -153,23 +103,26 @@ enum class Field : uint8_t {
   OutDLogits,
   OutDNorm,
   EmbedGrad,
+  CoreEnd,
 };
 
-/// What a stage recomputes in its backward pass instead of keeping it from
-/// F (activation recomputation: Li, LLM Systems;
-/// Megatron-LM's `--recompute-granularity`):
-///  * None: F keeps its whole forward state until B and W;
-///  * Selective: F keeps the norms' and the projections' tensors (what the
-///    matmuls made: Xhat, Q, the MLP's pre-activations) and drops the
-///    attention's output and statistics and the MLP's activation; B
-///    recomputes them (the attention core and an elementwise function,
-///    Korthikanti et al.'s selective recomputation) into the recomputed
-///    state, which lives until W;
-///  * Full: F keeps only the stage's input (the checkpoint); B runs the
-///    stage's F again from it into the recomputed state.
-enum class Recompute : uint8_t { None, Selective, Full };
+/// Region `local` of `feature` (its walkState's id).
+inline Field getFeatureField(const blocks::Feature &feature, int local) {
+  return Field(int(Field::CoreEnd) +
+               blocks::getFeatureIndex(feature) * blocks::kFeatureRegions +
+               local);
+}
+/// Every field a layer's views may hold: the core's and every registered
+/// feature's.
+inline int getFieldCount() {
+  return int(Field::CoreEnd) +
+         int(blocks::getFeatures().size()) * blocks::kFeatureRegions;
+}
 
-/// Whether `field` of the forward state is recomputed under `r`.
+/// Whether `field` of the forward state is recomputed under `r`. Under
+/// Selective, the attention's output and statistics and the MLP's
+/// activation (the core's); every feature's regions are kept (they are
+/// what norms made, Korthikanti et al.'s selective recomputation keeps).
 inline bool isRecomputed(Field field, Recompute r) {
   switch (r) {
   case Recompute::None:
@@ -181,6 +134,37 @@ inline bool isRecomputed(Field field, Recompute r) {
            field == Field::Act;
   }
   return false;
+}
+
+namespace detail {
+/// Walks the regions of `state` of `layer`'s features at `slot`, as
+/// fields.
+template <class Fn>
+void walkFeatures(blocks::State state, blocks::Slot slot,
+                  const ModelConfig &model, const LayerConfig &layer,
+                  const SliceShape &s, Fn &fn) {
+  blocks::LayerShape shape = blocks::getLayerShape(model, layer, "", {});
+  for (const blocks::Feature *f : blocks::getEnabledFeatures(layer, slot))
+    f->walkState(state, slot, shape, s,
+                 [&](int local, int64_t count, Storage storage) {
+                   fn(getFeatureField(*f, local), count, storage);
+                 });
+}
+/// The same at every slot but the input slots (walked in their place).
+template <class Fn>
+void walkOtherFeatures(blocks::State state, const ModelConfig &model,
+                       const LayerConfig &layer, const SliceShape &s,
+                       Fn &fn) {
+  for (blocks::Slot slot :
+       {blocks::Slot::Projections, blocks::Slot::AttentionOutput,
+        blocks::Slot::FeedForwardHidden, blocks::Slot::FeedForwardOutput})
+    walkFeatures(state, slot, model, layer, s, fn);
+}
+} // namespace detail
+
+/// Whether a feature makes the sublayer input at `slot` of `layer`.
+inline bool hasInputFeature(const LayerConfig &layer, blocks::Slot slot) {
+  return !blocks::getEnabledFeatures(layer, slot).empty();
 }
 
 /// Calls fn(field, count, storage) for each region of `layer`'s forward
@@ -216,31 +200,27 @@ void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
     fn(Field::OutSum, rt, Storage::Fp32);
     return;
   case LayerKind::Transformer: {
+    using blocks::Slot;
+    using blocks::State;
     int64_t hd = layer.heads * layer.headDim;
-    fn(Field::Xhat1, local * h, Storage::Activation);
-    fn(Field::Rstd1, local, Storage::Fp32);
+    if (hasInputFeature(layer, Slot::AttentionInput))
+      detail::walkFeatures(State::Forward, Slot::AttentionInput, model, layer,
+                           s, fn);
+    else
+      fn(Field::AttnIn, local * h, Storage::Activation);
     fn(Field::Q, rt * hd, Storage::Activation);
     fn(Field::Lse, s.rows * layer.heads * s.tokens, Storage::Fp32);
     fn(Field::Context, rt * hd, Storage::Activation);
-    fn(Field::Xhat2, local * h, Storage::Activation);
-    fn(Field::Rstd2, local, Storage::Fp32);
+    if (hasInputFeature(layer, Slot::FeedForwardInput))
+      detail::walkFeatures(State::Forward, Slot::FeedForwardInput, model,
+                           layer, s, fn);
+    else
+      fn(Field::MlpIn, local * h, Storage::Activation);
     fn(Field::Up, rt * layer.ffn, Storage::Activation);
     fn(Field::Act, rt * layer.ffn, Storage::Activation);
     if (layer.isGated())
       fn(Field::Gate, rt * layer.ffn, Storage::Activation);
-    if (layer.postNorms) {
-      fn(Field::Xhat3, local * h, Storage::Activation);
-      fn(Field::Rstd3, local, Storage::Fp32);
-      fn(Field::Xhat4, local * h, Storage::Activation);
-      fn(Field::Rstd4, local, Storage::Fp32);
-    }
-    if (layer.qkNorm) {
-      int64_t kv = layer.kvHeads * layer.headDim;
-      fn(Field::QXhat, rt * hd, Storage::Activation);
-      fn(Field::QRstd, rt * layer.heads, Storage::Fp32);
-      fn(Field::KXhat, rt * kv, Storage::Activation);
-      fn(Field::KRstd, rt * layer.kvHeads, Storage::Fp32);
-    }
+    detail::walkOtherFeatures(State::Forward, model, layer, s, fn);
     return;
   }
   }
@@ -269,13 +249,17 @@ void walkWeightState(const ModelConfig &model, const LayerConfig &layer,
     int64_t hd = layer.heads * layer.headDim;
     int64_t kv = layer.kvHeads * layer.headDim;
     fn(Field::DQkv, rt * (hd + 2 * kv), Storage::Activation);
-    fn(Field::DA, local * h, Storage::Activation); // norm 1 output
+    fn(Field::DA, local * h, Storage::Activation); // attention input
     fn(Field::DY1, rt * h, Storage::Activation);   // attention projection out
-    fn(Field::DC, local * h, Storage::Activation); // norm 2 output
+    fn(Field::DC, local * h, Storage::Activation); // feed-forward input
     fn(Field::DUp, rt * layer.ffn, Storage::Activation);
     fn(Field::DY2, rt * h, Storage::Activation); // MLP down-projection out
     if (layer.isGated())
       fn(Field::DGate, rt * layer.ffn, Storage::Activation);
+    for (blocks::Slot slot :
+         {blocks::Slot::AttentionInput, blocks::Slot::FeedForwardInput})
+      detail::walkFeatures(blocks::State::Weight, slot, model, layer, s, fn);
+    detail::walkOtherFeatures(blocks::State::Weight, model, layer, s, fn);
     return;
   }
   }
@@ -413,13 +397,13 @@ inline TransformerScratch getTransformerScratch(const ModelConfig &model,
           local * h,    rt * hd,            rt * hd,   partial};
 }
 
-/// Scratch for one pass of a stage running `layers`: two activations to
-/// pass between layers, then the largest layer's scratch (each layer's
-/// regions carved in the order of TransformerScratch).
-inline int64_t getScratchBytes(const ModelConfig &model,
-                               const std::vector<int> &layers,
-                               const SliceShape &s,
-                               const Precision &precision) {
+/// The core's scratch for one pass of a stage running `layers`: two
+/// activations to pass between layers, then the largest layer's scratch
+/// (each layer's regions carved in the order of TransformerScratch).
+inline int64_t getCoreScratchBytes(const ModelConfig &model,
+                                   const std::vector<int> &layers,
+                                   const SliceShape &s,
+                                   const Precision &precision) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
   int64_t local = getLocalTokens(model, s);
   auto arenaOf = [&](std::initializer_list<int64_t> counts) {
@@ -453,6 +437,53 @@ inline int64_t getScratchBytes(const ModelConfig &model,
                   arenaOf({rt * h, gathered})});
   }
   return most;
+}
+
+/// Where the features' scratch starts in a pass's workspace: past the
+/// core's, aligned.
+inline int64_t getFeatureScratchOffset(const ModelConfig &model,
+                                       const std::vector<int> &layers,
+                                       const SliceShape &s,
+                                       const Precision &precision) {
+  int64_t core = getCoreScratchBytes(model, layers, s, precision);
+  return (core + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+}
+
+/// Calls fn(feature, byteOffset, count) for each enabled feature of
+/// transformer layer `layer` that asks for scratch: its region (`count`
+/// activation elements) from the features' scratch start, in getOrder.
+template <class Fn>
+void walkFeatureScratch(const ModelConfig &model, const LayerConfig &layer,
+                        const SliceShape &s, const Precision &precision,
+                        Fn &&fn) {
+  blocks::LayerShape shape = blocks::getLayerShape(model, layer, "", {});
+  Arena arena(precision);
+  for (const blocks::Feature *f : blocks::getEnabledFeatures(layer))
+    if (int64_t count = f->getScratchElements(shape, s); count > 0)
+      fn(*f, arena.take(count, Storage::Activation), count);
+}
+
+/// Scratch for one pass of a stage running `layers`: the core's, then the
+/// largest layer's features' (walkFeatureScratch).
+inline int64_t getScratchBytes(const ModelConfig &model,
+                               const std::vector<int> &layers,
+                               const SliceShape &s,
+                               const Precision &precision) {
+  int64_t features = 0;
+  for (int index : layers) {
+    const LayerConfig &l = model.layers[index];
+    if (l.kind != LayerKind::Transformer)
+      continue;
+    walkFeatureScratch(model, l, s, precision,
+                       [&](const blocks::Feature &, int64_t at, int64_t count) {
+                         features = std::max(
+                             features,
+                             at + count * getSize(precision.activations));
+                       });
+  }
+  if (features == 0)
+    return getCoreScratchBytes(model, layers, s, precision);
+  return getFeatureScratchOffset(model, layers, s, precision) + features;
 }
 
 /// Where a recomputing stage's workspace continues past the scratch, in
@@ -502,4 +533,4 @@ inline int64_t getMessageBytes(const ModelConfig &model, const SliceShape &s,
 
 } // namespace sluice::rt
 
-#endif // SLUICE_PLANFORMAT_LAYOUT_H
+#endif // SLUICE_BLOCKS_LAYOUT_H

@@ -1,0 +1,181 @@
+//===- Feature.h - Block features: the shape part and the registry -*- C++ -*-===//
+//
+// A block feature is what a transformer block adds to its core (the
+// projections, attention and the feed-forward block): the norms before and
+// after each half, query/key norms, biases. Each is a folder under
+// lib/Blocks, found by the build as the families are (lib/Blocks/
+// CMakeLists.txt), with
+//
+//  * a shape part, this interface, which the compiler and the runtime both
+//    link: when a layer has the feature, its rules, its parameters (with
+//    their tensor-parallel split and what the group sums of their
+//    gradients), the state regions it keeps between passes, its scratch
+//    and its FLOPs -- the cost model, the buffer layout and the parameter
+//    store all read these, none knows a feature;
+//  * a compute part (runtime/blocks/Slots.h), which the runtime links: its
+//    F, B and W at the named slots of the block below.
+//
+// The block's slots, in the order F reaches them:
+//
+//   AttentionInput     x -> a, what the QKV projection reads (a norm; at
+//                      most one feature: without one, a = x)
+//   Projections        q k v = a Wqkv, before the rotation (biases, q/k norms)
+//   AttentionOutput    y = ctx Wo, before x2 = x + y (a bias, a post-norm)
+//   FeedForwardInput   x2 -> c, what the up and gate projections read
+//   FeedForwardHidden  u = c W1, z = c Wg, before the activation (biases)
+//   FeedForwardOutput  y2 = g W2, before out = x2 + y2 (a bias, a post-norm)
+//
+// A feature registered by registerFeature (a test's, a plug-in's) is
+// enabled on a layer by naming it in the spec's `features`; the built-in
+// ones read their own field (BlockFields.def).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLUICE_BLOCKS_FEATURE_H
+#define SLUICE_BLOCKS_FEATURE_H
+
+#include "sluice/Blocks/Parameters.h"
+#include "sluice/Blocks/Regions.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace sluice::blocks {
+
+using rt::LayerConfig;
+using rt::ModelConfig;
+
+enum class Slot : uint8_t {
+  AttentionInput,
+  Projections,
+  AttentionOutput,
+  FeedForwardInput,
+  FeedForwardHidden,
+  FeedForwardOutput,
+};
+constexpr int kSlots = 6;
+constexpr unsigned getSlotBit(Slot slot) { return 1u << unsigned(slot); }
+/// The two slots that make a sublayer's input.
+inline bool isInputSlot(Slot slot) {
+  return slot == Slot::AttentionInput || slot == Slot::FeedForwardInput;
+}
+
+/// One transformer layer as a feature's shape part sees it. Declaring
+/// parameters: the whole layer, its name prefix, the shard that holds them
+/// and the core's split of it. Walking regions and sizing scratch: the
+/// shard's layer and model (getTensorShardModel; model.tensorShards and
+/// model.sequenceShards say how it is split), no prefix, the shard {0, 1}.
+struct LayerShape {
+  const ModelConfig &model;
+  const LayerConfig &layer;
+  std::string prefix;
+  rt::TensorShard shard;
+  rt::CoreSplit split;
+  int64_t hidden() const { return model.hidden; }
+};
+
+/// The state a pass leaves for later ones: Forward (F to B and W), Weight
+/// (B to W).
+enum class State { Forward, Weight };
+/// Called with a region's id among the feature's own (0 to
+/// kFeatureRegions - 1), its element count and its storage.
+using RegionFn = std::function<void(int, int64_t, rt::Storage)>;
+constexpr int kFeatureRegions = 8;
+
+class Feature {
+public:
+  virtual ~Feature() = default;
+
+  /// The feature's name: its folder's, and what `features` names it by.
+  virtual const char *getName() const = 0;
+  /// Whether `layer` has the feature: by default, when `features` names
+  /// it; a feature with a field of its own reads the field.
+  virtual bool isEnabled(const LayerConfig &layer) const {
+    return layer.hasFeature(getName());
+  }
+  /// Turns the feature on (its `variant`-th form) or off in `layer`: by
+  /// default by naming it in `features`; a feature with a field of its
+  /// own sets the field.
+  virtual void setEnabled(LayerConfig &layer, bool on, int variant = 0) const;
+  /// The forms it comes in (qk_norm: per head or over the projection;
+  /// biases: on every map or the QKV projection's only), each of which the
+  /// conformance suite checks.
+  virtual int getVariants() const { return 1; }
+  /// Whether its parameters at their initial values (zero biases, unit
+  /// scales) make it the identity: then the block with them computes what
+  /// the block without the feature does, which the conformance suite
+  /// checks. A norm is the identity at no parameters.
+  virtual bool isIdentityAtInit() const { return false; }
+  /// The slots it computes at (getSlotBit or'ed).
+  virtual unsigned getSlots() const = 0;
+  /// Where it runs among the features of a slot: lower first in F, last
+  /// in B.
+  virtual int getOrder() const { return 100; }
+
+  /// Why a layer with the feature, in a model of width `hidden`, cannot
+  /// be computed, or "".
+  virtual std::string check(const LayerConfig &layer, int64_t hidden) const {
+    return "";
+  }
+  /// Why the layer cannot be split over `tp` tensor-parallel shards, or "".
+  virtual std::string checkTensorParallel(const LayerConfig &layer,
+                                          int tp) const {
+    return "";
+  }
+
+  /// Its parameters at `slot`, full names (shape.prefix + its own), as
+  /// shape.shard holds them.
+  virtual void addParameters(Slot slot, const LayerShape &shape,
+                             std::vector<rt::ParameterSpec> &out) const {}
+  /// Its regions of `state` at `slot` for slice `s`, in layout order.
+  virtual void walkState(State state, Slot slot, const LayerShape &shape,
+                         const rt::SliceShape &s, const RegionFn &fn) const {}
+  /// Scratch, in activation elements, its F, B or W needs beyond the
+  /// core's (the pass's workspace holds it after the core's scratch).
+  virtual int64_t getScratchElements(const LayerShape &shape,
+                                     const rt::SliceShape &s) const {
+    return 0;
+  }
+  /// Forward FLOPs of `tokens` tokens after `prefix` of context beyond its
+  /// linear maps' (which the cost model counts from the parameters it
+  /// declares with `matmul`). Norms, biases and other O(hidden) work per
+  /// token are left out, as the core's are (Narayanan et al., 2021).
+  virtual double getForwardFlops(const LayerShape &shape, int64_t tokens,
+                                 int64_t prefix) const {
+    return 0;
+  }
+};
+
+/// Every feature: those the build found (lib/Blocks/*/), then those
+/// registered since, in order.
+const std::vector<const Feature *> &getFeatures();
+/// Adds `feature` (kept by reference; a name taken already is ignored).
+void registerFeature(const Feature &feature);
+/// The feature named `name`, or null; every name, comma-separated.
+const Feature *lookupFeature(const std::string &name);
+std::string getFeatureNames();
+/// Its index in getFeatures().
+int getFeatureIndex(const Feature &feature);
+/// The features `layer` has, by getOrder (then registration).
+std::vector<const Feature *> getEnabledFeatures(const LayerConfig &layer);
+/// Those of them at `slot`.
+std::vector<const Feature *> getEnabledFeatures(const LayerConfig &layer,
+                                                Slot slot);
+
+/// The layer `index` of `model` (a transformer layer) as features see it,
+/// on tensor-parallel shard `shard`.
+LayerShape getLayerShape(const ModelConfig &model, const LayerConfig &layer,
+                         const std::string &prefix, rt::TensorShard shard);
+
+/// Why `model` cannot be split over `tp` tensor-parallel shards, or "":
+/// every transformer layer's query heads and feed-forward width divide by
+/// tp, its key/value heads divide by tp or divide tp (then each shard
+/// holds the one head its query heads share, replicated: Weitkamp, 2024,
+/// "Grouped/Multi-Query Attention"), each feature's rules hold, and the
+/// vocabulary layers leave every shard rows.
+std::string checkTensorParallel(const ModelConfig &model, int tp);
+
+} // namespace sluice::blocks
+
+#endif // SLUICE_BLOCKS_FEATURE_H

@@ -1,0 +1,102 @@
+//===- Registry.cpp - Block features: the registry ------------------------===//
+
+#include "sluice/Blocks/Feature.h"
+
+#include <algorithm>
+
+namespace sluice::blocks {
+
+// The folders the build found (lib/Blocks/CMakeLists.txt writes the list).
+#define SLUICE_BLOCK_FEATURE(name) const Feature &getFeature_##name();
+#include "Features.inc"
+#undef SLUICE_BLOCK_FEATURE
+
+namespace {
+std::vector<const Feature *> &getList() {
+  static std::vector<const Feature *> features = [] {
+    std::vector<const Feature *> found;
+#define SLUICE_BLOCK_FEATURE(name) found.push_back(&getFeature_##name());
+#include "Features.inc"
+#undef SLUICE_BLOCK_FEATURE
+    return found;
+  }();
+  return features;
+}
+} // namespace
+
+void Feature::setEnabled(LayerConfig &layer, bool on, int) const {
+  rt::Names &names = layer.features;
+  names.erase(std::remove(names.begin(), names.end(), getName()), names.end());
+  if (on)
+    names.push_back(getName());
+}
+
+const std::vector<const Feature *> &getFeatures() { return getList(); }
+
+void registerFeature(const Feature &feature) {
+  if (!lookupFeature(feature.getName()))
+    getList().push_back(&feature);
+}
+
+const Feature *lookupFeature(const std::string &name) {
+  for (const Feature *f : getList())
+    if (name == f->getName())
+      return f;
+  return nullptr;
+}
+
+std::string getFeatureNames() {
+  std::string names;
+  for (const Feature *f : getList())
+    names += (names.empty() ? "" : ", ") + std::string(f->getName());
+  return names;
+}
+
+int getFeatureIndex(const Feature &feature) {
+  const std::vector<const Feature *> &all = getList();
+  return int(std::find(all.begin(), all.end(), &feature) - all.begin());
+}
+
+std::vector<const Feature *> getEnabledFeatures(const LayerConfig &layer,
+                                                Slot slot) {
+  std::vector<const Feature *> at;
+  for (const Feature *f : getEnabledFeatures(layer))
+    if (f->getSlots() & getSlotBit(slot))
+      at.push_back(f);
+  return at;
+}
+
+LayerShape getLayerShape(const ModelConfig &model, const LayerConfig &layer,
+                         const std::string &prefix, rt::TensorShard shard) {
+  return {model, layer, prefix, shard, rt::getCoreSplit(layer, shard)};
+}
+
+std::string checkTensorParallel(const ModelConfig &model, int tp) {
+  if (std::string why = rt::checkTensorParallel(model, tp); !why.empty())
+    return why;
+  int transformer = 0;
+  for (const LayerConfig &l : model.layers) {
+    if (l.kind != rt::LayerKind::Transformer)
+      continue;
+    for (const Feature *f : getEnabledFeatures(l))
+      if (std::string why = f->checkTensorParallel(l, tp); !why.empty())
+        return "layer " + std::to_string(transformer) + ": " + why;
+    ++transformer;
+  }
+  return "";
+}
+
+std::vector<const Feature *> getEnabledFeatures(const LayerConfig &layer) {
+  std::vector<const Feature *> on;
+  if (layer.kind != rt::LayerKind::Transformer)
+    return on;
+  for (const Feature *f : getList())
+    if (f->isEnabled(layer))
+      on.push_back(f);
+  std::stable_sort(on.begin(), on.end(), [](const Feature *a, const Feature *b) {
+    return a->getOrder() < b->getOrder();
+  });
+  return on;
+}
+
+} // namespace sluice::blocks

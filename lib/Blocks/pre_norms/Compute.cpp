@@ -1,0 +1,74 @@
+//===- Compute.cpp - pre_norms: a norm before each half -------------------===//
+//
+// F normalises the residual stream into the sublayer's input (at the
+// feed-forward input fused with the attention's residual add); B joins
+// the norm's input gradient to the residual path's (normBackwardAdd); W
+// recomputes the norm's output from its kept normalised input for the
+// projections' weight gradients, and takes the gains' own.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Slots.h"
+
+namespace sluice::rt::block {
+namespace {
+
+class PreNormsCompute final : public FeatureCompute {
+public:
+  const char *getName() const override { return "pre_norms"; }
+
+  void forward(Slot slot, const SlotContext &c,
+               const SlotTensors &t) const override {
+    Norm norm = get(slot, c);
+    int64_t n = c.size.n, h = c.size.h;
+    if (t.residual)
+      c.kernels.addNormForward(t.x, t.residual, norm.w, norm.b, n, h, c.rms(),
+                               c.eps(), t.out, norm.xhat, norm.rstd);
+    else
+      c.kernels.normForward(t.x, norm.w, norm.b, n, h, c.rms(), c.eps(), t.out,
+                            norm.xhat, norm.rstd);
+  }
+
+  bool backward(Slot slot, const SlotContext &c,
+                const SlotTensors &t) const override {
+    Norm norm = get(slot, c);
+    c.kernels.normBackwardAdd(t.grad, norm.xhat, norm.rstd, norm.w, c.size.n,
+                              c.size.h, c.rms(), t.residual, t.out);
+    return true;
+  }
+
+  void materialize(Slot slot, const SlotContext &c,
+                   const SlotTensors &t) const override {
+    Norm norm = get(slot, c);
+    c.kernels.normAffine(norm.xhat, norm.w, norm.b, c.size.n, c.size.h, t.out);
+  }
+
+  void weight(Slot slot, const SlotContext &c,
+              const SlotTensors &t) const override {
+    Norm norm = get(slot, c);
+    c.kernels.normParamGrads(t.grad, norm.xhat, c.size.n, c.size.h, norm.gw,
+                             norm.gb);
+  }
+
+private:
+  struct Norm {
+    DevicePtr w, b, gw, gb, xhat, rstd;
+  };
+  static Norm get(Slot slot, const SlotContext &c) {
+    bool first = slot == Slot::AttentionInput;
+    std::string name = first ? "norm1" : "norm2";
+    int base = first ? 0 : 2;
+    return {c.weight(name + ".weight"), c.weight(name + ".bias"),
+            c.grad(name + ".weight"),   c.grad(name + ".bias"),
+            c.region(base),             c.region(base + 1)};
+  }
+};
+
+} // namespace
+
+const FeatureCompute &getCompute_pre_norms() {
+  static const PreNormsCompute compute;
+  return compute;
+}
+
+} // namespace sluice::rt::block

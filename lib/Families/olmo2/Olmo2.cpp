@@ -1,0 +1,94 @@
+//===- Olmo2.cpp - OLMo-2 (OLMo Team, 2024) -------------------------------===//
+//
+// transformers' Olmo2ForCausalLM: Llama's projections, SwiGLU and rotary
+// positions in a block normalised after each half instead of before
+// (x + norm(attn(x)), then x + norm(mlp(x)): `pre_norms = false`,
+// `post_norms`), and the whole query and key projections RMS-normalised
+// before the rotation, a gain per column (`qk_norm = projection`). Its
+// checkpoints name the two norms post_attention_layernorm and
+// post_feedforward_layernorm. `attention_bias` puts biases on the four
+// attention maps, which the block spec does not model (OLMo-2's released
+// configs leave it false).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Common.h"
+
+namespace sluice::families {
+namespace {
+
+class Olmo2 final : public Family {
+public:
+  const char *getName() const override { return "olmo2"; }
+  std::vector<std::string> getModelTypes() const override { return {"olmo2"}; }
+
+  bool readConfig(ConfigKeys &config, const std::string &modelType,
+                  ImportedModel &out) const override {
+    Traits traits = getLlamaTraits("olmo2");
+    traits.epsDefault = 1e-5;
+    traits.epsDefaultText = "1e-05";
+    traits.paddingDefault = 1;
+    return readConfigWith(config, modelType, traits, out,
+                          [](ConfigKeys &config, ConfigValues &values) {
+                            values.block.preNorms = false;
+                            values.block.postNorms = true;
+                            values.block.qkNorm = rt::QkNorm::Projection;
+                            std::optional<bool> bias;
+                            if (!config.optionalBool("attention_bias", bias))
+                              return false;
+                            if (bias.value_or(false))
+                              config.unmodelled("attention_bias",
+                                                "biases on the query, key, "
+                                                "value and output maps");
+                            return true;
+                          });
+  }
+
+  Claim claim(const ModelConfig &model, const LayerConfig &t,
+              std::string &) const override {
+    Shape shape = getShape(model, t);
+    return shape.llama && shape.sameRotary && !t.preNorms ? Claim::Yes
+                                                          : Claim::No;
+  }
+  std::vector<std::string> getFields(const std::string &) const override {
+    return {"pre_norms", "post_norms", "qk_norm = projection", "rope_theta",
+            "rope_scaling"};
+  }
+  std::vector<std::string>
+  getRequiredFields(const std::string &) const override {
+    return {"pre_norms", "post_norms", "qk_norm = projection"};
+  }
+
+  nlohmann::json describe(const ModelConfig &model,
+                          const LayerConfig &t) const override {
+    nlohmann::json c = describeRotary(model, t);
+    c["architectures"] = {"Olmo2ForCausalLM"};
+    c["model_type"] = "olmo2";
+    c["hidden_act"] = "silu";
+    c["attention_bias"] = false;
+    return c;
+  }
+
+  const WeightNames &getWeightNames(const std::string &) const override {
+    static const WeightNames names = [] {
+      WeightNames n = getLlamaWeightNames();
+      n.modules.erase("norm1");
+      n.modules.erase("norm2");
+      n.modules["post_attn_norm"] = "post_attention_layernorm";
+      n.modules["post_mlp_norm"] = "post_feedforward_layernorm";
+      n.modules["attn.q_norm"] = "self_attn.q_norm";
+      n.modules["attn.k_norm"] = "self_attn.k_norm";
+      return n;
+    }();
+    return names;
+  }
+};
+
+} // namespace
+
+const Family &getFamily_olmo2() {
+  static const Olmo2 family;
+  return family;
+}
+
+} // namespace sluice::families

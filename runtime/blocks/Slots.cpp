@@ -1,0 +1,38 @@
+//===- Slots.cpp - Block features: the compute parts' registry ------------===//
+
+#include "Slots.h"
+
+#include <map>
+
+namespace sluice::rt::block {
+
+// The compute parts the build found (lib/Blocks/*/Compute.cpp;
+// runtime/CMakeLists.txt writes the list).
+#define SLUICE_BLOCK_COMPUTE(name) const FeatureCompute &getCompute_##name();
+#include "FeatureComputes.inc"
+#undef SLUICE_BLOCK_COMPUTE
+
+namespace {
+std::map<std::string, const FeatureCompute *> &getRegistry() {
+  static std::map<std::string, const FeatureCompute *> computes = [] {
+    std::map<std::string, const FeatureCompute *> found;
+#define SLUICE_BLOCK_COMPUTE(name)                                            \
+  found[getCompute_##name().getName()] = &getCompute_##name();
+#include "FeatureComputes.inc"
+#undef SLUICE_BLOCK_COMPUTE
+    return found;
+  }();
+  return computes;
+}
+} // namespace
+
+const FeatureCompute *lookupCompute(const std::string &name) {
+  auto it = getRegistry().find(name);
+  return it == getRegistry().end() ? nullptr : it->second;
+}
+
+void registerCompute(const FeatureCompute &compute) {
+  getRegistry().emplace(compute.getName(), &compute);
+}
+
+} // namespace sluice::rt::block
