@@ -71,6 +71,15 @@ LayerShape getLayerShape(const ModelConfig &model, const LayerConfig &layer,
   return {model, layer, prefix, shard, rt::getCoreSplit(layer, shard)};
 }
 
+std::string checkLayerTensorParallel(const LayerConfig &layer, int tp) {
+  if (std::string why = rt::checkLayerTensorParallel(layer, tp); !why.empty())
+    return why;
+  for (const Feature *f : getEnabledFeatures(layer))
+    if (std::string why = f->checkTensorParallel(layer, tp); !why.empty())
+      return why;
+  return "";
+}
+
 std::string checkTensorParallel(const ModelConfig &model, int tp) {
   if (std::string why = rt::checkTensorParallel(model, tp); !why.empty())
     return why;
@@ -78,9 +87,8 @@ std::string checkTensorParallel(const ModelConfig &model, int tp) {
   for (const LayerConfig &l : model.layers) {
     if (l.kind != rt::LayerKind::Transformer)
       continue;
-    for (const Feature *f : getEnabledFeatures(l))
-      if (std::string why = f->checkTensorParallel(l, tp); !why.empty())
-        return "layer " + std::to_string(transformer) + ": " + why;
+    if (std::string why = blocks::checkLayerTensorParallel(l, tp); !why.empty())
+      return "layer " + std::to_string(transformer) + ": " + why;
     ++transformer;
   }
   return "";

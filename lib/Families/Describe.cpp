@@ -89,18 +89,40 @@ std::set<std::string> getStatedKeys(const ModelConfig &model) {
   return keys;
 }
 
-/// The first of `stated` that none of `family`'s model types can say, or
-/// "".
-std::string getUnsaid(const Family &family,
-                      const std::set<std::string> &stated) {
-  std::set<std::string> said;
-  for (const std::string &type : family.getModelTypes())
+/// What keeps `family` from describing a block that states `stated`: the
+/// fields none of its model types can say, and those every one of its
+/// models has that the block lacks ("" when nothing does).
+std::string getMismatch(const Family &family,
+                        const std::set<std::string> &stated) {
+  std::set<std::string> said, required;
+  bool first = true;
+  for (const std::string &type : family.getModelTypes()) {
     for (const std::string &key : family.getFields(type))
       said.insert(key);
+    // What all its model types require.
+    std::set<std::string> own;
+    for (const std::string &key : family.getRequiredFields(type))
+      own.insert(key);
+    if (first)
+      required = own;
+    else
+      for (auto it = required.begin(); it != required.end();)
+        it = own.count(*it) ? std::next(it) : required.erase(it);
+    first = false;
+  }
+  std::string unsaid, missing;
   for (const std::string &key : stated)
     if (!said.count(key))
-      return key;
-  return "";
+      unsaid += (unsaid.empty() ? "'" : ", '") + key + "'";
+  for (const std::string &key : required)
+    if (!stated.count(key))
+      missing += (missing.empty() ? "'" : ", '") + key + "'";
+  std::string why;
+  if (!unsaid.empty())
+    why = "cannot say " + unsaid;
+  if (!missing.empty())
+    why += (why.empty() ? "" : " and ") + std::string("needs ") + missing;
+  return why.empty() ? "" : std::string(family.getName()) + "'s " + why;
 }
 
 } // namespace
@@ -116,29 +138,30 @@ bool describeModel(const ModelConfig &model, const Family *&family,
   // config cannot say is refused by that field, unless a later family
   // says it.
   std::set<std::string> stated = getStatedKeys(model);
-  std::string unsaid;
+  std::string mismatches;
   for (const Family *candidate : getFamilies()) {
     std::string refused;
     Claim claim = candidate->claim(model, *block, refused);
+    if (claim == Claim::No)
+      continue;
+    if (std::string why = getMismatch(*candidate, stated); !why.empty()) {
+      mismatches += (mismatches.empty() ? "" : "; ") + why;
+      continue;
+    }
     if (claim == Claim::Refused) {
       why = "model '" + model.name + "' " + refused;
       return false;
     }
-    if (claim != Claim::Yes)
-      continue;
-    if (std::string key = getUnsaid(*candidate, stated); !key.empty()) {
-      if (unsaid.empty())
-        unsaid = "model '" + model.name + "' has '" + key +
-                 "', which the config of " + candidate->getName() +
-                 " (whose block it otherwise is) cannot say, nor any other "
-                 "family's";
-      continue;
-    }
     family = candidate;
     break;
   }
-  if (!family && !unsaid.empty()) {
-    why = unsaid;
+  if (!family && !mismatches.empty()) {
+    std::string fields;
+    for (const std::string &key : stated)
+      fields += (fields.empty() ? "'" : ", '") + key + "'";
+    why = "model '" + model.name + "' states " + fields +
+          ", which no Hugging Face family's config says together (" +
+          mismatches + ")";
     return false;
   }
   if (!family) {

@@ -25,6 +25,8 @@
 
 #include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
+
+#include "sluice/Blocks/Feature.h"
 #include "sluice/PipelineIR/PipelineIR.h"
 
 #include "mlir/IR/Builders.h"
@@ -219,24 +221,13 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
       return program.emitOpError("sequence parallelism does not combine with ")
              << program.getSlices() << " token slices per microbatch";
   }
+  // The core's split and each block feature's rules (lib/Blocks), as the
+  // runtime holds plans to them.
   WalkResult walk = model->walk([&](TransformerLayerOp layer) {
-    int64_t heads = layer.getSpec().heads, kvHeads = layer.getSpec().kvHeads;
-    if (heads % n != 0) {
-      layer.emitOpError() << heads << " attention heads do not divide among "
-                          << n << " tensor-parallel shards";
-      return WalkResult::interrupt();
-    }
-    if (layer.getSpec().ffn % n != 0) {
-      layer.emitOpError() << "feed-forward width " << layer.getSpec().ffn
-                          << " does not divide among " << n
-                          << " tensor-parallel shards";
-      return WalkResult::interrupt();
-    }
-    if (kvHeads % n != 0 && n % kvHeads != 0) {
-      layer.emitOpError()
-          << kvHeads << " key/value heads neither divide among " << n
-          << " tensor-parallel shards nor divide " << n
-          << " (to be replicated)";
+    if (std::string why =
+            ::sluice::blocks::checkLayerTensorParallel(layer.getSpec(), int(n));
+        !why.empty()) {
+      layer.emitOpError() << why;
       return WalkResult::interrupt();
     }
     return WalkResult::advance();

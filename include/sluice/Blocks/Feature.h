@@ -175,6 +175,9 @@ LayerShape getLayerShape(const ModelConfig &model, const LayerConfig &layer,
 /// "Grouped/Multi-Query Attention"), each feature's rules hold, and the
 /// vocabulary layers leave every shard rows.
 std::string checkTensorParallel(const ModelConfig &model, int tp);
+/// The same for one transformer layer: the core's rules, then its
+/// features'.
+std::string checkLayerTensorParallel(const LayerConfig &layer, int tp);
 
 } // namespace sluice::blocks
 

@@ -299,6 +299,24 @@ inline int64_t getShardVocabColumns(const LayerConfig &l) {
 /// (then each shard holds the one key/value head its query heads share,
 /// replicated: Weitkamp, 2024, "Grouped/Multi-Query
 /// Attention").
+/// The same for one transformer layer (no "layer N: " before the reason).
+inline std::string checkLayerTensorParallel(const LayerConfig &l, int tp) {
+  if (l.heads % tp != 0)
+    return std::to_string(l.heads) +
+           " attention heads do not divide among " + std::to_string(tp) +
+           " tensor-parallel shards";
+  if (l.ffn % tp != 0)
+    return "the feed-forward width " + std::to_string(l.ffn) +
+           " does not divide among " + std::to_string(tp) +
+           " tensor-parallel shards";
+  if (l.kvHeads % tp != 0 && tp % l.kvHeads != 0)
+    return std::to_string(l.kvHeads) +
+           " key/value heads neither divide among " + std::to_string(tp) +
+           " tensor-parallel shards nor divide " + std::to_string(tp) +
+           " (to be replicated)";
+  return "";
+}
+
 inline std::string checkTensorParallel(const ModelConfig &model, int tp) {
   if (tp < 1)
     return "tensor parallelism must be at least 1, got " + std::to_string(tp);
@@ -306,20 +324,9 @@ inline std::string checkTensorParallel(const ModelConfig &model, int tp) {
   for (const LayerConfig &l : model.layers) {
     if (l.kind != LayerKind::Transformer)
       continue;
-    std::string at = "layer " + std::to_string(transformer++) + ": ";
-    if (l.heads % tp != 0)
-      return at + std::to_string(l.heads) +
-             " attention heads do not divide among " + std::to_string(tp) +
-             " tensor-parallel shards";
-    if (l.ffn % tp != 0)
-      return at + "the feed-forward width " + std::to_string(l.ffn) +
-             " does not divide among " + std::to_string(tp) +
-             " tensor-parallel shards";
-    if (l.kvHeads % tp != 0 && tp % l.kvHeads != 0)
-      return at + std::to_string(l.kvHeads) +
-             " key/value heads neither divide among " + std::to_string(tp) +
-             " tensor-parallel shards nor divide " + std::to_string(tp) +
-             " (to be replicated)";
+    if (std::string why = checkLayerTensorParallel(l, tp); !why.empty())
+      return "layer " + std::to_string(transformer) + ": " + why;
+    ++transformer;
   }
   for (const LayerConfig &l : model.layers)
     if (splitsVocabulary(l, tp) &&
