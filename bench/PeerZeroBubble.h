@@ -4,7 +4,8 @@
 // sluice-bench-schedules compares ZB-H1, ZB-H2, ZB-V, V-Half and V-Min
 // against (PeerZeroBubble.cpp; ZB-V uses the library's port of zbv.py,
 // VShapeOrders.h, which Sluice also offers its improver; V-Half and V-Min
-// have PeerVAuto.h).
+// have the authors' choice among the library's own V blocks,
+// getAuthorsVShapeOrders).
 //
 //===----------------------------------------------------------------------===//
 

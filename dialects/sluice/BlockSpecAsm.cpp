@@ -140,10 +140,31 @@ template <>
 struct Asm<field::Mlp>
     : EnumAsm<rt::MlpType, rt::parseMlpType, rt::MlpType::Gelu,
               rt::MlpType::SwiGlu, rt::MlpType::GeGlu> {};
-template <>
-struct Asm<field::QkNorm>
-    : EnumAsm<rt::QkNorm, rt::parseQkNorm, rt::QkNorm::None,
-              rt::QkNorm::Heads, rt::QkNorm::Projection> {};
+/// One of the names its key's SLUICE_BLOCK_CHOICES lists, as a keyword.
+template <> struct Asm<field::Choice> {
+  static bool owns(StringRef key, const char *rowKey) { return key == rowKey; }
+  static ParseResult parse(OpAsmParser &parser, SMLoc, StringRef key,
+                           std::string &value) {
+    SMLoc at = parser.getCurrentLocation();
+    StringRef word;
+    if (parser.parseEqual() || parser.parseKeyword(&word))
+      return failure();
+    const std::vector<std::string> &names =
+        ::sluice::blocks::getChoices(key.str());
+    if (llvm::is_contained(names, word.str())) {
+      value = word.str();
+      return success();
+    }
+    return parser.emitError(at, "unknown ")
+           << key << " '" << word << "' (expected " << llvm::join(names, ", ")
+           << ")";
+  }
+  static void print(Entries &out, const char *key, bool always,
+                    const std::string &value, const std::string &fallback) {
+    if (always || value != fallback)
+      out.next(key) << " = " << value;
+  }
+};
 
 /// A real number as the IR has always printed a base (10000.0): integral
 /// values as written, the rest in MLIR's float form.

@@ -216,23 +216,15 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     feature is a row there and a folder under `lib/Blocks`. Entries are
     `key = value`, a flag by its key alone, in any order; the printer
     writes them in the table's order, the required ones always and the
-    others when they are not their default.
-
-    | key | value |
-    |---|---|
-    | `heads`, `kv_heads`, `ffn` | sizes (required) |
-    | `head_dim` | a size (default `hidden / heads`) |
-    | `norm` | `layernorm` or `rmsnorm` (required) |
-    | `mlp` | `gelu`, `swiglu` or `geglu` (required) |
-    | `bias` | biases on every linear map (GPT-2) |
-    | `qkv_bias` | biases on the query, key and value projections only (Qwen2) |
-    | `qk_norm` | `heads`: each query and key head RMS-normalised over `head_dim` before the rotation, one gain the heads share (Qwen3, Gemma-3); `projection`: the whole query and key projections, a gain per column (OLMo-2) |
-    | `rope_theta` | rotary positions' frequency base (RoFormer; Llama, Gemma): the pair (i, i + head_dim / 2) turns by position * rope_theta^(-2i / head_dim) |
-    | `rope_scaling` | `llama3<factor = f, low_freq_factor = l, high_freq_factor = h, original_max_positions = n>` (Llama 3.1) or `linear<factor = f>` (Gemma-3's global layers): the frequencies scaled |
-    | `pre_norms` | `false`: no norm before attention and the feed-forward block (OLMo-2) |
-    | `post_norms` | a norm on each half's output before its residual add (Gemma-2's sandwich norms; with `pre_norms = false`, OLMo-2's only norms) |
-    | `window` | sliding-window attention: the query at position i attends to keys i - window < j <= i only (Mistral; Gemma-2's and Gemma-3's local layers) |
-    | `features` | block features without a field, by name (`["name"]`) |
+    others when they are not their default. The fields, their values and
+    what each means are generated from the table into
+    [BlockFields.md](BlockFields.md): the block's shape (`heads`,
+    `kv_heads`, `head_dim` -- `hidden / heads` when absent --, `ffn`,
+    `norm`, `mlp`; required but `head_dim`), then its features (biases,
+    norms of the queries and keys, the norms before and after each half,
+    rotary positions and their scaling, sliding-window attention), each a
+    folder under `lib/Blocks` that declares its parameters, state and FLOPs
+    and computes its F, B and W at the block's slots.
 
     The cost model counts the parameters and FLOPs each feature declares
     and the keys a window leaves; rotary positions change no work.
@@ -259,10 +251,6 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     %q = sluice.transformer_layer %x {heads = 28, kv_heads = 4, ffn = 18944,
            norm = rmsnorm, mlp = swiglu, qkv_bias, rope_theta = 1000000.0}
            : tensor<1x8192x3584xbf16>
-    // Qwen3-8B: query and key heads normalised before the rotation.
-    %k = sluice.transformer_layer %x {heads = 32, kv_heads = 8, head_dim = 128,
-           ffn = 12288, norm = rmsnorm, mlp = swiglu, qk_norm = heads,
-           rope_theta = 1000000.0} : tensor<1x8192x4096xbf16>
     // GPT-2 small: biases everywhere.
     %h = sluice.transformer_layer %g {heads = 12, kv_heads = 12, ffn = 3072,
            norm = layernorm, mlp = gelu, bias} : tensor<1x1024x768xbf16>
@@ -271,12 +259,11 @@ def Sluice_TransformerLayerOp : Sluice_LayerOp<"transformer_layer", [
     %w = sluice.transformer_layer %u {heads = 16, kv_heads = 8, head_dim = 256,
            ffn = 14336, norm = rmsnorm, mlp = geglu, rope_theta = 10000.0,
            post_norms} : tensor<1x8192x3584xbf16>
-    // OLMo-2-7B: norms after each half only, the whole query and key
-    // projections normalised.
+    // OLMo-2-7B's norms: after each half only (its query and key norms
+    // are in BlockFields.md).
     %o = sluice.transformer_layer %x {heads = 32, kv_heads = 32, ffn = 11008,
-           norm = rmsnorm, mlp = swiglu, qk_norm = projection,
-           rope_theta = 500000.0, pre_norms = false, post_norms}
-           : tensor<1x4096x4096xbf16>
+           norm = rmsnorm, mlp = swiglu, rope_theta = 500000.0,
+           pre_norms = false, post_norms} : tensor<1x4096x4096xbf16>
     // Mistral-7B: every layer attends over the last 4096 keys.
     %m = sluice.transformer_layer %x {heads = 32, kv_heads = 8, ffn = 14336,
            norm = rmsnorm, mlp = swiglu, rope_theta = 1000000.0,

@@ -14,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace sluice::blocks {
@@ -31,6 +33,13 @@ enum Presence { Required, Written, Optional };
 template <class Tag> struct Codec;
 
 std::string quoted(const char *key) { return std::string("'") + key + "'"; }
+
+std::string joinNames(const std::vector<std::string> &names) {
+  std::string list;
+  for (const std::string &name : names)
+    list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
 
 /// An integer in [min, max]; floats and integers past int64_t's range are
 /// refused before any conversion (found by sluice-fuzz-plan).
@@ -107,15 +116,26 @@ template <>
 struct Codec<field::Norm> : EnumCodec<rt::NormType, rt::parseNormType> {};
 template <>
 struct Codec<field::Mlp> : EnumCodec<rt::MlpType, rt::parseMlpType> {};
-template <>
-struct Codec<field::QkNorm> : EnumCodec<rt::QkNorm, rt::parseQkNorm> {
-  static std::string read(const json &j, const char *key, rt::QkNorm &v) {
-    // Plans before the query/key norms had a scope: true was Qwen3's.
-    if (j.is_boolean()) {
-      v = j.get<bool>() ? rt::QkNorm::Heads : rt::QkNorm::None;
+/// One of the names its key's SLUICE_BLOCK_CHOICES lists.
+template <> struct Codec<field::Choice> {
+  static void write(ordered_json &j, const char *key, const std::string &v) {
+    j[key] = v;
+  }
+  static std::string read(const json &j, const char *key, std::string &v) {
+    const std::vector<std::string> &names = getChoices(key);
+    // Plans before a flag became a choice wrote true for its first form.
+    if (j.is_boolean() && names.size() >= 2) {
+      v = names[j.get<bool>() ? 1 : 0];
       return "";
     }
-    return EnumCodec::read(j, key, v);
+    if (j.is_string() &&
+        std::find(names.begin(), names.end(), j.get<std::string>()) !=
+            names.end()) {
+      v = j.get<std::string>();
+      return "";
+    }
+    return "unknown " + std::string(key) + " " + j.dump() + " (expected " +
+           joinNames(names) + ")";
   }
 };
 
@@ -224,6 +244,16 @@ template <class Tag> std::vector<std::string> keysOf(const char *key) {
 
 } // namespace
 
+const std::vector<std::string> &getChoices(const std::string &key) {
+  static const std::map<std::string, std::vector<std::string>> choices = {
+#define SLUICE_BLOCK_CHOICES(KEY, ...) {KEY, {__VA_ARGS__}},
+#include "sluice/PlanFormat/BlockFields.def"
+  };
+  static const std::vector<std::string> none;
+  auto it = choices.find(key);
+  return it == choices.end() ? none : it->second;
+}
+
 ordered_json writeLayer(const LayerConfig &layer) {
   ordered_json j = ordered_json::object();
   j["kind"] = rt::layerKindName(layer.kind);
@@ -301,13 +331,13 @@ std::vector<std::string> getKeys(LayerKind kind) {
 }
 
 namespace {
-/// A stated field's key; an enum's with its value ("qk_norm = heads"),
-/// since a family may say one value and not another.
+/// A stated field's key; a choice's with its name ("key = name"), since
+/// a family may say one form and not another.
 template <class T> std::string statedKey(const char *key, const T &) {
   return key;
 }
-std::string statedKey(const char *key, rt::QkNorm value) {
-  return std::string(key) + " = " + rt::getName(value);
+std::string statedKey(const char *key, const std::string &choice) {
+  return std::string(key) + " = " + choice;
 }
 } // namespace
 

@@ -21,7 +21,7 @@ sluice.program @plan for @m {devices = 1, microbatches = 1, slices = 1, schedule
 // A feed-forward width of 64 among three shards.
 sluice.model @m {seq_len = 6, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 30} : tensor<1x6x24xf32>
-  // expected-error@+1 {{'sluice.transformer_layer' op feed-forward width 64 does not divide among 3 tensor-parallel shards}}
+  // expected-error@+1 {{'sluice.transformer_layer' op the feed-forward width 64 does not divide among 3 tensor-parallel shards}}
   %x = sluice.transformer_layer %emb {heads = 3, kv_heads = 3, ffn = 64, norm = layernorm, mlp = gelu} : tensor<1x6x24xf32>
   %loss = sluice.output_layer %x {vocab = 30, norm = layernorm} : tensor<1x6x24xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>

@@ -232,12 +232,13 @@ TEST_F(FamiliesTest, SpecsNoFamilyWritesAreRefusedByName) {
   EXPECT_NE(why.find("qwen3's cannot say 'qkv_bias'"), std::string::npos)
       << why;
   for (rt::LayerConfig &l : gemma.layers)
-    l.qkNorm = l.kind == rt::LayerKind::Transformer ? rt::QkNorm::Heads
-                                                     : rt::QkNorm::None;
+    l.qkNorm = l.kind == rt::LayerKind::Transformer ? "heads"
+                                                     : "none";
   EXPECT_FALSE(families::describeModel(gemma, family, written, why));
   EXPECT_NE(why.find("states 'qk_norm = heads', 'rope_theta', which no "
-                     "Hugging Face family's config says together (gemma3's "
-                     "needs 'post_norms')"),
+                     "Hugging Face family's config says together (gemma's "
+                     "cannot say 'qk_norm = heads'; gemma3's needs "
+                     "'post_norms')"),
             std::string::npos)
       << why;
   // A block of no family at all.

@@ -269,7 +269,7 @@ TEST_F(HFConfigTest, Qwen3NormalisesQueryAndKeyHeads) {
   ModelOp model = import(json);
   ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
   for (TransformerLayerOp layer : layers(model)) {
-    EXPECT_EQ(layer.getSpec().qkNorm, rt::QkNorm::Heads);
+    EXPECT_EQ(layer.getSpec().qkNorm, "heads");
     EXPECT_FALSE(layer.getSpec().qkvBias);
     EXPECT_FALSE(layer.getSpec().bias);
     EXPECT_EQ(layer.getHeadDimOrDefault(), 128) << "Qwen3Config's";
@@ -359,7 +359,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"hidden_act", "", "missing required key 'hidden_act'"},
         BadConfig{"model_type", "",
                   "missing required key 'model_type' (supported: gemma, "
-                  "gemma2, gpt2, llama, mistral, qwen2, qwen3)"},
+                  "gemma2, gemma3_text, gpt2, llama, mistral, olmo2, qwen2, "
+                  "qwen3)"},
         BadConfig{"hidden_size", "-64",
                   "key 'hidden_size' must be a positive integer, got -64"},
         BadConfig{"vocab_size", "0",

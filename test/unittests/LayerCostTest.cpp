@@ -5,9 +5,13 @@
 #include "sluice/Analysis/ModelSummary.h"
 #include "sluice/Import/HFConfig.h"
 #include "sluice/SluiceOps.h"
+#include "sluice/Target/Plan.h"
+
+#include "sluice/Blocks/Parameters.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <gtest/gtest.h>
@@ -52,7 +56,7 @@ TEST(LayerCost, QueryKeyValueBiasesOnly) {
   EXPECT_EQ(getParameterCount(shape) - without, 3 * 768);
   // Qwen3's query/key norms: one gain of head_dim each, whatever the heads.
   int64_t biased = getParameterCount(shape);
-  shape.qkNorm = ::sluice::rt::QkNorm::Heads;
+  shape.qkNorm = "heads";
   EXPECT_EQ(getParameterCount(shape) - biased, 2 * 64);
 }
 
@@ -210,4 +214,56 @@ TEST_F(ModelFiguresTest, NoTransformerLayerMeansNoRatio) {
       llvm::json::Value::Null);
 }
 
+} // namespace
+
+namespace {
+// The cost model's parameter counts are the block's parameter list
+// (sluice/Blocks/Parameters.h: the core's projections and each feature's,
+// what the runtime allocates), not a formula of its own: for every example
+// the user starts from, the count sluice-compile --summary prints is the
+// sum of the sizes of the parameters the runtime would hold.
+TEST_F(ModelFiguresTest, ParameterCountsAreTheParameterList) {
+  std::error_code error;
+  std::vector<std::string> examples;
+  for (llvm::sys::fs::recursive_directory_iterator
+           it(std::string(SLUICE_SOURCE_DIR) + "/examples", error),
+       end;
+       it != end && !error; it.increment(error)) {
+    llvm::StringRef path = it->path();
+    if (path.ends_with("config.json") || path.ends_with(".mlir"))
+      examples.push_back(path.str());
+  }
+  ASSERT_GE(examples.size(), 19u);
+  for (const std::string &path : examples) {
+    SCOPED_TRACE(path);
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(bool(buffer));
+    module = llvm::StringRef(path).ends_with(".json")
+                 ? importHFConfig((*buffer)->getBuffer(), path, &context)
+                 : parseSourceString<ModuleOp>((*buffer)->getBuffer(),
+                                               &context);
+    ASSERT_TRUE(module);
+    ModelOp model = *module->getOps<ModelOp>().begin();
+    int64_t listed = 0;
+    for (const ::sluice::rt::ParameterSpec &spec :
+         ::sluice::rt::getModelParameters(getModelConfig(model)))
+      listed += spec.size();
+    EXPECT_EQ(getModelParameterCount(model), listed);
+    // And layer by layer, what the cost model counts for one transformer
+    // layer is its parameter list's.
+    ::sluice::rt::ModelConfig config = getModelConfig(model);
+    for (size_t i = 0; i < config.layers.size(); ++i)
+      if (config.layers[i].kind == ::sluice::rt::LayerKind::Transformer) {
+        int64_t layer = 0;
+        for (const ::sluice::rt::ParameterSpec &spec :
+             ::sluice::rt::getLayerParameters(config, int(i)))
+          layer += spec.size();
+        TransformerShape shape;
+        static_cast<::sluice::rt::LayerConfig &>(shape) = config.layers[i];
+        shape.hidden = config.hidden;
+        EXPECT_EQ(getParameterCount(shape), layer) << "layer " << i;
+        break;
+      }
+  }
+}
 } // namespace

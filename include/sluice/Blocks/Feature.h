@@ -2,7 +2,7 @@
 //
 // A block feature is what a transformer block adds to its core (the
 // projections, attention and the feed-forward block): the norms before and
-// after each half, query/key norms, biases. Each is a folder under
+// after each half, norms of the queries and keys, biases. Each is a folder under
 // lib/Blocks, found by the build as the families are (lib/Blocks/
 // CMakeLists.txt), with
 //
@@ -19,7 +19,7 @@
 //
 //   AttentionInput     x -> a, what the QKV projection reads (a norm; at
 //                      most one feature: without one, a = x)
-//   Projections        q k v = a Wqkv, before the rotation (biases, q/k norms)
+//   Projections        q k v = a Wqkv, before the rotation (biases, norms)
 //   AttentionOutput    y = ctx Wo, before x2 = x + y (a bias, a post-norm)
 //   FeedForwardInput   x2 -> c, what the up and gate projections read
 //   FeedForwardHidden  u = c W1, z = c Wg, before the activation (biases)
@@ -98,9 +98,8 @@ public:
   /// default by naming it in `features`; a feature with a field of its
   /// own sets the field.
   virtual void setEnabled(LayerConfig &layer, bool on, int variant = 0) const;
-  /// The forms it comes in (qk_norm: per head or over the projection;
-  /// biases: on every map or the QKV projection's only), each of which the
-  /// conformance suite checks.
+  /// The forms it comes in (biases: on every map or the QKV projection's
+  /// only), each of which the conformance suite checks.
   virtual int getVariants() const { return 1; }
   /// Whether its parameters at their initial values (zero biases, unit
   /// scales) make it the identity: then the block with them computes what

@@ -40,14 +40,18 @@ std::string readLayer(const nlohmann::json &object, LayerConfig &layer);
 std::string printLayer(const LayerConfig &layer);
 std::string parseLayer(const std::string &text, LayerConfig &layer);
 
+/// The names a Choice field `key` takes (SLUICE_BLOCK_CHOICES), its
+/// default first; none for another key.
+const std::vector<std::string> &getChoices(const std::string &key);
+
 /// The plan keys of `kind`'s fields, in table order.
 std::vector<std::string> getKeys(LayerKind kind);
 
 /// The keys of `layer`'s feature fields that differ from their defaults
 /// (every transformer field but the block's shape: heads, kv_heads,
 /// head_dim, ffn, norm and mlp), rotary positions as `rope_theta` and, when
-/// scaled, `rope_scaling`, an enum's with its value (`qk_norm = heads`):
-/// what a Hugging Face family's config must be able to say to describe the
+/// scaled, `rope_scaling`, a choice's with its name (`key = name`): what
+/// a Hugging Face family's config must be able to say to describe the
 /// layer.
 std::vector<std::string> getStatedKeys(const LayerConfig &layer);
 

@@ -154,7 +154,7 @@ struct WeightNames {
   /// transformer layers ("layers." + index + ".").
   std::string tokens, positions, finalNorm, layers;
   /// A layer's tensors: each Sluice parameter's name within the layer,
-  /// without `.weight` or `.bias` ("norm1", "attn.out", "attn.q_norm";
+  /// without `.weight` or `.bias` ("norm1", "attn.out", "post_attn_norm";
   /// sluice/Blocks/Parameters.h and the block features declare them), to
   /// the Hugging Face module's ("input_layernorm", "self_attn.o_proj"). A
   /// parameter the map does not name has no counterpart.
@@ -213,14 +213,15 @@ public:
 
   /// The block spec's fields (BlockFields.def's keys, as
   /// blocks::getStatedKeys names them: rope_theta, rope_scaling,
-  /// "qk_norm = heads", ...) that `modelType`'s config can say. The registry gives a spec to
+  /// post_norms, a choice as "key = name", ...) that `modelType`'s config
+  /// can say. The registry gives a spec to
   /// the family whose claim it is and whose config can say every field it
   /// states, and refuses one with a field none can say by that field's
   /// name; so a new block feature changes only the family that uses it.
   virtual std::vector<std::string>
   getFields(const std::string &modelType) const = 0;
   /// Those every `modelType` model states: its checkpoints' layout has
-  /// them (Qwen3's query/key norms).
+  /// them (Gemma-2's sandwich norms).
   virtual std::vector<std::string>
   getRequiredFields(const std::string &modelType) const {
     return {};

@@ -47,10 +47,11 @@ enum class Recompute : uint8_t { None, Selective, Full };
 /// older runtime would ignore and so train another model; 7: a layer's
 /// attention window (window), for the same reason -- before it the model's
 /// sliding_window only ever held windows no shorter than the sequence;
-/// 8: a layer's fields are the block spec's table (BlockFields.def):
-/// qk_norm names its scope, pre_norms and features are new, rope_scaling
-/// may be linear, and a key the table does not have is refused -- an older
-/// runtime would ignore the new keys and train another model.
+/// 8: a layer's fields are the block spec's table (BlockFields.def): a
+/// flag became a choice of forms, pre_norms and features are new,
+/// rope_scaling may be linear, and a key the table does not have is
+/// refused -- an older runtime would ignore the new keys and train another
+/// model.
 constexpr int kPlanVersion = 8;
 
 /// The largest size of any one dimension Sluice takes (tokens a sequence,

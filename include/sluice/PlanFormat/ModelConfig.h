@@ -142,24 +142,6 @@ inline double getKeysAttended(int64_t tokens, int64_t prefix,
   return below + (last - std::max(first, w + 1.0) + 1.0) * w;
 }
 
-/// Query/key norms (LayerConfig::qkNorm): none, each head over its
-/// head_dim with one gain the heads share (Qwen3, Gemma-3), or the whole
-/// query and key projections with a gain per column (OLMo-2).
-enum class QkNorm { None, Heads, Projection };
-inline const char *getName(QkNorm q) {
-  return q == QkNorm::Heads        ? "heads"
-         : q == QkNorm::Projection ? "projection"
-                                   : "none";
-}
-inline bool parseQkNorm(const std::string &name, QkNorm &out) {
-  for (QkNorm q : {QkNorm::None, QkNorm::Heads, QkNorm::Projection})
-    if (name == getName(q)) {
-      out = q;
-      return true;
-    }
-  return false;
-}
-
 /// Which layers a spec field belongs to (BlockFields.def's KINDS).
 enum LayerKinds : unsigned { kEmbedding = 1, kTransformer = 2, kOutput = 4 };
 inline unsigned getKindBit(LayerKind kind) {
@@ -178,7 +160,7 @@ struct Flag { using type = bool; };
 struct Real { using type = double; };
 struct Norm { using type = NormType; };
 struct Mlp { using type = MlpType; };
-struct QkNorm { using type = rt::QkNorm; };
+struct Choice { using type = std::string; };
 struct Rotary { using type = rt::Rotary; };
 struct Names { using type = rt::Names; };
 } // namespace field

@@ -51,6 +51,19 @@ std::vector<std::vector<std::vector<Work>>>
 searchRepeatedVShapes(const Pipeline &pipeline, const Durations &durations,
                       llvm::ArrayRef<double> caps, size_t keep);
 
+/// The authors' choice among the same blocks (Qi et al. 2024, Appendix A;
+/// their repository's v_auto_schedule.py): per device of a V pipeline
+/// (two chunks per device, no slices or vocabulary passes), the order of
+/// the block whose schedule, holding at most `maxChunks` chunk activations
+/// (F to W) on every device, their own timing of passes f, b, w (one
+/// chunk's F, B, W) and `comm` per hop finds shortest; nullopt if none
+/// holds. A named mode of searchRepeatedVShapes' construction, so not an
+/// independent implementation: what the schedule benchmark compares with
+/// it is the choice by real costs and the improver.
+std::optional<std::vector<std::vector<Work>>>
+getAuthorsVShapeOrders(const Pipeline &pipeline, double f, double b, double w,
+                       double comm, int maxChunks);
+
 /// Per device, the handcrafted ZB-V order: rank r runs 2(p - r) - 1
 /// forwards of its first chunk, r pairs (second chunk, first chunk), p - r
 /// triples F, B, W of the second chunk, then F, B, W of the first chunk

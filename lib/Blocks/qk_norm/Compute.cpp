@@ -79,7 +79,7 @@ private:
   };
   static std::vector<Part> getParts(const SlotContext &c) {
     const LayerConfig &l = c.layer;
-    bool heads = l.qkNorm == QkNorm::Heads;
+    bool heads = l.qkNorm == "heads";
     int64_t rt = c.size.rt;
     auto part = [&](int64_t column, int64_t count, const char *gain,
                     int region) {
@@ -107,7 +107,7 @@ private:
   };
   static Whole getWhole(const SlotContext &c, const Part &p) {
     int tp = c.seams.getShardCount();
-    if (c.layer.qkNorm != QkNorm::Projection || tp <= 1)
+    if (c.layer.qkNorm != "projection" || tp <= 1)
       return {};
     int64_t most = c.size.rt * c.size.hd * tp;
     return {true, p.cols * tp, c.scratch, c.scratch + most,

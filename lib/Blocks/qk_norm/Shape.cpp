@@ -30,13 +30,13 @@ class QkNorm final : public Feature {
 public:
   const char *getName() const override { return "qk_norm"; }
   bool isEnabled(const LayerConfig &layer) const override {
-    return layer.qkNorm != rt::QkNorm::None;
+    return layer.qkNorm != "none";
   }
   /// Variant 0: per head; 1: over the whole projection.
   void setEnabled(LayerConfig &layer, bool on, int variant) const override {
-    layer.qkNorm = !on           ? rt::QkNorm::None
-                   : variant == 0 ? rt::QkNorm::Heads
-                                  : rt::QkNorm::Projection;
+    layer.qkNorm = !on           ? "none"
+                   : variant == 0 ? "heads"
+                                  : "projection";
   }
   int getVariants() const override { return 2; }
   unsigned getSlots() const override { return getSlotBit(Slot::Projections); }
@@ -45,7 +45,7 @@ public:
 
   std::string checkTensorParallel(const LayerConfig &l,
                                   int tp) const override {
-    if (l.qkNorm != rt::QkNorm::Projection || l.kvHeads % tp == 0)
+    if (l.qkNorm != "projection" || l.kvHeads % tp == 0)
       return "";
     return "the key projection's norm (qk_norm = projection) spans its " +
            std::to_string(l.kvHeads) +
@@ -56,7 +56,7 @@ public:
   void addParameters(Slot, const LayerShape &shape,
                      std::vector<rt::ParameterSpec> &out) const override {
     const LayerConfig &l = shape.layer;
-    bool heads = l.qkNorm == rt::QkNorm::Heads;
+    bool heads = l.qkNorm == "heads";
     for (auto [name, columns] :
          {std::pair{"attn.q_norm.weight", l.heads * l.headDim},
           std::pair{"attn.k_norm.weight", l.kvHeads * l.headDim}}) {
@@ -76,7 +76,7 @@ public:
       return;
     const LayerConfig &l = shape.layer;
     int64_t rt = s.rows * s.tokens;
-    bool heads = l.qkNorm == rt::QkNorm::Heads;
+    bool heads = l.qkNorm == "heads";
     int tp = heads ? 1 : std::max(1, shape.model.tensorShards);
     fn(0, rt * l.heads * l.headDim * tp, rt::Storage::Activation);
     fn(1, rt * (heads ? l.heads : 1), rt::Storage::Fp32);
@@ -90,7 +90,7 @@ public:
                              const rt::SliceShape &s) const override {
     const LayerConfig &l = shape.layer;
     int tp = shape.model.tensorShards;
-    if (l.qkNorm != rt::QkNorm::Projection || tp <= 1)
+    if (l.qkNorm != "projection" || tp <= 1)
       return 0;
     return 3 * s.rows * s.tokens * l.heads * l.headDim * tp;
   }

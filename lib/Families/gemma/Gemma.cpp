@@ -92,7 +92,7 @@ public:
     Shape shape = getShape(model, t);
     bool gemma = shape.rotary && shape.sameRotary &&
                  t.mlp == rt::MlpType::GeGlu && isScaled(model);
-    if (!gemma || t.qkNorm != rt::QkNorm::None)
+    if (!gemma)
       return Claim::No;
     if (shape.window > 0 && !(t.postNorms && shape.evenLayers)) {
       why = "has attention windows (layer 0's " + std::to_string(t.window) +

@@ -53,7 +53,7 @@ public:
               std::string &why) const override {
     Shape shape = getShape(model, t);
     if (!shape.rotary || t.mlp != rt::MlpType::GeGlu || !isScaled(model) ||
-        t.qkNorm != rt::QkNorm::Heads)
+        t.qkNorm != "heads")
       return Claim::No;
     if (getPattern(model) == 0) {
       why = "has local and global layers (attention windows, rotary bases) "
@@ -129,7 +129,7 @@ private:
   static bool readOwn(ConfigKeys &config, ConfigValues &values) {
     values.embeddingScale = std::sqrt(double(values.hidden));
     values.block.postNorms = true;
-    values.block.qkNorm = rt::QkNorm::Heads;
+    values.block.qkNorm = "heads";
     std::optional<double> scalar, localBase;
     if (!config.optionalPositive("query_pre_attn_scalar", scalar) ||
         !config.optionalPositive("rope_local_base_freq", localBase))

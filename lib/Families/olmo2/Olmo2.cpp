@@ -32,7 +32,7 @@ public:
                           [](ConfigKeys &config, ConfigValues &values) {
                             values.block.preNorms = false;
                             values.block.postNorms = true;
-                            values.block.qkNorm = rt::QkNorm::Projection;
+                            values.block.qkNorm = "projection";
                             std::optional<bool> bias;
                             if (!config.optionalBool("attention_bias", bias))
                               return false;

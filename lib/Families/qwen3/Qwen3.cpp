@@ -28,7 +28,7 @@ public:
     return readConfigWith(
         config, modelType, traits, out,
         [](ConfigKeys &config, ConfigValues &values) {
-          values.block.qkNorm = rt::QkNorm::Heads;
+          values.block.qkNorm = "heads";
           std::optional<bool> bias, window;
           if (!config.optionalBool("attention_bias", bias) ||
               !config.optionalBool("use_sliding_window", window))

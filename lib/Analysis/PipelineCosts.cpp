@@ -1,0 +1,352 @@
+//===- PipelineCosts.cpp - What a pipeline's passes cost ------------------===//
+//
+// The cost model applied to one partitioned model and its schedule: each
+// pass's time and the tensor-parallel collectives inside it, the
+// vocabulary shards' passes and collectives, gradient synchronisation,
+// activation and key/value memory, the optimizer step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Analysis/CostModel.h"
+
+#include "CostModelShared.h"
+
+#include "sluice/PlanFormat/Format.h"
+#include "sluice/PlanFormat/JsonDepth.h"
+#include "sluice/PlanFormat/ModelConfig.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::sluice;
+
+/// A stage's tensor-parallel collectives in F, B and W: the bytes of each
+/// for the whole sequence and whether it is an all-reduce (else an
+/// all-gather or reduce-scatter, which move half as much).
+namespace {
+struct StageCollectives {
+  std::vector<std::pair<double, bool>> forward, backward, weight;
+};
+} // namespace
+
+/// The collectives of `stage` before sluice-shard-tensors writes them, in
+/// closed form: per transformer layer the blog's table ("Communication
+/// Overhead", Weitkamp, 2024) -- into each of the two
+/// column-parallel regions an identity in F and an all-reduce of the input
+/// gradient in B, out of each row-parallel one an all-reduce of the
+/// partial sums in F. With sequence parallelism each all-reduce becomes
+/// an all-gather and a reduce-scatter (the same bytes over the links), and
+/// W gathers the sliced inputs of the column-parallel projections again.
+/// The vocabulary-parallel embedding leaves like a row-parallel region
+/// (its masked lookups summed); the output layer enters like a
+/// column-parallel one and all-reduces two fp32 statistics per token in F.
+static StageCollectives getClosedFormCollectives(const StageProfile &stage,
+                                                 bool splitsVocabulary,
+                                                 bool sequenceParallel) {
+  StageCollectives c;
+  double tokens = double(stage.seqLen * stage.microBatch);
+  double activation = tokens * double(stage.hidden * stage.dtypeBytes);
+  auto enter = [&] {
+    if (sequenceParallel) {
+      c.forward.push_back({activation, false});
+      c.backward.push_back({activation, false});
+      c.weight.push_back({activation, false});
+    } else {
+      c.backward.push_back({activation, true});
+    }
+  };
+  auto leave = [&] {
+    if (sequenceParallel) {
+      c.forward.push_back({activation, false});
+      c.backward.push_back({activation, false});
+    } else {
+      c.forward.push_back({activation, true});
+    }
+  };
+  if (stage.hasEmbedding && splitsVocabulary)
+    leave();
+  for (size_t i = 0; i < stage.layers.size(); ++i)
+    for (int region = 0; region < 2; ++region) {
+      enter();
+      leave();
+    }
+  if (stage.hasOutput && splitsVocabulary) {
+    enter();
+    c.forward.push_back({4.0 * tokens, true});
+    c.forward.push_back({4.0 * tokens, true});
+  }
+  return c;
+}
+
+static std::optional<StageCollectives> getStageCollectives(StageOp stage) {
+  StageCollectives collectives;
+  auto append = [](std::vector<std::pair<double, bool>> &to,
+                   llvm::ArrayRef<ShardCollective> from) {
+    for (const ShardCollective &c : from)
+      to.push_back({double(c.elements * c.elementBytes),
+                    c.kind == CollectiveKind::all_reduce});
+  };
+  bool bodies = true;
+  stage.getBody().walk([&](Operation *layer) {
+    if (!isa<TransformerLayerOp, EmbeddingOp, OutputLayerOp>(layer))
+      return WalkResult::advance();
+    if (layer->getRegion(0).empty()) {
+      bodies = false;
+      return WalkResult::interrupt();
+    }
+    ShardTraffic traffic = getShardTraffic(layer);
+    append(collectives.forward, traffic.forward);
+    append(collectives.backward, traffic.backward);
+    append(collectives.weight, traffic.weight);
+    return WalkResult::skip();
+  });
+  if (!bodies)
+    return std::nullopt;
+  return collectives;
+}
+
+PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
+                             const CostModel &costModel, MeshShape mesh)
+    : pipeline(pipeline), costs(costModel), mesh(mesh) {
+  // Below, `costs` is this table's copy: calibrated for this model.
+  if (!costs.getCalibrationPath().empty()) {
+    if (std::optional<double> efficiency =
+            costs.calibrateEfficiency(model, calibrationError))
+      costs.setEfficiency(*efficiency);
+  }
+  std::vector<StageCollectives> collectives;
+  for (StageOp stage : mlir::sluice::getStages(model)) {
+    profiles.push_back(StageProfile::get(stage, model, mesh.tp));
+    if (mesh.sequenceParallel)
+      profiles.back().sequenceShards = mesh.tp;
+    // The shard bodies' collectives once sluice-shard-tensors wrote them,
+    // the same in closed form before.
+    std::optional<StageCollectives> spelled;
+    if (mesh.tp > 1)
+      spelled = getStageCollectives(stage);
+    collectives.push_back(spelled ? *spelled
+                                  : getClosedFormCollectives(
+                                        profiles.back(),
+                                        splitsVocabulary(model),
+                                        mesh.sequenceParallel));
+    stageParams[profiles.back().name] = profiles.back().params;
+    transformerLayers += stage.getNumTransformerLayers();
+    // MFU counts the model's FLOPs, not what the shards repeat.
+    forwardFlops += StageProfile::get(stage, model)
+                        .getForwardFlops(model.getSeqLen(), 0);
+  }
+  // Where the groups sit (rank d*tp*dp + r*tp + t): a tensor-parallel
+  // group is tp consecutive ranks, a device's replicas every tp-th rank,
+  // a pipeline every (tp*dp)-th. A kind of traffic is as slow as its
+  // slowest group.
+  int64_t p = pipeline.devices, tp = mesh.tp, dp = mesh.dp;
+  int64_t ranks = p * tp * dp;
+  tensorLink = costs.getGroupLink(0, 1, tp, tp, ranks / tp);
+  dataLink = LinkKind::node;
+  for (int64_t d = 0; d < p; ++d)
+    if (costs.getGroupLink(d * tp * dp, tp, dp, 1, tp) == LinkKind::network)
+      dataLink = LinkKind::network;
+  pipelineLink = costs.getGroupLink(0, tp * dp, p, 1, tp * dp);
+
+  for (int64_t length : model.getSliceLengths(pipeline.slices))
+    lengths.push_back(length);
+  int64_t prefix = 0;
+  for (int64_t length : lengths) {
+    prefixes.push_back(prefix);
+    prefix += length;
+  }
+  int k = pipeline.slices;
+  compute.assign(profiles.size() * kKinds * k, 0.0);
+  tensorParallel.assign(profiles.size() * kKinds * k, 0.0);
+  for (size_t s = 0; s < profiles.size(); ++s)
+    for (size_t kind = 0; kind < kKinds; ++kind)
+      for (int slice = 0; slice < k; ++slice) {
+        size_t at = (s * kKinds + kind) * k + slice;
+        compute[at] =
+            costs.getComputeTime(profiles[s], PassKind(kind), lengths[slice],
+                                 prefixes[slice], pipeline.chunks, k);
+        if (tp < 2 || costs.getKind() != CostModel::Kind::Analytic)
+          continue;
+        // Every collective moves a tensor per token: scaled to the slice.
+        // A B that recomputes the forward runs the forward's again.
+        const StageProfile &stage = profiles[s];
+        bool full = stage.recompute == RecomputeKind::full;
+        double scale = double(lengths[slice]) / double(stage.seqLen);
+        auto add = [&](llvm::ArrayRef<std::pair<double, bool>> list) {
+          for (auto [bytes, allReduce] : list)
+            tensorParallel[at] += costs.getCollectiveTime(
+                bytes * scale, allReduce, tp, tensorLink);
+        };
+        PassKind pass = PassKind(kind);
+        if (pass == PassKind::F || (full && (pass == PassKind::B ||
+                                             pass == PassKind::BW)))
+          add(collectives[s].forward);
+        if (pass == PassKind::B || pass == PassKind::BW)
+          add(collectives[s].backward);
+        if (pass == PassKind::W || pass == PassKind::BW)
+          add(collectives[s].weight);
+        compute[at] += tensorParallel[at];
+      }
+  for (int slice = 0; slice < k; ++slice)
+    transfer.push_back(costs.getTransferTime(
+        profiles.front().getMessageBytes(lengths[slice]), pipelineLink));
+  vocab = VocabProfile::get(model, tp);
+  if (vocab.input)
+    stageParams[vocab.inputName] =
+        (vocab.tied && vocab.output ? 0 : vocab.getShardRows() * vocab.hidden);
+  if (vocab.output)
+    stageParams[vocab.outputName] = vocab.getShardRows() * vocab.hidden;
+  vocabCompute.assign(kKinds * k, 0.0);
+  for (size_t kind = 0; kind < kKinds; ++kind)
+    if (sched::isVocabPass(PassKind(kind)))
+      for (int slice = 0; slice < k; ++slice)
+        vocabCompute[kind * k + slice] =
+            costs.getVocabComputeTime(vocab, PassKind(kind), lengths[slice], k);
+}
+
+double PipelineCosts::getTensorParallelTime(const sched::Work &work) const {
+  if (sched::isVocabPass(work.kind))
+    return 0;
+  return tensorParallel[(size_t(work.stage) * kKinds + size_t(work.kind)) *
+                            pipeline.slices +
+                        work.slice];
+}
+
+double PipelineCosts::getGradientSyncTime(llvm::StringRef name) const {
+  auto it = stageParams.find(name);
+  if (mesh.dp < 2 || it == stageParams.end() || profiles.empty())
+    return 0;
+  // The gradients in the model's type, averaged over the replicas: a ring
+  // all-reduce, or under ZeRO-1 its reduce-scatter half (each replica
+  // gets the sum of its part).
+  double bytes = double(it->second * profiles.front().dtypeBytes);
+  return costs.getCollectiveTime(bytes, /*allReduce=*/mesh.zero == 0, mesh.dp,
+                                 dataLink);
+}
+
+std::vector<LinkUse> PipelineCosts::getLinks() const {
+  std::vector<LinkUse> links;
+  if (pipeline.devices > 1)
+    links.push_back({"pipeline", 2, pipelineLink});
+  if (pipeline.vocab.any())
+    links.push_back({"vocabulary", pipeline.devices, pipelineLink});
+  if (mesh.tp > 1)
+    links.push_back({"tensor-parallel", mesh.tp, tensorLink});
+  if (mesh.dp > 1)
+    links.push_back({"data-parallel", mesh.dp, dataLink});
+  return links;
+}
+
+double PipelineCosts::getCollectiveTime(const sched::CollectiveId &id) const {
+  bool allReduce = id.shard == sched::ShardKind::Output && id.group > 0 &&
+                   !(vocab.algorithm == 0 && id.group == 3) &&
+                   !(vocab.algorithm == 1 && id.group == 2);
+  // Over pp x tp: the pipeline's collective, then the device's shards'
+  // all-reduce of what it reduced (runtime/Vocab.cpp).
+  double time = costs.getCollectiveTime(
+      vocab.getCollectiveBytes(id, lengths[id.slice]), allReduce,
+      pipeline.devices, pipelineLink);
+  if (double shards = vocab.getShardGroupBytes(id, lengths[id.slice]))
+    time += costs.getCollectiveTime(shards, /*allReduce=*/true, mesh.tp,
+                                    tensorLink);
+  return time;
+}
+
+double PipelineCosts::getActivationUnits(const sched::Work &work) const {
+  if (transformerLayers == 0 || sched::isVocabPass(work.kind))
+    return 0;
+  const StageProfile &stage = profiles[work.stage];
+  double share = double(stage.layers.size()) * pipeline.devices /
+                 double(transformerLayers);
+  return share * double(lengths[work.slice]) / double(stage.seqLen);
+}
+
+double PipelineCosts::getActivationBytes(const sched::Work &work) const {
+  if (sched::isVocabPass(work.kind))
+    return vocab.getKeptBytes(lengths[work.slice]);
+  const StageProfile &stage = profiles[work.stage];
+  int64_t tokens = lengths[work.slice];
+  if (pipeline.slices == 1)
+    return stage.getActivationBytes(tokens);
+  // Sliced: the keys and values are the microbatch's key/value state.
+  return stage.getActivationBytes(tokens) -
+         stage.getKeyValueBytes(tokens, /*withGradients=*/false);
+}
+
+double PipelineCosts::getKeyValueStateBytes(int stage) const {
+  if (pipeline.slices == 1)
+    return 0;
+  const StageProfile &profile = profiles[stage];
+  return profile.getKeyValueBytes(profile.seqLen, /*withGradients=*/true);
+}
+
+int64_t PipelineCosts::getParameterBytes(int device) const {
+  int64_t params = getDeviceParameters(device);
+  if (mesh.zero == 1 && mesh.dp > 1)
+    // The 16-bit weights and gradients whole, the fp32 master weights and
+    // both moments one replica's part (ceil).
+    return params * (kTrainingBytesPerParameter - kOptimizerBytesPerParameter) +
+           (params + mesh.dp - 1) / mesh.dp * kOptimizerBytesPerParameter;
+  return params * kTrainingBytesPerParameter;
+}
+
+int64_t PipelineCosts::getDeviceParameters(int device) const {
+  int64_t params = 0;
+  for (size_t s = 0; s < profiles.size(); ++s)
+    if (pipeline.getDevice(s) == device)
+      params += profiles[s].params;
+  // Every device holds its rows of the vocabulary shards; the input
+  // shard's root also the positions.
+  params += vocab.getShardParams();
+  if (vocab.input && device == pipeline.getInputRoot())
+    params += vocab.positions * vocab.hidden;
+  return params;
+}
+
+/// The parameters whose optimizer state a replica of `device` holds.
+static int64_t getOptimizerShare(int64_t params, const MeshShape &mesh) {
+  return mesh.zero == 1 && mesh.dp > 1 ? (params + mesh.dp - 1) / mesh.dp
+                                       : params;
+}
+
+int64_t PipelineCosts::getOptimizerBytes(int device) const {
+  return getOptimizerShare(getDeviceParameters(device), mesh) *
+         kOptimizerBytesPerParameter;
+}
+
+double PipelineCosts::getOptimizerTime(int device) const {
+  // A profile of this mesh timed each device's update as it ran.
+  if (costs.getKind() == CostModel::Kind::Measured)
+    return costs.getMeasuredOptimizer(device).value_or(0);
+  const HardwareProfile *hw = costs.getHardware();
+  if (!hw || costs.getKind() != CostModel::Kind::Analytic || profiles.empty())
+    return 0;
+  int64_t params = getDeviceParameters(device);
+  int64_t dtype = profiles.front().dtypeBytes;
+  // Read w, g, m, v and write w, m, v in fp32; and the working copy. Under
+  // ZeRO-1 a replica updates its part, then the replicas all-gather the
+  // 16-bit weights (the ring all-reduce's other half).
+  double bytes = double(getOptimizerShare(params, mesh)) *
+                 double(7 * 4 + (dtype < 4 ? dtype : 0));
+  double time = bytes / hw->memoryBandwidth;
+  if (mesh.zero == 1 && mesh.dp > 1)
+    time += costs.getCollectiveTime(double(params * dtype),
+                                    /*allReduce=*/false, mesh.dp, dataLink);
+  return time;
+}
+
+double PipelineCosts::getStepFlops() const {
+  // F + B + W = three forwards (LayerCost.h), for every microbatch; the
+  // output layer's logits, input gradient and weight gradient likewise.
+  double forward = forwardFlops;
+  if (vocab.output)
+    forward += 2.0 * double(vocab.hidden) * double(vocab.paddedVocab) *
+               double(vocab.seqLen * vocab.microBatch);
+  return 3.0 * forward * pipeline.microbatches;
+}
