@@ -215,8 +215,9 @@ struct LearningRateSchedule {
 
   /// A decay's name as --lr-decay and checkpoints spell it.
   static const char *getDecayName(Decay d) {
-    return d == Decay::Linear ? "linear" : d == Decay::Cosine ? "cosine"
-                                                              : "none";
+    return d == Decay::Linear   ? "linear"
+           : d == Decay::Cosine ? "cosine"
+                                : "none";
   }
   /// The decay named `name`; false for another name.
   static bool parseDecay(const std::string &name, Decay &out) {
@@ -235,8 +236,8 @@ struct LearningRateSchedule {
       return peak * float(step) / float(warmup);
     if (decay == Decay::None || decaySteps <= warmup)
       return peak;
-    double progress = std::min(
-        1.0, double(step - warmup) / double(decaySteps - warmup));
+    double progress =
+        std::min(1.0, double(step - warmup) / double(decaySteps - warmup));
     double share = decay == Decay::Linear
                        ? 1.0 - progress
                        : 0.5 * (1.0 + std::cos(M_PI * progress));
@@ -308,82 +309,34 @@ class Kernels {
 public:
   virtual ~Kernels() = default;
 
-  /// C = alpha * op(A) * op(B) + beta * C, op(A) m x k, op(B) k x n,
-  /// row-major. A and B share a type; C is that type or f32; products
-  /// accumulate in fp32 (no TF32).
-  virtual void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                    float alpha, DevicePtr a, int64_t lda, DevicePtr b,
-                    int64_t ldb, float beta, DevicePtr c, int64_t ldc) = 0;
-  /// gemm on FP8 operands: op(A) and op(B) are each multiplied by their
-  /// record's scale s (a power of two; while it is 0, getFp8Scale of the
-  /// operand's own amax), rounded to their format (nearest even,
-  /// saturating at the largest finite value) and multiplied in fp32, and
-  /// the product is scaled back: C = alpha q(A) q(B) / (s_A s_B) + beta C.
-  /// Each operand's amax is folded into its record's [1]. A and B are act;
-  /// C is act or f32.
-  virtual void gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
-                       int64_t k, float alpha, DevicePtr a, int64_t lda,
-                       const Fp8Operand &qa, DevicePtr b, int64_t ldb,
-                       const Fp8Operand &qb, float beta, DevicePtr c,
-                       int64_t ldc) = 0;
-  /// The end of a step for `count` consecutive fp8 records: a training
-  /// step's amax (if finite and positive) enters each history, and the
-  /// scale becomes getFp8Scale of the history's maximum;
-  /// an evaluation step leaves both. Every record's step amax is cleared.
-  virtual void updateFp8Scales(DevicePtr records, int64_t count,
-                               bool trained) = 0;
-  /// x[r][c] += v[c] (act).
-  virtual void addRowVector(DevicePtr x, DevicePtr v, int64_t rows,
-                            int64_t cols) = 0;
-  /// out[c] += sum_r x[r][c] (x act, out f32).
-  virtual void accumulateColumnSums(DevicePtr x, int64_t rows, int64_t cols,
-                                    DevicePtr out) = 0;
-  /// y += x, x converted to y's type (an f32 gradient may take an act
-  /// input gradient).
-  virtual void add(DevicePtr y, DevicePtr x, int64_t n) = 0;
-  /// y = x, converting between the two types.
-  virtual void copy(DevicePtr y, DevicePtr x, int64_t n) = 0;
-  /// x = cap * tanh(x / cap) over rows x cols of an [rows, ld] matrix
-  /// (act, in place): Gemma-2's final logit soft-capping.
-  virtual void softcap(DevicePtr x, int64_t rows, int64_t cols, int64_t ld,
-                       float cap) = 0;
-  /// grad *= 1 - (capped / cap)^2, the cap's derivative from its output,
-  /// over the same elements.
-  virtual void softcapGrad(DevicePtr capped, DevicePtr grad, int64_t rows,
-                           int64_t cols, int64_t ld, float cap) = 0;
-  /// y *= factor (act): Gemma's embedding scale, and its gradient's.
-  virtual void scale(DevicePtr y, float factor, int64_t n) = 0;
-  /// Zeroes row r * length + t of x ([rows * length, hidden], act) where
-  /// tokens[r * stride + t] == token: the gradient a padding token's
-  /// lookup does not give its table row (nn.Embedding's padding_idx).
-  virtual void zeroTokenRows(DevicePtr tokens, int64_t stride, int64_t rows,
-                             int64_t length, int32_t token, int64_t hidden,
-                             DevicePtr x) = 0;
-  /// y = value, in y's type.
-  virtual void fill(DevicePtr y, double value, int64_t n) = 0;
-  /// Row blocks from src to dst in one call, converting types.
-  virtual void copyStrided(DevicePtr dst, DevicePtr src,
-                           const StridedCopy &shape) = 0;
+  /// The kernels of the list, by name (Kernels::Id::gemm, ...).
+  enum class Id {
+#define SLUICE_KERNEL(NAME, PARAMS, ARGS, STAGING) NAME,
+#include "Kernels.def"
+  };
+  static constexpr int kCount = 0
+#define SLUICE_KERNEL(NAME, PARAMS, ARGS, STAGING) +1
+#include "Kernels.def"
+      ;
+  /// The kernel's name in the list ("gemmFp8").
+  static const char *getName(Id id) {
+    static const char *const names[] = {
+#define SLUICE_KERNEL(NAME, PARAMS, ARGS, STAGING) #NAME,
+#include "Kernels.def"
+    };
+    return names[int(id)];
+  }
+  /// Whether this backend runs kernel `id` in `precision` (ggml's
+  /// supports_op). A backend that lacks a kernel says so here: the
+  /// session asks for every kernel a plan needs when it opens the
+  /// backend, and refuses the plan by the kernel's name before any work.
+  virtual bool supports(Id id, const Precision &precision) const {
+    return true;
+  }
 
-  /// xhat = (x - mean) * rstd (RMS norm: x * rstd), y = gamma * xhat + beta
-  /// (beta null for RMS norm), rstd = 1 / sqrt(variance + eps). Statistics
-  /// in fp32; rstd f32, the rest act.
-  virtual void normForward(DevicePtr x, DevicePtr gamma, DevicePtr beta,
-                           int64_t rows, int64_t cols, bool rms, float eps,
-                           DevicePtr y, DevicePtr xhat, DevicePtr rstd) = 0;
-  /// y = gamma * xhat + beta, recomputing a norm's output.
-  virtual void normAffine(DevicePtr xhat, DevicePtr gamma, DevicePtr beta,
-                          int64_t rows, int64_t cols, DevicePtr y) = 0;
-  /// dx += the input gradient of the norm for output gradient dy (the B
-  /// part: no parameter gradients).
-  virtual void normBackward(DevicePtr dy, DevicePtr xhat, DevicePtr rstd,
-                            DevicePtr gamma, int64_t rows, int64_t cols,
-                            bool rms, DevicePtr dx) = 0;
-  /// dgamma += sum dy * xhat; dbeta += sum dy (dbeta may be null): the W
-  /// part (dgamma, dbeta f32).
-  virtual void normParamGrads(DevicePtr dy, DevicePtr xhat, int64_t rows,
-                              int64_t cols, DevicePtr dgamma,
-                              DevicePtr dbeta) = 0;
+  // Every kernel of the list, pure virtual (Kernels.def documents each).
+#define SLUICE_KERNEL(NAME, PARAMS, ARGS, STAGING) virtual void NAME PARAMS = 0;
+#include "Kernels.def"
 
   // Fused forms of two steps a pre-norm block takes at every residual seam.
   // Each has a default that composes the primitives above, so a backend
@@ -400,6 +353,7 @@ public:
     add(x, residual, rows * cols);
     normForward(x, gamma, beta, rows, cols, rms, eps, y, xhat, rstd);
   }
+
   /// dx = residual + the norm's input gradient for dy: the residual
   /// branch's gradient joined with the norm's, without first copying it
   /// into dx.
@@ -409,135 +363,6 @@ public:
     copy(dx, residual, rows * cols);
     normBackward(dy, xhat, rstd, gamma, rows, cols, rms, dx);
   }
-
-  /// g = gelu(u), `act` Gelu (tanh approximation) or GeluErf.
-  virtual void geluForward(GateActivation act, DevicePtr u, DevicePtr g,
-                           int64_t n) = 0;
-  /// du = dg * gelu'(u).
-  virtual void geluBackward(GateActivation act, DevicePtr u, DevicePtr dg,
-                            DevicePtr du, int64_t n) = 0;
-  /// Gated feed-forward: g = act(z) * u, element-wise over n values.
-  virtual void gatedForward(GateActivation act, DevicePtr z, DevicePtr u,
-                            DevicePtr g, int64_t n) = 0;
-  /// dz = dg * u * act'(z), du = dg * act(z).
-  virtual void gatedBackward(GateActivation act, DevicePtr z, DevicePtr u,
-                             DevicePtr dg, DevicePtr dz, DevicePtr du,
-                             int64_t n) = 0;
-
-  /// Rotary position embedding in place (RoFormer; Hugging Face's Llama
-  /// layout). x holds rows x tokens vectors `stride` elements apart, each
-  /// starting with `heads` heads of `headDim`; in every head, dimensions i
-  /// and i + headDim / 2 turn by the angle (offset + t) *
-  /// rotary.getFrequency(i, headDim) of the vector's position (computed in
-  /// double). `inverse` turns them back, which is also the rotation's
-  /// gradient.
-  virtual void rotate(DevicePtr x, int64_t rows, int64_t tokens, int64_t offset,
-                      int64_t heads, int64_t headDim, int64_t stride,
-                      const Rotary &rotary, bool inverse) = 0;
-
-  /// context = softmax(q k^T / sqrt(d)) v under the causal mask; lse (f32)
-  /// the log-sum-exp of each query's scaled scores.
-  virtual void attentionForward(const AttentionShape &s, DevicePtr q,
-                                DevicePtr keys, DevicePtr values, DevicePtr lse,
-                                DevicePtr context) = 0;
-  /// dq = ...; dkeys and dvalues (f32) accumulate over [0, offset +
-  /// tokens). The probabilities are recomputed from q, keys and lse.
-  virtual void attentionBackward(const AttentionShape &s, DevicePtr q,
-                                 DevicePtr keys, DevicePtr values,
-                                 DevicePtr context, DevicePtr lse,
-                                 DevicePtr dcontext, DevicePtr dq,
-                                 DevicePtr dkeys, DevicePtr dvalues) = 0;
-
-  /// out[r][t] = table[tokens[r * stride + t]] (+ positions[offset + t]).
-  virtual void embeddingForward(DevicePtr tokens, int64_t stride,
-                                DevicePtr table, DevicePtr positions,
-                                int64_t rows, int64_t length, int64_t offset,
-                                int64_t hidden, DevicePtr out) = 0;
-  /// dtable[token] += dout, dpositions[offset + t] += dout (f32).
-  virtual void embeddingBackward(DevicePtr tokens, int64_t stride,
-                                 DevicePtr dout, int64_t rows, int64_t length,
-                                 int64_t offset, int64_t hidden,
-                                 DevicePtr dtable, DevicePtr dpositions) = 0;
-
-  /// Per token (row r, token t; label labels[r * stride + t]): lse = the
-  /// log-sum-exp of its logits (f32, kept for B), and lse - logits[label]
-  /// added to the f64 accumulator `loss` on the device. The logits (act)
-  /// are left as they are: B needs nothing else.
-  virtual void crossEntropyForward(DevicePtr logits, DevicePtr labels,
-                                   int64_t stride, int64_t rows, int64_t length,
-                                   int64_t vocab, DevicePtr lse,
-                                   DevicePtr loss) = 0;
-  /// dlogits (act, the logits' type) = (exp(logits - lse) -
-  /// onehot(labels)) * scale.
-  virtual void crossEntropyBackward(DevicePtr logits, DevicePtr lse,
-                                    DevicePtr labels, int64_t stride,
-                                    int64_t rows, int64_t length, int64_t vocab,
-                                    float scale, DevicePtr dlogits) = 0;
-
-  // The vocabulary shards (Yeung et al., 2024 §4): a device
-  // holds rows [first, first + count) of a table; `count` may be less than
-  // the shard's padded row count and 0, and no other row ever takes part.
-  // Logits (f32) and probabilities (act) are [tokens, ld] with the shard's
-  // rows in the first `count` columns; per-token statistics are f32.
-
-  /// out[t] = table[token - first] for tokens in the shard, else 0.
-  virtual void shardLookup(DevicePtr tokens, int64_t stride, int64_t rows,
-                           int64_t length, DevicePtr table, int64_t first,
-                           int64_t count, int64_t hidden, DevicePtr out) = 0;
-  /// dtable[token - first] += dout[t] for tokens in the shard (f32).
-  virtual void shardScatterAdd(DevicePtr tokens, int64_t stride, int64_t rows,
-                               int64_t length, DevicePtr dout, int64_t first,
-                               int64_t count, int64_t hidden,
-                               DevicePtr dtable) = 0;
-  /// Per token: max[t] = max of its `count` logits (-inf if none);
-  /// sum[t] = sum exp(logit - reference[t]) with reference = `max` when
-  /// null; and, if `probs` is given, probs = exp(logit - ref) / sum[t].
-  virtual void shardSoftmaxStatistics(DevicePtr logits, int64_t tokens,
-                                      int64_t count, int64_t ld,
-                                      DevicePtr reference, DevicePtr max,
-                                      DevicePtr sum, DevicePtr probs) = 0;
-  /// Equation 5: scaled[t] = sum[t] * exp(localMax[t] - globalMax[t]).
-  virtual void rescaleSum(DevicePtr sum, DevicePtr localMax,
-                          DevicePtr globalMax, int64_t tokens,
-                          DevicePtr scaled) = 0;
-  /// x[t][c] *= factor[t] / divisor[t] for c < count (ld apart).
-  virtual void scaleRows(DevicePtr x, DevicePtr factor, DevicePtr divisor,
-                         int64_t tokens, int64_t count, int64_t ld) = 0;
-  /// Adds the shard's part of the summed cross-entropy to the f64
-  /// accumulator `loss`: for each token whose label is in the shard,
-  /// max + log(sum) - logit[label].
-  virtual void shardLoss(DevicePtr logits, DevicePtr labels, int64_t stride,
-                         int64_t rows, int64_t length, int64_t first,
-                         int64_t count, int64_t ld, DevicePtr max,
-                         DevicePtr sum, DevicePtr loss) = 0;
-  /// probs -= onehot(label) where the label is in the shard, then *= scale:
-  /// the shard's columns of the softmax gradient.
-  virtual void shardSoftmaxGrad(DevicePtr probs, DevicePtr labels,
-                                int64_t stride, int64_t rows, int64_t length,
-                                int64_t first, int64_t count, int64_t ld,
-                                float scale) = 0;
-  /// Equation 6's B = G W: out[t] = table[label - first] where the label is
-  /// in the shard, else 0.
-  virtual void labelRows(DevicePtr labels, int64_t stride, int64_t rows,
-                         int64_t length, DevicePtr table, int64_t first,
-                         int64_t count, int64_t hidden, DevicePtr out) = 0;
-  /// Equation 6: out = scale * (A * scaled[t] / sum[t] - B).
-  virtual void combineGrad(DevicePtr a, DevicePtr b, DevicePtr scaled,
-                           DevicePtr sum, int64_t tokens, int64_t hidden,
-                           float scale, DevicePtr out) = 0;
-
-  /// out[0] += weight * sum of x[r * stride + c]^2 over r < rows, c < cols
-  /// (f32 elements, an f64 accumulator): the pieces of the gradients'
-  /// global norm.
-  virtual void sumSquares(DevicePtr x, int64_t rows, int64_t cols,
-                          int64_t stride, double weight, DevicePtr out) = 0;
-
-  /// One Adam(W) update of n f32 weights at step `step` (from 1); writes
-  /// the updated weights' working copy too when `working` is given (a
-  /// mixed-precision run's bf16 weights).
-  virtual void adamUpdate(DevicePtr weights, DevicePtr grads, DevicePtr m,
-                          DevicePtr v, int64_t n, const AdamConfig &config,
-                          int64_t step, DevicePtr working) = 0;
 };
 
 //===----------------------------------------------------------------------===//
@@ -661,49 +486,19 @@ public:
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  /// Sends `count` elements of data's type after the work enqueued on
-  /// `stream`. Nothing is copied: `data` must not be written until the
-  /// request completes (the plan-buffers contract, docs/plan-format.md).
-  virtual std::unique_ptr<Request> sendAsync(DevicePtr data, int64_t count,
-                                             int peer, int tag,
-                                             Stream &stream) = 0;
-  virtual std::unique_ptr<Request> recvAsync(DevicePtr data, int64_t count,
-                                             int peer, int tag,
-                                             Stream &stream) = 0;
   /// The largest tag the transport accepts.
   virtual int maxTag() const = 0;
-  /// Non-blocking collectives over every rank on `channel`, after the work
-  /// enqueued on `stream`; `data` must stay valid until the request
-  /// completes. Broadcast: root's elements reach every rank's `data`.
-  /// All-reduce: every rank's `data` becomes the element-wise reduction.
-  /// Reduce: root's `data` becomes the sum, the others' is left as it was.
-  virtual std::unique_ptr<Request> broadcastAsync(DevicePtr data, int64_t count,
-                                                  int root, int channel,
-                                                  Stream &stream) = 0;
-  virtual std::unique_ptr<Request> allReduceAsync(DevicePtr data, int64_t count,
-                                                  Reduction reduction,
-                                                  int channel,
-                                                  Stream &stream) = 0;
-  virtual std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
-                                                  int root, int channel,
-                                                  Stream &stream) = 0;
-  /// Reduce-scatter (sum): `data` holds sum(counts) elements on every
-  /// rank; rank r's `out` (counts[r] elements, not overlapping `data`)
-  /// receives the sum over the ranks of elements [counts[0] + ... +
-  /// counts[r - 1], + counts[r]). All-gather, in place: rank r's such
-  /// part of `data` reaches every rank's `data`. Both for ZeRO-1; a
-  /// transport without them returns null (the caller names the failure).
-  virtual std::unique_ptr<Request>
-  reduceScatterAsync(DevicePtr data, DevicePtr out,
-                     const std::vector<int64_t> &counts, int channel,
-                     Stream &stream) {
-    return nullptr;
-  }
-  virtual std::unique_ptr<Request>
-  allGatherAsync(DevicePtr data, const std::vector<int64_t> &counts,
-                 int channel, Stream &stream) {
-    return nullptr;
-  }
+
+  // The device operations (DeviceCollectives.def documents each).
+#define SLUICE_DEVICE_OP_Required = 0;
+#define SLUICE_DEVICE_OP_Optional                                              \
+  { return nullptr; }
+#define SLUICE_DEVICE_OP(NAME, PARAMS, REQUIRED)                               \
+  virtual std::unique_ptr<Request> NAME PARAMS SLUICE_DEVICE_OP_##REQUIRED
+#include "DeviceCollectives.def"
+#undef SLUICE_DEVICE_OP_Required
+#undef SLUICE_DEVICE_OP_Optional
+
   /// Sums `data` over the ranks of `group` (every member calls it) and
   /// returns when `data` holds the sum for work enqueued on `stream`.
   virtual Status allReduceSum(DevicePtr data, int64_t count, const int *group,

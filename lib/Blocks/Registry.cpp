@@ -101,10 +101,28 @@ std::vector<const Feature *> getEnabledFeatures(const LayerConfig &layer) {
   for (const Feature *f : getList())
     if (f->isEnabled(layer))
       on.push_back(f);
-  std::stable_sort(on.begin(), on.end(), [](const Feature *a, const Feature *b) {
-    return a->getOrder() < b->getOrder();
-  });
+  std::stable_sort(on.begin(), on.end(),
+                   [](const Feature *a, const Feature *b) {
+                     return a->getOrder() < b->getOrder();
+                   });
   return on;
+}
+
+void addHiddenNorm(const LayerShape &shape, const std::string &name,
+                   std::vector<rt::ParameterSpec> &out) {
+  out.push_back({name + ".weight", {shape.hidden()}, rt::InitKind::Ones});
+  out.back().reduce = rt::Reduce::Tokens;
+  if (shape.layer.isRms())
+    return;
+  out.push_back({name + ".bias", {shape.hidden()}, rt::InitKind::Zeros});
+  out.back().reduce = rt::Reduce::Tokens;
+}
+
+void walkHiddenNormState(int base, const LayerShape &shape,
+                         const rt::SliceShape &s, const RegionFn &fn) {
+  int64_t local = rt::getLocalTokens(shape.model, s);
+  fn(base, local * shape.hidden(), rt::Storage::Activation);
+  fn(base + 1, local, rt::Storage::Fp32);
 }
 
 } // namespace sluice::blocks

@@ -116,16 +116,68 @@ Shape getShape(const ModelConfig &model, const LayerConfig &block);
 nlohmann::json describeRotary(const ModelConfig &model,
                               const LayerConfig &block);
 
-/// A family whose checkpoints use Llama's tensor names and plain norm
-/// gains (Llama, Mistral, Qwen2, Qwen3, OLMo-2 with their own additions).
-class LlamaLayoutFamily : public Family {
+/// Gemma-2's and Gemma-3's attention scaling and soft-capping keys:
+/// query_pre_attn_scalar (an integer where it is one), the attention's and
+/// the final logits' soft caps (null: none).
+void describeGemmaScaling(const ModelConfig &model, int64_t headDim,
+                          nlohmann::json &config);
+
+/// A family whose name and model types are set when it is made.
+class NamedFamily : public Family {
 public:
+  NamedFamily(const char *name, std::vector<std::string> modelTypes)
+      : name(name), modelTypes(std::move(modelTypes)) {}
+  const char *getName() const override { return name; }
+  std::vector<std::string> getModelTypes() const override { return modelTypes; }
+
+private:
+  const char *name;
+  std::vector<std::string> modelTypes;
+};
+
+/// A family whose checkpoints use Llama's tensor names and plain norm
+/// gains (Llama, Mistral, Qwen2, Qwen3, OLMo-2 with their own additions);
+/// its model type is its name.
+class LlamaLayoutFamily : public NamedFamily {
+public:
+  LlamaLayoutFamily(const char *name, const char *architecture)
+      : NamedFamily(name, {name}), architecture(architecture) {}
+
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = getLlamaWeightNames();
     return names;
   }
+
+  /// describeRotary's keys, the family's architecture and model type
+  /// (its name) and SiLU, then describeKeys' additions.
+  nlohmann::json describe(const ModelConfig &model,
+                          const LayerConfig &block) const override {
+    nlohmann::json c = describeRotary(model, block);
+    c["architectures"] = {architecture};
+    c["model_type"] = getName();
+    c["hidden_act"] = "silu";
+    describeKeys(model, block, c);
+    return c;
+  }
+
+protected:
+  /// The keys only this family's config has.
+  virtual void describeKeys(const ModelConfig &model, const LayerConfig &block,
+                            nlohmann::json &config) const {}
+
+private:
+  /// transformers' class name ("LlamaForCausalLM").
+  const char *architecture;
 };
 
 } // namespace sluice::families
+
+/// Defines getFamily_NAME(), which the build's family list calls (one per
+/// folder under lib/Families), returning the one CLASS.
+#define SLUICE_DEFINE_FAMILY(NAME, CLASS)                                      \
+  const ::sluice::families::Family &getFamily_##NAME() {                       \
+    static const CLASS family;                                                 \
+    return family;                                                             \
+  }
 
 #endif // SLUICE_LIB_FAMILIES_COMMON_H

@@ -57,8 +57,7 @@ namespace {
 /// block: a Hugging Face config says one block for all layers, its
 /// windows and rotary bases aside (a family's own pattern of them, which
 /// its claim checks).
-const LayerConfig *getUniformBlock(const ModelConfig &model,
-                                   std::string &why) {
+const LayerConfig *getUniformBlock(const ModelConfig &model, std::string &why) {
   const LayerConfig *t = getTransformerLayer(model, 0);
   if (!t) {
     why = "model '" + model.name + "' has no transformer layer";
@@ -233,19 +232,37 @@ Shape getShape(const ModelConfig &model, const LayerConfig &t) {
   return shape;
 }
 
+void describeGemmaScaling(const ModelConfig &model, int64_t headDim,
+                          nlohmann::json &c) {
+  // An integer where it is one: transformers 5 refuses a float here.
+  double scalar = model.attentionScale > 0
+                      ? 1.0 / (model.attentionScale * model.attentionScale)
+                      : double(headDim);
+  double whole = std::round(scalar);
+  c["query_pre_attn_scalar"] =
+      std::fabs(scalar - whole) <= 1e-6 * std::max(1.0, whole)
+          ? nlohmann::json(int64_t(whole))
+          : nlohmann::json(scalar);
+  auto capOrNull = [](double cap) {
+    return cap > 0 ? nlohmann::json(cap) : nlohmann::json(nullptr);
+  };
+  c["attn_logit_softcapping"] = capOrNull(model.attentionSoftcap);
+  c["final_logit_softcapping"] = capOrNull(model.finalSoftcap);
+}
+
 nlohmann::json describeRotary(const ModelConfig &model, const LayerConfig &t) {
-  nlohmann::json c = {{"hidden_size", model.hidden},
-                      {"num_hidden_layers", countTransformerLayers(model)},
-                      {"num_attention_heads", t.heads},
-                      {"num_key_value_heads", t.kvHeads},
-                      {"head_dim", t.headDim},
-                      {"intermediate_size", t.ffn},
-                      {"max_position_embeddings",
-                       std::max(model.seqLen, model.maxPositions)},
-                      {"vocab_size", model.layers.front().vocab},
-                      {"rms_norm_eps", model.normEps},
-                      {"rope_theta", t.rotary.theta},
-                      {"tie_word_embeddings", model.layers.back().tied}};
+  nlohmann::json c = {
+      {"hidden_size", model.hidden},
+      {"num_hidden_layers", countTransformerLayers(model)},
+      {"num_attention_heads", t.heads},
+      {"num_key_value_heads", t.kvHeads},
+      {"head_dim", t.headDim},
+      {"intermediate_size", t.ffn},
+      {"max_position_embeddings", std::max(model.seqLen, model.maxPositions)},
+      {"vocab_size", model.layers.front().vocab},
+      {"rms_norm_eps", model.normEps},
+      {"rope_theta", t.rotary.theta},
+      {"tie_word_embeddings", model.layers.back().tied}};
   // nn.Embedding's padding_idx; a null keeps Llama's from defaulting.
   c["pad_token_id"] = model.paddingToken >= 0
                           ? nlohmann::json(model.paddingToken)

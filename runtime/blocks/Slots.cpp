@@ -16,7 +16,7 @@ namespace {
 std::map<std::string, const FeatureCompute *> &getRegistry() {
   static std::map<std::string, const FeatureCompute *> computes = [] {
     std::map<std::string, const FeatureCompute *> found;
-#define SLUICE_BLOCK_COMPUTE(name)                                            \
+#define SLUICE_BLOCK_COMPUTE(name)                                             \
   found[getCompute_##name().getName()] = &getCompute_##name();
 #include "FeatureComputes.inc"
 #undef SLUICE_BLOCK_COMPUTE
@@ -33,6 +33,16 @@ const FeatureCompute *lookupCompute(const std::string &name) {
 
 void registerCompute(const FeatureCompute &compute) {
   getRegistry().emplace(compute.getName(), &compute);
+}
+
+HiddenNorm getHiddenNorm(const SlotContext &c, const std::string &name,
+                         int base) {
+  return {c.weight(name + ".weight"),
+          c.weight(name + ".bias"),
+          c.grad(name + ".weight"),
+          c.grad(name + ".bias"),
+          c.region(base),
+          c.region(base + 1)};
 }
 
 } // namespace sluice::rt::block

@@ -85,6 +85,17 @@ struct SlotTensors {
   DevicePtr x, residual, out, grad, gate, temp, temp2;
 };
 
+/// A hidden-size norm's tensors at a slot (blocks::addHiddenNorm's
+/// parameters, walkHiddenNormState's regions): its gain and bias (null
+/// for RMSNorm), their gradients, the normalised input and 1/std.
+struct HiddenNorm {
+  DevicePtr w, b, gw, gb, xhat, rstd;
+};
+/// The norm named `name` ("norm1", without the layer's prefix) whose state
+/// starts at the feature's region `base`.
+HiddenNorm getHiddenNorm(const SlotContext &c, const std::string &name,
+                         int base);
+
 class FeatureCompute {
 public:
   virtual ~FeatureCompute() = default;
@@ -113,5 +124,13 @@ const FeatureCompute *lookupCompute(const std::string &name);
 void registerCompute(const FeatureCompute &compute);
 
 } // namespace sluice::rt::block
+
+/// Defines getCompute_NAME(), which the build's compute list calls (one
+/// per folder under lib/Blocks), returning the one CLASS.
+#define SLUICE_DEFINE_COMPUTE(NAME, CLASS)                                     \
+  const ::sluice::rt::block::FeatureCompute &getCompute_##NAME() {             \
+    static const CLASS compute;                                                \
+    return compute;                                                            \
+  }
 
 #endif // SLUICE_RUNTIME_BLOCKS_SLOTS_H

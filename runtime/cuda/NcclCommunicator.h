@@ -53,8 +53,8 @@ std::vector<std::string> getNcclCommunicatorNames(const Plan &plan,
 /// One NCCL communicator of this rank and what was issued on it.
 class NcclComm {
 public:
-  NcclComm(std::string name, void *handle) : name(std::move(name)),
-                                             handle(handle) {}
+  NcclComm(std::string name, void *handle)
+      : name(std::move(name)), handle(handle) {}
   std::string name;
   void *handle; // ncclComm_t
   int64_t issued = 0;
@@ -76,27 +76,10 @@ public:
   NcclCommunicator(MpiCommunicator &host, CudaDevice &device, NcclMesh &mesh)
       : HostAssistedCommunicator(host, device), mesh(mesh) {}
 
-  std::unique_ptr<Request> sendAsync(DevicePtr data, int64_t count, int peer,
-                                     int tag, Stream &stream) override;
-  std::unique_ptr<Request> recvAsync(DevicePtr data, int64_t count, int peer,
-                                     int tag, Stream &stream) override;
-  std::unique_ptr<Request> broadcastAsync(DevicePtr data, int64_t count,
-                                          int root, int channel,
-                                          Stream &stream) override;
-  std::unique_ptr<Request> allReduceAsync(DevicePtr data, int64_t count,
-                                          Reduction reduction, int channel,
-                                          Stream &stream) override;
-  std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
-                                          int root, int channel,
-                                          Stream &stream) override;
-  std::unique_ptr<Request>
-  reduceScatterAsync(DevicePtr data, DevicePtr out,
-                     const std::vector<int64_t> &counts, int channel,
-                     Stream &stream) override;
-  std::unique_ptr<Request> allGatherAsync(DevicePtr data,
-                                          const std::vector<int64_t> &counts,
-                                          int channel,
-                                          Stream &stream) override;
+  // Every device operation (runtime/DeviceCollectives.def).
+#define SLUICE_DEVICE_OP(NAME, PARAMS, REQUIRED)                               \
+  std::unique_ptr<Request> NAME PARAMS override;
+#include "DeviceCollectives.def"
   Status allReduceSum(DevicePtr data, int64_t count, const int *group,
                       int groupSize, Stream &stream) override;
   using HostAssistedCommunicator::allReduceSum;

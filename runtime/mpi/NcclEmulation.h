@@ -129,27 +129,10 @@ public:
   int rank() const override { return host.rank(); }
   int size() const override { return host.size(); }
   int maxTag() const override { return host.maxTag(); }
-  std::unique_ptr<Request> sendAsync(DevicePtr data, int64_t count, int peer,
-                                     int tag, Stream &stream) override;
-  std::unique_ptr<Request> recvAsync(DevicePtr data, int64_t count, int peer,
-                                     int tag, Stream &stream) override;
-  std::unique_ptr<Request> broadcastAsync(DevicePtr data, int64_t count,
-                                          int root, int channel,
-                                          Stream &stream) override;
-  std::unique_ptr<Request> allReduceAsync(DevicePtr data, int64_t count,
-                                          Reduction reduction, int channel,
-                                          Stream &stream) override;
-  std::unique_ptr<Request> reduceSumAsync(DevicePtr data, int64_t count,
-                                          int root, int channel,
-                                          Stream &stream) override;
-  std::unique_ptr<Request>
-  reduceScatterAsync(DevicePtr data, DevicePtr out,
-                     const std::vector<int64_t> &counts, int channel,
-                     Stream &stream) override;
-  std::unique_ptr<Request> allGatherAsync(DevicePtr data,
-                                          const std::vector<int64_t> &counts,
-                                          int channel,
-                                          Stream &stream) override;
+  // Every device operation (runtime/DeviceCollectives.def).
+#define SLUICE_DEVICE_OP(NAME, PARAMS, REQUIRED)                               \
+  std::unique_ptr<Request> NAME PARAMS override;
+#include "DeviceCollectives.def"
   Status allReduceSum(DevicePtr data, int64_t count, const int *members,
                       int groupSize, Stream &stream) override;
   Status allReduceSum(double *data, int64_t n) override {

@@ -17,9 +17,8 @@ namespace {
 
 /// The memory limit the options set, in bytes, or `available`.
 int64_t getLimit(const SessionOptions &o, int64_t available) {
-  return o.memoryLimit >= 0
-             ? int64_t(o.memoryLimit * 1024.0 * 1024.0 * 1024.0)
-             : available;
+  return o.memoryLimit >= 0 ? int64_t(o.memoryLimit * 1024.0 * 1024.0 * 1024.0)
+                            : available;
 }
 
 /// Refuses a run whose ranks on some host need more memory than it has
@@ -106,8 +105,7 @@ int64_t getNcclAllowance(const Plan &plan, int rank) {
   if (const char *v = std::getenv("SLUICE_NCCL_MIB"))
     perComm = std::max<int64_t>(0, std::atoll(v));
   int64_t comms = int64_t(
-      cuda::getNcclCommunicatorNames(plan, getMeshPosition(plan, rank))
-          .size());
+      cuda::getNcclCommunicatorNames(plan, getMeshPosition(plan, rank)).size());
   return (64 + perComm * comms) * 1024 * 1024;
 }
 
@@ -161,8 +159,7 @@ void openCudaBackend(MpiCommunicator &world, const Plan &plan,
   bool nccl = chosen == "nccl" ||
               (chosen == "auto" &&
                (placement.sharing == 1 || cuda::ncclAllowsSharedGpus()));
-  agree(world,
-        checkDeviceMemory(world, plan, o, *out.device, placement, nccl));
+  agree(world, checkDeviceMemory(world, plan, o, *out.device, placement, nccl));
   MpiCommunicator *hosts[3] = {&world, nullptr, nullptr};
   if (!o.reference && plan.dp * plan.tp > 1) {
     placeOnMesh(plan, world.rank(), out);
@@ -214,9 +211,8 @@ void openCpuBackend(MpiCommunicator &world, const Plan &plan,
   }
   if (!out.device->supports(plan.precision))
     failEverywhere(world, "the " + out.device->describe() +
-                              " backend computes in fp32; plan '" +
-                              o.planPath + "' trains in " +
-                              plan.precision.getName() +
+                              " backend computes in fp32; plan '" + o.planPath +
+                              "' trains in " + plan.precision.getName() +
                               " (compile it with --precision fp32)");
   checkHostMemory(world, plan, o, out.comm->rank());
   out.threads = resolveThreads(o);
@@ -227,12 +223,11 @@ void openCpuBackend(MpiCommunicator &world, const Plan &plan,
   for (int g = 0; g < kMeshGroups; ++g)
     if (out.hostGroups[g])
       hosts[g] = out.hostGroups[g].get();
-  agree(world, NcclEmulation::create(plan,
-                                     o.commOrder == "plan"
-                                         ? NcclEmulation::Order::Plan
+  agree(world, NcclEmulation::create(
+                   plan,
+                   o.commOrder == "plan" ? NcclEmulation::Order::Plan
                                          : NcclEmulation::Order::Global,
-                                     o.commTimeout, hosts, *out.device,
-                                     out.emulation));
+                   o.commTimeout, hosts, *out.device, out.emulation));
   for (int g = 0; g < kMeshGroups; ++g)
     out.emulated[g] = out.emulation->takeGroup(MeshGroup(g));
   out.comm = out.emulated[0].get();
@@ -242,16 +237,81 @@ void openCpuBackend(MpiCommunicator &world, const Plan &plan,
 
 } // namespace
 
+std::vector<Kernels::Id> getKernelsNeeded(const Plan &plan) {
+  using Id = Kernels::Id;
+  bool shards = plan.vocabulary.any();
+  bool capped = plan.model.finalSoftcap > 0;
+  std::vector<Kernels::Id> needed;
+  for (int k = 0; k < Kernels::kCount; ++k) {
+    Id id = Id(k);
+    switch (id) {
+    case Id::gemmFp8:
+    case Id::updateFp8Scales:
+      if (!plan.precision.fp8Gemms)
+        continue;
+      break;
+    case Id::softcap:
+    case Id::softcapGrad:
+      if (!capped)
+        continue;
+      break;
+    case Id::shardLookup:
+    case Id::shardScatterAdd:
+    case Id::shardSoftmaxStatistics:
+    case Id::rescaleSum:
+    case Id::scaleRows:
+    case Id::shardLoss:
+    case Id::shardSoftmaxGrad:
+    case Id::labelRows:
+    case Id::combineGrad:
+      if (!shards)
+        continue;
+      break;
+    case Id::crossEntropyForward:
+    case Id::crossEntropyBackward:
+      if (plan.vocabulary.output.present)
+        continue;
+      break;
+    case Id::embeddingForward:
+    case Id::embeddingBackward:
+      if (plan.vocabulary.input.present)
+        continue;
+      break;
+    default:
+      break;
+    }
+    needed.push_back(id);
+  }
+  return needed;
+}
+
+std::string findUnsupportedKernel(const Plan &plan, const Kernels &kernels) {
+  for (Kernels::Id id : getKernelsNeeded(plan))
+    if (!kernels.supports(id, plan.precision))
+      return std::string(Kernels::getName(id)) + " (" +
+             plan.precision.getName() + ")";
+  return "";
+}
+
 void openBackend(MpiCommunicator &world, const Plan &plan,
                  const SessionOptions &options, RankBackend &out) {
-  if (options.backend == "cpu")
-    return openCpuBackend(world, plan, options, out);
+  if (options.backend == "cpu") {
+    openCpuBackend(world, plan, options, out);
+  } else {
 #if SLUICE_HAVE_CUDA
-  openCudaBackend(world, plan, options, out);
+    openCudaBackend(world, plan, options, out);
 #else
-  failEverywhere(world, "this build has no CUDA backend (nvcc was not found "
-                        "when it was configured); use --backend cpu");
+    failEverywhere(world, "this build has no CUDA backend (nvcc was not "
+                          "found when it was configured); use --backend cpu");
 #endif
+  }
+  // Every rank opens the same backend for the same plan: all refuse alike.
+  std::string missing =
+      findUnsupportedKernel(plan, out.device->getKernels(StreamKind::Compute));
+  if (!missing.empty())
+    failEverywhere(world, "the " + out.device->describe() +
+                              " backend has no kernel " + missing +
+                              ", which plan '" + options.planPath + "' needs");
 }
 
 } // namespace sluice::rt::session

@@ -52,8 +52,19 @@ struct RankBackend {
   int threads = 0;
 };
 
+/// The kernels `plan` runs (Kernels.def's list, less those of what the
+/// plan leaves out: FP8 GEMMs, logit soft-capping, vocabulary shards or the
+/// whole vocabulary layers).
+std::vector<Kernels::Id> getKernelsNeeded(const Plan &plan);
+
+/// The first kernel `plan` needs that `kernels` does not run in the plan's
+/// precision, described for an error ("gemmFp8 (fp8)"); empty when it runs
+/// them all.
+std::string findUnsupportedKernel(const Plan &plan, const Kernels &kernels);
+
 /// Opens `out` for `options.backend` (collective over `world`); ends the
-/// session everywhere when a rank cannot.
+/// session everywhere when a rank cannot, or when the backend lacks a
+/// kernel the plan needs.
 void openBackend(MpiCommunicator &world, const Plan &plan,
                  const SessionOptions &options, RankBackend &out);
 

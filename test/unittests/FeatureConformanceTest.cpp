@@ -2,7 +2,7 @@
 //
 // Every registered block feature (sluice/Blocks/Feature.h), in each of its
 // forms, on one transformer layer run through the stage runner on CPUs in
-// fp32, is held to:
+// fp32 (and bf16, the last check), is held to:
 //
 //  * finite differences: the loss sum(y * r) of the layer's output y,
 //    against its gradient from B and W, for elements of each of the
@@ -14,7 +14,8 @@
 //  * tensor parallelism: 2 shards on threads of one process, with and
 //    without sequence parallelism, give the one-shard run's output and
 //    gradients (each slice its part; a parameter its group sums, summed);
-//  * recomputation: selective and full give what keeping everything does.
+//  * recomputation: selective and full give what keeping everything does;
+//  * bf16 storage: the layer in bf16 follows its fp32 run.
 //
 // A feature registered from here (ChannelScale below, which no folder
 // under lib/Blocks declares) runs through the same checks: the registry,
@@ -65,8 +66,8 @@ public:
   bool isIdentityAtInit() const override { return true; }
   void addParameters(Slot, const LayerShape &shape,
                      std::vector<ParameterSpec> &out) const override {
-    out.push_back({shape.prefix + "attn.scale", {shape.hidden()},
-                   InitKind::Ones});
+    out.push_back(
+        {shape.prefix + "attn.scale", {shape.hidden()}, InitKind::Ones});
     // Each shard scales its own tokens under sequence parallelism.
     out.back().reduce = Reduce::Tokens;
   }
@@ -86,8 +87,8 @@ public:
                const block::SlotTensors &t) const override {
     int64_t n = c.size.n, h = c.size.h;
     c.kernels.copy(c.region(0), t.x, n * h);
-    c.kernels.normAffine(c.region(0), c.weight("attn.scale"), DevicePtr(), n,
-                         h, t.x);
+    c.kernels.normAffine(c.region(0), c.weight("attn.scale"), DevicePtr(), n, h,
+                         t.x);
   }
   bool backward(Slot, const block::SlotContext &c,
                 const block::SlotTensors &t) const override {
@@ -164,8 +165,9 @@ public:
     for (int r = 0; r < n; ++r)
       if (r != rank)
         for (int64_t i = 0; i < count; ++i)
-          mine[i] = reduction == Reduction::Sum ? mine[i] + posted[r][i]
-                                                : std::max(mine[i], posted[r][i]);
+          mine[i] = reduction == Reduction::Sum
+                        ? mine[i] + posted[r][i]
+                        : std::max(mine[i], posted[r][i]);
     sync();
     std::copy(mine.begin(), mine.end(), data);
     sync();
@@ -221,36 +223,38 @@ struct Result {
 class LayerRun {
 public:
   LayerRun(const ModelConfig &whole, bool sequenceParallel, TensorShard shard,
-           Recompute recompute)
+           Recompute recompute, Precision precision = Precision::fp32())
       : model(shard.count > 1
                   ? getTensorShardModel(whole, shard.count, sequenceParallel)
                   : whole),
-        shard(shard) {
+        shard(shard), precision(precision) {
     for (const ParameterSpec &spec : getLayerParameters(whole, 1, shard))
       store.add(spec);
-    ok = bool(store.allocate(cpu, Precision::fp32(), 7));
+    ok = bool(store.allocate(cpu, precision, 7));
     if (!ok)
       return;
     // Gains near 1, biases near 0 and random matrices, by whole index.
     for (const ParameterSpec &spec : store.specs()) {
-      float *w = store.weight(spec.name).f32();
+      float *w = store.master(spec.name).f32();
       if (spec.init != InitKind::Normal)
         for (const TensorRun &run : getRuns(spec))
           for (int64_t i = 0; i < run.count; ++i)
             w[run.local + i] = valueAt(spec.name, run.global + i, spec.init);
     }
+    refresh();
     runner = std::make_unique<StageRunner>(model, std::vector<int>{1}, store,
                                            cpu.getKernels(StreamKind::Compute),
-                                           Precision::fp32(), recompute);
+                                           precision, recompute);
   }
 
   /// Parameters at their initial values (the feature's identity).
   void resetToInit() {
     for (const ParameterSpec &spec : store.specs())
       if (spec.init != InitKind::Normal) {
-        float *w = store.weight(spec.name).f32();
+        float *w = store.master(spec.name).f32();
         std::fill(w, w + spec.size(), spec.init == InitKind::Ones ? 1.f : 0.f);
       }
+    refresh();
   }
 
   void joinGroup(LocalGroup &group) {
@@ -279,10 +283,10 @@ public:
     work = state(stage.getWorkspaceBytes(s));
     r = state(stage.getRecomputedStateBytes(s));
     std::vector<float> y(x.size());
-    std::vector<float> input = x;
-    stage.forward(s, batch(), input.data(), y.data(), f.data(), kv.data(),
-                  work.data(), nullptr);
-    return y;
+    std::vector<float> input = encode(x);
+    stage.forward(s, batch(), activation(input), activation(y), f.data(),
+                  kv.data(), work.data(), nullptr);
+    return decode(y, x.size());
   }
 
   /// F, B and W for output gradient `dy`.
@@ -293,12 +297,13 @@ public:
     Result out;
     out.y = forward(x);
     std::vector<float> w = state(stage.getWeightStateBytes(s));
-    std::vector<float> grad = dy;
+    std::vector<float> grad = encode(dy);
     out.dx.assign(x.size(), 0.0f);
-    stage.backwardInput(s, batch(), grad.data(), out.dx.data(), f.data(),
-                        w.data(), kv.data(), work.data(), 1.0f, r.data());
-    stage.backwardWeight(s, batch(), f.data(), w.data(), work.data(),
-                         r.data());
+    stage.backwardInput(s, batch(), activation(grad), activation(out.dx),
+                        f.data(), w.data(), kv.data(), work.data(), 1.0f,
+                        r.data());
+    out.dx = decode(out.dx, x.size());
+    stage.backwardWeight(s, batch(), f.data(), w.data(), work.data(), r.data());
     for (const ParameterSpec &spec : store.specs()) {
       float *g = store.grad(spec.name).f32();
       out.grads[spec.name].assign(g, g + spec.size());
@@ -307,10 +312,43 @@ public:
     return out;
   }
 
-  float *weight(const std::string &name) { return store.weight(name).f32(); }
+  /// The fp32 weight the test sets (the master; refresh() after a change
+  /// for a bf16 run's working copy).
+  float *weight(const std::string &name) { return store.master(name).f32(); }
+  void refresh() {
+    // Writing the masters back rewrites their working copy.
+    std::vector<float> masters;
+    if (precision.isMixed() &&
+        store.read(ParameterStore::Tensor::Weights, masters))
+      ok = ok && bool(store.write(ParameterStore::Tensor::Weights, masters));
+  }
   bool ok = false;
 
 private:
+  /// An activation array, typed as the plan's precision stores it.
+  DevicePtr activation(std::vector<float> &v) const {
+    return DevicePtr(v.data(), precision.activations);
+  }
+  /// Activations as the plan's precision stores them: fp32 as they are,
+  /// bf16 rounded and packed two to a float's bytes.
+  std::vector<float> encode(const std::vector<float> &v) const {
+    if (!precision.isMixed())
+      return v;
+    std::vector<float> out((v.size() + 1) / 2, 0.0f);
+    uint16_t *half = reinterpret_cast<uint16_t *>(out.data());
+    for (size_t i = 0; i < v.size(); ++i)
+      half[i] = floatToBf16(v[i]);
+    return out;
+  }
+  std::vector<float> decode(const std::vector<float> &v, size_t n) const {
+    if (!precision.isMixed())
+      return std::vector<float>(v.begin(), v.begin() + n);
+    std::vector<float> out(n);
+    const uint16_t *half = reinterpret_cast<const uint16_t *>(v.data());
+    for (size_t i = 0; i < n; ++i)
+      out[i] = bf16ToFloat(half[i]);
+    return out;
+  }
   static std::vector<float> state(int64_t bytes) {
     return std::vector<float>((bytes + 3) / 4 + 1, 0.0f);
   }
@@ -322,6 +360,7 @@ private:
   CpuDevice cpu;
   ModelConfig model;
   TensorShard shard;
+  Precision precision;
   ParameterStore store;
   std::unique_ptr<StageRunner> runner;
   std::vector<float> f, kv, work, r;
@@ -474,8 +513,7 @@ TEST_P(FeatureConformance, TensorParallelShardsGiveTheWholeLayer) {
         run.joinGroup(group);
         int64_t first = sequence ? t * part : 0;
         std::vector<float> mine(x.begin() + first, x.begin() + first + part);
-        std::vector<float> grad(dy.begin() + first,
-                                dy.begin() + first + part);
+        std::vector<float> grad(dy.begin() + first, dy.begin() + first + part);
         shards[t] = run.run(mine, grad);
       });
     for (std::thread &thread : threads)
@@ -531,6 +569,37 @@ TEST_P(FeatureConformance, RecomputationChangesNothing) {
         ASSERT_EQ(got.grads.at(name)[i], grad[i])
             << recomputeName(r) << " " << name << "[" << i << "]";
   }
+}
+
+// In bf16 (activations, messages and working weights stored in bf16, the
+// kernels' arithmetic in fp32: the CPU backend's StagedKernels, as a bf16
+// plan runs) the layer follows its fp32 run to bf16's precision: the
+// feature's compute takes its arrays in the plan's type, not as fp32.
+TEST_P(FeatureConformance, BFloat16FollowsFloat32) {
+  ModelConfig model = getModelWith(true);
+  LayerRun exact(model, false, {}, Recompute::None);
+  LayerRun rounded(model, false, {}, Recompute::None, Precision::bf16());
+  ASSERT_TRUE(exact.ok && rounded.ok);
+  Result a = exact.run(x, dy), b = rounded.run(x, dy);
+  // Relative to the whole vector: bf16 keeps 8 significant bits (2^-8,
+  // 0.4%) at each kernel's output; a layer rounds a few dozen times (the
+  // largest seen: 1.1%, a query norm's gain gradient).
+  auto expectFollows = [](const std::vector<float> &want,
+                          const std::vector<float> &got,
+                          const std::string &what) {
+    ASSERT_EQ(want.size(), got.size()) << what;
+    double error = 0, norm = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << what << "[" << i << "]";
+      error += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+      norm += double(want[i]) * want[i];
+    }
+    EXPECT_LT(std::sqrt(error), 0.03 * std::sqrt(norm) + 1e-6) << what;
+  };
+  expectFollows(a.y, b.y, "y");
+  expectFollows(a.dx, b.dx, "dx");
+  for (const auto &[name, grad] : a.grads)
+    expectFollows(grad, b.grads.at(name), name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Every, FeatureConformance,

@@ -7,13 +7,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "MpiCommunicator.h"
 #include "Session.h"
+#include "MpiCommunicator.h"
+#include "RankBackend.h"
 #include "TinyPlans.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -120,6 +122,47 @@ TEST_F(SessionTest, AMissingPlanIsNamed) {
   ASSERT_FALSE(bool(opened));
   EXPECT_NE(opened.getReport().find("nothing.json"), std::string::npos)
       << opened.getReport();
+}
+
+/// Kernels that run nothing and lack FP8 GEMMs: a backend without a
+/// kernel, as a new one may be.
+class NoFp8Kernels final : public Kernels {
+public:
+#define SLUICE_KERNEL(NAME, PARAMS, ARGS, STAGING)                             \
+  void NAME PARAMS override {}
+#include "Kernels.def"
+  bool supports(Id id, const Precision &) const override {
+    return id != Id::gemmFp8;
+  }
+};
+
+TEST(KernelSupport, APlanIsRefusedByTheKernelItNeeds) {
+  NoFp8Kernels kernels;
+  Plan plan;
+  plan.precision = Precision::bf16();
+  EXPECT_EQ(session::findUnsupportedKernel(plan, kernels), "");
+  plan.precision = Precision::fp8();
+  EXPECT_EQ(session::findUnsupportedKernel(plan, kernels), "gemmFp8 (fp8)");
+}
+
+TEST(KernelSupport, APlanNeedsOnlyTheKernelsOfWhatItHas) {
+  auto needs = [](const Plan &plan, Kernels::Id id) {
+    std::vector<Kernels::Id> needed = session::getKernelsNeeded(plan);
+    return std::find(needed.begin(), needed.end(), id) != needed.end();
+  };
+  Plan plan;
+  EXPECT_TRUE(needs(plan, Kernels::Id::gemm));
+  EXPECT_TRUE(needs(plan, Kernels::Id::crossEntropyForward));
+  EXPECT_FALSE(needs(plan, Kernels::Id::gemmFp8));
+  EXPECT_FALSE(needs(plan, Kernels::Id::softcap));
+  EXPECT_FALSE(needs(plan, Kernels::Id::shardLoss));
+  plan.model.finalSoftcap = 30;
+  plan.vocabulary.output.present = true;
+  EXPECT_TRUE(needs(plan, Kernels::Id::softcap));
+  EXPECT_TRUE(needs(plan, Kernels::Id::shardLoss));
+  EXPECT_FALSE(needs(plan, Kernels::Id::crossEntropyForward));
+  EXPECT_EQ(std::string(Kernels::getName(Kernels::Id::adamUpdate)),
+            "adamUpdate");
 }
 
 } // namespace

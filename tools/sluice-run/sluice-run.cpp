@@ -29,217 +29,232 @@ using namespace sluice::rt;
 namespace cl = llvm::cl;
 
 namespace {
+/// What the flags write: each flag is bound to its field, whose default
+/// (SessionOptions.h) is the flag's.
+SessionOptions options;
+
 cl::OptionCategory category("sluice-run options");
-cl::opt<std::string> planPath(cl::Positional, cl::desc("<plan.json>"),
-                              cl::Required, cl::cat(category));
-cl::opt<std::string> backendName("backend",
-                                 cl::desc("cpu (default) or cuda (a GPU per "
-                                          "rank, shared when ranks outnumber "
-                                          "GPUs)"),
-                                 cl::init("cpu"), cl::cat(category));
-cl::opt<std::string> precisionName(
-    "precision",
+cl::opt<std::string, true> planPath(cl::Positional,
+                                    cl::location(options.planPath),
+                                    cl::desc("<plan.json>"), cl::Required,
+                                    cl::cat(category));
+cl::opt<std::string, true>
+    backendName("backend", cl::location(options.backend),
+                cl::desc("cpu (default) or cuda (a GPU per "
+                         "rank, shared when ranks outnumber "
+                         "GPUs)"),
+                cl::cat(category));
+cl::opt<std::string, true> precisionName(
+    "precision", cl::location(options.precision),
     cl::desc("bf16, fp8 (bf16 with the transformer layers' GEMMs on FP8 "
              "operands) or fp32 (default: the plan's)"),
     cl::value_desc("bf16|fp8|fp32"), cl::cat(category));
-cl::opt<std::string> transport(
-    "transport",
+cl::opt<std::string, true> transport(
+    "transport", cl::location(options.transport),
     cl::desc("How ranks communicate. --backend cuda: nccl (ranks share a "
              "GPU only with NCCL 2.30+ and NCCL_MULTI_RANK_GPU_ENABLE=1), "
              "mpi (through pinned host memory; any placement) or auto "
              "(default: nccl where it can). --backend cpu: mpi (auto) or "
              "nccl (MPI held to NCCL's rules: an order NCCL could not run "
              "is reported instead of run)"),
-    cl::init("auto"), cl::cat(category));
-cl::opt<int64_t> steps("steps", cl::desc("The training run's steps in all "
-                                         "(default 1): a run resumed with "
-                                         "--load trains those its checkpoint "
-                                         "has not taken; 0 trains none "
-                                         "(evaluate or export only)"),
-                       cl::init(1), cl::cat(category));
-cl::opt<uint64_t>
-    seed("seed", cl::desc("Seed of weights and synthetic data (default 1)"),
-         cl::init(1), cl::cat(category));
-cl::opt<std::string>
-    dataPath("data",
+    cl::cat(category));
+cl::opt<int64_t, true> steps("steps", cl::location(options.steps),
+                             cl::desc("The training run's steps in all "
+                                      "(default 1): a run resumed with "
+                                      "--load trains those its checkpoint "
+                                      "has not taken; 0 trains none "
+                                      "(evaluate or export only)"),
+                             cl::cat(category));
+cl::opt<uint64_t, true>
+    seed("seed", cl::location(options.seed.value),
+         cl::desc("Seed of weights and synthetic data (default 1)"),
+         cl::cat(category));
+cl::opt<std::string, true>
+    dataPath("data", cl::location(options.dataPath),
              cl::desc("A token dataset from sluice-tokenize (default: "
                       "synthetic tokens)"),
              cl::value_desc("FILE"), cl::cat(category));
-cl::opt<std::string> dataDtype(
-    "data-dtype",
+cl::opt<std::string, true> dataDtype(
+    "data-dtype", cl::location(options.dataDtype),
     cl::desc("With --data: the file is raw little-endian tokens of this "
              "type, uint16 or uint32, with no header"),
     cl::cat(category));
-cl::opt<int64_t> evalEvery(
-    "eval-every",
+cl::opt<int64_t, true> evalEvery(
+    "eval-every", cl::location(options.evalEvery),
     cl::desc("With --data: the validation loss every N steps and after the "
              "last, on the held-out part (default 0: none held out)"),
-    cl::init(0), cl::cat(category));
-cl::opt<double> valFraction(
-    "val-fraction",
+    cl::cat(category));
+cl::opt<double, true> valFraction(
+    "val-fraction", cl::location(options.valFraction.value),
     cl::desc("With --eval-every: the share of --data's tokens (its last) "
              "held out for validation (default 0.05)"),
-    cl::init(0.05), cl::cat(category));
-cl::opt<int64_t> evalSteps(
-    "eval-steps",
+    cl::cat(category));
+cl::opt<int64_t, true> evalSteps(
+    "eval-steps", cl::location(options.evalSteps),
     cl::desc("Steps' worth of validation sequences per evaluation (default: "
              "the whole steps the held-out part fills, at most 32)"),
-    cl::init(0), cl::cat(category));
-cl::opt<float> weightDecay(
-    "weight-decay",
+    cl::cat(category));
+cl::opt<float, true> weightDecay(
+    "weight-decay", cl::location(options.weightDecay.value),
     cl::desc("AdamW's decoupled weight decay, on matrices and tables, not "
              "on norms or biases (default 0: Adam)"),
-    cl::init(0.0f), cl::cat(category));
-cl::opt<int64_t> warmupSteps(
-    "warmup-steps",
+    cl::cat(category));
+cl::opt<int64_t, true> warmupSteps(
+    "warmup-steps", cl::location(options.warmupSteps.value),
     cl::desc("Steps of linear learning-rate warmup from 0 (default 0)"),
-    cl::init(0), cl::cat(category));
-cl::opt<std::string> lrDecay(
-    "lr-decay",
-    cl::desc("After warmup: none (default), linear or cosine, down to "
-             "--min-lr at --lr-decay-steps"),
-    cl::init("none"), cl::cat(category));
-cl::opt<int64_t> lrDecaySteps(
-    "lr-decay-steps",
+    cl::cat(category));
+cl::opt<std::string, true>
+    lrDecay("lr-decay", cl::location(options.lrDecay.value),
+            cl::desc("After warmup: none (default), linear or cosine, down to "
+                     "--min-lr at --lr-decay-steps"),
+            cl::cat(category));
+cl::opt<int64_t, true> lrDecaySteps(
+    "lr-decay-steps", cl::location(options.lrDecaySteps),
     cl::desc("The step the decay reaches --min-lr (default: the last step "
              "of this run; give it when a run resumes)"),
-    cl::init(0), cl::cat(category));
-cl::opt<float> minLearningRate("min-lr",
-                               cl::desc("The decay's floor (default 0)"),
-                               cl::init(0.0f), cl::cat(category));
-cl::opt<float> learningRate("lr", cl::desc("Adam learning rate (default 1e-3)"),
-                            cl::init(1e-3f), cl::cat(category));
-cl::opt<bool> reference("reference",
-                        cl::desc("Run the model unpartitioned in this process"),
-                        cl::cat(category));
-cl::opt<std::string> dumpGrads("dump-grads",
-                               cl::desc("Write the first step's gradients and "
-                                        "every step's loss to DIR"),
-                               cl::value_desc("DIR"), cl::cat(category));
-cl::opt<std::string> checkAgainst(
-    "check-against",
+    cl::cat(category));
+cl::opt<float, true>
+    minLearningRate("min-lr", cl::location(options.minLearningRate.value),
+                    cl::desc("The decay's floor (default 0)"),
+                    cl::cat(category));
+cl::opt<float, true> learningRate("lr",
+                                  cl::location(options.learningRate.value),
+                                  cl::desc("Adam learning rate (default 1e-3)"),
+                                  cl::cat(category));
+cl::opt<bool, true>
+    reference("reference", cl::location(options.reference),
+              cl::desc("Run the model unpartitioned in this process"),
+              cl::cat(category));
+cl::opt<std::string, true>
+    dumpGrads("dump-grads", cl::location(options.dumpGrads),
+              cl::desc("Write the first step's gradients and "
+                       "every step's loss to DIR"),
+              cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string, true> checkAgainst(
+    "check-against", cl::location(options.checkAgainst),
     cl::desc("Compare gradients and losses with a --dump-grads DIR"),
     cl::value_desc("DIR"), cl::cat(category));
-cl::opt<double> lossTolerance(
-    "loss-tolerance",
+cl::opt<double, true> lossTolerance(
+    "loss-tolerance", cl::location(options.lossTolerance),
     cl::desc("Relative loss tolerance of the check (default 1e-5)"),
-    cl::init(1e-5), cl::cat(category));
-cl::opt<double> gradTolerance(
-    "grad-tolerance",
+    cl::cat(category));
+cl::opt<double, true> gradTolerance(
+    "grad-tolerance", cl::location(options.gradTolerance),
     cl::desc("Relative gradient tolerance of the check (default 1e-4)"),
-    cl::init(1e-4), cl::cat(category));
-cl::opt<double> clipGrad(
-    "clip-grad",
+    cl::cat(category));
+cl::opt<double, true> clipGrad(
+    "clip-grad", cl::location(options.clipGrad.value),
     cl::desc("Clip the gradients to this global L2 norm before each update "
              "(default 0: no clipping)"),
-    cl::init(0.0), cl::cat(category));
-cl::opt<int64_t> logEvery(
-    "log-every",
+    cl::cat(category));
+cl::opt<int64_t, true> logEvery(
+    "log-every", cl::location(options.logEvery),
     cl::desc("Print the progress line every N steps, and after the last "
              "(default 1)"),
-    cl::init(1), cl::cat(category));
-cl::opt<std::string>
-    metricsPath("metrics",
+    cl::cat(category));
+cl::opt<std::string, true>
+    metricsPath("metrics", cl::location(options.metricsPath),
                 cl::desc("Append each progress line's figures to FILE as a "
                          "JSON object per line"),
                 cl::value_desc("FILE"), cl::cat(category));
-cl::opt<double> peakTflops(
-    "peak-tflops",
+cl::opt<double, true> peakTflops(
+    "peak-tflops", cl::location(options.peakTflops),
     cl::desc("One device's peak TFLOP/s for the MFU figure (default: the "
              "datasheet's for H100, H200 and A100; none for CPUs)"),
-    cl::init(0.0), cl::cat(category));
-cl::opt<std::string>
-    saveDir("save",
+    cl::cat(category));
+cl::opt<std::string, true>
+    saveDir("save", cl::location(options.saveDir),
             cl::desc("Write a checkpoint to DIR at the end (and every "
                      "--save-every steps)"),
             cl::value_desc("DIR"), cl::cat(category));
-cl::opt<int64_t> saveEvery(
-    "save-every",
+cl::opt<int64_t, true> saveEvery(
+    "save-every", cl::location(options.saveEvery),
     cl::desc("With --save: also checkpoint every N steps (default 0: only "
              "at the end)"),
-    cl::init(0), cl::cat(category));
-cl::opt<int> keepCheckpoints(
-    "keep-checkpoints",
+    cl::cat(category));
+cl::opt<int, true> keepCheckpoints(
+    "keep-checkpoints", cl::location(options.keepCheckpoints),
     cl::desc("With --save: how many of the newest steps' checkpoints DIR "
              "keeps (default 1)"),
-    cl::init(1), cl::cat(category));
-cl::opt<int64_t> loadStep(
-    "load-step",
+    cl::cat(category));
+cl::opt<int64_t, true> loadStep(
+    "load-step", cl::location(options.loadStep),
     cl::desc("With --load: the step to resume from (default: the newest)"),
-    cl::init(-1), cl::cat(category));
-cl::opt<std::string>
-    loadHF("load-hf",
+    cl::cat(category));
+cl::opt<std::string, true>
+    loadHF("load-hf", cl::location(options.loadHF),
            cl::desc("Start from a Hugging Face model directory's weights "
                     "(config.json and safetensors; GPT-2, Llama 2/3/3.1/3.2, "
                     "Mistral, Qwen2/2.5, Gemma, Gemma-2)"),
            cl::value_desc("DIR"), cl::cat(category));
-cl::opt<std::string>
-    saveHF("save-hf",
+cl::opt<std::string, true>
+    saveHF("save-hf", cl::location(options.saveHF),
            cl::desc("At the end, write the weights as a Hugging Face model "
                     "directory (fp32 safetensors and config.json)"),
            cl::value_desc("DIR"), cl::cat(category));
-cl::opt<int64_t> generateTokens(
-    "generate",
+cl::opt<int64_t, true> generateTokens(
+    "generate", cl::location(options.sampling.newTokens),
     cl::desc("After the steps, draw N tokens after --prompt from the trained "
              "model and print them (default 0: none)"),
-    cl::value_desc("N"), cl::init(0), cl::cat(category));
-cl::opt<std::string> prompt(
-    "prompt",
+    cl::value_desc("N"), cl::cat(category));
+cl::opt<std::string, true> prompt(
+    "prompt", cl::location(options.prompt),
     cl::desc("With --generate: the text to continue, encoded with --data's "
              "tokenizer"),
     cl::value_desc("TEXT"), cl::cat(category));
-cl::list<int32_t> promptIds(
-    "prompt-ids",
+cl::list<int32_t, std::vector<int32_t>> promptIds(
+    "prompt-ids", cl::location(options.promptIds),
     cl::desc("With --generate: the prompt as token ids, comma-separated"),
     cl::value_desc("ID,..."), cl::CommaSeparated, cl::cat(category));
-cl::opt<double> temperature(
-    "temperature",
+cl::opt<double, true> temperature(
+    "temperature", cl::location(options.sampling.temperature),
     cl::desc("With --generate: the logits divided by it before sampling; 0 "
              "is greedy (default 1)"),
-    cl::init(1.0), cl::cat(category));
-cl::opt<int64_t> topK("top-k",
-                      cl::desc("With --generate: sample among the K most "
-                               "likely tokens (default 0: all)"),
-                      cl::init(0), cl::cat(category));
-cl::opt<double> topP(
-    "top-p",
-    cl::desc("With --generate: sample among the fewest most likely tokens "
-             "whose probability reaches P (default 1: all)"),
-    cl::init(1.0), cl::cat(category));
-cl::opt<std::string>
-    loadDir("load",
+    cl::cat(category));
+cl::opt<int64_t, true> topK("top-k", cl::location(options.sampling.topK),
+                            cl::desc("With --generate: sample among the K most "
+                                     "likely tokens (default 0: all)"),
+                            cl::cat(category));
+cl::opt<double, true>
+    topP("top-p", cl::location(options.sampling.topP),
+         cl::desc("With --generate: sample among the fewest most likely tokens "
+                  "whose probability reaches P (default 1: all)"),
+         cl::cat(category));
+cl::opt<std::string, true>
+    loadDir("load", cl::location(options.loadDir),
             cl::desc("Resume from a checkpoint, with the optimizer settings "
                      "and seed it recorded unless given again"),
             cl::value_desc("DIR"), cl::cat(category));
-cl::opt<std::string>
-    profilePath("profile",
+cl::opt<std::string, true>
+    profilePath("profile", cl::location(options.profilePath),
                 cl::desc("Write measured pass times (a --costs file)"),
                 cl::value_desc("FILE"), cl::cat(category));
-cl::opt<bool> profileSlices(
-    "profile-slices",
+cl::opt<bool, true> profileSlices(
+    "profile-slices", cl::location(options.profileSlices),
     cl::desc("With --profile: also time each stage over a grid of slice "
              "lengths and contexts (for --slicing terapipe)"),
     cl::cat(category));
-cl::opt<bool> timing("timing",
-                     cl::desc("Print where each rank's last step went"),
-                     cl::cat(category));
-cl::opt<std::string> tracePath(
-    "trace",
+cl::opt<bool, true> timing("timing", cl::location(options.timing),
+                           cl::desc("Print where each rank's last step went"),
+                           cl::cat(category));
+cl::opt<std::string, true> tracePath(
+    "trace", cl::location(options.tracePath),
     cl::desc("Write the last step's passes and vocabulary collectives, per "
              "rank and stream, as a Chrome trace (Perfetto)"),
     cl::value_desc("FILE"), cl::cat(category));
-cl::opt<int64_t> failAt("fail-at-instruction",
-                        cl::desc("Fault injection: fail before this "
-                                 "instruction of --fail-rank's list"),
-                        cl::init(-1), cl::cat(category));
-cl::opt<double> memoryLimit(
-    "memory-limit",
+cl::opt<int64_t, true> failAt("fail-at-instruction",
+                              cl::location(options.failAtInstruction),
+                              cl::desc("Fault injection: fail before this "
+                                       "instruction of --fail-rank's list"),
+                              cl::cat(category));
+cl::opt<double, true> memoryLimit(
+    "memory-limit", cl::location(options.memoryLimit),
     cl::desc("Host memory the ranks on one host may use, in GiB; a run "
              "that needs more is refused before it starts (default: the "
              "host's available memory)"),
-    cl::init(-1), cl::cat(category));
-cl::opt<bool> failHang(
-    "fail-hang",
+    cl::cat(category));
+cl::opt<bool, true> failHang(
+    "fail-hang", cl::location(options.failHang),
     cl::desc("Fault injection: --fail-rank stops at --fail-at-instruction "
              "and waits forever instead of failing (a peer that never "
              "joins)"),
@@ -259,13 +274,13 @@ void addThreadsOption() {
                "host's cores over the ranks on it)"),
       cl::init(0), cl::cat(category));
 }
-cl::opt<double> commTimeout(
-    "comm-timeout",
+cl::opt<double, true> commTimeout(
+    "comm-timeout", cl::location(options.commTimeout),
     cl::desc("Seconds a rank waits for a peer's communication before it "
              "ends the job, naming the operation (NCCL; default 600)"),
-    cl::init(600), cl::cat(category));
-cl::opt<std::string> commOrder(
-    "comm-order",
+    cl::cat(category));
+cl::opt<std::string, true> commOrder(
+    "comm-order", cl::location(options.commOrder),
     cl::desc("The order each rank issues its communication in: auto "
              "(default: global under NCCL and for plans with vocabulary "
              "collectives, the plan's order over MPI otherwise), global (one "
@@ -273,85 +288,37 @@ cl::opt<std::string> commOrder(
              "device's plan order; with --backend cpu --transport nccl the "
              "communicator layout before 0.15: shows what NCCL would do "
              "with it)"),
-    cl::init("auto"), cl::cat(category));
-cl::opt<int> failRank("fail-rank",
-                      cl::desc("The rank --fail-at-instruction "
-                               "fails (default 0)"),
-                      cl::init(0), cl::cat(category));
-cl::opt<int64_t> interruptAt(
-    "interrupt-at-step",
+    cl::cat(category));
+cl::opt<int, true> failRank("fail-rank", cl::location(options.failRank),
+                            cl::desc("The rank --fail-at-instruction "
+                                     "fails (default 0)"),
+                            cl::cat(category));
+cl::opt<int64_t, true> interruptAt(
+    "interrupt-at-step", cl::location(options.interruptAtStep),
     cl::desc("Fault injection: --fail-rank receives SIGINT after this step "
              "(the stop every rank must agree on)"),
-    cl::init(0), cl::cat(category), cl::Hidden);
+    cl::cat(category), cl::Hidden);
 
-
-/// A flag's value into a setting a resumed run may take from its
-/// checkpoint instead.
-template <class T, class V> void setGiven(Given<V> &to, const cl::opt<T> &from) {
-  to.value = V(from.getValue());
-  to.given = from.getNumOccurrences() > 0;
-}
-
+/// The options the flags wrote, completed: the settings a resumed run may
+/// take from its checkpoint know whether they were given, and the
+/// defaults that come from elsewhere are filled in.
 SessionOptions getOptions() {
-  SessionOptions o;
-  o.planPath = planPath;
-  o.backend = backendName;
-  o.transport = transport;
+  options.learningRate.given = learningRate.getNumOccurrences() > 0;
+  options.minLearningRate.given = minLearningRate.getNumOccurrences() > 0;
+  options.weightDecay.given = weightDecay.getNumOccurrences() > 0;
+  options.warmupSteps.given = warmupSteps.getNumOccurrences() > 0;
+  options.lrDecay.given = lrDecay.getNumOccurrences() > 0;
+  options.clipGrad.given = clipGrad.getNumOccurrences() > 0;
+  options.seed.given = seed.getNumOccurrences() > 0;
+  options.valFraction.given = valFraction.getNumOccurrences() > 0;
   // SLUICE_TRANSPORT gives --transport's default (the test suite runs
   // every multi-rank test under the NCCL emulation this way).
   if (transport.getNumOccurrences() == 0)
     if (const char *env = std::getenv("SLUICE_TRANSPORT"); env && *env)
-      o.transport = env;
-  o.commOrder = commOrder;
-  o.precision = precisionName;
-  o.reference = reference;
-  o.steps = steps;
-  setGiven(o.learningRate, learningRate);
-  setGiven(o.minLearningRate, minLearningRate);
-  setGiven(o.weightDecay, weightDecay);
-  setGiven(o.warmupSteps, warmupSteps);
-  setGiven(o.lrDecay, lrDecay);
-  o.lrDecaySteps = lrDecaySteps;
-  setGiven(o.clipGrad, clipGrad);
-  setGiven(o.seed, seed);
-  o.dataPath = dataPath;
-  o.dataDtype = dataDtype;
-  o.evalEvery = evalEvery;
-  setGiven(o.valFraction, valFraction);
-  o.evalSteps = evalSteps;
-  o.dumpGrads = dumpGrads;
-  o.checkAgainst = checkAgainst;
-  o.lossTolerance = lossTolerance;
-  o.gradTolerance = gradTolerance;
-  o.logEvery = logEvery;
-  o.metricsPath = metricsPath;
-  o.peakTflops = peakTflops;
-  o.saveDir = saveDir;
-  o.loadDir = loadDir;
-  o.loadHF = loadHF;
-  o.saveHF = saveHF;
-  o.sampling.newTokens = generateTokens;
-  o.sampling.temperature = temperature;
-  o.sampling.topK = topK;
-  o.sampling.topP = topP;
-  o.prompt = prompt;
-  o.promptIds.assign(promptIds.begin(), promptIds.end());
-  o.saveEvery = saveEvery;
-  o.keepCheckpoints = keepCheckpoints;
-  o.loadStep = loadStep;
-  o.profilePath = profilePath;
-  o.tracePath = tracePath;
-  o.profileSlices = profileSlices;
-  o.timing = timing;
-  o.memoryLimit = memoryLimit;
-  o.commTimeout = commTimeout;
-  o.threads = *threads;
-  o.failAtInstruction = failAt;
-  o.failRank = failRank;
-  o.failHang = failHang;
-  o.interruptAtStep = interruptAt;
-  o.stopOnSignal = true;
-  return o;
+      options.transport = env;
+  options.threads = *threads;
+  options.stopOnSignal = true;
+  return options;
 }
 
 /// Ends the job the way `outcome` asks (Outcome.h): each line of its

@@ -1,9 +1,10 @@
-//===- Feature.h - Block features: the shape part and the registry -*- C++ -*-===//
+//===- Feature.h - Block features: the shape part and the registry -*- C++
+//-*-===//
 //
 // A block feature is what a transformer block adds to its core (the
 // projections, attention and the feed-forward block): the norms before and
-// after each half, norms of the queries and keys, biases. Each is a folder under
-// lib/Blocks, found by the build as the families are (lib/Blocks/
+// after each half, norms of the queries and keys, biases. Each is a folder
+// under lib/Blocks, found by the build as the families are (lib/Blocks/
 // CMakeLists.txt), with
 //
 //  * a shape part, this interface, which the compiler and the runtime both
@@ -167,6 +168,17 @@ std::vector<const Feature *> getEnabledFeatures(const LayerConfig &layer,
 LayerShape getLayerShape(const ModelConfig &model, const LayerConfig &layer,
                          const std::string &prefix, rt::TensorShard shard);
 
+/// A norm of the layer's kind over the hidden size, named `name`
+/// ("layers.0.norm1"): its gain (and, for LayerNorm, its bias). It runs on
+/// each shard's tokens under sequence parallelism, so the group sums its
+/// gradients (Reduce::Tokens).
+void addHiddenNorm(const LayerShape &shape, const std::string &name,
+                   std::vector<rt::ParameterSpec> &out);
+/// Such a norm's forward state on this shard's tokens: its normalised
+/// input as region `base`, 1/std as region `base + 1`.
+void walkHiddenNormState(int base, const LayerShape &shape,
+                         const rt::SliceShape &s, const RegionFn &fn);
+
 /// Why `model` cannot be split over `tp` tensor-parallel shards, or "":
 /// every transformer layer's query heads and feed-forward width divide by
 /// tp, its key/value heads divide by tp or divide tp (then each shard
@@ -179,5 +191,13 @@ std::string checkTensorParallel(const ModelConfig &model, int tp);
 std::string checkLayerTensorParallel(const LayerConfig &layer, int tp);
 
 } // namespace sluice::blocks
+
+/// Defines getFeature_NAME(), which the build's feature list calls (one
+/// per folder under lib/Blocks), returning the one CLASS.
+#define SLUICE_DEFINE_FEATURE(NAME, CLASS)                                     \
+  const ::sluice::blocks::Feature &getFeature_##NAME() {                       \
+    static const CLASS feature;                                                \
+    return feature;                                                            \
+  }
 
 #endif // SLUICE_BLOCKS_FEATURE_H

@@ -67,9 +67,6 @@ public:
 
 } // namespace
 
-const FeatureCompute &getCompute_biases() {
-  static const BiasesCompute compute;
-  return compute;
-}
+SLUICE_DEFINE_COMPUTE(biases, BiasesCompute)
 
 } // namespace sluice::rt::block

@@ -73,9 +73,6 @@ public:
 
 } // namespace
 
-const Feature &getFeature_biases() {
-  static const Biases feature;
-  return feature;
-}
+SLUICE_DEFINE_FEATURE(biases, Biases)
 
 } // namespace sluice::blocks

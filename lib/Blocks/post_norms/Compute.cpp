@@ -18,7 +18,7 @@ public:
 
   void forward(Slot slot, const SlotContext &c,
                const SlotTensors &t) const override {
-    Norm norm = get(slot, c);
+    HiddenNorm norm = get(slot, c);
     int64_t n = c.size.n, h = c.size.h;
     c.kernels.normForward(t.x, norm.w, norm.b, n, h, c.rms(), c.eps(), t.temp,
                           norm.xhat, norm.rstd);
@@ -27,7 +27,7 @@ public:
 
   bool backward(Slot slot, const SlotContext &c,
                 const SlotTensors &t) const override {
-    Norm norm = get(slot, c);
+    HiddenNorm norm = get(slot, c);
     int64_t n = c.size.n, h = c.size.h;
     c.kernels.fill(t.out, 0.0, n * h);
     c.kernels.normBackward(t.grad, norm.xhat, norm.rstd, norm.w, n, h, c.rms(),
@@ -37,24 +37,15 @@ public:
   }
 
 private:
-  struct Norm {
-    DevicePtr w, b, gw, gb, xhat, rstd;
-  };
-  static Norm get(Slot slot, const SlotContext &c) {
+  static HiddenNorm get(Slot slot, const SlotContext &c) {
     bool first = slot == Slot::AttentionOutput;
-    std::string name = first ? "post_attn_norm" : "post_mlp_norm";
-    int base = first ? 0 : 2;
-    return {c.weight(name + ".weight"), c.weight(name + ".bias"),
-            c.grad(name + ".weight"),   c.grad(name + ".bias"),
-            c.region(base),             c.region(base + 1)};
+    return getHiddenNorm(c, first ? "post_attn_norm" : "post_mlp_norm",
+                         first ? 0 : 2);
   }
 };
 
 } // namespace
 
-const FeatureCompute &getCompute_post_norms() {
-  static const PostNormsCompute compute;
-  return compute;
-}
+SLUICE_DEFINE_COMPUTE(post_norms, PostNormsCompute)
 
 } // namespace sluice::rt::block

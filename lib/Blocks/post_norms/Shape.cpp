@@ -34,35 +34,23 @@ public:
 
   void addParameters(Slot slot, const LayerShape &shape,
                      std::vector<rt::ParameterSpec> &out) const override {
-    std::string name =
-        shape.prefix +
-        (slot == Slot::AttentionOutput ? "post_attn_norm" : "post_mlp_norm");
-    out.push_back({name + ".weight", {shape.hidden()}, rt::InitKind::Ones});
-    out.back().reduce = rt::Reduce::Tokens;
-    if (shape.layer.isRms())
-      return;
-    out.push_back({name + ".bias", {shape.hidden()}, rt::InitKind::Zeros});
-    out.back().reduce = rt::Reduce::Tokens;
+    bool first = slot == Slot::AttentionOutput;
+    addHiddenNorm(shape,
+                  shape.prefix + (first ? "post_attn_norm" : "post_mlp_norm"),
+                  out);
   }
 
-  /// Each norm's normalised input and 1/std on this shard's tokens: the
+  /// Each norm's normalised input and 1/std, on this shard's tokens: the
   /// attention's are regions 0 and 1, the feed-forward block's 2 and 3.
   void walkState(State state, Slot slot, const LayerShape &shape,
                  const rt::SliceShape &s, const RegionFn &fn) const override {
-    if (state != State::Forward)
-      return;
-    int base = slot == Slot::AttentionOutput ? 0 : 2;
-    int64_t local = rt::getLocalTokens(shape.model, s);
-    fn(base, local * shape.hidden(), rt::Storage::Activation);
-    fn(base + 1, local, rt::Storage::Fp32);
+    if (state == State::Forward)
+      walkHiddenNormState(slot == Slot::AttentionOutput ? 0 : 2, shape, s, fn);
   }
 };
 
 } // namespace
 
-const Feature &getFeature_post_norms() {
-  static const PostNorms feature;
-  return feature;
-}
+SLUICE_DEFINE_FEATURE(post_norms, PostNorms)
 
 } // namespace sluice::blocks

@@ -19,7 +19,7 @@ public:
 
   void forward(Slot slot, const SlotContext &c,
                const SlotTensors &t) const override {
-    Norm norm = get(slot, c);
+    HiddenNorm norm = get(slot, c);
     int64_t n = c.size.n, h = c.size.h;
     if (t.residual)
       c.kernels.addNormForward(t.x, t.residual, norm.w, norm.b, n, h, c.rms(),
@@ -31,7 +31,7 @@ public:
 
   bool backward(Slot slot, const SlotContext &c,
                 const SlotTensors &t) const override {
-    Norm norm = get(slot, c);
+    HiddenNorm norm = get(slot, c);
     c.kernels.normBackwardAdd(t.grad, norm.xhat, norm.rstd, norm.w, c.size.n,
                               c.size.h, c.rms(), t.residual, t.out);
     return true;
@@ -39,36 +39,26 @@ public:
 
   void materialize(Slot slot, const SlotContext &c,
                    const SlotTensors &t) const override {
-    Norm norm = get(slot, c);
+    HiddenNorm norm = get(slot, c);
     c.kernels.normAffine(norm.xhat, norm.w, norm.b, c.size.n, c.size.h, t.out);
   }
 
   void weight(Slot slot, const SlotContext &c,
               const SlotTensors &t) const override {
-    Norm norm = get(slot, c);
+    HiddenNorm norm = get(slot, c);
     c.kernels.normParamGrads(t.grad, norm.xhat, c.size.n, c.size.h, norm.gw,
                              norm.gb);
   }
 
 private:
-  struct Norm {
-    DevicePtr w, b, gw, gb, xhat, rstd;
-  };
-  static Norm get(Slot slot, const SlotContext &c) {
+  static HiddenNorm get(Slot slot, const SlotContext &c) {
     bool first = slot == Slot::AttentionInput;
-    std::string name = first ? "norm1" : "norm2";
-    int base = first ? 0 : 2;
-    return {c.weight(name + ".weight"), c.weight(name + ".bias"),
-            c.grad(name + ".weight"),   c.grad(name + ".bias"),
-            c.region(base),             c.region(base + 1)};
+    return getHiddenNorm(c, first ? "norm1" : "norm2", first ? 0 : 2);
   }
 };
 
 } // namespace
 
-const FeatureCompute &getCompute_pre_norms() {
-  static const PreNormsCompute compute;
-  return compute;
-}
+SLUICE_DEFINE_COMPUTE(pre_norms, PreNormsCompute)
 
 } // namespace sluice::rt::block

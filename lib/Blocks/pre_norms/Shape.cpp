@@ -34,34 +34,21 @@ public:
 
   void addParameters(Slot slot, const LayerShape &shape,
                      std::vector<rt::ParameterSpec> &out) const override {
-    std::string name =
-        shape.prefix + (slot == Slot::AttentionInput ? "norm1" : "norm2");
-    out.push_back({name + ".weight", {shape.hidden()}, rt::InitKind::Ones});
-    out.back().reduce = rt::Reduce::Tokens;
-    if (shape.layer.isRms())
-      return;
-    out.push_back({name + ".bias", {shape.hidden()}, rt::InitKind::Zeros});
-    out.back().reduce = rt::Reduce::Tokens;
+    bool first = slot == Slot::AttentionInput;
+    addHiddenNorm(shape, shape.prefix + (first ? "norm1" : "norm2"), out);
   }
 
   /// Each norm's normalised input and 1/std, on this shard's tokens: the
   /// attention's are regions 0 and 1, the feed-forward block's 2 and 3.
   void walkState(State state, Slot slot, const LayerShape &shape,
                  const rt::SliceShape &s, const RegionFn &fn) const override {
-    if (state != State::Forward)
-      return;
-    int base = slot == Slot::AttentionInput ? 0 : 2;
-    int64_t local = rt::getLocalTokens(shape.model, s);
-    fn(base, local * shape.hidden(), rt::Storage::Activation);
-    fn(base + 1, local, rt::Storage::Fp32);
+    if (state == State::Forward)
+      walkHiddenNormState(slot == Slot::AttentionInput ? 0 : 2, shape, s, fn);
   }
 };
 
 } // namespace
 
-const Feature &getFeature_pre_norms() {
-  static const PreNorms feature;
-  return feature;
-}
+SLUICE_DEFINE_FEATURE(pre_norms, PreNorms)
 
 } // namespace sluice::blocks

@@ -36,8 +36,8 @@ public:
       k.copyStrided(raw, at, {1, p.tokens, p.cols, 0, c.size.width, 0, p.cols});
       k.normForward(raw, p.gain, DevicePtr(), p.rows, p.dim, true, c.eps(),
                     normed, p.xhat, p.rstd);
-      k.copyStrided(at, normed, {1, p.tokens, p.cols, 0, p.cols, 0,
-                                 c.size.width});
+      k.copyStrided(at, normed,
+                    {1, p.tokens, p.cols, 0, p.cols, 0, c.size.width});
     }
   }
 
@@ -60,12 +60,13 @@ public:
         continue;
       }
       DevicePtr grad = t.temp, into = t.temp2;
-      k.copyStrided(grad, at, {1, p.tokens, p.cols, 0, c.size.width, 0, p.cols});
+      k.copyStrided(grad, at,
+                    {1, p.tokens, p.cols, 0, c.size.width, 0, p.cols});
       k.normParamGrads(grad, p.xhat, p.rows, p.dim, p.dgain, DevicePtr());
       k.fill(into, 0.0, p.tokens * p.cols);
       k.normBackward(grad, p.xhat, p.rstd, p.gain, p.rows, p.dim, true, into);
-      k.copyStrided(at, into, {1, p.tokens, p.cols, 0, p.cols, 0,
-                               c.size.width});
+      k.copyStrided(at, into,
+                    {1, p.tokens, p.cols, 0, p.cols, 0, c.size.width});
     }
     return true;
   }
@@ -129,9 +130,6 @@ private:
 
 } // namespace
 
-const FeatureCompute &getCompute_qk_norm() {
-  static const QkNormCompute compute;
-  return compute;
-}
+SLUICE_DEFINE_COMPUTE(qk_norm, QkNormCompute)
 
 } // namespace sluice::rt::block

@@ -34,23 +34,20 @@ public:
   }
   /// Variant 0: per head; 1: over the whole projection.
   void setEnabled(LayerConfig &layer, bool on, int variant) const override {
-    layer.qkNorm = !on           ? "none"
-                   : variant == 0 ? "heads"
-                                  : "projection";
+    layer.qkNorm = !on ? "none" : variant == 0 ? "heads" : "projection";
   }
   int getVariants() const override { return 2; }
   unsigned getSlots() const override { return getSlotBit(Slot::Projections); }
   // After a bias on the projection.
   int getOrder() const override { return 30; }
 
-  std::string checkTensorParallel(const LayerConfig &l,
-                                  int tp) const override {
+  std::string checkTensorParallel(const LayerConfig &l, int tp) const override {
     if (l.qkNorm != "projection" || l.kvHeads % tp == 0)
       return "";
     return "the key projection's norm (qk_norm = projection) spans its " +
            std::to_string(l.kvHeads) +
-           " key/value heads, which do not divide among " +
-           std::to_string(tp) + " tensor-parallel shards";
+           " key/value heads, which do not divide among " + std::to_string(tp) +
+           " tensor-parallel shards";
   }
 
   void addParameters(Slot, const LayerShape &shape,
@@ -98,9 +95,6 @@ public:
 
 } // namespace
 
-const Feature &getFeature_qk_norm() {
-  static const QkNorm feature;
-  return feature;
-}
+SLUICE_DEFINE_FEATURE(qk_norm, QkNorm)
 
 } // namespace sluice::blocks

@@ -56,12 +56,9 @@ bool readGemma2(ConfigKeys &config, ConfigValues &values) {
   return true;
 }
 
-class Gemma final : public Family {
+class Gemma final : public NamedFamily {
 public:
-  const char *getName() const override { return "gemma"; }
-  std::vector<std::string> getModelTypes() const override {
-    return {"gemma", "gemma2"};
-  }
+  Gemma() : NamedFamily("gemma", {"gemma", "gemma2"}) {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
@@ -72,19 +69,17 @@ public:
     // GemmaMLP and Gemma2MLP read `hidden_activation` only (defaulting it
     // to the tanh GELU); `hidden_act` does not change what they compute.
     traits.activationKeys = {"hidden_activation"};
-    traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new",
-                          "gelu_fast"};
+    traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new", "gelu_fast"};
     traits.activationDefault = "gelu_pytorch_tanh";
     traits.headDimDefault = 256;
     traits.kvHeadsDefault = modelType == "gemma2" ? 4 : 16;
     traits.paddingDefault = 0;
-    return readConfigWith(config, modelType, traits, out,
-                          [&](ConfigKeys &config, ConfigValues &values) {
-                            values.embeddingScale =
-                                std::sqrt(double(values.hidden));
-                            return modelType != "gemma2" ||
-                                   readGemma2(config, values);
-                          });
+    return readConfigWith(
+        config, modelType, traits, out,
+        [&](ConfigKeys &config, ConfigValues &values) {
+          values.embeddingScale = std::sqrt(double(values.hidden));
+          return modelType != "gemma2" || readGemma2(config, values);
+        });
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
@@ -127,7 +122,8 @@ public:
     return c;
   }
 
-  const WeightNames &getWeightNames(const std::string &modelType) const override {
+  const WeightNames &
+  getWeightNames(const std::string &modelType) const override {
     // Llama's names; the norms store w where the model computes 1 + w.
     // Gemma-2 has four norms per layer: its post_attention_layernorm is
     // the attention's sandwich norm, pre_feedforward_layernorm the second
@@ -160,30 +156,13 @@ private:
   /// same).
   static void addGemma2Settings(const ModelConfig &model, const LayerConfig &t,
                                 int64_t window, nlohmann::json &c) {
-    // An integer where it is one: transformers 5 refuses a float here.
-    double scalar = model.attentionScale > 0
-                        ? 1.0 / (model.attentionScale * model.attentionScale)
-                        : double(t.headDim);
-    double whole = std::round(scalar);
-    c["query_pre_attn_scalar"] =
-        std::fabs(scalar - whole) <= 1e-6 * std::max(1.0, whole)
-            ? nlohmann::json(int64_t(whole))
-            : nlohmann::json(scalar);
-    c["attn_logit_softcapping"] = model.attentionSoftcap > 0
-                                      ? nlohmann::json(model.attentionSoftcap)
-                                      : nlohmann::json(nullptr);
-    c["final_logit_softcapping"] = model.finalSoftcap > 0
-                                       ? nlohmann::json(model.finalSoftcap)
-                                       : nlohmann::json(nullptr);
+    describeGemmaScaling(model, t.headDim, c);
     c["sliding_window"] = window > 0 ? window : model.seqLen;
   }
 };
 
 } // namespace
 
-const Family &getFamily_gemma() {
-  static const Gemma family;
-  return family;
-}
+SLUICE_DEFINE_FAMILY(gemma, Gemma)
 
 } // namespace sluice::families

@@ -22,12 +22,9 @@
 namespace sluice::families {
 namespace {
 
-class Gemma3 final : public Family {
+class Gemma3 final : public NamedFamily {
 public:
-  const char *getName() const override { return "gemma3"; }
-  std::vector<std::string> getModelTypes() const override {
-    return {"gemma3_text"};
-  }
+  Gemma3() : NamedFamily("gemma3", {"gemma3_text"}) {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
@@ -36,8 +33,7 @@ public:
     traits.mlp = rt::MlpType::GeGlu;
     traits.tieDefault = true;
     traits.activationKeys = {"hidden_activation"};
-    traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new",
-                          "gelu_fast"};
+    traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new", "gelu_fast"};
     traits.activationDefault = "gelu_pytorch_tanh";
     traits.headDimDefault = 256;
     traits.kvHeadsDefault = 4;
@@ -86,21 +82,7 @@ public:
     c["sliding_window"] = pattern > 1 ? local.window : model.seqLen;
     c["rope_local_base_freq"] =
         pattern > 1 ? local.rotary.theta : global.rotary.theta;
-    // An integer where it is one: transformers 5 refuses a float here.
-    double scalar = model.attentionScale > 0
-                        ? 1.0 / (model.attentionScale * model.attentionScale)
-                        : double(global.headDim);
-    double whole = std::round(scalar);
-    c["query_pre_attn_scalar"] =
-        std::fabs(scalar - whole) <= 1e-6 * std::max(1.0, whole)
-            ? nlohmann::json(int64_t(whole))
-            : nlohmann::json(scalar);
-    c["attn_logit_softcapping"] = model.attentionSoftcap > 0
-                                      ? nlohmann::json(model.attentionSoftcap)
-                                      : nlohmann::json(nullptr);
-    c["final_logit_softcapping"] = model.finalSoftcap > 0
-                                       ? nlohmann::json(model.finalSoftcap)
-                                       : nlohmann::json(nullptr);
+    describeGemmaScaling(model, global.headDim, c);
     return c;
   }
 
@@ -212,8 +194,7 @@ private:
         const LayerConfig &l = *layers[i];
         holds = isGlobal ? l.window == 0 && l.rotary == global.rotary
                          : l.window > 0 && l.window == local.window &&
-                               l.rotary == local.rotary &&
-                               !l.rotary.isScaled();
+                               l.rotary == local.rotary && !l.rotary.isScaled();
       }
       if (holds)
         return every;
@@ -224,9 +205,6 @@ private:
 
 } // namespace
 
-const Family &getFamily_gemma3() {
-  static const Gemma3 family;
-  return family;
-}
+SLUICE_DEFINE_FAMILY(gemma3, Gemma3)
 
 } // namespace sluice::families

@@ -14,10 +14,9 @@
 namespace sluice::families {
 namespace {
 
-class Gpt2 final : public Family {
+class Gpt2 final : public NamedFamily {
 public:
-  const char *getName() const override { return "gpt2"; }
-  std::vector<std::string> getModelTypes() const override { return {"gpt2"}; }
+  Gpt2() : NamedFamily("gpt2", {"gpt2"}) {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
@@ -27,8 +26,7 @@ public:
     traits.mlp = rt::MlpType::Gelu;
     traits.learnedPositions = traits.tieDefault = true;
     traits.activationKeys = {"activation_function", "hidden_act"};
-    traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new",
-                          "gelu_fast"};
+    traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new", "gelu_fast"};
     traits.activationDefault = "gelu_new";
     traits.gpt2Aliases = true;
     traits.epsKey = "layer_norm_epsilon";
@@ -36,27 +34,24 @@ public:
     traits.epsDefaultText = "1e-05";
     traits.readsPadding = false;
     // GPT-2's attention scaling switches change the scores.
-    return readConfigWith(config, modelType, traits, out,
-                          [](ConfigKeys &config, ConfigValues &values) {
-                            values.block.bias = true;
-                            std::optional<bool> scaled, byLayer;
-                            if (!config.optionalBool("scale_attn_weights",
-                                                     scaled) ||
-                                !config.optionalBool(
-                                    "scale_attn_by_inverse_layer_idx",
-                                    byLayer))
-                              return false;
-                            if (scaled && !*scaled)
-                              config.unmodelled("scale_attn_weights",
-                                                "attention scores are divided "
-                                                "by sqrt(head_dim)");
-                            if (byLayer && *byLayer)
-                              config.unmodelled(
-                                  "scale_attn_by_inverse_layer_idx",
-                                  "attention scores are not divided by the "
-                                  "layer number");
-                            return true;
-                          });
+    return readConfigWith(
+        config, modelType, traits, out,
+        [](ConfigKeys &config, ConfigValues &values) {
+          values.block.bias = true;
+          std::optional<bool> scaled, byLayer;
+          if (!config.optionalBool("scale_attn_weights", scaled) ||
+              !config.optionalBool("scale_attn_by_inverse_layer_idx", byLayer))
+            return false;
+          if (scaled && !*scaled)
+            config.unmodelled("scale_attn_weights",
+                              "attention scores are divided "
+                              "by sqrt(head_dim)");
+          if (byLayer && *byLayer)
+            config.unmodelled("scale_attn_by_inverse_layer_idx",
+                              "attention scores are not divided by the "
+                              "layer number");
+          return true;
+        });
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
@@ -101,25 +96,18 @@ public:
       n.positions = "wpe";
       n.finalNorm = "ln_f";
       n.layers = "h.";
-      n.modules = {{"norm1", "ln_1"},
-                   {"norm2", "ln_2"},
-                   {"attn.qkv", "attn.c_attn"},
-                   {"attn.out", "attn.c_proj"},
-                   {"mlp.up", "mlp.c_fc"},
-                   {"mlp.down", "mlp.c_proj"}};
+      n.modules = {{"norm1", "ln_1"},           {"norm2", "ln_2"},
+                   {"attn.qkv", "attn.c_attn"}, {"attn.out", "attn.c_proj"},
+                   {"mlp.up", "mlp.c_fc"},      {"mlp.down", "mlp.c_proj"}};
       n.linearTransposed = false;
       return n;
     }();
     return names;
   }
-
 };
 
 } // namespace
 
-const Family &getFamily_gpt2() {
-  static const Gpt2 family;
-  return family;
-}
+SLUICE_DEFINE_FAMILY(gpt2, Gpt2)
 
 } // namespace sluice::families

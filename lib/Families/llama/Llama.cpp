@@ -31,8 +31,7 @@ bool readBiases(ConfigKeys &config, ConfigValues &values) {
 
 class Llama final : public LlamaLayoutFamily {
 public:
-  const char *getName() const override { return "llama"; }
-  std::vector<std::string> getModelTypes() const override { return {"llama"}; }
+  Llama() : LlamaLayoutFamily("llama", "LlamaForCausalLM") {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
@@ -49,23 +48,15 @@ public:
     return {"rope_theta", "rope_scaling"};
   }
 
-  nlohmann::json describe(const ModelConfig &model,
-                          const LayerConfig &t) const override {
-    nlohmann::json c = describeRotary(model, t);
-    c["architectures"] = {"LlamaForCausalLM"};
-    c["model_type"] = "llama";
-    c["hidden_act"] = "silu";
+  void describeKeys(const ModelConfig &model, const LayerConfig &t,
+                    nlohmann::json &c) const override {
     c["attention_bias"] = t.bias;
     c["mlp_bias"] = t.bias;
-    return c;
   }
 };
 
 } // namespace
 
-const Family &getFamily_llama() {
-  static const Llama family;
-  return family;
-}
+SLUICE_DEFINE_FAMILY(llama, Llama)
 
 } // namespace sluice::families

@@ -15,10 +15,7 @@ namespace {
 
 class Mistral final : public LlamaLayoutFamily {
 public:
-  const char *getName() const override { return "mistral"; }
-  std::vector<std::string> getModelTypes() const override {
-    return {"mistral"};
-  }
+  Mistral() : LlamaLayoutFamily("mistral", "MistralForCausalLM") {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
@@ -64,22 +61,14 @@ public:
     return {"rope_theta", "window"};
   }
 
-  nlohmann::json describe(const ModelConfig &model,
-                          const LayerConfig &t) const override {
-    nlohmann::json c = describeRotary(model, t);
-    c["architectures"] = {"MistralForCausalLM"};
-    c["model_type"] = "mistral";
-    c["hidden_act"] = "silu";
+  void describeKeys(const ModelConfig &model, const LayerConfig &t,
+                    nlohmann::json &c) const override {
     c["sliding_window"] = t.window;
-    return c;
   }
 };
 
 } // namespace
 
-const Family &getFamily_mistral() {
-  static const Mistral family;
-  return family;
-}
+SLUICE_DEFINE_FAMILY(mistral, Mistral)
 
 } // namespace sluice::families

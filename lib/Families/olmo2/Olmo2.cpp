@@ -17,10 +17,9 @@
 namespace sluice::families {
 namespace {
 
-class Olmo2 final : public Family {
+class Olmo2 final : public LlamaLayoutFamily {
 public:
-  const char *getName() const override { return "olmo2"; }
-  std::vector<std::string> getModelTypes() const override { return {"olmo2"}; }
+  Olmo2() : LlamaLayoutFamily("olmo2", "Olmo2ForCausalLM") {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
@@ -59,14 +58,9 @@ public:
     return {"pre_norms", "post_norms", "qk_norm = projection"};
   }
 
-  nlohmann::json describe(const ModelConfig &model,
-                          const LayerConfig &t) const override {
-    nlohmann::json c = describeRotary(model, t);
-    c["architectures"] = {"Olmo2ForCausalLM"};
-    c["model_type"] = "olmo2";
-    c["hidden_act"] = "silu";
+  void describeKeys(const ModelConfig &model, const LayerConfig &t,
+                    nlohmann::json &c) const override {
     c["attention_bias"] = false;
-    return c;
   }
 
   const WeightNames &getWeightNames(const std::string &) const override {
@@ -86,9 +80,6 @@ public:
 
 } // namespace
 
-const Family &getFamily_olmo2() {
-  static const Olmo2 family;
-  return family;
-}
+SLUICE_DEFINE_FAMILY(olmo2, Olmo2)
 
 } // namespace sluice::families

@@ -14,27 +14,25 @@ namespace {
 
 class Qwen2 final : public LlamaLayoutFamily {
 public:
-  const char *getName() const override { return "qwen2"; }
-  std::vector<std::string> getModelTypes() const override { return {"qwen2"}; }
+  Qwen2() : LlamaLayoutFamily("qwen2", "Qwen2ForCausalLM") {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
     Traits traits = getLlamaTraits("qwen2");
     traits.kvHeadsDefault = 32;
-    return readConfigWith(config, modelType, traits, out,
-                          [](ConfigKeys &config, ConfigValues &values) {
-                            values.block.qkvBias = true;
-                            std::optional<bool> window;
-                            if (!config.optionalBool("use_sliding_window",
-                                                     window))
-                              return false;
-                            if (window.value_or(false))
-                              config.unmodelled(
-                                  "use_sliding_window",
-                                  "the layers past max_window_layers attend "
-                                  "over sliding_window keys only");
-                            return true;
-                          });
+    return readConfigWith(
+        config, modelType, traits, out,
+        [](ConfigKeys &config, ConfigValues &values) {
+          values.block.qkvBias = true;
+          std::optional<bool> window;
+          if (!config.optionalBool("use_sliding_window", window))
+            return false;
+          if (window.value_or(false))
+            config.unmodelled("use_sliding_window",
+                              "the layers past max_window_layers attend "
+                              "over sliding_window keys only");
+          return true;
+        });
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
@@ -58,24 +56,16 @@ public:
     return {"qkv_bias"};
   }
 
-  nlohmann::json describe(const ModelConfig &model,
-                          const LayerConfig &t) const override {
-    nlohmann::json c = describeRotary(model, t);
+  void describeKeys(const ModelConfig &model, const LayerConfig &t,
+                    nlohmann::json &c) const override {
     // Qwen2's config has no head_dim (hidden / heads).
     c.erase("head_dim");
-    c["architectures"] = {"Qwen2ForCausalLM"};
-    c["model_type"] = "qwen2";
-    c["hidden_act"] = "silu";
     c["use_sliding_window"] = false;
-    return c;
   }
 };
 
 } // namespace
 
-const Family &getFamily_qwen2() {
-  static const Qwen2 family;
-  return family;
-}
+SLUICE_DEFINE_FAMILY(qwen2, Qwen2)
 
 } // namespace sluice::families

@@ -17,8 +17,7 @@ namespace {
 
 class Qwen3 final : public LlamaLayoutFamily {
 public:
-  const char *getName() const override { return "qwen3"; }
-  std::vector<std::string> getModelTypes() const override { return {"qwen3"}; }
+  Qwen3() : LlamaLayoutFamily("qwen3", "Qwen3ForCausalLM") {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
@@ -58,15 +57,10 @@ public:
     return {"qk_norm = heads"};
   }
 
-  nlohmann::json describe(const ModelConfig &model,
-                          const LayerConfig &t) const override {
-    nlohmann::json c = describeRotary(model, t);
-    c["architectures"] = {"Qwen3ForCausalLM"};
-    c["model_type"] = "qwen3";
-    c["hidden_act"] = "silu";
+  void describeKeys(const ModelConfig &model, const LayerConfig &t,
+                    nlohmann::json &c) const override {
     c["attention_bias"] = false;
     c["use_sliding_window"] = false;
-    return c;
   }
 
   const WeightNames &getWeightNames(const std::string &) const override {
@@ -82,9 +76,6 @@ public:
 
 } // namespace
 
-const Family &getFamily_qwen3() {
-  static const Qwen3 family;
-  return family;
-}
+SLUICE_DEFINE_FAMILY(qwen3, Qwen3)
 
 } // namespace sluice::families

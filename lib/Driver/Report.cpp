@@ -1,0 +1,184 @@
+//===- Report.cpp - What sluice-compile prints ----------------------------===//
+//
+// The prediction after a compile and the --search table: the figures are
+// the simulation's (attributes of the program) and the search's; this
+// file only words them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Report.h"
+
+#include "sluice/PipelineIR/PipelineIR.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::sluice;
+using namespace mlir::sluice::driver;
+
+void driver::printSlices(ModelOp model) {
+  std::optional<ArrayRef<int64_t>> lengths = model.getTokenSlices();
+  if (!lengths)
+    return;
+  llvm::outs() << stringifySlicingMethod(
+                      model.getSlicing().value_or(SlicingMethod::Uniform))
+               << " slicing: " << lengths->size() << " slices ";
+  llvm::interleaveComma(*lengths, llvm::outs());
+  if (std::optional<double> fit = model.getSlicingFitError())
+    llvm::outs() << llvm::formatv(" (latency model fit error {0:P1})", *fit);
+  llvm::outs() << "\n";
+}
+
+/// The index of the largest entry (the first of equals).
+static int64_t argmax(ArrayRef<double> values) {
+  int64_t best = 0;
+  for (int64_t d = 1; d < int64_t(values.size()); ++d)
+    if (values[d] > values[best] + 1e-9)
+      best = d;
+  return best;
+}
+
+std::optional<std::string> driver::getCalibrationNote(const CostModel &model,
+                                                      ModelOp shaped,
+                                                      std::string &error) {
+  if (model.getCalibrationPath().empty())
+    return std::nullopt;
+  std::optional<double> efficiency = model.calibrateEfficiency(shaped, error);
+  if (!efficiency)
+    return std::nullopt;
+  return llvm::formatv("calibrated: {0} at {1}% of its peak FLOP/s, the "
+                       "efficiency at which its passes of the whole model take "
+                       "what '{2}' measured",
+                       model.getHardware()->name,
+                       llvm::format("%.3g", 100 * *efficiency),
+                       model.getCalibrationPath())
+      .str();
+}
+
+void driver::printPrediction(ProgramOp program, StringRef costs,
+                             ArrayRef<double> peakMemoryBytes) {
+  std::optional<double> stepTime = program.getStepTime();
+  std::optional<ArrayRef<double>> peaks = program.getPeakActivation();
+  if (!stepTime || !peaks || peaks->empty())
+    return;
+  std::string ignored;
+  StringRef timeUnit = CostModel::parse(costs, ignored)->getTimeUnit();
+  int64_t busiest = argmax(*peaks);
+  std::string mesh;
+  if (program.getTp() > 1)
+    mesh += llvm::formatv(" x {0} tensor-parallel shards{1}", program.getTp(),
+                          program.getSequenceParallel() ? " (sequence-parallel)"
+                                                        : "");
+  if (program.getDp() > 1)
+    mesh += llvm::formatv(" x {0} data-parallel replicas", program.getDp());
+  llvm::outs() << llvm::formatv(
+      "{0} on {1} devices{8}, {2} microbatches: step time {3} {4}, bubble "
+      "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",
+      stringifyScheduleKind(program.getSchedule()), program.getDevices(),
+      program.getMicrobatches(), llvm::format("%.4g", *stepTime), timeUnit,
+      program.getBubbleRatio().value_or(0), (*peaks)[busiest], busiest, mesh);
+  // A zero-bubble schedule keeps what W reads beyond B: say so where it
+  // makes the peak higher.
+  ArrayRef<double> untilW =
+      program.getPeakActivationUntilW().value_or(ArrayRef<double>());
+  int64_t heaviest = argmax(untilW);
+  if (!untilW.empty() && untilW[heaviest] > (*peaks)[busiest] + 1e-9)
+    llvm::outs() << llvm::formatv(
+        "  until W runs: peak activation {0} microbatches on device {1}\n",
+        untilW[heaviest], heaviest);
+  if (!peakMemoryBytes.empty()) {
+    int64_t fullest = argmax(peakMemoryBytes);
+    llvm::outs() << llvm::formatv(
+        "  peak memory {0:F2} GiB on device {1} (parameters, gradients and "
+        "optimizer state, and activations)\n",
+        peakMemoryBytes[fullest] / double(1ull << 30), fullest);
+  }
+  if (std::optional<double> mfu = program.getMfu())
+    llvm::outs() << llvm::formatv("  MFU {0:P1} of {1}\n", *mfu, costs);
+  FailureOr<ModelOp> model = getProgramModel(program);
+  if (succeeded(model))
+    if (std::optional<std::string> note = getCalibrationNote(
+            *CostModel::parse(costs, ignored), *model, ignored))
+      llvm::outs() << "  " << *note << "\n";
+}
+
+const PlanEstimate &driver::getLeanest(ArrayRef<PlanEstimate> estimates) {
+  return *std::min_element(estimates.begin(), estimates.end(),
+                           [](const PlanEstimate &a, const PlanEstimate &b) {
+                             return a.peakBytes < b.peakBytes;
+                           });
+}
+
+void driver::printSearchTable(const SearchResult &found,
+                              const SearchSpace &space, int64_t seqLength,
+                              int64_t top, double seconds,
+                              const std::optional<std::string> &calibration) {
+  llvm::raw_ostream &os = llvm::outs();
+  os << llvm::formatv(
+      "search: {0} GPUs of {1} GiB ({2}), {3} sequences a step: {4} plans "
+      "simulated, {5} meshes over memory before compiling, {6} skipped by "
+      "the step bound, {7} refused by their schedule; {8} fit ({9:F1} s)\n",
+      space.gpus, llvm::format("%.4g", space.memoryBytes / double(1ull << 30)),
+      space.costs, space.globalSequences, found.simulated, found.prunedMemory,
+      found.prunedTime, found.refused, found.ranked.size(), seconds);
+  if (calibration)
+    os << *calibration << "\n";
+  if (!found.unsearched.empty())
+    os << "not searched: " << found.unsearched << "\n";
+  if (found.ranked.empty())
+    return;
+  os << llvm::formatv("{0,4} {1,12} {2,7} {3,13} {4,9} {5}\n", "rank", "step",
+                      "MFU", "tokens/s/GPU", "GiB", "plan");
+  // Unit and explicit costs count steps in units: no rate, no MFU.
+  std::string ignored;
+  std::optional<CostModel> costModel = CostModel::parse(space.costs, ignored);
+  StringRef unit = costModel ? costModel->getTimeUnit() : "s";
+  bool timed = unit == "s";
+  // A profile measures seconds, not a GPU's peak: no MFU.
+  bool hasPeak = costModel && costModel->getHardware();
+  int64_t rows = std::min<int64_t>(top, int64_t(found.ranked.size()));
+  for (int64_t i = 0; i < rows; ++i) {
+    const PlanEstimate &e = found.ranked[i];
+    double perGpu = double(space.globalSequences) * double(seqLength) /
+                    (e.stepTime * double(space.gpus));
+    os << llvm::formatv(
+        "{0,4} {1,12} {2,7} {3,13} {4,9} {5}\n", i + 1,
+        llvm::formatv("{0} {1}", llvm::format("%.4g", e.stepTime), unit).str(),
+        timed && hasPeak ? llvm::formatv("{0:P1}", e.mfu).str() : "-",
+        timed ? llvm::formatv("{0:F0}", perGpu).str() : "-",
+        llvm::format("%.4g", e.peakBytes / double(1ull << 30)),
+        e.choice.getFlags());
+  }
+  if (found.ranked.size() > 1) {
+    // Why: the flags the two differ in, and where the time goes.
+    const PlanEstimate &a = found.ranked[0], &b = found.ranked[1];
+    SmallVector<StringRef> mine, theirs;
+    std::string flagsA = a.choice.getFlags(), flagsB = b.choice.getFlags();
+    SplitString(flagsA, mine, " ");
+    SplitString(flagsB, theirs, " ");
+    std::string differs;
+    for (size_t i = 0; i + 1 < mine.size(); ++i)
+      if (mine[i].starts_with("--")) {
+        StringRef value = i + 1 < mine.size() && !mine[i + 1].starts_with("--")
+                              ? mine[i + 1]
+                              : "";
+        auto at = llvm::find(theirs, mine[i]);
+        StringRef other =
+            at == theirs.end() ? "(not set)"
+            : at + 1 == theirs.end() || (at + 1)->starts_with("--") ? ""
+                                                                    : *(at + 1);
+        if (at == theirs.end() || other != value)
+          differs += llvm::formatv(" {0} {1} (runner-up: {2});", mine[i], value,
+                                   at == theirs.end() ? "not set" : other);
+      }
+    os << llvm::formatv(
+        "the best is {0:P2} faster than the runner-up:{1} bubble {2:P1} "
+        "against {3:P1}, {4} against {5} GiB\n",
+        b.stepTime / a.stepTime - 1.0, differs, a.bubble, b.bubble,
+        llvm::format("%.4g", a.peakBytes / double(1ull << 30)),
+        llvm::format("%.4g", b.peakBytes / double(1ull << 30)));
+  }
+}
