@@ -90,7 +90,7 @@ class Llama(torch.nn.Module):
         angles = torch.cat([angles, angles], -1)
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
-        # Sluice's initialisation (runtime/Parameters.cpp: every weight
+        # Sluice's initialisation (runtime/model/Parameters.cpp: every weight
         # matrix N(0, 0.02), norms one), so the losses agree in scale too.
         for m in self.modules():
             if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace sluice::rt {
 
@@ -46,6 +48,52 @@ public:
   /// Ends every process of the job now: a failure the others cannot learn
   /// of otherwise.
   [[noreturn]] virtual void abort(int code) = 0;
+};
+
+/// A process group that also moves host-staged data: the job's ranks as
+/// a Communicator (sends, collectives and host values over host memory)
+/// and as a ProcessGroup (their meeting and agreement). The GPU backend's
+/// communicators stand on one -- NCCL's bootstrap and the staged transport
+/// -- and so name no launcher; runtime/mpi's MpiCommunicator is the one
+/// the build has.
+class HostGroup : public Communicator, public ProcessGroup {
+public:
+  // One rank, size and abort for both interfaces.
+  int rank() const override = 0;
+  int size() const override = 0;
+  [[noreturn]] void abort(int code) override = 0;
+  /// The ranks of this group giving the same `color`, ranked by `key`, as
+  /// a host group of their own; null where `color` is negative (collective
+  /// over the group).
+  virtual std::unique_ptr<HostGroup> splitHostGroup(int color, int key) = 0;
+};
+
+/// A communicator whose host side -- ranks, the transport's largest tag,
+/// host values, strings gathered to the root, barriers and the job's
+/// abort -- is a host group's; a transport built on one adds its device
+/// operations (the CUDA backend's, the NCCL emulation's).
+class HostBackedCommunicator : public Communicator {
+public:
+  int rank() const override { return host.rank(); }
+  int size() const override { return host.size(); }
+  int maxTag() const override { return host.maxTag(); }
+  Status allReduceSum(double *data, int64_t n) override {
+    return host.allReduceSum(data, n);
+  }
+  Status allReduceMax(double *data, int64_t n) override {
+    return host.allReduceMax(data, n);
+  }
+  Status gatherToRoot(const std::string &mine,
+                      std::vector<std::string> &all) override {
+    return host.gatherToRoot(mine, all);
+  }
+  void barrier() override { host.barrier(); }
+  [[noreturn]] void abort(int code) override { host.abort(code); }
+  using Communicator::allReduceSum;
+
+protected:
+  explicit HostBackedCommunicator(HostGroup &host) : host(host) {}
+  HostGroup &host;
 };
 
 } // namespace sluice::rt

@@ -248,7 +248,7 @@ double PipelineCosts::getCollectiveTime(const sched::CollectiveId &id) const {
                    !(vocab.algorithm == 0 && id.group == 3) &&
                    !(vocab.algorithm == 1 && id.group == 2);
   // Over pp x tp: the pipeline's collective, then the device's shards'
-  // all-reduce of what it reduced (runtime/Vocab.cpp).
+  // all-reduce of what it reduced (runtime/model/Vocab.cpp).
   double time = costs.getCollectiveTime(
       vocab.getCollectiveBytes(id, lengths[id.slice]), allReduce,
       pipeline.devices, pipelineLink);

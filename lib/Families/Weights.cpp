@@ -1,6 +1,6 @@
 //===- Weights.cpp - Sluice's parameters under a family's names -----------===//
 //
-// The naming engine: each Sluice parameter (runtime/Parameters.cpp's names)
+// The naming engine: each Sluice parameter (runtime/model/Parameters.cpp's names)
 // as the pieces of Hugging Face tensors it is made of, under a family's
 // WeightNames.
 //

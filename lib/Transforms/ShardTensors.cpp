@@ -10,7 +10,7 @@
 // Overhead" table). The vocabulary layers split their tables by rows:
 // the embedding's masked lookups and the output layer's cross-entropy are
 // summed over the group (the blog's "Input Embedding" and "Cross-Entropy";
-// runtime/Stage.cpp). The shards run the device's program in lockstep;
+// runtime/model/Stage.cpp). The shards run the device's program in lockstep;
 // the runtime derives each shard's slices from the mesh
 // (docs/parallelism.md).
 //

@@ -6,7 +6,7 @@
 // whole, split by rows over the tensor-parallel group (Megatron-LM's
 // vocabulary-parallel layers), or as the part of a Vocabulary Parallelism
 // layer its stage keeps (the positions; the final norm) while the shards
-// run as their own passes (runtime/Vocab.cpp).
+// run as their own passes (runtime/model/Vocab.cpp).
 //
 //===----------------------------------------------------------------------===//
 

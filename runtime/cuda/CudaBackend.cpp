@@ -13,7 +13,7 @@
 
 namespace sluice::rt::cuda {
 
-Status placeRank(MpiCommunicator &world, Placement &out) {
+Status placeRank(HostGroup &world, Placement &out) {
   std::vector<DeviceInfo> devices;
   Status listed = listDevices(devices);
   std::unique_ptr<ProcessGroup> node = world.splitByHost();
@@ -68,9 +68,9 @@ std::string versionName(int v) {
 }
 } // namespace
 
-Status openCommunicators(MpiCommunicator &world, Device &device,
+Status openCommunicators(HostGroup &world, Device &device,
                          const Placement &placement, const Plan &plan,
-                         MpiCommunicator *hosts[3],
+                         HostGroup *hosts[3],
                          const std::string &transport,
                          const NcclSettings &settings, RankComms &out) {
   auto &gpu = static_cast<CudaDevice &>(device);

@@ -10,7 +10,7 @@
 
 #include "Backend.h"
 #include "GpuPlacement.h"
-#include "MpiCommunicator.h"
+#include "ProcessGroup.h"
 #include "NcclCommunicator.h"
 #include "Plan.h"
 
@@ -23,7 +23,7 @@ namespace sluice::rt::cuda {
 using Placement = GpuPlacement;
 
 /// Collective over the world: every rank calls it.
-Status placeRank(MpiCommunicator &world, Placement &out);
+Status placeRank(HostGroup &world, Placement &out);
 
 /// Opens this rank's GPU (not collective).
 Status openDevice(const Placement &placement, std::unique_ptr<Device> &out);
@@ -47,9 +47,9 @@ struct RankComms {
 /// (device memory staged through pinned host memory; any placement), or
 /// "auto" (NCCL unless ranks share a GPU that NCCL cannot share). `hosts`
 /// are the same groups over MPI.
-Status openCommunicators(MpiCommunicator &world, Device &device,
+Status openCommunicators(HostGroup &world, Device &device,
                          const Placement &placement, const Plan &plan,
-                         MpiCommunicator *hosts[3],
+                         HostGroup *hosts[3],
                          const std::string &transport,
                          const NcclSettings &settings, RankComms &out);
 

@@ -1,9 +1,10 @@
-//===- HostAssisted.h - What GPU communicators do through MPI ---*- C++ -*-===//
+//===- HostAssisted.h - What GPU communicators do on the host ---*- C++ -*-===//
 //
 // The part every GPU communicator shares: ranks, host values (the step's
-// loss, the checks), gathering strings and barriers go through MPI on the
-// host; so does the tied embedding table's group sum, once per step,
-// staged through host memory rather than a communicator per group.
+// loss, the checks), gathering strings and barriers go through the job's
+// host group (ProcessGroup.h: MPI in this build); so does the tied
+// embedding table's group sum, once per step, staged through host memory
+// rather than a communicator per group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,35 +12,20 @@
 #define SLUICE_RUNTIME_CUDA_HOSTASSISTED_H
 
 #include "CudaDevice.h"
-#include "MpiCommunicator.h"
+#include "ProcessGroup.h"
 
 namespace sluice::rt::cuda {
 
-class HostAssistedCommunicator : public Communicator {
+class HostAssistedCommunicator : public HostBackedCommunicator {
 public:
-  int rank() const override { return host.rank(); }
-  int size() const override { return host.size(); }
-  int maxTag() const override { return host.maxTag(); }
   Status allReduceSum(DevicePtr data, int64_t count, const int *group,
                       int groupSize, Stream &stream) override;
-  Status allReduceSum(double *data, int64_t n) override {
-    return host.allReduceSum(data, n);
-  }
-  Status allReduceMax(double *data, int64_t n) override {
-    return host.allReduceMax(data, n);
-  }
-  Status gatherToRoot(const std::string &mine,
-                      std::vector<std::string> &all) override {
-    return host.gatherToRoot(mine, all);
-  }
-  void barrier() override { host.barrier(); }
-  [[noreturn]] void abort(int code) override { host.abort(code); }
+  using HostBackedCommunicator::allReduceSum;
 
 protected:
-  HostAssistedCommunicator(MpiCommunicator &host, CudaDevice &device)
-      : host(host), device(device) {}
+  HostAssistedCommunicator(HostGroup &host, CudaDevice &device)
+      : HostBackedCommunicator(host), device(device) {}
 
-  MpiCommunicator &host;
   CudaDevice &device;
   HostStream hostStream;
 };

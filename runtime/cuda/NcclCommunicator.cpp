@@ -334,7 +334,7 @@ Status NcclMesh::settle(NcclComm &comm, const std::string &what) {
   }
 }
 
-Status NcclMesh::initWorld(MpiCommunicator &host) {
+Status NcclMesh::initWorld(HostGroup &host) {
   ncclUniqueId id{};
   int ok = 1;
   if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess)
@@ -385,9 +385,9 @@ Status NcclMesh::split(const std::string &name, int color, int key,
   return settle(*out, "initialising");
 }
 
-Status NcclMesh::create(MpiCommunicator &host, CudaDevice &device,
+Status NcclMesh::create(HostGroup &host, CudaDevice &device,
                         const Plan &plan, const MeshPosition &at,
-                        MpiCommunicator *hosts[3],
+                        HostGroup *hosts[3],
                         const NcclSettings &settings,
                         std::unique_ptr<NcclMesh> &out) {
   std::unique_ptr<NcclMesh> mesh(new NcclMesh());

@@ -73,7 +73,7 @@ class NcclMesh;
 /// The NCCL side of one group of ranks.
 class NcclCommunicator final : public HostAssistedCommunicator {
 public:
-  NcclCommunicator(MpiCommunicator &host, CudaDevice &device, NcclMesh &mesh)
+  NcclCommunicator(HostGroup &host, CudaDevice &device, NcclMesh &mesh)
       : HostAssistedCommunicator(host, device), mesh(mesh) {}
 
   // Every device operation (runtime/DeviceCollectives.def).
@@ -124,9 +124,9 @@ public:
   /// Collective over the world: creates the world communicator and splits
   /// the ones the plan uses. `hosts` are this rank's pipeline, replicas and
   /// tensor-parallel groups over MPI (null where the plan has none).
-  static Status create(MpiCommunicator &world, CudaDevice &device,
+  static Status create(HostGroup &world, CudaDevice &device,
                        const Plan &plan, const MeshPosition &at,
-                       MpiCommunicator *hosts[3], const NcclSettings &settings,
+                       HostGroup *hosts[3], const NcclSettings &settings,
                        std::unique_ptr<NcclMesh> &out);
 
   /// The communicators of this rank's pipeline, replicas and shards (null
@@ -152,7 +152,7 @@ public:
 
 private:
   NcclMesh() = default;
-  Status initWorld(MpiCommunicator &world);
+  Status initWorld(HostGroup &world);
   /// Splits a communicator named `name` from the world (every rank calls
   /// it; `color` < 0 leaves this rank out).
   Status split(const std::string &name, int color, int key, NcclComm *&out);

@@ -2,7 +2,7 @@
 //
 // A Communicator for GPU memory over a host transport: every transfer is
 // copied to pinned host memory on the stream it is ordered after, moved by
-// the MPI communicator (runtime/mpi/MpiCommunicator.h), and copied back to
+// the MPI communicator (runtime/mpi/HostGroup.h), and copied back to
 // the device on that stream. It is how several ranks share one GPU (NCCL
 // refuses two ranks of a communicator on one device before 2.30), and
 // works on any machine with MPI, at the cost of two copies per transfer.
@@ -49,7 +49,7 @@ private:
 
 class StagedCommunicator final : public HostAssistedCommunicator {
 public:
-  StagedCommunicator(MpiCommunicator &host, CudaDevice &device)
+  StagedCommunicator(HostGroup &host, CudaDevice &device)
       : HostAssistedCommunicator(host, device) {}
 
   // Every device operation (runtime/DeviceCollectives.def).
@@ -58,7 +58,7 @@ public:
 #include "DeviceCollectives.def"
 
   /// What a staged request needs from its communicator.
-  MpiCommunicator &getHost() { return host; }
+  HostGroup &getHost() { return host; }
   CudaDevice &getDevice() { return device; }
   PinnedPool &getPool() { return pool; }
 

@@ -313,6 +313,18 @@ std::unique_ptr<ProcessGroup> MpiCommunicator::splitGroup(int color,
   return std::unique_ptr<ProcessGroup>(new MpiCommunicator(part));
 }
 
+std::unique_ptr<HostGroup> MpiCommunicator::splitHostGroup(int color,
+                                                          int key) {
+  auto *part = new MPI_Comm;
+  MPI_Comm_split(*static_cast<MPI_Comm *>(base),
+                 color < 0 ? MPI_UNDEFINED : color, key, part);
+  if (*part == MPI_COMM_NULL) {
+    delete part;
+    return nullptr;
+  }
+  return std::unique_ptr<HostGroup>(new MpiCommunicator(part));
+}
+
 Status MpiCommunicator::allReduceInts(int64_t *values, int count,
                                       Reduction reduction) {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_INT64_T,

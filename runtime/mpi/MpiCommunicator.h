@@ -24,7 +24,7 @@ namespace sluice::rt {
 /// MPI_COMM_WORLD, or a part of it (split). The caller initialises and
 /// finalises MPI. abort() ends every rank of the world. It is the job's
 /// process group too (ProcessGroup.h): MPI is how the ranks met.
-class MpiCommunicator final : public Communicator, public ProcessGroup {
+class MpiCommunicator final : public HostGroup {
 public:
   MpiCommunicator();
   /// The ranks of MPI_COMM_WORLD that give the same `color`, ranked by
@@ -53,6 +53,7 @@ public:
   // ProcessGroup.
   std::unique_ptr<ProcessGroup> splitByHost() override;
   std::unique_ptr<ProcessGroup> splitGroup(int color, int key) override;
+  std::unique_ptr<HostGroup> splitHostGroup(int color, int key) override;
   Status allReduceInts(int64_t *values, int count,
                        Reduction reduction) override;
   Status allGatherBytes(const void *mine, int64_t bytes, void *all) override;

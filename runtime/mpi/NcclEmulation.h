@@ -120,32 +120,20 @@ private:
 };
 
 /// One group's communicator under the emulation.
-class EmulatedNcclCommunicator final : public Communicator {
+class EmulatedNcclCommunicator final : public HostBackedCommunicator {
 public:
   EmulatedNcclCommunicator(NcclEmulation &engine, MpiCommunicator &host,
                            MeshGroup group, Device &device)
-      : engine(engine), host(host), group(group), device(device) {}
+      : HostBackedCommunicator(host), engine(engine), group(group),
+        device(device) {}
 
-  int rank() const override { return host.rank(); }
-  int size() const override { return host.size(); }
-  int maxTag() const override { return host.maxTag(); }
   // Every device operation (runtime/DeviceCollectives.def).
 #define SLUICE_DEVICE_OP(NAME, PARAMS, REQUIRED)                               \
   std::unique_ptr<Request> NAME PARAMS override;
 #include "DeviceCollectives.def"
   Status allReduceSum(DevicePtr data, int64_t count, const int *members,
                       int groupSize, Stream &stream) override;
-  Status allReduceSum(double *data, int64_t n) override {
-    return host.allReduceSum(data, n);
-  }
-  Status allReduceMax(double *data, int64_t n) override {
-    return host.allReduceMax(data, n);
-  }
-  Status gatherToRoot(const std::string &mine,
-                      std::vector<std::string> &all) override {
-    return host.gatherToRoot(mine, all);
-  }
-  void barrier() override { host.barrier(); }
+  using HostBackedCommunicator::allReduceSum;
   [[noreturn]] void abort(int code) override { engine.abort(code); }
   void describeNext(const std::string &what) override { next = what; }
   void continueNext() override { engine.setContinuation(); }
@@ -172,7 +160,6 @@ private:
   std::string takeWhat(const std::string &kind);
 
   NcclEmulation &engine;
-  MpiCommunicator &host;
   MeshGroup group;
   Device &device;
   std::string next;

@@ -2,7 +2,7 @@
 
 #include "Failure.h"
 
-#include "MpiCommunicator.h"
+#include "ProcessGroup.h"
 
 #include <algorithm>
 #include <utility>
@@ -27,7 +27,7 @@ void failHere(const std::string &message) {
                                      ": " + message)};
 }
 
-void agree(MpiCommunicator &world, const Status &st) {
+void agree(HostGroup &world, const Status &st) {
   int64_t failed = st ? 0 : 1, anyFailed = failed;
   if (world.size() > 1)
     if (Status reduced = world.allReduceInts(&anyFailed, 1, Reduction::Max);

@@ -18,7 +18,7 @@
 namespace sluice::rt {
 
 class Communicator;
-class MpiCommunicator;
+class HostGroup;
 
 namespace session {
 
@@ -39,7 +39,7 @@ void setFailureRank(int rank);
 /// point (a file every rank reads, a part only some ranks hold). Rank 0
 /// reports each distinct failure once, naming the ranks that had it
 /// unless all did.
-void agree(MpiCommunicator &world, const Status &st);
+void agree(HostGroup &world, const Status &st);
 
 } // namespace session
 } // namespace sluice::rt

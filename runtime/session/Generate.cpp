@@ -14,7 +14,7 @@
 #include "Checkpoint.h"
 #include "CpuDevice.h"
 #include "Failure.h"
-#include "MpiCommunicator.h"
+#include "ProcessGroup.h"
 #include "Parameters.h"
 
 #ifdef SLUICE_HAVE_TOKENIZER
@@ -150,7 +150,7 @@ std::string getGatherDir(const SessionOptions &options) {
 
 } // namespace
 
-void generateSample(MpiCommunicator &world, const GenerateFrom &from,
+void generateSample(HostGroup &world, const GenerateFrom &from,
                     const Plan &plan, const SessionOptions &options,
                     const TokenizerFiles &files) {
   bool root = world.rank() == 0;

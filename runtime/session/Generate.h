@@ -18,7 +18,7 @@
 
 namespace sluice::rt {
 
-class MpiCommunicator;
+class HostGroup;
 
 namespace session {
 
@@ -38,7 +38,7 @@ struct GenerateFrom {
 /// Draws and prints options.sampling.newTokens tokens after the prompt.
 /// Collective over `world`: a problem on rank 0 (a prompt the tokenizer
 /// cannot encode, longer than the sequence) ends the session everywhere.
-void generateSample(MpiCommunicator &world, const GenerateFrom &from,
+void generateSample(HostGroup &world, const GenerateFrom &from,
                     const Plan &plan, const SessionOptions &options,
                     const TokenizerFiles &tokenizer);
 

@@ -80,15 +80,16 @@ void checkHostMemory(ProcessGroup &comm, const Plan &plan,
 /// groups). Splits the world into this rank's pipeline (same replica and
 /// shard), its replicas (same device and shard), its tensor-parallel group
 /// (same device and replica) and its replica's ranks.
-void placeOnMesh(const Plan &plan, int rank, RankBackend &out) {
+void placeOnMesh(HostGroup &world, const Plan &plan, RankBackend &out) {
+  int rank = world.rank();
   int tp = plan.tp, dp = plan.dp;
   auto [device, replica, shard] = getMeshPosition(plan, rank);
-  // MPI_Comm_split is collective over the world: every rank makes all four.
-  out.hostGroups[0] = MpiCommunicator::split(replica * tp + shard, device);
-  out.hostGroups[1] = MpiCommunicator::split(device * tp + shard, replica);
+  // A split is collective over the world: every rank makes all four.
+  out.hostGroups[0] = world.splitHostGroup(replica * tp + shard, device);
+  out.hostGroups[1] = world.splitHostGroup(device * tp + shard, replica);
   out.replica = replica;
-  out.hostGroups[2] = MpiCommunicator::split(device * dp + replica, shard);
-  out.model = MpiCommunicator::split(replica, device * tp + shard);
+  out.hostGroups[2] = world.splitHostGroup(device * dp + replica, shard);
+  out.model = world.splitHostGroup(replica, device * tp + shard);
   if (dp == 1)
     out.hostGroups[1].reset();
   if (tp == 1)
@@ -111,7 +112,7 @@ int64_t getNcclAllowance(const Plan &plan, int rank) {
 
 /// Refuses a run whose ranks on one GPU need more than its free memory,
 /// before anything is allocated.
-Status checkDeviceMemory(MpiCommunicator &world, const Plan &plan,
+Status checkDeviceMemory(HostGroup &world, const Plan &plan,
                          const SessionOptions &o, Device &device,
                          const cuda::Placement &placement, bool nccl) {
   MemoryNeed mine = o.reference
@@ -145,7 +146,7 @@ Status checkDeviceMemory(MpiCommunicator &world, const Plan &plan,
 }
 
 /// The CUDA backend: a GPU by UUID, NCCL or staged MPI.
-void openCudaBackend(MpiCommunicator &world, const Plan &plan,
+void openCudaBackend(HostGroup &world, const Plan &plan,
                      const SessionOptions &o, RankBackend &out) {
   cuda::Placement placement;
   agree(world, cuda::placeRank(world, placement));
@@ -160,9 +161,9 @@ void openCudaBackend(MpiCommunicator &world, const Plan &plan,
               (chosen == "auto" &&
                (placement.sharing == 1 || cuda::ncclAllowsSharedGpus()));
   agree(world, checkDeviceMemory(world, plan, o, *out.device, placement, nccl));
-  MpiCommunicator *hosts[3] = {&world, nullptr, nullptr};
+  HostGroup *hosts[3] = {&world, nullptr, nullptr};
   if (!o.reference && plan.dp * plan.tp > 1) {
-    placeOnMesh(plan, world.rank(), out);
+    placeOnMesh(world, plan, out);
     for (int g = 0; g < 3; ++g)
       hosts[g] = out.hostGroups[g].get();
   }
@@ -199,12 +200,12 @@ int resolveThreads(const SessionOptions &o) {
   return std::max(1, cores / local);
 }
 
-void openCpuBackend(MpiCommunicator &world, const Plan &plan,
+void openCpuBackend(HostGroup &world, const Plan &plan,
                     const SessionOptions &o, RankBackend &out) {
   out.device = std::make_unique<CpuDevice>();
   out.comm = &world;
   if (!o.reference && plan.dp * plan.tp > 1) {
-    placeOnMesh(plan, world.rank(), out);
+    placeOnMesh(world, plan, out);
     out.comm = out.hostGroups[0].get();
     out.replicas = out.hostGroups[1].get();
     out.shards = out.hostGroups[2].get();
@@ -219,10 +220,15 @@ void openCpuBackend(MpiCommunicator &world, const Plan &plan,
   cpu::setThreads(out.threads);
   if (o.transport != "nccl" || o.reference)
     return;
-  MpiCommunicator *hosts[kMeshGroups] = {&world, nullptr, nullptr};
+  // The emulation holds MPI to NCCL's rules: it runs over MPI groups.
+  MpiCommunicator *hosts[kMeshGroups] = {dynamic_cast<MpiCommunicator *>(&world),
+                                         nullptr, nullptr};
   for (int g = 0; g < kMeshGroups; ++g)
     if (out.hostGroups[g])
-      hosts[g] = out.hostGroups[g].get();
+      hosts[g] = dynamic_cast<MpiCommunicator *>(out.hostGroups[g].get());
+  if (!hosts[0])
+    failEverywhere(world, "--backend cpu --transport nccl emulates NCCL over "
+                          "MPI; this job's ranks do not meet through MPI");
   agree(world, NcclEmulation::create(
                    plan,
                    o.commOrder == "plan" ? NcclEmulation::Order::Plan
@@ -293,7 +299,7 @@ std::string findUnsupportedKernel(const Plan &plan, const Kernels &kernels) {
   return "";
 }
 
-void openBackend(MpiCommunicator &world, const Plan &plan,
+void openBackend(HostGroup &world, const Plan &plan,
                  const SessionOptions &options, RankBackend &out) {
   if (options.backend == "cpu") {
     openCpuBackend(world, plan, options, out);

@@ -29,7 +29,7 @@ struct RankBackend {
   /// This rank's pipeline, replicas and tensor-parallel shards over MPI
   /// (host values; the CPU backend's transport), where the plan splits
   /// the world.
-  std::unique_ptr<MpiCommunicator> hostGroups[3];
+  std::unique_ptr<HostGroup> hostGroups[3];
 #if SLUICE_HAVE_CUDA
   /// The GPU's communicators over those groups (NCCL, or staged MPI).
   cuda::RankComms gpu;
@@ -65,7 +65,7 @@ std::string findUnsupportedKernel(const Plan &plan, const Kernels &kernels);
 /// Opens `out` for `options.backend` (collective over `world`); ends the
 /// session everywhere when a rank cannot, or when the backend lacks a
 /// kernel the plan needs.
-void openBackend(MpiCommunicator &world, const Plan &plan,
+void openBackend(HostGroup &world, const Plan &plan,
                  const SessionOptions &options, RankBackend &out);
 
 } // namespace sluice::rt::session

@@ -55,7 +55,7 @@ std::string profileJson(Executor &executor, const Plan &plan,
 
 } // namespace
 
-std::string judgeRun(MpiCommunicator &world, const RunResult &run,
+std::string judgeRun(HostGroup &world, const RunResult &run,
                      const SessionOptions &o) {
   std::vector<std::string> reports;
   std::ostringstream mine;

@@ -10,7 +10,7 @@
 #define SLUICE_RUNTIME_SESSION_REPORTS_H
 
 #include "Executor.h"
-#include "MpiCommunicator.h"
+#include "ProcessGroup.h"
 #include "Session.h"
 
 #include <string>
@@ -21,7 +21,7 @@ namespace sluice::rt::session {
 /// compares the losses and gradient norms too, prints the figures and
 /// returns why the run fails the check ("" when it passes, and on the
 /// other ranks).
-std::string judgeRun(MpiCommunicator &world, const RunResult &run,
+std::string judgeRun(HostGroup &world, const RunResult &run,
                      const SessionOptions &o);
 /// --profile: every rank's measured pass times, merged by rank 0.
 void writeProfile(Communicator &comm, Executor &executor, const Plan &plan,

@@ -52,7 +52,7 @@ bool usesGlobalOrder(const Plan &plan, const SessionOptions &options) {
 }
 } // namespace
 
-Session::Session(const SessionOptions &options, MpiCommunicator &world)
+Session::Session(const SessionOptions &options, HostGroup &world)
     : options(options), world(world), root(world.rank() == 0),
       backend(std::make_unique<RankBackend>()) {
   session::setFailureRank(world.rank());
@@ -71,7 +71,7 @@ void Session::abortJob(int code) {
 }
 Communicator &Session::comm() { return *backend->comm; }
 
-Outcome Session::open(const SessionOptions &options, MpiCommunicator &world,
+Outcome Session::open(const SessionOptions &options, HostGroup &world,
                       std::unique_ptr<Session> &out) {
   out.reset(new Session(options, world));
   try {

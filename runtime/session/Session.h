@@ -30,7 +30,7 @@
 #include "Data.h"
 #include "Executor.h"
 #include "HfTokenizer.h"
-#include "MpiCommunicator.h"
+#include "ProcessGroup.h"
 #include "Outcome.h"
 #include "Plan.h"
 #include "SessionOptions.h"
@@ -70,7 +70,7 @@ public:
   /// Everything before the first step. Collective over `world`, which
   /// must outlive the session. On failure `out` holds what was opened, so
   /// that abortJob can stop the peers through it.
-  static Outcome open(const SessionOptions &options, MpiCommunicator &world,
+  static Outcome open(const SessionOptions &options, HostGroup &world,
                       std::unique_ptr<Session> &out);
 
   /// Stops every rank of the job now (after an Outcome only this rank
@@ -105,7 +105,7 @@ public:
   int getStopSignal() const { return stopSignal; }
 
 private:
-  Session(const SessionOptions &options, MpiCommunicator &world);
+  Session(const SessionOptions &options, HostGroup &world);
 
   void openAll();
   void loadJobPlan();
@@ -135,7 +135,7 @@ private:
 
   int stopSignal = 0;
   SessionOptions options;
-  MpiCommunicator &world;
+  HostGroup &world;
   /// Rank 0 of the world prints and writes what one file or line says.
   bool root = false;
   Plan plan;

@@ -117,7 +117,7 @@ void checkOptions(Communicator &world, const SessionOptions &o) {
 /// The run's optimizer settings and seed: each flag given, else what the
 /// checkpoint being resumed recorded (so a resumed run continues the
 /// interrupted one's schedule), else the flag's default.
-TrainingSettings resolveSettings(MpiCommunicator &world,
+TrainingSettings resolveSettings(HostGroup &world,
                                  const SessionOptions &o) {
   std::optional<TrainingSettings> saved;
   if (!o.loadDir.empty()) {

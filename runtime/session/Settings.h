@@ -3,7 +3,7 @@
 #ifndef SLUICE_RUNTIME_SESSION_SETTINGS_H
 #define SLUICE_RUNTIME_SESSION_SETTINGS_H
 
-#include "MpiCommunicator.h"
+#include "ProcessGroup.h"
 #include "Checkpoint.h"
 #include "SessionOptions.h"
 
@@ -18,7 +18,7 @@ void checkOptions(Communicator &world, const SessionOptions &o);
 /// checkpoint being resumed recorded (so a resumed run continues the
 /// interrupted one's schedule), else the option's default. Rank 0 notes
 /// the options that override what the checkpoint recorded.
-TrainingSettings resolveSettings(MpiCommunicator &world,
+TrainingSettings resolveSettings(HostGroup &world,
                                  const SessionOptions &o);
 
 } // namespace sluice::rt::session

@@ -3,7 +3,7 @@
 #include "Tokens.h"
 
 #include "Failure.h"
-#include "MpiCommunicator.h"
+#include "ProcessGroup.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -27,7 +27,7 @@ void printSummary(const std::string &path, const DataSummary &summary) {
 
 } // namespace
 
-RunTokens openRunTokens(MpiCommunicator &world, const SessionOptions &options,
+RunTokens openRunTokens(HostGroup &world, const SessionOptions &options,
                         const Plan &plan, const TrainingSettings &settings,
                         int replica) {
   RunTokens out;

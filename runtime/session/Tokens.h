@@ -19,7 +19,7 @@
 
 namespace sluice::rt {
 
-class MpiCommunicator;
+class HostGroup;
 
 namespace session {
 
@@ -43,7 +43,7 @@ struct RunTokens {
 /// data-parallel replicas (the reference trainer reads every replica's);
 /// world rank 0 says what the dataset holds. Collective over `world`: a
 /// dataset one rank cannot read ends the session everywhere (Failure.h).
-RunTokens openRunTokens(MpiCommunicator &world, const SessionOptions &options,
+RunTokens openRunTokens(HostGroup &world, const SessionOptions &options,
                         const Plan &plan, const TrainingSettings &settings,
                         int replica);
 

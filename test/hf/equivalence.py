@@ -160,7 +160,7 @@ def make_model(family):
 
 
 def sluice_gradients(family, model):
-    """Every gradient under Sluice's name and layout (runtime/Parameters.cpp:
+    """Every gradient under Sluice's name and layout (runtime/model/Parameters.cpp:
     linear maps [in, out], the query, key and value maps side by side)."""
     g = {name: p.grad.detach().double().numpy()
          for name, p in model.named_parameters()}

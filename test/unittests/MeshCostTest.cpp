@@ -456,7 +456,7 @@ TEST(Simulator, GradientSyncsOverlapTheRemainingPasses) {
                    "0, slice 0 on device 0 follows a pass that never ran");
 }
 
-// Vocabulary Parallelism over pp x tp (runtime/Vocab.cpp): a device's rows
+// Vocabulary Parallelism over pp x tp (runtime/model/Vocab.cpp): a device's rows
 // of the tables split again over its shards, so a shard holds and computes
 // 1/tp of them; each collective's pipeline part is as without shards, and
 // what it reduced is then all-reduced over the shards (the statistics and

@@ -1,6 +1,6 @@
 //===- SamplingTest.cpp - Drawing tokens from logits ----------------------===//
 //
-// sluice-run --generate's draw (runtime/Sampling.h) against what Hugging
+// sluice-run --generate's draw (runtime/model/Sampling.h) against what Hugging
 // Face's generate computes: greedy is the first largest logit; the draws
 // at a temperature follow softmax(logits / T); top-k and top-p keep the
 // candidates they name and no other.

@@ -5,7 +5,7 @@
 // tensor-parallel shard holds it and what the shard's group sums of its
 // gradient. The transformer block's core declares its projections; each
 // block feature declares its own (sluice/Blocks/Feature.h). The runtime
-// allocates and binds these (runtime/Parameters.h), the cost model counts
+// allocates and binds these (runtime/model/Parameters.h), the cost model counts
 // them (lib/Analysis/LayerCost.cpp), checkpoints and Hugging Face
 // directories name tensors by them.
 //

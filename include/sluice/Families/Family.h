@@ -7,7 +7,7 @@
 // their conventions (GPT-2's Conv1D layout, Gemma's 1 + w norm gains).
 //
 // The importer (lib/Import) and the runtime's Hugging Face directories
-// (runtime/HuggingFace.cpp) both ask the registry (getFamilies) rather than
+// (runtime/io/HuggingFace.cpp) both ask the registry (getFamilies) rather than
 // knowing a family: a new family is a new folder under lib/Families, which
 // the build finds and registers (lib/Families/CMakeLists.txt).
 //
@@ -123,7 +123,7 @@ struct Piece {
   bool transposed = false;
 };
 
-/// A Sluice parameter (runtime/Parameters.cpp's names) as a [rows,
+/// A Sluice parameter (runtime/model/Parameters.cpp's names) as a [rows,
 /// columns] matrix (a vector: one row) and the pieces its columns come
 /// from, left to right.
 struct Source {
