@@ -2,7 +2,7 @@
 //
 // The backend conformance suite (IREE's CTS is the model): each kernel of
 // each backend this build has (getBackends(): the CPU's, and CUDA's where
-// it is built and a GPU is present) on random fp32 inputs, against a
+// it is built and a GPU is present) on random inputs, against a
 // reference written here in double precision from the Kernels contract in
 // runtime/Backend.h -- not against another backend, so a mistake two
 // backends share still fails. Every comparison is recorded; the suite
@@ -12,6 +12,16 @@
 // tolerance and the verdict. A backend that cannot open here is recorded
 // as skipped, with why.
 //
+// Each backend runs twice: with fp32 activations, and with bf16 ones (the
+// arrays the contract calls "act" in bf16, statistics and parameter
+// gradients in fp32, as a bf16 plan runs; the CPU backend's bf16 is its
+// StagedKernels, generated from runtime/Kernels.def). In bf16 the inputs
+// are bf16 values, so the reference computes on exactly what the kernel
+// reads, and the bound is bf16's (1e-2 of the largest reference value:
+// each output is rounded once or twice to 8 significant bits). The kernel
+// families whose bf16 roles are not yet written here are recorded as
+// skipped in bf16.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Backends.h"
@@ -19,6 +29,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -47,7 +58,7 @@ public:
     nlohmann::json doc;
     doc["format"] = "sluice-conformance";
     doc["version"] = 1;
-    doc["precision"] = "fp32";
+    doc["precisions"] = {"fp32", "bf16"};
     nlohmann::json &list = doc["results"] = nlohmann::json::array();
     for (const Record &r : records()) {
       nlohmann::json j = {{"backend", r.backend},
@@ -76,20 +87,46 @@ struct Tensor {
   DevicePtr ptr() const { return device.get(); }
 };
 
-class Conformance : public ::testing::TestWithParam<std::string> {
+/// A backend and the activations' type it runs in.
+struct Target {
+  std::string backend;
+  DType act = DType::F32;
+  /// "cpu", "cpu/bf16".
+  std::string getName() const {
+    return backend + (act == DType::BF16 ? "/bf16" : "");
+  }
+};
+
+void PrintTo(const Target &target, std::ostream *os) {
+  *os << target.getName();
+}
+
+class Conformance : public ::testing::TestWithParam<Target> {
 protected:
   void SetUp() override {
     for (const BackendEntry &entry : getBackends())
-      if (entry.name == GetParam()) {
+      if (entry.name == GetParam().backend) {
         Status st = entry.open(device);
         if (!st)
           skip = st.message();
       }
     if (!device) {
-      records().push_back({GetParam(), "", testName(), "", 0, 0, false,
+      records().push_back({target(), "", testName(), "", 0, 0, false,
                            skip.empty() ? "not opened" : skip});
       GTEST_SKIP() << skip;
     }
+  }
+
+  std::string target() const { return GetParam().getName(); }
+  bool isBf16() const { return GetParam().act == DType::BF16; }
+  /// In bf16, a kernel family this suite checks in fp32 only: recorded as
+  /// skipped; true when the test should end.
+  bool fp32Only() {
+    if (!isBf16())
+      return false;
+    records().push_back({target(), device->describe(), testName(), "", 0, 0,
+                         false, "checked in fp32 only"});
+    return true;
   }
 
   /// The kernel family under test ("Gemm"), without the backend.
@@ -112,11 +149,32 @@ protected:
   Tensor filled(int64_t n, double value) {
     return make(std::vector<double>(n, value));
   }
+  /// The same as activations: in the target's activation type (the host
+  /// values rounded to it).
+  Tensor randomAct(int64_t n, double scale = 1.0) {
+    return makeAct(random(n, scale).host);
+  }
+  Tensor filledAct(int64_t n, double value) {
+    return makeAct(std::vector<double>(n, value));
+  }
+  Tensor makeAct(const std::vector<double> &values) {
+    return make(values, GetParam().act);
+  }
   Tensor make(const std::vector<double> &values, DType type = DType::F32) {
     Tensor t;
     t.host = values;
-    EXPECT_TRUE(device->allocate(type, int64_t(values.size()), t.device).isOk());
-    if (type == DType::I32) {
+    EXPECT_TRUE(
+        device->allocate(type, int64_t(values.size()), t.device).isOk());
+    if (type == DType::BF16) {
+      std::vector<uint16_t> halves(values.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        halves[i] = floatToBf16(float(values[i]));
+        t.host[i] = bf16ToFloat(halves[i]);
+      }
+      device->upload(t.ptr(), halves.data(), int64_t(halves.size()) * 2,
+                     stream());
+      EXPECT_TRUE(stream().synchronize().isOk());
+    } else if (type == DType::I32) {
       std::vector<int32_t> ints(values.begin(), values.end());
       device->upload(t.ptr(), ints.data(), int64_t(ints.size()) * 4, stream());
       EXPECT_TRUE(stream().synchronize().isOk());
@@ -132,11 +190,16 @@ protected:
     }
     return t;
   }
-  /// The device's values of `t` now (f32 or f64 buffers).
+  /// The device's values of `t` now (f32, bf16 or f64 buffers).
   std::vector<double> read(const Tensor &t) {
     EXPECT_TRUE(device->synchronize().isOk());
     std::vector<double> out;
-    if (t.device.getType() == DType::F64) {
+    if (t.device.getType() == DType::BF16) {
+      std::vector<uint16_t> v;
+      EXPECT_TRUE(downloadAll(*device, t.device, v).isOk());
+      for (uint16_t half : v)
+        out.push_back(bf16ToFloat(half));
+    } else if (t.device.getType() == DType::F64) {
       std::vector<double> v;
       EXPECT_TRUE(downloadAll(*device, t.device, v).isOk());
       out = v;
@@ -164,13 +227,17 @@ protected:
       diff = std::max(diff, std::fabs(values[i] - want[i]));
     }
     double error = nan ? INFINITY : diff / scale;
+    if (isBf16())
+      tolerance = std::max(tolerance, kBf16Tolerance);
     bool pass = error <= tolerance;
-    records().push_back({GetParam(), device->describe(), testName(), variant,
+    records().push_back({target(), device->describe(), testName(), variant,
                          error, tolerance, pass, ""});
     EXPECT_TRUE(pass) << variant << ": relative error " << error
                       << " over tolerance " << tolerance;
   }
 
+  /// bf16 keeps 8 significant bits: an output rounded once or twice.
+  static constexpr double kBf16Tolerance = 1e-2;
   std::unique_ptr<Device> device;
   std::string skip;
   std::mt19937 generator{20261126};
@@ -198,8 +265,8 @@ TEST_P(Conformance, Gemm) {
     for (bool tb : {false, true}) {
       // Leading dimensions past the matrices' widths.
       int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 3, ldc = n + 1;
-      Tensor a = random((ta ? k : m) * lda), b = random((tb ? n : k) * ldb),
-             c = random(m * ldc);
+      Tensor a = randomAct((ta ? k : m) * lda),
+             b = randomAct((tb ? n : k) * ldb), c = randomAct(m * ldc);
       std::vector<double> want = c.host;
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
@@ -257,6 +324,8 @@ double roundFp8(double x, const std::vector<std::pair<double, bool>> &values) {
 }
 
 TEST_P(Conformance, Fp8Gemm) {
+  if (fp32Only())
+    GTEST_SKIP() << "checked in fp32 only";
   // Shapes FP8 tensor cores take (multiples of 16) and shapes they do not;
   // every transposition; the first operand scaled by its own amax (a new
   // record), the second by a record's scale that saturates some values.
@@ -314,6 +383,8 @@ TEST_P(Conformance, Fp8Gemm) {
 }
 
 TEST_P(Conformance, Fp8Scales) {
+  if (fp32Only())
+    GTEST_SKIP() << "checked in fp32 only";
   // Three records: a history to extend, a new one, and one whose step
   // overflowed (its scale stays).
   std::vector<double> records(3 * kFp8RecordFloats, 0.0);
@@ -350,6 +421,8 @@ TEST_P(Conformance, Fp8Scales) {
 }
 
 TEST_P(Conformance, RowsAndColumns) {
+  if (fp32Only())
+    GTEST_SKIP() << "checked in fp32 only";
   const int64_t rows = 5, cols = 13;
   Tensor x = random(rows * cols), v = random(cols), sums = random(cols);
   std::vector<double> plus = x.host, colSums = sums.host;
@@ -366,7 +439,7 @@ TEST_P(Conformance, RowsAndColumns) {
 
 TEST_P(Conformance, Elementwise) {
   const int64_t n = 37;
-  Tensor y = random(n), x = random(n);
+  Tensor y = randomAct(n), x = randomAct(n);
   std::vector<double> want = y.host;
   for (int64_t i = 0; i < n; ++i)
     want[i] += x.host[i];
@@ -385,7 +458,7 @@ TEST_P(Conformance, Elementwise) {
 TEST_P(Conformance, Softcap) {
   const int64_t rows = 3, cols = 10, ld = 12;
   const double cap = 2.0;
-  Tensor x = random(rows * ld, 3.0), grad = random(rows * ld);
+  Tensor x = randomAct(rows * ld, 3.0), grad = randomAct(rows * ld);
   std::vector<double> capped = x.host, dcap = grad.host;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
@@ -404,9 +477,10 @@ TEST_P(Conformance, Norms) {
   const double eps = 1e-5;
   for (bool rms : {false, true}) {
     std::string kind = rms ? "rmsnorm" : "layernorm";
-    Tensor x = random(rows * cols, 2.0), gamma = random(cols),
-           beta = random(cols), y = filled(rows * cols, 0),
-           xhat = filled(rows * cols, 0), rstd = filled(rows, 0);
+    // The gains are the weights' working copy: act, as the input.
+    Tensor x = randomAct(rows * cols, 2.0), gamma = randomAct(cols),
+           beta = randomAct(cols), y = filledAct(rows * cols, 0),
+           xhat = filledAct(rows * cols, 0), rstd = filled(rows, 0);
     std::vector<double> wantY(rows * cols), wantXhat(rows * cols),
         wantRstd(rows);
     for (int64_t r = 0; r < rows; ++r) {
@@ -432,7 +506,7 @@ TEST_P(Conformance, Norms) {
     expectClose(rstd, wantRstd, kind + " forward: rstd");
 
     // The input gradient: y's derivative through xhat's statistics.
-    Tensor dy = random(rows * cols), dx = random(rows * cols);
+    Tensor dy = randomAct(rows * cols), dx = randomAct(rows * cols);
     std::vector<double> wantDx = dx.host;
     for (int64_t r = 0; r < rows; ++r) {
       double meanG = 0, meanGX = 0;
@@ -465,7 +539,7 @@ TEST_P(Conformance, Norms) {
     if (!rms)
       expectClose(dbeta, wantDb, kind + " parameter gradients: dbeta");
 
-    Tensor again = filled(rows * cols, 0);
+    Tensor again = filledAct(rows * cols, 0);
     kernels().normAffine(xhat.ptr(), gamma.ptr(),
                          rms ? DevicePtr() : beta.ptr(), rows, cols,
                          again.ptr());
@@ -473,11 +547,11 @@ TEST_P(Conformance, Norms) {
 
     // The residual seams: x as a sum of two parts, and dx's accumulation
     // from a residual rather than from dx itself.
-    Tensor residual = random(rows * cols);
+    Tensor residual = randomAct(rows * cols);
     std::vector<double> part(rows * cols);
     for (int64_t i = 0; i < rows * cols; ++i)
       part[i] = double(float(x.host[i] - residual.host[i]));
-    Tensor sum = make(part);
+    Tensor sum = makeAct(part);
     kernels().addNormForward(sum.ptr(), residual.ptr(), gamma.ptr(),
                              rms ? DevicePtr() : beta.ptr(), rows, cols, rms,
                              float(eps), y.ptr(), xhat.ptr(), rstd.ptr());
@@ -485,7 +559,7 @@ TEST_P(Conformance, Norms) {
     expectClose(y, wantY, kind + " addNormForward: y");
     expectClose(xhat, wantXhat, kind + " addNormForward: xhat");
     expectClose(rstd, wantRstd, kind + " addNormForward: rstd");
-    Tensor joined = random(rows * cols);
+    Tensor joined = randomAct(rows * cols);
     std::vector<double> wantJoined(rows * cols);
     for (int64_t i = 0; i < rows * cols; ++i)
       wantJoined[i] = residual.host[i] + wantDx[i] - dx.host[i];
@@ -499,9 +573,10 @@ TEST_P(Conformance, Norms) {
 TEST_P(Conformance, Activations) {
   const int64_t n = 41;
   for (GateActivation act : {GateActivation::Gelu, GateActivation::GeluErf}) {
-    std::string name = act == GateActivation::Gelu ? "gelu (tanh)" : "gelu (erf)";
-    Tensor u = random(n, 2.0), g = filled(n, 0), dg = random(n),
-           du = filled(n, 0);
+    std::string name =
+        act == GateActivation::Gelu ? "gelu (tanh)" : "gelu (erf)";
+    Tensor u = randomAct(n, 2.0), g = filledAct(n, 0), dg = randomAct(n),
+           du = filledAct(n, 0);
     std::vector<double> wantG(n), wantDu(n);
     for (int64_t i = 0; i < n; ++i) {
       wantG[i] = gelu(act, u.host[i]);
@@ -512,13 +587,13 @@ TEST_P(Conformance, Activations) {
     kernels().geluBackward(act, u.ptr(), dg.ptr(), du.ptr(), n);
     expectClose(du, wantDu, name + " backward", 1e-4);
   }
-  for (GateActivation act : {GateActivation::Silu, GateActivation::Gelu,
-                             GateActivation::GeluErf}) {
+  for (GateActivation act :
+       {GateActivation::Silu, GateActivation::Gelu, GateActivation::GeluErf}) {
     std::string name = act == GateActivation::Silu   ? "swiglu"
                        : act == GateActivation::Gelu ? "geglu (tanh)"
                                                      : "geglu (erf)";
-    Tensor z = random(n, 2.0), u = random(n), g = filled(n, 0),
-           dg = random(n), dz = filled(n, 0), du = filled(n, 0);
+    Tensor z = randomAct(n, 2.0), u = randomAct(n), g = filledAct(n, 0),
+           dg = randomAct(n), dz = filledAct(n, 0), du = filledAct(n, 0);
     std::vector<double> wantG(n), wantDz(n), wantDu(n);
     for (int64_t i = 0; i < n; ++i) {
       wantG[i] = activate(act, z.host[i]) * u.host[i];
@@ -527,8 +602,8 @@ TEST_P(Conformance, Activations) {
     }
     kernels().gatedForward(act, z.ptr(), u.ptr(), g.ptr(), n);
     expectClose(g, wantG, name + " forward");
-    kernels().gatedBackward(act, z.ptr(), u.ptr(), dg.ptr(), dz.ptr(),
-                            du.ptr(), n);
+    kernels().gatedBackward(act, z.ptr(), u.ptr(), dg.ptr(), dz.ptr(), du.ptr(),
+                            n);
     expectClose(dz, wantDz, name + " backward: dz", 1e-4);
     expectClose(du, wantDu, name + " backward: du");
   }
@@ -548,13 +623,13 @@ TEST_P(Conformance, Rotary) {
       return f;
     if (wave > orig / r.lowFreqFactor)
       return f / r.factor;
-    double s = (orig / wave - r.lowFreqFactor) /
-               (r.highFreqFactor - r.lowFreqFactor);
+    double s =
+        (orig / wave - r.lowFreqFactor) / (r.highFreqFactor - r.lowFreqFactor);
     return (1 - s) * f / r.factor + s * f;
   };
   for (Rotary rotary : {Rotary{500000.0}, Rotary{10.0, 8.0, 1.0, 4.0, 32}})
     for (bool inverse : {false, true}) {
-      Tensor x = random(rows * tokens * stride);
+      Tensor x = randomAct(rows * tokens * stride);
       std::vector<double> want = x.host;
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t t = 0; t < tokens; ++t)
@@ -588,7 +663,8 @@ TEST_P(Conformance, Attention) {
   };
   for (const Variant &v :
        {Variant{0.0f, 0, "grouped heads, cache offset 2"},
-        Variant{3.0f, 0, "grouped heads, cache offset 2, scale 0.3, soft cap 3"},
+        Variant{3.0f, 0,
+                "grouped heads, cache offset 2, scale 0.3, soft cap 3"},
         Variant{0.0f, 3, "grouped heads, cache offset 2, window 3"}}) {
     const float softcap = v.softcap;
     AttentionShape s{2, 3, 2, 6, 4, 8, 2};
@@ -598,11 +674,12 @@ TEST_P(Conformance, Attention) {
     const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim,
                   kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
     const double scale = getAttentionScale(s);
-    Tensor q = random(s.rows * s.tokens * hd),
-           keys = random(s.rows * s.seqLen * kvw),
-           values = random(s.rows * s.seqLen * kvw),
+    // The key/value cache is act, as the queries; the log-sum-exp f32.
+    Tensor q = randomAct(s.rows * s.tokens * hd),
+           keys = randomAct(s.rows * s.seqLen * kvw),
+           values = randomAct(s.rows * s.seqLen * kvw),
            lse = filled(s.rows * s.heads * s.tokens, 0),
-           context = filled(s.rows * s.tokens * hd, 0);
+           context = filledAct(s.rows * s.tokens * hd, 0);
     std::vector<double> wantCtx(context.host.size()), wantLse(lse.host.size());
     // p[r][h][i][j], the capped scores' softmax, kept for the backward.
     std::vector<double> p(s.rows * s.heads * s.tokens * span, 0),
@@ -644,26 +721,33 @@ TEST_P(Conformance, Attention) {
     expectClose(context, wantCtx, variant + ": context");
     expectClose(lse, wantLse, variant + ": log-sum-exp");
 
-    Tensor dcontext = random(context.host.size()), dq = filled(q.host.size(), 0),
-           dkeys = random(keys.host.size()), dvalues = random(values.host.size());
+    // dkeys and dvalues accumulate in f32.
+    Tensor dcontext = randomAct(context.host.size()),
+           dq = filledAct(q.host.size(), 0), dkeys = random(keys.host.size()),
+           dvalues = random(values.host.size());
     std::vector<double> wantDq(q.host.size(), 0), wantDk = dkeys.host,
                                                   wantDv = dvalues.host;
+    // The backward reads the context it is given (sum_j p_j dp_j is
+    // dcontext . context): the reference takes the stored one too, which
+    // in bf16 is the rounded context.
+    std::vector<double> stored = read(context);
     for (int64_t r = 0; r < s.rows; ++r)
       for (int64_t h = 0; h < s.heads; ++h)
         for (int64_t i = 0; i < s.tokens; ++i) {
           int64_t visible = s.offset + i + 1, kv = (h / group) * s.headDim;
-          const double *dc = &dcontext.host[(r * s.tokens + i) * hd +
-                                            h * s.headDim];
+          const double *dc =
+              &dcontext.host[(r * s.tokens + i) * hd + h * s.headDim];
           std::vector<double> dp(visible);
           double weighted = 0;
-          for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j) {
+          for (int64_t d = 0; d < s.headDim; ++d)
+            weighted +=
+                dc[d] * stored[(r * s.tokens + i) * hd + h * s.headDim + d];
+          for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j)
             for (int64_t d = 0; d < s.headDim; ++d) {
               dp[j] += dc[d] * values.host[(r * s.seqLen + j) * kvw + kv + d];
               wantDv[(r * s.seqLen + j) * kvw + kv + d] +=
                   p[at(r, h, i, j)] * dc[d];
             }
-            weighted += p[at(r, h, i, j)] * dp[j];
-          }
           for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j) {
             double ds = p[at(r, h, i, j)] * (dp[j] - weighted);
             if (softcap > 0) {
@@ -692,8 +776,11 @@ TEST_P(Conformance, EmbeddingAndCrossEntropy) {
   const int64_t rows = 2, length = 4, stride = 5, hidden = 6, vocab = 7,
                 offset = 3;
   std::vector<double> ids = {1, 6, 0, 6, 9, 2, 2, 5, 3, 9};
-  Tensor tokens = make(ids, DType::I32), table = random(vocab * hidden),
-         positions = random(16 * hidden), out = filled(rows * length * hidden, 0);
+  // Tables, positions, outputs, logits and their gradients are act; the
+  // tables' gradients and the statistics f32, the loss f64.
+  Tensor tokens = make(ids, DType::I32), table = randomAct(vocab * hidden),
+         positions = randomAct(16 * hidden),
+         out = filledAct(rows * length * hidden, 0);
   std::vector<double> wantOut(out.host.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t)
@@ -701,11 +788,10 @@ TEST_P(Conformance, EmbeddingAndCrossEntropy) {
         wantOut[(r * length + t) * hidden + c] =
             table.host[int64_t(ids[r * stride + t]) * hidden + c] +
             positions.host[(offset + t) * hidden + c];
-  kernels().embeddingForward(tokens.ptr(), stride, table.ptr(),
-                             positions.ptr(), rows, length, offset, hidden,
-                             out.ptr());
+  kernels().embeddingForward(tokens.ptr(), stride, table.ptr(), positions.ptr(),
+                             rows, length, offset, hidden, out.ptr());
   expectClose(out, wantOut, "embedding forward, learned positions");
-  Tensor dout = random(out.host.size()), dtable = random(vocab * hidden),
+  Tensor dout = randomAct(out.host.size()), dtable = random(vocab * hidden),
          dpositions = random(16 * hidden);
   std::vector<double> wantDt = dtable.host, wantDp = dpositions.host;
   for (int64_t r = 0; r < rows; ++r)
@@ -723,9 +809,9 @@ TEST_P(Conformance, EmbeddingAndCrossEntropy) {
   // The labels are the same ids (each below the vocabulary here).
   std::vector<double> labelIds = {1, 6, 0, 6, 0, 2, 2, 5, 3, 0};
   Tensor labels = make(labelIds, DType::I32),
-         logits = random(rows * length * vocab, 2.0),
+         logits = randomAct(rows * length * vocab, 2.0),
          lse = filled(rows * length, 0), loss = make({0.25}, DType::F64),
-         dlogits = filled(logits.host.size(), 0);
+         dlogits = filledAct(logits.host.size(), 0);
   std::vector<double> wantLse(rows * length), wantD(logits.host.size());
   double wantLoss = 0.25;
   const double scale = 0.125;
@@ -754,6 +840,8 @@ TEST_P(Conformance, EmbeddingAndCrossEntropy) {
 }
 
 TEST_P(Conformance, OptimizerAndNorm) {
+  // fp32 arrays in every precision (the contract's gradients, moments and
+  // master weights): a bf16 run checks they pass through unchanged.
   const int64_t rows = 3, cols = 5, stride = 7;
   Tensor x = random(rows * stride), acc = make({1.5}, DType::F64);
   double want = 1.5;
@@ -794,7 +882,7 @@ TEST_P(Conformance, OptimizerAndNorm) {
 
 TEST_P(Conformance, CopiesAndPaddingRows) {
   StridedCopy shape{2, 3, 4, 20, 6, 15, 5};
-  Tensor src = random(2 * 20), dst = random(2 * 15);
+  Tensor src = randomAct(2 * 20), dst = randomAct(2 * 15);
   std::vector<double> want = dst.host;
   for (int64_t b = 0; b < shape.batches; ++b)
     for (int64_t r = 0; r < shape.rows; ++r)
@@ -806,7 +894,7 @@ TEST_P(Conformance, CopiesAndPaddingRows) {
 
   const int64_t rows = 2, length = 3, stride = 4, hidden = 5;
   std::vector<double> ids = {7, 0, 7, 9, 1, 7, 2, 7};
-  Tensor tokens = make(ids, DType::I32), x = random(rows * length * hidden);
+  Tensor tokens = make(ids, DType::I32), x = randomAct(rows * length * hidden);
   std::vector<double> kept = x.host;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < length; ++t)
@@ -815,14 +903,17 @@ TEST_P(Conformance, CopiesAndPaddingRows) {
           kept[(r * length + t) * hidden + c] = 0;
   kernels().zeroTokenRows(tokens.ptr(), stride, rows, length, 7, hidden,
                           x.ptr());
-  expectClose(x, kept, "zeroTokenRows: the padding token's rows, past-length "
-                       "ids ignored");
+  expectClose(x, kept,
+              "zeroTokenRows: the padding token's rows, past-length "
+              "ids ignored");
 }
 
 /// The vocabulary shards' kernels (Yeung et al., 2024, section 4): a
 /// device holding rows [first, first + count) of a table, tokens and labels
 /// inside and outside it.
 TEST_P(Conformance, VocabularyShards) {
+  if (fp32Only())
+    GTEST_SKIP() << "checked in fp32 only";
   const int64_t rows = 2, length = 3, stride = 4, hidden = 5, first = 4,
                 count = 3, ld = 4, tokens = rows * length;
   // Ids in the shard (4..6) and outside; past `length` in each row unused.
@@ -860,8 +951,8 @@ TEST_P(Conformance, VocabularyShards) {
   Tensor logits = random(tokens * ld, 2.0), max = filled(tokens, 0),
          sum = filled(tokens, 0), probs = filled(tokens * ld, 0),
          reference = random(tokens);
-  std::vector<double> wantMax(tokens), wantSum(tokens), wantProbs(tokens * ld, 0),
-      wantRefSum(tokens);
+  std::vector<double> wantMax(tokens), wantSum(tokens),
+      wantProbs(tokens * ld, 0), wantRefSum(tokens);
   for (int64_t t = 0; t < tokens; ++t) {
     const double *row = &logits.host[t * ld];
     wantMax[t] = *std::max_element(row, row + count);
@@ -872,9 +963,8 @@ TEST_P(Conformance, VocabularyShards) {
     for (int64_t c = 0; c < count; ++c)
       wantProbs[t * ld + c] = std::exp(row[c] - wantMax[t]) / wantSum[t];
   }
-  kernels().shardSoftmaxStatistics(logits.ptr(), tokens, count, ld,
-                                   DevicePtr(), max.ptr(), sum.ptr(),
-                                   probs.ptr());
+  kernels().shardSoftmaxStatistics(logits.ptr(), tokens, count, ld, DevicePtr(),
+                                   max.ptr(), sum.ptr(), probs.ptr());
   expectClose(max, wantMax, "shardSoftmaxStatistics: max");
   expectClose(sum, wantSum, "shardSoftmaxStatistics: sum");
   expectClose(probs, wantProbs, "shardSoftmaxStatistics: probabilities");
@@ -937,16 +1027,21 @@ TEST_P(Conformance, VocabularyShards) {
   expectClose(combined, wantOut, "combineGrad (equation 6)", 1e-4);
 }
 
-std::vector<std::string> backendNames() {
-  std::vector<std::string> names;
+std::vector<Target> getTargets() {
+  std::vector<Target> targets;
   for (const BackendEntry &entry : getBackends())
-    names.push_back(entry.name);
-  return names;
+    for (DType act : {DType::F32, DType::BF16})
+      targets.push_back({entry.name, act});
+  return targets;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
-                         ::testing::ValuesIn(backendNames()),
-                         [](const auto &info) { return info.param; });
+                         ::testing::ValuesIn(getTargets()),
+                         [](const auto &info) {
+                           std::string name = info.param.getName();
+                           std::replace(name.begin(), name.end(), '/', '_');
+                           return name;
+                         });
 
 [[maybe_unused]] ::testing::Environment *const writer =
     ::testing::AddGlobalTestEnvironment(new ResultWriter);
