@@ -54,6 +54,10 @@ struct Traits {
 /// Llama's keys and defaults (SwiGLU, silu, RMSNorm, rotary), which
 /// Mistral and Qwen2 start from; `name` in the remarks.
 Traits getLlamaTraits(const std::string &name);
+/// Gemma's traits (Gemma, Gemma-2, Gemma-3): GeGLU from
+/// `hidden_activation` only (GemmaMLP reads no other key), the tanh GELU
+/// by default, tied tables, head_dim 256, padding token 0.
+Traits getGemmaTraits(const std::string &name);
 
 /// Everything the shared and the family's own reading produce, validated;
 /// buildSpec turns it into the block spec.
@@ -99,6 +103,9 @@ std::string formatNumber(const char *format, double value);
 /// The Llama layout of tensor names (Llama, Mistral, Qwen2; Gemma's with
 /// its norm offset).
 WeightNames getLlamaWeightNames();
+/// Adds the sandwich norms' names (Gemma-2's and OLMo-2's
+/// post_attention_layernorm and post_feedforward_layernorm).
+void addPostNormNames(WeightNames &names);
 
 /// The shapes families claim a block spec by.
 struct Shape {

@@ -31,6 +31,19 @@ Traits getLlamaTraits(const std::string &name) {
   return traits;
 }
 
+Traits getGemmaTraits(const std::string &name) {
+  Traits traits;
+  traits.name = name;
+  traits.mlp = rt::MlpType::GeGlu;
+  traits.tieDefault = true;
+  traits.activationKeys = {"hidden_activation"};
+  traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new", "gelu_fast"};
+  traits.activationDefault = "gelu_pytorch_tanh";
+  traits.headDimDefault = 256;
+  traits.paddingDefault = 0;
+  return traits;
+}
+
 namespace {
 
 /// Reads ConfigValues in steps, one per group of keys.

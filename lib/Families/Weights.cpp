@@ -48,6 +48,11 @@ WeightNames getLlamaWeightNames() {
   return n;
 }
 
+void addPostNormNames(WeightNames &names) {
+  names.modules["post_attn_norm"] = "post_attention_layernorm";
+  names.modules["post_mlp_norm"] = "post_feedforward_layernorm";
+}
+
 std::string getLayerTensor(const WeightNames &names, const std::string &prefix,
                            int64_t index, const std::string &tensor) {
   return prefix + names.layers + std::to_string(index) + "." + tensor;

@@ -106,11 +106,12 @@ std::vector<std::vector<std::vector<Work>>>
 sched::searchRepeatedVShapes(const Pipeline &pipeline,
                              const Durations &durations,
                              llvm::ArrayRef<double> caps, size_t keep) {
-  int p = pipeline.devices, m = pipeline.microbatches;
-  if (!isPlainVShape(pipeline) || p < 2 || m < 1 || keep == 0 ||
-      !canSearchBlocks(pipeline))
+  std::optional<std::vector<int>> stages =
+      getSearchableVShape(pipeline, keep);
+  if (!stages)
     return {};
-  std::vector<int> stageOf = getVShapeStages(pipeline);
+  const std::vector<int> &stageOf = *stages;
+  int p = pipeline.devices;
   // The grids count chunks: the cap is the fewest any device may hold;
   // the caps themselves are checked on the orders.
   int maxChunks = 2 * p;

@@ -365,11 +365,12 @@ sched::getSqueezedVShapeOrders(const Pipeline &pipeline, bool half) {
 std::vector<std::vector<std::vector<Work>>>
 sched::searchVShapeBlocks(const Pipeline &pipeline, const Durations &durations,
                           llvm::ArrayRef<double> caps, size_t keep) {
-  int p = pipeline.devices, m = pipeline.microbatches;
-  if (!isPlainVShape(pipeline) || p < 2 || m < 1 || keep == 0 ||
-      !canSearchBlocks(pipeline))
+  std::optional<std::vector<int>> stages =
+      getSearchableVShape(pipeline, keep);
+  if (!stages)
     return {};
-  std::vector<int> stageOf = getVShapeStages(pipeline);
+  const std::vector<int> &stageOf = *stages;
+  int p = pipeline.devices;
   std::vector<int> chunkCap(p);
   for (int d = 0; d < p; ++d)
     chunkCap[d] = getChunkCap(durations, stageOf, caps[d], d);

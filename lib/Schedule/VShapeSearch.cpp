@@ -51,6 +51,14 @@ bool sched::canSearchBlocks(const Pipeline &pipeline) {
   return !counts || counts->first >= pipeline.devices + 4;
 }
 
+std::optional<std::vector<int>>
+sched::getSearchableVShape(const Pipeline &pipeline, size_t keep) {
+  if (!isPlainVShape(pipeline) || pipeline.devices < 2 ||
+      pipeline.microbatches < 1 || keep == 0 || !canSearchBlocks(pipeline))
+    return std::nullopt;
+  return getVShapeStages(pipeline);
+}
+
 std::vector<BlockOrders>
 sched::selectFastestBlocks(const Pipeline &pipeline, const Durations &durations,
                            llvm::ArrayRef<double> caps, size_t keep,

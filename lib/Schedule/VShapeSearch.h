@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <vector>
 
 namespace mlir::sluice::sched {
 
@@ -104,6 +106,11 @@ using BuildBlock =
 /// Whether the V searches run on this pipeline (VShapeSearch.cpp: up to
 /// p = 20); the searches return nothing where not, before any work.
 bool canSearchBlocks(const Pipeline &pipeline);
+/// The stage of each (device, chunk) where a V search keeping `keep`
+/// orders runs on `pipeline` (a plain V of at least 2 devices with
+/// microbatches, within canSearchBlocks); nullopt where it does not.
+std::optional<std::vector<int>> getSearchableVShape(const Pipeline &pipeline,
+                                                    size_t keep);
 
 /// The `keep` fastest orders of a V search's blocks that hold the caps
 /// (VShapeSearch.cpp says how it stays within a compile's time).

@@ -3,11 +3,11 @@
 // The hand-written attention: fp32 math on any storage type, a bottom-right
 // causal mask (the slice's queries sit at [offset, offset + tokens) and see
 // keys [0, offset + i], or a sliding window's last ones of them),
-// grouped-query heads. One block per (row, head, query); the scores are never stored: the forward pass finds the
-// log-sum-exp with an online softmax, then accumulates the context tile by
-// tile, recomputing each score; the backward pass recomputes the
-// probabilities from the log-sum-exp (FlashAttention's backward) and adds
-// into the fp32 key and value gradients atomically.
+// grouped-query heads. One block per (row, head, query); the scores are never
+// stored: the forward pass finds the log-sum-exp with an online softmax, then
+// accumulates the context tile by tile, recomputing each score; the backward
+// pass recomputes the probabilities from the log-sum-exp (FlashAttention's
+// backward) and adds into the fp32 key and value gradients atomically.
 //
 // It is the fallback: cuDNN's fused attention (AttentionCudnn.cpp) is the
 // fast path where it is built and accepts the shape.
@@ -74,18 +74,10 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
   const T *valueBase = values + x.r * s.seqLen * kvw + x.kvAt;
   // Online softmax over this thread's keys, then across the block.
   float m = -INFINITY, l = 0;
-  for (int64_t j = x.first + threadIdx.x; j < x.visible; j += blockDim.x) {
-    float v = score(qs, keyBase + j * kvw, s);
-    if (v > m) {
-      l = l * expf(m - v) + 1.0f;
-      m = v;
-    } else {
-      l += expf(v - m);
-    }
-  }
-  float most = blockMax(m, shared);
-  float total = blockSum(m == -INFINITY ? 0.0f : l * expf(m - most), shared);
-  float logSum = most + logf(total);
+  for (int64_t j = x.first + threadIdx.x; j < x.visible; j += blockDim.x)
+    onlineSoftmaxStep(score(qs, keyBase + j * kvw, s), m, l);
+  float most;
+  float logSum = blockLogSumExp(m, l, shared, most);
   if (threadIdx.x == 0)
     lse[(x.r * s.heads + x.h) * s.tokens + x.i] = logSum;
   // context = sum_j p_j v_j, a tile of keys at a time.
@@ -95,9 +87,7 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
     int64_t j = tile + threadIdx.x;
     __syncthreads();
     p[threadIdx.x] =
-        j < x.visible
-            ? expf(score(qs, keyBase + j * kvw, s) - logSum)
-            : 0.0f;
+        j < x.visible ? expf(score(qs, keyBase + j * kvw, s) - logSum) : 0.0f;
     __syncthreads();
     int64_t count =
         x.visible - tile < blockDim.x ? x.visible - tile : int64_t(blockDim.x);

@@ -111,6 +111,29 @@ __device__ __forceinline__ float blockMax(float v, float *shared) {
   return warpMax(v);
 }
 
+/// One element of an online softmax (Milakov and Gimelshein, 2018): the
+/// running maximum `most` and the running sum of exp(x - most) take `x`.
+__device__ __forceinline__ void onlineSoftmaxStep(float x, float &most,
+                                                  float &sum) {
+  if (x > most) {
+    sum = sum * expf(most - x) + 1.0f;
+    most = x;
+  } else {
+    sum += expf(x - most);
+  }
+}
+
+/// The block's log-sum-exp of every thread's running (`most`, `sum`); a
+/// thread that saw no element (most = -inf, sum 0) adds nothing. Every
+/// thread gets it; `blockMost` receives the block's maximum.
+__device__ __forceinline__ float
+blockLogSumExp(float most, float sum, float *shared, float &blockMost) {
+  blockMost = blockMax(most, shared);
+  float total =
+      blockSum(most == -INFINITY ? 0.0f : sum * expf(most - blockMost), shared);
+  return blockMost + logf(total);
+}
+
 constexpr int kThreads = 256;
 
 /// Blocks for a grid-stride loop over n elements.

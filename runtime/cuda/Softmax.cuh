@@ -47,28 +47,17 @@ __device__ __forceinline__ void forRow(const T *z, int64_t n, F f) {
 /// memory).
 template <class T>
 __global__ void crossEntropyForwardKernel(const T *logits,
-                                          const int32_t *labels,
-                                          int64_t stride, int64_t length,
-                                          int64_t vocab, float *lse,
-                                          double *loss) {
+                                          const int32_t *labels, int64_t stride,
+                                          int64_t length, int64_t vocab,
+                                          float *lse, double *loss) {
   __shared__ float shared[32];
   int64_t token = blockIdx.x, r = token / length, t = token % length;
   const T *z = logits + token * vocab;
   float most = -INFINITY, sum = 0;
-  forRow(z, vocab, [&](int64_t, float x) {
-    if (x > most) {
-      sum = sum * expf(most - x) + 1.0f;
-      most = x;
-    } else {
-      sum += expf(x - most);
-    }
-  });
-  float blockMost = blockMax(most, shared);
-  // A thread that saw no element has most = -inf and sum 0: it adds 0.
-  sum = blockSum(most == -INFINITY ? 0.0f : sum * expf(most - blockMost),
-                 shared);
+  forRow(z, vocab, [&](int64_t, float x) { onlineSoftmaxStep(x, most, sum); });
+  float blockMost;
+  float l = blockLogSumExp(most, sum, shared, blockMost);
   if (threadIdx.x == 0) {
-    float l = blockMost + logf(sum);
     lse[token] = l;
     atomicAdd(loss, double(l) - double(toFloat(z[labels[r * stride + t]])));
   }

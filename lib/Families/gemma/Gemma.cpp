@@ -62,18 +62,10 @@ public:
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
-    Traits traits;
-    traits.name = "gemma";
-    traits.mlp = rt::MlpType::GeGlu;
-    traits.tieDefault = true;
     // GemmaMLP and Gemma2MLP read `hidden_activation` only (defaulting it
     // to the tanh GELU); `hidden_act` does not change what they compute.
-    traits.activationKeys = {"hidden_activation"};
-    traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new", "gelu_fast"};
-    traits.activationDefault = "gelu_pytorch_tanh";
-    traits.headDimDefault = 256;
+    Traits traits = getGemmaTraits("gemma");
     traits.kvHeadsDefault = modelType == "gemma2" ? 4 : 16;
-    traits.paddingDefault = 0;
     return readConfigWith(
         config, modelType, traits, out,
         [&](ConfigKeys &config, ConfigValues &values) {
@@ -136,8 +128,7 @@ public:
     static const WeightNames gemma2 = [] {
       WeightNames n = gemma;
       n.modules["norm2"] = "pre_feedforward_layernorm";
-      n.modules["post_attn_norm"] = "post_attention_layernorm";
-      n.modules["post_mlp_norm"] = "post_feedforward_layernorm";
+      addPostNormNames(n);
       return n;
     }();
     return modelType == "gemma2" ? gemma2 : gemma;

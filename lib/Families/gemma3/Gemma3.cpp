@@ -28,16 +28,8 @@ public:
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
-    Traits traits;
-    traits.name = "gemma3_text";
-    traits.mlp = rt::MlpType::GeGlu;
-    traits.tieDefault = true;
-    traits.activationKeys = {"hidden_activation"};
-    traits.activations = {"gelu_pytorch_tanh", "gelu", "gelu_new", "gelu_fast"};
-    traits.activationDefault = "gelu_pytorch_tanh";
-    traits.headDimDefault = 256;
+    Traits traits = getGemmaTraits("gemma3_text");
     traits.kvHeadsDefault = 4;
-    traits.paddingDefault = 0;
     traits.ropeThetaDefault = 1000000.0;
     return readConfigWith(config, modelType, traits, out,
                           [](ConfigKeys &config, ConfigValues &values) {
@@ -92,8 +84,7 @@ public:
       WeightNames n = getLlamaWeightNames();
       n.normOffset = true;
       n.modules["norm2"] = "pre_feedforward_layernorm";
-      n.modules["post_attn_norm"] = "post_attention_layernorm";
-      n.modules["post_mlp_norm"] = "post_feedforward_layernorm";
+      addPostNormNames(n);
       n.modules["attn.q_norm"] = "self_attn.q_norm";
       n.modules["attn.k_norm"] = "self_attn.k_norm";
       return n;

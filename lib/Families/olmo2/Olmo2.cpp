@@ -68,8 +68,7 @@ public:
       WeightNames n = getLlamaWeightNames();
       n.modules.erase("norm1");
       n.modules.erase("norm2");
-      n.modules["post_attn_norm"] = "post_attention_layernorm";
-      n.modules["post_mlp_norm"] = "post_feedforward_layernorm";
+      addPostNormNames(n);
       n.modules["attn.q_norm"] = "self_attn.q_norm";
       n.modules["attn.k_norm"] = "self_attn.k_norm";
       return n;
