@@ -912,16 +912,17 @@ TEST_P(Conformance, CopiesAndPaddingRows) {
 /// device holding rows [first, first + count) of a table, tokens and labels
 /// inside and outside it.
 TEST_P(Conformance, VocabularyShards) {
-  if (fp32Only())
-    GTEST_SKIP() << "checked in fp32 only";
   const int64_t rows = 2, length = 3, stride = 4, hidden = 5, first = 4,
                 count = 3, ld = 4, tokens = rows * length;
   // Ids in the shard (4..6) and outside; past `length` in each row unused.
   std::vector<double> ids = {4, 1, 6, 99, 5, 7, 4, 99};
   auto inShard = [&](double id) { return id >= first && id < first + count; };
   auto id = [&](int64_t t) { return ids[(t / length) * stride + t % length]; };
-  Tensor labels = make(ids, DType::I32), table = random(count * hidden),
-         out = random(tokens * hidden);
+  // As Vocab.cpp allocates them: tables, lookups, probabilities, A, B and
+  // the input gradient act; logits, per-token statistics and the table's
+  // gradient f32; the loss f64.
+  Tensor labels = make(ids, DType::I32), table = randomAct(count * hidden),
+         out = randomAct(tokens * hidden);
   std::vector<double> wantRows(tokens * hidden, 0);
   for (int64_t t = 0; t < tokens; ++t)
     if (inShard(id(t)))
@@ -931,12 +932,12 @@ TEST_P(Conformance, VocabularyShards) {
   kernels().shardLookup(labels.ptr(), stride, rows, length, table.ptr(), first,
                         count, hidden, out.ptr());
   expectClose(out, wantRows, "shardLookup: zero outside the shard");
-  Tensor labelOut = random(tokens * hidden);
+  Tensor labelOut = randomAct(tokens * hidden);
   kernels().labelRows(labels.ptr(), stride, rows, length, table.ptr(), first,
                       count, hidden, labelOut.ptr());
   expectClose(labelOut, wantRows, "labelRows (equation 6's B)");
 
-  Tensor dout = random(tokens * hidden), dtable = random(count * hidden);
+  Tensor dout = randomAct(tokens * hidden), dtable = random(count * hidden);
   std::vector<double> wantDt = dtable.host;
   for (int64_t t = 0; t < tokens; ++t)
     if (inShard(id(t)))
@@ -949,7 +950,7 @@ TEST_P(Conformance, VocabularyShards) {
 
   // Softmax statistics over the shard's `count` columns of [tokens, ld].
   Tensor logits = random(tokens * ld, 2.0), max = filled(tokens, 0),
-         sum = filled(tokens, 0), probs = filled(tokens * ld, 0),
+         sum = filled(tokens, 0), probs = filledAct(tokens * ld, 0),
          reference = random(tokens);
   std::vector<double> wantMax(tokens), wantSum(tokens),
       wantProbs(tokens * ld, 0), wantRefSum(tokens);
@@ -983,7 +984,7 @@ TEST_P(Conformance, VocabularyShards) {
   kernels().rescaleSum(sum.ptr(), max.ptr(), globalMax.ptr(), tokens,
                        scaled.ptr());
   expectClose(scaled, wantScaled, "rescaleSum (equation 5)", 1e-4);
-  Tensor x = random(tokens * ld), factor = random(tokens),
+  Tensor x = randomAct(tokens * ld), factor = random(tokens),
          divisor = make(std::vector<double>(tokens, 1.5));
   std::vector<double> wantX = x.host;
   for (int64_t t = 0; t < tokens; ++t)
@@ -1014,8 +1015,8 @@ TEST_P(Conformance, VocabularyShards) {
   expectClose(probs, wantGrad, "shardSoftmaxGrad, scaled");
 
   // Equation 6: out = scale * (A * scaled / sum - B).
-  Tensor a = random(tokens * hidden), b = random(tokens * hidden),
-         combined = filled(tokens * hidden, 0);
+  Tensor a = randomAct(tokens * hidden), b = randomAct(tokens * hidden),
+         combined = filledAct(tokens * hidden, 0);
   std::vector<double> wantOut(tokens * hidden);
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t c = 0; c < hidden; ++c)
