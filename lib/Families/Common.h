@@ -94,6 +94,18 @@ bool readConfigWith(ConfigKeys &config, const std::string &modelType,
 /// The attention window of `sliding_window` (Mistral, Gemma-2, Gemma-3):
 /// absent, `fallback` (Hugging Face's default, said in a remark); null,
 /// none (0).
+/// The boolean `key` (absent: false) where true turns on what `what`
+/// says, which Sluice does not model: said as unmodelled. False only when
+/// the key is not a boolean (said too).
+bool readUnmodelledSwitch(ConfigKeys &config, const char *key,
+                          const char *what);
+/// What Qwen's `use_sliding_window` would switch on.
+inline constexpr const char *kQwenWindowLayers =
+    "the layers past max_window_layers attend over sliding_window keys only";
+/// What `attention_bias` switches on in the families whose maps have none.
+inline constexpr const char *kAttentionBiases =
+    "biases on the query, key, value and output maps";
+
 bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
                        int64_t fallback, int64_t &window);
 

@@ -79,8 +79,8 @@ private:
       if (!config.optionalSize({key}, experts))
         return false;
       if (experts && *experts > 1) {
-        config.error(key, "key '" + std::string(key) + "' = " +
-                              std::to_string(*experts) +
+        config.error(key, "key '" + std::string(key) +
+                              "' = " + std::to_string(*experts) +
                               ": mixture-of-experts models are not "
                               "supported");
         return false;
@@ -101,8 +101,8 @@ private:
     // trained today have about 130.
     constexpr int64_t kMaxLayers = 1 << 16;
     if (values.layers > kMaxLayers) {
-      config.error(layersKey, "key '" + layersKey + "' = " +
-                                  std::to_string(values.layers) +
+      config.error(layersKey, "key '" + layersKey +
+                                  "' = " + std::to_string(values.layers) +
                                   " is more layers than Sluice compiles (" +
                                   std::to_string(kMaxLayers) + ")");
       return false;
@@ -143,8 +143,8 @@ private:
                            "Hugging Face's default for " + traits.name);
     }
     if (!values.headDim && values.hidden % values.heads != 0) {
-      config.error(hiddenKey, "key '" + hiddenKey + "' = " +
-                                  std::to_string(values.hidden) +
+      config.error(hiddenKey, "key '" + hiddenKey +
+                                  "' = " + std::to_string(values.hidden) +
                                   " is not divisible by key '" + headsKey +
                                   "' = " + std::to_string(values.heads));
       return false;
@@ -434,6 +434,16 @@ bool readConfigWith(ConfigKeys &config, const std::string &modelType,
     return false;
   out.model = buildSpec(traits, values);
   out.dtype = values.dtype;
+  return true;
+}
+
+bool readUnmodelledSwitch(ConfigKeys &config, const char *key,
+                          const char *what) {
+  std::optional<bool> value;
+  if (!config.optionalBool(key, value))
+    return false;
+  if (value.value_or(false))
+    config.unmodelled(key, what);
   return true;
 }
 

@@ -32,14 +32,8 @@ public:
                             values.block.preNorms = false;
                             values.block.postNorms = true;
                             values.block.qkNorm = "projection";
-                            std::optional<bool> bias;
-                            if (!config.optionalBool("attention_bias", bias))
-                              return false;
-                            if (bias.value_or(false))
-                              config.unmodelled("attention_bias",
-                                                "biases on the query, key, "
-                                                "value and output maps");
-                            return true;
+                            return readUnmodelledSwitch(
+                                config, "attention_bias", kAttentionBiases);
                           });
   }
 

@@ -20,19 +20,13 @@ public:
                   ImportedModel &out) const override {
     Traits traits = getLlamaTraits("qwen2");
     traits.kvHeadsDefault = 32;
-    return readConfigWith(
-        config, modelType, traits, out,
-        [](ConfigKeys &config, ConfigValues &values) {
-          values.block.qkvBias = true;
-          std::optional<bool> window;
-          if (!config.optionalBool("use_sliding_window", window))
-            return false;
-          if (window.value_or(false))
-            config.unmodelled("use_sliding_window",
-                              "the layers past max_window_layers attend "
-                              "over sliding_window keys only");
-          return true;
-        });
+    return readConfigWith(config, modelType, traits, out,
+                          [](ConfigKeys &config, ConfigValues &values) {
+                            values.block.qkvBias = true;
+                            return readUnmodelledSwitch(config,
+                                                        "use_sliding_window",
+                                                        kQwenWindowLayers);
+                          });
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,

@@ -28,19 +28,10 @@ public:
         config, modelType, traits, out,
         [](ConfigKeys &config, ConfigValues &values) {
           values.block.qkNorm = "heads";
-          std::optional<bool> bias, window;
-          if (!config.optionalBool("attention_bias", bias) ||
-              !config.optionalBool("use_sliding_window", window))
-            return false;
-          if (bias.value_or(false))
-            config.unmodelled("attention_bias",
-                              "biases on the query, key, value and output "
-                              "maps");
-          if (window.value_or(false))
-            config.unmodelled("use_sliding_window",
-                              "the layers past max_window_layers attend over "
-                              "sliding_window keys only");
-          return true;
+          return readUnmodelledSwitch(config, "attention_bias",
+                                      kAttentionBiases) &&
+                 readUnmodelledSwitch(config, "use_sliding_window",
+                                      kQwenWindowLayers);
         });
   }
 
