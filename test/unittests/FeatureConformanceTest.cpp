@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuDevice.h"
+#include "LocalGroup.h"
 #include "Slots.h"
 #include "Stage.h"
 
@@ -49,6 +50,7 @@ using sluice::blocks::LayerShape;
 using sluice::blocks::RegionFn;
 using sluice::blocks::Slot;
 using sluice::blocks::State;
+using sluice::rt::test_support::LocalGroup;
 
 namespace {
 
@@ -151,65 +153,6 @@ float valueAt(const std::string &name, int64_t index, InitKind init) {
   double u = std::sin(double(h % 1000003) + 0.7 * double(index));
   return float(init == InitKind::Ones ? 1.0 + 0.3 * u : 0.3 * u);
 }
-
-/// A collective of `n` shards on threads: each posts its buffer, and
-/// every one reads the others' once all have.
-class LocalGroup {
-public:
-  explicit LocalGroup(int n) : n(n), posted(n) {}
-
-  void allReduce(int rank, float *data, int64_t count, Reduction reduction) {
-    posted[rank] = data;
-    sync();
-    std::vector<float> mine(data, data + count);
-    for (int r = 0; r < n; ++r)
-      if (r != rank)
-        for (int64_t i = 0; i < count; ++i)
-          mine[i] = reduction == Reduction::Sum
-                        ? mine[i] + posted[r][i]
-                        : std::max(mine[i], posted[r][i]);
-    sync();
-    std::copy(mine.begin(), mine.end(), data);
-    sync();
-  }
-  void reduceScatter(int rank, float *data, float *out, int64_t count) {
-    posted[rank] = data;
-    sync();
-    for (int64_t i = 0; i < count; ++i) {
-      float sum = 0;
-      for (int r = 0; r < n; ++r)
-        sum += posted[r][rank * count + i];
-      out[i] = sum;
-    }
-    sync();
-  }
-  void allGather(int rank, float *data, int64_t count) {
-    posted[rank] = data;
-    sync();
-    for (int r = 0; r < n; ++r)
-      if (r != rank)
-        std::copy(posted[r] + r * count, posted[r] + (r + 1) * count,
-                  data + r * count);
-    sync();
-  }
-
-private:
-  void sync() {
-    std::unique_lock<std::mutex> lock(mutex);
-    int at = generation;
-    if (++arrived == n) {
-      arrived = 0;
-      ++generation;
-      ready.notify_all();
-      return;
-    }
-    ready.wait(lock, [&] { return generation != at; });
-  }
-  int n, arrived = 0, generation = 0;
-  std::vector<float *> posted;
-  std::mutex mutex;
-  std::condition_variable ready;
-};
 
 /// What a run of the layer gives: its output, the input's gradient and
 /// every parameter's gradient (by name, as the store holds it).

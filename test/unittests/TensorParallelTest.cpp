@@ -7,6 +7,7 @@
 // all-reduces.
 
 #include "CpuDevice.h"
+#include "LocalGroup.h"
 #include "Stage.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include <thread>
 
 using namespace sluice::rt;
+using sluice::rt::test_support::LocalGroup;
 
 namespace {
 
@@ -80,7 +82,8 @@ TEST(TensorParallel, SlicesTileEveryTensor) {
                    name == "layers.0.attn.out.bias" ||
                    name == "layers.0.mlp.down.bias";
       for (size_t i = 0; i < count.size(); ++i)
-        ASSERT_EQ(count[i], whole ? tp : 1) << name << "[" << i << "], tp " << tp;
+        ASSERT_EQ(count[i], whole ? tp : 1)
+            << name << "[" << i << "], tp " << tp;
     }
   }
 }
@@ -105,8 +108,8 @@ TEST(TensorParallel, VocabularyRowsTileTheTables) {
             if (spec.name == "final_norm.weight" ||
                 spec.name == "final_norm.bias")
               continue;
-            ASSERT_EQ(spec.name, layer == 2 && !tied ? "lm_head.weight"
-                                                     : "embed.tokens");
+            ASSERT_EQ(spec.name,
+                      layer == 2 && !tied ? "lm_head.weight" : "embed.tokens");
             ASSERT_EQ(spec.rows.size(), 1u);
             auto [first, count] = getShardVocabRows(13, t, tp);
             EXPECT_EQ(spec.rows[0].first, first);
@@ -121,7 +124,8 @@ TEST(TensorParallel, VocabularyRowsTileTheTables) {
       // Each element once per table end.
       for (const auto &[name, count] : seen)
         for (size_t i = 0; i < count.size(); ++i)
-          ASSERT_EQ(count[i], tied ? 2 : 1) << name << "[" << i << "], tp " << tp;
+          ASSERT_EQ(count[i], tied ? 2 : 1)
+              << name << "[" << i << "], tp " << tp;
       ModelConfig shard = getTensorShardModel(model, tp);
       EXPECT_EQ(shard.layers[2].vocabShards, tp);
       EXPECT_EQ(getShardVocabColumns(shard.layers[2]), (13 + tp - 1) / tp);
@@ -150,8 +154,8 @@ TEST(TensorParallel, VocabularyShardsSplitAgainOverTheShards) {
       int64_t rows = padded / devices;
       for (int d = 0; d < devices; ++d)
         for (int t = 0; t < tp; ++t) {
-          ParameterSpec spec =
-              getTableShard("lm_head.weight", 61, padded, 8, d, devices, {t, tp});
+          ParameterSpec spec = getTableShard("lm_head.weight", 61, padded, 8, d,
+                                             devices, {t, tp});
           EXPECT_EQ(spec.shape[0], (rows + tp - 1) / tp);
           EXPECT_GE(spec.firstRow, d * rows);
           EXPECT_LE(spec.firstRow + spec.getValidRows(), (d + 1) * rows);
@@ -159,8 +163,8 @@ TEST(TensorParallel, VocabularyShardsSplitAgainOverTheShards) {
             ++seen.at(spec.firstRow + r);
         }
       for (size_t r = 0; r < seen.size(); ++r)
-        ASSERT_EQ(seen[r], 1) << "row " << r << ", " << devices
-                              << " devices, tp " << tp;
+        ASSERT_EQ(seen[r], 1)
+            << "row " << r << ", " << devices << " devices, tp " << tp;
     }
 }
 
@@ -304,8 +308,8 @@ TEST(TensorParallel, EmbeddingSumsItsLookupsOnce) {
   for (int64_t c = 0; c < h; ++c)
     EXPECT_EQ(y[c], 0.0f) << "token 0, column " << c;
   sums.clear();
-  stage.backwardInput(s, batch, dy.data(), nullptr, f.data(), w.data(),
-                      nullptr, work.data(), 1.0f);
+  stage.backwardInput(s, batch, dy.data(), nullptr, f.data(), w.data(), nullptr,
+                      work.data(), 1.0f);
   stage.backwardWeight(s, batch, f.data(), w.data(), work.data());
   EXPECT_TRUE(sums.empty());
 }
@@ -324,7 +328,8 @@ TEST(TensorParallel, EmbeddingSumsItsLookupsOnce) {
 //  * output layer: F gathers the final norm's output and all-reduces the
 //    two per-token statistics (rows x tokens, whole); B scatters the norm
 //    output's gradient; W gathers the norm's output again.
-TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) {
+TEST(TensorParallel,
+     SequenceParallelismScattersAndGathersWhatTheAllReducesDid) {
   const int tp = 2;
   ModelConfig whole = layerModel(4, 2, "swiglu", /*bias=*/false);
   ModelConfig shard = getTensorShardModel(whole, tp, /*sequenceParallel=*/true);
@@ -410,46 +415,6 @@ TEST(TensorParallel, SequenceParallelismScattersAndGathersWhatTheAllReducesDid) 
   }
 }
 
-/// `n` shards on threads of one process, reducing fp32 buffers as a
-/// tensor-parallel group's all-reduce does.
-class LocalGroup {
-public:
-  explicit LocalGroup(int n) : n(n), buffers(n) {}
-  void reduce(int rank, DevicePtr data, int64_t count, Reduction reduction) {
-    buffers[rank] = data.f32();
-    wait();
-    if (rank == 0) {
-      result.assign(buffers[0], buffers[0] + count);
-      for (int r = 1; r < n; ++r)
-        for (int64_t i = 0; i < count; ++i)
-          result[i] = reduction == Reduction::Sum
-                          ? result[i] + buffers[r][i]
-                          : std::max(result[i], buffers[r][i]);
-    }
-    wait();
-    std::copy(result.begin(), result.end(), data.f32());
-    wait();
-  }
-
-private:
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex);
-    int at = generation;
-    if (++arrived == n) {
-      arrived = 0;
-      ++generation;
-      ready.notify_all();
-      return;
-    }
-    ready.wait(lock, [&] { return generation != at; });
-  }
-  int n, arrived = 0, generation = 0;
-  std::vector<float *> buffers;
-  std::vector<float> result;
-  std::mutex mutex;
-  std::condition_variable ready;
-};
-
 // Megatron-LM's vocabulary-parallel cross-entropy (Weitkamp,
 // 2024, "Cross-Entropy"): shards that each hold rows of
 // the LM head (13 rows over 2, 3 and 4 shards: 7+6, 5+5+3, 4+4+4+1) agree
@@ -496,7 +461,7 @@ TEST(TensorParallel, OutputLayerSplitsTheCrossEntropy) {
       stage.setTensorParallel(
           [&](DevicePtr data, int64_t count, Reduction reduction) {
             out.reduced.push_back({count, reduction});
-            group->reduce(index, data, count, reduction);
+            group->allReduce(index, data.f32(), count, reduction);
           },
           index);
     std::vector<float> f = stateFor(stage.getForwardStateBytes(s)),
