@@ -10,6 +10,9 @@ constexpr const char *kPassNames[kNumPasses] = {"F",  "B", "W",  "BW", "S",
 constexpr const char *kOpNames[kNumOps] = {"exec", "send", "recv",
                                            "collective", "grad_sync"};
 constexpr const char *kRecomputeNames[] = {"none", "selective", "full"};
+constexpr const char *kShardNames[] = {"input", "output"};
+constexpr const char *kLayerKindNames[] = {"embedding", "transformer",
+                                           "output"};
 
 /// The index of `name` in `names`, or -1.
 template <size_t N>
@@ -53,23 +56,12 @@ std::optional<Op> parseOp(std::string_view name) {
 std::string opNames() { return join(kOpNames); }
 
 const char *shardName(Shard shard) {
-  switch (shard) {
-  case Shard::Input:
-    return "input";
-  case Shard::Output:
-    return "output";
-  case Shard::None:
-    break;
-  }
-  return "none";
+  return shard == Shard::None ? "none" : kShardNames[int(shard)];
 }
 
 std::optional<Shard> parseShard(std::string_view name) {
-  if (name == "input")
-    return Shard::Input;
-  if (name == "output")
-    return Shard::Output;
-  return std::nullopt;
+  int i = find(kShardNames, name);
+  return i < 0 ? std::nullopt : std::optional<Shard>(Shard(i));
 }
 
 const char *recomputeName(Recompute recompute) {
@@ -82,15 +74,7 @@ std::optional<Recompute> parseRecompute(std::string_view name) {
 }
 
 const char *layerKindName(LayerKind kind) {
-  switch (kind) {
-  case LayerKind::Embedding:
-    return "embedding";
-  case LayerKind::Transformer:
-    return "transformer";
-  case LayerKind::Output:
-    break;
-  }
-  return "output";
+  return kLayerKindNames[int(kind)];
 }
 
 int getBarriers(int algorithm) { return algorithm == 0 ? 3 : 3 - algorithm; }

@@ -9,28 +9,13 @@ using namespace mlir;
 using namespace mlir::sluice;
 
 /// Fill colours per pass kind (Tableau 10, colour-blind safe).
+/// Indexed by PassKind's value: F, B, W, BW, S, T, IF, IB, S2.
 static llvm::StringRef getColor(PassKind kind) {
-  switch (kind) {
-  case PassKind::F:
-    return "#4e79a7";
-  case PassKind::B:
-    return "#59a14f";
-  case PassKind::W:
-    return "#f28e2b";
-  case PassKind::BW:
-    return "#76b7b2";
-  case PassKind::S:
-    return "#b07aa1";
-  case PassKind::T:
-    return "#ff9da7";
-  case PassKind::IF:
-    return "#9c755f";
-  case PassKind::IB:
-    return "#bab0ac";
-  case PassKind::S2:
-    return "#edc948";
-  }
-  return "#888888";
+  static constexpr const char *kColors[] = {
+      "#4e79a7", "#59a14f", "#f28e2b", "#76b7b2", "#b07aa1",
+      "#ff9da7", "#9c755f", "#bab0ac", "#edc948"};
+  static_assert(std::size(kColors) == getMaxEnumValForPassKind() + 1);
+  return kColors[int(kind)];
 }
 
 std::string mlir::sluice::renderTimelineSvg(const sched::Pipeline &pipeline,

@@ -4,6 +4,8 @@
 #include "sluice/Schedule/StagePartition.h"
 #include "sluice/Transforms/Passes.h"
 
+#include "ForEachPass.h"
+
 #include "mlir/IR/Builders.h"
 
 namespace mlir::sluice {
@@ -118,19 +120,13 @@ LogicalResult mlir::sluice::partitionStages(ModelOp model,
 
 namespace {
 struct PartitionStagesPass
-    : public mlir::sluice::impl::PartitionStagesBase<PartitionStagesPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    StagePartitionOptions opts;
-    opts.pp = pp;
-    opts.virtualChunks = virtualChunks;
-    // Typed options: the pass manager refuses an unknown value.
-    opts.placement = placement;
-    opts.balance = balance;
-    for (ModelOp model : llvm::to_vector(getOperation().getOps<ModelOp>()))
-      if (failed(partitionStages(model, opts)))
-        return signalPassFailure();
+    : ForEachPass<ModelOp, PartitionStagesPass,
+                  mlir::sluice::impl::PartitionStagesBase> {
+  using ForEachPass::ForEachPass;
+  LogicalResult apply(ModelOp model) {
+    // Typed options: the pass manager refuses an unknown placement or
+    // balance.
+    return partitionStages(model, {pp, virtualChunks, placement, balance});
   }
 };
 } // namespace

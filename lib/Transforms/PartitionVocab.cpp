@@ -9,6 +9,8 @@
 
 #include "sluice/Transforms/Passes.h"
 
+#include "ForEachPass.h"
+
 #include "mlir/IR/Builders.h"
 
 namespace mlir::sluice {
@@ -146,12 +148,9 @@ LogicalResult mlir::sluice::partitionVocab(ModelOp model, VocabPartition mode) {
 
 namespace {
 struct PartitionVocabPass
-    : public mlir::sluice::impl::PartitionVocabBase<PartitionVocabPass> {
-  using Base::Base;
-  void runOnOperation() override {
-    for (ModelOp model : llvm::to_vector(getOperation().getOps<ModelOp>()))
-      if (failed(partitionVocab(model, mode)))
-        return signalPassFailure();
-  }
+    : ForEachPass<ModelOp, PartitionVocabPass,
+                  mlir::sluice::impl::PartitionVocabBase> {
+  using ForEachPass::ForEachPass;
+  LogicalResult apply(ModelOp model) { return partitionVocab(model, mode); }
 };
 } // namespace

@@ -6,40 +6,34 @@
 
 #include "mlir/Pass/PassRegistry.h"
 
-
 using namespace mlir;
 using namespace mlir::sluice;
 
+namespace {
+/// Each VocabMode's spelling and help, in the enum's order.
+constexpr std::pair<const char *, const char *> kVocabModes[] = {
+    {"baseline", "on the first and last stages (default)"},
+    {"redis", "the baseline with stages balanced by compute"},
+    {"naive", "sharded over the devices, three barriers"},
+    {"vocab-1", "sharded, Algorithm 1"},
+    {"vocab-2", "sharded, Algorithm 2"},
+    {"interlaced", "sharded with blocking collectives"}};
+static_assert(std::size(kVocabModes) == int(VocabMode::Interlaced) + 1);
+} // namespace
+
 llvm::StringRef mlir::sluice::stringifyVocabMode(VocabMode mode) {
-  switch (mode) {
-  case VocabMode::Baseline:
-    return "baseline";
-  case VocabMode::Redis:
-    return "redis";
-  case VocabMode::Naive:
-    return "naive";
-  case VocabMode::Vocab1:
-    return "vocab-1";
-  case VocabMode::Vocab2:
-    return "vocab-2";
-  case VocabMode::Interlaced:
-    return "interlaced";
-  }
-  return "baseline";
+  return kVocabModes[int(mode)].first;
 }
 
 llvm::cl::ValuesClass mlir::sluice::getVocabModeValues() {
-  auto value = [](VocabMode mode, llvm::StringRef description) {
-    return llvm::cl::OptionEnumValue{stringifyVocabMode(mode), int(mode),
-                                     description};
+  auto value = [](VocabMode mode) {
+    auto [name, help] = kVocabModes[int(mode)];
+    return llvm::cl::OptionEnumValue{name, int(mode), help};
   };
-  return llvm::cl::values(
-      value(VocabMode::Baseline, "on the first and last stages (default)"),
-      value(VocabMode::Redis, "the baseline with stages balanced by compute"),
-      value(VocabMode::Naive, "sharded over the devices, three barriers"),
-      value(VocabMode::Vocab1, "sharded, Algorithm 1"),
-      value(VocabMode::Vocab2, "sharded, Algorithm 2"),
-      value(VocabMode::Interlaced, "sharded with blocking collectives"));
+  return llvm::cl::values(value(VocabMode::Baseline), value(VocabMode::Redis),
+                          value(VocabMode::Naive), value(VocabMode::Vocab1),
+                          value(VocabMode::Vocab2),
+                          value(VocabMode::Interlaced));
 }
 
 llvm::cl::ValuesClass mlir::sluice::getSlicingMethodValues() {
@@ -105,13 +99,13 @@ void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
   pm.addPass(createPartitionStages(partition));
 
   if (o.vocab != VocabMode::Baseline && o.vocab != VocabMode::Redis) {
-    pm.addPass(createPartitionVocab(
-        {o.vocab == VocabMode::Interlaced ? VocabPartition::Interlaced
-                                          : VocabPartition::Vocab}));
+    pm.addPass(createPartitionVocab({o.vocab == VocabMode::Interlaced
+                                         ? VocabPartition::Interlaced
+                                         : VocabPartition::Vocab}));
     // Algorithms 1 and 2 move the naive output shard's barriers (§4).
     if (o.vocab == VocabMode::Vocab1 || o.vocab == VocabMode::Vocab2)
-      pm.addPass(createReorderSoftmaxBarriers(
-          {o.vocab == VocabMode::Vocab1 ? 1 : 2}));
+      pm.addPass(
+          createReorderSoftmaxBarriers({o.vocab == VocabMode::Vocab1 ? 1 : 2}));
   }
   if (o.slices != "1" || o.slicing != SlicingMethod::Uniform)
     pm.addPass(createSliceTokens({o.slices, o.slicing, o.costs,

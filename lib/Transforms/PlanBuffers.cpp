@@ -4,8 +4,8 @@
 #include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
 
-#include "sluice/PlanFormat/Format.h"
 #include "sluice/Blocks/Layout.h"
+#include "sluice/PlanFormat/Format.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -75,23 +75,9 @@ namespace {
 enum class Role : uint8_t { State, WState, RState, KV, In, Out, Buffer };
 
 StringRef getRoleName(Role role) {
-  switch (role) {
-  case Role::State:
-    return "state";
-  case Role::WState:
-    return "wstate";
-  case Role::RState:
-    return "rstate";
-  case Role::KV:
-    return "kv";
-  case Role::In:
-    return "in";
-  case Role::Out:
-    return "out";
-  case Role::Buffer:
-    return "buffer";
-  }
-  llvm_unreachable("unknown role");
+  static constexpr const char *kNames[] = {"state", "wstate", "rstate", "kv",
+                                           "in",    "out",    "buffer"};
+  return kNames[int(role)];
 }
 
 /// Writes `slot` as `op`'s attribute for `role`.
@@ -171,8 +157,8 @@ private:
     for (int d = 0; d < pipeline.devices; ++d)
       for (size_t i = 0; i < view.program.devices[d].size(); ++i) {
         const Work &w = view.program.devices[d][i].work;
-        int stages = isVocabPass(w.kind) ? pipeline.devices
-                                         : pipeline.getNumStages();
+        int stages =
+            isVocabPass(w.kind) ? pipeline.devices : pipeline.getNumStages();
         auto outside = [&](const char *what, int64_t value, int64_t count) {
           return view.ops[d][i]->emitOpError("names ")
                  << what << " " << value << ", but the program has " << count;

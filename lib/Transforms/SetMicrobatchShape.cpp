@@ -2,6 +2,8 @@
 
 #include "sluice/Transforms/Passes.h"
 
+#include "ForEachPass.h"
+
 namespace mlir::sluice {
 #define GEN_PASS_DEF_SETMICROBATCHSHAPE
 #include "sluice/Transforms/Passes.h.inc"
@@ -47,14 +49,11 @@ LogicalResult mlir::sluice::setMicrobatchShape(ModelOp model, int64_t seqLen,
 
 namespace {
 struct SetMicrobatchShapePass
-    : public mlir::sluice::impl::SetMicrobatchShapeBase<
-          SetMicrobatchShapePass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    for (ModelOp model : getOperation().getOps<ModelOp>())
-      if (failed(setMicrobatchShape(model, seqLen, microBatch, dtype)))
-        return signalPassFailure();
+    : ForEachPass<ModelOp, SetMicrobatchShapePass,
+                  mlir::sluice::impl::SetMicrobatchShapeBase> {
+  using ForEachPass::ForEachPass;
+  LogicalResult apply(ModelOp model) {
+    return setMicrobatchShape(model, seqLen, microBatch, dtype);
   }
 };
 } // namespace

@@ -26,6 +26,8 @@
 #include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
 
+#include "ForEachPass.h"
+
 #include "sluice/Blocks/Feature.h"
 #include "sluice/PipelineIR/PipelineIR.h"
 
@@ -59,22 +61,20 @@ public:
     Value x = block->addArgument(between(type), loc);
     int64_t headDim = layer.getHeadDimOrDefault();
     const ::sluice::rt::LayerConfig &spec = layer.getSpec();
-    int64_t kv = spec.kvHeads >= shards ? spec.kvHeads / shards
-                                              : 1;
+    int64_t kv = spec.kvHeads >= shards ? spec.kvHeads / shards : 1;
     int64_t heads = spec.heads / shards, ffn = spec.ffn / shards;
 
     Value qkv = column(loc, enter(loc, norm(loc, x)), Projection::qkv,
                        (heads + 2 * kv) * headDim);
-    Value context = ShardAttentionOp::create(
-        builder, loc, widen(type, heads * headDim), qkv);
+    Value context = ShardAttentionOp::create(builder, loc,
+                                             widen(type, heads * headDim), qkv);
     Value attention = leave(loc, row(loc, context, Projection::out, type));
     x = ResidualAddOp::create(builder, loc, x.getType(), x, attention);
 
     Value in = enter(loc, norm(loc, x));
     Value up = column(loc, in, Projection::up, ffn);
-    Value gate = !spec.isGated()
-                     ? Value()
-                     : column(loc, in, Projection::gate, ffn);
+    Value gate =
+        !spec.isGated() ? Value() : column(loc, in, Projection::gate, ffn);
     Value act = ShardActivationOp::create(builder, loc, up.getType(), up, gate);
     Value mlp = leave(loc, row(loc, act, Projection::down, type));
     x = ResidualAddOp::create(builder, loc, x.getType(), x, mlp);
@@ -269,13 +269,11 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
 }
 
 namespace {
-struct ShardTensorsPass
-    : public mlir::sluice::impl::ShardTensorsBase<ShardTensorsPass> {
-  using ShardTensorsBase::ShardTensorsBase;
-  void runOnOperation() override {
-    for (ProgramOp program : getOperation().getOps<ProgramOp>())
-      if (failed(shardTensors(program, tensorParallel, sequenceParallel)))
-        return signalPassFailure();
+struct ShardTensorsPass : ForEachPass<ProgramOp, ShardTensorsPass,
+                                      mlir::sluice::impl::ShardTensorsBase> {
+  using ForEachPass::ForEachPass;
+  LogicalResult apply(ProgramOp program) {
+    return shardTensors(program, tensorParallel, sequenceParallel);
   }
 };
 } // namespace

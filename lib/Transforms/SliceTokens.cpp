@@ -12,6 +12,8 @@
 #include "sluice/Schedule/TokenSlicing.h"
 #include "sluice/Transforms/Passes.h"
 
+#include "ForEachPass.h"
+
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
@@ -154,31 +156,22 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
 }
 
 namespace {
-struct SliceTokensPass
-    : public mlir::sluice::impl::SliceTokensBase<SliceTokensPass> {
-  using Base::Base;
-  void runOnOperation() override {
-    TokenSlicingOptions opts;
-    opts.method = method;
-    opts.costs = costs;
-    opts.epsilon = epsilon;
-    opts.granularity = granularity;
-    if (slices == "auto") {
-      opts.slices = 0;
-    } else if (llvm::StringRef(slices).getAsInteger(10, opts.slices)) {
-      getOperation().emitError("sluice-slice-tokens: 'slices' must be a "
-                               "number or auto, got '")
-          << slices << "'";
-      return signalPassFailure();
-    } else if (opts.slices < 1) {
-      getOperation().emitError(
-          "sluice-slice-tokens: 'slices' must be at least 1, got ")
-          << opts.slices;
-      return signalPassFailure();
-    }
-    for (ModelOp model : getOperation().getOps<ModelOp>())
-      if (failed(sliceTokens(model, opts)))
-        return signalPassFailure();
+struct SliceTokensPass : ForEachPass<ModelOp, SliceTokensPass,
+                                     mlir::sluice::impl::SliceTokensBase> {
+  using ForEachPass::ForEachPass;
+  LogicalResult apply(ModelOp model) {
+    TokenSlicingOptions opts{/*slices=*/0, method, costs, epsilon, granularity};
+    if (slices == "auto")
+      return sliceTokens(model, opts);
+    if (StringRef(slices).getAsInteger(10, opts.slices))
+      return getOperation().emitError("sluice-slice-tokens: 'slices' must be "
+                                      "a number or auto, got '")
+             << slices << "'";
+    if (opts.slices < 1)
+      return getOperation().emitError(
+                 "sluice-slice-tokens: 'slices' must be at least 1, got ")
+             << opts.slices;
+    return sliceTokens(model, opts);
   }
 };
 } // namespace

@@ -3,6 +3,8 @@
 #include "sluice/Analysis/CostModel.h"
 #include "sluice/Transforms/Passes.h"
 
+#include "ForEachPass.h"
+
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
@@ -93,15 +95,12 @@ LogicalResult mlir::sluice::splitPasses(ModelOp model, bool split,
 }
 
 namespace {
-struct SplitPassesPass
-    : public mlir::sluice::impl::SplitPassesBase<SplitPassesPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    // A typed option: the pass manager refuses an unknown value.
-    for (ModelOp model : getOperation().getOps<ModelOp>())
-      if (failed(splitPasses(model, split, recompute)))
-        return signalPassFailure();
+// `recompute` is a typed option: the pass manager refuses an unknown value.
+struct SplitPassesPass : ForEachPass<ModelOp, SplitPassesPass,
+                                     mlir::sluice::impl::SplitPassesBase> {
+  using ForEachPass::ForEachPass;
+  LogicalResult apply(ModelOp model) {
+    return splitPasses(model, split, recompute);
   }
 };
 } // namespace

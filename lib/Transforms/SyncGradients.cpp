@@ -12,6 +12,8 @@
 
 #include "sluice/Transforms/Passes.h"
 
+#include "ForEachPass.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -55,21 +57,18 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
       }
     for (auto [stage, op] : last) {
       builder.setInsertionPointAfter(op);
-      GradSyncOp::create(builder, op->getLoc(),
-                         cast<FlatSymbolRefAttr>(stage));
+      GradSyncOp::create(builder, op->getLoc(), cast<FlatSymbolRefAttr>(stage));
     }
   }
   return success();
 }
 
 namespace {
-struct SyncGradientsPass
-    : public mlir::sluice::impl::SyncGradientsBase<SyncGradientsPass> {
-  using SyncGradientsBase::SyncGradientsBase;
-  void runOnOperation() override {
-    for (ProgramOp program : getOperation().getOps<ProgramOp>())
-      if (failed(syncGradients(program, dataParallel, zero)))
-        return signalPassFailure();
+struct SyncGradientsPass : ForEachPass<ProgramOp, SyncGradientsPass,
+                                       mlir::sluice::impl::SyncGradientsBase> {
+  using ForEachPass::ForEachPass;
+  LogicalResult apply(ProgramOp program) {
+    return syncGradients(program, dataParallel, zero);
   }
 };
 } // namespace

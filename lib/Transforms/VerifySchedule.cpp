@@ -1,8 +1,8 @@
 //===- VerifySchedule.cpp - Check programs against their model ------------===//
 
+#include "sluice/PipelineIR/PipelineIR.h"
 #include "sluice/Schedule/Verifier.h"
 #include "sluice/Transforms/Passes.h"
-#include "sluice/PipelineIR/PipelineIR.h"
 
 namespace mlir::sluice {
 #define GEN_PASS_DEF_VERIFYSCHEDULE

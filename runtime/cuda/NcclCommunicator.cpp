@@ -27,18 +27,11 @@ ncclComm_t handle(const NcclComm &comm) {
   return static_cast<ncclComm_t>(comm.handle);
 }
 
+/// Indexed by DType: F32, BF16, F64, I32.
 ncclDataType_t ncclType(DType type) {
-  switch (type) {
-  case DType::F32:
-    return ncclFloat32;
-  case DType::BF16:
-    return ncclBfloat16;
-  case DType::F64:
-    return ncclFloat64;
-  case DType::I32:
-    return ncclInt32;
-  }
-  return ncclFloat32;
+  constexpr ncclDataType_t kTypes[] = {ncclFloat32, ncclBfloat16, ncclFloat64,
+                                       ncclInt32};
+  return kTypes[int(type)];
 }
 
 

@@ -28,30 +28,13 @@ enum class DType : uint8_t { F32, BF16, F64, I32 };
 
 /// Bytes of one element.
 inline int64_t getSize(DType type) {
-  switch (type) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::BF16:
-    return 2;
-  case DType::F64:
-    return 8;
-  }
-  return 4;
+  constexpr int64_t kSizes[] = {4, 2, 8, 4};
+  return kSizes[int(type)];
 }
 
 inline const char *getName(DType type) {
-  switch (type) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F64:
-    return "f64";
-  case DType::I32:
-    return "i32";
-  }
-  return "?";
+  constexpr const char *kNames[] = {"f32", "bf16", "f64", "i32"};
+  return kNames[int(type)];
 }
 
 /// The element types of a plan's tensors (plan field `precision`).
