@@ -24,7 +24,15 @@ std::vector<const Feature *> &getList() {
 }
 } // namespace
 
+bool Feature::isEnabled(const LayerConfig &layer) const {
+  return info.field ? layer.*info.field : layer.hasFeature(getName());
+}
+
 void Feature::setEnabled(LayerConfig &layer, bool on, int) const {
+  if (info.field) {
+    layer.*info.field = on;
+    return;
+  }
   rt::Names &names = layer.features;
   names.erase(std::remove(names.begin(), names.end(), getName()), names.end());
   if (on)
@@ -123,6 +131,24 @@ void walkHiddenNormState(int base, const LayerShape &shape,
   int64_t local = rt::getLocalTokens(shape.model, s);
   fn(base, local * shape.hidden(), rt::Storage::Activation);
   fn(base + 1, local, rt::Storage::Fp32);
+}
+
+int HiddenNormPair::getIndex(Slot slot) const {
+  // The earlier slot has the lower bit.
+  unsigned earlier = getSlots() & ~(getSlots() - 1);
+  return getSlotBit(slot) == earlier ? 0 : 1;
+}
+
+void HiddenNormPair::addParameters(Slot slot, const LayerShape &shape,
+                                   std::vector<rt::ParameterSpec> &out) const {
+  addHiddenNorm(shape, shape.prefix + getNormName(slot), out);
+}
+
+void HiddenNormPair::walkState(State state, Slot slot, const LayerShape &shape,
+                               const rt::SliceShape &s,
+                               const RegionFn &fn) const {
+  if (state == State::Forward)
+    walkHiddenNormState(getStateBase(slot), shape, s, fn);
 }
 
 } // namespace sluice::blocks

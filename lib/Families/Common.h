@@ -141,26 +141,54 @@ nlohmann::json describeRotary(const ModelConfig &model,
 void describeGemmaScaling(const ModelConfig &model, int64_t headDim,
                           nlohmann::json &config);
 
-/// A family whose name and model types are set when it is made.
+/// The spec fields a family's config can say and those its checkpoints
+/// always have (Family::getFields, getRequiredFields), the same for each
+/// of its model types.
+struct FamilyFields {
+  std::vector<std::string> fields, required;
+};
+
+/// A family whose name, model types and fields are set when it is made.
 class NamedFamily : public Family {
 public:
-  NamedFamily(const char *name, std::vector<std::string> modelTypes)
-      : name(name), modelTypes(std::move(modelTypes)) {}
+  NamedFamily(const char *name, std::vector<std::string> modelTypes,
+              FamilyFields fields = {})
+      : name(name), modelTypes(std::move(modelTypes)),
+        fields(std::move(fields)) {}
   const char *getName() const override { return name; }
   std::vector<std::string> getModelTypes() const override { return modelTypes; }
+  std::vector<std::string> getFields(const std::string &) const override {
+    return fields.fields;
+  }
+  std::vector<std::string>
+  getRequiredFields(const std::string &) const override {
+    return fields.required;
+  }
 
 private:
   const char *name;
   std::vector<std::string> modelTypes;
+  FamilyFields fields;
 };
 
 /// A family whose checkpoints use Llama's tensor names and plain norm
 /// gains (Llama, Mistral, Qwen2, Qwen3, OLMo-2 with their own additions);
-/// its model type is its name.
+/// its model type is its name. Its config is read with Llama's traits,
+/// which a family's constructor adjusts, then its readKeys.
 class LlamaLayoutFamily : public NamedFamily {
 public:
-  LlamaLayoutFamily(const char *name, const char *architecture)
-      : NamedFamily(name, {name}), architecture(architecture) {}
+  LlamaLayoutFamily(const char *name, const char *architecture,
+                    FamilyFields fields)
+      : NamedFamily(name, {name}, std::move(fields)),
+        traits(getLlamaTraits(name)), architecture(architecture) {}
+
+  bool readConfig(ConfigKeys &config, const std::string &modelType,
+                  ImportedModel &out) const final {
+    return readConfigWith(config, modelType, traits, out,
+                          [&](ConfigKeys &config, ConfigValues &values) {
+                            return readKeys(config, modelType, values);
+                          });
+  }
 
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = getLlamaWeightNames();
@@ -180,9 +208,16 @@ public:
   }
 
 protected:
-  /// The keys only this family's config has.
+  /// The keys only this family's config has: read (after the shared ones;
+  /// false once a problem is reported) and written.
+  virtual bool readKeys(ConfigKeys &config, const std::string &modelType,
+                        ConfigValues &values) const {
+    return true;
+  }
   virtual void describeKeys(const ModelConfig &model, const LayerConfig &block,
                             nlohmann::json &config) const {}
+
+  Traits traits;
 
 private:
   /// transformers' class name ("LlamaForCausalLM").

@@ -16,8 +16,7 @@ namespace {
 std::map<std::string, const FeatureCompute *> &getRegistry() {
   static std::map<std::string, const FeatureCompute *> computes = [] {
     std::map<std::string, const FeatureCompute *> found;
-#define SLUICE_BLOCK_COMPUTE(name)                                             \
-  found[getCompute_##name().getName()] = &getCompute_##name();
+#define SLUICE_BLOCK_COMPUTE(name) found[#name] = &getCompute_##name();
 #include "FeatureComputes.inc"
 #undef SLUICE_BLOCK_COMPUTE
     return found;
@@ -31,12 +30,15 @@ const FeatureCompute *lookupCompute(const std::string &name) {
   return it == getRegistry().end() ? nullptr : it->second;
 }
 
-void registerCompute(const FeatureCompute &compute) {
-  getRegistry().emplace(compute.getName(), &compute);
+void registerCompute(const std::string &name, const FeatureCompute &compute) {
+  getRegistry().emplace(name, &compute);
 }
 
-HiddenNorm getHiddenNorm(const SlotContext &c, const std::string &name,
-                         int base) {
+HiddenNorm getHiddenNorm(const SlotContext &c, Slot slot) {
+  const auto &pair =
+      static_cast<const blocks::HiddenNormPair &>(*c.feature.shape);
+  std::string name = pair.getNormName(slot);
+  int base = pair.getStateBase(slot);
   return {c.weight(name + ".weight"),
           c.weight(name + ".bias"),
           c.grad(name + ".weight"),

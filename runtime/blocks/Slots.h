@@ -91,16 +91,13 @@ struct SlotTensors {
 struct HiddenNorm {
   DevicePtr w, b, gw, gb, xhat, rstd;
 };
-/// The norm named `name` ("norm1", without the layer's prefix) whose state
-/// starts at the feature's region `base`.
-HiddenNorm getHiddenNorm(const SlotContext &c, const std::string &name,
-                         int base);
+/// The norm at `slot` of a feature whose shape part is a
+/// blocks::HiddenNormPair (pre_norms, post_norms).
+HiddenNorm getHiddenNorm(const SlotContext &c, Slot slot);
 
 class FeatureCompute {
 public:
   virtual ~FeatureCompute() = default;
-  /// The name of its shape part (blocks::Feature::getName).
-  virtual const char *getName() const = 0;
 
   virtual void forward(Slot slot, const SlotContext &c,
                        const SlotTensors &t) const {}
@@ -120,13 +117,15 @@ public:
 /// The compute part of the feature named `name`: the build's (lib/Blocks/
 /// */Compute.cpp), or one registered; null if none.
 const FeatureCompute *lookupCompute(const std::string &name);
-/// Adds `compute` (kept by reference) for its getName().
-void registerCompute(const FeatureCompute &compute);
+/// Adds `compute` (kept by reference) as the compute part of the feature
+/// named `name`.
+void registerCompute(const std::string &name, const FeatureCompute &compute);
 
 } // namespace sluice::rt::block
 
 /// Defines getCompute_NAME(), which the build's compute list calls (one
-/// per folder under lib/Blocks), returning the one CLASS.
+/// per folder under lib/Blocks), returning the one CLASS: the compute part
+/// of the feature named NAME (its folder's name).
 #define SLUICE_DEFINE_COMPUTE(NAME, CLASS)                                     \
   const ::sluice::rt::block::FeatureCompute &getCompute_##NAME() {             \
     static const CLASS compute;                                                \

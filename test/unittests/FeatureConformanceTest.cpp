@@ -61,11 +61,11 @@ namespace {
 
 class ChannelScale final : public Feature {
 public:
-  const char *getName() const override { return "test_channel_scale"; }
-  unsigned getSlots() const override {
-    return sluice::blocks::getSlotBit(Slot::AttentionOutput);
-  }
-  bool isIdentityAtInit() const override { return true; }
+  ChannelScale()
+      : Feature({"test_channel_scale",
+                 sluice::blocks::getSlotBit(Slot::AttentionOutput),
+                 /*order=*/100, /*field=*/nullptr, /*variants=*/1,
+                 /*identityAtInit=*/true}) {}
   void addParameters(Slot, const LayerShape &shape,
                      std::vector<ParameterSpec> &out) const override {
     out.push_back(
@@ -84,7 +84,6 @@ public:
 
 class ChannelScaleCompute final : public block::FeatureCompute {
 public:
-  const char *getName() const override { return "test_channel_scale"; }
   void forward(Slot, const block::SlotContext &c,
                const block::SlotTensors &t) const override {
     int64_t n = c.size.n, h = c.size.h;
@@ -108,7 +107,7 @@ const ChannelScaleCompute kChannelScaleCompute;
 
 void registerTestFeature() {
   sluice::blocks::registerFeature(kChannelScale);
-  block::registerCompute(kChannelScaleCompute);
+  block::registerCompute("test_channel_scale", kChannelScaleCompute);
 }
 
 //===----------------------------------------------------------------------===//
@@ -570,6 +569,15 @@ TEST(FeatureRegistry, ATestFeatureIsAFeatureLikeAnother) {
   SliceShape s{kRows, kSeq, 0};
   EXPECT_GT(getForwardStateBytes(model, {1}, s, Precision::fp32()),
             getForwardStateBytes(getModel(), {1}, s, Precision::fp32()));
+}
+
+// A compute part is found by its folder's name, a shape part says its
+// own: each built feature's must agree, or its layers would not run.
+TEST(FeatureRegistry, EveryFeatureHasItsComputePart) {
+  registerTestFeature();
+  for (const sluice::blocks::Feature *f : sluice::blocks::getFeatures())
+    EXPECT_NE(block::lookupCompute(f->getName()), nullptr) << f->getName();
+  EXPECT_EQ(block::lookupCompute("no_such_feature"), nullptr);
 }
 
 } // namespace

@@ -39,6 +39,7 @@
 #include "sluice/Blocks/Regions.h"
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,12 @@ enum class Slot : uint8_t {
 };
 constexpr int kSlots = 6;
 constexpr unsigned getSlotBit(Slot slot) { return 1u << unsigned(slot); }
+constexpr unsigned getSlotBits(std::initializer_list<Slot> slots) {
+  unsigned bits = 0;
+  for (Slot slot : slots)
+    bits |= getSlotBit(slot);
+  return bits;
+}
 /// The two slots that make a sublayer's input.
 inline bool isInputSlot(Slot slot) {
   return slot == Slot::AttentionInput || slot == Slot::FeedForwardInput;
@@ -84,34 +91,47 @@ enum class State { Forward, Weight };
 using RegionFn = std::function<void(int, int64_t, rt::Storage)>;
 constexpr int kFeatureRegions = 8;
 
-class Feature {
-public:
-  virtual ~Feature() = default;
-
-  /// The feature's name: its folder's, and what `features` names it by.
-  virtual const char *getName() const = 0;
-  /// Whether `layer` has the feature: by default, when `features` names
-  /// it; a feature with a field of its own reads the field.
-  virtual bool isEnabled(const LayerConfig &layer) const {
-    return layer.hasFeature(getName());
-  }
-  /// Turns the feature on (its `variant`-th form) or off in `layer`: by
-  /// default by naming it in `features`; a feature with a field of its
-  /// own sets the field.
-  virtual void setEnabled(LayerConfig &layer, bool on, int variant = 0) const;
+/// What a feature declares about itself, given to Feature's constructor.
+struct FeatureInfo {
+  /// Its name: its folder's, and what `features` names it by.
+  const char *name;
+  /// The slots it computes at (getSlotBits).
+  unsigned slots;
+  /// Where it runs among the features of a slot: lower first in F, last
+  /// in B.
+  int order = 100;
+  /// For a feature that is one boolean field of the spec
+  /// (BlockFields.def), that field, which isEnabled and setEnabled read
+  /// and write; null: the feature is on when `features` names it.
+  bool LayerConfig::*field = nullptr;
   /// The forms it comes in (biases: on every map or the QKV projection's
   /// only), each of which the conformance suite checks.
-  virtual int getVariants() const { return 1; }
+  int variants = 1;
   /// Whether its parameters at their initial values (zero biases, unit
   /// scales) make it the identity: then the block with them computes what
   /// the block without the feature does, which the conformance suite
   /// checks. A norm is the identity at no parameters.
-  virtual bool isIdentityAtInit() const { return false; }
-  /// The slots it computes at (getSlotBit or'ed).
-  virtual unsigned getSlots() const = 0;
-  /// Where it runs among the features of a slot: lower first in F, last
-  /// in B.
-  virtual int getOrder() const { return 100; }
+  bool identityAtInit = false;
+};
+
+class Feature {
+public:
+  explicit Feature(const FeatureInfo &info) : info(info) {}
+  virtual ~Feature() = default;
+
+  const char *getName() const { return info.name; }
+  unsigned getSlots() const { return info.slots; }
+  int getOrder() const { return info.order; }
+  int getVariants() const { return info.variants; }
+  bool isIdentityAtInit() const { return info.identityAtInit; }
+
+  /// Whether `layer` has the feature: by default its field's value, or
+  /// whether `features` names it; a feature with another kind of field
+  /// (qk_norm's form) reads it.
+  virtual bool isEnabled(const LayerConfig &layer) const;
+  /// Turns the feature on (its `variant`-th form) or off in `layer`: by
+  /// default through its field or `features`.
+  virtual void setEnabled(LayerConfig &layer, bool on, int variant = 0) const;
 
   /// Why a layer with the feature, in a model of width `hidden`, cannot
   /// be computed, or "".
@@ -145,6 +165,33 @@ public:
                                  int64_t prefix) const {
     return 0;
   }
+
+private:
+  FeatureInfo info;
+};
+
+/// A norm of the layer's kind over the hidden size at each of a feature's
+/// two slots (pre_norms, post_norms): `names` are their parameters' names
+/// after the layer's prefix, the earlier slot's first (addHiddenNorm), and
+/// their forward state regions 0-1 and 2-3 (walkHiddenNormState).
+class HiddenNormPair : public Feature {
+public:
+  HiddenNormPair(const FeatureInfo &info, const char *first, const char *second)
+      : Feature(info), names{first, second} {}
+  void addParameters(Slot slot, const LayerShape &shape,
+                     std::vector<rt::ParameterSpec> &out) const override;
+  void walkState(State state, Slot slot, const LayerShape &shape,
+                 const rt::SliceShape &s, const RegionFn &fn) const override;
+
+  /// The norm's name at `slot` (after the layer's prefix) and its first
+  /// state region: what its compute part finds it by.
+  const char *getNormName(Slot slot) const { return names[getIndex(slot)]; }
+  int getStateBase(Slot slot) const { return 2 * getIndex(slot); }
+
+private:
+  /// 0 at the earlier of the feature's slots, 1 at the later.
+  int getIndex(Slot slot) const;
+  const char *names[2];
 };
 
 /// Every feature: those the build found (lib/Blocks/*/), then those

@@ -14,8 +14,6 @@ namespace {
 
 class BiasesCompute final : public FeatureCompute {
 public:
-  const char *getName() const override { return "biases"; }
-
   void forward(Slot slot, const SlotContext &c,
                const SlotTensors &t) const override {
     const Sizes &z = c.size;

@@ -16,7 +16,14 @@ namespace {
 
 class Biases final : public Feature {
 public:
-  const char *getName() const override { return "biases"; }
+  // Inside the norms of the same slots; zero biases add nothing.
+  Biases()
+      : Feature(
+            {"biases",
+             getSlotBits({Slot::Projections, Slot::AttentionOutput,
+                          Slot::FeedForwardHidden, Slot::FeedForwardOutput}),
+             /*order=*/10, /*field=*/nullptr, /*variants=*/2,
+             /*identityAtInit=*/true}) {}
   bool isEnabled(const LayerConfig &layer) const override {
     return layer.hasQkvBias();
   }
@@ -26,15 +33,6 @@ public:
     layer.bias = on && variant == 0;
     layer.qkvBias = on && variant == 1;
   }
-  int getVariants() const override { return 2; }
-  bool isIdentityAtInit() const override { return true; }
-  unsigned getSlots() const override {
-    return getSlotBit(Slot::Projections) | getSlotBit(Slot::AttentionOutput) |
-           getSlotBit(Slot::FeedForwardHidden) |
-           getSlotBit(Slot::FeedForwardOutput);
-  }
-  // Inside the norms of the same slots.
-  int getOrder() const override { return 10; }
 
   void addParameters(Slot slot, const LayerShape &shape,
                      std::vector<rt::ParameterSpec> &out) const override {

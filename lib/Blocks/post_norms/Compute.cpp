@@ -14,11 +14,9 @@ namespace {
 
 class PostNormsCompute final : public FeatureCompute {
 public:
-  const char *getName() const override { return "post_norms"; }
-
   void forward(Slot slot, const SlotContext &c,
                const SlotTensors &t) const override {
-    HiddenNorm norm = get(slot, c);
+    HiddenNorm norm = getHiddenNorm(c, slot);
     int64_t n = c.size.n, h = c.size.h;
     c.kernels.normForward(t.x, norm.w, norm.b, n, h, c.rms(), c.eps(), t.temp,
                           norm.xhat, norm.rstd);
@@ -27,20 +25,13 @@ public:
 
   bool backward(Slot slot, const SlotContext &c,
                 const SlotTensors &t) const override {
-    HiddenNorm norm = get(slot, c);
+    HiddenNorm norm = getHiddenNorm(c, slot);
     int64_t n = c.size.n, h = c.size.h;
     c.kernels.fill(t.out, 0.0, n * h);
     c.kernels.normBackward(t.grad, norm.xhat, norm.rstd, norm.w, n, h, c.rms(),
                            t.out);
     c.kernels.normParamGrads(t.grad, norm.xhat, n, h, norm.gw, norm.gb);
     return true;
-  }
-
-private:
-  static HiddenNorm get(Slot slot, const SlotContext &c) {
-    bool first = slot == Slot::AttentionOutput;
-    return getHiddenNorm(c, first ? "post_attn_norm" : "post_mlp_norm",
-                         first ? 0 : 2);
   }
 };
 

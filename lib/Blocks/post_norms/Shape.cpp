@@ -16,37 +16,15 @@
 namespace sluice::blocks {
 namespace {
 
-class PostNorms final : public Feature {
+class PostNorms final : public HiddenNormPair {
 public:
-  const char *getName() const override { return "post_norms"; }
-  bool isEnabled(const LayerConfig &layer) const override {
-    return layer.postNorms;
-  }
-  void setEnabled(LayerConfig &layer, bool on, int) const override {
-    layer.postNorms = on;
-  }
-  unsigned getSlots() const override {
-    return getSlotBit(Slot::AttentionOutput) |
-           getSlotBit(Slot::FeedForwardOutput);
-  }
   // After a bias (the output projection's bias is inside the norm).
-  int getOrder() const override { return 20; }
-
-  void addParameters(Slot slot, const LayerShape &shape,
-                     std::vector<rt::ParameterSpec> &out) const override {
-    bool first = slot == Slot::AttentionOutput;
-    addHiddenNorm(shape,
-                  shape.prefix + (first ? "post_attn_norm" : "post_mlp_norm"),
-                  out);
-  }
-
-  /// Each norm's normalised input and 1/std, on this shard's tokens: the
-  /// attention's are regions 0 and 1, the feed-forward block's 2 and 3.
-  void walkState(State state, Slot slot, const LayerShape &shape,
-                 const rt::SliceShape &s, const RegionFn &fn) const override {
-    if (state == State::Forward)
-      walkHiddenNormState(slot == Slot::AttentionOutput ? 0 : 2, shape, s, fn);
-  }
+  PostNorms()
+      : HiddenNormPair(
+            {"post_norms",
+             getSlotBits({Slot::AttentionOutput, Slot::FeedForwardOutput}),
+             /*order=*/20, &LayerConfig::postNorms},
+            "post_attn_norm", "post_mlp_norm") {}
 };
 
 } // namespace

@@ -15,11 +15,9 @@ namespace {
 
 class PreNormsCompute final : public FeatureCompute {
 public:
-  const char *getName() const override { return "pre_norms"; }
-
   void forward(Slot slot, const SlotContext &c,
                const SlotTensors &t) const override {
-    HiddenNorm norm = get(slot, c);
+    HiddenNorm norm = getHiddenNorm(c, slot);
     int64_t n = c.size.n, h = c.size.h;
     if (t.residual)
       c.kernels.addNormForward(t.x, t.residual, norm.w, norm.b, n, h, c.rms(),
@@ -31,7 +29,7 @@ public:
 
   bool backward(Slot slot, const SlotContext &c,
                 const SlotTensors &t) const override {
-    HiddenNorm norm = get(slot, c);
+    HiddenNorm norm = getHiddenNorm(c, slot);
     c.kernels.normBackwardAdd(t.grad, norm.xhat, norm.rstd, norm.w, c.size.n,
                               c.size.h, c.rms(), t.residual, t.out);
     return true;
@@ -39,21 +37,15 @@ public:
 
   void materialize(Slot slot, const SlotContext &c,
                    const SlotTensors &t) const override {
-    HiddenNorm norm = get(slot, c);
+    HiddenNorm norm = getHiddenNorm(c, slot);
     c.kernels.normAffine(norm.xhat, norm.w, norm.b, c.size.n, c.size.h, t.out);
   }
 
   void weight(Slot slot, const SlotContext &c,
               const SlotTensors &t) const override {
-    HiddenNorm norm = get(slot, c);
+    HiddenNorm norm = getHiddenNorm(c, slot);
     c.kernels.normParamGrads(t.grad, norm.xhat, c.size.n, c.size.h, norm.gw,
                              norm.gb);
-  }
-
-private:
-  static HiddenNorm get(Slot slot, const SlotContext &c) {
-    bool first = slot == Slot::AttentionInput;
-    return getHiddenNorm(c, first ? "norm1" : "norm2", first ? 0 : 2);
   }
 };
 

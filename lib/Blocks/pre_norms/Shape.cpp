@@ -17,34 +17,14 @@
 namespace sluice::blocks {
 namespace {
 
-class PreNorms final : public Feature {
+class PreNorms final : public HiddenNormPair {
 public:
-  const char *getName() const override { return "pre_norms"; }
-  bool isEnabled(const LayerConfig &layer) const override {
-    return layer.preNorms;
-  }
-  void setEnabled(LayerConfig &layer, bool on, int) const override {
-    layer.preNorms = on;
-  }
-  unsigned getSlots() const override {
-    return getSlotBit(Slot::AttentionInput) |
-           getSlotBit(Slot::FeedForwardInput);
-  }
-  int getOrder() const override { return 0; }
-
-  void addParameters(Slot slot, const LayerShape &shape,
-                     std::vector<rt::ParameterSpec> &out) const override {
-    bool first = slot == Slot::AttentionInput;
-    addHiddenNorm(shape, shape.prefix + (first ? "norm1" : "norm2"), out);
-  }
-
-  /// Each norm's normalised input and 1/std, on this shard's tokens: the
-  /// attention's are regions 0 and 1, the feed-forward block's 2 and 3.
-  void walkState(State state, Slot slot, const LayerShape &shape,
-                 const rt::SliceShape &s, const RegionFn &fn) const override {
-    if (state == State::Forward)
-      walkHiddenNormState(slot == Slot::AttentionInput ? 0 : 2, shape, s, fn);
-  }
+  PreNorms()
+      : HiddenNormPair(
+            {"pre_norms",
+             getSlotBits({Slot::AttentionInput, Slot::FeedForwardInput}),
+             /*order=*/0, &LayerConfig::preNorms},
+            "norm1", "norm2") {}
 };
 
 } // namespace

@@ -17,8 +17,6 @@ namespace {
 
 class QkNormCompute final : public FeatureCompute {
 public:
-  const char *getName() const override { return "qk_norm"; }
-
   void forward(Slot, const SlotContext &c,
                const SlotTensors &t) const override {
     Kernels &k = c.kernels;

@@ -28,7 +28,10 @@ namespace {
 
 class QkNorm final : public Feature {
 public:
-  const char *getName() const override { return "qk_norm"; }
+  // After a bias on the projection.
+  QkNorm()
+      : Feature({"qk_norm", getSlotBit(Slot::Projections), /*order=*/30,
+                 /*field=*/nullptr, /*variants=*/2}) {}
   bool isEnabled(const LayerConfig &layer) const override {
     return layer.qkNorm != "none";
   }
@@ -36,10 +39,6 @@ public:
   void setEnabled(LayerConfig &layer, bool on, int variant) const override {
     layer.qkNorm = !on ? "none" : variant == 0 ? "heads" : "projection";
   }
-  int getVariants() const override { return 2; }
-  unsigned getSlots() const override { return getSlotBit(Slot::Projections); }
-  // After a bias on the projection.
-  int getOrder() const override { return 30; }
 
   std::string checkTensorParallel(const LayerConfig &l, int tp) const override {
     if (l.qkNorm != "projection" || l.kvHeads % tp == 0)

@@ -24,7 +24,11 @@ namespace {
 
 class Gemma3 final : public NamedFamily {
 public:
-  Gemma3() : NamedFamily("gemma3", {"gemma3_text"}) {}
+  Gemma3()
+      : NamedFamily("gemma3", {"gemma3_text"},
+                    {{"qk_norm = heads", "post_norms", "window", "rope_theta",
+                      "rope_scaling"},
+                     {"qk_norm = heads", "post_norms"}}) {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
@@ -50,14 +54,6 @@ public:
       return Claim::Refused;
     }
     return Claim::Yes;
-  }
-  std::vector<std::string> getFields(const std::string &) const override {
-    return {"qk_norm = heads", "post_norms", "window", "rope_theta",
-            "rope_scaling"};
-  }
-  std::vector<std::string>
-  getRequiredFields(const std::string &) const override {
-    return {"qk_norm = heads", "post_norms"};
   }
   bool scalesEmbeddings(const std::string &) const override { return true; }
 

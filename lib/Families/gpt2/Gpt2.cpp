@@ -16,7 +16,7 @@ namespace {
 
 class Gpt2 final : public NamedFamily {
 public:
-  Gpt2() : NamedFamily("gpt2", {"gpt2"}) {}
+  Gpt2() : NamedFamily("gpt2", {"gpt2"}, {{"bias"}, {"bias"}}) {}
 
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const override {
@@ -61,13 +61,6 @@ public:
                 t.kvHeads == t.heads && t.heads * t.headDim == model.hidden &&
                 model.embeddingScale == 1.0;
     return gpt2 ? Claim::Yes : Claim::No;
-  }
-  std::vector<std::string> getFields(const std::string &) const override {
-    return {"bias"};
-  }
-  std::vector<std::string>
-  getRequiredFields(const std::string &) const override {
-    return {"bias"};
   }
 
   nlohmann::json describe(const ModelConfig &model,

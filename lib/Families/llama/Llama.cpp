@@ -31,21 +31,19 @@ bool readBiases(ConfigKeys &config, ConfigValues &values) {
 
 class Llama final : public LlamaLayoutFamily {
 public:
-  Llama() : LlamaLayoutFamily("llama", "LlamaForCausalLM") {}
+  Llama()
+      : LlamaLayoutFamily("llama", "LlamaForCausalLM",
+                          {{"rope_theta", "rope_scaling"}, {}}) {}
 
-  bool readConfig(ConfigKeys &config, const std::string &modelType,
-                  ImportedModel &out) const override {
-    return readConfigWith(config, modelType, getLlamaTraits("llama"), out,
-                          readBiases);
+  bool readKeys(ConfigKeys &config, const std::string &,
+                ConfigValues &values) const override {
+    return readBiases(config, values);
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
               std::string &) const override {
     Shape shape = getShape(model, t);
     return shape.llama && shape.sameRotary ? Claim::Yes : Claim::No;
-  }
-  std::vector<std::string> getFields(const std::string &) const override {
-    return {"rope_theta", "rope_scaling"};
   }
 
   void describeKeys(const ModelConfig &model, const LayerConfig &t,

@@ -15,33 +15,32 @@ namespace {
 
 class Mistral final : public LlamaLayoutFamily {
 public:
-  Mistral() : LlamaLayoutFamily("mistral", "MistralForCausalLM") {}
-
-  bool readConfig(ConfigKeys &config, const std::string &modelType,
-                  ImportedModel &out) const override {
+  Mistral()
+      : LlamaLayoutFamily("mistral", "MistralForCausalLM",
+                          {{"rope_theta", "window"}, {}}) {
     // The family's remarks say Llama's defaults, as transformers'
     // MistralConfig takes them from Llama's.
-    Traits traits = getLlamaTraits("llama");
+    traits = getLlamaTraits("llama");
     traits.kvHeadsDefault = 8;
-    return readConfigWith(
-        config, modelType, traits, out,
-        [&](ConfigKeys &config, ConfigValues &values) {
-          std::optional<bool> attention, mlp;
-          if (!config.optionalBool("attention_bias", attention) ||
-              !config.optionalBool("mlp_bias", mlp))
-            return false;
-          for (auto [key, value] : {std::pair{"attention_bias", attention},
-                                    std::pair{"mlp_bias", mlp}})
-            if (value.value_or(false))
-              config.remark(key, "key '" + std::string(key) +
-                                     "' is ignored, as transformers' Mistral "
-                                     "ignores it: its maps have no biases");
-          int64_t window = 0;
-          if (!readSlidingWindow(config, modelType, 4096, window))
-            return false;
-          values.block.window = window;
-          return true;
-        });
+  }
+
+  bool readKeys(ConfigKeys &config, const std::string &modelType,
+                ConfigValues &values) const override {
+    std::optional<bool> attention, mlp;
+    if (!config.optionalBool("attention_bias", attention) ||
+        !config.optionalBool("mlp_bias", mlp))
+      return false;
+    for (auto [key, value] :
+         {std::pair{"attention_bias", attention}, std::pair{"mlp_bias", mlp}})
+      if (value.value_or(false))
+        config.remark(key, "key '" + std::string(key) +
+                               "' is ignored, as transformers' Mistral "
+                               "ignores it: its maps have no biases");
+    int64_t window = 0;
+    if (!readSlidingWindow(config, modelType, 4096, window))
+      return false;
+    values.block.window = window;
+    return true;
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
@@ -56,9 +55,6 @@ public:
       return Claim::Refused;
     }
     return Claim::Yes;
-  }
-  std::vector<std::string> getFields(const std::string &) const override {
-    return {"rope_theta", "window"};
   }
 
   void describeKeys(const ModelConfig &model, const LayerConfig &t,

@@ -19,22 +19,23 @@ namespace {
 
 class Olmo2 final : public LlamaLayoutFamily {
 public:
-  Olmo2() : LlamaLayoutFamily("olmo2", "Olmo2ForCausalLM") {}
-
-  bool readConfig(ConfigKeys &config, const std::string &modelType,
-                  ImportedModel &out) const override {
-    Traits traits = getLlamaTraits("olmo2");
+  Olmo2()
+      : LlamaLayoutFamily(
+            "olmo2", "Olmo2ForCausalLM",
+            {{"pre_norms", "post_norms", "qk_norm = projection", "rope_theta",
+              "rope_scaling"},
+             {"pre_norms", "post_norms", "qk_norm = projection"}}) {
     traits.epsDefault = 1e-5;
     traits.epsDefaultText = "1e-05";
     traits.paddingDefault = 1;
-    return readConfigWith(config, modelType, traits, out,
-                          [](ConfigKeys &config, ConfigValues &values) {
-                            values.block.preNorms = false;
-                            values.block.postNorms = true;
-                            values.block.qkNorm = "projection";
-                            return readUnmodelledSwitch(
-                                config, "attention_bias", kAttentionBiases);
-                          });
+  }
+
+  bool readKeys(ConfigKeys &config, const std::string &,
+                ConfigValues &values) const override {
+    values.block.preNorms = false;
+    values.block.postNorms = true;
+    values.block.qkNorm = "projection";
+    return readUnmodelledSwitch(config, "attention_bias", kAttentionBiases);
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
@@ -42,14 +43,6 @@ public:
     Shape shape = getShape(model, t);
     return shape.llama && shape.sameRotary && !t.preNorms ? Claim::Yes
                                                           : Claim::No;
-  }
-  std::vector<std::string> getFields(const std::string &) const override {
-    return {"pre_norms", "post_norms", "qk_norm = projection", "rope_theta",
-            "rope_scaling"};
-  }
-  std::vector<std::string>
-  getRequiredFields(const std::string &) const override {
-    return {"pre_norms", "post_norms", "qk_norm = projection"};
   }
 
   void describeKeys(const ModelConfig &model, const LayerConfig &t,

@@ -14,19 +14,17 @@ namespace {
 
 class Qwen2 final : public LlamaLayoutFamily {
 public:
-  Qwen2() : LlamaLayoutFamily("qwen2", "Qwen2ForCausalLM") {}
-
-  bool readConfig(ConfigKeys &config, const std::string &modelType,
-                  ImportedModel &out) const override {
-    Traits traits = getLlamaTraits("qwen2");
+  Qwen2()
+      : LlamaLayoutFamily("qwen2", "Qwen2ForCausalLM",
+                          {{"qkv_bias", "rope_theta"}, {"qkv_bias"}}) {
     traits.kvHeadsDefault = 32;
-    return readConfigWith(config, modelType, traits, out,
-                          [](ConfigKeys &config, ConfigValues &values) {
-                            values.block.qkvBias = true;
-                            return readUnmodelledSwitch(config,
-                                                        "use_sliding_window",
-                                                        kQwenWindowLayers);
-                          });
+  }
+
+  bool readKeys(ConfigKeys &config, const std::string &,
+                ConfigValues &values) const override {
+    values.block.qkvBias = true;
+    return readUnmodelledSwitch(config, "use_sliding_window",
+                                kQwenWindowLayers);
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
@@ -41,13 +39,6 @@ public:
       return Claim::Refused;
     }
     return Claim::Yes;
-  }
-  std::vector<std::string> getFields(const std::string &) const override {
-    return {"qkv_bias", "rope_theta"};
-  }
-  std::vector<std::string>
-  getRequiredFields(const std::string &) const override {
-    return {"qkv_bias"};
   }
 
   void describeKeys(const ModelConfig &model, const LayerConfig &t,

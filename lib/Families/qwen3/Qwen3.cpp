@@ -17,35 +17,26 @@ namespace {
 
 class Qwen3 final : public LlamaLayoutFamily {
 public:
-  Qwen3() : LlamaLayoutFamily("qwen3", "Qwen3ForCausalLM") {}
-
-  bool readConfig(ConfigKeys &config, const std::string &modelType,
-                  ImportedModel &out) const override {
-    Traits traits = getLlamaTraits("qwen3");
+  Qwen3()
+      : LlamaLayoutFamily(
+            "qwen3", "Qwen3ForCausalLM",
+            {{"qk_norm = heads", "rope_theta"}, {"qk_norm = heads"}}) {
     traits.kvHeadsDefault = 32;
     traits.headDimDefault = 128;
-    return readConfigWith(
-        config, modelType, traits, out,
-        [](ConfigKeys &config, ConfigValues &values) {
-          values.block.qkNorm = "heads";
-          return readUnmodelledSwitch(config, "attention_bias",
-                                      kAttentionBiases) &&
-                 readUnmodelledSwitch(config, "use_sliding_window",
-                                      kQwenWindowLayers);
-        });
+  }
+
+  bool readKeys(ConfigKeys &config, const std::string &,
+                ConfigValues &values) const override {
+    values.block.qkNorm = "heads";
+    return readUnmodelledSwitch(config, "attention_bias", kAttentionBiases) &&
+           readUnmodelledSwitch(config, "use_sliding_window",
+                                kQwenWindowLayers);
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
               std::string &) const override {
     Shape shape = getShape(model, t);
     return shape.llama && shape.sameRotary ? Claim::Yes : Claim::No;
-  }
-  std::vector<std::string> getFields(const std::string &) const override {
-    return {"qk_norm = heads", "rope_theta"};
-  }
-  std::vector<std::string>
-  getRequiredFields(const std::string &) const override {
-    return {"qk_norm = heads"};
   }
 
   void describeKeys(const ModelConfig &model, const LayerConfig &t,
