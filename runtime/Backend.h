@@ -299,6 +299,29 @@ enum class GateActivation { Silu, Gelu, GeluErf };
 /// step's amax into the next step's scale.
 constexpr int64_t kFp8History = 16;
 constexpr int64_t kFp8RecordFloats = 3 + kFp8History;
+
+/// The part of updateFp8Scales every backend shares, for one record: the
+/// step's amax is cleared and, if the step trained and it is a positive
+/// finite number, pushed onto the history, whose largest is returned for
+/// the backend to turn into the scale; 0 where the scale stays.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+    inline float
+    pushFp8Amax(float *record, bool trained) {
+  float amax = record[1], *history = record + 3;
+  record[1] = 0.0f;
+  // Not (amax > 0) also holds for NaN; above FLT_MAX is infinity.
+  if (!trained || !(amax > 0.0f) || amax > 3.402823466e38f)
+    return 0.0f;
+  for (int64_t h = kFp8History - 1; h > 0; --h)
+    history[h] = history[h - 1];
+  history[0] = amax;
+  float largest = 0.0f;
+  for (int64_t h = 0; h < kFp8History; ++h)
+    largest = history[h] > largest ? history[h] : largest;
+  return largest;
+}
 /// A GEMM operand's quantization: its tensor's record and format.
 struct Fp8Operand {
   DevicePtr record;

@@ -182,6 +182,14 @@ public:
       : NamedFamily(name, {name}, std::move(fields)),
         traits(getLlamaTraits(name)), architecture(architecture) {}
 
+  /// By default, Llama's block with one rotary base: the fields the
+  /// family's config can say tell it from the others that claim it.
+  Claim claim(const ModelConfig &model, const LayerConfig &block,
+              std::string &) const override {
+    Shape shape = getShape(model, block);
+    return shape.llama && shape.sameRotary ? Claim::Yes : Claim::No;
+  }
+
   bool readConfig(ConfigKeys &config, const std::string &modelType,
                   ImportedModel &out) const final {
     return readConfigWith(config, modelType, traits, out,

@@ -267,9 +267,8 @@ class ProgramLowering {
 public:
   ProgramLowering(const Pipeline &pipeline,
                   llvm::ArrayRef<std::vector<Work>> orders)
-      : pipeline(pipeline), orders(orders), index(pipeline),
-        cindex(pipeline), ready(cindex.size(), 0.0),
-        blocking(pipeline.vocab.synchronous) {}
+      : pipeline(pipeline), orders(orders), index(pipeline), cindex(pipeline),
+        ready(cindex.size(), 0.0), blocking(pipeline.vocab.synchronous) {}
 
   /// One global collective order, that of an execution of the orders: a
   /// device that needs collective c has run every contribution to the

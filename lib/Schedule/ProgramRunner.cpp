@@ -47,8 +47,8 @@ bool ProgramRun::advance(int d, ProgramObserver &observer) {
         return moved;
       break;
     case InstrKind::Collective: {
-      char &joined = joinedBy[size_t(d) * cindex.size() +
-                              cindex(instr.collective)];
+      char &joined =
+          joinedBy[size_t(d) * cindex.size() + cindex(instr.collective)];
       if (!joined) {
         joined = 1;
         moved = true;

@@ -106,11 +106,9 @@ std::vector<std::vector<std::vector<Work>>>
 sched::searchRepeatedVShapes(const Pipeline &pipeline,
                              const Durations &durations,
                              llvm::ArrayRef<double> caps, size_t keep) {
-  std::optional<std::vector<int>> stages =
-      getSearchableVShape(pipeline, keep);
-  if (!stages)
+  std::vector<int> stageOf = getSearchableVShape(pipeline, keep);
+  if (stageOf.empty())
     return {};
-  const std::vector<int> &stageOf = *stages;
   int p = pipeline.devices;
   // The grids count chunks: the cap is the fewest any device may hold;
   // the caps themselves are checked on the orders.

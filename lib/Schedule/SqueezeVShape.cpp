@@ -65,8 +65,7 @@ public:
   /// W lists a W is implied in every idle slot while one is due.
   static int peakMemory(const DeviceSlots &s);
 
-  GreedyV(int devices, int microbatches)
-      : p(devices), m(microbatches) {}
+  GreedyV(int devices, int microbatches) : p(devices), m(microbatches) {}
 
   /// Per device, (type, microbatch) in execution order; types 4 and 5 are
   /// the W of flow 0 and flow 1 backwards. nullopt if the pattern breaks a
@@ -365,11 +364,9 @@ sched::getSqueezedVShapeOrders(const Pipeline &pipeline, bool half) {
 std::vector<std::vector<std::vector<Work>>>
 sched::searchVShapeBlocks(const Pipeline &pipeline, const Durations &durations,
                           llvm::ArrayRef<double> caps, size_t keep) {
-  std::optional<std::vector<int>> stages =
-      getSearchableVShape(pipeline, keep);
-  if (!stages)
+  std::vector<int> stageOf = getSearchableVShape(pipeline, keep);
+  if (stageOf.empty())
     return {};
-  const std::vector<int> &stageOf = *stages;
   int p = pipeline.devices;
   std::vector<int> chunkCap(p);
   for (int d = 0; d < p; ++d)

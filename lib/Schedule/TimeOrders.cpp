@@ -206,11 +206,9 @@ double sched::getActivation(const Durations &durations, const Work &work) {
   return durations.activation ? durations.activation(owner) : 1.0;
 }
 
-std::optional<OrderTiming>
-sched::timeOrders(const Pipeline &pipeline,
-                  llvm::ArrayRef<std::vector<Work>> orders,
-                  const Durations &durations, std::string &error,
-                  PassTimes *times) {
+std::optional<OrderTiming> sched::timeOrders(
+    const Pipeline &pipeline, llvm::ArrayRef<std::vector<Work>> orders,
+    const Durations &durations, std::string &error, PassTimes *times) {
   return OrderClock(pipeline, durations).time(orders, error, times);
 }
 
@@ -224,4 +222,3 @@ sched::getPeakUntilW(const Pipeline &pipeline,
     peaks.push_back(getPeak(order, durations));
   return peaks;
 }
-

@@ -51,11 +51,11 @@ bool sched::canSearchBlocks(const Pipeline &pipeline) {
   return !counts || counts->first >= pipeline.devices + 4;
 }
 
-std::optional<std::vector<int>>
-sched::getSearchableVShape(const Pipeline &pipeline, size_t keep) {
+std::vector<int> sched::getSearchableVShape(const Pipeline &pipeline,
+                                            size_t keep) {
   if (!isPlainVShape(pipeline) || pipeline.devices < 2 ||
       pipeline.microbatches < 1 || keep == 0 || !canSearchBlocks(pipeline))
-    return std::nullopt;
+    return {};
   return getVShapeStages(pipeline);
 }
 

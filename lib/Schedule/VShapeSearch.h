@@ -108,9 +108,8 @@ using BuildBlock =
 bool canSearchBlocks(const Pipeline &pipeline);
 /// The stage of each (device, chunk) where a V search keeping `keep`
 /// orders runs on `pipeline` (a plain V of at least 2 devices with
-/// microbatches, within canSearchBlocks); nullopt where it does not.
-std::optional<std::vector<int>> getSearchableVShape(const Pipeline &pipeline,
-                                                    size_t keep);
+/// microbatches, within canSearchBlocks); empty where it does not.
+std::vector<int> getSearchableVShape(const Pipeline &pipeline, size_t keep);
 
 /// The `keep` fastest orders of a V search's blocks that hold the caps
 /// (VShapeSearch.cpp says how it stays within a compile's time).

@@ -79,20 +79,11 @@ void CpuKernels::updateFp8Scales(DevicePtr records, int64_t count,
                                  bool trained) {
   for (int64_t i = 0; i < count; ++i) {
     float *record = records.f32() + i * kFp8RecordFloats;
-    float *history = record + 3;
-    float amax = record[1];
-    record[1] = 0.0f;
-    if (!trained || !std::isfinite(amax) || !(amax > 0.0f))
-      continue;
-    for (int64_t h = kFp8History - 1; h > 0; --h)
-      history[h] = history[h - 1];
-    history[0] = amax;
-    float largest = 0.0f;
-    for (int64_t h = 0; h < kFp8History; ++h)
-      largest = std::max(largest, history[h]);
-    record[0] = getFp8Scale(largest, record[2] == getFp8Max(Fp8Format::E4M3)
-                                         ? Fp8Format::E4M3
-                                         : Fp8Format::E5M2);
+    float largest = pushFp8Amax(record, trained);
+    if (largest > 0.0f)
+      record[0] = getFp8Scale(largest, record[2] == getFp8Max(Fp8Format::E4M3)
+                                           ? Fp8Format::E4M3
+                                           : Fp8Format::E5M2);
   }
 }
 

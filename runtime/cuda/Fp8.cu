@@ -94,7 +94,7 @@ __global__ void quantizeKernel(const T *x, int64_t rows, int64_t cols,
   int64_t tiles = tilesAcross * ((rows + kTile - 1) / kTile);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     int64_t r0 = t / tilesAcross * kTile, j0 = t % tilesAcross * kTile;
-    if (transposed) { // uniform over the block: every thread syncs
+    if (transposed) {  // uniform over the block: every thread syncs
       __syncthreads(); // the previous tile's readers are done
       for (int dy = threadIdx.y; dy < kTile; dy += kTileRows) {
         int64_t j = j0 + dy, r = r0 + threadIdx.x;
@@ -125,19 +125,11 @@ __global__ void quantizeKernel(const T *x, int64_t rows, int64_t cols,
 __global__ void updateScalesKernel(float *records, int64_t count,
                                    bool trained) {
   SLUICE_GRID_STRIDE(i, count) {
-    float *record = records + i * kFp8RecordFloats, *history = record + 3;
-    float amax = record[1];
-    record[1] = 0.0f;
-    if (!trained || !isfinite(amax) || !(amax > 0.0f))
-      continue;
-    for (int64_t h = kFp8History - 1; h > 0; --h)
-      history[h] = history[h - 1];
-    history[0] = amax;
-    float largest = 0.0f;
-    for (int64_t h = 0; h < kFp8History; ++h)
-      largest = fmaxf(largest, history[h]);
-    record[0] = scaleFor(largest, record[2] == 448.0f ? Fp8Format::E4M3
-                                                      : Fp8Format::E5M2);
+    float *record = records + i * kFp8RecordFloats;
+    float largest = pushFp8Amax(record, trained);
+    if (largest > 0.0f)
+      record[0] = scaleFor(largest, record[2] == 448.0f ? Fp8Format::E4M3
+                                                        : Fp8Format::E5M2);
   }
 }
 
@@ -159,8 +151,8 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
   // quantizing, so a shape it lacks is quantized once, not twice.
   int64_t padded = (k + 15) / 16 * 16;
   bool cores = fp8TensorCores && m % 16 == 0 && n % 16 == 0 &&
-               gemmEngine->hasFp8Kernel(m, n, padded, qa.format, qb.format,
-                                        c, ldc, beta != 0.0f);
+               gemmEngine->hasFp8Kernel(m, n, padded, qa.format, qb.format, c,
+                                        ldc, beta != 0.0f);
   for (int attempt = cores ? 0 : 1; attempt < 2; ++attempt) {
     bool fp8 = attempt == 0;
     // Rows of the quantized copies: FP8 pads k to 16 bytes (cuBLASLt's
@@ -175,9 +167,9 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
     // of what it reads, and the H200 run that packed them 4 bytes apart
     // had every FP8 kernel refused -- a suspect, not a proven cause).
     constexpr size_t kSlot = 256;
-    auto *base = static_cast<char *>(
-        reserveScratch(errors, fp8Scratch, fp8ScratchBytes,
-                       first + second + 3 * kSlot, stream));
+    auto *base =
+        static_cast<char *>(reserveScratch(errors, fp8Scratch, fp8ScratchBytes,
+                                           first + second + 3 * kSlot, stream));
     if (!base)
       return;
     auto *amax = reinterpret_cast<unsigned *>(base + first + second);
@@ -203,28 +195,28 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
           act, T,
           amaxKernel<T><<<std::min(gridFor(s.storedRows * s.storedCols), 1024u),
                           kThreads, 0, stream>>>(s.x.as<T>(), s.storedRows,
-                                                 s.storedCols, s.ld,
-                                                 amax + i));
+                                                 s.storedCols, s.ld, amax + i));
       SLUICE_LAUNCHED(errors);
       float *record = s.operand.record.f32();
-      int64_t tiles = (s.rows + kTile - 1) / kTile * ((width + kTile - 1) / kTile);
+      int64_t tiles =
+          (s.rows + kTile - 1) / kTile * ((width + kTile - 1) / kTile);
       unsigned tileBlocks = unsigned(std::min<int64_t>(tiles, 1 << 16));
       dim3 tileThreads(kTile, kTileRows);
       if (fp8)
-        SLUICE_DISPATCH_ACT(
-            act, T,
-            quantizeKernel<T, __nv_fp8_storage_t>
-            <<<tileBlocks, tileThreads, 0, stream>>>(
-                s.x.as<T>(), s.rows, k, s.ld, s.transposed, width, record,
-                amax + i, s.operand.format,
-                reinterpret_cast<__nv_fp8_storage_t *>(s.out), inverse[i]));
+        SLUICE_DISPATCH_ACT(act, T,
+                            quantizeKernel<T, __nv_fp8_storage_t>
+                            <<<tileBlocks, tileThreads, 0, stream>>>(
+                                s.x.as<T>(), s.rows, k, s.ld, s.transposed,
+                                width, record, amax + i, s.operand.format,
+                                reinterpret_cast<__nv_fp8_storage_t *>(s.out),
+                                inverse[i]));
       else
-        SLUICE_DISPATCH_ACT(
-            act, T,
-            quantizeKernel<T, T><<<tileBlocks, tileThreads, 0, stream>>>(
-                s.x.as<T>(), s.rows, k, s.ld, s.transposed, width, record,
-                amax + i, s.operand.format, reinterpret_cast<T *>(s.out),
-                inverse[i]));
+        SLUICE_DISPATCH_ACT(act, T,
+                            quantizeKernel<T, T>
+                            <<<tileBlocks, tileThreads, 0, stream>>>(
+                                s.x.as<T>(), s.rows, k, s.ld, s.transposed,
+                                width, record, amax + i, s.operand.format,
+                                reinterpret_cast<T *>(s.out), inverse[i]));
       SLUICE_LAUNCHED(errors);
     }
     if (fp8 && gemmEngine->runFp8(stream, m, n, width, alpha, base, qa.format,
@@ -243,7 +235,7 @@ void CudaKernels::updateFp8Scales(DevicePtr records, int64_t count,
   if (count <= 0)
     return;
   updateScalesKernel<<<gridFor(count), kThreads, 0, stream>>>(records.f32(),
-                                                             count, trained);
+                                                              count, trained);
   SLUICE_LAUNCHED(errors);
 }
 

@@ -40,11 +40,6 @@ public:
     return readBiases(config, values);
   }
 
-  Claim claim(const ModelConfig &model, const LayerConfig &t,
-              std::string &) const override {
-    Shape shape = getShape(model, t);
-    return shape.llama && shape.sameRotary ? Claim::Yes : Claim::No;
-  }
 
   void describeKeys(const ModelConfig &model, const LayerConfig &t,
                     nlohmann::json &c) const override {
