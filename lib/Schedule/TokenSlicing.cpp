@@ -126,6 +126,16 @@ struct BoundedDP {
 
 } // namespace
 
+/// Makes `lengths` the result if its pipeline latency is lower.
+static void keepIfFaster(Slicing &result, std::vector<int64_t> lengths,
+                         int stages, SliceLatency latency) {
+  double total = getPipelineLatency(lengths, stages, latency);
+  if (total < result.latency) {
+    result.latency = total;
+    result.lengths = std::move(lengths);
+  }
+}
+
 /// The best of a few uniform slicings on the granularity: `slices` equal
 /// ones if a count is given, else 1, 2, ... up to one per unit.
 static Slicing getUniformBound(int64_t tokens, int stages, int64_t granularity,
@@ -149,11 +159,7 @@ static Slicing getUniformBound(int64_t tokens, int stages, int64_t granularity,
     std::vector<int64_t> lengths;
     for (int64_t left = tokens; left > 0; left -= lengths.back())
       lengths.push_back(std::min(each, left));
-    double total = getPipelineLatency(lengths, stages, latency);
-    if (total < result.latency) {
-      result.latency = total;
-      result.lengths = std::move(lengths);
-    }
+    keepIfFaster(result, std::move(lengths), stages, latency);
   }
   return result;
 }
@@ -218,11 +224,7 @@ Slicing slicing::solveTeraPipe(int64_t tokens, SliceLatency latency,
     if (sum == kInfinity)
       continue; // nothing fits under c_hi, so nothing under lower bounds
     std::vector<int64_t> lengths = dp.lengths(positions, options.slices);
-    double total = getPipelineLatency(lengths, stages, latency);
-    if (total < result.latency) {
-      result.latency = total;
-      result.lengths = std::move(lengths);
-    }
+    keepIfFaster(result, std::move(lengths), stages, latency);
     if (sum + double(stages - 1) * candidates[lo] >= result.latency)
       continue;
     if (lo == hi || candidates[hi] - candidates[lo] <= epsilon)
@@ -251,11 +253,7 @@ Slicing slicing::solveExhaustively(int64_t tokens, int stages,
         start = b + 1;
       }
     lengths.push_back(tokens - start);
-    double total = getPipelineLatency(lengths, stages, latency);
-    if (total < result.latency) {
-      result.latency = total;
-      result.lengths = std::move(lengths);
-    }
+    keepIfFaster(result, std::move(lengths), stages, latency);
   }
   return result;
 }

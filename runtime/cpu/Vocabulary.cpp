@@ -160,10 +160,9 @@ void CpuKernels::shardSoftmaxGrad(DevicePtr probsPtr, DevicePtr labelsPtr,
 void CpuKernels::labelRows(DevicePtr labelsPtr, int64_t stride, int64_t rows,
                            int64_t length, DevicePtr tablePtr, int64_t first,
                            int64_t count, int64_t hidden, DevicePtr outPtr) {
-  const int32_t *labels = labelsPtr.as<int32_t>();
-  const float *table = tablePtr.as<float>();
-  float *out = outPtr.as<float>();
-  shardLookup(labels, stride, rows, length, table, first, count, hidden, out);
+  // The labels' rows, as the lookup takes the tokens'.
+  shardLookup(labelsPtr, stride, rows, length, tablePtr, first, count, hidden,
+              outPtr);
 }
 
 void CpuKernels::combineGrad(DevicePtr aPtr, DevicePtr bPtr,

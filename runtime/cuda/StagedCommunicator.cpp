@@ -152,21 +152,25 @@ std::unique_ptr<Request> StagedCommunicator::sendAsync(DevicePtr data,
                                                        int64_t count, int peer,
                                                        int tag,
                                                        Stream &stream) {
-  return std::make_unique<StagedRequest>(
-      *this, StagedRequest::Kind::Send, data, count, stream,
-      [this, count, peer, tag](DevicePtr staged) {
-        return host.sendAsync(staged, count, peer, tag, hostStream);
-      });
+  return stagePointToPoint(true, data, count, peer, tag, stream);
 }
 
 std::unique_ptr<Request> StagedCommunicator::recvAsync(DevicePtr data,
                                                        int64_t count, int peer,
                                                        int tag,
                                                        Stream &stream) {
+  return stagePointToPoint(false, data, count, peer, tag, stream);
+}
+
+std::unique_ptr<Request>
+StagedCommunicator::stagePointToPoint(bool send, DevicePtr data, int64_t count,
+                                      int peer, int tag, Stream &stream) {
+  auto kind = send ? StagedRequest::Kind::Send : StagedRequest::Kind::Receive;
   return std::make_unique<StagedRequest>(
-      *this, StagedRequest::Kind::Receive, data, count, stream,
-      [this, count, peer, tag](DevicePtr staged) {
-        return host.recvAsync(staged, count, peer, tag, hostStream);
+      *this, kind, data, count, stream,
+      [this, send, count, peer, tag](DevicePtr staged) {
+        return send ? host.sendAsync(staged, count, peer, tag, hostStream)
+                    : host.recvAsync(staged, count, peer, tag, hostStream);
       });
 }
 
@@ -219,8 +223,8 @@ StagedCommunicator::reduceScatterAsync(DevicePtr data, DevicePtr out,
   return std::make_unique<StagedRequest>(
       *this, StagedRequest::Kind::Collective, data, total, stream,
       [this, counts, total, channel](DevicePtr staged) {
-        return host.reduceScatterAsync(staged, staged + total, counts,
-                                       channel, hostStream);
+        return host.reduceScatterAsync(staged, staged + total, counts, channel,
+                                       hostStream);
       },
       /*extra=*/mine, out, mine, /*backOffset=*/total);
 }

@@ -63,6 +63,10 @@ public:
   PinnedPool &getPool() { return pool; }
 
 private:
+  /// A send (or receive) through a pinned host buffer.
+  std::unique_ptr<Request> stagePointToPoint(bool send, DevicePtr data,
+                                             int64_t count, int peer, int tag,
+                                             Stream &stream);
   PinnedPool pool;
 };
 
