@@ -221,12 +221,8 @@ struct LearningRateSchedule {
   }
   /// The decay named `name`; false for another name.
   static bool parseDecay(const std::string &name, Decay &out) {
-    for (Decay d : {Decay::None, Decay::Linear, Decay::Cosine})
-      if (name == getDecayName(d)) {
-        out = d;
-        return true;
-      }
-    return false;
+    return parseByName(name, {Decay::None, Decay::Linear, Decay::Cosine},
+                       getDecayName, out);
   }
 
   /// The rate of optimizer step `step`, counted from 1: warmup's first

@@ -98,17 +98,23 @@ struct MeshShape {
 
 llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
 
+/// The activations a stage or a vocabulary shard passes: a microbatch of
+/// `microBatch` sequences of `seqLen` tokens, `hidden` wide, elements of
+/// `dtypeBytes`.
+struct ActivationShape {
+  int64_t hidden = 0;
+  int64_t seqLen = 0;
+  int64_t microBatch = 1;
+  int64_t dtypeBytes = 2;
+};
+
 /// What one pipeline stage holds, as far as costs are concerned.
-struct StageProfile {
+struct StageProfile : ActivationShape {
   std::string name;
   std::vector<TransformerShape> layers;
   bool hasEmbedding = false;
   bool hasOutput = false;
   int64_t vocab = 0;
-  int64_t hidden = 0;
-  int64_t seqLen = 0;
-  int64_t microBatch = 1;
-  int64_t dtypeBytes = 2;
   /// Parameters the stage holds (a tied table counted on both ends).
   int64_t params = 0;
   /// What B recomputes (the stage's `recompute`): its FLOPs are added to
@@ -163,17 +169,13 @@ struct StageProfile {
 /// The vocabulary shards of a model partitioned with Vocabulary
 /// Parallelism, as far as costs are concerned: every device holds
 /// `paddedVocab / devices` rows of each.
-struct VocabProfile {
+struct VocabProfile : ActivationShape {
   bool input = false;
   bool output = false;
   int algorithm = 0;
   bool tied = false;
   int64_t devices = 1;
   int64_t paddedVocab = 0;
-  int64_t hidden = 0;
-  int64_t seqLen = 0;
-  int64_t microBatch = 1;
-  int64_t dtypeBytes = 2;
   /// Learned positions, held by the input shard's root.
   int64_t positions = 0;
   /// Tensor-parallel shards per device: a device's rows split again over

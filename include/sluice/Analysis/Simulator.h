@@ -56,8 +56,7 @@ struct TimelineEvent {
   int peer = -1;
   /// For collectives.
   sched::CollectiveId collective;
-  double start = 0;
-  double end = 0;
+  double start = 0, end = 0;
 };
 
 /// A device's activation memory from `time` on (after an F starts or a
@@ -65,27 +64,24 @@ struct TimelineEvent {
 struct MemorySample {
   int device = 0;
   double time = 0;
-  double bytes = 0;
-  double units = 0;
+  /// What the device holds: bytes, and microbatch units.
+  double bytes = 0, units = 0;
 };
 
 struct DeviceStatistics {
-  double busy = 0;
-  double idle = 0;
+  double busy = 0, idle = 0;
   /// Data-parallel gradient all-reduces: their time on the device's data
   /// stream, and how far the last one ends after every device's last pass
   /// and transfer (what they add to the step).
-  double gradientSync = 0;
-  double exposedGradientSync = 0;
+  double gradientSync = 0, exposedGradientSync = 0;
   /// The optimizer step after the device's last pass and gradient
   /// all-reduce (counted busy).
   double optimizerTime = 0;
-  /// Activations held from F to B (BW), in microbatch units.
-  double peakActivationUnits = 0;
-  /// The same from F to W: a zero-bubble schedule frees part of a
-  /// microbatch's activations only when its W has run.
-  double peakActivationUnitsUntilW = 0;
-  double peakActivationBytes = 0;
+  /// Activations held from F to B (BW), in microbatch units; the same
+  /// from F to W (a zero-bubble schedule frees part of a microbatch's
+  /// activations only when its W has run); the most bytes held.
+  double peakActivationUnits = 0, peakActivationUnitsUntilW = 0,
+         peakActivationBytes = 0;
 };
 
 struct Simulation {

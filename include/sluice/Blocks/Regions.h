@@ -18,10 +18,10 @@
 
 namespace sluice::rt {
 
+/// What one pass computes: `tokens` tokens from position `offset` of each
+/// of `rows` sequences (a token slice of a microbatch, or all of it).
 struct SliceShape {
-  int64_t rows = 1;
-  int64_t tokens = 0;
-  int64_t offset = 0;
+  int64_t rows = 1, tokens = 0, offset = 0;
 };
 
 /// The rows x tokens of slice `s` a shard of `model` holds outside the

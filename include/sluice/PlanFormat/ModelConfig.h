@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,25 +31,32 @@ inline const char *getName(NormType n) {
   return n == NormType::RmsNorm ? "rmsnorm" : "layernorm";
 }
 inline const char *getName(MlpType m) {
-  return m == MlpType::SwiGlu ? "swiglu" : m == MlpType::GeGlu ? "geglu"
-                                                               : "gelu";
+  return m == MlpType::SwiGlu  ? "swiglu"
+         : m == MlpType::GeGlu ? "geglu"
+                               : "gelu";
+}
+/// Sets `out` to the one of `values` that `nameOf` spells `name`; false
+/// for another name.
+template <typename Enum, typename NameOf>
+bool parseByName(const std::string &name, std::initializer_list<Enum> values,
+                 NameOf nameOf, Enum &out) {
+  for (Enum value : values)
+    if (name == nameOf(value)) {
+      out = value;
+      return true;
+    }
+  return false;
 }
 /// The kind `name` spells; false for another name.
 inline bool parseNormType(const std::string &name, NormType &out) {
-  for (NormType n : {NormType::LayerNorm, NormType::RmsNorm})
-    if (name == getName(n)) {
-      out = n;
-      return true;
-    }
-  return false;
+  return parseByName(
+      name, {NormType::LayerNorm, NormType::RmsNorm},
+      [](NormType n) { return getName(n); }, out);
 }
 inline bool parseMlpType(const std::string &name, MlpType &out) {
-  for (MlpType m : {MlpType::Gelu, MlpType::SwiGlu, MlpType::GeGlu})
-    if (name == getName(m)) {
-      out = m;
-      return true;
-    }
-  return false;
+  return parseByName(
+      name, {MlpType::Gelu, MlpType::SwiGlu, MlpType::GeGlu},
+      [](MlpType m) { return getName(m); }, out);
 }
 
 /// Rotary position embeddings (Su et al., 2021, "RoFormer", section
@@ -129,16 +137,15 @@ struct Rotary {
 /// sequence attend to, summed: position p sees p + 1 keys under the causal
 /// mask, at most `window` of them with a sliding window (0: none). What
 /// the cost model's and the progress line's attention FLOPs count.
-inline double getKeysAttended(int64_t tokens, int64_t prefix,
-                              int64_t window) {
+inline double getKeysAttended(int64_t tokens, int64_t prefix, int64_t window) {
   auto sumUpTo = [](double n) { return n * (n + 1.0) / 2.0; };
   double first = double(prefix) + 1.0, last = first + double(tokens) - 1.0;
   if (window <= 0 || last <= double(window))
     return sumUpTo(last) - sumUpTo(first - 1.0);
   // Below the window each query sees its position's keys; from it on, w.
   double w = double(window);
-  double below = sumUpTo(std::min(last, w)) -
-                 sumUpTo(std::min(first, w + 1.0) - 1.0);
+  double below =
+      sumUpTo(std::min(last, w)) - sumUpTo(std::min(first, w + 1.0) - 1.0);
   return below + (last - std::max(first, w + 1.0) + 1.0) * w;
 }
 
@@ -154,22 +161,24 @@ using Names = std::vector<std::string>;
 
 /// The C++ type of each of BlockFields.def's TYPEs.
 namespace field {
-struct Size { using type = int64_t; };
-struct Count { using type = int64_t; };
-struct Flag { using type = bool; };
-struct Real { using type = double; };
-struct Norm { using type = NormType; };
-struct Mlp { using type = MlpType; };
-struct Choice { using type = std::string; };
-struct Rotary { using type = rt::Rotary; };
-struct Names { using type = rt::Names; };
+/// A TYPE tag: its `type` is T.
+template <typename T> struct Of { using type = T; };
+struct Size : Of<int64_t> {};
+struct Count : Of<int64_t> {};
+struct Flag : Of<bool> {};
+struct Real : Of<double> {};
+struct Norm : Of<NormType> {};
+struct Mlp : Of<MlpType> {};
+struct Choice : Of<std::string> {};
+struct Rotary : Of<rt::Rotary> {};
+struct Names : Of<rt::Names> {};
 } // namespace field
 
 /// One layer's spec: its kind and the fields of BlockFields.def (the one
 /// place a field is defined; docs/overview.md).
 struct LayerConfig {
   LayerKind kind = LayerKind::Transformer;
-#define SLUICE_BLOCK_FIELD(KINDS, TYPE, MEMBER, KEY, DEFAULT, PRESENCE, DOC)  \
+#define SLUICE_BLOCK_FIELD(KINDS, TYPE, MEMBER, KEY, DEFAULT, PRESENCE, DOC)   \
   field::TYPE::type MEMBER = DEFAULT;
 #include "sluice/PlanFormat/BlockFields.def"
   // Embedding and output under tensor parallelism: the table's rows split
@@ -183,15 +192,14 @@ struct LayerConfig {
   bool isGated() const { return mlp != MlpType::Gelu; }
   /// Whether `name` is among `features`.
   bool hasFeature(const std::string &name) const {
-    return std::find(features.begin(), features.end(), name) !=
-           features.end();
+    return std::find(features.begin(), features.end(), name) != features.end();
   }
 
   bool operator==(const LayerConfig &o) const {
     if (kind != o.kind || vocabShards != o.vocabShards)
       return false;
-#define SLUICE_BLOCK_FIELD(KINDS, TYPE, MEMBER, KEY, DEFAULT, PRESENCE, DOC)  \
-  if (!(MEMBER == o.MEMBER))                                                 \
+#define SLUICE_BLOCK_FIELD(KINDS, TYPE, MEMBER, KEY, DEFAULT, PRESENCE, DOC)   \
+  if (!(MEMBER == o.MEMBER))                                                   \
     return false;
 #include "sluice/PlanFormat/BlockFields.def"
     return true;
@@ -284,9 +292,8 @@ inline int64_t getShardVocabColumns(const LayerConfig &l) {
 /// The same for one transformer layer (no "layer N: " before the reason).
 inline std::string checkLayerTensorParallel(const LayerConfig &l, int tp) {
   if (l.heads % tp != 0)
-    return std::to_string(l.heads) +
-           " attention heads do not divide among " + std::to_string(tp) +
-           " tensor-parallel shards";
+    return std::to_string(l.heads) + " attention heads do not divide among " +
+           std::to_string(tp) + " tensor-parallel shards";
   if (l.ffn % tp != 0)
     return "the feed-forward width " + std::to_string(l.ffn) +
            " does not divide among " + std::to_string(tp) +

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace mlir::sluice {
@@ -108,13 +109,11 @@ struct Pipeline {
 /// One pass of one stage for one microbatch slice.
 struct Work {
   PassKind kind = PassKind::F;
-  int32_t stage = 0;
-  int32_t microbatch = 0;
-  int32_t slice = 0;
+  int32_t stage = 0, microbatch = 0, slice = 0;
 
   bool operator==(const Work &other) const {
-    return kind == other.kind && stage == other.stage &&
-           microbatch == other.microbatch && slice == other.slice;
+    return std::tie(kind, stage, microbatch, slice) ==
+           std::tie(other.kind, other.stage, other.microbatch, other.slice);
   }
   bool operator!=(const Work &other) const { return !(*this == other); }
 };
@@ -149,13 +148,11 @@ private:
 /// One collective of a vocabulary shard for one microbatch slice.
 struct CollectiveId {
   ShardKind shard = ShardKind::Output;
-  int32_t group = 0;
-  int32_t microbatch = 0;
-  int32_t slice = 0;
+  int32_t group = 0, microbatch = 0, slice = 0;
 
   bool operator==(const CollectiveId &o) const {
-    return shard == o.shard && group == o.group && microbatch == o.microbatch &&
-           slice == o.slice;
+    return std::tie(shard, group, microbatch, slice) ==
+           std::tie(o.shard, o.group, o.microbatch, o.slice);
   }
   bool operator!=(const CollectiveId &o) const { return !(*this == o); }
 };

@@ -19,24 +19,12 @@ class QkNormCompute final : public FeatureCompute {
 public:
   void forward(Slot, const SlotContext &c,
                const SlotTensors &t) const override {
-    Kernels &k = c.kernels;
-    for (const Part &p : getParts(c)) {
-      DevicePtr at = t.x + p.column;
-      if (Whole w = getWhole(c, p); w.gathered) {
-        gather(c, at, p, w);
-        k.normForward(w.rows, p.gain, DevicePtr(), p.tokens, w.cols, true,
-                      c.eps(), w.normed, p.xhat, p.rstd);
-        k.copyStrided(at, w.normed + c.seams.getShardIndex() * p.cols,
-                      {1, p.tokens, p.cols, 0, w.cols, 0, c.size.width});
-        continue;
-      }
-      DevicePtr raw = c.views[Field::Q], normed = c.views[Field::Context];
-      k.copyStrided(raw, at, {1, p.tokens, p.cols, 0, c.size.width, 0, p.cols});
-      k.normForward(raw, p.gain, DevicePtr(), p.rows, p.dim, true, c.eps(),
-                    normed, p.xhat, p.rstd);
-      k.copyStrided(at, normed,
-                    {1, p.tokens, p.cols, 0, p.cols, 0, c.size.width});
-    }
+    for (const Part &p : getParts(c))
+      applyByRows(c, p, t.x, c.views[Field::Q], c.views[Field::Context],
+                  [&](DevicePtr in, DevicePtr out, int64_t rows, int64_t dim) {
+                    c.kernels.normForward(in, p.gain, DevicePtr(), rows, dim,
+                                          true, c.eps(), out, p.xhat, p.rstd);
+                  });
   }
 
   /// Back through the norms: the projection's output gradient in place,
@@ -44,32 +32,41 @@ public:
   bool backward(Slot, const SlotContext &c,
                 const SlotTensors &t) const override {
     Kernels &k = c.kernels;
-    for (const Part &p : getParts(c)) {
-      DevicePtr at = t.x + p.column;
-      if (Whole w = getWhole(c, p); w.gathered) {
-        gather(c, at, p, w);
-        k.normParamGrads(w.rows, p.xhat, p.tokens, w.cols, p.dgain,
-                         DevicePtr());
-        k.fill(w.normed, 0.0, p.tokens * w.cols);
-        k.normBackward(w.rows, p.xhat, p.rstd, p.gain, p.tokens, w.cols, true,
-                       w.normed);
-        k.copyStrided(at, w.normed + c.seams.getShardIndex() * p.cols,
-                      {1, p.tokens, p.cols, 0, w.cols, 0, c.size.width});
-        continue;
-      }
-      DevicePtr grad = t.temp, into = t.temp2;
-      k.copyStrided(grad, at,
-                    {1, p.tokens, p.cols, 0, c.size.width, 0, p.cols});
-      k.normParamGrads(grad, p.xhat, p.rows, p.dim, p.dgain, DevicePtr());
-      k.fill(into, 0.0, p.tokens * p.cols);
-      k.normBackward(grad, p.xhat, p.rstd, p.gain, p.rows, p.dim, true, into);
-      k.copyStrided(at, into,
-                    {1, p.tokens, p.cols, 0, p.cols, 0, c.size.width});
-    }
+    for (const Part &p : getParts(c))
+      applyByRows(
+          c, p, t.x, t.temp, t.temp2,
+          [&](DevicePtr in, DevicePtr out, int64_t rows, int64_t dim) {
+            k.normParamGrads(in, p.xhat, rows, dim, p.dgain, DevicePtr());
+            k.fill(out, 0.0, rows * dim);
+            k.normBackward(in, p.xhat, p.rstd, p.gain, rows, dim, true, out);
+          });
     return true;
   }
 
 private:
+  struct Part;
+  /// Applies `op(in, out, rows, dim)` to part `p` of the projection's
+  /// output `x` (or its gradient) as the norm's contiguous rows, and puts
+  /// `out` back in its place: split over shards, on the group's gathered
+  /// whole rows (the feature's scratch), keeping this shard's columns;
+  /// else on this shard's rows, copied into `in` with `out` beside it.
+  template <typename Op>
+  static void applyByRows(const SlotContext &c, const Part &p, DevicePtr x,
+                          DevicePtr in, DevicePtr out, Op op) {
+    Kernels &k = c.kernels;
+    DevicePtr at = x + p.column;
+    if (Whole w = getWhole(c, p); w.gathered) {
+      gather(c, at, p, w);
+      op(w.rows, w.normed, p.tokens, w.cols);
+      k.copyStrided(at, w.normed + c.seams.getShardIndex() * p.cols,
+                    {1, p.tokens, p.cols, 0, w.cols, 0, c.size.width});
+      return;
+    }
+    k.copyStrided(in, at, {1, p.tokens, p.cols, 0, c.size.width, 0, p.cols});
+    op(in, out, p.rows, p.dim);
+    k.copyStrided(at, out, {1, p.tokens, p.cols, 0, p.cols, 0, c.size.width});
+  }
+
   /// The query or key part of the projection: its first column and
   /// width, the norm's rows and their size, its gain and its regions.
   struct Part {
