@@ -127,7 +127,7 @@ public:
 
   /// Whether `layer` has the feature: by default its field's value, or
   /// whether `features` names it; a feature with another kind of field
-  /// (qk_norm's form) reads it.
+  /// (a choice among forms) reads it.
   virtual bool isEnabled(const LayerConfig &layer) const;
   /// Turns the feature on (its `variant`-th form) or off in `layer`: by
   /// default through its field or `features`.
