@@ -41,7 +41,10 @@
 #   1. `run.sh BUNDLE quick`: SluiceConformanceTests' new cuda_bf16 half
 #      (every kernel family but the FP8 GEMMs on bf16 inputs, 1e-2) and
 #      the staged-MPI multi-rank checks, whose communicators now stand on
-#      HostGroup (ProcessGroup.h) rather than MpiCommunicator;
+#      HostGroup (ProcessGroup.h) rather than MpiCommunicator and whose
+#      send and receive share one staging path (StagedCommunicator.cpp,
+#      2026-11-28); its fp8 checks (2b) run the delayed-scaling update
+#      through pushFp8Amax (Backend.h), shared with the CPU since then;
 #   2. `ONLY='1f1b|zb-h1' nccl-suite.sh BUNDLE`: NCCL over the same
 #      HostGroup bootstrap (about 45 s a check).
 set -uo pipefail
