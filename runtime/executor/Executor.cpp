@@ -544,8 +544,10 @@ Status Executor::gradientNorm(double &norm) {
     st = tensorGroup->allReduceSum(&sum, 1);
   if (st && zero)
     st = replicas->allReduceSum(&sum, 1);
-  // Taking out the shared heads can leave -0 or a rounding below zero.
-  norm = std::sqrt(std::max(0.0, sum));
+  // Taking out the shared heads can leave -0 or a rounding below zero. Not
+  // std::max(0.0, sum): that is 0 for a NaN sum, which would hide a
+  // diverged step from the divergence check.
+  norm = sum < 0 ? 0.0 : std::sqrt(sum);
   return st;
 }
 
