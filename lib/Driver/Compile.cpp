@@ -205,6 +205,7 @@ int driver::compileModel(ModuleOp module, ModelOp model,
       return 1;
     SluicePipelineOptions options;
     request.fillPipelineOptions(options);
+    options.balance = chooseBalance(module, options);
     buildSluicePipeline(pm, options);
     if (failed(pm.run(module)) ||
         failed(simulateForFiles(*module.getOps<ProgramOp>().begin(), figures,

@@ -205,6 +205,9 @@ Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
   // verifier between passes and a second simulation were a third of a
   // search's time).
   options.simulate = false;
+  // As the compile decides it (so that the winner compiles to the plan
+  // priced here).
+  options.balance = chooseBalance(module, options);
   OwningOpRef<ModuleOp> scheduled = module.clone();
   PassManager scheduling(module.getContext());
   scheduling.enableVerifier(false);

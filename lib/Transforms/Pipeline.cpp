@@ -4,7 +4,11 @@
 
 #include "sluice/Schedule/Schedules.h"
 
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -52,7 +56,8 @@ llvm::cl::ValuesClass mlir::sluice::getBalanceValues() {
                  "even out the stages' FLOPs"),
       clEnumValN(sched::Balance::Auto, "auto",
                  "uniform, unless moving layers off the vocabulary layers' "
-                 "stages makes the costliest stage 5% cheaper"));
+                 "stages makes the costliest stage 5% cheaper and the "
+                 "simulated step no longer"));
 }
 
 llvm::cl::ValuesClass mlir::sluice::getRecomputeValues() {
@@ -71,11 +76,10 @@ void mlir::sluice::buildSluicePipeline(OpPassManager &pm,
   buildLoweringPipeline(pm, o);
 }
 
-void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
-                                           const SluicePipelineOptions &o) {
-  if (o.seqLen != 0 || o.microBatch != 0 || !o.dtype.empty())
-    pm.addPass(createSetMicrobatchShape({o.seqLen, o.microBatch, o.dtype}));
-
+/// The stage partition the options ask for: the schedule's placement and
+/// chunks, and the balance after the vocabulary mode's rules.
+static PartitionStagesOptions
+getPartitionOptions(const SluicePipelineOptions &o) {
   // What the schedule decides: placement, chunks, the backward's split.
   const sched::ScheduleInfo &info = sched::getSchedule(o.schedule);
   PartitionStagesOptions partition;
@@ -96,7 +100,19 @@ void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
     partition.balance = sched::Balance::Compute;
   else if (o.vocab != VocabMode::Baseline && o.balance == sched::Balance::Auto)
     partition.balance = sched::Balance::Uniform;
-  pm.addPass(createPartitionStages(partition));
+  return partition;
+}
+
+static void addShapePass(OpPassManager &pm, const SluicePipelineOptions &o) {
+  if (o.seqLen != 0 || o.microBatch != 0 || !o.dtype.empty())
+    pm.addPass(createSetMicrobatchShape({o.seqLen, o.microBatch, o.dtype}));
+}
+
+void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
+                                           const SluicePipelineOptions &o) {
+  addShapePass(pm, o);
+  const sched::ScheduleInfo &info = sched::getSchedule(o.schedule);
+  pm.addPass(createPartitionStages(getPartitionOptions(o)));
 
   if (o.vocab != VocabMode::Baseline && o.vocab != VocabMode::Redis) {
     pm.addPass(createPartitionVocab({o.vocab == VocabMode::Interlaced
@@ -137,4 +153,64 @@ void mlir::sluice::registerSluicePipeline() {
       "The passes sluice-compile runs, from its flags (pp=, schedule=, "
       "microbatches=, vocab=, slices=, tp=, dp=, ...)",
       buildSluicePipeline);
+}
+
+/// The layers of each stage of `module`'s model as `balance` splits it,
+/// on a copy; empty where the split fails (the real run says why).
+static std::vector<size_t> getStageSizes(ModuleOp module,
+                                         const SluicePipelineOptions &o,
+                                         sched::Balance balance) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  PassManager pm(module.getContext());
+  addShapePass(pm, o);
+  PartitionStagesOptions partition = getPartitionOptions(o);
+  partition.balance = balance;
+  pm.addPass(createPartitionStages(partition));
+  std::vector<size_t> sizes;
+  if (failed(pm.run(*copy)))
+    return sizes;
+  copy->walk([&](StageOp stage) {
+    sizes.push_back(stage.getBody().front().getOperations().size());
+  });
+  return sizes;
+}
+
+/// The simulated step of `module` compiled with `balance`, on a copy;
+/// infinity where it does not compile.
+static double getStepTime(ModuleOp module, const SluicePipelineOptions &o,
+                          sched::Balance balance) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  SluicePipelineOptions with;
+  with.copyOptionValuesFrom(o);
+  with.balance = balance;
+  with.simulate = true;
+  with.planBuffers = false;
+  PassManager pm(module.getContext());
+  buildSluicePipeline(pm, with);
+  double infinity = std::numeric_limits<double>::infinity();
+  if (failed(pm.run(*copy)) || copy->getOps<ProgramOp>().empty())
+    return infinity;
+  return (*copy->getOps<ProgramOp>().begin()).getStepTime().value_or(infinity);
+}
+
+sched::Balance mlir::sluice::chooseBalance(ModuleOp module,
+                                           const SluicePipelineOptions &o) {
+  if (getPartitionOptions(o).balance != sched::Balance::Auto)
+    return o.balance;
+  // The copies' diagnostics are the real run's to give.
+  ScopedDiagnosticHandler quiet(module.getContext(),
+                                [](Diagnostic &) { return success(); });
+  std::vector<size_t> uniform =
+      getStageSizes(module, o, sched::Balance::Uniform);
+  std::vector<size_t> balanced = getStageSizes(module, o, sched::Balance::Auto);
+  if (uniform.empty() || balanced.empty() || uniform == balanced)
+    return o.balance;
+  // Moving layers off the head's stage evens the stages' costs, which
+  // need not shorten the schedule built on them: uniform stages where they
+  // give a shorter step. On a tie (costs per pass, which do not see the
+  // head's FLOPs, simulate both alike), the split the FLOPs chose.
+  return getStepTime(module, o, sched::Balance::Uniform) <
+                 getStepTime(module, o, sched::Balance::Auto)
+             ? sched::Balance::Uniform
+             : sched::Balance::Auto;
 }

@@ -125,6 +125,14 @@ void buildSchedulingPipeline(OpPassManager &pm,
 void buildLoweringPipeline(OpPassManager &pm,
                            const SluicePipelineOptions &options);
 
+/// --balance auto decided on the schedule it gives, so that the default
+/// never loses to the split it replaced: where auto moves layers off the
+/// head's stage (its split of `module`'s model is not the uniform one),
+/// compiles and simulates both on copies and returns Uniform if its step
+/// is shorter, else Auto; any other case, `options.balance`.
+sched::Balance chooseBalance(ModuleOp module,
+                             const SluicePipelineOptions &options);
+
 /// Registers `sluice-pipeline` with the pass registry (sluice-opt).
 void registerSluicePipeline();
 
