@@ -13,6 +13,7 @@ constexpr const char *kRecomputeNames[] = {"none", "selective", "full"};
 constexpr const char *kShardNames[] = {"input", "output"};
 constexpr const char *kLayerKindNames[] = {"embedding", "transformer",
                                            "output"};
+static_assert(std::size(kLayerKindNames) == int(LayerKind::Output) + 1);
 
 /// The index of `name` in `names`, or -1.
 template <size_t N>

@@ -77,6 +77,7 @@ enum class Role : uint8_t { State, WState, RState, KV, In, Out, Buffer };
 StringRef getRoleName(Role role) {
   static constexpr const char *kNames[] = {"state", "wstate", "rstate", "kv",
                                            "in",    "out",    "buffer"};
+  static_assert(std::size(kNames) == int(Role::Buffer) + 1);
   return kNames[int(role)];
 }
 

@@ -31,6 +31,7 @@ ncclComm_t handle(const NcclComm &comm) {
 ncclDataType_t ncclType(DType type) {
   constexpr ncclDataType_t kTypes[] = {ncclFloat32, ncclBfloat16, ncclFloat64,
                                        ncclInt32};
+  static_assert(std::size(kTypes) == kNumDTypes);
   return kTypes[int(type)];
 }
 

@@ -56,6 +56,7 @@ public:
 /// Indexed by DType: F32, BF16 (summed by bf16SumOp), F64, I32.
 MPI_Datatype mpiType(DType type) {
   const MPI_Datatype types[] = {MPI_FLOAT, MPI_UINT16_T, MPI_DOUBLE, MPI_INT};
+  static_assert(std::size(types) == kNumDTypes);
   return types[int(type)];
 }
 

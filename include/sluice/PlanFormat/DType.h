@@ -20,20 +20,26 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 namespace sluice::rt {
 
 enum class DType : uint8_t { F32, BF16, F64, I32 };
+/// The tables indexed by DType (here, and each transport's element types)
+/// hold this many entries: a new type fails their static_asserts.
+constexpr int kNumDTypes = int(DType::I32) + 1;
 
 /// Bytes of one element.
 inline int64_t getSize(DType type) {
   constexpr int64_t kSizes[] = {4, 2, 8, 4};
+  static_assert(std::size(kSizes) == kNumDTypes);
   return kSizes[int(type)];
 }
 
 inline const char *getName(DType type) {
   constexpr const char *kNames[] = {"f32", "bf16", "f64", "i32"};
+  static_assert(std::size(kNames) == kNumDTypes);
   return kNames[int(type)];
 }
 
