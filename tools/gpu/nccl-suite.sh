@@ -106,6 +106,26 @@ check() {
   fi
 }
 
+# Every communicator operation, fp32 and bf16, over NCCL as a session
+# opens it (test/unittests/CommConformanceTest.cpp; the CPU backend's
+# emulation with BACKEND=cpu), on 2 and 4 ranks; the documents come back.
+for ranks in 2 4; do
+  name="communicator conformance, $ranks NCCL ranks"
+  wanted "$name" || continue
+  start=$SECONDS
+  SLUICE_CONFORMANCE_OUT="$out/comm-conformance-nccl-$ranks.json" \
+    timeout -k 10 120 "${mpi[@]}" -np "$ranks" SluiceCommConformanceTests \
+    --plan="$plans/comm-p$ranks.json" --backend="$backend" \
+    --transport="${TRANSPORT:-nccl}" --gtest_color=no >"$work/log" 2>&1
+  code=$?
+  { echo "=== $name (exit $code, $((SECONDS - start)) s)"; cat "$work/log"; } >>"$logs"
+  if [ $code = 0 ]; then
+    record "$name" PASS "$(grep -a -m1 'PASSED' "$work/log") [$((SECONDS - start)) s]"
+  else
+    record "$name" FAIL "$(grep -a -m1 -E 'error|Failure|FAILED' "$work/log" || tail -n 1 "$work/log")"
+  fi
+done
+
 # The single-GPU references, one per microbatch count (and replica
 # count: a data-parallel plan's reference runs every replica's), and one
 # in fp32 to measure the bf16 band against. They run side by side.

@@ -45,8 +45,11 @@
 #      send and receive share one staging path (StagedCommunicator.cpp,
 #      2026-11-28); its fp8 checks (2b) run the delayed-scaling update
 #      through pushFp8Amax (Backend.h), shared with the CPU since then;
-#   2. `ONLY='1f1b|zb-h1' nccl-suite.sh BUNDLE`: NCCL over the same
-#      HostGroup bootstrap (about 45 s a check).
+#      It also runs the communicators' conformance suite over the staged
+#      transport (2 and 4 ranks, a few seconds);
+#   2. `ONLY='conformance|1f1b|zb-h1' nccl-suite.sh BUNDLE`: the
+#      communicators' conformance suite over NCCL (2 and 4 ranks), then
+#      NCCL runs over the same HostGroup bootstrap (about 45 s a check).
 set -uo pipefail
 bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|bench|all|variants|profile]}" && pwd)
 mode=${2:-all}
@@ -137,6 +140,15 @@ mv "$work/log" "$out/kernels-fallback.log" 2>/dev/null
 # document comes back (bench/results keeps it).
 SLUICE_CONFORMANCE_OUT="$out/conformance.json" check \
   "backend conformance (cpu, cuda)" SluiceConformanceTests
+# Every communicator operation, fp32 and bf16, over the CUDA backend's
+# staged MPI transport as a session opens it (nccl-suite.sh runs NCCL's);
+# each document comes back.
+for p in 2 4; do
+  SLUICE_CONFORMANCE_OUT="$out/comm-conformance-staged-$p.json" check \
+    "communicator conformance, staged MPI, $p ranks" "${mpi[@]}" -np "$p" \
+    SluiceCommConformanceTests --plan="$plans/comm-p$p.json" --backend=cuda \
+    --transport=mpi
+done
 
 # 2. One GPU against the CPU reference, fp32.
 for model in tiny-train tiny-llama; do
