@@ -28,6 +28,7 @@ Traits getLlamaTraits(const std::string &name) {
   traits.name = name;
   traits.activationKeys = {"hidden_act"};
   traits.activations = {"silu", "swish"};
+  traits.activationDefault = "silu";
   return traits;
 }
 
@@ -307,9 +308,12 @@ private:
     if (!config.optionalString({"torch_dtype", "dtype"}, dtype))
       return false;
     if (!dtype) {
-      values.dtype = "bfloat16";
-      config.remarkDefault("torch_dtype", "\"bfloat16\"",
-                           "mixed-precision training");
+      // What transformers loads such a model in (torch's default dtype;
+      // GPT-2's own config names none). bf16 is a choice: --precision.
+      values.dtype = "float32";
+      config.remarkDefault("torch_dtype", "\"float32\"",
+                           "transformers' default; --precision bf16 trains "
+                           "in mixed precision");
       return true;
     }
     if (*dtype != "bfloat16" && *dtype != "float16" && *dtype != "float32") {

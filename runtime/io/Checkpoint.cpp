@@ -2,6 +2,8 @@
 
 #include "Checkpoint.h"
 
+#include "InputFile.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -74,9 +76,9 @@ private:
 } // namespace
 
 Status readFile(const std::string &path, std::string &contents) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot read '" + path + "'");
+  std::ifstream in;
+  if (Status st = openInputFile(path, "", in); !st)
+    return st;
   std::stringstream buffer;
   buffer << in.rdbuf();
   contents = buffer.str();

@@ -2,6 +2,8 @@
 
 #include "Data.h"
 
+#include "InputFile.h"
+
 #include "sluice/PlanFormat/TokenDataset.h"
 
 #include <nlohmann/json.hpp>
@@ -260,9 +262,10 @@ Status openTokenData(const DataOptions &o, std::unique_ptr<TokenSource> &train,
                      std::unique_ptr<TokenSource> &validation,
                      DataSummary &summary) {
   const std::string &path = o.path;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot open data file '" + path + "'");
+  // One file of tokens (sluice-tokenize writes one from a corpus).
+  std::ifstream in;
+  if (Status st = openInputFile(path, "data file", in); !st)
+    return st;
   std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
                                    std::istreambuf_iterator<char>());
   bool dataset = bytes.size() >= 16 &&

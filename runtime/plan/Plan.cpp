@@ -8,6 +8,8 @@
 
 #include "Plan.h"
 
+#include "InputFile.h"
+
 #include "PlanJson.h"
 
 #include <fstream>
@@ -111,9 +113,9 @@ Status Plan::setPrecision(const Precision &run) {
 }
 
 Status loadPlan(const std::string &path, Plan &plan) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot open plan '" + path + "'");
+  std::ifstream in;
+  if (Status st = openInputFile(path, "plan", in); !st)
+    return st;
   std::stringstream buffer;
   buffer << in.rdbuf();
   return parsePlan(buffer.str(), path, plan);

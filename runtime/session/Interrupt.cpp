@@ -3,6 +3,8 @@
 #include "Interrupt.h"
 
 #include <csignal>
+#include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <unistd.h>
 
@@ -48,17 +50,27 @@ void installInterruptHandlers(bool announce) {
 
 int getInterruptSignal() { return received; }
 
-const char *describeStop(int sig) {
+std::string describeStop(int sig) {
   switch (sig) {
   case SIGINT:
     return "by SIGINT";
   case SIGTERM:
     return "by SIGTERM";
   case SIGUSR1:
-    return "on request (SIGUSR1)";
+    break;
   default:
     return "by a signal";
   }
+  // mpirun passes SIGUSR1 on without ending the job, so sluice-launch
+  // turns the user's signal into it; what the user sent is in the file.
+  std::string sent;
+  if (const char *path = std::getenv("SLUICE_STOP_REASON"))
+    std::getline(std::ifstream(path), sent);
+  if (sent == "SIGINT")
+    return "by SIGINT (Ctrl-C) to sluice-launch";
+  if (sent == "SIGTERM")
+    return "by SIGTERM to sluice-launch";
+  return "on request (SIGUSR1)";
 }
 
 } // namespace sluice::rt::session

@@ -14,6 +14,8 @@
 #ifndef SLUICE_RUNTIME_SESSION_INTERRUPT_H
 #define SLUICE_RUNTIME_SESSION_INTERRUPT_H
 
+#include <string>
+
 namespace sluice::rt::session {
 
 /// Installs the handlers of SIGINT, SIGTERM and SIGUSR1 (again: no
@@ -26,8 +28,11 @@ void installInterruptHandlers(bool announce);
 int getInterruptSignal();
 
 /// How the run was stopped, for "stopped ... after step N": "by SIGINT",
-/// "by SIGTERM", "on request (SIGUSR1)".
-const char *describeStop(int sig);
+/// "by SIGTERM"; for SIGUSR1, the signal sluice-launch received and
+/// passed on as SIGUSR1 ("by SIGINT (Ctrl-C) to sluice-launch"), which it
+/// writes to the file $SLUICE_STOP_REASON names, else "on request
+/// (SIGUSR1)".
+std::string describeStop(int sig);
 
 } // namespace sluice::rt::session
 

@@ -146,8 +146,14 @@ void Session::loadJobPlan() {
                                   std::to_string(plan.tp) + " x dp " +
                                   std::to_string(plan.dp) + ")") +
                        ", but " + std::to_string(world.size()) +
-                       " ranks were started (mpirun -np " +
-                       std::to_string(plan.getRanks()) + ")");
+                       (world.size() == 1 ? " rank was" : " ranks were") +
+                       " started: start it with sluice-launch -np " +
+                       std::to_string(plan.getRanks()) + " " +
+                       options.programName +
+                       (world.size() == 1
+                            ? " ..., or give --reference to run the whole "
+                              "model in this one process"
+                            : " ..."));
   for (const DeviceProgram &program : plan.programs)
     for (const Instruction &instr : program.instructions)
       if (instr.op != Op::Exec && instr.key > world.maxTag())
@@ -235,6 +241,7 @@ Outcome Session::train() {
       verdict = judgeRun(world, result, options);
     if (!options.saveDir.empty())
       saveCheckpointNow(done);
+    noteUntrainedOutputs();
     if (!options.saveHF.empty())
       saveHuggingFaceNow(done);
     if (options.sampling.newTokens > 0)
@@ -334,7 +341,7 @@ void Session::saveStopped() {
           ? "nothing saved (no --save DIR)"
           : "resume with the same command and --load " + options.saveDir;
   std::printf("stopped %s after step %lld of %lld: %s\n",
-              session::describeStop(stopSignal), (long long)done,
+              session::describeStop(stopSignal).c_str(), (long long)done,
               (long long)options.steps, how.c_str());
   std::fflush(stdout);
 }
@@ -458,6 +465,26 @@ void Session::saveCheckpointNow(int64_t stepsDone) {
                 (long long)stepsDone);
     std::fflush(stdout);
   }
+}
+
+/// Text drawn from, or a Hugging Face directory written of, weights no
+/// step trained and nothing loaded is rarely what was meant: say so (the
+/// run still does it -- a random model is a fair smoke test).
+void Session::noteUntrainedOutputs() const {
+  bool generates = options.sampling.newTokens > 0,
+       exports = !options.saveHF.empty();
+  if (!root || done > 0 || !options.loadDir.empty() ||
+      !options.loadHF.empty() || (!generates && !exports))
+    return;
+  std::string what = generates && exports ? "--generate and --save-hf use"
+                     : generates          ? "--generate draws from"
+                                          : "--save-hf writes";
+  std::fprintf(stderr,
+               "%s: note: %s untrained weights (their random "
+               "initialisation, seed %llu): no step ran and neither --load "
+               "nor --load-hf gave any\n",
+               options.programName.c_str(), what.c_str(),
+               (unsigned long long)settings.seed);
 }
 
 /// The first replica's ranks gather their parameters to rank 0, which

@@ -130,6 +130,7 @@ private:
   void writeDumps();
   void saveCheckpointNow(int64_t stepsDone);
   void saveHuggingFaceNow(int64_t stepsDone);
+  void noteUntrainedOutputs() const;
   /// The pipeline's communicator (rank = device).
   Communicator &comm();
 

@@ -182,6 +182,29 @@ TEST_F(HFConfigTest, GPT2SpellingAndDefaults) {
   EXPECT_TRUE(warnings.empty());
 }
 
+TEST_F(HFConfigTest, AbsentActivationAndDTypeTakeTransformersDefaults) {
+  // LlamaConfig (and Mistral's, Qwen2's, Qwen3's, OLMo-2's) default
+  // hidden_act to "silu"; a config naming no torch_dtype loads in
+  // float32. Each default applied is said.
+  ModelOp model = import(tinyLlamaWith("hidden_act", ""));
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  ASSERT_EQ(remarks.size(), 1u);
+  EXPECT_NE(remarks.front().find("'hidden_act' is absent; using \"silu\""),
+            std::string::npos)
+      << remarks.front();
+  remarks.clear();
+  std::string noDType = kTinyLlama;
+  noDType.erase(noDType.find(", \"torch_dtype\""),
+                std::string(", \"torch_dtype\": \"float32\"").size());
+  model = import(noDType);
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  EXPECT_TRUE(model.getDtype().isF32());
+  ASSERT_EQ(remarks.size(), 1u);
+  EXPECT_NE(remarks.front().find("'torch_dtype' is absent; using \"float32\""),
+            std::string::npos)
+      << remarks.front();
+}
+
 TEST_F(HFConfigTest, NumericsAreRead) {
   ModelOp model = import(tinyLlamaWith("rms_norm_eps", "3e-6"));
   ASSERT_TRUE(model);
@@ -356,7 +379,6 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"vocab_size", "", "missing required key 'vocab_size'"},
         BadConfig{"max_position_embeddings", "",
                   "missing required key 'max_position_embeddings'"},
-        BadConfig{"hidden_act", "", "missing required key 'hidden_act'"},
         BadConfig{"model_type", "",
                   "missing required key 'model_type' (supported: gemma, "
                   "gemma2, gemma3_text, gpt2, llama, mistral, olmo2, qwen2, "

@@ -26,6 +26,7 @@
 #include "sluice/SluiceOps.h"
 #include "sluice/Transforms/Passes.h"
 #include "sluice/Transforms/Pipeline.h"
+#include "sluice/Support/Flags.h"
 #include "sluice/Version.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -300,10 +301,11 @@ int main(int argc, char **argv) {
     return help;
   }();
   scheduleName.setDescription(scheduleHelp);
-  cl::ParseCommandLineOptions(
+  if (!::sluice::parseFlags(
       argc, argv,
       "sluice-compile: compile a transformer model for pipeline-parallel "
-      "training\n");
+      "training\n"))
+    return 1;
 
   MLIRContext context;
   context.loadDialect<SluiceDialect>();

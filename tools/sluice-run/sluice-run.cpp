@@ -16,6 +16,7 @@
 #include "MpiCommunicator.h"
 #include "Session.h"
 
+#include "sluice/Support/Flags.h"
 #include "sluice/Version.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -225,6 +226,9 @@ cl::opt<std::string, true>
             cl::desc("Resume from a checkpoint, with the optimizer settings "
                      "and seed it recorded unless given again"),
             cl::value_desc("DIR"), cl::cat(category));
+// What torchtitan and most trainers call it.
+cl::alias resume("resume", cl::desc("Alias for --load"), cl::aliasopt(loadDir),
+                 cl::cat(category));
 cl::opt<std::string, true>
     profilePath("profile", cl::location(options.profilePath),
                 cl::desc("Write measured pass times (a --costs file)"),
@@ -349,8 +353,15 @@ int main(int argc, char **argv) {
   addThreadsOption();
   cl::HideUnrelatedOptions(category);
   sluice::setVersionPrinter();
-  cl::ParseCommandLineOptions(argc, argv,
-                              "sluice-run: train a model with a plan\n");
+  // Every rank reads the same flags: rank 0 says what is wrong with them.
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (!sluice::parseFlags(argc, argv,
+                          "sluice-run: train a model with a plan\n",
+                          rank == 0)) {
+    MPI_Finalize();
+    return 1;
+  }
   MpiCommunicator world;
   std::unique_ptr<Session> session;
   if (Outcome o = Session::open(getOptions(), world, session); !o)

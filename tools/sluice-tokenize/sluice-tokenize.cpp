@@ -16,6 +16,7 @@
 
 #include "sluice/PlanFormat/TokenDataset.h"
 #include "sluice/Tokenizer/Tokenizer.h"
+#include "sluice/Support/Flags.h"
 #include "sluice/Version.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -195,9 +196,10 @@ static void writeDataset(const nlohmann::json &header, const std::string &type,
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   sluice::setVersionPrinter();
-  cl::ParseCommandLineOptions(argc, argv,
+  if (!sluice::parseFlags(argc, argv,
                               "sluice-tokenize: tokenize a corpus for "
-                              "sluice-run --data\n");
+                              "sluice-run --data\n"))
+    return 1;
   if (dtype != "auto" && dtype != "uint16" && dtype != "uint32")
     fail("unknown --dtype '" + dtype + "' (expected auto, uint16 or uint32)");
   if (decodeIds && (print || !output.empty()))
