@@ -37,14 +37,20 @@ using namespace mlir::sluice;
 // message.
 // H200: the H100's Hopper tensor cores and NVLink 4 with 4.8 TB/s of HBM3e
 // (141 GB; 140 GiB as the device reports it), on the same NDR network.
-// Memory: what each GPU offers a process, GiB.
+// Memory: what the device reports (nvidia-smi's memory.total), GiB -- the
+// H100 SXM's 81559 MiB and the H200's 143771 MiB as this project's GPU
+// runs logged them (bench/results/h100-*, h200-*), the A100 80 GB's 81920
+// and the V100 32 GB's 32510 MiB; the search plans to a headroom below it
+// (--memory-headroom).
 static const HardwareProfile kProfiles[] = {
     {"a100", 312e12, 0.50, 25e9, 10e-6, 2.039e12, 20e-6, 256, 8, 300e9, 5e-6,
-     80},
-    {"h100", 989e12, 0.45, 50e9, 8e-6, 3.35e12, 15e-6, 512, 8, 450e9, 5e-6, 80},
-    {"h200", 989e12, 0.45, 50e9, 8e-6, 4.8e12, 15e-6, 512, 8, 450e9, 5e-6, 140},
+     81920.0 / 1024},
+    {"h100", 989e12, 0.45, 50e9, 8e-6, 3.35e12, 15e-6, 512, 8, 450e9, 5e-6,
+     81559.0 / 1024},
+    {"h200", 989e12, 0.45, 50e9, 8e-6, 4.8e12, 15e-6, 512, 8, 450e9, 5e-6,
+     143771.0 / 1024},
     {"v100", 125e12, 0.40, 3.125e9, 30e-6, 0.9e12, 25e-6, 256, 8, 150e9, 8e-6,
-     32},
+     32510.0 / 1024},
 };
 
 llvm::StringRef mlir::sluice::stringifyLinkKind(LinkKind link) {

@@ -6,6 +6,8 @@
 #include "sluice/Blocks/Parameters.h"
 #include "sluice/PlanFormat/ModelConfig.h"
 
+#include <vector>
+
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -31,6 +33,19 @@ struct Counts {
   int64_t params = 0, matmul = 0;
 };
 Counts count(const TransformerShape &s) {
+  // The parameter list is built by name (every feature's parameters), and
+  // the search prices thousands of stages whose layers share a handful of
+  // shapes: the last few shapes' counts are kept, per thread (the search
+  // compiles on several).
+  struct Known {
+    TransformerShape shape;
+    Counts counts;
+  };
+  thread_local std::vector<Known> known;
+  for (const Known &k : known)
+    if (k.shape.hidden == s.hidden &&
+        static_cast<const ::sluice::rt::LayerConfig &>(k.shape) == s)
+      return k.counts;
   ::sluice::rt::ModelConfig model;
   model.hidden = s.hidden;
   Counts counts;
@@ -38,6 +53,9 @@ Counts count(const TransformerShape &s) {
        ::sluice::rt::getTransformerParameters(model, s, ""))
     (p.matmul ? counts.matmul : counts.params) += p.size();
   counts.params += counts.matmul;
+  if (known.size() >= 16)
+    known.erase(known.begin());
+  known.push_back({s, counts});
   return counts;
 }
 } // namespace

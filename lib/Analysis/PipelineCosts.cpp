@@ -114,6 +114,11 @@ static std::optional<StageCollectives> getStageCollectives(StageOp stage) {
 PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
                              const CostModel &costModel, MeshShape mesh)
     : pipeline(pipeline), costs(costModel), mesh(mesh) {
+  // The runtime's training state for the model's element type: a 16-bit
+  // model trains in mixed precision (its plan's --precision).
+  stateBytes = rt::getParameterStateBytes(
+      model.getDtype().isF32() ? rt::Precision::fp32() : rt::Precision::bf16(),
+      int(mesh.zero));
   // Below, `costs` is this table's copy: calibrated for this model.
   if (!costs.getCalibrationPath().empty()) {
     if (std::optional<double> efficiency =
@@ -287,13 +292,7 @@ double PipelineCosts::getKeyValueStateBytes(int stage) const {
 }
 
 int64_t PipelineCosts::getParameterBytes(int device) const {
-  int64_t params = getDeviceParameters(device);
-  if (mesh.zero == 1 && mesh.dp > 1)
-    // The 16-bit weights and gradients whole, the fp32 master weights and
-    // both moments one replica's part (ceil).
-    return params * (kTrainingBytesPerParameter - kOptimizerBytesPerParameter) +
-           (params + mesh.dp - 1) / mesh.dp * kOptimizerBytesPerParameter;
-  return params * kTrainingBytesPerParameter;
+  return stateBytes.forParameters(getDeviceParameters(device), mesh.dp);
 }
 
 int64_t PipelineCosts::getDeviceParameters(int device) const {
@@ -309,15 +308,8 @@ int64_t PipelineCosts::getDeviceParameters(int device) const {
   return params;
 }
 
-/// The parameters whose optimizer state a replica of `device` holds.
-static int64_t getOptimizerShare(int64_t params, const MeshShape &mesh) {
-  return mesh.zero == 1 && mesh.dp > 1 ? (params + mesh.dp - 1) / mesh.dp
-                                       : params;
-}
-
 int64_t PipelineCosts::getOptimizerBytes(int device) const {
-  return getOptimizerShare(getDeviceParameters(device), mesh) *
-         kOptimizerBytesPerParameter;
+  return stateBytes.optimizerFor(getDeviceParameters(device), mesh.dp);
 }
 
 double PipelineCosts::getOptimizerTime(int device) const {
@@ -332,8 +324,9 @@ double PipelineCosts::getOptimizerTime(int device) const {
   // Read w, g, m, v and write w, m, v in fp32; and the working copy. Under
   // ZeRO-1 a replica updates its part, then the replicas all-gather the
   // 16-bit weights (the ring all-reduce's other half).
-  double bytes = double(getOptimizerShare(params, mesh)) *
-                 double(7 * 4 + (dtype < 4 ? dtype : 0));
+  int64_t share =
+      mesh.zero == 1 && mesh.dp > 1 ? (params + mesh.dp - 1) / mesh.dp : params;
+  double bytes = double(share) * double(7 * 4 + (dtype < 4 ? dtype : 0));
   double time = bytes / hw->memoryBandwidth;
   if (mesh.zero == 1 && mesh.dp > 1)
     time += costs.getCollectiveTime(double(params * dtype),

@@ -112,18 +112,95 @@ const PlanEstimate &driver::getLeanest(ArrayRef<PlanEstimate> estimates) {
                            });
 }
 
+/// The flags `a` sets differently from `b`: " --flag value (runner-up:
+/// other);" each.
+static std::string describeDifferences(const PlanChoice &a,
+                                       const PlanChoice &b) {
+  SmallVector<StringRef> mine, theirs;
+  std::string flagsA = a.getFlags(), flagsB = b.getFlags();
+  SplitString(flagsA, mine, " ");
+  SplitString(flagsB, theirs, " ");
+  std::string differs;
+  for (size_t i = 0; i + 1 < mine.size(); ++i)
+    if (mine[i].starts_with("--")) {
+      StringRef value = i + 1 < mine.size() && !mine[i + 1].starts_with("--")
+                            ? mine[i + 1]
+                            : "";
+      auto at = llvm::find(theirs, mine[i]);
+      StringRef other =
+          at == theirs.end() ? "(not set)"
+          : at + 1 == theirs.end() || (at + 1)->starts_with("--") ? ""
+                                                                  : *(at + 1);
+      if (at == theirs.end() || other != value)
+        differs += llvm::formatv(" {0} {1} (runner-up: {2});", mine[i], value,
+                                 at == theirs.end() ? "not set" : other);
+    }
+  // And what the runner-up sets that the best does not.
+  for (size_t i = 0; i < theirs.size(); ++i)
+    if (theirs[i].starts_with("--") && !llvm::is_contained(mine, theirs[i]))
+      differs += llvm::formatv(
+          " {0} not set (runner-up: {1});", theirs[i],
+          i + 1 < theirs.size() && !theirs[i + 1].starts_with("--")
+              ? theirs[i + 1]
+              : StringRef("set"));
+  return differs;
+}
+
+/// Why the winner beats the runner-up: the flags they differ in, where the
+/// time goes, and, when their steps are within the cost model's stated
+/// error, what decided the tie.
+static void printRunnerUp(llvm::raw_ostream &os, const SearchResult &found,
+                          const SearchSpace &space) {
+  const PlanEstimate &a = found.ranked[0], &b = found.ranked[1];
+  auto gib = [](double bytes) {
+    return llvm::format("%.4g", bytes / double(1ull << 30));
+  };
+  double gap = b.stepTime / a.stepTime - 1.0;
+  std::string differs = describeDifferences(a.choice, b.choice);
+  os << llvm::formatv(
+      "the best is {0:P2} {1} than the runner-up:{2} bubble {3:P1} against "
+      "{4:P1}, {5} against {6} GiB\n",
+      std::abs(gap), gap >= 0 ? "faster" : "slower", differs, a.bubble,
+      b.bubble, gib(a.peakBytes), gib(b.peakBytes));
+  if (std::abs(gap) > space.tieMargin)
+    return;
+  // A tie: say what decided it.
+  double most = std::max(a.peakBytes, b.peakBytes);
+  std::string why =
+      std::abs(a.peakBytes - b.peakBytes) > 0.01 * most
+          ? llvm::formatv("it needs less memory ({0} against {1} GiB)",
+                          gib(a.peakBytes), gib(b.peakBytes))
+                .str()
+      : a.choice.tp != b.choice.tp || a.choice.pp != b.choice.pp
+          ? llvm::formatv("the same memory, and the simpler mesh (tp {0}, pp "
+                          "{1} against tp {2}, pp {3})",
+                          a.choice.tp, a.choice.pp, b.choice.tp, b.choice.pp)
+                .str()
+          : std::string("the same memory and mesh, and the faster prediction");
+  os << llvm::formatv("a tie: {0:P2} apart is within the cost model's stated "
+                      "error of {1:P0} (docs/search.md, \"Ties\"); {2} "
+                      "decides\n",
+                      std::abs(gap), space.tieMargin, why);
+}
+
 void driver::printSearchTable(const SearchResult &found,
                               const SearchSpace &space, int64_t seqLength,
                               int64_t top, double seconds,
                               const std::optional<std::string> &calibration) {
   llvm::raw_ostream &os = llvm::outs();
   os << llvm::formatv(
-      "search: {0} GPUs of {1} GiB ({2}), {3} sequences a step: {4} plans "
-      "simulated, {5} meshes over memory before compiling, {6} skipped by "
-      "the step bound, {7} refused by their schedule; {8} fit ({9:F1} s)\n",
-      space.gpus, llvm::format("%.4g", space.memoryBytes / double(1ull << 30)),
-      space.costs, space.globalSequences, found.simulated, found.prunedMemory,
-      found.prunedTime, found.refused, found.ranked.size(), seconds);
+      "search: {0} GPUs of {1} GiB ({2}; plans fit in {3} GiB, {4}% "
+      "headroom), {5} sequences a step: {6} plans simulated, {7} meshes "
+      "over memory before compiling, {8} skipped by the step bound, {9} "
+      "refused by their schedule; {10} fit ({11:F1} s)\n",
+      space.gpus,
+      llvm::format("%.4g", (space.deviceBytes > 0 ? space.deviceBytes
+                                                  : space.memoryBytes) /
+                               double(1ull << 30)),
+      space.costs, llvm::format("%.4g", space.memoryBytes / double(1ull << 30)),
+      llvm::format("%g", space.headroomPercent), space.globalSequences,
+      found.simulated, found.prunedMemory, found.prunedTime, found.refused,
+      found.ranked.size(), seconds);
   if (calibration)
     os << *calibration << "\n";
   if (!found.unsearched.empty())
@@ -140,45 +217,32 @@ void driver::printSearchTable(const SearchResult &found,
   // A profile measures seconds, not a GPU's peak: no MFU.
   bool hasPeak = costModel && costModel->getHardware();
   int64_t rows = std::min<int64_t>(top, int64_t(found.ranked.size()));
-  for (int64_t i = 0; i < rows; ++i) {
-    const PlanEstimate &e = found.ranked[i];
+  auto printRow = [&](StringRef rank, const PlanEstimate &e,
+                      StringRef note) {
     double perGpu = double(space.globalSequences) * double(seqLength) /
                     (e.stepTime * double(space.gpus));
     os << llvm::formatv(
-        "{0,4} {1,12} {2,7} {3,13} {4,9} {5}\n", i + 1,
+        "{0,4} {1,12} {2,7} {3,13} {4,9} {5}{6}\n", rank,
         llvm::formatv("{0} {1}", llvm::format("%.4g", e.stepTime), unit).str(),
         timed && hasPeak ? llvm::formatv("{0:P1}", e.mfu).str() : "-",
         timed ? llvm::formatv("{0:F0}", perGpu).str() : "-",
         llvm::format("%.4g", e.peakBytes / double(1ull << 30)),
-        e.choice.getFlags());
-  }
-  if (found.ranked.size() > 1) {
-    // Why: the flags the two differ in, and where the time goes.
-    const PlanEstimate &a = found.ranked[0], &b = found.ranked[1];
-    SmallVector<StringRef> mine, theirs;
-    std::string flagsA = a.choice.getFlags(), flagsB = b.choice.getFlags();
-    SplitString(flagsA, mine, " ");
-    SplitString(flagsB, theirs, " ");
-    std::string differs;
-    for (size_t i = 0; i + 1 < mine.size(); ++i)
-      if (mine[i].starts_with("--")) {
-        StringRef value = i + 1 < mine.size() && !mine[i + 1].starts_with("--")
-                              ? mine[i + 1]
-                              : "";
-        auto at = llvm::find(theirs, mine[i]);
-        StringRef other =
-            at == theirs.end() ? "(not set)"
-            : at + 1 == theirs.end() || (at + 1)->starts_with("--") ? ""
-                                                                    : *(at + 1);
-        if (at == theirs.end() || other != value)
-          differs += llvm::formatv(" {0} {1} (runner-up: {2});", mine[i], value,
-                                   at == theirs.end() ? "not set" : other);
-      }
-    os << llvm::formatv(
-        "the best is {0:P2} faster than the runner-up:{1} bubble {2:P1} "
-        "against {3:P1}, {4} against {5} GiB\n",
-        b.stepTime / a.stepTime - 1.0, differs, a.bubble, b.bubble,
-        llvm::format("%.4g", a.peakBytes / double(1ull << 30)),
-        llvm::format("%.4g", b.peakBytes / double(1ull << 30)));
-  }
+        e.choice.getFlags(), note);
+  };
+  for (int64_t i = 0; i < rows; ++i)
+    printRow(std::to_string(i + 1), found.ranked[i], "");
+  // The baseline every user compares with: the same GPUs as plain data
+  // replicas.
+  if (const std::optional<PlanEstimate> &dp = found.dataParallel; dp)
+    printRow("dp", *dp,
+             dp->peakBytes > space.memoryBytes
+                 ? "  (does not fit)"
+                 : llvm::formatv("  (the best is {0:F2}x its throughput)",
+                                 dp->stepTime / found.ranked[0].stepTime)
+                       .str());
+  else if (!found.dataParallelNote.empty())
+    os << llvm::formatv("{0,4} no plain data-parallel plan: {1}\n", "dp",
+                        found.dataParallelNote);
+  if (found.ranked.size() > 1)
+    printRunnerUp(os, found, space);
 }

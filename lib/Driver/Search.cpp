@@ -40,16 +40,25 @@ static int checkSearchFlags(const CompileRequest &r) {
 
 /// The diagnostic where no plan is ranked: over memory, or none compiles.
 static int failNoPlan(const SearchResult &found, const SearchRequest &search,
-                      int64_t globalSequences, int64_t microBatch, double gib) {
+                      int64_t globalSequences, int64_t microBatch,
+                      const SearchSpace &space) {
+  auto gib = [](double bytes) {
+    return llvm::format("%.4g", bytes / double(1ull << 30));
+  };
+  // What a plan had to fit in, and why that is below the GPU's memory.
+  std::string room =
+      space.headroomPercent > 0
+          ? llvm::formatv("{0} GiB per GPU ({1} GiB less the {2}% "
+                          "--memory-headroom)",
+                          gib(space.memoryBytes), gib(space.deviceBytes),
+                          llvm::format("%g", space.headroomPercent))
+                .str()
+          : llvm::formatv("{0} GiB per GPU", gib(space.memoryBytes)).str();
   if (found.overMemory.empty() && found.prunedMemory > 0)
-    return fail(llvm::formatv("no plan fits {0} GiB per GPU: the "
-                              "parameters' training state alone needs "
-                              "{1} GiB a device on the leanest mesh "
-                              "({2} GPUs)",
-                              llvm::format("%.4g", gib),
-                              llvm::format("%.4g", found.leanestState /
-                                                       double(1ull << 30)),
-                              search.gpus)
+    return fail(llvm::formatv("no plan fits {0}: the parameters' training "
+                              "state alone needs {1} GiB a device on the "
+                              "leanest mesh ({2} GPUs)",
+                              room, gib(found.leanestState), search.gpus)
                     .str());
   if (found.overMemory.empty())
     return fail("no plan compiles for " + llvm::Twine(search.gpus) +
@@ -59,12 +68,10 @@ static int failNoPlan(const SearchResult &found, const SearchRequest &search,
                 llvm::Twine(microBatch) +
                 " sequences, and some schedule must accept the count)");
   const PlanEstimate &leanest = getLeanest(found.overMemory);
-  return fail(llvm::formatv(
-                  "no plan fits {0} GiB per GPU: the leanest "
-                  "needs {1} GiB ({2})",
-                  llvm::format("%.4g", gib),
-                  llvm::format("%.4g", leanest.peakBytes / double(1ull << 30)),
-                  leanest.choice.getFlags())
+  return fail(llvm::formatv("no plan fits {0}: the leanest needs {1} GiB "
+                            "({2})",
+                            room, gib(leanest.peakBytes),
+                            leanest.choice.getFlags())
                   .str());
 }
 
@@ -89,7 +96,14 @@ int driver::searchAndCompile(ModuleOp module, ModelOp model,
   if (gib <= 0)
     return fail("--search needs --gpu-memory (GiB): --costs " + request.costs +
                 " names no GPU whose memory it knows");
-  space.memoryBytes = gib * double(1ull << 30);
+  if (!(search.memoryHeadroom >= 0 && search.memoryHeadroom < 100))
+    return fail(llvm::formatv("--memory-headroom {0} is not a percentage in "
+                              "[0, 100)",
+                              llvm::format("%g", search.memoryHeadroom))
+                    .str());
+  space.deviceBytes = gib * double(1ull << 30);
+  space.headroomPercent = search.memoryHeadroom;
+  space.memoryBytes = space.deviceBytes * (1.0 - search.memoryHeadroom / 100);
   if (failed(setShape(module, request, dtype)))
     return 1;
   ModelSummary figures = summarizeModel(model);
@@ -122,7 +136,7 @@ int driver::searchAndCompile(ModuleOp module, ModelOp model,
                    calibration);
   if (found->ranked.empty())
     return failNoPlan(*found, search, space.globalSequences, figures.microBatch,
-                      gib);
+                      space);
   // The winner, compiled as the user would with its flags.
   const PlanChoice &best = found->ranked.front().choice;
   request.apply(best);

@@ -6,9 +6,9 @@
 // bounds skip most of the space without compiling:
 //
 //  * memory: a device holds at least its share of the parameters' training
-//    state (kTrainingBytesPerParameter each, the optimizer's part divided
-//    over the replicas under ZeRO-1); a mesh whose share alone exceeds the
-//    GPU is not compiled at all;
+//    state (getParameterStateBytes, as the runtime allocates it: its
+//    sharded part divided over the replicas under ZeRO-1); a mesh whose
+//    share alone exceeds the GPU is not compiled at all;
 //  * time: on one mesh, no schedule, vocabulary placement or slicing does
 //    less compute than the devices' summed busy time of the plain 1F1B
 //    plan without recomputation spread perfectly over the pipeline; a
@@ -102,6 +102,48 @@ void PlanChoice::apply(SluicePipelineOptions &o) const {
   o.vocab = vocab;
 }
 
+/// Whether `a` and `b` are the same plan under two schedule names: the
+/// same mesh, microbatches, vocabulary layers, slices and recomputation,
+/// and the same simulated step, bubble and memory.
+static bool isSamePlan(const PlanEstimate &a, const PlanEstimate &b) {
+  const PlanChoice &x = a.choice, &y = b.choice;
+  return x.pp == y.pp && x.tp == y.tp && x.dp == y.dp && x.zero == y.zero &&
+         x.sequenceParallel == y.sequenceParallel &&
+         x.microbatches == y.microbatches && x.slices == y.slices &&
+         x.recompute == y.recompute && x.vocab == y.vocab &&
+         a.stepTime == b.stepTime && a.bubble == b.bubble &&
+         a.peakBytes == b.peakBytes;
+}
+
+/// Ties (docs/search.md): among the plans within `margin` of the fastest,
+/// the one needing less memory (by more than 1%), then the simpler mesh,
+/// then the faster goes first; the rest keep their order. Whether the
+/// winner changed.
+static bool breakTies(std::vector<PlanEstimate> &ranked, double margin) {
+  if (ranked.size() < 2)
+    return false;
+  double limit = ranked.front().stepTime * (1.0 + margin);
+  auto better = [](const PlanEstimate &a, const PlanEstimate &b) {
+    double most = std::max(a.peakBytes, b.peakBytes);
+    if (std::abs(a.peakBytes - b.peakBytes) > 0.01 * most)
+      return a.peakBytes < b.peakBytes;
+    if (a.choice.tp != b.choice.tp)
+      return a.choice.tp < b.choice.tp;
+    if (a.choice.pp != b.choice.pp)
+      return a.choice.pp < b.choice.pp;
+    return a.stepTime < b.stepTime;
+  };
+  auto winner = ranked.begin();
+  for (auto it = ranked.begin(); it != ranked.end() && it->stepTime <= limit;
+       ++it)
+    if (better(*it, *winner))
+      winner = it;
+  if (winner == ranked.begin())
+    return false;
+  std::rotate(ranked.begin(), winner, winner + 1);
+  return true;
+}
+
 namespace {
 
 /// The search's state: the space, the model's figures, the best so far.
@@ -115,7 +157,9 @@ public:
            std::function<void(const PlanEstimate &)> progress)
       : module(module), space(space), progress(std::move(progress)),
         params(summary.totalParams),
-        microBatch(std::max<int64_t>(1, summary.microBatch)) {
+        microBatch(std::max<int64_t>(1, summary.microBatch)),
+        precision(summary.dtype == "f32" ? rt::Precision::fp32()
+                                         : rt::Precision::bf16()) {
     // A profile gives seconds per token of whole passes: a slice's pass
     // priced at its share of them leaves out what a shorter pass loses
     // (on 2 CPU ranks Seq1F1B with 4 slices of 32 tokens, predicted 9%
@@ -155,6 +199,12 @@ private:
     return result.ranked.empty() ? std::numeric_limits<double>::infinity()
                                  : result.ranked.front().stepTime;
   }
+  /// What a plan must beat to matter: the best step, or a tie with it
+  /// (every plan within the tie margin is found, so that the tie is
+  /// decided over all of them).
+  double getBound() const { return getBest() * (1.0 + space.tieMargin); }
+  /// Plain data parallelism over every GPU, its leaner ZeRO stage.
+  void findDataParallel();
   /// Counts a refusal, a simulation or a pruned choice (under the lock).
   void count(int64_t SearchResult::*counter) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -167,6 +217,8 @@ private:
   const SearchSpace &space;
   std::function<void(const PlanEstimate &)> progress;
   int64_t params, microBatch;
+  /// What the compiled plans train in (the shaped model's element type).
+  rt::Precision precision;
   bool slicesPriced = true;
   SearchResult result;
   mutable std::mutex mutex;
@@ -266,12 +318,10 @@ Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
 
 double Searcher::getStateBound(const PlanChoice &mesh) const {
   double share = double(params) / double(mesh.pp * mesh.tp);
-  double optimizer = double(kOptimizerBytesPerParameter);
-  if (mesh.zero)
-    optimizer /= double(mesh.dp);
-  return share *
-         (double(kTrainingBytesPerParameter - kOptimizerBytesPerParameter) +
-          optimizer);
+  rt::ParameterStateBytes state =
+      rt::getParameterStateBytes(precision, int(mesh.zero));
+  return share * (double(state.replicated) +
+                  double(state.sharded) / double(mesh.zero ? mesh.dp : 1));
 }
 
 void Searcher::keep(const PlanEstimate &estimate) {
@@ -289,6 +339,14 @@ void Searcher::keep(const PlanEstimate &estimate) {
                                  return a.peakBytes < b.peakBytes;
                                return flags < b.choice.getFlags();
                              });
+  // Two schedule names that order the same passes alike (GPipe and 1F1B
+  // with one microbatch) are one plan: one row, the first flags.
+  if (at != list.begin() && isSamePlan(*std::prev(at), estimate))
+    return;
+  if (at != list.end() && isSamePlan(*at, estimate)) {
+    *at = estimate;
+    return;
+  }
   list.insert(at, estimate);
 }
 
@@ -323,6 +381,10 @@ void Searcher::searchMesh(llvm::ArrayRef<PlanEstimate> plains) {
   std::map<std::pair<PlacementKind, int64_t>, double> placementBound = {
       {{PlacementKind::loop, 0}, loopBound}};
   for (const sched::ScheduleInfo &info : sched::getSchedules()) {
+    // One device runs every schedule as the same plan: one row, not one
+    // per schedule name (nor interleaved chunks on one device).
+    if (mesh.pp == 1 && info.kind != mesh.schedule)
+      continue;
     // A schedule that takes any number of chunks tries 2, 4 and 8 (more
     // chunks, a smaller bubble and more transfers; the compiler refuses
     // counts the layers cannot fill).
@@ -337,13 +399,17 @@ void Searcher::searchMesh(llvm::ArrayRef<PlanEstimate> plains) {
     for (int64_t chunks : chunkCounts) {
       auto placement = std::make_pair(info.placement, chunks);
       auto known = placementBound.find(placement);
-      if (known != placementBound.end() && known->second >= getBest()) {
+      if (known != placementBound.end() && known->second >= getBound()) {
         count(&SearchResult::prunedTime);
         continue;
       }
       for (VocabMode vocab :
            {VocabMode::Baseline, VocabMode::Vocab1, VocabMode::Vocab2})
         for (int64_t slices : sliceCounts) {
+          // Vocabulary parallelism splits the vocabulary layers over the
+          // pipeline's devices: on one device the same computation.
+          if (mesh.pp == 1 && vocab != VocabMode::Baseline)
+            continue;
           // The ZeRO stages still looking for the least recomputation
           // that fits.
           std::vector<const PlanEstimate *> open;
@@ -353,7 +419,7 @@ void Searcher::searchMesh(llvm::ArrayRef<PlanEstimate> plains) {
                {RecomputeKind::none, RecomputeKind::selective,
                 RecomputeKind::full}) {
             llvm::erase_if(open, [&](const PlanEstimate *plain) {
-              if (getStepBound(*plain) < getBest())
+              if (getStepBound(*plain) < getBound())
                 return false;
               count(&SearchResult::prunedTime);
               return true;
@@ -476,14 +542,39 @@ SearchResult Searcher::run() {
                      return meshBound(a) < meshBound(b);
                    });
   forEach(plains.size(), [&](size_t i) {
-    if (meshBound(plains[i]) >= getBest()) {
+    if (meshBound(plains[i]) >= getBound()) {
       for (size_t z = 0; z < plains[i].size(); ++z)
         count(&SearchResult::prunedTime);
       return;
     }
     searchMesh(plains[i]);
   });
+  result.tieBroken = breakTies(result.ranked, space.tieMargin);
+  findDataParallel();
   return std::move(result);
+}
+
+void Searcher::findDataParallel() {
+  PlanChoice plain;
+  plain.dp = space.gpus;
+  if (space.globalSequences % plain.dp ||
+      (space.globalSequences / plain.dp) % microBatch) {
+    result.dataParallelNote = llvm::formatv(
+        "{0} sequences do not split over {1} replicas in whole microbatches "
+        "of {2}",
+        space.globalSequences, plain.dp, microBatch);
+    return;
+  }
+  plain.microbatches = space.globalSequences / plain.dp / microBatch;
+  SmallVector<int64_t> zeros = {0};
+  if (plain.dp > 1)
+    zeros.push_back(1);
+  for (std::optional<PlanEstimate> &estimate : evaluate(plain, zeros))
+    if (estimate && (!result.dataParallel ||
+                     estimate->peakBytes < result.dataParallel->peakBytes))
+      result.dataParallel = std::move(*estimate);
+  if (!result.dataParallel)
+    result.dataParallelNote = "the compiler refuses it for this model";
 }
 
 FailureOr<SearchResult>

@@ -5,6 +5,8 @@
 #include "Executor.h"
 #include "Parameters.h"
 
+#include "sluice/PlanFormat/TrainingState.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -13,13 +15,6 @@
 namespace sluice::rt {
 
 namespace {
-/// Weights, gradients and the two Adam moments, in fp32; mixed precision
-/// adds the weights' working copy.
-int64_t bytesPerParameter(const Precision &precision) {
-  return 4 * getSize(kMasterType) +
-         (precision.isMixed() ? getSize(precision.activations) : 0);
-}
-
 int64_t countFloats(const ParameterStore &store) {
   int64_t n = 0;
   for (const ParameterSpec &spec : store.specs())
@@ -53,8 +48,11 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
     store.add(spec);
   MemoryNeed need;
   need.parameters = countFloats(store);
-  need.bytes = need.parameters * bytesPerParameter(plan.precision) +
-               getDeviceWorkspaceBytes(plan, device);
+  // The training state as the compiler's cost model counts it too
+  // (TrainingState.h): ZeRO-1 keeps a replica's part of the moments.
+  need.stateBytes = getParameterStateBytes(plan.precision, plan.zero)
+                        .forParameters(need.parameters, plan.dp);
+  need.bytes = need.stateBytes + getDeviceWorkspaceBytes(plan, device);
   if (device >= 0 && device < int(plan.programs.size()))
     for (int64_t bytes : plan.programs[device].buffers)
       need.bytes += bytes;
@@ -74,7 +72,9 @@ MemoryNeed getReferenceMemoryNeed(const ModelConfig &model,
     store.add(spec);
   MemoryNeed need;
   need.parameters = countFloats(store);
-  need.bytes = need.parameters * bytesPerParameter(precision);
+  need.stateBytes =
+      getParameterStateBytes(precision, 0).forParameters(need.parameters, 1);
+  need.bytes = need.stateBytes;
   SliceShape whole{model.microBatch, model.seqLen, 0};
   std::vector<int> all;
   for (size_t i = 0; i < model.layers.size(); ++i)
@@ -84,6 +84,22 @@ MemoryNeed getReferenceMemoryNeed(const ModelConfig &model,
                 getKeyValueBytes(model, all, model.microBatch, precision) +
                 getWorkspaceBytes(model, all, whole, precision);
   return need;
+}
+
+std::string describeMemoryNeeds(const Plan &plan) {
+  std::string text;
+  for (int d = 0; d < plan.devices; ++d) {
+    MemoryNeed need = getDeviceMemoryNeed(plan, d);
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "device %d: %lld bytes a rank (%s): training state %lld "
+                  "bytes for %lld parameters, buffers and workspace %lld\n",
+                  d, (long long)need.bytes, gib(need.bytes).c_str(),
+                  (long long)need.stateBytes, (long long)need.parameters,
+                  (long long)(need.bytes - need.stateBytes));
+    text += line;
+  }
+  return text;
 }
 
 int64_t getAvailableHostBytes() {

@@ -23,6 +23,8 @@ namespace sluice::rt {
 struct MemoryNeed {
   int64_t parameters = 0; // parameter count (weights)
   int64_t bytes = 0;      // everything the rank holds for the whole run
+  /// Of `bytes`, the parameters' training state (TrainingState.h).
+  int64_t stateBytes = 0;
 };
 
 /// One device of a plan: its parameters with gradients and both Adam
@@ -34,6 +36,11 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device);
 /// state.
 MemoryNeed getReferenceMemoryNeed(const ModelConfig &model,
                                   const Precision &precision);
+
+/// `sluice-run PLAN --memory`: a line per pipeline device of what one of
+/// its ranks needs, the training state apart (the figure sluice-compile's
+/// --report gives as `parameter_bytes`).
+std::string describeMemoryNeeds(const Plan &plan);
 
 /// MemAvailable of /proc/meminfo, in bytes; -1 where unknown.
 int64_t getAvailableHostBytes();

@@ -1,7 +1,7 @@
 """Brute force for sluice-compile --search: compiles every choice the
 search considers (docs/search.md) one by one through sluice-compile
 --report, and prints the fastest that fits the memory, as `best STEP
-FLAGS`. argv: sluice-compile, model, GPUs, GiB per GPU, costs, global
+FLAGS` (the fastest: the search may rank a tie within 2% first). argv: sluice-compile, model, GPUs, GiB per GPU, costs, global
 batch (sequences), micro-batch size of the model."""
 import json
 import os
@@ -31,8 +31,11 @@ with tempfile.TemporaryDirectory() as work:
             m = batch // (dp * mb)
             for zero in ([0, 1] if dp > 1 else [0]):
                 for sp in ([False, True] if tp > 1 else [False]):
-                    for s in SCHEDULES:
-                        for vocab in ["baseline", "vocab-1", "vocab-2"]:
+                    # One device: one schedule, the vocabulary layers
+                    # whole (every other choice is the same plan there).
+                    for s in (SCHEDULES if pp > 1 else ["1f1b"]):
+                        for vocab in (["baseline", "vocab-1", "vocab-2"]
+                                      if pp > 1 else ["baseline"]):
                           for v in ([2, 4, 8] if s in CHUNKED else [0]):
                             for slices in ([2, 4] if s in SLICED else [1]):
                                 for rc in ["none", "selective", "full"]:

@@ -141,10 +141,14 @@ TEST_F(MeshCostTest, ShardsHoldTheirSliceOfEachLayer) {
     EXPECT_EQ(table.getStage(1).params,
               2 * layer(heads, kv, ffn) + vocab / tp * h + h)
         << "tp " << tp;
+    // The runtime's training state for the model's type (TrainingState.h):
+    // a bf16 model's 18 bytes, 8 of them the moments.
+    const rt::ParameterStateBytes &state = table.getStateBytes();
+    EXPECT_EQ(state.replicated,
+              model.getDtype().isF32() ? int64_t(16) : int64_t(18));
     EXPECT_EQ(table.getParameterBytes(0),
-              table.getStage(0).params * kTrainingBytesPerParameter);
-    EXPECT_EQ(table.getOptimizerBytes(0),
-              table.getStage(0).params * kOptimizerBytesPerParameter);
+              table.getStage(0).params * state.replicated);
+    EXPECT_EQ(table.getOptimizerBytes(0), table.getStage(0).params * 8);
   }
   // MFU counts the model's FLOPs once, however many shards compute them.
   EXPECT_DOUBLE_EQ(
@@ -373,7 +377,8 @@ TEST_F(MeshCostTest, OptimizerStepIsMemoryBound) {
     for (int d = 0; d < 2; ++d)
       EXPECT_DOUBLE_EQ(
           table.getOptimizerTime(d),
-          double(table.getParameterBytes(d) / kTrainingBytesPerParameter) *
+          double(table.getParameterBytes(d) /
+                 table.getStateBytes().replicated) *
               30.0 / hw.memoryBandwidth);
   }
   std::string error;
@@ -512,8 +517,9 @@ TEST_F(MeshCostTest, VocabularyShardsSplitOverPipelineAndShards) {
 }
 
 // ZeRO-1 (Megatron-LM's distributed optimizer): a replica keeps the
-// 16-bit weights and gradients whole and 1/dp of the fp32 masters and
-// moments (12 bytes a parameter); its gradient sync is the ring
+// weights (fp32 and their 16-bit working copy) and gradients whole and
+// 1/dp of the moments and of the summed gradients (12 bytes a parameter,
+// as the runtime's ZeroOne holds them); its gradient sync is the ring
 // all-reduce's reduce-scatter half, and its optimizer step updates its
 // part, then all-gathers the 16-bit weights (the other half).
 TEST_F(MeshCostTest, ZeroOneShardsTheOptimizerState) {
@@ -526,8 +532,9 @@ TEST_F(MeshCostTest, ZeroOneShardsTheOptimizerState) {
   PipelineCosts zero(model, pipeline, costs, MeshShape{1, 4, 1});
   int64_t params = zero.getDeviceParameters(1);
   int64_t part = (params + 3) / 4;
-  EXPECT_EQ(plain.getParameterBytes(1), params * 16);
-  EXPECT_EQ(zero.getParameterBytes(1), params * 4 + part * 12);
+  int64_t working = model.getDtype().isF32() ? 0 : 2;
+  EXPECT_EQ(plain.getParameterBytes(1), params * (16 + working));
+  EXPECT_EQ(zero.getParameterBytes(1), params * (8 + working) + part * 12);
   EXPECT_EQ(zero.getOptimizerBytes(1), part * 12);
   StringRef stage = zero.getStage(1).name;
   // 4 replicas in a node: 3 ring steps of bytes / 4 for the reduce-scatter,

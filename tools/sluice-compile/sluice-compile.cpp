@@ -172,9 +172,16 @@ cl::opt<int64_t> gpus("gpus", cl::desc("GPUs to plan for (--search)"),
                       cl::cat(searchCategory));
 cl::opt<double> gpuMemory(
     "gpu-memory",
-    cl::desc("Memory per GPU, GiB (--search; default: the --costs GPU's, "
-             "80 for a100 and h100, 140 for h200, 32 for v100)"),
+    cl::desc("Memory per GPU, GiB (--search; default: what the --costs GPU "
+             "reports: 80 for a100, 79.65 for h100, 140.4 for h200, 31.75 "
+             "for v100)"),
     cl::init(0), cl::value_desc("GiB"), cl::cat(searchCategory));
+cl::opt<double> memoryHeadroom(
+    "memory-headroom",
+    cl::desc("Percent of --gpu-memory left free for what the plan does not "
+             "count: the CUDA context, NCCL's buffers, fragmentation "
+             "(--search; default 5)"),
+    cl::init(5), cl::value_desc("PERCENT"), cl::cat(searchCategory));
 cl::opt<int64_t> globalBatch(
     "global-batch",
     cl::desc("Sequences per training step over all replicas (--search)"),
@@ -276,6 +283,7 @@ static SearchRequest getSearchRequest() {
   SearchRequest r;
   r.gpus = gpus;
   r.gpuMemory = gpuMemory;
+  r.memoryHeadroom = memoryHeadroom;
   r.globalBatch = globalBatch;
   r.globalBatchGiven = globalBatch.getNumOccurrences();
   if (globalTokens.getNumOccurrences())

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostMemory.h"
 #include "MpiCommunicator.h"
 #include "Session.h"
 
@@ -226,6 +227,11 @@ cl::opt<std::string, true>
             cl::desc("Resume from a checkpoint, with the optimizer settings "
                      "and seed it recorded unless given again"),
             cl::value_desc("DIR"), cl::cat(category));
+cl::opt<bool> memoryOnly(
+    "memory",
+    cl::desc("Print what a rank of each pipeline device needs in memory "
+             "(its training state apart) and exit: no ranks, nothing run"),
+    cl::cat(category));
 // What torchtitan and most trainers call it.
 cl::alias resume("resume", cl::desc("Alias for --load"), cl::aliasopt(loadDir),
                  cl::cat(category));
@@ -361,6 +367,16 @@ int main(int argc, char **argv) {
                           rank == 0)) {
     MPI_Finalize();
     return 1;
+  }
+  if (memoryOnly) {
+    Plan plan;
+    Status st = loadPlan(options.planPath, plan);
+    if (st && rank == 0)
+      std::fputs(describeMemoryNeeds(plan).c_str(), stdout);
+    else if (!st && rank == 0)
+      std::fprintf(stderr, "sluice-run: error: %s\n", st.message().c_str());
+    MPI_Finalize();
+    return st ? 0 : 1;
   }
   MpiCommunicator world;
   std::unique_ptr<Session> session;

@@ -33,6 +33,7 @@
 #define SLUICE_ANALYSIS_COSTMODEL_H
 
 #include "sluice/Analysis/LayerCost.h"
+#include "sluice/PlanFormat/TrainingState.h"
 #include "sluice/Schedule/Pipeline.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -324,11 +325,6 @@ private:
   std::map<int64_t, double> measuredOptimizer;
 };
 
-/// Bytes of training state per parameter: bf16 weights and gradients, fp32
-/// master weights and both Adam moments (mixed-precision Adam).
-constexpr int64_t kTrainingBytesPerParameter = 16;
-/// Of those, the optimizer's: the fp32 master weights and moments.
-constexpr int64_t kOptimizerBytesPerParameter = 12;
 
 /// What one kind of traffic of a mesh crosses: for the report.
 struct LinkUse {
@@ -365,12 +361,15 @@ public:
   /// The key/value state a token-sliced microbatch keeps on a stage
   /// (included in getActivationBytes when the microbatch is one slice).
   double getKeyValueStateBytes(int stage) const;
-  /// Weights, gradients and optimizer state a device (one shard) holds:
-  /// kTrainingBytesPerParameter each, or under ZeRO-1 the 16-bit weights
-  /// and gradients whole and the rest a replica's part.
+  /// Weights, gradients and optimizer state a device (one shard) holds,
+  /// as the runtime allocates them for the model's precision and the
+  /// mesh's ZeRO stage (getParameterStateBytes, TrainingState.h).
   int64_t getParameterBytes(int device) const;
-  /// Of those, the optimizer's (master weights and Adam moments).
+  /// Of those, the optimizer's (Adam's moments, and under ZeRO-1 the
+  /// replica's part of the summed gradients).
   int64_t getOptimizerBytes(int device) const;
+  /// What one parameter's training state costs here.
+  const rt::ParameterStateBytes &getStateBytes() const { return stateBytes; }
   /// Parameters one shard of `device` holds (its stages' and its rows of
   /// the vocabulary shards).
   int64_t getDeviceParameters(int device) const;
@@ -422,6 +421,7 @@ private:
   double forwardFlops = 0;
   /// Parameters of each stage's shard, by name.
   std::map<std::string, int64_t, std::less<>> stageParams;
+  rt::ParameterStateBytes stateBytes;
 };
 
 /// Token lengths of `slices` near-equal slices of `seqLen` tokens (the

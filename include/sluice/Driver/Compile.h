@@ -77,6 +77,9 @@ struct CompileRequest {
 struct SearchRequest {
   int64_t gpus = 0;
   double gpuMemory = 0;
+  /// Percent of the memory per GPU left free (the CUDA context, NCCL's
+  /// buffers, the allocator's fragmentation): plans must fit in the rest.
+  double memoryHeadroom = 5;
   int64_t globalBatch = 0;
   std::optional<int64_t> globalTokens;
   bool globalBatchGiven = false;

@@ -20,6 +20,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,12 @@ namespace mlir::sluice {
 struct SearchSpace {
   /// GPUs in all: pp x tp x dp of every candidate.
   int64_t gpus = 0;
-  /// Memory per GPU, bytes: a candidate's busiest device must fit.
+  /// Memory per GPU a plan may use, bytes: a candidate's busiest device
+  /// must fit (the GPU's memory less the headroom).
   double memoryBytes = 0;
+  /// The GPU's memory and the headroom left free, for the report.
+  double deviceBytes = 0;
+  double headroomPercent = 0;
   /// The cost model (sluice-compile --costs: a100, h100, h200, v100, a
   /// profile): compute, links in and across nodes, GPUs per node.
   std::string costs;
@@ -41,6 +46,11 @@ struct SearchSpace {
   /// Tensor-parallel groups stay within a node (Megatron-LM's rule: their
   /// all-reduces are on every layer's critical path).
   int64_t nodeGpus = 8;
+  /// Predicted steps closer than this fraction are a tie the cost model
+  /// cannot decide (docs/search.md, "Ties"): among the plans within it of
+  /// the fastest, the one needing less memory, then the simpler mesh,
+  /// wins.
+  double tieMargin = 0.02;
 };
 
 /// One way to run the model.
@@ -82,8 +92,20 @@ struct PlanEstimate {
 };
 
 struct SearchResult {
-  /// Every choice that fits, fastest first (ties: less memory first).
+  /// Every choice that fits, fastest first -- but the winner first: of
+  /// the plans within SearchSpace::tieMargin of the fastest, the one
+  /// needing less memory (by more than 1%), then the simpler mesh (fewer
+  /// tensor-parallel shards, then pipeline devices), then the faster.
   std::vector<PlanEstimate> ranked;
+  /// Whether the winner is not the fastest (a tie went to memory or the
+  /// simpler mesh).
+  bool tieBroken = false;
+  /// Plain data parallelism (pp 1, tp 1, dp = every GPU; ZeRO-1 where it
+  /// fits better), the baseline every table shows; none where the batch
+  /// does not split over the GPUs or the compiler refuses it.
+  std::optional<PlanEstimate> dataParallel;
+  /// Without it, why not.
+  std::string dataParallelNote;
   /// The fastest that did not fit (for the diagnostic when none does).
   std::vector<PlanEstimate> overMemory;
   /// Choices compiled and simulated; skipped by a bound before compiling
