@@ -184,6 +184,11 @@ private:
   /// one schedule for all); nullopt where the compiler refuses it.
   std::vector<std::optional<PlanEstimate>>
   evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros);
+  /// evaluate's compile with the stages split by `balance`, counting
+  /// nothing.
+  std::vector<std::optional<PlanEstimate>>
+  evaluateSplit(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros,
+                sched::Balance balance);
   /// Every schedule, vocabulary placement, slicing and recomputation on
   /// one mesh, at the ZeRO stages whose plain plans are `plains`.
   void searchMesh(llvm::ArrayRef<PlanEstimate> plains);
@@ -228,6 +233,42 @@ private:
 
 std::vector<std::optional<PlanEstimate>>
 Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
+  SluicePipelineOptions options;
+  choice.apply(options);
+  options.costs = space.costs;
+  // Where --balance auto moves layers off the head's stage, the compile
+  // simulates both splits and keeps uniform stages if they are faster
+  // (chooseBalance); so does the search here, per ZeRO stage, with the
+  // same rule -- each split scheduled once, not the compile's three times
+  // -- so that the winner's flags compile to the plan priced.
+  std::vector<std::optional<PlanEstimate>> estimates;
+  if (!splitsDiffer(module, options)) {
+    estimates = evaluateSplit(choice, zeros, options.balance);
+  } else {
+    estimates = evaluateSplit(choice, zeros, sched::Balance::Auto);
+    std::vector<std::optional<PlanEstimate>> uniform =
+        evaluateSplit(choice, zeros, sched::Balance::Uniform);
+    double never = std::numeric_limits<double>::infinity();
+    for (auto [mine, other] : llvm::zip(estimates, uniform))
+      if (pickBalance(other ? other->stepTime : never,
+                      mine ? mine->stepTime : never) ==
+          sched::Balance::Uniform)
+        mine = std::move(other);
+  }
+  for (const std::optional<PlanEstimate> &estimate : estimates) {
+    count(estimate ? &SearchResult::simulated : &SearchResult::refused);
+    if (estimate && progress) {
+      std::lock_guard<std::mutex> lock(mutex);
+      progress(*estimate);
+    }
+  }
+  return estimates;
+}
+
+std::vector<std::optional<PlanEstimate>>
+Searcher::evaluateSplit(const PlanChoice &choice,
+                        llvm::ArrayRef<int64_t> zeros,
+                        sched::Balance balance) {
   std::vector<std::optional<PlanEstimate>> estimates(zeros.size());
   auto start = std::chrono::steady_clock::now();
   auto log = [&](const PlanChoice &variant) {
@@ -243,11 +284,6 @@ Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
                           .str();
     start = std::chrono::steady_clock::now();
   };
-  auto refuse = [&] {
-    for (size_t i = 0; i < zeros.size(); ++i)
-      count(&SearchResult::refused);
-    return estimates;
-  };
   SluicePipelineOptions options;
   choice.apply(options);
   options.costs = space.costs;
@@ -257,15 +293,13 @@ Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
   // verifier between passes and a second simulation were a third of a
   // search's time).
   options.simulate = false;
-  // As the compile decides it (so that the winner compiles to the plan
-  // priced here).
-  options.balance = chooseBalance(module, options);
+  options.balance = balance;
   OwningOpRef<ModuleOp> scheduled = module.clone();
   PassManager scheduling(module.getContext());
   scheduling.enableVerifier(false);
   buildSchedulingPipeline(scheduling, options);
   if (failed(scheduling.run(*scheduled)))
-    return refuse();
+    return estimates;
 
   for (auto [i, zero] : llvm::enumerate(zeros)) {
     PlanChoice variant = choice;
@@ -279,7 +313,6 @@ Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
     buildLoweringPipeline(lowering, options);
     if (failed(lowering.run(*copy)) || failed(verify(*copy)) ||
         copy->getOps<ProgramOp>().empty()) {
-      count(&SearchResult::refused);
       log(variant);
       continue;
     }
@@ -298,18 +331,12 @@ Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
           }
           return success();
         }))) {
-      count(&SearchResult::refused);
       log(variant);
       continue;
     }
-    count(&SearchResult::simulated);
     estimate.stepTime = program.getStepTime().value_or(0);
     estimate.bubble = program.getBubbleRatio().value_or(0);
     estimate.mfu = program.getMfu().value_or(0);
-    if (progress) {
-      std::lock_guard<std::mutex> lock(mutex);
-      progress(estimate);
-    }
     log(variant);
     estimates[i] = std::move(estimate);
   }

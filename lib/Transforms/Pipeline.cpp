@@ -193,24 +193,29 @@ static double getStepTime(ModuleOp module, const SluicePipelineOptions &o,
   return (*copy->getOps<ProgramOp>().begin()).getStepTime().value_or(infinity);
 }
 
-sched::Balance mlir::sluice::chooseBalance(ModuleOp module,
-                                           const SluicePipelineOptions &o) {
+bool mlir::sluice::splitsDiffer(ModuleOp module,
+                                const SluicePipelineOptions &o) {
   if (getPartitionOptions(o).balance != sched::Balance::Auto)
-    return o.balance;
+    return false;
   // The copies' diagnostics are the real run's to give.
   ScopedDiagnosticHandler quiet(module.getContext(),
                                 [](Diagnostic &) { return success(); });
   std::vector<size_t> uniform =
       getStageSizes(module, o, sched::Balance::Uniform);
   std::vector<size_t> balanced = getStageSizes(module, o, sched::Balance::Auto);
-  if (uniform.empty() || balanced.empty() || uniform == balanced)
+  return !uniform.empty() && !balanced.empty() && uniform != balanced;
+}
+
+sched::Balance mlir::sluice::chooseBalance(ModuleOp module,
+                                           const SluicePipelineOptions &o) {
+  if (!splitsDiffer(module, o))
     return o.balance;
+  ScopedDiagnosticHandler quiet(module.getContext(),
+                                [](Diagnostic &) { return success(); });
   // Moving layers off the head's stage evens the stages' costs, which
   // need not shorten the schedule built on them: uniform stages where they
   // give a shorter step. On a tie (costs per pass, which do not see the
   // head's FLOPs, simulate both alike), the split the FLOPs chose.
-  return getStepTime(module, o, sched::Balance::Uniform) <
-                 getStepTime(module, o, sched::Balance::Auto)
-             ? sched::Balance::Uniform
-             : sched::Balance::Auto;
+  return pickBalance(getStepTime(module, o, sched::Balance::Uniform),
+                     getStepTime(module, o, sched::Balance::Auto));
 }

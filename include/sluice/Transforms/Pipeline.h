@@ -132,6 +132,15 @@ void buildLoweringPipeline(OpPassManager &pm,
 /// is shorter, else Auto; any other case, `options.balance`.
 sched::Balance chooseBalance(ModuleOp module,
                              const SluicePipelineOptions &options);
+/// Whether chooseBalance has anything to decide for `options`: --balance
+/// auto, and auto's split of the model differs from the uniform one.
+bool splitsDiffer(ModuleOp module, const SluicePipelineOptions &options);
+/// chooseBalance's rule, for a caller that simulated both itself (the plan
+/// search): uniform stages only where their step is strictly shorter.
+inline sched::Balance pickBalance(double uniformStep, double autoStep) {
+  return uniformStep < autoStep ? sched::Balance::Uniform
+                                : sched::Balance::Auto;
+}
 
 /// Registers `sluice-pipeline` with the pass registry (sluice-opt).
 void registerSluicePipeline();
