@@ -227,11 +227,10 @@ cl::opt<std::string, true>
             cl::desc("Resume from a checkpoint, with the optimizer settings "
                      "and seed it recorded unless given again"),
             cl::value_desc("DIR"), cl::cat(category));
-cl::opt<bool> memoryOnly(
-    "memory",
-    cl::desc("Print what a rank of each pipeline device needs in memory "
-             "(its training state apart) and exit: no ranks, nothing run"),
-    cl::cat(category));
+cl::opt<bool> memoryOnly("memory", cl::cat(category),
+                         cl::desc("Print what a rank of each pipeline device "
+                                  "needs in memory (its training state "
+                                  "apart) and exit: no ranks, nothing run"));
 // What torchtitan and most trainers call it.
 cl::alias resume("resume", cl::desc("Alias for --load"), cl::aliasopt(loadDir),
                  cl::cat(category));

@@ -22,14 +22,12 @@
 
 namespace sluice::rt {
 
+/// Bytes per parameter: `replicated` on every data-parallel replica,
+/// `sharded` per parameter of the replica's part (ZeRO-1; 0 without), and
+/// of all of it the optimizer's -- the moments, and under ZeRO-1 the
+/// summed gradients' part -- per parameter of the replica's part.
 struct ParameterStateBytes {
-  /// Bytes a parameter takes on every data-parallel replica.
-  int64_t replicated = 0;
-  /// Bytes a parameter of this replica's part takes (ZeRO-1; 0 without).
-  int64_t sharded = 0;
-  /// Of all of it, the optimizer's: the moments (and under ZeRO-1 the
-  /// summed gradients' part), per parameter of the replica's part.
-  int64_t optimizer = 0;
+  int64_t replicated = 0, sharded = 0, optimizer = 0;
 
   /// A device's bytes for `parameters` parameters over `dp` replicas (a
   /// replica's part: ceil(parameters / dp)).
