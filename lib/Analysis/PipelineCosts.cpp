@@ -308,6 +308,24 @@ int64_t PipelineCosts::getDeviceParameters(int device) const {
   return params;
 }
 
+double PipelineCosts::getRecomputeAreaBytes(int device) const {
+  int64_t longest = 0;
+  for (int64_t length : lengths)
+    longest = std::max(longest, length);
+  double area = 0;
+  for (size_t s = 0; s < profiles.size(); ++s) {
+    const StageProfile &stage = profiles[s];
+    if (pipeline.getDevice(s) != device ||
+        stage.recompute == RecomputeKind::none)
+      continue;
+    StageProfile whole = stage;
+    whole.recompute = RecomputeKind::none;
+    area = std::max(area, whole.getActivationBytes(longest) -
+                              stage.getActivationBytes(longest));
+  }
+  return area;
+}
+
 int64_t PipelineCosts::getOptimizerBytes(int device) const {
   return stateBytes.optimizerFor(getDeviceParameters(device), mesh.dp);
 }

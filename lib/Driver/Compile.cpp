@@ -97,7 +97,7 @@ LogicalResult simulateForFiles(ProgramOp program, const ModelSummary &summary,
     peakMemoryBytes.clear();
     for (int d = 0; d < files.pipeline.devices; ++d)
       peakMemoryBytes.push_back(
-          double(files.costs.getParameterBytes(d)) +
+          files.costs.getFixedBytes(d) +
           files.simulation.devices[d].peakActivationBytes);
     if (request.reportPath.empty() && request.tracePath.empty() &&
         request.svgPath.empty())

@@ -322,7 +322,7 @@ Searcher::evaluateSplit(const PlanChoice &choice,
           for (int d = 0; d < files.pipeline.devices; ++d) {
             estimate.peakBytes =
                 std::max(estimate.peakBytes,
-                         double(files.costs.getParameterBytes(d)) +
+                         files.costs.getFixedBytes(d) +
                              files.simulation.devices[d].peakActivationBytes);
             if (d != files.pipeline.getDevice(0) &&
                 d != files.pipeline.getDevice(files.pipeline.getLastStage()))

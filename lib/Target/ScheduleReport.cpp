@@ -33,7 +33,9 @@ static llvm::json::Array getDeviceReports(const ScheduleReportInputs &in) {
          stats.peakActivationUnitsUntilW},
         {"peak_activation_bytes", stats.peakActivationBytes},
         {"parameter_bytes", params},
-        {"peak_memory_bytes", double(params) + stats.peakActivationBytes},
+        {"recompute_area_bytes", in.costs.getRecomputeAreaBytes(d)},
+        {"peak_memory_bytes",
+         in.costs.getFixedBytes(d) + stats.peakActivationBytes},
     });
   }
   return devices;

@@ -368,6 +368,18 @@ public:
   /// Of those, the optimizer's (Adam's moments, and under ZeRO-1 the
   /// replica's part of the summed gradients).
   int64_t getOptimizerBytes(int device) const;
+  /// The area a B that recomputes writes its forward state into: the
+  /// runtime allocates one per device, for one microbatch of its largest
+  /// recomputing stage (what that stage's F drops: all but its input under
+  /// full recomputation, the attention output, its statistics and the
+  /// MLP's activation under selective); 0 without recomputation.
+  double getRecomputeAreaBytes(int device) const;
+  /// What `device` holds besides its activations: the training state and
+  /// the recomputation area. Its peak memory is this plus the simulated
+  /// peak of activations.
+  double getFixedBytes(int device) const {
+    return double(getParameterBytes(device)) + getRecomputeAreaBytes(device);
+  }
   /// What one parameter's training state costs here.
   const rt::ParameterStateBytes &getStateBytes() const { return stateBytes; }
   /// Parameters one shard of `device` holds (its stages' and its rows of
