@@ -190,7 +190,10 @@ private:
   evaluateSplit(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros,
                 sched::Balance balance);
   /// Every schedule, vocabulary placement, slicing and recomputation on
-  /// one mesh, at the ZeRO stages whose plain plans are `plains`.
+  /// one mesh, at the ZeRO stages whose plain plans are `plains`. On one
+  /// device every schedule is the same plan and the vocabulary layers stay
+  /// whole (sharding them over one device is the same computation): one
+  /// schedule, no vocabulary shards, so that each plan is one row.
   void searchMesh(llvm::ArrayRef<PlanEstimate> plains);
   /// The least step any plan of the mesh of `plain` can take.
   static double getStepBound(const PlanEstimate &plain) {
@@ -408,10 +411,8 @@ void Searcher::searchMesh(llvm::ArrayRef<PlanEstimate> plains) {
   std::map<std::pair<PlacementKind, int64_t>, double> placementBound = {
       {{PlacementKind::loop, 0}, loopBound}};
   for (const sched::ScheduleInfo &info : sched::getSchedules()) {
-    // One device runs every schedule as the same plan: one row, not one
-    // per schedule name (nor interleaved chunks on one device).
     if (mesh.pp == 1 && info.kind != mesh.schedule)
-      continue;
+      continue; // one device: every schedule is the same plan
     // A schedule that takes any number of chunks tries 2, 4 and 8 (more
     // chunks, a smaller bubble and more transfers; the compiler refuses
     // counts the layers cannot fill).
@@ -433,10 +434,8 @@ void Searcher::searchMesh(llvm::ArrayRef<PlanEstimate> plains) {
       for (VocabMode vocab :
            {VocabMode::Baseline, VocabMode::Vocab1, VocabMode::Vocab2})
         for (int64_t slices : sliceCounts) {
-          // Vocabulary parallelism splits the vocabulary layers over the
-          // pipeline's devices: on one device the same computation.
           if (mesh.pp == 1 && vocab != VocabMode::Baseline)
-            continue;
+            continue; // one device: the vocabulary layers stay whole
           // The ZeRO stages still looking for the least recomputation
           // that fits.
           std::vector<const PlanEstimate *> open;
