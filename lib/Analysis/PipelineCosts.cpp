@@ -318,10 +318,9 @@ double PipelineCosts::getRecomputeAreaBytes(int device) const {
     if (pipeline.getDevice(s) != device ||
         stage.recompute == RecomputeKind::none)
       continue;
-    StageProfile whole = stage;
-    whole.recompute = RecomputeKind::none;
-    area = std::max(area, whole.getActivationBytes(longest) -
-                              stage.getActivationBytes(longest));
+    area = std::max(area,
+                    stage.getActivationBytes(longest, RecomputeKind::none) -
+                        stage.getActivationBytes(longest));
   }
   return area;
 }

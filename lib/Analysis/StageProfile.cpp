@@ -193,7 +193,8 @@ double StageProfile::getKeyValueBytes(int64_t tokens,
          double(microBatch);
 }
 
-double StageProfile::getActivationBytes(int64_t tokens) const {
+double StageProfile::getActivationBytes(int64_t tokens,
+                                        RecomputeKind recompute) const {
   double perToken = 0;
   if (recompute == RecomputeKind::full)
     // The stage's input alone (a stage that embeds looks tokens up again).

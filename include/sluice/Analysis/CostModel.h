@@ -150,7 +150,11 @@ struct StageProfile : ActivationShape {
   /// s x s scores): norm and projection inputs, Q, K, V, the attention
   /// output, the MLP's pre- and post-activation tensors, the softmax
   /// statistics in fp32, and the output layer's fp32 logits.
-  double getActivationBytes(int64_t tokens) const;
+  double getActivationBytes(int64_t tokens) const {
+    return getActivationBytes(tokens, recompute);
+  }
+  /// The same were the stage to recompute `as` instead.
+  double getActivationBytes(int64_t tokens, RecomputeKind as) const;
   /// Of those, the keys and values (`tokens` of them). A token-sliced
   /// microbatch keeps the whole sequence's keys and values, and gradients
   /// for them that later slices' backward passes accumulate into, from its
