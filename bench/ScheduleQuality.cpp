@@ -33,6 +33,9 @@
 //   slow:  F = B = W = 1, the last stage 1.8x
 //   link:  F = 1, B = 2, W = 0.5, 1.5 per transfer (beyond the issue's
 //          grid: a link slower than a pass)
+//   h2:    F = 1, B = 1.2, W = 0.5, 0.15 per transfer, and m = 5p too
+//          (issue 52's cases where ZB-H2 lost to zb.py in another
+//          simulator)
 //
 //===----------------------------------------------------------------------===//
 
@@ -324,7 +327,8 @@ int main(int argc, char **argv) {
                               {"bw", 1, 1.2, 0.8, 0.05, 1},
                               {"comm", 1, 1, 1, 0.1, 1},
                               {"slow", 1, 1, 1, 0, 1.8},
-                              {"link", 1, 2, 0.5, 1.5, 1}};
+                              {"link", 1, 2, 0.5, 1.5, 1},
+                              {"h2", 1, 1.2, 0.5, 0.15, 1}};
   std::vector<int> deviceCounts = {4, 8, 16};
   if (!onlyDevices.empty())
     deviceCounts.assign(onlyDevices.begin(), onlyDevices.end());
@@ -358,7 +362,11 @@ int main(int argc, char **argv) {
     const ScheduleInfo *info = lookupSchedule(name);
     for (const Profile &profile : profiles)
       for (int p : deviceCounts)
-        for (int m : {1, p - 1, p, 2 * p, 4 * p}) {
+        for (int m : {1, p - 1, p, 2 * p, 4 * p, 5 * p}) {
+          // 5p: issue 52's ZB-H2 cases (p 8, m 40; p 16, m 80), on its
+          // costs only.
+          if (m == 5 * p && std::string(profile.name) != "h2")
+            continue;
           Pipeline pipe = makePipeline(*info, p, m);
           int lastStage = pipe.getLastStage();
           double v = pipe.chunks;
