@@ -46,9 +46,10 @@
 #      2026-11-28); its fp8 checks (2b) run the delayed-scaling update
 #      through pushFp8Amax (Backend.h), shared with the CPU since then;
 #      It also runs the communicators' conformance suite over the staged
-#      transport (2 and 4 ranks, a few seconds);
+#      transport (2 and 4 ranks; about 10 s each, most of it CUDA start);
 #   2. `ONLY='conformance|1f1b|zb-h1' nccl-suite.sh BUNDLE`: the
-#      communicators' conformance suite over NCCL (2 and 4 ranks), then
+#      communicators' conformance suite over NCCL (2 and 4 ranks, about
+#      20 s each with NCCL's initialisation), then
 #      NCCL runs over the same HostGroup bootstrap (about 45 s a check).
 set -uo pipefail
 bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|bench|all|variants|profile]}" && pwd)
