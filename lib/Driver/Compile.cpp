@@ -133,7 +133,8 @@ LogicalResult writePlan(ModuleOp module, const CompileRequest &request) {
   std::string text;
   llvm::raw_string_ostream os(text);
   if (failed(exportPlan(program, os,
-                        /*fp8Gemms=*/request.precision == "fp8")))
+                        /*fp8Gemms=*/request.precision == "fp8",
+                        /*repeats=*/!request.expandPlan)))
     return failure();
   std::string error;
   if (request.outputPath == "-")

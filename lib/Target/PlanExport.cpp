@@ -15,6 +15,7 @@
 
 #include "sluice/Blocks/Spec.h"
 #include "sluice/PlanFormat/Format.h"
+#include "sluice/PlanFormat/Repeats.h"
 
 #include <nlohmann/json.hpp>
 
@@ -125,8 +126,10 @@ namespace {
 /// (sluice/PlanFormat/Format.h), which the runtime reads with.
 class PlanWriter {
 public:
-  PlanWriter(ProgramOp program, ModelOp model, llvm::raw_ostream &os)
-      : program(program), model(model), stages(getStages(model)),
+  PlanWriter(ProgramOp program, ModelOp model, llvm::raw_ostream &os,
+             bool repeats)
+      : program(program), model(model), repeats(repeats),
+        stages(getStages(model)),
         shards(getShardNames(model)), json(os, 1) {
     for (auto [i, stage] : llvm::enumerate(stages))
       stageIndex[stage.getSymName()] = int(i);
@@ -283,14 +286,113 @@ private:
 
   void writeDevice(DeviceOp device) {
     json.attribute("device", device.getIndex());
+    ArrayRef<int64_t> buffers =
+        device.getBuffers().value_or(ArrayRef<int64_t>());
     json.attributeArray("buffers", [&] {
-      for (int64_t bytes : device.getBuffers().value_or(ArrayRef<int64_t>()))
+      for (int64_t bytes : buffers)
         json.value(bytes);
     });
+    SmallVector<Operation *> ops = llvm::map_to_vector(
+        device.getBody().front(), [](Operation &op) { return &op; });
+    // Version 9: the schedule's periodic stretches as repeat blocks
+    // (sluice/PlanFormat/Repeats.h), unless every instruction is asked
+    // for.
+    std::vector<rt::RepeatBlock> blocks;
+    if (repeats) {
+      std::vector<rt::RepeatFields> rows;
+      rows.reserve(ops.size());
+      for (Operation *op : ops)
+        rows.push_back(getRepeatFields(*op));
+      blocks = rt::findRepeats(rows, int64_t(buffers.size()));
+    }
     json.attributeArray("instructions", [&] {
-      for (Operation &op : device.getBody().front())
-        json.object([&] { writeInstruction(op); });
+      size_t next = 0;
+      auto literal = [&](size_t end) {
+        for (; next < end; ++next)
+          writeInstructionLine(*ops[next]);
+      };
+      for (const rt::RepeatBlock &block : blocks) {
+        literal(block.begin);
+        json.object([&] {
+          json.attribute("repeat", int64_t(block.count));
+          json.attribute("mb_step", block.mbStep);
+          json.attribute("key_step", block.keyStep);
+          json.attributeBegin("slots");
+          json.rawValue([&](llvm::raw_ostream &os) {
+            llvm::json::OStream line(os);
+            line.array([&] {
+              for (auto [from, to] : block.slotMap)
+                line.array([&] {
+                  line.value(from);
+                  line.value(to);
+                });
+            });
+          });
+          json.attributeEnd();
+          json.attributeArray("body", [&] {
+            for (size_t i = 0; i < block.length; ++i)
+              writeInstructionLine(*ops[block.begin + i]);
+          });
+        });
+        next = block.begin + block.length * block.count;
+      }
+      literal(ops.size());
     });
+  }
+
+  /// One instruction, on a line of its own: the file stays readable a
+  /// line per instruction, at a third of the indented size.
+  void writeInstructionLine(Operation &op) {
+    json.rawValue([&](llvm::raw_ostream &os) {
+      llvm::json::OStream line(os);
+      line.object([&] { writeInstruction(line, op); });
+    });
+  }
+
+  /// What a repeat block compares of `op`: everything it writes, with the
+  /// microbatch, key and slots apart (they step from run to run).
+  rt::RepeatFields getRepeatFields(Operation &op) {
+    rt::RepeatFields row;
+    auto stageOrShard = [&](StringRef name) -> int64_t {
+      if (name == shards.input)
+        return -2;
+      if (name == shards.output)
+        return -3;
+      return stageIndex.lookup(name);
+    };
+    if (auto g = dyn_cast<GradSyncOp>(op)) {
+      row.fixed = {int64_t(rt::Op::GradSync), stageOrShard(g.getStage())};
+    } else if (auto c = dyn_cast<CollectiveInstrOp>(op)) {
+      row.fixed = {int64_t(rt::Op::Collective), stageOrShard(c.getShard()),
+                   c.getGroup(), c.getSlice(), int64_t(c.getStream())};
+      row.mb = c.getMb();
+    } else if (auto e = dyn_cast<ExecOp>(op)) {
+      row.fixed = {int64_t(rt::Op::Exec), int64_t(e.getKind()),
+                   stageOrShard(e.getStage()), e.getSlice(),
+                   e.getRstate().has_value()};
+      row.mb = e.getMb();
+      row.slots = {slot(e.getState()), slot(e.getWstate()), slot(e.getKv()),
+                   slot(e.getIn()),    slot(e.getOut()),    slot(e.getRstate()),
+                   -1};
+    } else if (auto s = dyn_cast<SendOp>(op)) {
+      row.fixed = {int64_t(rt::Op::Send), int64_t(s.getKind()),
+                   stageOrShard(s.getStage()), s.getSlice(), s.getTo(),
+                   int64_t(s.getStream())};
+      row.mb = s.getMb();
+      row.key = keyOf(s.getKind(), s.getStage(), s.getMb(), s.getSlice());
+      row.slots.back() = slot(s.getBuffer());
+    } else if (auto r = dyn_cast<RecvOp>(op)) {
+      row.fixed = {int64_t(rt::Op::Recv), int64_t(r.getKind()),
+                   stageOrShard(r.getStage()), r.getSlice(), r.getFrom(),
+                   int64_t(r.getStream())};
+      row.mb = r.getMb();
+      row.key = keyOf(r.getKind(), r.getStage(), r.getMb(), r.getSlice());
+      row.slots.back() = slot(r.getBuffer());
+    } else {
+      // Not an instruction the file has: never part of a block.
+      row.fixed = {-1, int64_t(reinterpret_cast<uintptr_t>(&op))};
+    }
+    return row;
   }
 
   const char *shardOf(StringRef name) {
@@ -311,8 +413,8 @@ private:
            slice;
   }
   /// The fields every stage instruction has.
-  void writeStageWork(rt::Op opKind, PassKind kind, StringRef stage, int64_t mb,
-                      int64_t slice) {
+  void writeStageWork(llvm::json::OStream &json, rt::Op opKind, PassKind kind,
+                      StringRef stage, int64_t mb, int64_t slice) {
     json.attribute("op", rt::opName(opKind));
     json.attribute("pass", passOf(kind));
     json.attribute("stage", stageIndex.lookup(stage));
@@ -320,8 +422,9 @@ private:
     json.attribute("slice", slice);
   }
   template <typename MessageOp>
-  void writeMessage(rt::Op opKind, MessageOp m, int64_t peer) {
-    writeStageWork(opKind, m.getKind(), m.getStage(), m.getMb(), m.getSlice());
+  void writeMessage(llvm::json::OStream &json, rt::Op opKind, MessageOp m,
+                    int64_t peer) {
+    writeStageWork(json, opKind, m.getKind(), m.getStage(), m.getMb(), m.getSlice());
     json.attribute("peer", peer);
     json.attribute("key",
                    keyOf(m.getKind(), m.getStage(), m.getMb(), m.getSlice()));
@@ -333,7 +436,7 @@ private:
     return index.value_or(-1);
   }
 
-  void writeInstruction(Operation &op) {
+  void writeInstruction(llvm::json::OStream &json, Operation &op) {
     if (auto g = dyn_cast<GradSyncOp>(op)) {
       json.attribute("op", rt::opName(rt::Op::GradSync));
       StringRef name = g.getStage();
@@ -356,7 +459,7 @@ private:
       json.attribute("mb", e.getMb());
       json.attribute("slice", e.getSlice());
     } else if (e) {
-      writeStageWork(rt::Op::Exec, e.getKind(), e.getStage(), e.getMb(),
+      writeStageWork(json, rt::Op::Exec, e.getKind(), e.getStage(), e.getMb(),
                      e.getSlice());
       json.attribute("state", slot(e.getState()));
       json.attribute("wstate", slot(e.getWstate()));
@@ -367,14 +470,15 @@ private:
       if (e.getRstate())
         json.attribute("rstate", slot(e.getRstate()));
     } else if (auto s = dyn_cast<SendOp>(op)) {
-      writeMessage(rt::Op::Send, s, s.getTo());
+      writeMessage(json, rt::Op::Send, s, s.getTo());
     } else if (auto r = dyn_cast<RecvOp>(op)) {
-      writeMessage(rt::Op::Recv, r, r.getFrom());
+      writeMessage(json, rt::Op::Recv, r, r.getFrom());
     }
   }
 
   ProgramOp program;
   ModelOp model;
+  bool repeats;
   SmallVector<StageOp> stages;
   ShardNames shards;
   llvm::json::OStream json;
@@ -383,7 +487,7 @@ private:
 } // namespace
 
 LogicalResult mlir::sluice::exportPlan(ProgramOp program, llvm::raw_ostream &os,
-                                       bool fp8Gemms) {
+                                       bool fp8Gemms, bool repeats) {
   auto module = program->getParentOfType<ModuleOp>();
   auto model = module.lookupSymbol<ModelOp>(program.getModelAttr());
   if (!model)
@@ -403,7 +507,7 @@ LogicalResult mlir::sluice::exportPlan(ProgramOp program, llvm::raw_ostream &os,
              << " cannot take FP8 GEMMs: fp8 plans keep bf16 activations";
     precision->fp8Gemms = true;
   }
-  PlanWriter(program, model, os).write(*precision);
+  PlanWriter(program, model, os, repeats).write(*precision);
   os << "\n";
   return success();
 }

@@ -11,6 +11,7 @@
 #include "Slots.h"
 #include "sluice/Blocks/Feature.h"
 #include "sluice/Blocks/Spec.h"
+#include "sluice/PlanFormat/Repeats.h"
 
 #include <cmath>
 #include <optional>
@@ -304,7 +305,81 @@ Instruction readInstruction(const json &in, const std::string &at) {
   return instr;
 }
 
-DeviceProgram readProgram(const json &p) {
+/// A repeat block's body run `count` times (plan version 9,
+/// sluice/PlanFormat/Repeats.h): run i adds i x mb_step to every
+/// microbatch, i x key_step to every key, and maps every slot through the
+/// slot map i times.
+void readRepeat(const json &r, const std::string &at, DeviceProgram &program,
+                int version) {
+  if (version < 9)
+    fail(at + ": a repeat block in a version " + std::to_string(version) +
+         " plan (repeat blocks are version 9's)");
+  int64_t count = integer(r, "repeat", at, 1, int64_t(kMaxProgramInstructions));
+  int64_t mbStep = integer(r, "mb_step", at, -kMaxRepeatStep, kMaxRepeatStep);
+  int64_t keyStep =
+      integer(r, "key_step", at, -kMaxRepeatStep, kMaxRepeatStep);
+  int64_t slots = int64_t(program.buffers.size());
+  std::vector<int32_t> map(static_cast<size_t>(slots));
+  for (int32_t x = 0; x < int32_t(slots); ++x)
+    map[size_t(x)] = x;
+  for (const json &pair : field(r, "slots", at)) {
+    if (!pair.is_array() || pair.size() != 2)
+      fail(at + ": 'slots' must list [from, to] pairs of buffer slots, got " +
+           pair.dump());
+    int64_t from = integerValue(pair[0], at + ": a slot map's slot", 0,
+                                slots - 1);
+    int64_t to =
+        integerValue(pair[1], at + ": a slot map's slot", 0, slots - 1);
+    map[size_t(from)] = int32_t(to);
+  }
+  const json &body = field(r, "body", at);
+  if (!body.is_array() || body.empty())
+    fail(at + ": 'body' must list the block's instructions");
+  if (size_t(count) * body.size() + program.instructions.size() >
+      kMaxProgramInstructions)
+    fail(at + ": " + std::to_string(count) + " runs of " +
+         std::to_string(body.size()) + " instructions take the device past " +
+         std::to_string(kMaxProgramInstructions) + " instructions");
+  std::vector<Instruction> first;
+  for (size_t i = 0; i < body.size(); ++i) {
+    std::string where = at + ", body instruction " + std::to_string(i);
+    if (body[i].is_object() && body[i].contains("repeat"))
+      fail(where + ": repeat blocks do not nest");
+    first.push_back(readInstruction(body[i], where));
+  }
+  // The slot map applied i times, for run i.
+  std::vector<int32_t> power(map.size());
+  for (size_t x = 0; x < power.size(); ++x)
+    power[x] = int32_t(x);
+  auto mapped = [&](int32_t slot) {
+    return slot < 0 || slot >= int32_t(power.size()) ? slot
+                                                     : power[size_t(slot)];
+  };
+  for (int64_t run = 0; run < count; ++run) {
+    for (const Instruction &base : first) {
+      Instruction in = base;
+      if (base.op != Op::GradSync) {
+        int64_t mb = base.mb + run * mbStep;
+        if (mb < INT32_MIN || mb > INT32_MAX)
+          fail(at + ": run " + std::to_string(run) + "'s microbatch " +
+               std::to_string(mb) + " is out of range");
+        in.mb = int32_t(mb);
+      }
+      if ((base.op == Op::Send || base.op == Op::Recv) &&
+          __builtin_add_overflow(base.key, run * keyStep, &in.key))
+        fail(at + ": run " + std::to_string(run) + "'s message key is out "
+             "of range");
+      for (int32_t *slot : {&in.state, &in.wstate, &in.kv, &in.in, &in.out,
+                            &in.rstate, &in.buffer})
+        *slot = mapped(*slot);
+      program.instructions.push_back(in);
+    }
+    for (int32_t &slot : power)
+      slot = map[size_t(slot)];
+  }
+}
+
+DeviceProgram readProgram(const json &p, int version) {
   DeviceProgram program;
   program.device = integer32(p, "device", "program");
   std::string where = "device " + std::to_string(program.device);
@@ -312,9 +387,16 @@ DeviceProgram readProgram(const json &p) {
     program.buffers.push_back(
         integerValue(bytes, where + ": a buffer size", 0, INT64_MAX));
   const json &instrs = field(p, "instructions", where);
-  for (size_t i = 0; i < instrs.size(); ++i)
-    program.instructions.push_back(readInstruction(
-        instrs[i], where + ", instruction " + std::to_string(i)));
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    std::string at = where + ", instruction " + std::to_string(i);
+    if (instrs[i].is_object() && instrs[i].contains("repeat"))
+      readRepeat(instrs[i], at, program, version);
+    else if (program.instructions.size() >= kMaxProgramInstructions)
+      fail(at + ": the device has more than " +
+           std::to_string(kMaxProgramInstructions) + " instructions");
+    else
+      program.instructions.push_back(readInstruction(instrs[i], at));
+  }
   return program;
 }
 
@@ -360,7 +442,7 @@ void readPlan(const json &j, Plan &plan) {
   if (j.contains("vocabulary"))
     readVocabulary(j.at("vocabulary"), plan.vocabulary);
   for (const json &p : field(j, "programs", "plan"))
-    plan.programs.push_back(readProgram(p));
+    plan.programs.push_back(readProgram(p, plan.version));
   // Before anything is sized by the device count.
   if (plan.programs.size() != size_t(plan.devices))
     fail("the plan has " + std::to_string(plan.programs.size()) +

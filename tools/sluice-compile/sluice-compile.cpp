@@ -149,6 +149,11 @@ cl::opt<std::string> svgPath("svg", cl::desc("Write an SVG timeline"),
 cl::opt<bool> summary("summary",
                       cl::desc("Print parameters and FLOPs per layer kind"),
                       cl::cat(category));
+cl::opt<bool> expandPlan(
+    "expand-plan",
+    cl::desc("Write every instruction of a .json plan, without repeat "
+             "blocks (to read or edit it by hand; docs/plan-format.md)"),
+    cl::cat(category));
 cl::opt<std::string> reportPath("report",
                                 cl::desc("Write the figures as JSON to FILE"),
                                 cl::value_desc("FILE"), cl::cat(category));
@@ -241,6 +246,7 @@ static CompileRequest getRequest() {
   r.svgPath = svgPath;
   r.reportPath = reportPath;
   r.summary = summary;
+  r.expandPlan = expandPlan;
   r.printPipeline = printPipeline;
   r.pp = pp, r.dp = dp, r.zero = zero, r.tp = tp;
   r.sequenceParallel = sequenceParallel;

@@ -45,6 +45,8 @@ struct CompileRequest {
   std::string outputPath = "-";
   std::string tracePath, svgPath, reportPath;
   bool summary = false, printPipeline = false;
+  /// --expand-plan: a plan without repeat blocks (version 9's).
+  bool expandPlan = false;
 
   // The pipeline (sluice-pipeline's options of the same names).
   int64_t pp = 0, dp = 1, zero = 0, tp = 1;

@@ -51,8 +51,9 @@ enum class Recompute : uint8_t { None, Selective, Full };
 /// flag became a choice of forms, pre_norms and features are new,
 /// rope_scaling may be linear, and a key the table does not have is
 /// refused -- an older runtime would ignore the new keys and train another
-/// model.
-constexpr int kPlanVersion = 8;
+/// model; 9: repeat blocks in a device's instructions (Repeats.h), which
+/// an older runtime would refuse as instructions without an op.
+constexpr int kPlanVersion = 9;
 
 /// The largest size of any one dimension Sluice takes (tokens a sequence,
 /// hidden size, feed-forward size, vocabulary, heads): 2^20, past every

@@ -44,8 +44,11 @@ std::vector<int64_t> getSliceLengths(ProgramOp program, ModelOp model);
 /// Writes the plan of `program` (whose buffers are planned) to `os`.
 /// `fp8Gemms`: the plan's transformer GEMMs take FP8 operands (precision
 /// "fp8"; the model's dtype must be bf16, whose storage it keeps).
+/// `repeats`: state each device's periodic stretches once, as repeat
+/// blocks (plan version 9; sluice/PlanFormat/Repeats.h); false writes
+/// every instruction, for a reader or an editor of the file.
 LogicalResult exportPlan(ProgramOp program, llvm::raw_ostream &os,
-                         bool fp8Gemms = false);
+                         bool fp8Gemms = false, bool repeats = true);
 
 } // namespace mlir::sluice
 
