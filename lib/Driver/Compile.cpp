@@ -17,10 +17,12 @@
 #include "sluice/Target/Export.h"
 #include "sluice/Target/Plan.h"
 
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -84,16 +86,16 @@ LogicalResult configure(PassManager &pm) {
   return success();
 }
 
-/// Simulates the program again, for its files: the report, trace and
-/// timeline the request asks for (the pipeline's passes write none), and
-/// each device's peak memory (its parameters and optimizer state as the
-/// report counts them, plus its peak activations), bytes -- the
-/// prediction states it, so that schedules are compared by what a device
-/// holds, not by microbatches of differently sized stages.
-LogicalResult simulateForFiles(ProgramOp program, const ModelSummary &summary,
-                               const CompileRequest &request,
-                               std::vector<double> &peakMemoryBytes) {
-  return simulateProgram(program, request.costs, [&](ScheduleFiles &files) {
+/// What the compile takes from the pipeline's simulation: the report,
+/// trace and timeline the request asks for (the pipeline's passes write
+/// none), and each device's peak memory (its parameters and optimizer
+/// state as the report counts them, plus its peak activations), bytes --
+/// the prediction states it, so that schedules are compared by what a
+/// device holds, not by microbatches of differently sized stages.
+std::function<LogicalResult(ScheduleFiles &)>
+consumeForFiles(const ModelSummary &summary, const CompileRequest &request,
+                std::vector<double> &peakMemoryBytes) {
+  return [&summary, &request, &peakMemoryBytes](ScheduleFiles &files) {
     peakMemoryBytes.clear();
     for (int d = 0; d < files.pipeline.devices; ++d)
       peakMemoryBytes.push_back(
@@ -108,7 +110,7 @@ LogicalResult simulateForFiles(ProgramOp program, const ModelSummary &summary,
     // The schedule report extends the model summary's report.
     files.reportExtras = std::move(*toJSON(summary).getAsObject());
     return writeScheduleFiles(files);
-  });
+  };
 }
 
 /// The runtime plan of the module's one program (planning its buffers if
@@ -196,6 +198,18 @@ LogicalResult driver::setShape(ModuleOp module, const CompileRequest &request,
 int driver::compileModel(ModuleOp module, ModelOp model,
                          const CompileRequest &request, StringRef dtype) {
   bool scheduling = request.isScheduling();
+  // One compile, on this thread: a deep pipeline's program is hundreds of
+  // thousands of ops, and the context's locks (attributes are uniqued for
+  // each) and the verifier's thread pool cost more than two cores win
+  // back. Restored for a caller that goes on (--search's threads are
+  // done by now).
+  MLIRContext *context = module.getContext();
+  bool threaded = context->isMultithreadingEnabled();
+  context->disableMultithreading();
+  auto restore = llvm::make_scope_exit([&] {
+    if (threaded)
+      context->enableMultithreading();
+  });
   if (failed(setShape(module, request, dtype)))
     return 1;
   ModelSummary figures = summarizeModel(model);
@@ -207,10 +221,17 @@ int driver::compileModel(ModuleOp module, ModelOp model,
     SluicePipelineOptions options;
     request.fillPipelineOptions(options);
     options.balance = chooseBalance(module, options);
+    // The pipeline's sluice-simulate hands its simulation over: simulating
+    // (and verifying) a second time for the files was a tenth of a deep
+    // pipeline's compile.
+    options.consumeSimulation =
+        consumeForFiles(figures, request, peakMemoryBytes);
     buildSluicePipeline(pm, options);
-    if (failed(pm.run(module)) ||
-        failed(simulateForFiles(*module.getOps<ProgramOp>().begin(), figures,
-                                request, peakMemoryBytes)))
+    // The IR is verified once, after the pipeline, rather than after each
+    // of its passes (sluice-opt keeps the verifier between passes, for
+    // work on the passes): each verification walks every instruction.
+    pm.enableVerifier(false);
+    if (failed(pm.run(module)) || failed(verify(module)))
       return 1;
   }
 

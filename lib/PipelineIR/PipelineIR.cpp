@@ -235,6 +235,38 @@ ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
     return w.kind == PassKind::IF || w.kind == PassKind::IB ? shards.input
                                                             : shards.output;
   };
+  // Every attribute an instruction takes, made once: a deep pipeline has
+  // hundreds of thousands of instructions and a handful of distinct
+  // stages, kinds and numbers, and uniquing each anew (hashing the stage's
+  // name) was most of this function.
+  MLIRContext *context = model.getContext();
+  llvm::StringMap<FlatSymbolRefAttr> stageAttrs;
+  auto stageAttr = [&](const Work &w) {
+    FlatSymbolRefAttr &attr = stageAttrs[nameOf(w)];
+    if (!attr)
+      attr = FlatSymbolRefAttr::get(context, nameOf(w));
+    return attr;
+  };
+  std::vector<PassKindAttr> kindAttrs;
+  auto kindAttr = [&](PassKind kind) {
+    size_t at = size_t(kind);
+    if (at >= kindAttrs.size())
+      kindAttrs.resize(at + 1);
+    if (!kindAttrs[at])
+      kindAttrs[at] = PassKindAttr::get(context, kind);
+    return kindAttrs[at];
+  };
+  std::vector<IntegerAttr> numbers;
+  auto number = [&](int64_t value) {
+    if (value < 0 || value >= (int64_t(1) << 24))
+      return builder.getI64IntegerAttr(value);
+    if (size_t(value) >= numbers.size())
+      numbers.resize(size_t(value) + 1);
+    if (!numbers[size_t(value)])
+      numbers[size_t(value)] = builder.getI64IntegerAttr(value);
+    return numbers[size_t(value)];
+  };
+  auto comm = StreamKindAttr::get(context, StreamKind::comm);
 
   auto result = ProgramOp::create(builder, loc, name, model.getSymName(),
                                   pipeline.devices, pipeline.microbatches,
@@ -256,24 +288,24 @@ ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
             instr.blocking ? StreamKind::compute : StreamKind::vocab);
         continue;
       }
-      default:
-        break;
-      }
-      StringRef stage = nameOf(w);
-      switch (instr.kind) {
-      case InstrKind::Collective:
       case InstrKind::GradSync:
-        break;
+        continue;
       case InstrKind::Exec:
-        ExecOp::create(builder, loc, w.kind, stage, w.microbatch, w.slice);
+        ExecOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),
+                       number(w.microbatch), number(w.slice),
+                       /*state=*/nullptr, /*wstate=*/nullptr,
+                       /*rstate=*/nullptr, /*kv=*/nullptr, /*in=*/nullptr,
+                       /*out=*/nullptr);
         break;
       case InstrKind::Send:
-        SendOp::create(builder, loc, w.kind, stage, w.microbatch, w.slice,
-                       instr.peer, StreamKind::comm);
+        SendOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),
+                       number(w.microbatch), number(w.slice),
+                       number(instr.peer), comm, /*buffer=*/nullptr);
         break;
       case InstrKind::Recv:
-        RecvOp::create(builder, loc, w.kind, stage, w.microbatch, w.slice,
-                       instr.peer, StreamKind::comm);
+        RecvOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),
+                       number(w.microbatch), number(w.slice),
+                       number(instr.peer), comm, /*buffer=*/nullptr);
         break;
       }
     }

@@ -142,7 +142,9 @@ void mlir::sluice::buildLoweringPipeline(OpPassManager &pm,
   pm.addPass(createSyncGradients({o.dp, o.zero}));
   pm.addPass(createShardTensors({o.tp, o.sequenceParallel}));
   if (o.simulate)
-    pm.addPass(createSimulate({o.costs}));
+    pm.addPass(o.consumeSimulation
+                   ? createSimulate({o.costs}, o.consumeSimulation)
+                   : createSimulate({o.costs}));
   if (o.planBuffers)
     pm.addPass(createPlanBuffers());
 }

@@ -10,6 +10,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <deque>
 #include <map>
 
 namespace mlir::sluice {
@@ -32,6 +33,7 @@ enum class ValueKind : uint8_t {
   Outgoing,     // a pass's result on its way to the next stage
   Incoming,     // a received result, until its consumer runs
 };
+constexpr size_t kNumValueKinds = size_t(ValueKind::Incoming) + 1;
 
 struct ValueKey {
   ValueKind kind;
@@ -39,35 +41,54 @@ struct ValueKey {
   bool operator<(const ValueKey &o) const {
     return std::tie(kind, work) < std::tie(o.kind, o.work);
   }
+  bool operator==(const ValueKey &o) const {
+    return kind == o.kind && work == o.work;
+  }
 };
 
 /// Per-device slot allocation: a value gets the smallest free slot large
-/// enough for it, or a new one; it frees its slot after its last use.
+/// enough for it -- of those, the one freed first -- or a new one; it
+/// frees its slot after its last use. Free slots are queued by size, so a
+/// choice costs a lookup, not a scan of every free slot (a V shape at 64
+/// devices frees hundreds of thousands).
 class SlotAllocator {
 public:
   int allocate(int64_t bytes) {
-    auto best = free.end();
-    for (auto it = free.begin(); it != free.end(); ++it)
-      if (sizes[*it] >= bytes &&
-          (best == free.end() || sizes[*it] < sizes[*best]))
-        best = it;
-    if (best != free.end()) {
-      int slot = *best;
-      free.erase(best);
+    for (auto it = free.lower_bound(bytes); it != free.end();) {
+      if (it->second.empty()) {
+        it = free.erase(it);
+        continue;
+      }
+      int slot = it->second.front();
+      it->second.pop_front();
       return slot;
     }
     sizes.push_back(bytes);
     return int(sizes.size()) - 1;
   }
-  void release(int slot) { free.push_back(slot); }
+  void release(int slot) { free[sizes[slot]].push_back(slot); }
   const std::vector<int64_t> &getSizes() const { return sizes; }
 
 private:
   std::vector<int64_t> sizes;
-  std::vector<int> free;
+  std::map<int64_t, std::deque<int>> free;
 };
 
 } // namespace
+
+namespace llvm {
+template <> struct DenseMapInfo<ValueKey> {
+  static ValueKey getEmptyKey() { return {ValueKind::Incoming, ~size_t(0)}; }
+  static ValueKey getTombstoneKey() {
+    return {ValueKind::Incoming, ~size_t(0) - 1};
+  }
+  static unsigned getHashValue(const ValueKey &k) {
+    return DenseMapInfo<uint64_t>::getHashValue(
+        (uint64_t(k.kind) << 56) ^ uint64_t(k.work));
+  }
+  static bool isEqual(const ValueKey &a, const ValueKey &b) { return a == b; }
+};
+} // namespace llvm
 
 namespace {
 /// The slot attributes of the instructions (ODS: sluice.exec, sluice.send,
@@ -81,27 +102,27 @@ StringRef getRoleName(Role role) {
   return kNames[int(role)];
 }
 
-/// Writes `slot` as `op`'s attribute for `role`.
-void setSlot(Operation *op, Role role, int64_t slot) {
+/// Writes `slot` (an i64 attribute) as `op`'s attribute for `role`.
+void setSlot(Operation *op, Role role, IntegerAttr slot) {
   if (role == Role::Buffer) {
     if (auto send = dyn_cast<SendOp>(op))
-      return send.setBuffer(slot);
-    return cast<RecvOp>(op).setBuffer(slot);
+      return send.setBufferAttr(slot);
+    return cast<RecvOp>(op).setBufferAttr(slot);
   }
   auto exec = cast<ExecOp>(op);
   switch (role) {
   case Role::State:
-    return exec.setState(slot);
+    return exec.setStateAttr(slot);
   case Role::WState:
-    return exec.setWstate(slot);
+    return exec.setWstateAttr(slot);
   case Role::RState:
-    return exec.setRstate(slot);
+    return exec.setRstateAttr(slot);
   case Role::KV:
-    return exec.setKv(slot);
+    return exec.setKvAttr(slot);
   case Role::In:
-    return exec.setIn(slot);
+    return exec.setInAttr(slot);
   case Role::Out:
-    return exec.setOut(slot);
+    return exec.setOutAttr(slot);
   case Role::Buffer:
     break;
   }
@@ -143,7 +164,7 @@ public:
       std::vector<Roles> defs(instrs.size()), uses(instrs.size());
       for (size_t i = 0; i < instrs.size(); ++i)
         collectValues(d, instrs[i], defs[i], uses[i]);
-      std::map<ValueKey, size_t> lastUse = findLastUses(defs, uses);
+      llvm::DenseMap<ValueKey, size_t> lastUse = findLastUses(defs, uses);
       keepSentSlots(d, lastUse);
       if (failed(assignSlots(d, defs, uses, lastUse)))
         return failure();
@@ -175,7 +196,20 @@ private:
     return success();
   }
 
-  int64_t bytesOf(ValueKind kind, const Work &w) const {
+  /// The bytes of a value, by its kind, stage and slice (the layout walk
+  /// once for each).
+  int64_t bytesOf(ValueKind kind, const Work &w) {
+    size_t at = (size_t(kind) * pipeline.getNumStages() + w.stage) *
+                    lengths.size() +
+                w.slice;
+    if (sizes.empty())
+      sizes.assign(kNumValueKinds * size_t(pipeline.getNumStages()) * lengths.size(), -1);
+    if (sizes[at] < 0)
+      sizes[at] = computeBytes(kind, w);
+    return sizes[at];
+  }
+
+  int64_t computeBytes(ValueKind kind, const Work &w) const {
     int64_t offset = 0;
     for (int k = 0; k < w.slice; ++k)
       offset += lengths[k];
@@ -271,14 +305,14 @@ private:
   }
 
   /// 2. The last use of every value (its definition if never used again).
-  static std::map<ValueKey, size_t> findLastUses(ArrayRef<Roles> defs,
+  static llvm::DenseMap<ValueKey, size_t> findLastUses(ArrayRef<Roles> defs,
                                                  ArrayRef<Roles> uses) {
-    std::map<ValueKey, size_t> lastUse;
+    llvm::DenseMap<ValueKey, size_t> lastUse;
     for (size_t i = 0; i < defs.size(); ++i) {
       for (auto &[key, role] : defs[i])
-        lastUse[key] = std::max(lastUse[key], i);
+        lastUse[key] = i;
       for (auto &[key, role] : uses[i])
-        lastUse[key] = std::max(lastUse[key], i);
+        lastUse[key] = i;
     }
     return lastUse;
   }
@@ -290,7 +324,7 @@ private:
   /// device has consumed a message the peer sent later in its program than
   /// that receive (in 1F1B, the gradient that comes back for the
   /// activation sent). With none, the slot lives to the end of the step.
-  void keepSentSlots(int d, std::map<ValueKey, size_t> &lastUse) {
+  void keepSentSlots(int d, llvm::DenseMap<ValueKey, size_t> &lastUse) {
     const std::vector<Instr> &instrs = view.program.devices[d];
     for (size_t i = 0; i < instrs.size(); ++i) {
       const Instr &send = instrs[i];
@@ -314,27 +348,41 @@ private:
         }
       }
       ValueKey sent{ValueKind::Outgoing, index(send.work)};
-      lastUse[sent] = std::max(lastUse[sent], until);
+      size_t &last = lastUse[sent];
+      last = std::max(last, until);
     }
+  }
+
+  /// A slot's attribute, made once (uniquing it for every role of every
+  /// instruction is a third of the planner's time at 64 devices).
+  IntegerAttr getSlotAttr(int slot) {
+    if (size_t(slot) >= slotAttrs.size())
+      for (size_t i = slotAttrs.size(); i <= size_t(slot); ++i)
+        slotAttrs.push_back(builder.getI64IntegerAttr(int64_t(i)));
+    return slotAttrs[size_t(slot)];
   }
 
   /// 3. Linear scan: allocate at the definition, free after the last use;
   /// writes each role's slot on its instruction and the slot sizes on the
   /// device.
   LogicalResult assignSlots(int d, ArrayRef<Roles> defs, ArrayRef<Roles> uses,
-                            const std::map<ValueKey, size_t> &lastUse) {
+                            const llvm::DenseMap<ValueKey, size_t> &lastUse) {
     const std::vector<Instr> &instrs = view.program.devices[d];
     SlotAllocator slots;
-    std::map<ValueKey, int> slotOf;
+    llvm::DenseMap<ValueKey, int> slotOf;
     std::vector<SmallVector<ValueKey, 4>> dyingAt(instrs.size());
     for (auto &[key, i] : lastUse)
       dyingAt[i].push_back(key);
+    // Freed in one order whatever the map's: the order decides which free
+    // slot the next value of a size takes.
+    for (SmallVector<ValueKey, 4> &dying : dyingAt)
+      llvm::sort(dying);
     for (size_t i = 0; i < instrs.size(); ++i) {
       Operation *op = view.ops[d][i];
       for (auto &[key, role] : defs[i]) {
         int slot = slots.allocate(bytesOf(key.kind, instrs[i].work));
         slotOf[key] = slot;
-        setSlot(op, role, slot);
+        setSlot(op, role, getSlotAttr(slot));
       }
       for (auto &[key, role] : uses[i]) {
         auto it = slotOf.find(key);
@@ -342,7 +390,7 @@ private:
           return op->emitOpError("uses a value no earlier instruction of "
                                  "this device produces (")
                  << getRoleName(role) << ")";
-        setSlot(op, role, it->second);
+        setSlot(op, role, getSlotAttr(it->second));
       }
       for (const ValueKey &key : dyingAt[i])
         slots.release(slotOf[key]);
@@ -359,9 +407,12 @@ private:
   /// The layers of each stage, as indices into the model's chain.
   std::vector<std::vector<int>> stageLayers;
   std::vector<rt::Recompute> recompute;
+  /// bytesOf's answers, -1 where not yet asked.
+  std::vector<int64_t> sizes;
   WorkIndex index;
   Builder builder;
-  std::map<std::tuple<int, int, size_t, int>, int64_t> transfers;
+  std::vector<IntegerAttr> slotAttrs;
+  llvm::DenseMap<std::tuple<int, int, size_t, int>, int64_t> transfers;
 };
 } // namespace
 

@@ -118,11 +118,27 @@ LogicalResult mlir::sluice::simulateProgram(
 namespace {
 struct SimulatePass : public mlir::sluice::impl::SimulateBase<SimulatePass> {
   using Base::Base;
+  SimulatePass(const SimulateOptions &options,
+               std::function<LogicalResult(ScheduleFiles &)> consume)
+      : Base(options), consume(std::move(consume)) {}
 
   void runOnOperation() override {
+    // An empty std::function would make a callable (and throwing)
+    // function_ref: none then.
+    function_ref<LogicalResult(ScheduleFiles &)> handOver;
+    if (consume)
+      handOver = consume;
     for (ProgramOp program : getOperation().getOps<ProgramOp>())
-      if (failed(simulateProgram(program, costs)))
+      if (failed(simulateProgram(program, costs, handOver)))
         return signalPassFailure();
   }
+
+  std::function<LogicalResult(ScheduleFiles &)> consume;
 };
 } // namespace
+
+std::unique_ptr<Pass> mlir::sluice::createSimulate(
+    const SimulateOptions &options,
+    std::function<LogicalResult(ScheduleFiles &)> consume) {
+  return std::make_unique<SimulatePass>(options, std::move(consume));
+}

@@ -77,6 +77,32 @@ void validateVocabulary(const Plan &plan) {
          std::to_string(v.output.paddedVocab) + ")");
 }
 
+/// Where an instruction is, for a message: "device 3, instruction 17
+/// (F of stage 2, microbatch 5, ...)", spelled only when a check fails --
+/// spelling it for every instruction was a fifth of loading a deep
+/// pipeline's plan.
+class Where {
+public:
+  Where(const Plan &plan, int device, size_t index)
+      : plan(plan), device(device), index(index) {}
+  std::string str() const {
+    return "device " + std::to_string(device) + ", instruction " +
+           std::to_string(index) + " (" +
+           plan.describe(plan.programs[device].instructions[index]) + ")";
+  }
+  friend std::string operator+(const Where &where, const std::string &rest) {
+    return where.str() + rest;
+  }
+  friend std::string operator+(const Where &where, const char *rest) {
+    return where.str() + rest;
+  }
+
+private:
+  const Plan &plan;
+  int device;
+  size_t index;
+};
+
 /// What the shard checks track while walking the programs.
 struct ShardState {
   /// (device, pass, stage or shard, mb, slice) of every pass run so far.
@@ -90,7 +116,7 @@ struct ShardState {
 
 /// An exec's collective inputs were issued earlier on its device.
 void checkCollectiveInputs(const Plan &plan, int d, const Instruction &instr,
-                           const std::string &where, const ShardState &st) {
+                           const Where &where, const ShardState &st) {
   std::optional<CollectiveRef> in = plan.getCollectiveInput(instr);
   if (in &&
       !st.issued.count({d, int(in->shard), in->group, instr.mb, instr.slice}))
@@ -100,7 +126,7 @@ void checkCollectiveInputs(const Plan &plan, int d, const Instruction &instr,
 }
 
 void validateShardInstruction(const Plan &plan, int d, const Instruction &instr,
-                              const std::string &where, ShardState &st) {
+                              const Where &where, ShardState &st) {
   const VocabularyPlan &v = plan.vocabulary;
   const ShardPlan &shard = instr.shard == Shard::Input ? v.input : v.output;
   if (!shard.present)
@@ -239,8 +265,7 @@ private:
 
   void checkInstruction(int d, size_t i) {
     const Instruction &instr = plan.programs[d].instructions[i];
-    std::string where = "device " + std::to_string(d) + ", instruction " +
-                        std::to_string(i) + " (" + plan.describe(instr) + ")";
+    Where where(plan, d, i);
     if (instr.op == Op::GradSync)
       return checkGradSync(d, i, instr, where);
     if (instr.op == Op::Exec)
@@ -261,7 +286,7 @@ private:
   }
 
   void checkGradSync(int d, size_t i, const Instruction &instr,
-                     const std::string &where) {
+                     const Where &where) {
     if (plan.dp < 2)
       fail(where + ": averages gradients over data-parallel replicas, "
                    "but the plan's mesh has none (dp = 1)");
@@ -285,7 +310,7 @@ private:
 
   /// `slot` of device `d` exists and holds `need` bytes (a role a pass
   /// does not have needs 0 and may be -1).
-  void checkSlot(int d, const std::string &where, int32_t slot, int64_t need,
+  void checkSlot(int d, const Where &where, int32_t slot, int64_t need,
                  const char *what) const {
     const std::vector<int64_t> &buffers = plan.programs[d].buffers;
     if (need == 0 && slot < 0)
@@ -305,7 +330,7 @@ private:
                 : std::string()));
   }
 
-  void checkExec(int d, const Instruction &instr, const std::string &where) {
+  void checkExec(int d, const Instruction &instr, const Where &where) {
     const StagePlan &stage = plan.stages[instr.stage];
     if (stage.device != d)
       fail(where + ": stage " + stage.name + " is on device " +
@@ -326,43 +351,59 @@ private:
     checkExecSlots(d, instr, where);
   }
 
+  /// What each slot of a stage's pass on a slice needs, from the layout.
+  struct SlotNeeds {
+    int64_t state, wstate, rstate, kv, message;
+  };
+  /// The layout's walk once per stage and slice, not per instruction (it
+  /// was a fifth of loading a 64-device plan).
+  const SlotNeeds &getSlotNeeds(int stageIndex, int slice) const {
+    size_t at = size_t(stageIndex) * plan.slices.size() + size_t(slice);
+    if (needs.empty())
+      needs.resize(plan.stages.size() * plan.slices.size());
+    if (!needs[at]) {
+      const StagePlan &stage = plan.stages[stageIndex];
+      const ModelConfig &model = plan.shardModel;
+      const Precision &precision = plan.precision;
+      SliceShape s = plan.getSliceShape(slice);
+      needs[at] = SlotNeeds{
+          getForwardStateBytes(model, stage.layers, s, precision,
+                               stage.recompute),
+          getWeightStateBytes(model, stage.layers, s, precision),
+          stage.recompute == Recompute::None
+              ? 0
+              : getRecomputedStateBytes(model, stage.layers, s, precision,
+                                        stage.recompute),
+          getKeyValueBytes(model, stage.layers, s.rows, precision),
+          getMessageBytes(model, s, precision)};
+    }
+    return *needs[at];
+  }
+
   /// Each slot of a stage pass holds what the layout says it needs.
   void checkExecSlots(int d, const Instruction &instr,
-                      const std::string &where) const {
+                      const Where &where) const {
     const StagePlan &stage = plan.stages[instr.stage];
-    const ModelConfig &model = plan.shardModel;
-    const Precision &precision = plan.precision;
-    SliceShape s = plan.getSliceShape(instr.slice);
-    checkSlot(d, where, instr.state,
-              getForwardStateBytes(model, stage.layers, s, precision,
-                                   stage.recompute),
-              "forward state");
+    const SlotNeeds &need = getSlotNeeds(instr.stage, instr.slice);
+    checkSlot(d, where, instr.state, need.state, "forward state");
     if (instr.pass != Pass::F) {
-      checkSlot(d, where, instr.wstate,
-                getWeightStateBytes(model, stage.layers, s, precision),
-                "weight state");
+      checkSlot(d, where, instr.wstate, need.wstate, "weight state");
       if (stage.recompute != Recompute::None)
-        checkSlot(d, where, instr.rstate,
-                  getRecomputedStateBytes(model, stage.layers, s, precision,
-                                          stage.recompute),
-                  "recomputed state");
+        checkSlot(d, where, instr.rstate, need.rstate, "recomputed state");
     }
     if (instr.pass == Pass::W)
       return;
-    checkSlot(d, where, instr.kv,
-              getKeyValueBytes(model, stage.layers, s.rows, precision),
-              "key/value state");
+    checkSlot(d, where, instr.kv, need.kv, "key/value state");
     bool first = instr.stage == 0;
     bool last = instr.stage + 1 == int(plan.stages.size());
     bool hasInput = instr.pass == Pass::F ? !first : !last;
     bool hasOutput = instr.pass == Pass::F ? !last : !first;
-    int64_t message = getMessageBytes(model, s, precision);
-    checkSlot(d, where, instr.in, hasInput ? message : 0, "input");
-    checkSlot(d, where, instr.out, hasOutput ? message : 0, "output");
+    checkSlot(d, where, instr.in, hasInput ? need.message : 0, "input");
+    checkSlot(d, where, instr.out, hasOutput ? need.message : 0, "output");
   }
 
   void checkMessage(int d, size_t i, const Instruction &instr,
-                    const std::string &where) {
+                    const Where &where) {
     if (instr.peer < 0 || instr.peer >= plan.devices || instr.peer == d)
       fail(where + ": peer " + std::to_string(instr.peer) +
            " is not another device");
@@ -384,6 +425,8 @@ private:
   std::map<std::tuple<int, int, int64_t>, int> &sends, &recvs;
   std::set<std::tuple<int, int, int, int>> &executed;
   std::map<std::pair<int, int>, size_t> &lastExec, &gradSync;
+  /// getSlotNeeds' answers by stage and slice.
+  mutable std::vector<std::optional<SlotNeeds>> needs;
 };
 
 /// What only the whole plan shows, from the walk's facts.

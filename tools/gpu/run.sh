@@ -3,7 +3,7 @@
 # builds; the device tool carries build-gpu/bundle.tar.xz (docs/gpu.md):
 #
 #   tar -C /tmp -xJf build-gpu/bundle.tar.xz
-#   bash /tmp/bundle/run.sh /tmp/bundle [quick|bench|all|variants|profile]
+#   bash /tmp/bundle/run.sh /tmp/bundle [quick|bench|all|variants|profile|calibrate]
 #
 # 1. every CUDA kernel against the CPU's (SluiceCudaTests), and every
 #    backend against the reference (SluiceConformanceTests);
@@ -50,9 +50,14 @@
 #   2. `ONLY='conformance|1f1b|zb-h1' nccl-suite.sh BUNDLE`: the
 #      communicators' conformance suite over NCCL (2 and 4 ranks, about
 #      20 s each with NCCL's initialisation), then
-#      NCCL runs over the same HostGroup bootstrap (about 45 s a check).
+#      NCCL runs over the same HostGroup bootstrap (about 45 s a check);
+#   3. `run.sh BUNDLE calibrate` (about 30 s; added 2026-11-28): one
+#      405B-sized layer's F, B and W; then, on the CPU,
+#      `bash bench/llama405-calibrate.sh OUT/bench-layer-405b.txt` predicts
+#      Meta's 405B meshes at the measured efficiency (issue 52's "within 3
+#      points of the published MFU, with the calibration written down").
 set -uo pipefail
-bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|bench|all|variants|profile]}" && pwd)
+bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|bench|all|variants|profile|calibrate]}" && pwd)
 mode=${2:-all}
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
@@ -278,6 +283,14 @@ if [ "$mode" = all ] || [ "$mode" = bench ]; then
       --config llama-3.2-1b.json \
       --only "${TORCH_ONLY:-autocast/compile,bf16-master/compile}") 2>&1 |
       tee "$out/bench-torch.txt"
+fi
+# 5b. The 405B calibration (docs/search.md): one layer of Llama-3.1-405B's
+# size (hidden 16384, FFN 53248, 128 heads, 8192 tokens) through the CUDA
+# backend; bench/llama405-calibrate.sh turns its F+B+W rate into the cost
+# model's efficiency and predicts Meta's meshes with it.
+if [ "$mode" = all ] || [ "$mode" = bench ] || [ "$mode" = calibrate ]; then
+  timeout 150 sluice-bench-gpu-layer --hidden 16384 --ffn 53248 --heads 128 \
+    --seq 8192 --repeats 3 2>&1 | tee "$out/bench-layer-405b.txt"
 fi
 # 6. The speed switches, side by side.
 if [ "$mode" = variants ]; then

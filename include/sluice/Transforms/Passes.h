@@ -12,6 +12,7 @@
 #include "mlir/Pass/Pass.h"
 #include "llvm/Support/JSON.h"
 
+#include <functional>
 #include <memory>
 
 namespace mlir::sluice {
@@ -113,6 +114,11 @@ LogicalResult verifySchedule(ProgramOp program);
 LogicalResult
 simulateProgram(ProgramOp program, StringRef costs,
                 function_ref<LogicalResult(ScheduleFiles &)> consume = {});
+
+/// sluice-simulate that hands each program's simulation to `consume`.
+std::unique_ptr<Pass>
+createSimulate(const SimulateOptions &options,
+               std::function<LogicalResult(ScheduleFiles &)> consume);
 
 /// What sluice-plan-buffers does to one program.
 LogicalResult planBuffers(ProgramOp program);

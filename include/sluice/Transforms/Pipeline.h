@@ -105,6 +105,12 @@ struct SluicePipelineOptions
       llvm::cl::desc("predict the step (off where the caller simulates "
                      "the program itself, as the plan search does)"),
       llvm::cl::init(true)};
+
+  /// Not a flag: where the pipeline's sluice-simulate hands its
+  /// simulation (sluice-compile's prediction, report, trace and timeline
+  /// come from it), so that a compile simulates once and its passes are
+  /// still the pipeline's, for MLIR's pass-manager flags.
+  std::function<LogicalResult(ScheduleFiles &)> consumeSimulation;
 };
 
 /// Adds the compile's passes to `pm` (on the module): the microbatch shape,
