@@ -2,6 +2,7 @@
 
 #include "sluice/Schedule/Schedules.h"
 
+#include "sluice/Schedule/ExtendOrders.h"
 #include "sluice/Schedule/ImproveOrders.h"
 #include "sluice/Schedule/TimeOrders.h"
 #include "sluice/Schedule/VShapeOrders.h"
@@ -436,11 +437,12 @@ improveWithinCap(const ScheduleInfo &schedule, const Pipeline &pipeline,
   return improveOrders(pipeline, candidates, durations, caps, error, &clock);
 }
 
-FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
-                                        const Pipeline &pipeline,
-                                        const Durations &durations,
-                                        std::string &error,
-                                        const BuildOptions &options) {
+/// The schedule's orders for `pipeline`: its block (or construction),
+/// refined, and improved within its memory cap.
+static FailureOr<std::vector<std::vector<Work>>>
+buildOrders(const ScheduleInfo &schedule, const Pipeline &pipeline,
+            const Durations &durations, std::string &error,
+            const BuildOptions &options) {
   std::vector<std::vector<Work>> orders;
   std::optional<BuildingBlock> block;
   switch (schedule.kind) {
@@ -517,5 +519,83 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
       return failure();
     orders = std::move(improved->orders);
   }
-  return lowerToProgram(pipeline, orders, error);
+  return orders;
+}
+
+/// Issue 52: a deep pipeline's improved orders drawn for fewer
+/// microbatches and extended (ExtendOrders.h) -- the improvement's list
+/// schedules, refinements and timings are linear in the passes and were
+/// most of a 64-device compile. Taken only where the extension keeps
+/// every device's memory cap and is no slower than the schedule's own
+/// block at full length (timed here; the steady state the extension
+/// repeats is the improved one's); nullopt otherwise, and the caller
+/// improves the whole pipeline as before.
+static std::optional<std::vector<std::vector<Work>>>
+buildByExtension(const ScheduleInfo &schedule, const Pipeline &pipeline,
+                 const Durations &durations, const BuildOptions &options) {
+  // Past this many passes a compile extends; below it the whole pipeline
+  // is improved (every test and benchmark grid of the schedules' quality
+  // is below it).
+  constexpr size_t kExtendAbovePasses = 50'000;
+  std::optional<double> cap = getMemoryCap(schedule.kind, pipeline.devices);
+  if (!options.improve || !options.extend || !cap || pipeline.vocab.any())
+    return std::nullopt;
+  size_t passes = size_t(pipeline.getNumStages()) * pipeline.slices *
+                  (pipeline.splitBackward ? 3 : 2) * pipeline.microbatches;
+  // Enough microbatches for the warm-up, a steady state of several
+  // periods and the cool-down on every device (at p + 16 the V shapes'
+  // improved orders often have no steady state yet; at 2p + 8 they did
+  // on the grid of bench/results/cpu-2026-11-28-plan-repeats).
+  int shorter = 2 * pipeline.devices + 8;
+  if (passes <= kExtendAbovePasses || pipeline.microbatches <= 2 * shorter)
+    return std::nullopt;
+  Pipeline drawn = pipeline;
+  drawn.microbatches = shorter;
+  std::string why;
+  FailureOr<std::vector<std::vector<Work>>> orders =
+      buildOrders(schedule, drawn, durations, why, options);
+  if (failed(orders))
+    return std::nullopt;
+  std::optional<std::vector<std::vector<Work>>> extended =
+      extendOrders(pipeline, *orders, shorter);
+  if (!extended)
+    return std::nullopt;
+  // Within the cap, and deadlock-free (timed) and no slower than the
+  // block's own order at full length.
+  std::vector<double> peaks = getPeakUntilW(pipeline, *extended, durations);
+  for (int d = 0; d < pipeline.devices; ++d)
+    if (peaks[d] > *cap * getMicrobatchActivation(pipeline, durations, d) +
+                       1e-9)
+      return std::nullopt;
+  OrderClock clock(pipeline, durations);
+  std::optional<OrderTiming> timing = clock.time(*extended, why);
+  if (!timing)
+    return std::nullopt;
+  BuildOptions plain = options;
+  plain.improve = false;
+  FailureOr<std::vector<std::vector<Work>>> block =
+      buildOrders(schedule, pipeline, durations, why, plain);
+  if (succeeded(block))
+    if (std::optional<OrderTiming> own = clock.time(*block, why);
+        own && own->makespan < timing->makespan - 1e-9)
+      return std::nullopt;
+  return extended;
+}
+
+FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
+                                        const Pipeline &pipeline,
+                                        const Durations &durations,
+                                        std::string &error,
+                                        const BuildOptions &options) {
+  std::optional<std::vector<std::vector<Work>>> extended =
+      buildByExtension(schedule, pipeline, durations, options);
+  if (options.extended)
+    *options.extended = extended.has_value();
+  if (extended)
+    return lowerToProgram(pipeline, *extended, error);
+  FailureOr<std::vector<std::vector<Work>>> orders =
+      buildOrders(schedule, pipeline, durations, error, options);
+  if (failed(orders))
+    return failure();
+  return lowerToProgram(pipeline, *orders, error);
 }

@@ -5,6 +5,7 @@
 
 #include "Require.h"
 #include "sluice/Analysis/Simulator.h"
+#include "sluice/Schedule/ExtendOrders.h"
 #include "sluice/Schedule/ImproveOrders.h"
 #include "sluice/Schedule/OptimalOrders.h"
 #include "sluice/Schedule/Schedules.h"
@@ -710,5 +711,115 @@ TEST(VShapeSearch, OrdersKeepTheCapAndBeatTheAuthorsSearch) {
     auto ours = timeOrders(pipe, orders, durations, error);
     ASSERT_TRUE(ours) << error;
     EXPECT_LE(ours->makespan, c.theirs + 1e-9) << c.name << " p=" << c.p;
+  }
+}
+
+namespace {
+/// The pass order of each device of `program`.
+std::vector<std::vector<Work>> getOrders(const Pipeline &pipe,
+                                         const Program &program) {
+  std::vector<std::vector<Work>> orders(pipe.devices);
+  for (int d = 0; d < pipe.devices; ++d)
+    for (const Instr &instr : program.devices[d])
+      if (instr.kind == InstrKind::Exec)
+        orders[d].push_back(instr.work);
+  return orders;
+}
+} // namespace
+
+// Issue 52: a building block is periodic by construction, so its orders
+// for m microbatches, extended from fewer, are its orders for m exactly.
+TEST(ExtendOrders, ABlockExtendsToItself) {
+  for (const char *name : {"1f1b", "zb-h1", "zb-v", "v-half", "v-min"})
+    for (int p : {4, 6}) {
+      const ScheduleInfo *info = lookupSchedule(name);
+      int v = info->chunks == 1 ? 1 : 2;
+      auto build = [&](int m) {
+        Pipeline pipe = makePipeline(*info, p, m, v, 1);
+        auto unit = [&](const Work &w) { return getUnitDuration(pipe, w); };
+        std::string error;
+        FailureOr<Program> program = buildSchedule(
+            *info, pipe, Durations{unit, 0.0}, error, BuildOptions{false});
+        EXPECT_TRUE(succeeded(program)) << error;
+        return std::pair(pipe, getOrders(pipe, *program));
+      };
+      auto [shortPipe, shortOrders] = build(3 * p + 4);
+      auto [longPipe, longOrders] = build(5 * p + 9);
+      std::optional<std::vector<std::vector<Work>>> extended =
+          extendOrders(longPipe, shortOrders, 3 * p + 4);
+      ASSERT_TRUE(extended) << name << " p=" << p;
+      EXPECT_EQ(*extended, longOrders) << name << " p=" << p;
+    }
+}
+
+// What cannot be extended is refused, not mangled: a device without a
+// steady state of three periods, or a result that is not every pass once.
+TEST(ExtendOrders, RefusesWhatIsNotPeriodic) {
+  const ScheduleInfo *info = lookupSchedule("1f1b");
+  Pipeline shortPipe = makePipeline(*info, 2, 12, 1, 1);
+  Pipeline longPipe = makePipeline(*info, 2, 20, 1, 1);
+  auto unit = [&](const Work &w) { return getUnitDuration(shortPipe, w); };
+  std::string error;
+  FailureOr<Program> program = buildSchedule(
+      *info, shortPipe, Durations{unit, 0.0}, error, BuildOptions{false});
+  ASSERT_TRUE(succeeded(program)) << error;
+  std::vector<std::vector<Work>> orders = getOrders(shortPipe, *program);
+  ASSERT_TRUE(extendOrders(longPipe, orders, 12));
+  // Device 1's steady state broken every other microbatch.
+  std::vector<std::vector<Work>> broken = orders;
+  for (size_t i = 0; i + 3 < broken[1].size(); i += 4)
+    std::swap(broken[1][i], broken[1][i + 1]);
+  EXPECT_FALSE(extendOrders(longPipe, broken, 12));
+  // Fewer periods than asked for.
+  EXPECT_FALSE(extendOrders(longPipe, orders, 12, /*minPeriods=*/20));
+  // A pass missing from the short orders is missing from the long ones.
+  std::vector<std::vector<Work>> missing = orders;
+  missing[0].pop_back();
+  EXPECT_FALSE(extendOrders(longPipe, missing, 12));
+}
+
+// Past 50,000 passes a compile improves 2p + 8 microbatches and extends
+// them: on this grid it is never slower than improving every microbatch,
+// and keeps the schedule's memory cap.
+TEST(ExtendOrders, ExtendingIsNeverSlowerThanImprovingItAll) {
+  struct Case {
+    const char *name;
+    int p, m;
+    double b, w, comm;
+  };
+  for (Case c : {Case{"v-half", 16, 560, 1, 1, 0},
+                 Case{"v-min", 16, 560, 1.5, 0.7, 0.3},
+                 Case{"zb-v", 16, 560, 1, 1, 0},
+                 Case{"zb-h1", 24, 720, 1.2, 0.5, 0.15}}) {
+    const ScheduleInfo *info = lookupSchedule(c.name);
+    int v = info->chunks == 1 ? 1 : 2;
+    Pipeline pipe = makePipeline(*info, c.p, c.m, v, 1);
+    auto cost = [&](const Work &w) {
+      return (w.kind == PassKind::F ? 1.0 : w.kind == PassKind::B ? c.b : c.w) /
+             v;
+    };
+    auto units = [&](const Work &) { return 1.0 / v; };
+    Durations durations{cost, c.comm, units};
+    double makespan[2], peak[2];
+    for (bool extend : {false, true}) {
+      BuildOptions options;
+      options.extend = extend;
+      bool extended = false;
+      options.extended = &extended;
+      std::string error;
+      FailureOr<Program> program =
+          buildSchedule(*info, pipe, durations, error, options);
+      ASSERT_TRUE(succeeded(program)) << c.name << ": " << error;
+      ASSERT_FALSE(verifyProgram(pipe, *program)) << c.name;
+      std::vector<std::vector<Work>> orders = getOrders(pipe, *program);
+      auto timing = timeOrders(pipe, orders, durations, error);
+      ASSERT_TRUE(timing) << c.name << ": " << error;
+      std::vector<double> peaks = getPeakUntilW(pipe, orders, durations);
+      EXPECT_EQ(extended, extend) << c.name << " b=" << c.b;
+      makespan[extend] = timing->makespan;
+      peak[extend] = *std::max_element(peaks.begin(), peaks.end());
+    }
+    EXPECT_LE(makespan[1], makespan[0] + 1e-9) << c.name;
+    EXPECT_LE(peak[1], *getMemoryCap(info->kind, c.p) + 1e-9) << c.name;
   }
 }

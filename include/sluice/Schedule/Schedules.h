@@ -74,6 +74,13 @@ struct BuildOptions {
   /// schedule's memory cap (ImproveOrders.h) where one exists; off, the
   /// block's order as drawn (benchmarks compare the two).
   bool improve = true;
+  /// Past 50,000 passes, improve the orders of 2p + 8 microbatches and run
+  /// their steady state for the rest (ExtendOrders.h), where that keeps
+  /// the cap and beats the block; off, improve every microbatch's passes
+  /// (tests compare the two).
+  bool extend = true;
+  /// Where not null, set to whether the orders were extended.
+  bool *extended = nullptr;
 };
 
 /// Builds the per-device programs. `durations` decide where W passes fill
