@@ -321,10 +321,10 @@ private:
           json.rawValue([&](llvm::raw_ostream &os) {
             llvm::json::OStream line(os);
             line.array([&] {
-              for (auto [from, to] : block.slotMap)
+              for (const std::pair<int64_t, int64_t> &entry : block.slotMap)
                 line.array([&] {
-                  line.value(from);
-                  line.value(to);
+                  line.value(entry.first);
+                  line.value(entry.second);
                 });
             });
           });
