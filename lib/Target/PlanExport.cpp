@@ -349,6 +349,18 @@ private:
     });
   }
 
+  /// A send's or receive's fields for a repeat block.
+  template <typename MessageOp>
+  void messageFields(rt::RepeatFields &row, rt::Op opKind, MessageOp m,
+                     int64_t peer) {
+    row.fixed = {int64_t(opKind), int64_t(m.getKind()),
+                 stageIndex.lookup(m.getStage()), m.getSlice(), peer,
+                 int64_t(m.getStream())};
+    row.mb = m.getMb();
+    row.key = keyOf(m.getKind(), m.getStage(), m.getMb(), m.getSlice());
+    row.slots.back() = slot(m.getBuffer());
+  }
+
   /// What a repeat block compares of `op`: everything it writes, with the
   /// microbatch, key and slots apart (they step from run to run).
   rt::RepeatFields getRepeatFields(Operation &op) {
@@ -375,19 +387,9 @@ private:
                    slot(e.getIn()),    slot(e.getOut()),    slot(e.getRstate()),
                    -1};
     } else if (auto s = dyn_cast<SendOp>(op)) {
-      row.fixed = {int64_t(rt::Op::Send), int64_t(s.getKind()),
-                   stageOrShard(s.getStage()), s.getSlice(), s.getTo(),
-                   int64_t(s.getStream())};
-      row.mb = s.getMb();
-      row.key = keyOf(s.getKind(), s.getStage(), s.getMb(), s.getSlice());
-      row.slots.back() = slot(s.getBuffer());
+      messageFields(row, rt::Op::Send, s, s.getTo());
     } else if (auto r = dyn_cast<RecvOp>(op)) {
-      row.fixed = {int64_t(rt::Op::Recv), int64_t(r.getKind()),
-                   stageOrShard(r.getStage()), r.getSlice(), r.getFrom(),
-                   int64_t(r.getStream())};
-      row.mb = r.getMb();
-      row.key = keyOf(r.getKind(), r.getStage(), r.getMb(), r.getSlice());
-      row.slots.back() = slot(r.getBuffer());
+      messageFields(row, rt::Op::Recv, r, r.getFrom());
     } else {
       // Not an instruction the file has: never part of a block.
       row.fixed = {-1, int64_t(reinterpret_cast<uintptr_t>(&op))};

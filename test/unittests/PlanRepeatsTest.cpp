@@ -126,18 +126,23 @@ TEST(PlanRepeats, NothingRepeatsInIrregularRows) {
   EXPECT_TRUE(findRepeats(steadyState(2), 4).empty());
 }
 
-/// planReusingASentSlot's device 1 is two runs of one microbatch's four
-/// instructions, keys one apart, the same slots.
-TEST(PlanRepeats, TheReaderExpandsABlockIntoTheFullList) {
-  nlohmann::json full = nlohmann::json::parse(planReusingASentSlot());
-  nlohmann::json blocked = full;
-  nlohmann::json &list = blocked["programs"][1]["instructions"];
+/// planReusingASentSlot with device 1's list as one block: it is two runs
+/// of one microbatch's four instructions, keys one apart, the same slots.
+nlohmann::json getBlockedPlan() {
+  nlohmann::json plan = nlohmann::json::parse(planReusingASentSlot());
+  nlohmann::json &list = plan["programs"][1]["instructions"];
   nlohmann::json body(list.begin(), list.begin() + 4);
   list = nlohmann::json::array({{{"repeat", 2},
                                  {"mb_step", 1},
                                  {"key_step", 1},
                                  {"slots", nlohmann::json::array()},
                                  {"body", body}}});
+  return plan;
+}
+
+TEST(PlanRepeats, TheReaderExpandsABlockIntoTheFullList) {
+  nlohmann::json full = nlohmann::json::parse(planReusingASentSlot());
+  nlohmann::json blocked = getBlockedPlan();
   Plan a, b;
   ASSERT_TRUE(parsePlan(full.dump(), "full", a).isOk());
   Status st = parsePlan(blocked.dump(), "blocked", b);
@@ -159,15 +164,8 @@ TEST(PlanRepeats, TheReaderExpandsABlockIntoTheFullList) {
 
 /// The reader's message for `edit` applied to a one-block plan.
 std::string refusal(void (*edit)(nlohmann::json &block, nlohmann::json &plan)) {
-  nlohmann::json plan = nlohmann::json::parse(planReusingASentSlot());
-  nlohmann::json &list = plan["programs"][1]["instructions"];
-  nlohmann::json body(list.begin(), list.begin() + 4);
-  list = nlohmann::json::array({{{"repeat", 2},
-                                 {"mb_step", 1},
-                                 {"key_step", 1},
-                                 {"slots", nlohmann::json::array()},
-                                 {"body", body}}});
-  edit(list[0], plan);
+  nlohmann::json plan = getBlockedPlan();
+  edit(plan["programs"][1]["instructions"][0], plan);
   Plan parsed;
   Status st = parsePlan(plan.dump(), "edited", parsed);
   EXPECT_FALSE(st.isOk());
