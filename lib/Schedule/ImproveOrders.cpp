@@ -514,7 +514,9 @@ void Polisher::run(std::vector<std::vector<Work>> &orders, double &makespan,
         std::optional<OrderTiming> timing;
         if (kept) {
           --budget;
-          timing = clock.time(orders, why);
+          // Against `best`'s times, which the clock holds: the move late in
+          // a long pipeline re-times only what starts after it.
+          timing = clock.retime(orders, d, size_t(i - k), size_t(i), why);
         }
         if (timing && (timing->makespan < best->makespan - kEpsilon ||
                        (timing->makespan <= best->makespan + kEpsilon &&

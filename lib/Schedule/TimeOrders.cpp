@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 
 using namespace mlir::sluice;
 using namespace mlir::sluice::sched;
@@ -42,6 +43,12 @@ struct OrderClock::Tables {
       extent = std::max(extent, input + 1);
       inputs.push_back({uint32_t(input), pipeline.getWorkDevice(dep)});
     }
+    if (consumer[id] >= 0) {
+      if (consumersOf.size() <= size_t(device[id]))
+        consumersOf.resize(device[id] + 1);
+      if (!llvm::is_contained(consumersOf[device[id]], consumer[id]))
+        consumersOf[device[id]].push_back(consumer[id]);
+    }
     return id;
   }
 
@@ -61,64 +68,172 @@ struct OrderClock::Tables {
     next.assign(p, 0);
     free.assign(p, 0.0);
 
-    size_t total = 0, done = 0;
+    size_t total = 0;
     for (const auto &order : orders)
       total += order.size();
     timing = OrderTiming{};
-    while (done < total) {
-      size_t before = done;
-      for (int d = 0; d < p; ++d) {
-        const auto &order = orders[d];
-        while (next[d] < order.size()) {
-          size_t id = learn(order[next[d]]);
-          double begin = 0;
-          bool ready = true;
-          const Input *input = inputs.data() + firstInput[id];
-          for (uint32_t k = 0; k < inputCount[id]; ++k, ++input) {
-            const End &dep = ends[input->id];
-            double depEnd = dep.end;
-            if (depEnd < 0) {
-              ready = false;
-              break;
-            }
-            // From another device: through the link (a vocabulary
-            // collective's contribution: one transfer later).
-            if (input->device != d)
-              depEnd =
-                  dep.arrival >= 0 ? dep.arrival : depEnd + durations.transfer;
-            begin = std::max(begin, depEnd);
+    reference.reset();
+    if (!run(orders, total, timing, stuck, /*retiming=*/false))
+      return false;
+    reference = timing;
+    return true;
+  }
+
+  /// time() for `orders` that differ from the last ones timed only in
+  /// `device`'s positions [first, last], which hold the same passes in
+  /// another order (the polisher's moves). Every pass that started before
+  /// the earliest of those is unaffected -- its inputs ended before that,
+  /// and each link's sends before it are the same ones in the same order
+  /// -- so the devices resume from there; the last timing's times are put
+  /// back afterwards, so every candidate is timed against them. A pass's
+  /// end is the same sum of the same operands whether timed whole or
+  /// resumed, so the step time is the one time() gives, and the sum of
+  /// ends differs from the last timing's by exactly the changes.
+  bool retime(llvm::ArrayRef<std::vector<Work>> orders, int device,
+              size_t first, size_t last, OrderTiming &timing, Work &stuck) {
+    int p = int(orders.size());
+    if (!reference || p != int(next.size()))
+      return time(orders, timing, stuck);
+    double from = std::numeric_limits<double>::infinity();
+    for (size_t j = first; j <= last; ++j)
+      from = std::min(from, start[learn(orders[device][j])]);
+    // Where each device resumes: its first pass that started at `from` or
+    // later (a device runs its passes in order, so starts only grow).
+    timing = OrderTiming{};
+    size_t remaining = 0;
+    linkFree.assign(size_t(p) * p, 0.0);
+    for (int d = 0; d < p; ++d) {
+      const std::vector<Work> &order = orders[d];
+      size_t limit = d == device ? first : order.size();
+      size_t cut = size_t(
+          std::partition_point(order.begin(), order.begin() + limit,
+                               [&](const Work &w) {
+                                 return start[learn(w)] < from;
+                               }) -
+          order.begin());
+      next[d] = cut;
+      free[d] = cut > 0 ? ends[learn(order[cut - 1])].end : 0.0;
+      timing.makespan = std::max(timing.makespan, free[d]);
+      remaining += order.size() - cut;
+      // The link to each peer is free after the last send to it so far.
+      if (size_t(d) < consumersOf.size()) {
+        size_t found = 0, wanted = consumersOf[d].size();
+        for (size_t j = cut; j > 0 && found < wanted; --j) {
+          size_t id = learn(order[j - 1]);
+          if (consumer[id] < 0)
+            continue;
+          double &link = linkFree[size_t(d) * p + consumer[id]];
+          if (link == 0.0) {
+            link = ends[id].arrival;
+            ++found;
           }
-          if (!ready)
-            break;
-          begin = std::max(begin, free[d]);
-          double finish = begin + duration[id];
-          start[id] = begin;
-          ends[id].end = finish;
-          free[d] = finish;
-          // The result travels to the consumer's device behind the
-          // link's earlier sends (NCCL: one connection per peer, in
-          // order; different peers overlap).
-          if (consumer[id] >= 0) {
-            double &link = linkFree[size_t(d) * p + consumer[id]];
-            link = std::max(link, finish) + durations.transfer;
-            ends[id].arrival = link;
-          }
-          timing.makespan = std::max(timing.makespan, finish);
-          timing.totalEnd += finish;
-          ++next[d];
-          ++done;
         }
       }
-      if (done == before) {
-        for (int d = 0; d < p; ++d)
-          if (next[d] < orders[d].size()) {
-            stuck = orders[d][next[d]];
-            break;
-          }
-        return false;
+      for (size_t j = cut; j < order.size(); ++j) {
+        size_t id = learn(order[j]);
+        saved.push_back({id, start[id], ends[id]});
+        start[id] = -1;
+        ends[id] = End{};
       }
     }
-    return true;
+    if (savedEnd.size() < extent)
+      savedEnd.resize(extent);
+    for (const Saved &entry : saved)
+      savedEnd[entry.id] = entry.ends.end;
+    bool ran = run(orders, remaining, timing, stuck, /*retiming=*/true);
+    timing.totalEnd += reference->totalEnd;
+    for (const Saved &entry : saved) {
+      start[entry.id] = entry.start;
+      ends[entry.id] = entry.ends;
+    }
+    saved.clear();
+    return ran;
+  }
+
+  /// Runs the devices from next[d] until `remaining` more passes have
+  /// run, adding to `timing` (retiming: each pass's change of end). A
+  /// device runs until a pass's input is missing and then waits on that
+  /// input, woken when it ends: polling every device in rounds cost a
+  /// round per device-to-device hop against the pipeline's direction,
+  /// each round a look at every device (most of a timing at p 64). The
+  /// times do not depend on which device runs first: a pass starts when
+  /// its inputs and its device are free, and each link's sends are its
+  /// device's, in that device's order.
+  bool run(llvm::ArrayRef<std::vector<Work>> orders, size_t remaining,
+           OrderTiming &timing, Work &stuck, bool retiming) {
+    int p = int(orders.size());
+    size_t done = 0;
+    if (waitHead.size() < ends.size())
+      waitHead.resize(ends.size(), -1);
+    waitNext.assign(p, -1);
+    waitingOn.assign(p, kNone);
+    runnable.clear();
+    for (int d = p - 1; d >= 0; --d)
+      runnable.push_back(d);
+    while (!runnable.empty()) {
+      int d = runnable.back();
+      runnable.pop_back();
+      const auto &order = orders[d];
+      while (next[d] < order.size()) {
+        size_t id = learn(order[next[d]]);
+        double begin = 0;
+        size_t missing = kNone;
+        const Input *input = inputs.data() + firstInput[id];
+        for (uint32_t k = 0; k < inputCount[id]; ++k, ++input) {
+          const End &dep = ends[input->id];
+          double depEnd = dep.end;
+          if (depEnd < 0) {
+            missing = input->id;
+            break;
+          }
+          // From another device: through the link (a vocabulary
+          // collective's contribution: one transfer later).
+          if (input->device != d)
+            depEnd =
+                dep.arrival >= 0 ? dep.arrival : depEnd + durations.transfer;
+          begin = std::max(begin, depEnd);
+        }
+        if (missing != kNone) {
+          waitingOn[d] = missing;
+          waitNext[d] = waitHead[missing];
+          waitHead[missing] = d;
+          break;
+        }
+        begin = std::max(begin, free[d]);
+        double finish = begin + duration[id];
+        start[id] = begin;
+        ends[id].end = finish;
+        free[d] = finish;
+        // The result travels to the consumer's device behind the
+        // link's earlier sends (NCCL: one connection per peer, in
+        // order; different peers overlap).
+        if (consumer[id] >= 0) {
+          double &link = linkFree[size_t(d) * p + consumer[id]];
+          link = std::max(link, finish) + durations.transfer;
+          ends[id].arrival = link;
+        }
+        timing.makespan = std::max(timing.makespan, finish);
+        timing.totalEnd += retiming ? finish - savedEnd[id] : finish;
+        ++next[d];
+        ++done;
+        for (int w = waitHead[id]; w >= 0; w = waitNext[w]) {
+          waitingOn[w] = kNone;
+          runnable.push_back(w);
+        }
+        waitHead[id] = -1;
+      }
+    }
+    if (done == remaining)
+      return true;
+    for (int d = 0; d < p; ++d)
+      if (waitingOn[d] != kNone)
+        waitHead[waitingOn[d]] = -1;
+    for (int d = 0; d < p; ++d)
+      if (next[d] < orders[d].size()) {
+        stuck = orders[d][next[d]];
+        break;
+      }
+    return false;
   }
 
   void getTimes(PassTimes &times) const {
@@ -153,6 +268,23 @@ struct OrderClock::Tables {
   std::vector<size_t> next;
   std::vector<double> free;
   llvm::SmallVector<Work, 8> deps;
+  /// Per device, the devices its passes send results to.
+  std::vector<llvm::SmallVector<int, 4>> consumersOf;
+  /// The last whole timing's result, while its times are in the tables.
+  std::optional<OrderTiming> reference;
+  /// retime(): the times it overwrote, and each such pass's former end.
+  struct Saved {
+    size_t id;
+    double start;
+    End ends;
+  };
+  std::vector<Saved> saved;
+  std::vector<double> savedEnd;
+  /// run(): the devices ready to go on, and those waiting, per pass, on
+  /// its end (a list through waitNext; -1 ends it).
+  static constexpr size_t kNone = ~size_t(0);
+  std::vector<int> runnable, waitHead, waitNext;
+  std::vector<size_t> waitingOn;
 };
 
 OrderClock::OrderClock(const Pipeline &pipeline, const Durations &durations)
@@ -163,6 +295,19 @@ OrderClock::~OrderClock() = default;
 size_t OrderClock::learn(const Work &work) { return tables->learn(work); }
 
 double OrderClock::getDuration(size_t id) const { return tables->duration[id]; }
+
+std::optional<OrderTiming>
+OrderClock::retime(llvm::ArrayRef<std::vector<Work>> orders, int device,
+                   size_t first, size_t last, std::string &error) {
+  OrderTiming timing;
+  Work stuck;
+  if (!tables->retime(orders, device, first, last, timing, stuck)) {
+    error = "the orders cannot execute: " + toString(stuck) +
+            " waits for work that never runs";
+    return std::nullopt;
+  }
+  return timing;
+}
 
 llvm::ArrayRef<OrderClock::Input> OrderClock::getInputs(size_t id) const {
   return llvm::ArrayRef<Input>(tables->inputs)

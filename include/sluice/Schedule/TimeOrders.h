@@ -59,6 +59,18 @@ public:
                                   std::string &error,
                                   PassTimes *times = nullptr);
 
+  /// time() for `orders` that equal the ones the last time() call timed
+  /// (successfully) except that `device`'s positions [first, last] hold
+  /// the same passes in another order: only the passes that started at
+  /// or after the earliest of them are timed again (a local search's
+  /// move late in a long pipeline times a few passes, not all). The same
+  /// step time as time(); the sum of ends is the last timing's plus the
+  /// change. The tables keep the last time()'s times, so any number of
+  /// candidates can be timed against one reference.
+  std::optional<OrderTiming> retime(llvm::ArrayRef<std::vector<Work>> orders,
+                                    int device, size_t first, size_t last,
+                                    std::string &error);
+
   /// What the clock knows of a pass, for other simulations of the same
   /// pipeline (refineOrders): its WorkIndex, learning on first sight its
   /// duration, device and inputs.
