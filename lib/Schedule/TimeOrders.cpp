@@ -67,6 +67,9 @@ struct OrderClock::Tables {
     linkFree.assign(size_t(p) * p, 0.0);
     next.assign(p, 0);
     free.assign(p, 0.0);
+    sends.resize(size_t(p) * p);
+    for (auto &list : sends)
+      list.clear();
 
     size_t total = 0;
     for (const auto &order : orders)
@@ -116,19 +119,15 @@ struct OrderClock::Tables {
       timing.makespan = std::max(timing.makespan, free[d]);
       remaining += order.size() - cut;
       // The link to each peer is free after the last send to it so far.
-      if (size_t(d) < consumersOf.size()) {
-        size_t found = 0, wanted = consumersOf[d].size();
-        for (size_t j = cut; j > 0 && found < wanted; --j) {
-          size_t id = learn(order[j - 1]);
-          if (consumer[id] < 0)
-            continue;
-          double &link = linkFree[size_t(d) * p + consumer[id]];
-          if (link == 0.0) {
-            link = ends[id].arrival;
-            ++found;
-          }
+      if (size_t(d) < consumersOf.size())
+        for (int c : consumersOf[d]) {
+          const auto &list = sends[size_t(d) * p + c];
+          auto after = std::partition_point(
+              list.begin(), list.end(),
+              [&](const Send &send) { return send.position < cut; });
+          if (after != list.begin())
+            linkFree[size_t(d) * p + c] = std::prev(after)->arrival;
         }
-      }
       for (size_t j = cut; j < order.size(); ++j) {
         size_t id = learn(order[j]);
         saved.push_back({id, start[id], ends[id]});
@@ -211,6 +210,8 @@ struct OrderClock::Tables {
           double &link = linkFree[size_t(d) * p + consumer[id]];
           link = std::max(link, finish) + durations.transfer;
           ends[id].arrival = link;
+          if (!retiming)
+            sends[size_t(d) * p + consumer[id]].push_back({next[d], link});
         }
         timing.makespan = std::max(timing.makespan, finish);
         timing.totalEnd += retiming ? finish - savedEnd[id] : finish;
@@ -280,6 +281,13 @@ struct OrderClock::Tables {
   };
   std::vector<Saved> saved;
   std::vector<double> savedEnd;
+  /// The last whole timing's sends per link (device * p + peer), in
+  /// order: where in its device's order each was and when it arrived.
+  struct Send {
+    size_t position;
+    double arrival;
+  };
+  std::vector<std::vector<Send>> sends;
   /// run(): the devices ready to go on, and those waiting, per pass, on
   /// its end (a list through waitNext; -1 ends it).
   static constexpr size_t kNone = ~size_t(0);

@@ -32,13 +32,17 @@
 // CHECK-NEXT:    sluice.exec BW @s0 {mb = 1, slice = 0} {in = 2 : i64, kv = 4 : i64, state = 3 : i64, wstate = 7 : i64}
 // The last device holds one microbatch at a time: its slots are reused,
 // but a gradient it sends keeps its slot to the end of the step (device 0
-// sends nothing after receiving it).
-// CHECK-LABEL: sluice.device 1 attributes {buffers = array<i64: 2048, 59456, 16384, 53504, 53504>} {
+// sends nothing after receiving it). So microbatch 1's activation takes a
+// new slot of its own size (4), not the free key-value slot 2: a larger
+// slot taken by a smaller value leaves the next keys and values without
+// one, and so on up the sizes (the slots of the planner that took larger
+// free slots: 2048, 59456, 16384, 53504, 53504 -- 51456 bytes more).
+// CHECK-LABEL: sluice.device 1 attributes {buffers = array<i64: 2048, 59456, 16384, 53504, 2048>} {
 // CHECK-NEXT:    sluice.recv F @s0 {mb = 0, slice = 0} from 0 {buffer = 0 : i64}
 // CHECK-NEXT:    sluice.exec F @s1 {mb = 0, slice = 0} {in = 0 : i64, kv = 2 : i64, state = 1 : i64}
 // CHECK-NEXT:    sluice.exec BW @s1 {mb = 0, slice = 0} {kv = 2 : i64, out = 0 : i64, state = 1 : i64, wstate = 3 : i64}
 // CHECK-NEXT:    sluice.send BW @s1 {mb = 0, slice = 0} to 0 {buffer = 0 : i64}
-// CHECK-NEXT:    sluice.recv F @s0 {mb = 1, slice = 0} from 0 {buffer = 2 : i64}
+// CHECK-NEXT:    sluice.recv F @s0 {mb = 1, slice = 0} from 0 {buffer = 4 : i64}
 
 // Sequence parallelism over 2 shards (sluice/PlanFormat/Layout.h): a shard keeps 8
 // of the 16 tokens' norm tensors -- 256 floats of each norm's output (1024

@@ -430,6 +430,15 @@ def PlanBuffers : Pass<"sluice-plan-buffers", "ModuleOp"> {
     its program than its receive of this one (so the peer has posted that
     receive), else at the end of the step.
 
+    A value takes a free slot of its own size (the one freed first), or a
+    new one. The planner also tries letting a value take the smallest
+    larger free slot when none of its size is free, and keeps whichever
+    needs fewer bytes on the device (on a tie, the first). Taking a larger
+    slot saves one now but leaves the next value of that size without
+    one: the first rule needs less on most schedules, and it is periodic
+    -- a steady state maps a device's slots the same way each microbatch,
+    so the plan's repeat blocks cover it.
+
     Sizes and element types follow the runtime's layout (sluice/PlanFormat/Layout.h,
     for the model's dtype: bf16 or f32) so the runtime can carve its typed
     tensors from the slots and check them. Each device gets
