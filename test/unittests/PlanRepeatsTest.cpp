@@ -14,6 +14,9 @@
 #include "sluice/PlanFormat/Repeats.h"
 
 #include <gtest/gtest.h>
+#include <map>
+#include <optional>
+#include <random>
 #include <nlohmann/json.hpp>
 
 using namespace sluice::rt;
@@ -124,6 +127,146 @@ TEST(PlanRepeats, NothingRepeatsInIrregularRows) {
       EXPECT_TRUE(same(expand(rows, {b})[b.begin + j], rows[b.begin + j]));
   // Two runs of three save two rows: under the threshold, kept literal.
   EXPECT_TRUE(findRepeats(steadyState(2), 4).empty());
+}
+
+/// findRepeats as first written: every candidate period compared row by
+/// row (Repeats.cpp now starts a multiple of a shorter period that held
+/// from what that one proved). The same greedy choice, spelled plainly.
+std::vector<RepeatBlock> findRepeatsRowByRow(const std::vector<RepeatFields> &rows,
+                                            int64_t numSlots, size_t minSaved) {
+  auto key = [](const RepeatFields &r) {
+    std::vector<int64_t> k(r.fixed.begin(), r.fixed.end());
+    k.push_back(r.mb == RepeatFields::kAbsent);
+    k.push_back(r.key == RepeatFields::kAbsent);
+    for (int64_t slot : r.slots)
+      k.push_back(slot < 0);
+    return k;
+  };
+  auto match = [&](size_t begin, size_t length) {
+    RepeatBlock block;
+    block.begin = begin;
+    block.length = length;
+    block.count = 1;
+    std::map<int64_t, int64_t> map;
+    std::optional<int64_t> mbStep, keyStep;
+    auto step = [](int64_t a, int64_t b, std::optional<int64_t> &known) {
+      if ((a == RepeatFields::kAbsent) != (b == RepeatFields::kAbsent))
+        return false;
+      if (a == RepeatFields::kAbsent)
+        return true;
+      if (!known) {
+        if (b - a > kMaxRepeatStep || b - a < -kMaxRepeatStep)
+          return false;
+        known = b - a;
+      }
+      return b - a == *known;
+    };
+    while (begin + (block.count + 1) * length <= rows.size()) {
+      auto runMap = map;
+      auto runMb = mbStep, runKey = keyStep;
+      bool holds = true;
+      for (size_t j = 0; j < length && holds; ++j) {
+        const RepeatFields &a = rows[begin + (block.count - 1) * length + j];
+        const RepeatFields &b = rows[begin + block.count * length + j];
+        holds = a.fixed == b.fixed && step(a.mb, b.mb, runMb) &&
+                step(a.key, b.key, runKey);
+        for (size_t r = 0; r < a.slots.size() && holds; ++r) {
+          int64_t x = a.slots[r], y = b.slots[r];
+          if (x < 0 || y < 0) {
+            holds = x == y;
+            continue;
+          }
+          if (x >= numSlots || y >= numSlots) {
+            holds = false;
+            continue;
+          }
+          auto [it, inserted] = runMap.try_emplace(x, y);
+          holds = it->second == y;
+        }
+      }
+      if (!holds)
+        break;
+      map = runMap;
+      mbStep = runMb;
+      keyStep = runKey;
+      ++block.count;
+    }
+    for (auto [from, to] : map)
+      if (from != to)
+        block.slotMap.push_back({from, to});
+    block.mbStep = mbStep.value_or(0);
+    block.keyStep = keyStep.value_or(0);
+    return block;
+  };
+  std::vector<RepeatBlock> blocks;
+  for (size_t i = 0; i < rows.size();) {
+    RepeatBlock best;
+    size_t bestSaved = 0, q = i + 1;
+    for (int tries = 0; tries < 8; ++tries, ++q) {
+      while (q < rows.size() && key(rows[q]) != key(rows[i]))
+        ++q;
+      if (q >= rows.size() || i + 2 * (q - i) > rows.size())
+        break;
+      RepeatBlock block = match(i, q - i);
+      if (block.count < 2)
+        continue;
+      size_t saved = (block.count - 1) * block.length - 1;
+      if (saved > bestSaved) {
+        bestSaved = saved;
+        best = block;
+      }
+    }
+    if (bestSaved >= minSaved && bestSaved > 0) {
+      i += best.length * best.count;
+      blocks.push_back(best);
+    } else {
+      ++i;
+    }
+  }
+  return blocks;
+}
+
+// Steady states of one and two microbatches a period, slot rings of
+// several lengths and random breaks: findRepeats chooses exactly the
+// blocks of the row-by-row search, and they expand to every row.
+TEST(PlanRepeats, MultiplesOfAPeriodChooseAsRowByRow) {
+  std::mt19937 random(9);
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<RepeatFields> rows;
+    int segments = 1 + int(random() % 4);
+    int64_t mb = 0;
+    for (int s = 0; s < segments; ++s) {
+      int kinds = 1 + int(random() % 3), ring = 1 + int(random() % 4);
+      int alternate = 1 + int(random() % 2), runs = 2 + int(random() % 30);
+      for (int j = 0; j < runs; ++j, ++mb)
+        for (int k = 0; k < kinds; ++k) {
+          RepeatFields r;
+          r.fixed = {k, s % 2, j % alternate};
+          r.mb = mb;
+          r.key = k == 0 ? 1000 + 3 * mb : RepeatFields::kAbsent;
+          r.slots[0] = (mb + k) % ring;
+          r.slots[3] = k == 1 ? 5 + mb % 2 : -1;
+          if (random() % 40 == 0)
+            r.slots[0] = 7; // a break
+          rows.push_back(r);
+        }
+    }
+    std::vector<RepeatBlock> fast = findRepeats(rows, 8, 3),
+                             plain = findRepeatsRowByRow(rows, 8, 3);
+    ASSERT_EQ(fast.size(), plain.size()) << "trial " << trial;
+    for (size_t b = 0; b < fast.size(); ++b) {
+      EXPECT_EQ(fast[b].begin, plain[b].begin) << "trial " << trial;
+      EXPECT_EQ(fast[b].length, plain[b].length) << "trial " << trial;
+      EXPECT_EQ(fast[b].count, plain[b].count) << "trial " << trial;
+      EXPECT_EQ(fast[b].mbStep, plain[b].mbStep) << "trial " << trial;
+      EXPECT_EQ(fast[b].keyStep, plain[b].keyStep) << "trial " << trial;
+      EXPECT_EQ(fast[b].slotMap, plain[b].slotMap) << "trial " << trial;
+    }
+    std::vector<RepeatFields> back = expand(rows, fast);
+    ASSERT_EQ(back.size(), rows.size()) << "trial " << trial;
+    for (size_t i = 0; i < rows.size(); ++i)
+      ASSERT_TRUE(same(back[i], rows[i])) << "trial " << trial << " row " << i;
+  }
 }
 
 /// planReusingASentSlot with device 1's list as one block: it is two runs
