@@ -206,7 +206,7 @@ int driver::compileModel(ModuleOp module, ModelOp model,
   MLIRContext *context = module.getContext();
   bool threaded = context->isMultithreadingEnabled();
   context->disableMultithreading();
-  auto restore = llvm::make_scope_exit([&] {
+  llvm::scope_exit restore([&] {
     if (threaded)
       context->enableMultithreading();
   });

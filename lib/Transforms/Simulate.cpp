@@ -25,14 +25,12 @@ LogicalResult mlir::sluice::simulateProgram(
   if (!costs)
     return program.emitOpError("cannot be simulated: ") << error;
   // Only a correct program has a meaningful prediction.
-  if (failed(verifySchedule(program)))
+  ProgramView view;
+  if (failed(verifySchedule(program, &view)))
     return failure();
   ModelOp model = *getProgramModel(program);
   sched::Pipeline pipeline =
       *getPipeline(model, program.getMicrobatches(), program.getSlices());
-  FailureOr<ProgramView> view = readProgram(program, model);
-  if (failed(view))
-    return failure();
 
   PipelineCosts table(model, pipeline, *costs,
                       MeshShape{program.getTp(), program.getDp(),
@@ -61,7 +59,7 @@ LogicalResult mlir::sluice::simulateProgram(
     return table.getKeyValueStateBytes(stage);
   };
   FailureOr<Simulation> sim = simulate(
-      pipeline, view->program,
+      pipeline, view.program,
       SimulationCosts{compute, transfer, units, bytes, collective, keyValues},
       error);
   if (failed(sim))
@@ -69,9 +67,9 @@ LogicalResult mlir::sluice::simulateProgram(
   // The data-parallel gradient all-reduces, each after the last pass of
   // its stage on the device (the pass just before it in the IR).
   std::vector<GradientSync> syncs;
-  for (auto [d, device] : llvm::enumerate(view->devices)) {
+  for (auto [d, device] : llvm::enumerate(view.devices)) {
     llvm::DenseMap<Operation *, const sched::Instr *> instrOf;
-    for (auto [op, instr] : llvm::zip(view->ops[d], view->program.devices[d]))
+    for (auto [op, instr] : llvm::zip(view.ops[d], view.program.devices[d]))
       instrOf[op] = &instr;
     llvm::StringMap<sched::Work> lastPass;
     for (Operation &op : device.getBody().front()) {

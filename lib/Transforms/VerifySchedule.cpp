@@ -12,7 +12,8 @@ namespace mlir::sluice {
 using namespace mlir;
 using namespace mlir::sluice;
 
-LogicalResult mlir::sluice::verifySchedule(ProgramOp program) {
+LogicalResult mlir::sluice::verifySchedule(ProgramOp program,
+                                           ProgramView *read) {
   FailureOr<ModelOp> model = getProgramModel(program);
   if (failed(model))
     return failure();
@@ -29,8 +30,11 @@ LogicalResult mlir::sluice::verifySchedule(ProgramOp program) {
     return failure();
   std::optional<sched::Violation> violation =
       sched::verifyProgram(*pipeline, view->program);
-  if (!violation)
+  if (!violation) {
+    if (read)
+      *read = std::move(*view);
     return success();
+  }
   InFlightDiagnostic diag =
       view->getOp(violation->at.device, violation->at.index)
           ->emitOpError(violation->message);

@@ -103,9 +103,12 @@ struct SchedulingOptions {
 FailureOr<ProgramOp> schedulePipeline(ModelOp model,
                                       const SchedulingOptions &opts);
 
+struct ProgramView;
+
 /// What sluice-verify-schedule checks of one program; emits the first
-/// violation at the offending instruction.
-LogicalResult verifySchedule(ProgramOp program);
+/// violation at the offending instruction. With `view`, also the program
+/// as it read it (the simulation reads it once, not twice).
+LogicalResult verifySchedule(ProgramOp program, ProgramView *view = nullptr);
 
 /// What sluice-simulate does to one program under `costs` (a cost-model
 /// name or F=..,B=..): verifies it, predicts its step, sets step_time,
