@@ -43,12 +43,6 @@ struct OrderClock::Tables {
       extent = std::max(extent, input + 1);
       inputs.push_back({uint32_t(input), pipeline.getWorkDevice(dep)});
     }
-    if (consumer[id] >= 0) {
-      if (consumersOf.size() <= size_t(device[id]))
-        consumersOf.resize(device[id] + 1);
-      if (!llvm::is_contained(consumersOf[device[id]], consumer[id]))
-        consumersOf[device[id]].push_back(consumer[id]);
-    }
     return id;
   }
 
@@ -119,15 +113,14 @@ struct OrderClock::Tables {
       timing.makespan = std::max(timing.makespan, free[d]);
       remaining += order.size() - cut;
       // The link to each peer is free after the last send to it so far.
-      if (size_t(d) < consumersOf.size())
-        for (int c : consumersOf[d]) {
-          const auto &list = sends[size_t(d) * p + c];
-          auto after = std::partition_point(
-              list.begin(), list.end(),
-              [&](const Send &send) { return send.position < cut; });
-          if (after != list.begin())
-            linkFree[size_t(d) * p + c] = std::prev(after)->arrival;
-        }
+      for (int c = 0; c < p; ++c) {
+        const auto &list = sends[size_t(d) * p + c];
+        auto after = std::partition_point(
+            list.begin(), list.end(),
+            [&](const Send &send) { return send.position < cut; });
+        if (after != list.begin())
+          linkFree[size_t(d) * p + c] = std::prev(after)->arrival;
+      }
       for (size_t j = cut; j < order.size(); ++j) {
         size_t id = learn(order[j]);
         saved.push_back({id, start[id], ends[id]});
@@ -269,8 +262,6 @@ struct OrderClock::Tables {
   std::vector<size_t> next;
   std::vector<double> free;
   llvm::SmallVector<Work, 8> deps;
-  /// Per device, the devices its passes send results to.
-  std::vector<llvm::SmallVector<int, 4>> consumersOf;
   /// The last whole timing's result, while its times are in the tables.
   std::optional<OrderTiming> reference;
   /// retime(): the times it overwrote, and each such pass's former end.
