@@ -12,6 +12,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -111,6 +112,59 @@ LogicalResult GradSyncOp::verify() {
   return success();
 }
 
+SmallVector<std::pair<int64_t, int64_t>> RepeatOp::getSlotMap() {
+  SmallVector<std::pair<int64_t, int64_t>> map;
+  if (std::optional<ArrayRef<int64_t>> flat = getSlots())
+    for (size_t i = 0; i + 1 < flat->size(); i += 2)
+      map.push_back({(*flat)[i], (*flat)[i + 1]});
+  return map;
+}
+
+LogicalResult RepeatOp::verify() {
+  if (getCount() < 1)
+    return emitOpError("'count' must be positive, got ") << getCount();
+  // Every run must do other work than the one before it.
+  if (getMbStep() < 1)
+    return emitOpError("'mb_step' must be positive, got ") << getMbStep();
+  Block &body = getBody().front();
+  if (body.empty())
+    return emitOpError("has an empty body");
+  // Runs past the program's microbatches cannot be right, and bounding
+  // them bounds what a reader runs out.
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  int64_t span;
+  if (__builtin_mul_overflow(getCount() - 1, getMbStep(), &span) ||
+      (program && span >= program.getMicrobatches()))
+    return emitOpError("runs ")
+           << getCount() << " times " << getMbStep()
+           << " microbatches apart, past the program's "
+           << (program ? program.getMicrobatches() : 0) << " microbatches";
+  for (Operation &op : body)
+    if (isa<GradSyncOp>(op))
+      return op.emitOpError("cannot repeat: it averages a stage's gradients "
+                            "once, after the stage's last pass");
+  std::optional<ArrayRef<int64_t>> flat = getSlots();
+  if (!flat)
+    return success();
+  if (flat->size() % 2 != 0)
+    return emitOpError("'slots' must list (from, to) pairs, got ")
+           << flat->size() << " numbers";
+  auto device = (*this)->getParentOfType<DeviceOp>();
+  std::optional<ArrayRef<int64_t>> buffers =
+      device ? device.getBuffers() : std::nullopt;
+  llvm::SmallDenseSet<int64_t> froms;
+  for (auto [from, to] : getSlotMap()) {
+    for (int64_t slot : {from, to})
+      if (slot < 0 || (buffers && slot >= int64_t(buffers->size())))
+        return emitOpError("'slots' maps slot ")
+               << slot << ", which is not one of the device's "
+               << (buffers ? int64_t(buffers->size()) : 0) << " buffers";
+    if (!froms.insert(from).second)
+      return emitOpError("'slots' maps slot ") << from << " twice";
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Symbol uses: a program's @model, its instructions' @stage and @shard
 //===----------------------------------------------------------------------===//
@@ -149,18 +203,25 @@ static LogicalResult verifyNamedWork(ProgramOp program, ModelOp model) {
            << name << ", which model @" << model.getSymName()
            << " does not have";
   };
+  auto checkInstr = [&](Operation &instr) {
+    return TypeSwitch<Operation *, LogicalResult>(&instr)
+        .Case<ExecOp, SendOp, RecvOp, GradSyncOp>(
+            [&](auto op) { return check(op, op.getStage(), false); })
+        .Case([&](CollectiveInstrOp op) {
+          return check(op, op.getShard(), true);
+        })
+        .Default([](Operation *) { return success(); });
+  };
   for (DeviceOp device : program.getBody().front().getOps<DeviceOp>())
-    for (Operation &instr : device->getRegion(0).front()) {
-      LogicalResult named =
-          TypeSwitch<Operation *, LogicalResult>(&instr)
-              .Case<ExecOp, SendOp, RecvOp, GradSyncOp>(
-                  [&](auto op) { return check(op, op.getStage(), false); })
-              .Case([&](CollectiveInstrOp op) {
-                return check(op, op.getShard(), true);
-              })
-              .Default([](Operation *) { return success(); });
-      if (failed(named))
+    for (Operation &instr : device.getBody().front()) {
+      // A repeat block's body names work like the device's own list.
+      if (auto repeat = dyn_cast<RepeatOp>(instr)) {
+        for (Operation &inner : repeat.getBody().front())
+          if (failed(checkInstr(inner)))
+            return failure();
+      } else if (failed(checkInstr(instr))) {
         return failure();
+      }
     }
   return success();
 }

@@ -618,6 +618,36 @@ static void printScheduleName(OpAsmPrinter &printer, Operation *,
   printer.printString(stringifyScheduleKind(schedule.getValue()));
 }
 
+//===----------------------------------------------------------------------===//
+// custom<SlotMap>: a repeat block's slot map, `slots [3 -> 4, 4 -> 3]`
+//===----------------------------------------------------------------------===//
+
+/// Stored flat (from, to, from, to, ...): a DenseI64ArrayAttr.
+static ParseResult parseSlotMap(OpAsmParser &parser, DenseI64ArrayAttr &slots) {
+  SmallVector<int64_t> flat;
+  auto entry = [&]() -> ParseResult {
+    int64_t from, to;
+    if (parser.parseInteger(from) || parser.parseArrow() ||
+        parser.parseInteger(to))
+      return failure();
+    flat.append({from, to});
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square, entry))
+    return failure();
+  slots = DenseI64ArrayAttr::get(parser.getContext(), flat);
+  return success();
+}
+
+static void printSlotMap(OpAsmPrinter &printer, Operation *,
+                         DenseI64ArrayAttr slots) {
+  printer << "[";
+  ArrayRef<int64_t> flat = slots.asArrayRef();
+  for (size_t i = 0; i + 1 < flat.size(); i += 2)
+    printer << (i ? ", " : "") << flat[i] << " -> " << flat[i + 1];
+  printer << "]";
+}
+
 #include "sluice/SluiceInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES

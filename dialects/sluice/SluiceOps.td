@@ -522,7 +522,8 @@ def Sluice_DeviceOp : Sluice_Op<"device", [
   let description = [{
     Holds, in execution order, the `sluice.exec`, `sluice.send`,
     `sluice.recv`, `sluice.collective` and `sluice.grad_sync` instructions
-    of device `index`.
+    of device `index`, with `sluice.repeat` blocks for stretches that run
+    again for later microbatches.
 
     `sluice-plan-buffers` gives the device's activation memory as
     `buffers`: the size in bytes of each buffer slot, which the
@@ -550,6 +551,63 @@ def Sluice_DeviceOp : Sluice_Op<"device", [
   let assemblyFormat = "$index attr-dict-with-keyword $body";
 }
 
+def Sluice_RepeatOp : Sluice_Op<"repeat", [
+    SingleBlock, NoTerminator, HasParent<"DeviceOp">]> {
+  let summary = "a stretch of a device's instructions run several times";
+  let description = [{
+    Runs its body `count` times in a row. In run `i` (from 0) every
+    instruction's microbatch is the body's plus `i * mb_step`, and every
+    buffer slot `x` is the slot map applied `i` times; `slots` lists the
+    map's entries `from -> to`, a slot it does not list maps to itself.
+    Schedules are periodic -- after its warm-up a device runs the same few
+    instructions for one microbatch after another -- so the program a
+    deep pipeline needs grows with its devices, not with its microbatches
+    (`sluice-schedule repeats=true`, which sluice-compile sets). The passes
+    that read a program run the blocks out (readProgram); the buffer
+    planner gives the body the slots of its first run and the map, or
+    writes the runs out where its slots do not repeat; the plan writer
+    writes a block as a plan repeat block (docs/plan-format.md).
+
+    Repeats do not nest, and a body holds no `sluice.grad_sync` (it stands
+    after a stage's last pass, once).
+
+    ```mlir
+    sluice.device 1 {
+      sluice.recv F @s0 {mb = 0, slice = 0} from 0
+      sluice.repeat 6 mb_step 1 {
+        sluice.exec F @s1 {mb = 0, slice = 0}
+        sluice.recv F @s0 {mb = 1, slice = 0} from 0
+      }
+    }
+    sluice.device 0 attributes {buffers = array<i64: 4096, 4096>} {
+      sluice.repeat 8 mb_step 1 slots [0 -> 1, 1 -> 0] {
+        sluice.exec F @s0 {mb = 0, slice = 0} {out = 0 : i64}
+        sluice.send F @s0 {mb = 0, slice = 0} to 1 {buffer = 0 : i64}
+      }
+    }
+    ```
+  }];
+  let arguments = (ins Sluice_SizeAttr:$count, Sluice_SizeAttr:$mb_step,
+                       OptionalAttr<DenseI64ArrayAttr>:$slots);
+  let builders = [
+    // Before sluice-plan-buffers: no slot map.
+    OpBuilder<(ins "int64_t":$count, "int64_t":$mbStep), [{
+      build($_builder, $_state, count, mbStep, /*slots=*/nullptr);
+    }]>
+  ];
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $count `mb_step` $mb_step (`slots` custom<SlotMap>($slots)^)?
+    attr-dict-with-keyword $body
+  }];
+  let extraClassDeclaration = [{
+    /// The slot map as (from, to) pairs, ascending; empty before
+    /// sluice-plan-buffers.
+    SmallVector<std::pair<int64_t, int64_t>> getSlotMap();
+  }];
+  let hasVerifier = 1;
+}
+
 // Instructions name a unit of work by (pass, stage, microbatch, slice); a
 // send or receive names the unit whose result it carries, which is also the
 // key that matches the two.
@@ -559,7 +617,7 @@ def Sluice_DeviceOp : Sluice_Op<"device", [
 // the model's names up once for all its instructions (each instruction
 // scanning the model was a fifth of a p 64, m 512 compile).
 class Sluice_InstrOp<string mnemonic, list<Trait> traits = []>
-    : Sluice_Op<mnemonic, traits # [HasParent<"DeviceOp">]> {
+    : Sluice_Op<mnemonic, traits # [ParentOneOf<["DeviceOp", "RepeatOp"]>]> {
   let hasVerifier = 1;
 }
 

@@ -80,6 +80,10 @@ void CompileRequest::fillPipelineOptions(SluicePipelineOptions &o) const {
   o.tp = tp;
   o.sequenceParallel = sequenceParallel;
   o.planBuffers = emit == EmitKind::Plan;
+  // Programs as deep pipelines need them: a device's periodic stretches
+  // once (sluice.repeat), so the passes after the schedule and the plan
+  // grow with the devices, not the microbatches.
+  o.repeats = true;
 }
 
 /// The pipeline flags against the schedule; false after an error.

@@ -2,6 +2,8 @@
 
 #include "sluice/PipelineIR/PipelineIR.h"
 
+#include "sluice/PlanFormat/Repeats.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -144,84 +146,203 @@ FailureOr<ProgramView> mlir::sluice::readProgram(ProgramOp program,
   view.program.devices.resize(devices);
   view.ops.resize(devices);
   view.devices.resize(devices);
+  view.repeats.resize(devices);
+  // One instruction, or none for an op the program level does not run
+  // (a gradient sync).
+  auto read = [&](Operation &op, int d) -> FailureOr<std::optional<Instr>> {
+    Instr instr;
+    StringRef stageName;
+    auto fill = [&](auto typed, InstrKind kind, int64_t peer) {
+      instr.kind = kind;
+      instr.work = {typed.getKind(), 0, static_cast<int32_t>(typed.getMb()),
+                    static_cast<int32_t>(typed.getSlice())};
+      instr.peer = static_cast<int32_t>(peer);
+      stageName = typed.getStage();
+    };
+    if (auto coll = dyn_cast<CollectiveInstrOp>(op)) {
+      StringRef shard = coll.getShard();
+      if (shard.empty() || (shard != shards.input && shard != shards.output))
+        return op.emitOpError("names @")
+               << shard << ", which is not a vocabulary shard of model @"
+               << model.getSymName();
+      instr.kind = InstrKind::Collective;
+      instr.collective = {shard == shards.input ? sched::ShardKind::Input
+                                                : sched::ShardKind::Output,
+                          static_cast<int32_t>(coll.getGroup()),
+                          static_cast<int32_t>(coll.getMb()),
+                          static_cast<int32_t>(coll.getSlice())};
+      instr.blocking = coll.getStream() == StreamKind::compute;
+      return std::optional(instr);
+    }
+    if (auto exec = dyn_cast<ExecOp>(op))
+      fill(exec, InstrKind::Exec, -1);
+    else if (auto send = dyn_cast<SendOp>(op))
+      fill(send, InstrKind::Send, send.getTo());
+    else if (auto recv = dyn_cast<RecvOp>(op))
+      fill(recv, InstrKind::Recv, recv.getFrom());
+    else
+      return std::optional<Instr>();
+    if (sched::isVocabPass(instr.work.kind)) {
+      // A shard pass names its shard and runs on this device (or, sent
+      // or received, on the peer that produces it).
+      bool input =
+          instr.work.kind == PassKind::IF || instr.work.kind == PassKind::IB;
+      StringRef expected = input ? shards.input : shards.output;
+      if (expected.empty() || stageName != expected)
+        return op.emitOpError("runs pass ")
+               << stringifyPassKind(instr.work.kind) << " of @" << stageName
+               << ", which is not the model's "
+               << (input ? "input" : "output") << " vocabulary shard";
+      instr.work.stage = instr.kind == InstrKind::Recv ? instr.peer : d;
+      return std::optional(instr);
+    }
+    auto it = stageIndex.find(stageName);
+    if (it == stageIndex.end())
+      return op.emitOpError("names stage @")
+             << stageName << ", which model @" << model.getSymName()
+             << " does not have";
+    instr.work.stage = it->second;
+    return std::optional(instr);
+  };
+  size_t total = 0;
   for (DeviceOp device : program.getBody().getOps<DeviceOp>()) {
     int d = static_cast<int>(device.getIndex());
     view.devices[d] = device;
+    std::vector<Instr> &instrs = view.program.devices[d];
+    std::vector<Operation *> &ops = view.ops[d];
     for (Operation &op : device.getBody().front()) {
-      Instr instr;
-      StringRef stageName;
-      auto fill = [&](auto typed, InstrKind kind, int64_t peer) {
-        instr.kind = kind;
-        instr.work = {typed.getKind(), 0, static_cast<int32_t>(typed.getMb()),
-                      static_cast<int32_t>(typed.getSlice())};
-        instr.peer = static_cast<int32_t>(peer);
-        stageName = typed.getStage();
-      };
-      if (auto coll = dyn_cast<CollectiveInstrOp>(op)) {
-        StringRef shard = coll.getShard();
-        if (shard.empty() ||
-            (shard != shards.input && shard != shards.output)) {
-          op.emitOpError("names @")
-              << shard << ", which is not a vocabulary shard of model @"
-              << model.getSymName();
+      auto repeat = dyn_cast<RepeatOp>(op);
+      if (!repeat) {
+        FailureOr<std::optional<Instr>> instr = read(op, d);
+        if (failed(instr))
           return failure();
+        if (*instr) {
+          instrs.push_back(**instr);
+          ops.push_back(&op);
         }
-        instr.kind = InstrKind::Collective;
-        instr.collective = {shard == shards.input ? sched::ShardKind::Input
-                                                  : sched::ShardKind::Output,
-                            static_cast<int32_t>(coll.getGroup()),
-                            static_cast<int32_t>(coll.getMb()),
-                            static_cast<int32_t>(coll.getSlice())};
-        instr.blocking = coll.getStream() == StreamKind::compute;
-        view.program.devices[d].push_back(instr);
-        view.ops[d].push_back(&op);
         continue;
       }
-      if (auto exec = dyn_cast<ExecOp>(op))
-        fill(exec, InstrKind::Exec, -1);
-      else if (auto send = dyn_cast<SendOp>(op))
-        fill(send, InstrKind::Send, send.getTo());
-      else if (auto recv = dyn_cast<RecvOp>(op))
-        fill(recv, InstrKind::Recv, recv.getFrom());
-      else
-        continue;
-      if (sched::isVocabPass(instr.work.kind)) {
-        // A shard pass names its shard and runs on this device (or, sent
-        // or received, on the peer that produces it).
-        bool input =
-            instr.work.kind == PassKind::IF || instr.work.kind == PassKind::IB;
-        StringRef expected = input ? shards.input : shards.output;
-        if (expected.empty() || stageName != expected) {
-          op.emitOpError("runs pass ")
-              << stringifyPassKind(instr.work.kind) << " of @" << stageName
-              << ", which is not the model's " << (input ? "input" : "output")
-              << " vocabulary shard";
+      // The body once, then its later runs from it.
+      ProgramView::Repeat block{repeat, instrs.size(), 0, repeat.getCount()};
+      for (Operation &inner : repeat.getBody().front()) {
+        FailureOr<std::optional<Instr>> instr = read(inner, d);
+        if (failed(instr))
           return failure();
+        if (*instr) {
+          instrs.push_back(**instr);
+          ops.push_back(&inner);
         }
-        instr.work.stage = instr.kind == InstrKind::Recv ? instr.peer : d;
-        view.program.devices[d].push_back(instr);
-        view.ops[d].push_back(&op);
-        continue;
       }
-      auto it = stageIndex.find(stageName);
-      if (it == stageIndex.end()) {
-        op.emitOpError("names stage @")
-            << stageName << ", which model @" << model.getSymName()
-            << " does not have";
-        return failure();
+      block.length = instrs.size() - block.begin;
+      if (block.length * size_t(block.count) + total > kMaxReadInstructions)
+        return repeat.emitOpError("runs ")
+               << block.count << " times " << block.length
+               << " instructions: the program would hold more than "
+               << kMaxReadInstructions << " instructions";
+      for (int64_t run = 1; run < block.count; ++run) {
+        auto step = static_cast<int32_t>(run * repeat.getMbStep());
+        for (size_t i = 0; i < block.length; ++i) {
+          Instr instr = instrs[block.begin + i];
+          if (instr.kind == InstrKind::Collective)
+            instr.collective.microbatch += step;
+          else
+            instr.work.microbatch += step;
+          instrs.push_back(instr);
+          ops.push_back(ops[block.begin + i]);
+        }
       }
-      instr.work.stage = it->second;
-      view.program.devices[d].push_back(instr);
-      view.ops[d].push_back(&op);
+      view.repeats[d].push_back(block);
     }
+    total += instrs.size();
+    if (total > kMaxReadInstructions)
+      return device.emitOpError("takes the program past ")
+             << kMaxReadInstructions << " instructions";
   }
   return view;
+}
+
+/// The names of the slot attributes an instruction may carry (ODS:
+/// sluice.exec's roles, a message's buffer).
+static constexpr llvm::StringLiteral kSlotNames[] = {
+    "state", "wstate", "rstate", "kv", "in", "out", "buffer"};
+
+SmallVector<Operation *> mlir::sluice::cloneRun(OpBuilder &builder,
+                                                RepeatOp repeat, int64_t run) {
+  // The slot map applied `run` times, on the slots the body names.
+  llvm::DenseMap<int64_t, int64_t> map;
+  for (auto [from, to] : repeat.getSlotMap())
+    map[from] = to;
+  auto mapped = [&](int64_t slot) {
+    for (int64_t i = 0; i < run; ++i)
+      if (auto it = map.find(slot); it != map.end())
+        slot = it->second;
+    return slot;
+  };
+  SmallVector<Operation *> ops;
+  for (Operation &op : repeat.getBody().front()) {
+    Operation *copy = builder.clone(op);
+    if (auto mb = copy->getAttrOfType<IntegerAttr>("mb"))
+      copy->setAttr("mb", builder.getI64IntegerAttr(
+                              mb.getInt() + run * repeat.getMbStep()));
+    for (StringRef name : kSlotNames)
+      if (auto slot = copy->getAttrOfType<IntegerAttr>(name))
+        copy->setAttr(name, builder.getI64IntegerAttr(mapped(slot.getInt())));
+    ops.push_back(copy);
+  }
+  return ops;
+}
+
+void mlir::sluice::expandRepeat(RepeatOp repeat) {
+  OpBuilder builder(repeat);
+  for (int64_t run = 0; run < repeat.getCount(); ++run)
+    cloneRun(builder, repeat, run);
+  repeat.erase();
+}
+
+void mlir::sluice::peelLastRun(RepeatOp repeat) {
+  if (repeat.getCount() <= 2)
+    return expandRepeat(repeat);
+  OpBuilder builder(repeat.getContext());
+  builder.setInsertionPointAfter(repeat);
+  cloneRun(builder, repeat, repeat.getCount() - 1);
+  repeat.setCount(repeat.getCount() - 1);
+}
+
+/// The stretches of a device's instructions that repeat with a positive
+/// microbatch step (sluice.repeat's), found as the plan writer finds its
+/// repeat blocks -- here without buffer slots, which come later.
+static std::vector<rt::RepeatBlock>
+findRepeatBlocks(const std::vector<Instr> &instrs) {
+  std::vector<rt::RepeatFields> rows;
+  rows.reserve(instrs.size());
+  for (const Instr &instr : instrs) {
+    rt::RepeatFields row;
+    if (instr.kind == InstrKind::Collective) {
+      const sched::CollectiveId &c = instr.collective;
+      row.fixed = {int64_t(instr.kind), int64_t(c.shard), c.group, c.slice,
+                   instr.blocking};
+      row.mb = c.microbatch;
+    } else if (instr.kind == InstrKind::GradSync) {
+      row.fixed = {-1}; // never repeated: not an instruction written here
+      row.fixed[1] = int64_t(rows.size());
+    } else {
+      const Work &w = instr.work;
+      row.fixed = {int64_t(instr.kind), int64_t(w.kind), w.stage, w.slice,
+                   instr.peer};
+      row.mb = w.microbatch;
+    }
+    rows.push_back(row);
+  }
+  std::vector<rt::RepeatBlock> blocks = rt::findRepeats(rows, 0);
+  llvm::erase_if(blocks,
+                 [](const rt::RepeatBlock &b) { return b.mbStep < 1; });
+  return blocks;
 }
 
 ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
                                      ScheduleKind schedule,
                                      const Pipeline &pipeline,
-                                     const Program &program) {
+                                     const Program &program, bool repeats) {
   OpBuilder builder(model.getContext());
   builder.setInsertionPointAfter(model);
   Location loc = model.getLoc();
@@ -268,6 +389,40 @@ ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
   };
   auto comm = StreamKindAttr::get(context, StreamKind::comm);
 
+  auto emit = [&](const Instr &instr) {
+    const Work &w = instr.work;
+    switch (instr.kind) {
+    case InstrKind::Collective: {
+      const sched::CollectiveId &c = instr.collective;
+      CollectiveInstrOp::create(
+          builder, loc,
+          c.shard == sched::ShardKind::Input ? shards.input : shards.output,
+          c.group, c.microbatch, c.slice,
+          instr.blocking ? StreamKind::compute : StreamKind::vocab);
+      return;
+    }
+    case InstrKind::GradSync:
+      return;
+    case InstrKind::Exec:
+      ExecOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),
+                     number(w.microbatch), number(w.slice),
+                     /*state=*/nullptr, /*wstate=*/nullptr,
+                     /*rstate=*/nullptr, /*kv=*/nullptr, /*in=*/nullptr,
+                     /*out=*/nullptr);
+      return;
+    case InstrKind::Send:
+      SendOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),
+                     number(w.microbatch), number(w.slice), number(instr.peer),
+                     comm, /*buffer=*/nullptr);
+      return;
+    case InstrKind::Recv:
+      RecvOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),
+                     number(w.microbatch), number(w.slice), number(instr.peer),
+                     comm, /*buffer=*/nullptr);
+      return;
+    }
+  };
+
   auto result = ProgramOp::create(builder, loc, name, model.getSymName(),
                                   pipeline.devices, pipeline.microbatches,
                                   pipeline.slices, schedule);
@@ -276,39 +431,24 @@ ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
     OpBuilder::InsertionGuard guard(builder);
     auto device = DeviceOp::create(builder, loc, d);
     builder.createBlock(&device.getBody());
-    for (const Instr &instr : program.devices[d]) {
-      const Work &w = instr.work;
-      switch (instr.kind) {
-      case InstrKind::Collective: {
-        const sched::CollectiveId &c = instr.collective;
-        CollectiveInstrOp::create(
-            builder, loc,
-            c.shard == sched::ShardKind::Input ? shards.input : shards.output,
-            c.group, c.microbatch, c.slice,
-            instr.blocking ? StreamKind::compute : StreamKind::vocab);
-        continue;
-      }
-      case InstrKind::GradSync:
-        continue;
-      case InstrKind::Exec:
-        ExecOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),
-                       number(w.microbatch), number(w.slice),
-                       /*state=*/nullptr, /*wstate=*/nullptr,
-                       /*rstate=*/nullptr, /*kv=*/nullptr, /*in=*/nullptr,
-                       /*out=*/nullptr);
-        break;
-      case InstrKind::Send:
-        SendOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),
-                       number(w.microbatch), number(w.slice),
-                       number(instr.peer), comm, /*buffer=*/nullptr);
-        break;
-      case InstrKind::Recv:
-        RecvOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),
-                       number(w.microbatch), number(w.slice),
-                       number(instr.peer), comm, /*buffer=*/nullptr);
-        break;
-      }
+    const std::vector<Instr> &instrs = program.devices[d];
+    std::vector<rt::RepeatBlock> blocks;
+    if (repeats)
+      blocks = findRepeatBlocks(instrs);
+    size_t next = 0;
+    for (const rt::RepeatBlock &block : blocks) {
+      for (; next < block.begin; ++next)
+        emit(instrs[next]);
+      OpBuilder::InsertionGuard inBlock(builder);
+      auto repeat = RepeatOp::create(builder, loc, int64_t(block.count),
+                                     block.mbStep);
+      builder.createBlock(&repeat.getBody());
+      for (size_t i = 0; i < block.length; ++i)
+        emit(instrs[block.begin + i]);
+      next = block.begin + block.length * block.count;
     }
+    for (; next < instrs.size(); ++next)
+      emit(instrs[next]);
   }
   return result;
 }

@@ -307,11 +307,17 @@ public:
                             std::string &error) {
     const std::vector<Work> &order = orders[device];
     instrs.reserve(order.size() * 2);
-    std::vector<int> position(index.size(), -1);
-    for (int i = 0; i < int(order.size()); ++i)
+    // Each work's position in the order, for the collectives: one table
+    // for every device, its entries set and reset per device (a table per
+    // device was a twentieth of a p 64 compile, filling it).
+    if (!collectives.empty() && position.empty())
+      position.assign(index.size(), -1);
+    for (int i = 0; i < int(order.size()) && !collectives.empty(); ++i)
       position[index(order[i])] = i;
     FailureOr<std::vector<int>> issueAt =
         getIssuePositions(device, position, error);
+    for (int i = 0; i < int(order.size()) && !collectives.empty(); ++i)
+      position[index(order[i])] = -1;
     if (failed(issueAt))
       return failure();
     // Issue in the global order, each where it goes.
@@ -321,7 +327,7 @@ public:
         byPosition.begin(), byPosition.end(),
         [&](size_t a, size_t b) { return (*issueAt)[a] < (*issueAt)[b]; });
     size_t next = 0;
-    std::vector<bool> issued(cindex.size(), false);
+    std::vector<bool> issued(collectives.empty() ? 0 : cindex.size(), false);
     auto issueUpTo = [&](int i) {
       for (; next < byPosition.size() && (*issueAt)[byPosition[next]] <= i;
            ++next) {
@@ -418,6 +424,8 @@ private:
   PassTimes execution;
   bool blocking;
   llvm::SmallVector<Work, 4> contributions;
+  /// lowerDevice's table of positions (-1: not on the device).
+  std::vector<int> position;
 };
 } // namespace
 

@@ -18,6 +18,7 @@
 #include "sluice/PlanFormat/Repeats.h"
 
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "llvm/Support/JSON.h"
 
@@ -292,52 +293,113 @@ private:
       for (int64_t bytes : buffers)
         json.value(bytes);
     });
-    SmallVector<Operation *> ops = llvm::map_to_vector(
-        device.getBody().front(), [](Operation &op) { return &op; });
-    // Version 9: the schedule's periodic stretches as repeat blocks
-    // (sluice/PlanFormat/Repeats.h), unless every instruction is asked
-    // for.
+    json.attributeArray("instructions", [&] {
+      // Plain instructions between the program's repeat blocks.
+      SmallVector<Operation *> plain;
+      auto flush = [&] {
+        writePlain(plain, int64_t(buffers.size()));
+        plain.clear();
+      };
+      for (Operation &op : device.getBody().front()) {
+        auto repeat = dyn_cast<RepeatOp>(op);
+        if (!repeat) {
+          plain.push_back(&op);
+          continue;
+        }
+        flush();
+        if (repeats)
+          writeRepeat(repeat);
+        else
+          writeRuns(repeat, int64_t(buffers.size()));
+      }
+      flush();
+    });
+  }
+
+  /// A stretch of plain instructions: version 9 finds its periodic
+  /// stretches as repeat blocks (sluice/PlanFormat/Repeats.h) -- a program
+  /// the schedule wrote without sluice.repeat, or whose blocks the buffer
+  /// planner wrote out -- unless every instruction is asked for.
+  void writePlain(ArrayRef<Operation *> ops, int64_t numSlots) {
     std::vector<rt::RepeatBlock> blocks;
     if (repeats) {
       std::vector<rt::RepeatFields> rows;
       rows.reserve(ops.size());
       for (Operation *op : ops)
         rows.push_back(getRepeatFields(*op));
-      blocks = rt::findRepeats(rows, int64_t(buffers.size()));
+      blocks = rt::findRepeats(rows, numSlots);
     }
-    json.attributeArray("instructions", [&] {
-      size_t next = 0;
-      auto literal = [&](size_t end) {
-        for (; next < end; ++next)
-          writeInstructionLine(*ops[next]);
-      };
-      for (const rt::RepeatBlock &block : blocks) {
-        literal(block.begin);
-        json.object([&] {
-          json.attribute("repeat", int64_t(block.count));
-          json.attribute("mb_step", block.mbStep);
-          json.attribute("key_step", block.keyStep);
-          json.attributeBegin("slots");
-          json.rawValue([&](llvm::raw_ostream &os) {
-            llvm::json::OStream line(os);
+    size_t next = 0;
+    auto literal = [&](size_t end) {
+      for (; next < end; ++next)
+        writeInstructionLine(*ops[next]);
+    };
+    for (const rt::RepeatBlock &block : blocks) {
+      literal(block.begin);
+      writeBlock(block.count, block.mbStep, block.keyStep, block.slotMap,
+                 ops.slice(block.begin, block.length));
+      next = block.begin + block.length * block.count;
+    }
+    literal(ops.size());
+  }
+
+  /// A sluice.repeat as the plan's repeat block: the same runs. A message
+  /// key steps with its microbatch (keyOf), by mb_step x slices.
+  void writeRepeat(RepeatOp repeat) {
+    SmallVector<Operation *> body = llvm::map_to_vector(
+        repeat.getBody().front(), [](Operation &op) { return &op; });
+    bool messages = llvm::any_of(
+        body, [](Operation *op) { return isa<SendOp, RecvOp>(op); });
+    int64_t step = repeat.getMbStep();
+    writeBlock(repeat.getCount(), step,
+               messages ? step * program.getSlices() : 0,
+               repeat.getSlotMap(), body);
+  }
+
+  void writeBlock(int64_t count, int64_t mbStep, int64_t keyStep,
+                  ArrayRef<std::pair<int64_t, int64_t>> slotMap,
+                  ArrayRef<Operation *> body) {
+    json.object([&] {
+      json.attribute("repeat", count);
+      json.attribute("mb_step", mbStep);
+      json.attribute("key_step", keyStep);
+      json.attributeBegin("slots");
+      json.rawValue([&](llvm::raw_ostream &os) {
+        llvm::json::OStream line(os);
+        line.array([&] {
+          for (const std::pair<int64_t, int64_t> &entry : slotMap)
             line.array([&] {
-              for (const std::pair<int64_t, int64_t> &entry : block.slotMap)
-                line.array([&] {
-                  line.value(entry.first);
-                  line.value(entry.second);
-                });
+              line.value(entry.first);
+              line.value(entry.second);
             });
-          });
-          json.attributeEnd();
-          json.attributeArray("body", [&] {
-            for (size_t i = 0; i < block.length; ++i)
-              writeInstructionLine(*ops[block.begin + i]);
-          });
         });
-        next = block.begin + block.length * block.count;
-      }
-      literal(ops.size());
+      });
+      json.attributeEnd();
+      json.attributeArray("body", [&] {
+        for (Operation *op : body)
+          writeInstructionLine(*op);
+      });
     });
+  }
+
+  /// A sluice.repeat's runs written out (--expand-plan): run i's
+  /// microbatches stepped i times, its slots mapped i times.
+  void writeRuns(RepeatOp repeat, int64_t numSlots) {
+    llvm::DenseMap<int64_t, int64_t> map;
+    for (auto [from, to] : repeat.getSlotMap())
+      map[from] = to;
+    runSlots.resize(size_t(std::max<int64_t>(numSlots, 0)));
+    std::iota(runSlots.begin(), runSlots.end(), int64_t(0));
+    for (int64_t run = 0; run < repeat.getCount(); ++run) {
+      runMb = run * repeat.getMbStep();
+      for (Operation &op : repeat.getBody().front())
+        writeInstructionLine(op);
+      for (int64_t &slot : runSlots)
+        if (auto it = map.find(slot); it != map.end())
+          slot = it->second;
+    }
+    runMb = 0;
+    runSlots.clear();
   }
 
   /// One instruction, on a line of its own: the file stays readable a
@@ -426,17 +488,23 @@ private:
   template <typename MessageOp>
   void writeMessage(llvm::json::OStream &json, rt::Op opKind, MessageOp m,
                     int64_t peer) {
-    writeStageWork(json, opKind, m.getKind(), m.getStage(), m.getMb(), m.getSlice());
+    writeStageWork(json, opKind, m.getKind(), m.getStage(), mbOf(m.getMb()), m.getSlice());
     json.attribute("peer", peer);
     json.attribute("key",
-                   keyOf(m.getKind(), m.getStage(), m.getMb(), m.getSlice()));
+                   keyOf(m.getKind(), m.getStage(), mbOf(m.getMb()), m.getSlice()));
     json.attribute("buffer", slot(m.getBuffer()));
     json.attribute("stream", stringifyStreamKind(m.getStream()));
   }
-  /// A slot as the plan writes it: -1 for a role the pass does not have.
-  static int64_t slot(std::optional<int64_t> index) {
-    return index.value_or(-1);
+  /// A slot as the plan writes it: -1 for a role the pass does not have;
+  /// in a run writeRuns writes out, mapped as the run maps it.
+  int64_t slot(std::optional<int64_t> index) const {
+    int64_t value = index.value_or(-1);
+    if (value >= 0 && size_t(value) < runSlots.size())
+      return runSlots[size_t(value)];
+    return value;
   }
+  /// A microbatch as the plan writes it (stepped in writeRuns' runs).
+  int64_t mbOf(int64_t mb) const { return mb + runMb; }
 
   void writeInstruction(llvm::json::OStream &json, Operation &op) {
     if (auto g = dyn_cast<GradSyncOp>(op)) {
@@ -450,7 +518,7 @@ private:
       json.attribute("op", rt::opName(rt::Op::Collective));
       json.attribute("shard", shardOf(c.getShard()));
       json.attribute("group", c.getGroup());
-      json.attribute("mb", c.getMb());
+      json.attribute("mb", mbOf(c.getMb()));
       json.attribute("slice", c.getSlice());
       json.attribute("blocking", c.getStream() == StreamKind::compute);
     } else if (auto e = dyn_cast<ExecOp>(op);
@@ -458,10 +526,10 @@ private:
       json.attribute("op", rt::opName(rt::Op::Exec));
       json.attribute("pass", passOf(e.getKind()));
       json.attribute("shard", shardOf(e.getStage()));
-      json.attribute("mb", e.getMb());
+      json.attribute("mb", mbOf(e.getMb()));
       json.attribute("slice", e.getSlice());
     } else if (e) {
-      writeStageWork(json, rt::Op::Exec, e.getKind(), e.getStage(), e.getMb(),
+      writeStageWork(json, rt::Op::Exec, e.getKind(), e.getStage(), mbOf(e.getMb()),
                      e.getSlice());
       json.attribute("state", slot(e.getState()));
       json.attribute("wstate", slot(e.getWstate()));
@@ -481,6 +549,10 @@ private:
   ProgramOp program;
   ModelOp model;
   bool repeats;
+  /// The run writeRuns writes: its microbatch offset and each slot's
+  /// image (empty: none).
+  int64_t runMb = 0;
+  std::vector<int64_t> runSlots;
   SmallVector<StageOp> stages;
   ShardNames shards;
   llvm::json::OStream json;

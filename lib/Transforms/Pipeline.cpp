@@ -134,6 +134,7 @@ void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
   schedule.costs = o.costs;
   schedule.tensorParallel = o.tp;
   schedule.sequenceParallel = o.sequenceParallel;
+  schedule.repeats = o.repeats;
   pm.addPass(createSchedule(schedule));
 }
 

@@ -70,7 +70,8 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
   auto module = model->getParentOfType<ModuleOp>();
   if (Operation *old = module.lookupSymbol(opts.programName))
     old->erase();
-  return writeProgram(model, opts.programName, info->kind, *pipeline, *program);
+  return writeProgram(model, opts.programName, info->kind, *pipeline, *program,
+                      opts.repeats);
 }
 
 namespace {
@@ -81,8 +82,9 @@ struct SchedulePass : public mlir::sluice::impl::ScheduleBase<SchedulePass> {
     FailureOr<ModelOp> model = getSingleModel(getOperation());
     if (failed(model))
       return signalPassFailure();
-    SchedulingOptions opts{schedule,    microbatches,   slices,          costs,
-                           programName, tensorParallel, sequenceParallel};
+    SchedulingOptions opts{schedule,    microbatches,   slices,
+                           costs,       programName,    tensorParallel,
+                           sequenceParallel, repeats};
     if (failed(schedulePipeline(*model, opts)))
       return signalPassFailure();
   }

@@ -68,14 +68,22 @@ LogicalResult mlir::sluice::simulateProgram(
   // its stage on the device (the pass just before it in the IR).
   std::vector<GradientSync> syncs;
   for (auto [d, device] : llvm::enumerate(view.devices)) {
+    // The op's last instruction: a repeat block's body op stands for
+    // each of its runs, and the last run ends the block.
     llvm::DenseMap<Operation *, const sched::Instr *> instrOf;
     for (auto [op, instr] : llvm::zip(view.ops[d], view.program.devices[d]))
       instrOf[op] = &instr;
     llvm::StringMap<sched::Work> lastPass;
-    for (Operation &op : device.getBody().front()) {
-      if (auto exec = dyn_cast<ExecOp>(op)) {
+    auto seePass = [&](Operation &op) {
+      if (auto exec = dyn_cast<ExecOp>(op))
         if (const sched::Instr *instr = instrOf.lookup(&op))
           lastPass[exec.getStage()] = instr->work;
+    };
+    for (Operation &op : device.getBody().front()) {
+      if (auto repeat = dyn_cast<RepeatOp>(op)) {
+        llvm::for_each(repeat.getBody().front(), seePass);
+      } else if (isa<ExecOp>(op)) {
+        seePass(op);
       } else if (auto sync = dyn_cast<GradSyncOp>(op)) {
         auto it = lastPass.find(sync.getStage());
         if (it == lastPass.end())

@@ -14,6 +14,8 @@
 
 #include "ForEachPass.h"
 
+#include "sluice/PipelineIR/PipelineIR.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -48,13 +50,35 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
     return success();
   for (DeviceOp device : program.getBody().getOps<DeviceOp>()) {
     // The last pass of each stage or shard on this device, in the order
-    // the stages finish.
-    llvm::MapVector<Attribute, Operation *> last;
-    for (Operation &op : device.getBody().front())
-      if (auto exec = dyn_cast<ExecOp>(op)) {
-        last.erase(exec.getStageAttr());
-        last[exec.getStageAttr()] = &op;
+    // the stages finish. A stage whose last pass is in a repeat block's
+    // last run gets that run written out after the block, so that its
+    // sync can follow the pass (a block's body cannot hold one).
+    auto findLast = [&] {
+      llvm::MapVector<Attribute, Operation *> last;
+      auto see = [&](Operation &op) {
+        if (auto exec = dyn_cast<ExecOp>(op)) {
+          last.erase(exec.getStageAttr());
+          last[exec.getStageAttr()] = &op;
+        }
+      };
+      for (Operation &op : device.getBody().front()) {
+        if (auto repeat = dyn_cast<RepeatOp>(op))
+          llvm::for_each(repeat.getBody().front(), see);
+        else
+          see(op);
       }
+      return last;
+    };
+    llvm::MapVector<Attribute, Operation *> last = findLast();
+    SmallVector<RepeatOp> peel;
+    for (auto &entry : last)
+      if (auto repeat = dyn_cast<RepeatOp>(entry.second->getParentOp());
+          repeat && !llvm::is_contained(peel, repeat))
+        peel.push_back(repeat);
+    if (!peel.empty()) {
+      llvm::for_each(peel, peelLastRun);
+      last = findLast();
+    }
     for (auto [stage, op] : last) {
       builder.setInsertionPointAfter(op);
       GradSyncOp::create(builder, op->getLoc(), cast<FlatSymbolRefAttr>(stage));

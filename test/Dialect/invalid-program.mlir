@@ -423,3 +423,101 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 // expected-error@+1 {{'sluice.program' op attribute 'step_time' failed to satisfy constraint: 64-bit float}}
 sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} attributes {step_time = "fast"} {
 }
+
+// -----
+
+// repeat-count
+sluice.program @p for @m {devices = 1, microbatches = 4, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 {
+    // expected-error@+1 {{'sluice.repeat' op 'count' must be positive, got 0}}
+    sluice.repeat 0 mb_step 1 {
+      sluice.exec F @s0 {mb = 0, slice = 0}
+    }
+  }
+}
+
+// -----
+
+// repeat-step
+sluice.program @p for @m {devices = 1, microbatches = 4, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 {
+    // expected-error@+1 {{'sluice.repeat' op 'mb_step' must be positive, got 0}}
+    sluice.repeat 2 mb_step 0 {
+      sluice.exec F @s0 {mb = 0, slice = 0}
+    }
+  }
+}
+
+// -----
+
+// repeat-past-the-microbatches
+sluice.program @p for @m {devices = 1, microbatches = 4, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 {
+    // expected-error@+1 {{'sluice.repeat' op runs 3 times 2 microbatches apart, past the program's 4 microbatches}}
+    sluice.repeat 3 mb_step 2 {
+      sluice.exec F @s0 {mb = 0, slice = 0}
+    }
+  }
+}
+
+// -----
+
+// repeat-empty
+sluice.program @p for @m {devices = 1, microbatches = 4, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 {
+    // expected-error@+1 {{'sluice.repeat' op has an empty body}}
+    sluice.repeat 2 mb_step 1 {
+    }
+  }
+}
+
+// -----
+
+// repeat-grad-sync
+sluice.program @p for @m {devices = 1, microbatches = 4, slices = 1, schedule = "1f1b"} dp 2 {
+  sluice.device 0 {
+    sluice.repeat 2 mb_step 1 {
+      sluice.exec W @s0 {mb = 0, slice = 0}
+      // expected-error@+1 {{'sluice.grad_sync' op cannot repeat: it averages a stage's gradients once, after the stage's last pass}}
+      sluice.grad_sync @s0
+    }
+  }
+}
+
+// -----
+
+// repeat-slot-outside-buffers
+sluice.program @p for @m {devices = 1, microbatches = 4, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 attributes {buffers = array<i64: 256, 256>} {
+    // expected-error@+1 {{'sluice.repeat' op 'slots' maps slot 2, which is not one of the device's 2 buffers}}
+    sluice.repeat 2 mb_step 1 slots [0 -> 2] {
+      sluice.exec F @s0 {mb = 0, slice = 0} {state = 0 : i64}
+    }
+  }
+}
+
+// -----
+
+// repeat-slot-twice
+sluice.program @p for @m {devices = 1, microbatches = 4, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 attributes {buffers = array<i64: 256, 256>} {
+    // expected-error@+1 {{'sluice.repeat' op 'slots' maps slot 0 twice}}
+    sluice.repeat 2 mb_step 1 slots [0 -> 1, 0 -> 0] {
+      sluice.exec F @s0 {mb = 0, slice = 0} {state = 0 : i64}
+    }
+  }
+}
+
+// -----
+
+// repeat-nested
+sluice.program @p for @m {devices = 1, microbatches = 4, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 {
+    sluice.repeat 2 mb_step 1 {
+      // expected-error@+1 {{'sluice.repeat' op expects parent op 'sluice.device'}}
+      sluice.repeat 2 mb_step 1 {
+        sluice.exec F @s0 {mb = 0, slice = 0}
+      }
+    }
+  }
+}

@@ -121,3 +121,32 @@ sluice.program @planned for @m {devices = 2, microbatches = 1, slices = 1, sched
     sluice.send B @s1 {mb = 0, slice = 0} to 0
   }
 }
+
+// A device's periodic stretch stated once: the body, its runs, the
+// microbatch step and (after buffer planning) the slot map.
+// CHECK-LABEL: sluice.program @periodic for @m {devices = 2, microbatches = 4, slices = 1, schedule = "1f1b"} {
+// CHECK-NEXT:    sluice.device 0 attributes {buffers = array<i64: 256, 256>} {
+// CHECK-NEXT:      sluice.repeat 4 mb_step 1 slots [0 -> 1, 1 -> 0] {
+// CHECK-NEXT:        sluice.exec F @s0 {mb = 0, slice = 0} {out = 0 : i64}
+// CHECK-NEXT:        sluice.send F @s0 {mb = 0, slice = 0} to 1 {buffer = 0 : i64}
+// CHECK-NEXT:      }
+// CHECK:         sluice.device 1 {
+// CHECK-NEXT:      sluice.repeat 2 mb_step 2 {
+// GENERIC: "sluice.repeat"() <{count = 4 : i64, mb_step = 1 : i64, slots = array<i64: 0, 1, 1, 0>}>
+// GENERIC: "sluice.repeat"() <{count = 2 : i64, mb_step = 2 : i64}>
+sluice.program @periodic for @m {devices = 2, microbatches = 4, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 attributes {buffers = array<i64: 256, 256>} {
+    sluice.repeat 4 mb_step 1 slots [0 -> 1, 1 -> 0] {
+      sluice.exec F @s0 {mb = 0, slice = 0} {out = 0 : i64}
+      sluice.send F @s0 {mb = 0, slice = 0} to 1 {buffer = 0 : i64}
+    }
+  }
+  sluice.device 1 {
+    sluice.repeat 2 mb_step 2 {
+      sluice.recv F @s0 {mb = 0, slice = 0} from 0
+      sluice.exec F @s1 {mb = 0, slice = 0}
+      sluice.recv F @s0 {mb = 1, slice = 0} from 0
+      sluice.exec F @s1 {mb = 1, slice = 0}
+    }
+  }
+}

@@ -5,6 +5,21 @@
 // An instruction naming a slice, microbatch or stage the program does not
 // have (a hand-edited program) is an error on it, not a read past a table.
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" | sed '0,/mb = 1, slice = 0/s//mb = 1, slice = 1000000/' | not sluice-opt --sluice-plan-buffers 2>&1 | FileCheck %s --check-prefix=BADSLICE
+
+// A repeat block's body gets its first run's slots and the block the map
+// that carries each run's slots to the next (device 0: two rings of three
+// slots, F's state, kv and output); where the map changes from one run to
+// the next, the block is cut (device 1: the first two runs' received
+// activation lands in slots 0 and 4, the later runs' in 5 and 0 in turn).
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12 repeats=true" --sluice-plan-buffers | FileCheck %s --check-prefix=REPEAT
+// REPEAT:        sluice.device 0 attributes {buffers = array<i64: 50688, 16384, 2048, 50688, 16384, 2048, 2048, 47104>} {
+// REPEAT:          sluice.repeat 11 mb_step 1 slots [0 -> 3, 1 -> 4, 2 -> 5, 3 -> 0, 4 -> 1, 5 -> 2] {
+// REPEAT-NEXT:       sluice.exec F @s0 {mb = 1, slice = 0} {kv = 4 : i64, out = 5 : i64, state = 3 : i64}
+// REPEAT:        sluice.device 1
+// REPEAT-NEXT:     sluice.repeat 2 mb_step 1 slots [0 -> 4] {
+// REPEAT-NEXT:       sluice.recv F @s0 {mb = 0, slice = 0} from 0 {buffer = 0 : i64}
+// REPEAT:          sluice.repeat 10 mb_step 1 slots [0 -> 4, 4 -> 0] {
+// REPEAT-NEXT:       sluice.recv F @s0 {mb = 2, slice = 0} from 0 {buffer = 5 : i64}
 // BADSLICE: error: 'sluice.exec' op names slice 1000000, but the program has 1
 
 // Stage 0 (embedding, two layers of hidden 32, 4 heads of 8, ffn 128) on

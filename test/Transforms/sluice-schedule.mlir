@@ -6,6 +6,27 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZEROM
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab --sluice-reorder-softmax-barriers="algorithm=1" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-verify-schedule | FileCheck %s --check-prefix=VOCAB
 
+// repeats=true: each device's steady state once, as a sluice.repeat of its
+// runs; the verifier runs the blocks out (3 x 4 instructions of 1F1B's
+// steady state on device 0, and the same program as without them).
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12 repeats=true" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=REPEATS
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=FLAT
+// REPEATS:       remark: verified: 96 instructions of schedule '1f1b' on 2 devices
+// REPEATS:       sluice.device 0 {
+// REPEATS-NEXT:    sluice.exec F @s0 {mb = 0, slice = 0}
+// REPEATS-NEXT:    sluice.send F @s0 {mb = 0, slice = 0} to 1
+// REPEATS-NEXT:    sluice.repeat 11 mb_step 1 {
+// REPEATS-NEXT:      sluice.exec F @s0 {mb = 1, slice = 0}
+// REPEATS-NEXT:      sluice.send F @s0 {mb = 1, slice = 0} to 1
+// REPEATS-NEXT:      sluice.recv BW @s1 {mb = 0, slice = 0} from 1
+// REPEATS-NEXT:      sluice.exec BW @s0 {mb = 0, slice = 0}
+// REPEATS-NEXT:    }
+// REPEATS-NEXT:    sluice.recv BW @s1 {mb = 11, slice = 0} from 1
+// REPEATS-NEXT:    sluice.exec BW @s0 {mb = 11, slice = 0}
+// REPEATS-NEXT:  }
+// FLAT:          remark: verified: 96 instructions of schedule '1f1b' on 2 devices
+// FLAT-NOT:      sluice.repeat
+
 // 1F1B: device 0 warms up with p - d = 2 forwards, then alternates; the
 // receive sits right before its consumer, the send right after its
 // producer.

@@ -6,6 +6,7 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=1" | FileCheck %s --check-prefix=ZERO1
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1 zero=1" 2>&1 | FileCheck %s --check-prefix=ZEROALONE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3" 2>&1 | FileCheck %s --check-prefix=ZEROSTAGE
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12 repeats=true" --sluice-sync-gradients="data-parallel=2" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=REPEAT --implicit-check-not=sluice.grad_sync
 
 // Each stage's gradients are averaged once, right after its last pass on
 // its device (--implicit-check-not: no other grad_sync): the first stage's
@@ -40,6 +41,27 @@
 // VSHAPE-NEXT:      sluice.exec W @s1 {mb = 1, slice = 0}
 // VSHAPE-NEXT:      sluice.grad_sync @s1
 // VSHAPE-NEXT:    }
+
+// A stage whose last pass is in a repeat block's last run: that run is
+// written out after the block (count 12 -> 11), and the sync follows the
+// pass in it. The program still runs every pass once (the verifier's
+// count is the flat program's: 2 x 12 x 4 instructions and 2 syncs).
+// REPEAT:         remark: verified: 98 instructions of schedule '1f1b' on 2 devices
+// REPEAT:         sluice.device 0 {
+// REPEAT:           sluice.repeat 11 mb_step 1 {
+// REPEAT:           sluice.exec BW @s0 {mb = 11, slice = 0}
+// REPEAT-NEXT:      sluice.grad_sync @s0
+// REPEAT-NEXT:    }
+// REPEAT:         sluice.device 1 {
+// REPEAT-NEXT:      sluice.repeat 11 mb_step 1 {
+// REPEAT:             sluice.send BW @s1 {mb = 0, slice = 0} to 0
+// REPEAT-NEXT:      }
+// REPEAT-NEXT:      sluice.recv F @s0 {mb = 11, slice = 0} from 0
+// REPEAT-NEXT:      sluice.exec F @s1 {mb = 11, slice = 0}
+// REPEAT-NEXT:      sluice.exec BW @s1 {mb = 11, slice = 0}
+// REPEAT-NEXT:      sluice.grad_sync @s1
+// REPEAT-NEXT:      sluice.send BW @s1 {mb = 11, slice = 0} to 0
+// REPEAT-NEXT:    }
 
 // One replica: nothing to average, the program is unchanged.
 // ONE-LABEL: schedule = "1f1b"} {

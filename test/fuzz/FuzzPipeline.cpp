@@ -34,8 +34,8 @@ namespace {
 /// The pipelines, in sluice-opt's textual form: the whole compile, the
 /// vocabulary rewrite, token slicing, and the program-level passes.
 constexpr const char *kPipelines[] = {
-    "sluice-pipeline{pp=2 microbatches=4 schedule=zb-h1 vocab=vocab-2 "
-    "plan-buffers=true}",
+    "sluice-pipeline{pp=2 microbatches=12 schedule=zb-h1 vocab=vocab-2 "
+    "plan-buffers=true repeats=true}",
     "sluice-partition-stages{pp=2},sluice-partition-vocab{mode=vocab},"
     "sluice-reorder-softmax-barriers{algorithm=2},sluice-split-passes",
     "sluice-partition-stages{pp=2},sluice-slice-tokens{slices=2 "

@@ -39,10 +39,21 @@ ShardNames getShardNames(ModelOp model);
 FailureOr<ModelOp> getProgramModel(ProgramOp program);
 
 /// A program read back from IR, with the op behind every instruction.
+/// Repeat blocks are run out: the program lists every run, and the op
+/// behind an instruction of a block is its body's.
 struct ProgramView {
   sched::Program program;
   std::vector<std::vector<Operation *>> ops;
   std::vector<DeviceOp> devices;
+  /// A device's `sluice.repeat`: its instructions [begin, begin + length x
+  /// count) are the body (ops [begin, begin + length)) run `count` times.
+  struct Repeat {
+    RepeatOp op;
+    size_t begin = 0, length = 0;
+    int64_t count = 0;
+  };
+  /// Per device, its repeat blocks in order.
+  std::vector<std::vector<Repeat>> repeats;
 
   /// The op behind an instruction reference (the device op for index -1).
   Operation *getOp(int device, int index) const {
@@ -53,14 +64,37 @@ struct ProgramView {
   }
 };
 
-/// Reads `program` (scheduled for `model`); emits an error at any
-/// instruction naming a stage the model does not have.
+/// The most instructions readProgram runs a program's repeat blocks out
+/// to, all devices together: far past any real schedule's (64 devices x
+/// 2048 microbatches of a V shape hold 2 million), and small enough that
+/// a hostile file cannot make the reader allocate without bound.
+constexpr size_t kMaxReadInstructions = size_t(1) << 24;
+
+/// Reads `program` (scheduled for `model`), its repeat blocks run out;
+/// emits an error at any instruction naming a stage the model does not
+/// have, or where the blocks run out past kMaxReadInstructions.
 FailureOr<ProgramView> readProgram(ProgramOp program, ModelOp model);
 
-/// Creates `sluice.program @name` for `model` right after it.
+/// Creates `sluice.program @name` for `model` right after it. With
+/// `repeats`, each device's periodic stretches (sluice/PlanFormat/Repeats.h
+/// finds them, at least 8 instructions saved) are written once, as
+/// `sluice.repeat` blocks.
 ProgramOp writeProgram(ModelOp model, llvm::StringRef name,
                        ScheduleKind schedule, const sched::Pipeline &pipeline,
-                       const sched::Program &program);
+                       const sched::Program &program, bool repeats = false);
+
+/// Writes run `run` of `repeat`'s body at `builder`'s insertion point as
+/// plain instructions: microbatches stepped, slots mapped `run` times.
+/// Returns the new ops, in the body's order.
+SmallVector<Operation *> cloneRun(OpBuilder &builder, RepeatOp repeat,
+                                  int64_t run);
+
+/// Replaces `repeat` by its runs written out.
+void expandRepeat(RepeatOp repeat);
+
+/// Moves the last run of `repeat` out of it, written out right after it
+/// (the whole block where two runs are left).
+void peelLastRun(RepeatOp repeat);
 
 } // namespace mlir::sluice
 

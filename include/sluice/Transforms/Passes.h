@@ -99,6 +99,8 @@ struct SchedulingOptions {
   int64_t tensorParallel = 1;
   /// With Megatron-LM's sequence parallelism (MeshShape).
   bool sequenceParallel = false;
+  /// Periodic stretches as sluice.repeat blocks (writeProgram).
+  bool repeats = false;
 };
 FailureOr<ProgramOp> schedulePipeline(ModelOp model,
                                       const SchedulingOptions &opts);

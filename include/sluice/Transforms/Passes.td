@@ -340,7 +340,10 @@ def Schedule : Pass<"sluice-schedule", "ModuleOp"> {
            "schedule orders one shard's passes, collectives included">,
     Option<"sequenceParallel", "sequence-parallel", "bool",
            /*default=*/"false",
-           "with Megatron-LM's sequence parallelism over those shards">
+           "with Megatron-LM's sequence parallelism over those shards">,
+    Option<"repeats", "repeats", "bool", /*default=*/"false",
+           "write each device's periodic stretches once, as sluice.repeat "
+           "blocks (sluice-compile does)">
   ];
 }
 

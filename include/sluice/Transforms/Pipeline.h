@@ -100,6 +100,11 @@ struct SluicePipelineOptions
       *this, "plan-buffers",
       llvm::cl::desc("assign the runtime's buffers (what a plan needs)"),
       llvm::cl::init(false)};
+  Option<bool> repeats{
+      *this, "repeats",
+      llvm::cl::desc("state periodic stretches once, as sluice.repeat "
+                     "blocks (sluice-compile does)"),
+      llvm::cl::init(false)};
   Option<bool> simulate{
       *this, "simulate",
       llvm::cl::desc("predict the step (off where the caller simulates "
