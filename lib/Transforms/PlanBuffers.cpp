@@ -11,6 +11,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <deque>
+#include <limits>
 #include <numeric>
 #include <map>
 
@@ -138,6 +139,42 @@ void setSlot(Operation *op, Role role, IntegerAttr slot) {
 /// attribute that names its buffer.
 using Roles = SmallVector<std::pair<ValueKey, Role>, 4>;
 
+/// A number for each value a device names (a last use, a value's
+/// position): a table over every value of the program, kind by work, with
+/// the keys set in the order they were first set, so that it empties in
+/// time linear in one device's values. (Hashed maps were most of the
+/// planner's time at 64 devices.)
+template <typename T> class ValueTable {
+public:
+  static constexpr T kNone = std::numeric_limits<T>::max();
+
+  explicit ValueTable(size_t size) : values(size, kNone) {}
+  T lookup(size_t id) const { return values[id]; }
+  /// The entry of `key` (table index `id`), kNone until set; a key not set
+  /// before is remembered.
+  T &at(const ValueKey &key, size_t id) {
+    T &value = values[id];
+    if (value == kNone) {
+      ids.push_back(id);
+      keys.push_back(key);
+    }
+    return value;
+  }
+  ArrayRef<ValueKey> getKeys() const { return keys; }
+  size_t size() const { return keys.size(); }
+  void clear() {
+    for (size_t id : ids)
+      values[id] = kNone;
+    ids.clear();
+    keys.clear();
+  }
+
+private:
+  std::vector<T> values;
+  std::vector<size_t> ids;
+  std::vector<ValueKey> keys;
+};
+
 /// Plans the buffers of one program, device by device: which values each
 /// instruction defines and uses, when each dies, and a linear scan that
 /// gives each a slot at its definition and frees it after its last use.
@@ -155,7 +192,8 @@ public:
                                        program.getSequenceParallel())),
         lengths(getSliceLengths(program, model)),
         stageLayers(getStageLayerIndices(model)), index(this->pipeline),
-        builder(program.getContext()) {
+        lastUse(kNumValueKinds * index.size()),
+        number(kNumValueKinds * index.size()), builder(program.getContext()) {
     for (StageOp stage : getStages(model))
       recompute.push_back(*rt::parseRecompute(stringifyRecomputeKind(
           stage.getRecompute().value_or(RecomputeKind::none))));
@@ -170,9 +208,10 @@ public:
       std::vector<Roles> defs(instrs.size()), uses(instrs.size());
       for (size_t i = 0; i < instrs.size(); ++i)
         collectValues(d, instrs[i], defs[i], uses[i]);
-      llvm::DenseMap<ValueKey, size_t> lastUse = findLastUses(defs, uses);
-      keepSentSlots(d, lastUse);
-      if (failed(assignSlots(d, defs, uses, lastUse)))
+      lastUse.clear();
+      findLastUses(defs, uses);
+      keepSentSlots(d);
+      if (failed(assignSlots(d, defs, uses)))
         return failure();
     }
     return success();
@@ -310,17 +349,19 @@ private:
     }
   }
 
+  /// A value's index in the tables.
+  size_t idOf(const ValueKey &key) const {
+    return size_t(key.kind) * index.size() + key.work;
+  }
+
   /// 2. The last use of every value (its definition if never used again).
-  static llvm::DenseMap<ValueKey, size_t> findLastUses(ArrayRef<Roles> defs,
-                                                 ArrayRef<Roles> uses) {
-    llvm::DenseMap<ValueKey, size_t> lastUse;
+  void findLastUses(ArrayRef<Roles> defs, ArrayRef<Roles> uses) {
     for (size_t i = 0; i < defs.size(); ++i) {
       for (auto &[key, role] : defs[i])
-        lastUse[key] = i;
+        lastUse.at(key, idOf(key)) = uint32_t(i);
       for (auto &[key, role] : uses[i])
-        lastUse[key] = i;
+        lastUse.at(key, idOf(key)) = uint32_t(i);
     }
-    return lastUse;
   }
 
   /// 2b. Sends copy nothing: a sent slot stays alive until its send has
@@ -330,7 +371,7 @@ private:
   /// device has consumed a message the peer sent later in its program than
   /// that receive (in 1F1B, the gradient that comes back for the
   /// activation sent). With none, the slot lives to the end of the step.
-  void keepSentSlots(int d, llvm::DenseMap<ValueKey, size_t> &lastUse) {
+  void keepSentSlots(int d) {
     const std::vector<Instr> &instrs = view.program.devices[d];
     for (size_t i = 0; i < instrs.size(); ++i) {
       const Instr &send = instrs[i];
@@ -347,15 +388,17 @@ private:
         if (recv.kind != InstrKind::Recv || recv.peer != send.peer ||
             position(InstrKind::Send, recv.work, d) <= posted)
           continue;
-        auto consumed = lastUse.find({ValueKind::Incoming, index(recv.work)});
-        if (consumed != lastUse.end()) {
-          until = consumed->second;
+        uint32_t consumed =
+            lastUse.lookup(idOf({ValueKind::Incoming, index(recv.work)}));
+        if (consumed != lastUse.kNone) {
+          until = consumed;
           break;
         }
       }
       ValueKey sent{ValueKind::Outgoing, index(send.work)};
-      size_t &last = lastUse[sent];
-      last = std::max(last, until);
+      uint32_t &last = lastUse.at(sent, idOf(sent));
+      last = last == lastUse.kNone ? uint32_t(until)
+                                   : std::max(last, uint32_t(until));
     }
   }
 
@@ -399,25 +442,25 @@ private:
   /// earlier instruction defines, if any, as (instruction, role).
   std::optional<std::pair<size_t, Role>>
   getLifetimes(int d, ArrayRef<Roles> defs, ArrayRef<Roles> uses,
-               const llvm::DenseMap<ValueKey, size_t> &lastUse,
                Lifetimes &result) {
     const std::vector<Instr> &instrs = view.program.devices[d];
-    llvm::DenseMap<ValueKey, uint32_t> number;
-    number.reserve(lastUse.size());
+    number.clear();
     for (size_t i = 0; i < instrs.size(); ++i) {
       result.roleBegin.push_back(uint32_t(result.value.size()));
       for (auto &[key, role] : defs[i]) {
-        auto [it, added] = number.try_emplace(key, uint32_t(number.size()));
-        if (added)
+        uint32_t &n = number.at(key, idOf(key));
+        if (n == number.kNone) {
+          n = uint32_t(number.size() - 1);
           result.bytes.push_back(bytesOf(key.kind, instrs[i].work));
-        result.value.push_back(it->second);
+        }
+        result.value.push_back(n);
         result.defines.push_back(true);
       }
       for (auto &[key, role] : uses[i]) {
-        auto it = number.find(key);
-        if (it == number.end())
+        uint32_t n = number.lookup(idOf(key));
+        if (n == number.kNone)
           return std::pair(i, role);
-        result.value.push_back(it->second);
+        result.value.push_back(n);
         result.defines.push_back(false);
       }
     }
@@ -427,22 +470,22 @@ private:
     // Bucketed by instruction, then each instruction's few sorted
     // (sorting them all at once was a fifth of the planner at 64 devices).
     result.dyingBegin.assign(instrs.size() + 1, 0);
-    for (auto &[key, i] : lastUse)
-      ++result.dyingBegin[i + 1];
+    for (const ValueKey &key : lastUse.getKeys())
+      ++result.dyingBegin[lastUse.lookup(idOf(key)) + 1];
     for (size_t i = 0; i < instrs.size(); ++i)
       result.dyingBegin[i + 1] += result.dyingBegin[i];
     std::vector<ValueKey> dying(lastUse.size());
     std::vector<uint32_t> fill(result.dyingBegin.begin(),
                                result.dyingBegin.end() - 1);
-    for (auto &[key, i] : lastUse)
-      dying[fill[i]++] = key;
+    for (const ValueKey &key : lastUse.getKeys())
+      dying[fill[lastUse.lookup(idOf(key))]++] = key;
     result.dying.reserve(dying.size());
     for (size_t i = 0; i < instrs.size(); ++i) {
       auto begin = dying.begin() + result.dyingBegin[i],
            end = dying.begin() + result.dyingBegin[i + 1];
       std::sort(begin, end);
       for (auto it = begin; it != end; ++it)
-        result.dying.push_back(number.lookup(*it));
+        result.dying.push_back(number.lookup(idOf(*it)));
     }
     return std::nullopt;
   }
@@ -482,10 +525,10 @@ private:
   /// queue leak into another's, which breaks the blocks every few dozen
   /// microbatches). On a tie the first. Writes each role's slot on its
   /// instruction and the slot sizes on the device.
-  LogicalResult assignSlots(int d, ArrayRef<Roles> defs, ArrayRef<Roles> uses,
-                            const llvm::DenseMap<ValueKey, size_t> &lastUse) {
+  LogicalResult assignSlots(int d, ArrayRef<Roles> defs,
+                            ArrayRef<Roles> uses) {
     Lifetimes lifetimes;
-    if (auto missing = getLifetimes(d, defs, uses, lastUse, lifetimes))
+    if (auto missing = getLifetimes(d, defs, uses, lifetimes))
       return view.ops[d][missing->first]->emitOpError(
                  "uses a value no earlier instruction of this device "
                  "produces (")
@@ -632,6 +675,9 @@ private:
   /// bytesOf's answers, -1 where not yet asked.
   std::vector<int64_t> sizes;
   WorkIndex index;
+  /// Per device: each value's last use, and its number in order of first
+  /// appearance.
+  ValueTable<uint32_t> lastUse, number;
   Builder builder;
   std::vector<IntegerAttr> slotAttrs;
   llvm::DenseMap<std::tuple<int, int, size_t, int>, int64_t> transfers;
