@@ -59,12 +59,10 @@ public:
   explicit SlotAllocator(bool anySize) : anySize(anySize) {}
 
   int allocate(int64_t bytes) {
-    for (auto it = free.lower_bound(bytes);
-         it != free.end() && (anySize || it->first == bytes);) {
-      if (it->second.empty()) {
-        it = free.erase(it);
+    for (auto it = llvm::lower_bound(free, bytes, bySize);
+         it != free.end() && (anySize || it->first == bytes); ++it) {
+      if (it->second.empty())
         continue;
-      }
       int slot = it->second.front();
       it->second.pop_front();
       return slot;
@@ -72,13 +70,25 @@ public:
     sizes.push_back(bytes);
     return int(sizes.size()) - 1;
   }
-  void release(int slot) { free[sizes[slot]].push_back(slot); }
+  void release(int slot) {
+    int64_t bytes = sizes[slot];
+    auto it = llvm::lower_bound(free, bytes, bySize);
+    if (it == free.end() || it->first != bytes)
+      it = free.insert(it, {bytes, {}});
+    it->second.push_back(slot);
+  }
   std::vector<int64_t> takeSizes() { return std::move(sizes); }
 
 private:
   bool anySize;
   std::vector<int64_t> sizes;
-  std::map<int64_t, std::deque<int>> free;
+  /// Free slots by size, ascending: a device has a few sizes (a sorted
+  /// vector, not a tree).
+  std::vector<std::pair<int64_t, std::deque<int>>> free;
+  static bool bySize(const std::pair<int64_t, std::deque<int>> &entry,
+                     int64_t bytes) {
+    return entry.first < bytes;
+  }
 };
 
 } // namespace
@@ -197,12 +207,12 @@ public:
     for (StageOp stage : getStages(model))
       recompute.push_back(*rt::parseRecompute(stringifyRecomputeKind(
           stage.getRecompute().value_or(RecomputeKind::none))));
-    indexTransfers();
   }
 
   LogicalResult run() {
     if (failed(checkIndices()))
       return failure();
+    indexTransfers();
     for (int d = 0; d < pipeline.devices; ++d) {
       const std::vector<Instr> &instrs = view.program.devices[d];
       std::vector<Roles> defs(instrs.size()), uses(instrs.size());
@@ -278,15 +288,17 @@ private:
     return 0;
   }
 
-  /// (device, send or receive, work, peer) -> position in the device's
-  /// list, for every stage message.
+  /// Where every stage message is sent and received (once the indices
+  /// are checked: the tables are by work).
   void indexTransfers() {
+    sends.assign(index.size(), Transfer());
+    recvs.assign(index.size(), Transfer());
     for (int d = 0; d < pipeline.devices; ++d)
       for (auto [k, instr] : llvm::enumerate(view.program.devices[d]))
         if ((instr.kind == InstrKind::Send || instr.kind == InstrKind::Recv) &&
             !isVocabPass(instr.work.kind))
-          transfers[{d, int(instr.kind), index(instr.work), instr.peer}] =
-              int64_t(k);
+          (instr.kind == InstrKind::Send ? sends : recvs)[index(instr.work)] =
+              {d, instr.peer, int64_t(k)};
   }
 
   static bool isBackward(PassKind k) {
@@ -378,8 +390,10 @@ private:
       if (send.kind != InstrKind::Send || isVocabPass(send.work.kind))
         continue;
       auto position = [&](InstrKind kind, const Work &w, int from) {
-        auto it = transfers.find({send.peer, int(kind), index(w), from});
-        return it == transfers.end() ? int64_t(-1) : it->second;
+        const Transfer &t =
+            (kind == InstrKind::Send ? sends : recvs)[index(w)];
+        return t.device == send.peer && t.peer == from ? t.position
+                                                       : int64_t(-1);
       };
       int64_t posted = position(InstrKind::Recv, send.work, d);
       size_t until = instrs.size() - 1;
@@ -680,7 +694,14 @@ private:
   ValueTable<uint32_t> lastUse, number;
   Builder builder;
   std::vector<IntegerAttr> slotAttrs;
-  llvm::DenseMap<std::tuple<int, int, size_t, int>, int64_t> transfers;
+  /// Where each stage message is sent and received: the device, its peer
+  /// and the position in the device's list (a verified program sends and
+  /// receives each once).
+  struct Transfer {
+    int device = -1, peer = -1;
+    int64_t position = -1;
+  };
+  std::vector<Transfer> sends, recvs;
 };
 } // namespace
 

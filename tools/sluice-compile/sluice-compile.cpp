@@ -35,6 +35,10 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 using namespace mlir;
 using namespace mlir::sluice;
 using namespace mlir::sluice::driver;
@@ -300,6 +304,14 @@ static SearchRequest getSearchRequest() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+#ifdef __GLIBC__
+  // A compile allocates and frees tables of a few MB again and again (one
+  // per device, per timing); glibc maps each anew and hands it back, and
+  // the page faults of mapping it were a fifth of a p 64 compile's CPU.
+  // A short-lived batch tool keeps them in its heap instead.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   // MLIR's pass-manager flags work here as in sluice-opt; --help lists
   // sluice-compile's own (--help-hidden all).
   registerPassManagerCLOptions();
