@@ -16,8 +16,9 @@
 // planner's slots rotate through rings, so a body is one period of the
 // schedule, not the least common multiple of every ring's length).
 //
-// findRepeats is the writer's side (sluice-compile finds the blocks of
-// each device's list); the runtime's reader expands them back into the
+// findRepeats is the writer's side: the schedule pass finds a device's
+// periodic stretches with it (sluice.repeat), and the plan writer the
+// blocks of stretches without one; the runtime's reader expands them back into the
 // list it validates and runs, so that nothing downstream of the reader
 // knows about repeats. Plain C++ (the runtime-only build links it).
 //
