@@ -210,29 +210,28 @@ FailureOr<ProgramView> mlir::sluice::readProgram(ProgramOp program,
     view.devices[d] = device;
     std::vector<Instr> &instrs = view.program.devices[d];
     std::vector<Operation *> &ops = view.ops[d];
+    auto append = [&](Operation &op) -> LogicalResult {
+      FailureOr<std::optional<Instr>> instr = read(op, d);
+      if (failed(instr))
+        return failure();
+      if (*instr) {
+        instrs.push_back(**instr);
+        ops.push_back(&op);
+      }
+      return success();
+    };
     for (Operation &op : device.getBody().front()) {
       auto repeat = dyn_cast<RepeatOp>(op);
       if (!repeat) {
-        FailureOr<std::optional<Instr>> instr = read(op, d);
-        if (failed(instr))
+        if (failed(append(op)))
           return failure();
-        if (*instr) {
-          instrs.push_back(**instr);
-          ops.push_back(&op);
-        }
         continue;
       }
       // The body once, then its later runs from it.
       ProgramView::Repeat block{repeat, instrs.size(), 0, repeat.getCount()};
-      for (Operation &inner : repeat.getBody().front()) {
-        FailureOr<std::optional<Instr>> instr = read(inner, d);
-        if (failed(instr))
+      for (Operation &inner : repeat.getBody().front())
+        if (failed(append(inner)))
           return failure();
-        if (*instr) {
-          instrs.push_back(**instr);
-          ops.push_back(&inner);
-        }
-      }
       block.length = instrs.size() - block.begin;
       if (block.length * size_t(block.count) + total > kMaxReadInstructions)
         return repeat.emitOpError("runs ")

@@ -10,11 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "sluice/PipelineIR/PipelineIR.h"
 #include "sluice/Transforms/Passes.h"
 
 #include "ForEachPass.h"
-
-#include "sluice/PipelineIR/PipelineIR.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
