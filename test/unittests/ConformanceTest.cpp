@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 using namespace sluice::rt;
@@ -1026,6 +1027,167 @@ TEST_P(Conformance, VocabularyShards) {
   kernels().combineGrad(a.ptr(), b.ptr(), scaled.ptr(), sum.ptr(), tokens,
                         hidden, 0.5f, combined.ptr());
   expectClose(combined, wantOut, "combineGrad (equation 6)", 1e-4);
+}
+
+/// A mixture-of-experts feed-forward's routing and token permutation
+/// (runtime/Kernels.def's moe* kernels): softmax then top-k with and
+/// without renormalising, its gradient (a central difference of the
+/// double-precision router with the chosen experts held), the stable
+/// grouping by expert, the permutation and the weighted combine with its
+/// backward.
+TEST_P(Conformance, MixtureOfExperts) {
+  const int64_t tokens = 7, experts = 6, k = 2, hidden = 5,
+                copies = tokens * k;
+  Tensor logits = random(tokens * experts), dweights = random(copies);
+  // The router in double: probabilities, the k largest (descending, the
+  // lower expert on a tie) and their weights.
+  auto route = [&](const std::vector<double> &z, bool normalize,
+                   std::vector<double> &probs, std::vector<int> &chosen,
+                   std::vector<double> &weights) {
+    probs.assign(z.size(), 0);
+    chosen.assign(copies, -1);
+    weights.assign(copies, 0);
+    for (int64_t t = 0; t < tokens; ++t) {
+      double most = -INFINITY, sum = 0;
+      for (int64_t e = 0; e < experts; ++e)
+        most = std::max(most, z[t * experts + e]);
+      for (int64_t e = 0; e < experts; ++e)
+        sum += std::exp(z[t * experts + e] - most);
+      for (int64_t e = 0; e < experts; ++e)
+        probs[t * experts + e] = std::exp(z[t * experts + e] - most) / sum;
+      std::vector<int> order(experts);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        return probs[t * experts + a] > probs[t * experts + b];
+      });
+      double kept = 0;
+      for (int64_t j = 0; j < k; ++j)
+        kept += probs[t * experts + order[j]];
+      for (int64_t j = 0; j < k; ++j) {
+        chosen[t * k + j] = order[j];
+        double p = probs[t * experts + order[j]];
+        weights[t * k + j] = normalize ? p / kept : p;
+      }
+    }
+  };
+  auto readInts = [&](const Tensor &t) {
+    std::vector<int32_t> v;
+    EXPECT_TRUE(downloadAll(*device, t.device, v).isOk());
+    return std::vector<int>(v.begin(), v.end());
+  };
+  for (bool normalize : {false, true}) {
+    std::string form = normalize ? " (norm_topk_prob)" : "";
+    std::vector<double> probs, weights;
+    std::vector<int> chosen;
+    route(logits.host, normalize, probs, chosen, weights);
+    Tensor gotProbs = filled(tokens * experts, 0),
+           gotChosen = make(std::vector<double>(copies, 0), DType::I32),
+           gotWeights = filled(copies, 0);
+    kernels().moeRoute(logits.ptr(), tokens, experts, k, normalize,
+                       gotProbs.ptr(), gotChosen.ptr(), gotWeights.ptr());
+    expectClose(gotProbs, probs, "moeRoute: probabilities" + form, 1e-6);
+    EXPECT_EQ(readInts(gotChosen), chosen) << "moeRoute: chosen experts";
+    expectClose(gotWeights, weights, "moeRoute: weights" + form, 1e-6);
+
+    // d(sum dweights . weights)/dlogits, the chosen experts held.
+    std::vector<double> want(logits.host.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      auto loss = [&](double delta) {
+        std::vector<double> z = logits.host, p, w;
+        std::vector<int> c;
+        z[i] += delta;
+        route(z, normalize, p, c, w);
+        EXPECT_EQ(c, chosen) << "the step moved a choice";
+        double sum = 0;
+        for (int64_t j = 0; j < copies; ++j)
+          sum += dweights.host[j] * w[j];
+        return sum;
+      };
+      const double h = 1e-5;
+      want[i] = (loss(h) - loss(-h)) / (2 * h);
+    }
+    Tensor dlogits = filled(tokens * experts, 7);
+    kernels().moeRouteBackward(gotProbs.ptr(), gotChosen.ptr(),
+                               gotWeights.ptr(), dweights.ptr(), tokens,
+                               experts, k, normalize, dlogits.ptr());
+    expectClose(dlogits, want, "moeRouteBackward" + form, 1e-5);
+  }
+
+  // Grouped by expert: a stable counting sort of the copies.
+  std::vector<double> probs, weights;
+  std::vector<int> chosen;
+  route(logits.host, true, probs, chosen, weights);
+  std::vector<int> order(copies), position(copies), offsets(experts + 1, 0);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return chosen[a] < chosen[b]; });
+  for (int64_t p = 0; p < copies; ++p) {
+    position[order[p]] = int(p);
+    ++offsets[chosen[order[p]] + 1];
+  }
+  for (int64_t e = 0; e < experts; ++e)
+    offsets[e + 1] += offsets[e];
+  Tensor chosenT = make(std::vector<double>(chosen.begin(), chosen.end()),
+                        DType::I32),
+         orderT = make(std::vector<double>(copies, -1), DType::I32),
+         positionT = make(std::vector<double>(copies, -1), DType::I32),
+         offsetsT = make(std::vector<double>(experts + 1, -1), DType::I32);
+  kernels().moeSort(chosenT.ptr(), tokens, k, experts, orderT.ptr(),
+                    positionT.ptr(), offsetsT.ptr());
+  EXPECT_EQ(readInts(orderT), order) << "moeSort: order";
+  EXPECT_EQ(readInts(positionT), position) << "moeSort: position";
+  EXPECT_EQ(readInts(offsetsT), offsets) << "moeSort: offsets";
+  records().push_back({target(), device->describe(), testName(),
+                       "moeSort: order, position, offsets", 0, 0,
+                       readInts(orderT) == order &&
+                           readInts(positionT) == position &&
+                           readInts(offsetsT) == offsets,
+                       ""});
+
+  Tensor x = randomAct(tokens * hidden), gathered = filledAct(copies * hidden, 0);
+  std::vector<double> wantGathered(copies * hidden);
+  for (int64_t p = 0; p < copies; ++p)
+    for (int64_t c = 0; c < hidden; ++c)
+      wantGathered[p * hidden + c] = x.host[(order[p] / k) * hidden + c];
+  kernels().moeGather(x.ptr(), orderT.ptr(), tokens, k, hidden,
+                      gathered.ptr());
+  expectClose(gathered, wantGathered, "moeGather");
+
+  Tensor rows = randomAct(copies * hidden), weightsT = make(weights);
+  for (bool weighted : {true, false}) {
+    Tensor y = randomAct(tokens * hidden);
+    std::vector<double> wantY = y.host;
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t c = 0; c < hidden; ++c)
+          wantY[t * hidden + c] +=
+              (weighted ? weights[t * k + j] : 1.0) *
+              rows.host[position[t * k + j] * hidden + c];
+    kernels().moeCombine(rows.ptr(), positionT.ptr(),
+                         weighted ? weightsT.ptr() : DevicePtr(), tokens, k,
+                         hidden, y.ptr());
+    expectClose(y, wantY,
+                weighted ? "moeCombine" : "moeCombine: unweighted "
+                                          "(moeGather's backward)");
+  }
+
+  Tensor dy = randomAct(tokens * hidden), drows = filledAct(copies * hidden, 3),
+         dweightsT = filled(copies, 3);
+  std::vector<double> wantRows(copies * hidden), wantWeights(copies);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t p = position[t * k + j];
+      for (int64_t c = 0; c < hidden; ++c) {
+        wantRows[p * hidden + c] = weights[t * k + j] * dy.host[t * hidden + c];
+        wantWeights[t * k + j] +=
+            rows.host[p * hidden + c] * dy.host[t * hidden + c];
+      }
+    }
+  kernels().moeCombineBackward(rows.ptr(), positionT.ptr(), weightsT.ptr(),
+                               dy.ptr(), tokens, k, hidden, drows.ptr(),
+                               dweightsT.ptr());
+  expectClose(drows, wantRows, "moeCombineBackward: rows");
+  expectClose(dweightsT, wantWeights, "moeCombineBackward: weights", 1e-5);
 }
 
 std::vector<Target> getTargets() {

@@ -1,0 +1,163 @@
+//===- Moe.cpp - Mixture-of-experts routing on the CPU --------------------===//
+//
+// The router and the token permutation of a mixture-of-experts
+// feed-forward (runtime/Kernels.def): softmax over the experts then top-k,
+// as transformers' Mixtral, Qwen2-MoE, Qwen3-MoE and OLMoE blocks compute
+// it (Jiang et al., 2024, "Mixtral of Experts", section 2.1), with every
+// token kept (dropless: no capacity factor); the experts' own matmuls are
+// the gemm kernel's, one call per expert over its contiguous tokens.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace sluice::rt {
+
+namespace {
+/// The k largest of `probs[0, experts)`, descending, the lower index first
+/// on a tie (torch.topk's order on distinct values; a fixed rule on ties).
+void topK(const float *probs, int64_t experts, int64_t k, int32_t *out) {
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < experts; ++e) {
+      if (std::find(out, out + j, int32_t(e)) != out + j)
+        continue;
+      if (best < 0 || probs[e] > probs[best])
+        best = e;
+    }
+    out[j] = int32_t(best);
+  }
+}
+} // namespace
+
+void CpuKernels::moeRoute(DevicePtr logitsPtr, int64_t tokens, int64_t experts,
+                          int64_t k, bool normalize, DevicePtr probsPtr,
+                          DevicePtr chosenPtr, DevicePtr weightsPtr) {
+  const float *logits = logitsPtr.f32();
+  float *probs = probsPtr.f32();
+  int32_t *chosen = chosenPtr.i32();
+  float *weights = weightsPtr.f32();
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *z = logits + t * experts;
+    float *p = probs + t * experts;
+    float max = *std::max_element(z, z + experts);
+    double sum = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      sum += std::exp(double(z[e]) - max);
+    for (int64_t e = 0; e < experts; ++e)
+      p[e] = float(std::exp(double(z[e]) - max) / sum);
+    int32_t *c = chosen + t * k;
+    topK(p, experts, k, c);
+    double kept = 0;
+    for (int64_t j = 0; j < k; ++j)
+      kept += p[c[j]];
+    for (int64_t j = 0; j < k; ++j)
+      weights[t * k + j] = normalize ? float(p[c[j]] / kept) : p[c[j]];
+  }
+}
+
+void CpuKernels::moeRouteBackward(DevicePtr probsPtr, DevicePtr chosenPtr,
+                                  DevicePtr weightsPtr, DevicePtr dweightsPtr,
+                                  int64_t tokens, int64_t experts, int64_t k,
+                                  bool normalize, DevicePtr dlogitsPtr) {
+  const float *probs = probsPtr.f32();
+  const int32_t *chosen = chosenPtr.i32();
+  const float *weights = weightsPtr.f32();
+  const float *dweights = dweightsPtr.f32();
+  float *dlogits = dlogitsPtr.f32();
+  std::vector<double> dp(static_cast<size_t>(experts));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *p = probs + t * experts;
+    const int32_t *c = chosen + t * k;
+    const float *w = weights + t * k, *dw = dweights + t * k;
+    std::fill(dp.begin(), dp.end(), 0.0);
+    // Through the renormalisation w_j = p_j / S: dp_i = (dw_i - sum_j dw_j
+    // w_j) / S for a chosen i.
+    double kept = 0, dot = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      kept += p[c[j]];
+      dot += double(dw[j]) * w[j];
+    }
+    for (int64_t j = 0; j < k; ++j)
+      dp[c[j]] += normalize ? (dw[j] - dot) / kept : double(dw[j]);
+    // Through the softmax: dz_e = p_e (dp_e - sum_l p_l dp_l).
+    double mean = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      mean += double(p[e]) * dp[e];
+    for (int64_t e = 0; e < experts; ++e)
+      dlogits[t * experts + e] = float(p[e] * (dp[e] - mean));
+  }
+}
+
+void CpuKernels::moeSort(DevicePtr chosenPtr, int64_t tokens, int64_t k,
+                         int64_t experts, DevicePtr orderPtr,
+                         DevicePtr positionPtr, DevicePtr offsetsPtr) {
+  const int32_t *chosen = chosenPtr.i32();
+  int32_t *order = orderPtr.i32(), *position = positionPtr.i32(),
+          *offsets = offsetsPtr.i32();
+  std::fill(offsets, offsets + experts + 1, 0);
+  for (int64_t i = 0; i < tokens * k; ++i)
+    ++offsets[chosen[i] + 1];
+  for (int64_t e = 0; e < experts; ++e)
+    offsets[e + 1] += offsets[e];
+  std::vector<int32_t> next(offsets, offsets + experts);
+  for (int64_t i = 0; i < tokens * k; ++i) {
+    int32_t p = next[size_t(chosen[i])]++;
+    order[p] = int32_t(i);
+    position[i] = p;
+  }
+}
+
+void CpuKernels::moeGather(DevicePtr xPtr, DevicePtr orderPtr, int64_t tokens,
+                           int64_t k, int64_t hidden, DevicePtr outPtr) {
+  const float *x = xPtr.f32();
+  const int32_t *order = orderPtr.i32();
+  float *out = outPtr.f32();
+  for (int64_t p = 0; p < tokens * k; ++p)
+    std::copy_n(x + int64_t(order[p] / k) * hidden, hidden, out + p * hidden);
+}
+
+void CpuKernels::moeCombine(DevicePtr rowsPtr, DevicePtr positionPtr,
+                            DevicePtr weightsPtr, int64_t tokens, int64_t k,
+                            int64_t hidden, DevicePtr yPtr) {
+  const float *rows = rowsPtr.f32();
+  const int32_t *position = positionPtr.i32();
+  const float *weights = weightsPtr ? weightsPtr.f32() : nullptr;
+  float *y = yPtr.f32();
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const float *row = rows + int64_t(position[t * k + j]) * hidden;
+      float w = weights ? weights[t * k + j] : 1.0f;
+      for (int64_t c = 0; c < hidden; ++c)
+        y[t * hidden + c] += w * row[c];
+    }
+}
+
+void CpuKernels::moeCombineBackward(DevicePtr rowsPtr, DevicePtr positionPtr,
+                                    DevicePtr weightsPtr, DevicePtr dyPtr,
+                                    int64_t tokens, int64_t k, int64_t hidden,
+                                    DevicePtr drowsPtr, DevicePtr dweightsPtr) {
+  const float *rows = rowsPtr.f32();
+  const int32_t *position = positionPtr.i32();
+  const float *weights = weightsPtr.f32();
+  const float *dy = dyPtr.f32();
+  float *drows = drowsPtr.f32(), *dweights = dweightsPtr.f32();
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t p = position[t * k + j];
+      const float *row = rows + p * hidden, *g = dy + t * hidden;
+      float w = weights[t * k + j];
+      double dot = 0;
+      for (int64_t c = 0; c < hidden; ++c) {
+        drows[p * hidden + c] = w * g[c];
+        dot += double(row[c]) * g[c];
+      }
+      dweights[t * k + j] = float(dot);
+    }
+}
+
+} // namespace sluice::rt

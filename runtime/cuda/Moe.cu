@@ -1,0 +1,251 @@
+//===- Moe.cu - Mixture-of-experts routing on the GPU ---------------------===//
+//
+// The CUDA side of runtime/Kernels.def's router and token permutation
+// (runtime/cpu/Moe.cpp is the CPU's, the contract's wording the same). One
+// thread per token for the router (tens to hundreds of experts, k of a few:
+// a token's softmax and top-k are a short loop), one per expert for the
+// stable counting sort (each walks the copies in order, so a copy's
+// position does not depend on scheduling), one per element for the
+// permutation and the combine (each output row sums its k inputs in j's
+// order: deterministic, no atomics).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+#include "CudaKernels.h"
+
+namespace sluice::rt::cuda {
+namespace {
+
+__global__ void routeKernel(const float *logits, int64_t tokens,
+                            int64_t experts, int64_t k, bool normalize,
+                            float *probs, int32_t *chosen, float *weights) {
+  SLUICE_GRID_STRIDE(t, tokens) {
+    const float *z = logits + t * experts;
+    float *p = probs + t * experts;
+    float most = -INFINITY;
+    for (int64_t e = 0; e < experts; ++e)
+      most = fmaxf(most, z[e]);
+    double sum = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      sum += exp(double(z[e]) - most);
+    for (int64_t e = 0; e < experts; ++e)
+      p[e] = float(exp(double(z[e]) - most) / sum);
+    int32_t *c = chosen + t * k;
+    double kept = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < experts; ++e) {
+        bool taken = false;
+        for (int64_t i = 0; i < j; ++i)
+          taken |= c[i] == e;
+        if (!taken && (best < 0 || p[e] > p[best]))
+          best = e;
+      }
+      c[j] = int32_t(best);
+      kept += p[best];
+    }
+    for (int64_t j = 0; j < k; ++j)
+      weights[t * k + j] = normalize ? float(p[c[j]] / kept) : p[c[j]];
+  }
+}
+
+__global__ void routeBackwardKernel(const float *probs, const int32_t *chosen,
+                                    const float *weights, const float *dweights,
+                                    int64_t tokens, int64_t experts, int64_t k,
+                                    bool normalize, float *dlogits) {
+  SLUICE_GRID_STRIDE(t, tokens) {
+    const float *p = probs + t * experts;
+    const int32_t *c = chosen + t * k;
+    const float *w = weights + t * k, *dw = dweights + t * k;
+    double kept = 0, dot = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      kept += p[c[j]];
+      dot += double(dw[j]) * w[j];
+    }
+    // dp is non-zero on the chosen experts only.
+    auto dp = [&](int64_t e) {
+      double v = 0;
+      for (int64_t j = 0; j < k; ++j)
+        if (c[j] == e)
+          v += normalize ? (dw[j] - dot) / kept : double(dw[j]);
+      return v;
+    };
+    double mean = 0;
+    for (int64_t j = 0; j < k; ++j)
+      mean += double(p[c[j]]) *
+              (normalize ? (dw[j] - dot) / kept : double(dw[j]));
+    for (int64_t e = 0; e < experts; ++e)
+      dlogits[t * experts + e] = float(p[e] * (dp(e) - mean));
+  }
+}
+
+__global__ void countKernel(const int32_t *chosen, int64_t copies,
+                            int64_t experts, int32_t *offsets) {
+  // One thread per expert: its count, then (thread 0) the prefix sums.
+  SLUICE_GRID_STRIDE(e, experts) {
+    int32_t count = 0;
+    for (int64_t i = 0; i < copies; ++i)
+      count += chosen[i] == e;
+    offsets[e + 1] = count;
+  }
+}
+
+__global__ void prefixKernel(int64_t experts, int32_t *offsets) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    offsets[0] = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      offsets[e + 1] += offsets[e];
+  }
+}
+
+__global__ void placeKernel(const int32_t *chosen, int64_t copies,
+                            int64_t experts, const int32_t *offsets,
+                            int32_t *order, int32_t *position) {
+  SLUICE_GRID_STRIDE(e, experts) {
+    int32_t next = offsets[e];
+    for (int64_t i = 0; i < copies; ++i)
+      if (chosen[i] == e) {
+        order[next] = int32_t(i);
+        position[i] = next++;
+      }
+  }
+}
+
+template <class T>
+__global__ void gatherKernel(const T *x, const int32_t *order, int64_t copies,
+                             int64_t k, int64_t hidden, T *out) {
+  SLUICE_GRID_STRIDE(i, copies * hidden) {
+    int64_t p = i / hidden, c = i % hidden;
+    out[i] = x[int64_t(order[p] / k) * hidden + c];
+  }
+}
+
+template <class T>
+__global__ void combineKernel(const T *rows, const int32_t *position,
+                              const float *weights, int64_t tokens, int64_t k,
+                              int64_t hidden, T *y) {
+  SLUICE_GRID_STRIDE(i, tokens * hidden) {
+    int64_t t = i / hidden, c = i % hidden;
+    float sum = toFloat(y[i]);
+    for (int64_t j = 0; j < k; ++j) {
+      float w = weights ? weights[t * k + j] : 1.0f;
+      sum += w * toFloat(rows[int64_t(position[t * k + j]) * hidden + c]);
+    }
+    y[i] = fromFloat<T>(sum);
+  }
+}
+
+template <class T>
+__global__ void combineRowsBackwardKernel(const int32_t *position,
+                                          const float *weights, const T *dy,
+                                          int64_t tokens, int64_t k,
+                                          int64_t hidden, T *drows) {
+  SLUICE_GRID_STRIDE(i, tokens * k * hidden) {
+    int64_t copy = i / hidden, c = i % hidden, t = copy / k;
+    drows[int64_t(position[copy]) * hidden + c] =
+        fromFloat<T>(weights[copy] * toFloat(dy[t * hidden + c]));
+  }
+}
+
+/// One block per copy: dweights[copy] = rows[position[copy]] . dy[t].
+template <class T>
+__global__ void combineWeightsBackwardKernel(const T *rows,
+                                             const int32_t *position,
+                                             const T *dy, int64_t k,
+                                             int64_t hidden, float *dweights) {
+  __shared__ float shared[32];
+  int64_t copy = blockIdx.x, t = copy / k;
+  const T *row = rows + int64_t(position[copy]) * hidden;
+  float sum = 0;
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x)
+    sum += toFloat(row[c]) * toFloat(dy[t * hidden + c]);
+  sum = blockSum(sum, shared);
+  if (threadIdx.x == 0)
+    dweights[copy] = sum;
+}
+
+} // namespace
+
+void CudaKernels::moeRoute(DevicePtr logits, int64_t tokens, int64_t experts,
+                           int64_t k, bool normalize, DevicePtr probs,
+                           DevicePtr chosen, DevicePtr weights) {
+  if (tokens == 0)
+    return;
+  routeKernel<<<gridFor(tokens), kThreads, 0, stream>>>(
+      logits.f32(), tokens, experts, k, normalize, probs.f32(), chosen.i32(),
+      weights.f32());
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::moeRouteBackward(DevicePtr probs, DevicePtr chosen,
+                                   DevicePtr weights, DevicePtr dweights,
+                                   int64_t tokens, int64_t experts, int64_t k,
+                                   bool normalize, DevicePtr dlogits) {
+  if (tokens == 0)
+    return;
+  routeBackwardKernel<<<gridFor(tokens), kThreads, 0, stream>>>(
+      probs.f32(), chosen.i32(), weights.f32(), dweights.f32(), tokens,
+      experts, k, normalize, dlogits.f32());
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::moeSort(DevicePtr chosen, int64_t tokens, int64_t k,
+                          int64_t experts, DevicePtr order, DevicePtr position,
+                          DevicePtr offsets) {
+  int64_t copies = tokens * k;
+  countKernel<<<gridFor(experts), kThreads, 0, stream>>>(
+      chosen.i32(), copies, experts, offsets.i32());
+  prefixKernel<<<1, 1, 0, stream>>>(experts, offsets.i32());
+  placeKernel<<<gridFor(experts), kThreads, 0, stream>>>(
+      chosen.i32(), copies, experts, offsets.i32(), order.i32(),
+      position.i32());
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::moeGather(DevicePtr x, DevicePtr order, int64_t tokens,
+                            int64_t k, int64_t hidden, DevicePtr out) {
+  int64_t n = tokens * k * hidden;
+  if (n == 0)
+    return;
+  SLUICE_DISPATCH_ACT(out.getType(), T,
+                      gatherKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          x.as<T>(), order.i32(), tokens * k, k, hidden,
+                          out.as<T>()));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::moeCombine(DevicePtr rows, DevicePtr position,
+                             DevicePtr weights, int64_t tokens, int64_t k,
+                             int64_t hidden, DevicePtr y) {
+  int64_t n = tokens * hidden;
+  if (n == 0)
+    return;
+  const float *w = weights ? weights.f32() : nullptr;
+  SLUICE_DISPATCH_ACT(y.getType(), T,
+                      combineKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          rows.as<T>(), position.i32(), w, tokens, k, hidden,
+                          y.as<T>()));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::moeCombineBackward(DevicePtr rows, DevicePtr position,
+                                     DevicePtr weights, DevicePtr dy,
+                                     int64_t tokens, int64_t k, int64_t hidden,
+                                     DevicePtr drows, DevicePtr dweights) {
+  int64_t n = tokens * k * hidden;
+  if (n == 0)
+    return;
+  SLUICE_DISPATCH_ACT(
+      drows.getType(), T,
+      combineRowsBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(
+          position.i32(), weights.f32(), dy.as<T>(), tokens, k, hidden,
+          drows.as<T>());
+      combineWeightsBackwardKernel<<<unsigned(tokens * k), kThreads, 0,
+                                     stream>>>(rows.as<T>(), position.i32(),
+                                               dy.as<T>(), k, hidden,
+                                               dweights.f32()));
+  SLUICE_LAUNCHED(errors);
+}
+
+} // namespace sluice::rt::cuda
