@@ -32,6 +32,27 @@ void topK(const float *probs, int64_t experts, int64_t k, int32_t *out) {
     out[j] = int32_t(best);
   }
 }
+/// One token's router backward: dz (its logits' gradient) from dw.
+void routeBackward(const float *p, const int32_t *c, const float *w,
+                   const float *dw, int64_t experts, int64_t k, bool normalize,
+                   std::vector<double> &dp, float *dz) {
+  std::fill(dp.begin(), dp.end(), 0.0);
+  // Through the renormalisation w_j = p_j / S: dp_i = (dw_i - sum_j dw_j
+  // w_j) / S for a chosen i.
+  double kept = 0, dot = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    kept += p[c[j]];
+    dot += double(dw[j]) * w[j];
+  }
+  for (int64_t j = 0; j < k; ++j)
+    dp[c[j]] += normalize ? (dw[j] - dot) / kept : double(dw[j]);
+  // Through the softmax: dz_e = p_e (dp_e - sum_l p_l dp_l).
+  double mean = 0;
+  for (int64_t e = 0; e < experts; ++e)
+    mean += double(p[e]) * dp[e];
+  for (int64_t e = 0; e < experts; ++e)
+    dz[e] = float(p[e] * (dp[e] - mean));
+}
 } // namespace
 
 void CpuKernels::moeRoute(DevicePtr logitsPtr, int64_t tokens, int64_t experts,
@@ -60,37 +81,15 @@ void CpuKernels::moeRoute(DevicePtr logitsPtr, int64_t tokens, int64_t experts,
   }
 }
 
-void CpuKernels::moeRouteBackward(DevicePtr probsPtr, DevicePtr chosenPtr,
-                                  DevicePtr weightsPtr, DevicePtr dweightsPtr,
+void CpuKernels::moeRouteBackward(DevicePtr probs, DevicePtr chosen,
+                                  DevicePtr weights, DevicePtr dweights,
                                   int64_t tokens, int64_t experts, int64_t k,
-                                  bool normalize, DevicePtr dlogitsPtr) {
-  const float *probs = probsPtr.f32();
-  const int32_t *chosen = chosenPtr.i32();
-  const float *weights = weightsPtr.f32();
-  const float *dweights = dweightsPtr.f32();
-  float *dlogits = dlogitsPtr.f32();
+                                  bool normalize, DevicePtr dlogits) {
   std::vector<double> dp(static_cast<size_t>(experts));
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float *p = probs + t * experts;
-    const int32_t *c = chosen + t * k;
-    const float *w = weights + t * k, *dw = dweights + t * k;
-    std::fill(dp.begin(), dp.end(), 0.0);
-    // Through the renormalisation w_j = p_j / S: dp_i = (dw_i - sum_j dw_j
-    // w_j) / S for a chosen i.
-    double kept = 0, dot = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      kept += p[c[j]];
-      dot += double(dw[j]) * w[j];
-    }
-    for (int64_t j = 0; j < k; ++j)
-      dp[c[j]] += normalize ? (dw[j] - dot) / kept : double(dw[j]);
-    // Through the softmax: dz_e = p_e (dp_e - sum_l p_l dp_l).
-    double mean = 0;
-    for (int64_t e = 0; e < experts; ++e)
-      mean += double(p[e]) * dp[e];
-    for (int64_t e = 0; e < experts; ++e)
-      dlogits[t * experts + e] = float(p[e] * (dp[e] - mean));
-  }
+  for (int64_t t = 0; t < tokens; ++t)
+    routeBackward(probs.f32() + t * experts, chosen.i32() + t * k,
+                  weights.f32() + t * k, dweights.f32() + t * k, experts, k,
+                  normalize, dp, dlogits.f32() + t * experts);
 }
 
 void CpuKernels::moeSort(DevicePtr chosenPtr, int64_t tokens, int64_t k,
@@ -141,10 +140,9 @@ void CpuKernels::moeCombineBackward(DevicePtr rowsPtr, DevicePtr positionPtr,
                                     DevicePtr weightsPtr, DevicePtr dyPtr,
                                     int64_t tokens, int64_t k, int64_t hidden,
                                     DevicePtr drowsPtr, DevicePtr dweightsPtr) {
-  const float *rows = rowsPtr.f32();
+  const float *rows = rowsPtr.f32(), *weights = weightsPtr.f32(),
+              *dy = dyPtr.f32();
   const int32_t *position = positionPtr.i32();
-  const float *weights = weightsPtr.f32();
-  const float *dy = dyPtr.f32();
   float *drows = drowsPtr.f32(), *dweights = dweightsPtr.f32();
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t j = 0; j < k; ++j) {
