@@ -156,11 +156,17 @@ Status fromJson(const nlohmann::json &j, const std::string &path,
     const nlohmann::json &v = j.at(key);
     double x = v.is_number() ? v.get<double>() : std::nan("");
     bool above = lowOpen ? x > low : x >= low;
-    if (!std::isfinite(x) || !above || x > high)
+    if (!std::isfinite(x) || !above || x > high) {
+      auto shortest = [](double value) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%g", value);
+        return std::string(text);
+      };
       return Status::error("'" + path + "': training setting '" + key +
                            "' is " + v.dump() + ", not a number in " +
-                           (lowOpen ? "(" : "[") + std::to_string(low) +
-                           ", " + std::to_string(high) + "]");
+                           (lowOpen ? "(" : "[") + shortest(low) + ", " +
+                           shortest(high) + "]");
+    }
     out = x;
     return Status::ok();
   };
@@ -171,7 +177,11 @@ Status fromJson(const nlohmann::json &j, const std::string &path,
        {std::tuple{"lr", 0.0, floatMax, true, &lr},
         std::tuple{"beta1", 0.0, 0.999999, false, &beta1},
         std::tuple{"beta2", 0.0, 0.999999, false, &beta2},
-        std::tuple{"epsilon", 0.0, 1.0, true, &epsilon},
+        // At least fp32's smallest normal number: the optimizer adds it in
+        // fp32, where a smaller one is a denormal or 0 (a division by
+        // zero for a parameter whose gradients were all 0).
+        std::tuple{"epsilon", double(std::numeric_limits<float>::min()), 1.0,
+                   false, &epsilon},
         std::tuple{"weight_decay", 0.0, floatMax, false, &decay},
         std::tuple{"min_lr", 0.0, floatMax, false, &minimum},
         std::tuple{"clip_grad", 0.0, floatMax, false, &clip},
@@ -243,13 +253,21 @@ Status checkFinite(ParameterStore &params, const std::vector<float> &weights,
   for (const ParameterSpec &spec : params.specs()) {
     int64_t at = params.offset(spec.name);
     for (const std::vector<float> *tensor : {&weights, &moment1, &moment2})
-      for (int64_t i = 0; i < spec.size(); ++i)
-        if (!std::isfinite((*tensor)[size_t(at + i)]))
-          return Status::error(
-              what + " hold " + std::to_string((*tensor)[size_t(at + i)]) +
-              " in " + spec.name +
-              (tensor == &weights ? "" : "'s optimizer moments") + ": " +
-              consequence);
+      for (int64_t i = 0; i < spec.size(); ++i) {
+        float value = (*tensor)[size_t(at + i)];
+        if (!std::isfinite(value))
+          return Status::error(what + " hold " + std::to_string(value) +
+                               " in " + spec.name +
+                               (tensor == &weights ? ""
+                                                   : "'s optimizer moments") +
+                               ": " + consequence);
+        // Adam's second moment is a mean of squares: a negative one
+        // (a damaged file) would take the square root of it.
+        if (tensor == &moment2 && value < 0)
+          return Status::error(what + " hold a negative second moment (" +
+                               std::to_string(value) + ") in " + spec.name +
+                               ": " + consequence);
+      }
   }
   return Status::ok();
 }
@@ -399,6 +417,7 @@ Status readCheckpointManifest(const std::string &dir, int64_t step,
   try {
     nlohmann::json manifest = nlohmann::json::parse(text);
     if (manifest.at("format") != "sluice-checkpoint" ||
+        manifest.at("version").get<uint32_t>() < 1 ||
         manifest.at("version").get<uint32_t>() > kVersion)
       return Status::error("'" + path + "' is not a version " +
                            std::to_string(kVersion) +
@@ -473,7 +492,8 @@ public:
     if (Status s = checkFinite(params, weights, moment1, moment2,
                                "checkpoint '" + dir + "' step " +
                                    std::to_string(step) + ": its values",
-                               "the run that saved it had diverged");
+                               "the run that saved it had diverged, or the "
+                               "file is damaged");
         !s)
       return s;
     if (Status s = params.write(ParameterStore::Tensor::Weights, weights); !s)

@@ -346,7 +346,17 @@ Status fillParameter(const ParameterSpec &spec, const Source &src,
       const Piece &p = src.pieces[i];
       int64_t local = c - p.column;
       int64_t at = p.transposed ? local * src.rows + r : r * p.columns + local;
-      out[run.local + k] = float(readElement(*infos[i], at)) + src.offset;
+      float value = float(readElement(*infos[i], at));
+      // A NaN or infinite weight trains to "diverged at step 1", whose
+      // advice is the learning rate's: refused here, naming the file's
+      // tensor and element.
+      if (!std::isfinite(value))
+        return Status::error("'" + dir + "': tensor " + p.tensor +
+                             " holds " + (std::isnan(value) ? "NaN" : "an infinity") +
+                             " at element " + std::to_string(at) +
+                             ": the weights are damaged (or were saved from "
+                             "a diverged run)");
+      out[run.local + k] = value + src.offset;
     }
   return Status::ok();
 }
