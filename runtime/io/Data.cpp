@@ -153,26 +153,40 @@ Status readDatasetLayout(const std::vector<unsigned char> &bytes,
       throw std::out_of_range("the header runs past the end");
     nlohmann::json header = nlohmann::json::parse(
         bytes.begin() + 16, bytes.begin() + 16 + int64_t(length));
-    if (header.at("format") != "sluice-tokens" ||
-        header.at("version").get<int>() < 1 ||
-        header.at("version").get<int>() > kTokenDatasetVersion)
+    // A count the header gives: a whole number from `low` (get<> would
+    // truncate 1.5 and wrap -1 into a size).
+    auto whole = [&](const char *key, int64_t low) {
+      const nlohmann::json &v = header.at(key);
+      if (!v.is_number_integer() || v.get<int64_t>() < low)
+        throw std::out_of_range(std::string("its header's '") + key +
+                                "' is " + v.dump() +
+                                ", not a whole number from " +
+                                std::to_string(low));
+      return v.get<int64_t>();
+    };
+    if (header.at("format") != "sluice-tokens" || whole("version", 0) < 1 ||
+        whole("version", 0) > kTokenDatasetVersion)
       throw std::out_of_range("not a version " +
                               std::to_string(kTokenDatasetVersion) +
                               " token dataset");
     layout.dtype = header.at("dtype").get<std::string>();
     summary.tokenizer = header.value("tokenizer", std::string());
     summary.tokenizerFile = header.value("tokenizer_file", std::string());
+    layout.count = size_t(whole("tokens", 0));
+    size_t documents = size_t(whole("documents", 0));
+    layout.vocab = whole("vocab", 1);
+    // The tokenizer's first and last tokens: null where it has none, else
+    // a token of the vocabulary.
     for (auto [key, id] : {std::pair{"tokenizer_bos", &summary.tokenizerBos},
                            std::pair{"tokenizer_eos", &summary.tokenizerEos}})
-      if (header.contains(key) && header[key].is_number_integer())
-        *id = header[key].get<int64_t>();
-    layout.count = header.at("tokens").get<size_t>();
-    size_t documents = header.at("documents").get<size_t>();
-    layout.vocab = header.at("vocab").get<int64_t>();
-    if (layout.vocab < 1)
-      throw std::out_of_range("its header's vocabulary " +
-                              std::to_string(layout.vocab) +
-                              " is not positive");
+      if (header.contains(key) && !header[key].is_null()) {
+        *id = whole(key, 0);
+        if (*id >= layout.vocab)
+          throw std::out_of_range(std::string("its header's '") + key +
+                                  "' is " + std::to_string(*id) +
+                                  ", past its vocabulary of " +
+                                  std::to_string(layout.vocab));
+      }
     if (layout.vocab > o.vocab)
       return Status::error(
           "data file '" + path + "' was tokenized with a vocabulary of " +

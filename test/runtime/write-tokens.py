@@ -4,8 +4,9 @@ data-errors.test:
 
     write-tokens.py OUT TOKENS(comma-separated) [FIELD=VALUE ...]
 
-FIELD is a header key (version, vocab, tokens, documents, dtype) or
-header_length (the 8-byte length before the header)."""
+FIELD is a header key (version, vocab, tokens, documents, dtype,
+tokenizer_eos, ...; its value as JSON: 1.5, -1, null) or header_length
+(the 8-byte length before the header)."""
 import json
 import struct
 import sys
@@ -20,7 +21,7 @@ for field in sys.argv[3:]:
     if key == "header_length":
         length_override = int(value)
     else:
-        header[key] = value if key == "dtype" else int(value)
+        header[key] = value if key == "dtype" else json.loads(value)
 text = json.dumps(header).encode()
 body = b"SLUICETK" + struct.pack("<Q", length_override or len(text)) + text
 body += bytes((-len(body)) % 8)
