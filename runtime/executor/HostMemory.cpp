@@ -53,9 +53,13 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
   need.stateBytes = getParameterStateBytes(plan.precision, plan.zero)
                         .forParameters(need.parameters, plan.dp);
   need.bytes = need.stateBytes + getDeviceWorkspaceBytes(plan, device);
+  // Summed in double and capped, as the tokens below: many buffers of
+  // the largest size a plan may give would wrap 64 bits.
+  double buffers = 0;
   if (device >= 0 && device < int(plan.programs.size()))
     for (int64_t bytes : plan.programs[device].buffers)
-      need.bytes += bytes;
+      buffers += double(bytes);
+  need.bytes += int64_t(std::min(buffers, 0x1p60));
   // The step's tokens, every microbatch's, on the host and the device:
   // counted in double (a plan's counts may multiply past 64 bits) and
   // capped far above any host.

@@ -385,7 +385,11 @@ DeviceProgram readProgram(const json &p, int version) {
   std::string where = "device " + std::to_string(program.device);
   for (const json &bytes : field(p, "buffers", where))
     program.buffers.push_back(
-        integerValue(bytes, where + ": a buffer size", 0, INT64_MAX));
+        // Up to 2^50 bytes (a PiB, far past any device): a device's sizes
+        // then sum without wrapping (a 2^63 - 1 byte buffer was refused
+        // as "cannot allocate" a negative count, and its sum passed the
+        // memory check as a negative need).
+        integerValue(bytes, where + ": a buffer size", 0, int64_t(1) << 50));
   const json &instrs = field(p, "instructions", where);
   for (size_t i = 0; i < instrs.size(); ++i) {
     std::string at = where + ", instruction " + std::to_string(i);
