@@ -169,9 +169,21 @@ private:
     return it->second;
   }
 
-  void setMerges(const std::vector<std::pair<std::string, std::string>> &m) {
-    for (size_t rank = 0; rank < m.size(); ++rank)
-      ranks.emplace(m[rank].first + '\0' + m[rank].second, int(rank));
+  /// Takes the merges, lowest rank first; "" when each merge's two parts
+  /// and their join are tokens of the vocabulary, as Hugging Face's
+  /// tokenizers requires (its BPE builder refuses the file otherwise:
+  /// MergeTokenOutOfVocabulary), else why not.
+  std::string setMerges(const std::vector<std::pair<std::string, std::string>> &m) {
+    for (size_t rank = 0; rank < m.size(); ++rank) {
+      const auto &[a, b] = m[rank];
+      for (const std::string &token : {a, b, a + b})
+        if (!vocab.count(token))
+          return "merge " + std::to_string(rank) + " ('" + a + " " + b +
+                 "') names '" + token +
+                 "', which is not in the vocabulary";
+      ranks.emplace(a + '\0' + b, int(rank));
+    }
+    return "";
   }
 
   bool compile(const std::string &pattern, std::string &error);
@@ -275,7 +287,10 @@ bool ByteLevelBpe::readModel(const nlohmann::json &model,
       return refuse("merge '" + line + "'");
     merges.push_back({line.substr(0, space), line.substr(space + 1)});
   }
-  setMerges(merges);
+  if (std::string why = setMerges(merges); !why.empty()) {
+    error = "'" + path + "': " + why;
+    return false;
+  }
   if (model.contains("unk_token") && model.at("unk_token").is_string())
     unknown = lookup(model.at("unk_token").get<std::string>());
   return true;
@@ -412,7 +427,10 @@ bool ByteLevelBpe::loadVocabAndMerges(const std::string &vocabPath,
     }
     merges.push_back({line.substr(0, space), line.substr(space + 1)});
   }
-  setMerges(merges);
+  if (std::string why = setMerges(merges); !why.empty()) {
+    error = "'" + mergesPath + "': " + why;
+    return false;
+  }
   if (auto id = lookup("<|endoftext|>")) {
     endOfText = id;
     added.push_back({"<|endoftext|>", *id});

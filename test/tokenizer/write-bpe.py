@@ -5,7 +5,8 @@ the next after the vocabulary, as the tokenizers library numbers it, or
 the one given), and the pre-tokenizer given. With --all-bytes every other
 byte's symbol follows the merged tokens, so that any text has a token.
 
-    write-bpe.py OUT PRETOKENIZER(json) [--merge A,B ...] [--sep-strip]
+    write-bpe.py OUT PRETOKENIZER(json) [--merge A,B ...] [--merge-only A,B]
+                 [--sep-strip]
                  [--id TOKEN=ID] [--sep-id ID] [--all-bytes]
 """
 import json
@@ -17,11 +18,12 @@ vocab = {c: i for i, c in enumerate(["a", "b", "c", "d", "e", "\u0120"])}
 merges, strip, ids, sep_id, all_bytes = [], False, {}, None, False
 while args:
     flag = args.pop(0)
-    if flag == "--merge":
+    if flag in ("--merge", "--merge-only"):
         a, b = args.pop(0).split(",")
         a, b = a.replace("_", "\u0120"), b.replace("_", "\u0120")
         merges.append(a + " " + b)
-        vocab.setdefault(a + b, len(vocab))
+        if flag == "--merge":  # --merge-only leaves the join out
+            vocab.setdefault(a + b, len(vocab))
     elif flag == "--sep-strip":
         strip = True
     elif flag == "--all-bytes":
