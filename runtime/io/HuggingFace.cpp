@@ -407,6 +407,61 @@ Status checkEveryTensorRead(const std::string &dir,
   return Status::ok();
 }
 
+/// The directory's config.json held against the plan's model: every key
+/// of the config the model describes (describeModel, what --save-hf
+/// writes) that the directory's also states must say the same, so that
+/// weights are not loaded into a model computing another function (a
+/// layer_norm_epsilon of 0.5, relu for gelu_new, tied embeddings, 16
+/// layers for the plan's 8 all loaded and trained). Keys that do not
+/// change what the layers compute are not compared, nor keys the
+/// directory leaves to transformers' defaults.
+Status checkConfigAgainstPlan(const std::string &dir, const std::string &text,
+                              const ModelConfig &model) {
+  const families::Family *family = nullptr;
+  json want, have;
+  std::string why;
+  if (!families::describeModel(model, family, want, why))
+    return Status::ok(); // the weights' own checks say what does not fit
+  try {
+    have = json::parse(text);
+  } catch (const json::exception &e) {
+    return Status::error("'" + dir + "/config.json': " + e.what());
+  }
+  static const std::set<std::string> kNotComputed = {
+      "architectures", "torch_dtype",  "dtype",       "transformers_version",
+      "pad_token_id",  "bos_token_id", "eos_token_id", "use_cache",
+      "initializer_range", "max_position_embeddings", "n_ctx"};
+  // transformers' synonyms for one activation (ACT2FN).
+  auto activation = [](const json &v) {
+    return v.is_string() && v.get<std::string>() == "swish" ? json("silu") : v;
+  };
+  auto same = [&](const json &a, const json &b) {
+    if (a.is_number() && b.is_number()) {
+      double x = a.get<double>(), y = b.get<double>();
+      return std::fabs(x - y) <= 1e-6 * std::max(std::fabs(x), std::fabs(y));
+    }
+    return activation(a) == activation(b);
+  };
+  for (auto &[key, value] : want.items()) {
+    if (kNotComputed.count(key) || !have.contains(key) ||
+        same(have[key], value))
+      continue;
+    // The plan's model is another family's (Mistral's without its
+    // windows is Llama's).
+    if (key == "model_type")
+      return Status::error("'" + dir + "/config.json' describes a " +
+                           have[key].dump() +
+                           " model, but the plan's model is a " +
+                           value.dump() +
+                           " one: compile the plan from this config.json");
+    return Status::error("'" + dir + "/config.json' says " + key + " = " +
+                         have[key].dump() + ", but the plan's model computes " +
+                         value.dump() +
+                         ": compile the plan from this config.json");
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
@@ -420,6 +475,8 @@ Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
       !why.empty())
     return Status::error("'" + dir + "/config.json' is " + why +
                          ": compile the plan from this config.json");
+  if (Status st = checkConfigAgainstPlan(dir, config, model); !st)
+    return st;
   TensorDirectory tensors;
   if (Status st = tensors.open(dir); !st)
     return st;
