@@ -13,6 +13,7 @@ namespace sluice::rt::session {
 namespace {
 volatile std::sig_atomic_t received = 0;
 volatile std::sig_atomic_t announcing = 0;
+volatile std::sig_atomic_t saving = 0;
 
 void onSignal(int sig) {
   if (received) {
@@ -23,18 +24,24 @@ void onSignal(int sig) {
   }
   received = sig;
   if (announcing) {
-    // write(2) only: nothing else is safe in a handler.
-    static const char text[] =
+    // write(2) only: nothing else is safe in a handler. A run without
+    // --save says so rather than promise a save it will not make.
+    static const char save[] =
         "sluice-run: stopping after this step, then saving (--save); "
         "a second signal ends the run at once\n";
-    ssize_t ignored = ::write(2, text, sizeof(text) - 1);
+    static const char noSave[] =
+        "sluice-run: stopping after this step (nothing is saved: the run "
+        "has no --save); a second signal ends the run at once\n";
+    ssize_t ignored = saving ? ::write(2, save, sizeof(save) - 1)
+                             : ::write(2, noSave, sizeof(noSave) - 1);
     (void)ignored;
   }
 }
 } // namespace
 
-void installInterruptHandlers(bool announce) {
+void installInterruptHandlers(bool announce, bool saves) {
   announcing = announce ? 1 : 0;
+  saving = saves ? 1 : 0;
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));
   action.sa_handler = onSignal;

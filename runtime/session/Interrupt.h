@@ -21,8 +21,9 @@ namespace sluice::rt::session {
 /// Installs the handlers of SIGINT, SIGTERM and SIGUSR1 (again: no
 /// effect). The
 /// process that `announces` writes one line to stderr when the first
-/// signal arrives.
-void installInterruptHandlers(bool announce);
+/// signal arrives: that the run stops after this step, and saves if it
+/// `saves` (--save).
+void installInterruptHandlers(bool announce, bool saves);
 
 /// The first signal that asked this process to stop, or 0.
 int getInterruptSignal();

@@ -225,7 +225,7 @@ Outcome Session::train() {
   // From the first step on (a signal while the weights load still ends
   // the run at once: there is nothing to save yet).
   if (options.stopOnSignal)
-    session::installInterruptHandlers(root);
+    session::installInterruptHandlers(root, !options.saveDir.empty());
   try {
     printHeader();
     runSteps();
