@@ -14,10 +14,25 @@ namespace {
 volatile std::sig_atomic_t received = 0;
 volatile std::sig_atomic_t announcing = 0;
 volatile std::sig_atomic_t saving = 0;
+/// Started by sluice-launch, which passes the user's requests on as
+/// SIGUSR1: a SIGTERM or SIGINT is then mpirun ending the job (another
+/// rank failed), which no step will outlast.
+volatile std::sig_atomic_t launched = 0;
 
 void onSignal(int sig) {
   if (received) {
     // The second: what the signal would have done without us.
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  if (launched && sig != SIGUSR1) {
+    // The job is ending: say so, not that this rank will stop and save.
+    static const char ending[] =
+        "sluice-run: the job is being ended (another rank failed, or "
+        "mpirun was stopped): not saving\n";
+    ssize_t ignored = ::write(2, ending, sizeof(ending) - 1);
+    (void)ignored;
     std::signal(sig, SIG_DFL);
     std::raise(sig);
     return;
@@ -42,6 +57,7 @@ void onSignal(int sig) {
 void installInterruptHandlers(bool announce, bool saves) {
   announcing = announce ? 1 : 0;
   saving = saves ? 1 : 0;
+  launched = std::getenv("SLUICE_STOP_REASON") ? 1 : 0;
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));
   action.sa_handler = onSignal;
