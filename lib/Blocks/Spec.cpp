@@ -12,6 +12,7 @@
 #include "sluice/Blocks/Feature.h"
 #include "sluice/PlanFormat/Format.h"
 
+#include "sluice/PlanFormat/Json.h"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -301,7 +302,7 @@ std::string printLayer(const LayerConfig &layer) {
 }
 
 std::string parseLayer(const std::string &text, LayerConfig &layer) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j = parseJson(text, /*allowExceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("kind") ||
       !j["kind"].is_string())
     return "not a layer's JSON object: " + text;

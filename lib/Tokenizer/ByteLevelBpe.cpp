@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Tokenizers.h"
+#include "sluice/PlanFormat/Json.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <climits>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -71,7 +73,9 @@ bool readJson(const std::string &path, nlohmann::json &out,
     return false;
   }
   try {
-    out = nlohmann::json::parse(in);
+    std::string text((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    out = sluice::parseJson(text);
   } catch (const nlohmann::json::exception &e) {
     error = "'" + path + "' is not JSON: " + e.what();
     return false;

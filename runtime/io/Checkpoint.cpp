@@ -4,6 +4,7 @@
 
 #include "InputFile.h"
 
+#include "sluice/PlanFormat/Json.h"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -415,7 +416,7 @@ Status readCheckpointManifest(const std::string &dir, int64_t step,
                          ")");
   }
   try {
-    nlohmann::json manifest = nlohmann::json::parse(text);
+    nlohmann::json manifest = parseJson(text);
     if (manifest.at("format") != "sluice-checkpoint" ||
         manifest.at("version").get<uint32_t>() < 1 ||
         manifest.at("version").get<uint32_t>() > kVersion)

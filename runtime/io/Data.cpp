@@ -6,6 +6,7 @@
 
 #include "sluice/PlanFormat/TokenDataset.h"
 
+#include "sluice/PlanFormat/Json.h"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -151,8 +152,8 @@ Status readDatasetLayout(const std::vector<unsigned char> &bytes,
   try {
     if (length > bytes.size() - 16)
       throw std::out_of_range("the header runs past the end");
-    nlohmann::json header = nlohmann::json::parse(
-        bytes.begin() + 16, bytes.begin() + 16 + int64_t(length));
+    nlohmann::json header =
+        parseJson(bytes.begin() + 16, bytes.begin() + 16 + int64_t(length));
     // A count the header gives: a whole number from `low` (get<> would
     // truncate 1.5 and wrap -1 into a size).
     auto whole = [&](const char *key, int64_t low) {

@@ -4,6 +4,7 @@
 
 #include "Checkpoint.h"
 
+#include "sluice/PlanFormat/Json.h"
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -21,7 +22,7 @@ Status readJson(const std::string &path, json &out) {
   std::string text;
   if (Status st = readFile(path, text); !st)
     return st;
-  out = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  out = parseJson(text, /*allowExceptions=*/false);
   if (out.is_discarded())
     return Status::error("'" + path + "' is not valid JSON");
   return Status::ok();

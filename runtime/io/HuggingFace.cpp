@@ -6,6 +6,7 @@
 #include "CpuDevice.h"
 #include "sluice/Families/Family.h"
 
+#include "sluice/PlanFormat/Json.h"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -145,7 +146,7 @@ public:
                            "' is not a safetensors file (header length " +
                            std::to_string(headerBytes) + " past its end)");
     try {
-      json header = json::parse(base + 8, base + 8 + headerBytes);
+      json header = parseJson(base + 8, base + 8 + headerBytes);
       return readHeader(path, header, base + 8 + headerBytes,
                         size - 8 - headerBytes, out);
     } catch (const json::exception &e) {
@@ -236,7 +237,7 @@ Status readFamily(const std::string &dir, DirectoryFamily &found,
     return Status::error(
         "'" + dir + "' is not a Hugging Face model directory: " + st.message());
   try {
-    json config = json::parse(text);
+    json config = parseJson(text);
     found.modelType = config.value("model_type", "");
   } catch (const json::exception &e) {
     return Status::error("'" + path + "': " + e.what());
@@ -262,7 +263,7 @@ public:
       if (Status st = readFile(index, text); !st)
         return st;
       try {
-        json weightMap = json::parse(text).at("weight_map");
+        json weightMap = parseJson(text).at("weight_map");
         for (const auto &[tensor, file] : weightMap.items())
           if (std::find(files.begin(), files.end(), file) == files.end())
             files.push_back(file.get<std::string>());
@@ -423,7 +424,7 @@ Status checkConfigAgainstPlan(const std::string &dir, const std::string &text,
   if (!families::describeModel(model, family, want, why))
     return Status::ok(); // the weights' own checks say what does not fit
   try {
-    have = json::parse(text);
+    have = parseJson(text);
   } catch (const json::exception &e) {
     return Status::error("'" + dir + "/config.json': " + e.what());
   }

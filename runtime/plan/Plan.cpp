@@ -11,6 +11,7 @@
 #include "InputFile.h"
 
 #include "PlanJson.h"
+#include "sluice/PlanFormat/Json.h"
 
 #include <fstream>
 #include <sstream>
@@ -85,7 +86,7 @@ std::string Plan::describe(const Instruction &instr) const {
 Status parsePlan(const std::string &textIn, const std::string &origin,
                  Plan &plan) {
   try {
-    readPlan(json::parse(textIn), plan);
+    readPlan(parseJson(textIn), plan);
     validate(plan);
   } catch (const PlanError &e) {
     return Status::error(origin + ": " + e.message);

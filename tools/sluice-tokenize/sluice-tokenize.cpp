@@ -23,6 +23,7 @@
 #include "llvm/Support/FileOutputBuffer.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
+#include "sluice/PlanFormat/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -91,7 +92,7 @@ static std::vector<std::string> readDocuments(const std::string &path) {
       if (line.trim().empty())
         continue;
       try {
-        nlohmann::json record = nlohmann::json::parse(line.str());
+        nlohmann::json record = sluice::parseJson(line.str());
         documents.push_back(record.at("text").get<std::string>());
       } catch (const nlohmann::json::exception &e) {
         fail("'" + path + "' line " + Twine(number) +
