@@ -144,9 +144,13 @@ def main():
     work = a.work
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
+    # A private TMPDIR: a single-process sluice-run is an Open MPI
+    # singleton with a session directory there, which parallel tests
+    # sharing one would race on (test/bin/sluice-run says more).
+    os.makedirs(os.path.join(work, "tmp"))
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", PATH=a.bin + ":" +
-               os.environ.get("PATH", ""))
+               os.environ.get("PATH", ""), TMPDIR=os.path.join(work, "tmp"))
 
     # The valid inputs, made with the tools.
     model = os.path.join(root, "test/Inputs/tiny-train.mlir")
