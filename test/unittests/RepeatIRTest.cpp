@@ -50,6 +50,8 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
 struct Case {
   std::string flags;
 };
+/// The case's flags as its name in gtest's output.
+void PrintTo(const Case &c, std::ostream *os) { *os << c.flags; }
 
 class RepeatIRTest : public ::testing::TestWithParam<Case> {
 protected:
