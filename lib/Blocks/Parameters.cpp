@@ -93,11 +93,15 @@ std::vector<ParameterSpec> getTransformerParameters(const ModelConfig &model,
   linear("attn.out.weight", hd, h, Split::Rows, shape.split.queries);
   features(blocks::Slot::AttentionOutput);
   features(blocks::Slot::FeedForwardInput);
-  if (layer.isGated())
-    linear("mlp.gate.weight", h, layer.ffn, Split::Columns, shape.split.ffn);
-  linear("mlp.up.weight", h, layer.ffn, Split::Columns, shape.split.ffn);
-  features(blocks::Slot::FeedForwardHidden);
-  linear("mlp.down.weight", layer.ffn, h, Split::Rows, shape.split.ffn);
+  if (blocks::hasCoreFeedForward(layer)) {
+    if (layer.isGated())
+      linear("mlp.gate.weight", h, layer.ffn, Split::Columns, shape.split.ffn);
+    linear("mlp.up.weight", h, layer.ffn, Split::Columns, shape.split.ffn);
+    features(blocks::Slot::FeedForwardHidden);
+    linear("mlp.down.weight", layer.ffn, h, Split::Rows, shape.split.ffn);
+  } else {
+    features(blocks::Slot::FeedForward);
+  }
   features(blocks::Slot::FeedForwardOutput);
   return specs;
 }

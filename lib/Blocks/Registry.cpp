@@ -74,6 +74,13 @@ std::vector<const Feature *> getEnabledFeatures(const LayerConfig &layer,
   return at;
 }
 
+bool hasCoreFeedForward(const LayerConfig &layer) {
+  for (const Feature *f : getEnabledFeatures(layer))
+    if (f->getSlots() & getSlotBit(Slot::FeedForward))
+      return false;
+  return true;
+}
+
 LayerShape getLayerShape(const ModelConfig &model, const LayerConfig &layer,
                          const std::string &prefix, rt::TensorShard shard) {
   return {model, layer, prefix, shard, rt::getCoreSplit(layer, shard)};

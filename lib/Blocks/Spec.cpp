@@ -416,6 +416,11 @@ std::string checkTransformer(const LayerConfig &l, int64_t hidden) {
     return "rope_scaling: " + why;
   if (l.bias && l.qkvBias)
     return "'qkv_bias' with 'bias', which has every bias already";
+  if (std::string why = checkSize("experts", l.experts, false); !why.empty())
+    return why;
+  if (l.experts == 0 && (l.topK != 0 || l.normTopK))
+    return std::string("'") + (l.topK != 0 ? "top_k" : "norm_top_k") +
+           "' routes tokens among experts, but the layer has no 'experts'";
   return "";
 }
 } // namespace
@@ -452,6 +457,12 @@ std::string checkLayer(const LayerConfig &layer, int64_t hidden) {
                                                              "block's") +
              " input";
   }
+  // And the feed-forward block is the core's or one feature's.
+  std::vector<const Feature *> whole =
+      getEnabledFeatures(layer, Slot::FeedForward);
+  if (whole.size() > 1)
+    return std::string("block features '") + whole[0]->getName() + "' and '" +
+           whole[1]->getName() + "' both replace the feed-forward block";
   return "";
 }
 

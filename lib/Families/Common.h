@@ -49,6 +49,9 @@ struct Traits {
   /// and the index when the key is absent (-1: none).
   bool readsPadding = true;
   int64_t paddingDefault = -1;
+  /// Whether the family's layers may be mixtures of experts (its readKeys
+  /// reads them, readExperts); otherwise an expert count is refused.
+  bool experts = false;
 };
 
 /// Llama's keys and defaults (SwiGLU, silu, RMSNorm, rotary), which
@@ -108,6 +111,23 @@ inline constexpr const char *kAttentionBiases =
 
 bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
                        int64_t fallback, int64_t &window);
+
+/// A mixture-of-experts family's routing keys, into `block`: the expert
+/// count under `countKey` (absent: `countDefault`, said in a remark),
+/// num_experts_per_tok (absent: `topKDefault`), and what Sluice does not
+/// model said as such: router_jitter_noise above 0 and
+/// output_router_logits true (the load-balancing loss, docs/moe.md). The
+/// experts' width is `ffnKey`'s, into `ffn`.
+struct ExpertKeys {
+  const char *countKey;
+  int64_t countDefault, topKDefault;
+  const char *ffnKey;
+};
+bool readExperts(ConfigKeys &config, const std::string &modelType,
+                 const ExpertKeys &keys, ConfigValues &values);
+/// The keys readExperts reads, as describe() writes them for `block`.
+void describeExperts(const ExpertKeys &keys, const LayerConfig &block,
+                     nlohmann::json &config);
 
 /// A printf-formatted number, as the importer's messages spell them.
 std::string formatNumber(const char *format, double value);

@@ -75,6 +75,8 @@ private:
   /// Mixture-of-experts layers are a different layer kind; refuse them
   /// rather than counting one expert.
   bool refuseExperts() {
+    if (traits.experts)
+      return true;
     for (const char *key : {"num_local_experts", "num_experts"}) {
       std::optional<int64_t> experts;
       if (!config.optionalSize({key}, experts))
@@ -464,6 +466,51 @@ bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
     config.remarkDefault("sliding_window", std::to_string(fallback),
                          "Hugging Face's default for " + modelType);
   return true;
+}
+
+bool readExperts(ConfigKeys &config, const std::string &modelType,
+                 const ExpertKeys &keys, ConfigValues &values) {
+  std::optional<int64_t> count, topK, ffn;
+  if (!config.optionalSize({keys.countKey}, count) ||
+      !config.optionalSize({"num_experts_per_tok"}, topK))
+    return false;
+  if (!count)
+    config.remarkDefault(keys.countKey, std::to_string(keys.countDefault),
+                         "Hugging Face's default for " + modelType);
+  if (!topK)
+    config.remarkDefault("num_experts_per_tok",
+                         std::to_string(keys.topKDefault),
+                         "Hugging Face's default for " + modelType);
+  values.block.experts = count.value_or(keys.countDefault);
+  values.block.topK = topK.value_or(keys.topKDefault);
+  if (values.block.topK > values.block.experts) {
+    config.error("num_experts_per_tok",
+                 "key 'num_experts_per_tok' = " +
+                     std::to_string(values.block.topK) + " routes each token "
+                     "to more experts than the " +
+                     std::to_string(values.block.experts) + " of '" +
+                     keys.countKey + "'");
+    return false;
+  }
+  if (std::string(keys.ffnKey) != "intermediate_size") {
+    if (!config.requireSize({keys.ffnKey}, values.ffn))
+      return false;
+  }
+  // Jitter multiplies the router's input by noise in training only.
+  if (std::optional<double> jitter = config.getNumber("router_jitter_noise");
+      jitter && *jitter != 0.0)
+    config.unmodelled("router_jitter_noise",
+                      "noise on the router's input in training");
+  return readUnmodelledSwitch(config, "output_router_logits",
+                              "the load-balancing auxiliary loss");
+}
+
+void describeExperts(const ExpertKeys &keys, const LayerConfig &block,
+                     nlohmann::json &config) {
+  config[keys.countKey] = block.experts;
+  config["num_experts_per_tok"] = block.topK;
+  config[keys.ffnKey] = block.ffn;
+  config["output_router_logits"] = false;
 }
 
 } // namespace sluice::families

@@ -97,6 +97,18 @@ bool getLayerSource(const WeightNames &names, const std::string &prefix,
   auto it = names.modules.find(module);
   if (it == names.modules.end())
     return false;
+  // A mixture of experts' stacked tensor: one row block per expert, from
+  // the module its name pattern gives with the expert's index for "{}".
+  if (size_t slot = it->second.find("{}"); slot != std::string::npos) {
+    int64_t block = in / std::max<int64_t>(1, l.experts);
+    for (int64_t e = 0; e < l.experts; ++e) {
+      std::string name = it->second;
+      name.replace(slot, 2, std::to_string(e));
+      src.pieces.push_back(
+          {at + name + suffix, 0, out, transposed, e * block, block});
+    }
+    return true;
+  }
   src.pieces = {{at + it->second + suffix, 0, out, transposed}};
   if (names.normOffset && spec->init == rt::InitKind::Ones)
     src.offset = 1.0f;

@@ -339,6 +339,10 @@ public:
     const llvm::json::Value *value = reader.get(key);
     return value ? value->getAsInteger() : std::nullopt;
   }
+  std::optional<double> getNumber(const std::string &key) const override {
+    const llvm::json::Value *value = reader.get(key);
+    return value ? value->getAsNumber() : std::nullopt;
+  }
   std::optional<std::string>
   getNestedString(const std::string &parent,
                   const std::string &key) const override {

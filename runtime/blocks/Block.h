@@ -129,6 +129,9 @@ struct Layer {
   LayerParams w, g; // weights (working copy) and their gradients (f32)
   /// The layer's enabled block features, in getEnabledFeatures' order.
   std::vector<BoundFeature> features;
+  /// Whether the core computes the feed-forward block (no feature at
+  /// Slot::FeedForward replaces it).
+  bool coreFeedForward = true;
   /// The fp8 precision's scaling records of a transformer layer
   /// (kFp8RecordsPerLayer x kFp8RecordFloats f32); null otherwise.
   DevicePtr fp8;

@@ -9,6 +9,8 @@
 //   ctx = attention(rotate(q), rotate(K), V)
 //   x2 = x + [AttentionOutput](ctx Wo)       a bias, a sandwich norm
 //   c = [FeedForwardInput](x2)               a pre-norm, or x2
+//   [FeedForward]: y2 from c in place of the three lines below (a mixture
+//   of experts), or
 //   u, z = [FeedForwardHidden](c W1, c Wg)   biases
 //   g = gelu(u), or act(z) * u when gated (SwiGLU, GeGLU)
 //   out = x2 + [FeedForwardOutput](g W2)     a bias, a sandwich norm
@@ -246,6 +248,27 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   at.makeInput(Slot::FeedForwardInput, x2, x, seams.localTokens(cn, n * h),
                v[Field::MlpIn]);
   seams.gatherTokens(cn, n * h);
+  partial = seams.isSequenceParallel() ? a : out;
+  if (!l.coreFeedForward) {
+    // A feature's feed-forward block in the core's place (a mixture of
+    // experts): the same input, a partial sum per shard the same way.
+    SlotTensors block{};
+    block.x = cn, block.out = partial;
+    at.forward(Slot::FeedForward, block);
+  } else {
+    feedForward(l, v, s, at, cn, partial);
+  }
+  seams.reduceTokens(partial, out, n * h);
+  output.x = out;
+  at.forward(Slot::FeedForwardOutput, output);
+  kernels.add(out, x2, n * h);
+}
+
+void TransformerBlock::feedForward(const Layer &l, const Views &v,
+                                   const SliceShape &s, const Features &at,
+                                   DevicePtr cn, DevicePtr partial) {
+  const LayerConfig &c = *l.config;
+  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
   DevicePtr u = v[Field::Up], g = v[Field::Act], z = v[Field::Gate];
   product(l, Map::Up, Role::Input, Role::Weight, false, false, rt, f, h, cn, h,
           l.w.upW, f, 0.0f, u, f);
@@ -259,13 +282,8 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
     kernels.gatedForward(activation(model, c), z, u, g, rt * f);
   else
     kernels.geluForward(activation(model, c), u, g, rt * f);
-  partial = seams.isSequenceParallel() ? a : out;
   product(l, Map::Down, Role::Input, Role::Weight, false, false, rt, h, f, g, f,
           l.w.downW, h, 0.0f, partial, h);
-  seams.reduceTokens(partial, out, n * h);
-  output.x = out;
-  at.forward(Slot::FeedForwardOutput, output);
-  kernels.add(out, x2, n * h);
 }
 
 void TransformerBlock::recompute(const Layer &l, const Views &v,
@@ -278,6 +296,8 @@ void TransformerBlock::recompute(const Layer &l, const Views &v,
   kernels.attentionForward(shape, v[Field::Q], v[Field::Keys], v[Field::Values],
                            v[Field::Lse], v[Field::Context]);
   int64_t n = s.rows * s.tokens * c.ffn;
+  if (!l.coreFeedForward)
+    return;
   if (c.isGated())
     kernels.gatedForward(activation(model, c), v[Field::Gate], v[Field::Up],
                          v[Field::Act], n);
@@ -310,19 +330,25 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   at.backwardOutput(Slot::FeedForwardOutput, dout,
                     seams.localTokens(dy2, n * h), n * h);
   seams.gatherTokens(dy2, n * h);
-  product(l, Map::Down, Role::Grad, Role::Weight, false, true, rt, f, h, dy2, h,
-          l.w.downW, h, 0.0f, dg, f);
-  if (c.isGated())
-    kernels.gatedBackward(activation(model, c), v[Field::Gate], v[Field::Up],
-                          dg, dz, du, rt * f);
-  else
-    kernels.geluBackward(activation(model, c), v[Field::Up], dg, du, rt * f);
   DevicePtr dcWhole = partial ? partial : dc;
-  product(l, Map::Up, Role::Grad, Role::Weight, false, true, rt, h, f, du, f,
-          l.w.upW, f, 0.0f, dcWhole, h);
-  if (c.isGated())
-    product(l, Map::Gate, Role::Grad, Role::Weight, false, true, rt, h, f, dz,
-            f, l.w.gateW, f, 1.0f, dcWhole, h);
+  if (!l.coreFeedForward) {
+    SlotTensors block{};
+    block.grad = dy2, block.out = dcWhole;
+    at.backward(Slot::FeedForward, block);
+  } else {
+    product(l, Map::Down, Role::Grad, Role::Weight, false, true, rt, f, h, dy2,
+            h, l.w.downW, h, 0.0f, dg, f);
+    if (c.isGated())
+      kernels.gatedBackward(activation(model, c), v[Field::Gate], v[Field::Up],
+                            dg, dz, du, rt * f);
+    else
+      kernels.geluBackward(activation(model, c), v[Field::Up], dg, du, rt * f);
+    product(l, Map::Up, Role::Grad, Role::Weight, false, true, rt, h, f, du, f,
+            l.w.upW, f, 0.0f, dcWhole, h);
+    if (c.isGated())
+      product(l, Map::Gate, Role::Grad, Role::Weight, false, true, rt, h, f, dz,
+              f, l.w.gateW, f, 1.0f, dcWhole, h);
+  }
   // Column-parallel in F, so each shard's share of the width gives a part
   // of the feed-forward input's gradient: summed before the input's slot.
   seams.reduceTokens(dcWhole, dc, n * h);
@@ -397,8 +423,9 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
   SlotTensors output{};
   output.grad = dy1;
   at.weight(Slot::AttentionOutput, output);
-  product(l, Map::Down, Role::Input, Role::Grad, true, false, f, h, rt,
-          v[Field::Act], f, dy2, h, 1.0f, l.g.downW, h);
+  if (l.coreFeedForward)
+    product(l, Map::Down, Role::Input, Role::Grad, true, false, f, h, rt,
+            v[Field::Act], f, dy2, h, 1.0f, l.g.downW, h);
   output.grad = dy2;
   at.weight(Slot::FeedForwardOutput, output);
 
@@ -413,6 +440,12 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
     input = input2;
   } else {
     at.materialize(Slot::FeedForwardInput, input, v[Field::MlpIn]);
+  }
+  if (!l.coreFeedForward) {
+    SlotTensors block{};
+    block.x = input, block.grad = dy2;
+    at.weight(Slot::FeedForward, block);
+    return;
   }
   product(l, Map::Up, Role::Input, Role::Grad, true, false, h, f, rt, input, h,
           du, f, 1.0f, l.g.upW, f);

@@ -50,6 +50,11 @@ private:
   /// The calls into the layer's features at `slot`.
   class Features;
 
+  /// F of the core's feed-forward block: `partial` (this shard's part of
+  /// the down projection's output) from its input `cn`.
+  void feedForward(const Layer &l, const Views &v, const SliceShape &s,
+                   const Features &at, DevicePtr cn, DevicePtr partial);
+
   const ModelConfig &model;
   Kernels &kernels;
   Precision precision;

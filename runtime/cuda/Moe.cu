@@ -14,6 +14,8 @@
 #include "Common.cuh"
 #include "CudaKernels.h"
 
+#include <vector>
+
 namespace sluice::rt::cuda {
 namespace {
 
@@ -246,6 +248,52 @@ void CudaKernels::moeCombineBackward(DevicePtr rows, DevicePtr position,
                                                dy.as<T>(), k, hidden,
                                                dweights.f32()));
   SLUICE_LAUNCHED(errors);
+}
+
+namespace {
+/// The groups' offsets on the host: each group's gemm takes its row count
+/// as a shape, so the stream is drained to read them (a device-side
+/// grouped call without the wait is the later speed step, docs/moe.md).
+std::vector<int32_t> readOffsets(DevicePtr offsets, int64_t groups,
+                                 cudaStream_t stream, ErrorSink &errors) {
+  std::vector<int32_t> host(size_t(groups) + 1, 0);
+  SLUICE_CUDA_RECORD(errors,
+                     cudaMemcpyAsync(host.data(), offsets.get(),
+                                     host.size() * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost, stream));
+  SLUICE_CUDA_RECORD(errors, cudaStreamSynchronize(stream));
+  return host;
+}
+} // namespace
+
+void CudaKernels::groupedGemm(bool transB, int64_t groups, DevicePtr offsets,
+                              int64_t rows, int64_t n, int64_t k, DevicePtr a,
+                              int64_t lda, DevicePtr b, int64_t ldb,
+                              int64_t bStride, float beta, DevicePtr c,
+                              int64_t ldc) {
+  std::vector<int32_t> at = readOffsets(offsets, groups, stream, errors);
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t first = at[size_t(g)], count = at[size_t(g) + 1] - first;
+    if (count > 0)
+      gemm(false, transB, count, n, k, 1.0f, a + first * lda, lda,
+           b + g * bStride, ldb, beta, c + first * ldc, ldc);
+  }
+}
+
+void CudaKernels::groupedGemmWeights(int64_t groups, DevicePtr offsets,
+                                     int64_t rows, int64_t m, int64_t n,
+                                     DevicePtr a, int64_t lda, DevicePtr b,
+                                     int64_t ldb, float beta, DevicePtr c,
+                                     int64_t cStride) {
+  std::vector<int32_t> at = readOffsets(offsets, groups, stream, errors);
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t first = at[size_t(g)], count = at[size_t(g) + 1] - first;
+    if (count > 0)
+      gemm(true, false, m, n, count, 1.0f, a + first * lda, lda,
+           b + first * ldb, ldb, beta, c + g * cStride, n);
+    else if (beta != 1.0f)
+      scale(c + g * cStride, beta, m * n);
+  }
 }
 
 } // namespace sluice::rt::cuda

@@ -341,13 +341,9 @@ Status fillParameter(const ParameterSpec &spec, const Source &src,
   for (const TensorRun &run : getRuns(spec))
     for (int64_t k = 0; k < run.count; ++k) {
       int64_t g = run.global + k, r = g / src.columns, c = g % src.columns;
-      size_t i = 0;
-      while (c >= src.pieces[i].column + src.pieces[i].columns)
-        ++i;
-      const Piece &p = src.pieces[i];
-      int64_t local = c - p.column;
-      int64_t at = p.transposed ? local * src.rows + r : r * p.columns + local;
-      float value = float(readElement(*infos[i], at));
+      int64_t at = 0;
+      const Piece &p = src.locate(r, c, at);
+      float value = float(readElement(*infos[&p - src.pieces.data()], at));
       // A NaN or infinite weight trains to "diverged at step 1", whose
       // advice is the learning rate's: refused here, naming the file's
       // tensor and element.
@@ -580,11 +576,12 @@ Status writeDirectory(const std::string &dir, const std::string &gather,
     for (const Piece &p : src.pieces) {
       auto &[shape, values] = tensors[p.tensor];
       shape = src.shapeOf(p);
-      values.resize(src.rows * p.columns);
-      for (int64_t r = 0; r < src.rows; ++r)
+      int64_t rows = src.rowsOf(p);
+      values.resize(rows * p.columns);
+      for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < p.columns; ++c)
-          values[p.transposed ? c * src.rows + r : r * p.columns + c] =
-              w[r * src.columns + p.column + c] - src.offset;
+          values[p.transposed ? c * rows + r : r * p.columns + c] =
+              w[(p.row + r) * src.columns + p.column + c] - src.offset;
     }
   }
   if (Status st = writeSafetensors(dir + "/model.safetensors", tensors); !st)

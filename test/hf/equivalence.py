@@ -11,8 +11,8 @@ on the loss, 1e-4 on gradients).
 
 usage: equivalence.py FAMILY WORKDIR
   FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | qwen3 | mistral |
-          gemma | gemma2 | olmo2 | gemma3 (qwen3, olmo2 and gemma3 need
-          transformers >= 4.51)
+          gemma | gemma2 | olmo2 | gemma3 | mixtral (qwen3, olmo2, gemma3
+          and mixtral: transformers 4.51)
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
 
@@ -124,6 +124,22 @@ def make_model(family):
             attention_dropout=0.0, pad_token_id=1)
         config._attn_implementation = "eager"
         return transformers.Olmo2ForCausalLM(config)
+    if family == "mixtral":
+        # Llama's attention (no window) with every feed-forward block a
+        # mixture of 4 SwiGLU experts of width 32, 2 per token, their
+        # router weights renormalised (Mixtral always does), eager
+        # attention; no load-balancing loss (output_router_logits False,
+        # MixtralConfig's default) and no router noise.
+        config = transformers.MixtralConfig(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=32,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, tie_word_embeddings=False,
+            attention_dropout=0.0, sliding_window=None, num_local_experts=4,
+            num_experts_per_tok=2, router_jitter_noise=0.0,
+            output_router_logits=False)
+        config._attn_implementation = "eager"
+        return transformers.MixtralForCausalLM(config)
     if family == "gemma3":
         # Gemma-2's block with every query and key head normalised (gains
         # 1 + w), local and global layers: of every 3 the last global
@@ -209,6 +225,16 @@ def sluice_gradients(family, model):
             out[s + "attn.q_norm.weight"] = g[h + "self_attn.q_norm.weight"]
             out[s + "attn.k_norm.weight"] = g[h + "self_attn.k_norm.weight"]
         out[s + "attn.out.weight"] = g[h + "self_attn.o_proj.weight"].T
+        if config.model_type == "mixtral":
+            # The router [hidden, experts]; each map's experts stacked by
+            # rows (w1 the gate, w3 the up, w2 the down map).
+            moe = h + "block_sparse_moe."
+            out[s + "mlp.router.weight"] = g[moe + "gate.weight"].T
+            for mine, theirs in (("gate", "w1"), ("up", "w3"), ("down", "w2")):
+                out[s + f"mlp.experts.{mine}.weight"] = np.concatenate(
+                    [g[moe + f"experts.{e}.{theirs}.weight"].T
+                     for e in range(config.num_local_experts)], axis=0)
+            continue
         for p in ("gate", "up", "down"):
             out[s + f"mlp.{p}.weight"] = g[h + f"mlp.{p}_proj.weight"].T
     return out

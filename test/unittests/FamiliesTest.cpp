@@ -128,6 +128,10 @@ std::vector<std::pair<std::string, std::string>> getSmallConfigs() {
       {"gpt2", R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 2,
         "n_head": 4, "n_positions": 32, "vocab_size": 300,
         "activation_function": "gelu", "torch_dtype": "float32"})"},
+      {"mixtral", "{\"model_type\": \"mixtral\", \"hidden_act\": \"silu\", " +
+                      small +
+                      ", \"num_local_experts\": 8, \"num_experts_per_tok\": "
+                      "2, \"sliding_window\": null, \"rope_theta\": 1e6}"},
       {"olmo2", "{\"model_type\": \"olmo2\", \"hidden_act\": \"silu\", " +
                     small + ", \"rope_theta\": 500000.0}"},
       {"gemma3_text",
@@ -148,7 +152,7 @@ TEST(FamilyRegistry, EveryModelTypeHasOneFamily) {
     }
   EXPECT_EQ(families::lookupFamily("gpt_neox"), nullptr);
   EXPECT_EQ(families::getSupportedModelTypes(),
-            "gemma, gemma2, gemma3_text, gpt2, llama, mistral, olmo2, qwen2, qwen3");
+            "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, qwen2, qwen3");
 }
 
 TEST_F(FamiliesTest, EachFamilyWritesBackWhatItReads) {
@@ -157,7 +161,8 @@ TEST_F(FamiliesTest, EachFamilyWritesBackWhatItReads) {
        {"examples/llama-3-8b/config.json", "examples/llama-3.2-1b/config.json",
         "examples/gemma-2-9b/config.json", "examples/qwen3-0.6b/config.json",
         "examples/olmo-2-7b/config.json", "examples/gemma-3-1b/config.json",
-        "examples/gemma-3-4b/config.json"})
+        "examples/gemma-3-4b/config.json",
+        "examples/mixtral-8x7b/config.json"})
     configs.push_back({"", readExample(example)});
   for (const auto &[type, text] : configs) {
     SCOPED_TRACE(type.empty() ? text.substr(0, 60) : type);

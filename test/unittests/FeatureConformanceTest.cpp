@@ -380,7 +380,7 @@ TEST_P(FeatureConformance, GradientsMatchFiniteDifferences) {
       value = kept;
       return (up - down) / (2 * h);
     };
-    const double h = 2e-2;
+    const double h = GetParam().feature->getDifferenceStep();
     return (4 * central(h / 2) - central(h)) / 3;
   };
   auto expectClose = [&](double analytic, double numeric,
@@ -393,7 +393,10 @@ TEST_P(FeatureConformance, GradientsMatchFiniteDifferences) {
       "layers.0.attn.qkv.weight", "layers.0.attn.out.weight",
       "layers.0.mlp.gate.weight", "layers.0.mlp.up.weight",
       "layers.0.mlp.down.weight"};
-  std::vector<std::string> names = {core[0], core[4]};
+  // (A feature that replaces the feed-forward block leaves no mlp.down.)
+  std::vector<std::string> names = {core[0]};
+  if (result.specs.count(core[4]))
+    names.push_back(core[4]);
   for (const auto &[name, spec] : result.specs)
     if (std::find(core.begin(), core.end(), name) == core.end())
       names.push_back(name);
@@ -546,6 +549,70 @@ TEST_P(FeatureConformance, BFloat16FollowsFloat32) {
 
 INSTANTIATE_TEST_SUITE_P(Every, FeatureConformance,
                          testing::ValuesIn(getCases()), getCaseName);
+
+// A mixture of experts whose router decides (weights large enough that
+// the probabilities are far from uniform, as a trained router's are): the
+// router's gradient, which the suite's initial router leaves too small to
+// tell from zero, against central differences at every element, and the
+// input's at every element. An element whose difference crosses a change
+// of routing (the steps h and h / 2 disagree) is left out; few may be.
+TEST(MixtureOfExperts, DecisiveRouterGradientsMatchFiniteDifferences) {
+  const Feature *moe = sluice::blocks::lookupFeature("moe");
+  ASSERT_NE(moe, nullptr);
+  for (int variant : {0, 1}) {
+    ModelConfig model = getModel();
+    moe->setEnabled(model.layers[1], true, variant);
+    LayerRun run(model, false, {}, Recompute::None);
+    ASSERT_TRUE(run.ok);
+    const std::string router = "layers.0.mlp.router.weight";
+    float *w = run.weight(router);
+    for (int64_t i = 0; i < kHidden * 4; ++i)
+      w[i] = 2.0f * valueAt(router, i, InitKind::Normal);
+    // Experts whose outputs differ enough for their weights to matter.
+    for (const char *name : {"gate", "up", "down"}) {
+      std::string expert = "layers.0.mlp.experts." + std::string(name) +
+                           ".weight";
+      float *e = run.weight(expert);
+      for (int64_t i = 0; i < 4 * kHidden * 32; ++i)
+        e[i] = valueAt(expert, i, InitKind::Normal);
+    }
+    std::vector<float> x = randomVector(kRows * kSeq * kHidden, 21);
+    std::vector<float> dy = randomVector(kRows * kSeq * kHidden, 22);
+    Result result = run.run(x, dy);
+    auto loss = [&] { return dot(run.forward(x), dy); };
+    int checked = 0, kinks = 0;
+    auto check = [&](float &value, double analytic, const std::string &what) {
+      const float kept = value;
+      auto central = [&](double h) {
+        value = kept + float(h);
+        double up = loss();
+        value = kept - float(h);
+        double down = loss();
+        value = kept;
+        return (up - down) / (2 * h);
+      };
+      double wide = central(4e-3), narrow = central(2e-3);
+      if (std::fabs(wide - narrow) > 1e-3 + 0.05 * std::fabs(narrow)) {
+        ++kinks;
+        return;
+      }
+      ++checked;
+      EXPECT_NEAR(analytic, narrow, 5e-4 + 1e-2 * std::fabs(narrow))
+          << what << " (norm_top_k " << variant << ")";
+    };
+    for (int64_t i = 0; i < kHidden * 4; ++i)
+      check(w[i], result.grads[router][i], router + "[" + std::to_string(i) +
+                                               "]");
+    for (size_t i = 0; i < x.size(); i += 7)
+      check(x[i], result.dx[i], "dx[" + std::to_string(i) + "]");
+    EXPECT_LE(kinks, checked / 10) << "too many routing changes to check";
+    // The router's gradient is large enough here to be told from zero.
+    double largest = 0;
+    for (float g : result.grads[router])
+      largest = std::max(largest, double(std::fabs(g)));
+    EXPECT_GT(largest, 2e-2);
+  }
+}
 
 // The suite's premise: the feature registered here is one the plan's spec,
 // the layout and the registry take like a built-in one.

@@ -381,7 +381,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "missing required key 'max_position_embeddings'"},
         BadConfig{"model_type", "",
                   "missing required key 'model_type' (supported: gemma, "
-                  "gemma2, gemma3_text, gpt2, llama, mistral, olmo2, qwen2, "
+                  "gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, qwen2, "
                   "qwen3)"},
         BadConfig{"hidden_size", "-64",
                   "key 'hidden_size' must be a positive integer, got -64"},
@@ -405,7 +405,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "key 'rope_theta' must be a positive number, got \"big\""},
         BadConfig{"model_type", "\"bert\"",
                   "key 'model_type' = \"bert\" is not supported (supported: "
-                  "gemma, gemma2, gemma3_text, gpt2, llama, mistral, olmo2, qwen2, qwen3)"},
+                  "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, qwen2, qwen3)"},
         BadConfig{"hidden_act", "\"relu\"",
                   "key 'hidden_act' = \"relu\" is not supported for "
                   "model_type \"llama\" (supported: silu, swish)"},

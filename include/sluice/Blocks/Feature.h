@@ -23,6 +23,9 @@
 //   Projections        q k v = a Wqkv, before the rotation (biases, norms)
 //   AttentionOutput    y = ctx Wo, before x2 = x + y (a bias, a post-norm)
 //   FeedForwardInput   x2 -> c, what the up and gate projections read
+//   FeedForward        c -> y2, the whole feed-forward block in place of
+//                      the core's (a mixture of experts; at most one
+//                      feature: without one, the core's maps below)
 //   FeedForwardHidden  u = c W1, z = c Wg, before the activation (biases)
 //   FeedForwardOutput  y2 = g W2, before out = x2 + y2 (a bias, a post-norm)
 //
@@ -53,10 +56,11 @@ enum class Slot : uint8_t {
   Projections,
   AttentionOutput,
   FeedForwardInput,
+  FeedForward,
   FeedForwardHidden,
   FeedForwardOutput,
 };
-constexpr int kSlots = 6;
+constexpr int kSlots = 7;
 constexpr unsigned getSlotBit(Slot slot) { return 1u << unsigned(slot); }
 constexpr unsigned getSlotBits(std::initializer_list<Slot> slots) {
   unsigned bits = 0;
@@ -86,7 +90,8 @@ struct LayerShape {
 /// The state a pass leaves for later ones: Forward (F to B and W), Weight
 /// (B to W).
 enum class State { Forward, Weight };
-/// Called with a region's id among the feature's own (0 to
+/// Called with a region's id among the feature's own, one numbering for
+/// both states (0 to
 /// kFeatureRegions - 1), its element count and its storage.
 using RegionFn = std::function<void(int, int64_t, rt::Storage)>;
 constexpr int kFeatureRegions = 8;
@@ -112,6 +117,11 @@ struct FeatureInfo {
   /// the block without the feature does, which the conformance suite
   /// checks. A norm is the identity at no parameters.
   bool identityAtInit = false;
+  /// The step of the conformance suite's finite differences. A router's
+  /// top-k changes its choice where a perturbed logit crosses a near-tie,
+  /// a jump no derivative has: a routing feature takes a step below the
+  /// gaps between its test model's logits.
+  double differenceStep = 2e-2;
 };
 
 class Feature {
@@ -124,6 +134,7 @@ public:
   int getOrder() const { return info.order; }
   int getVariants() const { return info.variants; }
   bool isIdentityAtInit() const { return info.identityAtInit; }
+  double getDifferenceStep() const { return info.differenceStep; }
 
   /// Whether `layer` has the feature: by default its field's value, or
   /// whether `features` names it; a feature with another kind of field
@@ -225,6 +236,11 @@ void addHiddenNorm(const LayerShape &shape, const std::string &name,
 /// input as region `base`, 1/std as region `base + 1`.
 void walkHiddenNormState(int base, const LayerShape &shape,
                          const rt::SliceShape &s, const RegionFn &fn);
+
+/// Whether `layer` computes the core's feed-forward block (up, gate and
+/// down maps around the activation): false when a feature at
+/// Slot::FeedForward replaces it.
+bool hasCoreFeedForward(const LayerConfig &layer);
 
 /// Why `model` cannot be split over `tp` tensor-parallel shards, or "":
 /// every transformer layer's query heads and feed-forward width divide by

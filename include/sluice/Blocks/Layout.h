@@ -216,10 +216,15 @@ void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
                            layer, s, fn);
     else
       fn(Field::MlpIn, local * h, Storage::Activation);
-    fn(Field::Up, rt * layer.ffn, Storage::Activation);
-    fn(Field::Act, rt * layer.ffn, Storage::Activation);
-    if (layer.isGated())
-      fn(Field::Gate, rt * layer.ffn, Storage::Activation);
+    if (blocks::hasCoreFeedForward(layer)) {
+      fn(Field::Up, rt * layer.ffn, Storage::Activation);
+      fn(Field::Act, rt * layer.ffn, Storage::Activation);
+      if (layer.isGated())
+        fn(Field::Gate, rt * layer.ffn, Storage::Activation);
+    } else {
+      detail::walkFeatures(State::Forward, Slot::FeedForward, model, layer, s,
+                           fn);
+    }
     detail::walkOtherFeatures(State::Forward, model, layer, s, fn);
     return;
   }
@@ -252,10 +257,17 @@ void walkWeightState(const ModelConfig &model, const LayerConfig &layer,
     fn(Field::DA, local * h, Storage::Activation); // attention input
     fn(Field::DY1, rt * h, Storage::Activation);   // attention projection out
     fn(Field::DC, local * h, Storage::Activation); // feed-forward input
-    fn(Field::DUp, rt * layer.ffn, Storage::Activation);
+    // The feed-forward block's output gradient, and what the core's or a
+    // replacing feature's W needs behind it.
+    bool core = blocks::hasCoreFeedForward(layer);
+    if (core)
+      fn(Field::DUp, rt * layer.ffn, Storage::Activation);
     fn(Field::DY2, rt * h, Storage::Activation); // MLP down-projection out
-    if (layer.isGated())
+    if (core && layer.isGated())
       fn(Field::DGate, rt * layer.ffn, Storage::Activation);
+    if (!core)
+      detail::walkFeatures(blocks::State::Weight, blocks::Slot::FeedForward,
+                           model, layer, s, fn);
     for (blocks::Slot slot :
          {blocks::Slot::AttentionInput, blocks::Slot::FeedForwardInput})
       detail::walkFeatures(blocks::State::Weight, slot, model, layer, s, fn);
@@ -393,7 +405,8 @@ inline TransformerScratch getTransformerScratch(const ModelConfig &model,
   int64_t local = getLocalTokens(model, s);
   int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
   int64_t partial = model.sequenceShards > 1 ? rt * h : 0;
-  return {rt * h,       rt * (hd + 2 * kv), local * h, rt * h, rt * l.ffn,
+  int64_t act = blocks::hasCoreFeedForward(l) ? rt * l.ffn : 0;
+  return {rt * h,       rt * (hd + 2 * kv), local * h, rt * h, act,
           local * h,    rt * hd,            rt * hd,   partial};
 }
 

@@ -72,6 +72,8 @@ public:
   virtual bool isObject(const std::string &key) const = 0;
   /// `key`'s integer value, if it is one (no report).
   virtual std::optional<int64_t> getInteger(const std::string &key) const = 0;
+  /// `key`'s numeric value, if it is a number (no report).
+  virtual std::optional<double> getNumber(const std::string &key) const = 0;
   /// `parent`.`key`'s value, if the parent is an object and the value has
   /// the type (no report).
   virtual std::optional<std::string>
@@ -114,13 +116,16 @@ struct ImportedModel {
 // Weights
 //===----------------------------------------------------------------------===//
 
-/// Columns [column, column + columns) of a Sluice tensor come from a
+/// Columns [column, column + columns) of a Sluice tensor -- of its rows
+/// [row, row + rows), or of all of them when `rows` is 0 -- come from a
 /// Hugging Face tensor, stored [rows, columns] or, transposed (nn.Linear's
-/// [out, in]), [columns, rows].
+/// [out, in]), [columns, rows]. Row blocks stack a mixture of experts'
+/// per-expert tensors into one Sluice tensor.
 struct Piece {
   std::string tensor;
   int64_t column = 0, columns = 0;
   bool transposed = false;
+  int64_t row = 0, rows = 0;
 };
 
 /// A Sluice parameter (runtime/model/Parameters.cpp's names) as a [rows,
@@ -133,12 +138,28 @@ struct Source {
   /// transformers computes x * (1 + w) in fp32, Sluice x * w').
   float offset = 0.0f;
 
+  /// The rows piece `p` covers.
+  int64_t rowsOf(const Piece &p) const { return p.rows ? p.rows : rows; }
   std::vector<int64_t> shapeOf(const Piece &p) const {
     if (p.transposed)
-      return {p.columns, rows};
+      return {p.columns, rowsOf(p)};
     if (rows == 1)
       return {p.columns};
-    return {rows, p.columns};
+    return {rowsOf(p), p.columns};
+  }
+  /// The piece element (r, c) comes from and its index in that tensor's
+  /// storage.
+  const Piece &locate(int64_t r, int64_t c, int64_t &at) const {
+    // Row blocks (experts) are equal and in order: start at r's.
+    size_t i = pieces[0].rows > 0 ? size_t(r / pieces[0].rows) : 0;
+    while (c >= pieces[i].column + pieces[i].columns ||
+           (pieces[i].rows &&
+            (r < pieces[i].row || r >= pieces[i].row + pieces[i].rows)))
+      ++i;
+    const Piece &p = pieces[i];
+    int64_t lr = r - p.row, lc = c - p.column;
+    at = p.transposed ? lc * rowsOf(p) + lr : lr * p.columns + lc;
+    return p;
   }
 };
 

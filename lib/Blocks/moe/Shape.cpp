@@ -1,0 +1,136 @@
+//===- Shape.cpp - moe: a mixture of experts in the feed-forward's place --===//
+//
+// The sparse mixture-of-experts layer of Mixtral (Jiang et al., 2024,
+// section 2.1), Qwen-MoE and OLMoE: a router W_r (hidden x experts) scores
+// each token, a softmax over the experts and its top_k (renormalised over
+// the k with norm_top_k) choose and weigh the token's experts, each expert
+// a gated block of the layer's `mlp` kind and `ffn` width, and the block's
+// output is the weighted sum of the k experts' outputs. Dropless: every
+// token reaches its k experts (no capacity factor), as transformers
+// computes these models.
+//
+// The feature owns the whole feed-forward block (Slot::FeedForward), so
+// the core declares no up, gate or down map for its layers. Its parameters:
+//
+//   mlp.router.weight        [hidden, experts]
+//   mlp.experts.gate.weight  [experts * hidden, ffn]   expert e's rows
+//   mlp.experts.up.weight    [experts * hidden, ffn]   e * hidden ...
+//   mlp.experts.down.weight  [experts * ffn, hidden]   e * ffn ...
+//
+// one tensor per map, the experts stacked, so the grouped GEMM finds expert
+// e at a fixed stride. Split over tensor-parallel shards each expert is
+// split as the core's block is (Megatron-LM's expert tensor parallelism):
+// its gate and up maps by columns, its down map by rows, so each shard
+// computes a partial sum of every expert's output that the group's
+// reduction after the block completes. The router is whole on every shard
+// and routes identically there (the same input, weights and kernel); its
+// gradient is a partial sum per shard (the weights' gradients come from
+// the shard's partial expert outputs, and the router's backward is linear
+// in them), which the group sums (Reduce::Shards).
+//
+//===----------------------------------------------------------------------===//
+
+#include "sluice/Blocks/Feature.h"
+
+namespace sluice::blocks {
+namespace {
+
+class Moe final : public Feature {
+public:
+  Moe()
+      : Feature({"moe", getSlotBit(Slot::FeedForward), /*order=*/100,
+                 /*field=*/nullptr, /*variants=*/2, /*identityAtInit=*/false,
+                 /*differenceStep=*/2e-3}) {}
+  bool isEnabled(const LayerConfig &layer) const override {
+    return layer.experts > 0;
+  }
+  /// Four experts, two per token; variant 1 renormalises their weights.
+  void setEnabled(LayerConfig &layer, bool on, int variant) const override {
+    layer.experts = on ? 4 : 0;
+    layer.topK = on ? 2 : 0;
+    layer.normTopK = on && variant == 1;
+  }
+
+  std::string check(const LayerConfig &l, int64_t) const override {
+    if (l.topK < 1 || l.topK > l.experts)
+      return "'top_k' = " + std::to_string(l.topK) +
+             " must be between 1 and 'experts' = " + std::to_string(l.experts);
+    if (!l.isGated())
+      return "a mixture of experts' experts are gated blocks ('mlp' = swiglu "
+             "or geglu); this layer's 'mlp' is gelu";
+    if (l.bias)
+      return "'bias' with 'experts': the experts' maps have no biases (no "
+             "family Sluice reads has them)";
+    return "";
+  }
+
+  void addParameters(Slot, const LayerShape &shape,
+                     std::vector<rt::ParameterSpec> &out) const override {
+    const LayerConfig &l = shape.layer;
+    int64_t h = shape.hidden(), e = l.experts, f = l.ffn;
+    out.push_back({shape.prefix + "mlp.router.weight", {h, e}});
+    out.back().reduce = rt::Reduce::Shards;
+    out.back().matmul = true;
+    // Every expert's share on this shard: its columns of the gate and up
+    // maps, its rows of the down map.
+    std::vector<rt::IndexRange> rows;
+    for (const rt::IndexRange &r : shape.split.ffn)
+      for (int64_t x = 0; x < e; ++x)
+        rows.push_back({x * f + r.first, r.count});
+    for (const char *name : {"mlp.experts.gate.weight", "mlp.experts.up.weight"})
+      out.push_back(rt::makeParameter(shape.prefix + name, {e * h, f},
+                                      rt::InitKind::Normal, shape.shard,
+                                      rt::Split::Columns, shape.split.ffn));
+    out.push_back(rt::makeParameter(shape.prefix + "mlp.experts.down.weight",
+                                    {e * f, h}, rt::InitKind::Normal,
+                                    shape.shard, rt::Split::Rows, rows));
+  }
+
+  /// Forward (region ids are shared by both states, so each its own):
+  /// the routing (0, fp32 storage): the router's probabilities, the
+  /// copies' weights, then as i32 each copy's expert, the copies sorted by
+  /// expert, their inverse and each expert's first row; the experts' up
+  /// and gate pre-activations and activation (1); their outputs (2),
+  /// which the weights' gradient reads. Weight: the up and gate
+  /// pre-activations' gradients (3), the experts' output gradients (4),
+  /// the router logits' gradient (5).
+  void walkState(State state, Slot, const LayerShape &shape,
+                 const rt::SliceShape &s, const RegionFn &fn) const override {
+    const LayerConfig &l = shape.layer;
+    int64_t rt = s.rows * s.tokens, copies = rt * l.topK, h = shape.hidden();
+    if (state == State::Forward) {
+      fn(0, rt * l.experts + 4 * copies + l.experts + 1, rt::Storage::Fp32);
+      fn(1, 3 * copies * l.ffn, rt::Storage::Activation);
+      fn(2, copies * h, rt::Storage::Activation);
+      return;
+    }
+    fn(3, 2 * copies * l.ffn, rt::Storage::Activation);
+    fn(4, copies * h, rt::Storage::Activation);
+    fn(5, rt * l.experts, rt::Storage::Activation);
+  }
+
+  /// F: the router's fp32 logits and the permuted input; B: the copies'
+  /// fp32 weight gradients and the logits', the activation's gradient and
+  /// the permuted input's. fp32 counts as two activation elements.
+  int64_t getScratchElements(const LayerShape &shape,
+                             const rt::SliceShape &s) const override {
+    const LayerConfig &l = shape.layer;
+    int64_t rt = s.rows * s.tokens, copies = rt * l.topK, h = shape.hidden();
+    return 2 * copies + 2 * rt * l.experts + copies * h + copies * l.ffn;
+  }
+
+  /// The experts' maps on each token's k copies (gate, up and down); the
+  /// router is a declared linear map, which the cost model counts itself.
+  double getForwardFlops(const LayerShape &shape, int64_t tokens,
+                         int64_t) const override {
+    const LayerConfig &l = shape.layer;
+    return 2.0 * double(tokens) * double(l.topK) * 3.0 *
+           double(shape.hidden()) * double(l.ffn);
+  }
+};
+
+} // namespace
+
+SLUICE_DEFINE_FEATURE(moe, Moe)
+
+} // namespace sluice::blocks

@@ -1,0 +1,92 @@
+//===- Mixtral.cpp - Mixtral (Jiang et al., 2024) -------------------------===//
+//
+// transformers' MixtralForCausalLM: Mistral's attention (a sliding window
+// only when `sliding_window` says one; MixtralConfig's default is none)
+// with every feed-forward block a sparse mixture of `num_local_experts`
+// SwiGLU experts of `intermediate_size`, each token routed to
+// `num_experts_per_tok` of them by a softmax router whose top-k weights
+// are always renormalised (MixtralSparseMoeBlock divides them by their
+// sum): the block's `moe` feature with norm_top_k.
+//
+// Its tensors: the router `block_sparse_moe.gate`, expert e's gate, down
+// and up maps `block_sparse_moe.experts.e.w1`, `w2` and `w3`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Common.h"
+
+namespace sluice::families {
+
+namespace {
+
+const ExpertKeys kExperts{"num_local_experts", 8, 2, "intermediate_size"};
+
+class Mixtral final : public LlamaLayoutFamily {
+public:
+  Mixtral()
+      : LlamaLayoutFamily("mixtral", "MixtralForCausalLM",
+                          {{"rope_theta", "window", "experts", "top_k",
+                            "norm_top_k"},
+                           {"experts", "top_k", "norm_top_k"}}) {
+    // MixtralConfig's defaults are Mistral's: 8 key/value heads.
+    traits = getLlamaTraits("mixtral");
+    traits.kvHeadsDefault = 8;
+    traits.ropeThetaDefault = 1e6;
+    traits.epsDefault = 1e-5;
+    traits.epsDefaultText = "1e-05";
+    traits.experts = true;
+  }
+
+  bool readKeys(ConfigKeys &config, const std::string &modelType,
+                ConfigValues &values) const override {
+    int64_t window = 0;
+    if (!readSlidingWindow(config, modelType, 0, window) ||
+        !readExperts(config, modelType, kExperts, values))
+      return false;
+    values.block.window = window;
+    values.block.normTopK = true;
+    return true;
+  }
+
+  Claim claim(const ModelConfig &model, const LayerConfig &t,
+              std::string &why) const override {
+    Shape shape = getShape(model, t);
+    if (!shape.llama || !shape.sameRotary || t.experts == 0 || t.qkvBias)
+      return Claim::No;
+    if (shape.window > 0 && !shape.everyLayer) {
+      why = "has attention windows on some layers only, which Mixtral's "
+            "config cannot say";
+      return Claim::Refused;
+    }
+    for (const LayerConfig &l : model.layers)
+      if (l.kind == rt::LayerKind::Transformer &&
+          (l.experts != t.experts || l.topK != t.topK))
+        return Claim::No;
+    return Claim::Yes;
+  }
+
+  const WeightNames &getWeightNames(const std::string &) const override {
+    static const WeightNames names = [] {
+      WeightNames n = getLlamaWeightNames();
+      n.modules["mlp.router"] = "block_sparse_moe.gate";
+      n.modules["mlp.experts.gate"] = "block_sparse_moe.experts.{}.w1";
+      n.modules["mlp.experts.down"] = "block_sparse_moe.experts.{}.w2";
+      n.modules["mlp.experts.up"] = "block_sparse_moe.experts.{}.w3";
+      return n;
+    }();
+    return names;
+  }
+
+  void describeKeys(const ModelConfig &model, const LayerConfig &t,
+                    nlohmann::json &c) const override {
+    c["sliding_window"] = t.window > 0 ? nlohmann::json(t.window)
+                                       : nlohmann::json(nullptr);
+    describeExperts(kExperts, t, c);
+  }
+};
+
+} // namespace
+
+SLUICE_DEFINE_FAMILY(mixtral, Mixtral)
+
+} // namespace sluice::families
