@@ -126,3 +126,21 @@ int64_t mlir::sluice::getModelParameterCount(ModelOp model) {
     total -= output.getVocab() * model.getHidden();
   return total;
 }
+
+int64_t mlir::sluice::getModelActiveParameterCount(ModelOp model) {
+  int64_t total = getModelParameterCount(model);
+  for (Operation &op : model.getBody().front()) {
+    auto layer = dyn_cast<TransformerLayerOp>(op);
+    if (!layer)
+      continue;
+    TransformerShape s = TransformerShape::get(layer);
+    ::sluice::rt::ModelConfig config;
+    config.hidden = s.hidden;
+    ::sluice::blocks::LayerShape shape =
+        ::sluice::blocks::getLayerShape(config, s, "", {});
+    for (const ::sluice::blocks::Feature *f :
+         ::sluice::blocks::getEnabledFeatures(s))
+      total -= f->getInactiveParameters(shape);
+  }
+  return total;
+}

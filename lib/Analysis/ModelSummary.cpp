@@ -15,6 +15,7 @@ ModelSummary mlir::sluice::summarizeModel(ModelOp model) {
   summary.microBatch = model.getMicroBatch();
   llvm::raw_string_ostream(summary.dtype) << model.getDtype();
   summary.totalParams = getModelParameterCount(model);
+  summary.activeParams = getModelActiveParameterCount(model);
 
   int64_t transformerCount = 0;
   double transformerParams = 0, transformerFlops = 0;
@@ -81,7 +82,11 @@ void mlir::sluice::printModelSummary(const ModelSummary &s,
                                      llvm::raw_ostream &os) {
   os << "model @" << s.name << ": seq_len " << s.seqLen << ", micro_batch "
      << s.microBatch << ", dtype " << s.dtype << ", "
-     << humanize(static_cast<double>(s.totalParams)) << " parameters\n";
+     << humanize(static_cast<double>(s.totalParams)) << " parameters";
+  if (s.activeParams != s.totalParams)
+    os << " (" << humanize(static_cast<double>(s.activeParams))
+       << " active per token)";
+  os << "\n";
   os << llvm::format("  %-18s %6s %14s %20s\n", "layer", "count",
                      "params/layer", "fwd FLOPs/token");
   for (const LayerGroup &layer : s.layers)
@@ -117,6 +122,7 @@ llvm::json::Value mlir::sluice::toJSON(const ModelSummary &s) {
       {"micro_batch", s.microBatch},
       {"dtype", s.dtype},
       {"total_params", s.totalParams},
+      {"active_params", s.activeParams},
       {"layers", std::move(layers)},
       {"output_to_transformer_params", ratio(s.outputToTransformerParams)},
       {"output_to_transformer_flops", ratio(s.outputToTransformerFlops)},

@@ -114,17 +114,20 @@ bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
 
 /// A mixture-of-experts family's routing keys, into `block`: the expert
 /// count under `countKey` (absent: `countDefault`, said in a remark),
-/// num_experts_per_tok (absent: `topKDefault`), and what Sluice does not
-/// model said as such: router_jitter_noise above 0 and
-/// output_router_logits true (the load-balancing loss, docs/moe.md). The
-/// experts' width is `ffnKey`'s, into `ffn`.
+/// num_experts_per_tok (absent: `topKDefault`), norm_topk_prob when the
+/// family has it (absent: false), and what Sluice does not model said as
+/// such: router_jitter_noise above 0 and output_router_logits true (the
+/// load-balancing loss, docs/moe.md). The experts' width, `ffnKey`'s, into
+/// `width` (intermediate_size: the dense width, values.ffn).
 struct ExpertKeys {
   const char *countKey;
   int64_t countDefault, topKDefault;
   const char *ffnKey;
+  bool normKey;
 };
 bool readExperts(ConfigKeys &config, const std::string &modelType,
-                 const ExpertKeys &keys, ConfigValues &values);
+                 const ExpertKeys &keys, ConfigValues &values,
+                 int64_t &width);
 /// The keys readExperts reads, as describe() writes them for `block`.
 void describeExperts(const ExpertKeys &keys, const LayerConfig &block,
                      nlohmann::json &config);

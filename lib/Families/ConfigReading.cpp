@@ -82,10 +82,11 @@ private:
       if (!config.optionalSize({key}, experts))
         return false;
       if (experts && *experts > 1) {
-        config.error(key, "key '" + std::string(key) +
-                              "' = " + std::to_string(*experts) +
-                              ": mixture-of-experts models are not "
-                              "supported");
+        config.error(key, "key '" + std::string(key) + "' = " +
+                              std::to_string(*experts) + ": model_type \"" +
+                              modelType +
+                              "\" has no mixture of experts (the families "
+                              "with one: mixtral, olmoe, qwen3_moe)");
         return false;
       }
     }
@@ -469,7 +470,8 @@ bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
 }
 
 bool readExperts(ConfigKeys &config, const std::string &modelType,
-                 const ExpertKeys &keys, ConfigValues &values) {
+                 const ExpertKeys &keys, ConfigValues &values,
+                 int64_t &width) {
   std::optional<int64_t> count, topK, ffn;
   if (!config.optionalSize({keys.countKey}, count) ||
       !config.optionalSize({"num_experts_per_tok"}, topK))
@@ -492,9 +494,18 @@ bool readExperts(ConfigKeys &config, const std::string &modelType,
                      keys.countKey + "'");
     return false;
   }
-  if (std::string(keys.ffnKey) != "intermediate_size") {
-    if (!config.requireSize({keys.ffnKey}, values.ffn))
+  width = values.ffn;
+  if (std::string(keys.ffnKey) != "intermediate_size" &&
+      !config.requireSize({keys.ffnKey}, width))
+    return false;
+  if (keys.normKey) {
+    std::optional<bool> normalize;
+    if (!config.optionalBool("norm_topk_prob", normalize))
       return false;
+    if (!normalize)
+      config.remarkDefault("norm_topk_prob", "false",
+                           "Hugging Face's default for " + modelType);
+    values.block.normTopK = normalize.value_or(false);
   }
   // Jitter multiplies the router's input by noise in training only.
   if (std::optional<double> jitter = config.getNumber("router_jitter_noise");
@@ -510,6 +521,8 @@ void describeExperts(const ExpertKeys &keys, const LayerConfig &block,
   config[keys.countKey] = block.experts;
   config["num_experts_per_tok"] = block.topK;
   config[keys.ffnKey] = block.ffn;
+  if (keys.normKey)
+    config["norm_topk_prob"] = block.normTopK;
   config["output_router_logits"] = false;
 }
 

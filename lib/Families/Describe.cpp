@@ -63,9 +63,18 @@ const LayerConfig *getUniformBlock(const ModelConfig &model, std::string &why) {
     why = "model '" + model.name + "' has no transformer layer";
     return nullptr;
   }
-  auto block = [](LayerConfig l) {
+  // A mixture of experts' layers may mix with dense ones (Qwen3-MoE's
+  // mlp_only_layers): the feed-forward blocks are the family's claim too.
+  bool experts = false;
+  for (const LayerConfig &l : model.layers)
+    experts |= l.experts > 0;
+  auto block = [experts](LayerConfig l) {
     l.window = 0;
     l.rotary = rt::Rotary();
+    if (experts) {
+      l.experts = l.topK = l.ffn = 0;
+      l.normTopK = false;
+    }
     return l;
   };
   for (const LayerConfig &l : model.layers)

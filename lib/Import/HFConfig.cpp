@@ -339,6 +339,21 @@ public:
     const llvm::json::Value *value = reader.get(key);
     return value ? value->getAsInteger() : std::nullopt;
   }
+  std::optional<std::vector<int64_t>>
+  getIntegers(const std::string &key) const override {
+    const llvm::json::Value *value = reader.get(key);
+    const llvm::json::Array *array = value ? value->getAsArray() : nullptr;
+    if (!array)
+      return std::nullopt;
+    std::vector<int64_t> out;
+    for (const llvm::json::Value &item : *array) {
+      std::optional<int64_t> n = item.getAsInteger();
+      if (!n)
+        return std::nullopt;
+      out.push_back(*n);
+    }
+    return out;
+  }
   std::optional<double> getNumber(const std::string &key) const override {
     const llvm::json::Value *value = reader.get(key);
     return value ? value->getAsNumber() : std::nullopt;

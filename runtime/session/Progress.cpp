@@ -24,6 +24,9 @@ double getTrainingFlopsPerSequence(const ModelConfig &model) {
       continue; // a lookup: no multiply-adds
     double q = double(l.heads * l.headDim), kv = double(l.kvHeads * l.headDim);
     double ffn = double(l.ffn) * (l.isGated() ? 3 : 2);
+    // A mixture of experts: each token's top_k experts and the router.
+    if (l.experts > 0)
+      ffn = ffn * double(l.topK) + double(l.experts);
     double linear = 2.0 * s * (h * (q + 2 * kv) + q * h + h * ffn);
     // Q.K^T and P.V over the keys at or before each position, at most the
     // layer's window of them.

@@ -11,8 +11,9 @@ on the loss, 1e-4 on gradients).
 
 usage: equivalence.py FAMILY WORKDIR
   FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | qwen3 | mistral |
-          gemma | gemma2 | olmo2 | gemma3 | mixtral (qwen3, olmo2, gemma3
-          and mixtral: transformers 4.51)
+          gemma | gemma2 | olmo2 | gemma3 | mixtral | qwen3_moe | olmoe
+          (qwen3, olmo2, gemma3 and the mixtures of experts: transformers
+          4.51)
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
 
@@ -140,6 +141,36 @@ def make_model(family):
             output_router_logits=False)
         config._attn_implementation = "eager"
         return transformers.MixtralForCausalLM(config)
+    if family == "qwen3_moe":
+        # Qwen3's attention (head_dim 16, wider than hidden / heads) with
+        # layers 0 and 2 mixtures of 4 SwiGLU experts of width 24, 2 per
+        # token, weights renormalised (norm_topk_prob), and layer 1 dense
+        # (mlp_only_layers) of width 64, eager attention.
+        config = transformers.Qwen3MoeConfig(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            moe_intermediate_size=24, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, tie_word_embeddings=False,
+            attention_dropout=0.0, num_experts=4, num_experts_per_tok=2,
+            norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
+            output_router_logits=False)
+        config._attn_implementation = "eager"
+        return transformers.Qwen3MoeForCausalLM(config)
+    if family == "olmoe":
+        # OLMo's whole-projection query and key norms in a pre-norm block,
+        # every feed-forward block 4 SwiGLU experts of width 32, 2 per
+        # token, the softmax's weights as they are (norm_topk_prob False,
+        # OLMoE's default), its padding token (1), eager attention.
+        config = transformers.OlmoeConfig(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=32,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, tie_word_embeddings=False,
+            attention_dropout=0.0, num_experts=4, num_experts_per_tok=2,
+            norm_topk_prob=False, pad_token_id=1, output_router_logits=False)
+        config._attn_implementation = "eager"
+        return transformers.OlmoeForCausalLM(config)
     if family == "gemma3":
         # Gemma-2's block with every query and key head normalised (gains
         # 1 + w), local and global layers: of every 3 the last global
@@ -221,7 +252,8 @@ def sluice_gradients(family, model):
         if config.model_type == "qwen2":
             out[s + "attn.qkv.bias"] = np.concatenate(
                 [g[h + f"self_attn.{p}_proj.bias"] for p in "qkv"])
-        if config.model_type in ("qwen3", "olmo2", "gemma3_text"):
+        if config.model_type in ("qwen3", "olmo2", "gemma3_text",
+                                 "qwen3_moe", "olmoe"):
             out[s + "attn.q_norm.weight"] = g[h + "self_attn.q_norm.weight"]
             out[s + "attn.k_norm.weight"] = g[h + "self_attn.k_norm.weight"]
         out[s + "attn.out.weight"] = g[h + "self_attn.o_proj.weight"].T
@@ -234,6 +266,15 @@ def sluice_gradients(family, model):
                 out[s + f"mlp.experts.{mine}.weight"] = np.concatenate(
                     [g[moe + f"experts.{e}.{theirs}.weight"].T
                      for e in range(config.num_local_experts)], axis=0)
+            continue
+        if h + "mlp.gate.weight" in g:
+            # Qwen-MoE's and OLMoE's: the router mlp.gate, the experts'
+            # maps Llama's names under mlp.experts.e.
+            out[s + "mlp.router.weight"] = g[h + "mlp.gate.weight"].T
+            for p in ("gate", "up", "down"):
+                out[s + f"mlp.experts.{p}.weight"] = np.concatenate(
+                    [g[h + f"mlp.experts.{e}.{p}_proj.weight"].T
+                     for e in range(config.num_experts)], axis=0)
             continue
         for p in ("gate", "up", "down"):
             out[s + f"mlp.{p}.weight"] = g[h + f"mlp.{p}_proj.weight"].T
@@ -298,7 +339,7 @@ def main():
                 p.mul_(4.0)
             elif family in ("gemma", "gemma2", "gemma3"):
                 p.normal_(0.0, 0.3)  # w of the gain 1 + w, 0 at init
-            elif family in ("qwen3", "olmo2"):
+            elif family in ("qwen3", "olmo2", "qwen3_moe", "olmoe"):
                 p.normal_(1.0, 0.3)  # the norms' gains, 1 at init
         for name, p in model.named_parameters():
             if name.endswith("proj.bias"):
@@ -309,8 +350,8 @@ def main():
     data = rng.integers(0, VOCAB, MICROBATCHES * SEQ + 1, dtype=np.uint32)
     if family in ("gemma", "gemma2", "gemma3"):
         data[[3, 20, 41]] = 0  # the padding token, as an input
-    if family == "olmo2":
-        data[[5, 33]] = 1  # OLMo-2's padding token
+    if family in ("olmo2", "olmoe"):
+        data[[5, 33]] = 1  # OLMo-2's and OLMoE's padding token
     data.tofile(os.path.join(work, "tokens.bin"))
     loss = mean_loss(model, *step_batch(work))
     loss.backward()

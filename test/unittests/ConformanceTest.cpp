@@ -1188,6 +1188,54 @@ TEST_P(Conformance, MixtureOfExperts) {
                                dweightsT.ptr());
   expectClose(drows, wantRows, "moeCombineBackward: rows");
   expectClose(dweightsT, wantWeights, "moeCombineBackward: weights", 1e-5);
+
+  // The experts' grouped GEMMs over their rows, one expert chosen by no
+  // copy (an empty group): forward (A B_g), its input's gradient
+  // (A B_g^T, accumulating) and the weights' gradients (A_g^T B_g).
+  const int64_t n = 3, groups = 4, rowsTotal = 9;
+  std::vector<int> at = {0, 4, 4, 7, 9};
+  Tensor groupRows =
+      make(std::vector<double>(at.begin(), at.end()), DType::I32);
+  Tensor a = randomAct(rowsTotal * hidden), b = randomAct(groups * hidden * n);
+  auto groupOf = [&](int64_t r) {
+    int64_t g = 0;
+    while (r >= at[g + 1])
+      ++g;
+    return g;
+  };
+  for (bool transB : {false, true}) {
+    float beta = transB ? 1.0f : 0.0f;
+    // transB: B_g is n x hidden; A's rows then have n columns.
+    int64_t inner = transB ? n : hidden, outer = transB ? hidden : n;
+    Tensor in = randomAct(rowsTotal * inner);
+    Tensor c = randomAct(rowsTotal * outer);
+    std::vector<double> want(rowsTotal * outer);
+    for (int64_t r = 0; r < rowsTotal; ++r)
+      for (int64_t j = 0; j < outer; ++j) {
+        double sum = beta * c.host[r * outer + j];
+        const double *bg = b.host.data() + groupOf(r) * hidden * n;
+        for (int64_t i = 0; i < inner; ++i)
+          sum += in.host[r * inner + i] *
+                 (transB ? bg[j * n + i] : bg[i * n + j]);
+        want[r * outer + j] = sum;
+      }
+    kernels().groupedGemm(transB, groups, groupRows.ptr(), rowsTotal, outer,
+                          inner, in.ptr(), inner, b.ptr(), n, hidden * n, beta,
+                          c.ptr(), outer);
+    expectClose(c, want, transB ? "groupedGemm: transposed, accumulating"
+                                : "groupedGemm");
+  }
+  Tensor d = randomAct(rowsTotal * n), grads = random(groups * hidden * n);
+  std::vector<double> wantGrads = grads.host;
+  for (int64_t r = 0; r < rowsTotal; ++r)
+    for (int64_t i = 0; i < hidden; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        wantGrads[groupOf(r) * hidden * n + i * n + j] +=
+            a.host[r * hidden + i] * d.host[r * n + j];
+  kernels().groupedGemmWeights(groups, groupRows.ptr(), rowsTotal, hidden, n,
+                               a.ptr(), hidden, d.ptr(), n, 1.0f, grads.ptr(),
+                               hidden * n);
+  expectClose(grads, wantGrads, "groupedGemmWeights (an empty group kept)");
 }
 
 std::vector<Target> getTargets() {

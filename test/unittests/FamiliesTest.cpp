@@ -132,6 +132,15 @@ std::vector<std::pair<std::string, std::string>> getSmallConfigs() {
                       small +
                       ", \"num_local_experts\": 8, \"num_experts_per_tok\": "
                       "2, \"sliding_window\": null, \"rope_theta\": 1e6}"},
+      {"qwen3_moe",
+       "{\"model_type\": \"qwen3_moe\", \"hidden_act\": \"silu\", "
+       "\"head_dim\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+       "\"moe_intermediate_size\": 48, \"norm_topk_prob\": true, "
+       "\"mlp_only_layers\": [1], " +
+           small + "}"},
+      {"olmoe", "{\"model_type\": \"olmoe\", \"hidden_act\": \"silu\", "
+                "\"num_experts\": 4, \"num_experts_per_tok\": 2, " +
+                    small + "}"},
       {"olmo2", "{\"model_type\": \"olmo2\", \"hidden_act\": \"silu\", " +
                     small + ", \"rope_theta\": 500000.0}"},
       {"gemma3_text",
@@ -152,7 +161,7 @@ TEST(FamilyRegistry, EveryModelTypeHasOneFamily) {
     }
   EXPECT_EQ(families::lookupFamily("gpt_neox"), nullptr);
   EXPECT_EQ(families::getSupportedModelTypes(),
-            "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, qwen2, qwen3");
+            "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen3, qwen3_moe");
 }
 
 TEST_F(FamiliesTest, EachFamilyWritesBackWhatItReads) {
@@ -162,7 +171,9 @@ TEST_F(FamiliesTest, EachFamilyWritesBackWhatItReads) {
         "examples/gemma-2-9b/config.json", "examples/qwen3-0.6b/config.json",
         "examples/olmo-2-7b/config.json", "examples/gemma-3-1b/config.json",
         "examples/gemma-3-4b/config.json",
-        "examples/mixtral-8x7b/config.json"})
+        "examples/mixtral-8x7b/config.json",
+        "examples/qwen3-30b-a3b/config.json",
+        "examples/olmoe-1b-7b/config.json"})
     configs.push_back({"", readExample(example)});
   for (const auto &[type, text] : configs) {
     SCOPED_TRACE(type.empty() ? text.substr(0, 60) : type);

@@ -381,8 +381,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "missing required key 'max_position_embeddings'"},
         BadConfig{"model_type", "",
                   "missing required key 'model_type' (supported: gemma, "
-                  "gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, qwen2, "
-                  "qwen3)"},
+                  "gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, "
+                  "qwen2, qwen3, qwen3_moe)"},
         BadConfig{"hidden_size", "-64",
                   "key 'hidden_size' must be a positive integer, got -64"},
         BadConfig{"vocab_size", "0",
@@ -405,7 +405,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "key 'rope_theta' must be a positive number, got \"big\""},
         BadConfig{"model_type", "\"bert\"",
                   "key 'model_type' = \"bert\" is not supported (supported: "
-                  "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, qwen2, qwen3)"},
+                  "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen3, qwen3_moe)"},
         BadConfig{"hidden_act", "\"relu\"",
                   "key 'hidden_act' = \"relu\" is not supported for "
                   "model_type \"llama\" (supported: silu, swish)"},
@@ -420,8 +420,33 @@ TEST_F(HFConfigTest, MixtureOfExpertsIsRefused) {
   std::string json = kTinyLlama;
   json.insert(1, "\"num_local_experts\": 8,");
   EXPECT_FALSE(import(json));
-  EXPECT_EQ(onlyError(), "key 'num_local_experts' = 8: mixture-of-experts "
-                         "models are not supported");
+  EXPECT_EQ(onlyError(), "key 'num_local_experts' = 8: model_type \"llama\" "
+                         "has no mixture of experts (the families with one: "
+                         "mixtral, olmoe, qwen3_moe)");
+}
+
+TEST_F(HFConfigTest, MixtralIsAMixtureOfExperts) {
+  std::string json = kTinyLlama;
+  json.replace(json.find("\"llama\""), 7, "\"mixtral\"");
+  json.insert(1, "\"num_local_experts\": 8, \"num_experts_per_tok\": 2,");
+  ModelOp model = import(json);
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  for (TransformerLayerOp op : layers(model)) {
+    auto layer = op.getSpec();
+    EXPECT_EQ(layer.experts, 8);
+    EXPECT_EQ(layer.topK, 2);
+    EXPECT_TRUE(layer.normTopK); // Mixtral always renormalises
+    EXPECT_EQ(layer.ffn, 128);
+  }
+}
+
+TEST_F(HFConfigTest, MoreExpertsPerTokenThanExpertsIsRefused) {
+  std::string json = kTinyLlama;
+  json.replace(json.find("\"llama\""), 7, "\"mixtral\"");
+  json.insert(1, "\"num_local_experts\": 4, \"num_experts_per_tok\": 6,");
+  EXPECT_FALSE(import(json));
+  EXPECT_EQ(onlyError(), "key 'num_experts_per_tok' = 6 routes each token to "
+                         "more experts than the 4 of 'num_local_experts'");
 }
 
 TEST_F(HFConfigTest, DisagreeingGPT2Spellings) {

@@ -49,8 +49,10 @@
 #      transport (2 and 4 ranks; about 10 s each, most of it CUDA start);
 #      and (added 2026-11-29, issue 53) Conformance.MixtureOfExperts/cuda
 #      and cuda_bf16: the mixture-of-experts router, its backward, the
-#      grouping by expert, the permutation and the combine (runtime/cuda/
-#      Moe.cu), never yet run on a GPU -- compiled only;
+#      grouping by expert, the permutation and the combine, and (added
+#      later that day) the experts' grouped GEMMs, forward and weight
+#      gradients, with an empty expert (runtime/cuda/Moe.cu), never yet
+#      run on a GPU -- compiled only;
 #   2. `ONLY='conformance|1f1b|zb-h1' nccl-suite.sh BUNDLE`: the
 #      communicators' conformance suite over NCCL (2 and 4 ranks, about
 #      20 s each with NCCL's initialisation), then

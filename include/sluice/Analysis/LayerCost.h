@@ -60,6 +60,9 @@ double getForwardFlopsPerToken(Operation *layer, int64_t seqLen);
 
 /// Parameters of the whole model, counting a tied table once.
 int64_t getModelParameterCount(ModelOp model);
+/// The parameters one token uses: the model's, less every mixture of
+/// experts' unchosen experts (Feature::getInactiveParameters).
+int64_t getModelActiveParameterCount(ModelOp model);
 
 } // namespace mlir::sluice
 

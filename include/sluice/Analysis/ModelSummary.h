@@ -37,6 +37,8 @@ struct ModelSummary {
   std::vector<LayerGroup> layers;
   /// Unique parameters of the model (a tied table counted once).
   int64_t totalParams = 0;
+  /// Those one token uses (less a mixture of experts' unchosen experts).
+  int64_t activeParams = 0;
   /// Vocabulary layers relative to the mean transformer layer; empty when
   /// the model has no transformer layer.
   std::optional<double> outputToTransformerParams, outputToTransformerFlops;

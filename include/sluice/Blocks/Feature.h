@@ -168,6 +168,12 @@ public:
                                      const rt::SliceShape &s) const {
     return 0;
   }
+  /// Of its parameters (shape's whole layer), those a token does not use:
+  /// a mixture of experts' unchosen experts, which the model's count of
+  /// active parameters leaves out.
+  virtual int64_t getInactiveParameters(const LayerShape &shape) const {
+    return 0;
+  }
   /// Forward FLOPs of `tokens` tokens after `prefix` of context beyond its
   /// linear maps' (which the cost model counts from the parameters it
   /// declares with `matmul`). Norms, biases and other O(hidden) work per

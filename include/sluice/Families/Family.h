@@ -74,6 +74,9 @@ public:
   virtual std::optional<int64_t> getInteger(const std::string &key) const = 0;
   /// `key`'s numeric value, if it is a number (no report).
   virtual std::optional<double> getNumber(const std::string &key) const = 0;
+  /// `key`'s value as a list of integers, if it is one (no report).
+  virtual std::optional<std::vector<int64_t>>
+  getIntegers(const std::string &key) const = 0;
   /// `parent`.`key`'s value, if the parent is an object and the value has
   /// the type (no report).
   virtual std::optional<std::string>

@@ -119,6 +119,12 @@ public:
     return 2 * copies + 2 * rt * l.experts + copies * h + copies * l.ffn;
   }
 
+  /// The experts a token is not routed to: experts - top_k of them.
+  int64_t getInactiveParameters(const LayerShape &shape) const override {
+    const LayerConfig &l = shape.layer;
+    return (l.experts - l.topK) * 3 * shape.hidden() * l.ffn;
+  }
+
   /// The experts' maps on each token's k copies (gate, up and down); the
   /// router is a declared linear map, which the cost model counts itself.
   double getForwardFlops(const LayerShape &shape, int64_t tokens,

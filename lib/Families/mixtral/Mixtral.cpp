@@ -19,7 +19,8 @@ namespace sluice::families {
 
 namespace {
 
-const ExpertKeys kExperts{"num_local_experts", 8, 2, "intermediate_size"};
+const ExpertKeys kExperts{"num_local_experts", 8, 2, "intermediate_size",
+                          /*normKey=*/false};
 
 class Mixtral final : public LlamaLayoutFamily {
 public:
@@ -39,9 +40,9 @@ public:
 
   bool readKeys(ConfigKeys &config, const std::string &modelType,
                 ConfigValues &values) const override {
-    int64_t window = 0;
+    int64_t window = 0, width = 0;
     if (!readSlidingWindow(config, modelType, 0, window) ||
-        !readExperts(config, modelType, kExperts, values))
+        !readExperts(config, modelType, kExperts, values, width))
       return false;
     values.block.window = window;
     values.block.normTopK = true;
@@ -60,7 +61,8 @@ public:
     }
     for (const LayerConfig &l : model.layers)
       if (l.kind == rt::LayerKind::Transformer &&
-          (l.experts != t.experts || l.topK != t.topK))
+          (l.experts != t.experts || l.topK != t.topK || l.ffn != t.ffn ||
+           !l.normTopK))
         return Claim::No;
     return Claim::Yes;
   }

@@ -1,0 +1,142 @@
+//===- Qwen3Moe.cpp - Qwen3-MoE (Yang et al., 2025) -----------------------===//
+//
+// transformers' Qwen3MoeForCausalLM: Qwen3's attention (every query and key
+// head RMS-normalised before the rotary positions) with the feed-forward
+// block of each sparse layer a mixture of `num_experts` SwiGLU experts of
+// `moe_intermediate_size`, `num_experts_per_tok` per token, their weights
+// renormalised when `norm_topk_prob` says so (the block's `moe` feature).
+// A layer is sparse unless `mlp_only_layers` lists it or (its index + 1)
+// is not a multiple of `decoder_sparse_step`; the others keep a dense
+// SwiGLU block of `intermediate_size`. Unlike Qwen3's config, its head_dim
+// defaults to hidden_size / num_attention_heads (Qwen3MoeAttention reads
+// the key when present). Qwen3-MoE has no shared expert (Qwen2-MoE has).
+//
+// Its tensors: the router `mlp.gate`, expert e's maps
+// `mlp.experts.e.gate_proj`, `up_proj` and `down_proj`; a dense layer's
+// Llama's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Common.h"
+
+#include <algorithm>
+
+namespace sluice::families {
+namespace {
+
+const ExpertKeys kExperts{"num_experts", 128, 8, "moe_intermediate_size",
+                          /*normKey=*/true};
+
+class Qwen3Moe final : public LlamaLayoutFamily {
+public:
+  Qwen3Moe()
+      : LlamaLayoutFamily("qwen3_moe", "Qwen3MoeForCausalLM",
+                          {{"qk_norm = heads", "rope_theta", "rope_scaling",
+                            "experts", "top_k", "norm_top_k"},
+                           {"qk_norm = heads", "experts", "top_k"}}) {
+    traits = getLlamaTraits("qwen3_moe");
+    traits.kvHeadsDefault = 4;
+    traits.experts = true;
+  }
+
+  bool readKeys(ConfigKeys &config, const std::string &modelType,
+                ConfigValues &values) const override {
+    values.block.qkNorm = "heads";
+    int64_t width = 0;
+    std::optional<int64_t> step;
+    if (!readUnmodelledSwitch(config, "attention_bias", kAttentionBiases) ||
+        !readUnmodelledSwitch(config, "use_sliding_window",
+                              kQwenWindowLayers) ||
+        !readExperts(config, modelType, kExperts, values, width) ||
+        !config.optionalSize({"decoder_sparse_step"}, step))
+      return false;
+    std::vector<int64_t> dense;
+    if (config.has("mlp_only_layers")) {
+      std::optional<std::vector<int64_t>> listed =
+          config.getIntegers("mlp_only_layers");
+      if (!listed) {
+        config.error("mlp_only_layers",
+                     "key 'mlp_only_layers' = " +
+                         config.format("mlp_only_layers") +
+                         " must be a list of layer indices");
+        return false;
+      }
+      dense = *listed;
+    }
+    // Each layer as Qwen3MoeDecoderLayer builds it.
+    int64_t every = step.value_or(1), denseWidth = values.ffn;
+    values.perLayer = [=](int64_t i, LayerConfig &l) {
+      bool listed = std::count(dense.begin(), dense.end(), i) > 0;
+      if (!listed && (i + 1) % every == 0) {
+        l.ffn = width;
+        return;
+      }
+      l.experts = 0;
+      l.topK = 0;
+      l.normTopK = false;
+      l.ffn = denseWidth;
+    };
+    return true;
+  }
+
+  Claim claim(const ModelConfig &model, const LayerConfig &t,
+              std::string &) const override {
+    Shape shape = getShape(model, t);
+    if (!shape.llama || !shape.sameRotary || t.qkNorm != "heads" || t.qkvBias)
+      return Claim::No;
+    // Every sparse layer the same mixture, every dense one the same width.
+    const LayerConfig *sparse = nullptr, *dense = nullptr;
+    for (const LayerConfig &l : model.layers) {
+      if (l.kind != rt::LayerKind::Transformer)
+        continue;
+      const LayerConfig *&first = l.experts > 0 ? sparse : dense;
+      if (!first)
+        first = &l;
+      else if (l.experts != first->experts || l.topK != first->topK ||
+               l.normTopK != first->normTopK || l.ffn != first->ffn)
+        return Claim::No;
+    }
+    return sparse ? Claim::Yes : Claim::No;
+  }
+
+  void describeKeys(const ModelConfig &model, const LayerConfig &,
+                    nlohmann::json &c) const override {
+    c["attention_bias"] = false;
+    c["use_sliding_window"] = false;
+    c["decoder_sparse_step"] = 1;
+    std::vector<int64_t> dense;
+    int64_t index = 0;
+    for (const LayerConfig &l : model.layers) {
+      if (l.kind != rt::LayerKind::Transformer)
+        continue;
+      if (l.experts > 0)
+        describeExperts(kExperts, l, c);
+      else {
+        dense.push_back(index);
+        c["intermediate_size"] = l.ffn;
+      }
+      ++index;
+    }
+    c["mlp_only_layers"] = dense;
+  }
+
+  const WeightNames &getWeightNames(const std::string &) const override {
+    static const WeightNames names = [] {
+      WeightNames n = getLlamaWeightNames();
+      n.modules["attn.q_norm"] = "self_attn.q_norm";
+      n.modules["attn.k_norm"] = "self_attn.k_norm";
+      n.modules["mlp.router"] = "mlp.gate";
+      n.modules["mlp.experts.gate"] = "mlp.experts.{}.gate_proj";
+      n.modules["mlp.experts.up"] = "mlp.experts.{}.up_proj";
+      n.modules["mlp.experts.down"] = "mlp.experts.{}.down_proj";
+      return n;
+    }();
+    return names;
+  }
+};
+
+} // namespace
+
+SLUICE_DEFINE_FAMILY(qwen3_moe, Qwen3Moe)
+
+} // namespace sluice::families
