@@ -418,9 +418,13 @@ std::string checkTransformer(const LayerConfig &l, int64_t hidden) {
     return "'qkv_bias' with 'bias', which has every bias already";
   if (std::string why = checkSize("experts", l.experts, false); !why.empty())
     return why;
-  if (l.experts == 0 && (l.topK != 0 || l.normTopK))
-    return std::string("'") + (l.topK != 0 ? "top_k" : "norm_top_k") +
-           "' routes tokens among experts, but the layer has no 'experts'";
+  if (std::string why = checkSize("shared_ffn", l.sharedFfn, false);
+      !why.empty())
+    return why;
+  if (l.experts == 0 && (l.topK != 0 || l.normTopK || l.sharedFfn != 0))
+    return std::string("'") +
+           (l.topK != 0 ? "top_k" : l.normTopK ? "norm_top_k" : "shared_ffn") +
+           "' belongs to a mixture of experts, but the layer has no 'experts'";
   return "";
 }
 } // namespace

@@ -128,6 +128,19 @@ struct ExpertKeys {
 bool readExperts(ConfigKeys &config, const std::string &modelType,
                  const ExpertKeys &keys, ConfigValues &values,
                  int64_t &width);
+/// Qwen-MoE's sparse and dense layers (Qwen2MoeDecoderLayer,
+/// Qwen3MoeDecoderLayer): a layer is a mixture of experts of `width` unless
+/// `mlp_only_layers` lists it or (its index + 1) is not a multiple of
+/// `decoder_sparse_step`; the others are dense blocks of intermediate_size
+/// (values.ffn). Sets values.perLayer.
+bool readSparseLayers(ConfigKeys &config, int64_t width, ConfigValues &values);
+/// Whether every sparse layer of `model` has one mixture and every dense
+/// one one width, and some layer is sparse.
+bool claimSparseLayers(const ModelConfig &model);
+/// The keys of both, as describe() writes them (decoder_sparse_step 1 and
+/// the dense layers as mlp_only_layers).
+void describeSparseLayers(const ModelConfig &model, const ExpertKeys &keys,
+                          nlohmann::json &config);
 /// The keys readExperts reads, as describe() writes them for `block`.
 void describeExperts(const ExpertKeys &keys, const LayerConfig &block,
                      nlohmann::json &config);

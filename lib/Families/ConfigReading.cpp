@@ -86,7 +86,7 @@ private:
                               std::to_string(*experts) + ": model_type \"" +
                               modelType +
                               "\" has no mixture of experts (the families "
-                              "with one: mixtral, olmoe, qwen3_moe)");
+                              "with one: mixtral, olmoe, qwen2_moe, qwen3_moe)");
         return false;
       }
     }
@@ -524,6 +524,73 @@ void describeExperts(const ExpertKeys &keys, const LayerConfig &block,
   if (keys.normKey)
     config["norm_topk_prob"] = block.normTopK;
   config["output_router_logits"] = false;
+}
+
+bool readSparseLayers(ConfigKeys &config, int64_t width,
+                      ConfigValues &values) {
+  std::optional<int64_t> step;
+  if (!config.optionalSize({"decoder_sparse_step"}, step))
+    return false;
+  std::vector<int64_t> dense;
+  if (config.has("mlp_only_layers")) {
+    std::optional<std::vector<int64_t>> listed =
+        config.getIntegers("mlp_only_layers");
+    if (!listed) {
+      config.error("mlp_only_layers", "key 'mlp_only_layers' = " +
+                                          config.format("mlp_only_layers") +
+                                          " must be a list of layer indices");
+      return false;
+    }
+    dense = *listed;
+  }
+  int64_t every = step.value_or(1), denseWidth = values.ffn;
+  values.perLayer = [dense, every, width, denseWidth](int64_t i,
+                                                      LayerConfig &l) {
+    bool listed = std::find(dense.begin(), dense.end(), i) != dense.end();
+    if (!listed && (i + 1) % every == 0) {
+      l.ffn = width;
+      return;
+    }
+    l.experts = l.topK = l.sharedFfn = 0;
+    l.normTopK = false;
+    l.ffn = denseWidth;
+  };
+  return true;
+}
+
+bool claimSparseLayers(const ModelConfig &model) {
+  const LayerConfig *sparse = nullptr, *dense = nullptr;
+  for (const LayerConfig &l : model.layers) {
+    if (l.kind != rt::LayerKind::Transformer)
+      continue;
+    const LayerConfig *&first = l.experts > 0 ? sparse : dense;
+    if (!first)
+      first = &l;
+    else if (l.experts != first->experts || l.topK != first->topK ||
+             l.normTopK != first->normTopK || l.ffn != first->ffn ||
+             l.sharedFfn != first->sharedFfn)
+      return false;
+  }
+  return sparse != nullptr;
+}
+
+void describeSparseLayers(const ModelConfig &model, const ExpertKeys &keys,
+                          nlohmann::json &c) {
+  c["decoder_sparse_step"] = 1;
+  std::vector<int64_t> dense;
+  int64_t index = 0;
+  for (const LayerConfig &l : model.layers) {
+    if (l.kind != rt::LayerKind::Transformer)
+      continue;
+    if (l.experts > 0)
+      describeExperts(keys, l, c);
+    else {
+      dense.push_back(index);
+      c["intermediate_size"] = l.ffn;
+    }
+    ++index;
+  }
+  c["mlp_only_layers"] = dense;
 }
 
 } // namespace sluice::families

@@ -72,7 +72,7 @@ const LayerConfig *getUniformBlock(const ModelConfig &model, std::string &why) {
     l.window = 0;
     l.rotary = rt::Rotary();
     if (experts) {
-      l.experts = l.topK = l.ffn = 0;
+      l.experts = l.topK = l.ffn = l.sharedFfn = 0;
       l.normTopK = false;
     }
     return l;

@@ -191,4 +191,33 @@ void CpuKernels::groupedGemmWeights(int64_t groups, DevicePtr offsetsPtr,
   }
 }
 
+void CpuKernels::gateRowsForward(DevicePtr zPtr, DevicePtr sPtr, int64_t tokens,
+                                 int64_t hidden, DevicePtr gPtr,
+                                 DevicePtr yPtr) {
+  const float *z = zPtr.f32(), *s = sPtr.f32();
+  float *g = gPtr.f32(), *y = yPtr.f32();
+  for (int64_t t = 0; t < tokens; ++t) {
+    float gate = float(1.0 / (1.0 + std::exp(-double(z[t]))));
+    g[t] = gate;
+    for (int64_t c = 0; c < hidden; ++c)
+      y[t * hidden + c] += gate * s[t * hidden + c];
+  }
+}
+
+void CpuKernels::gateRowsBackward(DevicePtr gPtr, DevicePtr sPtr,
+                                  DevicePtr dyPtr, int64_t tokens,
+                                  int64_t hidden, DevicePtr dsPtr,
+                                  DevicePtr dzPtr) {
+  const float *g = gPtr.f32(), *s = sPtr.f32(), *dy = dyPtr.f32();
+  float *ds = dsPtr.f32(), *dz = dzPtr.f32();
+  for (int64_t t = 0; t < tokens; ++t) {
+    double dot = 0;
+    for (int64_t c = 0; c < hidden; ++c) {
+      ds[t * hidden + c] = g[t] * dy[t * hidden + c];
+      dot += double(s[t * hidden + c]) * dy[t * hidden + c];
+    }
+    dz[t] = float(dot * g[t] * (1.0 - g[t]));
+  }
+}
+
 } // namespace sluice::rt

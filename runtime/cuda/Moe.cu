@@ -14,6 +14,7 @@
 #include "Common.cuh"
 #include "CudaKernels.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace sluice::rt::cuda {
@@ -247,6 +248,75 @@ void CudaKernels::moeCombineBackward(DevicePtr rows, DevicePtr position,
                                      stream>>>(rows.as<T>(), position.i32(),
                                                dy.as<T>(), k, hidden,
                                                dweights.f32()));
+  SLUICE_LAUNCHED(errors);
+}
+
+namespace {
+/// One block per token: the gate, then its row (Qwen2-MoE's shared
+/// expert); the backward's dot product reduced in the block in a fixed
+/// order.
+template <typename T>
+__global__ void gateRowsKernel(const float *z, const T *s, int64_t tokens,
+                               int64_t hidden, float *g, T *y) {
+  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    float gate = float(1.0 / (1.0 + exp(-double(z[t]))));
+    if (threadIdx.x == 0)
+      g[t] = gate;
+    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x)
+      y[t * hidden + c] =
+          T(float(y[t * hidden + c]) + gate * float(s[t * hidden + c]));
+  }
+}
+
+template <typename T>
+__global__ void gateRowsBackwardKernel(const float *g, const T *s,
+                                       const T *dy, int64_t tokens,
+                                       int64_t hidden, T *ds, float *dz) {
+  __shared__ double partial[256];
+  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    double dot = 0;
+    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+      float d = float(dy[t * hidden + c]);
+      ds[t * hidden + c] = T(g[t] * d);
+      dot += double(float(s[t * hidden + c])) * d;
+    }
+    partial[threadIdx.x] = dot;
+    __syncthreads();
+    for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half)
+        partial[threadIdx.x] += partial[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0)
+      dz[t] = float(partial[0] * g[t] * (1.0 - g[t]));
+    __syncthreads();
+  }
+}
+
+} // namespace
+
+void CudaKernels::gateRowsForward(DevicePtr z, DevicePtr s, int64_t tokens,
+                                  int64_t hidden, DevicePtr g, DevicePtr y) {
+  if (tokens == 0)
+    return;
+  unsigned blocks = unsigned(std::min<int64_t>(tokens, 65535));
+  SLUICE_DISPATCH_ACT(y.getType(), T,
+                      gateRowsKernel<<<blocks, 256, 0, stream>>>(
+                          z.f32(), s.as<T>(), tokens, hidden, g.f32(),
+                          y.as<T>()));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::gateRowsBackward(DevicePtr g, DevicePtr s, DevicePtr dy,
+                                   int64_t tokens, int64_t hidden,
+                                   DevicePtr ds, DevicePtr dz) {
+  if (tokens == 0)
+    return;
+  unsigned blocks = unsigned(std::min<int64_t>(tokens, 65535));
+  SLUICE_DISPATCH_ACT(ds.getType(), T,
+                      gateRowsBackwardKernel<<<blocks, 256, 0, stream>>>(
+                          g.f32(), s.as<T>(), dy.as<T>(), tokens, hidden,
+                          ds.as<T>(), dz.f32()));
   SLUICE_LAUNCHED(errors);
 }
 

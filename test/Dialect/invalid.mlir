@@ -92,7 +92,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // top-k-without-experts
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{'top_k' routes tokens among experts, but the layer has no 'experts'}}
+  // expected-error@+1 {{'top_k' belongs to a mixture of experts, but the layer has no 'experts'}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, top_k = 2} : tensor<1x4x32xf32>
   %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
@@ -144,7 +144,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // unknown-key
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unknown key 'qk_nrom' in a transformer layer's spec (expected one of heads, kv_heads, head_dim, ffn, norm, mlp, bias, qkv_bias, qk_norm, rope_theta, rope_scaling, pre_norms, post_norms, window, experts, top_k, norm_top_k, features)}}
+  // expected-error@+1 {{unknown key 'qk_nrom' in a transformer layer's spec (expected one of heads, kv_heads, head_dim, ffn, norm, mlp, bias, qkv_bias, qk_norm, rope_theta, rope_scaling, pre_norms, post_norms, window, experts, top_k, norm_top_k, shared_ffn, features)}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, qk_nrom = heads} : tensor<1x4x32xf32>
 }
 

@@ -11,7 +11,8 @@ on the loss, 1e-4 on gradients).
 
 usage: equivalence.py FAMILY WORKDIR
   FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | qwen3 | mistral |
-          gemma | gemma2 | olmo2 | gemma3 | mixtral | qwen3_moe | olmoe
+          gemma | gemma2 | olmo2 | gemma3 | mixtral | qwen3_moe | olmoe |
+          qwen2_moe
           (qwen3, olmo2, gemma3 and the mixtures of experts: transformers
           4.51)
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
@@ -157,6 +158,23 @@ def make_model(family):
             output_router_logits=False)
         config._attn_implementation = "eager"
         return transformers.Qwen3MoeForCausalLM(config)
+    if family == "qwen2_moe":
+        # Qwen2's attention (query, key and value biases) with layers 0 and
+        # 2 mixtures of 4 SwiGLU experts of width 24, 2 per token, the
+        # softmax's weights as they are, and a shared expert of width 16
+        # scaled by its sigmoid gate; layer 1 dense (mlp_only_layers) of
+        # width 64, eager attention.
+        config = transformers.Qwen2MoeConfig(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            moe_intermediate_size=24, shared_expert_intermediate_size=16,
+            num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=SEQ, rms_norm_eps=1e-6,
+            rope_theta=10000.0, tie_word_embeddings=False,
+            attention_dropout=0.0, num_experts=4, num_experts_per_tok=2,
+            norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1],
+            output_router_logits=False, use_sliding_window=False)
+        config._attn_implementation = "eager"
+        return transformers.Qwen2MoeForCausalLM(config)
     if family == "olmoe":
         # OLMo's whole-projection query and key norms in a pre-norm block,
         # every feed-forward block 4 SwiGLU experts of width 32, 2 per
@@ -249,7 +267,7 @@ def sluice_gradients(family, model):
             out[s + "norm2.weight"] = g[h + "post_attention_layernorm.weight"]
         out[s + "attn.qkv.weight"] = np.concatenate(
             [g[h + f"self_attn.{p}_proj.weight"].T for p in "qkv"], axis=1)
-        if config.model_type == "qwen2":
+        if config.model_type in ("qwen2", "qwen2_moe"):
             out[s + "attn.qkv.bias"] = np.concatenate(
                 [g[h + f"self_attn.{p}_proj.bias"] for p in "qkv"])
         if config.model_type in ("qwen3", "olmo2", "gemma3_text",
@@ -275,6 +293,13 @@ def sluice_gradients(family, model):
                 out[s + f"mlp.experts.{p}.weight"] = np.concatenate(
                     [g[h + f"mlp.experts.{e}.{p}_proj.weight"].T
                      for e in range(config.num_experts)], axis=0)
+            if h + "mlp.shared_expert_gate.weight" in g:
+                # Qwen2-MoE's shared expert and its gate [hidden, 1].
+                for p in ("gate", "up", "down"):
+                    out[s + f"mlp.shared.{p}.weight"] = \
+                        g[h + f"mlp.shared_expert.{p}_proj.weight"].T
+                out[s + "mlp.shared_gate.weight"] = \
+                    g[h + "mlp.shared_expert_gate.weight"].T
             continue
         for p in ("gate", "up", "down"):
             out[s + f"mlp.{p}.weight"] = g[h + f"mlp.{p}_proj.weight"].T

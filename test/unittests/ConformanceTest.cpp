@@ -1236,6 +1236,35 @@ TEST_P(Conformance, MixtureOfExperts) {
                                a.ptr(), hidden, d.ptr(), n, 1.0f, grads.ptr(),
                                hidden * n);
   expectClose(grads, wantGrads, "groupedGemmWeights (an empty group kept)");
+
+  // A shared expert's sigmoid gate, forward and backward.
+  Tensor z = random(tokens), s = randomAct(tokens * hidden),
+         y = randomAct(tokens * hidden), g = filled(tokens, 0);
+  std::vector<double> wantG(tokens), wantY = y.host;
+  for (int64_t t = 0; t < tokens; ++t) {
+    wantG[t] = 1.0 / (1.0 + std::exp(-z.host[t]));
+    for (int64_t c = 0; c < hidden; ++c)
+      wantY[t * hidden + c] += wantG[t] * s.host[t * hidden + c];
+  }
+  kernels().gateRowsForward(z.ptr(), s.ptr(), tokens, hidden, g.ptr(),
+                            y.ptr());
+  expectClose(g, wantG, "gateRowsForward: the gate");
+  expectClose(y, wantY, "gateRowsForward");
+  Tensor gate = make(wantG), dyGate = randomAct(tokens * hidden),
+         ds = filledAct(tokens * hidden, 3), dz = filled(tokens, 3);
+  std::vector<double> wantDs(tokens * hidden), wantDz(tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    double dot = 0;
+    for (int64_t c = 0; c < hidden; ++c) {
+      wantDs[t * hidden + c] = wantG[t] * dyGate.host[t * hidden + c];
+      dot += s.host[t * hidden + c] * dyGate.host[t * hidden + c];
+    }
+    wantDz[t] = dot * wantG[t] * (1 - wantG[t]);
+  }
+  kernels().gateRowsBackward(gate.ptr(), s.ptr(), dyGate.ptr(), tokens, hidden,
+                             ds.ptr(), dz.ptr());
+  expectClose(ds, wantDs, "gateRowsBackward: rows");
+  expectClose(dz, wantDz, "gateRowsBackward: the gate's logit");
 }
 
 std::vector<Target> getTargets() {

@@ -138,6 +138,12 @@ std::vector<std::pair<std::string, std::string>> getSmallConfigs() {
        "\"moe_intermediate_size\": 48, \"norm_topk_prob\": true, "
        "\"mlp_only_layers\": [1], " +
            small + "}"},
+      {"qwen2_moe",
+       "{\"model_type\": \"qwen2_moe\", \"hidden_act\": \"silu\", "
+       "\"num_experts\": 4, \"num_experts_per_tok\": 2, "
+       "\"moe_intermediate_size\": 48, \"shared_expert_intermediate_size\": "
+       "32, \"mlp_only_layers\": [0], " +
+           small + "}"},
       {"olmoe", "{\"model_type\": \"olmoe\", \"hidden_act\": \"silu\", "
                 "\"num_experts\": 4, \"num_experts_per_tok\": 2, " +
                     small + "}"},
@@ -161,7 +167,7 @@ TEST(FamilyRegistry, EveryModelTypeHasOneFamily) {
     }
   EXPECT_EQ(families::lookupFamily("gpt_neox"), nullptr);
   EXPECT_EQ(families::getSupportedModelTypes(),
-            "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen3, qwen3_moe");
+            "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen2_moe, qwen3, qwen3_moe");
 }
 
 TEST_F(FamiliesTest, EachFamilyWritesBackWhatItReads) {

@@ -559,7 +559,7 @@ INSTANTIATE_TEST_SUITE_P(Every, FeatureConformance,
 TEST(MixtureOfExperts, DecisiveRouterGradientsMatchFiniteDifferences) {
   const Feature *moe = sluice::blocks::lookupFeature("moe");
   ASSERT_NE(moe, nullptr);
-  for (int variant : {0, 1}) {
+  for (int variant : {0, 1, 2}) {
     ModelConfig model = getModel();
     moe->setEnabled(model.layers[1], true, variant);
     LayerRun run(model, false, {}, Recompute::None);
@@ -598,7 +598,7 @@ TEST(MixtureOfExperts, DecisiveRouterGradientsMatchFiniteDifferences) {
       }
       ++checked;
       EXPECT_NEAR(analytic, narrow, 5e-4 + 1e-2 * std::fabs(narrow))
-          << what << " (norm_top_k " << variant << ")";
+          << what << " (form " << variant << ")";
     };
     for (int64_t i = 0; i < kHidden * 4; ++i)
       check(w[i], result.grads[router][i], router + "[" + std::to_string(i) +

@@ -382,7 +382,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"model_type", "",
                   "missing required key 'model_type' (supported: gemma, "
                   "gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, "
-                  "qwen2, qwen3, qwen3_moe)"},
+                  "qwen2, qwen2_moe, qwen3, qwen3_moe)"},
         BadConfig{"hidden_size", "-64",
                   "key 'hidden_size' must be a positive integer, got -64"},
         BadConfig{"vocab_size", "0",
@@ -405,7 +405,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "key 'rope_theta' must be a positive number, got \"big\""},
         BadConfig{"model_type", "\"bert\"",
                   "key 'model_type' = \"bert\" is not supported (supported: "
-                  "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen3, qwen3_moe)"},
+                  "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen2_moe, qwen3, qwen3_moe)"},
         BadConfig{"hidden_act", "\"relu\"",
                   "key 'hidden_act' = \"relu\" is not supported for "
                   "model_type \"llama\" (supported: silu, swish)"},
@@ -422,7 +422,7 @@ TEST_F(HFConfigTest, MixtureOfExpertsIsRefused) {
   EXPECT_FALSE(import(json));
   EXPECT_EQ(onlyError(), "key 'num_local_experts' = 8: model_type \"llama\" "
                          "has no mixture of experts (the families with one: "
-                         "mixtral, olmoe, qwen3_moe)");
+                         "mixtral, olmoe, qwen2_moe, qwen3_moe)");
 }
 
 TEST_F(HFConfigTest, MixtralIsAMixtureOfExperts) {

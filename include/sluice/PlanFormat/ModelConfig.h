@@ -355,6 +355,7 @@ inline ModelConfig getTensorShardModel(ModelConfig model, int tp,
       l.kvHeads = getShardKvHeads(l, tp);
       l.heads /= tp;
       l.ffn /= tp;
+      l.sharedFfn /= tp; // a mixture of experts' shared expert
     }
   return model;
 }

@@ -28,7 +28,8 @@ public:
     Kernels &k = c.kernels;
     Sizes z = getSizes(c);
     Routing r = getRouting(c, z);
-    DevicePtr logits = f32At(c, 0), permuted = actAt(c, 2 * z.rt * z.experts);
+    DevicePtr logits = f32At(c, 0),
+              permuted = actAt(c, 2 * z.rt * z.experts + 2 * z.rt);
     k.gemm(false, false, z.rt, z.experts, z.h, 1.0f, t.x, z.h,
            c.weight("mlp.router.weight"), z.experts, 0.0f, logits, z.experts);
     k.moeRoute(logits, z.rt, z.experts, z.k, c.layer.normTopK, r.probs,
@@ -49,6 +50,22 @@ public:
                   rows, z.h);
     k.fill(t.out, 0.0, z.rt * z.h);
     k.moeCombine(rows, r.position, r.weights, z.rt, z.k, z.h, t.out);
+    if (!z.fs)
+      return;
+    // The shared expert, every token, scaled by its sigmoid gate.
+    Shared e = getShared(c, z, r);
+    k.gemm(false, false, z.rt, z.fs, z.h, 1.0f, t.x, z.h,
+           c.weight("mlp.shared.up.weight"), z.fs, 0.0f, e.up, z.fs);
+    k.gemm(false, false, z.rt, z.fs, z.h, 1.0f, t.x, z.h,
+           c.weight("mlp.shared.gate.weight"), z.fs, 0.0f, e.gate, z.fs);
+    k.gatedForward(activation(c.model, c.layer), e.gate, e.up, e.act,
+                   z.rt * z.fs);
+    k.gemm(false, false, z.rt, z.h, z.fs, 1.0f, e.act, z.fs,
+           c.weight("mlp.shared.down.weight"), z.h, 0.0f, e.out, z.h);
+    DevicePtr logit = f32At(c, 2 * z.rt * z.experts);
+    k.gemm(false, false, z.rt, 1, z.h, 1.0f, t.x, z.h,
+           c.weight("mlp.shared_gate.weight"), 1, 0.0f, logit, 1);
+    k.gateRowsForward(logit, e.out, z.rt, z.h, e.g, t.out);
   }
 
   /// `grad` the block's output gradient, `out` receives its input's.
@@ -58,7 +75,8 @@ public:
     Sizes z = getSizes(c);
     Routing r = getRouting(c, z);
     DevicePtr dweights = f32At(c, 0), dlogits32 = f32At(c, 2 * z.copies);
-    DevicePtr dpermuted = actAt(c, 2 * z.copies + 2 * z.rt * z.experts);
+    DevicePtr dpermuted =
+        actAt(c, 2 * z.copies + 2 * z.rt * z.experts + 2 * z.rt);
     DevicePtr dact = dpermuted + z.copies * z.h;
     Hidden x = getHidden(c, z);
     DevicePtr dup = c.region(3), dgate = dup + z.copies * z.f,
@@ -84,6 +102,23 @@ public:
     k.gemm(false, true, z.rt, z.h, z.experts, 1.0f, dlogits, z.experts,
            c.weight("mlp.router.weight"), z.experts, 0.0f, t.out, z.h);
     k.moeCombine(dpermuted, r.position, DevicePtr(), z.rt, z.k, z.h, t.out);
+    if (!z.fs)
+      return true;
+    Shared e = getShared(c, z, r);
+    DevicePtr dz = f32At(c, 2 * z.copies + 2 * z.rt * z.experts);
+    DevicePtr dactShared = dact + z.copies * z.f;
+    k.gateRowsBackward(e.g, e.out, t.grad, z.rt, z.h, e.dout, dz);
+    k.gemm(false, true, z.rt, z.fs, z.h, 1.0f, e.dout, z.h,
+           c.weight("mlp.shared.down.weight"), z.h, 0.0f, dactShared, z.fs);
+    k.gatedBackward(activation(c.model, c.layer), e.gate, e.up, dactShared,
+                    e.dgate, e.dup, z.rt * z.fs);
+    k.gemm(false, true, z.rt, z.h, z.fs, 1.0f, e.dup, z.fs,
+           c.weight("mlp.shared.up.weight"), z.fs, 1.0f, t.out, z.h);
+    k.gemm(false, true, z.rt, z.h, z.fs, 1.0f, e.dgate, z.fs,
+           c.weight("mlp.shared.gate.weight"), z.fs, 1.0f, t.out, z.h);
+    k.copy(e.dlogit, dz, z.rt);
+    k.gemm(false, true, z.rt, z.h, 1, 1.0f, e.dlogit, 1,
+           c.weight("mlp.shared_gate.weight"), 1, 1.0f, t.out, z.h);
     return true;
   }
 
@@ -93,7 +128,7 @@ public:
     Kernels &k = c.kernels;
     Sizes z = getSizes(c);
     Routing r = getRouting(c, z);
-    DevicePtr permuted = actAt(c, 2 * z.rt * z.experts);
+    DevicePtr permuted = actAt(c, 2 * z.rt * z.experts + 2 * z.rt);
     DevicePtr dup = c.region(3), dgate = dup + z.copies * z.f;
     k.moeGather(t.x, r.order, z.rt, z.k, z.h, permuted);
     k.groupedGemmWeights(z.experts, r.offsets, z.copies, z.h, z.f, permuted,
@@ -107,15 +142,27 @@ public:
                          c.grad("mlp.experts.down.weight"), z.f * z.h);
     k.gemm(true, false, z.h, z.experts, z.rt, 1.0f, t.x, z.h, c.region(5),
            z.experts, 1.0f, c.grad("mlp.router.weight"), z.experts);
+    if (!z.fs)
+      return;
+    Shared e = getShared(c, z, r);
+    k.gemm(true, false, z.h, z.fs, z.rt, 1.0f, t.x, z.h, e.dup, z.fs, 1.0f,
+           c.grad("mlp.shared.up.weight"), z.fs);
+    k.gemm(true, false, z.h, z.fs, z.rt, 1.0f, t.x, z.h, e.dgate, z.fs, 1.0f,
+           c.grad("mlp.shared.gate.weight"), z.fs);
+    k.gemm(true, false, z.fs, z.h, z.rt, 1.0f, e.act, z.fs, e.dout, z.h, 1.0f,
+           c.grad("mlp.shared.down.weight"), z.h);
+    k.gemm(true, false, z.h, 1, z.rt, 1.0f, t.x, z.h, e.dlogit, 1, 1.0f,
+           c.grad("mlp.shared_gate.weight"), 1);
   }
 
 private:
   struct Sizes {
-    int64_t rt, h, f, experts, k, copies;
+    int64_t rt, h, f, experts, k, copies, fs;
   };
   static Sizes getSizes(const SlotContext &c) {
     int64_t rt = c.size.rt, k = c.layer.topK;
-    return {rt, c.size.h, c.size.f, c.layer.experts, k, rt * k};
+    return {rt,       c.size.h,     c.size.f,           c.layer.experts,
+            k,        rt * k,       c.layer.sharedFfn};
   }
   /// The routing F keeps (Shape.cpp: region 0, fp32 then i32 parts).
   struct Routing {
@@ -130,6 +177,26 @@ private:
             ints + 2 * z.copies,
             ints + 3 * z.copies,
             weights};
+  }
+  /// The shared expert's tensors: its gate's values (after the routing in
+  /// region 0), its pre-activations, activation and output (region 6),
+  /// and their gradients and the gate logit's (region 7).
+  struct Shared {
+    DevicePtr g, up, gate, act, out, dup, dgate, dout, dlogit;
+  };
+  static Shared getShared(const SlotContext &c, const Sizes &z,
+                          const Routing &r) {
+    int64_t n = z.rt * z.fs;
+    DevicePtr up = c.region(6), dup = c.region(7);
+    return {(r.offsets + (z.experts + 1)).atByte(0, DType::F32),
+            up,
+            up + n,
+            up + 2 * n,
+            up + 3 * n,
+            dup,
+            dup + n,
+            dup + 2 * n,
+            dup + 2 * n + z.rt * z.h};
   }
   /// The experts' up and gate pre-activations and activation (region 1).
   struct Hidden {

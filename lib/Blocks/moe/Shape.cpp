@@ -18,7 +18,13 @@
 //   mlp.experts.down.weight  [experts * ffn, hidden]   e * ffn ...
 //
 // one tensor per map, the experts stacked, so the grouped GEMM finds expert
-// e at a fixed stride. Split over tensor-parallel shards each expert is
+// e at a fixed stride. With `shared_ffn` (Qwen2-MoE), a shared expert every
+// token passes through, scaled by sigmoid(c . w) per token:
+//
+//   mlp.shared.gate.weight   [hidden, shared_ffn]
+//   mlp.shared.up.weight     [hidden, shared_ffn]
+//   mlp.shared.down.weight   [shared_ffn, hidden]
+//   mlp.shared_gate.weight   [hidden, 1] Split over tensor-parallel shards each expert is
 // split as the core's block is (Megatron-LM's expert tensor parallelism):
 // its gate and up maps by columns, its down map by rows, so each shard
 // computes a partial sum of every expert's output that the group's
@@ -39,16 +45,18 @@ class Moe final : public Feature {
 public:
   Moe()
       : Feature({"moe", getSlotBit(Slot::FeedForward), /*order=*/100,
-                 /*field=*/nullptr, /*variants=*/2, /*identityAtInit=*/false,
+                 /*field=*/nullptr, /*variants=*/3, /*identityAtInit=*/false,
                  /*differenceStep=*/2e-3}) {}
   bool isEnabled(const LayerConfig &layer) const override {
     return layer.experts > 0;
   }
-  /// Four experts, two per token; variant 1 renormalises their weights.
+  /// Four experts, two per token; variant 1 renormalises their weights,
+  /// variant 2 adds a shared expert half the experts' width.
   void setEnabled(LayerConfig &layer, bool on, int variant) const override {
     layer.experts = on ? 4 : 0;
     layer.topK = on ? 2 : 0;
     layer.normTopK = on && variant == 1;
+    layer.sharedFfn = on && variant == 2 ? layer.ffn / 2 : 0;
   }
 
   std::string check(const LayerConfig &l, int64_t) const override {
@@ -62,6 +70,14 @@ public:
       return "'bias' with 'experts': the experts' maps have no biases (no "
              "family Sluice reads has them)";
     return "";
+  }
+
+  std::string checkTensorParallel(const LayerConfig &l, int tp) const override {
+    if (l.sharedFfn % tp == 0)
+      return "";
+    return "the shared expert's width " + std::to_string(l.sharedFfn) +
+           " ('shared_ffn') is not divisible by " + std::to_string(tp) +
+           " tensor-parallel shards";
   }
 
   void addParameters(Slot, const LayerShape &shape,
@@ -84,6 +100,25 @@ public:
     out.push_back(rt::makeParameter(shape.prefix + "mlp.experts.down.weight",
                                     {e * f, h}, rt::InitKind::Normal,
                                     shape.shard, rt::Split::Rows, rows));
+    if (l.sharedFfn == 0)
+      return;
+    // The shared expert split as the core's block is; its gate whole on
+    // every shard, its gradient a partial sum per shard as the router's.
+    int64_t fs = l.sharedFfn / shape.shard.count;
+    std::vector<rt::IndexRange> part = {{shape.shard.index * fs, fs}};
+    for (const char *name : {"mlp.shared.gate.weight", "mlp.shared.up.weight"})
+      out.push_back(rt::makeParameter(shape.prefix + name, {h, l.sharedFfn},
+                                      rt::InitKind::Normal, shape.shard,
+                                      rt::Split::Columns, part));
+    for (rt::ParameterSpec *p : {&out[out.size() - 2], &out.back()})
+      p->matmul = true;
+    out.push_back(rt::makeParameter(shape.prefix + "mlp.shared.down.weight",
+                                    {l.sharedFfn, h}, rt::InitKind::Normal,
+                                    shape.shard, rt::Split::Rows, part));
+    out.back().matmul = true;
+    out.push_back({shape.prefix + "mlp.shared_gate.weight", {h, 1}});
+    out.back().reduce = rt::Reduce::Shards;
+    out.back().matmul = true;
   }
 
   /// Forward (region ids are shared by both states, so each its own):
@@ -93,30 +128,42 @@ public:
   /// and gate pre-activations and activation (1); their outputs (2),
   /// which the weights' gradient reads. Weight: the up and gate
   /// pre-activations' gradients (3), the experts' output gradients (4),
-  /// the router logits' gradient (5).
+  /// the router logits' gradient (5). With a shared expert, its gate's
+  /// values follow the routing (0); its pre-activations, activation and
+  /// output are forward region 6, and the pre-activations' and the output's
+  /// gradients and the gate's logit gradient weight region 7.
   void walkState(State state, Slot, const LayerShape &shape,
                  const rt::SliceShape &s, const RegionFn &fn) const override {
     const LayerConfig &l = shape.layer;
     int64_t rt = s.rows * s.tokens, copies = rt * l.topK, h = shape.hidden();
+    int64_t fs = l.sharedFfn;
     if (state == State::Forward) {
-      fn(0, rt * l.experts + 4 * copies + l.experts + 1, rt::Storage::Fp32);
+      fn(0, rt * l.experts + 4 * copies + l.experts + 1 + (fs ? rt : 0),
+         rt::Storage::Fp32);
       fn(1, 3 * copies * l.ffn, rt::Storage::Activation);
       fn(2, copies * h, rt::Storage::Activation);
+      if (fs)
+        fn(6, 3 * rt * fs + rt * h, rt::Storage::Activation);
       return;
     }
     fn(3, 2 * copies * l.ffn, rt::Storage::Activation);
     fn(4, copies * h, rt::Storage::Activation);
     fn(5, rt * l.experts, rt::Storage::Activation);
+    if (fs)
+      fn(7, 2 * rt * fs + rt * h + rt, rt::Storage::Activation);
   }
 
-  /// F: the router's fp32 logits and the permuted input; B: the copies'
-  /// fp32 weight gradients and the logits', the activation's gradient and
-  /// the permuted input's. fp32 counts as two activation elements.
+  /// F: the router's fp32 logits (and the shared gate's) and the permuted
+  /// input; B: the copies' fp32 weight gradients and the logits' (and the
+  /// shared gate's), the permuted input's gradient, the activation's (and
+  /// the shared expert's). fp32 counts as two activation elements, and the
+  /// fp32 parts come first, so each stays 4-byte aligned.
   int64_t getScratchElements(const LayerShape &shape,
                              const rt::SliceShape &s) const override {
     const LayerConfig &l = shape.layer;
     int64_t rt = s.rows * s.tokens, copies = rt * l.topK, h = shape.hidden();
-    return 2 * copies + 2 * rt * l.experts + copies * h + copies * l.ffn;
+    return 2 * copies + 2 * rt * l.experts + 2 * rt + copies * h +
+           copies * l.ffn + rt * l.sharedFfn;
   }
 
   /// The experts a token is not routed to: experts - top_k of them.
@@ -130,6 +177,7 @@ public:
   double getForwardFlops(const LayerShape &shape, int64_t tokens,
                          int64_t) const override {
     const LayerConfig &l = shape.layer;
+    // (The shared expert's maps are declared linear maps.)
     return 2.0 * double(tokens) * double(l.topK) * 3.0 *
            double(shape.hidden()) * double(l.ffn);
   }

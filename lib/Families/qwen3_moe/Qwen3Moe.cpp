@@ -19,8 +19,6 @@
 
 #include "../Common.h"
 
-#include <algorithm>
-
 namespace sluice::families {
 namespace {
 
@@ -43,40 +41,11 @@ public:
                 ConfigValues &values) const override {
     values.block.qkNorm = "heads";
     int64_t width = 0;
-    std::optional<int64_t> step;
-    if (!readUnmodelledSwitch(config, "attention_bias", kAttentionBiases) ||
-        !readUnmodelledSwitch(config, "use_sliding_window",
-                              kQwenWindowLayers) ||
-        !readExperts(config, modelType, kExperts, values, width) ||
-        !config.optionalSize({"decoder_sparse_step"}, step))
-      return false;
-    std::vector<int64_t> dense;
-    if (config.has("mlp_only_layers")) {
-      std::optional<std::vector<int64_t>> listed =
-          config.getIntegers("mlp_only_layers");
-      if (!listed) {
-        config.error("mlp_only_layers",
-                     "key 'mlp_only_layers' = " +
-                         config.format("mlp_only_layers") +
-                         " must be a list of layer indices");
-        return false;
-      }
-      dense = *listed;
-    }
-    // Each layer as Qwen3MoeDecoderLayer builds it.
-    int64_t every = step.value_or(1), denseWidth = values.ffn;
-    values.perLayer = [=](int64_t i, LayerConfig &l) {
-      bool listed = std::count(dense.begin(), dense.end(), i) > 0;
-      if (!listed && (i + 1) % every == 0) {
-        l.ffn = width;
-        return;
-      }
-      l.experts = 0;
-      l.topK = 0;
-      l.normTopK = false;
-      l.ffn = denseWidth;
-    };
-    return true;
+    return readUnmodelledSwitch(config, "attention_bias", kAttentionBiases) &&
+           readUnmodelledSwitch(config, "use_sliding_window",
+                                kQwenWindowLayers) &&
+           readExperts(config, modelType, kExperts, values, width) &&
+           readSparseLayers(config, width, values);
   }
 
   Claim claim(const ModelConfig &model, const LayerConfig &t,
@@ -84,40 +53,14 @@ public:
     Shape shape = getShape(model, t);
     if (!shape.llama || !shape.sameRotary || t.qkNorm != "heads" || t.qkvBias)
       return Claim::No;
-    // Every sparse layer the same mixture, every dense one the same width.
-    const LayerConfig *sparse = nullptr, *dense = nullptr;
-    for (const LayerConfig &l : model.layers) {
-      if (l.kind != rt::LayerKind::Transformer)
-        continue;
-      const LayerConfig *&first = l.experts > 0 ? sparse : dense;
-      if (!first)
-        first = &l;
-      else if (l.experts != first->experts || l.topK != first->topK ||
-               l.normTopK != first->normTopK || l.ffn != first->ffn)
-        return Claim::No;
-    }
-    return sparse ? Claim::Yes : Claim::No;
+    return claimSparseLayers(model) ? Claim::Yes : Claim::No;
   }
 
   void describeKeys(const ModelConfig &model, const LayerConfig &,
                     nlohmann::json &c) const override {
     c["attention_bias"] = false;
     c["use_sliding_window"] = false;
-    c["decoder_sparse_step"] = 1;
-    std::vector<int64_t> dense;
-    int64_t index = 0;
-    for (const LayerConfig &l : model.layers) {
-      if (l.kind != rt::LayerKind::Transformer)
-        continue;
-      if (l.experts > 0)
-        describeExperts(kExperts, l, c);
-      else {
-        dense.push_back(index);
-        c["intermediate_size"] = l.ffn;
-      }
-      ++index;
-    }
-    c["mlp_only_layers"] = dense;
+    describeSparseLayers(model, kExperts, c);
   }
 
   const WeightNames &getWeightNames(const std::string &) const override {
