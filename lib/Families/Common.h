@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <functional>
 #include <optional>
 
@@ -151,6 +152,26 @@ std::string formatNumber(const char *format, double value);
 /// The Llama layout of tensor names (Llama, Mistral, Qwen2; Gemma's with
 /// its norm offset).
 WeightNames getLlamaWeightNames();
+/// Adds the query and key norms' names (Qwen3, OLMo-2, Gemma-3 and their
+/// mixtures of experts): self_attn.q_norm, self_attn.k_norm.
+void addQkNormNames(WeightNames &names);
+/// A mixture of experts' maps, in the order addExpertNames takes their
+/// names.
+inline constexpr const char *kExpertMaps[3] = {"gate", "up", "down"};
+/// Adds a mixture of experts' tensor names: its router `router`
+/// ("mlp.gate") and each expert's gate, up and down maps, `experts` (with
+/// "{}" for the expert's index: "mlp.experts.{}.") then `maps`' names.
+void addExpertNames(WeightNames &names, const std::string &router,
+                    const std::string &experts,
+                    const std::array<const char *, 3> &maps);
+/// The Llama layout with Qwen-MoE's and OLMoE's experts: the router
+/// `mlp.gate`, expert e's maps `mlp.experts.e.gate_proj`, `up_proj`,
+/// `down_proj`.
+WeightNames getQwenExpertWeightNames();
+/// Whether every transformer layer of `model` has `block`'s mixture of
+/// experts (count, top-k, renormalisation, width).
+bool hasUniformExperts(const ModelConfig &model, const LayerConfig &block);
+
 /// Adds the sandwich norms' names (Gemma-2's and OLMo-2's
 /// post_attention_layernorm and post_feedforward_layernorm).
 void addPostNormNames(WeightNames &names);

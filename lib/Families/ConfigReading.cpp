@@ -593,4 +593,14 @@ void describeSparseLayers(const ModelConfig &model, const ExpertKeys &keys,
   c["mlp_only_layers"] = dense;
 }
 
+bool hasUniformExperts(const ModelConfig &model, const LayerConfig &block) {
+  for (const LayerConfig &l : model.layers)
+    if (l.kind == rt::LayerKind::Transformer &&
+        (l.experts != block.experts || l.topK != block.topK ||
+         l.normTopK != block.normTopK || l.ffn != block.ffn ||
+         l.sharedFfn != block.sharedFfn))
+      return false;
+  return true;
+}
+
 } // namespace sluice::families

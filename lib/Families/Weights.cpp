@@ -48,6 +48,27 @@ WeightNames getLlamaWeightNames() {
   return n;
 }
 
+void addQkNormNames(WeightNames &names) {
+  names.modules["attn.q_norm"] = "self_attn.q_norm";
+  names.modules["attn.k_norm"] = "self_attn.k_norm";
+}
+
+WeightNames getQwenExpertWeightNames() {
+  WeightNames n = getLlamaWeightNames();
+  addExpertNames(n, "mlp.gate", "mlp.experts.{}.",
+                 {"gate_proj", "up_proj", "down_proj"});
+  return n;
+}
+
+void addExpertNames(WeightNames &names, const std::string &router,
+                    const std::string &experts,
+                    const std::array<const char *, 3> &maps) {
+  names.modules["mlp.router"] = router;
+  for (size_t i = 0; i < 3; ++i)
+    names.modules[std::string("mlp.experts.") + kExpertMaps[i]] =
+        experts + maps[i];
+}
+
 void addPostNormNames(WeightNames &names) {
   names.modules["post_attn_norm"] = "post_attention_layernorm";
   names.modules["post_mlp_norm"] = "post_feedforward_layernorm";

@@ -81,8 +81,7 @@ public:
       n.normOffset = true;
       n.modules["norm2"] = "pre_feedforward_layernorm";
       addPostNormNames(n);
-      n.modules["attn.q_norm"] = "self_attn.q_norm";
-      n.modules["attn.k_norm"] = "self_attn.k_norm";
+      addQkNormNames(n);
       return n;
     }();
     return names;

@@ -59,21 +59,15 @@ public:
             "config cannot say";
       return Claim::Refused;
     }
-    for (const LayerConfig &l : model.layers)
-      if (l.kind == rt::LayerKind::Transformer &&
-          (l.experts != t.experts || l.topK != t.topK || l.ffn != t.ffn ||
-           !l.normTopK))
-        return Claim::No;
-    return Claim::Yes;
+    return t.normTopK && hasUniformExperts(model, t) ? Claim::Yes
+                                                      : Claim::No;
   }
 
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = [] {
       WeightNames n = getLlamaWeightNames();
-      n.modules["mlp.router"] = "block_sparse_moe.gate";
-      n.modules["mlp.experts.gate"] = "block_sparse_moe.experts.{}.w1";
-      n.modules["mlp.experts.down"] = "block_sparse_moe.experts.{}.w2";
-      n.modules["mlp.experts.up"] = "block_sparse_moe.experts.{}.w3";
+      addExpertNames(n, "block_sparse_moe.gate", "block_sparse_moe.experts.{}.",
+                     {"w1", "w3", "w2"});
       return n;
     }();
     return names;

@@ -56,8 +56,7 @@ public:
       n.modules.erase("norm1");
       n.modules.erase("norm2");
       addPostNormNames(n);
-      n.modules["attn.q_norm"] = "self_attn.q_norm";
-      n.modules["attn.k_norm"] = "self_attn.k_norm";
+      addQkNormNames(n);
       return n;
     }();
     return names;

@@ -52,12 +52,7 @@ public:
     if (!shape.llama || !shape.sameRotary || t.qkNorm != "projection" ||
         !t.preNorms || t.experts == 0)
       return Claim::No;
-    for (const LayerConfig &l : model.layers)
-      if (l.kind == rt::LayerKind::Transformer &&
-          (l.experts != t.experts || l.topK != t.topK ||
-           l.normTopK != t.normTopK || l.ffn != t.ffn))
-        return Claim::No;
-    return Claim::Yes;
+    return hasUniformExperts(model, t) ? Claim::Yes : Claim::No;
   }
 
   void describeKeys(const ModelConfig &model, const LayerConfig &t,
@@ -70,13 +65,8 @@ public:
 
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = [] {
-      WeightNames n = getLlamaWeightNames();
-      n.modules["attn.q_norm"] = "self_attn.q_norm";
-      n.modules["attn.k_norm"] = "self_attn.k_norm";
-      n.modules["mlp.router"] = "mlp.gate";
-      n.modules["mlp.experts.gate"] = "mlp.experts.{}.gate_proj";
-      n.modules["mlp.experts.up"] = "mlp.experts.{}.up_proj";
-      n.modules["mlp.experts.down"] = "mlp.experts.{}.down_proj";
+      WeightNames n = getQwenExpertWeightNames();
+      addQkNormNames(n);
       return n;
     }();
     return names;

@@ -75,11 +75,7 @@ public:
 
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = [] {
-      WeightNames n = getLlamaWeightNames();
-      n.modules["mlp.router"] = "mlp.gate";
-      n.modules["mlp.experts.gate"] = "mlp.experts.{}.gate_proj";
-      n.modules["mlp.experts.up"] = "mlp.experts.{}.up_proj";
-      n.modules["mlp.experts.down"] = "mlp.experts.{}.down_proj";
+      WeightNames n = getQwenExpertWeightNames();
       n.modules["mlp.shared.gate"] = "mlp.shared_expert.gate_proj";
       n.modules["mlp.shared.up"] = "mlp.shared_expert.up_proj";
       n.modules["mlp.shared.down"] = "mlp.shared_expert.down_proj";

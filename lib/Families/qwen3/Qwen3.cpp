@@ -43,8 +43,7 @@ public:
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = [] {
       WeightNames n = getLlamaWeightNames();
-      n.modules["attn.q_norm"] = "self_attn.q_norm";
-      n.modules["attn.k_norm"] = "self_attn.k_norm";
+      addQkNormNames(n);
       return n;
     }();
     return names;

@@ -65,13 +65,8 @@ public:
 
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = [] {
-      WeightNames n = getLlamaWeightNames();
-      n.modules["attn.q_norm"] = "self_attn.q_norm";
-      n.modules["attn.k_norm"] = "self_attn.k_norm";
-      n.modules["mlp.router"] = "mlp.gate";
-      n.modules["mlp.experts.gate"] = "mlp.experts.{}.gate_proj";
-      n.modules["mlp.experts.up"] = "mlp.experts.{}.up_proj";
-      n.modules["mlp.experts.down"] = "mlp.experts.{}.down_proj";
+      WeightNames n = getQwenExpertWeightNames();
+      addQkNormNames(n);
       return n;
     }();
     return names;
