@@ -384,6 +384,38 @@ public:
   }
 };
 
+/// The grouped GEMMs of runtime/Kernels.def as one gemm per group, given
+/// the groups' row offsets on the host (groups + 1 of them): each
+/// backend's groupedGemm and groupedGemmWeights, which differ only in
+/// where the offsets live. An empty group costs nothing (its weight
+/// gradient is only scaled by beta).
+inline void runGroupedGemm(Kernels &k, const int32_t *offsets, bool transB,
+                           int64_t groups, int64_t n, int64_t inner,
+                           DevicePtr a, int64_t lda, DevicePtr b, int64_t ldb,
+                           int64_t bStride, float beta, DevicePtr c,
+                           int64_t ldc) {
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t first = offsets[g], count = offsets[g + 1] - first;
+    if (count > 0)
+      k.gemm(false, transB, count, n, inner, 1.0f, a + first * lda, lda,
+             b + g * bStride, ldb, beta, c + first * ldc, ldc);
+  }
+}
+inline void runGroupedGemmWeights(Kernels &k, const int32_t *offsets,
+                                  int64_t groups, int64_t m, int64_t n,
+                                  DevicePtr a, int64_t lda, DevicePtr b,
+                                  int64_t ldb, float beta, DevicePtr c,
+                                  int64_t cStride) {
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t first = offsets[g], count = offsets[g + 1] - first;
+    if (count > 0)
+      k.gemm(true, false, m, n, count, 1.0f, a + first * lda, lda,
+             b + first * ldb, ldb, beta, c + g * cStride, n);
+    else if (beta != 1.0f)
+      k.scale(c + g * cStride, beta, m * n);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // The device
 //===----------------------------------------------------------------------===//

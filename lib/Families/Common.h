@@ -166,8 +166,8 @@ void addExpertNames(WeightNames &names, const std::string &router,
                     const std::array<const char *, 3> &maps);
 /// The Llama layout with Qwen-MoE's and OLMoE's experts: the router
 /// `mlp.gate`, expert e's maps `mlp.experts.e.gate_proj`, `up_proj`,
-/// `down_proj`.
-WeightNames getQwenExpertWeightNames();
+/// `down_proj`; with `qkNorms`, the query and key norms (addQkNormNames).
+WeightNames getQwenExpertWeightNames(bool qkNorms);
 /// Whether every transformer layer of `model` has `block`'s mixture of
 /// experts (count, top-k, renormalisation, width).
 bool hasUniformExperts(const ModelConfig &model, const LayerConfig &block);

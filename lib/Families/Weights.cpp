@@ -53,10 +53,12 @@ void addQkNormNames(WeightNames &names) {
   names.modules["attn.k_norm"] = "self_attn.k_norm";
 }
 
-WeightNames getQwenExpertWeightNames() {
+WeightNames getQwenExpertWeightNames(bool qkNorms) {
   WeightNames n = getLlamaWeightNames();
   addExpertNames(n, "mlp.gate", "mlp.experts.{}.",
                  {"gate_proj", "up_proj", "down_proj"});
+  if (qkNorms)
+    addQkNormNames(n);
   return n;
 }
 

@@ -159,36 +159,24 @@ void CpuKernels::moeCombineBackward(DevicePtr rowsPtr, DevicePtr positionPtr,
 }
 
 // The grouped GEMM: one threaded gemm per expert over its contiguous rows
-// (the "one BLAS call per expert on sorted tokens"); an expert no
-// token chose costs nothing.
-void CpuKernels::groupedGemm(bool transB, int64_t groups, DevicePtr offsetsPtr,
+// (the "one BLAS call per expert on sorted tokens"); the offsets
+// are host memory here.
+void CpuKernels::groupedGemm(bool transB, int64_t groups, DevicePtr offsets,
                              int64_t rows, int64_t n, int64_t k, DevicePtr a,
                              int64_t lda, DevicePtr b, int64_t ldb,
                              int64_t bStride, float beta, DevicePtr c,
                              int64_t ldc) {
-  const int32_t *offsets = offsetsPtr.i32();
-  for (int64_t g = 0; g < groups; ++g) {
-    int64_t first = offsets[g], count = offsets[g + 1] - first;
-    if (count > 0)
-      gemm(false, transB, count, n, k, 1.0f, a + first * lda, lda,
-           b + g * bStride, ldb, beta, c + first * ldc, ldc);
-  }
+  runGroupedGemm(*this, offsets.i32(), transB, groups, n, k, a, lda, b, ldb,
+                 bStride, beta, c, ldc);
 }
 
-void CpuKernels::groupedGemmWeights(int64_t groups, DevicePtr offsetsPtr,
+void CpuKernels::groupedGemmWeights(int64_t groups, DevicePtr offsets,
                                     int64_t rows, int64_t m, int64_t n,
                                     DevicePtr a, int64_t lda, DevicePtr b,
                                     int64_t ldb, float beta, DevicePtr c,
                                     int64_t cStride) {
-  const int32_t *offsets = offsetsPtr.i32();
-  for (int64_t g = 0; g < groups; ++g) {
-    int64_t first = offsets[g], count = offsets[g + 1] - first;
-    if (count > 0)
-      gemm(true, false, m, n, count, 1.0f, a + first * lda, lda,
-           b + first * ldb, ldb, beta, c + g * cStride, n);
-    else if (beta != 1.0f)
-      scale(c + g * cStride, beta, m * n);
-  }
+  runGroupedGemmWeights(*this, offsets.i32(), groups, m, n, a, lda, b, ldb,
+                        beta, c, cStride);
 }
 
 void CpuKernels::gateRowsForward(DevicePtr zPtr, DevicePtr sPtr, int64_t tokens,

@@ -342,12 +342,8 @@ void CudaKernels::groupedGemm(bool transB, int64_t groups, DevicePtr offsets,
                               int64_t bStride, float beta, DevicePtr c,
                               int64_t ldc) {
   std::vector<int32_t> at = readOffsets(offsets, groups, stream, errors);
-  for (int64_t g = 0; g < groups; ++g) {
-    int64_t first = at[size_t(g)], count = at[size_t(g) + 1] - first;
-    if (count > 0)
-      gemm(false, transB, count, n, k, 1.0f, a + first * lda, lda,
-           b + g * bStride, ldb, beta, c + first * ldc, ldc);
-  }
+  runGroupedGemm(*this, at.data(), transB, groups, n, k, a, lda, b, ldb,
+                 bStride, beta, c, ldc);
 }
 
 void CudaKernels::groupedGemmWeights(int64_t groups, DevicePtr offsets,
@@ -356,14 +352,8 @@ void CudaKernels::groupedGemmWeights(int64_t groups, DevicePtr offsets,
                                      int64_t ldb, float beta, DevicePtr c,
                                      int64_t cStride) {
   std::vector<int32_t> at = readOffsets(offsets, groups, stream, errors);
-  for (int64_t g = 0; g < groups; ++g) {
-    int64_t first = at[size_t(g)], count = at[size_t(g) + 1] - first;
-    if (count > 0)
-      gemm(true, false, m, n, count, 1.0f, a + first * lda, lda,
-           b + first * ldb, ldb, beta, c + g * cStride, n);
-    else if (beta != 1.0f)
-      scale(c + g * cStride, beta, m * n);
-  }
+  runGroupedGemmWeights(*this, at.data(), groups, m, n, a, lda, b, ldb, beta,
+                        c, cStride);
 }
 
 } // namespace sluice::rt::cuda

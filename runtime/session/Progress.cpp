@@ -4,6 +4,9 @@
 
 #include "Checkpoint.h"
 
+#include "sluice/Blocks/Feature.h"
+#include "sluice/Blocks/Parameters.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -22,12 +25,19 @@ double getTrainingFlopsPerSequence(const ModelConfig &model) {
     }
     if (l.kind != LayerKind::Transformer)
       continue; // a lookup: no multiply-adds
-    double q = double(l.heads * l.headDim), kv = double(l.kvHeads * l.headDim);
-    double ffn = double(l.ffn) * (l.isGated() ? 3 : 2);
-    // A mixture of experts: each token's top_k experts and the router.
-    if (l.experts > 0)
-      ffn = ffn * double(l.topK) + double(l.experts);
-    double linear = 2.0 * s * (h * (q + 2 * kv) + q * h + h * ffn);
+    // Every declared linear map (the core's and its features': a router,
+    // a shared expert) and what the features compute beyond them (a
+    // mixture of experts' top_k experts per token), as the cost model
+    // counts them.
+    double matmul = 0;
+    for (const ParameterSpec &p : getTransformerParameters(model, l, ""))
+      if (p.matmul)
+        matmul += double(p.size());
+    double linear = 2.0 * s * matmul;
+    blocks::LayerShape shape = blocks::getLayerShape(model, l, "", {});
+    for (const blocks::Feature *f : blocks::getEnabledFeatures(l))
+      linear += f->getForwardFlops(shape, model.seqLen, 0);
+    double q = double(l.heads * l.headDim);
     // Q.K^T and P.V over the keys at or before each position, at most the
     // layer's window of them.
     double keys = getKeysAttended(model.seqLen, 0, l.window);

@@ -325,6 +325,19 @@ double dot(const std::vector<float> &a, const std::vector<float> &b) {
   return sum;
 }
 
+/// The central difference (loss(value + h) - loss(value - h)) / 2h, the
+/// value put back after.
+template <class Loss>
+double centralDifference(float &value, double h, Loss &&loss) {
+  const float kept = value;
+  value = kept + float(h);
+  double up = loss();
+  value = kept - float(h);
+  double down = loss();
+  value = kept;
+  return (up - down) / (2 * h);
+}
+
 /// Every registered feature in each of its forms, as a test parameter.
 struct Case {
   const Feature *feature;
@@ -371,17 +384,10 @@ TEST_P(FeatureConformance, GradientsMatchFiniteDifferences) {
   // extrapolated from steps h and h / 2 (error O(h^4): the norms over four
   // elements of a head curve sharply).
   auto difference = [&](float &value) {
-    const float kept = value;
-    auto central = [&](double h) {
-      value = kept + float(h);
-      double up = loss();
-      value = kept - float(h);
-      double down = loss();
-      value = kept;
-      return (up - down) / (2 * h);
-    };
     const double h = GetParam().feature->getDifferenceStep();
-    return (4 * central(h / 2) - central(h)) / 3;
+    return (4 * centralDifference(value, h / 2, loss) -
+            centralDifference(value, h, loss)) /
+           3;
   };
   auto expectClose = [&](double analytic, double numeric,
                          const std::string &what) {
@@ -582,16 +588,8 @@ TEST(MixtureOfExperts, DecisiveRouterGradientsMatchFiniteDifferences) {
     auto loss = [&] { return dot(run.forward(x), dy); };
     int checked = 0, kinks = 0;
     auto check = [&](float &value, double analytic, const std::string &what) {
-      const float kept = value;
-      auto central = [&](double h) {
-        value = kept + float(h);
-        double up = loss();
-        value = kept - float(h);
-        double down = loss();
-        value = kept;
-        return (up - down) / (2 * h);
-      };
-      double wide = central(4e-3), narrow = central(2e-3);
+      double wide = centralDifference(value, 4e-3, loss),
+             narrow = centralDifference(value, 2e-3, loss);
       if (std::fabs(wide - narrow) > 1e-3 + 0.05 * std::fabs(narrow)) {
         ++kinks;
         return;

@@ -52,8 +52,8 @@
 #      grouping by expert, the permutation and the combine, and (added
 #      later that day) the experts' grouped GEMMs, forward and weight
 #      gradients, with an empty expert, and Qwen2-MoE's shared-expert
-#      sigmoid gate (runtime/cuda/Moe.cu), never yet run on a GPU --
-#      compiled only;
+#      sigmoid gate (runtime/cuda/Moe.cu; under a second of device
+#      time, inside item 1's), never yet run on a GPU -- compiled only;
 #   2. `ONLY='conformance|1f1b|zb-h1' nccl-suite.sh BUNDLE`: the
 #      communicators' conformance suite over NCCL (2 and 4 ranks, about
 #      20 s each with NCCL's initialisation), then

@@ -29,8 +29,7 @@ public:
                           {{"rope_theta", "window", "experts", "top_k",
                             "norm_top_k"},
                            {"experts", "top_k", "norm_top_k"}}) {
-    // MixtralConfig's defaults are Mistral's: 8 key/value heads.
-    traits = getLlamaTraits("mixtral");
+    // MixtralConfig's defaults: Mistral's 8 key/value heads.
     traits.kvHeadsDefault = 8;
     traits.ropeThetaDefault = 1e6;
     traits.epsDefault = 1e-5;

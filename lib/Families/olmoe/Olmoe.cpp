@@ -29,7 +29,6 @@ public:
                           {{"qk_norm = projection", "rope_theta",
                             "rope_scaling", "experts", "top_k", "norm_top_k"},
                            {"qk_norm = projection", "experts", "top_k"}}) {
-    traits = getLlamaTraits("olmoe");
     traits.epsDefault = 1e-5;
     traits.epsDefaultText = "1e-05";
     traits.paddingDefault = 1;
@@ -64,11 +63,7 @@ public:
   }
 
   const WeightNames &getWeightNames(const std::string &) const override {
-    static const WeightNames names = [] {
-      WeightNames n = getQwenExpertWeightNames();
-      addQkNormNames(n);
-      return n;
-    }();
+    static const WeightNames names = getQwenExpertWeightNames(true);
     return names;
   }
 };

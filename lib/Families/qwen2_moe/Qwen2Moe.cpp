@@ -32,7 +32,6 @@ public:
                           {{"qkv_bias", "rope_theta", "rope_scaling",
                             "experts", "top_k", "norm_top_k", "shared_ffn"},
                            {"qkv_bias", "experts", "top_k"}}) {
-    traits = getLlamaTraits("qwen2_moe");
     traits.kvHeadsDefault = 16;
     traits.experts = true;
   }
@@ -75,7 +74,7 @@ public:
 
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = [] {
-      WeightNames n = getQwenExpertWeightNames();
+      WeightNames n = getQwenExpertWeightNames(false);
       n.modules["mlp.shared.gate"] = "mlp.shared_expert.gate_proj";
       n.modules["mlp.shared.up"] = "mlp.shared_expert.up_proj";
       n.modules["mlp.shared.down"] = "mlp.shared_expert.down_proj";

@@ -32,7 +32,6 @@ public:
                           {{"qk_norm = heads", "rope_theta", "rope_scaling",
                             "experts", "top_k", "norm_top_k"},
                            {"qk_norm = heads", "experts", "top_k"}}) {
-    traits = getLlamaTraits("qwen3_moe");
     traits.kvHeadsDefault = 4;
     traits.experts = true;
   }
@@ -64,11 +63,7 @@ public:
   }
 
   const WeightNames &getWeightNames(const std::string &) const override {
-    static const WeightNames names = [] {
-      WeightNames n = getQwenExpertWeightNames();
-      addQkNormNames(n);
-      return n;
-    }();
+    static const WeightNames names = getQwenExpertWeightNames(true);
     return names;
   }
 };
