@@ -12,7 +12,9 @@
 Cells (issue 38): gpt2 -- GPT-2-shaped, hidden 768, 6 layers, 12 heads,
 vocabulary 50257, tanh GELU; llama -- Llama-shaped, hidden 512, 8 layers,
 8 query and 2 key/value heads, feed-forward 1408, vocabulary 32000,
-untied head. Both fp32, 2 sequences of 512 tokens a step.
+untied head; mixtral -- the llama cell with each feed-forward block 8
+SwiGLU experts of width 704, 2 per token (issue 53: a Mixtral-shaped
+step). All fp32, 2 sequences of 512 tokens a step.
 
 The baseline is PyTorch as a user would run it at its fastest on a CPU:
 transformers' model with its SDPA attention (F.scaled_dot_product_attention),
@@ -49,7 +51,20 @@ def make_config(cell):
             num_key_value_heads=2, max_position_embeddings=SEQ,
             rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
             attention_dropout=0.0, torch_dtype="float32")
-    sys.exit(f"error: unknown cell '{cell}' (gpt2 or llama)")
+    if cell == "mixtral":
+        # The llama cell with every feed-forward block a mixture of 8
+        # SwiGLU experts, 2 per token, each half the llama cell's width:
+        # the same active FLOPs per token, 4x the feed-forward weights.
+        return transformers.MixtralConfig(
+            vocab_size=32000, hidden_size=512, intermediate_size=704,
+            num_hidden_layers=8, num_attention_heads=8,
+            num_key_value_heads=2, max_position_embeddings=SEQ,
+            rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+            attention_dropout=0.0, num_local_experts=8,
+            num_experts_per_tok=2, router_jitter_noise=0.0,
+            output_router_logits=False, sliding_window=None,
+            torch_dtype="float32")
+    sys.exit(f"error: unknown cell '{cell}' (gpt2, llama or mixtral)")
 
 
 def make(cell, work):

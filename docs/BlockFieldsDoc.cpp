@@ -41,6 +41,8 @@ std::string values(const std::string &type, const std::string &key) {
     return "an integer of at least 1";
   if (type == "Count")
     return "an integer of at least 0";
+  if (type == "Real")
+    return "a positive number";
   if (type == "Flag")
     return "`true` \\| `false` (IR: the key alone is true)";
   if (type == "Norm")

@@ -19,6 +19,8 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -77,6 +79,36 @@ template <> struct Asm<field::Count> {
                     int64_t fallback) {
     if (always || value != fallback)
       out.next(key) << " = " << value;
+  }
+};
+
+/// The shortest decimal that reads back as `value` (0.02, not
+/// 2.000000e-02 or 0.0200000000000000004).
+std::string shortest(double value) {
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
+  }
+  return text;
+}
+
+template <> struct Asm<field::Real> {
+  static bool owns(StringRef key, const char *rowKey) { return key == rowKey; }
+  static ParseResult parse(OpAsmParser &parser, SMLoc loc, StringRef key,
+                           double &value) {
+    if (parser.parseEqual() || parser.parseFloat(value))
+      return failure();
+    if (!(value > 0) || !std::isfinite(value))
+      return parser.emitError(loc, "'")
+             << key << "' must be a positive number, got " << value;
+    return success();
+  }
+  static void print(Entries &out, const char *key, bool always, double value,
+                    double fallback) {
+    if (always || value != fallback)
+      out.next(key) << " = " << shortest(value);
   }
 };
 

@@ -316,6 +316,13 @@ LogicalResult ModelOp::verifyRegions() {
 
   if (failed(verifyStageNames(*this)) || failed(verifyChain(*this)))
     return failure();
+  // The sparse layers' load-balancing loss is one (the plan reader's rule).
+  ::sluice::rt::ModelConfig sparse;
+  getBody().walk([&](TransformerLayerOp layer) {
+    sparse.layers.push_back(layer.getSpec());
+  });
+  if (std::string why = ::sluice::rt::checkBalanceLoss(sparse); !why.empty())
+    return emitOpError(why);
   return verifyEndLayers(*this);
 }
 

@@ -421,9 +421,16 @@ std::string checkTransformer(const LayerConfig &l, int64_t hidden) {
   if (std::string why = checkSize("shared_ffn", l.sharedFfn, false);
       !why.empty())
     return why;
-  if (l.experts == 0 && (l.topK != 0 || l.normTopK || l.sharedFfn != 0))
+  if (!(l.auxLoss >= 0) || !std::isfinite(l.auxLoss))
+    return "'aux_loss' must be a positive number, got " +
+           std::to_string(l.auxLoss);
+  if (l.experts == 0 &&
+      (l.topK != 0 || l.normTopK || l.sharedFfn != 0 || l.auxLoss != 0))
     return std::string("'") +
-           (l.topK != 0 ? "top_k" : l.normTopK ? "norm_top_k" : "shared_ffn") +
+           (l.topK != 0       ? "top_k"
+            : l.normTopK      ? "norm_top_k"
+            : l.sharedFfn != 0 ? "shared_ffn"
+                              : "aux_loss") +
            "' belongs to a mixture of experts, but the layer has no 'experts'";
   return "";
 }

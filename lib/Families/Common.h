@@ -116,16 +116,24 @@ bool readSlidingWindow(ConfigKeys &config, const std::string &modelType,
 /// A mixture-of-experts family's routing keys, into `block`: the expert
 /// count under `countKey` (absent: `countDefault`, said in a remark),
 /// num_experts_per_tok (absent: `topKDefault`), norm_topk_prob when the
-/// family has it (absent: false), and what Sluice does not model said as
-/// such: router_jitter_noise above 0 and output_router_logits true (the
-/// load-balancing loss, docs/moe.md). The experts' width, `ffnKey`'s, into
-/// `width` (intermediate_size: the dense width, values.ffn).
+/// family has it (absent: false), the load-balancing loss when
+/// output_router_logits is true (its coefficient router_aux_loss_coef,
+/// absent: `auxDefault`; docs/moe.md), and what Sluice does not model said
+/// as such: router_jitter_noise above 0. The experts' width, `ffnKey`'s,
+/// into `width` (intermediate_size: the dense width, values.ffn).
 struct ExpertKeys {
   const char *countKey;
   int64_t countDefault, topKDefault;
   const char *ffnKey;
   bool normKey;
+  double auxDefault;
 };
+/// A dense layer of a mixture-of-experts model: no expert field set.
+inline void clearExperts(LayerConfig &l) {
+  l.experts = l.topK = l.sharedFfn = 0;
+  l.normTopK = false;
+  l.auxLoss = 0;
+}
 bool readExperts(ConfigKeys &config, const std::string &modelType,
                  const ExpertKeys &keys, ConfigValues &values,
                  int64_t &width);

@@ -512,8 +512,29 @@ bool readExperts(ConfigKeys &config, const std::string &modelType,
       jitter && *jitter != 0.0)
     config.unmodelled("router_jitter_noise",
                       "noise on the router's input in training");
-  return readUnmodelledSwitch(config, "output_router_logits",
-                              "the load-balancing auxiliary loss");
+  // The load-balancing loss: transformers' forward adds it when
+  // output_router_logits is true.
+  std::optional<bool> routerLogits;
+  if (!config.optionalBool("output_router_logits", routerLogits))
+    return false;
+  if (!routerLogits.value_or(false))
+    return true;
+  std::optional<double> coefficient =
+      config.getNumber("router_aux_loss_coef");
+  if (config.has("router_aux_loss_coef") &&
+      (!coefficient || !(*coefficient >= 0) || !std::isfinite(*coefficient))) {
+    config.error("router_aux_loss_coef",
+                 "key 'router_aux_loss_coef' = " +
+                     config.format("router_aux_loss_coef") +
+                     " must be a non-negative number");
+    return false;
+  }
+  if (!coefficient)
+    config.remarkDefault("router_aux_loss_coef",
+                         std::to_string(keys.auxDefault),
+                         "Hugging Face's default for " + modelType);
+  values.block.auxLoss = coefficient.value_or(keys.auxDefault);
+  return true;
 }
 
 void describeExperts(const ExpertKeys &keys, const LayerConfig &block,
@@ -523,7 +544,9 @@ void describeExperts(const ExpertKeys &keys, const LayerConfig &block,
   config[keys.ffnKey] = block.ffn;
   if (keys.normKey)
     config["norm_topk_prob"] = block.normTopK;
-  config["output_router_logits"] = false;
+  config["output_router_logits"] = block.auxLoss > 0;
+  if (block.auxLoss > 0)
+    config["router_aux_loss_coef"] = block.auxLoss;
 }
 
 bool readSparseLayers(ConfigKeys &config, int64_t width,
@@ -551,8 +574,7 @@ bool readSparseLayers(ConfigKeys &config, int64_t width,
       l.ffn = width;
       return;
     }
-    l.experts = l.topK = l.sharedFfn = 0;
-    l.normTopK = false;
+    clearExperts(l);
     l.ffn = denseWidth;
   };
   return true;
@@ -568,7 +590,7 @@ bool claimSparseLayers(const ModelConfig &model) {
       first = &l;
     else if (l.experts != first->experts || l.topK != first->topK ||
              l.normTopK != first->normTopK || l.ffn != first->ffn ||
-             l.sharedFfn != first->sharedFfn)
+             l.sharedFfn != first->sharedFfn || l.auxLoss != first->auxLoss)
       return false;
   }
   return sparse != nullptr;
@@ -598,7 +620,7 @@ bool hasUniformExperts(const ModelConfig &model, const LayerConfig &block) {
     if (l.kind == rt::LayerKind::Transformer &&
         (l.experts != block.experts || l.topK != block.topK ||
          l.normTopK != block.normTopK || l.ffn != block.ffn ||
-         l.sharedFfn != block.sharedFfn))
+         l.sharedFfn != block.sharedFfn || l.auxLoss != block.auxLoss))
       return false;
   return true;
 }

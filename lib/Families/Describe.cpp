@@ -72,8 +72,8 @@ const LayerConfig *getUniformBlock(const ModelConfig &model, std::string &why) {
     l.window = 0;
     l.rotary = rt::Rotary();
     if (experts) {
-      l.experts = l.topK = l.ffn = l.sharedFfn = 0;
-      l.normTopK = false;
+      clearExperts(l);
+      l.ffn = 0;
     }
     return l;
   };

@@ -136,6 +136,19 @@ struct Layer {
   /// (kFp8RecordsPerLayer x kFp8RecordFloats f32); null otherwise.
   DevicePtr fp8;
 };
+/// A sparse layer's part in the model's load-balancing loss (BalanceLoss;
+/// the stage sets it per pass): F adds its routing's statistics to
+/// `stats` (moeBalance; null: none, as in B's recomputation), B adds
+/// `scale` x counts[e] to every token's gradient at router probability e
+/// (moeRouteBackward; null: none). F adds them to `load` too, the
+/// layer's over the step (the progress line's tokens per expert; null:
+/// none).
+struct Balance {
+  DevicePtr stats, counts;
+  float scale = 0;
+  DevicePtr load;
+};
+
 /// One layer's tensors in the three kinds of state, by Layout.h field
 /// (the core's and every registered feature's).
 struct Views {

@@ -36,6 +36,8 @@ struct SlotContext {
   const BoundFeature &feature;
   /// The feature's scratch (its getScratchElements), or null.
   DevicePtr scratch;
+  /// The load-balancing loss's part in this pass (a mixture of experts').
+  Balance balance;
 
   /// Its parameter `name` within the layer, or null when it has none.
   DevicePtr weight(const std::string &name) const;

@@ -141,8 +141,9 @@ private:
     return -1;
   }
   SlotContext context(size_t i) const {
-    return {block.model, *l.config, s,           size, block.kernels,
-            block.seams, v,         l.features[i], scratch[i]};
+    return {block.model, *l.config,    s,          size,
+            block.kernels, block.seams, v,          l.features[i],
+            scratch[i],  block.balance};
   }
 
   const TransformerBlock &block;

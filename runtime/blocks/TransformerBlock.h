@@ -39,6 +39,10 @@ public:
   void weight(const Layer &l, const Views &v, const SliceShape &s,
               DevicePtr work, DevicePtr features);
 
+  /// The load-balancing loss's part in the passes that follow (the stage
+  /// sets it for each F and B of a sparse layer; none by default).
+  void setBalance(Balance to) { balance = to; }
+
 private:
   /// A linear map's product: gemm, or with the layer's fp8 records
   /// (Layer::fp8) gemmFp8 with A's and B's tensors' records.
@@ -59,6 +63,7 @@ private:
   Kernels &kernels;
   Precision precision;
   const ShardSeams &seams;
+  Balance balance;
 };
 
 } // namespace sluice::rt::block

@@ -35,8 +35,11 @@ void topK(const float *probs, int64_t experts, int64_t k, int32_t *out) {
 /// One token's router backward: dz (its logits' gradient) from dw.
 void routeBackward(const float *p, const int32_t *c, const float *w,
                    const float *dw, int64_t experts, int64_t k, bool normalize,
+                   const float *balance, float balanceScale,
                    std::vector<double> &dp, float *dz) {
-  std::fill(dp.begin(), dp.end(), 0.0);
+  // The load-balancing loss's gradient reaches every probability.
+  for (int64_t e = 0; e < experts; ++e)
+    dp[e] = balance ? double(balanceScale) * balance[e] : 0.0;
   // Through the renormalisation w_j = p_j / S: dp_i = (dw_i - sum_j dw_j
   // w_j) / S for a chosen i.
   double kept = 0, dot = 0;
@@ -84,12 +87,39 @@ void CpuKernels::moeRoute(DevicePtr logitsPtr, int64_t tokens, int64_t experts,
 void CpuKernels::moeRouteBackward(DevicePtr probs, DevicePtr chosen,
                                   DevicePtr weights, DevicePtr dweights,
                                   int64_t tokens, int64_t experts, int64_t k,
-                                  bool normalize, DevicePtr dlogits) {
+                                  bool normalize, DevicePtr balance,
+                                  float balanceScale, DevicePtr dlogits) {
   std::vector<double> dp(static_cast<size_t>(experts));
+  const float *counts = balance ? balance.f32() : nullptr;
   for (int64_t t = 0; t < tokens; ++t)
     routeBackward(probs.f32() + t * experts, chosen.i32() + t * k,
                   weights.f32() + t * k, dweights.f32() + t * k, experts, k,
-                  normalize, dp, dlogits.f32() + t * experts);
+                  normalize, counts, balanceScale, dp,
+                  dlogits.f32() + t * experts);
+}
+
+void CpuKernels::moeBalance(DevicePtr probsPtr, DevicePtr offsetsPtr,
+                            int64_t tokens, int64_t experts,
+                            DevicePtr statsPtr) {
+  const float *probs = probsPtr.f32();
+  const int32_t *offsets = offsetsPtr.i32();
+  float *stats = statsPtr.f32();
+  for (int64_t e = 0; e < experts; ++e) {
+    double sum = 0;
+    for (int64_t t = 0; t < tokens; ++t)
+      sum += probs[t * experts + e];
+    stats[e] += float(offsets[e + 1] - offsets[e]);
+    stats[experts + e] += float(sum);
+  }
+}
+
+void CpuKernels::moeBalanceLoss(DevicePtr statsPtr, int64_t experts,
+                                double scale, DevicePtr loss) {
+  const float *stats = statsPtr.f32();
+  double sum = 0;
+  for (int64_t e = 0; e < experts; ++e)
+    sum += double(stats[e]) * stats[experts + e];
+  *loss.as<double>() += scale * sum;
 }
 
 void CpuKernels::moeSort(DevicePtr chosenPtr, int64_t tokens, int64_t k,

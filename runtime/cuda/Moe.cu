@@ -56,7 +56,8 @@ __global__ void routeKernel(const float *logits, int64_t tokens,
 __global__ void routeBackwardKernel(const float *probs, const int32_t *chosen,
                                     const float *weights, const float *dweights,
                                     int64_t tokens, int64_t experts, int64_t k,
-                                    bool normalize, float *dlogits) {
+                                    bool normalize, const float *balance,
+                                    float balanceScale, float *dlogits) {
   SLUICE_GRID_STRIDE(t, tokens) {
     const float *p = probs + t * experts;
     const int32_t *c = chosen + t * k;
@@ -78,9 +79,35 @@ __global__ void routeBackwardKernel(const float *probs, const int32_t *chosen,
     for (int64_t j = 0; j < k; ++j)
       mean += double(p[c[j]]) *
               (normalize ? (dw[j] - dot) / kept : double(dw[j]));
+    // The load-balancing loss's gradient reaches every probability.
+    auto extra = [&](int64_t e) {
+      return balance ? double(balanceScale) * balance[e] : 0.0;
+    };
+    for (int64_t e = 0; balance && e < experts; ++e)
+      mean += double(p[e]) * extra(e);
     for (int64_t e = 0; e < experts; ++e)
-      dlogits[t * experts + e] = float(p[e] * (dp(e) - mean));
+      dlogits[t * experts + e] = float(p[e] * (dp(e) + extra(e) - mean));
   }
+}
+
+/// One thread per expert: its copies and its probabilities' sum.
+__global__ void balanceKernel(const float *probs, const int32_t *offsets,
+                              int64_t tokens, int64_t experts, float *stats) {
+  SLUICE_GRID_STRIDE(e, experts) {
+    double sum = 0;
+    for (int64_t t = 0; t < tokens; ++t)
+      sum += probs[t * experts + e];
+    stats[e] += float(offsets[e + 1] - offsets[e]);
+    stats[experts + e] += float(sum);
+  }
+}
+
+__global__ void balanceLossKernel(const float *stats, int64_t experts,
+                                  double scale, double *loss) {
+  double sum = 0;
+  for (int64_t e = 0; e < experts; ++e)
+    sum += double(stats[e]) * stats[experts + e];
+  loss[0] += scale * sum;
 }
 
 __global__ void countKernel(const int32_t *chosen, int64_t copies,
@@ -184,12 +211,28 @@ void CudaKernels::moeRoute(DevicePtr logits, int64_t tokens, int64_t experts,
 void CudaKernels::moeRouteBackward(DevicePtr probs, DevicePtr chosen,
                                    DevicePtr weights, DevicePtr dweights,
                                    int64_t tokens, int64_t experts, int64_t k,
-                                   bool normalize, DevicePtr dlogits) {
+                                   bool normalize, DevicePtr balance,
+                                   float balanceScale, DevicePtr dlogits) {
   if (tokens == 0)
     return;
   routeBackwardKernel<<<gridFor(tokens), kThreads, 0, stream>>>(
       probs.f32(), chosen.i32(), weights.f32(), dweights.f32(), tokens,
-      experts, k, normalize, dlogits.f32());
+      experts, k, normalize, balance ? balance.f32() : nullptr, balanceScale,
+      dlogits.f32());
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::moeBalance(DevicePtr probs, DevicePtr offsets,
+                             int64_t tokens, int64_t experts, DevicePtr stats) {
+  balanceKernel<<<gridFor(experts), kThreads, 0, stream>>>(
+      probs.f32(), offsets.i32(), tokens, experts, stats.f32());
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::moeBalanceLoss(DevicePtr stats, int64_t experts,
+                                 double scale, DevicePtr loss) {
+  balanceLossKernel<<<1, 1, 0, stream>>>(stats.f32(), experts, scale,
+                                         loss.as<double>());
   SLUICE_LAUNCHED(errors);
 }
 

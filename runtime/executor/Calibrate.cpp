@@ -49,6 +49,11 @@ Status calibrateStages(
         if (part > 0 && context == 0)
           continue;
         SliceShape s{rows, length, context};
+        // The whole activation (the stage's shards calibrate alone) and
+        // what a message carries after it.
+        int64_t message =
+            std::max(activation * length,
+                     getMessageBytes(model, s, plan.precision));
         // Fresh buffers of the sizes the layout gives this slice.
         DeviceBuffer state, wstate, rstate, kv, work, in, outBuf, grad, inGrad,
             loss;
@@ -58,10 +63,10 @@ Status calibrateStages(
               std::tuple{&wstate, act, stage.getWeightStateBytes(s)},
               std::tuple{&kv, act, stage.getKeyValueBytes(rows)},
               std::tuple{&work, act, stage.getWorkspaceBytes(s)},
-              std::tuple{&in, act, activation * length},
-              std::tuple{&outBuf, act, activation * length},
-              std::tuple{&grad, act, activation * length},
-              std::tuple{&inGrad, act, activation * length},
+              std::tuple{&in, act, message},
+              std::tuple{&outBuf, act, message},
+              std::tuple{&grad, act, message},
+              std::tuple{&inGrad, act, message},
               std::tuple{&loss, DType::F64, getSize(DType::F64)}})
           if (Status st = device.allocateBytes(type, bytes, *buffer); !st)
             return st;

@@ -1,6 +1,7 @@
 //===- Executor.cpp - Run a plan, or the single-device reference ----------===//
 
 #include "Executor.h"
+#include "ExpertLoad.h"
 
 #include <algorithm>
 #include <chrono>
@@ -149,6 +150,13 @@ Status Executor::allocateBuffers() {
         return st;
       stages[s]->bindFp8State(fp8States[s].get());
     }
+  loads.resize(stages.size());
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (int64_t count = stages[s] ? stages[s]->getLoadFloats() : 0) {
+      if (Status st = device.allocate(DType::F32, count, loads[s]); !st)
+        return st;
+      stages[s]->bindLoad(loads[s].get());
+    }
 
   if (Status st = stepTokens.allocate(device, plan.model, plan.microbatches);
       !st)
@@ -283,6 +291,9 @@ Status Executor::runStep(int64_t step, double &meanLoss) {
   float lossScale = 1.0f / float(int64_t(plan.microbatches) * plan.dp *
                                  model.microBatch * model.seqLen);
   kernels.fill(lossSum.get(), 0.0, 1);
+  for (const std::unique_ptr<StageRunner> &stage : stages)
+    if (stage)
+      stage->clearLoad();
   if (shards)
     shards->beginStep(stepTokens.getBatches(), lossScale);
   const DeviceProgram &program = plan.programs[deviceIndex];
@@ -374,8 +385,12 @@ void Executor::accountStep(double dispatchIdle) {
 }
 
 Status Executor::issueTransfer(const Instruction &instr) {
-  int64_t message =
-      getMessageElements(plan.shardModel, plan.getSliceShape(instr.slice));
+  // In activation elements: the activation and whatever follows it (a
+  // load-balancing loss's statistics; Layout.h getMessageBytes).
+  int64_t message = getMessageBytes(plan.shardModel,
+                                    plan.getSliceShape(instr.slice),
+                                    plan.precision) /
+                    getSize(plan.precision.activations);
   // The pipeline stream moves what compute has produced, and writes a
   // slot only after compute's earlier reads of it.
   ready->record(compute);
@@ -489,6 +504,26 @@ Status Executor::reduceLoss(double &hostLoss) {
   if (st && tensorGroup)
     st = tensorGroup->allReduceSum(&hostLoss, 1);
   times.commWait += seconds(reduceStart, Clock::now());
+  return st;
+}
+
+/// The pipeline's devices hold different layers and the replicas route
+/// different tokens: their sums are the step's. The tensor-parallel
+/// shards route alike, so they are not summed over.
+Status Executor::expertLoad(std::vector<double> &copies) {
+  copies.clear();
+  if (getExpertLoadSize(plan.shardModel) == 0)
+    return Status::ok();
+  std::vector<const StageRunner *> mine;
+  for (const std::unique_ptr<StageRunner> &stage : stages)
+    mine.push_back(stage.get());
+  if (Status st =
+          addExpertLoad(plan.shardModel, mine, device, compute, copies);
+      !st)
+    return st;
+  Status st = comm.allReduceSum(copies.data(), int64_t(copies.size()));
+  if (st && replicas)
+    st = replicas->allReduceSum(copies.data(), int64_t(copies.size()));
   return st;
 }
 

@@ -68,6 +68,7 @@ public:
   Status applyOptimizer(int64_t step, float gradientScale) override;
   ParameterStore &getParameters() override { return parameters; }
   Status shardOptimizerState() override;
+  Status expertLoad(std::vector<double> &copies) override;
   Status gatherOptimizerState() override;
 
   const StepTimes &getTimes() const { return times; }
@@ -156,6 +157,8 @@ private:
   DeviceBuffer workspace;
   /// Per stage, the fp8 precision's scaling records (empty otherwise).
   std::vector<DeviceBuffer> fp8States;
+  /// Per stage, its sparse layers' routing over the step (bindLoad).
+  std::vector<DeviceBuffer> loads;
   StepTokens stepTokens;
   /// evaluateStep: the step runs its forward passes only.
   bool evaluating = false;

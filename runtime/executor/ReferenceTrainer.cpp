@@ -1,6 +1,7 @@
 //===- ReferenceTrainer.cpp - The single-device oracle --------------------===//
 
 #include "ReferenceTrainer.h"
+#include "ExpertLoad.h"
 
 #include <algorithm>
 #include <cmath>
@@ -53,6 +54,11 @@ Status ReferenceTrainer::prepare() {
       return st;
     stage->bindFp8State(fp8.get());
   }
+  if (int64_t count = stage->getLoadFloats()) {
+    if (Status st = device.allocate(DType::F32, count, load); !st)
+      return st;
+    stage->bindLoad(load.get());
+  }
   return device.synchronize();
 }
 
@@ -71,6 +77,7 @@ Status ReferenceTrainer::run(int64_t step, bool gradients, double &meanLoss) {
   Stream &compute = device.getStream(StreamKind::Compute);
   float lossScale = 1.0f / float(microbatches * rows * seq);
   kernels.fill(lossSum.get(), 0.0, 1);
+  stage->clearLoad();
   for (int mb = 0; mb < microbatches; ++mb) {
     data.getBatch(step, mb, rows, seq, hostTokens);
     device.upload(tokens.get(), hostTokens.data(),
@@ -95,6 +102,14 @@ Status ReferenceTrainer::run(int64_t step, bool gradients, double &meanLoss) {
     return st;
   meanLoss = hostLoss * lossScale;
   return Status::ok();
+}
+
+Status ReferenceTrainer::expertLoad(std::vector<double> &copies) {
+  copies.clear();
+  if (getExpertLoadSize(model) == 0)
+    return Status::ok();
+  return addExpertLoad(model, {stage.get()}, device,
+                       device.getStream(StreamKind::Compute), copies);
 }
 
 Status ReferenceTrainer::getNextLogits(const std::vector<int32_t> &ids,

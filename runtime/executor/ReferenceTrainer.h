@@ -32,6 +32,7 @@ public:
   Status gradientNorm(double &norm) override;
   Status applyOptimizer(int64_t step, float gradientScale) override;
   ParameterStore &getParameters() override { return parameters; }
+  Status expertLoad(std::vector<double> &copies) override;
 
   /// The logits of the position after `ids` (one sequence, at most the
   /// model's sequence length): the forward alone, what sampling draws
@@ -50,7 +51,7 @@ private:
   TrainerOptions options;
   ParameterStore parameters;
   std::unique_ptr<StageRunner> stage;
-  DeviceBuffer forward, weight, kv, work, tokens, lossSum, normSum, fp8;
+  DeviceBuffer forward, weight, kv, work, tokens, lossSum, normSum, fp8, load;
   std::vector<int32_t> hostTokens;
 };
 

@@ -113,6 +113,13 @@ public:
   /// replica (before one is written). No-ops otherwise.
   virtual Status shardOptimizerState() { return Status::ok(); }
   virtual Status gatherOptimizerState() { return Status::ok(); }
+  /// The last training step's copies per expert of every sparse layer
+  /// (ExpertLoad.h: model order), summed over the whole run: every rank
+  /// calls it and gets it. Empty without a mixture of experts.
+  virtual Status expertLoad(std::vector<double> &copies) {
+    copies.clear();
+    return Status::ok();
+  }
 };
 
 /// Every parameter `device` holds: its stages' layers (tensor-parallel

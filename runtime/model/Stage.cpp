@@ -96,6 +96,7 @@ StageRunner::StageRunner(const ModelConfig &model, std::vector<int> layers,
   for (int index : this->layers)
     resolved.push_back(bindLayer(model, index, store));
   views.resize(resolved.size());
+  balance = getBalanceLoss(model);
 }
 
 int64_t StageRunner::getFp8StateFloats() const {
@@ -124,6 +125,41 @@ void StageRunner::bindFp8State(DevicePtr state) {
                    getFp8Max(grad ? Fp8Format::E5M2 : Fp8Format::E4M3), 1);
     }
   }
+}
+
+int64_t StageRunner::getLoadFloats() const {
+  int64_t floats = 0;
+  for (const Layer &l : resolved)
+    if (l.config->kind == LayerKind::Transformer)
+      floats += 2 * l.config->experts;
+  return floats;
+}
+
+void StageRunner::bindLoad(DevicePtr to) {
+  load = to;
+  loads.assign(resolved.size(), DevicePtr());
+  DevicePtr at = to;
+  for (size_t i = 0; to && i < resolved.size(); ++i) {
+    const LayerConfig &c = *resolved[i].config;
+    if (c.kind != LayerKind::Transformer || c.experts == 0)
+      continue;
+    loads[i] = at;
+    at = at + 2 * c.experts;
+  }
+  clearLoad();
+}
+
+void StageRunner::clearLoad() {
+  if (load)
+    kernels.fill(load, 0.0, getLoadFloats());
+}
+
+std::vector<std::pair<int, DevicePtr>> StageRunner::getLoads() const {
+  std::vector<std::pair<int, DevicePtr>> out;
+  for (size_t i = 0; i < loads.size(); ++i)
+    if (loads[i])
+      out.push_back({layers[i], loads[i]});
+  return out;
 }
 
 void StageRunner::finishStep(bool trained) {
@@ -208,7 +244,7 @@ void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
         kept(f, count, storage);
     });
     walkWeightState(model, c, s, into(v, weightState, weight));
-    walkKeyValues(model, c, s.rows, into(v, keyValues, kv));
+    walkLayerKeyValues(model, layers[k], s.rows, into(v, keyValues, kv));
   }
 }
 
@@ -237,16 +273,90 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
     forwardState = DevicePtr();
   }
   carve(s, forwardState, nullptr, keyValues, area);
-  runForward(s, batch, input, output, workspace, loss, /*again=*/false);
+  DevicePtr stats = beginBalance(s, input, output);
+  runForward(s, batch, input, output, workspace, loss, /*again=*/false, stats);
+  // The microbatch's load-balancing loss, once its last slice has routed:
+  // coefficient x experts x sum_e f_e P_e with f_e = count_e / (L T) and
+  // P_e = probability sum_e / (L T) over L sparse layers and the T tokens
+  // of the microbatch, in the loss's units (a sum over its tokens: times
+  // T). Added by one tensor-parallel shard, as the group sums the loss.
+  if (holdsBalance() && stats && loss &&
+      s.offset + s.tokens == model.seqLen &&
+      seams.getShardIndex() == 0) {
+    double tokens = double(s.rows * model.seqLen),
+           layersCount = double(balance.layers);
+    kernels.moeBalanceLoss(stats, balance.experts,
+                           balance.coefficient * double(balance.experts) /
+                               (layersCount * layersCount * tokens),
+                           loss);
+  }
+}
+
+bool StageRunner::receivesBalance() const {
+  return balance.isOn() && balance.first < layers.front() &&
+         layers.front() <= balance.last;
+}
+
+bool StageRunner::sendsBalance() const {
+  return balance.isOn() && balance.first <= layers.back() &&
+         layers.back() < balance.last;
+}
+
+bool StageRunner::holdsBalance() const {
+  return balance.isOn() && layers.front() <= balance.last &&
+         balance.last <= layers.back();
+}
+
+DevicePtr StageRunner::getBalanceStats() const {
+  size_t at = size_t(std::find(layers.begin(), layers.end(), balance.last) -
+                     layers.begin());
+  return views[at][Field::BalanceStats];
+}
+
+DevicePtr StageRunner::getMessageBalance(DevicePtr message,
+                                         const SliceShape &s) const {
+  return message.atByte(getBalanceOffset(model, s, precision), DType::F32);
+}
+
+DevicePtr StageRunner::beginBalance(const SliceShape &s, DevicePtr input,
+                                    DevicePtr output) {
+  int64_t floats = getBalanceFloats(model);
+  DevicePtr from =
+      receivesBalance() && input ? getMessageBalance(input, s) : DevicePtr();
+  if (holdsBalance()) {
+    DevicePtr stats = getBalanceStats();
+    if (!stats)
+      return {};
+    if (s.offset == 0)
+      kernels.fill(stats, 0.0, floats);
+    if (from)
+      kernels.add(stats, from, floats);
+    return stats;
+  }
+  if (!sendsBalance() || !output)
+    return {};
+  DevicePtr stats = getMessageBalance(output, s);
+  if (from)
+    kernels.copy(stats, from, floats);
+  else
+    kernels.fill(stats, 0.0, floats);
+  return stats;
 }
 
 void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
                              DevicePtr input, DevicePtr output,
-                             DevicePtr workspace, DevicePtr loss, bool again) {
+                             DevicePtr workspace, DevicePtr loss, bool again,
+                             DevicePtr stats) {
   Workspace work(workspace, precision, getLocalTokens(model, s) * model.hidden);
   DevicePtr current = input;
   for (size_t i = 0; i < resolved.size(); ++i) {
     const Layer &l = resolved[i];
+    // B's recomputation routes as F did: nothing more to count.
+    if (!again)
+      transformer.setBalance(
+          {stats, {}, 0, i < loads.size() ? loads[i] : DevicePtr()});
+    else
+      transformer.setBalance({});
     const LayerConfig &c = *l.config;
     const Views &v = views[i];
     bool last = i + 1 == resolved.size();
@@ -265,6 +375,7 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
     }
     current = dst;
   }
+  transformer.setBalance({});
 }
 
 void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
@@ -289,6 +400,29 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
     for (size_t k = 0; k < resolved.size(); ++k)
       if (resolved[k].config->kind == LayerKind::Transformer)
         transformer.recompute(resolved[k], views[k], s);
+  // The microbatch's copies per expert: kept here, or from the next stage
+  // (and sent on to the previous one). The loss's gradient at expert e's
+  // probability of every token of every sparse layer is coefficient x
+  // experts x count_e / (L T)^2 in the microbatch's mean loss; in the
+  // summed loss lossScale scales (times T), coefficient x experts x
+  // count_e / (L^2 T). One tensor-parallel shard adds it, as the group sums the
+  // router's gradients and the input's.
+  DevicePtr counts;
+  if (holdsBalance())
+    counts = getBalanceStats();
+  else if (sendsBalance() && outputGrad)
+    counts = getMessageBalance(outputGrad, s);
+  if (counts && receivesBalance() && inputGrad)
+    kernels.copy(getMessageBalance(inputGrad, s), counts, balance.experts);
+  if (counts && seams.getShardIndex() == 0) {
+    double sparse = double(balance.layers),
+           tokens = double(s.rows * model.seqLen);
+    transformer.setBalance(
+        {{},
+         counts,
+         float(double(lossScale) * balance.coefficient *
+               double(balance.experts) / (sparse * sparse * tokens))});
+  }
   Workspace work(workspace, precision, getLocalTokens(model, s) * model.hidden);
   DevicePtr grad = outputGrad;
   for (size_t k = resolved.size(); k-- > 0;) {
@@ -310,6 +444,7 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
     }
     grad = dst;
   }
+  transformer.setBalance({});
 }
 
 void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,

@@ -106,6 +106,16 @@ public:
   /// scales (Kernels::updateFp8Scales); an evaluation's are dropped.
   void finishStep(bool trained);
 
+  /// The step's routing of the stage's sparse layers (f32: per layer with
+  /// experts, its copies per expert then its probabilities' sums, as
+  /// moeBalance adds them), which F adds to: its size, binding (null:
+  /// none), clearing (at a step's start), and the layers' parts.
+  int64_t getLoadFloats() const;
+  void bindLoad(DevicePtr load);
+  void clearLoad();
+  /// (model layer index, its 2 x experts floats) per sparse layer.
+  std::vector<std::pair<int, DevicePtr>> getLoads() const;
+
   /// W: accumulates the stage's weight gradients.
   void backwardWeight(const SliceShape &s, const TokenRows &batch,
                       DevicePtr forwardState, DevicePtr weightState,
@@ -124,9 +134,34 @@ private:
   DevicePtr getFeatureWork(const SliceShape &s, DevicePtr workspace) const;
   /// F's layers over the carved views; `again`: B's recomputation (the
   /// key/value gradients already accumulate later slices' parts).
+  /// `balance`: where the sparse layers add their load-balancing
+  /// statistics (null: nowhere).
   void runForward(const SliceShape &s, const TokenRows &batch, DevicePtr input,
                   DevicePtr output, DevicePtr workspace, DevicePtr loss,
-                  bool again);
+                  bool again, DevicePtr balance = {});
+
+  // The load-balancing loss (BalanceLoss) across stages: the statistics
+  // of the sparse layers so far travel with the activation to the stage
+  // that holds the model's last sparse layer, which keeps the
+  // microbatch's in its key/value state, adds the loss after the last
+  // slice, and sends the copies per expert back with the gradient.
+  /// Whether this stage's input message carries earlier sparse layers'
+  /// statistics (and its input gradient message gets the counts back).
+  bool receivesBalance() const;
+  /// Whether its output message carries them on (and its output gradient
+  /// message brings the counts).
+  bool sendsBalance() const;
+  /// Whether it holds the model's last sparse layer.
+  bool holdsBalance() const;
+  /// The microbatch's statistics in the carved key/value state.
+  DevicePtr getBalanceStats() const;
+  /// A message's statistics (Layout.h getBalanceOffset).
+  DevicePtr getMessageBalance(DevicePtr message, const SliceShape &s) const;
+  /// F's statistics: the microbatch's (the stage holding the last sparse
+  /// layer; zeroed by the first slice) or the output message's, with the
+  /// input message's added; null when the stage has none.
+  DevicePtr beginBalance(const SliceShape &s, DevicePtr input,
+                         DevicePtr output);
 
   const ModelConfig &model;
   std::vector<int> layers;
@@ -137,6 +172,10 @@ private:
   /// Per layer, the views of the pass being run (kept to reuse its memory).
   std::vector<Views> views;
   DevicePtr fp8State;
+  BalanceLoss balance;
+  /// Per layer, its part of the bound load (null: a dense layer, or none).
+  std::vector<DevicePtr> loads;
+  DevicePtr load;
   block::ShardSeams seams;
   block::TransformerBlock transformer;
   block::EmbeddingBlock embeddingBlock;

@@ -127,6 +127,8 @@ ModelConfig readModel(const json &j) {
            " is shorter than seq_len = " + std::to_string(m.seqLen));
     m.layers.push_back(c);
   }
+  if (std::string why = checkBalanceLoss(m); !why.empty())
+    fail("model: " + why);
   const LayerConfig &out = m.layers.back();
   if (out.tied && out.vocab != m.layers.front().vocab)
     fail("model: the tied output layer's vocab " + std::to_string(out.vocab) +

@@ -3,6 +3,7 @@
 #include "Progress.h"
 
 #include "Checkpoint.h"
+#include "ExpertLoad.h"
 
 #include "sluice/Blocks/Feature.h"
 #include "sluice/Blocks/Parameters.h"
@@ -138,8 +139,8 @@ std::string formatDuration(double seconds) {
 } // namespace
 
 Status ProgressLog::record(int64_t step, double loss, double lr,
-                           double gradNorm, double clipScale,
-                           double seconds) {
+                           double gradNorm, double clipScale, double seconds,
+                           const ExpertLoad *load) {
   ++pendingSteps;
   pendingSeconds += seconds;
   totalSeconds += seconds;
@@ -160,10 +161,14 @@ Status ProgressLog::record(int64_t step, double loss, double lr,
   pendingSeconds = 0;
 
   // The figures a resumed run must repeat come first, the machine's after.
-  std::printf("step %lld: loss %.7f | lr %.4e | grad norm %.4e%s | %.0f "
-              "tokens/s",
+  std::printf("step %lld: loss %.7f | lr %.4e | grad norm %.4e%s",
               (long long)step, loss, lr, gradNorm,
-              clipScale < 1 ? " (clipped)" : "", tokensPerSecond);
+              clipScale < 1 ? " (clipped)" : "");
+  // The step's routing: the busiest expert of the worst layer against the
+  // mean (1.00: even).
+  if (load)
+    std::printf(" | experts max/mean %.2f", load->worst);
+  std::printf(" | %.0f tokens/s", tokensPerSecond);
   if (mfu >= 0)
     std::printf(" | MFU %.1f%%", 100.0 * mfu);
   std::printf(" | %.1f ms/step | ETA %s\n", stepSeconds * 1e3,
@@ -181,6 +186,10 @@ Status ProgressLog::record(int64_t step, double loss, double lr,
                            {"eta_s", eta}};
   if (mfu >= 0)
     record["mfu"] = mfu;
+  if (load) {
+    record["expert_load"] = load->worst;
+    record["expert_load_layers"] = load->layers;
+  }
   return write(record.dump());
 }
 

@@ -18,6 +18,8 @@
 
 namespace sluice::rt {
 
+struct ExpertLoad;
+
 /// Model FLOPs of one sequence's forward and backward: three times the
 /// forward's matrix multiplications (the linear maps at 2 FLOPs per
 /// multiply-add, causal attention's two products, the output layer) --
@@ -49,9 +51,11 @@ public:
   Status open(const Setup &setup);
   /// Optimizer step `step` is done: it took `seconds`, its loss was
   /// `loss`, at learning rate `lr`, with gradient norm `gradNorm` (before
-  /// clipping by `clipScale`). Prints and writes when the step is due.
+  /// clipping by `clipScale`). Prints and writes when the step is due;
+  /// with `load` (a mixture of experts), its tokens per expert too.
   Status record(int64_t step, double loss, double lr, double gradNorm,
-                double clipScale, double seconds);
+                double clipScale, double seconds,
+                const ExpertLoad *load = nullptr);
   /// A validation loss at step `step`.
   Status evaluation(int64_t step, double loss, int64_t tokens);
   /// The run in one line: steps, time, throughput, first and last losses.

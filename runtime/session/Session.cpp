@@ -13,6 +13,7 @@
 #include "Progress.h"
 #include "RankBackend.h"
 #include "Reports.h"
+#include "ExpertLoad.h"
 #include "RunHeader.h"
 #include "Settings.h"
 
@@ -355,6 +356,10 @@ void Session::runStep(int64_t s, ProgressLog &progress, bool last) {
   double loss = 0, norm = 0;
   if (Status st = trainer->runStep(step, loss); !st)
     failHere(st.message());
+  // How evenly the routers spread the step's tokens (every rank sums).
+  std::vector<double> copies;
+  if (Status st = trainer->expertLoad(copies); !st)
+    failHere(st.message());
   if (Status st = trainer->finalizeGradients(); !st)
     failHere(st.message());
   if (s == 0 && !options.dumpGrads.empty())
@@ -392,9 +397,12 @@ void Session::runStep(int64_t s, ProgressLog &progress, bool last) {
   record.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();
+  ExpertLoad load = summarizeExpertLoad(plan.model, copies);
+  record.expertLoad = load.worst;
   if (root)
     if (Status st = progress.record(record.step, loss, record.learningRate,
-                                    norm, clipScale, record.seconds);
+                                    norm, clipScale, record.seconds,
+                                    copies.empty() ? nullptr : &load);
         !st)
       failHere(st.message());
   if (stepHook)

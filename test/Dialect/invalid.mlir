@@ -141,10 +141,56 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 
 // -----
 
+// aux-loss-without-experts
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'aux_loss' belongs to a mixture of experts, but the layer has no 'experts'}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, aux_loss = 0.01} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// aux-loss-not-positive
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'aux_loss' must be a positive number, got -1}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, experts = 4, top_k = 2, aux_loss = -1.0} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// aux-loss-differs-between-layers
+// expected-error@+1 {{layer 1: 'aux_loss' = 0.020000 differs from the first sparse layer's 0.010000: the load-balancing loss ('aux_loss') takes every sparse layer's routing as one}}
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, experts = 4, top_k = 2, aux_loss = 0.01} : tensor<1x4x32xf32>
+  %y = sluice.transformer_layer %x {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, experts = 4, top_k = 2, aux_loss = 0.02} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %y {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// aux-loss-experts-differ
+// expected-error@+1 {{layer 1: 'experts' = 8 differs from the first sparse layer's 4}}
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, experts = 4, top_k = 2, aux_loss = 0.01} : tensor<1x4x32xf32>
+  %y = sluice.transformer_layer %x {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, experts = 8, top_k = 2, aux_loss = 0.01} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %y {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
 // unknown-key
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unknown key 'qk_nrom' in a transformer layer's spec (expected one of heads, kv_heads, head_dim, ffn, norm, mlp, bias, qkv_bias, qk_norm, rope_theta, rope_scaling, pre_norms, post_norms, window, experts, top_k, norm_top_k, shared_ffn, features)}}
+  // expected-error@+1 {{unknown key 'qk_nrom' in a transformer layer's spec (expected one of heads, kv_heads, head_dim, ffn, norm, mlp, bias, qkv_bias, qk_norm, rope_theta, rope_scaling, pre_norms, post_norms, window, experts, top_k, norm_top_k, shared_ffn, aux_loss, features)}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, qk_nrom = heads} : tensor<1x4x32xf32>
 }
 

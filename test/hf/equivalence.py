@@ -9,12 +9,15 @@ losses.txt). The lit test then runs sluice-run --load-hf on the directory
 and checks it against these, within sluice-run's tolerances (relative 1e-5
 on the loss, 1e-4 on gradients).
 
-usage: equivalence.py FAMILY WORKDIR
+usage: equivalence.py FAMILY WORKDIR [aux]
   FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | qwen3 | mistral |
           gemma | gemma2 | olmo2 | gemma3 | mixtral | qwen3_moe | olmoe |
           qwen2_moe
           (qwen3, olmo2, gemma3 and the mixtures of experts: transformers
           4.51)
+  aux: the mixtures of experts with the load-balancing loss
+       (output_router_logits, router_aux_loss_coef 0.05), transformers'
+       forward once per microbatch (a row), as it adds the loss per call
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
 
@@ -38,6 +41,10 @@ import transformers
 SEQ = 16          # tokens per sequence
 WINDOW = 6        # Mistral's and Gemma-2's sliding window, shorter than SEQ
 MICROBATCHES = 4  # rows of the step, one per microbatch
+# The load-balancing loss's coefficient (router_aux_loss_coef, with
+# output_router_logits) of the mixture-of-experts families: 0, off, unless
+# the command line ends in "aux".
+AUX = 0.0
 VOCAB = 96
 
 
@@ -130,7 +137,8 @@ def make_model(family):
         # Llama's attention (no window) with every feed-forward block a
         # mixture of 4 SwiGLU experts of width 32, 2 per token, their
         # router weights renormalised (Mixtral always does), eager
-        # attention; no load-balancing loss (output_router_logits False,
+        # attention; the load-balancing loss with "aux" (output_router_logits
+        # False otherwise,
         # MixtralConfig's default) and no router noise.
         config = transformers.MixtralConfig(
             vocab_size=VOCAB, hidden_size=32, intermediate_size=32,
@@ -139,7 +147,8 @@ def make_model(family):
             rope_theta=10000.0, tie_word_embeddings=False,
             attention_dropout=0.0, sliding_window=None, num_local_experts=4,
             num_experts_per_tok=2, router_jitter_noise=0.0,
-            output_router_logits=False)
+            output_router_logits=AUX > 0,
+            router_aux_loss_coef=AUX)
         config._attn_implementation = "eager"
         return transformers.MixtralForCausalLM(config)
     if family == "qwen3_moe":
@@ -155,7 +164,8 @@ def make_model(family):
             rope_theta=10000.0, tie_word_embeddings=False,
             attention_dropout=0.0, num_experts=4, num_experts_per_tok=2,
             norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
-            output_router_logits=False)
+            output_router_logits=AUX > 0,
+            router_aux_loss_coef=AUX)
         config._attn_implementation = "eager"
         return transformers.Qwen3MoeForCausalLM(config)
     if family == "qwen2_moe":
@@ -172,7 +182,8 @@ def make_model(family):
             rope_theta=10000.0, tie_word_embeddings=False,
             attention_dropout=0.0, num_experts=4, num_experts_per_tok=2,
             norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1],
-            output_router_logits=False, use_sliding_window=False)
+            output_router_logits=AUX > 0,
+            router_aux_loss_coef=AUX, use_sliding_window=False)
         config._attn_implementation = "eager"
         return transformers.Qwen2MoeForCausalLM(config)
     if family == "olmoe":
@@ -186,7 +197,8 @@ def make_model(family):
             max_position_embeddings=SEQ, rms_norm_eps=1e-6,
             rope_theta=10000.0, tie_word_embeddings=False,
             attention_dropout=0.0, num_experts=4, num_experts_per_tok=2,
-            norm_topk_prob=False, pad_token_id=1, output_router_logits=False)
+            norm_topk_prob=False, pad_token_id=1, output_router_logits=AUX > 0,
+            router_aux_loss_coef=AUX)
         config._attn_implementation = "eager"
         return transformers.OlmoeForCausalLM(config)
     if family == "gemma3":
@@ -319,6 +331,17 @@ def step_batch(work):
 
 def mean_loss(model, inputs, labels):
     # No cache: a training step (and Gemma-3's hybrid cache needs torch 2).
+    if getattr(model.config, "output_router_logits", False):
+        # transformers adds the load-balancing loss per forward call, over
+        # that call's tokens: one call per microbatch (a row), as
+        # sluice-run adds it per microbatch, and their mean.
+        total = 0
+        for row in range(inputs.shape[0]):
+            out = model(input_ids=inputs[row:row + 1], use_cache=False)
+            total = total + torch.nn.functional.cross_entropy(
+                out.logits[0].float(), labels[row]) + \
+                model.config.router_aux_loss_coef * out.aux_loss
+        return total / inputs.shape[0]
     logits = model(input_ids=inputs, use_cache=False).logits
     return torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
@@ -353,6 +376,9 @@ def main():
         check_saved(sys.argv[2], sys.argv[3])
         return
     family, work = sys.argv[1], sys.argv[2]
+    if sys.argv[3:] == ["aux"]:
+        global AUX
+        AUX = 0.05
     torch.manual_seed(0)
     model = make_model(family).float()
     model.eval()  # no dropout; gradients still flow

@@ -1089,28 +1089,40 @@ TEST_P(Conformance, MixtureOfExperts) {
     EXPECT_EQ(readInts(gotChosen), chosen) << "moeRoute: chosen experts";
     expectClose(gotWeights, weights, "moeRoute: weights" + form, 1e-6);
 
-    // d(sum dweights . weights)/dlogits, the chosen experts held.
-    std::vector<double> want(logits.host.size());
-    for (size_t i = 0; i < want.size(); ++i) {
-      auto loss = [&](double delta) {
-        std::vector<double> z = logits.host, p, w;
-        std::vector<int> c;
-        z[i] += delta;
-        route(z, normalize, p, c, w);
-        EXPECT_EQ(c, chosen) << "the step moved a choice";
-        double sum = 0;
-        for (int64_t j = 0; j < copies; ++j)
-          sum += dweights.host[j] * w[j];
-        return sum;
-      };
-      const double h = 1e-5;
-      want[i] = (loss(h) - loss(-h)) / (2 * h);
+    // d(sum dweights . weights + scale sum_t balance . probs[t])/dlogits,
+    // the chosen experts held; without and with a load-balancing term.
+    Tensor balance = random(experts);
+    const float scale = 0.375f;
+    for (bool balanced : {false, true}) {
+      std::vector<double> want(logits.host.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        auto loss = [&](double delta) {
+          std::vector<double> z = logits.host, p, w;
+          std::vector<int> c;
+          z[i] += delta;
+          route(z, normalize, p, c, w);
+          EXPECT_EQ(c, chosen) << "the step moved a choice";
+          double sum = 0;
+          for (int64_t j = 0; j < copies; ++j)
+            sum += dweights.host[j] * w[j];
+          for (int64_t t = 0; balanced && t < tokens; ++t)
+            for (int64_t e = 0; e < experts; ++e)
+              sum += double(scale) * balance.host[e] * p[t * experts + e];
+          return sum;
+        };
+        const double h = 1e-5;
+        want[i] = (loss(h) - loss(-h)) / (2 * h);
+      }
+      Tensor dlogits = filled(tokens * experts, 7);
+      kernels().moeRouteBackward(
+          gotProbs.ptr(), gotChosen.ptr(), gotWeights.ptr(), dweights.ptr(),
+          tokens, experts, k, normalize,
+          balanced ? balance.ptr() : DevicePtr(), scale, dlogits.ptr());
+      expectClose(dlogits, want,
+                  "moeRouteBackward" + form +
+                      (balanced ? " with the load-balancing loss" : ""),
+                  1e-5);
     }
-    Tensor dlogits = filled(tokens * experts, 7);
-    kernels().moeRouteBackward(gotProbs.ptr(), gotChosen.ptr(),
-                               gotWeights.ptr(), dweights.ptr(), tokens,
-                               experts, k, normalize, dlogits.ptr());
-    expectClose(dlogits, want, "moeRouteBackward" + form, 1e-5);
   }
 
   // Grouped by expert: a stable counting sort of the copies.
@@ -1143,6 +1155,26 @@ TEST_P(Conformance, MixtureOfExperts) {
                            readInts(positionT) == position &&
                            readInts(offsetsT) == offsets,
                        ""});
+
+  // The load-balancing statistics, added to what is there, and the loss.
+  {
+    Tensor probsT = make(probs), stats = filled(2 * experts, 0.5);
+    std::vector<double> want(2 * experts, 0.5);
+    for (int64_t e = 0; e < experts; ++e) {
+      want[e] += offsets[e + 1] - offsets[e];
+      for (int64_t t = 0; t < tokens; ++t)
+        want[experts + e] += probs[t * experts + e];
+    }
+    kernels().moeBalance(probsT.ptr(), offsetsT.ptr(), tokens, experts,
+                         stats.ptr());
+    expectClose(stats, want, "moeBalance", 1e-6);
+    Tensor loss = make({0.25}, DType::F64);
+    double wantLoss = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      wantLoss += want[e] * want[experts + e];
+    kernels().moeBalanceLoss(stats.ptr(), experts, 0.125, loss.ptr());
+    expectClose(loss, {0.25 + 0.125 * wantLoss}, "moeBalanceLoss", 1e-6);
+  }
 
   Tensor x = randomAct(tokens * hidden), gathered = filledAct(copies * hidden, 0);
   std::vector<double> wantGathered(copies * hidden);

@@ -142,7 +142,8 @@ std::vector<std::pair<std::string, std::string>> getSmallConfigs() {
        "{\"model_type\": \"qwen2_moe\", \"hidden_act\": \"silu\", "
        "\"num_experts\": 4, \"num_experts_per_tok\": 2, "
        "\"moe_intermediate_size\": 48, \"shared_expert_intermediate_size\": "
-       "32, \"mlp_only_layers\": [0], " +
+       "32, \"mlp_only_layers\": [0], \"output_router_logits\": true, "
+       "\"router_aux_loss_coef\": 0.02, " +
            small + "}"},
       {"olmoe", "{\"model_type\": \"olmoe\", \"hidden_act\": \"silu\", "
                 "\"num_experts\": 4, \"num_experts_per_tok\": 2, " +

@@ -440,6 +440,39 @@ TEST_F(HFConfigTest, MixtralIsAMixtureOfExperts) {
   }
 }
 
+TEST_F(HFConfigTest, RouterLogitsTurnTheLoadBalancingLossOn) {
+  std::string base = kTinyLlama;
+  base.replace(base.find("\"llama\""), 7, "\"mixtral\"");
+  base.insert(1, "\"num_local_experts\": 8, \"num_experts_per_tok\": 2,");
+  // Off unless output_router_logits says so, whatever the coefficient.
+  std::string off = base;
+  off.insert(1, "\"router_aux_loss_coef\": 0.02,");
+  ModelOp model = import(off);
+  ASSERT_TRUE(model);
+  for (TransformerLayerOp op : layers(model))
+    EXPECT_EQ(op.getSpec().auxLoss, 0.0);
+  // On: the coefficient on every sparse layer.
+  std::string on = off;
+  on.insert(1, "\"output_router_logits\": true,");
+  model = import(on);
+  ASSERT_TRUE(model) << (errors.empty() ? "" : errors.front());
+  for (TransformerLayerOp op : layers(model))
+    EXPECT_EQ(op.getSpec().auxLoss, 0.02);
+  // On without a coefficient: Mixtral's default.
+  std::string fallback = base;
+  fallback.insert(1, "\"output_router_logits\": true,");
+  model = import(fallback);
+  ASSERT_TRUE(model);
+  for (TransformerLayerOp op : layers(model))
+    EXPECT_EQ(op.getSpec().auxLoss, 0.001);
+  // A coefficient that is no non-negative number.
+  std::string bad = base;
+  bad.insert(1, "\"output_router_logits\": true, \"router_aux_loss_coef\": -1,");
+  EXPECT_FALSE(import(bad));
+  EXPECT_EQ(onlyError(), "key 'router_aux_loss_coef' = -1 must be a "
+                         "non-negative number");
+}
+
 TEST_F(HFConfigTest, MoreExpertsPerTokenThanExpertsIsRefused) {
   std::string json = kTinyLlama;
   json.replace(json.find("\"llama\""), 7, "\"mixtral\"");

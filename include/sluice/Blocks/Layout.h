@@ -33,7 +33,11 @@
 //  * key/value state (first slice's F -> first slice's B): the keys and
 //    values of the whole sequence and their gradients, which later slices
 //    read and whose gradients the backward of later slices accumulates
-//    (in fp32: they are sums over slices).
+//    (in fp32: they are sums over slices); after the model's last sparse
+//    layer, with a load-balancing loss, the microbatch's routing
+//    statistics (getBalanceFloats);
+//  * messages between stages: the activation (or its gradient), and with a
+//    load-balancing loss the routing statistics after it.
 //
 // Sequence parallelism (ModelConfig::sequenceShards = T > 1; Korthikanti
 // et al., Weitkamp, 2024): a shard keeps its 1/T of the
@@ -94,6 +98,7 @@ enum class Field : uint16_t {
   Values,
   DKeys,
   DValues,
+  BalanceStats, // after the last sparse layer: the microbatch's routing
   // Output layer (forward, then weight state); embedding (weight state).
   OutXhat,
   OutRstd,
@@ -277,6 +282,17 @@ void walkWeightState(const ModelConfig &model, const LayerConfig &layer,
   }
 }
 
+/// The load-balancing loss's statistics (BalanceLoss), in f32: each
+/// expert's routed copies, then its router probabilities' sum, over the
+/// sparse layers so far; 0 without the loss. They travel with the
+/// activation between stages (getMessageBytes), and the microbatch's
+/// copies per expert travel back with its gradient (the loss's gradient
+/// at every router's probabilities needs the counts of every layer).
+inline int64_t getBalanceFloats(const ModelConfig &model) {
+  BalanceLoss loss = getBalanceLoss(model);
+  return loss.isOn() ? 2 * loss.experts : 0;
+}
+
 /// The same for the key/value state of a microbatch of `rows` rows.
 template <class Fn>
 void walkKeyValues(const ModelConfig &model, const LayerConfig &layer,
@@ -378,12 +394,25 @@ inline int64_t getWeightStateBytes(const ModelConfig &model,
   });
 }
 
+/// The key/value state of model layer `index`, then, after the model's
+/// last sparse layer, the microbatch's load-balancing statistics
+/// (getBalanceFloats; BalanceLoss): its slices' F add theirs, the last
+/// slice's adds the loss, and every slice's B reads the copies per expert.
+/// Per microbatch, as the keys and values are.
+template <class Fn>
+void walkLayerKeyValues(const ModelConfig &model, int index, int64_t rows,
+                        Fn &&fn) {
+  walkKeyValues(model, model.layers[index], rows, fn);
+  if (getBalanceLoss(model).last == index)
+    fn(Field::BalanceStats, getBalanceFloats(model), Storage::Fp32);
+}
+
 inline int64_t getKeyValueBytes(const ModelConfig &model,
                                 const std::vector<int> &layers, int64_t rows,
                                 const Precision &precision) {
   return detail::countBytes(precision, [&](auto &&fn) {
     for (int index : layers)
-      walkKeyValues(model, model.layers[index], rows, fn);
+      walkLayerKeyValues(model, index, rows, fn);
   });
 }
 
@@ -539,9 +568,23 @@ inline int64_t getMessageElements(const ModelConfig &model,
   return getLocalTokens(model, s) * model.hidden;
 }
 
+/// Its bytes: the activation, then the load-balancing statistics
+/// (getBalanceFloats, f32) at getBalanceOffset.
 inline int64_t getMessageBytes(const ModelConfig &model, const SliceShape &s,
                                const Precision &precision) {
-  return getMessageElements(model, s) * getSize(precision.activations);
+  Arena arena(precision);
+  arena.take(getMessageElements(model, s), Storage::Activation);
+  if (int64_t floats = getBalanceFloats(model))
+    arena.take(floats, Storage::Fp32);
+  return arena.getBytes();
+}
+
+/// Where a message's load-balancing statistics start, in bytes.
+inline int64_t getBalanceOffset(const ModelConfig &model, const SliceShape &s,
+                                const Precision &precision) {
+  Arena arena(precision);
+  arena.take(getMessageElements(model, s), Storage::Activation);
+  return arena.take(getBalanceFloats(model), Storage::Fp32);
 }
 
 } // namespace sluice::rt

@@ -251,6 +251,78 @@ struct ModelConfig {
   std::vector<std::string> unmodelled;
 };
 
+/// The load-balancing loss of a model's mixtures of experts (transformers'
+/// load_balancing_loss_func, after Fedus et al., 2022, section 2.2): over
+/// every sparse layer's tokens of one microbatch, aux_loss x experts x
+/// sum_e f_e P_e, f_e the share of token copies routed to expert e and P_e
+/// its mean router probability. `first` and `last` index model.layers (the
+/// first and last sparse layer); `layers` counts the sparse layers.
+struct BalanceLoss {
+  double coefficient = 0;
+  int64_t experts = 0, topK = 0, layers = 0;
+  int first = -1, last = -1;
+  bool isOn() const { return coefficient > 0; }
+};
+
+/// The model's load-balancing loss (off when no layer states aux_loss).
+inline BalanceLoss getBalanceLoss(const ModelConfig &model) {
+  BalanceLoss loss;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerConfig &l = model.layers[i];
+    if (l.kind != LayerKind::Transformer || l.experts == 0)
+      continue;
+    loss.coefficient = std::max(loss.coefficient, l.auxLoss);
+    loss.experts = l.experts;
+    loss.topK = l.topK;
+    ++loss.layers;
+    if (loss.first < 0)
+      loss.first = int(i);
+    loss.last = int(i);
+  }
+  if (!loss.isOn())
+    return BalanceLoss();
+  return loss;
+}
+
+/// Why the model's sparse layers cannot share one load-balancing loss, or
+/// "": with aux_loss on any, every sparse layer states the same aux_loss,
+/// experts and top_k (the loss concatenates their router logits, as
+/// transformers does).
+inline std::string checkBalanceLoss(const ModelConfig &model) {
+  const LayerConfig *first = nullptr;
+  int transformer = 0;
+  bool on = false;
+  for (const LayerConfig &l : model.layers)
+    on = on || l.auxLoss > 0;
+  for (const LayerConfig &l : model.layers) {
+    if (l.kind != LayerKind::Transformer)
+      continue;
+    int index = transformer++;
+    if (!on || l.experts == 0)
+      continue;
+    if (!first) {
+      first = &l;
+      continue;
+    }
+    auto differs = [&](const char *key, std::string a, std::string b) {
+      return "layer " + std::to_string(index) + ": '" + key + "' = " + b +
+             " differs from the first sparse layer's " + a +
+             ": the load-balancing loss ('aux_loss') takes every sparse "
+             "layer's routing as one";
+    };
+    if (l.auxLoss != first->auxLoss)
+      return differs("aux_loss", std::to_string(first->auxLoss),
+                     std::to_string(l.auxLoss));
+    if (l.experts != first->experts)
+      return differs("experts", std::to_string(first->experts),
+                     std::to_string(l.experts));
+    if (l.topK != first->topK)
+      return differs("top_k", std::to_string(first->topK),
+                     std::to_string(l.topK));
+  }
+  return "";
+}
+
 /// Whether the vocabulary layer `l` splits its table by rows over `tp`
 /// tensor-parallel shards: Megatron-LM's vocabulary-parallel embedding (a
 /// masked lookup, then an all-reduce) and output layer (each shard's

@@ -8,7 +8,11 @@
 // over its contiguous copies, and the weighted sum back per token
 // (moeCombine). B runs the same chain backwards; the router's logits
 // gradient is stored in the activation type, as the product that reads it
-// takes, and W reads it for the router's weight gradient.
+// takes, and W reads it for the router's weight gradient. With a
+// load-balancing loss (aux_loss), F adds its routing's statistics to the
+// stage's (moeBalance) and B the loss's gradient at the probabilities
+// (moeRouteBackward's `balance`): Stage.cpp carries them between layers
+// and stages.
 //
 // The copies' count is tokens x top_k whatever the routing (dropless), so
 // every region has a size the plan knows; only the split among experts
@@ -35,6 +39,9 @@ public:
     k.moeRoute(logits, z.rt, z.experts, z.k, c.layer.normTopK, r.probs,
                r.chosen, r.weights);
     k.moeSort(r.chosen, z.rt, z.k, z.experts, r.order, r.position, r.offsets);
+    for (DevicePtr stats : {c.balance.stats, c.balance.load})
+      if (stats)
+        k.moeBalance(r.probs, r.offsets, z.rt, z.experts, stats);
     k.moeGather(t.x, r.order, z.rt, z.k, z.h, permuted);
     Hidden x = getHidden(c, z);
     DevicePtr up = x.up, gate = x.gate, act = x.act, rows = c.region(2);
@@ -95,7 +102,8 @@ public:
                   c.weight("mlp.experts.gate.weight"), z.f, z.h * z.f, 1.0f,
                   dpermuted, z.h);
     k.moeRouteBackward(r.probs, r.chosen, r.weights, dweights, z.rt, z.experts,
-                       z.k, c.layer.normTopK, dlogits32);
+                       z.k, c.layer.normTopK, c.balance.counts,
+                       c.balance.scale, dlogits32);
     k.copy(dlogits, dlogits32, z.rt * z.experts);
     // The input's gradient: the router's part, then each copy's added back
     // to its token (moeCombine unweighted is moeGather's transpose).

@@ -20,14 +20,15 @@ namespace sluice::families {
 namespace {
 
 const ExpertKeys kExperts{"num_local_experts", 8, 2, "intermediate_size",
-                          /*normKey=*/false};
+                          /*normKey=*/false,
+                          /*auxDefault=*/0.001};
 
 class Mixtral final : public LlamaLayoutFamily {
 public:
   Mixtral()
       : LlamaLayoutFamily("mixtral", "MixtralForCausalLM",
                           {{"rope_theta", "window", "experts", "top_k",
-                            "norm_top_k"},
+                            "norm_top_k", "aux_loss"},
                            {"experts", "top_k", "norm_top_k"}}) {
     // MixtralConfig's defaults: Mistral's 8 key/value heads.
     traits.kvHeadsDefault = 8;

@@ -20,14 +20,16 @@ namespace sluice::families {
 namespace {
 
 const ExpertKeys kExperts{"num_experts", 64, 8, "intermediate_size",
-                          /*normKey=*/true};
+                          /*normKey=*/true,
+                          /*auxDefault=*/0.01};
 
 class Olmoe final : public LlamaLayoutFamily {
 public:
   Olmoe()
       : LlamaLayoutFamily("olmoe", "OlmoeForCausalLM",
                           {{"qk_norm = projection", "rope_theta",
-                            "rope_scaling", "experts", "top_k", "norm_top_k"},
+                            "rope_scaling", "experts", "top_k", "norm_top_k",
+                            "aux_loss"},
                            {"qk_norm = projection", "experts", "top_k"}}) {
     traits.epsDefault = 1e-5;
     traits.epsDefaultText = "1e-05";

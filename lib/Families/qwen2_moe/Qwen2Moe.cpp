@@ -23,14 +23,16 @@ namespace sluice::families {
 namespace {
 
 const ExpertKeys kExperts{"num_experts", 60, 4, "moe_intermediate_size",
-                          /*normKey=*/true};
+                          /*normKey=*/true,
+                          /*auxDefault=*/0.001};
 
 class Qwen2Moe final : public LlamaLayoutFamily {
 public:
   Qwen2Moe()
       : LlamaLayoutFamily("qwen2_moe", "Qwen2MoeForCausalLM",
                           {{"qkv_bias", "rope_theta", "rope_scaling",
-                            "experts", "top_k", "norm_top_k", "shared_ffn"},
+                            "experts", "top_k", "norm_top_k", "shared_ffn",
+                            "aux_loss"},
                            {"qkv_bias", "experts", "top_k"}}) {
     traits.kvHeadsDefault = 16;
     traits.experts = true;

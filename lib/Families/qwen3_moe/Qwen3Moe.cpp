@@ -23,14 +23,15 @@ namespace sluice::families {
 namespace {
 
 const ExpertKeys kExperts{"num_experts", 128, 8, "moe_intermediate_size",
-                          /*normKey=*/true};
+                          /*normKey=*/true,
+                          /*auxDefault=*/0.001};
 
 class Qwen3Moe final : public LlamaLayoutFamily {
 public:
   Qwen3Moe()
       : LlamaLayoutFamily("qwen3_moe", "Qwen3MoeForCausalLM",
                           {{"qk_norm = heads", "rope_theta", "rope_scaling",
-                            "experts", "top_k", "norm_top_k"},
+                            "experts", "top_k", "norm_top_k", "aux_loss"},
                            {"qk_norm = heads", "experts", "top_k"}}) {
     traits.kvHeadsDefault = 4;
     traits.experts = true;
