@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sluice's CPU backend against PyTorch eager on the same model, weights,
-# tokens and threads (issue 38). Two cells -- GPT-2-shaped (hidden 768, 6
-# layers, vocabulary 50257) and Llama-shaped (hidden 512, 8 layers, GQA
-# 8/2, vocabulary 32000) -- fp32, AdamW, 2 sequences of 512 tokens a step.
+# tokens and threads (issue 38). Three cells -- GPT-2-shaped (hidden 768, 6
+# layers, vocabulary 50257), Llama-shaped (hidden 512, 8 layers, GQA
+# 8/2, vocabulary 32000) and Mixtral-shaped (the Llama cell with each
+# feed-forward block 8 experts of half its width, 2 per token; issue 53)
+# -- fp32, AdamW, 2 sequences of 512 tokens a step.
 # transformers makes each model once (random weights, saved as safetensors)
 # and one step's tokens; sluice-run loads that directory (--load-hf) and
 # trains on those tokens with the plan sluice-compile makes from its
@@ -17,7 +19,11 @@
 # settle), with the minimum and maximum; the table's ratio is Sluice's
 # median over PyTorch's. With more than one thread PyTorch runs under each
 # OpenMP wait policy of TORCH_WAIT (PASSIVE sleeps between parallel
-# regions, ACTIVE spins) and the faster median is its figure. The first step's losses must
+# regions, ACTIVE spins) and the faster median is its figure; a mixture of
+# experts runs under each of transformers' expert implementations in
+# TORCH_EXPERTS as well (grouped_mm: torch's grouped matmul; eager: a loop
+# over the experts hit; batched_mm gathers every copy's expert matrices,
+# 2048 x 704 x 512 floats a map here, and is left out). The first step's losses must
 # agree (relative 1e-4: the same model on the same weights) and are
 # printed with the second's (after one AdamW update).
 #
@@ -36,7 +42,8 @@ RUNS=${RUNS:-3}
 STEPS=${STEPS:-7}
 WARMUP=${WARMUP:-2}
 TORCH_WAIT=${TORCH_WAIT:-PASSIVE ACTIVE}
-CELLS=${CELLS:-gpt2 llama}
+TORCH_EXPERTS=${TORCH_EXPERTS:-grouped_mm eager}
+CELLS=${CELLS:-gpt2 llama mixtral}
 THREADS=${THREADS:-1 2}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
@@ -67,8 +74,19 @@ done
 step_ms() { sed -n 's/^step \([0-9]*\): .* \([0-9.]*\) ms\/step.*/\1 \2/p' "$1" | awk -v w="$WARMUP" '$1 > w { print $2 }'; }
 step_loss() { sed -n "s/^step $2: loss \([0-9.]*\).*/\1/p" "$1"; }
 
-# One thread: the wait policy does not matter.
-policies() { if [ "$1" = 1 ]; then echo "${TORCH_WAIT%% *}"; else echo "$TORCH_WAIT"; fi; }
+# PyTorch's configurations for cell $1 at $2 threads: POLICY or
+# POLICY/EXPERTS. One thread: the wait policy does not matter.
+policies() {
+  local waits=$TORCH_WAIT p e
+  [ "$2" = 1 ] && waits=${TORCH_WAIT%% *}
+  for p in $waits; do
+    if [ "$1" = mixtral ]; then
+      for e in $TORCH_EXPERTS; do echo "$p/$e"; done
+    else
+      echo "$p"
+    fi
+  done
+}
 
 for ((r = 1; r <= RUNS; ++r)); do
   for cell in $CELLS; do
@@ -78,11 +96,14 @@ for ((r = 1; r <= RUNS; ++r)); do
         --data "$OUT/$cell/tokens.bin" --data-dtype uint32 --steps "$STEPS" \
         --threads "$t" --lr 1e-4 --weight-decay 0.1 > "$log" 2>&1
       line="round $r $cell $t threads: sluice $(step_ms "$log" | tr '\n' ' ')"
-      for policy in $(policies "$t"); do
-        log="$OUT/$cell/torch-$policy-t$t-r$r.txt"
-        OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OMP_WAIT_POLICY=$policy \
+      for policy in $(policies "$cell" "$t"); do
+        log="$OUT/$cell/torch-${policy//\//-}-t$t-r$r.txt"
+        experts=
+        [[ $policy == */* ]] && experts="--experts ${policy#*/}"
+        # shellcheck disable=SC2086
+        OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OMP_WAIT_POLICY=${policy%%/*} \
           "$py" bench/torch_cpu_step.py run "$OUT/$cell" --steps "$STEPS" \
-          --threads "$t" > "$log" 2>&1
+          --threads "$t" $experts > "$log" 2>&1
         line+="| torch $policy $(step_ms "$log" | tr '\n' ' ')"
       done
       echo "$line"
@@ -101,16 +122,16 @@ for cell in $CELLS; do
   for t in $THREADS; do
     read -r sm smin smax < <(cat "$OUT/$cell"/sluice-t$t-r*.txt | step_ms /dev/stdin | stats)
     tm=; best=
-    for policy in $(policies "$t"); do
-      read -r m lo hi < <(cat "$OUT/$cell"/torch-$policy-t$t-r*.txt | step_ms /dev/stdin | stats)
+    for policy in $(policies "$cell" "$t"); do
+      read -r m lo hi < <(cat "$OUT/$cell"/torch-${policy//\//-}-t$t-r*.txt | step_ms /dev/stdin | stats)
       if [ -z "$tm" ] || awk -v a="$m" -v b="$tm" 'BEGIN { exit !(a < b) }'; then
         tm=$m tmin=$lo tmax=$hi best=$policy
       fi
     done
     s1=$(step_loss "$OUT/$cell/sluice-t$t-r1.txt" 1)
-    t1=$(step_loss "$OUT/$cell/torch-$best-t$t-r1.txt" 1)
+    t1=$(step_loss "$OUT/$cell/torch-${best//\//-}-t$t-r1.txt" 1)
     s2=$(step_loss "$OUT/$cell/sluice-t$t-r1.txt" 2)
-    t2=$(step_loss "$OUT/$cell/torch-$best-t$t-r1.txt" 2)
+    t2=$(step_loss "$OUT/$cell/torch-${best//\//-}-t$t-r1.txt" 2)
     ratio=$(awk -v a="$sm" -v b="$tm" 'BEGIN { printf "%.2f", a / b }')
     echo "| $cell | $t | $sm ($smin-$smax) | $tm ($tmin-$tmax, $best) | $ratio | $s1, $t1 | $s2, $t2 |"
     if ! awk -v a="$s1" -v b="$t1" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'; then

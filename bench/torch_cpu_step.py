@@ -80,11 +80,16 @@ def make(cell, work):
           f"parameters, transformers {transformers.__version__}")
 
 
-def run(work, steps, threads):
+def run(work, steps, threads, experts):
     torch.set_num_threads(threads)
+    # A mixture of experts' expert loop: transformers 5's implementations
+    # (eager: a loop over the experts hit; batched_mm; grouped_mm: one
+    # torch grouped matmul), chosen by the caller (cpu-vs-torch.sh times
+    # each and keeps the fastest).
+    extra = {"experts_implementation": experts} if experts else {}
     model = transformers.AutoModelForCausalLM.from_pretrained(
         os.path.join(work, "hf"), dtype=torch.float32,
-        attn_implementation="sdpa")
+        attn_implementation="sdpa", **extra)
     model.train()  # the configs have no dropout
     data = np.fromfile(os.path.join(work, "tokens.bin"), dtype=np.uint32)
     batch = torch.tensor(np.stack(
@@ -100,7 +105,8 @@ def run(work, steps, threads):
          {"params": rest, "weight_decay": 0.0}],
         lr=LR, betas=(0.9, 0.999), eps=1e-8, fused=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"transformers {transformers.__version__}", flush=True)
+          f"transformers {transformers.__version__}"
+          + (f", experts {experts}" if experts else ""), flush=True)
     last = time.perf_counter()
     for step in range(1, steps + 1):
         logits = model(input_ids=inputs).logits
@@ -127,8 +133,10 @@ def main():
     p.add_argument("work")
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--experts", default="",
+                   help="experts_implementation (a mixture of experts)")
     a = p.parse_args()
-    run(a.work, a.steps, a.threads)
+    run(a.work, a.steps, a.threads, a.experts)
 
 
 if __name__ == "__main__":

@@ -272,6 +272,36 @@ NcclCommunicator::allGatherAsync(DevicePtr data,
       });
 }
 
+std::unique_ptr<Request> NcclCommunicator::allToAllAsync(
+    DevicePtr send, const std::vector<int64_t> &sendCounts, DevicePtr recv,
+    const std::vector<int64_t> &recvCounts, int, Stream &stream) {
+  int64_t total = 0;
+  for (int64_t c : sendCounts)
+    total += c;
+  std::string kind = "all-to-all of " + std::to_string(total) + " " +
+                     getName(send.getType()) + " sent";
+  ncclDataType_t type = ncclType(send.getType());
+  return enqueue(
+      commFor(stream, "all-to-alls"), stream, stream, kind,
+      [&](ncclComm_t c, cudaStream_t s) {
+        // One group of a send and a receive per peer, itself included
+        // (NCCL 2.7+): NCCL runs them together.
+        ncclGroupStart();
+        int64_t out = 0, in = 0;
+        for (size_t r = 0; r < sendCounts.size(); ++r) {
+          if (sendCounts[r] > 0)
+            ncclSend((send + out).get(), size_t(sendCounts[r]), type, int(r),
+                     c, s);
+          if (recvCounts[r] > 0)
+            ncclRecv((recv + in).get(), size_t(recvCounts[r]), type, int(r),
+                     c, s);
+          out += sendCounts[r];
+          in += recvCounts[r];
+        }
+        return ncclGroupEnd();
+      });
+}
+
 Status NcclCommunicator::allReduceSum(DevicePtr data, int64_t count,
                                       const int *group, int groupSize,
                                       Stream &stream) {

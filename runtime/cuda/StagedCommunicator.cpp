@@ -229,6 +229,25 @@ StagedCommunicator::reduceScatterAsync(DevicePtr data, DevicePtr out,
       /*extra=*/mine, out, mine, /*backOffset=*/total);
 }
 
+std::unique_ptr<Request> StagedCommunicator::allToAllAsync(
+    DevicePtr send, const std::vector<int64_t> &sendCounts, DevicePtr recv,
+    const std::vector<int64_t> &recvCounts, int channel, Stream &stream) {
+  int64_t sent = 0, received = 0;
+  for (int64_t c : sendCounts)
+    sent += c;
+  for (int64_t c : recvCounts)
+    received += c;
+  // Staged: the send buffer out, the host's all-to-all into the staging
+  // buffer's tail, and that back into `recv`.
+  return std::make_unique<StagedRequest>(
+      *this, StagedRequest::Kind::Collective, send, sent, stream,
+      [this, sendCounts, recvCounts, sent, channel](DevicePtr staged) {
+        return host.allToAllAsync(staged, sendCounts, staged + sent,
+                                  recvCounts, channel, hostStream);
+      },
+      /*extra=*/received, recv, received, /*backOffset=*/sent);
+}
+
 std::unique_ptr<Request>
 StagedCommunicator::allGatherAsync(DevicePtr data,
                                    const std::vector<int64_t> &counts,

@@ -49,9 +49,20 @@ public:
   MPI_Request request = MPI_REQUEST_NULL;
   bool done = false;
   /// The count and displacement arrays of a v-collective, which must
-  /// outlive it.
-  std::vector<int> counts, displacements;
+  /// outlive it (an all-to-all's receive side in the second pair).
+  std::vector<int> counts, displacements, recvCounts, recvDisplacements;
 };
+
+/// MPI's int counts and displacements of consecutive parts.
+void setParts(const std::vector<int64_t> &parts, std::vector<int> &counts,
+              std::vector<int> &displacements) {
+  int at = 0;
+  for (int64_t count : parts) {
+    counts.push_back(int(count));
+    displacements.push_back(at);
+    at += int(count);
+  }
+}
 
 /// Indexed by DType: F32, BF16 (summed by bf16SumOp), F64, I32.
 MPI_Datatype mpiType(DType type) {
@@ -203,6 +214,20 @@ MpiCommunicator::allGatherAsync(DevicePtr data,
                   request->counts.data(), request->displacements.data(),
                   mpiType(data.getType()), channelComm(channels, channel),
                   &request->request);
+  return request;
+}
+
+std::unique_ptr<Request> MpiCommunicator::allToAllAsync(
+    DevicePtr send, const std::vector<int64_t> &sendCounts, DevicePtr recv,
+    const std::vector<int64_t> &recvCounts, int channel, Stream &) {
+  auto request = std::make_unique<MpiRequest>();
+  setParts(sendCounts, request->counts, request->displacements);
+  setParts(recvCounts, request->recvCounts, request->recvDisplacements);
+  MPI_Ialltoallv(send.get(), request->counts.data(),
+                 request->displacements.data(), mpiType(send.getType()),
+                 recv.get(), request->recvCounts.data(),
+                 request->recvDisplacements.data(), mpiType(recv.getType()),
+                 channelComm(channels, channel), &request->request);
   return request;
 }
 

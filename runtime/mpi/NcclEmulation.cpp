@@ -711,6 +711,18 @@ EmulatedNcclCommunicator::allGatherAsync(DevicePtr data,
   });
 }
 
+std::unique_ptr<Request> EmulatedNcclCommunicator::allToAllAsync(
+    DevicePtr send, const std::vector<int64_t> &sendCounts, DevicePtr recv,
+    const std::vector<int64_t> &recvCounts, int channel, Stream &stream) {
+  // The parts differ by rank (each sends its own), so the operation the
+  // members must agree on is the all-to-all and its type.
+  std::string kind = std::string("all-to-all of ") + getName(send.getType());
+  return collective(kind, stream, channel, [=](MpiCommunicator &c) {
+    HostStream host;
+    return c.allToAllAsync(send, sendCounts, recv, recvCounts, 0, host);
+  });
+}
+
 Status EmulatedNcclCommunicator::allReduceSum(DevicePtr data, int64_t count,
                                               const int *members,
                                               int groupSize, Stream &stream) {

@@ -312,6 +312,41 @@ TEST_P(CommConformance, AllGatherUnevenPartsInPlace) {
   expectEqual("all-gather (uneven, in place)", data, want);
 }
 
+// Every rank sends rank q part(r, q) elements and receives part(q, r)
+// from it: uneven, some empty, itself included.
+TEST_P(CommConformance, AllToAllUnevenParts) {
+  auto part = [](int from, int to) { return int64_t((2 * from + to) % 3); };
+  // Element i of rank `from`'s part for rank `to` (exact in bf16).
+  auto value = [](int from, int to, int64_t i) {
+    return double(from * 16 + to * 4 + i);
+  };
+  std::vector<int64_t> sendCounts, recvCounts;
+  std::vector<double> sendValues, want;
+  for (int q = 0; q < ranks(); ++q) {
+    sendCounts.push_back(part(rank(), q));
+    recvCounts.push_back(part(q, rank()));
+    for (int64_t i = 0; i < part(rank(), q); ++i)
+      sendValues.push_back(value(rank(), q, i));
+    for (int64_t i = 0; i < part(q, rank()); ++i)
+      want.push_back(value(q, rank(), i));
+  }
+  // One element more on each side, so an empty exchange has a buffer.
+  Buffer send = make(int64_t(sendValues.size()) + 1, [&](int64_t i) {
+    return i < int64_t(sendValues.size()) ? sendValues[size_t(i)] : -2.0;
+  });
+  Buffer recv = make(int64_t(want.size()) + 1, [](int64_t) { return -1.0; });
+  std::unique_ptr<Request> request = comm->allToAllAsync(
+      send.ptr(), sendCounts, recv.ptr(), recvCounts, 0, stream());
+  if (!request)
+    return unsupported("all-to-all (uneven)",
+                       "the transport has no all-to-all (an optional "
+                       "operation of DeviceCollectives.def)");
+  finish(std::move(request), "all-to-all");
+  // What arrives, and nothing past it.
+  want.push_back(-1.0);
+  expectEqual("all-to-all (uneven)", recv, want);
+}
+
 TEST_P(CommConformance, AllReduceSumOverASubgroup) {
   // The first and the last rank only (a tied table's two ends).
   if (ranks() < 2)

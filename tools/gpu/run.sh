@@ -52,8 +52,13 @@
 #      grouping by expert, the permutation and the combine, and (added
 #      later that day) the experts' grouped GEMMs, forward and weight
 #      gradients, with an empty expert, and Qwen2-MoE's shared-expert
-#      sigmoid gate (runtime/cuda/Moe.cu; under a second of device
-#      time, inside item 1's), never yet run on a GPU -- compiled only;
+#      sigmoid gate, and (added 2026-11-29 afternoon) the load-balancing
+#      loss's statistics, loss and router gradient (moeBalance,
+#      moeBalanceLoss, moeRouteBackward's balance term)
+#      (runtime/cuda/Moe.cu; under a second of device time, inside item
+#      1's), never yet run on a GPU -- compiled only; the communicators'
+#      suite now includes the variable-count all-to-all (AllToAllUnevenParts:
+#      the staged transport here, NCCL's grouped sends in item 2);
 #   2. `ONLY='conformance|1f1b|zb-h1' nccl-suite.sh BUNDLE`: the
 #      communicators' conformance suite over NCCL (2 and 4 ranks, about
 #      20 s each with NCCL's initialisation), then
