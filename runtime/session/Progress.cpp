@@ -49,18 +49,22 @@ double getTrainingFlopsPerSequence(const ModelConfig &model) {
 
 double getKnownPeakFlops(const std::string &device,
                          const std::string &precision) {
-  // Dense tensor-core bf16, and plain fp32 (the fp32 runs' GEMMs never use
-  // TF32), per SXM datasheet.
+  // Dense tensor-core fp8 and bf16, and plain fp32 (the fp32 runs' GEMMs
+  // never use TF32), per SXM datasheet. An fp8 run's peak is fp8's (an
+  // A100 has no fp8 tensor cores: its bf16); it was fp32's, and the fp8
+  // progress line read an MFU of 384-519%.
   struct Known {
     const char *name;
-    double bf16, fp32;
+    double fp8, bf16, fp32;
   };
-  static const Known known[] = {{"H200", 989.4e12, 66.9e12},
-                                {"H100", 989.4e12, 66.9e12},
-                                {"A100", 312e12, 19.5e12}};
+  static const Known known[] = {{"H200", 1978.9e12, 989.4e12, 66.9e12},
+                                {"H100", 1978.9e12, 989.4e12, 66.9e12},
+                                {"A100", 312e12, 312e12, 19.5e12}};
   for (const Known &k : known)
     if (device.find(k.name) != std::string::npos)
-      return precision == "bf16" ? k.bf16 : k.fp32;
+      return precision == "fp8"    ? k.fp8
+             : precision == "bf16" ? k.bf16
+                                   : k.fp32;
   return 0;
 }
 

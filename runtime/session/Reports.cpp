@@ -98,6 +98,18 @@ std::string judgeRun(HostGroup &world, const RunResult &run,
   double normWorst = worstOver(o.checkAgainst + "/grad-norms.txt", run.gradNorms,
                                normsCompared);
   double normTolerance = std::max(o.lossTolerance, o.gradTolerance);
+  if (o.measureOnly) {
+    // A band being measured: the figures, and no verdict.
+    std::printf("measure against %s: loss max relative error %.2e over %zu "
+                "steps; gradient norm max relative error %.2e; gradients "
+                "max relative error %.2e in %s (measured, not judged)\n",
+                o.checkAgainst.c_str(), lossWorst, compared, normWorst,
+                gradWorst, gradName.c_str());
+    std::fflush(stdout);
+    return compared == 0
+               ? "'" + o.checkAgainst + "' has no losses to compare with"
+               : "";
+  }
   std::printf("check against %s: loss max relative error %.2e over %zu "
               "steps (tolerance %.0e); gradient norm max relative error "
               "%.2e (tolerance %.0e); gradients max relative error %.2e in %s "

@@ -63,9 +63,12 @@ struct SessionOptions {
   /// 0: the whole steps the held-out part fills, at most 32.
   int64_t evalSteps = 0;
 
-  // Checks against a dumped run.
+  // Checks against a dumped run. `measureOnly` (--measure-against): the
+  // same comparison printed, never judged (a band being measured, e.g.
+  // bf16 against fp32 on a GPU).
   std::string dumpGrads, checkAgainst;
   double lossTolerance = 1e-5, gradTolerance = 1e-4;
+  bool measureOnly = false;
 
   // Progress.
   int64_t logEvery = 1;

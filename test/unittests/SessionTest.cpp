@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Session.h"
+#include "Progress.h"
 #include "MpiCommunicator.h"
 #include "RankBackend.h"
 #include "TinyPlans.h"
@@ -135,6 +136,17 @@ public:
     return id != Id::gemmFp8;
   }
 };
+
+// The MFU's peak is the run's precision's: fp8's for fp8 (fp32's was used,
+// and fp8 runs printed an MFU of 384-519%), none on an unknown device.
+TEST(Progress, PeakFlopsFollowThePrecision) {
+  const std::string h100 = "NVIDIA H100 80GB HBM3";
+  EXPECT_EQ(getKnownPeakFlops(h100, "fp8"), 1978.9e12);
+  EXPECT_EQ(getKnownPeakFlops(h100, "bf16"), 989.4e12);
+  EXPECT_EQ(getKnownPeakFlops(h100, "fp32"), 66.9e12);
+  EXPECT_EQ(getKnownPeakFlops("NVIDIA A100-SXM4-80GB", "fp8"), 312e12);
+  EXPECT_EQ(getKnownPeakFlops("cpu", "fp8"), 0.0);
+}
 
 TEST(KernelSupport, APlanIsRefusedByTheKernelItNeeds) {
   NoFp8Kernels kernels;

@@ -136,6 +136,11 @@ cl::opt<std::string, true> checkAgainst(
     "check-against", cl::location(options.checkAgainst),
     cl::desc("Compare gradients and losses with a --dump-grads DIR"),
     cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string> measureAgainst(
+    "measure-against",
+    cl::desc("Compare gradients and losses with a --dump-grads DIR and "
+             "print the errors, judging nothing (a band being measured)"),
+    cl::value_desc("DIR"), cl::cat(category));
 cl::opt<double, true> lossTolerance(
     "loss-tolerance", cl::location(options.lossTolerance),
     cl::desc("Relative loss tolerance of the check (default 1e-5)"),
@@ -366,6 +371,18 @@ int main(int argc, char **argv) {
                           rank == 0)) {
     MPI_Finalize();
     return 1;
+  }
+  // --measure-against is --check-against's comparison, not judged.
+  if (measureAgainst.getNumOccurrences() > 0) {
+    if (!options.checkAgainst.empty() || !options.dumpGrads.empty()) {
+      if (rank == 0)
+        std::fprintf(stderr, "sluice-run: error: --measure-against excludes "
+                             "--check-against and --dump-grads\n");
+      MPI_Finalize();
+      return 1;
+    }
+    options.checkAgainst = measureAgainst;
+    options.measureOnly = true;
   }
   if (memoryOnly) {
     Plan plan;
