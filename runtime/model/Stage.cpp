@@ -244,7 +244,8 @@ void StageRunner::carve(const SliceShape &s, DevicePtr forwardState,
         kept(f, count, storage);
     });
     walkWeightState(model, c, s, into(v, weightState, weight));
-    walkLayerKeyValues(model, layers[k], s.rows, into(v, keyValues, kv));
+    walkLayerKeyValues(model, balance, layers[k], s.rows,
+                       into(v, keyValues, kv));
   }
 }
 

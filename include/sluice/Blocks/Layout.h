@@ -396,23 +396,26 @@ inline int64_t getWeightStateBytes(const ModelConfig &model,
 
 /// The key/value state of model layer `index`, then, after the model's
 /// last sparse layer, the microbatch's load-balancing statistics
-/// (getBalanceFloats; BalanceLoss): its slices' F add theirs, the last
-/// slice's adds the loss, and every slice's B reads the copies per expert.
-/// Per microbatch, as the keys and values are.
+/// (`balance`, the model's getBalanceLoss: taken once by the caller, as a
+/// walk over a stage's layers would otherwise walk the model per layer):
+/// its slices' F add theirs, the last slice's adds the loss, and every
+/// slice's B reads the copies per expert. Per microbatch, as the keys and
+/// values are.
 template <class Fn>
-void walkLayerKeyValues(const ModelConfig &model, int index, int64_t rows,
-                        Fn &&fn) {
+void walkLayerKeyValues(const ModelConfig &model, const BalanceLoss &balance,
+                        int index, int64_t rows, Fn &&fn) {
   walkKeyValues(model, model.layers[index], rows, fn);
-  if (getBalanceLoss(model).last == index)
-    fn(Field::BalanceStats, getBalanceFloats(model), Storage::Fp32);
+  if (balance.isOn() && balance.last == index)
+    fn(Field::BalanceStats, 2 * balance.experts, Storage::Fp32);
 }
 
 inline int64_t getKeyValueBytes(const ModelConfig &model,
                                 const std::vector<int> &layers, int64_t rows,
                                 const Precision &precision) {
+  BalanceLoss balance = getBalanceLoss(model);
   return detail::countBytes(precision, [&](auto &&fn) {
     for (int index : layers)
-      walkLayerKeyValues(model, index, rows, fn);
+      walkLayerKeyValues(model, balance, index, rows, fn);
   });
 }
 
