@@ -143,20 +143,32 @@ Status Executor::allocateBuffers() {
       return st;
   incoming.resize(buffers.size());
   sendOf.assign(buffers.size(), -1);
+  // Each stage's fp8 records and its sparse layers' routing over the step.
   fp8States.resize(stages.size());
-  for (size_t s = 0; s < stages.size(); ++s)
-    if (int64_t count = stages[s] ? stages[s]->getFp8StateFloats() : 0) {
+  loads.resize(stages.size());
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (!stages[s])
+      continue;
+    if (int64_t count = stages[s]->getFp8StateFloats()) {
       if (Status st = device.allocate(DType::F32, count, fp8States[s]); !st)
         return st;
       stages[s]->bindFp8State(fp8States[s].get());
     }
-  loads.resize(stages.size());
-  for (size_t s = 0; s < stages.size(); ++s)
-    if (int64_t count = stages[s] ? stages[s]->getLoadFloats() : 0) {
+    if (int64_t count = stages[s]->getLoadFloats()) {
       if (Status st = device.allocate(DType::F32, count, loads[s]); !st)
         return st;
       stages[s]->bindLoad(loads[s].get());
     }
+  }
+  // A message's activation elements per slice: the activation and what
+  // follows it (a load-balancing loss's statistics; Layout.h
+  // getMessageBytes), once rather than per transfer.
+  messageElements.clear();
+  for (size_t k = 0; k < plan.slices.size(); ++k)
+    messageElements.push_back(
+        getMessageBytes(plan.shardModel, plan.getSliceShape(int(k)),
+                        plan.precision) /
+        getSize(plan.precision.activations));
 
   if (Status st = stepTokens.allocate(device, plan.model, plan.microbatches);
       !st)
@@ -385,12 +397,7 @@ void Executor::accountStep(double dispatchIdle) {
 }
 
 Status Executor::issueTransfer(const Instruction &instr) {
-  // In activation elements: the activation and whatever follows it (a
-  // load-balancing loss's statistics; Layout.h getMessageBytes).
-  int64_t message = getMessageBytes(plan.shardModel,
-                                    plan.getSliceShape(instr.slice),
-                                    plan.precision) /
-                    getSize(plan.precision.activations);
+  int64_t message = messageElements[size_t(instr.slice)];
   // The pipeline stream moves what compute has produced, and writes a
   // slot only after compute's earlier reads of it.
   ready->record(compute);

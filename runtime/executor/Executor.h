@@ -159,6 +159,8 @@ private:
   std::vector<DeviceBuffer> fp8States;
   /// Per stage, its sparse layers' routing over the step (bindLoad).
   std::vector<DeviceBuffer> loads;
+  /// Per slice, a message's size in activation elements.
+  std::vector<int64_t> messageElements;
   StepTokens stepTokens;
   /// evaluateStep: the step runs its forward passes only.
   bool evaluating = false;

@@ -321,7 +321,7 @@ DevicePtr StageRunner::getMessageBalance(DevicePtr message,
 
 DevicePtr StageRunner::beginBalance(const SliceShape &s, DevicePtr input,
                                     DevicePtr output) {
-  int64_t floats = getBalanceFloats(model);
+  int64_t floats = balance.isOn() ? 2 * balance.experts : 0;
   DevicePtr from =
       receivesBalance() && input ? getMessageBalance(input, s) : DevicePtr();
   if (holdsBalance()) {

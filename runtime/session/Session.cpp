@@ -398,7 +398,6 @@ void Session::runStep(int64_t s, ProgressLog &progress, bool last) {
                        std::chrono::steady_clock::now() - start)
                        .count();
   ExpertLoad load = summarizeExpertLoad(plan.model, copies);
-  record.expertLoad = load.worst;
   if (root)
     if (Status st = progress.record(record.step, loss, record.learningRate,
                                     norm, clipScale, record.seconds,

@@ -61,9 +61,6 @@ struct StepRecord {
   int64_t step = 0; // the optimizer step, from 1
   double loss = 0, gradNorm = 0, learningRate = 0, clipScale = 1;
   double seconds = 0;
-  /// A mixture of experts' worst layer's most-loaded expert over the mean
-  /// (ExpertLoad.h; 0 without one).
-  double expertLoad = 0;
 };
 
 class Session {

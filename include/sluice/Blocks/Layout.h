@@ -582,12 +582,13 @@ inline int64_t getMessageBytes(const ModelConfig &model, const SliceShape &s,
   return arena.getBytes();
 }
 
-/// Where a message's load-balancing statistics start, in bytes.
+/// Where a message's load-balancing statistics start, in bytes: past the
+/// activation, aligned.
 inline int64_t getBalanceOffset(const ModelConfig &model, const SliceShape &s,
                                 const Precision &precision) {
   Arena arena(precision);
   arena.take(getMessageElements(model, s), Storage::Activation);
-  return arena.take(getBalanceFloats(model), Storage::Fp32);
+  return arena.take(0, Storage::Fp32);
 }
 
 } // namespace sluice::rt
