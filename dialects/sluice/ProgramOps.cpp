@@ -50,6 +50,12 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("'zero' = 1 shards the optimizer state over the "
                        "data-parallel replicas, but 'dp' is ")
            << getDp();
+  if (getEp() < 1)
+    return emitOpError("'ep' must be positive, got ") << getEp();
+  if (getDp() % getEp() != 0)
+    return emitOpError("'ep' = ")
+           << getEp() << " splits the experts over that many data-parallel "
+           << "replicas, which must divide 'dp' = " << getDp();
   // By index, not a table of `devices` entries: the count may be anything
   // a file says (2^31 - 1), the regions are what the file holds.
   llvm::DenseMap<int64_t, DeviceOp> seen;
@@ -263,6 +269,15 @@ LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &tables) {
   });
   if (walk.wasInterrupted())
     return failure();
+  if (getEp() > 1) {
+    ::sluice::rt::ModelConfig layers;
+    model.getBody().walk([&](TransformerLayerOp layer) {
+      layers.layers.push_back(layer.getSpec());
+    });
+    if (std::string why = ::sluice::rt::checkExpertParallel(layers, getEp());
+        !why.empty())
+      return emitOpError(why);
+  }
   return verifyNamedWork(*this, model);
 }
 

@@ -433,6 +433,18 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     reduce-scatters its gradients, each replica updates its part of the
     weights and the step ends by all-gathering them.
 
+    `ep` (expert parallelism, Megatron-LM's expert-model-parallel size)
+    splits the experts of every mixture-of-experts layer over `ep`
+    consecutive replicas of the data-parallel group: replica r is member
+    r mod ep of expert group r / ep and holds experts [j E/ep, (j+1) E/ep)
+    of each sparse layer (j its member index, E the layer's experts). Each
+    member routes its own tokens and sends each token's copies to the
+    members holding their experts and back (an all-to-all with counts
+    exchanged first, inside the layer's F and B); the experts' gradients
+    are summed over the dp / ep replicas that hold the same experts, the
+    other gradients over all `dp`. `ep` divides `dp` and every sparse
+    layer's expert count.
+
     `sluice-simulate` records what it predicts for one step under the
     cost model: `step_time` (seconds), `bubble_ratio` (idle device time
     over total device time), `peak_activation` (per device, the most
@@ -477,6 +489,15 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
       ...
     }
     ```
+
+    Four replicas, the experts of each sparse layer split over pairs:
+
+    ```mlir
+    sluice.program @plan for @moe {devices = 2, microbatches = 4, slices = 1,
+                                   schedule = "1f1b"} dp 4 ep 2 {
+      ...
+    }
+    ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$model,
                        Sluice_SizeAttr:$devices, Sluice_SizeAttr:$microbatches,
@@ -485,6 +506,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$tp,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$dp,
                        DefaultValuedAttr<I64Attr, "0">:$zero,
+                       DefaultValuedAttr<Sluice_SizeAttr, "1">:$ep,
                        UnitAttr:$sequence_parallel,
                        // Set by sluice-simulate.
                        OptionalAttr<Sluice_RealAttr>:$step_time,
@@ -500,7 +522,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                    "int64_t":$microbatches, "int64_t":$slices,
                    "ScheduleKind":$schedule), [{
       build($_builder, $_state, name, model, devices, microbatches, slices,
-            schedule, /*tp=*/1, /*dp=*/1, /*zero=*/0,
+            schedule, /*tp=*/1, /*dp=*/1, /*zero=*/0, /*ep=*/1,
             /*sequence_parallel=*/false, /*step_time=*/nullptr,
             /*bubble_ratio=*/nullptr, /*peak_activation=*/nullptr,
             /*peak_activation_until_w=*/nullptr, /*mfu=*/nullptr);
@@ -511,7 +533,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     `microbatches` `=` $microbatches `,` `slices` `=` $slices `,`
     `schedule` `=` custom<ScheduleName>($schedule) `}` (`tp` $tp^)?
     (`sequence_parallel` $sequence_parallel^)? (`dp` $dp^)? (`zero` $zero^)?
-    attr-dict-with-keyword $body
+    (`ep` $ep^)? attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
 }

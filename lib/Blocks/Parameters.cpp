@@ -209,6 +209,7 @@ ModelConfig getWholeModel(const ModelConfig &model) {
   ModelConfig whole = model;
   whole.sequenceShards = 1;
   whole.tensorShards = 1;
+  whole.expertShards = 1;
   for (LayerConfig &l : whole.layers) {
     l.sharded = false;
     l.vocabShards = 1;

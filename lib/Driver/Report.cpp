@@ -73,7 +73,12 @@ void driver::printPrediction(ProgramOp program, StringRef costs,
                           program.getSequenceParallel() ? " (sequence-parallel)"
                                                         : "");
   if (program.getDp() > 1)
-    mesh += llvm::formatv(" x {0} data-parallel replicas", program.getDp());
+    mesh += llvm::formatv(" x {0} data-parallel replicas{1}", program.getDp(),
+                          program.getEp() > 1
+                              ? llvm::formatv(" (experts over {0})",
+                                              program.getEp())
+                                    .str()
+                              : std::string());
   llvm::outs() << llvm::formatv(
       "{0} on {1} devices{8}, {2} microbatches: step time {3} {4}, bubble "
       "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",

@@ -77,6 +77,7 @@ void CompileRequest::fillPipelineOptions(SluicePipelineOptions &o) const {
   o.costs = costs;
   o.dp = dp;
   o.zero = zero;
+  o.ep = ep;
   o.tp = tp;
   o.sequenceParallel = sequenceParallel;
   o.planBuffers = emit == EmitKind::Plan;
@@ -109,11 +110,26 @@ static bool checkPipeline(const CompileRequest &r) {
   using Count = std::pair<int64_t, const char *>;
   for (auto [value, name] :
        {Count{r.pp, "pp"}, Count{r.microbatches, "microbatches"},
-        Count{r.dp, "dp"}, Count{r.tp, "tp"}})
+        Count{r.dp, "dp"}, Count{r.tp, "tp"}, Count{r.ep, "ep"}})
     if (value < 1) {
       fail("--" + Twine(name) + " must be positive, got " + Twine(value));
       return false;
     }
+  // Expert parallelism splits the experts over members of the
+  // data-parallel group (Megatron-LM's expert-model-parallel size): the
+  // model's side (a sparse layer, experts that divide) is the pass's.
+  if (r.dp % r.ep != 0) {
+    fail("--ep " + Twine(r.ep) + " must divide --dp " + Twine(r.dp) +
+         ": each expert group is ep of the data-parallel replicas");
+    return false;
+  }
+  if (r.ep > 1 && r.zero != 0) {
+    fail("--zero " + Twine(r.zero) + " with --ep " + Twine(r.ep) +
+         " is not built yet: the expert gradients' group (dp / ep replicas) "
+         "is not the others' (dp), and ZeRO-1 shards one group; use --zero "
+         "0 with expert parallelism");
+    return false;
+  }
   bool tokenSliced = info->kind == ScheduleKind::Seq1F1B ||
                      info->kind == ScheduleKind::Seq1F1BI ||
                      info->kind == ScheduleKind::TeraPipe;
@@ -193,10 +209,10 @@ bool driver::checkRequest(const CompileRequest &r) {
   }
   if (!r.isScheduling() &&
       (r.microbatches != 0 || !r.tracePath.empty() || !r.svgPath.empty() ||
-       r.emit == EmitKind::Program || r.dp != 1 || r.tp != 1 ||
+       r.emit == EmitKind::Program || r.dp != 1 || r.tp != 1 || r.ep != 1 ||
        r.sequenceParallel || r.recompute != RecomputeKind::none ||
        r.printPipeline)) {
-    fail("--microbatches, --dp, --tp, --sequence-parallel, --recompute, "
+    fail("--microbatches, --dp, --tp, --ep, --sequence-parallel, --recompute, "
          "--trace, --svg, --print-pipeline and --emit program need --pp");
     return false;
   }

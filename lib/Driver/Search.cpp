@@ -25,12 +25,12 @@ using namespace mlir::sluice::driver;
 /// The flags the search chooses itself, refused when given; 0 or 1.
 static int checkSearchFlags(const CompileRequest &r) {
   CompileRequest defaults;
-  if (r.isScheduling() || r.tp != 1 || r.dp != 1 || r.zero != 0 ||
+  if (r.isScheduling() || r.tp != 1 || r.dp != 1 || r.zero != 0 || r.ep != 1 ||
       r.sequenceParallel || r.microbatches != 0 ||
       r.recompute != RecomputeKind::none || r.vocab != VocabMode::Baseline ||
       r.slices != defaults.slices || r.scheduleName != defaults.scheduleName ||
       r.virtualChunks != 0)
-    return fail("--search chooses --pp, --tp, --dp, --zero, "
+    return fail("--search chooses --pp, --tp, --dp, --zero, --ep, "
                 "--sequence-parallel, --schedule, --virtual, --microbatches, "
                 "--slices, --recompute and --vocab itself; leave them out");
   if (r.printPipeline)

@@ -237,6 +237,8 @@ private:
     json.attribute("dp", program.getDp());
     if (program.getZero() != 0)
       json.attribute("zero", program.getZero());
+    if (program.getEp() != 1)
+      json.attribute("ep", program.getEp());
     if (program.getSequenceParallel())
       json.attribute("sequence_parallel", true);
   }

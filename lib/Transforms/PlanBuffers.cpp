@@ -196,10 +196,11 @@ public:
         precision(precision),
         // A tensor-parallel shard keeps its heads' and feed-forward
         // share's state (sluice-shard-tensors), and under sequence
-        // parallelism its tokens' part of the rest.
-        config(rt::getTensorShardModel(getModelConfig(model),
-                                       int(program.getTp()),
-                                       program.getSequenceParallel())),
+        // parallelism its tokens' part of the rest; an expert group's
+        // member its experts' (the copies it may receive).
+        config(rt::getTensorShardModel(
+            getModelConfig(model), int(program.getTp()),
+            program.getSequenceParallel(), int(program.getEp()))),
         lengths(getSliceLengths(program, model)),
         stageLayers(getStageLayerIndices(model)), index(this->pipeline),
         lastUse(kNumValueKinds * index.size()),

@@ -27,7 +27,8 @@ using namespace mlir;
 using namespace mlir::sluice;
 
 LogicalResult mlir::sluice::syncGradients(ProgramOp program,
-                                          int64_t dataParallel, int64_t zero) {
+                                          int64_t dataParallel, int64_t zero,
+                                          int64_t expertParallel) {
   if (zero != 0 && zero != 1)
     return program.emitOpError("cannot use ZeRO stage ")
            << zero << ": Sluice runs 0 (none) or 1 (sharded optimizer state)";
@@ -42,9 +43,33 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
   if (program.getDp() != 1)
     return program.emitOpError("already has ")
            << program.getDp() << " data-parallel replicas";
+  if (expertParallel < 1 || dataParallel % expertParallel != 0)
+    return program.emitOpError("cannot split the experts over ")
+           << expertParallel << " expert-parallel replicas: ep must be "
+           << "positive and divide the " << dataParallel
+           << " data-parallel replicas (the expert groups are ep of them)";
+  if (expertParallel > 1 && zero != 0)
+    return program.emitOpError("cannot shard the optimizer state (zero = ")
+           << zero << ") with expert parallelism (ep = " << expertParallel
+           << ") yet: the expert gradients' group is dp / ep replicas, the "
+              "others' dp, and ZeRO-1's shards do not follow two groups";
+  SymbolTableCollection tables;
+  if (auto model = tables.lookupNearestSymbolFrom<ModelOp>(
+          program, program.getModelAttr());
+      model && expertParallel > 1) {
+    ::sluice::rt::ModelConfig layers;
+    model.getBody().walk([&](TransformerLayerOp layer) {
+      layers.layers.push_back(layer.getSpec());
+    });
+    if (std::string why =
+            ::sluice::rt::checkExpertParallel(layers, expertParallel);
+        !why.empty())
+      return program.emitOpError(why);
+  }
   OpBuilder builder(program.getContext());
   program.setDp(dataParallel);
   program.setZero(zero);
+  program.setEp(expertParallel);
   if (dataParallel == 1)
     return success();
   for (DeviceOp device : program.getBody().getOps<DeviceOp>()) {
@@ -91,7 +116,7 @@ struct SyncGradientsPass : ForEachPass<ProgramOp, SyncGradientsPass,
                                        mlir::sluice::impl::SyncGradientsBase> {
   using ForEachPass::ForEachPass;
   LogicalResult apply(ProgramOp program) {
-    return syncGradients(program, dataParallel, zero);
+    return syncGradients(program, dataParallel, zero, expertParallel);
   }
 };
 } // namespace

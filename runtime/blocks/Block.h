@@ -85,6 +85,24 @@ struct TensorGroup {
       reduceScatter;
   std::function<PendingCollective(DevicePtr data, int64_t count)> allGather;
 };
+/// Expert parallelism's seams (docs/moe.md): the stage's member index in
+/// its expert group (the replicas that split each sparse layer's
+/// experts), and the group's calls, each done when it returns: the
+/// all-to-all (sendCounts[q] elements of `send` to member q, in member
+/// order; recvCounts[q] from member q into `recv`), reading and writing
+/// `count` i32 between the device and the host after the stage stream's
+/// work so far, and `fail`, which keeps why a routing cannot run for the
+/// executor to end the step with (the pass goes on: every member must
+/// reach the same collectives).
+struct ExpertGroup {
+  int member = 0, members = 1;
+  std::function<void(DevicePtr send, const std::vector<int64_t> &sendCounts,
+                     DevicePtr recv, const std::vector<int64_t> &recvCounts)>
+      allToAll;
+  std::function<void(DevicePtr from, int64_t count, int32_t *to)> read;
+  std::function<void(const int32_t *from, int64_t count, DevicePtr to)> write;
+  std::function<void(const std::string &why)> fail;
+};
 /// The parameters the block's core and the vocabulary layers read: the
 /// output layer's final norm, the transformer block's projections, the
 /// tables. A block feature's are its own (BoundFeature).
@@ -209,10 +227,15 @@ public:
     return group.allGather(whole, count);
   }
 
+  /// The expert group (none: every expert here).
+  void setExperts(ExpertGroup to) { expertGroup = std::move(to); }
+  const ExpertGroup &getExperts() const { return expertGroup; }
+
 private:
   const ModelConfig &model;
   TensorGroup group;
   int shardIndex = 0;
+  ExpertGroup expertGroup;
 };
 
 /// Attention over slice `s` of layer `c`, with the model's scale and cap.

@@ -70,7 +70,7 @@ std::string versionName(int v) {
 
 Status openCommunicators(HostGroup &world, Device &device,
                          const Placement &placement, const Plan &plan,
-                         HostGroup *hosts[3],
+                         HostGroup *hosts[kMeshGroups],
                          const std::string &transport,
                          const NcclSettings &settings, RankComms &out) {
   auto &gpu = static_cast<CudaDevice &>(device);
@@ -93,7 +93,7 @@ Status openCommunicators(HostGroup &world, Device &device,
               (transport == "auto" && (!anyShared || sharable));
   if (!nccl) {
     out.chosen = "mpi (staged through pinned host memory)";
-    for (int g = 0; g < 3; ++g)
+    for (int g = 0; g < kMeshGroups; ++g)
       if (hosts[g])
         out.groups[g] = std::make_unique<StagedCommunicator>(*hosts[g], gpu);
     return Status::ok();
@@ -105,7 +105,7 @@ Status openCommunicators(HostGroup &world, Device &device,
     return st;
   NcclMesh *mesh = out.mesh.get();
   gpu.setWaitHook([mesh](double waited) { return mesh->check(waited); });
-  for (int g = 0; g < 3; ++g)
+  for (int g = 0; g < kMeshGroups; ++g)
     out.groups[g] = mesh->takeGroup(g);
   out.chosen = "nccl " + versionName(mesh->getVersion()) + ", " +
                std::to_string(mesh->getCount()) + " communicators";

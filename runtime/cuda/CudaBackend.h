@@ -39,7 +39,7 @@ bool ncclAllowsSharedGpus();
 /// tensor-parallel shards (null where the plan has none).
 struct RankComms {
   std::unique_ptr<NcclMesh> mesh;
-  std::unique_ptr<Communicator> groups[3];
+  std::unique_ptr<Communicator> groups[kMeshGroups];
   std::string chosen; // the transport, said
 };
 
@@ -49,7 +49,7 @@ struct RankComms {
 /// are the same groups over MPI.
 Status openCommunicators(HostGroup &world, Device &device,
                          const Placement &placement, const Plan &plan,
-                         HostGroup *hosts[3],
+                         HostGroup *hosts[kMeshGroups],
                          const std::string &transport,
                          const NcclSettings &settings, RankComms &out);
 

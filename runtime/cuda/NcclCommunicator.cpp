@@ -411,7 +411,7 @@ Status NcclMesh::split(const std::string &name, int color, int key,
 
 Status NcclMesh::create(HostGroup &host, CudaDevice &device,
                         const Plan &plan, const MeshPosition &at,
-                        HostGroup *hosts[3],
+                        HostGroup *hosts[kMeshGroups],
                         const NcclSettings &settings,
                         std::unique_ptr<NcclMesh> &out) {
   std::unique_ptr<NcclMesh> mesh(new NcclMesh());
@@ -434,7 +434,7 @@ Status NcclMesh::create(HostGroup &host, CudaDevice &device,
   if (Status st = mesh->initWorld(host); !st)
     return st;
 
-  for (int g = 0; g < 3; ++g)
+  for (int g = 0; g < kMeshGroups; ++g)
     if (hosts[g])
       mesh->groups[g] =
           std::make_unique<NcclCommunicator>(*hosts[g], device, *mesh);

@@ -126,7 +126,7 @@ public:
   /// tensor-parallel groups over MPI (null where the plan has none).
   static Status create(HostGroup &world, CudaDevice &device,
                        const Plan &plan, const MeshPosition &at,
-                       HostGroup *hosts[3], const NcclSettings &settings,
+                       HostGroup *hosts[kMeshGroups], const NcclSettings &settings,
                        std::unique_ptr<NcclMesh> &out);
 
   /// The communicators of this rank's pipeline, replicas and shards (null
@@ -165,7 +165,7 @@ private:
   CudaDevice *device = nullptr;
   void *world = nullptr; // ncclComm_t
   std::vector<std::unique_ptr<NcclComm>> comms;
-  std::unique_ptr<NcclCommunicator> groups[3];
+  std::unique_ptr<NcclCommunicator> groups[kMeshGroups];
   bool aborted = false;
 };
 

@@ -18,13 +18,14 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 } // namespace
 
 std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device,
-                                               int shard) {
+                                               int shard, int member) {
   std::vector<ParameterSpec> specs;
   for (const StagePlan &stage : plan.stages)
     if (stage.device == device)
       for (int layer : stage.layers)
         for (ParameterSpec &spec :
-             getLayerParameters(plan.model, layer, {shard, plan.tp}))
+             getLayerParameters(plan.model, layer,
+                                {shard, plan.tp, member, plan.ep}))
           specs.push_back(std::move(spec));
   if (plan.vocabulary.input.present)
     specs.push_back(getInputShardSpec(plan, device, shard));
@@ -48,7 +49,7 @@ int64_t getDeviceWorkspaceBytes(const Plan &plan, int device) {
 Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
                    Communicator &comm, TokenSource &data,
                    const TrainerOptions &options, Communicator *replicas,
-                   Communicator *tensorGroup)
+                   Communicator *tensorGroup, Communicator *experts)
     : plan(plan), deviceIndex(deviceIndex), device(device),
       kernels(device.getKernels(StreamKind::Compute)),
       compute(device.getStream(StreamKind::Compute)),
@@ -58,6 +59,7 @@ Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
       transfers(comm, options.commTimeout, times.commWait),
       tensorSums(plan, deviceIndex, this->tensorGroup, parameters, device,
                  transfers),
+      expertParallel(plan, experts, device, transfers),
       gradientSync(plan, deviceIndex, parameters, this->replicas, device,
                    transfers),
       profiler(plan, deviceIndex, device) {}
@@ -74,6 +76,10 @@ Status Executor::prepare() {
     return Status::error("the plan has " + std::to_string(plan.dp) +
                          " data-parallel replicas, but no communicator "
                          "spans them");
+  if (plan.ep > 1 && !expertParallel.isOn())
+    return Status::error("the plan splits the experts over " +
+                         std::to_string(plan.ep) +
+                         " replicas, but no communicator spans them");
   if (Status st = prepareParameters(); !st)
     return st;
   prepareStages();
@@ -90,8 +96,9 @@ Status Executor::prepare() {
 
 Status Executor::prepareParameters() {
   // ParameterStore::add ignores a tied table's second spec.
-  for (const ParameterSpec &spec : getDeviceParameters(
-           plan, deviceIndex, tensorSums.getShardIndex()))
+  for (const ParameterSpec &spec :
+       getDeviceParameters(plan, deviceIndex, tensorSums.getShardIndex(),
+                           expertParallel.getMember()))
     parameters.add(spec);
   if (plan.vocabulary.any())
     shards = std::make_unique<VocabularyShards>(
@@ -125,6 +132,8 @@ void Executor::prepareStages() {
     if (tensorGroup)
       stages[s]->setTensorParallel(tensorSums.getCalls(),
                                    tensorSums.getShardIndex());
+    if (expertParallel.isOn())
+      stages[s]->setExperts(expertParallel.getCalls());
   }
 }
 
@@ -540,9 +549,11 @@ Status Executor::calibrateSlices(
   // to sum with, so the samples time the shard's compute only (on every
   // way out of here, the sums resume).
   tensorSums.setEnabled(false);
+  expertParallel.setEnabled(false);
   Status st =
       calibrateStages(plan, device, stages, parameters, repeats, samples);
   tensorSums.setEnabled(true);
+  expertParallel.setEnabled(true);
   return st;
 }
 
@@ -586,6 +597,10 @@ Status Executor::gradientNorm(double &norm) {
     st = tensorGroup->allReduceSum(&sum, 1);
   if (st && zero)
     st = replicas->allReduceSum(&sum, 1);
+  // The expert group's members each hold their experts (GradientNormPlan
+  // weighs the rest 1 / ep on each).
+  if (st && expertParallel.isOn())
+    st = expertParallel.sumOverGroup(sum);
   // Taking out the shared heads can leave -0 or a rounding below zero. Not
   // std::max(0.0, sum): that is 0 for a NaN sum, which would hide a
   // diverged step from the divergence check.

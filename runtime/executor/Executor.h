@@ -19,6 +19,7 @@
 #include "Backend.h"
 #include "Calibrate.h"
 #include "Data.h"
+#include "ExpertParallel.h"
 #include "GradientNorm.h"
 #include "GradientSync.h"
 #include "Parameters.h"
@@ -48,11 +49,13 @@ public:
   /// then gives this replica's microbatches. With tensor parallelism
   /// (plan.tp > 1), `tensorGroup` spans the device's shards (rank = shard
   /// index); `comm` then links this shard with the same shard of the
-  /// other devices.
+  /// other devices. With expert parallelism (plan.ep > 1), `experts` spans
+  /// the expert group of this device's shard (rank = member).
   Executor(const Plan &plan, int deviceIndex, Device &device,
            Communicator &comm, TokenSource &data,
            const TrainerOptions &options, Communicator *replicas = nullptr,
-           Communicator *tensorGroup = nullptr);
+           Communicator *tensorGroup = nullptr,
+           Communicator *experts = nullptr);
   ~Executor() override;
 
   Status prepare() override;
@@ -145,6 +148,7 @@ private:
   /// The vocabulary shards, with Vocabulary Parallelism.
   std::unique_ptr<VocabularyShards> shards;
   TensorGroupSums tensorSums;
+  ExpertParallel expertParallel;
   GradientSync gradientSync;
   std::unique_ptr<ZeroOne> zero; // plan.zero == 1
   GradientNormPlan normPlan;

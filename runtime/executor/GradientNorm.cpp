@@ -2,6 +2,8 @@
 
 #include "GradientNorm.h"
 
+#include "ExpertParallel.h"
+
 #include <algorithm>
 
 namespace sluice::rt {
@@ -11,6 +13,10 @@ Status GradientNormPlan::plan(
     int shardIndex, const std::vector<int> &tiedGroup,
     const std::vector<TensorGroupSums::ReplicatedKeyValues> &shared,
     const std::vector<IndexRange> *owned, Device &device) {
+  // Under expert parallelism the members of an expert group hold the
+  // same gradients but their own experts', and the executor sums the norm
+  // over the group: every other tensor counts 1 / ep on each member.
+  double alike = 1.0 / double(plan.ep);
   std::vector<Part> whole;
   for (const ParameterSpec &spec : parameters.specs()) {
     bool tiedCopy = spec.name == "embed.tokens" && !tiedGroup.empty() &&
@@ -20,21 +26,24 @@ Status GradientNormPlan::plan(
     if (tiedCopy || shardCopy)
       continue;
     int64_t at = parameters.offset(spec.name);
+    double weight =
+        plan.ep > 1 && ExpertParallel::isExpertParameter(spec) ? 1.0 : alike;
     if (!whole.empty() && whole.back().rows == 1 &&
+        whole.back().weight == weight &&
         whole.back().offset + whole.back().cols == at)
       whole.back().cols += spec.size();
     else
-      whole.push_back({at, 1, spec.size(), spec.size(), 1.0});
+      whole.push_back({at, 1, spec.size(), spec.size(), weight});
   }
   for (const TensorGroupSums::ReplicatedKeyValues &r : shared) {
     if (r.group.front() == shardIndex)
       continue;
     int64_t width = r.queries + 2 * r.keyValues;
     whole.push_back({parameters.offset(r.weight) + r.queries,
-                     plan.model.hidden, 2 * r.keyValues, width, -1.0});
+                     plan.model.hidden, 2 * r.keyValues, width, -alike});
     if (!r.bias.empty())
       whole.push_back({parameters.offset(r.bias) + r.queries, 1,
-                       2 * r.keyValues, 2 * r.keyValues, -1.0});
+                       2 * r.keyValues, 2 * r.keyValues, -alike});
   }
   parts = owned ? pack(whole, *owned) : std::move(whole);
   return device.allocate(DType::F64, 1, sum);

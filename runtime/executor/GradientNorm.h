@@ -3,7 +3,8 @@
 // The global gradient norm (clipping, the progress line) must count every
 // parameter of the model once however a run splits it: over the
 // pipeline's devices, the tensor-parallel shards (whose norms and shared
-// key/value heads are alike on each) and ZeRO-1's parts -- so every
+// key/value heads are alike on each), ZeRO-1's parts and the expert
+// groups (each member its experts) -- so every
 // partitioning reports the reference's norm. This decides, per rank, which
 // blocks of its gradient buffer it sums and with what weight.
 //
@@ -24,7 +25,9 @@ public:
   /// (`tiedGroup`, device indices) by the lower device; a tensor every
   /// shard holds whole (norms, the biases after row-parallel projections,
   /// unsharded tables) by shard 0; shared key/value heads by the first
-  /// shard of their group. With ZeRO-1, `owned` are this replica's parts
+  /// shard of their group. Under expert parallelism, everything but the
+  /// expert maps weighs 1 / ep (the executor sums over the expert group).
+  /// With ZeRO-1, `owned` are this replica's parts
   /// of the flat buffer, packed in that order.
   /// Allocates the sum on `device`.
   Status plan(const Plan &plan, const ParameterStore &parameters,

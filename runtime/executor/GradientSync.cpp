@@ -2,6 +2,9 @@
 
 #include "GradientSync.h"
 
+#include "CommLayout.h"
+#include "ExpertParallel.h"
+
 #include <algorithm>
 
 namespace sluice::rt {
@@ -12,7 +15,10 @@ GradientSync::GradientSync(const Plan &plan, int deviceIndex,
     : plan(plan), deviceIndex(deviceIndex), parameters(parameters),
       replicas(replicas), compute(device.getStream(StreamKind::Compute)),
       data(device.getStream(StreamKind::Data)), transfers(transfers),
-      ready(device.createEvent()) {}
+      ready(device.createEvent()) {
+  if (plan.ep > 1 && replicas)
+    expertReplicas = getExpertReplicas(plan, replicas->rank());
+}
 
 Status GradientSync::planRuns(bool tiedAcross,
                           std::map<std::string, size_t> &averagedBy) {
@@ -33,11 +39,16 @@ Status GradientSync::planRuns(bool tiedAcross,
            getLayerParameters(plan.model, layer))
         averagedBy[spec.name] = i;
   }
-  SyncRuns unmerged;
+  // Under expert parallelism an expert map's gradient is this member's
+  // experts' only: it is summed over the replicas holding the same experts
+  // (getExpertReplicas), apart from the rest.
+  SyncRuns unmerged, expertUnmerged;
   for (const ParameterSpec &spec : parameters.specs())
     if (auto it = averagedBy.find(spec.name); it != averagedBy.end())
-      unmerged[it->second].push_back(
-          {parameters.offset(spec.name), spec.size()});
+      (plan.ep > 1 && ExpertParallel::isExpertParameter(spec)
+           ? expertUnmerged
+           : unmerged)[it->second]
+          .push_back({parameters.offset(spec.name), spec.size()});
   if (plan.dp > 1)
     for (const ParameterSpec &spec : parameters.specs())
       if (!averagedBy.count(spec.name))
@@ -46,18 +57,22 @@ Status GradientSync::planRuns(bool tiedAcross,
                              spec.name);
   if (plan.zero == 1 && tiedAcross && parameters.contains("embed.tokens"))
     tiedRun = parameters.offset("embed.tokens");
-  for (auto &[instruction, list] : unmerged) {
-    std::sort(list.begin(), list.end());
-    std::vector<std::pair<int64_t, int64_t>> merged;
-    for (auto [offset, count] : list)
-      if (!merged.empty() &&
-          merged.back().first + merged.back().second == offset &&
-          offset != tiedRun && merged.back().first != tiedRun)
-        merged.back().second += count;
-      else
-        merged.push_back({offset, count});
-    runs[instruction] = std::move(merged);
-  }
+  auto merge = [&](SyncRuns &from, SyncRuns &to) {
+    for (auto &[instruction, list] : from) {
+      std::sort(list.begin(), list.end());
+      std::vector<std::pair<int64_t, int64_t>> merged;
+      for (auto [offset, count] : list)
+        if (!merged.empty() &&
+            merged.back().first + merged.back().second == offset &&
+            offset != tiedRun && merged.back().first != tiedRun)
+          merged.back().second += count;
+        else
+          merged.push_back({offset, count});
+      to[instruction] = std::move(merged);
+    }
+  };
+  merge(unmerged, runs);
+  merge(expertUnmerged, expertRuns);
   return Status::ok();
 }
 
@@ -91,6 +106,15 @@ Status GradientSync::issue(size_t instruction, Event *begin, Event *end,
       inFlight.push_back(replicas->allReduceAsync(grads + offset, count,
                                                   Reduction::Sum, 0, data));
   }
+  // The expert maps' sums, over the replicas holding the same experts
+  // (none when each expert group is the whole data-parallel group).
+  if (expertReplicas.size() > 1)
+    for (auto [offset, count] : expertRuns[instruction])
+      if (Status st = replicas->allReduceSum(grads + offset, count,
+                                             expertReplicas.data(),
+                                             int(expertReplicas.size()), data);
+          !st)
+        return st;
   for (size_t r = first; r < inFlight.size(); ++r)
     transfers.track(*inFlight[r]);
   return Status::ok();

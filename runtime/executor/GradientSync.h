@@ -118,6 +118,10 @@ private:
   TransferEngine &transfers;
   std::unique_ptr<Event> ready;
   SyncRuns runs;
+  /// Expert parallelism: the expert maps' runs, summed over
+  /// `expertReplicas` (ranks in `replicas` holding the same experts).
+  SyncRuns expertRuns;
+  std::vector<int> expertReplicas;
   int64_t tiedRun = -1;
   /// The step's sums in flight, until finish().
   std::vector<std::unique_ptr<Request>> inFlight;

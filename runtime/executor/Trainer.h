@@ -123,10 +123,10 @@ public:
 };
 
 /// Every parameter `device` holds: its stages' layers (tensor-parallel
-/// shard `shard`'s slices of them), then its vocabulary table shards (a
-/// tied table once).
+/// shard `shard`'s slices of them, expert-group member `member`'s
+/// experts), then its vocabulary table shards (a tied table once).
 std::vector<ParameterSpec> getDeviceParameters(const Plan &plan, int device,
-                                               int shard = 0);
+                                               int shard = 0, int member = 0);
 /// The scratch `device` needs: the largest of its stages' over every slice,
 /// in bytes of the plan's precision.
 int64_t getDeviceWorkspaceBytes(const Plan &plan, int device);

@@ -279,7 +279,7 @@ namespace {
 /// not part of the model), each run under its place in the whole tensor,
 /// weights then both moments. Refused when the weights are not finite.
 Status serializeRankFile(int64_t step, ParameterStore &params,
-                         std::string &bytes) {
+                         const WrittenParameters &writes, std::string &bytes) {
   std::vector<float> weights, moment1, moment2;
   Status read = params.read(ParameterStore::Tensor::Weights, weights);
   if (read)
@@ -298,8 +298,13 @@ Status serializeRankFile(int64_t step, ParameterStore &params,
   bytes.assign(kMagic, sizeof(kMagic));
   put(bytes, kVersion);
   put(bytes, step);
-  put(bytes, uint32_t(params.specs().size()));
+  uint32_t count = 0;
+  for (const ParameterSpec &spec : params.specs())
+    count += !writes || writes(spec);
+  put(bytes, count);
   for (const ParameterSpec &spec : params.specs()) {
+    if (writes && !writes(spec))
+      continue;
     put(bytes, uint32_t(spec.name.size()));
     bytes += spec.name;
     std::vector<TensorRun> runs = getRuns(spec);
@@ -364,13 +369,14 @@ void removeStaleFiles(const std::string &dir, int keep) {
 
 Status saveCheckpoint(const std::string &dir, int64_t step,
                       ParameterStore &params, Communicator &comm,
-                      const TrainingSettings &settings, int keep) {
+                      const TrainingSettings &settings, int keep,
+                      const WrittenParameters &writes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
     return Status::error("cannot create checkpoint directory '" + dir + "'");
   std::string bytes;
-  Status st = serializeRankFile(step, params, bytes);
+  Status st = serializeRankFile(step, params, writes, bytes);
   if (st)
     st = writeFileAtomically(dir + "/" + getRankFileName(comm.rank(), step),
                              bytes);

@@ -19,6 +19,7 @@
 #include "Backend.h"
 #include "Parameters.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,11 +50,18 @@ struct CheckpointManifest {
   std::optional<TrainingSettings> settings;
 };
 
+/// Which of a rank's parameters it writes (null: all of them).
+using WrittenParameters = std::function<bool(const ParameterSpec &)>;
+
 /// Every rank calls it; `step` is the number of optimizer steps taken.
-/// Keeps the newest `keep` (at least 1) steps' files in `dir`.
+/// Keeps the newest `keep` (at least 1) steps' files in `dir`. A rank
+/// writes the parameters `writes` picks (under expert parallelism the
+/// first member of an expert group writes everything, the others their
+/// experts only).
 Status saveCheckpoint(const std::string &dir, int64_t step,
                       ParameterStore &params, Communicator &comm,
-                      const TrainingSettings &settings, int keep = 1);
+                      const TrainingSettings &settings, int keep = 1,
+                      const WrittenParameters &writes = nullptr);
 
 /// Reads the manifest of `dir`'s checkpoint of step `step`, or of its
 /// newest one when `step` is -1.

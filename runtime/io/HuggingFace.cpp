@@ -597,9 +597,12 @@ Status writeDirectory(const std::string &dir, const std::string &gather,
 
 Status saveHuggingFace(const std::string &dir, const std::string &sourceDir,
                        const ModelConfig &model, int64_t step,
-                       ParameterStore &params, Communicator &comm) {
+                       ParameterStore &params, Communicator &comm,
+                       const WrittenParameters &writes) {
   std::string gather = dir + "/.sluice-gather";
-  if (Status st = saveCheckpoint(gather, step, params, comm, TrainingSettings()); !st)
+  if (Status st = saveCheckpoint(gather, step, params, comm,
+                                 TrainingSettings(), /*keep=*/1, writes);
+      !st)
     return st;
   Status st = Status::ok();
   if (comm.rank() == 0) {

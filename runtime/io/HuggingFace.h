@@ -15,6 +15,7 @@
 #ifndef SLUICE_RUNTIME_HUGGINGFACE_H
 #define SLUICE_RUNTIME_HUGGINGFACE_H
 
+#include "Checkpoint.h"
 #include "Parameters.h"
 #include "Status.h"
 
@@ -38,7 +39,8 @@ Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
 /// host memory) and then removes.
 Status saveHuggingFace(const std::string &dir, const std::string &sourceDir,
                        const ModelConfig &model, int64_t step,
-                       ParameterStore &params, Communicator &comm);
+                       ParameterStore &params, Communicator &comm,
+                       const WrittenParameters &writes = nullptr);
 
 } // namespace sluice::rt
 

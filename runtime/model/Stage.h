@@ -55,6 +55,10 @@ public:
   /// row-parallel one (and their transposes in B); W gathers the norms'
   /// outputs again; the norms' weight gradients are this shard's tokens'
   /// part, which the caller sums over the group before the update.
+  /// Expert parallelism: the sparse layers' expert group.
+  void setExperts(block::ExpertGroup group) {
+    seams.setExperts(std::move(group));
+  }
   void setTensorParallel(TensorGroup group, int index);
   void setTensorParallel(GroupReduce reduce, int index) {
     setTensorParallel(TensorGroup{std::move(reduce), {}, {}}, index);

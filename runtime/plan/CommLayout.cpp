@@ -11,6 +11,13 @@ MeshPosition getMeshPosition(const Plan &plan, int rank) {
   return {rank / (tp * dp), (rank / tp) % dp, rank % tp};
 }
 
+std::vector<int> getExpertReplicas(const Plan &plan, int replica) {
+  std::vector<int> out;
+  for (int r = replica % plan.ep; r < plan.dp; r += plan.ep)
+    out.push_back(r);
+  return out;
+}
+
 namespace {
 /// A tied table's two ends on different devices (Executor::prepare decides
 /// alike).
@@ -62,6 +69,20 @@ std::vector<CommSpec> getCommLayout(const Plan &plan, const MeshPosition &at) {
     if (vocabulary)
       layout.push_back({"tensor-vocabulary", MeshGroup::Shards, shardColor,
                         at.shard, StreamKind::Vocabulary, {}});
+  }
+  if (plan.ep > 1) {
+    // The dispatch's all-to-alls, on the compute stream as the
+    // tensor-parallel group's collectives (inside the passes).
+    layout.push_back({"experts", MeshGroup::Experts,
+                      replicaColor * (dp / plan.ep) + at.replica / plan.ep,
+                      at.replica % plan.ep, StreamKind::Compute, {}});
+    // The expert gradients' sums over the replicas holding the same
+    // experts: a sub-group of the replicas.
+    if (dp / plan.ep > 1)
+      layout.push_back({"expert-replicas", MeshGroup::Replicas,
+                        replicaColor * plan.ep + at.replica % plan.ep,
+                        at.replica / plan.ep, std::nullopt,
+                        getExpertReplicas(plan, at.replica)});
   }
   for (int size : getKeyValueGroupSizes(plan)) {
     int group = at.shard / size;

@@ -33,9 +33,16 @@ MeshPosition getMeshPosition(const Plan &plan, int rank);
 
 /// A rank's groups: its pipeline (same replica and shard; rank = device),
 /// its replicas (same device and shard; rank = replica), its
-/// tensor-parallel shards (same device and replica; rank = shard).
-enum class MeshGroup { Pipeline = 0, Replicas = 1, Shards = 2 };
-constexpr int kMeshGroups = 3;
+/// tensor-parallel shards (same device and replica; rank = shard), its
+/// expert group (same device and shard, the ep consecutive replicas that
+/// split the experts; rank = replica mod ep).
+enum class MeshGroup { Pipeline = 0, Replicas = 1, Shards = 2, Experts = 3 };
+constexpr int kMeshGroups = 4;
+
+/// The replicas (ranks of the Replicas group) holding the same experts as
+/// `replica` under expert parallelism: every ep-th one from replica mod
+/// ep (dp / ep of them; the expert gradients' group).
+std::vector<int> getExpertReplicas(const Plan &plan, int replica);
 
 struct CommSpec {
   std::string name;

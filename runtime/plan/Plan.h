@@ -100,6 +100,10 @@ struct Plan {
   /// (gradients reduce-scattered, each replica updates its part, the
   /// weights all-gathered); 0: every replica holds all of it.
   int zero = 0;
+  /// Expert parallelism: each sparse layer's experts split over ep
+  /// consecutive replicas (an expert group; shardModel.expertShards);
+  /// divides dp.
+  int ep = 1;
   int microbatches = 0;
   std::vector<int64_t> slices; // token lengths
   bool splitBackward = false;

@@ -190,6 +190,21 @@ void readMesh(const json &mesh, Plan &plan) {
       fail("mesh: 'zero' = 1 shards the optimizer state over the "
            "data-parallel replicas, but dp = 1");
   }
+  if (mesh.contains("ep")) {
+    plan.ep = integer32(mesh, "ep", "mesh", 1);
+    if (plan.dp % plan.ep != 0)
+      fail("mesh: 'ep' = " + std::to_string(plan.ep) +
+           " does not divide dp = " + std::to_string(plan.dp) +
+           " (each expert group is ep of the data-parallel replicas)");
+    if (plan.ep > 1 && plan.zero != 0)
+      fail("mesh: 'zero' = " + std::to_string(plan.zero) +
+           " with 'ep' = " + std::to_string(plan.ep) +
+           " is not run: ZeRO-1's shards follow one gradient group, and "
+           "expert parallelism has two");
+    if (std::string why = checkExpertParallel(plan.model, plan.ep);
+        !why.empty())
+      fail("the mesh's ep = " + std::to_string(plan.ep) + ": model " + why);
+  }
   if (pp != plan.devices)
     fail("the mesh's pp = " + std::to_string(pp) + " is not the plan's " +
          std::to_string(plan.devices) + " devices");
@@ -434,7 +449,7 @@ void readPlan(const json &j, Plan &plan) {
   if (j.contains("mesh"))
     readMesh(j.at("mesh"), plan);
   plan.shardModel =
-      getTensorShardModel(plan.model, plan.tp, plan.sequenceParallel);
+      getTensorShardModel(plan.model, plan.tp, plan.sequenceParallel, plan.ep);
   plan.splitBackward = flag(j, "split_backward", "plan");
   for (const json &length : field(j, "slices", "plan"))
     plan.slices.push_back(

@@ -160,7 +160,8 @@ void generateSample(HostGroup &world, const GenerateFrom &from,
     Status st = Status::ok();
     if (from.writes)
       st = saveCheckpoint(gather, from.step, from.trainer.getParameters(),
-                          *from.model, TrainingSettings());
+                          *from.model, TrainingSettings(), /*keep=*/1,
+                          from.written);
     agree(world, st);
   }
   Status st = Status::ok();

@@ -10,6 +10,7 @@
 #ifndef SLUICE_RUNTIME_SESSION_GENERATE_H
 #define SLUICE_RUNTIME_SESSION_GENERATE_H
 
+#include "Checkpoint.h"
 #include "HfTokenizer.h"
 #include "Plan.h"
 #include "ReferenceTrainer.h"
@@ -33,6 +34,8 @@ struct GenerateFrom {
   Communicator *model = nullptr;
   int64_t step = 0;
   uint64_t seed = 1;
+  /// Which of its parameters it writes (null: all).
+  WrittenParameters written;
 };
 
 /// Draws and prints options.sampling.newTokens tokens after the prompt.

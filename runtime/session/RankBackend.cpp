@@ -79,21 +79,30 @@ void checkHostMemory(ProcessGroup &comm, const Plan &plan,
 /// the pipeline device (Megatron-LM's order: a node holds whole TP
 /// groups). Splits the world into this rank's pipeline (same replica and
 /// shard), its replicas (same device and shard), its tensor-parallel group
-/// (same device and replica) and its replica's ranks.
+/// (same device and replica), its expert group (same device and shard, ep
+/// consecutive replicas) and its replica's ranks.
 void placeOnMesh(HostGroup &world, const Plan &plan, RankBackend &out) {
   int rank = world.rank();
-  int tp = plan.tp, dp = plan.dp;
+  int tp = plan.tp, dp = plan.dp, ep = plan.ep;
   auto [device, replica, shard] = getMeshPosition(plan, rank);
-  // A split is collective over the world: every rank makes all four.
+  // A split is collective over the world: every rank makes all five.
   out.hostGroups[0] = world.splitHostGroup(replica * tp + shard, device);
   out.hostGroups[1] = world.splitHostGroup(device * tp + shard, replica);
   out.replica = replica;
   out.hostGroups[2] = world.splitHostGroup(device * dp + replica, shard);
-  out.model = world.splitHostGroup(replica, device * tp + shard);
+  out.hostGroups[3] = world.splitHostGroup(
+      (device * tp + shard) * (dp / ep) + replica / ep, replica % ep);
+  // The ranks that write a checkpoint together: the first replica's, or
+  // under expert parallelism the first expert group's (by member, then
+  // device and shard).
+  out.model = world.splitHostGroup(
+      replica / ep, (replica % ep) * plan.devices * tp + device * tp + shard);
   if (dp == 1)
     out.hostGroups[1].reset();
   if (tp == 1)
     out.hostGroups[2].reset();
+  if (ep == 1)
+    out.hostGroups[3].reset();
 }
 
 #if SLUICE_HAVE_CUDA
@@ -161,10 +170,10 @@ void openCudaBackend(HostGroup &world, const Plan &plan,
               (chosen == "auto" &&
                (placement.sharing == 1 || cuda::ncclAllowsSharedGpus()));
   agree(world, checkDeviceMemory(world, plan, o, *out.device, placement, nccl));
-  HostGroup *hosts[3] = {&world, nullptr, nullptr};
+  HostGroup *hosts[kMeshGroups] = {&world};
   if (!o.reference && plan.dp * plan.tp > 1) {
     placeOnMesh(world, plan, out);
-    for (int g = 0; g < 3; ++g)
+    for (int g = 0; g < kMeshGroups; ++g)
       hosts[g] = out.hostGroups[g].get();
   }
   cuda::NcclSettings settings;
@@ -174,6 +183,7 @@ void openCudaBackend(HostGroup &world, const Plan &plan,
   out.comm = out.gpu.groups[0].get();
   out.replicas = out.gpu.groups[1].get();
   out.shards = out.gpu.groups[2].get();
+  out.experts = out.gpu.groups[3].get();
   if (world.rank() == 0)
     std::printf("backend: %s, %s, %s transport, %d rank(s) per GPU\n",
                 out.device->describe().c_str(), plan.precision.getName(),
@@ -209,6 +219,7 @@ void openCpuBackend(HostGroup &world, const Plan &plan,
     out.comm = out.hostGroups[0].get();
     out.replicas = out.hostGroups[1].get();
     out.shards = out.hostGroups[2].get();
+    out.experts = out.hostGroups[3].get();
   }
   if (!out.device->supports(plan.precision))
     failEverywhere(world, "the " + out.device->describe() +
@@ -239,6 +250,7 @@ void openCpuBackend(HostGroup &world, const Plan &plan,
   out.comm = out.emulated[0].get();
   out.replicas = out.emulated[1].get();
   out.shards = out.emulated[2].get();
+  out.experts = out.emulated[3].get();
 }
 
 } // namespace

@@ -26,10 +26,11 @@ namespace sluice::rt::session {
 /// This rank's device and the communicators its plan runs over.
 struct RankBackend {
   std::unique_ptr<Device> device;
-  /// This rank's pipeline, replicas and tensor-parallel shards over MPI
+  /// This rank's pipeline, replicas, tensor-parallel shards and expert
+  /// group over MPI
   /// (host values; the CPU backend's transport), where the plan splits
   /// the world.
-  std::unique_ptr<HostGroup> hostGroups[3];
+  std::unique_ptr<HostGroup> hostGroups[kMeshGroups];
 #if SLUICE_HAVE_CUDA
   /// The GPU's communicators over those groups (NCCL, or staged MPI).
   cuda::RankComms gpu;
@@ -45,8 +46,12 @@ struct RankBackend {
   int replica = 0;
   /// With tensor parallelism: the ranks holding this device's shards.
   Communicator *shards = nullptr;
+  /// With expert parallelism: the replicas of this device's shard that
+  /// split the experts with it (rank = member).
+  Communicator *experts = nullptr;
   /// With either: the ranks of this rank's replica, every device and shard
-  /// (they write a checkpoint together).
+  /// (they write a checkpoint together); under expert parallelism, of its
+  /// expert group.
   std::unique_ptr<Communicator> model;
   /// The CPU backend's threads (0: another backend).
   int threads = 0;

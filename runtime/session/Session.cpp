@@ -200,7 +200,7 @@ void Session::makeTrainer() {
   } else {
     auto e = std::make_unique<Executor>(plan, comm().rank(), device, comm(),
                                         *tokens.data, t, backend->replicas,
-                                        backend->shards);
+                                        backend->shards, backend->experts);
     executor = e.get();
     executor->setTimeOptimizer(!options.profilePath.empty());
     trainer = std::move(e);
@@ -250,9 +250,8 @@ Outcome Session::train() {
           world,
           {*trainer, executor ? nullptr
                               : static_cast<ReferenceTrainer *>(trainer.get()),
-           backend->replica == 0,
-           backend->model ? backend->model.get() : &comm(), done,
-           settings.seed},
+           writesWeights(), backend->model ? backend->model.get() : &comm(),
+           done, settings.seed, getWrittenParameters()},
           plan, options, tokens.tokenizer);
     if (executor && !options.profilePath.empty())
       writeProfile(comm(), *executor, plan, options, root);
@@ -452,17 +451,26 @@ void Session::writeDumps() {
   }
 }
 
+bool Session::writesWeights() const { return backend->replica < plan.ep; }
+
+WrittenParameters Session::getWrittenParameters() const {
+  if (backend->replica % plan.ep == 0)
+    return nullptr;
+  return [](const ParameterSpec &spec) { return spec.expertShare; };
+}
+
 /// The replicas hold the same parameters, so the first one writes them, a
-/// file per device and shard. A sharded optimizer state (ZeRO-1) is
+/// file per device and shard (under expert parallelism the first expert
+/// group, its other members their experts only). A sharded optimizer state (ZeRO-1) is
 /// gathered whole on every replica first.
 void Session::saveCheckpointNow(int64_t stepsDone) {
   if (Status st = trainer->gatherOptimizerState(); !st)
     failHere(st.message());
-  if (backend->replica == 0)
+  if (writesWeights())
     if (Status st = saveCheckpoint(
             options.saveDir, stepsDone, trainer->getParameters(),
             backend->model ? *backend->model : comm(), settings,
-            options.keepCheckpoints);
+            options.keepCheckpoints, getWrittenParameters());
         !st)
       failHere(st.message());
   if (backend->model)
@@ -499,11 +507,12 @@ void Session::noteUntrainedOutputs() const {
 void Session::saveHuggingFaceNow(int64_t stepsDone) {
   if (Status st = trainer->gatherOptimizerState(); !st)
     failHere(st.message());
-  if (backend->replica == 0)
+  if (writesWeights())
     if (Status st = saveHuggingFace(options.saveHF, options.loadHF,
                                     plan.model, stepsDone,
                                     trainer->getParameters(),
-                                    backend->model ? *backend->model : comm());
+                                    backend->model ? *backend->model : comm(),
+                                    getWrittenParameters());
         !st)
       failHere(st.message());
   if (backend->model)

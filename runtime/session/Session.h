@@ -129,6 +129,12 @@ private:
   void noteBatchChange();
   void writeDumps();
   void saveCheckpointNow(int64_t stepsDone);
+  /// Whether this rank writes its parameters into a checkpoint (or the
+  /// gathering of one): the first replica's ranks, under expert
+  /// parallelism the first expert group's.
+  bool writesWeights() const;
+  /// What it writes: all, or an expert group's later member its experts.
+  WrittenParameters getWrittenParameters() const;
   void saveHuggingFaceNow(int64_t stepsDone);
   void noteUntrainedOutputs() const;
   /// The pipeline's communicator (rank = device).

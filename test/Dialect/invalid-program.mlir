@@ -233,6 +233,59 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 
 // -----
 
+// program-no-expert-members
+// expected-error@+1 {{'sluice.program' op 'ep' must be positive, got 0}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 ep 0 {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// program-expert-groups-do-not-divide-replicas
+// expected-error@+1 {{'sluice.program' op 'ep' = 2 splits the experts over that many data-parallel replicas, which must divide 'dp' = 3}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 3 ep 2 {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// program-experts-do-not-split
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %x = sluice.transformer_layer %e {heads = 2, kv_heads = 2, ffn = 8, norm = rmsnorm, mlp = swiglu, experts = 4, top_k = 2} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %x {vocab = 10, norm = rmsnorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %0 : tensor<f32>
+}
+// expected-error@+1 {{'sluice.program' op layer 0: its 4 experts ('experts') do not split over 3 expert-parallel members (ep must divide every sparse layer's expert count)}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 3 ep 3 {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// program-experts-on-a-dense-model
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    %l = sluice.output_layer %e {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %0 : tensor<f32>
+}
+// expected-error@+1 {{'sluice.program' op expert parallelism (ep = 2) splits the experts of mixture-of-experts layers, and the model has none ('experts' on no layer)}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 ep 2 {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
 // grad-sync-without-replicas
 sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} {
   sluice.device 0 {

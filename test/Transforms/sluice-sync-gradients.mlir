@@ -7,6 +7,11 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1 zero=1" 2>&1 | FileCheck %s --check-prefix=ZEROALONE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3" 2>&1 | FileCheck %s --check-prefix=ZEROSTAGE
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12 repeats=true" --sluice-sync-gradients="data-parallel=2" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=REPEAT --implicit-check-not=sluice.grad_sync
+// RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2" | FileCheck %s --check-prefix=EXPERTS
+// RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=3" 2>&1 | FileCheck %s --check-prefix=EXPERTSDIVIDE
+// RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=3 expert-parallel=3" 2>&1 | FileCheck %s --check-prefix=EXPERTSSPLIT
+// RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2 zero=1" 2>&1 | FileCheck %s --check-prefix=EXPERTSZERO
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" 2>&1 | FileCheck %s --check-prefix=EXPERTSDENSE
 
 // Each stage's gradients are averaged once, right after its last pass on
 // its device (--implicit-check-not: no other grad_sync): the first stage's
@@ -76,6 +81,18 @@
 // ZERO1: sluice.grad_sync @s1
 // ZEROALONE: error: 'sluice.program' op cannot shard the optimizer state (zero = 1) over 1 data-parallel replica: it needs at least 2
 // ZEROSTAGE: error: 'sluice.program' op cannot use ZeRO stage 3: Sluice runs 0 (none) or 1 (sharded optimizer state)
+
+// Expert parallelism: the program records it (the grad_syncs stay where
+// they are; the runtime sums the expert maps over their own replicas), and
+// refuses expert groups that do not divide the replicas, experts that do
+// not divide over the members, ZeRO-1 with it, and a model with no
+// experts.
+// EXPERTS-LABEL: sluice.program @plan for @tiny_moe {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 4 ep 2 {
+// EXPERTS:         sluice.grad_sync @s0
+// EXPERTSDIVIDE: error: 'sluice.program' op cannot split the experts over 3 expert-parallel replicas: ep must be positive and divide the 4 data-parallel replicas (the expert groups are ep of them)
+// EXPERTSSPLIT: error: 'sluice.program' op layer 0: its 4 experts ('experts') do not split over 3 expert-parallel members (ep must divide every sparse layer's expert count)
+// EXPERTSZERO: error: 'sluice.program' op cannot shard the optimizer state (zero = 1) with expert parallelism (ep = 2) yet: the expert gradients' group is dp / ep replicas, the others' dp, and ZeRO-1's shards do not follow two groups
+// EXPERTSDENSE: error: 'sluice.program' op expert parallelism (ep = 2) splits the experts of mixture-of-experts layers, and the model has none ('experts' on no layer)
 
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 100} : tensor<1x16x32xf32>

@@ -14,13 +14,16 @@
 # runs every replica's microbatches); $TP the tensor-parallel shards of
 # each device (default 1: mpirun -np p * TP * DP); $RECOMPUTE the
 # activation recomputation of every stage (--recompute; default none);
-# $ZERO the ZeRO stage (--zero; default 0); $SP=1 adds sequence
+# $ZERO the ZeRO stage (--zero; default 0); $EP the expert-parallel
+# members the experts split over (--ep, of the DP replicas; default 1);
+# $SP=1 adds sequence
 # parallelism over the TP shards (--sequence-parallel); $TRANSPORTS the
 # sluice-run transports each plan runs over (default "mpi nccl": plain MPI,
 # and MPI held to NCCL's rules, docs/communication.md).
 #
 #   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
-#     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] [ZERO=...] [SP=1] \
+#     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] [ZERO=...] [EP=...] \
+#     [SP=1] \
 #     check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
 schedule=$1
@@ -29,6 +32,7 @@ model=${MODEL:-$(dirname "$0")/../Inputs/tiny-train.mlir}
 vocab=${VOCAB:-baseline}
 dp=${DP:-1}
 tp=${TP:-1}
+ep=${EP:-1}
 slicing=${SLICING:-uniform}
 mkdir -p "$work"
 case $schedule in
@@ -56,6 +60,7 @@ for p in ${PIPELINES:-2 4}; do
         [ "$tp" = 1 ] || name="$name tp=$tp"
         [ "$dp" = 1 ] || name="$name dp=$dp"
         [ "${ZERO:-0}" = 0 ] || name="$name zero=$ZERO"
+        [ "$ep" = 1 ] || name="$name ep=$ep"
         sp=()
         [ "${SP:-0}" = 0 ] || { sp=(--sequence-parallel); name="$name sp"; }
         plan="$work/plan-p$p-m$m-v$v-k$k.json"
@@ -63,7 +68,7 @@ for p in ${PIPELINES:-2 4}; do
         sluice-compile "$model" --pp "$p" --microbatches "$m" \
           --schedule "$schedule" --virtual "$v" --slices "$k" \
           --vocab "$vocab" --slicing "$slicing" --costs "${COSTS:-unit}" \
-          --dp "$dp" --tp "$tp" --zero "${ZERO:-0}" \
+          --dp "$dp" --tp "$tp" --zero "${ZERO:-0}" --ep "$ep" \
           --recompute "${RECOMPUTE:-none}" "${sp[@]}" -o "$plan" >/dev/null
         # The reference depends on the model and the microbatches only
         # (every replica's).

@@ -6,6 +6,7 @@
 // exactly the blog's "Communication Overhead" table through its
 // all-reduces.
 
+#include "CommLayout.h"
 #include "CpuDevice.h"
 #include "LocalGroup.h"
 #include "Stage.h"
@@ -85,6 +86,99 @@ TEST(TensorParallel, SlicesTileEveryTensor) {
         ASSERT_EQ(count[i], whole ? tp : 1)
             << name << "[" << i << "], tp " << tp;
     }
+  }
+}
+
+// Expert parallelism (docs/moe.md): member j of an expert group of ep holds
+// experts [j E/ep, (j+1) E/ep) of every sparse layer, whole or split over
+// the tensor-parallel shards as each expert is without it. Over the
+// members and shards every element of an expert map is held exactly once,
+// each member's share is marked (its gradient's own sum) and named apart;
+// the router and the attention are on every member, unmarked.
+TEST(ExpertParallel, ExpertSharesTileEveryExpertMap) {
+  ModelConfig model = layerModel(4, 4, "swiglu", /*bias=*/false);
+  model.layers[1].experts = 4;
+  model.layers[1].topK = 2;
+  for (int tp : {1, 2})
+    for (int ep : {1, 2, 4}) {
+      std::map<std::string, std::vector<int>> seen;
+      for (int j = 0; j < ep; ++j)
+        for (int t = 0; t < tp; ++t)
+          for (const ParameterSpec &spec :
+               getLayerParameters(model, 1, {t, tp, j, ep})) {
+            bool expert = spec.name.find("mlp.experts.") != std::string::npos;
+            EXPECT_EQ(spec.expertShare, expert && ep > 1) << spec.name;
+            if (expert && ep > 1)
+              EXPECT_NE(spec.sliceName.find("ep" + std::to_string(j) + "of" +
+                                            std::to_string(ep)),
+                        std::string::npos)
+                  << spec.name << ": " << spec.sliceName;
+            if (expert)
+              EXPECT_EQ(spec.size() * ep * tp,
+                        4 * 16 * 32) // experts x hidden x ffn
+                  << spec.name << " tp " << tp << " ep " << ep;
+            std::vector<int> &count = seen[spec.name];
+            count.resize(getWholeElements(spec), 0);
+            int64_t local = 0;
+            for (const TensorRun &run : getRuns(spec)) {
+              EXPECT_EQ(run.local, local) << spec.name;
+              local += run.count;
+              for (int64_t i = 0; i < run.count; ++i)
+                ++count.at(run.global + i);
+            }
+            EXPECT_EQ(local, spec.size()) << spec.name;
+          }
+      for (const auto &[name, count] : seen) {
+        bool expert = name.find("mlp.experts.") != std::string::npos;
+        bool sliced = expert || name.find("attn.") != std::string::npos;
+        int want = expert ? 1 : (sliced ? ep : ep * tp);
+        for (size_t i = 0; i < count.size(); ++i)
+          ASSERT_EQ(count[i], want)
+              << name << "[" << i << "], tp " << tp << ", ep " << ep;
+      }
+    }
+}
+
+// The communicators an expert group needs, on every rank alike: one over
+// its members (the dispatch's all-to-alls, on the compute stream) and,
+// when more than one group holds the same experts, a sub-group of the
+// replicas for the expert maps' sums.
+TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
+  Plan plan;
+  plan.model = layerModel(4, 4, "swiglu", false);
+  plan.model.layers[1].experts = 4;
+  plan.devices = 2;
+  plan.dp = 4;
+  plan.ep = 2;
+  plan.stages.resize(1);
+  EXPECT_EQ(getExpertReplicas(plan, 0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(getExpertReplicas(plan, 3), (std::vector<int>{1, 3}));
+  std::map<int, std::vector<int>> groups; // experts color -> ranks
+  for (int rank = 0; rank < plan.getRanks(); ++rank) {
+    MeshPosition at = getMeshPosition(plan, rank);
+    int found = 0;
+    for (const CommSpec &spec : getCommLayout(plan, at)) {
+      if (spec.name == "experts") {
+        ++found;
+        EXPECT_EQ(spec.key, at.replica % 2) << "rank " << rank;
+        groups[spec.color].push_back(rank);
+      }
+      if (spec.name == "expert-replicas") {
+        ++found;
+        EXPECT_EQ(spec.members, getExpertReplicas(plan, at.replica));
+      }
+    }
+    EXPECT_EQ(found, 2) << "rank " << rank;
+  }
+  // Two devices x two groups of two consecutive replicas.
+  ASSERT_EQ(groups.size(), 4u);
+  for (const auto &[color, ranks] : groups) {
+    ASSERT_EQ(ranks.size(), 2u);
+    MeshPosition a = getMeshPosition(plan, ranks[0]),
+                 b = getMeshPosition(plan, ranks[1]);
+    EXPECT_EQ(a.device, b.device);
+    EXPECT_EQ(a.replica / 2, b.replica / 2);
+    EXPECT_NE(a.replica, b.replica);
   }
 }
 

@@ -82,6 +82,13 @@ cl::opt<int64_t> zero("zero",
                                "the data-parallel replicas (Megatron-LM's "
                                "distributed optimizer); 0 (default) does not"),
                       cl::init(0), cl::value_desc("0|1"), cl::cat(category));
+cl::opt<int64_t> ep("ep",
+                    cl::desc("Expert parallelism: the experts of every "
+                             "mixture-of-experts layer split over this many "
+                             "of the --dp replicas (it divides --dp and each "
+                             "sparse layer's experts; tokens reach their "
+                             "experts by all-to-all)"),
+                    cl::init(1), cl::value_desc("E"), cl::cat(category));
 cl::opt<int64_t> tp("tp",
                     cl::desc("Tensor-parallel shards of each pipeline "
                              "device, splitting every transformer layer"),
@@ -252,7 +259,7 @@ static CompileRequest getRequest() {
   r.summary = summary;
   r.expandPlan = expandPlan;
   r.printPipeline = printPipeline;
-  r.pp = pp, r.dp = dp, r.zero = zero, r.tp = tp;
+  r.pp = pp, r.dp = dp, r.zero = zero, r.tp = tp, r.ep = ep;
   r.sequenceParallel = sequenceParallel;
   r.microbatches = microbatches;
   r.microbatchesGiven = microbatches.getNumOccurrences();

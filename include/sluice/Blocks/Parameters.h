@@ -66,8 +66,12 @@ struct ParameterSpec {
   /// checkpoints and gradient checks use the whole tensor's indices.
   std::vector<IndexRange> rows, columns;
   std::vector<int64_t> whole;
-  /// How a slice's files are named apart ("tp1of2").
+  /// How a slice's files are named apart ("tp1of2", "ep0of2").
   std::string sliceName;
+  /// An expert map's share of an expert-group member (expert parallelism:
+  /// its experts only; the replicas holding the same experts sum its
+  /// gradient).
+  bool expertShare = false;
   /// What the tensor-parallel group sums of its gradient.
   Reduce reduce = Reduce::None;
   /// A linear map's weight: each token multiplies it once in F (2 FLOPs
@@ -99,9 +103,12 @@ std::vector<TensorRun> getRuns(const ParameterSpec &spec);
 /// shard, whose table's size it does not know).
 int64_t getWholeElements(const ParameterSpec &spec);
 
-/// One of `count` tensor-parallel shards.
+/// One of `count` tensor-parallel shards, on member `expert` of an expert
+/// group of `experts` (expert parallelism: a sparse layer's member holds
+/// experts [expert E / experts, (expert + 1) E / experts) of its E).
 struct TensorShard {
   int index = 0, count = 1;
+  int expert = 0, experts = 1;
 };
 
 /// How a tensor-parallel shard holds a tensor.

@@ -225,6 +225,10 @@ struct ModelConfig {
   /// The tensor-parallel shards a shard model is one of
   /// (getTensorShardModel sets it; 1: whole).
   int tensorShards = 1;
+  /// Expert parallelism: the members of the expert group a shard model's
+  /// sparse layers split their experts over (each holds experts / this
+  /// many; checkExpertParallel holds); 1: every replica holds them all.
+  int expertShards = 1;
   /// The numerics every layer shares (the model op's `norm_eps`,
   /// `exact_gelu`): every norm's epsilon; GELU as x * Phi(x) instead of
   /// the tanh approximation.
@@ -323,6 +327,40 @@ inline std::string checkBalanceLoss(const ModelConfig &model) {
   return "";
 }
 
+/// Why the experts of `model`'s sparse layers cannot be split over `ep`
+/// members of an expert group, or "": 1 always can; more need a sparse
+/// layer, and every sparse layer's experts divide by ep (each member
+/// holds the same number of whole experts, as Megatron-LM's
+/// expert-model-parallel size requires).
+inline std::string checkExpertParallel(const ModelConfig &model, int64_t ep) {
+  if (ep < 1)
+    return "the expert-parallel size must be positive, got " +
+           std::to_string(ep);
+  if (ep == 1)
+    return "";
+  int transformer = 0;
+  bool sparse = false;
+  for (const LayerConfig &l : model.layers) {
+    if (l.kind != LayerKind::Transformer)
+      continue;
+    int index = transformer++;
+    if (l.experts == 0)
+      continue;
+    sparse = true;
+    if (l.experts % ep != 0)
+      return "layer " + std::to_string(index) + ": its " +
+             std::to_string(l.experts) +
+             " experts ('experts') do not split over " + std::to_string(ep) +
+             " expert-parallel members (ep must divide every sparse layer's "
+             "expert count)";
+  }
+  if (!sparse)
+    return "expert parallelism (ep = " + std::to_string(ep) +
+           ") splits the experts of mixture-of-experts layers, and the "
+           "model has none ('experts' on no layer)";
+  return "";
+}
+
 /// Whether the vocabulary layer `l` splits its table by rows over `tp`
 /// tensor-parallel shards: Megatron-LM's vocabulary-parallel embedding (a
 /// masked lookup, then an all-reduce) and output layer (each shard's
@@ -414,12 +452,17 @@ inline int64_t getShardKvHeads(const LayerConfig &l, int tp) {
 /// its buffers are sized for the largest share (getShardVocabColumns), so
 /// every shard's layout is the same. The hidden size is whole. With
 /// `sequenceParallel`, the activations between the tensor-parallel regions
-/// split by tokens too (ModelConfig::sequenceShards = tp).
-/// checkTensorParallel must accept `model` and `tp`.
+/// split by tokens too (ModelConfig::sequenceShards = tp). Its sparse
+/// layers' experts split over `expertShards` members of an expert group
+/// (ModelConfig::expertShards; the layers keep their whole `experts`,
+/// which the router scores). checkTensorParallel must accept `model` and
+/// `tp`, checkExpertParallel `expertShards`.
 inline ModelConfig getTensorShardModel(ModelConfig model, int tp,
-                                       bool sequenceParallel = false) {
+                                       bool sequenceParallel = false,
+                                       int expertShards = 1) {
   model.sequenceShards = sequenceParallel ? tp : 1;
   model.tensorShards = tp;
+  model.expertShards = expertShards;
   for (LayerConfig &l : model.layers)
     if (splitsVocabulary(l, tp))
       l.vocabShards = tp;

@@ -490,6 +490,19 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
     instead of all-reducing them, each replica updates its part of the
     weights, and the step ends by all-gathering them (docs/parallelism.md).
 
+    With `expert-parallel=E` (Megatron-LM's expert-model-parallel size)
+    the program records that each mixture-of-experts layer's experts split
+    over E consecutive replicas (`ep E`): E divides the replicas and every
+    sparse layer's expert count, and the model has a sparse layer. The
+    grad_syncs stay where they are; the runtime sums a stage's expert
+    gradients over the dp / E replicas holding the same experts and its
+    other gradients over all of them (docs/moe.md). ZeRO-1 with E > 1 is
+    refused for now: its shards would have to follow the two groups.
+
+    ```mlir
+    sluice.program @plan for @moe {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 4 ep 2 {
+    ```
+
     A program that already has replicas is refused: run the pass once.
   }];
   let dependentDialects = ["::mlir::sluice::SluiceDialect"];
@@ -498,6 +511,8 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
            "replicas of each pipeline device">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
            "ZeRO stage: 1 shards the optimizer state over the replicas">,
+    Option<"expertParallel", "expert-parallel", "int64_t", /*default=*/"1",
+           "replicas each sparse layer's experts split over">,
   ];
 }
 

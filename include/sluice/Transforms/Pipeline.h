@@ -89,6 +89,11 @@ struct SluicePipelineOptions
                      llvm::cl::init(1)};
   Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage (0 or 1)"),
                        llvm::cl::init(0)};
+  Option<int64_t> ep{*this, "ep",
+                     llvm::cl::desc("expert-parallel members (of the dp "
+                                    "replicas) each sparse layer's experts "
+                                    "split over"),
+                     llvm::cl::init(1)};
   Option<int64_t> tp{*this, "tp",
                      llvm::cl::desc("tensor-parallel shards per device"),
                      llvm::cl::init(1)};

@@ -18,8 +18,22 @@
 // every region has a size the plan knows; only the split among experts
 // (the offsets) is data.
 //
+// Under expert parallelism (docs/moe.md) the member holds El = experts /
+// members of them: F routes and sorts its own tokens as above, tells each
+// member how many copies it sends each of that member's experts (an
+// all-to-all of El counts a member), sends the copies (an all-to-all of
+// rows), regroups what it received expert by expert (ExpertDispatch.h),
+// runs its experts' grouped GEMMs on those rows, and returns the outputs
+// by the reverse all-to-all before combining them as above. B sends the
+// copies' output gradients the same way and returns their input
+// gradients; W reads the rows F received and B's gradients there, with no
+// communication. The rows a member receives are data; the plan sizes the
+// state for the most any routing sends it (Capacity.h).
+//
 //===----------------------------------------------------------------------===//
 
+#include "Capacity.h"
+#include "ExpertDispatch.h"
 #include "Slots.h"
 
 namespace sluice::rt::block {
@@ -42,19 +56,22 @@ public:
     for (DevicePtr stats : {c.balance.stats, c.balance.load})
       if (stats)
         k.moeBalance(r.probs, r.offsets, z.rt, z.experts, stats);
-    k.moeGather(t.x, r.order, z.rt, z.k, z.h, permuted);
     Hidden x = getHidden(c, z);
-    DevicePtr up = x.up, gate = x.gate, act = x.act, rows = c.region(2);
-    k.groupedGemm(false, z.experts, r.offsets, z.copies, z.f, z.h, permuted,
-                  z.h, c.weight("mlp.experts.up.weight"), z.f, z.h * z.f, 0.0f,
-                  up, z.f);
-    k.groupedGemm(false, z.experts, r.offsets, z.copies, z.f, z.h, permuted,
-                  z.h, c.weight("mlp.experts.gate.weight"), z.f, z.h * z.f,
-                  0.0f, gate, z.f);
-    k.gatedForward(activation(c.model, c.layer), gate, up, act, z.copies * z.f);
-    k.groupedGemm(false, z.experts, r.offsets, z.copies, z.h, z.f, act, z.f,
-                  c.weight("mlp.experts.down.weight"), z.h, z.f * z.h, 0.0f,
-                  rows, z.h);
+    DevicePtr rows = c.region(2);
+    if (z.members > 1) {
+      // The copies leave for their experts' members and come back.
+      Exchange e = getExchange(c, z);
+      k.moeGather(t.x, r.order, z.rt, z.k, z.h, e.tokens);
+      Dispatch d = dispatch(c, z, r, /*exchange=*/true);
+      c.seams.getExperts().allToAll(e.tokens, d.send, e.source, d.recv);
+      regroup(c, z, d, e.source, x.in, /*toExperts=*/true);
+      runExperts(c, z, d.offsets, d.received, x.in, x, e.experts);
+      regroup(c, z, d, e.source, e.experts, /*toExperts=*/false);
+      c.seams.getExperts().allToAll(e.source, d.recv, rows, d.send);
+    } else {
+      k.moeGather(t.x, r.order, z.rt, z.k, z.h, permuted);
+      runExperts(c, z, r.offsets, z.copies, permuted, x, rows);
+    }
     k.fill(t.out, 0.0, z.rt * z.h);
     k.moeCombine(rows, r.position, r.weights, z.rt, z.k, z.h, t.out);
     if (!z.fs)
@@ -86,21 +103,29 @@ public:
         actAt(c, 2 * z.copies + 2 * z.rt * z.experts + 2 * z.rt);
     DevicePtr dact = dpermuted + z.copies * z.h;
     Hidden x = getHidden(c, z);
-    DevicePtr dup = c.region(3), dgate = dup + z.copies * z.f,
+    DevicePtr dup = c.region(3), dgate = dup + z.rows * z.f,
               drows = c.region(4), dlogits = c.region(5);
-    k.moeCombineBackward(c.region(2), r.position, r.weights, t.grad, z.rt, z.k,
-                         z.h, drows, dweights);
-    k.groupedGemm(true, z.experts, r.offsets, z.copies, z.f, z.h, drows, z.h,
-                  c.weight("mlp.experts.down.weight"), z.h, z.f * z.h, 0.0f,
-                  dact, z.f);
-    k.gatedBackward(activation(c.model, c.layer), x.gate, x.up, dact, dgate,
-                    dup, z.copies * z.f);
-    k.groupedGemm(true, z.experts, r.offsets, z.copies, z.h, z.f, dup, z.f,
-                  c.weight("mlp.experts.up.weight"), z.f, z.h * z.f, 0.0f,
-                  dpermuted, z.h);
-    k.groupedGemm(true, z.experts, r.offsets, z.copies, z.h, z.f, dgate, z.f,
-                  c.weight("mlp.experts.gate.weight"), z.f, z.h * z.f, 1.0f,
-                  dpermuted, z.h);
+    if (z.members > 1) {
+      // The copies' output gradients go to their experts' members, which
+      // return their input gradients.
+      Exchange e = getExchange(c, z);
+      dpermuted = e.tokens;
+      dact = e.dact;
+      k.moeCombineBackward(c.region(2), r.position, r.weights, t.grad, z.rt,
+                           z.k, z.h, e.tokenGrads, dweights);
+      Dispatch d = dispatch(c, z, r, /*exchange=*/false);
+      c.seams.getExperts().allToAll(e.tokenGrads, d.send, e.source, d.recv);
+      regroup(c, z, d, e.source, drows, /*toExperts=*/true);
+      expertsBackward(c, z, d.offsets, d.received, drows, x, dact, dgate, dup,
+                      e.experts);
+      regroup(c, z, d, e.source, e.experts, /*toExperts=*/false);
+      c.seams.getExperts().allToAll(e.source, d.recv, dpermuted, d.send);
+    } else {
+      k.moeCombineBackward(c.region(2), r.position, r.weights, t.grad, z.rt,
+                           z.k, z.h, drows, dweights);
+      expertsBackward(c, z, r.offsets, z.copies, drows, x, dact, dgate, dup,
+                      dpermuted);
+    }
     k.moeRouteBackward(r.probs, r.chosen, r.weights, dweights, z.rt, z.experts,
                        z.k, c.layer.normTopK, c.balance.counts,
                        c.balance.scale, dlogits32);
@@ -114,7 +139,7 @@ public:
       return true;
     Shared e = getShared(c, z, r);
     DevicePtr dz = f32At(c, 2 * z.copies + 2 * z.rt * z.experts);
-    DevicePtr dactShared = dact + z.copies * z.f;
+    DevicePtr dactShared = dact + z.rows * z.f;
     k.gateRowsBackward(e.g, e.out, t.grad, z.rt, z.h, e.dout, dz);
     k.gemm(false, true, z.rt, z.fs, z.h, 1.0f, e.dout, z.h,
            c.weight("mlp.shared.down.weight"), z.h, 0.0f, dactShared, z.fs);
@@ -136,17 +161,24 @@ public:
     Kernels &k = c.kernels;
     Sizes z = getSizes(c);
     Routing r = getRouting(c, z);
-    DevicePtr permuted = actAt(c, 2 * z.rt * z.experts + 2 * z.rt);
-    DevicePtr dup = c.region(3), dgate = dup + z.copies * z.f;
-    k.moeGather(t.x, r.order, z.rt, z.k, z.h, permuted);
-    k.groupedGemmWeights(z.experts, r.offsets, z.copies, z.h, z.f, permuted,
-                         z.h, dgate, z.f, 1.0f,
-                         c.grad("mlp.experts.gate.weight"), z.h * z.f);
-    k.groupedGemmWeights(z.experts, r.offsets, z.copies, z.h, z.f, permuted,
-                         z.h, dup, z.f, 1.0f, c.grad("mlp.experts.up.weight"),
+    Hidden x = getHidden(c, z);
+    DevicePtr dup = c.region(3), dgate = dup + z.rows * z.f;
+    // The rows the experts computed on: those F received (kept), or the
+    // copies gathered again.
+    DevicePtr in = x.in, offsets = getDispatchInts(c, z, r).offsets;
+    int64_t groups = z.experts / z.members;
+    if (z.members == 1) {
+      in = actAt(c, 2 * z.rt * z.experts + 2 * z.rt);
+      offsets = r.offsets;
+      k.moeGather(t.x, r.order, z.rt, z.k, z.h, in);
+    }
+    k.groupedGemmWeights(groups, offsets, z.rows, z.h, z.f, in, z.h, dgate,
+                         z.f, 1.0f, c.grad("mlp.experts.gate.weight"),
                          z.h * z.f);
-    k.groupedGemmWeights(z.experts, r.offsets, z.copies, z.f, z.h,
-                         getHidden(c, z).act, z.f, c.region(4), z.h, 1.0f,
+    k.groupedGemmWeights(groups, offsets, z.rows, z.h, z.f, in, z.h, dup, z.f,
+                         1.0f, c.grad("mlp.experts.up.weight"), z.h * z.f);
+    k.groupedGemmWeights(groups, offsets, z.rows, z.f, z.h, x.act, z.f,
+                         c.region(4), z.h, 1.0f,
                          c.grad("mlp.experts.down.weight"), z.f * z.h);
     k.gemm(true, false, z.h, z.experts, z.rt, 1.0f, t.x, z.h, c.region(5),
            z.experts, 1.0f, c.grad("mlp.router.weight"), z.experts);
@@ -164,14 +196,26 @@ public:
   }
 
 private:
+  /// `rows`: the rows the member's experts compute on (Capacity.h; the
+  /// copies without expert parallelism), `members` the expert group's.
   struct Sizes {
-    int64_t rt, h, f, experts, k, copies, fs;
+    int64_t rt, h, f, experts, k, copies, fs, rows;
+    int members;
   };
   static Sizes getSizes(const SlotContext &c) {
     int64_t rt = c.size.rt, k = c.layer.topK;
-    return {rt,       c.size.h,     c.size.f,           c.layer.experts,
-            k,        rt * k,       c.layer.sharedFfn};
+    int members = std::max(1, c.seams.getExperts().members);
+    return {rt,
+            c.size.h,
+            c.size.f,
+            c.layer.experts,
+            k,
+            rt * k,
+            c.layer.sharedFfn,
+            blocks::moe::getExpertRows(rt, c.layer, members),
+            members};
   }
+
   /// The routing F keeps (Shape.cpp: region 0, fp32 then i32 parts).
   struct Routing {
     DevicePtr probs, chosen, order, position, offsets, weights;
@@ -206,14 +250,119 @@ private:
             dup + 2 * n,
             dup + 2 * n + z.rt * z.h};
   }
-  /// The experts' up and gate pre-activations and activation (region 1).
+  /// The experts' up and gate pre-activations and activation (region 1),
+  /// and under expert parallelism the rows the member received (after
+  /// them).
   struct Hidden {
-    DevicePtr up, gate, act;
+    DevicePtr up, gate, act, in;
   };
   static Hidden getHidden(const SlotContext &c, const Sizes &z) {
     DevicePtr up = c.region(1);
-    int64_t n = z.copies * z.f;
-    return {up, up + n, up + 2 * n};
+    int64_t n = z.rows * z.f;
+    return {up, up + n, up + 2 * n, up + 3 * n};
+  }
+
+  /// F's up, gate and down maps over `in`, rows grouped by the `offsets`
+  /// (the experts here), `count` of them: the pre-activations and
+  /// activation into `x`, the outputs into `out`.
+  static void runExperts(const SlotContext &c, const Sizes &z,
+                         DevicePtr offsets, int64_t count, DevicePtr in,
+                         const Hidden &x, DevicePtr out);
+  /// B's over the same rows: `drows` the outputs' gradients; `dact` takes
+  /// the activation's, `dgate` and `dup` the pre-activations' (kept for W),
+  /// `din` the inputs'.
+  static void expertsBackward(const SlotContext &c, const Sizes &z,
+                              DevicePtr offsets, int64_t count, DevicePtr drows,
+                              const Hidden &x, DevicePtr dact,
+                              DevicePtr dgate, DevicePtr dup, DevicePtr din);
+
+  /// Expert parallelism's part of the routing (region 0, after the shared
+  /// gate's values): the copies sent to each expert, those received from
+  /// each member for each local expert, each local expert's first row.
+  struct DispatchInts {
+    DevicePtr sent, received, offsets;
+  };
+  static DispatchInts getDispatchInts(const SlotContext &c, const Sizes &z,
+                                      const Routing &r) {
+    DevicePtr at = r.offsets + (z.experts + 1) + (z.fs ? z.rt : 0);
+    return {at, at + z.experts, at + 2 * z.experts};
+  }
+  /// Expert parallelism's scratch (Shape.cpp's getScratchElements): the
+  /// copies' rows on this member (F: their inputs; B: their input
+  /// gradients returned), their output gradients before they leave, the
+  /// all-to-all's rows in source order, the experts' rows in expert order
+  /// (F: outputs; B: input gradients), the activation's gradient.
+  struct Exchange {
+    DevicePtr tokens, tokenGrads, source, experts, dact;
+  };
+  static Exchange getExchange(const SlotContext &c, const Sizes &z) {
+    DevicePtr tokens = actAt(c, 2 * z.copies + 2 * z.rt * z.experts + 2 * z.rt);
+    DevicePtr source = tokens + 2 * z.copies * z.h;
+    return {tokens, tokens + z.copies * z.h, source, source + z.rows * z.h,
+            source + 2 * z.rows * z.h};
+  }
+
+  /// One pass's dispatch: the all-to-all's element counts per member, the
+  /// regrouping blocks, the rows received and the local experts' offsets
+  /// on the device.
+  struct Dispatch {
+    std::vector<int64_t> send, recv;
+    std::vector<ExpertDispatch::Block> blocks;
+    int64_t received = 0;
+    DevicePtr offsets;
+  };
+  /// Plans it from the routing's counts: F (`exchange`) tells every member
+  /// its copies' counts and keeps what it received and the local offsets
+  /// in the routing state; B reads them there.
+  static Dispatch dispatch(const SlotContext &c, const Sizes &z,
+                           const Routing &r, bool exchange) {
+    const ExpertGroup &g = c.seams.getExperts();
+    DispatchInts at = getDispatchInts(c, z, r);
+    int64_t local = z.experts / z.members;
+    std::vector<int32_t> offsets(size_t(z.experts + 1)), sent(size_t(z.experts)),
+        received(size_t(z.experts));
+    g.read(r.offsets, z.experts + 1, offsets.data());
+    for (int64_t e = 0; e < z.experts; ++e)
+      sent[size_t(e)] = offsets[size_t(e + 1)] - offsets[size_t(e)];
+    if (exchange) {
+      g.write(sent.data(), z.experts, at.sent);
+      std::vector<int64_t> each(size_t(z.members), local);
+      g.allToAll(at.sent, each, at.received, each);
+    }
+    g.read(at.received, z.experts, received.data());
+    ExpertDispatch plan;
+    std::string why = planExpertDispatch(
+        std::vector<int64_t>(sent.begin(), sent.end()),
+        std::vector<int64_t>(received.begin(), received.end()), z.members,
+        g.member, z.rows, plan);
+    if (!why.empty())
+      g.fail(why); // ends the run: the rows would not fit
+    if (exchange) {
+      std::vector<int32_t> first(plan.localOffsets.begin(),
+                                 plan.localOffsets.end());
+      g.write(first.data(), local + 1, at.offsets);
+    }
+    Dispatch d;
+    for (int64_t rows : plan.sendRows)
+      d.send.push_back(rows * z.h);
+    for (int64_t rows : plan.recvRows)
+      d.recv.push_back(rows * z.h);
+    d.blocks = std::move(plan.blocks);
+    d.received = plan.localOffsets.back();
+    d.offsets = at.offsets;
+    return d;
+  }
+  /// The received rows `source` (source-major) into `experts`
+  /// (expert-major), or back.
+  static void regroup(const SlotContext &c, const Sizes &z, const Dispatch &d,
+                      DevicePtr source, DevicePtr experts, bool toExperts) {
+    for (const ExpertDispatch::Block &b : d.blocks)
+      if (toExperts)
+        c.kernels.copy(experts + b.to * z.h, source + b.from * z.h,
+                       b.rows * z.h);
+      else
+        c.kernels.copy(source + b.from * z.h, experts + b.to * z.h,
+                       b.rows * z.h);
   }
   /// The scratch `elements` activation elements in, as fp32 or the
   /// activation type (fp32 parts come first, so each is 4-byte aligned).
@@ -225,6 +374,44 @@ private:
     return c.scratch + elements;
   }
 };
+
+void MoeCompute::runExperts(const SlotContext &c, const Sizes &z,
+                            DevicePtr offsets, int64_t count, DevicePtr in,
+                            const Hidden &x, DevicePtr out) {
+  Kernels &k = c.kernels;
+  int64_t groups = z.experts / z.members;
+  k.groupedGemm(false, groups, offsets, z.rows, z.f, z.h, in, z.h,
+                c.weight("mlp.experts.up.weight"), z.f, z.h * z.f, 0.0f, x.up,
+                z.f);
+  k.groupedGemm(false, groups, offsets, z.rows, z.f, z.h, in, z.h,
+                c.weight("mlp.experts.gate.weight"), z.f, z.h * z.f, 0.0f,
+                x.gate, z.f);
+  k.gatedForward(activation(c.model, c.layer), x.gate, x.up, x.act,
+                 count * z.f);
+  k.groupedGemm(false, groups, offsets, z.rows, z.h, z.f, x.act, z.f,
+                c.weight("mlp.experts.down.weight"), z.h, z.f * z.h, 0.0f, out,
+                z.h);
+}
+
+void MoeCompute::expertsBackward(const SlotContext &c, const Sizes &z,
+                                 DevicePtr offsets, int64_t count,
+                                 DevicePtr drows, const Hidden &x,
+                                 DevicePtr dact, DevicePtr dgate, DevicePtr dup,
+                                 DevicePtr din) {
+  Kernels &k = c.kernels;
+  int64_t groups = z.experts / z.members;
+  k.groupedGemm(true, groups, offsets, z.rows, z.f, z.h, drows, z.h,
+                c.weight("mlp.experts.down.weight"), z.h, z.f * z.h, 0.0f,
+                dact, z.f);
+  k.gatedBackward(activation(c.model, c.layer), x.gate, x.up, dact, dgate,
+                  dup, count * z.f);
+  k.groupedGemm(true, groups, offsets, z.rows, z.h, z.f, dup, z.f,
+                c.weight("mlp.experts.up.weight"), z.f, z.h * z.f, 0.0f, din,
+                z.h);
+  k.groupedGemm(true, groups, offsets, z.rows, z.h, z.f, dgate, z.f,
+                c.weight("mlp.experts.gate.weight"), z.f, z.h * z.f, 1.0f, din,
+                z.h);
+}
 
 } // namespace
 

@@ -36,10 +36,57 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Capacity.h"
 #include "sluice/Blocks/Feature.h"
 
 namespace sluice::blocks {
 namespace {
+
+/// Sums of a list of ranges.
+int64_t getTotal(const std::vector<rt::IndexRange> &ranges) {
+  int64_t n = 0;
+  for (const rt::IndexRange &r : ranges)
+    n += r.count;
+  return n;
+}
+
+/// An expert map `name` of `whole` shape as this shard and expert-group
+/// member hold it: its `rows` and `columns` (empty: all), a slice named
+/// after both splits ("tp1of2.ep0of2") where either splits it, the whole
+/// tensor otherwise.
+rt::ParameterSpec getExpertSlice(const LayerShape &shape, const char *name,
+                                 std::vector<int64_t> whole,
+                                 std::vector<rt::IndexRange> rows,
+                                 std::vector<rt::IndexRange> columns) {
+  // (Not `matmul`: the experts' FLOPs are getForwardFlops', per copy.)
+  rt::ParameterSpec spec{shape.prefix + name, whole, rt::InitKind::Normal};
+  const rt::TensorShard &at = shape.shard;
+  if (at.count <= 1 && at.experts <= 1)
+    return spec;
+  if (at.count > 1)
+    spec.sliceName =
+        "tp" + std::to_string(at.index) + "of" + std::to_string(at.count);
+  spec.expertShare = at.experts > 1;
+  if (at.experts > 1)
+    spec.sliceName += std::string(spec.sliceName.empty() ? "" : ".") + "ep" +
+                      std::to_string(at.expert) + "of" +
+                      std::to_string(at.experts);
+  spec.whole = whole;
+  // A range list covering the whole dimension says "all" (the empty list).
+  auto keep = [](std::vector<rt::IndexRange> &list, int64_t size) {
+    if (list.size() == 1 && list[0].first == 0 && list[0].count == size)
+      list.clear();
+  };
+  keep(rows, whole[0]);
+  keep(columns, whole[1]);
+  if (!rows.empty())
+    spec.shape[0] = getTotal(rows);
+  if (!columns.empty())
+    spec.shape[1] = getTotal(columns);
+  spec.rows = std::move(rows);
+  spec.columns = std::move(columns);
+  return spec;
+}
 
 class Moe final : public Feature {
 public:
@@ -87,19 +134,20 @@ public:
     out.push_back({shape.prefix + "mlp.router.weight", {h, e}});
     out.back().reduce = rt::Reduce::Shards;
     out.back().matmul = true;
-    // Every expert's share on this shard: its columns of the gate and up
+    // This member's experts (expert parallelism: its share of them, whole)
+    // and every one's share on this shard: its columns of the gate and up
     // maps, its rows of the down map.
+    int64_t local = e / shape.shard.experts,
+            first = int64_t(shape.shard.expert) * local;
     std::vector<rt::IndexRange> rows;
     for (const rt::IndexRange &r : shape.split.ffn)
-      for (int64_t x = 0; x < e; ++x)
+      for (int64_t x = first; x < first + local; ++x)
         rows.push_back({x * f + r.first, r.count});
     for (const char *name : {"mlp.experts.gate.weight", "mlp.experts.up.weight"})
-      out.push_back(rt::makeParameter(shape.prefix + name, {e * h, f},
-                                      rt::InitKind::Normal, shape.shard,
-                                      rt::Split::Columns, shape.split.ffn));
-    out.push_back(rt::makeParameter(shape.prefix + "mlp.experts.down.weight",
-                                    {e * f, h}, rt::InitKind::Normal,
-                                    shape.shard, rt::Split::Rows, rows));
+      out.push_back(getExpertSlice(shape, name, {e * h, f},
+                                   {{first * h, local * h}}, shape.split.ffn));
+    out.push_back(getExpertSlice(shape, "mlp.experts.down.weight", {e * f, h},
+                                 rows, {}));
     if (l.sharedFfn == 0)
       return;
     // The shared expert split as the core's block is; its gate whole on
@@ -132,22 +180,33 @@ public:
   /// values follow the routing (0); its pre-activations, activation and
   /// output are forward region 6, and the pre-activations' and the output's
   /// gradients and the gate's logit gradient weight region 7.
+  ///
+  /// Under expert parallelism the experts compute on the rows their
+  /// member receives (getExpertRows: R), so regions 1, 3 and 4 hold R
+  /// rows, region 1 the received input rows after the activation (W reads
+  /// them), and the routing ends with the dispatch's counts
+  /// (getDispatchInts). Region 2 stays the copies' outputs, returned.
   void walkState(State state, Slot, const LayerShape &shape,
                  const rt::SliceShape &s, const RegionFn &fn) const override {
     const LayerConfig &l = shape.layer;
+    int members = shape.model.expertShards;
     int64_t rt = s.rows * s.tokens, copies = rt * l.topK, h = shape.hidden();
+    int64_t rows = moe::getExpertRows(rt, l, members);
     int64_t fs = l.sharedFfn;
     if (state == State::Forward) {
-      fn(0, rt * l.experts + 4 * copies + l.experts + 1 + (fs ? rt : 0),
+      fn(0,
+         rt * l.experts + 4 * copies + l.experts + 1 + (fs ? rt : 0) +
+             moe::getDispatchInts(l, members),
          rt::Storage::Fp32);
-      fn(1, 3 * copies * l.ffn, rt::Storage::Activation);
+      fn(1, 3 * rows * l.ffn + (members > 1 ? rows * h : 0),
+         rt::Storage::Activation);
       fn(2, copies * h, rt::Storage::Activation);
       if (fs)
         fn(6, 3 * rt * fs + rt * h, rt::Storage::Activation);
       return;
     }
-    fn(3, 2 * copies * l.ffn, rt::Storage::Activation);
-    fn(4, copies * h, rt::Storage::Activation);
+    fn(3, 2 * rows * l.ffn, rt::Storage::Activation);
+    fn(4, rows * h, rt::Storage::Activation);
     fn(5, rt * l.experts, rt::Storage::Activation);
     if (fs)
       fn(7, 2 * rt * fs + rt * h + rt, rt::Storage::Activation);
@@ -157,13 +216,21 @@ public:
   /// input; B: the copies' fp32 weight gradients and the logits' (and the
   /// shared gate's), the permuted input's gradient, the activation's (and
   /// the shared expert's). fp32 counts as two activation elements, and the
-  /// fp32 parts come first, so each stays 4-byte aligned.
+  /// fp32 parts come first, so each stays 4-byte aligned. Under expert
+  /// parallelism also the copies' output gradients before they leave, the
+  /// all-to-all's source-ordered rows and the experts' rows in expert
+  /// order (F their outputs, B their input gradients), and the
+  /// activation's gradient over the received rows.
   int64_t getScratchElements(const LayerShape &shape,
                              const rt::SliceShape &s) const override {
     const LayerConfig &l = shape.layer;
+    int members = shape.model.expertShards;
     int64_t rt = s.rows * s.tokens, copies = rt * l.topK, h = shape.hidden();
-    return 2 * copies + 2 * rt * l.experts + 2 * rt + copies * h +
-           copies * l.ffn + rt * l.sharedFfn;
+    int64_t fixed = 2 * copies + 2 * rt * l.experts + 2 * rt + rt * l.sharedFfn;
+    if (members <= 1)
+      return fixed + copies * h + copies * l.ffn;
+    int64_t rows = moe::getExpertRows(rt, l, members);
+    return fixed + 2 * copies * h + 2 * rows * h + rows * l.ffn;
   }
 
   /// The experts a token is not routed to: experts - top_k of them.

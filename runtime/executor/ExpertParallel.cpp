@@ -1,0 +1,81 @@
+//===- ExpertParallel.cpp - The expert group's calls and sums -------------===//
+
+#include "ExpertParallel.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace sluice::rt {
+
+ExpertParallel::ExpertParallel(const Plan &plan, Communicator *group,
+                               Device &device, TransferEngine &transfers)
+    : plan(plan), group(plan.ep > 1 ? group : nullptr), device(device),
+      kernels(device.getKernels(StreamKind::Compute)),
+      compute(device.getStream(StreamKind::Compute)), transfers(transfers) {}
+
+bool ExpertParallel::isExpertParameter(const ParameterSpec &spec) {
+  return spec.expertShare;
+}
+
+void ExpertParallel::allToAll(DevicePtr send,
+                              const std::vector<int64_t> &sendCounts,
+                              DevicePtr recv,
+                              const std::vector<int64_t> &recvCounts) {
+  int me = group->rank();
+  if (!enabled) {
+    // Alone: this member's own part to itself.
+    int64_t from = 0, to = 0;
+    for (int q = 0; q < me; ++q) {
+      from += sendCounts[size_t(q)];
+      to += recvCounts[size_t(q)];
+    }
+    kernels.copy(recv + to, send + from, sendCounts[size_t(me)]);
+    return;
+  }
+  std::unique_ptr<Request> request =
+      group->allToAllAsync(send, sendCounts, recv, recvCounts, 0, compute);
+  if (!request)
+    fail("this transport has no all-to-all");
+  if (Status st = transfers.await(*request, compute); !st)
+    fail(st.message());
+}
+
+void ExpertParallel::fail(const std::string &why) {
+  // Every member waits in the same collectives: one that cannot go on
+  // ends the job, with why (a routing that overflows the buffers, a
+  // failed transfer), rather than leave the others waiting.
+  std::fprintf(stderr,
+               "sluice-run: error: expert parallelism, member %d of %d: %s\n",
+               group->rank(), group->size(), why.c_str());
+  std::fflush(stderr);
+  group->abort(1);
+  std::abort(); // (abort is noreturn; the compiler cannot see it)
+}
+
+block::ExpertGroup ExpertParallel::getCalls() {
+  block::ExpertGroup calls;
+  if (!group)
+    return calls;
+  calls.member = group->rank();
+  calls.members = group->size();
+  calls.allToAll = [this](DevicePtr send, const std::vector<int64_t> &sendCounts,
+                          DevicePtr recv,
+                          const std::vector<int64_t> &recvCounts) {
+    allToAll(send, sendCounts, recv, recvCounts);
+  };
+  calls.read = [this](DevicePtr from, int64_t count, int32_t *to) {
+    device.download(to, from, count * int64_t(sizeof(int32_t)), compute);
+    if (Status st = compute.synchronize(); !st)
+      fail(st.message());
+  };
+  calls.write = [this](const int32_t *from, int64_t count, DevicePtr to) {
+    device.upload(to, from, count * int64_t(sizeof(int32_t)), compute);
+    // The host's values stay valid until the stream has copied them.
+    if (Status st = compute.synchronize(); !st)
+      fail(st.message());
+  };
+  calls.fail = [this](const std::string &why) { fail(why); };
+  return calls;
+}
+
+} // namespace sluice::rt
