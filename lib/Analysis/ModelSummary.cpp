@@ -1,6 +1,8 @@
 //===- ModelSummary.cpp - Per-layer-kind parameter and FLOP summary -------===//
 
 #include "sluice/Analysis/ModelSummary.h"
+
+#include <numeric>
 #include "sluice/Analysis/LayerCost.h"
 
 #include "llvm/Support/Format.h"
@@ -16,6 +18,13 @@ ModelSummary mlir::sluice::summarizeModel(ModelOp model) {
   llvm::raw_string_ostream(summary.dtype) << model.getDtype();
   summary.totalParams = getModelParameterCount(model);
   summary.activeParams = getModelActiveParameterCount(model);
+  model.walk([&](TransformerLayerOp op) {
+    const ::sluice::rt::LayerConfig &l = op.getSpec();
+    if (l.experts == 0)
+      return;
+    summary.expertParams += l.experts * 3 * model.getHidden() * l.ffn;
+    summary.expertsDivisor = std::gcd(summary.expertsDivisor, l.experts);
+  });
 
   int64_t transformerCount = 0;
   double transformerParams = 0, transformerFlops = 0;

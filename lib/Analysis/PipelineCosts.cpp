@@ -141,6 +141,10 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
                                         splitsVocabulary(model),
                                         mesh.sequenceParallel));
     stageParams[profiles.back().name] = profiles.back().params;
+    int64_t experts = 0;
+    for (const TransformerShape &l : profiles.back().layers)
+      experts += l.experts * 3 * l.hidden * l.ffn;
+    stageExperts[profiles.back().name] = experts;
     transformerLayers += stage.getNumTransformerLayers();
     // MFU counts the model's FLOPs, not what the shards repeat.
     forwardFlops += StageProfile::get(stage, model)
@@ -158,6 +162,15 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
     if (costs.getGroupLink(d * tp * dp, tp, dp, 1, tp) == LinkKind::network)
       dataLink = LinkKind::network;
   pipelineLink = costs.getGroupLink(0, tp * dp, p, 1, tp * dp);
+  // An expert group is ep consecutive replicas of a shard: every tp-th
+  // rank, ep of them.
+  int64_t ep = std::max<int64_t>(1, mesh.ep);
+  expertLink = LinkKind::node;
+  for (int64_t d = 0; d < p; ++d)
+    for (int64_t g = 0; g < dp / ep; ++g)
+      if (costs.getGroupLink(d * tp * dp + g * ep * tp, tp, ep, 1, tp) ==
+          LinkKind::network)
+        expertLink = LinkKind::network;
 
   for (int64_t length : model.getSliceLengths(pipeline.slices))
     lengths.push_back(length);
@@ -169,6 +182,7 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
   int k = pipeline.slices;
   compute.assign(profiles.size() * kKinds * k, 0.0);
   tensorParallel.assign(profiles.size() * kKinds * k, 0.0);
+  expertParallel.assign(profiles.size() * kKinds * k, 0.0);
   for (size_t s = 0; s < profiles.size(); ++s)
     for (size_t kind = 0; kind < kKinds; ++kind)
       for (int slice = 0; slice < k; ++slice) {
@@ -176,7 +190,32 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
         compute[at] =
             costs.getComputeTime(profiles[s], PassKind(kind), lengths[slice],
                                  prefixes[slice], pipeline.chunks, k);
-        if (tp < 2 || costs.getKind() != CostModel::Kind::Analytic)
+        if (costs.getKind() != CostModel::Kind::Analytic)
+          continue;
+        if (ep > 1) {
+          // Each sparse layer sends its tokens' copies to their experts'
+          // members and back (two all-to-alls of tokens x top_k rows a
+          // member) in F and in B, W none; the counts' exchange is
+          // latency only.
+          const StageProfile &stage = profiles[s];
+          PassKind pass = PassKind(kind);
+          bool full = stage.recompute == RecomputeKind::full;
+          int times = pass == PassKind::F ? 1
+                      : pass == PassKind::B || pass == PassKind::BW
+                          ? (full ? 2 : 1)
+                          : 0;
+          for (const TransformerShape &l : stage.layers)
+            if (l.experts > 0 && times > 0) {
+              double bytes = double(lengths[slice] * stage.microBatch *
+                                    l.topK * stage.hidden * stage.dtypeBytes);
+              expertParallel[at] +=
+                  times * (2 * costs.getCollectiveTime(bytes, false, ep,
+                                                       expertLink) +
+                           costs.getCollectiveTime(0, false, ep, expertLink));
+            }
+          compute[at] += expertParallel[at];
+        }
+        if (tp < 2)
           continue;
         // Every collective moves a tensor per token: scaled to the slice.
         // A B that recomputes the forward runs the forward's again.
@@ -223,16 +262,35 @@ double PipelineCosts::getTensorParallelTime(const sched::Work &work) const {
                         work.slice];
 }
 
+double PipelineCosts::getExpertParallelTime(const sched::Work &work) const {
+  if (sched::isVocabPass(work.kind))
+    return 0;
+  return expertParallel[(size_t(work.stage) * kKinds + size_t(work.kind)) *
+                            pipeline.slices +
+                        work.slice];
+}
+
 double PipelineCosts::getGradientSyncTime(llvm::StringRef name) const {
   auto it = stageParams.find(name);
   if (mesh.dp < 2 || it == stageParams.end() || profiles.empty())
     return 0;
   // The gradients in the model's type, averaged over the replicas: a ring
   // all-reduce, or under ZeRO-1 its reduce-scatter half (each replica
-  // gets the sum of its part).
-  double bytes = double(it->second * profiles.front().dtypeBytes);
-  return costs.getCollectiveTime(bytes, /*allReduce=*/mesh.zero == 0, mesh.dp,
-                                 dataLink);
+  // gets the sum of its part). Under expert parallelism a member's experts
+  // are summed over the dp / ep replicas holding them, after the rest.
+  int64_t ep = std::max<int64_t>(1, mesh.ep), experts = 0;
+  if (ep > 1)
+    if (auto e = stageExperts.find(name); e != stageExperts.end())
+      experts = e->second;
+  int64_t dtype = profiles.front().dtypeBytes;
+  double time = costs.getCollectiveTime(double((it->second - experts) * dtype),
+                                        /*allReduce=*/mesh.zero == 0, mesh.dp,
+                                        dataLink);
+  if (experts)
+    time += costs.getCollectiveTime(double(experts / ep * dtype),
+                                    /*allReduce=*/mesh.zero == 0,
+                                    mesh.dp / ep, dataLink);
+  return time;
 }
 
 std::vector<LinkUse> PipelineCosts::getLinks() const {
@@ -245,6 +303,8 @@ std::vector<LinkUse> PipelineCosts::getLinks() const {
     links.push_back({"tensor-parallel", mesh.tp, tensorLink});
   if (mesh.dp > 1)
     links.push_back({"data-parallel", mesh.dp, dataLink});
+  if (mesh.ep > 1)
+    links.push_back({"expert-parallel", mesh.ep, expertLink});
   return links;
 }
 
@@ -291,15 +351,42 @@ double PipelineCosts::getKeyValueStateBytes(int stage) const {
   return profile.getKeyValueBytes(profile.seqLen, /*withGradients=*/true);
 }
 
+int64_t PipelineCosts::getStateBytes(int64_t dense, int64_t experts,
+                                     bool optimizer) const {
+  int64_t ep = std::max<int64_t>(1, mesh.ep);
+  auto of = [&](int64_t params, int64_t replicas) {
+    return optimizer ? stateBytes.optimizerFor(params, replicas)
+                     : stateBytes.forParameters(params, replicas);
+  };
+  if (experts == 0)
+    return of(dense, mesh.dp);
+  return of(dense, mesh.dp) + of(experts, mesh.dp / ep);
+}
+
+int64_t PipelineCosts::getDeviceExperts(int device) const {
+  int64_t experts = 0;
+  if (mesh.ep > 1)
+    for (size_t s = 0; s < profiles.size(); ++s)
+      if (pipeline.getDevice(s) == device)
+        experts += stageExperts.at(profiles[s].name) / mesh.ep;
+  return experts;
+}
+
 int64_t PipelineCosts::getParameterBytes(int device) const {
-  return stateBytes.forParameters(getDeviceParameters(device), mesh.dp);
+  int64_t params = getDeviceParameters(device),
+          experts = getDeviceExperts(device);
+  return getStateBytes(params - experts, experts, /*optimizer=*/false);
 }
 
 int64_t PipelineCosts::getDeviceParameters(int device) const {
   int64_t params = 0;
+  // An expert-group member holds 1 / ep of each stage's experts.
   for (size_t s = 0; s < profiles.size(); ++s)
     if (pipeline.getDevice(s) == device)
-      params += profiles[s].params;
+      params += profiles[s].params -
+                (mesh.ep > 1 ? stageExperts.at(profiles[s].name) -
+                                   stageExperts.at(profiles[s].name) / mesh.ep
+                             : 0);
   // Every device holds its rows of the vocabulary shards; the input
   // shard's root also the positions.
   params += vocab.getShardParams();
@@ -326,7 +413,9 @@ double PipelineCosts::getRecomputeAreaBytes(int device) const {
 }
 
 int64_t PipelineCosts::getOptimizerBytes(int device) const {
-  return stateBytes.optimizerFor(getDeviceParameters(device), mesh.dp);
+  int64_t params = getDeviceParameters(device),
+          experts = getDeviceExperts(device);
+  return getStateBytes(params - experts, experts, /*optimizer=*/true);
 }
 
 double PipelineCosts::getOptimizerTime(int device) const {
@@ -340,9 +429,15 @@ double PipelineCosts::getOptimizerTime(int device) const {
   int64_t dtype = profiles.front().dtypeBytes;
   // Read w, g, m, v and write w, m, v in fp32; and the working copy. Under
   // ZeRO-1 a replica updates its part, then the replicas all-gather the
-  // 16-bit weights (the ring all-reduce's other half).
+  // 16-bit weights (the ring all-reduce's other half). (A member's experts
+  // are shared by dp / ep replicas: its part of them is as large.)
+  int64_t experts = getDeviceExperts(device),
+          ep = std::max<int64_t>(1, mesh.ep);
   int64_t share =
-      mesh.zero == 1 && mesh.dp > 1 ? (params + mesh.dp - 1) / mesh.dp : params;
+      mesh.zero == 1 && mesh.dp > 1
+          ? (params - experts + mesh.dp - 1) / mesh.dp +
+                experts / std::max<int64_t>(1, mesh.dp / ep)
+          : params;
   double bytes = double(share) * double(7 * 4 + (dtype < 4 ? dtype : 0));
   double time = bytes / hw->memoryBandwidth;
   if (mesh.zero == 1 && mesh.dp > 1)

@@ -29,6 +29,7 @@ int driver::fail(const llvm::Twine &message) {
 
 void CompileRequest::apply(const PlanChoice &choice) {
   pp = choice.pp, tp = choice.tp, dp = choice.dp, zero = choice.zero;
+  ep = choice.ep;
   sequenceParallel = choice.sequenceParallel;
   scheduleName = stringifyScheduleKind(choice.schedule).str();
   microbatches = choice.microbatches;
@@ -123,13 +124,7 @@ static bool checkPipeline(const CompileRequest &r) {
          ": each expert group is ep of the data-parallel replicas");
     return false;
   }
-  if (r.ep > 1 && r.zero != 0) {
-    fail("--zero " + Twine(r.zero) + " with --ep " + Twine(r.ep) +
-         " is not built yet: the expert gradients' group (dp / ep replicas) "
-         "is not the others' (dp), and ZeRO-1 shards one group; use --zero "
-         "0 with expert parallelism");
-    return false;
-  }
+
   bool tokenSliced = info->kind == ScheduleKind::Seq1F1B ||
                      info->kind == ScheduleKind::Seq1F1BI ||
                      info->kind == ScheduleKind::TeraPipe;

@@ -72,6 +72,8 @@ std::string PlanChoice::getFlags() const {
   std::string flags = llvm::formatv("--pp {0} --tp {1} --dp {2}", pp, tp, dp);
   if (zero)
     flags += " --zero 1";
+  if (ep > 1)
+    flags += llvm::formatv(" --ep {0}", ep);
   if (sequenceParallel)
     flags += " --sequence-parallel";
   flags += llvm::formatv(" --schedule {0} --microbatches {1}",
@@ -92,6 +94,7 @@ void PlanChoice::apply(SluicePipelineOptions &o) const {
   o.tp = tp;
   o.dp = dp;
   o.zero = zero;
+  o.ep = ep;
   o.sequenceParallel = sequenceParallel;
   o.schedule = schedule;
   o.microbatches = microbatches;
@@ -108,6 +111,7 @@ void PlanChoice::apply(SluicePipelineOptions &o) const {
 static bool isSamePlan(const PlanEstimate &a, const PlanEstimate &b) {
   const PlanChoice &x = a.choice, &y = b.choice;
   return x.pp == y.pp && x.tp == y.tp && x.dp == y.dp && x.zero == y.zero &&
+         x.ep == y.ep &&
          x.sequenceParallel == y.sequenceParallel &&
          x.microbatches == y.microbatches && x.slices == y.slices &&
          x.recompute == y.recompute && x.vocab == y.vocab &&
@@ -156,7 +160,8 @@ public:
            const SearchSpace &space,
            std::function<void(const PlanEstimate &)> progress)
       : module(module), space(space), progress(std::move(progress)),
-        params(summary.totalParams),
+        params(summary.totalParams), expertParams(summary.expertParams),
+        expertsDivisor(summary.expertsDivisor),
         microBatch(std::max<int64_t>(1, summary.microBatch)),
         precision(summary.dtype == "f32" ? rt::Precision::fp32()
                                          : rt::Precision::bf16()) {
@@ -224,7 +229,7 @@ private:
   ModuleOp module;
   const SearchSpace &space;
   std::function<void(const PlanEstimate &)> progress;
-  int64_t params, microBatch;
+  int64_t params, expertParams, expertsDivisor, microBatch;
   /// What the compiled plans train in (the shaped model's element type).
   rt::Precision precision;
   bool slicesPriced = true;
@@ -347,11 +352,18 @@ Searcher::evaluateSplit(const PlanChoice &choice,
 }
 
 double Searcher::getStateBound(const PlanChoice &mesh) const {
-  double share = double(params) / double(mesh.pp * mesh.tp);
+  // A member holds 1 / ep of the experts, their sharded state over the
+  // dp / ep replicas holding them.
+  double split = double(mesh.pp * mesh.tp);
+  double dense = double(params - expertParams) / split,
+         experts = double(expertParams) / split / double(mesh.ep);
   rt::ParameterStateBytes state =
       rt::getParameterStateBytes(precision, int(mesh.zero));
-  return share * (double(state.replicated) +
-                  double(state.sharded) / double(mesh.zero ? mesh.dp : 1));
+  return dense * (double(state.replicated) +
+                  double(state.sharded) / double(mesh.zero ? mesh.dp : 1)) +
+         experts *
+             (double(state.replicated) +
+              double(state.sharded) / double(mesh.zero ? mesh.dp / mesh.ep : 1));
 }
 
 void Searcher::keep(const PlanEstimate &estimate) {
@@ -517,11 +529,17 @@ SearchResult Searcher::run() {
       if (space.globalSequences % (dp * microBatch))
         continue;
       int64_t perReplica = space.globalSequences / (dp * microBatch);
+      // Expert parallelism: every size that divides the replicas and
+      // each sparse layer's experts (1 for a dense model).
+      for (int64_t ep = 1; ep <= dp; ++ep)
       for (bool sp : {false, true}) {
+        if (dp % ep || (ep > 1 && (expertsDivisor == 0 ||
+                                   expertsDivisor % ep != 0)))
+          break;
         if (sp && tp == 1)
           continue;
         PlanChoice mesh;
-        mesh.pp = pp, mesh.tp = tp, mesh.dp = dp;
+        mesh.pp = pp, mesh.tp = tp, mesh.dp = dp, mesh.ep = ep;
         mesh.sequenceParallel = sp;
         mesh.microbatches = perReplica;
         mesh.schedule = ScheduleKind::OneFOneB;

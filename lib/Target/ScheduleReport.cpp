@@ -80,6 +80,7 @@ static llvm::json::Value getMeshReport(const ScheduleReportInputs &in) {
                             {"ranks", pp * mesh.tp * mesh.dp},
                             {"ranks_per_node", std::move(nodeDevices)},
                             {"zero", mesh.zero},
+                            {"ep", mesh.ep},
                             {"sequence_parallel", mesh.sequenceParallel}};
 }
 

@@ -35,7 +35,8 @@ LogicalResult mlir::sluice::simulateProgram(
   PipelineCosts table(model, pipeline, *costs,
                       MeshShape{program.getTp(), program.getDp(),
                                 int64_t(program.getZero()),
-                                program.getSequenceParallel()});
+                                program.getSequenceParallel(),
+                                program.getEp()});
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(pipeline));
   if (gap.empty())

@@ -48,11 +48,6 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
            << expertParallel << " expert-parallel replicas: ep must be "
            << "positive and divide the " << dataParallel
            << " data-parallel replicas (the expert groups are ep of them)";
-  if (expertParallel > 1 && zero != 0)
-    return program.emitOpError("cannot shard the optimizer state (zero = ")
-           << zero << ") with expert parallelism (ep = " << expertParallel
-           << ") yet: the expert gradients' group is dp / ep replicas, the "
-              "others' dp, and ZeRO-1's shards do not follow two groups";
   SymbolTableCollection tables;
   if (auto model = tables.lookupNearestSymbolFrom<ModelOp>(
           program, program.getModelAttr());

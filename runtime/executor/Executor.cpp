@@ -49,19 +49,22 @@ int64_t getDeviceWorkspaceBytes(const Plan &plan, int device) {
 Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
                    Communicator &comm, TokenSource &data,
                    const TrainerOptions &options, Communicator *replicas,
-                   Communicator *tensorGroup, Communicator *experts)
+                   Communicator *tensorGroup, Communicator *experts,
+                   Communicator *expertReplicas)
     : plan(plan), deviceIndex(deviceIndex), device(device),
       kernels(device.getKernels(StreamKind::Compute)),
       compute(device.getStream(StreamKind::Compute)),
       pipeline(device.getStream(StreamKind::Pipeline)), comm(comm), data(data),
       options(options), replicas(plan.dp > 1 ? replicas : nullptr),
       tensorGroup(plan.tp > 1 ? tensorGroup : nullptr),
+      expertReplicas(plan.ep > 1 && plan.dp > plan.ep ? expertReplicas
+                                                      : nullptr),
       transfers(comm, options.commTimeout, times.commWait),
       tensorSums(plan, deviceIndex, this->tensorGroup, parameters, device,
                  transfers),
       expertParallel(plan, experts, device, transfers),
-      gradientSync(plan, deviceIndex, parameters, this->replicas, device,
-                   transfers),
+      gradientSync(plan, deviceIndex, parameters, this->replicas,
+                   this->expertReplicas, device, transfers),
       profiler(plan, deviceIndex, device) {}
 
 Executor::~Executor() = default;
@@ -80,6 +83,10 @@ Status Executor::prepare() {
     return Status::error("the plan splits the experts over " +
                          std::to_string(plan.ep) +
                          " replicas, but no communicator spans them");
+  if (plan.ep > 1 && plan.dp > plan.ep && !expertReplicas)
+    return Status::error("the plan's experts are held by " +
+                         std::to_string(plan.dp / plan.ep) +
+                         " replicas each, but no communicator spans them");
   if (Status st = prepareParameters(); !st)
     return st;
   prepareStages();
@@ -201,7 +208,10 @@ Status Executor::planGradients() {
     return st;
   if (plan.zero == 1) {
     zero = std::make_unique<ZeroOne>(parameters, *replicas, device, transfers);
-    if (Status st = zero->plan(gradientSync.getRuns()); !st)
+    if (Status st = zero->plan(gradientSync.getRuns(),
+                               gradientSync.getExpertRuns(),
+                               gradientSync.getExpertReplicas());
+        !st)
       return st;
     tensorSums.assignSyncs(averagedBy);
   }
@@ -599,7 +609,7 @@ Status Executor::gradientNorm(double &norm) {
     st = replicas->allReduceSum(&sum, 1);
   // The expert group's members each hold their experts (GradientNormPlan
   // weighs the rest 1 / ep on each).
-  if (st && expertParallel.isOn())
+  if (st && expertParallel.isOn() && !zero)
     st = expertParallel.sumOverGroup(sum);
   // Taking out the shared heads can leave -0 or a rounding below zero. Not
   // std::max(0.0, sum): that is 0 for a NaN sum, which would hide a

@@ -50,12 +50,14 @@ public:
   /// (plan.tp > 1), `tensorGroup` spans the device's shards (rank = shard
   /// index); `comm` then links this shard with the same shard of the
   /// other devices. With expert parallelism (plan.ep > 1), `experts` spans
-  /// the expert group of this device's shard (rank = member).
+  /// the expert group of this device's shard (rank = member) and
+  /// `expertReplicas` the replicas holding its experts (dp > ep).
   Executor(const Plan &plan, int deviceIndex, Device &device,
            Communicator &comm, TokenSource &data,
            const TrainerOptions &options, Communicator *replicas = nullptr,
            Communicator *tensorGroup = nullptr,
-           Communicator *experts = nullptr);
+           Communicator *experts = nullptr,
+           Communicator *expertReplicas = nullptr);
   ~Executor() override;
 
   Status prepare() override;
@@ -141,6 +143,8 @@ private:
   /// This device's data-parallel replicas and tensor-parallel shards
   /// (null: none).
   Communicator *replicas = nullptr, *tensorGroup = nullptr;
+  /// The replicas holding this member's experts (plan.dp > plan.ep > 1).
+  Communicator *expertReplicas = nullptr;
   StepTimes times;
   TransferEngine transfers;
   ParameterStore parameters;

@@ -15,8 +15,9 @@ Status GradientNormPlan::plan(
     const std::vector<IndexRange> *owned, Device &device) {
   // Under expert parallelism the members of an expert group hold the
   // same gradients but their own experts', and the executor sums the norm
-  // over the group: every other tensor counts 1 / ep on each member.
-  double alike = 1.0 / double(plan.ep);
+  // over the group: every other tensor counts 1 / ep on each member. (With
+  // ZeRO-1 each replica's parts are its own already, summed over all.)
+  double alike = plan.ep > 1 && !owned ? 1.0 / double(plan.ep) : 1.0;
   std::vector<Part> whole;
   for (const ParameterSpec &spec : parameters.specs()) {
     bool tiedCopy = spec.name == "embed.tokens" && !tiedGroup.empty() &&

@@ -25,8 +25,9 @@ public:
   /// (`tiedGroup`, device indices) by the lower device; a tensor every
   /// shard holds whole (norms, the biases after row-parallel projections,
   /// unsharded tables) by shard 0; shared key/value heads by the first
-  /// shard of their group. Under expert parallelism, everything but the
-  /// expert maps weighs 1 / ep (the executor sums over the expert group).
+  /// shard of their group. Under expert parallelism without ZeRO-1,
+  /// everything but the expert maps weighs 1 / ep (the executor sums over
+  /// the expert group).
   /// With ZeRO-1, `owned` are this replica's parts
   /// of the flat buffer, packed in that order.
   /// Allocates the sum on `device`.

@@ -11,14 +11,12 @@ namespace sluice::rt {
 
 GradientSync::GradientSync(const Plan &plan, int deviceIndex,
                            ParameterStore &parameters, Communicator *replicas,
-                           Device &device, TransferEngine &transfers)
+                           Communicator *expertReplicas, Device &device,
+                           TransferEngine &transfers)
     : plan(plan), deviceIndex(deviceIndex), parameters(parameters),
       replicas(replicas), compute(device.getStream(StreamKind::Compute)),
       data(device.getStream(StreamKind::Data)), transfers(transfers),
-      ready(device.createEvent()) {
-  if (plan.ep > 1 && replicas)
-    expertReplicas = getExpertReplicas(plan, replicas->rank());
-}
+      ready(device.createEvent()), expertReplicas(expertReplicas) {}
 
 Status GradientSync::planRuns(bool tiedAcross,
                           std::map<std::string, size_t> &averagedBy) {
@@ -41,7 +39,7 @@ Status GradientSync::planRuns(bool tiedAcross,
   }
   // Under expert parallelism an expert map's gradient is this member's
   // experts' only: it is summed over the replicas holding the same experts
-  // (getExpertReplicas), apart from the rest.
+  // (expertReplicas), apart from the rest.
   SyncRuns unmerged, expertUnmerged;
   for (const ParameterSpec &spec : parameters.specs())
     if (auto it = averagedBy.find(spec.name); it != averagedBy.end())
@@ -105,16 +103,16 @@ Status GradientSync::issue(size_t instruction, Event *begin, Event *end,
     for (auto [offset, count] : runs[instruction])
       inFlight.push_back(replicas->allReduceAsync(grads + offset, count,
                                                   Reduction::Sum, 0, data));
+    // The expert maps' sums, over the replicas holding the same experts
+    // (none when each expert group is the whole data-parallel group).
+    if (expertReplicas) {
+      expertReplicas->describeNext(
+          plan.describe(plan.programs[deviceIndex].instructions[instruction]));
+      for (auto [offset, count] : expertRuns[instruction])
+        inFlight.push_back(expertReplicas->allReduceAsync(
+            grads + offset, count, Reduction::Sum, 0, data));
+    }
   }
-  // The expert maps' sums, over the replicas holding the same experts
-  // (none when each expert group is the whole data-parallel group).
-  if (expertReplicas.size() > 1)
-    for (auto [offset, count] : expertRuns[instruction])
-      if (Status st = replicas->allReduceSum(grads + offset, count,
-                                             expertReplicas.data(),
-                                             int(expertReplicas.size()), data);
-          !st)
-        return st;
   for (size_t r = first; r < inFlight.size(); ++r)
     transfers.track(*inFlight[r]);
   return Status::ok();
@@ -134,23 +132,30 @@ ZeroOne::ZeroOne(ParameterStore &parameters, Communicator &replicas,
     : parameters(parameters), replicas(replicas), device(device),
       compute(device.getStream(StreamKind::Compute)), transfers(transfers) {}
 
-Status ZeroOne::plan(const SyncRuns &syncRuns) {
-  int dp = replicas.size(), me = replicas.rank();
+Status ZeroOne::plan(const SyncRuns &syncRuns, const SyncRuns &expertRuns,
+                     Communicator *experts) {
   int64_t total = 0;
-  for (const auto &[instruction, list] : syncRuns)
-    for (auto [offset, count] : list) {
-      Run run;
-      run.offset = offset;
-      int64_t part = (count + dp - 1) / dp;
-      for (int r = 0; r < dp; ++r)
-        run.counts.push_back(
-            std::max<int64_t>(0, std::min(part, count - r * part)));
-      int64_t mine = std::min(count, me * part);
-      run.packedAt = total;
-      owned.push_back({offset + mine, run.counts[me]});
-      total += run.counts[me];
-      runs[instruction].push_back(std::move(run));
-    }
+  auto add = [&](const SyncRuns &from, Communicator *group) {
+    int size = group ? group->size() : 1, me = group ? group->rank() : 0;
+    for (const auto &[instruction, list] : from)
+      for (auto [offset, count] : list) {
+        Run run;
+        run.offset = offset;
+        run.group = group;
+        run.me = me;
+        int64_t part = (count + size - 1) / size;
+        for (int r = 0; r < size; ++r)
+          run.counts.push_back(
+              std::max<int64_t>(0, std::min(part, count - r * part)));
+        int64_t mine = std::min(count, me * part);
+        run.packedAt = total;
+        owned.push_back({offset + mine, run.counts[size_t(me)]});
+        total += run.counts[size_t(me)];
+        runs[instruction].push_back(std::move(run));
+      }
+  };
+  add(syncRuns, &replicas);
+  add(expertRuns, experts);
   // The moments stay whole until shardOptimizerState (after a checkpoint
   // is loaded into them).
   return device.allocate(kMasterType, std::max<int64_t>(1, total), packed);
@@ -160,7 +165,14 @@ Status ZeroOne::reduceScatter(size_t instruction, DevicePtr grads,
                               Stream &stream,
                               std::vector<std::unique_ptr<Request>> &out) {
   for (const Run &run : runs[instruction]) {
-    std::unique_ptr<Request> request = replicas.reduceScatterAsync(
+    if (!run.group) {
+      // This replica's alone: its sum is its own.
+      device.getKernels(StreamKind::Data)
+          .copy(packed.get() + run.packedAt, grads + run.offset,
+                run.counts[0]);
+      continue;
+    }
+    std::unique_ptr<Request> request = run.group->reduceScatterAsync(
         grads + run.offset, packed.get() + run.packedAt, run.counts, 0,
         stream);
     if (!request)
@@ -173,12 +185,12 @@ Status ZeroOne::reduceScatter(size_t instruction, DevicePtr grads,
 
 Status ZeroOne::sumTiedEnds(int64_t tiedRun, Communicator &comm,
                             const std::vector<int> &tiedGroup) {
-  int me = replicas.rank();
   for (auto &[instruction, list] : runs)
     for (const Run &run : list)
       if (run.offset == tiedRun)
         if (Status st = comm.allReduceSum(packed.get() + run.packedAt,
-                                          run.counts[me], tiedGroup.data(),
+                                          run.counts[size_t(run.me)],
+                                          tiedGroup.data(),
                                           int(tiedGroup.size()), compute);
             !st)
           return st;
@@ -188,15 +200,10 @@ Status ZeroOne::sumTiedEnds(int64_t tiedRun, Communicator &comm,
 Status ZeroOne::gatherWholeGradients() {
   Kernels &kernels = device.getKernels(StreamKind::Compute);
   DevicePtr grads = parameters.getGrads();
-  int me = replicas.rank();
   for (auto &[instruction, list] : runs)
-    for (const Run &run : list) {
-      int64_t at = 0;
-      for (int r = 0; r < me; ++r)
-        at += run.counts[r];
-      kernels.copy(grads + run.offset + at, packed.get() + run.packedAt,
-                   run.counts[me]);
-    }
+    for (const Run &run : list)
+      kernels.copy(grads + run.offset + run.getMine(),
+                   packed.get() + run.packedAt, run.counts[size_t(run.me)]);
   return gatherParts(grads);
 }
 
@@ -204,8 +211,10 @@ Status ZeroOne::gatherParts(DevicePtr buffer) {
   std::vector<std::unique_ptr<Request>> gathers;
   for (auto &[instruction, list] : runs)
     for (const Run &run : list) {
-      std::unique_ptr<Request> gather =
-          replicas.allGatherAsync(buffer + run.offset, run.counts, 0, compute);
+      if (!run.group)
+        continue; // this replica's alone
+      std::unique_ptr<Request> gather = run.group->allGatherAsync(
+          buffer + run.offset, run.counts, 0, compute);
       if (!gather)
         return Status::error("the data-parallel transport cannot all-gather "
                              "(ZeRO-1 needs it)");

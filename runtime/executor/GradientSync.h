@@ -37,8 +37,12 @@ public:
           TransferEngine &transfers);
 
   /// Replica r owns part r of every run (ceil(count / dp) elements, the
-  /// last ones fewer); allocates this replica's summed parts.
-  Status plan(const SyncRuns &runs);
+  /// last ones fewer); allocates this replica's summed parts. Under
+  /// expert parallelism the expert maps' runs (`expertRuns`) are shared
+  /// among the replicas holding the same experts (`experts`; null: this
+  /// replica alone owns them) in the same way.
+  Status plan(const SyncRuns &runs, const SyncRuns &expertRuns = {},
+              Communicator *experts = nullptr);
   /// This replica's parts of the flat buffers, in packed order.
   const std::vector<IndexRange> &getOwnedRanges() const { return owned; }
   /// This replica's summed gradients, its parts packed.
@@ -70,10 +74,20 @@ private:
   /// the compute stream.
   Status gatherParts(DevicePtr buffer);
 
+  /// A run and the group that shares it (null: this replica alone).
   struct Run {
     int64_t offset = 0;
-    std::vector<int64_t> counts; // per replica
+    std::vector<int64_t> counts; // per member of `group`
     int64_t packedAt = 0;        // this replica's part in `packed`
+    Communicator *group = nullptr;
+    int me = 0;
+    /// Where this replica's part starts in the run.
+    int64_t getMine() const {
+      int64_t at = 0;
+      for (int r = 0; r < me; ++r)
+        at += counts[size_t(r)];
+      return at;
+    }
   };
   ParameterStore &parameters;
   Communicator &replicas;
@@ -87,9 +101,11 @@ private:
 
 class GradientSync {
 public:
+  /// `expertReplicas`: under expert parallelism, the replicas holding this
+  /// member's experts (null when it is the only one).
   GradientSync(const Plan &plan, int deviceIndex, ParameterStore &parameters,
-               Communicator *replicas, Device &device,
-               TransferEngine &transfers);
+               Communicator *replicas, Communicator *expertReplicas,
+               Device &device, TransferEngine &transfers);
 
   /// What each grad_sync averages: a parameter goes to the last grad_sync
   /// naming a stage or shard that holds it (`averagedBy`: name ->
@@ -98,6 +114,10 @@ public:
   /// its own, so both ends cut it into the same parts.
   Status planRuns(bool tiedAcross, std::map<std::string, size_t> &averagedBy);
   const SyncRuns &getRuns() const { return runs; }
+  /// Under expert parallelism, the expert maps' runs (summed over
+  /// getExpertReplicas(), not the replicas).
+  const SyncRuns &getExpertRuns() const { return expertRuns; }
+  Communicator *getExpertReplicas() const { return expertReplicas; }
   /// The flat offset of a tied table across devices under ZeRO-1 (its own
   /// run), else -1.
   int64_t getTiedRun() const { return tiedRun; }
@@ -118,10 +138,8 @@ private:
   TransferEngine &transfers;
   std::unique_ptr<Event> ready;
   SyncRuns runs;
-  /// Expert parallelism: the expert maps' runs, summed over
-  /// `expertReplicas` (ranks in `replicas` holding the same experts).
   SyncRuns expertRuns;
-  std::vector<int> expertReplicas;
+  Communicator *expertReplicas;
   int64_t tiedRun = -1;
   /// The step's sums in flight, until finish().
   std::vector<std::unique_ptr<Request>> inFlight;

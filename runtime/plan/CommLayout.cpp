@@ -76,13 +76,13 @@ std::vector<CommSpec> getCommLayout(const Plan &plan, const MeshPosition &at) {
     layout.push_back({"experts", MeshGroup::Experts,
                       replicaColor * (dp / plan.ep) + at.replica / plan.ep,
                       at.replica % plan.ep, StreamKind::Compute, {}});
-    // The expert gradients' sums over the replicas holding the same
-    // experts: a sub-group of the replicas.
+    // The expert gradients' sums (ZeRO-1: reduce-scatters and
+    // all-gathers) over the replicas holding the same experts, on the
+    // data stream as the others'.
     if (dp / plan.ep > 1)
-      layout.push_back({"expert-replicas", MeshGroup::Replicas,
+      layout.push_back({"expert-replicas", MeshGroup::ExpertReplicas,
                         replicaColor * plan.ep + at.replica % plan.ep,
-                        at.replica / plan.ep, std::nullopt,
-                        getExpertReplicas(plan, at.replica)});
+                        at.replica / plan.ep, StreamKind::Data, {}});
   }
   for (int size : getKeyValueGroupSizes(plan)) {
     int group = at.shard / size;

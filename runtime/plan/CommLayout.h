@@ -35,9 +35,17 @@ MeshPosition getMeshPosition(const Plan &plan, int rank);
 /// its replicas (same device and shard; rank = replica), its
 /// tensor-parallel shards (same device and replica; rank = shard), its
 /// expert group (same device and shard, the ep consecutive replicas that
-/// split the experts; rank = replica mod ep).
-enum class MeshGroup { Pipeline = 0, Replicas = 1, Shards = 2, Experts = 3 };
-constexpr int kMeshGroups = 4;
+/// split the experts; rank = replica mod ep), and the replicas holding the
+/// same experts as it (same device and shard, every ep-th replica; rank =
+/// replica / ep).
+enum class MeshGroup {
+  Pipeline = 0,
+  Replicas = 1,
+  Shards = 2,
+  Experts = 3,
+  ExpertReplicas = 4
+};
+constexpr int kMeshGroups = 5;
 
 /// The replicas (ranks of the Replicas group) holding the same experts as
 /// `replica` under expert parallelism: every ep-th one from replica mod

@@ -196,11 +196,6 @@ void readMesh(const json &mesh, Plan &plan) {
       fail("mesh: 'ep' = " + std::to_string(plan.ep) +
            " does not divide dp = " + std::to_string(plan.dp) +
            " (each expert group is ep of the data-parallel replicas)");
-    if (plan.ep > 1 && plan.zero != 0)
-      fail("mesh: 'zero' = " + std::to_string(plan.zero) +
-           " with 'ep' = " + std::to_string(plan.ep) +
-           " is not run: ZeRO-1's shards follow one gradient group, and "
-           "expert parallelism has two");
     if (std::string why = checkExpertParallel(plan.model, plan.ep);
         !why.empty())
       fail("the mesh's ep = " + std::to_string(plan.ep) + ": model " + why);

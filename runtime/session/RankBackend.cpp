@@ -80,18 +80,22 @@ void checkHostMemory(ProcessGroup &comm, const Plan &plan,
 /// groups). Splits the world into this rank's pipeline (same replica and
 /// shard), its replicas (same device and shard), its tensor-parallel group
 /// (same device and replica), its expert group (same device and shard, ep
-/// consecutive replicas) and its replica's ranks.
+/// consecutive replicas), the replicas holding its experts (every ep-th)
+/// and the ranks that write a checkpoint with it.
 void placeOnMesh(HostGroup &world, const Plan &plan, RankBackend &out) {
   int rank = world.rank();
   int tp = plan.tp, dp = plan.dp, ep = plan.ep;
   auto [device, replica, shard] = getMeshPosition(plan, rank);
-  // A split is collective over the world: every rank makes all five.
+  // A split is collective over the world: every rank makes all six.
   out.hostGroups[0] = world.splitHostGroup(replica * tp + shard, device);
   out.hostGroups[1] = world.splitHostGroup(device * tp + shard, replica);
   out.replica = replica;
   out.hostGroups[2] = world.splitHostGroup(device * dp + replica, shard);
   out.hostGroups[3] = world.splitHostGroup(
       (device * tp + shard) * (dp / ep) + replica / ep, replica % ep);
+  out.hostGroups[4] = world.splitHostGroup((device * tp + shard) * ep +
+                                               replica % ep,
+                                           replica / ep);
   // The ranks that write a checkpoint together: the first replica's, or
   // under expert parallelism the first expert group's (by member, then
   // device and shard).
@@ -103,6 +107,8 @@ void placeOnMesh(HostGroup &world, const Plan &plan, RankBackend &out) {
     out.hostGroups[2].reset();
   if (ep == 1)
     out.hostGroups[3].reset();
+  if (ep == 1 || dp / ep == 1)
+    out.hostGroups[4].reset();
 }
 
 #if SLUICE_HAVE_CUDA
@@ -184,6 +190,7 @@ void openCudaBackend(HostGroup &world, const Plan &plan,
   out.replicas = out.gpu.groups[1].get();
   out.shards = out.gpu.groups[2].get();
   out.experts = out.gpu.groups[3].get();
+  out.expertReplicas = out.gpu.groups[4].get();
   if (world.rank() == 0)
     std::printf("backend: %s, %s, %s transport, %d rank(s) per GPU\n",
                 out.device->describe().c_str(), plan.precision.getName(),
@@ -220,6 +227,7 @@ void openCpuBackend(HostGroup &world, const Plan &plan,
     out.replicas = out.hostGroups[1].get();
     out.shards = out.hostGroups[2].get();
     out.experts = out.hostGroups[3].get();
+    out.expertReplicas = out.hostGroups[4].get();
   }
   if (!out.device->supports(plan.precision))
     failEverywhere(world, "the " + out.device->describe() +
@@ -251,6 +259,7 @@ void openCpuBackend(HostGroup &world, const Plan &plan,
   out.replicas = out.emulated[1].get();
   out.shards = out.emulated[2].get();
   out.experts = out.emulated[3].get();
+  out.expertReplicas = out.emulated[4].get();
 }
 
 } // namespace

@@ -47,8 +47,9 @@ struct RankBackend {
   /// With tensor parallelism: the ranks holding this device's shards.
   Communicator *shards = nullptr;
   /// With expert parallelism: the replicas of this device's shard that
-  /// split the experts with it (rank = member).
-  Communicator *experts = nullptr;
+  /// split the experts with it (rank = member), and those holding the same
+  /// experts as it (rank = replica / ep; none when dp = ep).
+  Communicator *experts = nullptr, *expertReplicas = nullptr;
   /// With either: the ranks of this rank's replica, every device and shard
   /// (they write a checkpoint together); under expert parallelism, of its
   /// expert group.

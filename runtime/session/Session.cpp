@@ -200,7 +200,8 @@ void Session::makeTrainer() {
   } else {
     auto e = std::make_unique<Executor>(plan, comm().rank(), device, comm(),
                                         *tokens.data, t, backend->replicas,
-                                        backend->shards, backend->experts);
+                                        backend->shards, backend->experts,
+                                        backend->expertReplicas);
     executor = e.get();
     executor->setTimeOptimizer(!options.profilePath.empty());
     trainer = std::move(e);

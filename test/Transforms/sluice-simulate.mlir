@@ -63,6 +63,7 @@
 // MESH-NEXT:     "traffic": "data-parallel"
 // MESH:      "mesh": {
 // MESH-NEXT:   "dp": 4,
+// MESH-NEXT:   "ep": 1,
 // MESH-NEXT:   "pp": 2,
 // MESH-NEXT:   "ranks": 16,
 // MESH-NEXT:   "ranks_per_node": 8,

@@ -10,7 +10,7 @@
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2" | FileCheck %s --check-prefix=EXPERTS
 // RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=3" 2>&1 | FileCheck %s --check-prefix=EXPERTSDIVIDE
 // RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=3 expert-parallel=3" 2>&1 | FileCheck %s --check-prefix=EXPERTSSPLIT
-// RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2 zero=1" 2>&1 | FileCheck %s --check-prefix=EXPERTSZERO
+// RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2 zero=1" | FileCheck %s --check-prefix=EXPERTSZERO
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" 2>&1 | FileCheck %s --check-prefix=EXPERTSDENSE
 
 // Each stage's gradients are averaged once, right after its last pass on
@@ -85,13 +85,13 @@
 // Expert parallelism: the program records it (the grad_syncs stay where
 // they are; the runtime sums the expert maps over their own replicas), and
 // refuses expert groups that do not divide the replicas, experts that do
-// not divide over the members, ZeRO-1 with it, and a model with no
-// experts.
+// not divide over the members and a model with no experts; ZeRO-1 combines
+// with it.
 // EXPERTS-LABEL: sluice.program @plan for @tiny_moe {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 4 ep 2 {
 // EXPERTS:         sluice.grad_sync @s0
 // EXPERTSDIVIDE: error: 'sluice.program' op cannot split the experts over 3 expert-parallel replicas: ep must be positive and divide the 4 data-parallel replicas (the expert groups are ep of them)
 // EXPERTSSPLIT: error: 'sluice.program' op layer 0: its 4 experts ('experts') do not split over 3 expert-parallel members (ep must divide every sparse layer's expert count)
-// EXPERTSZERO: error: 'sluice.program' op cannot shard the optimizer state (zero = 1) with expert parallelism (ep = 2) yet: the expert gradients' group is dp / ep replicas, the others' dp, and ZeRO-1's shards do not follow two groups
+// EXPERTSZERO: schedule = "1f1b"} dp 4 zero 1 ep 2 {
 // EXPERTSDENSE: error: 'sluice.program' op expert parallelism (ep = 2) splits the experts of mixture-of-experts layers, and the model has none ('experts' on no layer)
 
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {

@@ -549,6 +549,61 @@ TEST_F(MeshCostTest, ZeroOneShardsTheOptimizerState) {
               double(part) * 30.0 / hw.memoryBandwidth + gather, 1e-12);
 }
 
+// Expert parallelism (docs/moe.md): a member holds 1/ep of each sparse
+// layer's experts (the rest of the layer whole), sums its experts'
+// gradients over the dp/ep replicas holding them after the rest over all,
+// and its F and B wait for two all-to-alls of the tokens' top_k copies per
+// sparse layer (the counts' exchange is latency): eight replicas on one
+// node of 8, experts over 4.
+TEST_F(MeshCostTest, ExpertParallelismSplitsTheExpertsAndAddsAllToAlls) {
+  std::string text = kModel;
+  for (size_t at = text.find("mlp = swiglu}"); at != std::string::npos;
+       at = text.find("mlp = swiglu}", at + 1))
+    text.replace(at, 13, "mlp = swiglu, experts = 8, top_k = 2}");
+  module = parseSourceString<ModuleOp>(text, &context);
+  ::sluice::test::require(module, "the sparse model parses");
+  ModelOp model = *module->getOps<ModelOp>().begin();
+  StagePartitionOptions opts;
+  opts.pp = 1;
+  ASSERT_TRUE(succeeded(partitionStages(model, opts)));
+  ASSERT_TRUE(succeeded(splitPasses(model, /*split=*/true,
+                                    RecomputeKind::none)));
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 2, 1),
+                                                      "the model's pipeline");
+  CostModel costs = h100();
+  const HardwareProfile &hw = *costs.getHardware();
+  MeshShape dense{1, 8}, split{1, 8};
+  split.ep = 4;
+  PipelineCosts whole(model, pipeline, costs, dense),
+      parts(model, pipeline, costs, split);
+  // 4 layers of 8 experts, each 3 x 64 x 160.
+  int64_t experts = 4 * 8 * 3 * 64 * 160;
+  EXPECT_EQ(whole.getDeviceParameters(0) - parts.getDeviceParameters(0),
+            experts - experts / 4);
+  EXPECT_EQ(linksOf(parts).at("expert-parallel"), LinkKind::node);
+  StringRef stage = parts.getStage(0).name;
+  double dense_ = double(parts.getStage(0).params - experts) * 2,
+         mine = double(experts / 4) * 2;
+  EXPECT_NEAR(parts.getGradientSyncTime(stage),
+              14 * hw.nodeLatency + 14 * dense_ / 8 / hw.nodeBandwidth +
+                  2 * hw.nodeLatency + 2 * mine / 2 / hw.nodeBandwidth,
+              1e-12);
+  // Per sparse layer and pass: the copies' rows (64 tokens x 2 copies x
+  // 64 wide, bf16) out and back, and the counts.
+  double bytes = 2.0 * 32 * 2 * 64 * 2;
+  double layer = 2 * (3 * hw.nodeLatency + 3 * bytes / 4 / hw.nodeBandwidth) +
+                 3 * hw.nodeLatency;
+  for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W}) {
+    sched::Work work{kind, 0, 0, 0};
+    double want = kind == PassKind::W ? 0.0 : 4 * layer;
+    EXPECT_NEAR(parts.getExpertParallelTime(work), want, 1e-15)
+        << stringifyPassKind(kind).str();
+    EXPECT_NEAR(parts.getComputeTime(work) - whole.getComputeTime(work), want,
+                1e-12);
+    EXPECT_EQ(whole.getExpertParallelTime(work), 0.0);
+  }
+}
+
 // Issue 37: `GPU:calibrate=PROFILE.json` sets the analytic model's
 // efficiency to the one at which it predicts the profile's whole-model
 // pass time, and then prices every mesh: a profile the model wrote at an

@@ -141,8 +141,8 @@ TEST(ExpertParallel, ExpertSharesTileEveryExpertMap) {
 
 // The communicators an expert group needs, on every rank alike: one over
 // its members (the dispatch's all-to-alls, on the compute stream) and,
-// when more than one group holds the same experts, a sub-group of the
-// replicas for the expert maps' sums.
+// when more than one group holds the same experts, one over the replicas
+// holding them (the expert maps' sums, ZeRO-1's parts).
 TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
   Plan plan;
   plan.model = layerModel(4, 4, "swiglu", false);
@@ -154,6 +154,7 @@ TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
   EXPECT_EQ(getExpertReplicas(plan, 0), (std::vector<int>{0, 2}));
   EXPECT_EQ(getExpertReplicas(plan, 3), (std::vector<int>{1, 3}));
   std::map<int, std::vector<int>> groups; // experts color -> ranks
+  std::map<int, std::vector<int>> holders; // expert-replicas -> replicas
   for (int rank = 0; rank < plan.getRanks(); ++rank) {
     MeshPosition at = getMeshPosition(plan, rank);
     int found = 0;
@@ -165,7 +166,8 @@ TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
       }
       if (spec.name == "expert-replicas") {
         ++found;
-        EXPECT_EQ(spec.members, getExpertReplicas(plan, at.replica));
+        EXPECT_EQ(spec.key, at.replica / 2) << "rank " << rank;
+        holders[spec.color].push_back(at.replica);
       }
     }
     EXPECT_EQ(found, 2) << "rank " << rank;
@@ -180,6 +182,10 @@ TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
     EXPECT_EQ(a.replica / 2, b.replica / 2);
     EXPECT_NE(a.replica, b.replica);
   }
+  // The replicas holding the same experts: every other one, per device.
+  ASSERT_EQ(holders.size(), 4u);
+  for (const auto &[color, replicas] : holders)
+    EXPECT_EQ(replicas, getExpertReplicas(plan, replicas.front()));
 }
 
 // Megatron-LM's vocabulary-parallel embedding and output layer: shard t

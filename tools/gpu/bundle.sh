@@ -137,6 +137,14 @@ nccl_plan tp2-sp-p2 --pp 2 --tp 2 --sequence-parallel --microbatches 4 --schedul
 nccl_plan vocab-2-dp2-p4 --pp 4 --dp 2 --microbatches 8 --schedule 1f1b --vocab vocab-2
 nccl_plan mesh-p2-tp2-dp2 --pp 2 --tp 2 --dp 2 --zero 1 --sequence-parallel \
   --microbatches 4 --schedule zb-v
+# Expert parallelism (issue 53): the test model's experts split over 2
+# replicas, each a 2-device pipeline (4 ranks), in fp32 and bf16.
+for precision in fp32 bf16; do
+  "$compile" test/Inputs/tiny-moe.mlir --pp 2 --dp 2 --ep 2 --microbatches 4 \
+    --schedule zb-h1 --precision "$precision" \
+    -o "$out/plans/moe-ep2-dp2-p2-$precision.json" >/dev/null ||
+    { echo "bundle.sh: cannot compile moe-ep2-dp2-p2-$precision" >&2; exit 1; }
+done
 # fp32: the reference to measure bf16's band against, and tensor
 # parallelism without bf16's rounding.
 nccl_plan 1f1b-p2-fp32 --pp 2 --microbatches 4 --schedule 1f1b --precision fp32

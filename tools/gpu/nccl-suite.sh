@@ -140,7 +140,12 @@ reference() { # reference NAME PLAN [ARGS...]
     echo "FAIL reference $name: $(tail -n 1 "$work/$name.log")" >"$work/$name.result"
   fi
 }
-refs=(m4 m8 m16 m4-fp32)
+refs=(m4 m8 m16 m4-fp32 moe-fp32)
+[ -f "$work/moe-fp32/losses.txt" ] || reference moe-fp32 moe-ep2-dp2-p2-fp32 &
+if [ "$backend" = cuda ]; then
+  refs+=(moe-bf16)
+  [ -f "$work/moe-bf16/losses.txt" ] || reference moe-bf16 moe-ep2-dp2-p2-bf16 &
+fi
 [ -f "$work/m4/losses.txt" ] || reference m4 1b-1f1b-p2 &
 [ -f "$work/m8/losses.txt" ] || reference m8 1b-1f1b-p4 &
 [ -f "$work/m16/losses.txt" ] || reference m16 1b-vocab-2-dp2-p4 &
@@ -158,6 +163,17 @@ check "1f1b pp=2, 2 NCCL ranks" 150 2 1b-1f1b-p2 --check-against "$work/m4" "${b
 if [ "${STOP_ON_FIRST:-1}" = 1 ] && [ $failed = 1 ]; then
   echo "nccl-suite: stopped after the first NCCL run failed" | tee -a "$summary"
   exit 1
+fi
+# Expert parallelism (added 2026-11-29, never yet on a GPU): the mixture of
+# experts' dispatch and return as NCCL all-to-alls (grouped sends and
+# receives) on the compute stream, the expert group's communicator, the
+# moe kernels' counts read by the host; fp32 exact against its reference,
+# bf16 within the band of its bf16 reference.
+check "experts pp=2 x dp=2 x ep=2 fp32, 4 NCCL ranks" 120 \
+  4 moe-ep2-dp2-p2-fp32 --check-against "$work/moe-fp32"
+if [ "$backend" = cuda ]; then
+  check "experts pp=2 x dp=2 x ep=2 bf16, 4 NCCL ranks" 120 \
+    4 moe-ep2-dp2-p2-bf16 --check-against "$work/moe-bf16" "${band[@]}"
 fi
 
 # Faults: each must end every rank, with a message, well inside the limit.

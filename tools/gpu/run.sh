@@ -59,10 +59,14 @@
 #      1's), never yet run on a GPU -- compiled only; the communicators'
 #      suite now includes the variable-count all-to-all (AllToAllUnevenParts:
 #      the staged transport here, NCCL's grouped sends in item 2);
-#   2. `ONLY='conformance|1f1b|zb-h1' nccl-suite.sh BUNDLE`: the
+#   2. `ONLY='conformance|1f1b|zb-h1|experts' nccl-suite.sh BUNDLE`: the
 #      communicators' conformance suite over NCCL (2 and 4 ranks, about
 #      20 s each with NCCL's initialisation), then
 #      NCCL runs over the same HostGroup bootstrap (about 45 s a check);
+#      and (added 2026-11-29, issue 53) expert parallelism on 4 NCCL ranks
+#      (tiny-moe, pp 2 x dp 2 x ep 2, zb-h1: the dispatch's all-to-alls as
+#      grouped sends on the compute stream), fp32 exact and bf16 in band
+#      (about 20 s each);
 #   3. `run.sh BUNDLE calibrate` (about 30 s; added 2026-11-28): one
 #      405B-sized layer's F, B and W; then, on the CPU,
 #      `bash bench/llama405-calibrate.sh OUT/bench-layer-405b.txt` predicts

@@ -95,6 +95,9 @@ struct MeshShape {
   /// regions a shard holds 1/tp of the tokens (all-gathers and
   /// reduce-scatters instead of all-reduces).
   bool sequenceParallel = false;
+  /// Expert parallelism: each sparse layer's experts split over ep
+  /// consecutive replicas (docs/moe.md).
+  int64_t ep = 1;
 };
 
 llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
@@ -404,9 +407,14 @@ public:
   /// more when B recomputes the forward.
   double getTensorParallelTime(const sched::Work &work) const;
   /// Duration of the data-parallel all-reduce of the gradients of stage or
-  /// vocabulary shard `name` (its shard's parameters over the replicas);
-  /// 0 without replicas.
+  /// vocabulary shard `name` (its shard's parameters over the replicas;
+  /// under expert parallelism its experts' over the dp / ep replicas
+  /// holding them); 0 without replicas.
   double getGradientSyncTime(llvm::StringRef name) const;
+  /// The expert-parallel all-to-alls pass `work` waits for (included in
+  /// getComputeTime): each sparse layer's dispatch and return of its
+  /// tokens' top_k copies in F and in B (F's again when B recomputes it).
+  double getExpertParallelTime(const sched::Work &work) const;
   const MeshShape &getMesh() const { return mesh; }
   /// Which link each kind of traffic crosses.
   std::vector<LinkUse> getLinks() const;
@@ -428,15 +436,21 @@ private:
   std::string calibrationError;
   std::vector<StageProfile> profiles;
   std::vector<int64_t> lengths, prefixes;
-  std::vector<double> compute, transfer, tensorParallel;
+  std::vector<double> compute, transfer, tensorParallel, expertParallel;
   int64_t transformerLayers = 0;
   MeshShape mesh;
   LinkKind pipelineLink = LinkKind::network, tensorLink = LinkKind::network,
-           dataLink = LinkKind::network;
+           dataLink = LinkKind::network, expertLink = LinkKind::network;
   /// Whole-model forward FLOPs of one microbatch.
   double forwardFlops = 0;
-  /// Parameters of each stage's shard, by name.
-  std::map<std::string, int64_t, std::less<>> stageParams;
+  /// Parameters of each stage's shard, by name; of those, its sparse
+  /// layers' experts (all of them: an expert-group member holds 1 / ep).
+  std::map<std::string, int64_t, std::less<>> stageParams, stageExperts;
+  /// The state of `dense` parameters held by every replica and `experts`
+  /// split over the expert group (ZeRO-1: each over its own group).
+  int64_t getStateBytes(int64_t dense, int64_t experts, bool optimizer) const;
+  /// A stage's expert parameters (whole) on one shard.
+  int64_t getDeviceExperts(int device) const;
   rt::ParameterStateBytes stateBytes;
 };
 

@@ -39,6 +39,11 @@ struct ModelSummary {
   int64_t totalParams = 0;
   /// Those one token uses (less a mixture of experts' unchosen experts).
   int64_t activeParams = 0;
+  /// The mixtures of experts' expert maps (every expert of every sparse
+  /// layer), and the greatest common divisor of the sparse layers' expert
+  /// counts (0: no sparse layer): the expert-parallel sizes the model
+  /// takes are its divisors.
+  int64_t expertParams = 0, expertsDivisor = 0;
   /// Vocabulary layers relative to the mean transformer layer; empty when
   /// the model has no transformer layer.
   std::optional<double> outputToTransformerParams, outputToTransformerFlops;

@@ -56,6 +56,8 @@ struct SearchSpace {
 /// One way to run the model.
 struct PlanChoice {
   int64_t pp = 1, tp = 1, dp = 1, zero = 0;
+  /// Expert parallelism over the dp replicas (a mixture of experts).
+  int64_t ep = 1;
   bool sequenceParallel = false;
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   int64_t microbatches = 1;

@@ -496,8 +496,8 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
     sparse layer's expert count, and the model has a sparse layer. The
     grad_syncs stay where they are; the runtime sums a stage's expert
     gradients over the dp / E replicas holding the same experts and its
-    other gradients over all of them (docs/moe.md). ZeRO-1 with E > 1 is
-    refused for now: its shards would have to follow the two groups.
+    other gradients over all of them, and ZeRO-1 shards each group's
+    optimizer state within it (docs/moe.md).
 
     ```mlir
     sluice.program @plan for @moe {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 4 ep 2 {
