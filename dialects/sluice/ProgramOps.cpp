@@ -269,6 +269,25 @@ LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &tables) {
   });
   if (walk.wasInterrupted())
     return failure();
+  // The experts' dispatch a sparse layer's body spells is over the
+  // program's expert group.
+  WalkResult members = model.walk([&](Operation *op) {
+    auto dispatch = dyn_cast<ExpertDispatchOp>(op);
+    auto combine = dyn_cast<ExpertCombineOp>(op);
+    if (!dispatch && !combine)
+      return WalkResult::advance();
+    int64_t count = dispatch ? dispatch.getMembers() : combine.getMembers();
+    if (count == getEp())
+      return WalkResult::advance();
+    InFlightDiagnostic diag = emitOpError("splits the experts over ")
+                              << getEp() << " replicas ('ep'), but a '"
+                              << op->getName() << "' moves tokens over "
+                              << count;
+    diag.attachNote(op->getLoc()) << "it is here";
+    return WalkResult::interrupt();
+  });
+  if (members.wasInterrupted())
+    return failure();
   if (getEp() > 1) {
     ::sluice::rt::ModelConfig layers;
     model.getBody().walk([&](TransformerLayerOp layer) {

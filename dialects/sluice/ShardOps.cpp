@@ -62,8 +62,15 @@ LogicalResult mlir::sluice::detail::verifyShardBody(Operation *layer,
   }
   if (!shards)
     return layer->emitOpError("has a shard body but no 'shards'");
-  if (*shards < 2)
-    return layer->emitOpError("'shards' must be at least 2, got ") << *shards;
+  // One shard's body is expert parallelism's alone: it spells the
+  // dispatch of tokens to the experts' members.
+  bool dispatches = !body.front().getOps<ExpertDispatchOp>().empty();
+  if (*shards < 2 && !(*shards == 1 && dispatches))
+    return layer->emitOpError("'shards' must be at least 2, got ")
+           << *shards
+           << (*shards == 1 ? " (a body of one shard must dispatch tokens to "
+                              "experts: sluice.expert_dispatch)"
+                            : "");
   Block &block = body.front();
   if (block.getNumArguments() != (hasInput ? 1u : 0u))
     return layer->emitOpError("shard body must take ")
@@ -114,12 +121,54 @@ LogicalResult TpScatterOp::verify() {
   return success();
 }
 
+/// The members a layer's experts split over must divide them, and the
+/// received rows are members x tokens x min(top_k, experts / members) of
+/// the tokens' width (`tokens` the operand's or the result's).
+static LogicalResult verifyExpertCollective(Operation *op, int64_t members,
+                                            Type tokensType, Type rowsType) {
+  auto layer = dyn_cast<TransformerLayerOp>(op->getParentOp());
+  const ::sluice::rt::LayerConfig *spec = layer ? &layer.getSpec() : nullptr;
+  if (!spec || spec->experts == 0)
+    return op->emitOpError("moves tokens to experts, but its layer has none "
+                           "('experts')");
+  if (members < 1 || spec->experts % members != 0)
+    return op->emitOpError("'members' = ")
+           << members << " does not divide the layer's " << spec->experts
+           << " experts";
+  auto tokens = cast<RankedTensorType>(tokensType);
+  auto rows = cast<RankedTensorType>(rowsType);
+  int64_t perToken = std::min(spec->topK, spec->experts / members);
+  if (tokens.getRank() != 3 || rows.getRank() != 3 ||
+      tokens.getElementType() != rows.getElementType() ||
+      tokens.getDimSize(0) != rows.getDimSize(0) ||
+      tokens.getDimSize(2) != rows.getDimSize(2) ||
+      rows.getDimSize(1) != members * tokens.getDimSize(1) * perToken)
+    return op->emitOpError("the received rows ")
+           << rowsType << " are not " << members << " x "
+           << tokens.getDimSize(1) << " tokens x " << perToken
+           << " copies of " << tokensType << "'s rows";
+  return success();
+}
+
+LogicalResult ExpertDispatchOp::verify() {
+  return verifyExpertCollective(*this, getMembers(), getInput().getType(),
+                                getType());
+}
+
+LogicalResult ExpertCombineOp::verify() {
+  return verifyExpertCollective(*this, getMembers(), getType(),
+                                getInput().getType());
+}
+
 LogicalResult ColumnParallelOp::verify() {
   // The backward of the op that brings the input in sums the shards'
   // partial input gradients; without it each shard would propagate only
-  // its columns' part.
-  if (!getInput().getDefiningOp<TpCopyOp>() &&
-      !getInput().getDefiningOp<TpGatherOp>())
+  // its columns' part. (Under expert parallelism the experts' copies come
+  // in between.)
+  Value input = getInput();
+  if (auto dispatch = input.getDefiningOp<ExpertDispatchOp>())
+    input = dispatch.getInput();
+  if (!input.getDefiningOp<TpCopyOp>() && !input.getDefiningOp<TpGatherOp>())
     return emitOpError("input must enter through sluice.tp_copy or "
                        "sluice.tp_gather, whose backward sums the shards' "
                        "partial input gradients");
@@ -135,12 +184,20 @@ LogicalResult RowParallelOp::verify() {
   if (p != Projection::out && p != Projection::down)
     return emitOpError("the ")
            << stringifyProjection(p) << " projection is column-parallel";
-  for (Operation *user : getResult().getUsers())
+  // (Under expert parallelism the experts' outputs return first.)
+  SmallVector<Operation *> users(getResult().getUsers());
+  for (size_t i = 0; i < users.size(); ++i) {
+    Operation *user = users[i];
+    if (isa<ExpertCombineOp>(user)) {
+      llvm::append_range(users, user->getResult(0).getUsers());
+      continue;
+    }
     if (!isa<TpReduceOp, TpScatterOp>(user))
       return emitOpError("partial sums are used by '")
              << user->getName()
              << "' before sluice.tp_reduce or sluice.tp_scatter sums them "
                 "over the shards";
+  }
   return success();
 }
 

@@ -153,7 +153,8 @@ def Sluice_CollectiveKind : I32EnumAttr<"CollectiveKind",
   I32EnumAttrCase<"none", 0>,
   I32EnumAttrCase<"all_reduce", 1>,
   I32EnumAttrCase<"all_gather", 2>,
-  I32EnumAttrCase<"reduce_scatter", 3>
+  I32EnumAttrCase<"reduce_scatter", 3>,
+  I32EnumAttrCase<"all_to_all", 4>
 ]> {
   let cppNamespace = "::mlir::sluice";
   let genSpecializedAttr = 0;

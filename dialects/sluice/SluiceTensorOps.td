@@ -111,6 +111,59 @@ def Sluice_TpScatterOp : Sluice_TensorCollectiveOp<"tp_scatter",
 }
 
 //===----------------------------------------------------------------------===//
+// Expert parallelism
+//===----------------------------------------------------------------------===//
+
+class Sluice_ExpertCollectiveOp<string mnemonic>
+    : Sluice_TensorCollectiveOp<mnemonic, "all_to_all", "all_to_all"> {
+  let arguments = (ins AnyRankedTensor:$input, Sluice_SizeAttr:$members);
+  let assemblyFormat =
+      "$input `over` $members attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Sluice_ExpertDispatchOp : Sluice_ExpertCollectiveOp<"expert_dispatch"> {
+  let summary = "sends each token's copies to its experts' members: all-to-all in F and B";
+  let description = [{
+    Expert parallelism (`ep`; docs/moe.md): a mixture-of-experts layer's
+    experts split over `members` replicas, each holding experts / members
+    of them. Each member routes its own tokens, sends every token's top_k
+    copies to the members holding their experts (an all-to-all of rows,
+    after one of their counts) and receives the copies its own experts
+    compute on; the backward pass returns those copies' input gradients
+    the same way. The result holds what a member's experts may receive at
+    most: members x tokens x min(top_k, experts / members) rows (dropless
+    whatever the routing), each row the input's width.
+
+    The layer's experts then compute on the received rows (the up, gate
+    and down maps of `sluice.column_parallel` and `sluice.row_parallel`,
+    split over the tensor-parallel shards as without expert parallelism)
+    and `sluice.expert_combine` returns their outputs.
+
+    ```mlir
+    // 16 tokens, 4 experts (2 a token) over 2 members: 2 x 16 x 2 rows.
+    %d = sluice.expert_dispatch %c over 2 : tensor<1x16x32xf32> -> tensor<1x64x32xf32>
+    ```
+  }];
+}
+
+def Sluice_ExpertCombineOp : Sluice_ExpertCollectiveOp<"expert_combine"> {
+  let summary = "returns the experts' outputs to their tokens' members: all-to-all in F and B";
+  let description = [{
+    The reverse of `sluice.expert_dispatch`: each member sends the outputs
+    its experts computed back to the members whose tokens they are, which
+    combine each token's copies with the router's weights; the backward
+    pass sends the copies' output gradients to the experts' members. The
+    operand is the received rows' (members x tokens x min(top_k, experts /
+    members)), the result the layer's tokens'.
+
+    ```mlir
+    %y = sluice.expert_combine %r over 2 : tensor<1x64x32xf32> -> tensor<1x16x32xf32>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // A shard's computation
 //===----------------------------------------------------------------------===//
 

@@ -89,8 +89,11 @@ static std::optional<StageCollectives> getStageCollectives(StageOp stage) {
   auto append = [](std::vector<std::pair<double, bool>> &to,
                    llvm::ArrayRef<ShardCollective> from) {
     for (const ShardCollective &c : from)
-      to.push_back({double(c.elements * c.elementBytes),
-                    c.kind == CollectiveKind::all_reduce});
+      // (Expert parallelism's all-to-alls cross the expert group, priced
+      // apart: expertParallel.)
+      if (c.kind != CollectiveKind::all_to_all)
+        to.push_back({double(c.elements * c.elementBytes),
+                      c.kind == CollectiveKind::all_reduce});
   };
   bool bodies = true;
   stage.getBody().walk([&](Operation *layer) {

@@ -47,8 +47,10 @@ namespace {
 /// and g; Weitkamp, 2024, "Communication Overhead").
 class BodyBuilder {
 public:
-  BodyBuilder(MLIRContext *context, int64_t shards, bool sequence)
-      : builder(context), shards(shards), sequence(sequence) {}
+  BodyBuilder(MLIRContext *context, int64_t shards, bool sequence,
+              int64_t members)
+      : builder(context), shards(shards), sequence(sequence),
+        members(members) {}
 
   /// x + out(attn(qkv(norm(x)))), then + down(act(up(norm(.)))): the
   /// column-parallel projections enter through tp_copy (all-reduce of the
@@ -72,11 +74,30 @@ public:
     x = ResidualAddOp::create(builder, loc, x.getType(), x, attention);
 
     Value in = enter(loc, norm(loc, x));
-    Value up = column(loc, in, Projection::up, ffn);
+    // Expert parallelism: the experts compute on the copies their member
+    // receives (the most any routing sends it), returned before the
+    // shards' sum.
+    auto whole = cast<RankedTensorType>(in.getType());
+    bool dispatches = spec.experts > 0 && members > 1;
+    Value rows = in;
+    if (dispatches) {
+      int64_t perToken = std::min(spec.topK, spec.experts / members);
+      rows = ExpertDispatchOp::create(
+          builder, loc,
+          reshape(whole, members * whole.getDimSize(1) * perToken,
+                  whole.getDimSize(2)),
+          in, members);
+    }
+    Value up = column(loc, rows, Projection::up, ffn);
     Value gate =
-        !spec.isGated() ? Value() : column(loc, in, Projection::gate, ffn);
+        !spec.isGated() ? Value() : column(loc, rows, Projection::gate, ffn);
     Value act = ShardActivationOp::create(builder, loc, up.getType(), up, gate);
-    Value mlp = leave(loc, row(loc, act, Projection::down, type));
+    Value partial =
+        row(loc, act, Projection::down, cast<RankedTensorType>(rows.getType()));
+    if (dispatches)
+      partial =
+          ExpertCombineOp::create(builder, loc, whole, partial, members);
+    Value mlp = leave(loc, partial);
     x = ResidualAddOp::create(builder, loc, x.getType(), x, mlp);
     LayerYieldOp::create(builder, loc, x);
   }
@@ -188,6 +209,7 @@ private:
   OpBuilder builder;
   int64_t shards;
   bool sequence;
+  int64_t members;
 };
 } // namespace
 
@@ -249,20 +271,34 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
            << layer.vocab << "-row table leaves the last of " << n
            << " tensor-parallel shards no rows";
   }
+  // Expert parallelism alone (one shard): the sparse layers' bodies spell
+  // the experts' dispatch; a second run would spell it twice.
+  int64_t members = program.getEp();
+  if (n == 1 && members > 1) {
+    WalkResult built = model->walk([&](TransformerLayerOp layer) {
+      return layer.getBody().empty() ? WalkResult::advance()
+                                     : WalkResult::interrupt();
+    });
+    if (built.wasInterrupted())
+      return program.emitOpError("already has the experts' dispatch "
+                                 "spelled in its layers' bodies");
+  }
   program.setTp(n);
   program.setSequenceParallel(sequenceParallel);
-  if (n == 1)
+  if (n == 1 && members == 1)
     return success();
   // Every layer that splits gets its shard body; a vocabulary layer that
   // Vocabulary Parallelism already split over the pipeline
-  // (sluice.vocab_input / vocab_output) keeps its own region.
-  BodyBuilder bodies(program.getContext(), n, sequenceParallel);
+  // (sluice.vocab_input / vocab_output) keeps its own region. With one
+  // shard, only the sparse layers under expert parallelism have one.
+  BodyBuilder bodies(program.getContext(), n, sequenceParallel, members);
   model->walk([&](Operation *op) {
-    if (auto layer = dyn_cast<TransformerLayerOp>(op))
+    if (auto layer = dyn_cast<TransformerLayerOp>(op)) {
+      if (n > 1 || layer.getSpec().experts > 0)
+        bodies.build(layer);
+    } else if (auto layer = dyn_cast<EmbeddingOp>(op); layer && n > 1)
       bodies.build(layer);
-    else if (auto layer = dyn_cast<EmbeddingOp>(op))
-      bodies.build(layer);
-    else if (auto layer = dyn_cast<OutputLayerOp>(op))
+    else if (auto layer = dyn_cast<OutputLayerOp>(op); layer && n > 1)
       bodies.build(layer);
   });
   return success();

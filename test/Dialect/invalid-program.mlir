@@ -574,3 +574,35 @@ sluice.program @p for @m {devices = 1, microbatches = 4, slices = 1, schedule = 
     }
   }
 }
+
+// -----
+
+// program-expert-members-differ-from-ep
+sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<f32> {
+    %emb = sluice.embedding {vocab = 64} : tensor<1x16x32xf32>
+    %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 24, norm = rmsnorm, mlp = swiglu, experts = 4, top_k = 2} : tensor<1x16x32xf32> shards 1 {
+    ^bb0(%in: tensor<1x16x32xf32>):
+      %1 = sluice.shard_norm %in : tensor<1x16x32xf32>
+      %2 = sluice.tp_copy %1 : tensor<1x16x32xf32>
+      // expected-note@+1 {{it is here}}
+      %3 = sluice.expert_dispatch %2 over 4 : tensor<1x16x32xf32> -> tensor<1x64x32xf32>
+      %4 = sluice.column_parallel <up> %3 : tensor<1x64x32xf32> -> tensor<1x64x24xf32>
+      %5 = sluice.column_parallel <gate> %3 : tensor<1x64x32xf32> -> tensor<1x64x24xf32>
+      %6 = sluice.shard_activation %4, %5 : tensor<1x64x24xf32>, tensor<1x64x24xf32>
+      %7 = sluice.row_parallel <down> %6 : tensor<1x64x24xf32> -> tensor<1x64x32xf32>
+      %8 = sluice.expert_combine %7 over 4 : tensor<1x64x32xf32> -> tensor<1x16x32xf32>
+      %9 = sluice.tp_reduce %8 : tensor<1x16x32xf32>
+      %10 = sluice.residual_add %in, %9 : tensor<1x16x32xf32>
+      sluice.layer_yield %10 : tensor<1x16x32xf32>
+    }
+    %l = sluice.output_layer %x {vocab = 64, norm = rmsnorm} : tensor<1x16x32xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %0 : tensor<f32>
+}
+// expected-error@+1 {{'sluice.program' op splits the experts over 2 replicas ('ep'), but a 'sluice.expert_dispatch' moves tokens over 4}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 ep 2 {
+  sluice.device 0 {
+  }
+}

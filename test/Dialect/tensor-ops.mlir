@@ -105,3 +105,62 @@ sluice.model @sp2 {seq_len = 16, micro_batch = 1, dtype = f32} {
   %loss = sluice.output_layer %x {vocab = 64, norm = rmsnorm} : tensor<1x16x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
+
+// Expert parallelism's dispatch and return in a sparse layer's body: one
+// shard (expert parallelism alone) and two (with tensor parallelism), 4
+// experts of which each token takes 2, over 2 members: 2 x 16 x 2 rows.
+// CHECK-LABEL: sluice.model @experts
+// CHECK:         shards 1 {
+// CHECK:           %[[D:.+]] = sluice.expert_dispatch %{{.+}} over 2 : tensor<1x16x32xf32> -> tensor<1x64x32xf32>
+// CHECK-NEXT:      sluice.column_parallel <up> %[[D]] : tensor<1x64x32xf32> -> tensor<1x64x24xf32>
+// CHECK:           %[[Y:.+]] = sluice.expert_combine %{{.+}} over 2 : tensor<1x64x32xf32> -> tensor<1x16x32xf32>
+// CHECK-NEXT:      sluice.tp_reduce %[[Y]]
+// CHECK:         shards 2 {
+// CHECK:           sluice.expert_dispatch %{{.+}} over 2 : tensor<1x16x32xf32> -> tensor<1x64x32xf32>
+sluice.model @experts {seq_len = 16, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 64} : tensor<1x16x32xf32>
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 24, norm = rmsnorm, mlp = swiglu, experts = 4, top_k = 2} : tensor<1x16x32xf32> shards 1 {
+  ^bb0(%in: tensor<1x16x32xf32>):
+    %0 = sluice.shard_norm %in : tensor<1x16x32xf32>
+    %1 = sluice.tp_copy %0 : tensor<1x16x32xf32>
+    %2 = sluice.column_parallel <qkv> %1 : tensor<1x16x32xf32> -> tensor<1x16x96xf32>
+    %3 = sluice.shard_attention %2 : tensor<1x16x96xf32> -> tensor<1x16x32xf32>
+    %4 = sluice.row_parallel <out> %3 : tensor<1x16x32xf32> -> tensor<1x16x32xf32>
+    %5 = sluice.tp_reduce %4 : tensor<1x16x32xf32>
+    %6 = sluice.residual_add %in, %5 : tensor<1x16x32xf32>
+    %7 = sluice.shard_norm %6 : tensor<1x16x32xf32>
+    %8 = sluice.tp_copy %7 : tensor<1x16x32xf32>
+    %9 = sluice.expert_dispatch %8 over 2 : tensor<1x16x32xf32> -> tensor<1x64x32xf32>
+    %10 = sluice.column_parallel <up> %9 : tensor<1x64x32xf32> -> tensor<1x64x24xf32>
+    %11 = sluice.column_parallel <gate> %9 : tensor<1x64x32xf32> -> tensor<1x64x24xf32>
+    %12 = sluice.shard_activation %10, %11 : tensor<1x64x24xf32>, tensor<1x64x24xf32>
+    %13 = sluice.row_parallel <down> %12 : tensor<1x64x24xf32> -> tensor<1x64x32xf32>
+    %14 = sluice.expert_combine %13 over 2 : tensor<1x64x32xf32> -> tensor<1x16x32xf32>
+    %15 = sluice.tp_reduce %14 : tensor<1x16x32xf32>
+    %16 = sluice.residual_add %6, %15 : tensor<1x16x32xf32>
+    sluice.layer_yield %16 : tensor<1x16x32xf32>
+  }
+  %y = sluice.transformer_layer %x {heads = 4, kv_heads = 4, ffn = 24, norm = rmsnorm, mlp = swiglu, experts = 4, top_k = 2} : tensor<1x16x32xf32> shards 2 {
+  ^bb0(%in: tensor<1x16x32xf32>):
+    %0 = sluice.shard_norm %in : tensor<1x16x32xf32>
+    %1 = sluice.tp_copy %0 : tensor<1x16x32xf32>
+    %2 = sluice.column_parallel <qkv> %1 : tensor<1x16x32xf32> -> tensor<1x16x48xf32>
+    %3 = sluice.shard_attention %2 : tensor<1x16x48xf32> -> tensor<1x16x16xf32>
+    %4 = sluice.row_parallel <out> %3 : tensor<1x16x16xf32> -> tensor<1x16x32xf32>
+    %5 = sluice.tp_reduce %4 : tensor<1x16x32xf32>
+    %6 = sluice.residual_add %in, %5 : tensor<1x16x32xf32>
+    %7 = sluice.shard_norm %6 : tensor<1x16x32xf32>
+    %8 = sluice.tp_copy %7 : tensor<1x16x32xf32>
+    %9 = sluice.expert_dispatch %8 over 2 : tensor<1x16x32xf32> -> tensor<1x64x32xf32>
+    %10 = sluice.column_parallel <up> %9 : tensor<1x64x32xf32> -> tensor<1x64x12xf32>
+    %11 = sluice.column_parallel <gate> %9 : tensor<1x64x32xf32> -> tensor<1x64x12xf32>
+    %12 = sluice.shard_activation %10, %11 : tensor<1x64x12xf32>, tensor<1x64x12xf32>
+    %13 = sluice.row_parallel <down> %12 : tensor<1x64x12xf32> -> tensor<1x64x32xf32>
+    %14 = sluice.expert_combine %13 over 2 : tensor<1x64x32xf32> -> tensor<1x16x32xf32>
+    %15 = sluice.tp_reduce %14 : tensor<1x16x32xf32>
+    %16 = sluice.residual_add %6, %15 : tensor<1x16x32xf32>
+    sluice.layer_yield %16 : tensor<1x16x32xf32>
+  }
+  %loss = sluice.output_layer %y {vocab = 64, norm = rmsnorm} : tensor<1x16x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}

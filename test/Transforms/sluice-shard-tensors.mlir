@@ -7,6 +7,9 @@
 // RUN: sed 's/vocab = 100}/vocab = 7}/; s/vocab = 100, norm/vocab = 9, norm/' %s | not sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" 2>&1 | FileCheck %s --check-prefix=OUTVOCAB
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4 sequence-parallel=true" | FileCheck %s --check-prefix=SP
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=1 sequence-parallel=true" 2>&1 | FileCheck %s --check-prefix=SPONE
+// RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" --sluice-shard-tensors="tensor-parallel=1" | FileCheck %s --check-prefix=EXPERTS
+// RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" --sluice-shard-tensors="tensor-parallel=2 sequence-parallel=true" | FileCheck %s --check-prefix=EXPERTSTP
+// RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" --sluice-shard-tensors="tensor-parallel=1" --sluice-shard-tensors="tensor-parallel=1" 2>&1 | FileCheck %s --check-prefix=EXPERTSTWICE
 
 // Every layer spells its shard's work and its collectives (Megatron's
 // f and g, tensor-parallelism blog, "Tensor parallelism in the
@@ -126,3 +129,21 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %loss = sluice.output_layer %x1 {vocab = 100, norm = rmsnorm} : tensor<1x16x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
+
+// Expert parallelism (the program's ep, from sluice-sync-gradients): each
+// sparse layer's body spells the dispatch of its tokens' copies to the
+// experts' members before the experts' maps and their return after; with
+// one shard only the sparse layers get a body (tiny-moe's layer 3 is
+// dense), with sequence parallelism the dispatch follows the gather and
+// the return precedes the scatter.
+// EXPERTS:      sluice.transformer_layer {{.+}}experts = 4{{.+}} shards 1 {
+// EXPERTS:        sluice.expert_dispatch %{{.+}} over 2 : tensor<2x16x32xf32> -> tensor<2x64x32xf32>
+// EXPERTS:        sluice.expert_combine %{{.+}} over 2 : tensor<2x64x32xf32> -> tensor<2x16x32xf32>
+// EXPERTS:      sluice.transformer_layer {{.+}}ffn = 48{{.+}} : tensor<2x16x32xf32>{{$}}
+// EXPERTS:      sluice.program @plan for @tiny_moe {{.+}} dp 2 ep 2 {
+// EXPERTSTP:    sluice.shard_attention
+// EXPERTSTP:    sluice.tp_gather %{{.+}} : tensor<2x8x32xf32> -> tensor<2x16x32xf32>
+// EXPERTSTP-NEXT: sluice.expert_dispatch %{{.+}} over 2 : tensor<2x16x32xf32> -> tensor<2x64x32xf32>
+// EXPERTSTP:    sluice.expert_combine %{{.+}} over 2 : tensor<2x64x32xf32> -> tensor<2x16x32xf32>
+// EXPERTSTP-NEXT: sluice.tp_scatter
+// EXPERTSTWICE: error: 'sluice.program' op already has the experts' dispatch spelled in its layers' bodies

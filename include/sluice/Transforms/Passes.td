@@ -544,6 +544,24 @@ def ShardTensors : Pass<"sluice-shard-tensors", "ModuleOp"> {
     (`getShardTraffic`). The shards of a device run its instruction list
     in lockstep.
 
+    Under expert parallelism (the program's `ep`, set by
+    `sluice-sync-gradients`) each mixture-of-experts layer's body also
+    spells the experts' dispatch: `sluice.expert_dispatch` sends each
+    token's copies to its experts' members before the experts' maps
+    (an all-to-all in F and in B) and `sluice.expert_combine` returns
+    their outputs after them; with one shard only the sparse layers get a
+    body (`shards 1`), and it holds just that.
+
+    ```mlir
+    %c = sluice.tp_copy %n : tensor<1x16x32xf32>
+    %d = sluice.expert_dispatch %c over 2 : tensor<1x16x32xf32> -> tensor<1x64x32xf32>
+    %u = sluice.column_parallel <up> %d : tensor<1x64x32xf32> -> tensor<1x64x12xf32>
+    ...
+    %r = sluice.row_parallel <down> %a : tensor<1x64x12xf32> -> tensor<1x64x32xf32>
+    %y = sluice.expert_combine %r over 2 : tensor<1x64x32xf32> -> tensor<1x16x32xf32>
+    %s = sluice.tp_reduce %y : tensor<1x16x32xf32>
+    ```
+
     Every transformer layer must split: its heads and feed-forward width
     divide by `tensor-parallel`, and its key/value heads either divide by
     it or divide it -- with fewer key/value heads than shards each shard
