@@ -258,19 +258,11 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
 }
 
 double PipelineCosts::getTensorParallelTime(const sched::Work &work) const {
-  if (sched::isVocabPass(work.kind))
-    return 0;
-  return tensorParallel[(size_t(work.stage) * kKinds + size_t(work.kind)) *
-                            pipeline.slices +
-                        work.slice];
+  return sched::isVocabPass(work.kind) ? 0 : tensorParallel[getIndex(work)];
 }
 
 double PipelineCosts::getExpertParallelTime(const sched::Work &work) const {
-  if (sched::isVocabPass(work.kind))
-    return 0;
-  return expertParallel[(size_t(work.stage) * kKinds + size_t(work.kind)) *
-                            pipeline.slices +
-                        work.slice];
+  return sched::isVocabPass(work.kind) ? 0 : expertParallel[getIndex(work)];
 }
 
 double PipelineCosts::getGradientSyncTime(llvm::StringRef name) const {

@@ -353,9 +353,7 @@ public:
   double getComputeTime(const sched::Work &work) const {
     if (sched::isVocabPass(work.kind))
       return vocabCompute[size_t(work.kind) * pipeline.slices + work.slice];
-    return compute[(size_t(work.stage) * kKinds + size_t(work.kind)) *
-                       pipeline.slices +
-                   work.slice];
+    return compute[getIndex(work)];
   }
   double getCollectiveTime(const sched::CollectiveId &id) const;
   double getTransferTime(const sched::Work &work) const {
@@ -429,6 +427,13 @@ public:
 
 private:
   static constexpr size_t kKinds = sched::kNumPassKinds;
+  /// A transformer stage's pass's place in compute, tensorParallel and
+  /// expertParallel.
+  size_t getIndex(const sched::Work &work) const {
+    return (size_t(work.stage) * kKinds + size_t(work.kind)) *
+               pipeline.slices +
+           work.slice;
+  }
   VocabProfile vocab;
   std::vector<double> vocabCompute;
   sched::Pipeline pipeline;
