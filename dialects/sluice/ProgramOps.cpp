@@ -52,6 +52,13 @@ LogicalResult ProgramOp::verify() {
            << getDp();
   if (getEp() < 1)
     return emitOpError("'ep' must be positive, got ") << getEp();
+  if (std::optional<double> capacity = getExpertCapacity();
+      capacity && (getEp() < 2 || !(*capacity >= 1)))
+    return emitOpError("'capacity' = ")
+           << *capacity
+           << (getEp() < 2 ? " sizes expert parallelism's buffers, but 'ep' "
+                             "is 1"
+                           : " must be at least 1 (the balanced share)");
   if (getDp() % getEp() != 0)
     return emitOpError("'ep' = ")
            << getEp() << " splits the experts over that many data-parallel "

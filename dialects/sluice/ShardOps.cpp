@@ -122,8 +122,10 @@ LogicalResult TpScatterOp::verify() {
 }
 
 /// The members a layer's experts split over must divide them, and the
-/// received rows are members x tokens x min(top_k, experts / members) of
-/// the tokens' width (`tokens` the operand's or the result's).
+/// received rows are the tokens' width and between the balanced share
+/// (tokens x top_k) and the most any routing sends (members x tokens x
+/// min(top_k, experts / members)): the program's capacity picks within
+/// (ExpertCapacity.h). `tokens` is the operand's or the result's.
 static LogicalResult verifyExpertCollective(Operation *op, int64_t members,
                                             Type tokensType, Type rowsType) {
   auto layer = dyn_cast<TransformerLayerOp>(op->getParentOp());
@@ -138,15 +140,19 @@ static LogicalResult verifyExpertCollective(Operation *op, int64_t members,
   auto tokens = cast<RankedTensorType>(tokensType);
   auto rows = cast<RankedTensorType>(rowsType);
   int64_t perToken = std::min(spec->topK, spec->experts / members);
+  int64_t most = members * tokens.getDimSize(1) * perToken,
+          least = std::min(most, tokens.getDimSize(1) * spec->topK);
   if (tokens.getRank() != 3 || rows.getRank() != 3 ||
       tokens.getElementType() != rows.getElementType() ||
       tokens.getDimSize(0) != rows.getDimSize(0) ||
       tokens.getDimSize(2) != rows.getDimSize(2) ||
-      rows.getDimSize(1) != members * tokens.getDimSize(1) * perToken)
+      rows.getDimSize(1) < least || rows.getDimSize(1) > most)
     return op->emitOpError("the received rows ")
-           << rowsType << " are not " << members << " x "
-           << tokens.getDimSize(1) << " tokens x " << perToken
-           << " copies of " << tokensType << "'s rows";
+           << rowsType << " are not " << tokensType
+           << "'s rows: between its tokens x " << spec->topK
+           << " copies (the balanced share, " << least << ") and " << members
+           << " x its tokens x " << perToken << " (every routing, " << most
+           << ")";
   return success();
 }
 

@@ -443,7 +443,10 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     exchanged first, inside the layer's F and B); the experts' gradients
     are summed over the dp / ep replicas that hold the same experts, the
     other gradients over all `dp`. `ep` divides `dp` and every sparse
-    layer's expert count.
+    layer's expert count. `capacity C` (at least 1) sizes what a member's
+    experts compute on for C times the balanced share of copies (tokens x
+    top_k) instead of the most any routing sends; a step whose routing
+    sends a member more is refused.
 
     `sluice-simulate` records what it predicts for one step under the
     cost model: `step_time` (seconds), `bubble_ratio` (idle device time
@@ -507,6 +510,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$dp,
                        DefaultValuedAttr<I64Attr, "0">:$zero,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$ep,
+                       OptionalAttr<Sluice_RealAttr>:$expert_capacity,
                        UnitAttr:$sequence_parallel,
                        // Set by sluice-simulate.
                        OptionalAttr<Sluice_RealAttr>:$step_time,
@@ -523,6 +527,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                    "ScheduleKind":$schedule), [{
       build($_builder, $_state, name, model, devices, microbatches, slices,
             schedule, /*tp=*/1, /*dp=*/1, /*zero=*/0, /*ep=*/1,
+            /*expert_capacity=*/nullptr,
             /*sequence_parallel=*/false, /*step_time=*/nullptr,
             /*bubble_ratio=*/nullptr, /*peak_activation=*/nullptr,
             /*peak_activation_until_w=*/nullptr, /*mfu=*/nullptr);
@@ -533,7 +538,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     `microbatches` `=` $microbatches `,` `slices` `=` $slices `,`
     `schedule` `=` custom<ScheduleName>($schedule) `}` (`tp` $tp^)?
     (`sequence_parallel` $sequence_parallel^)? (`dp` $dp^)? (`zero` $zero^)?
-    (`ep` $ep^)? attr-dict-with-keyword $body
+    (`ep` $ep^)? (`capacity` $expert_capacity^)? attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
 }

@@ -210,6 +210,7 @@ ModelConfig getWholeModel(const ModelConfig &model) {
   whole.sequenceShards = 1;
   whole.tensorShards = 1;
   whole.expertShards = 1;
+  whole.expertCapacity = 0;
   for (LayerConfig &l : whole.layers) {
     l.sharded = false;
     l.vocabShards = 1;

@@ -79,6 +79,7 @@ void CompileRequest::fillPipelineOptions(SluicePipelineOptions &o) const {
   o.dp = dp;
   o.zero = zero;
   o.ep = ep;
+  o.expertCapacity = expertCapacity;
   o.tp = tp;
   o.sequenceParallel = sequenceParallel;
   o.planBuffers = emit == EmitKind::Plan;
@@ -122,6 +123,15 @@ static bool checkPipeline(const CompileRequest &r) {
   if (r.dp % r.ep != 0) {
     fail("--ep " + Twine(r.ep) + " must divide --dp " + Twine(r.dp) +
          ": each expert group is ep of the data-parallel replicas");
+    return false;
+  }
+  if (r.expertCapacity != 0 && (r.ep < 2 || !(r.expertCapacity >= 1))) {
+    std::string capacity;
+    llvm::raw_string_ostream(capacity) << llvm::format("%g", r.expertCapacity);
+    fail("--expert-capacity " + capacity +
+         (r.ep < 2 ? " sizes expert parallelism's buffers: it needs --ep of "
+                     "at least 2"
+                   : " must be at least 1 (the balanced share; 0: dropless)"));
     return false;
   }
 

@@ -239,6 +239,8 @@ private:
       json.attribute("zero", program.getZero());
     if (program.getEp() != 1)
       json.attribute("ep", program.getEp());
+    if (std::optional<double> capacity = program.getExpertCapacity())
+      json.attribute("expert_capacity", *capacity);
     if (program.getSequenceParallel())
       json.attribute("sequence_parallel", true);
   }

@@ -140,7 +140,7 @@ void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
 
 void mlir::sluice::buildLoweringPipeline(OpPassManager &pm,
                                          const SluicePipelineOptions &o) {
-  pm.addPass(createSyncGradients({o.dp, o.zero, o.ep}));
+  pm.addPass(createSyncGradients({o.dp, o.zero, o.ep, o.expertCapacity}));
   pm.addPass(createShardTensors({o.tp, o.sequenceParallel}));
   if (o.simulate)
     pm.addPass(o.consumeSimulation

@@ -200,7 +200,8 @@ public:
         // member its experts' (the copies it may receive).
         config(rt::getTensorShardModel(
             getModelConfig(model), int(program.getTp()),
-            program.getSequenceParallel(), int(program.getEp()))),
+            program.getSequenceParallel(), int(program.getEp()),
+            program.getExpertCapacity().value_or(0))),
         lengths(getSliceLengths(program, model)),
         stageLayers(getStageLayerIndices(model)), index(this->pipeline),
         lastUse(kNumValueKinds * index.size()),

@@ -28,6 +28,7 @@
 
 #include "ForEachPass.h"
 
+#include "sluice/Blocks/ExpertCapacity.h"
 #include "sluice/Blocks/Feature.h"
 #include "sluice/PipelineIR/PipelineIR.h"
 
@@ -48,9 +49,9 @@ namespace {
 class BodyBuilder {
 public:
   BodyBuilder(MLIRContext *context, int64_t shards, bool sequence,
-              int64_t members)
+              int64_t members, double capacity)
       : builder(context), shards(shards), sequence(sequence),
-        members(members) {}
+        members(members), capacity(capacity) {}
 
   /// x + out(attn(qkv(norm(x)))), then + down(act(up(norm(.)))): the
   /// column-parallel projections enter through tp_copy (all-reduce of the
@@ -80,14 +81,14 @@ public:
     auto whole = cast<RankedTensorType>(in.getType());
     bool dispatches = spec.experts > 0 && members > 1;
     Value rows = in;
-    if (dispatches) {
-      int64_t perToken = std::min(spec.topK, spec.experts / members);
+    if (dispatches)
       rows = ExpertDispatchOp::create(
           builder, loc,
-          reshape(whole, members * whole.getDimSize(1) * perToken,
+          reshape(whole,
+                  ::sluice::blocks::moe::getExpertRows(
+                      whole.getDimSize(1), spec, int(members), capacity),
                   whole.getDimSize(2)),
           in, members);
-    }
     Value up = column(loc, rows, Projection::up, ffn);
     Value gate =
         !spec.isGated() ? Value() : column(loc, rows, Projection::gate, ffn);
@@ -210,6 +211,7 @@ private:
   int64_t shards;
   bool sequence;
   int64_t members;
+  double capacity;
 };
 } // namespace
 
@@ -291,7 +293,8 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
   // Vocabulary Parallelism already split over the pipeline
   // (sluice.vocab_input / vocab_output) keeps its own region. With one
   // shard, only the sparse layers under expert parallelism have one.
-  BodyBuilder bodies(program.getContext(), n, sequenceParallel, members);
+  BodyBuilder bodies(program.getContext(), n, sequenceParallel, members,
+                     program.getExpertCapacity().value_or(0));
   model->walk([&](Operation *op) {
     if (auto layer = dyn_cast<TransformerLayerOp>(op)) {
       if (n > 1 || layer.getSpec().experts > 0)

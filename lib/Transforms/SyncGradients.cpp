@@ -28,7 +28,8 @@ using namespace mlir::sluice;
 
 LogicalResult mlir::sluice::syncGradients(ProgramOp program,
                                           int64_t dataParallel, int64_t zero,
-                                          int64_t expertParallel) {
+                                          int64_t expertParallel,
+                                          double expertCapacity) {
   if (zero != 0 && zero != 1)
     return program.emitOpError("cannot use ZeRO stage ")
            << zero << ": Sluice runs 0 (none) or 1 (sharded optimizer state)";
@@ -61,7 +62,14 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
         !why.empty())
       return program.emitOpError(why);
   }
+  if (expertCapacity != 0 && (expertParallel < 2 || !(expertCapacity >= 1)))
+    return program.emitOpError("cannot size the experts' copies at ")
+           << expertCapacity << " times the balanced share: "
+           << (expertParallel < 2 ? "there is no expert parallelism"
+                                  : "it must be at least 1");
   OpBuilder builder(program.getContext());
+  if (expertCapacity != 0)
+    program.setExpertCapacityAttr(builder.getF64FloatAttr(expertCapacity));
   program.setDp(dataParallel);
   program.setZero(zero);
   program.setEp(expertParallel);
@@ -111,7 +119,8 @@ struct SyncGradientsPass : ForEachPass<ProgramOp, SyncGradientsPass,
                                        mlir::sluice::impl::SyncGradientsBase> {
   using ForEachPass::ForEachPass;
   LogicalResult apply(ProgramOp program) {
-    return syncGradients(program, dataParallel, zero, expertParallel);
+    return syncGradients(program, dataParallel, zero, expertParallel,
+                         expertCapacity);
   }
 };
 } // namespace

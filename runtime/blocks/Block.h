@@ -91,9 +91,9 @@ struct TensorGroup {
 /// all-to-all (sendCounts[q] elements of `send` to member q, in member
 /// order; recvCounts[q] from member q into `recv`), reading and writing
 /// `count` i32 between the device and the host after the stage stream's
-/// work so far, and `fail`, which keeps why a routing cannot run for the
-/// executor to end the step with (the pass goes on: every member must
-/// reach the same collectives).
+/// work so far, `anyOf` (whether any member says true), and `fail`, which
+/// keeps why a routing cannot run for the executor to end the step with
+/// (the pass goes on, its collectives skipped by every member alike).
 struct ExpertGroup {
   int member = 0, members = 1;
   std::function<void(DevicePtr send, const std::vector<int64_t> &sendCounts,
@@ -101,6 +101,7 @@ struct ExpertGroup {
       allToAll;
   std::function<void(DevicePtr from, int64_t count, int32_t *to)> read;
   std::function<void(const int32_t *from, int64_t count, DevicePtr to)> write;
+  std::function<bool(bool)> anyOf;
   std::function<void(const std::string &why)> fail;
 };
 /// The parameters the block's core and the vocabulary layers read: the

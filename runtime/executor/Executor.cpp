@@ -471,6 +471,8 @@ Status Executor::runExec(size_t i, float lossScale) {
     return st;
   if (Status st = tensorSums.takeFailure(); !st)
     return st;
+  if (Status st = expertParallel.takeFailure(); !st)
+    return st;
   profiler.getEnd(i)->record(compute);
   return Status::ok();
 }

@@ -35,15 +35,15 @@ void ExpertParallel::allToAll(DevicePtr send,
   std::unique_ptr<Request> request =
       group->allToAllAsync(send, sendCounts, recv, recvCounts, 0, compute);
   if (!request)
-    fail("this transport has no all-to-all");
+    abortWith("this transport has no all-to-all");
   if (Status st = transfers.await(*request, compute); !st)
-    fail(st.message());
+    abortWith(st.message());
 }
 
-void ExpertParallel::fail(const std::string &why) {
-  // Every member waits in the same collectives: one that cannot go on
-  // ends the job, with why (a routing that overflows the buffers, a
-  // failed transfer), rather than leave the others waiting.
+void ExpertParallel::abortWith(const std::string &why) {
+  // Every member waits in the same collectives: one that cannot go on (a
+  // failed transfer) ends the job, with why, rather than leave the others
+  // waiting.
   std::fprintf(stderr,
                "sluice-run: error: expert parallelism, member %d of %d: %s\n",
                group->rank(), group->size(), why.c_str());
@@ -66,15 +66,28 @@ block::ExpertGroup ExpertParallel::getCalls() {
   calls.read = [this](DevicePtr from, int64_t count, int32_t *to) {
     device.download(to, from, count * int64_t(sizeof(int32_t)), compute);
     if (Status st = compute.synchronize(); !st)
-      fail(st.message());
+      abortWith(st.message());
   };
   calls.write = [this](const int32_t *from, int64_t count, DevicePtr to) {
     device.upload(to, from, count * int64_t(sizeof(int32_t)), compute);
     // The host's values stay valid until the stream has copied them.
     if (Status st = compute.synchronize(); !st)
-      fail(st.message());
+      abortWith(st.message());
   };
-  calls.fail = [this](const std::string &why) { fail(why); };
+  calls.anyOf = [this](bool mine) {
+    double any = mine ? 1.0 : 0.0;
+    if (!enabled)
+      return mine;
+    if (Status st = group->allReduceMax(&any, 1); !st)
+      abortWith(st.message());
+    return any > 0;
+  };
+  // Kept for the executor, which ends the step after the pass; the first
+  // refusal of the step is the one reported.
+  calls.fail = [this](const std::string &why) {
+    if (failure)
+      failure = Status::error(why);
+  };
   return calls;
 }
 

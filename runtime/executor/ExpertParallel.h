@@ -42,6 +42,14 @@ public:
   /// from the others), so a pass times this member's routing and experts.
   void setEnabled(bool on) { enabled = on; }
 
+  /// The first routing refused since the last take (a member's experts
+  /// received more copies than the plan's capacity), if any.
+  Status takeFailure() {
+    Status st = failure;
+    failure = Status::ok();
+    return st;
+  }
+
   /// `value` summed over the expert group (host values).
   Status sumOverGroup(double &value) {
     return group ? group->allReduceSum(&value, 1) : Status::ok();
@@ -52,7 +60,7 @@ public:
   static bool isExpertParameter(const ParameterSpec &spec);
 
 private:
-  [[noreturn]] void fail(const std::string &why);
+  [[noreturn]] void abortWith(const std::string &why);
   void allToAll(DevicePtr send, const std::vector<int64_t> &sendCounts,
                 DevicePtr recv, const std::vector<int64_t> &recvCounts);
 
@@ -63,6 +71,7 @@ private:
   Stream &compute;
   TransferEngine &transfers;
   bool enabled = true;
+  Status failure = Status::ok();
 };
 
 } // namespace sluice::rt

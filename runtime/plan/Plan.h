@@ -102,8 +102,10 @@ struct Plan {
   int zero = 0;
   /// Expert parallelism: each sparse layer's experts split over ep
   /// consecutive replicas (an expert group; shardModel.expertShards);
-  /// divides dp.
+  /// divides dp. `expertCapacity`: what a member's experts compute on, as
+  /// a multiple of the balanced share (0: dropless; ModelConfig's).
   int ep = 1;
+  double expertCapacity = 0;
   int microbatches = 0;
   std::vector<int64_t> slices; // token lengths
   bool splitBackward = false;

@@ -200,6 +200,17 @@ void readMesh(const json &mesh, Plan &plan) {
         !why.empty())
       fail("the mesh's ep = " + std::to_string(plan.ep) + ": model " + why);
   }
+  if (mesh.contains("expert_capacity")) {
+    const json &capacity = mesh["expert_capacity"];
+    if (!capacity.is_number())
+      fail("mesh: 'expert_capacity' must be a number, got " +
+           capacity.dump());
+    plan.expertCapacity = capacity.get<double>();
+    if (plan.ep < 2 || !(plan.expertCapacity >= 1))
+      fail("mesh: 'expert_capacity' = " + capacity.dump() +
+           (plan.ep < 2 ? " sizes expert parallelism's buffers, but ep = 1"
+                        : " must be at least 1 (the balanced share)"));
+  }
   if (pp != plan.devices)
     fail("the mesh's pp = " + std::to_string(pp) + " is not the plan's " +
          std::to_string(plan.devices) + " devices");
@@ -444,7 +455,8 @@ void readPlan(const json &j, Plan &plan) {
   if (j.contains("mesh"))
     readMesh(j.at("mesh"), plan);
   plan.shardModel =
-      getTensorShardModel(plan.model, plan.tp, plan.sequenceParallel, plan.ep);
+      getTensorShardModel(plan.model, plan.tp, plan.sequenceParallel, plan.ep,
+                          plan.expertCapacity);
   plan.splitBackward = flag(j, "split_backward", "plan");
   for (const json &length : field(j, "slices", "plan"))
     plan.slices.push_back(

@@ -606,3 +606,21 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
   sluice.device 0 {
   }
 }
+
+// -----
+
+// program-capacity-below-the-balanced-share
+// expected-error@+1 {{'sluice.program' op 'capacity' = 5.000000e-01 must be at least 1 (the balanced share)}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 ep 2 capacity 5.000000e-01 {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// program-capacity-without-expert-parallelism
+// expected-error@+1 {{'sluice.program' op 'capacity' = 2.000000e+00 sizes expert parallelism's buffers, but 'ep' is 1}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 capacity 2.000000e+00 {
+  sluice.device 0 {
+  }
+}

@@ -551,7 +551,7 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
 
 // -----
 
-// expert-dispatch-rows-not-the-capacity
+// expert-dispatch-rows-below-the-balanced-share
 sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 64} : tensor<1x16x32xf32>
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 24, norm = rmsnorm, mlp = swiglu, experts = 4, top_k = 2} : tensor<1x16x32xf32> shards 2 {
@@ -565,13 +565,13 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
     %6 = sluice.residual_add %in, %5 : tensor<1x16x32xf32>
     %7 = sluice.shard_norm %6 : tensor<1x16x32xf32>
     %8 = sluice.tp_copy %7 : tensor<1x16x32xf32>
-    // expected-error@+1 {{'sluice.expert_dispatch' op the received rows 'tensor<1x32x32xf32>' are not 2 x 16 tokens x 2 copies of 'tensor<1x16x32xf32>''s rows}}
-    %9 = sluice.expert_dispatch %8 over 2 : tensor<1x16x32xf32> -> tensor<1x32x32xf32>
-    %10 = sluice.column_parallel <up> %9 : tensor<1x32x32xf32> -> tensor<1x32x12xf32>
-    %11 = sluice.column_parallel <gate> %9 : tensor<1x32x32xf32> -> tensor<1x32x12xf32>
-    %12 = sluice.shard_activation %10, %11 : tensor<1x32x12xf32>, tensor<1x32x12xf32>
-    %13 = sluice.row_parallel <down> %12 : tensor<1x32x12xf32> -> tensor<1x32x32xf32>
-    %14 = sluice.expert_combine %13 over 2 : tensor<1x32x32xf32> -> tensor<1x16x32xf32>
+    // expected-error@+1 {{'sluice.expert_dispatch' op the received rows 'tensor<1x8x32xf32>' are not 'tensor<1x16x32xf32>''s rows: between its tokens x 2 copies (the balanced share, 32) and 2 x its tokens x 2 (every routing, 64)}}
+    %9 = sluice.expert_dispatch %8 over 2 : tensor<1x16x32xf32> -> tensor<1x8x32xf32>
+    %10 = sluice.column_parallel <up> %9 : tensor<1x8x32xf32> -> tensor<1x8x12xf32>
+    %11 = sluice.column_parallel <gate> %9 : tensor<1x8x32xf32> -> tensor<1x8x12xf32>
+    %12 = sluice.shard_activation %10, %11 : tensor<1x8x12xf32>, tensor<1x8x12xf32>
+    %13 = sluice.row_parallel <down> %12 : tensor<1x8x12xf32> -> tensor<1x8x32xf32>
+    %14 = sluice.expert_combine %13 over 2 : tensor<1x8x32xf32> -> tensor<1x16x32xf32>
     %15 = sluice.tp_reduce %14 : tensor<1x16x32xf32>
     %16 = sluice.residual_add %6, %15 : tensor<1x16x32xf32>
     sluice.layer_yield %16 : tensor<1x16x32xf32>

@@ -10,6 +10,7 @@
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" --sluice-shard-tensors="tensor-parallel=1" | FileCheck %s --check-prefix=EXPERTS
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" --sluice-shard-tensors="tensor-parallel=2 sequence-parallel=true" | FileCheck %s --check-prefix=EXPERTSTP
 // RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" --sluice-shard-tensors="tensor-parallel=1" --sluice-shard-tensors="tensor-parallel=1" 2>&1 | FileCheck %s --check-prefix=EXPERTSTWICE
+// RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2 expert-capacity=1.5" --sluice-shard-tensors="tensor-parallel=1" | FileCheck %s --check-prefix=CAPACITY
 
 // Every layer spells its shard's work and its collectives (Megatron's
 // f and g, tensor-parallelism blog, "Tensor parallelism in the
@@ -147,3 +148,7 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
 // EXPERTSTP:    sluice.expert_combine %{{.+}} over 2 : tensor<2x64x32xf32> -> tensor<2x16x32xf32>
 // EXPERTSTP-NEXT: sluice.tp_scatter
 // EXPERTSTWICE: error: 'sluice.program' op already has the experts' dispatch spelled in its layers' bodies
+// With an expert capacity the received rows are that many times the
+// balanced share (1.5 x 16 tokens x 2 copies), not the dropless bound.
+// CAPACITY:     sluice.expert_dispatch %{{.+}} over 2 : tensor<2x16x32xf32> -> tensor<2x48x32xf32>
+// CAPACITY:     sluice.program @plan for @tiny_moe {{.+}} dp 2 ep 2 capacity 1.500000e+00 {

@@ -89,6 +89,14 @@ cl::opt<int64_t> ep("ep",
                              "sparse layer's experts; tokens reach their "
                              "experts by all-to-all)"),
                     cl::init(1), cl::value_desc("E"), cl::cat(category));
+cl::opt<double> expertCapacity(
+    "expert-capacity",
+    cl::desc("With --ep: size what each member's experts compute on for C "
+             "times the balanced share of token copies (at least 1) instead "
+             "of the most any routing sends (0, the default: dropless); a "
+             "step whose routing sends a member more stops with the expert "
+             "named"),
+    cl::init(0), cl::value_desc("C"), cl::cat(category));
 cl::opt<int64_t> tp("tp",
                     cl::desc("Tensor-parallel shards of each pipeline "
                              "device, splitting every transformer layer"),
@@ -260,6 +268,7 @@ static CompileRequest getRequest() {
   r.expandPlan = expandPlan;
   r.printPipeline = printPipeline;
   r.pp = pp, r.dp = dp, r.zero = zero, r.tp = tp, r.ep = ep;
+  r.expertCapacity = expertCapacity;
   r.sequenceParallel = sequenceParallel;
   r.microbatches = microbatches;
   r.microbatchesGiven = microbatches.getNumOccurrences();

@@ -50,8 +50,10 @@ struct CompileRequest {
 
   // The pipeline (sluice-pipeline's options of the same names).
   int64_t pp = 0, dp = 1, zero = 0, tp = 1;
-  /// --ep: expert-parallel members of the dp replicas (1: none).
+  /// --ep: expert-parallel members of the dp replicas (1: none); and
+  /// --expert-capacity (0: dropless).
   int64_t ep = 1;
+  double expertCapacity = 0;
   bool sequenceParallel = false;
   int64_t microbatches = 0;
   bool microbatchesGiven = false;

@@ -229,6 +229,11 @@ struct ModelConfig {
   /// sparse layers split their experts over (each holds experts / this
   /// many; checkExpertParallel holds); 1: every replica holds them all.
   int expertShards = 1;
+  /// The copies a member's experts compute on, as a multiple of the
+  /// balanced share (tokens x top_k): at least 1; 0: the most any routing
+  /// sends (dropless whatever the routing). A routing that sends a member
+  /// more is refused.
+  double expertCapacity = 0;
   /// The numerics every layer shares (the model op's `norm_eps`,
   /// `exact_gelu`): every norm's epsilon; GELU as x * Phi(x) instead of
   /// the tanh approximation.
@@ -455,14 +460,18 @@ inline int64_t getShardKvHeads(const LayerConfig &l, int tp) {
 /// split by tokens too (ModelConfig::sequenceShards = tp). Its sparse
 /// layers' experts split over `expertShards` members of an expert group
 /// (ModelConfig::expertShards; the layers keep their whole `experts`,
-/// which the router scores). checkTensorParallel must accept `model` and
-/// `tp`, checkExpertParallel `expertShards`.
+/// which the router scores), each member's experts computing on
+/// `expertCapacity` times the balanced share of copies (0: the dropless
+/// bound). checkTensorParallel must accept `model` and `tp`,
+/// checkExpertParallel `expertShards`.
 inline ModelConfig getTensorShardModel(ModelConfig model, int tp,
                                        bool sequenceParallel = false,
-                                       int expertShards = 1) {
+                                       int expertShards = 1,
+                                       double expertCapacity = 0) {
   model.sequenceShards = sequenceParallel ? tp : 1;
   model.tensorShards = tp;
   model.expertShards = expertShards;
+  model.expertCapacity = expertCapacity;
   for (LayerConfig &l : model.layers)
     if (splitsVocabulary(l, tp))
       l.vocabShards = tp;

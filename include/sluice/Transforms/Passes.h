@@ -132,7 +132,8 @@ LogicalResult planBuffers(ProgramOp program);
 /// replicas, a grad_sync after each stage's and shard's last pass, the
 /// experts split over `expertParallel` of them.
 LogicalResult syncGradients(ProgramOp program, int64_t dataParallel,
-                            int64_t zero = 0, int64_t expertParallel = 1);
+                            int64_t zero = 0, int64_t expertParallel = 1,
+                            double expertCapacity = 0);
 
 /// What sluice-shard-tensors does to one program: checks that every layer
 /// splits over `tensorParallel` shards, gives each its shard body (the

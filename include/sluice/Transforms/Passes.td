@@ -513,6 +513,9 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
            "ZeRO stage: 1 shards the optimizer state over the replicas">,
     Option<"expertParallel", "expert-parallel", "int64_t", /*default=*/"1",
            "replicas each sparse layer's experts split over">,
+    Option<"expertCapacity", "expert-capacity", "double", /*default=*/"0",
+           "a member's experts' copies as a multiple of the balanced share "
+           "(0: the most any routing sends)">,
   ];
 }
 

@@ -94,6 +94,11 @@ struct SluicePipelineOptions
                                     "replicas) each sparse layer's experts "
                                     "split over"),
                      llvm::cl::init(1)};
+  Option<double> expertCapacity{
+      *this, "expert-capacity",
+      llvm::cl::desc("a member's experts' copies as a multiple of the "
+                     "balanced share (0: dropless)"),
+      llvm::cl::init(0)};
   Option<int64_t> tp{*this, "tp",
                      llvm::cl::desc("tensor-parallel shards per device"),
                      llvm::cl::init(1)};

@@ -28,13 +28,15 @@
 // copies' output gradients the same way and returns their input
 // gradients; W reads the rows F received and B's gradients there, with no
 // communication. The rows a member receives are data; the plan sizes the
-// state for the most any routing sends it (Capacity.h).
+// state for the most any routing sends it (sluice/Blocks/ExpertCapacity.h).
 //
 //===----------------------------------------------------------------------===//
 
-#include "Capacity.h"
+#include "sluice/Blocks/ExpertCapacity.h"
 #include "ExpertDispatch.h"
 #include "Slots.h"
+
+#include <cstdio>
 
 namespace sluice::rt::block {
 namespace {
@@ -63,6 +65,12 @@ public:
       Exchange e = getExchange(c, z);
       k.moeGather(t.x, r.order, z.rt, z.k, z.h, e.tokens);
       Dispatch d = dispatch(c, z, r, /*exchange=*/true);
+      if (d.refused) {
+        // Every member skips the rows' all-to-alls alike; the executor
+        // ends the step with the refusal after this pass.
+        k.fill(t.out, 0.0, z.rt * z.h);
+        return;
+      }
       c.seams.getExperts().allToAll(e.tokens, d.send, e.source, d.recv);
       regroup(c, z, d, e.source, x.in, /*toExperts=*/true);
       runExperts(c, z, d.offsets, d.received, x.in, x, e.experts);
@@ -114,6 +122,10 @@ public:
       k.moeCombineBackward(c.region(2), r.position, r.weights, t.grad, z.rt,
                            z.k, z.h, e.tokenGrads, dweights);
       Dispatch d = dispatch(c, z, r, /*exchange=*/false);
+      if (d.refused) {
+        k.fill(t.out, 0.0, z.rt * z.h);
+        return true;
+      }
       c.seams.getExperts().allToAll(e.tokenGrads, d.send, e.source, d.recv);
       regroup(c, z, d, e.source, drows, /*toExperts=*/true);
       expertsBackward(c, z, d.offsets, d.received, drows, x, dact, dgate, dup,
@@ -196,7 +208,7 @@ public:
   }
 
 private:
-  /// `rows`: the rows the member's experts compute on (Capacity.h; the
+  /// `rows`: the rows the member's experts compute on (ExpertCapacity.h; the
   /// copies without expert parallelism), `members` the expert group's.
   struct Sizes {
     int64_t rt, h, f, experts, k, copies, fs, rows;
@@ -212,7 +224,8 @@ private:
             k,
             rt * k,
             c.layer.sharedFfn,
-            blocks::moe::getExpertRows(rt, c.layer, members),
+            blocks::moe::getExpertRows(rt, c.layer, members,
+                                       c.model.expertCapacity),
             members};
   }
 
@@ -310,10 +323,15 @@ private:
     std::vector<ExpertDispatch::Block> blocks;
     int64_t received = 0;
     DevicePtr offsets;
+    /// A member's experts received more copies than the plan sized them
+    /// for (its capacity): every member of the group says so alike.
+    bool refused = false;
   };
   /// Plans it from the routing's counts: F (`exchange`) tells every member
   /// its copies' counts and keeps what it received and the local offsets
-  /// in the routing state; B reads them there.
+  /// in the routing state; B reads them there. Below the dropless bound
+  /// (ModelConfig::expertCapacity) the group first agrees whether any
+  /// member overflows, so that all skip the rows' all-to-alls together.
   static Dispatch dispatch(const SlotContext &c, const Sizes &z,
                            const Routing &r, bool exchange) {
     const ExpertGroup &g = c.seams.getExperts();
@@ -335,8 +353,18 @@ private:
         std::vector<int64_t>(sent.begin(), sent.end()),
         std::vector<int64_t>(received.begin(), received.end()), z.members,
         g.member, z.rows, plan);
-    if (!why.empty())
-      g.fail(why); // ends the run: the rows would not fit
+    bool sized = c.model.expertCapacity > 0;
+    if (sized ? g.anyOf(!why.empty()) : !why.empty()) {
+      Dispatch refused;
+      refused.refused = true;
+      g.fail(why.empty() ? "expert parallelism: another member of the "
+                           "expert group received more token copies than "
+                           "the plan's capacity (its rank says which)"
+                         : why + "; the plan's --expert-capacity is " +
+                               formatCapacity(c.model.expertCapacity) +
+                               " (0: dropless)");
+      return refused;
+    }
     if (exchange) {
       std::vector<int32_t> first(plan.localOffsets.begin(),
                                  plan.localOffsets.end());
@@ -351,6 +379,11 @@ private:
     d.received = plan.localOffsets.back();
     d.offsets = at.offsets;
     return d;
+  }
+  static std::string formatCapacity(double capacity) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", capacity);
+    return text;
   }
   /// The received rows `source` (source-major) into `experts`
   /// (expert-major), or back.

@@ -36,7 +36,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Capacity.h"
+#include "sluice/Blocks/ExpertCapacity.h"
 #include "sluice/Blocks/Feature.h"
 
 namespace sluice::blocks {
@@ -191,7 +191,8 @@ public:
     const LayerConfig &l = shape.layer;
     int members = shape.model.expertShards;
     int64_t rt = s.rows * s.tokens, copies = rt * l.topK, h = shape.hidden();
-    int64_t rows = moe::getExpertRows(rt, l, members);
+    int64_t rows =
+        moe::getExpertRows(rt, l, members, shape.model.expertCapacity);
     int64_t fs = l.sharedFfn;
     if (state == State::Forward) {
       fn(0,
@@ -229,7 +230,8 @@ public:
     int64_t fixed = 2 * copies + 2 * rt * l.experts + 2 * rt + rt * l.sharedFfn;
     if (members <= 1)
       return fixed + copies * h + copies * l.ffn;
-    int64_t rows = moe::getExpertRows(rt, l, members);
+    int64_t rows =
+        moe::getExpertRows(rt, l, members, shape.model.expertCapacity);
     return fixed + 2 * copies * h + 2 * rows * h + rows * l.ffn;
   }
 
