@@ -2,6 +2,7 @@
 
 #include "ExpertParallel.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -23,13 +24,19 @@ void ExpertParallel::allToAll(DevicePtr send,
                               const std::vector<int64_t> &recvCounts) {
   int me = group->rank();
   if (!enabled) {
-    // Alone: this member's own part to itself.
-    int64_t from = 0, to = 0;
-    for (int q = 0; q < me; ++q) {
-      from += sendCounts[size_t(q)];
-      to += recvCounts[size_t(q)];
+    // Alone: this member's own part to itself, nothing from the others
+    // (their counts read as zero, so no rows are expected from them).
+    int64_t from = 0, to = 0, total = 0;
+    for (int q = 0; q < int(recvCounts.size()); ++q) {
+      if (q < me) {
+        from += sendCounts[size_t(q)];
+        to += recvCounts[size_t(q)];
+      }
+      total += recvCounts[size_t(q)];
     }
-    kernels.copy(recv + to, send + from, sendCounts[size_t(me)]);
+    kernels.fill(recv, 0.0, total);
+    kernels.copy(recv + to, send + from,
+                 std::min(sendCounts[size_t(me)], recvCounts[size_t(me)]));
     return;
   }
   std::unique_ptr<Request> request =
