@@ -49,6 +49,11 @@ std::string describeMesh(const Plan &plan, bool reference) {
     os << ", sequence parallel";
   if (plan.zero > 0)
     os << ", ZeRO-" << plan.zero;
+  if (plan.ep > 1) {
+    os << ", experts over " << plan.ep << " replicas";
+    if (plan.expertCapacity > 0)
+      os << " (capacity " << plan.expertCapacity << "x the balanced share)";
+  }
   os << ", " << plan.schedule;
   return os.str();
 }
