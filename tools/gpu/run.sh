@@ -67,6 +67,11 @@
 #      (tiny-moe, pp 2 x dp 2 x ep 2, zb-h1: the dispatch's all-to-alls as
 #      grouped sends on the compute stream), fp32 exact and bf16 in band
 #      (about 20 s each);
+#   2b. (added 2026-11-29, issue 53 -> 58) a mixture of experts' step in
+#      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
+#      first fp8 MoE run on a GPU should time the experts against the
+#      dense maps before an fp8 grouped GEMM is written (docs/moe.md,
+#      "Next");
 #   3. `run.sh BUNDLE calibrate` (about 30 s; added 2026-11-28): one
 #      405B-sized layer's F, B and W; then, on the CPU,
 #      `bash bench/llama405-calibrate.sh OUT/bench-layer-405b.txt` predicts
