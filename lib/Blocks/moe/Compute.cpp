@@ -28,7 +28,9 @@
 // copies' output gradients the same way and returns their input
 // gradients; W reads the rows F received and B's gradients there, with no
 // communication. The rows a member receives are data; the plan sizes the
-// state for the most any routing sends it (sluice/Blocks/ExpertCapacity.h).
+// state for the most any routing sends it, or for the plan's capacity, a
+// routing beyond which every member refuses alike
+// (sluice/Blocks/ExpertCapacity.h).
 //
 //===----------------------------------------------------------------------===//
 
