@@ -14,10 +14,6 @@ ExpertParallel::ExpertParallel(const Plan &plan, Communicator *group,
       kernels(device.getKernels(StreamKind::Compute)),
       compute(device.getStream(StreamKind::Compute)), transfers(transfers) {}
 
-bool ExpertParallel::isExpertParameter(const ParameterSpec &spec) {
-  return spec.expertShare;
-}
-
 void ExpertParallel::allToAll(DevicePtr send,
                               const std::vector<int64_t> &sendCounts,
                               DevicePtr recv,

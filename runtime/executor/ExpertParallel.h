@@ -55,9 +55,6 @@ public:
     return group ? group->allReduceSum(&value, 1) : Status::ok();
   }
 
-  /// Whether `spec` is an expert map this member holds a share of (its
-  /// gradient is summed over the replicas holding the same experts).
-  static bool isExpertParameter(const ParameterSpec &spec);
 
 private:
   [[noreturn]] void abortWith(const std::string &why);

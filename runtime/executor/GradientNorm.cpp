@@ -2,8 +2,6 @@
 
 #include "GradientNorm.h"
 
-#include "ExpertParallel.h"
-
 #include <algorithm>
 
 namespace sluice::rt {
@@ -28,7 +26,7 @@ Status GradientNormPlan::plan(
       continue;
     int64_t at = parameters.offset(spec.name);
     double weight =
-        plan.ep > 1 && ExpertParallel::isExpertParameter(spec) ? 1.0 : alike;
+        spec.expertShare ? 1.0 : alike;
     if (!whole.empty() && whole.back().rows == 1 &&
         whole.back().weight == weight &&
         whole.back().offset + whole.back().cols == at)

@@ -2,9 +2,6 @@
 
 #include "GradientSync.h"
 
-#include "CommLayout.h"
-#include "ExpertParallel.h"
-
 #include <algorithm>
 
 namespace sluice::rt {
@@ -43,9 +40,7 @@ Status GradientSync::planRuns(bool tiedAcross,
   SyncRuns unmerged, expertUnmerged;
   for (const ParameterSpec &spec : parameters.specs())
     if (auto it = averagedBy.find(spec.name); it != averagedBy.end())
-      (plan.ep > 1 && ExpertParallel::isExpertParameter(spec)
-           ? expertUnmerged
-           : unmerged)[it->second]
+      (spec.expertShare ? expertUnmerged : unmerged)[it->second]
           .push_back({parameters.offset(spec.name), spec.size()});
   if (plan.dp > 1)
     for (const ParameterSpec &spec : parameters.specs())

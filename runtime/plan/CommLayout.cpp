@@ -11,12 +11,6 @@ MeshPosition getMeshPosition(const Plan &plan, int rank) {
   return {rank / (tp * dp), (rank / tp) % dp, rank % tp};
 }
 
-std::vector<int> getExpertReplicas(const Plan &plan, int replica) {
-  std::vector<int> out;
-  for (int r = replica % plan.ep; r < plan.dp; r += plan.ep)
-    out.push_back(r);
-  return out;
-}
 
 namespace {
 /// A tied table's two ends on different devices (Executor::prepare decides

@@ -47,10 +47,6 @@ enum class MeshGroup {
 };
 constexpr int kMeshGroups = 5;
 
-/// The replicas (ranks of the Replicas group) holding the same experts as
-/// `replica` under expert parallelism: every ep-th one from replica mod
-/// ep (dp / ep of them; the expert gradients' group).
-std::vector<int> getExpertReplicas(const Plan &plan, int replica);
 
 struct CommSpec {
   std::string name;

@@ -143,8 +143,6 @@ TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
   plan.dp = 4;
   plan.ep = 2;
   plan.stages.resize(1);
-  EXPECT_EQ(getExpertReplicas(plan, 0), (std::vector<int>{0, 2}));
-  EXPECT_EQ(getExpertReplicas(plan, 3), (std::vector<int>{1, 3}));
   std::map<int, std::vector<int>> groups; // experts color -> ranks
   std::map<int, std::vector<int>> holders; // expert-replicas -> replicas
   for (int rank = 0; rank < plan.getRanks(); ++rank) {
@@ -177,7 +175,8 @@ TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
   // The replicas holding the same experts: every other one, per device.
   ASSERT_EQ(holders.size(), 4u);
   for (const auto &[color, replicas] : holders)
-    EXPECT_EQ(replicas, getExpertReplicas(plan, replicas.front()));
+    EXPECT_EQ(replicas, (std::vector<int>{replicas.front() % 2,
+                                          replicas.front() % 2 + 2}));
 }
 
 // Megatron-LM's vocabulary-parallel embedding and output layer: shard t

@@ -71,7 +71,7 @@
 #      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
 #      first fp8 MoE run on a GPU should time the experts against the
 #      dense maps before an fp8 grouped GEMM is written (docs/moe.md,
-#      "Next");
+#      "Next"). Not a scripted check yet: a note for issue 58's session;
 #   3. `run.sh BUNDLE calibrate` (about 30 s; added 2026-11-28): one
 #      405B-sized layer's F, B and W; then, on the CPU,
 #      `bash bench/llama405-calibrate.sh OUT/bench-layer-405b.txt` predicts
