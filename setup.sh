@@ -42,6 +42,8 @@ packages=(
 # transformers' own forward and backward: Debian's CPU torch, and
 # transformers from PyPI in a venv beside it (hf_python below).
 [ "$job" = test ] && packages+=(python3-torch python3-venv python3-protobuf)
+# test/slurm runs jobs under a real SLURM it starts on this host.
+[ "$job" = test ] && packages+=(slurmctld slurmd slurm-client munge)
 # sluice-plot draws the demo's curves with Debian's matplotlib.
 case "$job" in test | demo) packages+=(python3-matplotlib) ;; esac
 
@@ -59,8 +61,18 @@ install_packages() {
   [ "$(id -u)" -ne 0 ] && sudo=sudo
   echo "== installing: ${missing[*]}"
   $sudo apt-get update -qq
+  # Daemons the packages would start (munge, slurmctld, slurmd) stay
+  # stopped: the tests start their own. Docker's Debian images say so in
+  # policy-rc.d; elsewhere one is put there for the install.
+  local policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee $policy >/dev/null
+    $sudo chmod +x $policy
+  fi
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
     --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$policy" ] || $sudo rm -f "$policy"
 }
 
 # cuDNN's fused attention for the CUDA backend compiles against the

@@ -1,6 +1,7 @@
 # lit configuration for Sluice's IR and tool tests.
 
 import os
+import shutil
 import sys
 
 import lit.formats
@@ -58,6 +59,15 @@ config.excludes.append("check-equivalence.sh")
 if lit_config.params.get("transport") == "nccl":
     config.environment["SLUICE_TRANSPORT"] = "nccl"
     config.available_features.add("nccl-emulation")
+
+# A real SLURM for test/slurm (bash setup.sh test installs Debian's
+# slurmctld, slurmd and munge): scheduler.py starts the daemons on this
+# host, which takes root (slurmd starts every job's processes).
+if os.geteuid() == 0 and all(
+        shutil.which(tool) for tool in
+        ["slurmctld", "slurmd", "munged", "sbatch", "srun", "salloc",
+         "scontrol", "scancel", "sinfo"]):
+    config.available_features.add("slurm")
 
 # transformers over torch, and the tokenizer libraries (bash setup.sh test
 # makes build/hf-venv): the Hugging Face tests need them and are skipped,

@@ -18,6 +18,13 @@ volatile std::sig_atomic_t saving = 0;
 /// SIGUSR1: a SIGTERM or SIGINT is then mpirun ending the job (another
 /// rank failed), which no step will outlast.
 volatile std::sig_atomic_t launched = 0;
+/// Started by srun: a SIGTERM is either the scheduler's request to stop
+/// (the time limit's --signal, scancel --signal, a preemption) or srun
+/// ending the step because another rank failed, and nothing tells the
+/// two apart here. The rank says nothing then: the lines after the step
+/// ("saved checkpoint", "stopped by SIGTERM after step N") say what was
+/// done once every rank agreed to it.
+volatile std::sig_atomic_t underSrun = 0;
 
 void onSignal(int sig) {
   if (received) {
@@ -38,7 +45,7 @@ void onSignal(int sig) {
     return;
   }
   received = sig;
-  if (announcing) {
+  if (announcing && !underSrun) {
     // write(2) only: nothing else is safe in a handler. A run without
     // --save says so rather than promise a save it will not make.
     static const char save[] =
@@ -58,6 +65,7 @@ void installInterruptHandlers(bool announce, bool saves) {
   announcing = announce ? 1 : 0;
   saving = saves ? 1 : 0;
   launched = std::getenv("SLUICE_STOP_REASON") ? 1 : 0;
+  underSrun = !launched && std::getenv("SLURM_STEP_ID") ? 1 : 0;
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));
   action.sa_handler = onSignal;
