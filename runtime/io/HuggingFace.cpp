@@ -3,6 +3,7 @@
 #include "HuggingFace.h"
 
 #include "Checkpoint.h"
+#include "ConfigJson.h"
 #include "CpuDevice.h"
 #include "sluice/Families/Family.h"
 
@@ -458,6 +459,43 @@ Status checkConfigAgainstPlan(const std::string &dir, const std::string &text,
     return Status::error("'" + dir + "/config.json' says " + key + " = " +
                          have[key].dump() + ", but the plan's model computes " +
                          value.dump() +
+                         ": compile the plan from this config.json");
+  }
+
+  // The keys the directory leaves out take their defaults: transformers'
+  // (GPT2Config's 12 layers for an absent n_layer), which the families'
+  // readers apply as sluice-compile's importer does, or refuse where the
+  // importer requires the key. So the directory is read as the importer
+  // reads it, and what that model's config says is held against the plan
+  // for each key the directory did not state.
+  std::string type = have.is_object() && have.contains("model_type") &&
+                             have["model_type"].is_string()
+                         ? have["model_type"].get<std::string>()
+                         : std::string();
+  const families::Family *theirs = families::lookupFamily(type);
+  if (!theirs)
+    return Status::error("'" + dir + "/config.json' does not name a "
+                         "model_type the families read (the plan's model is "
+                         "a " + want["model_type"].dump() + " one): compile "
+                         "the plan from this config.json");
+  JsonConfigKeys keys(have);
+  families::ImportedModel imported;
+  if (!theirs->readConfig(keys, type, imported))
+    return Status::error("'" + dir + "/config.json': " + keys.getError());
+  const families::Family *described = nullptr;
+  json read;
+  if (!families::describeModel(imported.model, described, read, why))
+    return Status::ok(); // the weights' own checks say what does not fit
+  for (auto &[key, value] : want.items()) {
+    if (kNotComputed.count(key) || have.contains(key))
+      continue;
+    json taken = read.contains(key) ? read[key] : json();
+    if (same(taken, value))
+      continue;
+    return Status::error("'" + dir + "/config.json' leaves " + key +
+                         " out, which then reads as " + taken.dump() +
+                         " (transformers' default), but the plan's model "
+                         "computes " + value.dump() +
                          ": compile the plan from this config.json");
   }
   return Status::ok();
