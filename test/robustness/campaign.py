@@ -136,6 +136,8 @@ def main():
     ap.add_argument("--per-entry", type=int, default=150)
     ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("--timeout", type=float, default=30)
+    ap.add_argument("--ok-list", help="write every input that ran to exit 0 "
+                    "here (entry, path), for a look at what was accepted")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     b = lambda tool: os.path.join(a.bin, tool)
@@ -179,7 +181,7 @@ def main():
     config = json.load(open(os.path.join(root, "test/Inputs/gpt2-config.json")))
     tokenizer_dir = os.path.join(root, "test/tokenizer")
 
-    findings, counts = [], {}
+    findings, counts, accepted = [], {}, []
 
     def record(entry, verdict, what):
         c = counts.setdefault(entry, {"inputs": 0, "ok": 0, "refused": 0,
@@ -187,6 +189,8 @@ def main():
         c["inputs"] += 1
         if verdict in ("ok", "refused"):
             c[verdict] += 1
+            if verdict == "ok":
+                accepted.append((entry, what))
         else:
             c["findings"] += 1
             findings.append((entry, verdict, what))
@@ -274,6 +278,117 @@ def main():
     campaign("metrics", first, write_metrics,
              lambda p: [b("sluice-plot"), p, "-o", p + ".svg"])
 
+    # Programs: the model's MLIR, mutated as text -- a number swapped for
+    # a bad one, a line dropped or repeated, the file cut short, bytes
+    # flipped -- and compiled as users compile it.
+    program = open(model).read()
+    numbers = [m for m in __import__("re").finditer(r"-?\d+(\.\d+)?",
+                                                    program)]
+    lines = program.splitlines(True)
+
+    def program_mutant():
+        kind = rng.random()
+        if kind < 0.45:
+            m = rng.choice(numbers)
+            bad = rng.choice(["0", "-1", "-7", "1.5", "1e300", "nan", "inf",
+                              "9223372036854775807", "18446744073709551616",
+                              "999999999", "0x10", ""])
+            return program[:m.start()] + bad + program[m.end():]
+        if kind < 0.6:
+            i = rng.randrange(len(lines))
+            return "".join(lines[:i] + lines[i + 1:])
+        if kind < 0.7:
+            i = rng.randrange(len(lines))
+            return "".join(lines[:i + 1] + lines[i:])
+        if kind < 0.8:
+            return program[:rng.randrange(1, len(program))]
+        if kind < 0.9:
+            # Nesting past what a recursive reader takes.
+            return program.replace("{", "{" + "[" * 50000, 1)
+        data = bytearray(program.encode())
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        return data.decode("utf-8", "replace")
+    proc, hung = run([b("sluice-compile"), model, "--pp", "2",
+                      "--microbatches", "2", "-o",
+                      os.path.join(work, "program-base.json")], a.timeout, env)
+    if classify(proc, hung) != "ok":
+        sys.exit("campaign.py: program: the unmutated input does not compile")
+    for i in range(a.per_entry):
+        path = os.path.join(work, "program-%d.mlir" % i)
+        open(path, "w").write(program_mutant())
+        proc, hung = run([b("sluice-compile"), path, "--pp", "2",
+                          "--microbatches", "2", "-o", path + ".json"],
+                         a.timeout, env)
+        record("program", classify(proc, hung), path)
+
+    # Hugging Face directories: a tiny GPT-2 saved by --save-hf, its
+    # config.json mutated and loaded by --load-hf against the plan compiled
+    # from the unmutated one.
+    hf_config = {"activation_function": "gelu_new",
+                 "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+                 "n_ctx": 32, "n_embd": 32, "n_head": 2, "n_inner": None,
+                 "n_layer": 2, "n_positions": 32, "vocab_size": 64,
+                 "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True}
+    hf_config_path = os.path.join(work, "hf-config.json")
+    json.dump(hf_config, open(hf_config_path, "w"))
+    hf_plan = os.path.join(work, "hf-plan.json")
+    subprocess.run([b("sluice-compile"), hf_config_path, "--pp", "1",
+                    "--microbatches", "1", "-o", hf_plan], check=True,
+                   capture_output=True)
+    hf = os.path.join(work, "hf")
+    subprocess.run([b("sluice-run"), hf_plan, "--reference", "--steps", "1",
+                    "--save-hf", hf], check=True, capture_output=True, env=env)
+    load_hf = lambda d: [b("sluice-run"), hf_plan, "--reference", "--steps",
+                         "1", "--load-hf", d]
+
+    def write_hf(name, text=None, data=None):
+        d = os.path.join(work, "hf-%s" % name)
+        shutil.copytree(hf, d)
+        if text is not None:
+            open(os.path.join(d, "config.json"), "w").write(text)
+        if data is not None:
+            open(os.path.join(d, "model.safetensors"), "wb").write(data)
+        return d
+    campaign("hf config.json", json.load(open(os.path.join(hf, "config.json"))),
+             lambda i, text: write_hf("config-%s" % i, text=text), load_hf)
+
+    # Safetensors: the header's JSON mutated (dtypes, shapes, offsets), or
+    # the bytes after it cut, flipped, or set to NaN and infinities.
+    st = open(os.path.join(hf, "model.safetensors"), "rb").read()
+    st_len = struct.unpack("<Q", st[:8])[0]
+    st_header = json.loads(st[8:8 + st_len])
+    st_body = st[8 + st_len:]
+
+    def with_header(text):
+        h = text.encode("utf-8", "replace")
+        return struct.pack("<Q", len(h)) + h + st_body
+
+    for i, text in enumerate(json_mutants(st_header, rng,
+                                          a.per_entry - a.per_entry // 3)):
+        d = write_hf("st-%d" % i, data=with_header(text))
+        proc, hung = run(load_hf(d), a.timeout, env)
+        record("safetensors", classify(proc, hung), d)
+    for i in range(a.per_entry // 3):
+        data = bytearray(st)
+        kind = rng.random()
+        if kind < 0.3:
+            data = data[:rng.randrange(0, len(data))]
+        elif kind < 0.5:
+            # The header's length field itself.
+            data[:8] = struct.pack("<Q", rng.choice(
+                [0, 1, 2**63 - 1, 2**64 - 1, len(data), len(data) * 2]))
+        elif kind < 0.8:
+            at = 8 + st_len + 4 * rng.randrange(len(st_body) // 4)
+            data[at:at + 4] = struct.pack("<f", rng.choice(
+                [float("nan"), float("inf"), -float("inf"), 1e38, 1e-45]))
+        else:
+            for _ in range(rng.randint(1, 16)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        d = write_hf("stbytes-%d" % i, data=bytes(data))
+        proc, hung = run(load_hf(d), a.timeout, env)
+        record("safetensors", classify(proc, hung), d)
+
     # The launcher's environment: SLURM and PBS variables and flags.
     for i in range(a.per_entry):
         value = dumps(rng.choice(BAD_VALUES)).strip('"')
@@ -300,6 +415,9 @@ def main():
         print("%-20s %7d %7d %8d %9d" % (entry, c["inputs"], c["ok"],
                                          c["refused"], c["findings"]))
     print("%-20s %7d" % ("all", total))
+    if a.ok_list:
+        with open(a.ok_list, "w") as f:
+            f.writelines("%s\t%s\n" % pair for pair in accepted)
     for entry, verdict, what in findings:
         print("FINDING %s: %s: %s" % (entry, verdict, what))
     sys.exit(1 if findings else 0)
