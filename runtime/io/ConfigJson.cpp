@@ -36,6 +36,15 @@ const json *JsonConfigKeys::get(const std::string &key) const {
   return it == config.end() ? nullptr : &*it;
 }
 
+const json *JsonConfigKeys::getNested(const std::string &parent,
+                                      const std::string &key) const {
+  const json *inner = get(parent);
+  if (!inner || !inner->is_object())
+    return nullptr;
+  auto it = inner->find(key);
+  return it == inner->end() ? nullptr : &*it;
+}
+
 void JsonConfigKeys::fail(const std::string &message) const {
   if (firstError.empty())
     firstError = message;
@@ -125,13 +134,7 @@ bool JsonConfigKeys::optionalPositive(const std::string &key,
                                       std::optional<double> &out,
                                       const std::string &parent) const {
   out.reset();
-  const json *value = nullptr;
-  if (parent.empty()) {
-    value = get(key);
-  } else if (const json *inner = get(parent); inner && inner->is_object()) {
-    auto it = inner->find(key);
-    value = it == inner->end() ? nullptr : &*it;
-  }
+  const json *value = parent.empty() ? get(key) : getNested(parent, key);
   if (!value || value->is_null())
     return true;
   std::string name = parent.empty() ? key : parent + "." + key;
@@ -204,35 +207,26 @@ JsonConfigKeys::getIntegers(const std::string &key) const {
 std::optional<std::string>
 JsonConfigKeys::getNestedString(const std::string &parent,
                                 const std::string &key) const {
-  const json *inner = get(parent);
-  if (!inner || !inner->is_object())
+  const json *value = getNested(parent, key);
+  if (!value || !value->is_string())
     return std::nullopt;
-  auto it = inner->find(key);
-  if (it == inner->end() || !it->is_string())
-    return std::nullopt;
-  return it->get<std::string>();
+  return value->get<std::string>();
 }
 
 std::optional<double>
 JsonConfigKeys::getNestedNumber(const std::string &parent,
                                 const std::string &key) const {
-  const json *inner = get(parent);
-  if (!inner || !inner->is_object())
+  const json *value = getNested(parent, key);
+  if (!value || !value->is_number())
     return std::nullopt;
-  auto it = inner->find(key);
-  if (it == inner->end() || !it->is_number())
-    return std::nullopt;
-  return it->get<double>();
+  return value->get<double>();
 }
 
 std::optional<int64_t>
 JsonConfigKeys::getNestedInteger(const std::string &parent,
                                  const std::string &key) const {
-  const json *inner = get(parent);
-  if (!inner || !inner->is_object())
-    return std::nullopt;
-  auto it = inner->find(key);
-  return it == inner->end() ? std::nullopt : asInteger(*it);
+  const json *value = getNested(parent, key);
+  return value ? asInteger(*value) : std::nullopt;
 }
 
 std::optional<std::vector<std::string>>

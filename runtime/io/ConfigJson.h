@@ -61,6 +61,10 @@ public:
 private:
   /// `key`'s value, or null when absent.
   const nlohmann::json *get(const std::string &key) const;
+  /// `parent`.`key`'s value, or null when either is absent or `parent` is
+  /// not an object.
+  const nlohmann::json *getNested(const std::string &parent,
+                                  const std::string &key) const;
   /// The first of `names` present and not null (aliases must agree);
   /// false after an error.
   bool find(const Names &names, const nlohmann::json *&value,

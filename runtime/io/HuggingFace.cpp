@@ -414,6 +414,7 @@ Status checkEveryTensorRead(const std::string &dir,
 /// change what the layers compute are not compared, nor keys the
 /// directory leaves to transformers' defaults.
 Status checkConfigAgainstPlan(const std::string &dir, const std::string &text,
+                              const DirectoryFamily &theirs,
                               const ModelConfig &model) {
   const families::Family *family = nullptr;
   json want, have;
@@ -468,19 +469,9 @@ Status checkConfigAgainstPlan(const std::string &dir, const std::string &text,
   // importer requires the key. So the directory is read as the importer
   // reads it, and what that model's config says is held against the plan
   // for each key the directory did not state.
-  std::string type = have.is_object() && have.contains("model_type") &&
-                             have["model_type"].is_string()
-                         ? have["model_type"].get<std::string>()
-                         : std::string();
-  const families::Family *theirs = families::lookupFamily(type);
-  if (!theirs)
-    return Status::error("'" + dir + "/config.json' does not name a "
-                         "model_type the families read (the plan's model is "
-                         "a " + want["model_type"].dump() + " one): compile "
-                         "the plan from this config.json");
   JsonConfigKeys keys(have);
   families::ImportedModel imported;
-  if (!theirs->readConfig(keys, type, imported))
+  if (!theirs.family->readConfig(keys, theirs.modelType, imported))
     return Status::error("'" + dir + "/config.json': " + keys.getError());
   const families::Family *described = nullptr;
   json read;
@@ -514,7 +505,8 @@ Status loadHuggingFace(const std::string &dir, const ModelConfig &model,
       !why.empty())
     return Status::error("'" + dir + "/config.json' is " + why +
                          ": compile the plan from this config.json");
-  if (Status st = checkConfigAgainstPlan(dir, config, model); !st)
+  if (Status st = checkConfigAgainstPlan(dir, config, family, model);
+      !st)
     return st;
   TensorDirectory tensors;
   if (Status st = tensors.open(dir); !st)
