@@ -324,6 +324,25 @@ struct Fp8Operand {
   Fp8Format format = Fp8Format::E4M3;
 };
 
+/// How a mixture of experts' router turns a token's logits into its k
+/// experts and their weights (moeRoute, moeRouteBackward).
+struct RouterRule {
+  /// The scores: a softmax over the experts (false), or each expert's
+  /// sigmoid (DeepSeek-V3).
+  bool sigmoid = false;
+  /// The k chosen scores renormalised to sum to 1.
+  bool normalize = false;
+  /// The weights' factor after any renormalisation (routed_scaling_factor).
+  float scale = 1.0f;
+  /// Group-limited routing: the experts in `groups` equal groups, the k
+  /// chosen among the `topGroups` best (a group's score: its best expert's
+  /// under softmax, its two best's sum under sigmoid); 0 or 1: no groups.
+  int64_t groups = 0, topGroups = 0;
+  /// f32 [experts], added to the scores for the choice only (the weights
+  /// are the scores themselves); null: none.
+  DevicePtr bias;
+};
+
 class Kernels {
 public:
   virtual ~Kernels() = default;

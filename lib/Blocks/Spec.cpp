@@ -424,14 +424,28 @@ std::string checkTransformer(const LayerConfig &l, int64_t hidden) {
   if (!(l.auxLoss >= 0) || !std::isfinite(l.auxLoss))
     return "'aux_loss' must be a positive number, got " +
            std::to_string(l.auxLoss);
-  if (l.experts == 0 &&
-      (l.topK != 0 || l.normTopK || l.sharedFfn != 0 || l.auxLoss != 0))
-    return std::string("'") +
-           (l.topK != 0       ? "top_k"
-            : l.normTopK      ? "norm_top_k"
-            : l.sharedFfn != 0 ? "shared_ffn"
-                              : "aux_loss") +
-           "' belongs to a mixture of experts, but the layer has no 'experts'";
+  for (auto [key, value] : {std::pair{"routed_scale", l.routedScale},
+                            std::pair{"bias_update", l.biasUpdate}})
+    if (!(value >= 0) || !std::isfinite(value))
+      return quoted(key) + " must be a positive number, got " +
+             std::to_string(value);
+  if (l.experts == 0) {
+    const char *key = l.topK != 0              ? "top_k"
+                      : l.normTopK             ? "norm_top_k"
+                      : l.sharedFfn != 0       ? "shared_ffn"
+                      : l.auxLoss != 0         ? "aux_loss"
+                      : l.router != "softmax"  ? "router"
+                      : l.expertGroups != 0    ? "expert_groups"
+                      : l.topGroups != 0       ? "top_groups"
+                      : l.routedScale != 1.0   ? "routed_scale"
+                      : !l.sharedGate          ? "shared_gate"
+                      : l.biasUpdate != 0      ? "bias_update"
+                                               : nullptr;
+    if (key)
+      return quoted(key) +
+             " belongs to a mixture of experts, but the layer has no "
+             "'experts'";
+  }
   return "";
 }
 } // namespace

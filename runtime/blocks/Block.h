@@ -118,7 +118,9 @@ class FeatureCompute;
 /// gradient.
 struct BoundParam {
   std::string name;
-  DevicePtr w, g;
+  /// The weights the kernels read, their gradient, and the fp32 masters
+  /// (the same as `w` in an fp32 run).
+  DevicePtr w, g, master;
 };
 
 /// One enabled feature of a layer: its shape part, its compute part

@@ -42,6 +42,9 @@ struct SlotContext {
   /// Its parameter `name` within the layer, or null when it has none.
   DevicePtr weight(const std::string &name) const;
   DevicePtr grad(const std::string &name) const;
+  /// Its fp32 master weights (a value no rounding to the activation type
+  /// may lose: the router's bias).
+  DevicePtr master(const std::string &name) const;
   /// Its region `local` (its walkState's id).
   DevicePtr region(int local) const {
     return views[getFeatureField(*feature.shape, local)];

@@ -168,6 +168,13 @@ DevicePtr SlotContext::grad(const std::string &name) const {
   return {};
 }
 
+DevicePtr SlotContext::master(const std::string &name) const {
+  for (const BoundParam &p : feature.params)
+    if (p.name == name)
+      return p.master;
+  return {};
+}
+
 void TransformerBlock::product(const Layer &l, Map map, Role roleA, Role roleB,
                                bool transA, bool transB, int64_t m, int64_t n,
                                int64_t k, DevicePtr a, int64_t lda, DevicePtr b,

@@ -18,37 +18,82 @@
 namespace sluice::rt {
 
 namespace {
-/// The k largest of `probs[0, experts)`, descending, the lower index first
-/// on a tie (torch.topk's order on distinct values; a fixed rule on ties).
-void topK(const float *probs, int64_t experts, int64_t k, int32_t *out) {
+/// The k largest of `values[0, count)` whose `eligible` is set (null:
+/// all), descending, the lower index first on a tie (torch.topk's order on
+/// distinct values; a fixed rule on ties).
+void topK(const float *values, const bool *eligible, int64_t count, int64_t k,
+          int32_t *out) {
   for (int64_t j = 0; j < k; ++j) {
     int64_t best = -1;
-    for (int64_t e = 0; e < experts; ++e) {
-      if (std::find(out, out + j, int32_t(e)) != out + j)
+    for (int64_t e = 0; e < count; ++e) {
+      if ((eligible && !eligible[e]) ||
+          std::find(out, out + j, int32_t(e)) != out + j)
         continue;
-      if (best < 0 || probs[e] > probs[best])
+      if (best < 0 || values[e] > values[best])
         best = e;
     }
     out[j] = int32_t(best);
   }
 }
+
+/// One token's choice under `rule` from its scores `p`: the k experts
+/// (into `c`) of largest score + bias among the best groups' experts.
+/// `choice`, `eligible` and `groupScores` are the caller's scratch.
+void choose(const float *p, int64_t experts, int64_t k, const RouterRule &rule,
+            const float *bias, std::vector<float> &choice,
+            std::vector<char> &eligible, std::vector<float> &groupScores,
+            std::vector<int32_t> &best, int32_t *c) {
+  for (int64_t e = 0; e < experts; ++e)
+    choice[size_t(e)] = bias ? p[e] + bias[e] : p[e];
+  const bool *allowed = nullptr;
+  if (rule.groups > 1) {
+    // Group-limited routing (DeepSeek-V2's device-limited, V3's node-
+    // limited; Liu et al. 2024, section 2.1.2): a group scores by its best
+    // expert (softmax) or its two best experts' sum (sigmoid).
+    int64_t size = experts / rule.groups, top = rule.sigmoid ? 2 : 1;
+    for (int64_t g = 0; g < rule.groups; ++g) {
+      int32_t two[2];
+      int64_t n = std::min(top, size);
+      topK(choice.data() + g * size, nullptr, size, n, two);
+      float sum = 0;
+      for (int64_t i = 0; i < n; ++i)
+        sum += choice[size_t(g * size + two[i])];
+      groupScores[size_t(g)] = sum;
+    }
+    topK(groupScores.data(), nullptr, rule.groups, rule.topGroups,
+         best.data());
+    std::fill(eligible.begin(), eligible.end(), 0);
+    for (int64_t i = 0; i < rule.topGroups; ++i)
+      std::fill_n(eligible.begin() + best[size_t(i)] * size, size, 1);
+    allowed = reinterpret_cast<const bool *>(eligible.data());
+  }
+  topK(choice.data(), allowed, experts, k, c);
+}
+
 /// One token's router backward: dz (its logits' gradient) from dw.
 void routeBackward(const float *p, const int32_t *c, const float *w,
-                   const float *dw, int64_t experts, int64_t k, bool normalize,
-                   const float *balance, float balanceScale,
-                   std::vector<double> &dp, float *dz) {
+                   const float *dw, int64_t experts, int64_t k,
+                   const RouterRule &rule, const float *balance,
+                   float balanceScale, std::vector<double> &dp, float *dz) {
   // The load-balancing loss's gradient reaches every probability.
   for (int64_t e = 0; e < experts; ++e)
     dp[e] = balance ? double(balanceScale) * balance[e] : 0.0;
-  // Through the renormalisation w_j = p_j / S: dp_i = (dw_i - sum_j dw_j
-  // w_j) / S for a chosen i.
-  double kept = 0, dot = 0;
+  // Through the scale c and the renormalisation w_j = c p_j / S: dp_i =
+  // (c dw_i - sum_j dw_j w_j) / S for a chosen i.
+  double kept = 0, dot = 0, scale = rule.scale;
   for (int64_t j = 0; j < k; ++j) {
     kept += p[c[j]];
     dot += double(dw[j]) * w[j];
   }
   for (int64_t j = 0; j < k; ++j)
-    dp[c[j]] += normalize ? (dw[j] - dot) / kept : double(dw[j]);
+    dp[c[j]] += rule.normalize ? (scale * dw[j] - dot) / kept
+                               : scale * double(dw[j]);
+  if (rule.sigmoid) {
+    // Each score its own logit's sigmoid: dz_e = dp_e p_e (1 - p_e).
+    for (int64_t e = 0; e < experts; ++e)
+      dz[e] = float(dp[e] * p[e] * (1.0 - p[e]));
+    return;
+  }
   // Through the softmax: dz_e = p_e (dp_e - sum_l p_l dp_l).
   double mean = 0;
   for (int64_t e = 0; e < experts; ++e)
@@ -59,42 +104,53 @@ void routeBackward(const float *p, const int32_t *c, const float *w,
 } // namespace
 
 void CpuKernels::moeRoute(DevicePtr logitsPtr, int64_t tokens, int64_t experts,
-                          int64_t k, bool normalize, DevicePtr probsPtr,
+                          int64_t k, const RouterRule &rule, DevicePtr probsPtr,
                           DevicePtr chosenPtr, DevicePtr weightsPtr) {
   const float *logits = logitsPtr.f32();
   float *probs = probsPtr.f32();
   int32_t *chosen = chosenPtr.i32();
   float *weights = weightsPtr.f32();
+  const float *bias = rule.bias ? rule.bias.f32() : nullptr;
+  auto count = [](int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 1)); };
+  std::vector<float> choice(count(experts)), groupScores(count(rule.groups));
+  std::vector<char> eligible(count(experts));
+  std::vector<int32_t> best(count(rule.topGroups));
   for (int64_t t = 0; t < tokens; ++t) {
     const float *z = logits + t * experts;
     float *p = probs + t * experts;
-    float max = *std::max_element(z, z + experts);
-    double sum = 0;
-    for (int64_t e = 0; e < experts; ++e)
-      sum += std::exp(double(z[e]) - max);
-    for (int64_t e = 0; e < experts; ++e)
-      p[e] = float(std::exp(double(z[e]) - max) / sum);
+    if (rule.sigmoid) {
+      for (int64_t e = 0; e < experts; ++e)
+        p[e] = float(1.0 / (1.0 + std::exp(-double(z[e]))));
+    } else {
+      float max = *std::max_element(z, z + experts);
+      double sum = 0;
+      for (int64_t e = 0; e < experts; ++e)
+        sum += std::exp(double(z[e]) - max);
+      for (int64_t e = 0; e < experts; ++e)
+        p[e] = float(std::exp(double(z[e]) - max) / sum);
+    }
     int32_t *c = chosen + t * k;
-    topK(p, experts, k, c);
+    choose(p, experts, k, rule, bias, choice, eligible, groupScores, best, c);
     double kept = 0;
     for (int64_t j = 0; j < k; ++j)
       kept += p[c[j]];
     for (int64_t j = 0; j < k; ++j)
-      weights[t * k + j] = normalize ? float(p[c[j]] / kept) : p[c[j]];
+      weights[t * k + j] = float(
+          (rule.normalize ? p[c[j]] / kept : double(p[c[j]])) * rule.scale);
   }
 }
 
 void CpuKernels::moeRouteBackward(DevicePtr probs, DevicePtr chosen,
                                   DevicePtr weights, DevicePtr dweights,
                                   int64_t tokens, int64_t experts, int64_t k,
-                                  bool normalize, DevicePtr balance,
+                                  const RouterRule &rule, DevicePtr balance,
                                   float balanceScale, DevicePtr dlogits) {
   std::vector<double> dp(static_cast<size_t>(experts));
   const float *counts = balance ? balance.f32() : nullptr;
   for (int64_t t = 0; t < tokens; ++t)
     routeBackward(probs.f32() + t * experts, chosen.i32() + t * k,
                   weights.f32() + t * k, dweights.f32() + t * k, experts, k,
-                  normalize, counts, balanceScale, dp,
+                  rule, counts, balanceScale, dp,
                   dlogits.f32() + t * experts);
 }
 

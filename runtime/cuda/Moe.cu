@@ -13,6 +13,7 @@
 
 #include "Common.cuh"
 #include "CudaKernels.h"
+#include "sluice/Blocks/ExpertCapacity.h"
 
 #include <algorithm>
 #include <vector>
@@ -20,65 +21,143 @@
 namespace sluice::rt::cuda {
 namespace {
 
+/// The router's rule as the kernels take it (RouterRule less the pointer).
+struct Rule {
+  bool sigmoid, normalize;
+  float scale;
+  int64_t groups, topGroups;
+  const float *bias;
+};
+Rule toRule(const RouterRule &r) {
+  return {r.sigmoid, r.normalize, r.scale, r.groups, r.topGroups,
+          r.bias ? r.bias.f32() : nullptr};
+}
+
+/// Index j of the descending order of the values `at(i)`, i < count, that
+/// `eligible(i)` admits and are not among out[0, j): the largest left, the
+/// lower index first on a tie.
+template <class At, class Eligible>
+__device__ int64_t nextLargest(At at, Eligible eligible, int64_t count,
+                               const int32_t *out, int64_t j) {
+  int64_t best = -1;
+  for (int64_t e = 0; e < count; ++e) {
+    if (!eligible(e))
+      continue;
+    bool taken = false;
+    for (int64_t i = 0; i < j; ++i)
+      taken |= out[i] == e;
+    if (!taken && (best < 0 || at(e) > at(best)))
+      best = e;
+  }
+  return best;
+}
+
+/// Up to this many groups (the spec's rule; DeepSeek-V3 has 8).
+constexpr int64_t kMaxGroups = blocks::moe::kMaxExpertGroups;
+
 __global__ void routeKernel(const float *logits, int64_t tokens,
-                            int64_t experts, int64_t k, bool normalize,
+                            int64_t experts, int64_t k, Rule rule,
                             float *probs, int32_t *chosen, float *weights) {
   SLUICE_GRID_STRIDE(t, tokens) {
     const float *z = logits + t * experts;
     float *p = probs + t * experts;
-    float most = -INFINITY;
-    for (int64_t e = 0; e < experts; ++e)
-      most = fmaxf(most, z[e]);
-    double sum = 0;
-    for (int64_t e = 0; e < experts; ++e)
-      sum += exp(double(z[e]) - most);
-    for (int64_t e = 0; e < experts; ++e)
-      p[e] = float(exp(double(z[e]) - most) / sum);
+    if (rule.sigmoid) {
+      for (int64_t e = 0; e < experts; ++e)
+        p[e] = float(1.0 / (1.0 + exp(-double(z[e]))));
+    } else {
+      float most = -INFINITY;
+      for (int64_t e = 0; e < experts; ++e)
+        most = fmaxf(most, z[e]);
+      double sum = 0;
+      for (int64_t e = 0; e < experts; ++e)
+        sum += exp(double(z[e]) - most);
+      for (int64_t e = 0; e < experts; ++e)
+        p[e] = float(exp(double(z[e]) - most) / sum);
+    }
+    auto choice = [&](int64_t e) {
+      return rule.bias ? p[e] + rule.bias[e] : p[e];
+    };
+    // Group-limited routing: a group scores by its best expert (softmax)
+    // or its two best experts' sum (sigmoid); the k come from the
+    // topGroups best groups.
+    bool limited = rule.groups > 1;
+    int64_t size = limited ? experts / rule.groups : experts;
+    float groupScore[kMaxGroups];
+    int32_t bestGroups[kMaxGroups];
+    if (limited) {
+      for (int64_t g = 0; g < rule.groups; ++g) {
+        int32_t two[2];
+        int64_t n = min(rule.sigmoid ? int64_t(2) : int64_t(1), size);
+        float sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          two[i] = int32_t(nextLargest(
+              [&](int64_t e) { return choice(g * size + e); },
+              [](int64_t) { return true; }, size, two, i));
+          sum += choice(g * size + two[i]);
+        }
+        groupScore[g] = sum;
+      }
+      for (int64_t i = 0; i < rule.topGroups; ++i)
+        bestGroups[i] = int32_t(nextLargest(
+            [&](int64_t g) { return groupScore[g]; },
+            [](int64_t) { return true; }, rule.groups, bestGroups, i));
+    }
+    auto eligible = [&](int64_t e) {
+      if (!limited)
+        return true;
+      bool in = false;
+      for (int64_t i = 0; i < rule.topGroups; ++i)
+        in |= bestGroups[i] == e / size;
+      return in;
+    };
     int32_t *c = chosen + t * k;
     double kept = 0;
     for (int64_t j = 0; j < k; ++j) {
-      int64_t best = -1;
-      for (int64_t e = 0; e < experts; ++e) {
-        bool taken = false;
-        for (int64_t i = 0; i < j; ++i)
-          taken |= c[i] == e;
-        if (!taken && (best < 0 || p[e] > p[best]))
-          best = e;
-      }
-      c[j] = int32_t(best);
-      kept += p[best];
+      c[j] = int32_t(nextLargest(choice, eligible, experts, c, j));
+      kept += p[c[j]];
     }
     for (int64_t j = 0; j < k; ++j)
-      weights[t * k + j] = normalize ? float(p[c[j]] / kept) : p[c[j]];
+      weights[t * k + j] =
+          float((rule.normalize ? p[c[j]] / kept : double(p[c[j]])) *
+                rule.scale);
   }
 }
 
 __global__ void routeBackwardKernel(const float *probs, const int32_t *chosen,
                                     const float *weights, const float *dweights,
                                     int64_t tokens, int64_t experts, int64_t k,
-                                    bool normalize, const float *balance,
+                                    Rule rule, const float *balance,
                                     float balanceScale, float *dlogits) {
   SLUICE_GRID_STRIDE(t, tokens) {
     const float *p = probs + t * experts;
     const int32_t *c = chosen + t * k;
     const float *w = weights + t * k, *dw = dweights + t * k;
-    double kept = 0, dot = 0;
+    double kept = 0, dot = 0, scale = rule.scale;
     for (int64_t j = 0; j < k; ++j) {
       kept += p[c[j]];
       dot += double(dw[j]) * w[j];
     }
-    // dp is non-zero on the chosen experts only.
+    // Through the scale and the renormalisation; non-zero on the chosen
+    // experts only.
+    auto chosenShare = [&](int64_t j) {
+      return rule.normalize ? (scale * dw[j] - dot) / kept
+                            : scale * double(dw[j]);
+    };
     auto dp = [&](int64_t e) {
       double v = 0;
       for (int64_t j = 0; j < k; ++j)
         if (c[j] == e)
-          v += normalize ? (dw[j] - dot) / kept : double(dw[j]);
+          v += chosenShare(j);
       return v;
     };
+    if (rule.sigmoid) {
+      for (int64_t e = 0; e < experts; ++e)
+        dlogits[t * experts + e] = float(dp(e) * p[e] * (1.0 - p[e]));
+      continue;
+    }
     double mean = 0;
     for (int64_t j = 0; j < k; ++j)
-      mean += double(p[c[j]]) *
-              (normalize ? (dw[j] - dot) / kept : double(dw[j]));
+      mean += double(p[c[j]]) * chosenShare(j);
     // The load-balancing loss's gradient reaches every probability.
     auto extra = [&](int64_t e) {
       return balance ? double(balanceScale) * balance[e] : 0.0;
@@ -198,27 +277,27 @@ __global__ void combineWeightsBackwardKernel(const T *rows,
 } // namespace
 
 void CudaKernels::moeRoute(DevicePtr logits, int64_t tokens, int64_t experts,
-                           int64_t k, bool normalize, DevicePtr probs,
+                           int64_t k, const RouterRule &rule, DevicePtr probs,
                            DevicePtr chosen, DevicePtr weights) {
   if (tokens == 0)
     return;
   routeKernel<<<gridFor(tokens), kThreads, 0, stream>>>(
-      logits.f32(), tokens, experts, k, normalize, probs.f32(), chosen.i32(),
-      weights.f32());
+      logits.f32(), tokens, experts, k, toRule(rule), probs.f32(),
+      chosen.i32(), weights.f32());
   SLUICE_LAUNCHED(errors);
 }
 
 void CudaKernels::moeRouteBackward(DevicePtr probs, DevicePtr chosen,
                                    DevicePtr weights, DevicePtr dweights,
                                    int64_t tokens, int64_t experts, int64_t k,
-                                   bool normalize, DevicePtr balance,
+                                   const RouterRule &rule, DevicePtr balance,
                                    float balanceScale, DevicePtr dlogits) {
   if (tokens == 0)
     return;
   routeBackwardKernel<<<gridFor(tokens), kThreads, 0, stream>>>(
       probs.f32(), chosen.i32(), weights.f32(), dweights.f32(), tokens,
-      experts, k, normalize, balance ? balance.f32() : nullptr, balanceScale,
-      dlogits.f32());
+      experts, k, toRule(rule), balance ? balance.f32() : nullptr,
+      balanceScale, dlogits.f32());
   SLUICE_LAUNCHED(errors);
 }
 

@@ -227,6 +227,37 @@ Status ParameterStore::write(Tensor which, const std::vector<float> &in) {
   return stream.synchronize();
 }
 
+Status ParameterStore::readMaster(const std::string &name,
+                                  std::vector<float> &out) const {
+  auto it = index.find(name);
+  if (it == index.end())
+    return Status::error("no parameter '" + name + "' on this rank");
+  out.resize(size_t(params[it->second].size()));
+  Stream &stream = device->getStream(StreamKind::Compute);
+  device->download(out.data(), master(name),
+                   int64_t(out.size() * sizeof(float)), stream);
+  return stream.synchronize();
+}
+
+Status ParameterStore::writeMaster(const std::string &name,
+                                   const std::vector<float> &in) {
+  auto it = index.find(name);
+  if (it == index.end())
+    return Status::error("no parameter '" + name + "' on this rank");
+  if (int64_t(in.size()) != params[it->second].size())
+    return Status::error("parameter '" + name + "' of " +
+                         std::to_string(params[it->second].size()) +
+                         " values written with " + std::to_string(in.size()));
+  Stream &stream = device->getStream(StreamKind::Compute);
+  device->upload(master(name), in.data(), int64_t(in.size() * sizeof(float)),
+                 stream);
+  if (!working.empty())
+    device->getKernels(StreamKind::Compute)
+        .copy(weight(name), master(name), int64_t(in.size()));
+  // The host vector may go once the copy has run.
+  return stream.synchronize();
+}
+
 void ParameterStore::refreshWorkingCopy() {
   if (!working.empty())
     device->getKernels(StreamKind::Compute)

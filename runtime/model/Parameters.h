@@ -72,6 +72,12 @@ public:
     return which == 1 ? moment1.get() : moment2.get();
   }
 
+  /// One parameter's fp32 master weights to the host, and back (the
+  /// working copy too): for a value a rule outside Adam moves (the
+  /// router's bias).
+  Status readMaster(const std::string &name, std::vector<float> &out) const;
+  Status writeMaster(const std::string &name, const std::vector<float> &in);
+
   /// Host copies of the flat buffers, for checkpoints and checks.
   enum class Tensor { Weights, Grads, Moment1, Moment2 };
   Status read(Tensor which, std::vector<float> &out) const;

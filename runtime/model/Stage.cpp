@@ -78,7 +78,8 @@ block::Layer bindLayer(const ModelConfig &model, int index,
     std::string prefix = getLayerPrefix(model, index);
     for (const ParameterSpec &spec : own)
       bound.params.push_back({spec.name, store.weight(prefix + spec.name),
-                              store.grad(prefix + spec.name)});
+                              store.grad(prefix + spec.name),
+                              store.master(prefix + spec.name)});
     layer.features.push_back(std::move(bound));
   }
   return layer;

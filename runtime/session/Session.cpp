@@ -13,6 +13,7 @@
 #include "Progress.h"
 #include "RankBackend.h"
 #include "Reports.h"
+#include "ExpertBias.h"
 #include "ExpertLoad.h"
 #include "RunHeader.h"
 #include "Settings.h"
@@ -387,6 +388,10 @@ void Session::runStep(int64_t s, ProgressLog &progress, bool last) {
   result.gradNorms.push_back(norm);
   float clipScale = getClipScale(norm, settings.clipNorm);
   if (Status st = trainer->applyOptimizer(step + 1, clipScale); !st)
+    failHere(st.message());
+  // DeepSeek-V3's balancing: the routers' biases follow the step's load.
+  if (Status st = applyExpertBias(plan.model, copies, trainer->getParameters());
+      !st)
     failHere(st.message());
   StepRecord record;
   record.step = step + 1;

@@ -1031,42 +1031,70 @@ TEST_P(Conformance, VocabularyShards) {
 
 /// A mixture-of-experts feed-forward's routing and token permutation
 /// (runtime/Kernels.def's moe* kernels): softmax then top-k with and
-/// without renormalising, its gradient (a central difference of the
-/// double-precision router with the chosen experts held), the stable
-/// grouping by expert, the permutation and the weighted combine with its
-/// backward.
+/// without renormalising, DeepSeek's forms (sigmoid scores, a bias on the
+/// choice, group-limited top-k, a scale), their gradient (a central
+/// difference of the double-precision router with the chosen experts
+/// held), the stable grouping by expert, the permutation and the weighted
+/// combine with its backward.
 TEST_P(Conformance, MixtureOfExperts) {
   const int64_t tokens = 7, experts = 6, k = 2, hidden = 5,
                 copies = tokens * k;
   Tensor logits = random(tokens * experts), dweights = random(copies);
-  // The router in double: probabilities, the k largest (descending, the
-  // lower expert on a tie) and their weights.
-  auto route = [&](const std::vector<double> &z, bool normalize,
+  Tensor bias = random(experts);
+  // The router in double: scores, the k largest of score + bias among the
+  // best groups' experts (descending, the lower expert on a tie) and their
+  // weights.
+  auto route = [&](const std::vector<double> &z, const RouterRule &rule,
                    std::vector<double> &probs, std::vector<int> &chosen,
                    std::vector<double> &weights) {
     probs.assign(z.size(), 0);
     chosen.assign(copies, -1);
     weights.assign(copies, 0);
-    for (int64_t t = 0; t < tokens; ++t) {
-      double most = -INFINITY, sum = 0;
-      for (int64_t e = 0; e < experts; ++e)
-        most = std::max(most, z[t * experts + e]);
-      for (int64_t e = 0; e < experts; ++e)
-        sum += std::exp(z[t * experts + e] - most);
-      for (int64_t e = 0; e < experts; ++e)
-        probs[t * experts + e] = std::exp(z[t * experts + e] - most) / sum;
-      std::vector<int> order(experts);
+    auto descending = [](const std::vector<double> &v) {
+      std::vector<int> order(v.size());
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-        return probs[t * experts + a] > probs[t * experts + b];
-      });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int a, int b) { return v[a] > v[b]; });
+      return order;
+    };
+    for (int64_t t = 0; t < tokens; ++t) {
+      double *p = probs.data() + t * experts;
+      const double *zt = z.data() + t * experts;
+      if (rule.sigmoid) {
+        for (int64_t e = 0; e < experts; ++e)
+          p[e] = 1 / (1 + std::exp(-zt[e]));
+      } else {
+        double most = *std::max_element(zt, zt + experts), sum = 0;
+        for (int64_t e = 0; e < experts; ++e)
+          sum += std::exp(zt[e] - most);
+        for (int64_t e = 0; e < experts; ++e)
+          p[e] = std::exp(zt[e] - most) / sum;
+      }
+      std::vector<double> choice(p, p + experts);
+      for (int64_t e = 0; rule.bias && e < experts; ++e)
+        choice[e] = float(p[e]) + float(bias.host[e]);
+      if (rule.groups > 1) {
+        int64_t size = experts / rule.groups;
+        std::vector<double> groupScore(rule.groups);
+        for (int64_t g = 0; g < rule.groups; ++g) {
+          std::vector<double> in(choice.begin() + g * size,
+                                 choice.begin() + (g + 1) * size);
+          std::vector<int> best = descending(in);
+          groupScore[g] = in[best[0]] + (rule.sigmoid ? in[best[1]] : 0);
+        }
+        std::vector<int> best = descending(groupScore);
+        for (int64_t g = rule.topGroups; g < rule.groups; ++g)
+          for (int64_t e = 0; e < size; ++e)
+            choice[best[g] * size + e] = -INFINITY;
+      }
+      std::vector<int> order = descending(choice);
       double kept = 0;
       for (int64_t j = 0; j < k; ++j)
-        kept += probs[t * experts + order[j]];
+        kept += p[order[j]];
       for (int64_t j = 0; j < k; ++j) {
         chosen[t * k + j] = order[j];
-        double p = probs[t * experts + order[j]];
-        weights[t * k + j] = normalize ? p / kept : p;
+        weights[t * k + j] =
+            (rule.normalize ? p[order[j]] / kept : p[order[j]]) * rule.scale;
       }
     }
   };
@@ -1075,32 +1103,50 @@ TEST_P(Conformance, MixtureOfExperts) {
     EXPECT_TRUE(downloadAll(*device, t.device, v).isOk());
     return std::vector<int>(v.begin(), v.end());
   };
-  for (bool normalize : {false, true}) {
-    std::string form = normalize ? " (norm_topk_prob)" : "";
+  // Mixtral's, Qwen's (renormalised), DeepSeek-V2's (softmax in groups
+  // scored by their best), DeepSeek-V3's (sigmoid with a bias, groups
+  // scored by their two best, renormalised and scaled), and a sigmoid
+  // router without renormalising.
+  struct Form {
+    const char *name;
+    RouterRule rule;
+  };
+  std::vector<Form> forms = {
+      {"softmax", {false, false, 1.0f, 0, 0, {}}},
+      {"softmax, norm_topk_prob", {false, true, 1.0f, 0, 0, {}}},
+      {"softmax, 2 of 3 groups, scaled", {false, false, 16.0f, 3, 2, {}}},
+      {"sigmoid, bias, 2 of 3 groups, norm_topk_prob, scaled",
+       {true, true, 2.5f, 3, 2, bias.ptr()}},
+      {"sigmoid, 1 of 2 groups", {true, false, 1.0f, 2, 1, {}}}};
+  for (const Form &f : forms) {
+    std::string form = std::string(" (") + f.name + ")";
     std::vector<double> probs, weights;
     std::vector<int> chosen;
-    route(logits.host, normalize, probs, chosen, weights);
+    route(logits.host, f.rule, probs, chosen, weights);
     Tensor gotProbs = filled(tokens * experts, 0),
            gotChosen = make(std::vector<double>(copies, 0), DType::I32),
            gotWeights = filled(copies, 0);
-    kernels().moeRoute(logits.ptr(), tokens, experts, k, normalize,
+    kernels().moeRoute(logits.ptr(), tokens, experts, k, f.rule,
                        gotProbs.ptr(), gotChosen.ptr(), gotWeights.ptr());
     expectClose(gotProbs, probs, "moeRoute: probabilities" + form, 1e-6);
-    EXPECT_EQ(readInts(gotChosen), chosen) << "moeRoute: chosen experts";
+    EXPECT_EQ(readInts(gotChosen), chosen) << "moeRoute: chosen experts" << form;
     expectClose(gotWeights, weights, "moeRoute: weights" + form, 1e-6);
 
     // d(sum dweights . weights + scale sum_t balance . probs[t])/dlogits,
-    // the chosen experts held; without and with a load-balancing term.
+    // the chosen experts held; without and with a load-balancing term
+    // (the softmax router's).
     Tensor balance = random(experts);
     const float scale = 0.375f;
     for (bool balanced : {false, true}) {
+      if (balanced && f.rule.sigmoid)
+        continue;
       std::vector<double> want(logits.host.size());
       for (size_t i = 0; i < want.size(); ++i) {
         auto loss = [&](double delta) {
           std::vector<double> z = logits.host, p, w;
           std::vector<int> c;
           z[i] += delta;
-          route(z, normalize, p, c, w);
+          route(z, f.rule, p, c, w);
           EXPECT_EQ(c, chosen) << "the step moved a choice";
           double sum = 0;
           for (int64_t j = 0; j < copies; ++j)
@@ -1116,19 +1162,19 @@ TEST_P(Conformance, MixtureOfExperts) {
       Tensor dlogits = filled(tokens * experts, 7);
       kernels().moeRouteBackward(
           gotProbs.ptr(), gotChosen.ptr(), gotWeights.ptr(), dweights.ptr(),
-          tokens, experts, k, normalize,
-          balanced ? balance.ptr() : DevicePtr(), scale, dlogits.ptr());
+          tokens, experts, k, f.rule, balanced ? balance.ptr() : DevicePtr(),
+          scale, dlogits.ptr());
       expectClose(dlogits, want,
                   "moeRouteBackward" + form +
                       (balanced ? " with the load-balancing loss" : ""),
-                  1e-5);
+                  1e-5 * f.rule.scale);
     }
   }
 
   // Grouped by expert: a stable counting sort of the copies.
   std::vector<double> probs, weights;
   std::vector<int> chosen;
-  route(logits.host, true, probs, chosen, weights);
+  route(logits.host, forms[1].rule, probs, chosen, weights);
   std::vector<int> order(copies), position(copies), offsets(experts + 1, 0);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),

@@ -49,6 +49,16 @@ inline int64_t getDispatchInts(const rt::LayerConfig &l, int members) {
   return 2 * l.experts + l.experts / members + 1;
 }
 
+/// Whether the layer's shared expert has a sigmoid gate (Qwen2-MoE's),
+/// whose values and logit gradient the routing state holds.
+inline bool hasSharedGate(const rt::LayerConfig &l) {
+  return l.sharedFfn > 0 && l.sharedGate;
+}
+
+/// The most expert groups a router takes (the GPU router keeps one score
+/// per group in registers).
+constexpr int64_t kMaxExpertGroups = 64;
+
 } // namespace sluice::blocks::moe
 
 #endif // SLUICE_BLOCKS_EXPERTCAPACITY_H

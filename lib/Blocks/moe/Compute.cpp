@@ -54,8 +54,8 @@ public:
               permuted = actAt(c, 2 * z.rt * z.experts + 2 * z.rt);
     k.gemm(false, false, z.rt, z.experts, z.h, 1.0f, t.x, z.h,
            c.weight("mlp.router.weight"), z.experts, 0.0f, logits, z.experts);
-    k.moeRoute(logits, z.rt, z.experts, z.k, c.layer.normTopK, r.probs,
-               r.chosen, r.weights);
+    k.moeRoute(logits, z.rt, z.experts, z.k, getRule(c), r.probs, r.chosen,
+               r.weights);
     k.moeSort(r.chosen, z.rt, z.k, z.experts, r.order, r.position, r.offsets);
     for (DevicePtr stats : {c.balance.stats, c.balance.load})
       if (stats)
@@ -96,6 +96,11 @@ public:
                    z.rt * z.fs);
     k.gemm(false, false, z.rt, z.h, z.fs, 1.0f, e.act, z.fs,
            c.weight("mlp.shared.down.weight"), z.h, 0.0f, e.out, z.h);
+    if (!z.gated) {
+      // DeepSeek's shared expert: added as it is.
+      k.add(t.out, e.out, z.rt * z.h);
+      return;
+    }
     DevicePtr logit = f32At(c, 2 * z.rt * z.experts);
     k.gemm(false, false, z.rt, 1, z.h, 1.0f, t.x, z.h,
            c.weight("mlp.shared_gate.weight"), 1, 0.0f, logit, 1);
@@ -141,8 +146,8 @@ public:
                       dpermuted);
     }
     k.moeRouteBackward(r.probs, r.chosen, r.weights, dweights, z.rt, z.experts,
-                       z.k, c.layer.normTopK, c.balance.counts,
-                       c.balance.scale, dlogits32);
+                       z.k, getRule(c), c.balance.counts, c.balance.scale,
+                       dlogits32);
     k.copy(dlogits, dlogits32, z.rt * z.experts);
     // The input's gradient: the router's part, then each copy's added back
     // to its token (moeCombine unweighted is moeGather's transpose).
@@ -154,7 +159,10 @@ public:
     Shared e = getShared(c, z, r);
     DevicePtr dz = f32At(c, 2 * z.copies + 2 * z.rt * z.experts);
     DevicePtr dactShared = dact + z.rows * z.f;
-    k.gateRowsBackward(e.g, e.out, t.grad, z.rt, z.h, e.dout, dz);
+    if (z.gated)
+      k.gateRowsBackward(e.g, e.out, t.grad, z.rt, z.h, e.dout, dz);
+    else
+      k.copy(e.dout, t.grad, z.rt * z.h);
     k.gemm(false, true, z.rt, z.fs, z.h, 1.0f, e.dout, z.h,
            c.weight("mlp.shared.down.weight"), z.h, 0.0f, dactShared, z.fs);
     k.gatedBackward(activation(c.model, c.layer), e.gate, e.up, dactShared,
@@ -163,6 +171,8 @@ public:
            c.weight("mlp.shared.up.weight"), z.fs, 1.0f, t.out, z.h);
     k.gemm(false, true, z.rt, z.h, z.fs, 1.0f, e.dgate, z.fs,
            c.weight("mlp.shared.gate.weight"), z.fs, 1.0f, t.out, z.h);
+    if (!z.gated)
+      return true;
     k.copy(e.dlogit, dz, z.rt);
     k.gemm(false, true, z.rt, z.h, 1, 1.0f, e.dlogit, 1,
            c.weight("mlp.shared_gate.weight"), 1, 1.0f, t.out, z.h);
@@ -205,8 +215,9 @@ public:
            c.grad("mlp.shared.gate.weight"), z.fs);
     k.gemm(true, false, z.fs, z.h, z.rt, 1.0f, e.act, z.fs, e.dout, z.h, 1.0f,
            c.grad("mlp.shared.down.weight"), z.h);
-    k.gemm(true, false, z.h, 1, z.rt, 1.0f, t.x, z.h, e.dlogit, 1, 1.0f,
-           c.grad("mlp.shared_gate.weight"), 1);
+    if (z.gated)
+      k.gemm(true, false, z.h, 1, z.rt, 1.0f, t.x, z.h, e.dlogit, 1, 1.0f,
+             c.grad("mlp.shared_gate.weight"), 1);
   }
 
 private:
@@ -215,6 +226,8 @@ private:
   struct Sizes {
     int64_t rt, h, f, experts, k, copies, fs, rows;
     int members;
+    /// The shared expert has a sigmoid gate (Qwen2-MoE's).
+    bool gated;
   };
   static Sizes getSizes(const SlotContext &c) {
     int64_t rt = c.size.rt, k = c.layer.topK;
@@ -228,7 +241,22 @@ private:
             c.layer.sharedFfn,
             blocks::moe::getExpertRows(rt, c.layer, members,
                                        c.model.expertCapacity),
-            members};
+            members,
+            blocks::moe::hasSharedGate(c.layer)};
+  }
+
+  /// The layer's routing rule; the bias read from the fp32 masters (a
+  /// step of the balancing rule is below bf16's resolution).
+  static RouterRule getRule(const SlotContext &c) {
+    const LayerConfig &l = c.layer;
+    RouterRule rule;
+    rule.sigmoid = l.router == "sigmoid";
+    rule.normalize = l.normTopK;
+    rule.scale = float(l.routedScale);
+    rule.groups = l.expertGroups;
+    rule.topGroups = l.topGroups;
+    rule.bias = rule.sigmoid ? c.master("mlp.router.bias") : DevicePtr();
+    return rule;
   }
 
   /// The routing F keeps (Shape.cpp: region 0, fp32 then i32 parts).
@@ -246,7 +274,7 @@ private:
             weights};
   }
   /// The shared expert's tensors: its gate's values (after the routing in
-  /// region 0), its pre-activations, activation and output (region 6),
+  /// region 0; with a gate), its pre-activations, activation and output (region 6),
   /// and their gradients and the gate logit's (region 7).
   struct Shared {
     DevicePtr g, up, gate, act, out, dup, dgate, dout, dlogit;
@@ -299,7 +327,7 @@ private:
   };
   static DispatchInts getDispatchInts(const SlotContext &c, const Sizes &z,
                                       const Routing &r) {
-    DevicePtr at = r.offsets + (z.experts + 1) + (z.fs ? z.rt : 0);
+    DevicePtr at = r.offsets + (z.experts + 1) + (z.gated ? z.rt : 0);
     return {at, at + z.experts, at + 2 * z.experts};
   }
   /// Expert parallelism's scratch (Shape.cpp's getScratchElements): the

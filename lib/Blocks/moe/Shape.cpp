@@ -24,7 +24,16 @@
 //   mlp.shared.gate.weight   [hidden, shared_ffn]
 //   mlp.shared.up.weight     [hidden, shared_ffn]
 //   mlp.shared.down.weight   [shared_ffn, hidden]
-//   mlp.shared_gate.weight   [hidden, 1] Split over tensor-parallel shards each expert is
+//   mlp.shared_gate.weight   [hidden, 1]    (with `shared_gate`)
+//
+// DeepSeek-V3's router (`router` = sigmoid; Liu et al., 2024, "DeepSeek-V3
+// Technical Report", section 2.1.2) scores each expert by its own sigmoid
+// and chooses by score plus a per-expert bias that no gradient reaches:
+//
+//   mlp.router.bias          [experts]      zero until loaded or balanced
+//
+// which the auxiliary-loss-free balancing (`bias_update`) moves after each
+// step (runtime/executor/ExpertBias.h). Split over tensor-parallel shards each expert is
 // split as the core's block is (Megatron-LM's expert tensor parallelism):
 // its gate and up maps by columns, its down map by rows, so each shard
 // computes a partial sum of every expert's output that the group's
@@ -92,30 +101,79 @@ class Moe final : public Feature {
 public:
   Moe()
       : Feature({"moe", getSlotBit(Slot::FeedForward), /*order=*/100,
-                 /*field=*/nullptr, /*variants=*/3, /*identityAtInit=*/false,
+                 /*field=*/nullptr, /*variants=*/4, /*identityAtInit=*/false,
                  /*differenceStep=*/2e-3}) {}
   bool isEnabled(const LayerConfig &layer) const override {
     return layer.experts > 0;
   }
   /// Four experts, two per token; variant 1 renormalises their weights,
-  /// variant 2 adds a shared expert half the experts' width.
+  /// variant 2 adds a shared expert half the experts' width; variant 3 is
+  /// DeepSeek-V3's: eight experts in four groups, two per token from the
+  /// two best groups by sigmoid scores, renormalised and scaled, and an
+  /// ungated shared expert.
   void setEnabled(LayerConfig &layer, bool on, int variant) const override {
-    layer.experts = on ? 4 : 0;
+    bool deepSeek = on && variant == 3;
+    layer.experts = on ? (deepSeek ? 8 : 4) : 0;
     layer.topK = on ? 2 : 0;
-    layer.normTopK = on && variant == 1;
-    layer.sharedFfn = on && variant == 2 ? layer.ffn / 2 : 0;
+    layer.normTopK = on && (variant == 1 || deepSeek);
+    layer.sharedFfn = on && (variant == 2 || deepSeek) ? layer.ffn / 2 : 0;
+    layer.router = deepSeek ? "sigmoid" : "softmax";
+    layer.expertGroups = deepSeek ? 4 : 0;
+    layer.topGroups = deepSeek ? 2 : 0;
+    layer.routedScale = deepSeek ? 2.5 : 1.0;
+    layer.sharedGate = !deepSeek;
   }
 
   std::string check(const LayerConfig &l, int64_t) const override {
     if (l.topK < 1 || l.topK > l.experts)
       return "'top_k' = " + std::to_string(l.topK) +
              " must be between 1 and 'experts' = " + std::to_string(l.experts);
+    if (std::string why = checkRouting(l); !why.empty())
+      return why;
     if (!l.isGated())
       return "a mixture of experts' experts are gated blocks ('mlp' = swiglu "
              "or geglu); this layer's 'mlp' is gelu";
     if (l.bias)
       return "'bias' with 'experts': the experts' maps have no biases (no "
              "family Sluice reads has them)";
+    return "";
+  }
+
+  /// DeepSeek's router: the groups, the scale, the bias and its update.
+  static std::string checkRouting(const LayerConfig &l) {
+    auto text = [](int64_t v) { return std::to_string(v); };
+    if (l.expertGroups == 0 && l.topGroups != 0)
+      return "'top_groups' = " + text(l.topGroups) +
+             " limits routing to groups, but the layer has no "
+             "'expert_groups'";
+    if (l.expertGroups != 0) {
+      if (l.expertGroups > moe::kMaxExpertGroups || l.experts % l.expertGroups != 0)
+        return "'expert_groups' = " + text(l.expertGroups) +
+               " must divide 'experts' = " + text(l.experts) +
+               " and be at most " + text(moe::kMaxExpertGroups);
+      if (l.topGroups < 1 || l.topGroups > l.expertGroups)
+        return "'top_groups' = " + text(l.topGroups) +
+               " must be between 1 and 'expert_groups' = " +
+               text(l.expertGroups);
+      if (l.topGroups * (l.experts / l.expertGroups) < l.topK)
+        return "'top_groups' = " + text(l.topGroups) + " groups of " +
+               text(l.experts / l.expertGroups) +
+               " experts hold fewer than 'top_k' = " + text(l.topK);
+    }
+    if (!(l.routedScale > 0))
+      return "'routed_scale' must be positive, got " +
+             std::to_string(l.routedScale);
+    if (l.biasUpdate != 0 && l.router != "sigmoid")
+      return "'bias_update' moves the bias of a sigmoid router; this layer's "
+             "'router' is " +
+             l.router;
+    if (l.auxLoss != 0 && l.router != "softmax")
+      return "'aux_loss' is the softmax router's load-balancing loss "
+             "(transformers' load_balancing_loss_func); a sigmoid router "
+             "balances by 'bias_update'";
+    if (!l.sharedGate && l.sharedFfn == 0)
+      return "'shared_gate' = false, but the layer has no shared expert "
+             "('shared_ffn')";
     return "";
   }
 
@@ -134,6 +192,12 @@ public:
     out.push_back({shape.prefix + "mlp.router.weight", {h, e}});
     out.back().reduce = rt::Reduce::Shards;
     out.back().matmul = true;
+    // The choice's bias: no gradient reaches it (its gradient stays zero,
+    // so Adam leaves it; a vector, so no weight decay), the balancing rule
+    // moves it.
+    if (l.router == "sigmoid")
+      out.push_back({shape.prefix + "mlp.router.bias", {e},
+                     rt::InitKind::Zeros});
     // This member's experts (expert parallelism: its share of them, whole)
     // and every one's share on this shard: its columns of the gate and up
     // maps, its rows of the down map.
@@ -164,6 +228,8 @@ public:
                                     {l.sharedFfn, h}, rt::InitKind::Normal,
                                     shape.shard, rt::Split::Rows, part));
     out.back().matmul = true;
+    if (!l.sharedGate)
+      return;
     out.push_back({shape.prefix + "mlp.shared_gate.weight", {h, 1}});
     out.back().reduce = rt::Reduce::Shards;
     out.back().matmul = true;
@@ -179,7 +245,8 @@ public:
   /// the router logits' gradient (5). With a shared expert, its gate's
   /// values follow the routing (0); its pre-activations, activation and
   /// output are forward region 6, and the pre-activations' and the output's
-  /// gradients and the gate's logit gradient weight region 7.
+  /// gradients and the gate's logit gradient weight region 7 (without
+  /// `shared_gate` neither gate value nor its gradient).
   ///
   /// Under expert parallelism the experts compute on the rows their
   /// member receives (getExpertRows: R), so regions 1, 3 and 4 hold R
@@ -193,10 +260,10 @@ public:
     int64_t rt = s.rows * s.tokens, copies = rt * l.topK, h = shape.hidden();
     int64_t rows =
         moe::getExpertRows(rt, l, members, shape.model.expertCapacity);
-    int64_t fs = l.sharedFfn;
+    int64_t fs = l.sharedFfn, gate = moe::hasSharedGate(l) ? rt : 0;
     if (state == State::Forward) {
       fn(0,
-         rt * l.experts + 4 * copies + l.experts + 1 + (fs ? rt : 0) +
+         rt * l.experts + 4 * copies + l.experts + 1 + gate +
              moe::getDispatchInts(l, members),
          rt::Storage::Fp32);
       fn(1, 3 * rows * l.ffn + (members > 1 ? rows * h : 0),
@@ -210,7 +277,7 @@ public:
     fn(4, rows * h, rt::Storage::Activation);
     fn(5, rt * l.experts, rt::Storage::Activation);
     if (fs)
-      fn(7, 2 * rt * fs + rt * h + rt, rt::Storage::Activation);
+      fn(7, 2 * rt * fs + rt * h + gate, rt::Storage::Activation);
   }
 
   /// F: the router's fp32 logits (and the shared gate's) and the permuted
