@@ -54,7 +54,10 @@
 #      gradients, with an empty expert, and Qwen2-MoE's shared-expert
 #      sigmoid gate, and (added 2026-11-29 afternoon) the load-balancing
 #      loss's statistics, loss and router gradient (moeBalance,
-#      moeBalanceLoss, moeRouteBackward's balance term)
+#      moeBalanceLoss, moeRouteBackward's balance term), and (added
+#      2026-11-29 evening, issue 55) DeepSeek's router forms: sigmoid
+#      scores, the bias on the choice, group-limited top-k, the scale
+#      (routeKernel's RouterRule)
 #      (runtime/cuda/Moe.cu; under a second of device time, inside item
 #      1's), never yet run on a GPU -- compiled only; the communicators'
 #      suite now includes the variable-count all-to-all (AllToAllUnevenParts:
