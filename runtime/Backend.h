@@ -259,6 +259,9 @@ struct AttentionShape {
   float scale = 0.0f;
   float softcap = 0.0f;
   int64_t window = 0;
+  /// A value head's size (the context's per head); 0: headDim.
+  int64_t valueDim = 0;
+  int64_t getValueDim() const { return valueDim > 0 ? valueDim : headDim; }
   /// The first key the query at position `position` attends to.
   int64_t getFirstKey(int64_t position) const {
     return window > 0 && position >= window ? position - window + 1 : 0;

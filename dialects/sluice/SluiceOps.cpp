@@ -385,7 +385,8 @@ LogicalResult TransformerLayerOp::verify() {
   // (sluice-shard-tensors): its query heads, the key/value heads they
   // read (one, replicated, with fewer key/value heads than shards), and
   // its share of the feed-forward width.
-  int64_t n = *getShards(), headDim = getHeadDimOrDefault();
+  int64_t n = *getShards(), headDim = getHeadDimOrDefault(),
+          valueDim = ::sluice::blocks::getValueHeadDim(spec, getHidden());
   int64_t heads = spec.heads, kvHeads = spec.kvHeads, ffn = spec.ffn;
   int64_t kv = kvHeads >= n ? kvHeads / n : 1;
   for (Operation &op : getBody().front()) {
@@ -393,11 +394,11 @@ LogicalResult TransformerLayerOp::verify() {
     if (auto column = dyn_cast<ColumnParallelOp>(op)) {
       width = getWidth(column.getResult());
       expected = column.getProjection() == Projection::qkv
-                     ? (heads / n + 2 * kv) * headDim
+                     ? (heads / n + kv) * headDim + kv * valueDim
                      : ffn / n;
     } else if (auto attention = dyn_cast<ShardAttentionOp>(op)) {
       width = getWidth(attention.getResult());
-      expected = heads / n * headDim;
+      expected = heads / n * valueDim;
     }
     if (width != expected)
       return op.emitOpError("yields ")

@@ -69,8 +69,10 @@ double mlir::sluice::getForwardFlops(const TransformerShape &s, int64_t tokens,
   double t = static_cast<double>(tokens);
   double linear = 2.0 * static_cast<double>(count(s).matmul) * t;
   double keysAttended = ::sluice::rt::getKeysAttended(tokens, prefix, s.window);
-  double attention =
-      4.0 * static_cast<double>(s.heads * s.headDim) * keysAttended;
+  // Q K^T over head_dim, P V over the value heads' size.
+  double attention = 2.0 *
+                     static_cast<double>(s.heads * (s.headDim + s.getValueDim())) *
+                     keysAttended;
   ::sluice::rt::ModelConfig model;
   model.hidden = s.hidden;
   ::sluice::blocks::LayerShape shape =

@@ -116,7 +116,8 @@ double StageProfile::getPassFlops(PassKind kind, int64_t tokens,
   double attention = 0;
   for (const TransformerShape &shape : layers) {
     double t = double(tokens);
-    attention += 4.0 * double(shape.heads * shape.headDim) *
+    attention += 2.0 *
+                 double(shape.heads * (shape.headDim + shape.getValueDim())) *
                  (t * double(prefix) + t * (t + 1.0) / 2.0);
   }
   attention *= double(microBatch);
@@ -188,7 +189,7 @@ double StageProfile::getKeyValueBytes(int64_t tokens,
                                       bool withGradients) const {
   double perToken = 0;
   for (const TransformerShape &s : layers)
-    perToken += 2.0 * double(s.kvHeads * s.headDim * dtypeBytes);
+    perToken += double(s.kvHeads * (s.headDim + s.getValueDim()) * dtypeBytes);
   return perToken * (withGradients ? 2.0 : 1.0) * double(tokens) *
          double(microBatch);
 }
@@ -208,8 +209,9 @@ double StageProfile::getActivationBytes(int64_t tokens,
     // Sequence parallelism keeps the norms' and the column-parallel
     // projections' inputs as the shard's slice of the tokens.
     double kept = 4.0 * double(s.hidden) / double(sequenceShards) +
-                  double((s.heads + 2 * s.kvHeads) * s.headDim) +
-                  (selective ? 0.0 : double(s.heads * s.headDim)) +
+                  double((s.heads + s.kvHeads) * s.headDim +
+                         s.kvHeads * s.getValueDim()) +
+                  (selective ? 0.0 : double(s.heads * s.getValueDim())) +
                   double(s.ffn) * ((s.isGated() ? 3.0 : 2.0) -
                                    (selective ? 1.0 : 0.0));
     perToken += kept * double(dtypeBytes) + (selective ? 0.0 : 4.0) *

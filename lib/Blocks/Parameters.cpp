@@ -50,9 +50,10 @@ ParameterSpec makeParameter(const std::string &name,
 }
 
 CoreSplit getCoreSplit(const LayerConfig &layer, TensorShard shard) {
-  int64_t d = layer.headDim, hd = layer.heads * d, kv = layer.kvHeads * d;
+  int64_t d = layer.headDim, dv = layer.getValueDim(), hd = layer.heads * d,
+          kv = layer.kvHeads * d;
   int64_t t = shard.index, n = shard.count;
-  int64_t queries = layer.heads / n * d;
+  int64_t queries = layer.heads / n * d, context = layer.heads / n * dv;
   int64_t kvHeads = getShardKvHeads(layer, int(n));
   int64_t firstKv =
       layer.kvHeads >= n ? t * kvHeads : t / (n / layer.kvHeads);
@@ -61,7 +62,8 @@ CoreSplit getCoreSplit(const LayerConfig &layer, TensorShard shard) {
   split.queries = {{t * queries, queries}};
   split.keys = {{hd + firstKv * d, kvHeads * d}};
   split.qkv = {split.queries[0], split.keys[0],
-               {hd + kv + firstKv * d, kvHeads * d}};
+               {hd + kv + firstKv * dv, kvHeads * dv}};
+  split.context = {{t * context, context}};
   split.ffn = {{t * f, f}};
   return split;
 }
@@ -73,7 +75,9 @@ std::vector<ParameterSpec> getTransformerParameters(const ModelConfig &model,
   blocks::LayerShape shape =
       blocks::getLayerShape(model, layer, prefix, shard);
   int64_t h = model.hidden, hd = layer.heads * layer.headDim,
-          kv = layer.kvHeads * layer.headDim;
+          kv = layer.kvHeads * layer.headDim,
+          values = layer.kvHeads * layer.getValueDim(),
+          context = layer.heads * layer.getValueDim();
   std::vector<ParameterSpec> specs;
   // The core's linear maps (weights [in, out]) between the slots'
   // features, in the order F reaches them.
@@ -88,9 +92,13 @@ std::vector<ParameterSpec> getTransformerParameters(const ModelConfig &model,
       f->addParameters(slot, shape, specs);
   };
   features(blocks::Slot::AttentionInput);
-  linear("attn.qkv.weight", h, hd + 2 * kv, Split::Columns, shape.split.qkv);
+  if (blocks::hasCoreProjection(layer))
+    linear("attn.qkv.weight", h, hd + kv + values, Split::Columns,
+           shape.split.qkv);
+  else
+    features(blocks::Slot::QueryKeyValue);
   features(blocks::Slot::Projections);
-  linear("attn.out.weight", hd, h, Split::Rows, shape.split.queries);
+  linear("attn.out.weight", context, h, Split::Rows, shape.split.context);
   features(blocks::Slot::AttentionOutput);
   features(blocks::Slot::FeedForwardInput);
   if (blocks::hasCoreFeedForward(layer)) {

@@ -81,6 +81,13 @@ bool hasCoreFeedForward(const LayerConfig &layer) {
   return true;
 }
 
+bool hasCoreProjection(const LayerConfig &layer) {
+  for (const Feature *f : getEnabledFeatures(layer))
+    if (f->getSlots() & getSlotBit(Slot::QueryKeyValue))
+      return false;
+  return true;
+}
+
 LayerShape getLayerShape(const ModelConfig &model, const LayerConfig &layer,
                          const std::string &prefix, rt::TensorShard shard) {
   return {model, layer, prefix, shard, rt::getCoreSplit(layer, shard)};

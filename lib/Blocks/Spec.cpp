@@ -371,6 +371,10 @@ int64_t getHeadDim(const LayerConfig &layer, int64_t hidden) {
   return hidden / layer.heads;
 }
 
+int64_t getValueHeadDim(const LayerConfig &layer, int64_t hidden) {
+  return layer.vHeadDim > 0 ? layer.vHeadDim : getHeadDim(layer, hidden);
+}
+
 namespace {
 /// A size field's value: positive, and at most the limit, so that the
 /// cost model's and the runtime's products of sizes cannot overflow (a
@@ -393,8 +397,10 @@ std::string checkTransformer(const LayerConfig &l, int64_t hidden) {
                             std::pair{"ffn", l.ffn}})
     if (std::string why = checkSize(key, value); !why.empty())
       return why;
-  if (std::string why = checkSize("head_dim", l.headDim, false); !why.empty())
-    return why;
+  for (auto [key, value] : {std::pair{"head_dim", l.headDim},
+                            std::pair{"v_head_dim", l.vHeadDim}})
+    if (std::string why = checkSize(key, value, false); !why.empty())
+      return why;
   if (l.headDim == 0 && hidden % l.heads != 0)
     return "hidden size " + std::to_string(hidden) +
            " is not divisible by 'heads' = " + std::to_string(l.heads);
@@ -446,6 +452,16 @@ std::string checkTransformer(const LayerConfig &l, int64_t hidden) {
              " belongs to a mixture of experts, but the layer has no "
              "'experts'";
   }
+  if (l.kvLoraRank == 0) {
+    const char *key = l.qLoraRank != 0    ? "q_lora_rank"
+                      : l.ropeHeadDim != 0 ? "rope_head_dim"
+                      : l.ropeInterleave   ? "rope_interleave"
+                                           : nullptr;
+    if (key)
+      return quoted(key) +
+             " belongs to multi-head latent attention, but the layer has no "
+             "'kv_lora_rank'";
+  }
   return "";
 }
 } // namespace
@@ -482,12 +498,16 @@ std::string checkLayer(const LayerConfig &layer, int64_t hidden) {
                                                              "block's") +
              " input";
   }
-  // And the feed-forward block is the core's or one feature's.
-  std::vector<const Feature *> whole =
-      getEnabledFeatures(layer, Slot::FeedForward);
-  if (whole.size() > 1)
-    return std::string("block features '") + whole[0]->getName() + "' and '" +
-           whole[1]->getName() + "' both replace the feed-forward block";
+  // And the feed-forward block and the QKV projection are each the
+  // core's or one feature's.
+  for (auto [slot, what] :
+       {std::pair{Slot::FeedForward, "the feed-forward block"},
+        std::pair{Slot::QueryKeyValue, "the query, key and value projection"}}) {
+    std::vector<const Feature *> whole = getEnabledFeatures(layer, slot);
+    if (whole.size() > 1)
+      return std::string("block features '") + whole[0]->getName() +
+             "' and '" + whole[1]->getName() + "' both replace " + what;
+  }
   return "";
 }
 

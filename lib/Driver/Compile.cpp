@@ -30,6 +30,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::sluice;
 using namespace mlir::sluice::driver;
@@ -187,6 +189,31 @@ OwningOpRef<ModuleOp> driver::loadModel(StringRef path, MLIRContext *context) {
 
 LogicalResult driver::setShape(ModuleOp module, const CompileRequest &request,
                                StringRef dtype) {
+  if (request.expertBiasUpdate != 0) {
+    // The balancing's speed on every sigmoid router (DeepSeek-V3's), as
+    // the layers' `bias_update` says it in the IR and the plan.
+    double gamma = request.expertBiasUpdate;
+    if (!(gamma > 0) || !std::isfinite(gamma)) {
+      fail("--expert-bias-update must be a positive number, got " +
+           llvm::formatv("{0}", gamma).str());
+      return failure();
+    }
+    int routers = 0;
+    module.walk([&](TransformerLayerOp layer) {
+      ::sluice::rt::LayerConfig spec = layer.getSpec();
+      if (spec.experts == 0 || spec.router != "sigmoid")
+        return;
+      spec.biasUpdate = gamma;
+      layer.setSpec(spec);
+      ++routers;
+    });
+    if (routers == 0) {
+      fail("--expert-bias-update moves the bias of sigmoid routers "
+           "(DeepSeek-V3's), and this model has none; a softmax router "
+           "balances by its load-balancing loss (aux_loss)");
+      return failure();
+    }
+  }
   PassManager shape(module.getContext());
   if (failed(configure(shape)))
     return failure();

@@ -133,6 +133,11 @@ inline void clearExperts(LayerConfig &l) {
   l.experts = l.topK = l.sharedFfn = 0;
   l.normTopK = false;
   l.auxLoss = 0;
+  l.router = "softmax";
+  l.expertGroups = l.topGroups = 0;
+  l.routedScale = 1.0;
+  l.sharedGate = true;
+  l.biasUpdate = 0;
 }
 bool readExperts(ConfigKeys &config, const std::string &modelType,
                  const ExpertKeys &keys, ConfigValues &values,

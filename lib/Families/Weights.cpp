@@ -111,10 +111,15 @@ bool getLayerSource(const WeightNames &names, const std::string &prefix,
   src.columns = out;
   bool transposed = spec->shape.size() == 2 && names.linearTransposed;
   if (module == "attn.qkv" && !names.q.empty()) {
-    int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
+    int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim,
+            values = l.kvHeads * l.getValueDim();
     src.pieces = {{at + names.q + suffix, 0, hd, transposed},
                   {at + names.k + suffix, hd, kv, transposed},
-                  {at + names.v + suffix, hd + kv, kv, transposed}};
+                  {at + names.v + suffix, hd + kv, values, transposed}};
+    return true;
+  }
+  if (auto named = names.tensors.find(field); named != names.tensors.end()) {
+    src.pieces = {{at + named->second, 0, out, transposed}};
     return true;
   }
   auto it = names.modules.find(module);

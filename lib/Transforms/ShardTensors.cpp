@@ -30,6 +30,7 @@
 
 #include "sluice/Blocks/ExpertCapacity.h"
 #include "sluice/Blocks/Feature.h"
+#include "sluice/Blocks/Spec.h"
 #include "sluice/PipelineIR/PipelineIR.h"
 
 #include "mlir/IR/Builders.h"
@@ -62,15 +63,17 @@ public:
     Location loc = layer.getLoc();
     Block *block = begin(layer, layer.getBody());
     Value x = block->addArgument(between(type), loc);
-    int64_t headDim = layer.getHeadDimOrDefault();
+    int64_t headDim = layer.getHeadDimOrDefault(),
+            valueDim = ::sluice::blocks::getValueHeadDim(layer.getSpec(),
+                                                         layer.getHidden());
     const ::sluice::rt::LayerConfig &spec = layer.getSpec();
     int64_t kv = spec.kvHeads >= shards ? spec.kvHeads / shards : 1;
     int64_t heads = spec.heads / shards, ffn = spec.ffn / shards;
 
     Value qkv = column(loc, enter(loc, norm(loc, x)), Projection::qkv,
-                       (heads + 2 * kv) * headDim);
-    Value context = ShardAttentionOp::create(builder, loc,
-                                             widen(type, heads * headDim), qkv);
+                       (heads + kv) * headDim + kv * valueDim);
+    Value context = ShardAttentionOp::create(
+        builder, loc, widen(type, heads * valueDim), qkv);
     Value attention = leave(loc, row(loc, context, Projection::out, type));
     x = ResidualAddOp::create(builder, loc, x.getType(), x, attention);
 

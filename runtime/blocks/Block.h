@@ -153,6 +153,9 @@ struct Layer {
   /// Whether the core computes the feed-forward block (no feature at
   /// Slot::FeedForward replaces it).
   bool coreFeedForward = true;
+  /// Whether the core computes the QKV projection and its rotation (no
+  /// feature at Slot::QueryKeyValue replaces them).
+  bool coreProjection = true;
   /// The fp8 precision's scaling records of a transformer layer
   /// (kFp8RecordsPerLayer x kFp8RecordFloats f32); null otherwise.
   DevicePtr fp8;
@@ -244,27 +247,37 @@ private:
 /// Attention over slice `s` of layer `c`, with the model's scale and cap.
 inline AttentionShape getAttentionShape(const ModelConfig &model,
                                  const LayerConfig &c, const SliceShape &s) {
-  return {s.rows,    s.tokens,   s.offset,
-          model.seqLen, c.heads, c.headDim,
-          c.kvHeads, float(model.attentionScale),
-          float(model.attentionSoftcap), c.window};
+  AttentionShape shape{s.rows,    s.tokens,   s.offset,
+                       model.seqLen, c.heads, c.headDim,
+                       c.kvHeads, float(model.attentionScale),
+                       float(model.attentionSoftcap), c.window};
+  shape.valueDim = c.vHeadDim;
+  return shape;
 }
 
 /// A transformer layer's sizes for one slice: rows x tokens, hidden, ffn,
-/// the query heads' and the key/value heads' widths, and the QKV
-/// projection's (q, k and v side by side).
+/// the query heads' and the key heads' widths, the QKV projection's (q, k
+/// and v side by side), the value heads' and the attention output's (their
+/// v_head_dim where it differs from head_dim).
 /// `n`: the tokens this shard holds outside the tensor-parallel regions
 /// (rt, or rt / T under sequence parallelism).
 struct Sizes {
-  int64_t rt, n, h, f, hd, kvw, width;
+  int64_t rt, n, h, f, hd, kvw, width, vw, cw;
 };
 
 inline Sizes getSizes(const ModelConfig &model, const LayerConfig &l,
                const SliceShape &s) {
-  int64_t hd = l.heads * l.headDim, kvw = l.kvHeads * l.headDim;
-  return {
-      s.rows * s.tokens, getLocalTokens(model, s), model.hidden, l.ffn, hd, kvw,
-      hd + 2 * kvw};
+  int64_t hd = l.heads * l.headDim, kvw = l.kvHeads * l.headDim,
+          vw = l.kvHeads * l.getValueDim(), cw = l.heads * l.getValueDim();
+  return {s.rows * s.tokens,
+          getLocalTokens(model, s),
+          model.hidden,
+          l.ffn,
+          hd,
+          kvw,
+          hd + kvw + vw,
+          vw,
+          cw};
 }
 
 inline GateActivation activation(const ModelConfig &m, const LayerConfig &l) {

@@ -67,6 +67,12 @@ struct SlotContext {
 ///      gradient at `x`: residual + the feature's input gradient.
 ///   W  materialize(): `out` receives the sublayer's input again [n, h];
 ///      weight(): `grad` as in B, for the feature's parameters.
+/// QueryKeyValue (one feature at most):
+///   F  `x` the attention's input, the whole slice's [rt, h]; `out`
+///      receives q, k and v side by side [rt, width], rotated.
+///   B  `grad` their gradient [rt, width]; `out` receives the input's
+///      [rt, h] (a partial sum per tensor-parallel shard).
+///   W  `x` the input again, `grad` as in B.
 /// Projections:
 ///   F  `x` the QKV projection's output [rt, width] (q, k, v side by
 ///      side), in place, before the rotation; the layer's Q and Context

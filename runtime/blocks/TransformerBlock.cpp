@@ -5,6 +5,8 @@
 // slots where block features run (sluice/Blocks/Feature.h; Slots.h):
 //
 //   a = [AttentionInput](x)                  a pre-norm, or x
+//   [QueryKeyValue]: q k v from a, rotated, in place of the two lines
+//   below (multi-head latent attention), or
 //   [q k v] = [Projections](a Wqkv)          biases, query/key norms
 //   ctx = attention(rotate(q), rotate(K), V)
 //   x2 = x + [AttentionOutput](ctx Wo)       a bias, a sandwich norm
@@ -197,7 +199,7 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
                                DevicePtr work, DevicePtr featureWork,
                                bool again) {
   const LayerConfig &c = *l.config;
-  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
+  auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   TransformerScratch t = getTransformerScratch(model, c, s);
   auto [a, qkv, x2, cn] = Workspace(work, precision, n * h)
                               .scratch({t.norm, t.qkv, t.residual, t.norm2});
@@ -207,9 +209,8 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   // The backward of later slices accumulates into this microbatch's key and
   // value gradients; they start at zero with its first slice.
   if (s.offset == 0 && !again) {
-    int64_t cache = s.rows * model.seqLen * kvw;
-    kernels.fill(v[Field::DKeys], 0.0, cache);
-    kernels.fill(v[Field::DValues], 0.0, cache);
+    kernels.fill(v[Field::DKeys], 0.0, s.rows * model.seqLen * kvw);
+    kernels.fill(v[Field::DValues], 0.0, s.rows * model.seqLen * vw);
   }
   // The attention's input on this shard's tokens; under sequence
   // parallelism the group's all-gather (the blog's g, Korthikanti et
@@ -217,12 +218,20 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   at.makeInput(Slot::AttentionInput, x, DevicePtr(),
                seams.localTokens(a, n * h), v[Field::AttnIn]);
   seams.gatherTokens(a, n * h);
-  product(l, Map::Qkv, Role::Input, Role::Weight, false, false, rt, width, h, a,
-          h, l.w.qkvW, width, 0.0f, qkv, width);
+  if (!l.coreProjection) {
+    // A feature's projection in the core's place (multi-head latent
+    // attention): q, k and v from the whole slice's input, rotated.
+    SlotTensors projection{};
+    projection.x = a, projection.out = qkv;
+    at.forward(Slot::QueryKeyValue, projection);
+  } else {
+    product(l, Map::Qkv, Role::Input, Role::Weight, false, false, rt, width, h,
+            a, h, l.w.qkvW, width, 0.0f, qkv, width);
+  }
   SlotTensors projections{};
   projections.x = qkv;
   at.forward(Slot::Projections, projections);
-  if (c.rotary.theta > 0) {
+  if (c.rotary.theta > 0 && l.coreProjection) {
     // Rotated by absolute position (offset + t), so the keys a later slice
     // reads from the state are the ones the whole sequence would have.
     kernels.rotate(qkv, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
@@ -233,11 +242,10 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   // Q to the state; K and V to the slice's rows of the microbatch's cache:
   // one strided copy each.
   kernels.copyStrided(v[Field::Q], qkv, {1, rt, hd, 0, width, 0, hd});
-  int64_t at0 = s.offset * kvw;
-  kernels.copyStrided(keys + at0, qkv + hd,
+  kernels.copyStrided(keys + s.offset * kvw, qkv + hd,
                       cacheRows(s, model.seqLen, kvw, width, true));
-  kernels.copyStrided(values + at0, qkv + hd + kvw,
-                      cacheRows(s, model.seqLen, kvw, width, true));
+  kernels.copyStrided(values + s.offset * vw, qkv + hd + kvw,
+                      cacheRows(s, model.seqLen, vw, width, true));
   AttentionShape shape = getAttentionShape(model, c, s);
   kernels.attentionForward(shape, v[Field::Q], keys, values, v[Field::Lse],
                            v[Field::Context]);
@@ -246,8 +254,8 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   // parallelism, the partial sums then in `a`, which QKV has consumed).
   // A bias is added once, after it (AttentionOutput); `a` is free again.
   DevicePtr partial = seams.isSequenceParallel() ? a : x2;
-  product(l, Map::Out, Role::Input, Role::Weight, false, false, rt, h, hd,
-          v[Field::Context], hd, l.w.outW, h, 0.0f, partial, h);
+  product(l, Map::Out, Role::Input, Role::Weight, false, false, rt, h, cw,
+          v[Field::Context], cw, l.w.outW, h, 0.0f, partial, h);
   seams.reduceTokens(partial, x2, n * h);
   SlotTensors output{};
   output.x = x2, output.temp = a;
@@ -276,7 +284,7 @@ void TransformerBlock::feedForward(const Layer &l, const Views &v,
                                    const SliceShape &s, const Features &at,
                                    DevicePtr cn, DevicePtr partial) {
   const LayerConfig &c = *l.config;
-  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
+  auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   DevicePtr u = v[Field::Up], g = v[Field::Act], z = v[Field::Gate];
   product(l, Map::Up, Role::Input, Role::Weight, false, false, rt, f, h, cn, h,
           l.w.upW, f, 0.0f, u, f);
@@ -318,7 +326,7 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
                                 DevicePtr dx, DevicePtr work,
                                 DevicePtr featureWork) {
   const LayerConfig &c = *l.config;
-  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
+  auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   TransformerScratch t = getTransformerScratch(model, c, s);
   auto [dg, dx2, dctx, dq, whole] =
       Workspace(work, precision, n * h)
@@ -364,8 +372,8 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   at.backwardOutput(Slot::AttentionOutput, dx2, seams.localTokens(dy1, n * h),
                     n * h);
   seams.gatherTokens(dy1, n * h);
-  product(l, Map::Out, Role::Grad, Role::Weight, false, true, rt, hd, h, dy1, h,
-          l.w.outW, h, 0.0f, dctx, hd);
+  product(l, Map::Out, Role::Grad, Role::Weight, false, true, rt, cw, h, dy1, h,
+          l.w.outW, h, 0.0f, dctx, cw);
   AttentionShape shape = getAttentionShape(model, c, s);
   kernels.attentionBackward(shape, v[Field::Q], v[Field::Keys],
                             v[Field::Values], v[Field::Context], v[Field::Lse],
@@ -373,12 +381,11 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   // Every later slice has added into this slice's key and value gradients,
   // so they are complete: assemble the QKV projection's output gradient.
   kernels.copyStrided(dqkv, dq, {1, rt, hd, 0, hd, 0, width});
-  int64_t at0 = s.offset * kvw;
-  kernels.copyStrided(dqkv + hd, v[Field::DKeys] + at0,
+  kernels.copyStrided(dqkv + hd, v[Field::DKeys] + s.offset * kvw,
                       cacheRows(s, model.seqLen, kvw, width, false));
-  kernels.copyStrided(dqkv + hd + kvw, v[Field::DValues] + at0,
-                      cacheRows(s, model.seqLen, kvw, width, false));
-  if (c.rotary.theta > 0) {
+  kernels.copyStrided(dqkv + hd + kvw, v[Field::DValues] + s.offset * vw,
+                      cacheRows(s, model.seqLen, vw, width, false));
+  if (c.rotary.theta > 0 && l.coreProjection) {
     // Back through the rotation: its gradient is its transpose.
     kernels.rotate(dqkv, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
                    c.rotary, true);
@@ -389,8 +396,14 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   projections.x = dqkv, projections.temp = dq, projections.temp2 = dctx;
   at.backward(Slot::Projections, projections);
   DevicePtr daWhole = partial ? partial : v[Field::DA];
-  product(l, Map::Qkv, Role::Grad, Role::Weight, false, true, rt, h, width,
-          dqkv, width, l.w.qkvW, width, 0.0f, daWhole, h);
+  if (!l.coreProjection) {
+    SlotTensors projection{};
+    projection.grad = dqkv, projection.out = daWhole;
+    at.backward(Slot::QueryKeyValue, projection);
+  } else {
+    product(l, Map::Qkv, Role::Grad, Role::Weight, false, true, rt, h, width,
+            dqkv, width, l.w.qkvW, width, 0.0f, daWhole, h);
+  }
   seams.reduceTokens(daWhole, v[Field::DA], n * h);
   at.backwardInput(Slot::AttentionInput, v[Field::DA], dx2, dx);
 }
@@ -399,7 +412,7 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
                               const SliceShape &s, DevicePtr work,
                               DevicePtr featureWork) {
   const LayerConfig &c = *l.config;
-  auto [rt, n, h, f, hd, kvw, width] = getSizes(model, c, s);
+  auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   bool sequence = seams.isSequenceParallel();
   auto [input, input2] = Workspace(work, precision, n * h)
                              .scratch({rt * h, sequence ? rt * h : 0});
@@ -426,8 +439,8 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
   at.weight(Slot::AttentionInput, inputs);
   inputs.grad = v[Field::DC];
   at.weight(Slot::FeedForwardInput, inputs);
-  product(l, Map::Out, Role::Input, Role::Grad, true, false, hd, h, rt,
-          v[Field::Context], hd, dy1, h, 1.0f, l.g.outW, h);
+  product(l, Map::Out, Role::Input, Role::Grad, true, false, cw, h, rt,
+          v[Field::Context], cw, dy1, h, 1.0f, l.g.outW, h);
   SlotTensors output{};
   output.grad = dy1;
   at.weight(Slot::AttentionOutput, output);
@@ -438,8 +451,14 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
   at.weight(Slot::FeedForwardOutput, output);
 
   first.wait();
-  product(l, Map::Qkv, Role::Input, Role::Grad, true, false, h, width, rt,
-          input, h, dqkv, width, 1.0f, l.g.qkvW, width);
+  if (!l.coreProjection) {
+    SlotTensors projection{};
+    projection.x = input, projection.grad = dqkv;
+    at.weight(Slot::QueryKeyValue, projection);
+  } else {
+    product(l, Map::Qkv, Role::Input, Role::Grad, true, false, h, width, rt,
+            input, h, dqkv, width, 1.0f, l.g.qkvW, width);
+  }
   SlotTensors projections{};
   projections.x = dqkv;
   at.weight(Slot::Projections, projections);

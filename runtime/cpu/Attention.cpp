@@ -58,7 +58,9 @@ constexpr int64_t kQueryBlock = 64;
 /// of them sees.
 struct HeadBlock {
   int64_t row, head, first, count, keyFirst, width;
-  int64_t qAt, kvAt; // element offsets of the block's first query, key
+  // Element offsets of the block's first query, key, context row and
+  // value (values and the context have the value heads' size).
+  int64_t qAt, kvAt, cAt, vAt;
 };
 
 HeadBlock getBlock(const AttentionShape &s, int64_t r, int64_t h,
@@ -74,6 +76,10 @@ HeadBlock getBlock(const AttentionShape &s, int64_t r, int64_t h,
   b.qAt = (r * s.tokens + first) * hd + h * s.headDim;
   b.kvAt = (r * s.seqLen + b.keyFirst) * kvw +
            (h / (s.heads / s.kvHeads)) * s.headDim;
+  const int64_t dv = s.getValueDim();
+  b.cAt = (r * s.tokens + first) * s.heads * dv + h * dv;
+  b.vAt = (r * s.seqLen + b.keyFirst) * s.kvHeads * dv +
+          (h / (s.heads / s.kvHeads)) * dv;
   return b;
 }
 
@@ -134,10 +140,11 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
           lse[(r * s.heads + h) * s.tokens + first + i] =
               float(double(maxScore) + std::log(sum));
         }
+        const int64_t dv = s.getValueDim();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(b.count),
-                    int(s.headDim), int(b.width), 1.0f, p.data(), int(b.width),
-                    values + b.kvAt, int(s.kvHeads * s.headDim), 0.0f,
-                    context + b.qAt, int(s.heads * s.headDim));
+                    int(dv), int(b.width), 1.0f, p.data(), int(b.width),
+                    values + b.vAt, int(s.kvHeads * dv), 0.0f,
+                    context + b.cAt, int(s.heads * dv));
       }
     }
   });
@@ -153,7 +160,8 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
               *dcontext = dcontextPtr.f32();
   float *dq = dqPtr.f32(), *dkeys = dkeysPtr.f32(), *dvalues = dvaluesPtr.f32();
   const int hd = int(s.heads * s.headDim), kvw = int(s.kvHeads * s.headDim);
-  const int d = int(s.headDim);
+  const int d = int(s.headDim), dv = int(s.getValueDim());
+  const int cw = int(s.heads * dv), vw = int(s.kvHeads * dv);
   const float scale = getAttentionScale(s), cap = s.softcap;
   const int64_t room = kQueryBlock * (s.offset + s.tokens);
   // (row, key/value head) pairs over the kernel threads: a pair's query
@@ -172,17 +180,17 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
           // FlashAttention's backward: P = exp(S - lse) from the kept
           // log-sum-exp; dP = dctx V^T; D = dctx . ctx = sum_j P_j dP_j.
           getScores(s, b, q, keys, p.data());
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, d, 1.0f,
-                      dcontext + b.qAt, hd, values + b.kvAt, kvw, 0.0f,
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, dv, 1.0f,
+                      dcontext + b.cAt, cw, values + b.vAt, vw, 0.0f,
                       ds.data(), w);
           for (int64_t i = 0; i < b.count; ++i) {
             float *pi = p.data() + i * w, *dsi = ds.data() + i * w;
             auto [begin, end] = getVisible(s, b, i);
             double logSum = lse[(r * s.heads + h) * s.tokens + first + i];
-            const float *dci = dcontext + b.qAt + i * hd,
-                        *ci = context + b.qAt + i * hd;
+            const float *dci = dcontext + b.cAt + i * cw,
+                        *ci = context + b.cAt + i * cw;
             double weighted = 0;
-            for (int64_t e = 0; e < s.headDim; ++e)
+            for (int64_t e = 0; e < dv; ++e)
               weighted += double(dci[e]) * ci[e];
             if (cap > 0) {
               for (int64_t j = begin; j < end; ++j) {
@@ -213,9 +221,9 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
                       ds.data(), w, keys + b.kvAt, kvw, 0.0f, dq + b.qAt, hd);
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, d, n, 1.0f,
                       ds.data(), w, q + b.qAt, hd, 1.0f, dkeys + b.kvAt, kvw);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, d, n, 1.0f,
-                      p.data(), w, dcontext + b.qAt, hd, 1.0f, dvalues + b.kvAt,
-                      kvw);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, dv, n, 1.0f,
+                      p.data(), w, dcontext + b.cAt, cw, 1.0f, dvalues + b.vAt,
+                      vw);
         }
     }
   });

@@ -84,6 +84,13 @@ int64_t queryElements(const AttentionShape &s) {
 int64_t cacheElements(const AttentionShape &s) {
   return s.rows * s.seqLen * s.kvHeads * s.headDim;
 }
+/// The same of the value heads' arrays: the values and the context.
+int64_t valueCacheElements(const AttentionShape &s) {
+  return s.rows * s.seqLen * s.kvHeads * s.getValueDim();
+}
+int64_t contextElements(const AttentionShape &s) {
+  return s.rows * s.tokens * s.heads * s.getValueDim();
+}
 
 /// The span of one side of a strided copy, from its pointer.
 int64_t stridedSpan(const StridedCopy &c, int64_t batch, int64_t row) {

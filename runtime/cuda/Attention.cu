@@ -1,16 +1,19 @@
 //===- Attention.cu - Attention launchers ---------------------------------===//
 
 #include "Attention.cuh"
+
+#include <algorithm>
 #include "CudaKernels.h"
 
 namespace sluice::rt::cuda {
 
 namespace {
 bool checkShape(const AttentionShape &s, ErrorSink &errors) {
-  if (s.headDim <= kMaxHeadDim)
+  int64_t largest = std::max(s.headDim, s.getValueDim());
+  if (largest <= kMaxHeadDim)
     return true;
   errors.check(cudaErrorInvalidValue,
-               ("attention: head size " + std::to_string(s.headDim) +
+               ("attention: head size " + std::to_string(largest) +
                 " exceeds the fallback kernel's " + std::to_string(kMaxHeadDim))
                    .c_str(),
                __FILE__, __LINE__);
@@ -24,9 +27,11 @@ void CudaKernels::attentionForward(const AttentionShape &shape, DevicePtr q,
   int64_t queries = shape.rows * shape.heads * shape.tokens;
   if (queries == 0)
     return;
-  // cuDNN's graph has neither another scale, a cap nor a window: Gemma-2's
-  // scores and windowed slices take the kernel below.
-  bool plain = shape.scale == 0 && shape.softcap == 0 && !shape.isWindowed();
+  // cuDNN's graph has neither another scale, a cap, a window nor value
+  // heads of another size: Gemma-2's scores, windowed slices and
+  // DeepSeek's heads take the kernel below.
+  bool plain = shape.scale == 0 && shape.softcap == 0 &&
+               !shape.isWindowed() && shape.getValueDim() == shape.headDim;
   if (plain && cudnn &&
       cudnn->forward(stream, shape, q, keys, values, lse, context))
     return;
@@ -53,7 +58,8 @@ void CudaKernels::attentionBackward(const AttentionShape &shape, DevicePtr q,
   AttentionShape s = shape;
   s.scale = getAttentionScale(shape);
   DevicePtr dk, dv;
-  bool plain = shape.scale == 0 && shape.softcap == 0 && !shape.isWindowed();
+  bool plain = shape.scale == 0 && shape.softcap == 0 &&
+               !shape.isWindowed() && shape.getValueDim() == shape.headDim;
   if (plain && cudnn &&
       cudnn->backward(stream, shape, q, keys, values, context, lse, dcontext,
                       dq, dk, dv)) {

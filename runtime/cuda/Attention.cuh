@@ -27,9 +27,15 @@ constexpr int kAttentionThreads = 128;
 constexpr int kMaxHeadDim = 2 * kAttentionThreads;
 
 struct AttentionIndex {
-  int64_t r, h, i, kvAt, row, visible;
+  // kvAt, vAt: the head's first key and value element within a token's.
+  int64_t r, h, i, kvAt, vAt, row, visible;
   int64_t first; // the first key attended: 0 unless the window starts later
 };
+
+/// AttentionShape::getValueDim, on the device.
+__device__ __forceinline__ int64_t valueDimOf(const AttentionShape &s) {
+  return s.valueDim > 0 ? s.valueDim : s.headDim;
+}
 
 __device__ __forceinline__ AttentionIndex locate(const AttentionShape &s) {
   int64_t query = blockIdx.x;
@@ -38,6 +44,7 @@ __device__ __forceinline__ AttentionIndex locate(const AttentionShape &s) {
   x.h = (query / s.tokens) % s.heads;
   x.r = query / (s.tokens * s.heads);
   x.kvAt = (x.h / (s.heads / s.kvHeads)) * s.headDim;
+  x.vAt = (x.h / (s.heads / s.kvHeads)) * valueDimOf(s);
   x.row = x.r * s.tokens + x.i;
   x.visible = s.offset + x.i + 1;
   // AttentionShape::getFirstKey, on the device.
@@ -70,8 +77,9 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
   for (int64_t e = threadIdx.x; e < s.headDim; e += blockDim.x)
     qs[e] = toFloat(q[x.row * hd + x.h * s.headDim + e]);
   __syncthreads();
+  const int64_t dv = valueDimOf(s), vw = s.kvHeads * dv;
   const T *keyBase = keys + x.r * s.seqLen * kvw + x.kvAt;
-  const T *valueBase = values + x.r * s.seqLen * kvw + x.kvAt;
+  const T *valueBase = values + x.r * s.seqLen * vw + x.vAt;
   // Online softmax over this thread's keys, then across the block.
   float m = -INFINITY, l = 0;
   for (int64_t j = x.first + threadIdx.x; j < x.visible; j += blockDim.x)
@@ -92,17 +100,17 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
     int64_t count =
         x.visible - tile < blockDim.x ? x.visible - tile : int64_t(blockDim.x);
     for (int64_t jj = 0; jj < count; ++jj) {
-      const T *v = valueBase + (tile + jj) * kvw;
-      if (e0 < s.headDim)
+      const T *v = valueBase + (tile + jj) * vw;
+      if (e0 < dv)
         acc0 += p[jj] * toFloat(v[e0]);
-      if (e1 < s.headDim)
+      if (e1 < dv)
         acc1 += p[jj] * toFloat(v[e1]);
     }
   }
-  T *out = context + x.row * hd + x.h * s.headDim;
-  if (e0 < s.headDim)
+  T *out = context + x.row * s.heads * dv + x.h * dv;
+  if (e0 < dv)
     out[e0] = fromFloat<T>(acc0);
-  if (e1 < s.headDim)
+  if (e1 < dv)
     out[e1] = fromFloat<T>(acc1);
 }
 
@@ -117,27 +125,32 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
   __shared__ float p[kAttentionThreads], ds[kAttentionThreads];
   AttentionIndex x = locate(s);
   const int64_t hd = s.heads * s.headDim, kvw = s.kvHeads * s.headDim;
+  const int64_t dv = valueDimOf(s), vw = s.kvHeads * dv;
   int64_t at = x.row * hd + x.h * s.headDim;
+  int64_t cAt = x.row * s.heads * dv + x.h * dv;
   float weighted = 0; // D = dctx . ctx = sum_j P_j dP_j
-  for (int64_t e = threadIdx.x; e < s.headDim; e += blockDim.x) {
+  for (int64_t e = threadIdx.x; e < s.headDim; e += blockDim.x)
     qs[e] = toFloat(q[at + e]);
-    dcs[e] = toFloat(dcontext[at + e]);
-    weighted += dcs[e] * toFloat(context[at + e]);
+  for (int64_t e = threadIdx.x; e < dv; e += blockDim.x) {
+    dcs[e] = toFloat(dcontext[cAt + e]);
+    weighted += dcs[e] * toFloat(context[cAt + e]);
   }
   weighted = blockSum(weighted, shared);
   float logSum = lse[(x.r * s.heads + x.h) * s.tokens + x.i];
   int64_t base = x.r * s.seqLen * kvw + x.kvAt;
+  int64_t valueBase = x.r * s.seqLen * vw + x.vAt;
   float acc0 = 0, acc1 = 0;
   int64_t e0 = threadIdx.x, e1 = threadIdx.x + blockDim.x;
   for (int64_t tile = x.first; tile < x.visible; tile += blockDim.x) {
     int64_t j = tile + threadIdx.x;
     __syncthreads();
     if (j < x.visible) {
-      const T *key = keys + base + j * kvw, *value = values + base + j * kvw;
+      const T *key = keys + base + j * kvw,
+              *value = values + valueBase + j * vw;
       float capped = score(qs, key, s);
       float prob = expf(capped - logSum);
       float dp = 0;
-      for (int64_t e = 0; e < s.headDim; ++e)
+      for (int64_t e = 0; e < dv; ++e)
         dp += dcs[e] * toFloat(value[e]);
       // The cap's derivative: 1 - tanh^2 of the uncapped score over it.
       float t = s.softcap > 0 ? capped / s.softcap : 0.0f;
@@ -151,17 +164,20 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
     int64_t count =
         x.visible - tile < blockDim.x ? x.visible - tile : int64_t(blockDim.x);
     for (int64_t jj = 0; jj < count; ++jj) {
-      int64_t kj = base + (tile + jj) * kvw;
+      int64_t kj = base + (tile + jj) * kvw,
+              vj = valueBase + (tile + jj) * vw;
       if (e0 < s.headDim) {
         acc0 += ds[jj] * toFloat(keys[kj + e0]);
         atomicAdd(dkeys + kj + e0, ds[jj] * qs[e0]);
-        atomicAdd(dvalues + kj + e0, p[jj] * dcs[e0]);
       }
       if (e1 < s.headDim) {
         acc1 += ds[jj] * toFloat(keys[kj + e1]);
         atomicAdd(dkeys + kj + e1, ds[jj] * qs[e1]);
-        atomicAdd(dvalues + kj + e1, p[jj] * dcs[e1]);
       }
+      if (e0 < dv)
+        atomicAdd(dvalues + vj + e0, p[jj] * dcs[e0]);
+      if (e1 < dv)
+        atomicAdd(dvalues + vj + e1, p[jj] * dcs[e1]);
     }
   }
   if (e0 < s.headDim)

@@ -37,12 +37,12 @@ Status GradientNormPlan::plan(
   for (const TensorGroupSums::ReplicatedKeyValues &r : shared) {
     if (r.group.front() == shardIndex)
       continue;
-    int64_t width = r.queries + 2 * r.keyValues;
+    int64_t width = r.queries + r.keyValues;
     whole.push_back({parameters.offset(r.weight) + r.queries,
-                     plan.model.hidden, 2 * r.keyValues, width, -alike});
+                     plan.model.hidden, r.keyValues, width, -alike});
     if (!r.bias.empty())
       whole.push_back({parameters.offset(r.bias) + r.queries, 1,
-                       2 * r.keyValues, 2 * r.keyValues, -alike});
+                       r.keyValues, r.keyValues, -alike});
   }
   parts = owned ? pack(whole, *owned) : std::move(whole);
   return device.allocate(DType::F64, 1, sum);

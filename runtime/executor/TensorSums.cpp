@@ -87,13 +87,13 @@ Status TensorGroupSums::prepare() {
           continue;
         (spec.shape.size() == 2 ? r.weight : r.bias) = spec.name;
         r.queries = qkv[0].count;
-        r.keyValues = qkv[1].count;
+        r.keyValues = qkv[1].count + qkv[2].count;
       }
       int first = shardIndex / perHead * perHead;
       for (int t = first; t < first + perHead; ++t)
         r.group.push_back(t);
       kvScratchElements =
-          std::max(kvScratchElements, plan.model.hidden * 2 * r.keyValues);
+          std::max(kvScratchElements, plan.model.hidden * r.keyValues);
       replicatedKv.push_back(std::move(r));
     }
   }
@@ -142,7 +142,7 @@ Status TensorGroupSums::sum(const ReplicatedKeyValues &r) {
   // Each shard of the group has the part of the heads' gradient its query
   // heads gave; the sum is theirs.
   int64_t h = plan.model.hidden;
-  int64_t width = r.queries + 2 * r.keyValues, cols = 2 * r.keyValues;
+  int64_t width = r.queries + r.keyValues, cols = r.keyValues;
   DevicePtr weight = parameters.grad(r.weight), scratch = kvScratch.get();
   kernels.copyStrided(scratch, weight + r.queries,
                       {1, h, cols, 0, width, 0, cols});

@@ -60,7 +60,8 @@ public:
   /// projection.
   struct ReplicatedKeyValues {
     std::string weight, bias;
-    int64_t queries = 0, keyValues = 0; // local columns
+    // Local columns: the queries', then the keys' and values' together.
+    int64_t queries = 0, keyValues = 0;
     std::vector<int> group;
     size_t syncInstruction = 0;
   };

@@ -65,6 +65,7 @@ block::Layer bindLayer(const ModelConfig &model, int index,
   if (layer.config->kind != LayerKind::Transformer)
     return layer;
   layer.coreFeedForward = blocks::hasCoreFeedForward(*layer.config);
+  layer.coreProjection = blocks::hasCoreProjection(*layer.config);
   // The plan reader has checked that every enabled feature has a compute
   // part in this runtime.
   blocks::LayerShape shape =

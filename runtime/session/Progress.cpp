@@ -38,11 +38,11 @@ double getTrainingFlopsPerSequence(const ModelConfig &model) {
     blocks::LayerShape shape = blocks::getLayerShape(model, l, "", {});
     for (const blocks::Feature *f : blocks::getEnabledFeatures(l))
       linear += f->getForwardFlops(shape, model.seqLen, 0);
-    double q = double(l.heads * l.headDim);
-    // Q.K^T and P.V over the keys at or before each position, at most the
-    // layer's window of them.
+    // Q.K^T (head_dim) and P.V (the value heads' size) over the keys at
+    // or before each position, at most the layer's window of them.
+    double widths = double(l.heads * (l.headDim + l.getValueDim()));
     double keys = getKeysAttended(model.seqLen, 0, l.window);
-    forward += linear + 2.0 * 2.0 * q * keys;
+    forward += linear + 2.0 * widths * keys;
   }
   return 3.0 * forward;
 }

@@ -218,6 +218,61 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 
 // -----
 
+// latent-attention-keys-per-head
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{multi-head latent attention ('kv_lora_rank') gives every head its own key and value: 'kv_heads' = 2 must equal 'heads' = 4}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 2, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, head_dim = 12, kv_lora_rank = 8, rope_head_dim = 4} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// latent-attention-rope-part
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'rope_head_dim' = 12 must be even, at least 2 and below the head size 12 (the rest of each query and key head has no positions)}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, head_dim = 12, kv_lora_rank = 8, rope_head_dim = 12} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// latent-attention-rotates
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{multi-head latent attention rotates each head's last 'rope_head_dim' = 4 dimensions: the layer needs 'rope_theta'}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, head_dim = 12, kv_lora_rank = 8, rope_head_dim = 4} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// latent-attention-replaces-projection
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'qk_norm' acts on the core's QKV projection, which multi-head latent attention ('kv_lora_rank') replaces}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, head_dim = 12, kv_lora_rank = 8, rope_head_dim = 4, qk_norm = heads} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
+// query-latent-without-latent-attention
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
+  // expected-error@+1 {{'q_lora_rank' belongs to multi-head latent attention, but the layer has no 'kv_lora_rank'}}
+  %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, q_lora_rank = 8} : tensor<1x4x32xf32>
+  %loss = sluice.output_layer %x {vocab = 8, norm = rmsnorm} : tensor<1x4x32xf32> -> tensor<f32>
+  sluice.return %loss : tensor<f32>
+}
+
+// -----
+
 // aux-loss-without-experts
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
@@ -267,7 +322,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // unknown-key
 sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
   %emb = sluice.embedding {vocab = 8} : tensor<1x4x32xf32>
-  // expected-error@+1 {{unknown key 'qk_nrom' in a transformer layer's spec (expected one of heads, kv_heads, head_dim, ffn, norm, mlp, bias, qkv_bias, qk_norm, rope_theta, rope_scaling, pre_norms, post_norms, window, experts, top_k, norm_top_k, shared_ffn, aux_loss, router, expert_groups, top_groups, routed_scale, shared_gate, bias_update, features)}}
+  // expected-error@+1 {{unknown key 'qk_nrom' in a transformer layer's spec (expected one of heads, kv_heads, head_dim, v_head_dim, ffn, norm, mlp, bias, qkv_bias, qk_norm, rope_theta, rope_scaling, pre_norms, post_norms, window, kv_lora_rank, q_lora_rank, rope_head_dim, rope_interleave, experts, top_k, norm_top_k, shared_ffn, aux_loss, router, expert_groups, top_groups, routed_scale, shared_gate, bias_update, features)}}
   %x = sluice.transformer_layer %emb {heads = 4, kv_heads = 4, ffn = 8, norm = rmsnorm, mlp = swiglu, qk_nrom = heads} : tensor<1x4x32xf32>
 }
 

@@ -11,6 +11,7 @@
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" --sluice-shard-tensors="tensor-parallel=2 sequence-parallel=true" | FileCheck %s --check-prefix=EXPERTSTP
 // RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" --sluice-shard-tensors="tensor-parallel=1" --sluice-shard-tensors="tensor-parallel=1" 2>&1 | FileCheck %s --check-prefix=EXPERTSTWICE
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2 expert-capacity=1.5" --sluice-shard-tensors="tensor-parallel=1" | FileCheck %s --check-prefix=CAPACITY
+// RUN: sed 's/kv_heads = 2,/kv_heads = 2, head_dim = 12, v_head_dim = 6,/' %s | sluice-opt --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-shard-tensors="tensor-parallel=4" | FileCheck %s --check-prefix=VALUES
 
 // Every layer spells its shard's work and its collectives (Megatron's
 // f and g, tensor-parallelism blog, "Tensor parallelism in the
@@ -45,6 +46,12 @@
 // BODY-NEXT:   %[[Y:.+]] = sluice.residual_add %[[H]], %[[R2]]
 // BODY-NEXT:   sluice.layer_yield %[[Y]]
 // BODY-NEXT: }
+// Value heads of their own size (v_head_dim, DeepSeek's): one query head
+// of 12, its key/value head's key of 12 and value of 6 -- 30 columns of
+// the QKV projection -- and a context of 6 per shard.
+// VALUES:      sluice.column_parallel <qkv> %{{.+}} : tensor<1x16x32xf32> -> tensor<1x16x30xf32>
+// VALUES-NEXT: sluice.shard_attention %{{.+}} : tensor<1x16x30xf32> -> tensor<1x16x6xf32>
+// VALUES-NEXT: sluice.row_parallel <out> %{{.+}} : tensor<1x16x6xf32> -> tensor<1x16x32xf32>
 // The output layer: each shard's ceil(100 / 4) = 25 logits per token, the
 // group's maximum and rescaled sum of exponentials (two all-reduces of
 // one fp32 per token), and the shard's part of the loss.

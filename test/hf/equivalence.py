@@ -12,7 +12,7 @@ on the loss, 1e-4 on gradients).
 usage: equivalence.py FAMILY WORKDIR [aux]
   FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | qwen3 | mistral |
           gemma | gemma2 | olmo2 | gemma3 | mixtral | qwen3_moe | olmoe |
-          qwen2_moe
+          qwen2_moe | deepseek_v3
           (qwen3, olmo2, gemma3 and the mixtures of experts: transformers
           4.51)
   aux: the mixtures of experts with the load-balancing loss
@@ -20,6 +20,11 @@ usage: equivalence.py FAMILY WORKDIR [aux]
        forward once per microbatch (a row), as it adds the loss per call
   writes WORKDIR/hf (the model), WORKDIR/tokens.bin (uint32),
   WORKDIR/expected (gradients and losses.txt)
+
+usage: equivalence.py check-bias WORKDIR GAMMA
+  DeepSeek-V3: the router biases WORKDIR/saved holds after one step with
+  bias_update GAMMA against the balancing rule applied to transformers'
+  routing of the step
 
 usage: equivalence.py check-saved WORKDIR SLUICE_OUTPUT
   loads WORKDIR/saved (what sluice-run --save-hf wrote after one step) with
@@ -186,6 +191,29 @@ def make_model(family):
             router_aux_loss_coef=AUX, use_sliding_window=False)
         config._attn_implementation = "eager"
         return transformers.Qwen2MoeForCausalLM(config)
+    if family == "deepseek_v3":
+        # DeepSeek-V3's block at its smallest: multi-head latent attention
+        # (query latent 10, key/value latent 12, heads of 8 without
+        # positions + 4 rotated in adjacent pairs, values of 6), layer 0
+        # dense (first_k_dense_replace), layers 1 and 2 mixtures of 8
+        # SwiGLU experts of width 16 in 4 groups, 2 per token from the 2
+        # best groups by sigmoid scores plus the router's bias,
+        # renormalised and scaled by 2.5, beside a shared expert; eager
+        # attention.
+        config = transformers.DeepseekV3Config(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            moe_intermediate_size=16, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=4, n_shared_experts=1,
+            n_routed_experts=8, routed_scaling_factor=2.5, kv_lora_rank=12,
+            q_lora_rank=10, qk_rope_head_dim=4, v_head_dim=6,
+            qk_nope_head_dim=8, n_group=4, topk_group=2,
+            num_experts_per_tok=2, first_k_dense_replace=1,
+            norm_topk_prob=True, max_position_embeddings=SEQ,
+            rms_norm_eps=1e-6, rope_theta=10000.0, rope_interleave=True,
+            attention_bias=False, attention_dropout=0.0,
+            tie_word_embeddings=False)
+        config._attn_implementation = "eager"
+        return transformers.DeepseekV3ForCausalLM(config)
     if family == "olmoe":
         # OLMo's whole-projection query and key norms in a pre-norm block,
         # every feed-forward block 4 SwiGLU experts of width 32, 2 per
@@ -239,7 +267,9 @@ def make_model(family):
 def sluice_gradients(family, model):
     """Every gradient under Sluice's name and layout (runtime/model/Parameters.cpp:
     linear maps [in, out], the query, key and value maps side by side)."""
-    g = {name: p.grad.detach().double().numpy()
+    # (An expert no token reached has no gradient: zero.)
+    g = {name: (p.grad if p.grad is not None else torch.zeros_like(p))
+         .detach().double().numpy()
          for name, p in model.named_parameters()}
     out = {}
     config = model.config
@@ -277,6 +307,9 @@ def sluice_gradients(family, model):
         else:
             out[s + "norm1.weight"] = g[h + "input_layernorm.weight"]
             out[s + "norm2.weight"] = g[h + "post_attention_layernorm.weight"]
+        if config.model_type == "deepseek_v3":
+            deepseek_gradients(config, g, h, s, out)
+            continue
         out[s + "attn.qkv.weight"] = np.concatenate(
             [g[h + f"self_attn.{p}_proj.weight"].T for p in "qkv"], axis=1)
         if config.model_type in ("qwen2", "qwen2_moe"):
@@ -316,6 +349,99 @@ def sluice_gradients(family, model):
         for p in ("gate", "up", "down"):
             out[s + f"mlp.{p}.weight"] = g[h + f"mlp.{p}_proj.weight"].T
     return out
+
+
+def deepseek_gradients(config, g, h, s, out):
+    """DeepSeek-V3's layer: multi-head latent attention's maps (the mla
+    feature's names), then its mixture of experts (the router, its bias,
+    which no gradient reaches, the experts stacked, the shared experts) or
+    a dense block."""
+    a = h + "self_attn."
+    if config.q_lora_rank:
+        out[s + "attn.q_a.weight"] = g[a + "q_a_proj.weight"].T
+        out[s + "attn.q_a_norm.weight"] = g[a + "q_a_layernorm.weight"]
+        out[s + "attn.q_b.weight"] = g[a + "q_b_proj.weight"].T
+    else:
+        out[s + "attn.q.weight"] = g[a + "q_proj.weight"].T
+    out[s + "attn.kv_a.weight"] = g[a + "kv_a_proj_with_mqa.weight"].T
+    out[s + "attn.kv_a_norm.weight"] = g[a + "kv_a_layernorm.weight"]
+    out[s + "attn.kv_b.weight"] = g[a + "kv_b_proj.weight"].T
+    out[s + "attn.out.weight"] = g[a + "o_proj.weight"].T
+    if h + "mlp.gate.weight" not in g:
+        for p in ("gate", "up", "down"):
+            out[s + f"mlp.{p}.weight"] = g[h + f"mlp.{p}_proj.weight"].T
+        return
+    out[s + "mlp.router.weight"] = g[h + "mlp.gate.weight"].T
+    out[s + "mlp.router.bias"] = np.zeros(config.n_routed_experts)
+    for p in ("gate", "up", "down"):
+        out[s + f"mlp.experts.{p}.weight"] = np.concatenate(
+            [g[h + f"mlp.experts.{e}.{p}_proj.weight"].T
+             for e in range(config.n_routed_experts)], axis=0)
+        out[s + f"mlp.shared.{p}.weight"] = \
+            g[h + f"mlp.shared_experts.{p}_proj.weight"].T
+
+
+def deepseek_loads(model, inputs):
+    """Each sparse layer's token copies per expert over the step's tokens,
+    from transformers' own choice (DeepseekV3TopkRouter.get_topk_indices)."""
+    loads = {}
+    hooks = []
+    for i, layer in enumerate(model.model.layers):
+        gate = getattr(layer.mlp, "gate", None)
+        if gate is None or not hasattr(gate, "get_topk_indices"):
+            continue
+        counts = np.zeros(model.config.n_routed_experts)
+        loads[i] = counts
+
+        def wrap(original, counts=counts):
+            def chosen(scores):
+                indices = original(scores)
+                np.add.at(counts, indices.reshape(-1).numpy(), 1)
+                return indices
+            return chosen
+        gate.get_topk_indices = wrap(gate.get_topk_indices)
+        hooks.append(gate)
+    with torch.no_grad():
+        model(input_ids=inputs, use_cache=False)
+    for gate in hooks:
+        del gate.get_topk_indices
+    return loads
+
+
+def check_bias(work, gamma):
+    """DeepSeek-V3's auxiliary-loss-free balancing (Liu et al., 2024,
+    section 2.1.2) written again here: after the step, each expert's bias
+    falls by gamma if the step gave it more copies than its layer's mean,
+    rises by gamma if fewer. The loads are transformers' routing of the
+    step's tokens with the initial weights and bias; the bias Sluice
+    trained is the one --save-hf wrote after one step."""
+    from safetensors.numpy import load_file
+    if torch_compat.PATCHED:
+        model = torch_compat.load_pretrained(transformers,
+                                             os.path.join(work, "hf"))
+    else:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            os.path.join(work, "hf"), torch_dtype=torch.float32,
+            attn_implementation="eager")
+    model.eval()
+    inputs, _ = step_batch(work)
+    loads = deepseek_loads(model, inputs)
+    saved = {}
+    for name in sorted(os.listdir(os.path.join(work, "saved"))):
+        if name.endswith(".safetensors"):
+            saved.update(load_file(os.path.join(work, "saved", name)))
+    worst, moved = 0.0, 0
+    for i, counts in loads.items():
+        key = f"model.layers.{i}.mlp.gate.e_score_correction_bias"
+        before = model.model.layers[i].mlp.gate.e_score_correction_bias
+        want = before.double().numpy() + gamma * np.sign(counts.mean() - counts)
+        got = saved[key].astype(np.float64)
+        worst = max(worst, float(np.abs(got - want).max()))
+        moved += int(np.count_nonzero(np.sign(counts.mean() - counts)))
+    print(f"bias update: {len(loads)} layers, {moved} experts moved, "
+          f"max abs error {worst:.2e}")
+    if worst > 1e-6:
+        sys.exit("error: the saved bias is not the rule's")
 
 
 def step_batch(work):
@@ -375,6 +501,9 @@ def main():
     if sys.argv[1] == "check-saved":
         check_saved(sys.argv[2], sys.argv[3])
         return
+    if sys.argv[1] == "check-bias":
+        check_bias(sys.argv[2], float(sys.argv[3]))
+        return
     family, work = sys.argv[1], sys.argv[2]
     if sys.argv[3:] == ["aux"]:
         global AUX
@@ -390,8 +519,12 @@ def main():
                 p.mul_(4.0)
             elif family in ("gemma", "gemma2", "gemma3"):
                 p.normal_(0.0, 0.3)  # w of the gain 1 + w, 0 at init
-            elif family in ("qwen3", "olmo2", "qwen3_moe", "olmoe"):
+            elif family in ("qwen3", "olmo2", "qwen3_moe", "olmoe",
+                            "deepseek_v3"):
                 p.normal_(1.0, 0.3)  # the norms' gains, 1 at init
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.normal_(0.0, 0.05)  # DeepSeek-V3's router bias, 0 at init
         for name, p in model.named_parameters():
             if name.endswith("proj.bias"):
                 p.normal_(0.0, 0.5)  # Qwen2's biases, 0 at init

@@ -660,27 +660,36 @@ TEST_P(Conformance, Attention) {
   struct Variant {
     float softcap;
     int64_t window;
+    int64_t valueDim;
     const char *name;
   };
   for (const Variant &v :
-       {Variant{0.0f, 0, "grouped heads, cache offset 2"},
-        Variant{3.0f, 0,
+       {Variant{0.0f, 0, 0, "grouped heads, cache offset 2"},
+        Variant{3.0f, 0, 0,
                 "grouped heads, cache offset 2, scale 0.3, soft cap 3"},
-        Variant{0.0f, 3, "grouped heads, cache offset 2, window 3"}}) {
+        Variant{0.0f, 3, 0, "grouped heads, cache offset 2, window 3"},
+        Variant{0.0f, 0, 6,
+                "grouped heads, cache offset 2, value heads of 6 "
+                "(DeepSeek's)"}}) {
     const float softcap = v.softcap;
     AttentionShape s{2, 3, 2, 6, 4, 8, 2};
     s.scale = softcap > 0 ? 0.3f : 0.0f;
     s.softcap = softcap;
     s.window = v.window;
+    s.valueDim = v.valueDim;
+    // dv: a value head's size, cw and vw the context's and the values'
+    // widths.
     const int64_t span = s.offset + s.tokens, hd = s.heads * s.headDim,
-                  kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads;
+                  kvw = s.kvHeads * s.headDim, group = s.heads / s.kvHeads,
+                  dv = s.getValueDim(), cw = s.heads * dv,
+                  vw = s.kvHeads * dv;
     const double scale = getAttentionScale(s);
     // The key/value cache is act, as the queries; the log-sum-exp f32.
     Tensor q = randomAct(s.rows * s.tokens * hd),
            keys = randomAct(s.rows * s.seqLen * kvw),
-           values = randomAct(s.rows * s.seqLen * kvw),
+           values = randomAct(s.rows * s.seqLen * vw),
            lse = filled(s.rows * s.heads * s.tokens, 0),
-           context = filledAct(s.rows * s.tokens * hd, 0);
+           context = filledAct(s.rows * s.tokens * cw, 0);
     std::vector<double> wantCtx(context.host.size()), wantLse(lse.host.size());
     // p[r][h][i][j], the capped scores' softmax, kept for the backward.
     std::vector<double> p(s.rows * s.heads * s.tokens * span, 0),
@@ -691,7 +700,8 @@ TEST_P(Conformance, Attention) {
     for (int64_t r = 0; r < s.rows; ++r)
       for (int64_t h = 0; h < s.heads; ++h)
         for (int64_t i = 0; i < s.tokens; ++i) {
-          int64_t visible = s.offset + i + 1, kv = (h / group) * s.headDim;
+          int64_t visible = s.offset + i + 1, kv = (h / group) * s.headDim,
+                  vAt = (h / group) * dv;
           double most = -INFINITY;
           for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j) {
             double dot = 0;
@@ -711,9 +721,9 @@ TEST_P(Conformance, Attention) {
           for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j) {
             double pj = std::exp(capped[at(r, h, i, j)] - most) / sum;
             p[at(r, h, i, j)] = pj;
-            for (int64_t d = 0; d < s.headDim; ++d)
-              wantCtx[(r * s.tokens + i) * hd + h * s.headDim + d] +=
-                  pj * values.host[(r * s.seqLen + j) * kvw + kv + d];
+            for (int64_t d = 0; d < dv; ++d)
+              wantCtx[(r * s.tokens + i) * cw + h * dv + d] +=
+                  pj * values.host[(r * s.seqLen + j) * vw + vAt + d];
           }
         }
     std::string variant = v.name;
@@ -735,18 +745,17 @@ TEST_P(Conformance, Attention) {
     for (int64_t r = 0; r < s.rows; ++r)
       for (int64_t h = 0; h < s.heads; ++h)
         for (int64_t i = 0; i < s.tokens; ++i) {
-          int64_t visible = s.offset + i + 1, kv = (h / group) * s.headDim;
-          const double *dc =
-              &dcontext.host[(r * s.tokens + i) * hd + h * s.headDim];
+          int64_t visible = s.offset + i + 1, kv = (h / group) * s.headDim,
+                  vAt = (h / group) * dv;
+          const double *dc = &dcontext.host[(r * s.tokens + i) * cw + h * dv];
           std::vector<double> dp(visible);
           double weighted = 0;
-          for (int64_t d = 0; d < s.headDim; ++d)
-            weighted +=
-                dc[d] * stored[(r * s.tokens + i) * hd + h * s.headDim + d];
+          for (int64_t d = 0; d < dv; ++d)
+            weighted += dc[d] * stored[(r * s.tokens + i) * cw + h * dv + d];
           for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j)
-            for (int64_t d = 0; d < s.headDim; ++d) {
-              dp[j] += dc[d] * values.host[(r * s.seqLen + j) * kvw + kv + d];
-              wantDv[(r * s.seqLen + j) * kvw + kv + d] +=
+            for (int64_t d = 0; d < dv; ++d) {
+              dp[j] += dc[d] * values.host[(r * s.seqLen + j) * vw + vAt + d];
+              wantDv[(r * s.seqLen + j) * vw + vAt + d] +=
                   p[at(r, h, i, j)] * dc[d];
             }
           for (int64_t j = s.getFirstKey(s.offset + i); j < visible; ++j) {

@@ -168,7 +168,7 @@ TEST(FamilyRegistry, EveryModelTypeHasOneFamily) {
     }
   EXPECT_EQ(families::lookupFamily("gpt_neox"), nullptr);
   EXPECT_EQ(families::getSupportedModelTypes(),
-            "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen2_moe, qwen3, qwen3_moe");
+            "deepseek_v3, gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen2_moe, qwen3, qwen3_moe");
 }
 
 TEST_F(FamiliesTest, EachFamilyWritesBackWhatItReads) {

@@ -399,10 +399,12 @@ TEST_P(FeatureConformance, GradientsMatchFiniteDifferences) {
       "layers.0.attn.qkv.weight", "layers.0.attn.out.weight",
       "layers.0.mlp.gate.weight", "layers.0.mlp.up.weight",
       "layers.0.mlp.down.weight"};
-  // (A feature that replaces the feed-forward block leaves no mlp.down.)
-  std::vector<std::string> names = {core[0]};
-  if (result.specs.count(core[4]))
-    names.push_back(core[4]);
+  // (A feature that replaces the QKV projection or the feed-forward block
+  // leaves no attn.qkv or mlp.down.)
+  std::vector<std::string> names;
+  for (const std::string &name : {core[0], core[4]})
+    if (result.specs.count(name))
+      names.push_back(name);
   for (const auto &[name, spec] : result.specs)
     if (std::find(core.begin(), core.end(), name) == core.end())
       names.push_back(name);

@@ -380,7 +380,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"max_position_embeddings", "",
                   "missing required key 'max_position_embeddings'"},
         BadConfig{"model_type", "",
-                  "missing required key 'model_type' (supported: gemma, "
+                  "missing required key 'model_type' (supported: deepseek_v3, gemma, "
                   "gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, "
                   "qwen2, qwen2_moe, qwen3, qwen3_moe)"},
         BadConfig{"hidden_size", "-64",
@@ -405,7 +405,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "key 'rope_theta' must be a positive number, got \"big\""},
         BadConfig{"model_type", "\"bert\"",
                   "key 'model_type' = \"bert\" is not supported (supported: "
-                  "gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen2_moe, qwen3, qwen3_moe)"},
+                  "deepseek_v3, gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, olmoe, qwen2, qwen2_moe, qwen3, qwen3_moe)"},
         BadConfig{"hidden_act", "\"relu\"",
                   "key 'hidden_act' = \"relu\" is not supported for "
                   "model_type \"llama\" (supported: silu, swish)"},

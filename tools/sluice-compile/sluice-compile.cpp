@@ -97,6 +97,14 @@ cl::opt<double> expertCapacity(
              "step whose routing sends a member more stops with the expert "
              "named"),
     cl::init(0), cl::value_desc("C"), cl::cat(category));
+cl::opt<double> expertBiasUpdate(
+    "expert-bias-update",
+    cl::desc("DeepSeek-V3's auxiliary-loss-free balancing (Liu et al. 2024, "
+             "section 2.1.2): after each step every sigmoid router's bias "
+             "falls by G for an expert the step's batch overloaded and rises "
+             "by G for one it underloaded (the paper trains with 0.001); 0 "
+             "(default): the biases stay as loaded"),
+    cl::init(0), cl::value_desc("G"), cl::cat(category));
 cl::opt<int64_t> tp("tp",
                     cl::desc("Tensor-parallel shards of each pipeline "
                              "device, splitting every transformer layer"),
@@ -269,6 +277,7 @@ static CompileRequest getRequest() {
   r.printPipeline = printPipeline;
   r.pp = pp, r.dp = dp, r.zero = zero, r.tp = tp, r.ep = ep;
   r.expertCapacity = expertCapacity;
+  r.expertBiasUpdate = expertBiasUpdate;
   r.sequenceParallel = sequenceParallel;
   r.microbatches = microbatches;
   r.microbatchesGiven = microbatches.getNumOccurrences();

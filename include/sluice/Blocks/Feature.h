@@ -20,6 +20,10 @@
 //
 //   AttentionInput     x -> a, what the QKV projection reads (a norm; at
 //                      most one feature: without one, a = x)
+//   QueryKeyValue      a -> q k v, rotated: the whole projection and the
+//                      rotation in place of the core's (multi-head latent
+//                      attention; at most one feature: without one, the
+//                      core's a Wqkv, the line below and the rotation)
 //   Projections        q k v = a Wqkv, before the rotation (biases, norms)
 //   AttentionOutput    y = ctx Wo, before x2 = x + y (a bias, a post-norm)
 //   FeedForwardInput   x2 -> c, what the up and gate projections read
@@ -53,6 +57,7 @@ using rt::ModelConfig;
 
 enum class Slot : uint8_t {
   AttentionInput,
+  QueryKeyValue,
   Projections,
   AttentionOutput,
   FeedForwardInput,
@@ -60,7 +65,7 @@ enum class Slot : uint8_t {
   FeedForwardHidden,
   FeedForwardOutput,
 };
-constexpr int kSlots = 7;
+constexpr int kSlots = 8;
 constexpr unsigned getSlotBit(Slot slot) { return 1u << unsigned(slot); }
 constexpr unsigned getSlotBits(std::initializer_list<Slot> slots) {
   unsigned bits = 0;
@@ -247,6 +252,9 @@ void walkHiddenNormState(int base, const LayerShape &shape,
 /// down maps around the activation): false when a feature at
 /// Slot::FeedForward replaces it.
 bool hasCoreFeedForward(const LayerConfig &layer);
+/// Whether `layer` computes the core's QKV projection and rotation: false
+/// when a feature at Slot::QueryKeyValue replaces them.
+bool hasCoreProjection(const LayerConfig &layer);
 
 /// Why `model` cannot be split over `tp` tensor-parallel shards, or "":
 /// every transformer layer's query heads and feed-forward width divide by

@@ -161,7 +161,8 @@ void walkOtherFeatures(blocks::State state, const ModelConfig &model,
                        const LayerConfig &layer, const SliceShape &s,
                        Fn &fn) {
   for (blocks::Slot slot :
-       {blocks::Slot::Projections, blocks::Slot::AttentionOutput,
+       {blocks::Slot::QueryKeyValue, blocks::Slot::Projections,
+        blocks::Slot::AttentionOutput,
         blocks::Slot::FeedForwardHidden, blocks::Slot::FeedForwardOutput})
     walkFeatures(state, slot, model, layer, s, fn);
 }
@@ -207,7 +208,8 @@ void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
   case LayerKind::Transformer: {
     using blocks::Slot;
     using blocks::State;
-    int64_t hd = layer.heads * layer.headDim;
+    int64_t hd = layer.heads * layer.headDim,
+            context = layer.heads * layer.getValueDim();
     if (hasInputFeature(layer, Slot::AttentionInput))
       detail::walkFeatures(State::Forward, Slot::AttentionInput, model, layer,
                            s, fn);
@@ -215,7 +217,7 @@ void walkForwardState(const ModelConfig &model, const LayerConfig &layer,
       fn(Field::AttnIn, local * h, Storage::Activation);
     fn(Field::Q, rt * hd, Storage::Activation);
     fn(Field::Lse, s.rows * layer.heads * s.tokens, Storage::Fp32);
-    fn(Field::Context, rt * hd, Storage::Activation);
+    fn(Field::Context, rt * context, Storage::Activation);
     if (hasInputFeature(layer, Slot::FeedForwardInput))
       detail::walkFeatures(State::Forward, Slot::FeedForwardInput, model,
                            layer, s, fn);
@@ -257,8 +259,8 @@ void walkWeightState(const ModelConfig &model, const LayerConfig &layer,
     return;
   case LayerKind::Transformer: {
     int64_t hd = layer.heads * layer.headDim;
-    int64_t kv = layer.kvHeads * layer.headDim;
-    fn(Field::DQkv, rt * (hd + 2 * kv), Storage::Activation);
+    int64_t kv = layer.kvHeads * (layer.headDim + layer.getValueDim());
+    fn(Field::DQkv, rt * (hd + kv), Storage::Activation);
     fn(Field::DA, local * h, Storage::Activation); // attention input
     fn(Field::DY1, rt * h, Storage::Activation);   // attention projection out
     fn(Field::DC, local * h, Storage::Activation); // feed-forward input
@@ -299,11 +301,12 @@ void walkKeyValues(const ModelConfig &model, const LayerConfig &layer,
                    int64_t rows, Fn &&fn) {
   if (layer.kind != LayerKind::Transformer)
     return;
-  int64_t cache = rows * model.seqLen * layer.kvHeads * layer.headDim;
-  fn(Field::Keys, cache, Storage::Activation);
-  fn(Field::Values, cache, Storage::Activation);
-  fn(Field::DKeys, cache, Storage::Fp32);
-  fn(Field::DValues, cache, Storage::Fp32);
+  int64_t keys = rows * model.seqLen * layer.kvHeads * layer.headDim,
+          values = rows * model.seqLen * layer.kvHeads * layer.getValueDim();
+  fn(Field::Keys, keys, Storage::Activation);
+  fn(Field::Values, values, Storage::Activation);
+  fn(Field::DKeys, keys, Storage::Fp32);
+  fn(Field::DValues, values, Storage::Fp32);
 }
 
 namespace detail {
@@ -435,11 +438,13 @@ inline TransformerScratch getTransformerScratch(const ModelConfig &model,
                                                 const SliceShape &s) {
   int64_t rt = s.rows * s.tokens, h = model.hidden;
   int64_t local = getLocalTokens(model, s);
-  int64_t hd = l.heads * l.headDim, kv = l.kvHeads * l.headDim;
+  int64_t hd = l.heads * l.headDim,
+          kv = l.kvHeads * (l.headDim + l.getValueDim()),
+          context = l.heads * l.getValueDim();
   int64_t partial = model.sequenceShards > 1 ? rt * h : 0;
   int64_t act = blocks::hasCoreFeedForward(l) ? rt * l.ffn : 0;
-  return {rt * h,       rt * (hd + 2 * kv), local * h, rt * h, act,
-          local * h,    rt * hd,            rt * hd,   partial};
+  return {rt * h,    rt * (hd + kv), local * h, rt * h, act,
+          local * h, rt * context,   rt * hd,   partial};
 }
 
 /// The core's scratch for one pass of a stage running `layers`: two

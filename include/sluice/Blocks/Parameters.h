@@ -129,9 +129,10 @@ ParameterSpec makeParameter(const std::string &name,
 /// holds): its query heads' columns, the key/value heads they read (the
 /// same ones on every shard of a group when the layer has fewer heads than
 /// shards), and its share of the feed-forward width. Every part of the QKV
-/// projection ([q | k | v] side by side) and the query columns alone.
+/// projection ([q | k | v] side by side), the query columns alone, and
+/// the attention output's rows (its heads' values, v_head_dim each).
 struct CoreSplit {
-  std::vector<IndexRange> qkv, queries, keys, ffn;
+  std::vector<IndexRange> qkv, queries, keys, context, ffn;
 };
 CoreSplit getCoreSplit(const LayerConfig &layer, TensorShard shard);
 

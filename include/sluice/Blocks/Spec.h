@@ -64,6 +64,8 @@ std::string checkLayer(const LayerConfig &layer, int64_t hidden);
 /// A transformer layer's head size: head_dim, or hidden / heads when it
 /// is not stated.
 int64_t getHeadDim(const LayerConfig &layer, int64_t hidden);
+/// Its value heads' size: v_head_dim, or getHeadDim when it is not stated.
+int64_t getValueHeadDim(const LayerConfig &layer, int64_t hidden);
 
 } // namespace sluice::blocks
 

@@ -54,6 +54,8 @@ struct CompileRequest {
   /// --expert-capacity (0: dropless).
   int64_t ep = 1;
   double expertCapacity = 0;
+  /// --expert-bias-update: every sigmoid router's bias_update (0: none).
+  double expertBiasUpdate = 0;
   bool sequenceParallel = false;
   int64_t microbatches = 0;
   bool microbatchesGiven = false;

@@ -183,6 +183,10 @@ struct WeightNames {
   /// the Hugging Face module's ("input_layernorm", "self_attn.o_proj"). A
   /// parameter the map does not name has no counterpart.
   std::map<std::string, std::string> modules;
+  /// A layer's tensors named whole, suffix and all, where `modules`'
+  /// module + suffix cannot name them ("mlp.router.bias" to DeepSeek-V3's
+  /// "mlp.gate.e_score_correction_bias"); before `modules`.
+  std::map<std::string, std::string> tensors;
   /// The query, key and value projections that Sluice's attn.qkv joins
   /// side by side ("": `modules` maps attn.qkv to one fused module, GPT-2's
   /// c_attn).

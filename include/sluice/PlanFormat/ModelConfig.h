@@ -187,6 +187,10 @@ struct LayerConfig {
   int vocabShards = 1;
 
   bool hasQkvBias() const { return bias || qkvBias; }
+  /// A value head's size (and an attention output head's): v_head_dim, or
+  /// head_dim when it is not stated. Of a layer whose head_dim is set
+  /// (plans, shard models).
+  int64_t getValueDim() const { return vHeadDim > 0 ? vHeadDim : headDim; }
   bool isRms() const { return norm == NormType::RmsNorm; }
   /// A gated feed-forward block (SwiGLU, GeGLU): a third, gate matrix.
   bool isGated() const { return mlp != MlpType::Gelu; }

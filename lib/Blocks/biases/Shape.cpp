@@ -38,7 +38,7 @@ public:
                      std::vector<rt::ParameterSpec> &out) const override {
     const LayerConfig &l = shape.layer;
     int64_t h = shape.hidden(), hd = l.heads * l.headDim,
-            kv = l.kvHeads * l.headDim;
+            kv = l.kvHeads * (l.headDim + l.getValueDim());
     auto bias = [&](const char *name, int64_t size, rt::Split split,
                     const std::vector<rt::IndexRange> &parts = {}) {
       out.push_back(rt::makeParameter(shape.prefix + name, {size},
@@ -47,7 +47,7 @@ public:
     };
     switch (slot) {
     case Slot::Projections:
-      bias("attn.qkv.bias", hd + 2 * kv, rt::Split::Columns, shape.split.qkv);
+      bias("attn.qkv.bias", hd + kv, rt::Split::Columns, shape.split.qkv);
       return;
     case Slot::AttentionOutput:
       if (l.bias)
