@@ -57,9 +57,11 @@
 #      moeBalanceLoss, moeRouteBackward's balance term), and (added
 #      2026-11-29 evening, issue 55) DeepSeek's router forms: sigmoid
 #      scores, the bias on the choice, group-limited top-k, the scale
-#      (routeKernel's RouterRule)
-#      (runtime/cuda/Moe.cu; under a second of device time, inside item
-#      1's), never yet run on a GPU -- compiled only; the communicators'
+#      (routeKernel's RouterRule), and Conformance.Attention's value
+#      heads of their own size (v_head_dim, DeepSeek's: the fallback
+#      kernel's P.V over 6 against Q.K^T over 8; cuDNN declines them)
+#      (runtime/cuda/Moe.cu, Attention.cuh; under a second of device time,
+#      inside item 1's), never yet run on a GPU -- compiled only; the communicators'
 #      suite now includes the variable-count all-to-all (AllToAllUnevenParts:
 #      the staged transport here, NCCL's grouped sends in item 2);
 #   2. `ONLY='conformance|1f1b|zb-h1|experts' nccl-suite.sh BUNDLE`: the
