@@ -209,7 +209,9 @@ void printReal(OpAsmPrinter &printer, double value) {
 
 /// Rotary positions: `rope_theta = <float>` and `rope_scaling =
 /// llama3<factor = f, low_freq_factor = l, high_freq_factor = h,
-/// original_max_positions = n>` or `linear<factor = f>`.
+/// original_max_positions = n>`, `linear<factor = f>` or `yarn<factor =
+/// f, original_max_positions = n, beta_fast = b, beta_slow = b,
+/// attention_factor = a>`.
 template <> struct Asm<field::Rotary> {
   static bool owns(StringRef key, const char *) {
     return key == "rope_theta" || key == "rope_scaling";
@@ -232,10 +234,11 @@ template <> struct Asm<field::Rotary> {
     StringRef type;
     if (parser.parseKeyword(&type))
       return failure();
-    if (type != "llama3" && type != "linear")
+    if (type != "llama3" && type != "linear" && type != "yarn")
       return parser.emitError(at, "unknown rope_scaling '")
-             << type << "' (expected llama3 or linear)";
+             << type << "' (expected llama3, linear or yarn)";
     rope.linear = type == "linear";
+    rope.yarn = type == "yarn";
     llvm::StringSet<> seen;
     auto entry = [&]() -> ParseResult {
       SMLoc where = parser.getCurrentLocation();
@@ -245,6 +248,17 @@ template <> struct Asm<field::Rotary> {
       seen.insert(name);
       if (name == "factor")
         return parser.parseFloat(rope.factor);
+      if (rope.yarn && name == "original_max_positions")
+        return parser.parseInteger(rope.originalPositions);
+      if (rope.yarn && name == "beta_fast")
+        return parser.parseFloat(rope.betaFast);
+      if (rope.yarn && name == "beta_slow")
+        return parser.parseFloat(rope.betaSlow);
+      if (rope.yarn && name == "attention_factor")
+        return parser.parseFloat(rope.magnitude);
+      if (rope.yarn)
+        return parser.emitError(where, "unknown ")
+               << type << " rope_scaling parameter '" << name << "'";
       if (!rope.linear && name == "low_freq_factor")
         return parser.parseFloat(rope.lowFreqFactor);
       if (!rope.linear && name == "high_freq_factor")
@@ -257,14 +271,17 @@ template <> struct Asm<field::Rotary> {
     if (parser.parseCommaSeparatedList(AsmParser::Delimiter::LessGreater,
                                        entry))
       return failure();
-    for (const char *name : {"factor", "low_freq_factor", "high_freq_factor",
-                             "original_max_positions"}) {
+    std::vector<const char *> needed = {"factor"};
+    if (rope.yarn)
+      needed.insert(needed.end(), {"original_max_positions", "beta_fast",
+                                   "beta_slow", "attention_factor"});
+    else if (!rope.linear)
+      needed.insert(needed.end(), {"low_freq_factor", "high_freq_factor",
+                                   "original_max_positions"});
+    for (const char *name : needed)
       if (!seen.contains(name))
         return parser.emitError(at, "rope_scaling ")
                << type << " has no '" << name << "'";
-      if (rope.linear)
-        break;
-    }
     return success();
   }
   static void print(Entries &out, const char *, bool, const rt::Rotary &rope,
@@ -276,7 +293,15 @@ template <> struct Asm<field::Rotary> {
     OpAsmPrinter &p = out.next("rope_scaling")
                       << " = " << rope.getScalingName() << "<factor = ";
     p.printFloat(APFloat(rope.factor));
-    if (!rope.linear) {
+    if (rope.yarn) {
+      p << ", original_max_positions = " << rope.originalPositions
+        << ", beta_fast = ";
+      p.printFloat(APFloat(rope.betaFast));
+      p << ", beta_slow = ";
+      p.printFloat(APFloat(rope.betaSlow));
+      p << ", attention_factor = ";
+      p.printFloat(APFloat(rope.magnitude));
+    } else if (!rope.linear) {
       p << ", low_freq_factor = ";
       p.printFloat(APFloat(rope.lowFreqFactor));
       p << ", high_freq_factor = ";

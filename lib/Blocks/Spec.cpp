@@ -152,7 +152,12 @@ template <> struct Codec<field::Rotary> {
       return;
     ordered_json s = {{"rope_type", r.getScalingName()},
                       {"factor", r.factor}};
-    if (!r.linear) {
+    if (r.yarn) {
+      s["original_max_position_embeddings"] = r.originalPositions;
+      s["beta_fast"] = r.betaFast;
+      s["beta_slow"] = r.betaSlow;
+      s["attention_factor"] = r.magnitude;
+    } else if (!r.linear) {
       s["low_freq_factor"] = r.lowFreqFactor;
       s["high_freq_factor"] = r.highFreqFactor;
       s["original_max_position_embeddings"] = r.originalPositions;
@@ -176,10 +181,11 @@ template <> struct Codec<field::Rotary> {
     if (!s.contains("rope_type") || !s["rope_type"].is_string())
       return "rope_scaling has no 'rope_type'";
     std::string type = s["rope_type"].get<std::string>();
-    if (type != "llama3" && type != "linear")
+    if (type != "llama3" && type != "linear" && type != "yarn")
       return "rope_scaling: 'rope_type' = '" + type +
-             "' is not one this runtime computes (llama3, linear)";
+             "' is not one this runtime computes (llama3, linear, yarn)";
     r.linear = type == "linear";
+    r.yarn = type == "yarn";
     auto number = [&](const char *name, double &out) -> std::string {
       if (!s.contains(name) || !s[name].is_number())
         return std::string("rope_scaling: '") + name +
@@ -192,6 +198,19 @@ template <> struct Codec<field::Rotary> {
       return why;
     if (r.linear)
       return "";
+    if (r.yarn) {
+      for (auto [name, into] :
+           {std::pair{"beta_fast", &r.betaFast},
+            std::pair{"beta_slow", &r.betaSlow},
+            std::pair{"attention_factor", &r.magnitude}})
+        if (std::string why = number(name, *into); !why.empty())
+          return why;
+      if (!s.contains("original_max_position_embeddings"))
+        return "rope_scaling has no 'original_max_position_embeddings'";
+      return readInteger(s["original_max_position_embeddings"],
+                         "original_max_position_embeddings", 1,
+                         int64_t(1) << 40, r.originalPositions);
+    }
     for (auto [name, into] : {std::pair{"low_freq_factor", &r.lowFreqFactor},
                               std::pair{"high_freq_factor",
                                         &r.highFreqFactor}})

@@ -246,6 +246,8 @@ private:
       type = config.getNestedString(key, "type");
     if (!type || *type == "default")
       return true;
+    if (*type == "yarn")
+      return readYarn(key);
     if (*type != "llama3" && *type != "linear") {
       config.unmodelled(key, "rotary positions use the unscaled frequencies "
                              "of rope_theta = " +
@@ -286,6 +288,50 @@ private:
       rotary.originalPositions = *original;
     }
     // The one check of the scaling, the runtime's and the dialect's.
+    if (std::string why = rotary.checkScaling(); !why.empty()) {
+      config.error(key, "key '" + key + "': " + why);
+      return false;
+    }
+    values.ropeScaling = rotary;
+    return true;
+  }
+
+  /// YaRN (transformers' _compute_yarn_parameters): `factor`, or
+  /// max_position_embeddings over `original_max_position_embeddings` when
+  /// that is given (DeepSeek-V3's configs); `beta_fast` and `beta_slow`
+  /// (32 and 1 when absent or 0); the rotation's magnitude
+  /// `attention_factor`, else from `mscale` and `mscale_all_dim` when both
+  /// are non-zero, else 0.1 ln(factor) + 1.
+  bool readYarn(const std::string &key) {
+    rt::Rotary rotary;
+    rotary.theta = *values.ropeTheta;
+    rotary.yarn = true;
+    std::optional<double> factor = config.getNestedNumber(key, "factor");
+    if (!factor) {
+      config.error(key, "key '" + key +
+                            ".factor' must be a number for rope_type 'yarn'");
+      return false;
+    }
+    std::optional<int64_t> original =
+        config.getNestedInteger(key, "original_max_position_embeddings");
+    rotary.originalPositions = original.value_or(values.positions);
+    rotary.factor =
+        original ? double(values.positions) / double(*original) : *factor;
+    auto nested = [&](const char *name, double fallback) {
+      std::optional<double> v = config.getNestedNumber(key, name);
+      return v && *v != 0 ? *v : fallback;
+    };
+    rotary.betaFast = nested("beta_fast", 32);
+    rotary.betaSlow = nested("beta_slow", 1);
+    auto mscale = [](double scale, double m) {
+      return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+    };
+    double m = nested("mscale", 0), all = nested("mscale_all_dim", 0);
+    rotary.magnitude =
+        config.getNestedNumber(key, "attention_factor")
+            .value_or(m != 0 && all != 0
+                          ? mscale(rotary.factor, m) / mscale(rotary.factor, all)
+                          : mscale(rotary.factor, 1));
     if (std::string why = rotary.checkScaling(); !why.empty()) {
       config.error(key, "key '" + key + "': " + why);
       return false;

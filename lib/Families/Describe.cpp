@@ -280,7 +280,17 @@ nlohmann::json describeRotary(const ModelConfig &model, const LayerConfig &t) {
     const rt::Rotary &r = t.rotary;
     c["rope_scaling"] = {{"rope_type", r.getScalingName()},
                          {"factor", r.factor}};
-    if (!r.linear) {
+    if (r.yarn) {
+      c["rope_scaling"]["original_max_position_embeddings"] =
+          r.originalPositions;
+      c["rope_scaling"]["beta_fast"] = r.betaFast;
+      c["rope_scaling"]["beta_slow"] = r.betaSlow;
+      c["rope_scaling"]["attention_factor"] = r.magnitude;
+      // transformers takes YaRN's factor as max_position_embeddings over
+      // the original context when the original is given.
+      c["max_position_embeddings"] =
+          int64_t(std::llround(double(r.originalPositions) * r.factor));
+    } else if (!r.linear) {
       c["rope_scaling"]["low_freq_factor"] = r.lowFreqFactor;
       c["rope_scaling"]["high_freq_factor"] = r.highFreqFactor;
       c["rope_scaling"]["original_max_position_embeddings"] =

@@ -33,8 +33,10 @@ void CpuKernels::rotate(DevicePtr xPtr, int64_t rows, int64_t tokens,
       // In double: positions reach 10^5 and the angle must stay exact
       // enough that every slice of a sequence sees the same rotation.
       double angle = double(offset + t) * frequency[i];
-      float c = float(std::cos(angle));
-      float sn = float(inverse ? -std::sin(angle) : std::sin(angle));
+      // YaRN scales the rotation (its transpose alike: the gradient).
+      float c = float(std::cos(angle) * rotary.magnitude);
+      float sn = float((inverse ? -std::sin(angle) : std::sin(angle)) *
+                       rotary.magnitude);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t h = 0; h < heads; ++h) {
           float *v = x + (r * tokens + t) * stride + h * headDim;

@@ -275,7 +275,7 @@ const float2 *CudaKernels::getRotaryTable(const Rotary &rotary,
     return nullptr;
   }
   rotaryTableKernel<<<gridFor(want * half), kThreads, 0, stream>>>(
-      table, 0, want, half, frequencies);
+      table, 0, want, half, frequencies, rotary.magnitude);
   SLUICE_LAUNCHED(errors);
   if (!found) {
     rotaryTables.push_back({rotary, headDim, 0, nullptr});

@@ -275,11 +275,13 @@ __global__ void gatedBackwardKernel(GateActivation act, const T *z, const T *u,
 /// per element and step (double pow/sin/cos cost ~4% of a 1B model's step).
 __global__ void rotaryTableKernel(float2 *table, int64_t first,
                                   int64_t positions, int64_t half,
-                                  const double *frequency) {
+                                  const double *frequency, double magnitude) {
   SLUICE_GRID_STRIDE(index, (positions - first) * half) {
     int64_t i = index % half, p = first + index / half;
     double angle = double(p) * frequency[i];
-    table[p * half + i] = make_float2(float(cos(angle)), float(sin(angle)));
+    // YaRN scales the rotation (Rotary::magnitude; 1 otherwise).
+    table[p * half + i] = make_float2(float(cos(angle) * magnitude),
+                                      float(sin(angle) * magnitude));
   }
 }
 

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <map>
+#include <functional>
 #include <set>
 #include <memory>
 #include <sys/mman.h>
@@ -434,17 +435,42 @@ Status checkConfigAgainstPlan(const std::string &dir, const std::string &text,
   auto activation = [](const json &v) {
     return v.is_string() && v.get<std::string>() == "swish" ? json("silu") : v;
   };
-  auto same = [&](const json &a, const json &b) {
-    if (a.is_number() && b.is_number()) {
-      double x = a.get<double>(), y = b.get<double>();
-      return std::fabs(x - y) <= 1e-6 * std::max(std::fabs(x), std::fabs(y));
-    }
-    return activation(a) == activation(b);
+  std::function<bool(const json &, const json &)> same =
+      [&](const json &a, const json &b) {
+        if (a.is_number() && b.is_number()) {
+          double x = a.get<double>(), y = b.get<double>();
+          return std::fabs(x - y) <=
+                 1e-6 * std::max(std::fabs(x), std::fabs(y));
+        }
+        if (a.is_object() && b.is_object()) {
+          if (a.size() != b.size())
+            return false;
+          for (auto &[k, v] : a.items())
+            if (!b.contains(k) || !same(v, b[k]))
+              return false;
+          return true;
+        }
+        return activation(a) == activation(b);
+      };
+  // An object (rope_scaling) is held against the plan's as the directory's
+  // config reads and describes again (below), since one scaling has
+  // several spellings (YaRN's attention factor stated, or made from
+  // mscale and mscale_all_dim).
+  auto mismatch = [&](const std::string &key, const json &value) {
+    return Status::error("'" + dir + "/config.json' says " + key + " = " +
+                         have[key].dump() + ", but the plan's model computes " +
+                         value.dump() +
+                         ": compile the plan from this config.json");
   };
+  std::vector<std::string> objects;
   for (auto &[key, value] : want.items()) {
     if (kNotComputed.count(key) || !have.contains(key) ||
         same(have[key], value))
       continue;
+    if (have[key].is_object() && value.is_object()) {
+      objects.push_back(key);
+      continue;
+    }
     // transformers 5 writes head_dim null for "hidden / heads" (Mixtral's
     // config), as the importer reads it.
     if (key == "head_dim" && have[key].is_null())
@@ -457,10 +483,7 @@ Status checkConfigAgainstPlan(const std::string &dir, const std::string &text,
                            " model, but the plan's model is a " +
                            value.dump() +
                            " one: compile the plan from this config.json");
-    return Status::error("'" + dir + "/config.json' says " + key + " = " +
-                         have[key].dump() + ", but the plan's model computes " +
-                         value.dump() +
-                         ": compile the plan from this config.json");
+    return mismatch(key, value);
   }
 
   // The keys the directory leaves out take their defaults: transformers'
@@ -468,7 +491,7 @@ Status checkConfigAgainstPlan(const std::string &dir, const std::string &text,
   // readers apply as sluice-compile's importer does, or refuse where the
   // importer requires the key. So the directory is read as the importer
   // reads it, and what that model's config says is held against the plan
-  // for each key the directory did not state.
+  // for each key the directory did not state, and for the objects above.
   JsonConfigKeys keys(have);
   families::ImportedModel imported;
   if (!theirs.family->readConfig(keys, theirs.modelType, imported))
@@ -477,6 +500,9 @@ Status checkConfigAgainstPlan(const std::string &dir, const std::string &text,
   json read;
   if (!families::describeModel(imported.model, described, read, why))
     return Status::ok(); // the weights' own checks say what does not fit
+  for (const std::string &key : objects)
+    if (!read.contains(key) || !same(read[key], want[key]))
+      return mismatch(key, want[key]);
   for (auto &[key, value] : want.items()) {
     if (kNotComputed.count(key) || have.contains(key))
       continue;

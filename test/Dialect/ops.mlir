@@ -42,6 +42,7 @@ sluice.model @gpt {seq_len = 16, micro_batch = 2, dtype = f32} {
 // CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 2, head_dim = 16, ffn = 96, norm = rmsnorm, mlp = swiglu, qk_norm = heads, rope_theta = 1000000.0} : tensor<1x8x32xbf16>
 // CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 4, ffn = 96, norm = rmsnorm, mlp = swiglu, qk_norm = projection, rope_theta = 500000.0, pre_norms = false, post_norms} : tensor<1x8x32xbf16>
 // CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 1, head_dim = 16, ffn = 96, norm = rmsnorm, mlp = geglu, qk_norm = heads, rope_theta = 1000000.0, rope_scaling = linear<factor = 8.000000e+00>, post_norms} : tensor<1x8x32xbf16>
+// CHECK:         sluice.transformer_layer %{{.+}} {heads = 4, kv_heads = 4, head_dim = 12, v_head_dim = 8, ffn = 96, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, rope_scaling = yarn<factor = 4.000000e+01, original_max_positions = 4096, beta_fast = 3.200000e+01, beta_slow = 1.000000e+00, attention_factor = 1.000000e+00>, kv_lora_rank = 8, q_lora_rank = 6, rope_head_dim = 4, rope_interleave} : tensor<1x8x32xbf16>
 // CHECK:         sluice.output_layer %{{.+}} {vocab = 100, norm = rmsnorm, tied} : tensor<1x8x32xbf16> -> tensor<f32>
 // GENERIC:       "sluice.transformer_layer"(%{{.+}}) <{spec = "{\22kind\22:\22transformer\22,\22heads\22:4,\22kv_heads\22:2,\22ffn\22:96,\22norm\22:\22rmsnorm\22,\22mlp\22:\22swiglu\22,\22bias\22:false,\22rope_theta\22:500000.0}"}>
 sluice.model @llama_like {seq_len = 8, micro_batch = 1, dtype = bf16} {
@@ -57,7 +58,8 @@ sluice.model @llama_like {seq_len = 8, micro_batch = 1, dtype = bf16} {
   %x8 = sluice.transformer_layer %x7 {heads = 4, kv_heads = 2, head_dim = 16, ffn = 96, norm = rmsnorm, mlp = swiglu, qk_norm = heads, rope_theta = 1000000.0} : tensor<1x8x32xbf16>
   %x9 = sluice.transformer_layer %x8 {heads = 4, kv_heads = 4, ffn = 96, norm = rmsnorm, mlp = swiglu, post_norms, pre_norms = false, rope_theta = 500000.0, qk_norm = projection} : tensor<1x8x32xbf16>
   %x10 = sluice.transformer_layer %x9 {heads = 4, kv_heads = 1, head_dim = 16, ffn = 96, norm = rmsnorm, mlp = geglu, qk_norm = heads, rope_theta = 1000000.0, rope_scaling = linear<factor = 8.0>, post_norms, pre_norms = true} : tensor<1x8x32xbf16>
-  %loss = sluice.output_layer %x10 {vocab = 100, norm = rmsnorm, tied} : tensor<1x8x32xbf16> -> tensor<f32>
+  %x11 = sluice.transformer_layer %x10 {heads = 4, kv_heads = 4, head_dim = 12, v_head_dim = 8, ffn = 96, norm = rmsnorm, mlp = swiglu, rope_theta = 10000.0, rope_scaling = yarn<factor = 40.0, original_max_positions = 4096, beta_fast = 32.0, beta_slow = 1.0, attention_factor = 1.0>, kv_lora_rank = 8, q_lora_rank = 6, rope_head_dim = 4, rope_interleave} : tensor<1x8x32xbf16>
+  %loss = sluice.output_layer %x11 {vocab = 100, norm = rmsnorm, tied} : tensor<1x8x32xbf16> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
 

@@ -12,7 +12,7 @@ on the loss, 1e-4 on gradients).
 usage: equivalence.py FAMILY WORKDIR [aux]
   FAMILY: gpt2 | llama | llama-tied | llama3 | qwen2 | qwen3 | mistral |
           gemma | gemma2 | olmo2 | gemma3 | mixtral | qwen3_moe | olmoe |
-          qwen2_moe | deepseek_v3
+          qwen2_moe | deepseek_v3 | deepseek_v3_yarn
           (qwen3, olmo2, gemma3 and the mixtures of experts: transformers
           4.51)
   aux: the mixtures of experts with the load-balancing loss
@@ -191,7 +191,7 @@ def make_model(family):
             router_aux_loss_coef=AUX, use_sliding_window=False)
         config._attn_implementation = "eager"
         return transformers.Qwen2MoeForCausalLM(config)
-    if family == "deepseek_v3":
+    if family in ("deepseek_v3", "deepseek_v3_yarn"):
         # DeepSeek-V3's block at its smallest: multi-head latent attention
         # (query latent 10, key/value latent 12, heads of 8 without
         # positions + 4 rotated in adjacent pairs, values of 6), layer 0
@@ -211,7 +211,15 @@ def make_model(family):
             norm_topk_prob=True, max_position_embeddings=SEQ,
             rms_norm_eps=1e-6, rope_theta=10000.0, rope_interleave=True,
             attention_bias=False, attention_dropout=0.0,
-            tie_word_embeddings=False)
+            tie_word_embeddings=False,
+            # deepseek_v3_yarn: YaRN over 4 original positions (the
+            # 16-token context its factor 4 reaches), the rotation scaled
+            # by mscale(4, 1) / mscale(4, 0.8) and the softmax by
+            # mscale(4, 0.8)^2, as DeepSeek-V3's own config does at 40x.
+            rope_scaling=None if family == "deepseek_v3" else {
+                "type": "yarn", "factor": 4.0,
+                "original_max_position_embeddings": 4, "beta_fast": 32.0,
+                "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.8})
         config._attn_implementation = "eager"
         return transformers.DeepseekV3ForCausalLM(config)
     if family == "olmoe":
@@ -520,7 +528,7 @@ def main():
             elif family in ("gemma", "gemma2", "gemma3"):
                 p.normal_(0.0, 0.3)  # w of the gain 1 + w, 0 at init
             elif family in ("qwen3", "olmo2", "qwen3_moe", "olmoe",
-                            "deepseek_v3"):
+                            "deepseek_v3", "deepseek_v3_yarn"):
                 p.normal_(1.0, 0.3)  # the norms' gains, 1 at init
         for name, b in model.named_buffers():
             if name.endswith("e_score_correction_bias"):

@@ -614,11 +614,25 @@ TEST_P(Conformance, Rotary) {
   const int64_t rows = 2, tokens = 5, heads = 3, headDim = 8,
                 stride = heads * headDim + 4, offset = 9000;
   // Frequencies from the contract's formula, written out here: the base's
-  // powers, and Llama 3.1's bands for the scaled case.
+  // powers, Llama 3.1's bands for the scaled case, and YaRN's ramp
+  // (transformers' _compute_yarn_parameters: between the pair indices at
+  // which a frequency turns beta_fast and beta_slow times over the
+  // original context, floored and ceiled).
   auto frequency = [](const Rotary &r, int64_t i) {
     double f = std::pow(r.theta, -2.0 * double(i) / double(headDim));
     if (!r.isScaled())
       return f;
+    if (r.yarn) {
+      auto at = [&](double turns) {
+        return headDim *
+               std::log(double(r.originalPositions) / (turns * 2 * M_PI)) /
+               (2 * std::log(r.theta));
+      };
+      double low = std::max(std::floor(at(r.betaFast)), 0.0),
+             high = std::min(std::ceil(at(r.betaSlow)), double(headDim - 1));
+      double ramp = std::min(1.0, std::max(0.0, (i - low) / (high - low)));
+      return f / r.factor * ramp + f * (1 - ramp);
+    }
     double wave = 2 * M_PI / f, orig = double(r.originalPositions);
     if (wave < orig / r.highFreqFactor)
       return f;
@@ -628,7 +642,17 @@ TEST_P(Conformance, Rotary) {
         (orig / wave - r.lowFreqFactor) / (r.highFreqFactor - r.lowFreqFactor);
     return (1 - s) * f / r.factor + s * f;
   };
-  for (Rotary rotary : {Rotary{500000.0}, Rotary{10.0, 8.0, 1.0, 4.0, 32}})
+  // YaRN over 100 original positions at base 10: the ramp runs from pair
+  // 0 (kept) to 5, so pairs 1 to 3 blend 20, 40 and 60% of the divided
+  // frequency; the rotation scaled by 1.25.
+  Rotary yarn{10.0, 4.0};
+  yarn.yarn = true;
+  yarn.originalPositions = 100;
+  yarn.betaFast = 32;
+  yarn.betaSlow = 1;
+  yarn.magnitude = 1.25;
+  for (Rotary rotary :
+       {Rotary{500000.0}, Rotary{10.0, 8.0, 1.0, 4.0, 32}, yarn})
     for (bool inverse : {false, true}) {
       Tensor x = randomAct(rows * tokens * stride);
       std::vector<double> want = x.host;
@@ -637,8 +661,9 @@ TEST_P(Conformance, Rotary) {
           for (int64_t h = 0; h < heads; ++h)
             for (int64_t i = 0; i < headDim / 2; ++i) {
               double angle = double(offset + t) * frequency(rotary, i);
-              double c = std::cos(angle),
-                     s = inverse ? -std::sin(angle) : std::sin(angle);
+              double c = std::cos(angle) * rotary.magnitude,
+                     s = (inverse ? -std::sin(angle) : std::sin(angle)) *
+                         rotary.magnitude;
               int64_t at = (r * tokens + t) * stride + h * headDim;
               double a = x.host[at + i], b = x.host[at + i + headDim / 2];
               want[at + i] = a * c - b * s;
@@ -647,7 +672,9 @@ TEST_P(Conformance, Rotary) {
       kernels().rotate(x.ptr(), rows, tokens, offset, heads, headDim, stride,
                        rotary, inverse);
       expectClose(x, want,
-                  std::string(rotary.isScaled() ? "llama3-scaled" : "plain") +
+                  std::string(!rotary.isScaled() ? "plain"
+                              : rotary.yarn      ? "yarn-scaled, magnitude 1.25"
+                                                 : "llama3-scaled") +
                       (inverse ? ", inverse" : "") +
                       ", position 9000, padded rows");
     }

@@ -249,7 +249,7 @@ TEST_F(HFConfigTest, RopeParametersOfTransformers5) {
   // Another kind is not: warned about, and refused by the runtime.
   json = tinyLlamaWith("rope_theta", "");
   json.insert(json.find('{') + 1, R"("rope_parameters": {"rope_theta": )"
-                                  R"(500000.0, "rope_type": "yarn"},)");
+                                  R"(500000.0, "rope_type": "dynamic"},)");
   model = import(json);
   ASSERT_TRUE(model);
   ASSERT_EQ(warnings.size(), 1u);

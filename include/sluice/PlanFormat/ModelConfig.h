@@ -78,15 +78,28 @@ struct Rotary {
   /// Linear scaling instead (transformers' rope_type "linear", Gemma-3's
   /// global layers): every frequency divided by `factor`.
   bool linear = false;
+  /// YaRN instead (Peng et al., 2023, "YaRN", section 3.2; transformers'
+  /// rope_type "yarn", DeepSeek-V3's): each frequency blended between
+  /// itself and itself / factor by how many turns it makes over
+  /// originalPositions -- kept above betaFast turns, divided below
+  /// betaSlow, a linear ramp in the pair index between -- and the rotation
+  /// scaled by `magnitude` (transformers' attention_factor, which
+  /// multiplies the cosines and sines).
+  bool yarn = false;
+  double betaFast = 32, betaSlow = 1, magnitude = 1;
 
   bool isScaled() const { return factor > 0; }
   /// The rope_type transformers names the scaling with.
-  const char *getScalingName() const { return linear ? "linear" : "llama3"; }
+  const char *getScalingName() const {
+    return yarn ? "yarn" : linear ? "linear" : "llama3";
+  }
   bool operator==(const Rotary &o) const {
     return theta == o.theta && factor == o.factor && linear == o.linear &&
            lowFreqFactor == o.lowFreqFactor &&
            highFreqFactor == o.highFreqFactor &&
-           originalPositions == o.originalPositions;
+           originalPositions == o.originalPositions && yarn == o.yarn &&
+           betaFast == o.betaFast && betaSlow == o.betaSlow &&
+           magnitude == o.magnitude;
   }
   bool operator!=(const Rotary &o) const { return !(*this == o); }
 
@@ -100,6 +113,23 @@ struct Rotary {
     if (linear)
       return inverse / factor;
     const double pi = 3.14159265358979323846;
+    if (yarn) {
+      // The pair index at which a frequency makes `turns` turns over the
+      // original context (transformers' find_correction_dim), its floor
+      // and ceiling bounding the ramp.
+      double dim = double(headDim);
+      auto pairAt = [&](double turns) {
+        return dim * std::log(double(originalPositions) / (turns * 2.0 * pi)) /
+               (2.0 * std::log(theta));
+      };
+      double low = std::max(std::floor(pairAt(betaFast)), 0.0);
+      double high = std::min(std::ceil(pairAt(betaSlow)), dim - 1.0);
+      if (low == high)
+        high += 0.001;
+      double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+      // ramp 0: the frequency kept (extrapolated); 1: divided.
+      return (inverse / factor) * ramp + inverse * (1.0 - ramp);
+    }
     double wavelength = 2.0 * pi / inverse;
     double low = double(originalPositions) / lowFreqFactor;
     double high = double(originalPositions) / highFreqFactor;
@@ -121,6 +151,18 @@ struct Rotary {
       return "'factor' must be at least 1, got " + std::to_string(factor);
     if (linear)
       return "";
+    if (yarn) {
+      if (originalPositions < 1)
+        return "'original_max_position_embeddings' must be positive, got " +
+               std::to_string(originalPositions);
+      if (!(betaSlow > 0) || !(betaFast > betaSlow) || !std::isfinite(betaFast))
+        return "'beta_fast' must exceed 'beta_slow' > 0, got " +
+               std::to_string(betaFast) + " and " + std::to_string(betaSlow);
+      if (!(magnitude > 0) || !std::isfinite(magnitude))
+        return "'attention_factor' must be positive, got " +
+               std::to_string(magnitude);
+      return "";
+    }
     if (!(lowFreqFactor > 0) || !(highFreqFactor > lowFreqFactor) ||
         !std::isfinite(highFreqFactor))
       return "'high_freq_factor' must exceed 'low_freq_factor' > 0, got " +

@@ -23,6 +23,8 @@
 
 #include "../Common.h"
 
+#include <cmath>
+
 namespace sluice::families {
 namespace {
 
@@ -69,6 +71,19 @@ public:
     if (!interleave)
       config.remarkDefault("rope_interleave", "true",
                            "Hugging Face's default for " + modelType);
+    // DeepseekV3Attention's softmax scale: (nope + rope)^-0.5, times
+    // YaRN's mscale(factor, mscale_all_dim)^2 when rope_scaling gives a
+    // non-zero mscale_all_dim (whatever its rope_type).
+    if (config.isObject("rope_scaling")) {
+      std::optional<double> all =
+          config.getNestedNumber("rope_scaling", "mscale_all_dim");
+      std::optional<double> factor =
+          config.getNestedNumber("rope_scaling", "factor");
+      if (all && *all != 0 && factor && *factor > 1) {
+        double m = 0.1 * *all * std::log(*factor) + 1.0;
+        values.attentionScale = m * m / std::sqrt(double(nope + rope));
+      }
+    }
     b.kvLoraRank = kvr;
     b.qLoraRank = qr.value_or(0);
     b.ropeHeadDim = rope;
@@ -165,6 +180,10 @@ public:
               std::string &) const override {
     if (t.kvLoraRank == 0)
       return Claim::No;
+    // A softmax scale of its own is YaRN's mscale_all_dim here.
+    if (model.attentionScale > 0 &&
+        !(t.rotary.isScaled() && t.rotary.factor > 1))
+      return Claim::No;
     // Dense layers first, then sparse ones alike.
     const LayerConfig *sparse = nullptr;
     bool seenSparse = false;
@@ -218,6 +237,13 @@ public:
     // transformers' head_dim is the rotated part's (its rotary reads it).
     c["head_dim"] = t.ropeHeadDim;
     c["first_k_dense_replace"] = dense;
+    // The softmax scale back as YaRN's mscale_all_dim (claim holds that a
+    // scale comes with a scaling factor above 1).
+    if (model.attentionScale > 0 && c.contains("rope_scaling")) {
+      double m = std::sqrt(model.attentionScale * std::sqrt(double(t.headDim)));
+      c["rope_scaling"]["mscale_all_dim"] =
+          (m - 1.0) / (0.1 * std::log(t.rotary.factor));
+    }
     if (!sparse)
       return;
     c["n_routed_experts"] = sparse->experts;
