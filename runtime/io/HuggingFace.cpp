@@ -397,8 +397,23 @@ Status checkEveryTensorRead(const std::string &dir,
         return true;
     return false;
   };
+  // A layer past the model's (DeepSeek-V3's multi-token prediction
+  // module), where the family leaves such layers unread.
+  int64_t layers = 0;
+  for (const LayerConfig &l : model.layers)
+    layers += l.kind == LayerKind::Transformer;
+  auto isLaterLayer = [&](const std::string &name) {
+    std::string head = prefix + names.layers;
+    if (!names.laterLayersUnread || name.compare(0, head.size(), head) != 0)
+      return false;
+    size_t end = name.find('.', head.size());
+    std::string index = name.substr(head.size(), end - head.size());
+    return !index.empty() &&
+           index.find_first_not_of("0123456789") == std::string::npos &&
+           index.size() < 10 && std::stoll(index) >= layers;
+  };
   for (const std::string &name : tensors.getNames())
-    if (!read.count(name) && !isBuffer(name) &&
+    if (!read.count(name) && !isBuffer(name) && !isLaterLayer(name) &&
         !(name == "lm_head.weight" && model.layers.back().tied))
       return Status::error("'" + dir + "' holds " + name +
                            ", which no parameter of the plan's model reads: "

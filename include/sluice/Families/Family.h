@@ -191,6 +191,10 @@ struct WeightNames {
   /// side by side ("": `modules` maps attn.qkv to one fused module, GPT-2's
   /// c_attn).
   std::string q, k, v;
+  /// Whether tensors of layers past the model's are left unread (DeepSeek-
+  /// V3's multi-token prediction module, its layer 61, which transformers'
+  /// model leaves out too); otherwise such a tensor is refused.
+  bool laterLayersUnread = false;
   /// nn.Linear's [out, in] (transposed) rather than Conv1D's [in, out].
   bool linearTransposed = true;
   /// The norms' gains are stored as w where the model computes 1 + w.

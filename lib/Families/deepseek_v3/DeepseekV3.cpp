@@ -151,6 +151,25 @@ public:
                        std::to_string(b.experts) + " of 'n_routed_experts'");
       return false;
     }
+    // What DeepSeek's own configs state that transformers' model leaves
+    // out, and so does Sluice: said, not computed.
+    if (std::optional<int64_t> mtp =
+            config.getInteger("num_nextn_predict_layers");
+        mtp && *mtp > 0)
+      config.remark("num_nextn_predict_layers",
+                    "multi-token prediction (num_nextn_predict_layers = " +
+                        std::to_string(*mtp) +
+                        ") is not built, as transformers' DeepseekV3ForCausalLM "
+                        "leaves it out: a checkpoint's module for it is not "
+                        "read");
+    std::optional<bool> sequenceLoss;
+    if (!config.optionalBool("seq_aux", sequenceLoss))
+      return false;
+    if (sequenceLoss.value_or(false))
+      config.remark("seq_aux",
+                    "the sequence-wise balance loss (seq_aux) is not built, as "
+                    "transformers leaves it out; --expert-bias-update "
+                    "balances the experts");
     // DeepSeek's reference configs name the rule transformers computes.
     for (auto [key, want] : {std::pair{"scoring_func", "sigmoid"},
                              std::pair{"topk_method", "noaux_tc"}}) {
@@ -260,6 +279,7 @@ public:
     static const WeightNames names = [] {
       WeightNames n = getLlamaWeightNames();
       n.q = n.k = n.v = "";
+      n.laterLayersUnread = true;
       n.modules["attn.q_a"] = "self_attn.q_a_proj";
       n.modules["attn.q_a_norm"] = "self_attn.q_a_layernorm";
       n.modules["attn.q_b"] = "self_attn.q_b_proj";
