@@ -198,22 +198,16 @@ template <> struct Codec<field::Rotary> {
       return why;
     if (r.linear)
       return "";
-    if (r.yarn) {
-      for (auto [name, into] :
-           {std::pair{"beta_fast", &r.betaFast},
-            std::pair{"beta_slow", &r.betaSlow},
-            std::pair{"attention_factor", &r.magnitude}})
-        if (std::string why = number(name, *into); !why.empty())
-          return why;
-      if (!s.contains("original_max_position_embeddings"))
-        return "rope_scaling has no 'original_max_position_embeddings'";
-      return readInteger(s["original_max_position_embeddings"],
-                         "original_max_position_embeddings", 1,
-                         int64_t(1) << 40, r.originalPositions);
-    }
-    for (auto [name, into] : {std::pair{"low_freq_factor", &r.lowFreqFactor},
-                              std::pair{"high_freq_factor",
-                                        &r.highFreqFactor}})
+    // llama3's bands or YaRN's ramp and magnitude, then the original
+    // context both are measured against.
+    using Number = std::pair<const char *, double *>;
+    std::vector<Number> numbers =
+        r.yarn ? std::vector<Number>{{"beta_fast", &r.betaFast},
+                                     {"beta_slow", &r.betaSlow},
+                                     {"attention_factor", &r.magnitude}}
+               : std::vector<Number>{{"low_freq_factor", &r.lowFreqFactor},
+                                     {"high_freq_factor", &r.highFreqFactor}};
+    for (auto [name, into] : numbers)
       if (std::string why = number(name, *into); !why.empty())
         return why;
     if (!s.contains("original_max_position_embeddings"))

@@ -181,6 +181,9 @@ void addExpertNames(WeightNames &names, const std::string &router,
 /// `mlp.gate`, expert e's maps `mlp.experts.e.gate_proj`, `up_proj`,
 /// `down_proj`; with `qkNorms`, the query and key norms (addQkNormNames).
 WeightNames getQwenExpertWeightNames(bool qkNorms);
+/// The moe feature's shared expert (`mlp.shared.*`) under `module`
+/// ("mlp.shared_expert." for Qwen2-MoE), Llama's map names after it.
+void addSharedExpertNames(WeightNames &names, const std::string &module);
 /// Whether every transformer layer of `model` has `block`'s mixture of
 /// experts (count, top-k, renormalisation, width).
 bool hasUniformExperts(const ModelConfig &model, const LayerConfig &block);

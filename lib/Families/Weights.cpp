@@ -71,6 +71,12 @@ void addExpertNames(WeightNames &names, const std::string &router,
         experts + maps[i];
 }
 
+void addSharedExpertNames(WeightNames &names, const std::string &module) {
+  for (const char *map : kExpertMaps)
+    names.modules[std::string("mlp.shared.") + map] =
+        module + map + "_proj";
+}
+
 void addPostNormNames(WeightNames &names) {
   names.modules["post_attn_norm"] = "post_attention_layernorm";
   names.modules["post_mlp_norm"] = "post_feedforward_layernorm";

@@ -290,9 +290,7 @@ public:
       addExpertNames(n, "mlp.gate", "mlp.experts.{}.",
                      {"gate_proj", "up_proj", "down_proj"});
       n.tensors["mlp.router.bias"] = "mlp.gate.e_score_correction_bias";
-      n.modules["mlp.shared.gate"] = "mlp.shared_experts.gate_proj";
-      n.modules["mlp.shared.up"] = "mlp.shared_experts.up_proj";
-      n.modules["mlp.shared.down"] = "mlp.shared_experts.down_proj";
+      addSharedExpertNames(n, "mlp.shared_experts.");
       return n;
     }();
     return names;

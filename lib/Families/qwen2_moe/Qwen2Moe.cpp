@@ -77,9 +77,7 @@ public:
   const WeightNames &getWeightNames(const std::string &) const override {
     static const WeightNames names = [] {
       WeightNames n = getQwenExpertWeightNames(false);
-      n.modules["mlp.shared.gate"] = "mlp.shared_expert.gate_proj";
-      n.modules["mlp.shared.up"] = "mlp.shared_expert.up_proj";
-      n.modules["mlp.shared.down"] = "mlp.shared_expert.down_proj";
+      addSharedExpertNames(n, "mlp.shared_expert.");
       n.modules["mlp.shared_gate"] = "mlp.shared_expert_gate";
       return n;
     }();
