@@ -425,7 +425,9 @@ std::string checkTransformer(const LayerConfig &l, int64_t hidden) {
   const rt::Rotary &rope = l.rotary;
   if (!(rope.theta >= 0) || !std::isfinite(rope.theta))
     return "'rope_theta' must be positive, got " + std::to_string(rope.theta);
-  if (rope.theta > 0 && getHeadDim(l, hidden) % 2 != 0)
+  // (Multi-head latent attention rotates its rope_head_dim part only,
+  // which its own rule holds even.)
+  if (rope.theta > 0 && l.kvLoraRank == 0 && getHeadDim(l, hidden) % 2 != 0)
     return "rotary positions ('rope_theta') need an even head size, got " +
            std::to_string(getHeadDim(l, hidden));
   if (rope.isScaled() && rope.theta == 0)
@@ -435,8 +437,14 @@ std::string checkTransformer(const LayerConfig &l, int64_t hidden) {
     return "rope_scaling: " + why;
   if (l.bias && l.qkvBias)
     return "'qkv_bias' with 'bias', which has every bias already";
-  if (std::string why = checkSize("experts", l.experts, false); !why.empty())
-    return why;
+  for (auto [key, value] : {std::pair{"experts", l.experts},
+                            std::pair{"expert_groups", l.expertGroups},
+                            std::pair{"top_groups", l.topGroups},
+                            std::pair{"kv_lora_rank", l.kvLoraRank},
+                            std::pair{"q_lora_rank", l.qLoraRank},
+                            std::pair{"rope_head_dim", l.ropeHeadDim}})
+    if (std::string why = checkSize(key, value, false); !why.empty())
+      return why;
   if (std::string why = checkSize("shared_ffn", l.sharedFfn, false);
       !why.empty())
     return why;
