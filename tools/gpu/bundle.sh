@@ -144,6 +144,13 @@ for precision in fp32 bf16; do
     --schedule zb-h1 --precision "$precision" \
     -o "$out/plans/moe-ep2-dp2-p2-$precision.json" >/dev/null ||
     { echo "bundle.sh: cannot compile moe-ep2-dp2-p2-$precision" >&2; exit 1; }
+  # DeepSeek-V3's block (issue 55): multi-head latent attention (value
+  # heads of their own size: the CUDA fallback attention kernel), the
+  # sigmoid router with groups and its bias moving every step.
+  "$compile" test/Inputs/tiny-deepseek-moe.mlir --pp 2 --dp 2 --ep 2 \
+    --microbatches 4 --schedule zb-h1 --precision "$precision" \
+    -o "$out/plans/deepseek-ep2-dp2-p2-$precision.json" >/dev/null ||
+    { echo "bundle.sh: cannot compile deepseek-ep2-dp2-p2-$precision" >&2; exit 1; }
 done
 # fp32: the reference to measure bf16's band against, and tensor
 # parallelism without bf16's rounding.

@@ -71,7 +71,11 @@
 #      and (added 2026-11-29, issue 53) expert parallelism on 4 NCCL ranks
 #      (tiny-moe, pp 2 x dp 2 x ep 2, zb-h1: the dispatch's all-to-alls as
 #      grouped sends on the compute stream), fp32 exact and bf16 in band
-#      (about 20 s each);
+#      (about 20 s each); and (added 2026-11-29 evening, issue 55)
+#      DeepSeek-V3's block, tiny-deepseek-moe at the same mesh in fp32
+#      (multi-head latent attention through the fallback attention
+#      kernel, the sigmoid router, the bias moving each step; about 20 s;
+#      tried on the CPU emulation: BACKEND=cpu PLANS=DIR ONLY=deepseek);
 #   2b. (added 2026-11-29, issue 53 -> 58) a mixture of experts' step in
 #      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
 #      first fp8 MoE run on a GPU should time the experts against the
