@@ -186,7 +186,8 @@ def Sluice_ScheduleKindAttr : EnumAttr<Sluice_Dialect, Sluice_ScheduleKind,
   let description = [{
     The schedule `sluice-schedule` generated a program with: `gpipe`,
     `1f1b`, `interleaved-1f1b`, `zb-h1`, `zb-h2`, `zb-v`, `v-half`,
-    `v-min`, `seq1f1b`, `seq1f1b-i` or `terapipe` (docs/schedules.md).
+    `v-min`, `seq1f1b`, `seq1f1b-i`, `terapipe` or `dualpipev`
+    (docs/schedules.md).
     `sluice.program` spells it as a string (`schedule = "zb-h1"`).
 
     ```mlir

@@ -111,7 +111,8 @@ def Sluice_ScheduleKind : I32EnumAttr<"ScheduleKind",
   I32EnumAttrCase<"VMin", 7, "v-min">,
   I32EnumAttrCase<"Seq1F1B", 8, "seq1f1b">,
   I32EnumAttrCase<"Seq1F1BI", 9, "seq1f1b-i">,
-  I32EnumAttrCase<"TeraPipe", 10, "terapipe">
+  I32EnumAttrCase<"TeraPipe", 10, "terapipe">,
+  I32EnumAttrCase<"DualPipeV", 11, "dualpipev">
 ]> {
   let cppNamespace = "::mlir::sluice";
   let genSpecializedAttr = 0;

@@ -681,10 +681,21 @@ def Sluice_ExecOp : Sluice_InstrOp<"exec"> {
 
     A pass without a role has no such value (the first stage has no `in`).
 
+    `paired` joins the pass to the one after it in an overlapped group
+    (DeepSeek-AI, 2024, §3.2.1, DualPipe): a forward beside another
+    microbatch's backward -- B, B and its W, or BW -- on the same device,
+    the members' receives before the group and their sends after it, so
+    that each one's expert all-to-alls run while the other computes. The
+    schedule verifier checks the group's shape and that no member needs
+    another's result.
+
     ```mlir
     sluice.exec W @s3 {mb = 5, slice = 0}
     sluice.exec B @s1 {mb = 0, slice = 0} {in = 3 : i64, out = 4 : i64,
                                            state = 0 : i64, wstate = 2 : i64}
+    sluice.exec F @s0 {mb = 6, slice = 0} {paired}
+    sluice.exec B @s3 {mb = 2, slice = 0} {paired}
+    sluice.exec W @s3 {mb = 2, slice = 0}
     ```
   }];
   let arguments = !con(Sluice_WorkArgs,
@@ -693,13 +704,14 @@ def Sluice_ExecOp : Sluice_InstrOp<"exec"> {
                             OptionalAttr<Sluice_SizeAttr>:$rstate,
                             OptionalAttr<Sluice_SizeAttr>:$kv,
                             OptionalAttr<Sluice_SizeAttr>:$in,
-                            OptionalAttr<Sluice_SizeAttr>:$out));
+                            OptionalAttr<Sluice_SizeAttr>:$out,
+                            UnitAttr:$paired));
   let builders = [
     // Before sluice-plan-buffers: no slots.
     OpBuilder<(ins "PassKind":$kind, "StringRef":$stage, "int64_t":$mb,
                    "int64_t":$slice), [{
       build($_builder, $_state, kind, stage, mb, slice, nullptr, nullptr,
-            nullptr, nullptr, nullptr, nullptr);
+            nullptr, nullptr, nullptr, nullptr, /*paired=*/false);
     }]>
   ];
   let assemblyFormat = [{

@@ -6,6 +6,8 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -20,6 +22,44 @@ static void finishStatistics(Simulation &sim) {
   }
   double capacity = double(sim.devices.size()) * sim.stepTime;
   sim.bubbleRatio = capacity > 0 ? 1.0 - busy / capacity : 0.0;
+}
+
+double mlir::sluice::getPairTime(const PassSplit &forward,
+                                const PassSplit &backward, int layers) {
+  layers = std::max(1, layers);
+  // Chain c's part i: compute when (i + first[c]) is even.
+  const PassSplit *split[2] = {&forward, &backward};
+  const int first[2] = {0, 1};
+  const int parts = 4 * layers;
+  auto isCompute = [&](int c, int i) { return (i + first[c]) % 2 == 0; };
+  auto length = [&](int c, int i) {
+    return (isCompute(c, i) ? split[c]->compute : split[c]->communication) /
+           (2.0 * layers);
+  };
+  int next[2] = {0, 0};
+  double chainReady[2] = {0, 0};
+  double streamFree[2] = {0, 0}; // compute, communication
+  double end = 0;
+  while (next[0] < parts || next[1] < parts) {
+    int best = -1;
+    double bestStart = 0;
+    for (int c = 0; c < 2; ++c) {
+      if (next[c] >= parts)
+        continue;
+      double start =
+          std::max(chainReady[c], streamFree[isCompute(c, next[c]) ? 0 : 1]);
+      if (best < 0 || start < bestStart) {
+        best = c;
+        bestStart = start;
+      }
+    }
+    int stream = isCompute(best, next[best]) ? 0 : 1;
+    double finish = bestStart + length(best, next[best]);
+    chainReady[best] = streamFree[stream] = finish;
+    end = std::max(end, finish);
+    ++next[best];
+  }
+  return end;
 }
 
 namespace {
@@ -87,19 +127,18 @@ public:
 
   void executed(int d, const Instr &instr) override {
     DeviceState &st = state[d];
-    double start = st.computeFree;
-    inputs.clear();
-    getCollectiveInputs(pipeline, instr.work, inputs);
-    for (const CollectiveId &id : inputs)
-      start = std::max(start, collectiveEnd[cindex(id)]);
-    deps.clear();
-    getDependencies(pipeline, instr.work, deps);
-    for (const Work &dep : deps) {
-      if (pipeline.getWorkDevice(dep) == d)
-        start = std::max(start, finished[index(dep)]);
-      else
-        start = std::max(start, arrival.lookup({index(dep), d}));
+    if (instr.paired) {
+      // The rest of its group comes next: the group is timed as one.
+      st.pending.push_back(instr.work);
+      return;
     }
+    if (!st.pending.empty()) {
+      st.pending.push_back(instr.work);
+      runGroup(d, st.pending);
+      st.pending.clear();
+      return;
+    }
+    double start = std::max(st.computeFree, getReady(d, instr.work));
     double duration = costs.compute(instr.work);
     double end = start + duration;
     finished[index(instr.work)] = end;
@@ -112,6 +151,74 @@ public:
   }
 
 private:
+  /// When `work`'s inputs are on device `d`: the collectives it reads,
+  /// its own earlier passes, other devices' results arrived.
+  double getReady(int d, const Work &work) {
+    double ready = 0;
+    inputs.clear();
+    getCollectiveInputs(pipeline, work, inputs);
+    for (const CollectiveId &id : inputs)
+      ready = std::max(ready, collectiveEnd[cindex(id)]);
+    deps.clear();
+    getDependencies(pipeline, work, deps);
+    for (const Work &dep : deps) {
+      if (pipeline.getWorkDevice(dep) == d)
+        ready = std::max(ready, finished[index(dep)]);
+      else
+        ready = std::max(ready, arrival.lookup({index(dep), d}));
+    }
+    return ready;
+  }
+
+  PassSplit getSplit(const Work &work) const {
+    double total = costs.compute(work);
+    double comm = costs.communication
+                      ? std::clamp(costs.communication(work), 0.0, total)
+                      : 0.0;
+    return {total - comm, comm};
+  }
+
+  /// An overlapped group side by side: its forward on one lane, the
+  /// other members (a backward: B, B then W, or BW) on the other. The
+  /// members start once all have their inputs and end together (their
+  /// results leave after the group).
+  void runGroup(int d, llvm::ArrayRef<Work> group) {
+    DeviceState &st = state[d];
+    double start = st.computeFree;
+    for (const Work &w : group)
+      start = std::max(start, getReady(d, w));
+    PassSplit lanes[2];
+    int layers = 1;
+    const Work *forward = nullptr;
+    for (const Work &w : group) {
+      bool isForward = w.kind == PassKind::F && !forward;
+      if (isForward)
+        forward = &w;
+      PassSplit split = getSplit(w);
+      PassSplit &lane = lanes[isForward ? 0 : 1];
+      lane.compute += split.compute;
+      lane.communication += split.communication;
+      if (costs.sparseLayers)
+        layers = std::max(layers, costs.sparseLayers(w.stage));
+    }
+    double duration = getPairTime(lanes[0], lanes[1], layers);
+    double end = start + duration;
+    st.computeFree = end;
+    result.devices[d].busy += duration;
+    for (const Work &w : group) {
+      finished[index(w)] = end;
+      result.events.push_back({d, StreamKind::compute, InstrKind::Exec, w, -1,
+                               CollectiveId{}, start, end});
+    }
+    result.stepTime = std::max(result.stepTime, end);
+    // The forward allocates at the start, the backward frees at the end.
+    if (forward)
+      trackMemory(d, *forward, start, end);
+    for (const Work &w : group)
+      if (&w != forward)
+        trackMemory(d, w, start, end);
+  }
+
   /// Activations live from the start of F to the end of B (or BW); a
   /// shard's kept logits from its S to its T. What W reads lives on until
   /// W ends.
@@ -160,6 +267,8 @@ private:
     /// Activations from F to W (to BW when the backward is not split):
     /// what a weight pass still reads after B.
     double unitsUntilW = 0;
+    /// The overlapped group being issued (Instr::paired).
+    std::vector<Work> pending;
   };
 
   const Pipeline &pipeline;

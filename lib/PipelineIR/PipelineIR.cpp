@@ -174,9 +174,10 @@ FailureOr<ProgramView> mlir::sluice::readProgram(ProgramOp program,
       instr.blocking = coll.getStream() == StreamKind::compute;
       return std::optional(instr);
     }
-    if (auto exec = dyn_cast<ExecOp>(op))
+    if (auto exec = dyn_cast<ExecOp>(op)) {
       fill(exec, InstrKind::Exec, -1);
-    else if (auto send = dyn_cast<SendOp>(op))
+      instr.paired = exec.getPaired();
+    } else if (auto send = dyn_cast<SendOp>(op))
       fill(send, InstrKind::Send, send.getTo());
     else if (auto recv = dyn_cast<RecvOp>(op))
       fill(recv, InstrKind::Recv, recv.getFrom());
@@ -407,7 +408,8 @@ ProgramOp mlir::sluice::writeProgram(ModelOp model, StringRef name,
                      number(w.microbatch), number(w.slice),
                      /*state=*/nullptr, /*wstate=*/nullptr,
                      /*rstate=*/nullptr, /*kv=*/nullptr, /*in=*/nullptr,
-                     /*out=*/nullptr);
+                     /*out=*/nullptr,
+                     instr.paired ? builder.getUnitAttr() : nullptr);
       return;
     case InstrKind::Send:
       SendOp::create(builder, loc, kindAttr(w.kind), stageAttr(w),

@@ -266,8 +266,10 @@ namespace {
 class ProgramLowering {
 public:
   ProgramLowering(const Pipeline &pipeline,
-                  llvm::ArrayRef<std::vector<Work>> orders)
-      : pipeline(pipeline), orders(orders), index(pipeline), cindex(pipeline),
+                  llvm::ArrayRef<std::vector<Work>> orders,
+                  llvm::ArrayRef<std::vector<char>> pairs)
+      : pipeline(pipeline), orders(orders), pairs(pairs), index(pipeline),
+        cindex(pipeline),
         ready(cindex.size(), 0.0), blocking(pipeline.vocab.synchronous) {}
 
   /// One global collective order, that of an execution of the orders: a
@@ -338,9 +340,7 @@ public:
     };
     llvm::SmallVector<Work, 4> deps;
     llvm::SmallVector<CollectiveId, 2> inputs;
-    for (int i = 0; i < int(order.size()); ++i) {
-      const Work &work = order[i];
-      issueUpTo(i);
+    auto receive = [&](const Work &work) -> LogicalResult {
       deps.clear();
       getDependencies(pipeline, work, deps);
       for (const Work &dep : deps) {
@@ -360,10 +360,51 @@ public:
               toString(collectives[byPosition[next]]));
           return failure();
         }
-      instrs.push_back(Instr::exec(work));
+      return success();
+    };
+    auto send = [&](const Work &work) {
       int consumer = getConsumerStage(pipeline, work);
       if (consumer >= 0 && pipeline.getDevice(consumer) != device)
         instrs.push_back(Instr::send(work, pipeline.getDevice(consumer)));
+    };
+    const std::vector<char> *paired =
+        size_t(device) < pairs.size() ? &pairs[device] : nullptr;
+    for (int i = 0; i < int(order.size()); ++i) {
+      const Work &work = order[i];
+      issueUpTo(i);
+      if (paired && size_t(i) < paired->size() && (*paired)[i]) {
+        // An overlapped group (order[i] joined to the passes after it)
+        // issues as one: every member's receives, the passes, then every
+        // member's sends (no member may wait for another's result).
+        int last = i;
+        while (last < int(paired->size()) && (*paired)[last])
+          ++last;
+        if (last >= int(order.size()) || !collectives.empty()) {
+          error = llvm::formatv(
+              "device {0} overlaps {1} with {2}", device, toString(work),
+              last >= int(order.size())
+                  ? std::string("nothing (it is the last pass)")
+                  : toString(order[i + 1]) +
+                        ", but overlapped passes cannot run beside the "
+                        "vocabulary shards' collectives");
+          return failure();
+        }
+        for (int j = i; j <= last; ++j)
+          if (failed(receive(order[j])))
+            return failure();
+        for (int j = i; j <= last; ++j) {
+          instrs.push_back(Instr::exec(order[j]));
+          instrs.back().paired = j < last;
+        }
+        for (int j = i; j <= last; ++j)
+          send(order[j]);
+        i = last;
+        continue;
+      }
+      if (failed(receive(work)))
+        return failure();
+      instrs.push_back(Instr::exec(work));
+      send(work);
     }
     issueUpTo(int(order.size()));
     return success();
@@ -417,6 +458,7 @@ private:
 
   const Pipeline &pipeline;
   llvm::ArrayRef<std::vector<Work>> orders;
+  llvm::ArrayRef<std::vector<char>> pairs;
   WorkIndex index;
   CollectiveIndex cindex;
   std::vector<CollectiveId> collectives;
@@ -432,8 +474,9 @@ private:
 FailureOr<Program>
 sched::lowerToProgram(const Pipeline &pipeline,
                       llvm::ArrayRef<std::vector<Work>> orders,
-                      std::string &error) {
-  ProgramLowering lowering(pipeline, orders);
+                      std::string &error,
+                      llvm::ArrayRef<std::vector<char>> pairs) {
+  ProgramLowering lowering(pipeline, orders, pairs);
   if (failed(lowering.orderCollectives(error)))
     return failure();
   Program program;

@@ -42,6 +42,9 @@ static const ScheduleInfo kSchedules[] = {
      "interleaved 1F1B over token slices (Seq1F1B-I)"},
     {ScheduleKind::TeraPipe, PlacementKind::loop, false, true, 1,
      "GPipe over token slices (TeraPipe)"},
+    {ScheduleKind::DualPipeV, PlacementKind::vshape, true, false, 2,
+     "DeepSeek's DualPipeV: F beside another microbatch's backward, "
+     "all-to-alls overlapped"},
 };
 
 llvm::ArrayRef<ScheduleInfo> sched::getSchedules() { return kSchedules; }
@@ -174,6 +177,12 @@ std::string sched::checkPipeline(const ScheduleInfo &schedule,
         "{2}",
         name, schedule.splitBackward ? "split into B and W" : "unsplit (BW)",
         pipeline.splitBackward ? "split into B and W" : "unsplit (BW)");
+  // DualPipeV's steady state starts on the first device only after its
+  // 2p - 1 warm-up forwards (DeepSeek-AI, 2024, §3.2.1).
+  if (schedule.kind == ScheduleKind::DualPipeV && m < 2 * p)
+    return llvm::formatv("schedule '{0}' needs at least 2 * pp = {1} "
+                         "microbatches, got {2}",
+                         name, 2 * p, m);
   return "";
 }
 
@@ -457,6 +466,12 @@ buildOrders(const ScheduleInfo &schedule, const Pipeline &pipeline,
   case ScheduleKind::Seq1F1B:
     orders = getSeq1F1BOrders(pipeline);
     break;
+  case ScheduleKind::DualPipeV:
+    // Its order without the pairs (buildSchedule lowers it with them).
+    if (std::optional<OverlappedOrders> dual =
+            getDualPipeVOrders(pipeline, /*overlap=*/false))
+      orders = std::move(dual->orders);
+    break;
   case ScheduleKind::OneFOneB:
     block = getOneFOneBBlock(pipeline, {}, {});
     break;
@@ -593,6 +608,18 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
     *options.extended = extended.has_value();
   if (extended)
     return lowerToProgram(pipeline, *extended, error);
+  // DualPipeV is its phases' order with its pairs, as published: neither
+  // refined nor improved (a moved pass would break a pair).
+  if (schedule.kind == ScheduleKind::DualPipeV) {
+    std::optional<OverlappedOrders> dual = getDualPipeVOrders(pipeline);
+    if (!dual) {
+      error = "schedule 'dualpipev' needs a V of two stages per device, "
+              "the backward split, no token slices and no vocabulary "
+              "shards";
+      return failure();
+    }
+    return lowerToProgram(pipeline, dual->orders, error, dual->pairs);
+  }
   FailureOr<std::vector<std::vector<Work>>> orders =
       buildOrders(schedule, pipeline, durations, error, options);
   if (failed(orders))

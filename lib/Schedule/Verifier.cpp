@@ -39,6 +39,8 @@ public:
   std::optional<Violation> run() {
     if (auto v = checkShapeAndUniqueness())
       return v;
+    if (auto v = checkGroups())
+      return v;
     if (auto v = checkMessages())
       return v;
     if (auto v = checkCollectives())
@@ -110,6 +112,77 @@ private:
       if (execAt[index(work)].device < 0)
         return violation({pipeline.getWorkDevice(work), -1},
                          "never runs " + toString(work));
+    return std::nullopt;
+  }
+
+  /// Overlapped groups (Instr::paired): consecutive passes, one forward
+  /// beside the backward of one stage and microbatch -- B, B then its W,
+  /// or BW -- of another microbatch (the backward of the forward's own
+  /// microbatch would need its result), and no vocabulary collectives
+  /// around (their issue positions assume one pass at a time).
+  std::optional<Violation> checkGroups() {
+    for (int d = 0; d < pipeline.devices; ++d) {
+      const auto &instrs = program.devices[d];
+      for (int i = 0; i < int(instrs.size()); ++i) {
+        if (!instrs[i].paired)
+          continue;
+        if (instrs[i].kind != InstrKind::Exec)
+          return violation({d, i}, "marks a message or collective "
+                                   "overlapped: only passes pair");
+        int first = i, last = i;
+        while (last < int(instrs.size()) &&
+               instrs[last].kind == InstrKind::Exec && instrs[last].paired)
+          ++last;
+        if (last >= int(instrs.size()) || instrs[last].kind != InstrKind::Exec)
+          return violation({d, last - 1},
+                           "pairs " + toString(instrs[last - 1].work) +
+                               " with nothing: an overlapped pass must be "
+                               "followed at once by the pass it runs beside");
+        if (pipeline.vocab.any())
+          return violation({d, first},
+                           "overlaps " + toString(instrs[first].work) +
+                               " with the passes after it, but overlapped "
+                               "groups cannot run beside the vocabulary "
+                               "shards' collectives");
+        const Work *forward = nullptr;
+        llvm::SmallVector<const Work *, 2> backward;
+        for (int j = first; j <= last; ++j) {
+          const Work &w = instrs[j].work;
+          if (w.kind == PassKind::F && !forward)
+            forward = &w;
+          else
+            backward.push_back(&w);
+        }
+        auto describe = [&] {
+          std::string text;
+          for (int j = first; j <= last; ++j)
+            text += (j > first ? ", " : "") + toString(instrs[j].work);
+          return text;
+        };
+        bool shaped =
+            forward && !backward.empty() && backward.size() <= 2 &&
+            (backward.size() == 1
+                 ? (backward[0]->kind == PassKind::B ||
+                    backward[0]->kind == PassKind::BW)
+                 : backward[0]->kind == PassKind::B &&
+                       backward[1]->kind == PassKind::W &&
+                       backward[1]->stage == backward[0]->stage &&
+                       backward[1]->microbatch == backward[0]->microbatch &&
+                       backward[1]->slice == backward[0]->slice);
+        if (!shaped)
+          return violation(
+              {d, first},
+              "overlaps " + describe() +
+                  ": a group is one F beside one backward (B, B then its W, "
+                  "or BW)");
+        if (backward[0]->microbatch == forward->microbatch)
+          return violation({d, first},
+                           "overlaps " + describe() +
+                               ", but the backward needs the forward's "
+                               "result (same microbatch)");
+        i = last;
+      }
+    }
     return std::nullopt;
   }
 

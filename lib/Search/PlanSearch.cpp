@@ -200,9 +200,11 @@ private:
   /// whole (sharding them over one device is the same computation): one
   /// schedule, no vocabulary shards, so that each plan is one row.
   void searchMesh(llvm::ArrayRef<PlanEstimate> plains);
-  /// The least step any plan of the mesh of `plain` can take.
+  /// The least step any plan of the mesh of `plain` can take: its
+  /// devices' mean busy time, less the all-to-all time overlapped pairs
+  /// could hide.
   static double getStepBound(const PlanEstimate &plain) {
-    return plain.stepTime * (1.0 - plain.bubble);
+    return plain.stepTime * (1.0 - plain.bubble) - plain.expertCommunication;
   }
   /// The training state a device of this mesh holds at least, bytes.
   double getStateBound(const PlanChoice &mesh) const;
@@ -337,6 +339,11 @@ Searcher::evaluateSplit(const PlanChoice &choice,
               estimate.middleBusy = std::max(estimate.middleBusy,
                                              files.simulation.devices[d].busy);
           }
+          for (const TimelineEvent &e : files.simulation.events)
+            if (e.kind == sched::InstrKind::Exec)
+              estimate.expertCommunication +=
+                  files.costs.getExpertParallelTime(e.work) /
+                  double(files.pipeline.devices);
           return success();
         }))) {
       log(variant);
@@ -437,9 +444,14 @@ void Searcher::searchMesh(llvm::ArrayRef<PlanEstimate> plains) {
     if (info.sliced)
       sliceCounts = {2, 4};
     for (int64_t chunks : chunkCounts) {
-      auto placement = std::make_pair(info.placement, chunks);
+      // An overlapping schedule's busy time is below the passes' sum:
+      // the placement's bound does not hold it (its own key keeps it and
+      // the others apart).
+      bool overlaps = info.kind == ScheduleKind::DualPipeV;
+      auto placement = std::make_pair(info.placement, overlaps ? -1 : chunks);
       auto known = placementBound.find(placement);
-      if (known != placementBound.end() && known->second >= getBound()) {
+      if (!overlaps && known != placementBound.end() &&
+          known->second >= getBound()) {
         count(&SearchResult::prunedTime);
         continue;
       }

@@ -59,10 +59,22 @@ LogicalResult mlir::sluice::simulateProgram(
   auto keyValues = [&](int stage) {
     return table.getKeyValueStateBytes(stage);
   };
-  FailureOr<Simulation> sim = simulate(
-      pipeline, view.program,
-      SimulationCosts{compute, transfer, units, bytes, collective, keyValues},
-      error);
+  // What an overlapped group (dualpipev) hides: the expert all-to-alls,
+  // layer by layer.
+  auto communication = [&](const sched::Work &w) {
+    return table.getExpertParallelTime(w);
+  };
+  auto sparseLayers = [&](int stage) {
+    return int(llvm::count_if(table.getStage(stage).layers,
+                              [](const TransformerShape &l) {
+                                return l.experts > 0;
+                              }));
+  };
+  FailureOr<Simulation> sim =
+      simulate(pipeline, view.program,
+               SimulationCosts{compute, transfer, units, bytes, collective,
+                               keyValues, communication, sparseLayers},
+               error);
   if (failed(sim))
     return program.emitOpError("cannot be simulated: ") << error;
   // The data-parallel gradient all-reduces, each after the last pass of

@@ -447,7 +447,7 @@ sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
 // -----
 
 // program-unknown-schedule
-// expected-error@+1 {{unknown schedule 'hand-written' (expected one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-v, v-half, v-min, seq1f1b, seq1f1b-i, terapipe)}}
+// expected-error@+1 {{unknown schedule 'hand-written' (expected one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-v, v-half, v-min, seq1f1b, seq1f1b-i, terapipe, dualpipev)}}
 sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "hand-written"} {
 }
 

@@ -11,6 +11,7 @@
 // steady state on device 0, and the same program as without them).
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12 repeats=true" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=REPEATS
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=FLAT
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2 virtual=2 placement=vshape" --sluice-split-passes --sluice-schedule="schedule=dualpipev microbatches=4" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=DUALV
 // REPEATS:       remark: verified: 96 instructions of schedule '1f1b' on 2 devices
 // REPEATS:       sluice.device 0 {
 // REPEATS-NEXT:    sluice.exec F @s0 {mb = 0, slice = 0}
@@ -26,6 +27,25 @@
 // REPEATS-NEXT:  }
 // FLAT:          remark: verified: 96 instructions of schedule '1f1b' on 2 devices
 // FLAT-NOT:      sluice.repeat
+
+// DualPipeV (DeepSeek-AI, 2024, section 3.2.1): device 0 holds s0 and s3.
+// After its warm-up, F of one stage runs beside the full backward (B then
+// its W) of the other, marked `paired`; the group's receives come before
+// it and its sends after it.
+// DUALV:       remark: verified: 80 instructions of schedule 'dualpipev' on 2 devices
+// DUALV:       sluice.device 0 {
+// DUALV:         sluice.recv F @s2 {mb = 1, slice = 0} from 1
+// DUALV-NEXT:    sluice.exec F @s3 {mb = 1, slice = 0}
+// DUALV-NEXT:    sluice.exec F @s0 {mb = 3, slice = 0} {paired}
+// DUALV-NEXT:    sluice.exec B @s3 {mb = 1, slice = 0} {paired}
+// DUALV-NEXT:    sluice.exec W @s3 {mb = 1, slice = 0}
+// DUALV-NEXT:    sluice.send F @s0 {mb = 3, slice = 0} to 1
+// DUALV-NEXT:    sluice.send B @s3 {mb = 1, slice = 0} to 1
+// DUALV-NEXT:    sluice.recv F @s2 {mb = 2, slice = 0} from 1
+// DUALV-NEXT:    sluice.recv B @s1 {mb = 0, slice = 0} from 1
+// DUALV-NEXT:    sluice.exec F @s3 {mb = 2, slice = 0} {paired}
+// DUALV-NEXT:    sluice.exec B @s0 {mb = 0, slice = 0} {paired}
+// DUALV-NEXT:    sluice.exec W @s0 {mb = 0, slice = 0}
 
 // 1F1B: device 0 warms up with p - d = 2 forwards, then alternates; the
 // receive sits right before its consumer, the send right after its

@@ -666,3 +666,66 @@ sluice.program @plan for @a {devices = 2, microbatches = 2, slices = 1, schedule
     sluice.exec IB @vin {mb = 1, slice = 0}
   }
 }
+
+// -----
+
+// paired-with-nothing: an overlapped pass must have a partner after it.
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> attributes {passes = [#sluice.pass<F>, #sluice.pass<BW>]} {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    sluice.yield %e : tensor<1x4x8xf32>
+  }
+  %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<1x4x8xf32>) -> tensor<f32> attributes {passes = [#sluice.pass<F>, #sluice.pass<BW>]} {
+  ^bb0(%a: tensor<1x4x8xf32>):
+    %l = sluice.output_layer %a {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}
+sluice.program @plan for @m {devices = 2, microbatches = 1, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 {
+    sluice.exec F @s0 {mb = 0, slice = 0}
+    sluice.send F @s0 {mb = 0, slice = 0} to 1
+    sluice.recv BW @s1 {mb = 0, slice = 0} from 1
+    // expected-error@+1 {{pairs BW of stage 0, microbatch 0, slice 0 with nothing: an overlapped pass must be followed at once by the pass it runs beside}}
+    sluice.exec BW @s0 {mb = 0, slice = 0} {paired}
+  }
+  sluice.device 1 {
+    sluice.recv F @s0 {mb = 0, slice = 0} from 0
+    sluice.exec F @s1 {mb = 0, slice = 0}
+    sluice.exec BW @s1 {mb = 0, slice = 0}
+    sluice.send BW @s1 {mb = 0, slice = 0} to 0
+  }
+}
+
+// -----
+
+// paired-same-microbatch: a backward cannot run beside the forward whose
+// result it needs.
+sluice.model @m {seq_len = 4, micro_batch = 1, dtype = f32} {
+  %0 = sluice.stage @s0 device 0 chunk 0 -> tensor<1x4x8xf32> attributes {passes = [#sluice.pass<F>, #sluice.pass<BW>]} {
+    %e = sluice.embedding {vocab = 10} : tensor<1x4x8xf32>
+    sluice.yield %e : tensor<1x4x8xf32>
+  }
+  %1 = sluice.stage @s1 device 1 chunk 0 (%0 : tensor<1x4x8xf32>) -> tensor<f32> attributes {passes = [#sluice.pass<F>, #sluice.pass<BW>]} {
+  ^bb0(%a: tensor<1x4x8xf32>):
+    %l = sluice.output_layer %a {vocab = 10, norm = layernorm} : tensor<1x4x8xf32> -> tensor<f32>
+    sluice.yield %l : tensor<f32>
+  }
+  sluice.return %1 : tensor<f32>
+}
+sluice.program @plan for @m {devices = 2, microbatches = 1, slices = 1, schedule = "1f1b"} {
+  sluice.device 0 {
+    sluice.exec F @s0 {mb = 0, slice = 0}
+    sluice.send F @s0 {mb = 0, slice = 0} to 1
+    sluice.recv BW @s1 {mb = 0, slice = 0} from 1
+    sluice.exec BW @s0 {mb = 0, slice = 0}
+  }
+  sluice.device 1 {
+    sluice.recv F @s0 {mb = 0, slice = 0} from 0
+    // expected-error@+1 {{overlaps F of stage 1, microbatch 0, slice 0, BW of stage 1, microbatch 0, slice 0, but the backward needs the forward's result (same microbatch)}}
+    sluice.exec F @s1 {mb = 0, slice = 0} {paired}
+    sluice.exec BW @s1 {mb = 0, slice = 0}
+    sluice.send BW @s1 {mb = 0, slice = 0} to 0
+  }
+}

@@ -36,7 +36,7 @@ ep=${EP:-1}
 slicing=${SLICING:-uniform}
 mkdir -p "$work"
 case $schedule in
-  interleaved-1f1b | zb-v | v-half | v-min) virtuals="2" ;;
+  interleaved-1f1b | zb-v | v-half | v-min | dualpipev) virtuals="2" ;;
   seq1f1b-i) virtuals="2" ;;
   *) virtuals="1" ;;
 esac

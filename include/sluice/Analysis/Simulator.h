@@ -17,6 +17,12 @@
 // the passes that read it wait for its end. A blocking collective
 // (interlaced) also holds its device's compute stream until then.
 //
+// A paired pass and the one after it (Instr::paired: DualPipe's
+// overlapped forward and backward) start together, once both have their
+// inputs, and end together, getPairTime after: each one's expert
+// all-to-alls run on the device's communication stream while the other
+// computes.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef SLUICE_ANALYSIS_SIMULATOR_H
@@ -45,7 +51,34 @@ struct SimulationCosts {
   /// allocated by its first slice's F, freed by its first slice's backward
   /// (the last, backward running in reverse slice order). Null: none.
   llvm::function_ref<double(int)> keyValueBytes = nullptr;
+  /// The part of compute(work) that is expert-parallel all-to-all: what a
+  /// pair overlaps with the other pass's compute. Null: none.
+  llvm::function_ref<double(const sched::Work &)> communication = nullptr;
+  /// The sparse layers of a stage, over which a pair interleaves its
+  /// parts. Null: one.
+  llvm::function_ref<int(int)> sparseLayers = nullptr;
 };
+
+/// A pass's time split for pairing: its compute and its expert all-to-all
+/// communication (compute() is their sum).
+struct PassSplit {
+  double compute = 0, communication = 0;
+};
+
+/// How long two passes take side by side on one device (DeepSeek-AI,
+/// 2024, §3.2.1, Figure 4). Each pass is a chain of parts over its
+/// `layers` sparse layers: a forward layer computes attention, dispatches
+/// (all-to-all), computes its experts and combines (all-to-all); a
+/// backward layer runs the same in reverse, starting with the combine's
+/// gradient. Compute halves and all-to-all halves are equal parts of the
+/// pass's totals. The device has one compute and one communication
+/// stream; whenever one is free it takes the part, among the two chains'
+/// next, that can start first (the forward's on a tie). The result lies
+/// between max(compute sum, communication sum) and the serial sum: all
+/// compute gives the serial sum, equal halves over many layers nearly
+/// max(c_F + c_B, a_F + a_B).
+double getPairTime(const PassSplit &forward, const PassSplit &backward,
+                   int layers);
 
 /// One span on a device's stream, for traces and timelines.
 struct TimelineEvent {

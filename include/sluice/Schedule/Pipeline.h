@@ -237,13 +237,18 @@ enum class InstrKind : uint8_t { Exec, Send, Recv, Collective, GradSync };
 /// whose result it carries; `peer` is the other device. A collective names
 /// its id; `blocking` ones (the interlaced baseline) stop the device until
 /// every device has joined, the others run on the vocabulary stream and
-/// only their consumers wait.
+/// only their consumers wait. A `paired` pass joins the pass after it
+/// into one overlapped group: DualPipe's forward of one microbatch beside
+/// the backward (B, or B and its W, or BW) of another, each one's expert
+/// all-to-alls under the other's compute. The list holds every member's
+/// receives before the group and their sends after it.
 struct Instr {
   InstrKind kind = InstrKind::Exec;
   Work work;
   int32_t peer = -1;
   CollectiveId collective;
   bool blocking = false;
+  bool paired = false;
 
   static Instr exec(const Work &work) { return {InstrKind::Exec, work}; }
   static Instr send(const Work &work, int to) {
@@ -273,10 +278,12 @@ struct Program {
 /// the orders; each shard has its own queue), each as early as its local
 /// contributions allow (on the vocabulary stream) or, when blocking, where
 /// the device meets the others. Fails, saying why, if the orders cannot
-/// execute.
-FailureOr<Program> lowerToProgram(const Pipeline &pipeline,
-                                  llvm::ArrayRef<std::vector<Work>> orders,
-                                  std::string &error);
+/// execute. `pairs[d][i]`, where given, joins order[d][i] to
+/// order[d][i + 1] in an overlapped group (Instr::paired).
+FailureOr<Program>
+lowerToProgram(const Pipeline &pipeline,
+               llvm::ArrayRef<std::vector<Work>> orders, std::string &error,
+               llvm::ArrayRef<std::vector<char>> pairs = {});
 
 } // namespace mlir::sluice::sched
 

@@ -7,7 +7,8 @@
 // memory (SqueezeVShape.cpp), and the zero-bubble paper's handcrafted ZB-V
 // (Qi et al. 2023, §6) as PyTorch's ScheduleZBVZeroBubble runs it
 // (ZeroBubbleV.cpp) and as the zero-bubble repository's cost-aware
-// heuristic builds it (GreedyZeroBubbleV.cpp).
+// heuristic builds it (GreedyZeroBubbleV.cpp). And DeepSeek's DualPipeV
+// (DualPipeV.cpp), whose forward and backward passes overlap in pairs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +84,27 @@ getHandcraftedZbvOrders(const Pipeline &pipeline);
 std::optional<std::vector<std::vector<Work>>>
 getGreedyZbvOrders(const Pipeline &pipeline, const Durations &durations,
                    llvm::ArrayRef<double> caps);
+
+/// Per device orders and, for each position, whether the pass there joins
+/// the next one in an overlapped group (lowerToProgram's `pairs`).
+struct OverlappedOrders {
+  std::vector<std::vector<Work>> orders;
+  std::vector<std::vector<char>> pairs;
+};
+
+/// DualPipeV (DeepSeek-AI, 2024, §3.2.1, cut in half into a V as the
+/// DualPipe repository describes it, and as PyTorch's ScheduleDualPipeV
+/// runs it): device d holds stages d and 2p - 1 - d and runs, with m >= 2p
+/// microbatches, 2(p - d - 1) forwards of its first stage, d + 1 forwards
+/// of each, p - d - 1 rounds of (B, W, F) of its second stage, then the
+/// steady state of overlapped pairs -- F of one stage beside the full
+/// backward (B then W) of the other -- and a cool-down whose second half
+/// defers W passes, run first in, first out. `overlap` false gives the
+/// same order without the pairs (what the overlap is worth). nullopt
+/// unless the pipeline is a V without slices or vocabulary passes, with
+/// the backward split and m >= 2p.
+std::optional<OverlappedOrders> getDualPipeVOrders(const Pipeline &pipeline,
+                                                   bool overlap = true);
 
 } // namespace mlir::sluice::sched
 

@@ -91,6 +91,11 @@ struct PlanEstimate {
   /// time (vocabulary shards, recomputation and token slices only add):
   /// a lower bound on their steps. 0 with fewer than three devices.
   double middleBusy = 0;
+  /// The expert-parallel all-to-all time in its passes, averaged over the
+  /// devices: the most that a schedule overlapping it with other passes'
+  /// compute (dualpipev's pairs) can take off the busy time, and so off
+  /// the bounds above.
+  double expertCommunication = 0;
 };
 
 struct SearchResult {

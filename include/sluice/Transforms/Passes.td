@@ -304,11 +304,13 @@ def Schedule : Pass<"sluice-schedule", "ModuleOp"> {
     result another device needs and a receive before its consumer.
 
     Schedules: `gpipe`, `1f1b`, `interleaved-1f1b`, `zb-h1`, `zb-h2`,
-    `zb-v`, `v-half`, `v-min`, `seq1f1b`, `seq1f1b-i`, `terapipe`. 1F1B and
-    the zero-bubble and V-shape families are built from building blocks
-    (Yeung et al., 2024 §5.2): one microbatch's pattern,
-    repeated every interval; W passes fill the bubbles. `costs` (as in
-    `sluice-simulate`) decides where the W passes go.
+    `zb-v`, `v-half`, `v-min`, `seq1f1b`, `seq1f1b-i`, `terapipe`,
+    `dualpipev`. 1F1B and the zero-bubble and V-shape families are built
+    from building blocks (Yeung et al., 2024 §5.2): one microbatch's
+    pattern, repeated every interval; W passes fill the bubbles. `costs`
+    (as in `sluice-simulate`) decides where the W passes go. `dualpipev`
+    (DeepSeek-AI, 2024, §3.2.1) marks its overlapped groups: an F with
+    `paired` runs beside the backward after it.
 
     ```mlir
     sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} {
