@@ -231,10 +231,14 @@ bool CostModel::readExplicitCosts(llvm::StringRef spec, std::string &error) {
       comm = value;
       continue;
     }
+    if (key == "a2a") {
+      allToAll = value;
+      continue;
+    }
     std::optional<PassKind> pass = symbolizePassKind(key);
     if (!pass) {
       error = llvm::formatv("unknown cost '{0}' (expected F, B, W, BW, S, T, "
-                            "IF, IB or comm)",
+                            "IF, IB, comm or a2a)",
                             key)
                   .str();
       return false;

@@ -193,6 +193,19 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
         compute[at] =
             costs.getComputeTime(profiles[s], PassKind(kind), lengths[slice],
                                  prefixes[slice], pipeline.chunks, k);
+        if (double call = costs.getAllToAllTime(); call > 0 && ep > 1) {
+          // Explicit costs: the runtime's calls, each `a2a` long.
+          PassKind pass = PassKind(kind);
+          bool full = profiles[s].recompute == RecomputeKind::full;
+          int calls = pass == PassKind::F   ? 3
+                      : pass == PassKind::B || pass == PassKind::BW
+                          ? 2 + (full ? 3 : 0)
+                          : 0;
+          for (const TransformerShape &l : profiles[s].layers)
+            if (l.experts > 0)
+              expertParallel[at] += calls * call;
+          compute[at] += expertParallel[at];
+        }
         if (costs.getKind() != CostModel::Kind::Analytic)
           continue;
         if (ep > 1) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <optional>
 #include <utility>
+#include <vector>
 
 using namespace mlir;
 using namespace mlir::sluice;
@@ -24,40 +25,66 @@ static void finishStatistics(Simulation &sim) {
   sim.bubbleRatio = capacity > 0 ? 1.0 - busy / capacity : 0.0;
 }
 
+namespace {
+/// One part of a pass's chain in a layer: compute or communication, and
+/// its share of the pass's total of that kind (getPairTime).
+struct Part {
+  bool compute;
+  double share;
+};
+constexpr Part kForwardLayer[] = {{true, 0.5},     {false, 1.0 / 3},
+                                  {false, 1.0 / 3}, {true, 0.25},
+                                  {false, 1.0 / 3}, {true, 0.25}};
+constexpr Part kBackwardLayer[] = {
+    {true, 0.25}, {false, 0.5}, {true, 0.5}, {false, 0.5}, {true, 0.25}};
+} // namespace
+
 double mlir::sluice::getPairTime(const PassSplit &forward,
-                                const PassSplit &backward, int layers) {
+                                 const PassSplit &backward, int layers) {
   layers = std::max(1, layers);
-  // Chain c's part i: compute when (i + first[c]) is even.
-  const PassSplit *split[2] = {&forward, &backward};
-  const int first[2] = {0, 1};
-  const int parts = 4 * layers;
-  auto isCompute = [&](int c, int i) { return (i + first[c]) % 2 == 0; };
-  auto length = [&](int c, int i) {
-    return (isCompute(c, i) ? split[c]->compute : split[c]->communication) /
-           (2.0 * layers);
+  struct Chain {
+    std::vector<std::pair<bool, double>> parts; // compute?, seconds
+    size_t next = 0;
+    double ready = 0;
   };
-  int next[2] = {0, 0};
-  double chainReady[2] = {0, 0};
+  auto build = [&](const PassSplit &split, llvm::ArrayRef<Part> layer) {
+    Chain chain;
+    for (int l = 0; l < layers; ++l)
+      for (const Part &part : layer)
+        chain.parts.push_back(
+            {part.compute,
+             (part.compute ? split.compute : split.communication) *
+                 part.share / layers});
+    if (split.after > 0)
+      chain.parts.push_back({true, split.after});
+    return chain;
+  };
+  // The backward first: it wins ties, as the runtime starts it.
+  Chain chains[2] = {build(backward, kBackwardLayer),
+                     build(forward, kForwardLayer)};
   double streamFree[2] = {0, 0}; // compute, communication
   double end = 0;
-  while (next[0] < parts || next[1] < parts) {
+  while (true) {
     int best = -1;
     double bestStart = 0;
     for (int c = 0; c < 2; ++c) {
-      if (next[c] >= parts)
+      Chain &chain = chains[c];
+      if (chain.next >= chain.parts.size())
         continue;
-      double start =
-          std::max(chainReady[c], streamFree[isCompute(c, next[c]) ? 0 : 1]);
+      double start = std::max(chain.ready,
+                              streamFree[chain.parts[chain.next].first ? 0 : 1]);
       if (best < 0 || start < bestStart) {
         best = c;
         bestStart = start;
       }
     }
-    int stream = isCompute(best, next[best]) ? 0 : 1;
-    double finish = bestStart + length(best, next[best]);
-    chainReady[best] = streamFree[stream] = finish;
+    if (best < 0)
+      break;
+    Chain &chain = chains[best];
+    auto [compute, length] = chain.parts[chain.next++];
+    double finish = bestStart + length;
+    chain.ready = streamFree[compute ? 0 : 1] = finish;
     end = std::max(end, finish);
-    ++next[best];
   }
   return end;
 }
@@ -196,8 +223,13 @@ private:
         forward = &w;
       PassSplit split = getSplit(w);
       PassSplit &lane = lanes[isForward ? 0 : 1];
-      lane.compute += split.compute;
-      lane.communication += split.communication;
+      if (w.kind == PassKind::W) {
+        // A full backward's W: compute after its B on the same lane.
+        lane.after += split.compute + split.communication;
+      } else {
+        lane.compute += split.compute;
+        lane.communication += split.communication;
+      }
       if (costs.sparseLayers)
         layers = std::max(layers, costs.sparseLayers(w.stage));
     }

@@ -82,6 +82,7 @@ void CompileRequest::fillPipelineOptions(SluicePipelineOptions &o) const {
   o.expertCapacity = expertCapacity;
   o.tp = tp;
   o.sequenceParallel = sequenceParallel;
+  o.overlapGroups = overlapGroups;
   o.planBuffers = emit == EmitKind::Plan;
   // Programs as deep pipelines need them: a device's periodic stretches
   // once (sluice.repeat), so the passes after the schedule and the plan

@@ -611,7 +611,8 @@ FailureOr<Program> sched::buildSchedule(const ScheduleInfo &schedule,
   // DualPipeV is its phases' order with its pairs, as published: neither
   // refined nor improved (a moved pass would break a pair).
   if (schedule.kind == ScheduleKind::DualPipeV) {
-    std::optional<OverlappedOrders> dual = getDualPipeVOrders(pipeline);
+    std::optional<OverlappedOrders> dual =
+        getDualPipeVOrders(pipeline, options.overlap);
     if (!dual) {
       error = "schedule 'dualpipev' needs a V of two stages per device, "
               "the backward split, no token slices and no vocabulary "

@@ -447,7 +447,7 @@ private:
     } else if (auto e = dyn_cast<ExecOp>(op)) {
       row.fixed = {int64_t(rt::Op::Exec), int64_t(e.getKind()),
                    stageOrShard(e.getStage()), e.getSlice(),
-                   e.getRstate().has_value()};
+                   e.getRstate().has_value(), int64_t(e.getPaired())};
       row.mb = e.getMb();
       row.slots = {slot(e.getState()), slot(e.getWstate()), slot(e.getKv()),
                    slot(e.getIn()),    slot(e.getOut()),    slot(e.getRstate()),
@@ -543,6 +543,9 @@ private:
       // Version 5: a recomputing stage's recomputed state.
       if (e.getRstate())
         json.attribute("rstate", slot(e.getRstate()));
+      // An overlapped group's members but the last (dualpipev).
+      if (e.getPaired())
+        json.attribute("paired", true);
     } else if (auto s = dyn_cast<SendOp>(op)) {
       writeMessage(json, rt::Op::Send, s, s.getTo());
     } else if (auto r = dyn_cast<RecvOp>(op)) {

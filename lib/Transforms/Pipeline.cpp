@@ -135,6 +135,7 @@ void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
   schedule.tensorParallel = o.tp;
   schedule.sequenceParallel = o.sequenceParallel;
   schedule.repeats = o.repeats;
+  schedule.overlap = o.overlapGroups;
   pm.addPass(createSchedule(schedule));
 }
 

@@ -485,16 +485,24 @@ private:
     // the order decides which free slot the next value of a size takes.
     // Bucketed by instruction, then each instruction's few sorted
     // (sorting them all at once was a fifth of the planner at 64 devices).
+    // An overlapped group's passes run interleaved (sluice.exec's
+    // `paired`): what a member last reads lives until the group's end, so
+    // that no member's result lands in a slot another may still read.
+    std::vector<size_t> freedAfter(instrs.size());
+    for (size_t i = instrs.size(); i-- > 0;)
+      freedAfter[i] = instrs[i].paired && i + 1 < instrs.size()
+                          ? freedAfter[i + 1]
+                          : i;
     result.dyingBegin.assign(instrs.size() + 1, 0);
     for (const ValueKey &key : lastUse.getKeys())
-      ++result.dyingBegin[lastUse.lookup(idOf(key)) + 1];
+      ++result.dyingBegin[freedAfter[lastUse.lookup(idOf(key))] + 1];
     for (size_t i = 0; i < instrs.size(); ++i)
       result.dyingBegin[i + 1] += result.dyingBegin[i];
     std::vector<ValueKey> dying(lastUse.size());
     std::vector<uint32_t> fill(result.dyingBegin.begin(),
                                result.dyingBegin.end() - 1);
     for (const ValueKey &key : lastUse.getKeys())
-      dying[fill[lastUse.lookup(idOf(key))]++] = key;
+      dying[fill[freedAfter[lastUse.lookup(idOf(key))]]++] = key;
     result.dying.reserve(dying.size());
     for (size_t i = 0; i < instrs.size(); ++i) {
       auto begin = dying.begin() + result.dyingBegin[i],

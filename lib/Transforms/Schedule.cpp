@@ -60,8 +60,11 @@ mlir::sluice::schedulePipeline(ModelOp model, const SchedulingOptions &opts) {
   auto units = [&](const sched::Work &w) {
     return table.getActivationUnits(w);
   };
+  sched::BuildOptions build;
+  build.overlap = opts.overlap;
   FailureOr<sched::Program> program = sched::buildSchedule(
-      *info, *pipeline, sched::Durations{compute, transfer, units}, error);
+      *info, *pipeline, sched::Durations{compute, transfer, units}, error,
+      build);
   if (failed(program))
     return model.emitOpError("schedule '")
            << info->getName() << "' failed: " << error;
@@ -84,7 +87,7 @@ struct SchedulePass : public mlir::sluice::impl::ScheduleBase<SchedulePass> {
       return signalPassFailure();
     SchedulingOptions opts{schedule,    microbatches,   slices,
                            costs,       programName,    tensorParallel,
-                           sequenceParallel, repeats};
+                           sequenceParallel, repeats, overlap};
     if (failed(schedulePipeline(*model, opts)))
       return signalPassFailure();
   }

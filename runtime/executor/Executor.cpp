@@ -1,6 +1,7 @@
 //===- Executor.cpp - Run a plan, or the single-device reference ----------===//
 
 #include "Executor.h"
+#include "PassLanes.h"
 #include "ExpertLoad.h"
 
 #include <algorithm>
@@ -65,7 +66,9 @@ Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
       expertParallel(plan, experts, device, transfers),
       gradientSync(plan, deviceIndex, parameters, this->replicas,
                    this->expertReplicas, device, transfers),
-      profiler(plan, deviceIndex, device) {}
+      profiler(plan, deviceIndex, device) {
+  expertParallel.setDelay(options.allToAllDelay);
+}
 
 Executor::~Executor() = default;
 
@@ -152,6 +155,17 @@ Status Executor::allocateBuffers() {
       !st)
     return st;
   const DeviceProgram &program = plan.programs[deviceIndex];
+  // Overlapped groups interleave two passes on the host (PassLanes.h):
+  // the backward's scratch must not be the forward's.
+  overlapGroups =
+      options.overlapGroups && !device.isAsynchronous() &&
+      std::any_of(program.instructions.begin(), program.instructions.end(),
+                  [](const Instruction &in) { return in.paired; });
+  if (overlapGroups)
+    if (Status st = device.allocateBytes(
+            act, getDeviceWorkspaceBytes(plan, deviceIndex), laneWorkspace);
+        !st)
+      return st;
   buffers.resize(program.buffers.size());
   for (size_t b = 0; b < program.buffers.size(); ++b)
     if (Status st = device.allocateBytes(act, program.buffers[b], buffers[b]);
@@ -252,7 +266,8 @@ Status Executor::waitForCollectives(const Instruction &instr, bool &waited) {
   return Status::ok();
 }
 
-Status Executor::runPass(const Instruction &instr, float lossScale) {
+Status Executor::runPass(const Instruction &instr, float lossScale,
+                         DevicePtr scratch) {
   SliceShape s = plan.getSliceShape(instr.slice);
   if (instr.shard != Shard::None)
     // A vocabulary shard's pass.
@@ -274,7 +289,7 @@ Status Executor::runPass(const Instruction &instr, float lossScale) {
       if (Status st = shards->getLastOutput(instr.mb, instr.slice, out); !st)
         return st;
     stage.forward(s, batch, in, out, slot(instr.state), slot(instr.kv),
-                  workspace.get(), lossSum.get());
+                  scratch, lossSum.get());
     if (inputShard)
       shards->release(Shard::Input, instr.mb, instr.slice);
     return Status::ok();
@@ -290,18 +305,18 @@ Status Executor::runPass(const Instruction &instr, float lossScale) {
         return st;
     if (!evaluating)
       stage.backwardInput(s, batch, in, out, slot(instr.state),
-                          slot(instr.wstate), slot(instr.kv), workspace.get(),
+                          slot(instr.wstate), slot(instr.kv), scratch,
                           lossScale, slot(instr.rstate));
     if (outputShard)
       shards->release(Shard::Output, instr.mb, instr.slice);
     if (instr.pass == Pass::BW && !evaluating)
       stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
-                           workspace.get(), slot(instr.rstate));
+                           scratch, slot(instr.rstate));
     return Status::ok();
   case Pass::W:
     if (!evaluating)
       stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
-                           workspace.get(), slot(instr.rstate));
+                           scratch, slot(instr.rstate));
     return Status::ok();
   default:
     return Status::ok();
@@ -367,7 +382,7 @@ Status Executor::evaluateStep(int64_t step, double &meanLoss) {
 }
 
 /// One instruction of the program, in its order.
-Status Executor::dispatch(size_t i, float lossScale) {
+Status Executor::dispatch(size_t &i, float lossScale) {
   const Instruction &instr = plan.programs[deviceIndex].instructions[i];
   if (int64_t(i) == options.failAtInstruction && options.failHang)
     for (;;)
@@ -396,10 +411,21 @@ Status Executor::dispatch(size_t i, float lossScale) {
       times.commWait += seconds(start, Clock::now());
     return st;
   }
-  case Op::Exec:
+  case Op::Exec: {
     if (Status st = transfers.progressAll(); !st)
       return st;
-    return runExec(i, lossScale);
+    if (!instr.paired || !overlapGroups)
+      return runExec(i, lossScale);
+    size_t last = i;
+    const std::vector<Instruction> &list =
+        plan.programs[deviceIndex].instructions;
+    while (last + 1 < list.size() && list[last].paired &&
+           list[last + 1].op == Op::Exec)
+      ++last;
+    Status st = runGroup(i, last, lossScale);
+    i = last;
+    return st;
+  }
   }
   return Status::ok();
 }
@@ -451,7 +477,7 @@ Status Executor::issueGradSync(size_t i) {
 
 /// A pass: its input once the receive filling it has arrived; its slots
 /// once no send reads them any more.
-Status Executor::runExec(size_t i, float lossScale) {
+Status Executor::prepareExec(size_t i) {
   const Instruction &instr = plan.programs[deviceIndex].instructions[i];
   bool dependent = instr.in >= 0 && incoming[instr.in];
   if (Status st = waitForCollectives(instr, dependent); !st)
@@ -466,8 +492,15 @@ Status Executor::runExec(size_t i, float lossScale) {
   for (int32_t written : {instr.out, instr.state, instr.wstate, instr.kv})
     if (Status st = settle(written, compute); !st)
       return st;
+  return Status::ok();
+}
+
+Status Executor::runExec(size_t i, float lossScale) {
+  const Instruction &instr = plan.programs[deviceIndex].instructions[i];
+  if (Status st = prepareExec(i); !st)
+    return st;
   profiler.getStart(i)->record(compute);
-  if (Status st = runPass(instr, lossScale); !st)
+  if (Status st = runPass(instr, lossScale, workspace.get()); !st)
     return st;
   if (Status st = tensorSums.takeFailure(); !st)
     return st;
@@ -475,6 +508,46 @@ Status Executor::runExec(size_t i, float lossScale) {
     return st;
   profiler.getEnd(i)->record(compute);
   return Status::ok();
+}
+
+Status Executor::runGroup(size_t first, size_t last, float lossScale) {
+  const std::vector<Instruction> &list =
+      plan.programs[deviceIndex].instructions;
+  // The members' receives and sends come before and after the group
+  // (the schedule's contract), so every input is here before either lane
+  // starts.
+  for (size_t j = first; j <= last; ++j)
+    if (Status st = prepareExec(j); !st)
+      return st;
+  // The forward on one lane, the rest -- B then its W, or BW -- in order
+  // on the other.
+  size_t forward = last + 1;
+  for (size_t j = first; j <= last && forward > last; ++j)
+    if (list[j].pass == Pass::F)
+      forward = j;
+  Status results[2] = {Status::ok(), Status::ok()};
+  auto runLane = [&](int lane, DevicePtr scratch) {
+    for (size_t j = first; j <= last; ++j) {
+      if ((j == forward) != (lane == 0))
+        continue;
+      profiler.getStart(j)->record(compute);
+      if (Status st = runPass(list[j], lossScale, scratch); !st) {
+        results[lane] = st;
+        return;
+      }
+      profiler.getEnd(j)->record(compute);
+    }
+  };
+  if (!lanes)
+    lanes = std::make_unique<PassLanes>();
+  lanes->run([&] { runLane(0, workspace.get()); },
+             [&] { runLane(1, laneWorkspace.get()); });
+  for (const Status &st : results)
+    if (!st)
+      return st;
+  if (Status st = tensorSums.takeFailure(); !st)
+    return st;
+  return expertParallel.takeFailure();
 }
 
 /// Waits for the sends and the shards' collectives, then reads the loss

@@ -23,6 +23,7 @@
 #include "GradientNorm.h"
 #include "GradientSync.h"
 #include "Parameters.h"
+#include "PassLanes.h"
 #include "Plan.h"
 #include "Profiler.h"
 #include "ReferenceTrainer.h"
@@ -109,10 +110,20 @@ private:
   Status allocateBuffers();
   Status planGradients();
   // runStep()'s steps: the program's interpreter.
-  Status dispatch(size_t instruction, float lossScale);
+  /// Runs instruction `instruction`, or the overlapped group it starts
+  /// (moving `instruction` to the group's last member).
+  Status dispatch(size_t &instruction, float lossScale);
   Status issueTransfer(const Instruction &instr);
   Status issueGradSync(size_t instruction);
   Status runExec(size_t instruction, float lossScale);
+  /// An exec's inputs and slots, before its pass: the collectives it
+  /// reads, the receive filling its input, the sends still reading the
+  /// slots it writes.
+  Status prepareExec(size_t instruction);
+  /// Instructions [first, last], one overlapped group (Instruction::paired):
+  /// every member's inputs, then its forward and its backward on two
+  /// lanes (PassLanes.h), each with a workspace of its own.
+  Status runGroup(size_t first, size_t last, float lossScale);
   Status finishStep(double &hostLoss);
   Status finishFp8Step();
   Status reduceLoss(double &hostLoss);
@@ -126,8 +137,9 @@ private:
   /// Orders the compute stream after the collectives an exec reads.
   /// Sets `waited` if `instr` has collective inputs.
   Status waitForCollectives(const Instruction &instr, bool &waited);
-  /// Runs one exec instruction's pass on the compute stream.
-  Status runPass(const Instruction &instr, float lossScale);
+  /// Runs one exec instruction's pass on the compute stream, with
+  /// `scratch` as its workspace.
+  Status runPass(const Instruction &instr, float lossScale, DevicePtr scratch);
   DevicePtr slot(int32_t index) const {
     return index < 0 ? DevicePtr() : buffers[index].get();
   }
@@ -163,6 +175,12 @@ private:
 
   std::vector<DeviceBuffer> buffers;
   DeviceBuffer workspace;
+  /// An overlapped group's second workspace (the backward lane's), where
+  /// groups run overlapped: on a host device, when the options allow.
+  DeviceBuffer laneWorkspace;
+  bool overlapGroups = false;
+  /// The backward lane's thread, kept from group to group.
+  std::unique_ptr<PassLanes> lanes;
   /// Per stage, the fp8 precision's scaling records (empty otherwise).
   std::vector<DeviceBuffer> fp8States;
   /// Per stage, its sparse layers' routing over the step (bindLoad).

@@ -1,8 +1,11 @@
 //===- ExpertParallel.cpp - The expert group's calls and sums -------------===//
 
 #include "ExpertParallel.h"
+#include "PassLanes.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 
@@ -35,12 +38,32 @@ void ExpertParallel::allToAll(DevicePtr send,
                  std::min(sendCounts[size_t(me)], recvCounts[size_t(me)]));
     return;
   }
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point done{};
+  if (delay > 0) {
+    linkFree = std::max(linkFree, Clock::now()) +
+               std::chrono::duration_cast<Clock::duration>(
+                   std::chrono::duration<double>(delay));
+    done = linkFree;
+  }
   std::unique_ptr<Request> request =
       group->allToAllAsync(send, sendCounts, recv, recvCounts, 0, compute);
   if (!request)
     abortWith("this transport has no all-to-all");
+  // In an overlapped group the other pass runs while this one is in
+  // flight (PassLanes.h); alone, this returns at once.
+  PassLanes::handOver();
   if (Status st = transfers.await(*request, compute); !st)
     abortWith(st.message());
+  if (delay > 0) {
+    // A sleep overshoots by tens of microseconds, hundreds of times a
+    // step: sleep to just before the link is done, then spin.
+    auto margin = std::chrono::microseconds(200);
+    if (Clock::now() + margin < done)
+      std::this_thread::sleep_until(done - margin);
+    while (Clock::now() < done)
+      std::this_thread::yield();
+  }
 }
 
 void ExpertParallel::abortWith(const std::string &why) {

@@ -19,6 +19,7 @@
 #include "Stage.h"
 #include "Transfers.h"
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,13 @@ public:
   /// copies (the all-to-all sends itself its part and receives nothing
   /// from the others), so a pass times this member's routing and experts.
   void setEnabled(bool on) { enabled = on; }
+  /// Benchmarks only (sluice-run --slow-all-to-all): every all-to-all
+  /// holds one slow link for `seconds` -- it completes that long after it
+  /// was started or after the one before it completed, whichever is
+  /// later, as the cost model's communication stream has it
+  /// (getPairTime). What an overlapped group (PassLanes.h) can hide is
+  /// then the other pass's compute, not a second all-to-all.
+  void setDelay(double seconds) { delay = seconds; }
 
   /// The first routing refused since the last take (a member's experts
   /// received more copies than the plan's capacity), if any.
@@ -68,6 +76,9 @@ private:
   Stream &compute;
   TransferEngine &transfers;
   bool enabled = true;
+  double delay = 0;
+  /// When the slow link finishes the all-to-alls started so far.
+  std::chrono::steady_clock::time_point linkFree;
   Status failure = Status::ok();
 };
 

@@ -45,6 +45,14 @@ struct TrainerOptions {
   /// that every replica holds them whole (for --dump-grads and
   /// --check-against; training needs only each replica's part).
   bool wholeGradients = false;
+  /// Runs an overlapped group's forward and backward interleaved
+  /// (PassLanes.h) on a host device; off, one after the other (the same
+  /// computation: what the overlap is worth). Needs MPI's
+  /// MPI_THREAD_SERIALIZED.
+  bool overlapGroups = true;
+  /// Benchmarks only (--slow-all-to-all): seconds every expert all-to-all
+  /// takes at least.
+  double allToAllDelay = 0;
 };
 
 /// Where a rank's step time went (passes timed with device events).

@@ -38,6 +38,10 @@ struct Instruction {
   // the device (interlaced) instead of running on the vocabulary stream.
   int32_t group = -1;
   bool blocking = false;
+  /// exec: runs beside the exec after it, one overlapped group (optional
+  /// key "paired"; a runtime that ignores it runs the passes one after
+  /// the other, the same computation).
+  bool paired = false;
 };
 
 /// One vocabulary shard: every device holds rows [d * rows, (d + 1) * rows)

@@ -320,6 +320,8 @@ Instruction readInstruction(const json &in, const std::string &at) {
     instr.out = integer32(in, "out", at, -1);
     if (in.contains("rstate"))
       instr.rstate = integer32(in, "rstate", at, -1);
+    if (in.contains("paired"))
+      instr.paired = flag(in, "paired", at);
   } else {
     instr.peer = integer32(in, "peer", at, -1);
     instr.key = integer(in, "key", at, -1);

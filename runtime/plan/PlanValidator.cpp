@@ -229,6 +229,7 @@ public:
              std::to_string(program.device));
       for (size_t i = 0; i < program.instructions.size(); ++i)
         checkInstruction(d, i);
+      checkGroups(d);
     }
   }
 
@@ -283,6 +284,56 @@ private:
       checkExec(d, instr, where);
     else
       checkMessage(d, i, instr, where);
+  }
+
+  /// Overlapped groups ("paired"): consecutive stage passes, one F beside
+  /// a backward (B, B then its W, or BW) of one stage and another
+  /// microbatch -- the two run interleaved, so neither may need the
+  /// other's result.
+  void checkGroups(int d) const {
+    const std::vector<Instruction> &list = plan.programs[d].instructions;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].paired)
+        continue;
+      Where where(plan, d, i);
+      size_t last = i;
+      while (last < list.size() && list[last].op == Op::Exec &&
+             list[last].paired)
+        ++last;
+      if (list[i].op != Op::Exec)
+        fail(where + ": only a pass can be paired");
+      if (last >= list.size() || list[last].op != Op::Exec)
+        fail(where + ": is paired, but no pass follows it at once");
+      const Instruction *forward = nullptr;
+      std::vector<const Instruction *> backward;
+      for (size_t j = i; j <= last; ++j) {
+        const Instruction &x = list[j];
+        if (x.shard != Shard::None)
+          fail(Where(plan, d, j) +
+               ": a vocabulary shard's pass cannot be paired");
+        if (x.pass == Pass::F && !forward)
+          forward = &x;
+        else
+          backward.push_back(&x);
+      }
+      bool shaped =
+          forward && !backward.empty() && backward.size() <= 2 &&
+          (backward.size() == 1
+               ? backward[0]->pass == Pass::B || backward[0]->pass == Pass::BW
+               : backward[0]->pass == Pass::B &&
+                     backward[1]->pass == Pass::W &&
+                     backward[1]->stage == backward[0]->stage &&
+                     backward[1]->mb == backward[0]->mb &&
+                     backward[1]->slice == backward[0]->slice);
+      if (!shaped)
+        fail(where + ": a paired group is one F beside one backward (B, B "
+                     "then its W, or BW), not " +
+             std::to_string(last - i + 1) + " passes of another shape");
+      if (backward[0]->mb == forward->mb)
+        fail(where + ": pairs microbatch " + std::to_string(forward->mb) +
+             "'s F with its own backward, which needs the F's result");
+      i = last;
+    }
   }
 
   void checkGradSync(int d, size_t i, const Instruction &instr,

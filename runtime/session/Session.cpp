@@ -193,6 +193,10 @@ void Session::makeTrainer() {
   }
   t.wholeGradients = !options.dumpGrads.empty() || !options.checkAgainst.empty();
   t.commTimeout = options.commTimeout;
+  // A profile times each pass on its own: interleaved, a pass's span
+  // would hold the other's compute too.
+  t.overlapGroups = options.overlapGroups && options.profilePath.empty();
+  t.allToAllDelay = options.slowAllToAllMs / 1000.0;
   Device &device = *backend->device;
   if (options.reference) {
     trainer = std::make_unique<ReferenceTrainer>(

@@ -96,6 +96,12 @@ struct SessionOptions {
   /// GiB the ranks on one host (or GPU) may use; negative: what it has.
   double memoryLimit = -1;
   double commTimeout = 600;
+  /// Overlapped groups (dualpipev) run interleaved on host devices
+  /// (--overlap-groups; off: one pass after the other).
+  bool overlapGroups = true;
+  /// Benchmarks only (--slow-all-to-all MS): the least milliseconds every
+  /// expert all-to-all takes.
+  double slowAllToAllMs = 0;
   /// --threads: the CPU backend's threads a rank, its kernels' and
   /// OpenBLAS's (0: OPENBLAS_NUM_THREADS if set, else this host's cores
   /// over the ranks Open MPI started on it).

@@ -54,6 +54,10 @@ void checkOptions(Communicator &world, const SessionOptions &o) {
   if (!(o.commTimeout > 0))
     failEverywhere(world, "--comm-timeout must be positive, got " +
                               std::to_string(o.commTimeout));
+  if (!(o.slowAllToAllMs >= 0) || o.slowAllToAllMs > 1e6)
+    failEverywhere(world, "--slow-all-to-all must be 0 to 1000000 "
+                          "milliseconds, got " +
+                              std::to_string(o.slowAllToAllMs));
   // 0: nothing to train -- evaluate or export the weights as loaded.
   if (o.steps < 0)
     failEverywhere(world, "--steps must not be negative, got " +

@@ -116,6 +116,14 @@ cl::opt<bool> sequenceParallel(
              "tensor-parallel regions; all-gathers and reduce-scatters "
              "replace the all-reduces"),
     cl::init(false), cl::cat(category));
+cl::opt<bool> overlapGroups(
+    "overlap-groups",
+    cl::desc("With --schedule dualpipev: pair each forward with another "
+             "microbatch's backward, so that one's expert all-to-alls run "
+             "while the other computes (default true); false keeps "
+             "DualPipeV's order with every pass on its own (what the "
+             "overlap is worth, predicted and measured)"),
+    cl::init(true), cl::cat(category));
 // Typed: cl refuses a value it does not list, naming the option.
 cl::opt<RecomputeKind>
     recompute("recompute", cl::desc("Activation recomputation of every stage"),
@@ -279,6 +287,7 @@ static CompileRequest getRequest() {
   r.expertCapacity = expertCapacity;
   r.expertBiasUpdate = expertBiasUpdate;
   r.sequenceParallel = sequenceParallel;
+  r.overlapGroups = overlapGroups;
   r.microbatches = microbatches;
   r.microbatchesGiven = microbatches.getNumOccurrences();
   r.scheduleName = scheduleName;

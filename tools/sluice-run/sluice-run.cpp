@@ -303,6 +303,19 @@ cl::opt<std::string, true> commOrder(
              "communicator layout before 0.15: shows what NCCL would do "
              "with it)"),
     cl::cat(category));
+cl::opt<bool, true> overlapGroups(
+    "overlap-groups", cl::location(options.overlapGroups),
+    cl::desc("Run a plan's overlapped groups (dualpipev's pairs) "
+             "interleaved on CPU ranks: one pass computes while the other's "
+             "expert all-to-all is in flight (default true; false runs them "
+             "one after the other, the same computation)"),
+    cl::init(true), cl::cat(category));
+cl::opt<double, true> slowAllToAll(
+    "slow-all-to-all", cl::location(options.slowAllToAllMs),
+    cl::desc("Benchmarks only: every expert all-to-all takes at least MS "
+             "milliseconds, as over a slow link (what overlapped groups "
+             "hide; bench/dualpipev-cpu.sh)"),
+    cl::value_desc("MS"), cl::cat(category), cl::Hidden);
 cl::opt<int, true> failRank("fail-rank", cl::location(options.failRank),
                             cl::desc("The rank --fail-at-instruction "
                                      "fails (default 0)"),
@@ -359,7 +372,10 @@ SessionOptions getOptions() {
 } // namespace
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  // Serialized: an overlapped group's two lanes call MPI from two threads,
+  // one at a time (runtime/executor/PassLanes.h).
+  int threading = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threading);
   addThreadsOption();
   cl::HideUnrelatedOptions(category);
   sluice::setVersionPrinter();
@@ -372,6 +388,8 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
+  if (threading < MPI_THREAD_SERIALIZED)
+    options.overlapGroups = false; // the lanes would need it
   // --measure-against is --check-against's comparison, not judged.
   if (measureAgainst.getNumOccurrences() > 0) {
     if (!options.checkAgainst.empty() || !options.dumpGrads.empty()) {

@@ -263,6 +263,11 @@ public:
                         int64_t tokens, int64_t prefix, int chunks,
                         int slices) const;
   /// Duration of sending `bytes` to a pipeline neighbour over `link`.
+  /// Explicit costs' `a2a=S` (0 otherwise): every expert all-to-all the
+  /// runtime makes takes S seconds -- per sparse layer three in F (the
+  /// counts, the copies out and back) and two in B (the gradients out and
+  /// back), with --ep (PipelineCosts::getExpertParallelTime).
+  double getAllToAllTime() const { return allToAll; }
   double getTransferTime(int64_t bytes,
                          LinkKind link = LinkKind::network) const;
   /// Duration of pass `kind` of a vocabulary shard on one device, for
@@ -310,6 +315,8 @@ private:
   /// Per-device-per-microbatch cost of each PassKind (unit and explicit).
   std::array<double, sched::kNumPassKinds> perPass{};
   double comm = 0;
+  /// Explicit costs' `a2a`: each expert all-to-all call's seconds.
+  double allToAll = 0;
   /// By value: `v100x8` scales a data sheet's profile.
   std::optional<HardwareProfile> hardware;
   /// GPUs one device stands for (`NAMExG`).

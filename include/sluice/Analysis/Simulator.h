@@ -60,23 +60,30 @@ struct SimulationCosts {
 };
 
 /// A pass's time split for pairing: its compute and its expert all-to-all
-/// communication (compute() is their sum).
+/// communication (compute() is their sum), and compute that follows it on
+/// its lane with no communication (a full backward's W).
 struct PassSplit {
   double compute = 0, communication = 0;
+  double after = 0;
 };
 
-/// How long two passes take side by side on one device (DeepSeek-AI,
-/// 2024, §3.2.1, Figure 4). Each pass is a chain of parts over its
-/// `layers` sparse layers: a forward layer computes attention, dispatches
-/// (all-to-all), computes its experts and combines (all-to-all); a
-/// backward layer runs the same in reverse, starting with the combine's
-/// gradient. Compute halves and all-to-all halves are equal parts of the
-/// pass's totals. The device has one compute and one communication
-/// stream; whenever one is free it takes the part, among the two chains'
-/// next, that can start first (the forward's on a tie). The result lies
-/// between max(compute sum, communication sum) and the serial sum: all
-/// compute gives the serial sum, equal halves over many layers nearly
-/// max(c_F + c_B, a_F + a_B).
+/// How long a forward and a backward take side by side on one device
+/// (DeepSeek-AI, 2024, §3.2.1, Figure 4), as Sluice's runtime runs them
+/// (runtime/executor/PassLanes.h). Each is a chain of parts over its
+/// `layers` sparse layers, in the order the mixture of experts makes its
+/// calls: a forward layer computes attention and the routing (half its
+/// compute), exchanges the counts, sends the copies out (all-to-alls, a
+/// third of its communication each), computes the experts (a quarter),
+/// takes the copies back (a third) and combines them (a quarter); a
+/// backward layer computes the combine's gradient (a quarter), sends the
+/// gradients out (half its communication), computes the experts' (a
+/// half), takes them back (half) and computes the routing's and
+/// attention's (a quarter); `after` ends the backward's chain. One
+/// compute and one communication stream: whenever one is free it takes
+/// the part, of the two chains' next, that can start first (the
+/// backward's on a tie, as the runtime starts it). The result lies
+/// between max(compute sum, communication sum) and the serial sum; all
+/// compute or all communication is the serial sum.
 double getPairTime(const PassSplit &forward, const PassSplit &backward,
                    int layers);
 

@@ -57,6 +57,8 @@ struct CompileRequest {
   /// --expert-bias-update: every sigmoid router's bias_update (0: none).
   double expertBiasUpdate = 0;
   bool sequenceParallel = false;
+  /// --overlap-groups: dualpipev's pairs (false: its order unpaired).
+  bool overlapGroups = true;
   int64_t microbatches = 0;
   bool microbatchesGiven = false;
   std::string scheduleName = "1f1b";

@@ -81,6 +81,9 @@ struct BuildOptions {
   bool extend = true;
   /// Where not null, set to whether the orders were extended.
   bool *extended = nullptr;
+  /// dualpipev: pair its passes (Instr::paired); off, the same order
+  /// with every pass on its own.
+  bool overlap = true;
 };
 
 /// Builds the per-device programs. `durations` decide where W passes fill

@@ -101,6 +101,9 @@ struct SchedulingOptions {
   bool sequenceParallel = false;
   /// Periodic stretches as sluice.repeat blocks (writeProgram).
   bool repeats = false;
+  /// dualpipev: mark its overlapped groups (false: the same order, one
+  /// pass after the other).
+  bool overlap = true;
 };
 FailureOr<ProgramOp> schedulePipeline(ModelOp model,
                                       const SchedulingOptions &opts);

@@ -345,7 +345,10 @@ def Schedule : Pass<"sluice-schedule", "ModuleOp"> {
            "with Megatron-LM's sequence parallelism over those shards">,
     Option<"repeats", "repeats", "bool", /*default=*/"false",
            "write each device's periodic stretches once, as sluice.repeat "
-           "blocks (sluice-compile does)">
+           "blocks (sluice-compile does)">,
+    Option<"overlap", "overlap", "bool", /*default=*/"true",
+           "dualpipev: mark its overlapped groups `paired` (false: the "
+           "same order, every pass on its own)">
   ];
 }
 

@@ -115,6 +115,11 @@ struct SluicePipelineOptions
       llvm::cl::desc("state periodic stretches once, as sluice.repeat "
                      "blocks (sluice-compile does)"),
       llvm::cl::init(false)};
+  Option<bool> overlapGroups{
+      *this, "overlap-groups",
+      llvm::cl::desc("dualpipev: pair its passes into overlapped groups "
+                     "(false: the same order, every pass on its own)"),
+      llvm::cl::init(true)};
   Option<bool> simulate{
       *this, "simulate",
       llvm::cl::desc("predict the step (off where the caller simulates "
