@@ -80,6 +80,39 @@ const char *layerKindName(LayerKind kind) {
 
 int getBarriers(int algorithm) { return algorithm == 0 ? 3 : 3 - algorithm; }
 
+std::string checkOverlappedGroup(const GroupPass *group, size_t count) {
+  const GroupPass *forward = nullptr;
+  const GroupPass *backward[2] = {nullptr, nullptr};
+  size_t backwards = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (group[i].pass == Pass::F && !forward)
+      forward = &group[i];
+    else if (backwards < 2)
+      backward[backwards++] = &group[i];
+    else
+      ++backwards;
+  }
+  auto same = [](const GroupPass &a, const GroupPass &b) {
+    return a.stage == b.stage && a.mb == b.mb && a.slice == b.slice;
+  };
+  bool shaped =
+      forward && (backwards == 1 ? backward[0]->pass == Pass::B ||
+                                       backward[0]->pass == Pass::BW
+                  : backwards == 2
+                      ? backward[0]->pass == Pass::B &&
+                            backward[1]->pass == Pass::W &&
+                            same(*backward[0], *backward[1])
+                      : false);
+  if (!shaped)
+    return "a group is one F beside one backward (B, B then its W, or BW), "
+           "not these " +
+           std::to_string(count) + " passes";
+  if (backward[0]->mb == forward->mb)
+    return "pairs microbatch " + std::to_string(forward->mb) +
+           "'s F with its own backward, which needs the F's result";
+  return "";
+}
+
 int getNumShardPasses(Shard shard, int algorithm) {
   if (shard == Shard::Input)
     return 2;

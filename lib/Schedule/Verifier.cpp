@@ -144,42 +144,18 @@ private:
                                " with the passes after it, but overlapped "
                                "groups cannot run beside the vocabulary "
                                "shards' collectives");
-        const Work *forward = nullptr;
-        llvm::SmallVector<const Work *, 2> backward;
+        llvm::SmallVector<rt::GroupPass, 3> members;
+        std::string text;
         for (int j = first; j <= last; ++j) {
           const Work &w = instrs[j].work;
-          if (w.kind == PassKind::F && !forward)
-            forward = &w;
-          else
-            backward.push_back(&w);
+          members.push_back({toPlanPass(w.kind), w.stage, w.microbatch,
+                             w.slice});
+          text += (j > first ? ", " : "") + toString(w);
         }
-        auto describe = [&] {
-          std::string text;
-          for (int j = first; j <= last; ++j)
-            text += (j > first ? ", " : "") + toString(instrs[j].work);
-          return text;
-        };
-        bool shaped =
-            forward && !backward.empty() && backward.size() <= 2 &&
-            (backward.size() == 1
-                 ? (backward[0]->kind == PassKind::B ||
-                    backward[0]->kind == PassKind::BW)
-                 : backward[0]->kind == PassKind::B &&
-                       backward[1]->kind == PassKind::W &&
-                       backward[1]->stage == backward[0]->stage &&
-                       backward[1]->microbatch == backward[0]->microbatch &&
-                       backward[1]->slice == backward[0]->slice);
-        if (!shaped)
-          return violation(
-              {d, first},
-              "overlaps " + describe() +
-                  ": a group is one F beside one backward (B, B then its W, "
-                  "or BW)");
-        if (backward[0]->microbatch == forward->microbatch)
-          return violation({d, first},
-                           "overlaps " + describe() +
-                               ", but the backward needs the forward's "
-                               "result (same microbatch)");
+        std::string why =
+            rt::checkOverlappedGroup(members.data(), members.size());
+        if (!why.empty())
+          return violation({d, first}, "overlaps " + text + ": " + why);
         i = last;
       }
     }

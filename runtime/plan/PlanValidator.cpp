@@ -304,34 +304,17 @@ private:
         fail(where + ": only a pass can be paired");
       if (last >= list.size() || list[last].op != Op::Exec)
         fail(where + ": is paired, but no pass follows it at once");
-      const Instruction *forward = nullptr;
-      std::vector<const Instruction *> backward;
+      std::vector<GroupPass> members;
       for (size_t j = i; j <= last; ++j) {
         const Instruction &x = list[j];
         if (x.shard != Shard::None)
           fail(Where(plan, d, j) +
                ": a vocabulary shard's pass cannot be paired");
-        if (x.pass == Pass::F && !forward)
-          forward = &x;
-        else
-          backward.push_back(&x);
+        members.push_back({x.pass, x.stage, x.mb, x.slice});
       }
-      bool shaped =
-          forward && !backward.empty() && backward.size() <= 2 &&
-          (backward.size() == 1
-               ? backward[0]->pass == Pass::B || backward[0]->pass == Pass::BW
-               : backward[0]->pass == Pass::B &&
-                     backward[1]->pass == Pass::W &&
-                     backward[1]->stage == backward[0]->stage &&
-                     backward[1]->mb == backward[0]->mb &&
-                     backward[1]->slice == backward[0]->slice);
-      if (!shaped)
-        fail(where + ": a paired group is one F beside one backward (B, B "
-                     "then its W, or BW), not " +
-             std::to_string(last - i + 1) + " passes of another shape");
-      if (backward[0]->mb == forward->mb)
-        fail(where + ": pairs microbatch " + std::to_string(forward->mb) +
-             "'s F with its own backward, which needs the F's result");
+      if (std::string why = checkOverlappedGroup(members.data(), members.size());
+          !why.empty())
+        fail(where + ": " + why);
       i = last;
     }
   }

@@ -723,7 +723,7 @@ sluice.program @plan for @m {devices = 2, microbatches = 1, slices = 1, schedule
   }
   sluice.device 1 {
     sluice.recv F @s0 {mb = 0, slice = 0} from 0
-    // expected-error@+1 {{overlaps F of stage 1, microbatch 0, slice 0, BW of stage 1, microbatch 0, slice 0, but the backward needs the forward's result (same microbatch)}}
+    // expected-error@+1 {{overlaps F of stage 1, microbatch 0, slice 0, BW of stage 1, microbatch 0, slice 0: pairs microbatch 0's F with its own backward, which needs the F's result}}
     sluice.exec F @s1 {mb = 0, slice = 0} {paired}
     sluice.exec BW @s1 {mb = 0, slice = 0}
     sluice.send BW @s1 {mb = 0, slice = 0} to 0

@@ -65,7 +65,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"F=1,B=-1", "cost 'B' must be non-negative, got -1"},
         BadSpec{"F=fast", "cost 'F' must be a number, got 'fast'"},
         BadSpec{"F=1,X=2", "unknown cost 'X' (expected F, B, W, BW, S, T, IF, "
-                           "IB or comm)"}),
+                           "IB, comm or a2a)"}),
     [](const ::testing::TestParamInfo<BadSpec> &info) {
       // The spec, letters and digits only: "F=1,B=-1" -> "F1B1".
       std::string name;

@@ -152,6 +152,13 @@ for precision in fp32 bf16; do
     -o "$out/plans/deepseek-ep2-dp2-p2-$precision.json" >/dev/null ||
     { echo "bundle.sh: cannot compile deepseek-ep2-dp2-p2-$precision" >&2; exit 1; }
 done
+# DualPipeV's overlapped groups (issue 55) on the same experts: the CUDA
+# backend runs a group's passes one after the other (its streams are the
+# issue's last step); the check is the plan's order and pairs over NCCL.
+"$compile" test/Inputs/tiny-moe.mlir --pp 2 --dp 2 --ep 2 --microbatches 4 \
+  --schedule dualpipev --precision fp32 \
+  -o "$out/plans/moe-dualpipev-ep2-dp2-p2-fp32.json" >/dev/null ||
+  { echo "bundle.sh: cannot compile moe-dualpipev-ep2-dp2-p2-fp32" >&2; exit 1; }
 # fp32: the reference to measure bf16's band against, and tensor
 # parallelism without bf16's rounding.
 nccl_plan 1f1b-p2-fp32 --pp 2 --microbatches 4 --schedule 1f1b --precision fp32

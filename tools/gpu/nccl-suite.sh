@@ -183,6 +183,10 @@ fi
 # groups, the bias moved every step from the load summed over the run.
 check "experts deepseek pp=2 x dp=2 x ep=2 fp32, 4 NCCL ranks" 120 \
   4 deepseek-ep2-dp2-p2-fp32 --check-against "$work/deepseek-fp32"
+# DualPipeV's overlapped groups (added 2026-11-29, issue 55): the same
+# experts' reference (4 microbatches over 2 replicas), the plan's pairs.
+check "experts dualpipev pp=2 x dp=2 x ep=2 fp32, 4 NCCL ranks" 120 \
+  4 moe-dualpipev-ep2-dp2-p2-fp32 --check-against "$work/moe-fp32"
 
 # Faults: each must end every rank, with a message, well inside the limit.
 judge() { # judge NAME LIMIT EXPECT CODE START: a run that should have failed

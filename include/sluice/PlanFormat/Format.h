@@ -72,6 +72,18 @@ constexpr int kNumPasses = 9;
 /// data-parallel replicas (plan version 4).
 enum class Op : uint8_t { Exec, Send, Recv, Collective, GradSync };
 constexpr int kNumOps = 5;
+
+/// One pass of an overlapped group: an exec marked "paired" and the
+/// execs it joins (docs/plan-format.md), in program order.
+struct GroupPass {
+  Pass pass = Pass::F;
+  int32_t stage = 0, mb = 0, slice = 0;
+};
+/// Why `count` passes at `group` are not an overlapped group -- one F
+/// beside the backward (B, B then its own W, or BW) of another
+/// microbatch, which the two lanes run interleaved -- or "" if they are.
+/// The compiler's verifier and the runtime's validator both ask this.
+std::string checkOverlappedGroup(const GroupPass *group, size_t count);
 /// A vocabulary shard; also its collectives' communication channel.
 enum class Shard : int8_t { None = -1, Input = 0, Output = 1 };
 
