@@ -384,13 +384,8 @@ Status Executor::evaluateStep(int64_t step, double &meanLoss) {
 /// One instruction of the program, in its order.
 Status Executor::dispatch(size_t &i, float lossScale) {
   const Instruction &instr = plan.programs[deviceIndex].instructions[i];
-  if (int64_t(i) == options.failAtInstruction && options.failHang)
-    for (;;)
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-  if (int64_t(i) == options.failAtInstruction)
-    return Status::error("instruction " + std::to_string(i) + " (" +
-                         plan.describe(instr) +
-                         "): injected failure (--fail-at-instruction)");
+  if (Status st = injectFault(i); !st)
+    return st;
   switch (instr.op) {
   case Op::Send:
   case Op::Recv:
@@ -422,12 +417,28 @@ Status Executor::dispatch(size_t &i, float lossScale) {
     while (last + 1 < list.size() && list[last].paired &&
            list[last + 1].op == Op::Exec)
       ++last;
+    // A fault injected at a later member stops the rank there too.
+    for (size_t j = i + 1; j <= last; ++j)
+      if (Status st = injectFault(j); !st)
+        return st;
     Status st = runGroup(i, last, lossScale);
     i = last;
     return st;
   }
   }
   return Status::ok();
+}
+
+Status Executor::injectFault(size_t i) const {
+  if (int64_t(i) != options.failAtInstruction)
+    return Status::ok();
+  if (options.failHang)
+    for (;;)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  return Status::error(
+      "instruction " + std::to_string(i) + " (" +
+      plan.describe(plan.programs[deviceIndex].instructions[i]) +
+      "): injected failure (--fail-at-instruction)");
 }
 
 void Executor::accountStep(double dispatchIdle) {

@@ -113,6 +113,9 @@ private:
   /// Runs instruction `instruction`, or the overlapped group it starts
   /// (moving `instruction` to the group's last member).
   Status dispatch(size_t &instruction, float lossScale);
+  /// --fail-at-instruction on this rank: fails at instruction
+  /// `instruction` (or, with --fail-hang, waits there forever).
+  Status injectFault(size_t instruction) const;
   Status issueTransfer(const Instruction &instr);
   Status issueGradSync(size_t instruction);
   Status runExec(size_t instruction, float lossScale);
