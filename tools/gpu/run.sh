@@ -76,6 +76,13 @@
 #      (multi-head latent attention through the fallback attention
 #      kernel, the sigmoid router, the bias moving each step; about 20 s;
 #      tried on the CPU emulation: BACKEND=cpu PLANS=DIR ONLY=deepseek);
+#      and (added 2026-11-30, issue 55) a dualpipev plan of the same
+#      experts ("experts dualpipev"): its overlapped groups' order over
+#      NCCL, the groups' passes one after the other on CUDA (the CPU
+#      ranks run them interleaved; CUDA streams for pairs are the issue's
+#      last step: after this check passes, time a pair with
+#      --slow-all-to-all against --overlap-groups=false, as
+#      bench/dualpipev-cpu.sh does on CPU ranks); about 20 s;
 #   2b. (added 2026-11-29, issue 53 -> 58) a mixture of experts' step in
 #      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
 #      first fp8 MoE run on a GPU should time the experts against the
