@@ -286,7 +286,8 @@ private:
       checkMessage(d, i, instr, where);
   }
 
-  /// Overlapped groups ("paired"): consecutive stage passes, one F beside
+  /// Overlapped groups ("paired", which the reader takes on execs only):
+  /// consecutive stage passes, one F beside
   /// a backward (B, B then its W, or BW) of one stage and another
   /// microbatch -- the two run interleaved, so neither may need the
   /// other's result.
@@ -300,8 +301,6 @@ private:
       while (last < list.size() && list[last].op == Op::Exec &&
              list[last].paired)
         ++last;
-      if (list[i].op != Op::Exec)
-        fail(where + ": only a pass can be paired");
       if (last >= list.size() || list[last].op != Op::Exec)
         fail(where + ": is paired, but no pass follows it at once");
       std::vector<GroupPass> members;

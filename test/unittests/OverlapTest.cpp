@@ -206,36 +206,30 @@ TEST(OverlappedGroups, VerifierChecksTheirShape) {
     EXPECT_NE(v->message.find("with nothing"), std::string::npos)
         << v->message;
   }
-  {
-    // Two forwards are not a group.
+  // Marks `first` paired on `device` (`second` right after it) and
+  // returns the verifier's message.
+  auto pairAndVerify = [&](int device, const Work &first,
+                           const Work &second) -> std::string {
     Program broken = *program;
-    std::vector<Instr> &list = broken.devices[1];
-    auto f = std::find_if(list.begin(), list.end(), [](const Instr &i) {
-      return i.kind == InstrKind::Exec && i.work == Work{PassKind::F, 1, 0, 0};
+    std::vector<Instr> &list = broken.devices[device];
+    auto f = std::find_if(list.begin(), list.end(), [&](const Instr &i) {
+      return i.kind == InstrKind::Exec && i.work == first;
     });
-    ASSERT_NE(f, list.end());
-    ASSERT_EQ((f + 1)->work, (Work{PassKind::F, 2, 0, 0}));
-    f->paired = true; // F1.0 with F2.0
-    std::optional<Violation> v = verifyProgram(pipe, broken);
-    ASSERT_TRUE(v);
-    EXPECT_NE(v->message.find("one F beside one backward"), std::string::npos)
-        << v->message;
-  }
-  {
-    // The last stage's F3.0 and B3.0 are adjacent, but B needs F's result.
-    Program broken = *program;
-    std::vector<Instr> &list = broken.devices[0];
-    auto f = std::find_if(list.begin(), list.end(), [](const Instr &i) {
-      return i.kind == InstrKind::Exec && i.work == Work{PassKind::F, 3, 0, 0};
-    });
-    ASSERT_NE(f, list.end());
-    ASSERT_EQ((f + 1)->work, (Work{PassKind::B, 3, 0, 0}));
+    if (f == list.end() || f + 1 == list.end() || (f + 1)->work != second)
+      return "the test's passes are not adjacent";
     f->paired = true;
     std::optional<Violation> v = verifyProgram(pipe, broken);
-    ASSERT_TRUE(v);
-    EXPECT_NE(v->message.find("with its own backward"), std::string::npos)
-        << v->message;
-  }
+    return v ? v->message : "no violation";
+  };
+  // Two forwards are not a group.
+  std::string twoForwards =
+      pairAndVerify(1, {PassKind::F, 1, 0, 0}, {PassKind::F, 2, 0, 0});
+  EXPECT_NE(twoForwards.find("one F beside one backward"), std::string::npos)
+      << twoForwards;
+  // The last stage's F3.0 and B3.0 are adjacent, but B needs F's result.
+  std::string own =
+      pairAndVerify(0, {PassKind::F, 3, 0, 0}, {PassKind::B, 3, 0, 0});
+  EXPECT_NE(own.find("with its own backward"), std::string::npos) << own;
 }
 
 } // namespace
