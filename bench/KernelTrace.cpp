@@ -2,6 +2,7 @@
 //
 //   CUDA_INJECTION64_PATH=libsluice-kernel-trace.so \
 //   SLUICE_KERNEL_TRACE=trace.csv sluice-bench-step PLAN ...
+//   (under mpirun, SLUICE_KERNEL_TRACE=trace-%r.csv: a file per rank)
 //   python3 bench/kernel_gaps.py trace.csv
 //
 // The CUDA driver loads this library into any CUDA process named by
@@ -84,11 +85,17 @@ void CUPTIAPI completeBuffer(CUcontext, uint32_t, uint8_t *buffer, size_t,
 
 void writeRecords() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  const char *path = std::getenv("SLUICE_KERNEL_TRACE");
-  std::FILE *out = std::fopen(path ? path : "kernel-trace.csv", "w");
+  const char *given = std::getenv("SLUICE_KERNEL_TRACE");
+  std::string path = given ? given : "kernel-trace.csv";
+  // Several ranks, one file each: "%r" is the MPI rank (Open MPI's
+  // OMPI_COMM_WORLD_RANK; 0 outside mpirun).
+  if (size_t at = path.find("%r"); at != std::string::npos) {
+    const char *rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    path.replace(at, 2, rank ? rank : "0");
+  }
+  std::FILE *out = std::fopen(path.c_str(), "w");
   if (!out) {
-    std::fprintf(stderr, "kernel trace: cannot write %s\n",
-                 path ? path : "kernel-trace.csv");
+    std::fprintf(stderr, "kernel trace: cannot write %s\n", path.c_str());
     return;
   }
   std::lock_guard<std::mutex> guard(lock);

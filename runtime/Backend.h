@@ -467,6 +467,25 @@ public:
   virtual Kernels &getKernels(StreamKind kind) = 0;
   virtual std::unique_ptr<Event> createEvent() = 0;
 
+  /// Lanes: an overlapped group's forward and backward run on two host
+  /// threads (PassLanes.h). A device that runs work asynchronously gives
+  /// the backward's lane a compute stream of its own, so that the two
+  /// passes' kernels -- and one's all-to-all beside the other's compute
+  /// -- run side by side on the device (DeepSeek-AI, 2024, §3.2.1).
+  /// openLanes() makes lane 1's stream and kernels (an error where the
+  /// device cannot); then, on the thread that calls setLane(1), the
+  /// Compute stream and the Compute kernels enqueue on lane 1's stream,
+  /// until setLane(0). The same Stream and Kernels objects serve both
+  /// lanes, so whatever holds them (a stage's blocks, a communicator)
+  /// follows the calling thread's lane. Ordering between the lanes is the
+  /// caller's: events recorded on Compute in one lane and waited for in
+  /// the other. A host device has one lane; its groups interleave on the
+  /// host alone.
+  virtual Status openLanes() {
+    return Status::error(describe() + " has one compute stream");
+  }
+  virtual void setLane(int) {}
+
   /// Host -> device and device -> host copies, ordered on `stream`; the
   /// host memory must stay valid (and, for a download, unread) until the
   /// stream has reached them.

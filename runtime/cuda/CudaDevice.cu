@@ -12,6 +12,12 @@
 
 namespace sluice::rt::cuda {
 
+namespace {
+/// The lane of the calling thread (Device::setLane): which of the Compute
+/// stream's two CUDA streams, and which kernels, its work goes to.
+thread_local int laneOfThread = 0;
+} // namespace
+
 void ErrorSink::check(cudaError_t error, const char *expression,
                       const char *file, int line) {
   if (error == cudaSuccess || !first.isOk())
@@ -26,17 +32,28 @@ Status ErrorSink::take() {
 }
 
 /// A CUDA stream; synchronize() also reports what the device's sink kept.
+/// The Compute stream may have a second CUDA stream, lane 1's: a thread in
+/// lane 1 (setLane) enqueues there.
 class CudaDevice::CudaStream final : public Stream {
 public:
   CudaStream(cudaStream_t handle, ErrorSink &errors,
              std::function<Status(double)> &hook)
       : handle(handle), errors(errors), hook(hook) {}
-  ~CudaStream() override { cudaStreamDestroy(handle); }
+  ~CudaStream() override {
+    cudaStreamDestroy(handle);
+    if (laneHandle)
+      cudaStreamDestroy(laneHandle);
+  }
+  /// The CUDA stream the calling thread's work goes to.
+  cudaStream_t current() const {
+    return laneHandle && laneOfThread == 1 ? laneHandle : handle;
+  }
   void wait(Event &event) override {
     SLUICE_CUDA_RECORD(errors,
-                       cudaStreamWaitEvent(handle, getHandle(event), 0));
+                       cudaStreamWaitEvent(current(), getHandle(event), 0));
   }
   Status synchronize() override {
+    cudaStream_t handle = current();
     if (!hook) {
       SLUICE_CUDA_RECORD(errors, cudaStreamSynchronize(handle));
     } else {
@@ -62,11 +79,47 @@ public:
     SLUICE_CUDA_RECORD(errors, cudaGetLastError());
     return errors.take();
   }
+  /// Lane 0's (and every other kind's) stream; lane 1's, once opened.
   cudaStream_t handle;
+  cudaStream_t laneHandle = nullptr;
 
 private:
   ErrorSink &errors;
   std::function<Status(double)> &hook;
+};
+
+/// The Compute kernels as the device hands them out: each call goes to
+/// the calling thread's lane's CudaKernels (lane 0's until openLanes).
+class CudaDevice::LaneKernels final : public Kernels {
+public:
+  explicit LaneKernels(CudaKernels &first) : lanes{&first, nullptr} {}
+  void setLane1(CudaKernels *kernels) { lanes[1] = kernels; }
+
+  bool supports(Id id, const Precision &precision) const override {
+    return lanes[0]->supports(id, precision);
+  }
+#define SLUICE_KERNEL(NAME, PARAMS, ARGS, STAGING)                             \
+  void NAME PARAMS override { current().NAME ARGS; }
+#include "Kernels.def"
+  void addNormForward(DevicePtr x, DevicePtr residual, DevicePtr gamma,
+                      DevicePtr beta, int64_t rows, int64_t cols, bool rms,
+                      float eps, DevicePtr y, DevicePtr xhat,
+                      DevicePtr rstd) override {
+    current().addNormForward(x, residual, gamma, beta, rows, cols, rms, eps,
+                             y, xhat, rstd);
+  }
+  void normBackwardAdd(DevicePtr dy, DevicePtr xhat, DevicePtr rstd,
+                       DevicePtr gamma, int64_t rows, int64_t cols, bool rms,
+                       DevicePtr residual, DevicePtr dx) override {
+    current().normBackwardAdd(dy, xhat, rstd, gamma, rows, cols, rms,
+                              residual, dx);
+  }
+
+private:
+  Kernels &current() const {
+    return laneOfThread == 1 && lanes[1] ? *lanes[1] : *lanes[0];
+  }
+  CudaKernels *lanes[2];
 };
 
 namespace {
@@ -106,7 +159,7 @@ int64_t roundUp(int64_t bytes) {
 } // namespace
 
 cudaStream_t CudaDevice::getHandle(Stream &stream) {
-  return static_cast<CudaStream &>(stream).handle;
+  return static_cast<CudaStream &>(stream).current();
 }
 
 void *reserveScratch(ErrorSink &errors, void *&buffer, size_t &size,
@@ -160,8 +213,44 @@ Status CudaDevice::open(int index, std::unique_ptr<CudaDevice> &out) {
     // FP8 tensor cores: Ada (8.9) and Hopper (9.0) onwards.
     device->kernels[k]->setFp8TensorCores(prop.major * 10 + prop.minor >= 89);
   }
+  device->fp8TensorCores = prop.major * 10 + prop.minor >= 89;
+  device->computeKernels = std::make_unique<LaneKernels>(
+      *device->kernels[int(StreamKind::Compute)]);
   out = std::move(device);
   return Status::ok();
+}
+
+Status CudaDevice::openLanes() {
+  if (laneKernels)
+    return Status::ok();
+  // Lane 1 at the compute stream's priority, with kernels of its own: a
+  // cuBLASLt workspace, a cuDNN handle and FP8 scratch that the other
+  // lane's kernels, running at the same time, do not share.
+  int least = 0, greatest = 0;
+  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t handle;
+  CUDA_CHECK(
+      cudaStreamCreateWithPriority(&handle, cudaStreamNonBlocking, least));
+  streams[int(StreamKind::Compute)]->laneHandle = handle;
+  std::unique_ptr<GemmEngine> gemm;
+  if (Status st = GemmEngine::create(errors, gemm); !st)
+    return st;
+  std::unique_ptr<CudnnAttention> cudnn;
+  if (Status st = CudnnAttention::create(errors, cudnn); !st)
+    return st;
+  laneKernels = std::make_unique<CudaKernels>(handle, errors, std::move(gemm),
+                                              std::move(cudnn));
+  laneKernels->setFp8TensorCores(fp8TensorCores);
+  computeKernels->setLane1(laneKernels.get());
+  return Status::ok();
+}
+
+void CudaDevice::setLane(int lane) {
+  // A lane's thread may be new to CUDA, whose current device is per
+  // thread.
+  if (lane != 0)
+    SLUICE_CUDA_RECORD(errors, cudaSetDevice(index));
+  laneOfThread = lane;
 }
 
 CudaDevice::~CudaDevice() {
@@ -251,9 +340,11 @@ Status CudaDevice::allocate(DType type, int64_t count, DeviceBuffer &out) {
 
 void CudaDevice::release(void *data, int64_t bytes) {
   // Kept until every stream has passed this point: work already enqueued
-  // may still read or write it.
+  // may still read or write it. (Without lane 1, its slot records on the
+  // compute stream again.)
   Freed block{data, {}};
-  for (int k = 0; k < kStreamKinds; ++k) {
+  CudaStream &compute = *streams[int(StreamKind::Compute)];
+  for (int k = 0; k < kPassed; ++k) {
     cudaEvent_t event;
     if (!spareEvents.empty()) {
       event = spareEvents.back();
@@ -262,7 +353,11 @@ void CudaDevice::release(void *data, int64_t bytes) {
       SLUICE_CUDA_RECORD(
           errors, cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     }
-    SLUICE_CUDA_RECORD(errors, cudaEventRecord(event, streams[k]->handle));
+    cudaStream_t stream =
+        k < kStreamKinds       ? streams[k]->handle
+        : compute.laneHandle ? compute.laneHandle
+                             : compute.handle;
+    SLUICE_CUDA_RECORD(errors, cudaEventRecord(event, stream));
     block.passed[k] = event;
   }
   cache[roundUp(bytes)].push_back(block);
@@ -277,7 +372,11 @@ int64_t CudaDevice::getFreeBytes() {
 
 Stream &CudaDevice::getStream(StreamKind kind) { return *streams[int(kind)]; }
 
-Kernels &CudaDevice::getKernels(StreamKind kind) { return *kernels[int(kind)]; }
+Kernels &CudaDevice::getKernels(StreamKind kind) {
+  if (kind == StreamKind::Compute)
+    return *computeKernels;
+  return *kernels[int(kind)];
+}
 
 std::unique_ptr<Event> CudaDevice::createEvent() {
   cudaEvent_t handle = nullptr;

@@ -16,7 +16,13 @@
 // shards can free a microbatch's state as soon as the host has issued its
 // last use.
 //
-// Threading: one host thread drives a CudaDevice.
+// Lanes (Backend.h, Device::openLanes): a fifth stream and its kernels
+// for an overlapped group's backward. The Compute stream and kernels this
+// device hands out are the calling thread's lane's: a thread after
+// setLane(1) enqueues on the lane stream through the same objects.
+//
+// Threading: one host thread drives a CudaDevice at a time (an
+// overlapped group's two lanes take turns, PassLanes.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +97,8 @@ public:
   Stream &getStream(StreamKind kind) override;
   Kernels &getKernels(StreamKind kind) override;
   std::unique_ptr<Event> createEvent() override;
+  Status openLanes() override;
+  void setLane(int lane) override;
   void upload(DevicePtr dst, const void *host, int64_t bytes,
               Stream &stream) override;
   void download(void *host, DevicePtr src, int64_t bytes,
@@ -113,9 +121,12 @@ protected:
 
 private:
   class CudaStream;
+  class LaneKernels;
+  /// The streams a freed block waits for: every kind's and lane 1's.
+  static constexpr int kPassed = kStreamKinds + 1;
   struct Freed {
     void *data;
-    cudaEvent_t passed[kStreamKinds];
+    cudaEvent_t passed[kPassed];
   };
   CudaDevice() = default;
   /// A freed block of `bytes` every stream is done with, or null.
@@ -134,10 +145,15 @@ private:
   std::unique_ptr<CudaStream> streams[kStreamKinds];
   std::unique_ptr<GemmEngine> gemm;
   std::unique_ptr<CudaKernels> kernels[kStreamKinds];
+  /// Lane 1's compute kernels (openLanes), and what getKernels(Compute)
+  /// hands out: the calling thread's lane's.
+  std::unique_ptr<CudaKernels> laneKernels;
+  std::unique_ptr<LaneKernels> computeKernels;
   /// Rounded size -> blocks waiting to be reused.
   std::map<int64_t, std::vector<Freed>> cache;
   std::vector<cudaEvent_t> spareEvents;
   std::function<Status(double)> waitHook;
+  bool fp8TensorCores = false;
 };
 
 } // namespace sluice::rt::cuda

@@ -86,8 +86,17 @@ __global__ void quantizeKernel(const T *x, int64_t rows, int64_t cols,
   float back = 1.0f / scale;
   if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
     *inverse = back;
-    if (!(amax <= record[1]))
-      record[1] = amax;
+    // An overlapped group's two lanes may fold into one record at once
+    // (a weight's, from a forward and a backward): compare and swap, the
+    // same rule as a plain "if (!(amax <= record[1])) record[1] = amax".
+    auto *slot = reinterpret_cast<unsigned *>(record + 1);
+    unsigned seen = *slot;
+    while (!(amax <= __uint_as_float(seen))) {
+      unsigned before = atomicCAS(slot, seen, __float_as_uint(amax));
+      if (before == seen)
+        break;
+      seen = before;
+    }
   }
   __nv_fp8_interpretation_t kind = interpretation(format);
   int64_t tilesAcross = (width + kTile - 1) / kTile;

@@ -155,17 +155,25 @@ Status Executor::allocateBuffers() {
       !st)
     return st;
   const DeviceProgram &program = plan.programs[deviceIndex];
-  // Overlapped groups interleave two passes on the host (PassLanes.h):
-  // the backward's scratch must not be the forward's.
+  // Overlapped groups interleave two passes on the host (PassLanes.h),
+  // and on a GPU run them on two compute streams: the backward's scratch
+  // must not be the forward's.
   overlapGroups =
-      options.overlapGroups && !device.isAsynchronous() &&
+      options.overlapGroups &&
       std::any_of(program.instructions.begin(), program.instructions.end(),
                   [](const Instruction &in) { return in.paired; });
-  if (overlapGroups)
+  if (overlapGroups) {
     if (Status st = device.allocateBytes(
             act, getDeviceWorkspaceBytes(plan, deviceIndex), laneWorkspace);
         !st)
       return st;
+    if (device.isAsynchronous()) {
+      if (Status st = device.openLanes(); !st)
+        return st;
+      laneFork = device.createEvent();
+      laneJoin = device.createEvent();
+    }
+  }
   buffers.resize(program.buffers.size());
   for (size_t b = 0; b < program.buffers.size(); ++b)
     if (Status st = device.allocateBytes(act, program.buffers[b], buffers[b]);
@@ -537,22 +545,38 @@ Status Executor::runGroup(size_t first, size_t last, float lossScale) {
     if (list[j].pass == Pass::F)
       forward = j;
   Status results[2] = {Status::ok(), Status::ok()};
+  // On a device with lanes, lane 1's stream forks from lane 0's after
+  // every input has arrived (prepareExec's waits are lane 0's) and joins
+  // it at the group's end, so what follows -- a send, the gradients' sum
+  // -- waits for both passes (DeepSeek-AI, 2024, §3.2.1: two streams and
+  // the events between them, no host round trip).
+  bool streams = laneFork != nullptr;
+  if (streams)
+    laneFork->record(compute);
   auto runLane = [&](int lane, DevicePtr scratch) {
+    device.setLane(lane);
+    if (streams && lane == 1)
+      compute.wait(*laneFork);
     for (size_t j = first; j <= last; ++j) {
       if ((j == forward) != (lane == 0))
         continue;
       profiler.getStart(j)->record(compute);
       if (Status st = runPass(list[j], lossScale, scratch); !st) {
         results[lane] = st;
-        return;
+        break;
       }
       profiler.getEnd(j)->record(compute);
     }
+    if (streams && lane == 1)
+      laneJoin->record(compute);
+    device.setLane(0);
   };
   if (!lanes)
     lanes = std::make_unique<PassLanes>();
   lanes->run([&] { runLane(0, workspace.get()); },
              [&] { runLane(1, laneWorkspace.get()); });
+  if (streams)
+    compute.wait(*laneJoin);
   for (const Status &st : results)
     if (!st)
       return st;

@@ -179,11 +179,15 @@ private:
   std::vector<DeviceBuffer> buffers;
   DeviceBuffer workspace;
   /// An overlapped group's second workspace (the backward lane's), where
-  /// groups run overlapped: on a host device, when the options allow.
+  /// groups run overlapped (when the options allow).
   DeviceBuffer laneWorkspace;
   bool overlapGroups = false;
   /// The backward lane's thread, kept from group to group.
   std::unique_ptr<PassLanes> lanes;
+  /// On a device with lanes (Device::openLanes): where lane 1's stream
+  /// starts after lane 0's work before the group, and where lane 0's
+  /// waits for lane 1's at its end.
+  std::unique_ptr<Event> laneFork, laneJoin;
   /// Per stage, the fp8 precision's scaling records (empty otherwise).
   std::vector<DeviceBuffer> fp8States;
   /// Per stage, its sparse layers' routing over the step (bindLoad).

@@ -89,11 +89,19 @@ double PassProfiler::account(StepTimes &times, VocabularyShards *shards) {
 std::vector<TraceSpan> PassProfiler::getTrace() const {
   const DeviceProgram &program = plan.programs[deviceIndex];
   std::vector<TraceSpan> trace;
-  for (const PassSpan &pass : passSpans)
+  for (const PassSpan &pass : passSpans) {
+    // An overlapped group's backward runs on lane 1 (PassLanes.h; on a
+    // GPU, its own stream), beside the forward: a track of its own.
+    size_t i = pass.instruction;
+    const Instruction &instr = program.instructions[i];
+    bool grouped =
+        instr.paired || (i > 0 && program.instructions[i - 1].paired);
     // describe() begins "exec ".
-    trace.push_back(
-        {plan.describe(program.instructions[pass.instruction]).substr(5),
-         "compute", pass.start, pass.end});
+    trace.push_back({plan.describe(instr).substr(5),
+                     grouped && instr.pass != Pass::F ? "compute, lane 1"
+                                                      : "compute",
+                     pass.start, pass.end});
+  }
   for (const PassSpan &sync : syncSpans)
     trace.push_back({plan.describe(program.instructions[sync.instruction]),
                      "data", sync.start, sync.end});

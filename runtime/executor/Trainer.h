@@ -46,7 +46,9 @@ struct TrainerOptions {
   /// --check-against; training needs only each replica's part).
   bool wholeGradients = false;
   /// Runs an overlapped group's forward and backward interleaved
-  /// (PassLanes.h) on a host device; off, one after the other (the same
+  /// (PassLanes.h): on a host device, one computes while the other's
+  /// all-to-all is in flight; on a GPU, each on a compute stream of its
+  /// own (Device::openLanes). Off, one after the other (the same
   /// computation: what the overlap is worth). Needs MPI's
   /// MPI_THREAD_SERIALIZED.
   bool overlapGroups = true;

@@ -169,14 +169,25 @@ void writeProfile(Communicator &comm, Executor &executor, const Plan &plan,
 
 void writeTrace(Communicator &comm, Executor &executor,
                 const std::string &path, bool root) {
+  // One track per stream the profiler names (Profiler.cpp getTrace).
+  static const char *const tracks[] = {"compute", "vocabulary",
+                                       "data-parallel sums",
+                                       "compute, lane 1"};
+  auto trackOf = [](const std::string &stream) {
+    if (stream == "compute")
+      return 0;
+    if (stream == "vocabulary")
+      return 1;
+    if (stream == "compute, lane 1")
+      return 3;
+    return 2;
+  };
   nlohmann::json events = nlohmann::json::array();
   for (const TraceSpan &span : executor.getTrace())
     events.push_back({{"name", span.name},
                       {"ph", "X"},
                       {"pid", comm.rank()},
-                      {"tid", span.stream == "compute"      ? 0
-                              : span.stream == "vocabulary" ? 1
-                                                            : 2},
+                      {"tid", trackOf(span.stream)},
                       {"ts", span.start * 1e6},
                       {"dur", (span.end - span.start) * 1e6}});
   std::vector<std::string> parts;
@@ -192,15 +203,12 @@ void writeTrace(Communicator &comm, Executor &executor,
                    {"ph", "M"},
                    {"pid", rank},
                    {"args", {{"name", "rank " + std::to_string(rank)}}}});
-    for (int tid : {0, 1, 2})
+    for (int tid = 0; tid < 4; ++tid)
       all.push_back({{"name", "thread_name"},
                      {"ph", "M"},
                      {"pid", rank},
                      {"tid", tid},
-                     {"args",
-                      {{"name", tid == 0   ? "compute"
-                                : tid == 1 ? "vocabulary"
-                                           : "data-parallel sums"}}}});
+                     {"args", {{"name", tracks[tid]}}}});
     for (auto &event : nlohmann::json::parse(parts[rank]))
       all.push_back(event);
   }

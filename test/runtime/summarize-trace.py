@@ -1,6 +1,7 @@
 """Summarizes a sluice-run --trace file for trace.test: per rank and
-stream, how many events and the first pass; whether every complete event
-has a non-negative start and duration."""
+stream, how many events and the first pass; for an overlapped group's
+lane 1, how many of its passes ran beside a forward of the compute track;
+whether every complete event has a non-negative start and duration."""
 import json
 import sys
 
@@ -22,6 +23,14 @@ for (pid, tid), events in sorted(spans.items()):
         shards = len(events) - len(passes)
         print(f"rank {pid} compute: {len(passes)} stage passes, "
               f"{shards} shard passes, first {passes[0]['name']}")
+    elif stream == "compute, lane 1":
+        forwards = [e for e in spans.get((pid, 0), [])
+                    if e["name"].startswith("F ")]
+        beside = sum(
+            any(f["ts"] < e["ts"] + e["dur"] and e["ts"] < f["ts"] + f["dur"]
+                for f in forwards) for e in events)
+        print(f"rank {pid} {stream}: {len(events)} passes, "
+              f"{'some' if beside else 'none'} beside a forward")
     else:
         print(f"rank {pid} {stream}: {len(events)} collectives")
 print("ordered:", "yes" if ordered else "no")

