@@ -121,7 +121,7 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
   // model trains in mixed precision (its plan's --precision).
   stateBytes = rt::getParameterStateBytes(
       model.getDtype().isF32() ? rt::Precision::fp32() : rt::Precision::bf16(),
-      int(mesh.zero));
+      int(mesh.zero), mesh.reshard);
   // Below, `costs` is this table's copy: calibrated for this model.
   if (!costs.getCalibrationPath().empty()) {
     if (std::optional<double> efficiency =
@@ -298,7 +298,41 @@ double PipelineCosts::getGradientSyncTime(llvm::StringRef name) const {
     time += costs.getCollectiveTime(double(experts / ep * dtype),
                                     /*allReduce=*/mesh.zero == 0,
                                     mesh.dp / ep, dataLink);
+  // ZeRO-2 and 3: a reduce-scatter of every microbatch's gradients.
+  if (mesh.zero >= 2)
+    time *= double(pipeline.microbatches);
   return time;
+}
+
+double PipelineCosts::getParameterGatherTime(llvm::StringRef name) const {
+  auto it = stageParams.find(name);
+  if (mesh.zero < 3 || mesh.dp < 2 || it == stageParams.end() ||
+      profiles.empty())
+    return 0;
+  // The all-gather is the reduce-scatter's mirror: the same ring steps
+  // and bytes.
+  int64_t ep = std::max<int64_t>(1, mesh.ep), experts = 0;
+  if (ep > 1)
+    if (auto e = stageExperts.find(name); e != stageExperts.end())
+      experts = e->second;
+  int64_t dtype = profiles.front().dtypeBytes;
+  double time = costs.getCollectiveTime(double((it->second - experts) * dtype),
+                                        /*allReduce=*/false, mesh.dp,
+                                        dataLink);
+  if (experts)
+    time += costs.getCollectiveTime(double(experts / ep * dtype),
+                                    /*allReduce=*/false, mesh.dp / ep,
+                                    dataLink);
+  return time;
+}
+
+int64_t PipelineCosts::getParameterGathersPerStep() const {
+  if (mesh.zero < 3)
+    return 0;
+  if (mesh.reshard == rt::Reshard::Step)
+    return 1;
+  // F, B and W of every microbatch (a BW is one pass).
+  return int64_t(pipeline.microbatches) * (pipeline.splitBackward ? 3 : 2);
 }
 
 std::vector<LinkUse> PipelineCosts::getLinks() const {
@@ -383,7 +417,29 @@ int64_t PipelineCosts::getDeviceExperts(int device) const {
 int64_t PipelineCosts::getParameterBytes(int device) const {
   int64_t params = getDeviceParameters(device),
           experts = getDeviceExperts(device);
-  return getStateBytes(params - experts, experts, /*optimizer=*/false);
+  return getStateBytes(params - experts, experts, /*optimizer=*/false) +
+         stateBytes.forLargestLayer(getLargestLayerParameters(device));
+}
+
+int64_t PipelineCosts::getLargestLayerParameters(int device) const {
+  int64_t largest = 0, ep = std::max<int64_t>(1, mesh.ep);
+  for (size_t s = 0; s < profiles.size(); ++s) {
+    if (pipeline.getDevice(s) != device)
+      continue;
+    const StageProfile &stage = profiles[s];
+    for (const TransformerShape &l : stage.layers) {
+      int64_t experts = l.experts * 3 * l.hidden * l.ffn;
+      largest = std::max(largest, getParameterCount(l) - experts +
+                                      experts / ep);
+    }
+    largest = std::max(largest, stage.vocabLayerParams);
+  }
+  // Every device's rows of the vocabulary shards (the input shard's root
+  // also the positions).
+  int64_t rows = vocab.getShardParams();
+  if (vocab.input && device == pipeline.getInputRoot())
+    rows += vocab.positions * vocab.hidden;
+  return std::max(largest, rows);
 }
 
 int64_t PipelineCosts::getDeviceParameters(int device) const {
@@ -441,14 +497,15 @@ double PipelineCosts::getOptimizerTime(int device) const {
   // are shared by dp / ep replicas: its part of them is as large.)
   int64_t experts = getDeviceExperts(device),
           ep = std::max<int64_t>(1, mesh.ep);
-  int64_t share =
-      mesh.zero == 1 && mesh.dp > 1
-          ? (params - experts + mesh.dp - 1) / mesh.dp +
-                experts / std::max<int64_t>(1, mesh.dp / ep)
-          : params;
-  double bytes = double(share) * double(7 * 4 + (dtype < 4 ? dtype : 0));
+  bool sharded = mesh.zero >= 1 && mesh.dp > 1;
+  int64_t share = sharded ? (params - experts + mesh.dp - 1) / mesh.dp +
+                                experts / std::max<int64_t>(1, mesh.dp / ep)
+                          : params;
+  // ZeRO-3 keeps no working copy to refresh: its gathers cast as they go.
+  int64_t working = dtype < 4 && mesh.zero < 3 ? dtype : 0;
+  double bytes = double(share) * double(7 * 4 + working);
   double time = bytes / hw->memoryBandwidth;
-  if (mesh.zero == 1 && mesh.dp > 1)
+  if (sharded && mesh.zero < 3)
     time += costs.getCollectiveTime(double(params * dtype),
                                     /*allReduce=*/false, mesh.dp, dataLink);
   return time;

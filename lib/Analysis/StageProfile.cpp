@@ -72,27 +72,19 @@ StageProfile StageProfile::get(StageOp stage, ModelOp model, int64_t tp) {
       return ::sluice::rt::getShardVocabRows(vocab, 0, int(tp)).second;
     };
     bool split = tp > 1 && splitsVocabulary(model);
-    if (auto e = dyn_cast<EmbeddingOp>(layer); e && split) {
-      profile.params += (shardRows(e.getVocab()) + e.getPositions().value_or(0)) *
-                        model.getHidden();
+    int64_t params = getParameterCount(layer);
+    if (auto e = dyn_cast<EmbeddingOp>(layer)) {
+      if (split)
+        params = (shardRows(e.getVocab()) + e.getPositions().value_or(0)) *
+                 model.getHidden();
       profile.hasEmbedding = true;
-      continue;
-    }
-    if (auto o = dyn_cast<OutputLayerOp>(layer); o && split) {
-      profile.vocab = shardRows(o.getVocab());
-      profile.params +=
-          getParameterCount(layer) - (o.getVocab() - profile.vocab) *
-                                         model.getHidden();
+    } else if (auto o = dyn_cast<OutputLayerOp>(layer)) {
+      profile.vocab = split ? shardRows(o.getVocab()) : o.getVocab();
+      params -= (o.getVocab() - profile.vocab) * model.getHidden();
       profile.hasOutput = true;
-      continue;
     }
-    profile.params += getParameterCount(layer);
-    if (auto e = dyn_cast<EmbeddingOp>(layer))
-      profile.hasEmbedding = true;
-    else if (auto o = dyn_cast<OutputLayerOp>(layer)) {
-      profile.hasOutput = true;
-      profile.vocab = o.getVocab();
-    }
+    profile.params += params;
+    profile.vocabLayerParams = std::max(profile.vocabLayerParams, params);
   }
   profile.recompute = stage.getRecompute().value_or(RecomputeKind::none);
   return profile;

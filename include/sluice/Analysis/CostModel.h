@@ -88,8 +88,9 @@ llvm::StringRef stringifyLinkKind(LinkKind link);
 struct MeshShape {
   int64_t tp = 1;
   int64_t dp = 1;
-  /// ZeRO stage: 1 shards the fp32 master weights and Adam's moments over
-  /// the dp replicas (Megatron-LM's distributed optimizer).
+  /// ZeRO stage (TrainingState.h): 1 shards Adam's moments and the summed
+  /// gradients over the dp replicas (Megatron-LM's distributed optimizer),
+  /// 2 the gradient accumulator too, 3 the weights too.
   int64_t zero = 0;
   /// Megatron-LM's sequence parallelism: between the tensor-parallel
   /// regions a shard holds 1/tp of the tokens (all-gathers and
@@ -98,6 +99,8 @@ struct MeshShape {
   /// Expert parallelism: each sparse layer's experts split over ep
   /// consecutive replicas (docs/moe.md).
   int64_t ep = 1;
+  /// ZeRO-3: when a layer's gathered weights are freed.
+  rt::Reshard reshard = rt::Reshard::EveryPass;
 };
 
 llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
@@ -121,6 +124,8 @@ struct StageProfile : ActivationShape {
   int64_t vocab = 0;
   /// Parameters the stage holds (a tied table counted on both ends).
   int64_t params = 0;
+  /// Of those, the largest embedding or output layer's (0 without).
+  int64_t vocabLayerParams = 0;
   /// What B recomputes (the stage's `recompute`): its FLOPs are added to
   /// B's and BW's, its tensors left out of the activation bytes.
   RecomputeKind recompute = RecomputeKind::none;
@@ -375,8 +380,13 @@ public:
   double getKeyValueStateBytes(int stage) const;
   /// Weights, gradients and optimizer state a device (one shard) holds,
   /// as the runtime allocates them for the model's precision and the
-  /// mesh's ZeRO stage (getParameterStateBytes, TrainingState.h).
+  /// mesh's ZeRO stage (getParameterStateBytes, TrainingState.h), with
+  /// ZeRO-2/3's transient state of its largest layer.
   int64_t getParameterBytes(int device) const;
+  /// The parameters one shard of `device` holds of its largest layer (a
+  /// transformer layer, less the experts of other members; an embedding
+  /// or output layer; its rows of a vocabulary shard).
+  int64_t getLargestLayerParameters(int device) const;
   /// Of those, the optimizer's (Adam's moments, and under ZeRO-1 the
   /// replica's part of the summed gradients).
   int64_t getOptimizerBytes(int device) const;
@@ -400,8 +410,10 @@ public:
   /// Time of the optimizer step on `device` (analytic costs only, else 0):
   /// Adam is memory-bound, reading the fp32 weights, gradients and both
   /// moments and writing the weights and the moments (28 bytes per
-  /// parameter) and, in a 16-bit model, the weights' working copy, at the
-  /// hardware's memory bandwidth.
+  /// parameter) and, in a 16-bit model below ZeRO-3, the weights' working
+  /// copy, at the hardware's memory bandwidth. ZeRO 1 to 3 update the
+  /// replica's part; 1 and 2 then all-gather the working weights (3
+  /// gathers them where they are used: getParameterGatherTime).
   double getOptimizerTime(int device) const;
   /// FLOPs of one training step of one replica (forward, input and weight
   /// gradients of the whole model: what MFU counts, without the work
@@ -414,8 +426,17 @@ public:
   /// Duration of the data-parallel all-reduce of the gradients of stage or
   /// vocabulary shard `name` (its shard's parameters over the replicas;
   /// under expert parallelism its experts' over the dp / ep replicas
-  /// holding them); 0 without replicas.
+  /// holding them); 0 without replicas. ZeRO-1 reduce-scatters instead;
+  /// ZeRO-2 and 3 reduce-scatter each microbatch's gradients as its W
+  /// computes them: m reduce-scatters a step.
   double getGradientSyncTime(llvm::StringRef name) const;
+  /// ZeRO-3: one all-gather of stage `name`'s working weights over the
+  /// replicas (as getGradientSyncTime splits the experts); 0 below ZeRO-3
+  /// or without replicas.
+  double getParameterGatherTime(llvm::StringRef name) const;
+  /// ZeRO-3: the gathers of each stage a step makes: one per pass of each
+  /// microbatch re-sharding every pass, one re-sharding per step.
+  int64_t getParameterGathersPerStep() const;
   /// The expert-parallel all-to-alls pass `work` waits for (included in
   /// getComputeTime): each sparse layer's dispatch and return of its
   /// tokens' top_k copies in F and in B (F's again when B recomputes it).

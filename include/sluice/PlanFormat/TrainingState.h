@@ -3,13 +3,27 @@
 // The bytes of training state one parameter takes, as the runtime
 // allocates them (docs/precision.md): fp32 weights, fp32 gradients and
 // Adam's two fp32 moments, plus the working copy a mixed-precision plan
-// computes with (bf16 weights; FP8 plans store the same). ZeRO-1 (Megatron-
-// LM's distributed optimizer) keeps the weights, their working copy and
-// the gradients whole on every replica, and gives each replica the
-// moments of its part only, with its part of the summed gradients
-// (GradientSync.h). One definition for everything that sizes memory: the
-// compiler's summary and cost model, the plan search, and the runtime's
-// check before it allocates (test/sluice-compile/memory-agrees.test).
+// computes with (bf16 weights; FP8 plans store the same). The ZeRO stages
+// (Rajbhandari et al., 2020, section 5) shard more of it over the D
+// data-parallel replicas:
+//
+//   stage  whole on every replica          the replica's part (of 1/D)
+//   0      weights, working, grads, moms   --
+//   1      weights, working, grads         moments, summed gradients
+//   2      weights, working                moments, gradient accumulator
+//   3      -- (gathered when used)         weights, moments, gradients
+//
+// ZeRO-1 is Megatron-LM's distributed optimizer as Sluice runs it
+// (GradientSync.h). Under a pipeline, ZeRO-2 reduce-scatters each layer's
+// gradients as its W computes them, so the full-size gradient exists for
+// one layer at a time; ZeRO-3 gathers each layer's working weights before
+// its pass and, re-sharding every pass, frees them after (two layers'
+// copies live: the current and the prefetched next), or, re-sharding per
+// step, keeps the device's whole gathered copy for the step
+// (docs/design/zero-and-context-parallelism.md). One definition for
+// everything that sizes memory: the compiler's summary and cost model,
+// the plan search, and the runtime's check before it allocates
+// (test/sluice-compile/memory-agrees.test).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,15 +36,22 @@
 
 namespace sluice::rt {
 
-/// Bytes per parameter: `replicated` on every data-parallel replica,
-/// `sharded` per parameter of the replica's part (ZeRO-1; 0 without), and
-/// of all of it the optimizer's -- the moments, and under ZeRO-1 the
-/// summed gradients' part -- per parameter of the replica's part.
-struct ParameterStateBytes {
-  int64_t replicated = 0, sharded = 0, optimizer = 0;
+/// When ZeRO-3 frees a layer's gathered weights (torchtitan's
+/// reshard_after_forward): after every pass that used them, or at the
+/// step's end (gathered once, at the stage's first pass).
+enum class Reshard : uint8_t { EveryPass, Step };
 
-  /// A device's bytes for `parameters` parameters over `dp` replicas (a
-  /// replica's part: ceil(parameters / dp)).
+/// Bytes per parameter: `replicated` on every data-parallel replica,
+/// `sharded` per parameter of the replica's part (0 without ZeRO), and of
+/// all of it the optimizer's -- the moments and the summed gradients'
+/// part -- per parameter of the replica's part; `transient`, per
+/// parameter of the device's largest layer, what exists only while a
+/// layer is worked on.
+struct ParameterStateBytes {
+  int64_t replicated = 0, sharded = 0, optimizer = 0, transient = 0;
+
+  /// A device's bytes at rest for `parameters` parameters over `dp`
+  /// replicas (a replica's part: ceil(parameters / dp)).
   int64_t forParameters(int64_t parameters, int64_t dp) const {
     int64_t part = dp > 1 ? (parameters + dp - 1) / dp : parameters;
     return parameters * replicated + part * sharded;
@@ -41,24 +62,60 @@ struct ParameterStateBytes {
         sharded > 0 && dp > 1 ? (parameters + dp - 1) / dp : parameters;
     return part * optimizer;
   }
+  /// The transient bytes of a device whose largest layer (parameters one
+  /// shard of it holds) is `largestLayer`.
+  int64_t forLargestLayer(int64_t largestLayer) const {
+    return largestLayer * transient;
+  }
 };
 
 /// The state of one parameter trained in `precision` with ZeRO stage
-/// `zero` (0 or 1).
-inline ParameterStateBytes getParameterStateBytes(const Precision &precision,
-                                                  int zero) {
+/// `zero` (0 to 3; `reshard` matters for 3 only).
+inline ParameterStateBytes
+getParameterStateBytes(const Precision &precision, int zero,
+                       Reshard reshard = Reshard::EveryPass) {
   const int64_t master = getSize(kMasterType);
   int64_t working = precision.isMixed() ? getSize(precision.activations) : 0;
+  // What a pass computes with: the working copy, or an fp32 plan's
+  // weights themselves.
+  int64_t used = working ? working : master;
   ParameterStateBytes bytes;
-  if (zero >= 1) {
+  switch (zero) {
+  case 0:
+    bytes.replicated = master + master + 2 * master + working;
+    bytes.optimizer = 2 * master;
+    break;
+  case 1:
     // Weights, working copy and gradients whole; the moments and the
     // summed gradients of the replica's part.
     bytes.replicated = master + master + working;
     bytes.sharded = 2 * master + master;
     bytes.optimizer = bytes.sharded;
-  } else {
-    bytes.replicated = master + master + 2 * master + working;
-    bytes.optimizer = 2 * master;
+    break;
+  case 2:
+    // Weights and working copy whole; the moments and the gradient
+    // accumulator of the replica's part; one layer's full-size gradient
+    // until its reduce-scatter.
+    bytes.replicated = master + working;
+    bytes.sharded = 2 * master + master;
+    bytes.optimizer = bytes.sharded;
+    bytes.transient = master;
+    break;
+  default:
+    // The replica's part of the weights, the moments and the gradients;
+    // the gathers send the part cast to the working type as they go.
+    bytes.sharded = master + 2 * master + master;
+    bytes.optimizer = 2 * master + master;
+    if (reshard == Reshard::Step) {
+      // The device's gathered copy, kept for the step.
+      bytes.replicated = used;
+      bytes.transient = master;
+    } else {
+      // Two layers gathered (the current and the prefetched next) and
+      // one layer's full-size gradient.
+      bytes.transient = 2 * used + master;
+    }
+    break;
   }
   return bytes;
 }
