@@ -9,6 +9,7 @@
 
 #include "sluice/SluiceOps.h"
 #include "sluice/PlanFormat/Format.h"
+#include "sluice/PlanFormat/TrainingState.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -38,18 +39,16 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("'tp' must be positive, got ") << getTp();
   if (getDp() < 1)
     return emitOpError("'dp' must be positive, got ") << getDp();
-  if (getZero() != 0 && getZero() != 1)
-    return emitOpError("'zero' must be a ZeRO stage Sluice runs (0 or 1), "
-                       "got ")
-           << getZero();
+  // The mesh's ZeRO rule (TrainingState.h; the vocabulary shards are the
+  // passes' to check: sluice-sync-gradients).
+  if (std::string why = ::sluice::rt::checkZeroStage(getZero(), getDp(),
+                                                     getTp(), getEp(), false);
+      !why.empty())
+    return emitOpError("'zero' = ") << getZero() << ": " << why;
   if (getSequenceParallel() && getTp() < 2)
     return emitOpError("'sequence_parallel' splits the tokens over the "
                        "tensor-parallel shards, but 'tp' is ")
            << getTp();
-  if (getZero() == 1 && getDp() < 2)
-    return emitOpError("'zero' = 1 shards the optimizer state over the "
-                       "data-parallel replicas, but 'dp' is ")
-           << getDp();
   if (getEp() < 1)
     return emitOpError("'ep' must be positive, got ") << getEp();
   if (std::optional<double> capacity = getExpertCapacity();

@@ -431,7 +431,11 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     not 1. `zero 1` (ZeRO stage 1, Megatron-LM's distributed optimizer)
     shards the optimizer state over the replicas: each `sluice.grad_sync`
     reduce-scatters its gradients, each replica updates its part of the
-    weights and the step ends by all-gathering them.
+    weights and the step ends by all-gathering them. `zero 2` shards the
+    gradients too: the runtime reduce-scatters each layer's gradients
+    after its W into the replica's part, and the `sluice.grad_sync`
+    only marks where the stage's last one is done (not yet with `tp`,
+    `ep` or sharded vocabulary layers).
 
     `ep` (expert parallelism, Megatron-LM's expert-model-parallel size)
     splits the experts of every mixture-of-experts layer over `ep`

@@ -71,7 +71,7 @@ using namespace mlir::sluice;
 std::string PlanChoice::getFlags() const {
   std::string flags = llvm::formatv("--pp {0} --tp {1} --dp {2}", pp, tp, dp);
   if (zero)
-    flags += " --zero 1";
+    flags += llvm::formatv(" --zero {0}", zero).str();
   if (ep > 1)
     flags += llvm::formatv(" --ep {0}", ep);
   if (sequenceParallel)

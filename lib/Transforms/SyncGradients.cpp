@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "sluice/PipelineIR/PipelineIR.h"
+#include "sluice/PlanFormat/TrainingState.h"
 #include "sluice/Transforms/Passes.h"
 
 #include "ForEachPass.h"
@@ -30,13 +31,20 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
                                           int64_t dataParallel, int64_t zero,
                                           int64_t expertParallel,
                                           double expertCapacity) {
-  if (zero != 0 && zero != 1)
-    return program.emitOpError("cannot use ZeRO stage ")
-           << zero << ": Sluice runs 0 (none) or 1 (sharded optimizer state)";
-  if (zero == 1 && dataParallel < 2)
-    return program.emitOpError("cannot shard the optimizer state (zero = 1) "
-                               "over ")
-           << dataParallel << " data-parallel replica: it needs at least 2";
+  // The mesh's rule (TrainingState.h); tensor parallelism is checked
+  // where it is applied (sluice-shard-tensors).
+  bool vocabularyShards = false;
+  SymbolTableCollection symbols;
+  if (auto model = symbols.lookupNearestSymbolFrom<ModelOp>(
+          program, program.getModelAttr()))
+    model.walk([&](Operation *op) {
+      vocabularyShards |= isa<VocabInputOp, VocabOutputOp>(op);
+    });
+  if (std::string why = ::sluice::rt::checkZeroStage(
+          zero, dataParallel, 1, expertParallel, vocabularyShards);
+      !why.empty())
+    return program.emitOpError("cannot use ZeRO stage ") << zero << ": "
+                                                           << why;
   if (dataParallel < 1)
     return program.emitOpError("cannot have ")
            << dataParallel

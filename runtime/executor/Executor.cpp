@@ -114,6 +114,15 @@ Status Executor::prepareParameters() {
     shards = std::make_unique<VocabularyShards>(
         plan, deviceIndex, device, comm, tensorGroup,
         tensorSums.getShardIndex());
+  // ZeRO-2: the gradients live in a window of one layer's size, each
+  // layer's reduce-scattered after its W (GradientSync.h).
+  if (plan.zero == 2) {
+    if (Status st = parameters.setGradientGroups(gradientSync.planGroups());
+        !st)
+      return st;
+    if (options.wholeGradients)
+      parameters.keepWholeGradients();
+  }
   if (Status st = parameters.allocate(device, plan.precision, options.seed);
       !st)
     return st;
@@ -144,7 +153,23 @@ void Executor::prepareStages() {
                                    tensorSums.getShardIndex());
     if (expertParallel.isOn())
       stages[s]->setExperts(expertParallel.getCalls());
+    if (plan.zero == 2)
+      stages[s]->setAfterWeight([this](int layer) { scatterLayer(layer); });
   }
+}
+
+void Executor::scatterLayer(int layer) {
+  if (!zero || !scatterEnabled || !scatterFailure.isOk())
+    return;
+  if (Status st = zero->reduceScatterGroup(gradientSync.getGroupOf(layer));
+      !st)
+    scatterFailure = st;
+}
+
+Status Executor::takeScatterFailure() {
+  Status failure = scatterFailure;
+  scatterFailure = Status::ok();
+  return failure;
 }
 
 /// The workspace, the program's buffer slots, the tokens and the loss.
@@ -236,6 +261,13 @@ Status Executor::planGradients() {
         !st)
       return st;
     tensorSums.assignSyncs(averagedBy);
+  }
+  if (plan.zero == 2) {
+    if (Status st = gradientSync.planGroupRuns(!tiedGroup.empty()); !st)
+      return st;
+    zero = std::make_unique<ZeroOne>(parameters, *replicas, device, transfers);
+    if (Status st = zero->planGroups(gradientSync.getGroupRuns()); !st)
+      return st;
   }
   return normPlan.plan(plan, parameters, deviceIndex,
                        tensorSums.getShardIndex(), tiedGroup,
@@ -525,6 +557,8 @@ Status Executor::runExec(size_t i, float lossScale) {
     return st;
   if (Status st = expertParallel.takeFailure(); !st)
     return st;
+  if (Status st = takeScatterFailure(); !st)
+    return st;
   profiler.getEnd(i)->record(compute);
   return Status::ok();
 }
@@ -581,6 +615,8 @@ Status Executor::runGroup(size_t first, size_t last, float lossScale) {
     if (!st)
       return st;
   if (Status st = tensorSums.takeFailure(); !st)
+    return st;
+  if (Status st = takeScatterFailure(); !st)
     return st;
   return expertParallel.takeFailure();
 }
@@ -670,10 +706,12 @@ Status Executor::calibrateSlices(
   // way out of here, the sums resume).
   tensorSums.setEnabled(false);
   expertParallel.setEnabled(false);
+  scatterEnabled = false;
   Status st =
       calibrateStages(plan, device, stages, parameters, repeats, samples);
   tensorSums.setEnabled(true);
   expertParallel.setEnabled(true);
+  scatterEnabled = true;
   return st;
 }
 

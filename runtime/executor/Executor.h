@@ -127,6 +127,10 @@ private:
   /// every member's inputs, then its forward and its backward on two
   /// lanes (PassLanes.h), each with a workspace of its own.
   Status runGroup(size_t first, size_t last, float lossScale);
+  /// ZeRO-2: after layer `layer`'s W, its group's reduce-scatter (a
+  /// failure kept for takeScatterFailure, after the pass).
+  void scatterLayer(int layer);
+  Status takeScatterFailure();
   Status finishStep(double &hostLoss);
   Status finishFp8Step();
   Status reduceLoss(double &hostLoss);
@@ -169,7 +173,10 @@ private:
   TensorGroupSums tensorSums;
   ExpertParallel expertParallel;
   GradientSync gradientSync;
-  std::unique_ptr<ZeroOne> zero; // plan.zero == 1
+  std::unique_ptr<ZeroOne> zero; // plan.zero 1 or 2
+  /// ZeRO-2's per-layer reduce-scatters: off while calibrating alone.
+  bool scatterEnabled = true;
+  Status scatterFailure = Status::ok();
   GradientNormPlan normPlan;
   PassProfiler profiler;
   bool timeOptimizer = false;

@@ -69,6 +69,60 @@ Status GradientSync::planRuns(bool tiedAcross,
   return Status::ok();
 }
 
+std::vector<std::vector<std::string>> GradientSync::planGroups() {
+  groups.clear();
+  groupOf.clear();
+  std::map<std::string, size_t> named;
+  for (const StagePlan &stage : plan.stages) {
+    if (stage.device != deviceIndex)
+      continue;
+    for (int layer : stage.layers) {
+      std::vector<ParameterSpec> specs = getLayerParameters(plan.model, layer);
+      // A layer that shares a parameter with an earlier one (the output
+      // layer of a tied table) joins that layer's group.
+      size_t group = groups.size();
+      for (const ParameterSpec &spec : specs)
+        if (auto it = named.find(spec.name); it != named.end())
+          group = it->second;
+      if (group == groups.size())
+        groups.emplace_back();
+      for (const ParameterSpec &spec : specs)
+        if (named.emplace(spec.name, group).second)
+          groups[group].push_back(spec.name);
+      groupOf[layer] = group;
+    }
+  }
+  return groups;
+}
+
+Status GradientSync::planGroupRuns(bool tiedAcross) {
+  groupRuns.clear();
+  int64_t tied = tiedAcross && parameters.contains("embed.tokens")
+                     ? parameters.offset("embed.tokens")
+                     : -1;
+  tiedRun = tied;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<std::pair<int64_t, int64_t>> &list = groupRuns[g];
+    int64_t windowEnd = -1;
+    for (const std::string &name : groups[g]) {
+      int64_t offset = parameters.offset(name),
+              at = parameters.getWindowOffset(name), count = 0;
+      for (const ParameterSpec &spec : parameters.specs())
+        if (spec.name == name)
+          count = spec.size();
+      // Merged where the flat runs and the window's places both follow
+      // on; the tied table alone, so both ends cut it alike.
+      if (!list.empty() && list.back().first + list.back().second == offset &&
+          windowEnd == at && offset != tied && list.back().first != tied)
+        list.back().second += count;
+      else
+        list.push_back({offset, count});
+      windowEnd = at + count;
+    }
+  }
+  return Status::ok();
+}
+
 Status GradientSync::issue(size_t instruction, Event *begin, Event *end,
                            ZeroOne *zero) {
   // The stage's gradients are final: their sum over the replicas runs on
@@ -86,6 +140,9 @@ Status GradientSync::issue(size_t instruction, Event *begin, Event *end,
         end->record(stream);
     }
   } mark{end, data};
+  // ZeRO-2 has reduce-scattered every group as its W computed it.
+  if (zero && zero->isPerGroup())
+    return Status::ok();
   DevicePtr grads = parameters.getGrads();
   replicas->describeNext(
       plan.describe(plan.programs[deviceIndex].instructions[instruction]));
@@ -154,6 +211,48 @@ Status ZeroOne::plan(const SyncRuns &syncRuns, const SyncRuns &expertRuns,
   // The moments stay whole until shardOptimizerState (after a checkpoint
   // is loaded into them).
   return device.allocate(kMasterType, std::max<int64_t>(1, total), packed);
+}
+
+Status ZeroOne::planGroups(const SyncRuns &groupRuns) {
+  perGroup = true;
+  if (Status st = plan(groupRuns); !st)
+    return st;
+  // Each run's place in the window: its first parameter's.
+  std::map<int64_t, int64_t> windowOf;
+  for (const ParameterSpec &spec : parameters.specs())
+    windowOf[parameters.offset(spec.name)] =
+        parameters.getWindowOffset(spec.name);
+  int64_t largest = 1;
+  for (auto &[group, list] : runs)
+    for (Run &run : list) {
+      run.windowAt = windowOf.at(run.offset);
+      largest = std::max(largest, run.counts[size_t(run.me)]);
+    }
+  return device.allocate(kMasterType, largest, scratch);
+}
+
+Status ZeroOne::reduceScatterGroup(size_t group) {
+  Kernels &kernels = device.getKernels(StreamKind::Compute);
+  DevicePtr window = parameters.getGradientWindow();
+  int64_t end = 0;
+  for (const Run &run : runs[group]) {
+    int64_t count = 0;
+    for (int64_t c : run.counts)
+      count += c;
+    end = std::max(end, run.windowAt + count);
+    int64_t mine = run.counts[size_t(run.me)];
+    std::unique_ptr<Request> request = run.group->reduceScatterAsync(
+        window + run.windowAt, scratch.get(), run.counts, 0, compute);
+    if (!request)
+      return Status::error("the data-parallel transport cannot "
+                           "reduce-scatter (ZeRO-2 needs it)");
+    if (Status st = transfers.await(*request, compute); !st)
+      return st;
+    kernels.add(packed.get() + run.packedAt, scratch.get(), mine);
+  }
+  // The next W accumulates into a zero window.
+  kernels.fill(window, 0.0, end);
+  return Status::ok();
 }
 
 Status ZeroOne::reduceScatter(size_t instruction, DevicePtr grads,
@@ -242,6 +341,10 @@ Status ZeroOne::applyOptimizer(const AdamConfig &adam, int64_t step) {
   if (Status st = shardOptimizerState(); !st)
     return st;
   parameters.adamStep(adam, step, packed.get());
+  // ZeRO-2 accumulates the step's parts from zero.
+  if (perGroup)
+    device.getKernels(StreamKind::Compute)
+        .fill(packed.get(), 0.0, packed.size());
   if (Status st = gatherParts(parameters.getMasters()); !st)
     return st;
   if (DevicePtr working = parameters.getWorking())

@@ -7,7 +7,11 @@
 // overlapped gradient reduction). ZeroOne is ZeRO-1 (Rajbhandari et al.,
 // 2020; Megatron-LM's distributed optimizer): it replaces each average by a
 // reduce-scatter, keeps each replica's part of the optimizer state and
-// update, and ends the step by all-gathering the weights.
+// update, and ends the step by all-gathering the weights. Planned per
+// gradient group instead (planGroups), it is ZeRO-2: each layer's
+// gradients are reduce-scattered as soon as its W has computed them and
+// added to the replica's part, so the whole gradient lives only in a
+// window the size of one layer (ParameterStore::setGradientGroups).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +47,14 @@ public:
   /// replica alone owns them) in the same way.
   Status plan(const SyncRuns &runs, const SyncRuns &expertRuns = {},
               Communicator *experts = nullptr);
+  /// ZeRO-2: the runs of each gradient group (keyed by group), the
+  /// gradients read from the parameters' window.
+  Status planGroups(const SyncRuns &groupRuns);
+  bool isPerGroup() const { return perGroup; }
+  /// ZeRO-2: group `group`'s sums over the replicas, this replica's part
+  /// added to its accumulated part, on the compute stream; the group's
+  /// window zeroed for the next W.
+  Status reduceScatterGroup(size_t group);
   /// This replica's parts of the flat buffers, in packed order.
   const std::vector<IndexRange> &getOwnedRanges() const { return owned; }
   /// This replica's summed gradients, its parts packed.
@@ -77,6 +89,8 @@ private:
   /// A run and the group that shares it (null: this replica alone).
   struct Run {
     int64_t offset = 0;
+    /// ZeRO-2: where the run's gradients sit in the window.
+    int64_t windowAt = 0;
     std::vector<int64_t> counts; // per member of `group`
     int64_t packedAt = 0;        // this replica's part in `packed`
     Communicator *group = nullptr;
@@ -97,6 +111,9 @@ private:
   std::map<size_t, std::vector<Run>> runs;
   std::vector<IndexRange> owned;
   DeviceBuffer packed;
+  /// ZeRO-2: planned per group; a part's sum before it is added.
+  bool perGroup = false;
+  DeviceBuffer scratch;
 };
 
 class GradientSync {
@@ -113,6 +130,16 @@ public:
   /// and a tied table across devices (`tiedAcross`), the table is a run of
   /// its own, so both ends cut it into the same parts.
   Status planRuns(bool tiedAcross, std::map<std::string, size_t> &averagedBy);
+  /// ZeRO-2: this device's gradient groups -- each layer's parameters,
+  /// layers that share a parameter (a tied table) merged -- as parameter
+  /// names in window order (for ParameterStore::setGradientGroups), and
+  /// after allocation (groupRuns) each group's contiguous flat runs, a
+  /// tied table across devices a run of its own.
+  std::vector<std::vector<std::string>> planGroups();
+  Status planGroupRuns(bool tiedAcross);
+  const SyncRuns &getGroupRuns() const { return groupRuns; }
+  /// The group of model layer `layer` (one of this device's).
+  size_t getGroupOf(int layer) const { return groupOf.at(layer); }
   const SyncRuns &getRuns() const { return runs; }
   /// Under expert parallelism, the expert maps' runs (summed over
   /// getExpertReplicas(), not the replicas).
@@ -139,6 +166,9 @@ private:
   std::unique_ptr<Event> ready;
   SyncRuns runs;
   SyncRuns expertRuns;
+  std::vector<std::vector<std::string>> groups;
+  std::map<int, size_t> groupOf;
+  SyncRuns groupRuns;
   Communicator *expertReplicas;
   int64_t tiedRun = -1;
   /// The step's sums in flight, until finish().

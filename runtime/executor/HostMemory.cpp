@@ -49,9 +49,22 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
   MemoryNeed need;
   need.parameters = countFloats(store);
   // The training state as the compiler's cost model counts it too
-  // (TrainingState.h): ZeRO-1 keeps a replica's part of the moments.
-  need.stateBytes = getParameterStateBytes(plan.precision, plan.zero)
-                        .forParameters(need.parameters, plan.dp);
+  // (TrainingState.h): ZeRO-1 keeps a replica's part of the moments;
+  // ZeRO-2 also of the gradients, with a window of the largest layer's.
+  ParameterStateBytes state = getParameterStateBytes(plan.precision, plan.zero);
+  need.stateBytes = state.forParameters(need.parameters, plan.dp);
+  if (state.transient) {
+    int64_t largest = 0;
+    for (const StagePlan &stage : plan.stages)
+      if (stage.device == device)
+        for (int layer : stage.layers) {
+          int64_t count = 0;
+          for (const ParameterSpec &spec : getLayerParameters(plan.model, layer))
+            count += spec.size();
+          largest = std::max(largest, count);
+        }
+    need.stateBytes += state.forLargestLayer(largest);
+  }
   need.bytes = need.stateBytes + getDeviceWorkspaceBytes(plan, device);
   // Summed in double and capped, as the tokens below: many buffers of
   // the largest size a plan may give would wrap 64 bits.

@@ -75,8 +75,15 @@ Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
                 : float(kInitStd *
                         normalSample(seed, nameHash, run.global + i));
   }
-  for (DeviceBuffer *buffer : {&weights, &grads, &moment1, &moment2})
+  for (DeviceBuffer *buffer : {&weights, &moment1, &moment2})
     if (Status st = on.allocate(kMasterType, total, *buffer); !st)
+      return st;
+  if (Status st = on.allocate(kMasterType, windowSize ? windowSize : total,
+                              grads);
+      !st)
+    return st;
+  if (windowSize && wholeKept)
+    if (Status st = on.allocate(kMasterType, total, whole); !st)
       return st;
   if (precision.isMixed())
     if (Status st = on.allocate(precision.activations, total, working); !st)
@@ -103,11 +110,40 @@ DevicePtr ParameterStore::master(const std::string &name) const {
 
 DevicePtr ParameterStore::grad(const std::string &name) const {
   auto it = index.find(name);
-  return it == index.end() ? DevicePtr() : grads.get() + offsets[it->second];
+  if (it == index.end())
+    return {};
+  if (windowSize)
+    return grads.get() + windowAt.at(name);
+  return grads.get() + offsets[it->second];
+}
+
+Status ParameterStore::setGradientGroups(
+    const std::vector<std::vector<std::string>> &groups) {
+  windowAt.clear();
+  windowSize = 0;
+  for (const std::vector<std::string> &group : groups) {
+    int64_t at = 0;
+    for (const std::string &name : group) {
+      auto it = index.find(name);
+      if (it == index.end())
+        return Status::error("gradient window: no parameter '" + name + "'");
+      if (!windowAt.emplace(name, at).second)
+        return Status::error("gradient window: '" + name +
+                             "' is in two groups");
+      at += params[it->second].size();
+    }
+    windowSize = std::max(windowSize, at);
+  }
+  for (const ParameterSpec &spec : params)
+    if (!windowAt.count(spec.name))
+      return Status::error("gradient window: '" + spec.name +
+                           "' is in no group");
+  return Status::ok();
 }
 
 void ParameterStore::zeroGrads() {
-  device->getKernels(StreamKind::Compute).fill(grads.get(), 0.0, total);
+  device->getKernels(StreamKind::Compute)
+      .fill(grads.get(), 0.0, windowSize ? windowSize : total);
 }
 
 void ParameterStore::adamRange(const AdamConfig &config, int64_t step,
@@ -187,7 +223,7 @@ const DeviceBuffer &ParameterStore::buffer(Tensor which) const {
   case Tensor::Weights:
     return weights;
   case Tensor::Grads:
-    return grads;
+    return windowSize ? whole : grads;
   case Tensor::Moment1:
     return moment1;
   case Tensor::Moment2:

@@ -47,9 +47,34 @@ public:
   int64_t offset(const std::string &name) const;
   int64_t getTotalElements() const { return total; }
 
-  /// The whole flat buffers (on the CPU backend, host memory).
+  /// The whole flat buffers (on the CPU backend, host memory). Under a
+  /// gradient window, getGrads() is the whole-gradient copy kept for
+  /// checks (keepWholeGradients; null without).
   DevicePtr getMasters() const { return weights.get(); }
-  DevicePtr getGrads() const { return grads.get(); }
+  DevicePtr getGrads() const {
+    return windowSize ? whole.get() : grads.get();
+  }
+
+  /// ZeRO-2 (Rajbhandari et al., 2020, section 5.2; before allocate):
+  /// the gradients of each group -- a layer's parameters, or layers that
+  /// share a tied table -- share one window the size of the largest
+  /// group, laid out in the order given, since the group's gradients are
+  /// reduce-scattered into the replica's part as soon as its W has
+  /// computed them (GradientSync.h ZeroOne::reduceScatterGroup). So the
+  /// full-size gradient exists for one group at a time. Every parameter
+  /// belongs to exactly one group.
+  Status setGradientGroups(const std::vector<std::vector<std::string>> &groups);
+  /// Also a whole-size gradient buffer (getGrads) that the replicas'
+  /// parts are gathered into for --dump-grads and --check-against.
+  void keepWholeGradients() { wholeKept = true; }
+  /// The window (null without groups) and where `name` sits in it.
+  DevicePtr getGradientWindow() const {
+    return windowSize ? grads.get() : DevicePtr();
+  }
+  int64_t getWindowOffset(const std::string &name) const {
+    return windowAt.at(name);
+  }
+  int64_t getWindowSize() const { return windowSize; }
 
   void zeroGrads();
   void adamStep(const AdamConfig &config, int64_t step);
@@ -111,6 +136,12 @@ private:
   std::vector<IndexRange> ranges;
   /// Consecutive flat ranges alike under the weight decay, in order.
   std::vector<std::pair<IndexRange, bool>> decaySegments;
+  /// The gradient window (setGradientGroups): each parameter's place in
+  /// it, its size (0: no window, gradients whole), the whole copy.
+  std::map<std::string, int64_t> windowAt;
+  int64_t windowSize = 0;
+  bool wholeKept = false;
+  DeviceBuffer whole;
 };
 
 } // namespace sluice::rt

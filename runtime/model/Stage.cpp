@@ -473,6 +473,8 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
       outputBlock.weight(l, v, s, work);
       break;
     }
+    if (afterWeight)
+      afterWeight(layers[k]);
   }
 }
 

@@ -59,6 +59,12 @@ public:
   void setExperts(block::ExpertGroup group) {
     seams.setExperts(std::move(group));
   }
+  /// Called after each layer's weight gradients are written in W (and in
+  /// BW), with the layer's index in the model: ZeRO-2 reduce-scatters
+  /// them there (ParameterStore::setGradientGroups).
+  void setAfterWeight(std::function<void(int)> hook) {
+    afterWeight = std::move(hook);
+  }
   void setTensorParallel(TensorGroup group, int index);
   void setTensorParallel(GroupReduce reduce, int index) {
     setTensorParallel(TensorGroup{std::move(reduce), {}, {}}, index);
@@ -170,6 +176,7 @@ private:
   const ModelConfig &model;
   std::vector<int> layers;
   std::vector<Layer> resolved;
+  std::function<void(int)> afterWeight;
   Kernels &kernels;
   Precision precision;
   Recompute recompute;

@@ -12,6 +12,7 @@
 #include "sluice/Blocks/Feature.h"
 #include "sluice/Blocks/Spec.h"
 #include "sluice/PlanFormat/Repeats.h"
+#include "sluice/PlanFormat/TrainingState.h"
 
 #include <cmath>
 #include <optional>
@@ -183,12 +184,10 @@ void readMesh(const json &mesh, Plan &plan) {
                           flag(mesh, "sequence_parallel", "mesh");
   if (mesh.contains("zero")) {
     plan.zero = integer32(mesh, "zero", "mesh", 0);
-    if (plan.zero > 1)
-      fail("mesh: 'zero' = " + std::to_string(plan.zero) +
-           " is not a ZeRO stage Sluice runs (0 or 1)");
-    if (plan.zero == 1 && plan.dp < 2)
-      fail("mesh: 'zero' = 1 shards the optimizer state over the "
-           "data-parallel replicas, but dp = 1");
+    // The rest of the rule once the vocabulary is read.
+    if (std::string why = checkZeroStage(plan.zero, plan.dp, 1, 1, false);
+        !why.empty())
+      fail("mesh: 'zero' = " + std::to_string(plan.zero) + ": " + why);
   }
   if (mesh.contains("ep")) {
     plan.ep = integer32(mesh, "ep", "mesh", 1);
@@ -471,6 +470,10 @@ void readPlan(const json &j, Plan &plan) {
     fail("the plan has no stages");
   if (j.contains("vocabulary"))
     readVocabulary(j.at("vocabulary"), plan.vocabulary);
+  if (std::string why = checkZeroStage(plan.zero, plan.dp, plan.tp, plan.ep,
+                                       plan.vocabulary.any());
+      !why.empty())
+    fail("mesh: 'zero' = " + std::to_string(plan.zero) + ": " + why);
   for (const json &p : field(j, "programs", "plan"))
     plan.programs.push_back(readProgram(p, plan.version));
   // Before anything is sized by the device count.

@@ -6,6 +6,9 @@
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=1" | FileCheck %s --check-prefix=ZERO1
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1 zero=1" 2>&1 | FileCheck %s --check-prefix=ZEROALONE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3" 2>&1 | FileCheck %s --check-prefix=ZEROSTAGE
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=2" | FileCheck %s --check-prefix=ZERO2
+// RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2 zero=2" 2>&1 | FileCheck %s --check-prefix=ZERO2EXPERTS
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab="mode=vocab" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=2" 2>&1 | FileCheck %s --check-prefix=ZERO2VOCAB
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12 repeats=true" --sluice-sync-gradients="data-parallel=2" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=REPEAT --implicit-check-not=sluice.grad_sync
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2" | FileCheck %s --check-prefix=EXPERTS
 // RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=3" 2>&1 | FileCheck %s --check-prefix=EXPERTSDIVIDE
@@ -79,8 +82,17 @@
 // reduce-scatter and that the optimizer state is sharded.
 // ZERO1-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2 zero 1
 // ZERO1: sluice.grad_sync @s1
-// ZEROALONE: error: 'sluice.program' op cannot shard the optimizer state (zero = 1) over 1 data-parallel replica: it needs at least 2
-// ZEROSTAGE: error: 'sluice.program' op cannot use ZeRO stage 3: Sluice runs 0 (none) or 1 (sharded optimizer state)
+// ZEROALONE: error: 'sluice.program' op cannot use ZeRO stage 1: ZeRO stage 1 shards the optimizer state over the data-parallel replicas, but dp = 1 (it needs at least 2)
+// ZEROSTAGE: error: 'sluice.program' op cannot use ZeRO stage 3: ZeRO stage 3 is not one Sluice runs (0, 1 or 2; 3 is planned)
+
+// ZeRO-2: the same grad_syncs (each now marks where the stage's last
+// per-layer reduce-scatter is done); not yet with expert parallelism or
+// sharded vocabulary layers, whose gradients the per-layer reduce-scatter
+// does not reach.
+// ZERO2-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2 zero 2
+// ZERO2: sluice.grad_sync @s1
+// ZERO2EXPERTS: error: 'sluice.program' op cannot use ZeRO stage 2: ZeRO-2 does not run with expert parallelism yet (ep = 2): use zero 1
+// ZERO2VOCAB: error: 'sluice.program' op cannot use ZeRO stage 2: ZeRO-2 does not run with sharded vocabulary layers yet (vocab-1, vocab-2, vocab): use zero 1
 
 // Expert parallelism: the program records it (the grad_syncs stay where
 // they are; the runtime sums the expert maps over their own replicas), and

@@ -224,6 +224,11 @@ if wanted "$name" && [ "$backend" = cuda ]; then
   fi
   rm -f "$work/lanes"
 fi
+# (added 2026-11-30, issue 56) ZeRO-2: every layer's gradients
+# reduce-scattered over NCCL after its W, on the compute stream, into
+# the replica's part; the gradients' window of one layer.
+check "ZeRO-2 pp=2 x dp=2, 4 NCCL ranks" 150 \
+  4 1b-zero2-dp2-p2 --check-against "$work/m8" "${band[@]}"
 
 # Faults: each must end every rank, with a message, well inside the limit.
 judge() { # judge NAME LIMIT EXPECT CODE START: a run that should have failed

@@ -86,6 +86,9 @@
 #      (bench/stream_overlap.py; PASS when positive with the lanes), the
 #      step with and without, and Perfetto traces per rank into OUT --
 #      commit them with the log (issue 55's last clause); about 80 s;
+#      and (added 2026-11-30, issue 56) "ZeRO-2 pp=2 x dp=2": the 1B
+#      model's layers reduce-scattered one by one over NCCL within the
+#      bf16 band (about 45 s);
 #   2b. (added 2026-11-29, issue 53 -> 58) a mixture of experts' step in
 #      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
 #      first fp8 MoE run on a GPU should time the experts against the

@@ -80,8 +80,10 @@ cl::opt<int64_t> dp("dp",
 cl::opt<int64_t> zero("zero",
                       cl::desc("ZeRO stage: 1 shards the optimizer state over "
                                "the data-parallel replicas (Megatron-LM's "
-                               "distributed optimizer); 0 (default) does not"),
-                      cl::init(0), cl::value_desc("0|1"), cl::cat(category));
+                               "distributed optimizer); 2 the gradients too, "
+                               "each layer's reduce-scattered after its W; "
+                               "0 (default) shards nothing"),
+                      cl::init(0), cl::value_desc("0|1|2"), cl::cat(category));
 cl::opt<int64_t> ep("ep",
                     cl::desc("Expert parallelism: the experts of every "
                              "mixture-of-experts layer split over this many "
