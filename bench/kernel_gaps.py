@@ -16,23 +16,31 @@ import re
 import sys
 
 
+def read_step(path, marker):
+    """The trace's activities as (start, end, kind, stream, name), sorted,
+    and the step's bounds: between the last two ends of activities whose
+    name matches `marker` (the whole trace without two)."""
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            rows.append((int(r["start_ns"]), int(r["end_ns"]), r["kind"],
+                         r["stream"], r["name"]))
+    if not rows:
+        sys.exit("no activities in " + path)
+    rows.sort()
+    pattern = re.compile(marker, re.I)
+    ends = [e for s, e, k, st, n in rows if pattern.search(n)]
+    lo, hi = (ends[-2], ends[-1]) if len(ends) >= 2 else (rows[0][0], rows[-1][1])
+    return rows, lo, hi
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trace")
     p.add_argument("--marker", default="adam")
     p.add_argument("--top", type=int, default=40)
     args = p.parse_args()
-    rows = []
-    with open(args.trace, newline="") as f:
-        for r in csv.DictReader(f):
-            rows.append((int(r["start_ns"]), int(r["end_ns"]), r["kind"],
-                         r["stream"], r["name"]))
-    if not rows:
-        sys.exit("kernel_gaps: no activities in " + args.trace)
-    rows.sort()
-    marker = re.compile(args.marker, re.I)
-    ends = [e for s, e, k, st, n in rows if marker.search(n)]
-    lo, hi = (ends[-2], ends[-1]) if len(ends) >= 2 else (rows[0][0], rows[-1][1])
+    rows, lo, hi = read_step(args.trace, args.marker)
     step = [r for r in rows if r[0] >= lo and r[1] <= hi]
     if not step:
         sys.exit("kernel_gaps: no activities between the last two markers")

@@ -17,10 +17,9 @@ non-NCCL kernels overlapped ("beside"): with the lanes' streams on, a
 positive share; with --overlap-groups=false, close to none.
 """
 import argparse
-import csv
 import json
-import re
-import sys
+
+from kernel_gaps import read_step
 
 
 def merged(intervals):
@@ -54,19 +53,7 @@ def main():
     p.add_argument("--perfetto")
     p.add_argument("--pid", type=int, default=0)
     args = p.parse_args()
-    rows = []
-    with open(args.trace, newline="") as f:
-        for r in csv.DictReader(f):
-            rows.append((int(r["start_ns"]), int(r["end_ns"]), r["kind"],
-                         r["stream"], r["name"]))
-    if not rows:
-        sys.exit(f"{args.trace}: no activities")
-    rows.sort()
-    marks = [r for r in rows if re.search(args.marker, r[4], re.I)]
-    if len(marks) >= 2:
-        begin, end = marks[-2][1], marks[-1][1]
-    else:
-        begin, end = rows[0][0], rows[-1][1]
+    rows, begin, end = read_step(args.trace, args.marker)
     step = [r for r in rows if r[0] >= begin and r[1] <= end and r[2] == "k"]
     is_nccl = [("nccl" in r[4].lower()) for r in step]
     streams = sorted({r[3] for r in step})

@@ -133,6 +133,7 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
     profiles.push_back(StageProfile::get(stage, model, mesh.tp));
     if (mesh.sequenceParallel)
       profiles.back().sequenceShards = mesh.tp;
+    profiles.back().contextShards = std::max<int64_t>(1, mesh.cp);
     // The shard bodies' collectives once sluice-shard-tensors wrote them,
     // the same in closed form before.
     std::optional<StageCollectives> spelled;
@@ -174,6 +175,15 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
       if (costs.getGroupLink(d * tp * dp + g * ep * tp, tp, ep, 1, tp) ==
           LinkKind::network)
         expertLink = LinkKind::network;
+  // A context-parallel group is cp consecutive replicas, as an expert
+  // group is.
+  int64_t cp = std::max<int64_t>(1, mesh.cp);
+  contextLink = LinkKind::node;
+  for (int64_t d = 0; d < p; ++d)
+    for (int64_t g = 0; g < dp / cp; ++g)
+      if (costs.getGroupLink(d * tp * dp + g * cp * tp, tp, cp, 1, tp) ==
+          LinkKind::network)
+        contextLink = LinkKind::network;
 
   for (int64_t length : model.getSliceLengths(pipeline.slices))
     lengths.push_back(length);
@@ -186,6 +196,7 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
   compute.assign(profiles.size() * kKinds * k, 0.0);
   tensorParallel.assign(profiles.size() * kKinds * k, 0.0);
   expertParallel.assign(profiles.size() * kKinds * k, 0.0);
+  contextRing.assign(profiles.size() * kKinds * k, 0.0);
   for (size_t s = 0; s < profiles.size(); ++s)
     for (size_t kind = 0; kind < kKinds; ++kind)
       for (int slice = 0; slice < k; ++slice) {
@@ -193,6 +204,30 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
         compute[at] =
             costs.getComputeTime(profiles[s], PassKind(kind), lengths[slice],
                                  prefixes[slice], pipeline.chunks, k);
+        if (cp > 1 && costs.getKind() == CostModel::Kind::Analytic) {
+          // Each rank computes 1/cp of the pass: its tokens' share of the
+          // projections and, with the causal balance (2 cp chunks, rank i
+          // holding i and 2 cp - 1 - i), of attention's blocks. The ring
+          // passes cp - 1 blocks of the local keys and values per layer
+          // beside it (in B, their gradients too).
+          const StageProfile &stage = profiles[s];
+          PassKind pass = PassKind(kind);
+          bool full = stage.recompute == RecomputeKind::full;
+          int blocks = pass == PassKind::F   ? 1
+                       : pass == PassKind::B || pass == PassKind::BW
+                           ? 2 + (full ? 1 : 0)
+                           : 0;
+          for (const TransformerShape &l : stage.layers)
+            if (blocks > 0) {
+              double bytes =
+                  double(lengths[slice] / cp * stage.microBatch * l.kvHeads *
+                         (l.headDim + l.getValueDim()) * stage.dtypeBytes);
+              contextRing[at] +=
+                  double(blocks * (cp - 1)) *
+                  costs.getTransferTime(int64_t(bytes), contextLink);
+            }
+          compute[at] = std::max(compute[at] / double(cp), contextRing[at]);
+        }
         if (double call = costs.getAllToAllTime(); call > 0 && ep > 1) {
           // Explicit costs: the runtime's calls, each `a2a` long.
           PassKind pass = PassKind(kind);
@@ -222,7 +257,7 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
                           : 0;
           for (const TransformerShape &l : stage.layers)
             if (l.experts > 0 && times > 0) {
-              double bytes = double(lengths[slice] * stage.microBatch *
+              double bytes = double(lengths[slice] / cp * stage.microBatch *
                                     l.topK * stage.hidden * stage.dtypeBytes);
               expertParallel[at] +=
                   times * (2 * costs.getCollectiveTime(bytes, false, ep,
@@ -237,7 +272,8 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
         // A B that recomputes the forward runs the forward's again.
         const StageProfile &stage = profiles[s];
         bool full = stage.recompute == RecomputeKind::full;
-        double scale = double(lengths[slice]) / double(stage.seqLen);
+        double scale =
+            double(lengths[slice]) / double(stage.seqLen) / double(cp);
         auto add = [&](llvm::ArrayRef<std::pair<double, bool>> list) {
           for (auto [bytes, allReduce] : list)
             tensorParallel[at] += costs.getCollectiveTime(
@@ -278,52 +314,61 @@ double PipelineCosts::getExpertParallelTime(const sched::Work &work) const {
   return sched::isVocabPass(work.kind) ? 0 : expertParallel[getIndex(work)];
 }
 
-double PipelineCosts::getGradientSyncTime(llvm::StringRef name) const {
+double PipelineCosts::getReplicaCollectiveTime(llvm::StringRef name,
+                                                bool allReduce) const {
   auto it = stageParams.find(name);
   if (mesh.dp < 2 || it == stageParams.end() || profiles.empty())
     return 0;
-  // The gradients in the model's type, averaged over the replicas: a ring
-  // all-reduce, or under ZeRO-1 its reduce-scatter half (each replica
-  // gets the sum of its part). Under expert parallelism a member's experts
-  // are summed over the dp / ep replicas holding them, after the rest.
+  // The stage's parameters in the model's type over the replicas; under
+  // expert parallelism a member's experts over the dp / ep replicas
+  // holding them, after the rest.
   int64_t ep = std::max<int64_t>(1, mesh.ep), experts = 0;
   if (ep > 1)
     if (auto e = stageExperts.find(name); e != stageExperts.end())
       experts = e->second;
   int64_t dtype = profiles.front().dtypeBytes;
   double time = costs.getCollectiveTime(double((it->second - experts) * dtype),
-                                        /*allReduce=*/mesh.zero == 0, mesh.dp,
-                                        dataLink);
+                                        allReduce, mesh.dp, dataLink);
   if (experts)
-    time += costs.getCollectiveTime(double(experts / ep * dtype),
-                                    /*allReduce=*/mesh.zero == 0,
+    time += costs.getCollectiveTime(double(experts / ep * dtype), allReduce,
                                     mesh.dp / ep, dataLink);
-  // ZeRO-2 and 3: a reduce-scatter of every microbatch's gradients.
-  if (mesh.zero >= 2)
-    time *= double(pipeline.microbatches);
   return time;
 }
 
-double PipelineCosts::getParameterGatherTime(llvm::StringRef name) const {
-  auto it = stageParams.find(name);
-  if (mesh.zero < 3 || mesh.dp < 2 || it == stageParams.end() ||
-      profiles.empty())
+double PipelineCosts::getGradientSyncTime(llvm::StringRef name) const {
+  // The gradients averaged over the replicas: a ring all-reduce, or
+  // under ZeRO its reduce-scatter half (each replica gets the sum of its
+  // part) -- ZeRO-2 and 3 one for every microbatch's gradients.
+  double time = getReplicaCollectiveTime(name, /*allReduce=*/mesh.zero == 0);
+  return mesh.zero >= 2 ? time * double(pipeline.microbatches) : time;
+}
+
+double PipelineCosts::getContextRingBytes(int device) const {
+  int64_t cp = std::max<int64_t>(1, mesh.cp);
+  if (cp < 2)
     return 0;
+  double largest = 0;
+  for (size_t s = 0; s < profiles.size(); ++s) {
+    if (pipeline.getDevice(s) != device)
+      continue;
+    const StageProfile &stage = profiles[s];
+    for (const TransformerShape &l : stage.layers)
+      largest = std::max(
+          largest, double(stage.seqLen / cp * stage.microBatch * l.kvHeads *
+                          (l.headDim + l.getValueDim()) * stage.dtypeBytes));
+  }
+  return 4 * largest;
+}
+
+double PipelineCosts::getContextRingTime(const sched::Work &work) const {
+  return sched::isVocabPass(work.kind) ? 0 : contextRing[getIndex(work)];
+}
+
+double PipelineCosts::getParameterGatherTime(llvm::StringRef name) const {
   // The all-gather is the reduce-scatter's mirror: the same ring steps
   // and bytes.
-  int64_t ep = std::max<int64_t>(1, mesh.ep), experts = 0;
-  if (ep > 1)
-    if (auto e = stageExperts.find(name); e != stageExperts.end())
-      experts = e->second;
-  int64_t dtype = profiles.front().dtypeBytes;
-  double time = costs.getCollectiveTime(double((it->second - experts) * dtype),
-                                        /*allReduce=*/false, mesh.dp,
-                                        dataLink);
-  if (experts)
-    time += costs.getCollectiveTime(double(experts / ep * dtype),
-                                    /*allReduce=*/false, mesh.dp / ep,
-                                    dataLink);
-  return time;
+  return mesh.zero < 3 ? 0
+                       : getReplicaCollectiveTime(name, /*allReduce=*/false);
 }
 
 int64_t PipelineCosts::getParameterGathersPerStep() const {

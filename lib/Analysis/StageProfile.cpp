@@ -183,7 +183,7 @@ double StageProfile::getKeyValueBytes(int64_t tokens,
   for (const TransformerShape &s : layers)
     perToken += double(s.kvHeads * (s.headDim + s.getValueDim()) * dtypeBytes);
   return perToken * (withGradients ? 2.0 : 1.0) * double(tokens) *
-         double(microBatch);
+         double(microBatch) / double(contextShards);
 }
 
 double StageProfile::getActivationBytes(int64_t tokens,
@@ -193,7 +193,8 @@ double StageProfile::getActivationBytes(int64_t tokens,
     // The stage's input alone (a stage that embeds looks tokens up again).
     return hasEmbedding ? 0.0
                         : double(hidden * dtypeBytes) * double(tokens) *
-                              double(microBatch) / double(sequenceShards);
+                              double(microBatch) / double(sequenceShards) /
+                              double(contextShards);
   bool selective = recompute == RecomputeKind::selective;
   for (const TransformerShape &s : layers) {
     // Selective recomputation drops the attention output, its softmax
@@ -212,7 +213,9 @@ double StageProfile::getActivationBytes(int64_t tokens,
   if (hasOutput)
     perToken += 4.0 * double(vocab) +
                 double(hidden * dtypeBytes) / double(sequenceShards);
-  return perToken * double(tokens) * double(microBatch);
+  // Context parallelism: the rank's share of the tokens.
+  return perToken * double(tokens) * double(microBatch) /
+         double(contextShards);
 }
 
 VocabProfile VocabProfile::get(ModelOp model, int64_t tensorParallel) {

@@ -1,7 +1,8 @@
-//===- ZeroMemoryTest.cpp - ZeRO 0-3 at Llama-3-8B, in closed form --------===//
+//===- ZeroMemoryTest.cpp - ZeRO 0-3 and cp at Llama-3-8B, closed form ---===//
 //
 // The planner's per-device bytes of training state (PipelineCosts over
-// TrainingState.h) for every ZeRO stage at Llama-3-8B's size, against a
+// TrainingState.h) for every ZeRO stage, and of activations for context
+// parallelism 1, 2 and 4, at Llama-3-8B's size, against a
 // count written here from the model's published shape alone: 32 layers of
 // hidden 4096, 32 query and 8 key/value heads of 128, a SwiGLU of 14336, a
 // 128256-token vocabulary, untied, bf16 (fp32 master weights, Adam).
@@ -204,4 +205,58 @@ TEST_F(ZeroMemoryTest, TrafficOfEachStage) {
   EXPECT_DOUBLE_EQ(three.getOptimizerTime(1),
                    double(part) * 28.0 / hw.memoryBandwidth);
   EXPECT_EQ(three.getOptimizerBytes(1), part * 12);
+}
+
+// Context parallelism (priced, not run yet): each of cp ranks holds 1/cp
+// of a microbatch's tokens -- of every activation kept -- plus the ring's
+// four blocks of one layer's local keys and values; a pass computes 1/cp
+// and passes cp - 1 key/value blocks per layer beside it (B: twice). The
+// training state does not move: it is sharded over the dp replicas,
+// which count the cp ranks. Llama-3-8B at 8192 tokens, pp 4 (8 layers a
+// stage), dp 8, bf16: per token and layer 139,392 bytes kept -- the four
+// norm and projection inputs (4 x 4096), queries, keys and values (40
+// heads of 128), the values again for attention (8 x 128), its output (32
+// x 128), the SwiGLU's three (3 x 14336), in bf16, and the softmax
+// statistics (32 fp32) -- and 4096 bytes of keys and values.
+TEST_F(ZeroMemoryTest, ContextParallelismAtLlama3_8B) {
+  std::optional<sched::Pipeline> pipeline = partition(4, 8);
+  ASSERT_TRUE(pipeline);
+  CostModel costs = h100();
+  constexpr int64_t kTokens = 8192, kKept = 139392, kKeyValue = 4096;
+  static_assert(kKept == (4 * kHidden + 40 * 128 + 8 * 128 + 32 * 128 +
+                          3 * kFfn) * 2 + 4 * 32,
+                "the kept bytes, by hand");
+  sched::Work forward{PassKind::F, /*stage=*/1, 0, 0},
+      backward{PassKind::B, /*stage=*/1, 0, 0};
+  std::optional<int64_t> state;
+  double plainForward = 0;
+  for (int64_t cp : {1, 2, 4}) {
+    MeshShape mesh{/*tp=*/1, /*dp=*/8, /*zero=*/1};
+    mesh.cp = cp;
+    PipelineCosts table(model, *pipeline, costs, mesh);
+    ASSERT_EQ(table.getStage(1).layers.size(), 8u);
+    EXPECT_EQ(table.getActivationBytes(forward),
+              double(8 * kKept * kTokens / cp))
+        << "cp " << cp;
+    EXPECT_EQ(table.getContextRingBytes(1),
+              cp > 1 ? double(4 * kKeyValue * kTokens / cp) : 0.0);
+    if (!state)
+      state = table.getParameterBytes(1);
+    EXPECT_EQ(table.getParameterBytes(1), *state) << "cp " << cp;
+    if (cp == 1) {
+      plainForward = table.getComputeTime(forward);
+      EXPECT_EQ(table.getContextRingTime(forward), 0.0);
+      continue;
+    }
+    // Eight layers, cp - 1 blocks each, on a node's link (cp consecutive
+    // replicas of a device); B passes the gradients back too.
+    double block = costs.getTransferTime(kKeyValue * kTokens / cp,
+                                         LinkKind::node);
+    EXPECT_DOUBLE_EQ(table.getContextRingTime(forward), 8 * (cp - 1) * block);
+    EXPECT_DOUBLE_EQ(table.getContextRingTime(backward),
+                     2 * 8 * (cp - 1) * block);
+    EXPECT_DOUBLE_EQ(table.getComputeTime(forward),
+                     std::max(plainForward / double(cp),
+                              table.getContextRingTime(forward)));
+  }
 }

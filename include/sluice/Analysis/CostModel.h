@@ -101,6 +101,11 @@ struct MeshShape {
   int64_t ep = 1;
   /// ZeRO-3: when a layer's gathered weights are freed.
   rt::Reshard reshard = rt::Reshard::EveryPass;
+  /// Context parallelism (docs/design/zero-and-context-parallelism.md):
+  /// each microbatch's tokens split over cp consecutive replicas of the
+  /// dp (which counts them), attention's keys and values passed around
+  /// their ring (Liu et al., 2023). Priced here; not run yet.
+  int64_t cp = 1;
 };
 
 llvm::ArrayRef<HardwareProfile> getHardwareProfiles();
@@ -172,10 +177,14 @@ struct StageProfile : ActivationShape {
   /// 1/sequenceShards of the tokens between the layers' tensor-parallel
   /// regions: of the activations kept and sent, only that slice.
   int64_t sequenceShards = 1;
+  /// With context parallelism, the ranks each microbatch's tokens are
+  /// split over: each holds and sends 1/contextShards of them.
+  int64_t contextShards = 1;
   /// Bytes of the activation (or gradient) a stage (a shard of it) sends
   /// per slice.
   int64_t getMessageBytes(int64_t tokens) const {
-    return tokens * microBatch * hidden * dtypeBytes / sequenceShards;
+    return tokens * microBatch * hidden * dtypeBytes / sequenceShards /
+           contextShards;
   }
 };
 
@@ -400,8 +409,20 @@ public:
   /// the recomputation area. Its peak memory is this plus the simulated
   /// peak of activations.
   double getFixedBytes(int device) const {
-    return double(getParameterBytes(device)) + getRecomputeAreaBytes(device);
+    return double(getParameterBytes(device)) + getRecomputeAreaBytes(device) +
+           getContextRingBytes(device);
   }
+  /// Context parallelism's ring buffers on `device`: while a layer's
+  /// attention runs, the keys and values of the rank's tokens it holds
+  /// and the block arriving, and in B as many of their gradients (four
+  /// blocks of a layer's local keys and values); 0 without cp.
+  double getContextRingBytes(int device) const;
+  /// The ring's time in a pass of `work`: cp - 1 steps, each passing a
+  /// block of the local tokens' keys and values (in B also their
+  /// gradients) per transformer layer; the pass takes the longer of it
+  /// and its compute (the ring runs beside the blocks it is not
+  /// waiting for). 0 without cp.
+  double getContextRingTime(const sched::Work &work) const;
   /// What one parameter's training state costs here.
   const rt::ParameterStateBytes &getStateBytes() const { return stateBytes; }
   /// Parameters one shard of `device` holds (its stages' and its rows of
@@ -469,16 +490,21 @@ private:
   std::string calibrationError;
   std::vector<StageProfile> profiles;
   std::vector<int64_t> lengths, prefixes;
-  std::vector<double> compute, transfer, tensorParallel, expertParallel;
+  std::vector<double> compute, transfer, tensorParallel, expertParallel,
+      contextRing;
   int64_t transformerLayers = 0;
   MeshShape mesh;
   LinkKind pipelineLink = LinkKind::network, tensorLink = LinkKind::network,
-           dataLink = LinkKind::network, expertLink = LinkKind::network;
+           dataLink = LinkKind::network, expertLink = LinkKind::network,
+           contextLink = LinkKind::network;
   /// Whole-model forward FLOPs of one microbatch.
   double forwardFlops = 0;
   /// Parameters of each stage's shard, by name; of those, its sparse
   /// layers' experts (all of them: an expert-group member holds 1 / ep).
   std::map<std::string, int64_t, std::less<>> stageParams, stageExperts;
+  /// Moving stage `name`'s parameters over the replicas (the experts
+  /// over their own group): an all-reduce, or its half.
+  double getReplicaCollectiveTime(llvm::StringRef name, bool allReduce) const;
   /// The state of `dense` parameters held by every replica and `experts`
   /// split over the expert group (ZeRO-1: each over its own group).
   int64_t getStateBytes(int64_t dense, int64_t experts, bool optimizer) const;
