@@ -39,10 +39,8 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("'tp' must be positive, got ") << getTp();
   if (getDp() < 1)
     return emitOpError("'dp' must be positive, got ") << getDp();
-  // The mesh's ZeRO rule (TrainingState.h; the vocabulary shards are the
-  // passes' to check: sluice-sync-gradients).
-  if (std::string why = ::sluice::rt::checkZeroStage(getZero(), getDp(),
-                                                     getTp(), getEp(), false);
+  // The mesh's ZeRO rule (TrainingState.h).
+  if (std::string why = ::sluice::rt::checkZeroStage(getZero(), getDp());
       !why.empty())
     return emitOpError("'zero' = ") << getZero() << ": " << why;
   if (getSequenceParallel() && getTp() < 2)

@@ -434,8 +434,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     weights and the step ends by all-gathering them. `zero 2` shards the
     gradients too: the runtime reduce-scatters each layer's gradients
     after its W into the replica's part, and the `sluice.grad_sync`
-    only marks where the stage's last one is done (not yet with `tp`,
-    `ep` or sharded vocabulary layers).
+    only marks where the stage's last one is done.
 
     `ep` (expert parallelism, Megatron-LM's expert-model-parallel size)
     splits the experts of every mixture-of-experts layer over `ep`

@@ -32,7 +32,6 @@
 #include "sluice/Blocks/Feature.h"
 #include "sluice/Blocks/Spec.h"
 #include "sluice/PipelineIR/PipelineIR.h"
-#include "sluice/PlanFormat/TrainingState.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -229,11 +228,6 @@ LogicalResult mlir::sluice::shardTensors(ProgramOp program,
   if (program.getTp() != 1)
     return program.emitOpError("already has ")
            << program.getTp() << " tensor-parallel shards";
-  if (std::string why = ::sluice::rt::checkZeroStage(
-          program.getZero(), program.getDp(), tensorParallel, 1, false);
-      !why.empty())
-    return program.emitOpError("cannot shard over ")
-           << tensorParallel << " tensor-parallel shards: " << why;
   FailureOr<ModelOp> model = getProgramModel(program);
   if (failed(model))
     return failure();

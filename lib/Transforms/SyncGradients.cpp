@@ -31,17 +31,8 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
                                           int64_t dataParallel, int64_t zero,
                                           int64_t expertParallel,
                                           double expertCapacity) {
-  // The mesh's rule (TrainingState.h); tensor parallelism is checked
-  // where it is applied (sluice-shard-tensors).
-  bool vocabularyShards = false;
-  SymbolTableCollection symbols;
-  if (auto model = symbols.lookupNearestSymbolFrom<ModelOp>(
-          program, program.getModelAttr()))
-    model.walk([&](Operation *op) {
-      vocabularyShards |= isa<VocabInputOp, VocabOutputOp>(op);
-    });
-  if (std::string why = ::sluice::rt::checkZeroStage(
-          zero, dataParallel, 1, expertParallel, vocabularyShards);
+  // The mesh's rule (TrainingState.h).
+  if (std::string why = ::sluice::rt::checkZeroStage(zero, dataParallel);
       !why.empty())
     return program.emitOpError("cannot use ZeRO stage ") << zero << ": "
                                                            << why;

@@ -159,10 +159,16 @@ void Executor::prepareStages() {
 }
 
 void Executor::scatterLayer(int layer) {
-  if (!zero || !scatterEnabled || !scatterFailure.isOk())
+  scatterGroup(gradientSync.getGroupOf(layer));
+}
+
+void Executor::scatterGroup(size_t group) {
+  if (!zero || !scatterEnabled || evaluating || !scatterFailure.isOk())
     return;
-  if (Status st = zero->reduceScatterGroup(gradientSync.getGroupOf(layer));
-      !st)
+  Status st = tensorSums.sumAt(group);
+  if (st)
+    st = zero->reduceScatterGroup(group);
+  if (!st)
     scatterFailure = st;
 }
 
@@ -266,8 +272,14 @@ Status Executor::planGradients() {
     if (Status st = gradientSync.planGroupRuns(!tiedGroup.empty()); !st)
       return st;
     zero = std::make_unique<ZeroOne>(parameters, *replicas, device, transfers);
-    if (Status st = zero->planGroups(gradientSync.getGroupRuns()); !st)
+    if (Status st = zero->planGroups(gradientSync.getGroupRuns(),
+                                     gradientSync.getGroupExpertRuns(),
+                                     gradientSync.getExpertReplicas());
+        !st)
       return st;
+    // The tensor group's sums of a layer's gradients run before its
+    // reduce-scatter (scatterLayer), keyed by its group.
+    tensorSums.assignSyncs(gradientSync.getGroupOfParameters());
   }
   return normPlan.plan(plan, parameters, deviceIndex,
                        tensorSums.getShardIndex(), tiedGroup,
@@ -309,9 +321,15 @@ Status Executor::waitForCollectives(const Instruction &instr, bool &waited) {
 Status Executor::runPass(const Instruction &instr, float lossScale,
                          DevicePtr scratch) {
   SliceShape s = plan.getSliceShape(instr.slice);
-  if (instr.shard != Shard::None)
-    // A vocabulary shard's pass.
-    return shards->run(instr.pass, instr.mb, instr.slice, lossSum.get());
+  if (instr.shard != Shard::None) {
+    // A vocabulary shard's pass; under ZeRO-2 its rows' gradients
+    // reduce-scattered after the pass that writes them (IB, T).
+    Status st = shards->run(instr.pass, instr.mb, instr.slice, lossSum.get());
+    if (st && plan.zero == 2 &&
+        (instr.pass == Pass::IB || instr.pass == Pass::T))
+      scatterGroup(gradientSync.getGroupOf(instr.shard));
+    return st;
+  }
   StageRunner &stage = *stages[instr.stage];
   const TokenRows &batch = stepTokens.getBatches()[instr.mb];
   // The stages next to the vocabulary shards read and write the shards'
@@ -519,7 +537,7 @@ Status Executor::issueGradSync(size_t i) {
   // ZeRO-1: the shards' sums of replicated key/value heads and
   // token-summed norms first (the group runs this instruction in
   // lockstep), so that each replica's part is final once reduced.
-  if (zero)
+  if (zero && !zero->isPerGroup())
     if (Status st = tensorSums.sumAt(i); !st)
       return st;
   return gradientSync.issue(i, profiler.getStart(i), profiler.getEnd(i),

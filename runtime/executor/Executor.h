@@ -130,6 +130,7 @@ private:
   /// ZeRO-2: after layer `layer`'s W, its group's reduce-scatter (a
   /// failure kept for takeScatterFailure, after the pass).
   void scatterLayer(int layer);
+  void scatterGroup(size_t group);
   Status takeScatterFailure();
   Status finishStep(double &hostLoss);
   Status finishFp8Step();

@@ -92,35 +92,65 @@ std::vector<std::vector<std::string>> GradientSync::planGroups() {
       groupOf[layer] = group;
     }
   }
+  // The vocabulary shards' rows: a group each, one for both when the
+  // table is tied (one shard).
+  for (Shard shard : {Shard::Input, Shard::Output}) {
+    const ShardPlan &plans = shard == Shard::Input ? plan.vocabulary.input
+                                                   : plan.vocabulary.output;
+    if (!plans.present)
+      continue;
+    std::string name = (shard == Shard::Input
+                            ? getInputShardSpec(plan, deviceIndex)
+                            : getOutputShardSpec(plan, deviceIndex))
+                           .name;
+    auto [it, added] = named.emplace(name, groups.size());
+    if (added)
+      groups.push_back({name});
+    shardGroupOf[int(shard)] = it->second;
+  }
   return groups;
 }
 
 Status GradientSync::planGroupRuns(bool tiedAcross) {
   groupRuns.clear();
+  groupExpertRuns.clear();
   int64_t tied = tiedAcross && parameters.contains("embed.tokens")
                      ? parameters.offset("embed.tokens")
                      : -1;
   tiedRun = tied;
+  std::map<std::string, const ParameterSpec *> specs;
+  for (const ParameterSpec &spec : parameters.specs())
+    specs[spec.name] = &spec;
   for (size_t g = 0; g < groups.size(); ++g) {
-    std::vector<std::pair<int64_t, int64_t>> &list = groupRuns[g];
-    int64_t windowEnd = -1;
+    // The expert maps' runs apart: summed over their own replicas.
+    int64_t windowEnd[2] = {-1, -1};
     for (const std::string &name : groups[g]) {
+      const ParameterSpec &spec = *specs.at(name);
+      bool expert = spec.expertShare;
+      std::vector<std::pair<int64_t, int64_t>> &list =
+          (expert ? groupExpertRuns : groupRuns)[g];
       int64_t offset = parameters.offset(name),
-              at = parameters.getWindowOffset(name), count = 0;
-      for (const ParameterSpec &spec : parameters.specs())
-        if (spec.name == name)
-          count = spec.size();
+              at = parameters.getWindowOffset(name), count = spec.size();
       // Merged where the flat runs and the window's places both follow
       // on; the tied table alone, so both ends cut it alike.
       if (!list.empty() && list.back().first + list.back().second == offset &&
-          windowEnd == at && offset != tied && list.back().first != tied)
+          windowEnd[expert] == at && offset != tied &&
+          list.back().first != tied)
         list.back().second += count;
       else
         list.push_back({offset, count});
-      windowEnd = at + count;
+      windowEnd[expert] = at + count;
     }
   }
   return Status::ok();
+}
+
+std::map<std::string, size_t> GradientSync::getGroupOfParameters() const {
+  std::map<std::string, size_t> of;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (const std::string &name : groups[g])
+      of[name] = g;
+  return of;
 }
 
 Status GradientSync::issue(size_t instruction, Event *begin, Event *end,
@@ -213,9 +243,11 @@ Status ZeroOne::plan(const SyncRuns &syncRuns, const SyncRuns &expertRuns,
   return device.allocate(kMasterType, std::max<int64_t>(1, total), packed);
 }
 
-Status ZeroOne::planGroups(const SyncRuns &groupRuns) {
+Status ZeroOne::planGroups(const SyncRuns &groupRuns,
+                           const SyncRuns &groupExpertRuns,
+                           Communicator *experts) {
   perGroup = true;
-  if (Status st = plan(groupRuns); !st)
+  if (Status st = plan(groupRuns, groupExpertRuns, experts); !st)
     return st;
   // Each run's place in the window: its first parameter's.
   std::map<int64_t, int64_t> windowOf;
@@ -241,6 +273,12 @@ Status ZeroOne::reduceScatterGroup(size_t group) {
       count += c;
     end = std::max(end, run.windowAt + count);
     int64_t mine = run.counts[size_t(run.me)];
+    if (!run.group) {
+      // This replica's alone (its experts, held by no other): its sum is
+      // its own.
+      kernels.add(packed.get() + run.packedAt, window + run.windowAt, mine);
+      continue;
+    }
     std::unique_ptr<Request> request = run.group->reduceScatterAsync(
         window + run.windowAt, scratch.get(), run.counts, 0, compute);
     if (!request)

@@ -49,7 +49,9 @@ public:
               Communicator *experts = nullptr);
   /// ZeRO-2: the runs of each gradient group (keyed by group), the
   /// gradients read from the parameters' window.
-  Status planGroups(const SyncRuns &groupRuns);
+  Status planGroups(const SyncRuns &groupRuns,
+                    const SyncRuns &groupExpertRuns = {},
+                    Communicator *experts = nullptr);
   bool isPerGroup() const { return perGroup; }
   /// ZeRO-2: group `group`'s sums over the replicas, this replica's part
   /// added to its accumulated part, on the compute stream; the group's
@@ -138,8 +140,16 @@ public:
   std::vector<std::vector<std::string>> planGroups();
   Status planGroupRuns(bool tiedAcross);
   const SyncRuns &getGroupRuns() const { return groupRuns; }
-  /// The group of model layer `layer` (one of this device's).
+  /// Under expert parallelism, the expert maps' runs of each group.
+  const SyncRuns &getGroupExpertRuns() const { return groupExpertRuns; }
+  /// Each parameter's group (TensorGroupSums::assignSyncs' keys).
+  std::map<std::string, size_t> getGroupOfParameters() const;
+  /// The group of model layer `layer` (one of this device's), and of a
+  /// vocabulary shard's rows (its IB or T pass writes their gradients).
   size_t getGroupOf(int layer) const { return groupOf.at(layer); }
+  size_t getGroupOf(Shard shard) const {
+    return shardGroupOf.at(int(shard));
+  }
   const SyncRuns &getRuns() const { return runs; }
   /// Under expert parallelism, the expert maps' runs (summed over
   /// getExpertReplicas(), not the replicas).
@@ -167,8 +177,8 @@ private:
   SyncRuns runs;
   SyncRuns expertRuns;
   std::vector<std::vector<std::string>> groups;
-  std::map<int, size_t> groupOf;
-  SyncRuns groupRuns;
+  std::map<int, size_t> groupOf, shardGroupOf;
+  SyncRuns groupRuns, groupExpertRuns;
   Communicator *expertReplicas;
   int64_t tiedRun = -1;
   /// The step's sums in flight, until finish().

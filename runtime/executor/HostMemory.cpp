@@ -8,6 +8,7 @@
 #include "sluice/PlanFormat/TrainingState.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -54,13 +55,20 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
   ParameterStateBytes state = getParameterStateBytes(plan.precision, plan.zero);
   need.stateBytes = state.forParameters(need.parameters, plan.dp);
   if (state.transient) {
+    // A layer's parameters as this rank holds them (a tensor-parallel
+    // shard's, an expert-group member's).
+    std::map<std::string, int64_t> held;
+    for (const ParameterSpec &spec : store.specs())
+      held[spec.name] = spec.size();
     int64_t largest = 0;
     for (const StagePlan &stage : plan.stages)
       if (stage.device == device)
         for (int layer : stage.layers) {
           int64_t count = 0;
-          for (const ParameterSpec &spec : getLayerParameters(plan.model, layer))
-            count += spec.size();
+          for (const ParameterSpec &spec :
+               getLayerParameters(plan.model, layer))
+            if (auto it = held.find(spec.name); it != held.end())
+              count += it->second;
           largest = std::max(largest, count);
         }
     need.stateBytes += state.forLargestLayer(largest);

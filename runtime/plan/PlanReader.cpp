@@ -184,8 +184,7 @@ void readMesh(const json &mesh, Plan &plan) {
                           flag(mesh, "sequence_parallel", "mesh");
   if (mesh.contains("zero")) {
     plan.zero = integer32(mesh, "zero", "mesh", 0);
-    // The rest of the rule once the vocabulary is read.
-    if (std::string why = checkZeroStage(plan.zero, plan.dp, 1, 1, false);
+    if (std::string why = checkZeroStage(plan.zero, plan.dp);
         !why.empty())
       fail("mesh: 'zero' = " + std::to_string(plan.zero) + ": " + why);
   }
@@ -470,10 +469,6 @@ void readPlan(const json &j, Plan &plan) {
     fail("the plan has no stages");
   if (j.contains("vocabulary"))
     readVocabulary(j.at("vocabulary"), plan.vocabulary);
-  if (std::string why = checkZeroStage(plan.zero, plan.dp, plan.tp, plan.ep,
-                                       plan.vocabulary.any());
-      !why.empty())
-    fail("mesh: 'zero' = " + std::to_string(plan.zero) + ": " + why);
   for (const json &p : field(j, "programs", "plan"))
     plan.programs.push_back(readProgram(p, plan.version));
   // Before anything is sized by the device count.

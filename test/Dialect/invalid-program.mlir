@@ -224,15 +224,6 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 
 // -----
 
-// program-zero-two-with-shards
-// expected-error@+1 {{'sluice.program' op 'zero' = 2: ZeRO-2 does not run with tensor parallelism yet (tp = 2): use zero 1}}
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} tp 2 dp 2 zero 2 {
-  sluice.device 0 {
-  }
-}
-
-// -----
-
 // program-zero-without-replicas
 // expected-error@+1 {{'sluice.program' op 'zero' = 1: ZeRO stage 1 shards the optimizer state over the data-parallel replicas, but dp = 1 (it needs at least 2)}}
 sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} zero 1 {

@@ -7,8 +7,7 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1 zero=1" 2>&1 | FileCheck %s --check-prefix=ZEROALONE
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3" 2>&1 | FileCheck %s --check-prefix=ZEROSTAGE
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=2" | FileCheck %s --check-prefix=ZERO2
-// RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2 zero=2" 2>&1 | FileCheck %s --check-prefix=ZERO2EXPERTS
-// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-partition-vocab="mode=vocab" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=2" 2>&1 | FileCheck %s --check-prefix=ZERO2VOCAB
+// RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2 zero=2" | FileCheck %s --check-prefix=ZERO2EXPERTS
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12 repeats=true" --sluice-sync-gradients="data-parallel=2" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=REPEAT --implicit-check-not=sluice.grad_sync
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2" | FileCheck %s --check-prefix=EXPERTS
 // RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=3" 2>&1 | FileCheck %s --check-prefix=EXPERTSDIVIDE
@@ -86,13 +85,10 @@
 // ZEROSTAGE: error: 'sluice.program' op cannot use ZeRO stage 3: ZeRO stage 3 is not one Sluice runs (0, 1 or 2; 3 is planned)
 
 // ZeRO-2: the same grad_syncs (each now marks where the stage's last
-// per-layer reduce-scatter is done); not yet with expert parallelism or
-// sharded vocabulary layers, whose gradients the per-layer reduce-scatter
-// does not reach.
+// per-layer reduce-scatter is done), with expert parallelism too.
 // ZERO2-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2 zero 2
 // ZERO2: sluice.grad_sync @s1
-// ZERO2EXPERTS: error: 'sluice.program' op cannot use ZeRO stage 2: ZeRO-2 does not run with expert parallelism yet (ep = 2): use zero 1
-// ZERO2VOCAB: error: 'sluice.program' op cannot use ZeRO stage 2: ZeRO-2 does not run with sharded vocabulary layers yet (vocab-1, vocab-2, vocab): use zero 1
+// ZERO2EXPERTS: schedule = "1f1b"} dp 4 zero 2 ep 2 {
 
 // Expert parallelism: the program records it (the grad_syncs stay where
 // they are; the runtime sums the expert maps over their own replicas), and

@@ -121,14 +121,9 @@ getParameterStateBytes(const Precision &precision, int zero,
   return bytes;
 }
 
-/// Why ZeRO stage `zero` cannot run on a mesh of `dp` replicas, `tp`
-/// tensor-parallel shards and experts over `ep`, with or without sharded
-/// vocabulary layers ("" if it can). One rule for the compiler and the
-/// plan reader. ZeRO-2's per-layer reduce-scatter runs in the stages'
-/// W passes; the tensor-parallel sums of replicated gradients, the expert
-/// maps' own group and the vocabulary shards' passes do not call it yet.
-inline std::string checkZeroStage(int64_t zero, int64_t dp, int64_t tp,
-                                  int64_t ep, bool vocabularyShards) {
+/// Why ZeRO stage `zero` cannot run on a mesh of `dp` replicas ("" if it
+/// can). One rule for the compiler and the plan reader.
+inline std::string checkZeroStage(int64_t zero, int64_t dp) {
   if (zero < 0 || zero > 2)
     return "ZeRO stage " + std::to_string(zero) +
            " is not one Sluice runs (0, 1 or 2; 3 is planned)";
@@ -136,15 +131,6 @@ inline std::string checkZeroStage(int64_t zero, int64_t dp, int64_t tp,
     return "ZeRO stage " + std::to_string(zero) +
            " shards the optimizer state over the data-parallel replicas, "
            "but dp = " + std::to_string(dp) + " (it needs at least 2)";
-  if (zero == 2 && tp > 1)
-    return "ZeRO-2 does not run with tensor parallelism yet (tp = " +
-           std::to_string(tp) + "): use zero 1";
-  if (zero == 2 && ep > 1)
-    return "ZeRO-2 does not run with expert parallelism yet (ep = " +
-           std::to_string(ep) + "): use zero 1";
-  if (zero == 2 && vocabularyShards)
-    return "ZeRO-2 does not run with sharded vocabulary layers yet (vocab-1, "
-           "vocab-2, vocab): use zero 1";
   return "";
 }
 
