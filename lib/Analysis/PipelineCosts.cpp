@@ -166,24 +166,20 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
     if (costs.getGroupLink(d * tp * dp, tp, dp, 1, tp) == LinkKind::network)
       dataLink = LinkKind::network;
   pipelineLink = costs.getGroupLink(0, tp * dp, p, 1, tp * dp);
-  // An expert group is ep consecutive replicas of a shard: every tp-th
-  // rank, ep of them.
+  // An expert group, and a context-parallel group, is `size`
+  // consecutive replicas of a shard: every tp-th rank, size of them.
+  auto replicaGroupLink = [&](int64_t size) {
+    for (int64_t d = 0; d < p; ++d)
+      for (int64_t g = 0; g < dp / size; ++g)
+        if (costs.getGroupLink(d * tp * dp + g * size * tp, tp, size, 1,
+                               tp) == LinkKind::network)
+          return LinkKind::network;
+    return LinkKind::node;
+  };
   int64_t ep = std::max<int64_t>(1, mesh.ep);
-  expertLink = LinkKind::node;
-  for (int64_t d = 0; d < p; ++d)
-    for (int64_t g = 0; g < dp / ep; ++g)
-      if (costs.getGroupLink(d * tp * dp + g * ep * tp, tp, ep, 1, tp) ==
-          LinkKind::network)
-        expertLink = LinkKind::network;
-  // A context-parallel group is cp consecutive replicas, as an expert
-  // group is.
   int64_t cp = std::max<int64_t>(1, mesh.cp);
-  contextLink = LinkKind::node;
-  for (int64_t d = 0; d < p; ++d)
-    for (int64_t g = 0; g < dp / cp; ++g)
-      if (costs.getGroupLink(d * tp * dp + g * cp * tp, tp, cp, 1, tp) ==
-          LinkKind::network)
-        contextLink = LinkKind::network;
+  expertLink = replicaGroupLink(ep);
+  contextLink = replicaGroupLink(cp);
 
   for (int64_t length : model.getSliceLengths(pipeline.slices))
     lengths.push_back(length);

@@ -259,27 +259,26 @@ Status Executor::planGradients() {
   std::map<std::string, size_t> averagedBy;
   if (Status st = gradientSync.planRuns(!tiedGroup.empty(), averagedBy); !st)
     return st;
-  if (plan.zero == 1) {
-    zero = std::make_unique<ZeroOne>(parameters, *replicas, device, transfers);
-    if (Status st = zero->plan(gradientSync.getRuns(),
-                               gradientSync.getExpertRuns(),
-                               gradientSync.getExpertReplicas());
-        !st)
-      return st;
-    tensorSums.assignSyncs(averagedBy);
-  }
-  if (plan.zero == 2) {
+  if (plan.zero == 2)
     if (Status st = gradientSync.planGroupRuns(!tiedGroup.empty()); !st)
       return st;
+  if (plan.zero >= 1) {
+    // ZeRO-1 reduce-scatters at each grad_sync; ZeRO-2 each group after
+    // its layer's W (scatterLayer).
+    bool perGroup = plan.zero == 2;
     zero = std::make_unique<ZeroOne>(parameters, *replicas, device, transfers);
-    if (Status st = zero->planGroups(gradientSync.getGroupRuns(),
-                                     gradientSync.getGroupExpertRuns(),
-                                     gradientSync.getExpertReplicas());
-        !st)
+    Status st = perGroup ? zero->planGroups(gradientSync.getGroupRuns(),
+                                            gradientSync.getGroupExpertRuns(),
+                                            gradientSync.getExpertReplicas())
+                         : zero->plan(gradientSync.getRuns(),
+                                      gradientSync.getExpertRuns(),
+                                      gradientSync.getExpertReplicas());
+    if (!st)
       return st;
-    // The tensor group's sums of a layer's gradients run before its
-    // reduce-scatter (scatterLayer), keyed by its group.
-    tensorSums.assignSyncs(gradientSync.getGroupOfParameters());
+    // The tensor group's sums of replicated gradients run before the
+    // reduce-scatter that reads them: keyed by grad_sync, or by group.
+    tensorSums.assignSyncs(perGroup ? gradientSync.getGroupOfParameters()
+                                    : averagedBy);
   }
   return normPlan.plan(plan, parameters, deviceIndex,
                        tensorSums.getShardIndex(), tiedGroup,

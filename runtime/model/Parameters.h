@@ -74,7 +74,6 @@ public:
   int64_t getWindowOffset(const std::string &name) const {
     return windowAt.at(name);
   }
-  int64_t getWindowSize() const { return windowSize; }
 
   void zeroGrads();
   void adamStep(const AdamConfig &config, int64_t step);

@@ -64,7 +64,7 @@
 #      inside item 1's), never yet run on a GPU -- compiled only; the communicators'
 #      suite now includes the variable-count all-to-all (AllToAllUnevenParts:
 #      the staged transport here, NCCL's grouped sends in item 2);
-#   2. `ONLY='conformance|1f1b|zb-h1|experts' nccl-suite.sh BUNDLE`: the
+#   2. `ONLY='conformance|1f1b|zb-h1|experts|ZeRO-2' nccl-suite.sh BUNDLE`: the
 #      communicators' conformance suite over NCCL (2 and 4 ranks, about
 #      20 s each with NCCL's initialisation), then
 #      NCCL runs over the same HostGroup bootstrap (about 45 s a check);
