@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 56's memory check on CPU ranks: the measured peak resident memory
-# of each rank under ZeRO-1 and ZeRO-2 (and, once built, ZeRO-3), against
-# the saving the planner predicts (sluice-run --memory's training state,
-# the same count as the compiler's; TrainingState.h).
+# of each rank under ZeRO-1, ZeRO-2 and ZeRO-3 (re-sharding every pass,
+# and per step: "3s"), against the saving the planner predicts (sluice-run
+# --memory's training state, the same count as the compiler's;
+# TrainingState.h).
 #
 #   bash bench/zero-memory.sh [OUTDIR] [RUNS]
 #
@@ -11,9 +12,9 @@
 # tokens a sequence, fp32: about 25M parameters), pp 2 x dp 2 (4 ranks),
 # zb-h1, 4 microbatches, 2 steps a run. Each rank's peak RSS is GNU
 # time's maximum resident set size; RUNS runs of each stage (default 3),
-# alternating; per rank the median. Prints, per rank, the predicted and
-# measured saving of ZeRO-2 against ZeRO-1, and the measured share of the
-# predicted one.
+# alternating; per rank the median. Prints, per rank and stage, the
+# predicted and measured saving against ZeRO-1, and the measured share of
+# the predicted one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-$(mktemp -d)}
@@ -35,9 +36,11 @@ layer='{heads = 8, kv_heads = 4, ffn = 1376, norm = rmsnorm, mlp = swiglu, rope_
   echo '}'
 } >"$model"
 
-stages=(1 2)
+stages=(1 2 3 3s)
 for z in "${stages[@]}"; do
-  "$bin/sluice-compile" "$model" --pp 2 --dp 2 --zero "$z" --microbatches 4 \
+  flags=(--zero "${z%s}")
+  [ "$z" = 3s ] && flags+=(--reshard step)
+  "$bin/sluice-compile" "$model" --pp 2 --dp 2 "${flags[@]}" --microbatches 4 \
     --schedule zb-h1 -o "$out/zero$z.json" >/dev/null
   "$bin/sluice-run" "$out/zero$z.json" --memory >"$out/zero$z.memory"
 done
@@ -66,19 +69,24 @@ for z in stages:
             m = re.match(r"rank (\d+) rss (\d+)", line)
             if m:
                 rss.setdefault((z, int(m.group(1))), []).append(int(m.group(2)) * 1024)
-print("rank  device  ZeRO-1 RSS MB  ZeRO-2 RSS MB  predicted saving MB  measured MB  share")
-shares = []
-for rank in range(4):
-    device = rank // 2  # rank d*dp + r (tp 1)
-    one = statistics.median(rss[("1", rank)])
-    two = statistics.median(rss[("2", rank)])
-    predicted = state[("1", device)] - state[("2", device)]
-    measured = one - two
-    shares.append(measured / predicted)
-    print(f"{rank:4d}  {device:6d}  {one / 1e6:13.1f}  {two / 1e6:13.1f}  "
-          f"{predicted / 1e6:19.1f}  {measured / 1e6:11.1f}  {measured / predicted:5.2f}")
-    spread = [f"{v / 1e6:.1f}" for v in rss[("1", rank)]] + ["|"] + \
-             [f"{v / 1e6:.1f}" for v in rss[("2", rank)]]
-    print("      runs (MB): " + " ".join(spread))
-print(f"median share of the predicted saving: {statistics.median(shares):.2f}")
+shares = {}
+print("stage  rank  device  ZeRO-1 RSS MB  its RSS MB  predicted saving MB  "
+      "measured MB  share")
+for z in stages[1:]:
+    for rank in range(4):
+        device = rank // 2  # rank d*dp + r (tp 1)
+        one = statistics.median(rss[("1", rank)])
+        two = statistics.median(rss[(z, rank)])
+        predicted = state[("1", device)] - state[(z, device)]
+        measured = one - two
+        shares.setdefault(z, []).append(measured / predicted)
+        print(f"{z:>5}  {rank:4d}  {device:6d}  {one / 1e6:13.1f}  "
+              f"{two / 1e6:10.1f}  {predicted / 1e6:19.1f}  "
+              f"{measured / 1e6:11.1f}  {measured / predicted:5.2f}")
+        spread = [f"{v / 1e6:.1f}" for v in rss[("1", rank)]] + ["|"] + \
+                 [f"{v / 1e6:.1f}" for v in rss[(z, rank)]]
+        print("             runs (MB): " + " ".join(spread))
+for z in stages[1:]:
+    print(f"ZeRO-{z}: median share of the predicted saving against ZeRO-1: "
+          f"{statistics.median(shares[z]):.2f}")
 PY

@@ -43,6 +43,10 @@ LogicalResult ProgramOp::verify() {
   if (std::string why = ::sluice::rt::checkZeroStage(getZero(), getDp());
       !why.empty())
     return emitOpError("'zero' = ") << getZero() << ": " << why;
+  if (getReshardPerStep() && getZero() != 3)
+    return emitOpError("'reshard_per_step' chooses when ZeRO-3 re-shards "
+                       "the gathered weights, but 'zero' is ")
+           << getZero();
   if (getSequenceParallel() && getTp() < 2)
     return emitOpError("'sequence_parallel' splits the tokens over the "
                        "tensor-parallel shards, but 'tp' is ")

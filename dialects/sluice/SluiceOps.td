@@ -434,7 +434,19 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     weights and the step ends by all-gathering them. `zero 2` shards the
     gradients too: the runtime reduce-scatters each layer's gradients
     after its W into the replica's part, and the `sluice.grad_sync`
-    only marks where the stage's last one is done.
+    only marks where the stage's last one is done. `zero 3` (FSDP) shards
+    the weights too: the runtime all-gathers each layer's working weights
+    before each pass that uses them, into one of two layer-sized slots
+    (re-sharding every pass); with `reshard_per_step` it gathers each
+    layer once a step into a copy of the device's whole working weights,
+    kept until the update.
+
+    ```mlir
+    sluice.program @plan for @gpt {devices = 2, microbatches = 4, slices = 1,
+                                   schedule = "1f1b"} dp 2 zero 3 reshard_per_step {
+      ...
+    }
+    ```
 
     `ep` (expert parallelism, Megatron-LM's expert-model-parallel size)
     splits the experts of every mixture-of-experts layer over `ep`
@@ -512,6 +524,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$tp,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$dp,
                        DefaultValuedAttr<I64Attr, "0">:$zero,
+                       UnitAttr:$reshard_per_step,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$ep,
                        OptionalAttr<Sluice_RealAttr>:$expert_capacity,
                        UnitAttr:$sequence_parallel,
@@ -529,7 +542,8 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                    "int64_t":$microbatches, "int64_t":$slices,
                    "ScheduleKind":$schedule), [{
       build($_builder, $_state, name, model, devices, microbatches, slices,
-            schedule, /*tp=*/1, /*dp=*/1, /*zero=*/0, /*ep=*/1,
+            schedule, /*tp=*/1, /*dp=*/1, /*zero=*/0,
+            /*reshard_per_step=*/false, /*ep=*/1,
             /*expert_capacity=*/nullptr,
             /*sequence_parallel=*/false, /*step_time=*/nullptr,
             /*bubble_ratio=*/nullptr, /*peak_activation=*/nullptr,
@@ -541,7 +555,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     `microbatches` `=` $microbatches `,` `slices` `=` $slices `,`
     `schedule` `=` custom<ScheduleName>($schedule) `}` (`tp` $tp^)?
     (`sequence_parallel` $sequence_parallel^)? (`dp` $dp^)? (`zero` $zero^)?
-    (`ep` $ep^)? (`capacity` $expert_capacity^)? attr-dict-with-keyword $body
+    (`reshard_per_step` $reshard_per_step^)? (`ep` $ep^)? (`capacity` $expert_capacity^)? attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
 }

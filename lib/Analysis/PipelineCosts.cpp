@@ -300,6 +300,31 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
       for (int slice = 0; slice < k; ++slice)
         vocabCompute[kind * k + slice] =
             costs.getVocabComputeTime(vocab, PassKind(kind), lengths[slice], k);
+  // ZeRO-3 re-sharding every pass: the runtime gathers a layer's weights
+  // on the compute stream before each pass that uses them (a pass waits
+  // for its stage's gathers; not yet prefetched). Per step: once, at the
+  // update (getOptimizerTime).
+  if (mesh.zero == 3 && mesh.reshard == rt::Reshard::EveryPass) {
+    for (size_t s = 0; s < profiles.size(); ++s) {
+      double gather = getParameterGatherTime(profiles[s].name);
+      for (size_t kind = 0; kind < kKinds; ++kind)
+        if (!sched::isVocabPass(PassKind(kind)))
+          for (int slice = 0; slice < k; ++slice)
+            compute[(s * kKinds + kind) * k + slice] += gather;
+    }
+    // The vocabulary shards' rows, before each pass that reads them.
+    for (size_t kind = 0; kind < kKinds; ++kind) {
+      PassKind pass = PassKind(kind);
+      bool input = pass == PassKind::IF || pass == PassKind::IB;
+      bool output = pass == PassKind::S || pass == PassKind::T;
+      double gather =
+          input && vocab.input ? getParameterGatherTime(vocab.inputName)
+          : output && vocab.output ? getParameterGatherTime(vocab.outputName)
+                                   : 0;
+      for (int slice = 0; slice < k; ++slice)
+        vocabCompute[kind * k + slice] += gather;
+    }
+  }
 }
 
 double PipelineCosts::getTensorParallelTime(const sched::Work &work) const {
@@ -549,6 +574,12 @@ double PipelineCosts::getOptimizerTime(int device) const {
   if (sharded && mesh.zero < 3)
     time += costs.getCollectiveTime(double(params * dtype),
                                     /*allReduce=*/false, mesh.dp, dataLink);
+  // ZeRO-3 re-sharding per step: each stage's weights gathered once a
+  // step, charged here beside the update that makes them stale.
+  if (mesh.zero == 3 && mesh.reshard == rt::Reshard::Step)
+    for (size_t s = 0; s < profiles.size(); ++s)
+      if (pipeline.getDevice(int(s)) == device)
+        time += getParameterGatherTime(profiles[s].name);
   return time;
 }
 

@@ -78,6 +78,7 @@ void CompileRequest::fillPipelineOptions(SluicePipelineOptions &o) const {
   o.costs = costs;
   o.dp = dp;
   o.zero = zero;
+  o.reshardPerStep = reshard == ::sluice::rt::Reshard::Step;
   o.ep = ep;
   o.expertCapacity = expertCapacity;
   o.tp = tp;
@@ -121,6 +122,13 @@ static bool checkPipeline(const CompileRequest &r) {
   // Expert parallelism splits the experts over members of the
   // data-parallel group (Megatron-LM's expert-model-parallel size): the
   // model's side (a sparse layer, experts that divide) is the pass's.
+  if (r.reshardGiven && r.zero != 3) {
+    fail("--reshard " + Twine(::sluice::rt::getReshardName(r.reshard)) +
+         " chooses when ZeRO-3 drops the gathered weights: it needs --zero "
+         "3 (got --zero " +
+         Twine(r.zero) + ")");
+    return false;
+  }
   if (r.dp % r.ep != 0) {
     fail("--ep " + Twine(r.ep) + " must divide --dp " + Twine(r.dp) +
          ": each expert group is ep of the data-parallel replicas");

@@ -237,6 +237,11 @@ private:
     json.attribute("dp", program.getDp());
     if (program.getZero() != 0)
       json.attribute("zero", program.getZero());
+    if (program.getZero() == 3)
+      json.attribute("reshard", ::sluice::rt::getReshardName(
+                                    program.getReshardPerStep()
+                                        ? ::sluice::rt::Reshard::Step
+                                        : ::sluice::rt::Reshard::EveryPass));
     if (program.getEp() != 1)
       json.attribute("ep", program.getEp());
     if (std::optional<double> capacity = program.getExpertCapacity())

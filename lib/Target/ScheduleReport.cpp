@@ -80,6 +80,11 @@ static llvm::json::Value getMeshReport(const ScheduleReportInputs &in) {
                             {"ranks", pp * mesh.tp * mesh.dp},
                             {"ranks_per_node", std::move(nodeDevices)},
                             {"zero", mesh.zero},
+                            {"reshard", mesh.zero == 3
+                                            ? llvm::json::Value(
+                                                  ::sluice::rt::getReshardName(
+                                                      mesh.reshard))
+                                            : llvm::json::Value(nullptr)},
                             {"ep", mesh.ep},
                             {"sequence_parallel", mesh.sequenceParallel}};
 }

@@ -141,7 +141,8 @@ void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
 
 void mlir::sluice::buildLoweringPipeline(OpPassManager &pm,
                                          const SluicePipelineOptions &o) {
-  pm.addPass(createSyncGradients({o.dp, o.zero, o.ep, o.expertCapacity}));
+  pm.addPass(createSyncGradients(
+      {o.dp, o.zero, o.ep, o.expertCapacity, o.reshardPerStep}));
   pm.addPass(createShardTensors({o.tp, o.sequenceParallel}));
   if (o.simulate)
     pm.addPass(o.consumeSimulation

@@ -32,11 +32,12 @@ LogicalResult mlir::sluice::simulateProgram(
   sched::Pipeline pipeline =
       *getPipeline(model, program.getMicrobatches(), program.getSlices());
 
-  PipelineCosts table(model, pipeline, *costs,
-                      MeshShape{program.getTp(), program.getDp(),
-                                int64_t(program.getZero()),
-                                program.getSequenceParallel(),
-                                program.getEp()});
+  MeshShape mesh{program.getTp(), program.getDp(),
+                 int64_t(program.getZero()), program.getSequenceParallel(),
+                 program.getEp()};
+  if (program.getReshardPerStep())
+    mesh.reshard = ::sluice::rt::Reshard::Step;
+  PipelineCosts table(model, pipeline, *costs, mesh);
   std::string gap =
       costs->checkCoverage(table.getStages(), sched::getStagePasses(pipeline));
   if (gap.empty())

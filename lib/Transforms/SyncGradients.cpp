@@ -30,12 +30,16 @@ using namespace mlir::sluice;
 LogicalResult mlir::sluice::syncGradients(ProgramOp program,
                                           int64_t dataParallel, int64_t zero,
                                           int64_t expertParallel,
-                                          double expertCapacity) {
+                                          double expertCapacity,
+                                          bool reshardPerStep) {
   // The mesh's rule (TrainingState.h).
   if (std::string why = ::sluice::rt::checkZeroStage(zero, dataParallel);
       !why.empty())
     return program.emitOpError("cannot use ZeRO stage ") << zero << ": "
                                                            << why;
+  if (reshardPerStep && zero != 3)
+    return program.emitOpError("cannot re-shard per step under ZeRO stage ")
+           << zero << ": the choice is ZeRO-3's (the gathered weights)";
   if (dataParallel < 1)
     return program.emitOpError("cannot have ")
            << dataParallel
@@ -51,7 +55,7 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
   SymbolTableCollection tables;
   if (auto model = tables.lookupNearestSymbolFrom<ModelOp>(
           program, program.getModelAttr());
-      model && expertParallel > 1) {
+      model && (expertParallel > 1 || zero == 3)) {
     ::sluice::rt::ModelConfig layers;
     model.getBody().walk([&](TransformerLayerOp layer) {
       layers.layers.push_back(layer.getSpec());
@@ -60,6 +64,10 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
             ::sluice::rt::checkExpertParallel(layers, expertParallel);
         !why.empty())
       return program.emitOpError(why);
+    if (zero == 3)
+      if (std::string why = ::sluice::rt::checkShardedWeights(layers);
+          !why.empty())
+        return program.emitOpError("cannot use ZeRO stage 3: ") << why;
   }
   if (expertCapacity != 0 && (expertParallel < 2 || !(expertCapacity >= 1)))
     return program.emitOpError("cannot size the experts' copies at ")
@@ -71,6 +79,7 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
     program.setExpertCapacityAttr(builder.getF64FloatAttr(expertCapacity));
   program.setDp(dataParallel);
   program.setZero(zero);
+  program.setReshardPerStep(reshardPerStep);
   program.setEp(expertParallel);
   if (dataParallel == 1)
     return success();
@@ -119,7 +128,7 @@ struct SyncGradientsPass : ForEachPass<ProgramOp, SyncGradientsPass,
   using ForEachPass::ForEachPass;
   LogicalResult apply(ProgramOp program) {
     return syncGradients(program, dataParallel, zero, expertParallel,
-                         expertCapacity);
+                         expertCapacity, reshardPerStep);
   }
 };
 } // namespace

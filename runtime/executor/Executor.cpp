@@ -114,15 +114,28 @@ Status Executor::prepareParameters() {
     shards = std::make_unique<VocabularyShards>(
         plan, deviceIndex, device, comm, tensorGroup,
         tensorSums.getShardIndex());
-  // ZeRO-2: the gradients live in a window of one layer's size, each
-  // layer's reduce-scattered after its W (GradientSync.h).
-  if (plan.zero == 2) {
+  // ZeRO-2 and 3: the gradients live in a window of one layer's size,
+  // each layer's reduce-scattered after its W (GradientSync.h).
+  if (plan.zero >= 2) {
     if (Status st = parameters.setGradientGroups(gradientSync.planGroups());
         !st)
       return st;
     if (options.wholeGradients)
       parameters.keepWholeGradients();
   }
+  parameters.layout();
+  if (Status st = planSums(); !st)
+    return st;
+  // ZeRO-3: the weights too are the replica's parts, each layer's
+  // gathered before a pass uses it (gatherLayer).
+  // ZeRO-1 and 2 keep the replica's part of the moments from the start.
+  if (zero)
+    if (Status st = plan.zero == 3 ? parameters.setWeightShards(
+                                         zero->getOwnedRanges(), plan.reshard)
+                                   : parameters.setMomentShards(
+                                         zero->getOwnedRanges());
+        !st)
+      return st;
   if (Status st = parameters.allocate(device, plan.precision, options.seed);
       !st)
     return st;
@@ -153,9 +166,18 @@ void Executor::prepareStages() {
                                    tensorSums.getShardIndex());
     if (expertParallel.isOn())
       stages[s]->setExperts(expertParallel.getCalls());
-    if (plan.zero == 2)
+    if (plan.zero >= 2)
       stages[s]->setAfterWeight([this](int layer) { scatterLayer(layer); });
+    if (plan.zero == 3)
+      stages[s]->setBeforeLayer([this](int layer) { gatherLayer(layer); });
   }
+}
+
+void Executor::gatherLayer(int layer) {
+  if (!zero || !scatterEnabled || !scatterFailure.isOk())
+    return;
+  if (Status st = zero->gatherGroup(gradientSync.getGroupOf(layer)); !st)
+    scatterFailure = st;
 }
 
 void Executor::scatterLayer(int layer) {
@@ -189,8 +211,10 @@ Status Executor::allocateBuffers() {
   // Overlapped groups interleave two passes on the host (PassLanes.h),
   // and on a GPU run them on two compute streams: the backward's scratch
   // must not be the forward's.
+  // ZeRO-3's two weight slots serve one pass at a time: an overlapped
+  // group's passes run one after the other.
   overlapGroups =
-      options.overlapGroups &&
+      options.overlapGroups && plan.zero != 3 &&
       std::any_of(program.instructions.begin(), program.instructions.end(),
                   [](const Instruction &in) { return in.paired; });
   if (overlapGroups) {
@@ -245,9 +269,7 @@ Status Executor::allocateBuffers() {
   return device.allocate(DType::F64, 1, lossSum);
 }
 
-/// Who sums which gradients before the update, and who counts which in
-/// the global norm.
-Status Executor::planGradients() {
+Status Executor::planSums() {
   // A tied table whose two ends sit on different devices is held by both;
   // their gradients are summed before the update (Megatron's embedding
   // all-reduce). Sharded, the two ends share one shard on every device:
@@ -256,29 +278,41 @@ Status Executor::planGradients() {
   int first = plan.stages.front().device, last = plan.stages.back().device;
   if (out.tied && first != last && !out.sharded)
     tiedGroup = {std::min(first, last), std::max(first, last)};
-  std::map<std::string, size_t> averagedBy;
+  averagedBy.clear();
   if (Status st = gradientSync.planRuns(!tiedGroup.empty(), averagedBy); !st)
     return st;
-  if (plan.zero == 2)
+  if (plan.zero >= 2)
     if (Status st = gradientSync.planGroupRuns(!tiedGroup.empty()); !st)
       return st;
-  if (plan.zero >= 1) {
-    // ZeRO-1 reduce-scatters at each grad_sync; ZeRO-2 each group after
-    // its layer's W (scatterLayer).
-    bool perGroup = plan.zero == 2;
-    zero = std::make_unique<ZeroOne>(parameters, *replicas, device, transfers);
-    Status st = perGroup ? zero->planGroups(gradientSync.getGroupRuns(),
-                                            gradientSync.getGroupExpertRuns(),
-                                            gradientSync.getExpertReplicas())
-                         : zero->plan(gradientSync.getRuns(),
-                                      gradientSync.getExpertRuns(),
-                                      gradientSync.getExpertReplicas());
-    if (!st)
-      return st;
-    // The tensor group's sums of replicated gradients run before the
-    // reduce-scatter that reads them: keyed by grad_sync, or by group.
-    tensorSums.assignSyncs(perGroup ? gradientSync.getGroupOfParameters()
-                                    : averagedBy);
+  if (plan.zero < 1)
+    return Status::ok();
+  // ZeRO-1 reduce-scatters at each grad_sync; ZeRO-2 and 3 each group
+  // after its layer's W (scatterLayer).
+  zero = std::make_unique<ZeroOne>(parameters, *replicas, device, transfers);
+  return plan.zero >= 2 ? zero->planGroups(gradientSync.getGroupRuns(),
+                                           gradientSync.getGroupExpertRuns(),
+                                           gradientSync.getExpertReplicas())
+                        : zero->plan(gradientSync.getRuns(),
+                                     gradientSync.getExpertRuns(),
+                                     gradientSync.getExpertReplicas());
+}
+
+/// Who counts which gradients in the global norm; the tensor group's sums
+/// before the reduce-scatters that read them.
+Status Executor::planGradients() {
+  // The tensor group's sums of replicated gradients run before the
+  // reduce-scatter that reads them: keyed by grad_sync, or by group.
+  if (zero) {
+    std::map<std::string, size_t> syncOf = averagedBy;
+    if (plan.zero >= 2) {
+      // Each layer's at its group's reduce-scatter; the vectors' at the
+      // step's (reduceScatterVectors).
+      syncOf = gradientSync.getGroupOfParameters();
+      for (auto &[name, sync] : syncOf)
+        if (parameters.isVectorGradient(name))
+          sync = kVectorSums;
+    }
+    tensorSums.assignSyncs(syncOf);
   }
   return normPlan.plan(plan, parameters, deviceIndex,
                        tensorSums.getShardIndex(), tiedGroup,
@@ -323,8 +357,13 @@ Status Executor::runPass(const Instruction &instr, float lossScale,
   if (instr.shard != Shard::None) {
     // A vocabulary shard's pass; under ZeRO-2 its rows' gradients
     // reduce-scattered after the pass that writes them (IB, T).
+    // ZeRO-3: the shard's rows gathered first.
+    if (plan.zero == 3)
+      if (Status st = zero->gatherGroup(gradientSync.getGroupOf(instr.shard));
+          !st)
+        return st;
     Status st = shards->run(instr.pass, instr.mb, instr.slice, lossSum.get());
-    if (st && plan.zero == 2 &&
+    if (st && plan.zero >= 2 &&
         (instr.pass == Pass::IB || instr.pass == Pass::T))
       scatterGroup(gradientSync.getGroupOf(instr.shard));
     return st;
@@ -736,6 +775,13 @@ Status Executor::finalizeGradients() {
   if (Status st = gradientSync.finish(); !st)
     return st;
   if (zero) {
+    // ZeRO-2 and 3: the vectors' gradients, whole for the step.
+    if (zero->isPerGroup()) {
+      if (Status st = tensorSums.sumAt(kVectorSums); !st)
+        return st;
+      if (Status st = zero->reduceScatterVectors(); !st)
+        return st;
+    }
     if (gradientSync.getTiedRun() >= 0)
       if (Status st =
               zero->sumTiedEnds(gradientSync.getTiedRun(), comm, tiedGroup);

@@ -131,7 +131,14 @@ private:
   /// failure kept for takeScatterFailure, after the pass).
   void scatterLayer(int layer);
   void scatterGroup(size_t group);
+  /// ZeRO-3: before layer `layer`'s part of a pass, its group's gather
+  /// (a failure kept as the reduce-scatter's is).
+  void gatherLayer(int layer);
   Status takeScatterFailure();
+  /// Who sums which gradients over the replicas, and ZeRO's parts: needs
+  /// the parameters laid out, not allocated (ZeRO-3 allocates only the
+  /// replica's parts of the weights).
+  Status planSums();
   Status finishStep(double &hostLoss);
   Status finishFp8Step();
   Status reduceLoss(double &hostLoss);
@@ -174,8 +181,14 @@ private:
   TensorGroupSums tensorSums;
   ExpertParallel expertParallel;
   GradientSync gradientSync;
-  std::unique_ptr<ZeroOne> zero; // plan.zero 1 or 2
-  /// ZeRO-2's per-layer reduce-scatters: off while calibrating alone.
+  std::unique_ptr<ZeroOne> zero; // plan.zero 1 to 3
+  /// Which grad_sync averages each parameter (planSums).
+  std::map<std::string, size_t> averagedBy;
+  /// ZeRO-2/3: the tensor group's sums of the vectors' gradients, at the
+  /// step's end (TensorGroupSums::sumAt's key).
+  static constexpr size_t kVectorSums = ~size_t(0);
+  /// ZeRO-2/3's per-layer reduce-scatters and ZeRO-3's gathers: off while
+  /// calibrating alone.
   bool scatterEnabled = true;
   Status scatterFailure = Status::ok();
   GradientNormPlan normPlan;

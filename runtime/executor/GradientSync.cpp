@@ -124,22 +124,26 @@ Status GradientSync::planGroupRuns(bool tiedAcross) {
   for (size_t g = 0; g < groups.size(); ++g) {
     // The expert maps' runs apart: summed over their own replicas.
     int64_t windowEnd[2] = {-1, -1};
+    bool lastVector[2] = {false, false};
     for (const std::string &name : groups[g]) {
       const ParameterSpec &spec = *specs.at(name);
       bool expert = spec.expertShare;
+      bool vector = parameters.isVectorGradient(name);
       std::vector<std::pair<int64_t, int64_t>> &list =
           (expert ? groupExpertRuns : groupRuns)[g];
       int64_t offset = parameters.offset(name),
               at = parameters.getWindowOffset(name), count = spec.size();
       // Merged where the flat runs and the window's places both follow
-      // on; the tied table alone, so both ends cut it alike.
+      // on, vectors with vectors (their gradients sit apart); the tied
+      // table alone, so both ends cut it alike.
       if (!list.empty() && list.back().first + list.back().second == offset &&
-          windowEnd[expert] == at && offset != tied &&
-          list.back().first != tied)
+          windowEnd[expert] == at && lastVector[expert] == vector &&
+          offset != tied && list.back().first != tied)
         list.back().second += count;
       else
         list.push_back({offset, count});
       windowEnd[expert] = at + count;
+      lastVector[expert] = vector;
     }
   }
   return Status::ok();
@@ -238,8 +242,8 @@ Status ZeroOne::plan(const SyncRuns &syncRuns, const SyncRuns &expertRuns,
   };
   add(syncRuns, &replicas);
   add(expertRuns, experts);
-  // The moments stay whole until shardOptimizerState (after a checkpoint
-  // is loaded into them).
+  // The parameters are allocated with the moments as these parts
+  // (ParameterStore::setMomentShards).
   return device.allocate(kMasterType, std::max<int64_t>(1, total), packed);
 }
 
@@ -249,15 +253,22 @@ Status ZeroOne::planGroups(const SyncRuns &groupRuns,
   perGroup = true;
   if (Status st = plan(groupRuns, groupExpertRuns, experts); !st)
     return st;
-  // Each run's place in the window: its first parameter's.
-  std::map<int64_t, int64_t> windowOf;
-  for (const ParameterSpec &spec : parameters.specs())
+  // Each run's place in the window: its first parameter's; a run of
+  // vectors, where their whole gradients sit.
+  std::map<int64_t, int64_t> windowOf, vectorOf;
+  for (const ParameterSpec &spec : parameters.specs()) {
     windowOf[parameters.offset(spec.name)] =
         parameters.getWindowOffset(spec.name);
+    if (parameters.isVectorGradient(spec.name))
+      vectorOf[parameters.offset(spec.name)] =
+          parameters.getVectorOffset(spec.name);
+  }
   int64_t largest = 1;
   for (auto &[group, list] : runs)
     for (Run &run : list) {
       run.windowAt = windowOf.at(run.offset);
+      if (auto v = vectorOf.find(run.offset); v != vectorOf.end())
+        run.vectorAt = v->second;
       largest = std::max(largest, run.counts[size_t(run.me)]);
     }
   return device.allocate(kMasterType, largest, scratch);
@@ -268,28 +279,81 @@ Status ZeroOne::reduceScatterGroup(size_t group) {
   DevicePtr window = parameters.getGradientWindow();
   int64_t end = 0;
   for (const Run &run : runs[group]) {
+    // Vectors once a step (reduceScatterVectors).
+    if (run.vectorAt >= 0)
+      continue;
     int64_t count = 0;
     for (int64_t c : run.counts)
       count += c;
     end = std::max(end, run.windowAt + count);
-    int64_t mine = run.counts[size_t(run.me)];
-    if (!run.group) {
-      // This replica's alone (its experts, held by no other): its sum is
-      // its own.
-      kernels.add(packed.get() + run.packedAt, window + run.windowAt, mine);
-      continue;
-    }
-    std::unique_ptr<Request> request = run.group->reduceScatterAsync(
-        window + run.windowAt, scratch.get(), run.counts, 0, compute);
-    if (!request)
-      return Status::error("the data-parallel transport cannot "
-                           "reduce-scatter (ZeRO-2 needs it)");
-    if (Status st = transfers.await(*request, compute); !st)
+    if (Status st = addSummedPart(run, window + run.windowAt); !st)
       return st;
-    kernels.add(packed.get() + run.packedAt, scratch.get(), mine);
   }
   // The next W accumulates into a zero window.
   kernels.fill(window, 0.0, end);
+  return Status::ok();
+}
+
+Status ZeroOne::addSummedPart(const Run &run, DevicePtr grads) {
+  Kernels &kernels = device.getKernels(StreamKind::Compute);
+  int64_t mine = run.counts[size_t(run.me)];
+  if (!run.group) {
+    // This replica's alone (its experts, held by no other): its sum is
+    // its own.
+    kernels.add(packed.get() + run.packedAt, grads, mine);
+    return Status::ok();
+  }
+  std::unique_ptr<Request> request = run.group->reduceScatterAsync(
+      grads, scratch.get(), run.counts, 0, compute);
+  if (!request)
+    return Status::error("the data-parallel transport cannot "
+                         "reduce-scatter (ZeRO-2 needs it)");
+  if (Status st = transfers.await(*request, compute); !st)
+    return st;
+  kernels.add(packed.get() + run.packedAt, scratch.get(), mine);
+  return Status::ok();
+}
+
+Status ZeroOne::reduceScatterVectors() {
+  DevicePtr vectors = parameters.getVectorGradients();
+  for (auto &[group, list] : runs)
+    for (const Run &run : list)
+      if (run.vectorAt >= 0)
+        if (Status st = addSummedPart(run, vectors + run.vectorAt); !st)
+          return st;
+  return Status::ok();
+}
+
+Status ZeroOne::gatherGroup(size_t group) {
+  if (parameters.isGathered(group))
+    return Status::ok();
+  Kernels &kernels = device.getKernels(StreamKind::Compute);
+  DevicePtr slot = parameters.getWeightSlot(group);
+  DevicePtr masters = parameters.getMasters();
+  // The replica's parts packed, or (while a checkpoint is written or
+  // loaded) the whole masters with every part in its place.
+  bool packedMasters = !parameters.getMomentRanges().empty();
+  std::vector<std::unique_ptr<Request>> gathers;
+  for (const Run &run : runs[group]) {
+    int64_t mine = run.getMine(), count = run.counts[size_t(run.me)];
+    DevicePtr part = packedMasters ? masters + run.packedAt
+                                   : masters + run.offset + mine;
+    // Cast to the working type as it goes (Rajbhandari et al., 2020,
+    // section 5.3: the fp16 parameters are what the all-gather moves).
+    kernels.copy(slot + run.windowAt + mine, part, count);
+    if (!run.group)
+      continue; // this replica's alone
+    std::unique_ptr<Request> gather =
+        run.group->allGatherAsync(slot + run.windowAt, run.counts, 0, compute);
+    if (!gather)
+      return Status::error("the data-parallel transport cannot all-gather "
+                           "(ZeRO-3 needs it)");
+    gathers.push_back(std::move(gather));
+  }
+  for (std::unique_ptr<Request> &gather : gathers)
+    if (Status st = transfers.await(*gather, compute); !st)
+      return st;
+  parameters.setGathered(group);
   return Status::ok();
 }
 
@@ -372,6 +436,9 @@ Status ZeroOne::gatherOptimizerState() {
   for (int which : {1, 2})
     if (Status st = gatherParts(parameters.getMoment(which)); !st)
       return st;
+  // ZeRO-3's weights were packed with the moments.
+  if (parameters.isWeightSharded())
+    return gatherParts(parameters.getMasters());
   return Status::ok();
 }
 
@@ -383,6 +450,11 @@ Status ZeroOne::applyOptimizer(const AdamConfig &adam, int64_t step) {
   if (perGroup)
     device.getKernels(StreamKind::Compute)
         .fill(packed.get(), 0.0, packed.size());
+  // ZeRO-3 gathers each group where a pass next uses it (gatherGroup).
+  if (parameters.isWeightSharded()) {
+    parameters.zeroGrads();
+    return Status::ok();
+  }
   if (Status st = gatherParts(parameters.getMasters()); !st)
     return st;
   if (DevicePtr working = parameters.getWorking())

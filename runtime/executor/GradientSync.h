@@ -11,7 +11,10 @@
 // gradient group instead (planGroups), it is ZeRO-2: each layer's
 // gradients are reduce-scattered as soon as its W has computed them and
 // added to the replica's part, so the whole gradient lives only in a
-// window the size of one layer (ParameterStore::setGradientGroups).
+// window the size of one layer (ParameterStore::setGradientGroups). With
+// the weights sharded as well (ParameterStore::setWeightShards) it is
+// ZeRO-3: each group's working weights are all-gathered before a pass
+// uses them (gatherGroup), and the update is the replica's part alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +60,14 @@ public:
   /// added to its accumulated part, on the compute stream; the group's
   /// window zeroed for the next W.
   Status reduceScatterGroup(size_t group);
+  /// ZeRO-2: the vectors' gradients, whole beside the window for the step
+  /// (ParameterStore::setGradientGroups), reduce-scattered and added to
+  /// the replica's parts once the step's passes are done.
+  Status reduceScatterVectors();
+  /// ZeRO-3: group `group`'s working weights, every replica's part cast
+  /// to the working type and all-gathered into the group's slot, on the
+  /// compute stream (nothing when the slot holds them already).
+  Status gatherGroup(size_t group);
   /// This replica's parts of the flat buffers, in packed order.
   const std::vector<IndexRange> &getOwnedRanges() const { return owned; }
   /// This replica's summed gradients, its parts packed.
@@ -87,12 +98,17 @@ private:
   /// All-gathers the parts of every run of `buffer` and waits for them on
   /// the compute stream.
   Status gatherParts(DevicePtr buffer);
+  struct Run;
+  /// ZeRO-2: the sum over the run's group of its gradients at `grads`,
+  /// this replica's part added to its accumulated part.
+  Status addSummedPart(const Run &run, DevicePtr grads);
 
   /// A run and the group that shares it (null: this replica alone).
   struct Run {
     int64_t offset = 0;
-    /// ZeRO-2: where the run's gradients sit in the window.
-    int64_t windowAt = 0;
+    /// ZeRO-2: where the run's gradients sit in the window; a run of
+    /// vectors, where they sit whole beside it (else -1).
+    int64_t windowAt = 0, vectorAt = -1;
     std::vector<int64_t> counts; // per member of `group`
     int64_t packedAt = 0;        // this replica's part in `packed`
     Communicator *group = nullptr;

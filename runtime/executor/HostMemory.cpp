@@ -51,8 +51,10 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
   need.parameters = countFloats(store);
   // The training state as the compiler's cost model counts it too
   // (TrainingState.h): ZeRO-1 keeps a replica's part of the moments;
-  // ZeRO-2 also of the gradients, with a window of the largest layer's.
-  ParameterStateBytes state = getParameterStateBytes(plan.precision, plan.zero);
+  // ZeRO-2 also of the gradients, with a window of the largest layer's;
+  // ZeRO-3 of the weights too, with two gathered layers or the whole copy.
+  ParameterStateBytes state =
+      getParameterStateBytes(plan.precision, plan.zero, plan.reshard);
   need.stateBytes = state.forParameters(need.parameters, plan.dp);
   if (state.transient) {
     // A layer's parameters as this rank holds them (a tensor-parallel

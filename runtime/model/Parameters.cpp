@@ -43,9 +43,7 @@ void ParameterStore::add(const ParameterSpec &spec) {
   params.push_back(spec);
 }
 
-Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
-  device = &on;
-  precision = p;
+void ParameterStore::layout() {
   offsets.clear();
   total = 0;
   decaySegments.clear();
@@ -58,26 +56,85 @@ Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
       decaySegments.push_back({{total, spec.size()}, decayed});
     total += spec.size();
   }
-  std::vector<float> host(total, 0.0f);
-  for (size_t k = 0; k < params.size(); ++k) {
-    const ParameterSpec &spec = params[k];
-    float *w = host.data() + offsets[k];
-    uint64_t nameHash = hashName(spec.name);
-    // A shard or slice draws its values by their place in the whole
-    // tensor, so it starts equal to that part of the unsharded tensor;
-    // padding is 0.
-    for (const TensorRun &run : getRuns(spec))
-      for (int64_t i = 0; i < run.count; ++i)
-        w[run.local + i] =
-            spec.init == InitKind::Ones ? 1.0f
-            : spec.init == InitKind::Zeros
-                ? 0.0f
-                : float(kInitStd *
-                        normalSample(seed, nameHash, run.global + i));
+}
+
+Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
+  device = &on;
+  precision = p;
+  if (offsets.size() != params.size())
+    layout();
+  // The initial weights, drawn on the host: all of them, or under ZeRO-3
+  // only this replica's parts, packed (no rank holds the whole model).
+  std::vector<IndexRange> drawn;
+  if (shardWeights)
+    drawn = ranges;
+  else
+    drawn.push_back({0, total});
+  int64_t kept = 0;
+  for (const IndexRange &r : drawn)
+    kept += r.count;
+  std::vector<float> host(size_t(kept), 0.0f);
+  int64_t packedAt = 0;
+  for (const IndexRange &range : drawn) {
+    // Flat element f of the range lands at host[packedAt + f - first].
+    int64_t first = range.first, end = range.first + range.count;
+    for (size_t k = 0; k < params.size(); ++k) {
+      const ParameterSpec &spec = params[k];
+      if (offsets[k] >= end || offsets[k] + spec.size() <= first)
+        continue;
+      uint64_t nameHash = hashName(spec.name);
+      // A shard or slice draws its values by their place in the whole
+      // tensor, so it starts equal to that part of the unsharded tensor;
+      // padding is 0.
+      for (const TensorRun &run : getRuns(spec)) {
+        int64_t at = offsets[k] + run.local;
+        int64_t lo = std::max<int64_t>(0, first - at),
+                hi = std::min<int64_t>(run.count, end - at);
+        for (int64_t i = lo; i < hi; ++i)
+          host[size_t(packedAt + at + i - first)] =
+              spec.init == InitKind::Ones ? 1.0f
+              : spec.init == InitKind::Zeros
+                  ? 0.0f
+                  : float(kInitStd *
+                          normalSample(seed, nameHash, run.global + i));
+      }
+    }
+    packedAt += range.count;
   }
-  for (DeviceBuffer *buffer : {&weights, &moment1, &moment2})
-    if (Status st = on.allocate(kMasterType, total, *buffer); !st)
+  if (Status st = on.allocate(kMasterType, std::max<int64_t>(1, kept), weights);
+      !st)
+    return st;
+  // The moments: this replica's parts when sharded from the start (no
+  // rank holds them whole), else whole.
+  int64_t moments = total;
+  if (!ranges.empty()) {
+    moments = 0;
+    for (const IndexRange &r : ranges)
+      moments += r.count;
+  }
+  for (DeviceBuffer *buffer : {&moment1, &moment2})
+    if (Status st =
+            on.allocate(kMasterType, std::max<int64_t>(1, moments), *buffer);
+        !st)
       return st;
+  if (shardWeights) {
+    DType used = precision.isMixed() ? precision.activations : kMasterType;
+    int64_t size = 0;
+    slotAt.clear();
+    for (size_t g = 0; g < groupSizes.size(); ++g) {
+      if (reshard == Reshard::Step) {
+        slotAt.push_back(size);
+        size += groupSizes[g];
+      } else {
+        slotAt.push_back(int64_t(g % 2) * windowSize);
+      }
+    }
+    if (reshard == Reshard::EveryPass)
+      size = 2 * windowSize;
+    held.assign(reshard == Reshard::Step ? groupSizes.size() : 2, -1);
+    if (Status st = on.allocate(used, std::max<int64_t>(1, size), slots); !st)
+      return st;
+  }
   if (Status st = on.allocate(kMasterType, windowSize ? windowSize : total,
                               grads);
       !st)
@@ -85,10 +142,18 @@ Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
   if (windowSize && wholeKept)
     if (Status st = on.allocate(kMasterType, total, whole); !st)
       return st;
-  if (precision.isMixed())
+  if (vectorSize)
+    if (Status st = on.allocate(kMasterType, vectorSize, vectorGrads); !st)
+      return st;
+  if (precision.isMixed() && !shardWeights)
     if (Status st = on.allocate(precision.activations, total, working); !st)
       return st;
-  return write(Tensor::Weights, host);
+  Stream &stream = on.getStream(StreamKind::Compute);
+  on.upload(weights.get(), host.data(), kept * int64_t(sizeof(float)),
+            stream);
+  refreshWorkingCopy();
+  // The host vector may go once the copy has run.
+  return stream.synchronize();
 }
 
 int64_t ParameterStore::offset(const std::string &name) const {
@@ -99,19 +164,68 @@ DevicePtr ParameterStore::weight(const std::string &name) const {
   auto it = index.find(name);
   if (it == index.end())
     return {};
+  if (shardWeights)
+    return getWeightSlot(groupOf.at(name)) + windowAt.at(name);
   return (working.empty() ? weights.get() : working.get()) +
          offsets[it->second];
 }
 
 DevicePtr ParameterStore::master(const std::string &name) const {
   auto it = index.find(name);
-  return it == index.end() ? DevicePtr() : weights.get() + offsets[it->second];
+  if (it == index.end())
+    return {};
+  // ZeRO-3 keeps no whole masters: an fp32 plan's gathered weights are
+  // them (checkShardedWeights refuses what reads them in a 16-bit plan).
+  if (shardWeights)
+    return precision.isMixed() ? DevicePtr() : weight(name);
+  return weights.get() + offsets[it->second];
+}
+
+Status ParameterStore::setMomentShards(const std::vector<IndexRange> &owned) {
+  if (device)
+    return Status::error("the moments' shards are set before the "
+                         "parameters are allocated");
+  ranges = owned;
+  return Status::ok();
+}
+
+Status ParameterStore::setWeightShards(const std::vector<IndexRange> &owned,
+                                       Reshard how) {
+  if (!windowSize)
+    return Status::error("ZeRO-3 shards the weights by the gradient groups: "
+                         "set them first");
+  if (device)
+    return Status::error("ZeRO-3's weight shards are set before the "
+                         "parameters are allocated");
+  shardWeights = true;
+  reshard = how;
+  ranges = owned;
+  return Status::ok();
+}
+
+DevicePtr ParameterStore::getWeightSlot(size_t group) const {
+  return slots.get() + slotAt[group];
+}
+
+bool ParameterStore::isGathered(size_t group) const {
+  size_t slot = reshard == Reshard::Step ? group : group % 2;
+  return held[slot] == int64_t(group);
+}
+
+void ParameterStore::setGathered(size_t group) {
+  held[reshard == Reshard::Step ? group : group % 2] = int64_t(group);
+}
+
+void ParameterStore::dropGathered() {
+  std::fill(held.begin(), held.end(), -1);
 }
 
 DevicePtr ParameterStore::grad(const std::string &name) const {
   auto it = index.find(name);
   if (it == index.end())
     return {};
+  if (auto v = vectorAt.find(name); v != vectorAt.end())
+    return vectorGrads.get() + v->second;
   if (windowSize)
     return grads.get() + windowAt.at(name);
   return grads.get() + offsets[it->second];
@@ -120,6 +234,10 @@ DevicePtr ParameterStore::grad(const std::string &name) const {
 Status ParameterStore::setGradientGroups(
     const std::vector<std::vector<std::string>> &groups) {
   windowAt.clear();
+  groupOf.clear();
+  groupSizes.clear();
+  vectorAt.clear();
+  vectorSize = 0;
   windowSize = 0;
   for (const std::vector<std::string> &group : groups) {
     int64_t at = 0;
@@ -130,8 +248,15 @@ Status ParameterStore::setGradientGroups(
       if (!windowAt.emplace(name, at).second)
         return Status::error("gradient window: '" + name +
                              "' is in two groups");
-      at += params[it->second].size();
+      groupOf[name] = groupSizes.size();
+      const ParameterSpec &spec = params[it->second];
+      if (!isDecayed(spec)) {
+        vectorAt[name] = vectorSize;
+        vectorSize += spec.size();
+      }
+      at += spec.size();
     }
+    groupSizes.push_back(at);
     windowSize = std::max(windowSize, at);
   }
   for (const ParameterSpec &spec : params)
@@ -144,6 +269,9 @@ Status ParameterStore::setGradientGroups(
 void ParameterStore::zeroGrads() {
   device->getKernels(StreamKind::Compute)
       .fill(grads.get(), 0.0, windowSize ? windowSize : total);
+  if (vectorSize)
+    device->getKernels(StreamKind::Compute)
+        .fill(vectorGrads.get(), 0.0, vectorSize);
 }
 
 void ParameterStore::adamRange(const AdamConfig &config, int64_t step,
@@ -159,14 +287,17 @@ void ParameterStore::adamRange(const AdamConfig &config, int64_t step,
     if (!decayed)
       c.weightDecay = 0.0f;
     int64_t at = moments + (lo - first);
-    k.adamUpdate(weights.get() + lo, gradsAt + (lo - first),
-                 moment1.get() + at, moment2.get() + at, hi - lo, c, step,
+    // ZeRO-3's weights are packed as the moments are.
+    k.adamUpdate(weights.get() + (shardWeights && !ranges.empty() ? at : lo),
+                 gradsAt + (lo - first), moment1.get() + at,
+                 moment2.get() + at, hi - lo, c, step,
                  working.empty() ? DevicePtr() : working.get() + lo);
   }
 }
 
 void ParameterStore::adamStep(const AdamConfig &config, int64_t step) {
   adamRange(config, step, 0, total, grads.get(), 0);
+  dropGathered();
 }
 
 Status ParameterStore::shardMoments(const std::vector<IndexRange> &owned) {
@@ -177,32 +308,29 @@ Status ParameterStore::shardMoments(const std::vector<IndexRange> &owned) {
   int64_t packed = 0;
   for (const IndexRange &r : owned)
     packed += r.count;
-  DeviceBuffer m, v;
-  for (DeviceBuffer *b : {&m, &v})
-    if (Status st = device->allocate(kMasterType,
-                                     owned.empty() ? total : packed, *b);
+  // ZeRO-3's weights are packed and unpacked with the moments.
+  std::vector<DeviceBuffer *> from = {&moment1, &moment2};
+  if (shardWeights)
+    from.push_back(&weights);
+  for (DeviceBuffer *buffer : from) {
+    DeviceBuffer to;
+    if (Status st = device->allocate(
+            kMasterType, std::max<int64_t>(1, owned.empty() ? total : packed),
+            to);
         !st)
       return st;
-  if (owned.empty()) {
-    // Back to whole: the owned parts in their places, zeros elsewhere.
-    k.fill(m.get(), 0.0, total);
-    k.fill(v.get(), 0.0, total);
     int64_t at = 0;
-    for (const IndexRange &r : ranges) {
-      k.copy(m.get() + r.first, moment1.get() + at, r.count);
-      k.copy(v.get() + r.first, moment2.get() + at, r.count);
+    // Back to whole: the owned parts in their places, zeros elsewhere
+    // (allocate zeroes).
+    for (const IndexRange &r : owned.empty() ? ranges : owned) {
+      if (owned.empty())
+        k.copy(to.get() + r.first, buffer->get() + at, r.count);
+      else
+        k.copy(to.get() + at, buffer->get() + r.first, r.count);
       at += r.count;
     }
-  } else {
-    int64_t at = 0;
-    for (const IndexRange &r : owned) {
-      k.copy(m.get() + at, moment1.get() + r.first, r.count);
-      k.copy(v.get() + at, moment2.get() + r.first, r.count);
-      at += r.count;
-    }
+    *buffer = std::move(to);
   }
-  moment1 = std::move(m);
-  moment2 = std::move(v);
   ranges = owned;
   return Status::ok();
 }
@@ -216,6 +344,7 @@ void ParameterStore::adamStep(const AdamConfig &config, int64_t step,
     adamRange(config, step, r.first, r.count, packedGrads + at, at);
     at += r.count;
   }
+  dropGathered();
 }
 
 const DeviceBuffer &ParameterStore::buffer(Tensor which) const {
@@ -239,16 +368,22 @@ static bool isMoment(ParameterStore::Tensor which) {
 
 static const char *const kShardedMoments =
     "the optimizer state is sharded over the data-parallel replicas "
-    "(ZeRO-1): gather it before reading or writing it whole";
+    "(ZeRO): gather it before reading or writing it whole";
+
+/// Whether `which` is held as this replica's parts only.
+bool ParameterStore::isPacked(Tensor which) const {
+  return !ranges.empty() &&
+         (isMoment(which) || (shardWeights && which == Tensor::Weights));
+}
 
 Status ParameterStore::read(Tensor which, std::vector<float> &out) const {
-  if (isMoment(which) && !ranges.empty())
+  if (isPacked(which))
     return Status::error(kShardedMoments);
   return downloadAll(*device, buffer(which), out);
 }
 
 Status ParameterStore::write(Tensor which, const std::vector<float> &in) {
-  if (isMoment(which) && !ranges.empty())
+  if (isPacked(which))
     return Status::error(kShardedMoments);
   const DeviceBuffer &target = buffer(which);
   if (int64_t(in.size()) != target.size())
@@ -257,17 +392,26 @@ Status ParameterStore::write(Tensor which, const std::vector<float> &in) {
                          " values written with " + std::to_string(in.size()));
   Stream &stream = device->getStream(StreamKind::Compute);
   device->upload(target.get(), in.data(), target.getBytes(), stream);
-  if (which == Tensor::Weights)
+  if (which == Tensor::Weights) {
     refreshWorkingCopy();
+    if (shardWeights)
+      dropGathered();
+  }
   // The host vector may go once the copy has run.
   return stream.synchronize();
 }
+
+static const char *const kShardedMaster =
+    "ZeRO-3 keeps only this replica's part of each weight";
 
 Status ParameterStore::readMaster(const std::string &name,
                                   std::vector<float> &out) const {
   auto it = index.find(name);
   if (it == index.end())
     return Status::error("no parameter '" + name + "' on this rank");
+  if (shardWeights)
+    return Status::error(std::string(kShardedMaster) + ": '" + name +
+                         "' cannot be read whole");
   out.resize(size_t(params[it->second].size()));
   Stream &stream = device->getStream(StreamKind::Compute);
   device->download(out.data(), master(name),
@@ -280,6 +424,9 @@ Status ParameterStore::writeMaster(const std::string &name,
   auto it = index.find(name);
   if (it == index.end())
     return Status::error("no parameter '" + name + "' on this rank");
+  if (shardWeights)
+    return Status::error(std::string(kShardedMaster) + ": '" + name +
+                         "' cannot be written whole");
   if (int64_t(in.size()) != params[it->second].size())
     return Status::error("parameter '" + name + "' of " +
                          std::to_string(params[it->second].size()) +

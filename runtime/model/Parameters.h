@@ -15,6 +15,7 @@
 #include "Backend.h"
 #include "sluice/Blocks/Parameters.h"
 #include "sluice/PlanFormat/ModelConfig.h"
+#include "sluice/PlanFormat/TrainingState.h"
 
 #include <map>
 #include <string>
@@ -31,6 +32,9 @@ class ParameterStore {
 public:
   /// Adds a parameter; adding the same name again (a tied table) is a no-op.
   void add(const ParameterSpec &spec);
+  /// Places every parameter in the flat buffers (offset(), the total);
+  /// allocate does it when not done yet.
+  void layout();
   /// Allocates everything on `device` and initialises the weights from
   /// `seed` (drawn on the host, uploaded once).
   Status allocate(Device &device, const Precision &precision, uint64_t seed);
@@ -63,10 +67,44 @@ public:
   /// computed them (GradientSync.h ZeroOne::reduceScatterGroup). So the
   /// full-size gradient exists for one group at a time. Every parameter
   /// belongs to exactly one group.
+  /// A vector's gradients (a norm's gain, a bias) stay whole, outside the
+  /// window, and are reduce-scattered once a step (ZeroOne::
+  /// reduceScatterVectors): some features take them in B (post_norms,
+  /// qk_norm: from what F kept), where other layers' W would clear or
+  /// scatter a shared window's part before this layer's W.
   Status setGradientGroups(const std::vector<std::vector<std::string>> &groups);
+  /// Whether `name`'s gradients are kept whole beside the window, and
+  /// where (getVectorGradients() + getVectorOffset).
+  bool isVectorGradient(const std::string &name) const {
+    return vectorAt.count(name) != 0;
+  }
+  int64_t getVectorOffset(const std::string &name) const {
+    return vectorAt.at(name);
+  }
+  DevicePtr getVectorGradients() const { return vectorGrads.get(); }
   /// Also a whole-size gradient buffer (getGrads) that the replicas'
   /// parts are gathered into for --dump-grads and --check-against.
   void keepWholeGradients() { wholeKept = true; }
+  /// ZeRO-3 (Rajbhandari et al., 2020, section 5.3; after
+  /// setGradientGroups, before allocate): the fp32 weights are kept as
+  /// this replica's parts, the flat ranges `owned` packed in order as the
+  /// moments are (shardMoments), and the kernels read each group's
+  /// working weights from a slot the group's all-gather fills
+  /// (ZeroOne::gatherGroup): re-sharding every pass, two slots of the
+  /// largest group's size, group g in slot g mod 2 (the layer in use and
+  /// the next); per step, a slot per group (the device's whole working
+  /// copy). A slot remembers the group it holds until the weights change.
+  Status setWeightShards(const std::vector<IndexRange> &owned,
+                         Reshard reshard);
+  bool isWeightSharded() const { return shardWeights; }
+  /// Group `group`'s slot (its parameters at their window offsets, in
+  /// the working type), whether it holds the group's current weights, and
+  /// marking it so.
+  DevicePtr getWeightSlot(size_t group) const;
+  bool isGathered(size_t group) const;
+  void setGathered(size_t group);
+  /// The slots no longer hold current weights (an update, a write).
+  void dropGathered();
   /// The window (null without groups) and where `name` sits in it.
   DevicePtr getGradientWindow() const {
     return windowSize ? grads.get() : DevicePtr();
@@ -85,6 +123,10 @@ public:
   /// for the caller to gather from the other replicas. Sharding moments
   /// that are sharded already is an error.
   Status shardMoments(const std::vector<IndexRange> &owned);
+  /// The same before allocate: the moments start as the ranges `owned`
+  /// (zero), never whole -- the peak of a run's start is its steady
+  /// state's (a checkpoint loads into them after gathering them whole).
+  Status setMomentShards(const std::vector<IndexRange> &owned);
   const std::vector<IndexRange> &getMomentRanges() const { return ranges; }
   /// With sharded moments: Adam over the owned ranges only, their summed
   /// gradients packed in `packedGrads` in the same order.
@@ -116,6 +158,7 @@ public:
 
 private:
   const DeviceBuffer &buffer(Tensor which) const;
+  bool isPacked(Tensor which) const;
   /// Adam over flat elements [first, first + count) whose moments sit at
   /// `moments` and gradients at `gradsAt`, split where the weight decay
   /// switches on or off.
@@ -138,6 +181,20 @@ private:
   /// The gradient window (setGradientGroups): each parameter's place in
   /// it, its size (0: no window, gradients whole), the whole copy.
   std::map<std::string, int64_t> windowAt;
+  std::map<std::string, size_t> groupOf;
+  std::vector<int64_t> groupSizes;
+  /// The vectors' whole gradients beside the window, and their places.
+  std::map<std::string, int64_t> vectorAt;
+  int64_t vectorSize = 0;
+  DeviceBuffer vectorGrads;
+  /// ZeRO-3 (setWeightShards): the weights packed as the moments are; the
+  /// slots, each group's slot's offset in them, and which group each slot
+  /// holds (-1: none current).
+  bool shardWeights = false;
+  Reshard reshard = Reshard::EveryPass;
+  DeviceBuffer slots;
+  std::vector<int64_t> slotAt;
+  std::vector<int64_t> held;
   int64_t windowSize = 0;
   bool wholeKept = false;
   DeviceBuffer whole;

@@ -354,6 +354,8 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
   DevicePtr current = input;
   for (size_t i = 0; i < resolved.size(); ++i) {
     const Layer &l = resolved[i];
+    if (beforeLayer)
+      beforeLayer(layers[i]);
     // B's recomputation routes as F did: nothing more to count.
     if (!again)
       transformer.setBalance(
@@ -401,8 +403,11 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
   carve(s, forwardState, weightState, keyValues, recomputedState);
   if (recompute == Recompute::Selective)
     for (size_t k = 0; k < resolved.size(); ++k)
-      if (resolved[k].config->kind == LayerKind::Transformer)
+      if (resolved[k].config->kind == LayerKind::Transformer) {
+        if (beforeLayer)
+          beforeLayer(layers[k]);
         transformer.recompute(resolved[k], views[k], s);
+      }
   // The microbatch's copies per expert: kept here, or from the next stage
   // (and sent on to the previous one). The loss's gradient at expert e's
   // probability of every token of every sparse layer is coefficient x
@@ -432,6 +437,8 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
     const Layer &l = resolved[k];
     const LayerConfig &c = *l.config;
     const Views &v = views[k];
+    if (beforeLayer)
+      beforeLayer(layers[k]);
     DevicePtr dst = k == 0 ? inputGrad : work.ping[k % 2];
     switch (c.kind) {
     case LayerKind::Embedding:
@@ -462,6 +469,8 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
     const Layer &l = resolved[k];
     const LayerConfig &c = *l.config;
     const Views &v = views[k];
+    if (beforeLayer)
+      beforeLayer(layers[k]);
     switch (c.kind) {
     case LayerKind::Embedding:
       embeddingBlock.weight(l, v, s, batch);

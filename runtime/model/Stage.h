@@ -65,6 +65,12 @@ public:
   void setAfterWeight(std::function<void(int)> hook) {
     afterWeight = std::move(hook);
   }
+  /// Called before each layer's part of every pass (F, B and its
+  /// recomputation, W), with the layer's index in the model: ZeRO-3
+  /// gathers its working weights there (ParameterStore::setWeightShards).
+  void setBeforeLayer(std::function<void(int)> hook) {
+    beforeLayer = std::move(hook);
+  }
   void setTensorParallel(TensorGroup group, int index);
   void setTensorParallel(GroupReduce reduce, int index) {
     setTensorParallel(TensorGroup{std::move(reduce), {}, {}}, index);
@@ -176,7 +182,7 @@ private:
   const ModelConfig &model;
   std::vector<int> layers;
   std::vector<Layer> resolved;
-  std::function<void(int)> afterWeight;
+  std::function<void(int)> afterWeight, beforeLayer;
   Kernels &kernels;
   Precision precision;
   Recompute recompute;

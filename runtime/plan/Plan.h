@@ -14,6 +14,7 @@
 #include "sluice/PlanFormat/Format.h"
 #include "sluice/Blocks/Layout.h"
 #include "sluice/PlanFormat/ModelConfig.h"
+#include "sluice/PlanFormat/TrainingState.h"
 #include "Status.h"
 
 #include <string>
@@ -104,6 +105,9 @@ struct Plan {
   /// (gradients reduce-scattered, each replica updates its part, the
   /// weights all-gathered); 0: every replica holds all of it.
   int zero = 0;
+  /// ZeRO-3: when the gathered weights are dropped (after every pass, or
+  /// at the update).
+  Reshard reshard = Reshard::EveryPass;
   /// Expert parallelism: each sparse layer's experts split over ep
   /// consecutive replicas (an expert group; shardModel.expertShards);
   /// divides dp. `expertCapacity`: what a member's experts compute on, as

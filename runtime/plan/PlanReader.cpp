@@ -188,6 +188,20 @@ void readMesh(const json &mesh, Plan &plan) {
         !why.empty())
       fail("mesh: 'zero' = " + std::to_string(plan.zero) + ": " + why);
   }
+  if (plan.zero == 3)
+    if (std::string why = checkShardedWeights(plan.model); !why.empty())
+      fail("mesh: 'zero' = 3: model " + why);
+  if (mesh.contains("reshard")) {
+    const json &value = mesh["reshard"];
+    if (!value.is_string() ||
+        !parseReshard(value.get<std::string>(), plan.reshard))
+      fail("mesh: 'reshard' = " + value.dump() +
+           " is not a re-shard choice (\"every-pass\" or \"step\")");
+    if (plan.zero != 3)
+      fail("mesh: 'reshard' chooses when ZeRO-3 drops the gathered "
+           "weights, but 'zero' = " +
+           std::to_string(plan.zero));
+  }
   if (mesh.contains("ep")) {
     plan.ep = integer32(mesh, "ep", "mesh", 1);
     if (plan.dp % plan.ep != 0)

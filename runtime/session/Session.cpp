@@ -216,6 +216,11 @@ void Session::makeTrainer() {
 }
 
 void Session::loadWeights() {
+  // Under ZeRO a replica starts with its part of the moments only (and
+  // ZeRO-3 of the weights): whole while they are loaded, as for a
+  // checkpoint's writing, sharded again below.
+  if (!options.loadHF.empty() || !options.loadDir.empty())
+    agree(world, trainer->gatherOptimizerState());
   // Each rank loads its own parts: one that fails ends them all.
   if (!options.loadHF.empty())
     agree(world, loadHuggingFace(options.loadHF, plan.model,
@@ -223,7 +228,7 @@ void Session::loadWeights() {
   if (!options.loadDir.empty())
     agree(world, loadCheckpoint(options.loadDir, options.loadStep,
                                 trainer->getParameters(), done));
-  // ZeRO-1: from here on each replica keeps its part of the moments.
+  // ZeRO: from here on each replica keeps its part of the moments.
   if (Status st = trainer->shardOptimizerState(); !st)
     failHere(st.message());
 }

@@ -216,8 +216,17 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 // -----
 
 // program-unknown-zero-stage
-// expected-error@+1 {{'sluice.program' op 'zero' = 3: ZeRO stage 3 is not one Sluice runs (0, 1 or 2; 3 is planned)}}
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 zero 3 {
+// expected-error@+1 {{'sluice.program' op 'zero' = 4: ZeRO stage 4 is not one Sluice runs (0, 1, 2 or 3)}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 zero 4 {
+  sluice.device 0 {
+  }
+}
+
+// -----
+
+// program-reshard-without-zero-3
+// expected-error@+1 {{'sluice.program' op 'reshard_per_step' chooses when ZeRO-3 re-shards the gathered weights, but 'zero' is 2}}
+sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 zero 2 reshard_per_step {
   sluice.device 0 {
   }
 }

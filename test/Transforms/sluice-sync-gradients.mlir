@@ -5,9 +5,13 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=1" | FileCheck %s --check-prefix=ZERO1
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=1 zero=1" 2>&1 | FileCheck %s --check-prefix=ZEROALONE
-// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3" 2>&1 | FileCheck %s --check-prefix=ZEROSTAGE
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=4" 2>&1 | FileCheck %s --check-prefix=ZEROSTAGE
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=2" | FileCheck %s --check-prefix=ZERO2
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2 zero=2" | FileCheck %s --check-prefix=ZERO2EXPERTS
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3" | FileCheck %s --check-prefix=ZERO3
+// RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3 reshard-per-step=true" | FileCheck %s --check-prefix=ZERO3STEP
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=2 reshard-per-step=true" 2>&1 | FileCheck %s --check-prefix=RESHARD2
+// RUN: not sluice-opt %inputs/tiny-deepseek-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 zero=3" 2>&1 | FileCheck %s --check-prefix=ZERO3BIAS
 // RUN: sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=12 repeats=true" --sluice-sync-gradients="data-parallel=2" --sluice-verify-schedule 2>&1 | FileCheck %s --check-prefix=REPEAT --implicit-check-not=sluice.grad_sync
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2" | FileCheck %s --check-prefix=EXPERTS
 // RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=3" 2>&1 | FileCheck %s --check-prefix=EXPERTSDIVIDE
@@ -82,13 +86,23 @@
 // ZERO1-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2 zero 1
 // ZERO1: sluice.grad_sync @s1
 // ZEROALONE: error: 'sluice.program' op cannot use ZeRO stage 1: ZeRO stage 1 shards the optimizer state over the data-parallel replicas, but dp = 1 (it needs at least 2)
-// ZEROSTAGE: error: 'sluice.program' op cannot use ZeRO stage 3: ZeRO stage 3 is not one Sluice runs (0, 1 or 2; 3 is planned)
+// ZEROSTAGE: error: 'sluice.program' op cannot use ZeRO stage 4: ZeRO stage 4 is not one Sluice runs (0, 1, 2 or 3)
 
 // ZeRO-2: the same grad_syncs (each now marks where the stage's last
 // per-layer reduce-scatter is done), with expert parallelism too.
 // ZERO2-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2 zero 2
 // ZERO2: sluice.grad_sync @s1
 // ZERO2EXPERTS: schedule = "1f1b"} dp 4 zero 2 ep 2 {
+
+// ZeRO-3: the same grad_syncs again (the runtime gathers each layer's
+// weights before the passes that use them), and the re-shard choice
+// recorded only where it is ZeRO-3's; a sigmoid router's bias, which
+// DeepSeek's balance moves outside Adam, is refused by name.
+// ZERO3-LABEL: sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2 zero 3 {
+// ZERO3: sluice.grad_sync @s1
+// ZERO3STEP: schedule = "1f1b"} dp 2 zero 3 reshard_per_step {
+// RESHARD2: error: 'sluice.program' op cannot re-shard per step under ZeRO stage 2: the choice is ZeRO-3's (the gathered weights)
+// ZERO3BIAS: error: 'sluice.program' op cannot use ZeRO stage 3: layer 1: its sigmoid router's bias is read in fp32 and moved outside Adam (auxiliary-loss-free balance), which ZeRO-3 does not shard yet; use ZeRO stage 2
 
 // Expert parallelism: the program records it (the grad_syncs stay where
 // they are; the runtime sums the expert maps over their own replicas), and

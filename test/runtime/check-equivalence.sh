@@ -14,7 +14,8 @@
 # runs every replica's microbatches); $TP the tensor-parallel shards of
 # each device (default 1: mpirun -np p * TP * DP); $RECOMPUTE the
 # activation recomputation of every stage (--recompute; default none);
-# $ZERO the ZeRO stage (--zero; default 0); $EP the expert-parallel
+# $ZERO the ZeRO stage (--zero; default 0) and $RESHARD ZeRO-3's
+# re-shard choice (--reshard; default every-pass); $EP the expert-parallel
 # members the experts split over (--ep, of the DP replicas; default 1);
 # $SP=1 adds sequence
 # parallelism over the TP shards (--sequence-parallel); $TRANSPORTS the
@@ -22,7 +23,8 @@
 # and MPI held to NCCL's rules, docs/communication.md).
 #
 #   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
-#     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] [ZERO=...] [EP=...] \
+#     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] [ZERO=...] \
+#     [RESHARD=...] [EP=...] \
 #     [SP=1] \
 #     check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
@@ -60,6 +62,11 @@ for p in ${PIPELINES:-2 4}; do
         [ "$tp" = 1 ] || name="$name tp=$tp"
         [ "$dp" = 1 ] || name="$name dp=$dp"
         [ "${ZERO:-0}" = 0 ] || name="$name zero=$ZERO"
+        reshard=()
+        [ -z "${RESHARD:-}" ] || {
+          reshard=(--reshard "$RESHARD")
+          name="$name reshard=$RESHARD"
+        }
         [ "$ep" = 1 ] || name="$name ep=$ep"
         sp=()
         [ "${SP:-0}" = 0 ] || { sp=(--sequence-parallel); name="$name sp"; }
@@ -69,7 +76,8 @@ for p in ${PIPELINES:-2 4}; do
           --schedule "$schedule" --virtual "$v" --slices "$k" \
           --vocab "$vocab" --slicing "$slicing" --costs "${COSTS:-unit}" \
           --dp "$dp" --tp "$tp" --zero "${ZERO:-0}" --ep "$ep" \
-          --recompute "${RECOMPUTE:-none}" "${sp[@]}" -o "$plan" >/dev/null
+          --recompute "${RECOMPUTE:-none}" "${sp[@]}" "${reshard[@]}" \
+          -o "$plan" >/dev/null
         # The reference depends on the model and the microbatches only
         # (every replica's).
         [ -f "$ref/losses.txt" ] ||

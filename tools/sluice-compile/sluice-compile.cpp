@@ -82,8 +82,22 @@ cl::opt<int64_t> zero("zero",
                                "the data-parallel replicas (Megatron-LM's "
                                "distributed optimizer); 2 the gradients too, "
                                "each layer's reduce-scattered after its W; "
-                               "0 (default) shards nothing"),
-                      cl::init(0), cl::value_desc("0|1|2"), cl::cat(category));
+                               "3 the weights too (FSDP), each layer's "
+                               "gathered where a pass uses it; 0 (default) "
+                               "shards nothing"),
+                      cl::init(0), cl::value_desc("0|1|2|3"),
+                      cl::cat(category));
+cl::opt<::sluice::rt::Reshard> reshard(
+    "reshard",
+    cl::desc("With --zero 3: when a layer's gathered weights are dropped"),
+    cl::values(clEnumValN(::sluice::rt::Reshard::EveryPass, "every-pass",
+                          "after each pass that used them: two layers' "
+                          "copies live, gathered before every pass "
+                          "(default)"),
+               clEnumValN(::sluice::rt::Reshard::Step, "step",
+                          "at the update: the device's whole working "
+                          "weights live, each layer gathered once a step")),
+    cl::init(::sluice::rt::Reshard::EveryPass), cl::cat(category));
 cl::opt<int64_t> ep("ep",
                     cl::desc("Expert parallelism: the experts of every "
                              "mixture-of-experts layer split over this many "
@@ -286,6 +300,8 @@ static CompileRequest getRequest() {
   r.expandPlan = expandPlan;
   r.printPipeline = printPipeline;
   r.pp = pp, r.dp = dp, r.zero = zero, r.tp = tp, r.ep = ep;
+  r.reshard = reshard;
+  r.reshardGiven = reshard.getNumOccurrences() > 0;
   r.expertCapacity = expertCapacity;
   r.expertBiasUpdate = expertBiasUpdate;
   r.sequenceParallel = sequenceParallel;

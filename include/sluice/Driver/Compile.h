@@ -14,6 +14,7 @@
 #ifndef SLUICE_DRIVER_COMPILE_H
 #define SLUICE_DRIVER_COMPILE_H
 
+#include "sluice/PlanFormat/TrainingState.h"
 #include "sluice/Schedule/Schedules.h"
 #include "sluice/Transforms/Passes.h"
 #include "sluice/Transforms/Pipeline.h"
@@ -50,6 +51,9 @@ struct CompileRequest {
 
   // The pipeline (sluice-pipeline's options of the same names).
   int64_t pp = 0, dp = 1, zero = 0, tp = 1;
+  /// --reshard: when ZeRO-3 drops the gathered weights.
+  ::sluice::rt::Reshard reshard = ::sluice::rt::Reshard::EveryPass;
+  bool reshardGiven = false;
   /// --ep: expert-parallel members of the dp replicas (1: none); and
   /// --expert-capacity (0: dropless).
   int64_t ep = 1;

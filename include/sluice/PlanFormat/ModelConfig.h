@@ -378,6 +378,26 @@ inline std::string checkBalanceLoss(const ModelConfig &model) {
   return "";
 }
 
+/// Why ZeRO-3 cannot shard `model`'s weights, or "". A sigmoid router's
+/// bias (DeepSeek-V3's auxiliary-loss-free balance) is read from the fp32
+/// masters and moved by a rule outside Adam (ExpertBias.h); ZeRO-3 keeps
+/// only a replica's part of the masters and gathers the working copy, so
+/// it does not run such a layer yet.
+inline std::string checkShardedWeights(const ModelConfig &model) {
+  int transformer = 0;
+  for (const LayerConfig &l : model.layers) {
+    if (l.kind != LayerKind::Transformer)
+      continue;
+    int index = transformer++;
+    if (l.experts > 0 && l.router == "sigmoid")
+      return "layer " + std::to_string(index) +
+             ": its sigmoid router's bias is read in fp32 and moved outside "
+             "Adam (auxiliary-loss-free balance), which ZeRO-3 does not "
+             "shard yet; use ZeRO stage 2";
+  }
+  return "";
+}
+
 /// Why the experts of `model`'s sparse layers cannot be split over `ep`
 /// members of an expert group, or "": 1 always can; more need a sparse
 /// layer, and every sparse layer's experts divide by ep (each member

@@ -124,14 +124,28 @@ getParameterStateBytes(const Precision &precision, int zero,
 /// Why ZeRO stage `zero` cannot run on a mesh of `dp` replicas ("" if it
 /// can). One rule for the compiler and the plan reader.
 inline std::string checkZeroStage(int64_t zero, int64_t dp) {
-  if (zero < 0 || zero > 2)
+  if (zero < 0 || zero > 3)
     return "ZeRO stage " + std::to_string(zero) +
-           " is not one Sluice runs (0, 1 or 2; 3 is planned)";
+           " is not one Sluice runs (0, 1, 2 or 3)";
   if (zero >= 1 && dp < 2)
     return "ZeRO stage " + std::to_string(zero) +
            " shards the optimizer state over the data-parallel replicas, "
            "but dp = " + std::to_string(dp) + " (it needs at least 2)";
   return "";
+}
+
+/// The plan format's and the flag's names of a re-shard choice.
+inline const char *getReshardName(Reshard reshard) {
+  return reshard == Reshard::Step ? "step" : "every-pass";
+}
+inline bool parseReshard(const std::string &name, Reshard &out) {
+  if (name == "every-pass")
+    out = Reshard::EveryPass;
+  else if (name == "step")
+    out = Reshard::Step;
+  else
+    return false;
+  return true;
 }
 
 } // namespace sluice::rt

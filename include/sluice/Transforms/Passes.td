@@ -494,6 +494,9 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
     replicas: each `sluice.grad_sync` then reduce-scatters its gradients
     instead of all-reducing them, each replica updates its part of the
     weights, and the step ends by all-gathering them (docs/parallelism.md).
+    `zero=2` shards the gradients too and `zero=3` the weights (FSDP); with
+    `reshard-per-step` a ZeRO-3 program records `reshard_per_step`: each
+    layer's weights are gathered once a step instead of before every pass.
 
     With `expert-parallel=E` (Megatron-LM's expert-model-parallel size)
     the program records that each mixture-of-experts layer's experts split
@@ -515,12 +518,16 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "replicas of each pipeline device">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
-           "ZeRO stage: 1 shards the optimizer state over the replicas">,
+           "ZeRO stage: 1 shards the optimizer state over the replicas, "
+           "2 the gradients too, 3 the weights too">,
     Option<"expertParallel", "expert-parallel", "int64_t", /*default=*/"1",
            "replicas each sparse layer's experts split over">,
     Option<"expertCapacity", "expert-capacity", "double", /*default=*/"0",
            "a member's experts' copies as a multiple of the balanced share "
            "(0: the most any routing sends)">,
+    Option<"reshardPerStep", "reshard-per-step", "bool", /*default=*/"false",
+           "ZeRO-3: gather each layer once a step and keep it to the "
+           "update (default: gather before every pass, drop after)">,
   ];
 }
 

@@ -87,8 +87,13 @@ struct SluicePipelineOptions
                             llvm::cl::init("unit")};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel replicas"),
                      llvm::cl::init(1)};
-  Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage (0 or 1)"),
+  Option<int64_t> zero{*this, "zero",
+                       llvm::cl::desc("ZeRO stage (0 to 3)"),
                        llvm::cl::init(0)};
+  Option<bool> reshardPerStep{
+      *this, "reshard-per-step",
+      llvm::cl::desc("ZeRO-3: gather each layer once a step"),
+      llvm::cl::init(false)};
   Option<int64_t> ep{*this, "ep",
                      llvm::cl::desc("expert-parallel members (of the dp "
                                     "replicas) each sparse layer's experts "
