@@ -237,9 +237,10 @@ void driver::printSearchTable(const SearchResult &found,
   for (int64_t i = 0; i < rows; ++i)
     printRow(std::to_string(i + 1), found.ranked[i], "");
   // The baseline every user compares with: the same GPUs as plain data
-  // replicas.
+  // replicas, FSDP (ZeRO-3) where the model allows it, as torchtitan
+  // trains by default.
   if (const std::optional<PlanEstimate> &dp = found.dataParallel; dp)
-    printRow("dp", *dp,
+    printRow(dp->choice.zero == 3 ? "fsdp" : "dp", *dp,
              dp->peakBytes > space.memoryBytes
                  ? "  (does not fit)"
                  : llvm::formatv("  (the best is {0:F2}x its throughput)",

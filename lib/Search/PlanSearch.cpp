@@ -7,8 +7,9 @@
 //
 //  * memory: a device holds at least its share of the parameters' training
 //    state (getParameterStateBytes, as the runtime allocates it: its
-//    sharded part divided over the replicas under ZeRO-1); a mesh whose
-//    share alone exceeds the GPU is not compiled at all;
+//    sharded part divided over the replicas under ZeRO); a mesh whose
+//    share alone exceeds the GPU is not compiled at all (ZeRO 0 to 3, and
+//    ZeRO-3's two re-shard choices, are each a choice of the mesh);
 //  * time: on one mesh, no schedule, vocabulary placement or slicing does
 //    less compute than the devices' summed busy time of the plain 1F1B
 //    plan without recomputation spread perfectly over the pipeline; a
@@ -72,6 +73,8 @@ std::string PlanChoice::getFlags() const {
   std::string flags = llvm::formatv("--pp {0} --tp {1} --dp {2}", pp, tp, dp);
   if (zero)
     flags += llvm::formatv(" --zero {0}", zero).str();
+  if (zero == 3 && reshard == rt::Reshard::Step)
+    flags += " --reshard step";
   if (ep > 1)
     flags += llvm::formatv(" --ep {0}", ep);
   if (sequenceParallel)
@@ -94,6 +97,7 @@ void PlanChoice::apply(SluicePipelineOptions &o) const {
   o.tp = tp;
   o.dp = dp;
   o.zero = zero;
+  o.reshardPerStep = zero == 3 && reshard == rt::Reshard::Step;
   o.ep = ep;
   o.sequenceParallel = sequenceParallel;
   o.schedule = schedule;
@@ -111,7 +115,7 @@ void PlanChoice::apply(SluicePipelineOptions &o) const {
 static bool isSamePlan(const PlanEstimate &a, const PlanEstimate &b) {
   const PlanChoice &x = a.choice, &y = b.choice;
   return x.pp == y.pp && x.tp == y.tp && x.dp == y.dp && x.zero == y.zero &&
-         x.ep == y.ep &&
+         x.reshard == y.reshard && x.ep == y.ep &&
          x.sequenceParallel == y.sequenceParallel &&
          x.microbatches == y.microbatches && x.slices == y.slices &&
          x.recompute == y.recompute && x.vocab == y.vocab &&
@@ -149,6 +153,24 @@ static bool breakTies(std::vector<PlanEstimate> &ranked, double margin) {
 }
 
 namespace {
+
+/// A ZeRO stage and, for ZeRO-3, its re-shard choice.
+struct ZeroChoice {
+  int64_t zero = 0;
+  rt::Reshard reshard = rt::Reshard::EveryPass;
+};
+
+/// The ZeRO choices a mesh of `dp` replicas has: none without replicas;
+/// else stages 0 to 3, ZeRO-3 re-sharding every pass and per step.
+SmallVector<ZeroChoice> getZeroChoices(int64_t dp) {
+  if (dp == 1)
+    return {ZeroChoice{}};
+  return {{0},
+          {1},
+          {2},
+          {3, rt::Reshard::EveryPass},
+          {3, rt::Reshard::Step}};
+}
 
 /// The search's state: the space, the model's figures, the best so far.
 class Searcher {
@@ -188,11 +210,11 @@ private:
   /// Compiles and simulates `choice` at each of `zeros` (its ZeRO stages,
   /// one schedule for all); nullopt where the compiler refuses it.
   std::vector<std::optional<PlanEstimate>>
-  evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros);
+  evaluate(const PlanChoice &choice, llvm::ArrayRef<ZeroChoice> zeros);
   /// evaluate's compile with the stages split by `balance`, counting
   /// nothing.
   std::vector<std::optional<PlanEstimate>>
-  evaluateSplit(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros,
+  evaluateSplit(const PlanChoice &choice, llvm::ArrayRef<ZeroChoice> zeros,
                 sched::Balance balance);
   /// Every schedule, vocabulary placement, slicing and recomputation on
   /// one mesh, at the ZeRO stages whose plain plans are `plains`. On one
@@ -242,7 +264,7 @@ private:
 } // namespace
 
 std::vector<std::optional<PlanEstimate>>
-Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
+Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<ZeroChoice> zeros) {
   SluicePipelineOptions options;
   choice.apply(options);
   options.costs = space.costs;
@@ -277,7 +299,7 @@ Searcher::evaluate(const PlanChoice &choice, llvm::ArrayRef<int64_t> zeros) {
 
 std::vector<std::optional<PlanEstimate>>
 Searcher::evaluateSplit(const PlanChoice &choice,
-                        llvm::ArrayRef<int64_t> zeros,
+                        llvm::ArrayRef<ZeroChoice> zeros,
                         sched::Balance balance) {
   std::vector<std::optional<PlanEstimate>> estimates(zeros.size());
   auto start = std::chrono::steady_clock::now();
@@ -313,8 +335,13 @@ Searcher::evaluateSplit(const PlanChoice &choice,
 
   for (auto [i, zero] : llvm::enumerate(zeros)) {
     PlanChoice variant = choice;
-    variant.zero = zero;
-    options.zero = zero;
+    variant.zero = zero.zero;
+    variant.reshard = zero.reshard;
+    variant.apply(options);
+    options.costs = space.costs;
+    options.planBuffers = false;
+    options.simulate = false;
+    options.balance = balance;
     // The last stage lowers the scheduled module itself.
     OwningOpRef<ModuleOp> copy =
         i + 1 < zeros.size() ? scheduled->clone() : scheduled.release();
@@ -365,7 +392,7 @@ double Searcher::getStateBound(const PlanChoice &mesh) const {
   double dense = double(params - expertParams) / split,
          experts = double(expertParams) / split / double(mesh.ep);
   rt::ParameterStateBytes state =
-      rt::getParameterStateBytes(precision, int(mesh.zero));
+      rt::getParameterStateBytes(precision, int(mesh.zero), mesh.reshard);
   return dense * (double(state.replicated) +
                   double(state.sharded) / double(mesh.zero ? mesh.dp : 1)) +
          experts *
@@ -491,9 +518,9 @@ void Searcher::searchMesh(llvm::ArrayRef<PlanEstimate> plains) {
               });
               continue;
             }
-            SmallVector<int64_t> zeros;
+            SmallVector<ZeroChoice> zeros;
             for (const PlanEstimate *plain : open)
-              zeros.push_back(plain->choice.zero);
+              zeros.push_back({plain->choice.zero, plain->choice.reshard});
             std::vector<std::optional<PlanEstimate>> estimates =
                 evaluate(choice, zeros);
             std::vector<const PlanEstimate *> next;
@@ -529,7 +556,7 @@ SearchResult Searcher::run() {
   // Every mesh's plain plan (1F1B, no recomputation, vocabulary layers on
   // the end stages): its step bounds the mesh's.
   // Each mesh with the ZeRO stages the memory bound leaves it.
-  std::vector<std::pair<PlanChoice, SmallVector<int64_t>>> meshes;
+  std::vector<std::pair<PlanChoice, SmallVector<ZeroChoice>>> meshes;
   for (int64_t tp = 1; tp <= std::min(space.gpus, space.nodeGpus); ++tp) {
     if (space.gpus % tp)
       continue;
@@ -555,11 +582,10 @@ SearchResult Searcher::run() {
         mesh.sequenceParallel = sp;
         mesh.microbatches = perReplica;
         mesh.schedule = ScheduleKind::OneFOneB;
-        SmallVector<int64_t> zeros;
-        for (int64_t zero : {int64_t(0), int64_t(1)}) {
-          if (zero && dp == 1)
-            continue;
-          mesh.zero = zero;
+        SmallVector<ZeroChoice> zeros;
+        for (ZeroChoice zero : getZeroChoices(dp)) {
+          mesh.zero = zero.zero;
+          mesh.reshard = zero.reshard;
           double state = getStateBound(mesh);
           if (result.leanestState == 0 || state < result.leanestState)
             result.leanestState = state;
@@ -570,6 +596,7 @@ SearchResult Searcher::run() {
           zeros.push_back(zero);
         }
         mesh.zero = 0;
+        mesh.reshard = rt::Reshard::EveryPass;
         if (!zeros.empty())
           meshes.push_back({mesh, zeros});
       }
@@ -622,10 +649,8 @@ void Searcher::findDataParallel() {
     return;
   }
   plain.microbatches = space.globalSequences / plain.dp / microBatch;
-  SmallVector<int64_t> zeros = {0};
-  if (plain.dp > 1)
-    zeros.push_back(1);
-  for (std::optional<PlanEstimate> &estimate : evaluate(plain, zeros))
+  for (std::optional<PlanEstimate> &estimate :
+       evaluate(plain, getZeroChoices(plain.dp)))
     if (estimate && (!result.dataParallel ||
                      estimate->peakBytes < result.dataParallel->peakBytes))
       result.dataParallel = std::move(*estimate);

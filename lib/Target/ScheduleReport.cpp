@@ -74,19 +74,18 @@ static llvm::json::Value getMeshReport(const ScheduleReportInputs &in) {
   if (model.getHardware())
     nodeDevices = model.getNodeDevices();
   int64_t pp = in.pipeline.devices;
-  return llvm::json::Object{{"pp", pp},
+  llvm::json::Object object{{"pp", pp},
                             {"tp", mesh.tp},
                             {"dp", mesh.dp},
                             {"ranks", pp * mesh.tp * mesh.dp},
                             {"ranks_per_node", std::move(nodeDevices)},
                             {"zero", mesh.zero},
-                            {"reshard", mesh.zero == 3
-                                            ? llvm::json::Value(
-                                                  ::sluice::rt::getReshardName(
-                                                      mesh.reshard))
-                                            : llvm::json::Value(nullptr)},
                             {"ep", mesh.ep},
                             {"sequence_parallel", mesh.sequenceParallel}};
+  // ZeRO-3's re-shard choice, where it is one.
+  if (mesh.zero == 3)
+    object["reshard"] = ::sluice::rt::getReshardName(mesh.reshard);
+  return object;
 }
 
 llvm::json::Value

@@ -29,7 +29,7 @@ with tempfile.TemporaryDirectory() as work:
             if batch % (dp * mb):
                 continue
             m = batch // (dp * mb)
-            for zero in ([0, 1] if dp > 1 else [0]):
+            for zero in ([0, 1, 2, 3, "3s"] if dp > 1 else [0]):
                 for sp in ([False, True] if tp > 1 else [False]):
                     # One device: one schedule, the vocabulary layers
                     # whole (every other choice is the same plan there).
@@ -45,8 +45,11 @@ with tempfile.TemporaryDirectory() as work:
                                              "--recompute", rc, "--vocab", vocab]
                                     if v:
                                         flags += ["--virtual", str(v)]
-                                    if zero:
-                                        flags += ["--zero", "1"]
+                                    if zero == "3s":
+                                        flags += ["--zero", "3",
+                                                  "--reshard", "step"]
+                                    elif zero:
+                                        flags += ["--zero", str(zero)]
                                     if sp:
                                         flags += ["--sequence-parallel"]
                                     if slices > 1:

@@ -137,6 +137,11 @@ nccl_plan zero1-dp2-p2 --pp 2 --dp 2 --zero 1 --microbatches 4 --schedule zb-h1
 # ZeRO-2 (issue 56): each layer's gradients reduce-scattered after its W,
 # the tied table's ends on two devices.
 nccl_plan zero2-dp2-p2 --pp 2 --dp 2 --zero 2 --microbatches 4 --schedule zb-h1
+# ZeRO-3 (issue 56): each layer's bf16 weights all-gathered before each
+# pass into two slots, and once a step (--reshard step).
+nccl_plan zero3-dp2-p2 --pp 2 --dp 2 --zero 3 --microbatches 4 --schedule zb-h1
+nccl_plan zero3-step-dp2-p2 --pp 2 --dp 2 --zero 3 --reshard step \
+  --microbatches 4 --schedule zb-v
 nccl_plan tp2-sp-p2 --pp 2 --tp 2 --sequence-parallel --microbatches 4 --schedule 1f1b
 nccl_plan vocab-2-dp2-p4 --pp 4 --dp 2 --microbatches 8 --schedule 1f1b --vocab vocab-2
 nccl_plan mesh-p2-tp2-dp2 --pp 2 --tp 2 --dp 2 --zero 1 --sequence-parallel \

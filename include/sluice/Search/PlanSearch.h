@@ -56,6 +56,8 @@ struct SearchSpace {
 /// One way to run the model.
 struct PlanChoice {
   int64_t pp = 1, tp = 1, dp = 1, zero = 0;
+  /// ZeRO-3's re-shard choice (--reshard).
+  ::sluice::rt::Reshard reshard = ::sluice::rt::Reshard::EveryPass;
   /// Expert parallelism over the dp replicas (a mixture of experts).
   int64_t ep = 1;
   bool sequenceParallel = false;
@@ -107,9 +109,11 @@ struct SearchResult {
   /// Whether the winner is not the fastest (a tie went to memory or the
   /// simpler mesh).
   bool tieBroken = false;
-  /// Plain data parallelism (pp 1, tp 1, dp = every GPU; ZeRO-1 where it
-  /// fits better), the baseline every table shows; none where the batch
-  /// does not split over the GPUs or the compiler refuses it.
+  /// Plain data parallelism (pp 1, tp 1, dp = every GPU) at its leanest
+  /// ZeRO stage -- FSDP (ZeRO-3, re-sharding every pass), torchtitan's
+  /// default, wherever the model allows it -- the baseline every table
+  /// shows; none where the batch does not split over the GPUs or the
+  /// compiler refuses it.
   std::optional<PlanEstimate> dataParallel;
   /// Without it, why not.
   std::string dataParallelNote;
