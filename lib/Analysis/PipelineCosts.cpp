@@ -300,17 +300,23 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
       for (int slice = 0; slice < k; ++slice)
         vocabCompute[kind * k + slice] =
             costs.getVocabComputeTime(vocab, PassKind(kind), lengths[slice], k);
-  // ZeRO-3 re-sharding every pass: the runtime gathers a layer's weights
-  // on the compute stream before each pass that uses them (a pass waits
-  // for its stage's gathers; not yet prefetched). Per step: once, at the
-  // update (getOptimizerTime).
+  // ZeRO-3 re-sharding every pass: the runtime gathers each layer's
+  // weights in every pass, the next layer's on the data stream beside the
+  // current one's compute (ZeroOne::prefetchGroup): a pass takes the
+  // longer of its compute and its gathers, plus its first layer's gather,
+  // which nothing hides. Per step: once, at the update
+  // (getOptimizerTime).
   if (mesh.zero == 3 && mesh.reshard == rt::Reshard::EveryPass) {
     for (size_t s = 0; s < profiles.size(); ++s) {
       double gather = getParameterGatherTime(profiles[s].name);
+      double first =
+          gather / double(std::max<size_t>(1, profiles[s].layers.size()));
       for (size_t kind = 0; kind < kKinds; ++kind)
         if (!sched::isVocabPass(PassKind(kind)))
-          for (int slice = 0; slice < k; ++slice)
-            compute[(s * kKinds + kind) * k + slice] += gather;
+          for (int slice = 0; slice < k; ++slice) {
+            double &pass = compute[(s * kKinds + kind) * k + slice];
+            pass = std::max(pass, gather) + first;
+          }
     }
     // The vocabulary shards' rows, before each pass that reads them.
     for (size_t kind = 0; kind < kKinds; ++kind) {

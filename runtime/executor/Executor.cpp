@@ -169,14 +169,19 @@ void Executor::prepareStages() {
     if (plan.zero >= 2)
       stages[s]->setAfterWeight([this](int layer) { scatterLayer(layer); });
     if (plan.zero == 3)
-      stages[s]->setBeforeLayer([this](int layer) { gatherLayer(layer); });
+      stages[s]->setBeforeLayer(
+          [this](int layer, int next) { gatherLayer(layer, next); });
   }
 }
 
-void Executor::gatherLayer(int layer) {
+void Executor::gatherLayer(int layer, int next) {
   if (!zero || !scatterEnabled || !scatterFailure.isOk())
     return;
-  if (Status st = zero->gatherGroup(gradientSync.getGroupOf(layer)); !st)
+  size_t group = gradientSync.getGroupOf(layer);
+  Status st = zero->gatherGroup(group);
+  if (st && next >= 0)
+    st = zero->prefetchGroup(group, gradientSync.getGroupOf(next));
+  if (!st)
     scatterFailure = st;
 }
 

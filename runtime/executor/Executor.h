@@ -131,9 +131,10 @@ private:
   /// failure kept for takeScatterFailure, after the pass).
   void scatterLayer(int layer);
   void scatterGroup(size_t group);
-  /// ZeRO-3: before layer `layer`'s part of a pass, its group's gather
-  /// (a failure kept as the reduce-scatter's is).
-  void gatherLayer(int layer);
+  /// ZeRO-3: before layer `layer`'s part of a pass, its group's gather,
+  /// and the start of the one of `next`, the layer the pass runs next
+  /// (-1: none); a failure kept as the reduce-scatter's is.
+  void gatherLayer(int layer, int next);
   Status takeScatterFailure();
   /// Who sums which gradients over the replicas, and ZeRO's parts: needs
   /// the parameters laid out, not allocated (ZeRO-3 allocates only the

@@ -325,35 +325,78 @@ Status ZeroOne::reduceScatterVectors() {
 }
 
 Status ZeroOne::gatherGroup(size_t group) {
+  if (prefetched != ~size_t(0)) {
+    // Started beside the previous layer (for this one, as the pass's
+    // order says): the compute stream waits for it.
+    size_t done = prefetched;
+    prefetched = ~size_t(0);
+    for (std::unique_ptr<Request> &gather : prefetches) {
+      Status st = transfers.await(*gather, compute);
+      transfers.forget(gather.get());
+      if (!st)
+        return st;
+    }
+    prefetches.clear();
+    parameters.setGathered(done);
+  }
   if (parameters.isGathered(group))
     return Status::ok();
+  std::vector<std::unique_ptr<Request>> gathers;
+  if (Status st = startGather(group, compute, gathers); !st)
+    return st;
+  for (std::unique_ptr<Request> &gather : gathers)
+    if (Status st = transfers.await(*gather, compute); !st)
+      return st;
+  parameters.setGathered(group);
+  return Status::ok();
+}
+
+Status ZeroOne::prefetchGroup(size_t current, size_t next) {
+  if (prefetched != ~size_t(0) || parameters.isGathered(next) ||
+      parameters.shareSlot(current, next))
+    return Status::ok();
+  Stream &data = device.getStream(StreamKind::Data);
+  if (!partsCopied)
+    partsCopied = device.createEvent();
+  if (Status st = startGather(next, data, prefetches); !st)
+    return st;
+  for (std::unique_ptr<Request> &gather : prefetches)
+    transfers.track(*gather);
+  prefetched = next;
+  return Status::ok();
+}
+
+Status ZeroOne::startGather(size_t group, Stream &stream,
+                            std::vector<std::unique_ptr<Request>> &gathers) {
   Kernels &kernels = device.getKernels(StreamKind::Compute);
   DevicePtr slot = parameters.getWeightSlot(group);
   DevicePtr masters = parameters.getMasters();
   // The replica's parts packed, or (while a checkpoint is written or
   // loaded) the whole masters with every part in its place.
   bool packedMasters = !parameters.getMomentRanges().empty();
-  std::vector<std::unique_ptr<Request>> gathers;
   for (const Run &run : runs[group]) {
     int64_t mine = run.getMine(), count = run.counts[size_t(run.me)];
     DevicePtr part = packedMasters ? masters + run.packedAt
                                    : masters + run.offset + mine;
     // Cast to the working type as it goes (Rajbhandari et al., 2020,
     // section 5.3: the fp16 parameters are what the all-gather moves).
+    // On the compute stream: after the kernels that read the slot last.
     kernels.copy(slot + run.windowAt + mine, part, count);
+  }
+  if (&stream != &compute) {
+    partsCopied->record(compute);
+    stream.wait(*partsCopied);
+  }
+  for (const Run &run : runs[group]) {
     if (!run.group)
       continue; // this replica's alone
     std::unique_ptr<Request> gather =
-        run.group->allGatherAsync(slot + run.windowAt, run.counts, 0, compute);
+        run.group->allGatherAsync(slot + run.windowAt, run.counts, 0, stream);
     if (!gather)
       return Status::error("the data-parallel transport cannot all-gather "
                            "(ZeRO-3 needs it)");
     gathers.push_back(std::move(gather));
   }
-  for (std::unique_ptr<Request> &gather : gathers)
-    if (Status st = transfers.await(*gather, compute); !st)
-      return st;
-  parameters.setGathered(group);
   return Status::ok();
 }
 

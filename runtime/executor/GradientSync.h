@@ -68,6 +68,13 @@ public:
   /// to the working type and all-gathered into the group's slot, on the
   /// compute stream (nothing when the slot holds them already).
   Status gatherGroup(size_t group);
+  /// ZeRO-3's prefetch: starts group `next`'s gather while the compute
+  /// stream runs group `current`'s layer (Rajbhandari et al., 2020,
+  /// section 7.1's overlap; FSDP's forward and backward prefetch) -- its
+  /// parts copied into its slot on the compute stream, the all-gather on
+  /// the data stream; gatherGroup(next) then waits for it. Nothing when
+  /// `next` is gathered already or shares `current`'s slot.
+  Status prefetchGroup(size_t current, size_t next);
   /// This replica's parts of the flat buffers, in packed order.
   const std::vector<IndexRange> &getOwnedRanges() const { return owned; }
   /// This replica's summed gradients, its parts packed.
@@ -98,6 +105,10 @@ private:
   /// All-gathers the parts of every run of `buffer` and waits for them on
   /// the compute stream.
   Status gatherParts(DevicePtr buffer);
+  /// ZeRO-3: copies group `group`'s parts into its slot on the compute
+  /// stream and starts its all-gathers on `stream` (into `gathers`).
+  Status startGather(size_t group, Stream &stream,
+                     std::vector<std::unique_ptr<Request>> &gathers);
   struct Run;
   /// ZeRO-2: the sum over the run's group of its gradients at `grads`,
   /// this replica's part added to its accumulated part.
@@ -132,6 +143,11 @@ private:
   /// ZeRO-2: planned per group; a part's sum before it is added.
   bool perGroup = false;
   DeviceBuffer scratch;
+  /// ZeRO-3: the prefetched group and its gathers in flight (none:
+  /// SIZE_MAX), and the event the data stream waits on for its parts.
+  size_t prefetched = ~size_t(0);
+  std::vector<std::unique_ptr<Request>> prefetches;
+  std::unique_ptr<Event> partsCopied;
 };
 
 class GradientSync {

@@ -103,6 +103,11 @@ public:
   DevicePtr getWeightSlot(size_t group) const;
   bool isGathered(size_t group) const;
   void setGathered(size_t group);
+  /// Whether groups `a` and `b` share a slot (one's gather would
+  /// overwrite the other's weights).
+  bool shareSlot(size_t a, size_t b) const {
+    return reshard == Reshard::Step ? a == b : a % 2 == b % 2;
+  }
   /// The slots no longer hold current weights (an update, a write).
   void dropGathered();
   /// The window (null without groups) and where `name` sits in it.

@@ -355,7 +355,7 @@ void StageRunner::runForward(const SliceShape &s, const TokenRows &batch,
   for (size_t i = 0; i < resolved.size(); ++i) {
     const Layer &l = resolved[i];
     if (beforeLayer)
-      beforeLayer(layers[i]);
+      beforeLayer(layers[i], i + 1 < layers.size() ? layers[i + 1] : -1);
     // B's recomputation routes as F did: nothing more to count.
     if (!again)
       transformer.setBalance(
@@ -404,8 +404,14 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
   if (recompute == Recompute::Selective)
     for (size_t k = 0; k < resolved.size(); ++k)
       if (resolved[k].config->kind == LayerKind::Transformer) {
-        if (beforeLayer)
-          beforeLayer(layers[k]);
+        if (beforeLayer) {
+          size_t next = k + 1;
+          while (next < resolved.size() &&
+                 resolved[next].config->kind != LayerKind::Transformer)
+            ++next;
+          beforeLayer(layers[k],
+                      next < resolved.size() ? layers[next] : -1);
+        }
         transformer.recompute(resolved[k], views[k], s);
       }
   // The microbatch's copies per expert: kept here, or from the next stage
@@ -438,7 +444,7 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
     const LayerConfig &c = *l.config;
     const Views &v = views[k];
     if (beforeLayer)
-      beforeLayer(layers[k]);
+      beforeLayer(layers[k], k > 0 ? layers[k - 1] : -1);
     DevicePtr dst = k == 0 ? inputGrad : work.ping[k % 2];
     switch (c.kind) {
     case LayerKind::Embedding:
@@ -470,7 +476,7 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
     const LayerConfig &c = *l.config;
     const Views &v = views[k];
     if (beforeLayer)
-      beforeLayer(layers[k]);
+      beforeLayer(layers[k], k + 1 < layers.size() ? layers[k + 1] : -1);
     switch (c.kind) {
     case LayerKind::Embedding:
       embeddingBlock.weight(l, v, s, batch);

@@ -66,9 +66,11 @@ public:
     afterWeight = std::move(hook);
   }
   /// Called before each layer's part of every pass (F, B and its
-  /// recomputation, W), with the layer's index in the model: ZeRO-3
-  /// gathers its working weights there (ParameterStore::setWeightShards).
-  void setBeforeLayer(std::function<void(int)> hook) {
+  /// recomputation, W), with the layer's index in the model and the
+  /// index of the layer the pass runs next (-1: none): ZeRO-3 gathers the
+  /// layer's working weights there and starts the next one's
+  /// (ParameterStore::setWeightShards).
+  void setBeforeLayer(std::function<void(int, int)> hook) {
     beforeLayer = std::move(hook);
   }
   void setTensorParallel(TensorGroup group, int index);
@@ -182,7 +184,8 @@ private:
   const ModelConfig &model;
   std::vector<int> layers;
   std::vector<Layer> resolved;
-  std::function<void(int)> afterWeight, beforeLayer;
+  std::function<void(int)> afterWeight;
+  std::function<void(int, int)> beforeLayer;
   Kernels &kernels;
   Precision precision;
   Recompute recompute;

@@ -454,8 +454,10 @@ public:
   /// ZeRO-3: one all-gather of stage `name`'s working weights over the
   /// replicas (as getGradientSyncTime splits the experts); 0 below ZeRO-3
   /// or without replicas. Re-sharding every pass, the runtime gathers
-  /// them inside each pass (getComputeTime includes it); per step, once
-  /// beside the update (getOptimizerTime includes it).
+  /// them in each pass, each layer's beside the previous one's compute
+  /// (getComputeTime includes the longer of the two, and the first
+  /// layer's); per step, once beside the update (getOptimizerTime
+  /// includes it).
   double getParameterGatherTime(llvm::StringRef name) const;
   /// ZeRO-3: the gathers of each stage a step makes: one per pass of each
   /// microbatch re-sharding every pass, one re-sharding per step.
