@@ -246,3 +246,65 @@ TEST(ParameterStore, ShardedMomentsUpdateTheirRangesAsTheWholeDoes) {
     EXPECT_EQ(m[i], mine[i] ? full[i] : 0.0f) << i;
 }
 } // namespace
+
+namespace {
+// ZeRO-3's weight shards (ParameterStore::setWeightShards): a replica
+// draws only its ranges' initial values, packed, equal to those elements
+// of the whole draw (so every partitioning still starts from the same
+// weights); Adam updates the packed weights as the whole update does;
+// the kernels read a group's slot, which holds nothing current until
+// gathered, and an update makes every slot stale.
+TEST(ParameterStore, ShardedWeightsDrawAndUpdateTheirRangesAsTheWholeDoes) {
+  using namespace sluice::rt;
+  CpuDevice cpu;
+  auto add = [](ParameterStore &store) {
+    store.add({"a", {7, 3}, InitKind::Normal});
+    store.add({"b", {5}, InitKind::Ones});
+    store.add({"c", {4, 2}, InitKind::Normal});
+  };
+  ParameterStore whole, sharded;
+  add(whole);
+  add(sharded);
+  ASSERT_TRUE(whole.allocate(cpu, Precision::fp32(), 3));
+  // Two groups: {a, b} and {c}; b (a vector) keeps whole gradients.
+  ASSERT_TRUE(sharded.setGradientGroups({{"a", "b"}, {"c"}}));
+  EXPECT_TRUE(sharded.isVectorGradient("b"));
+  EXPECT_FALSE(sharded.isVectorGradient("a"));
+  sharded.layout();
+  // Parts of a (elements 2-7, 20 ...), of b (21-25) and of c (28-33).
+  std::vector<IndexRange> owned = {{2, 6}, {21, 4}, {28, 6}};
+  ASSERT_TRUE(sharded.setWeightShards(owned, Reshard::EveryPass));
+  ASSERT_TRUE(sharded.allocate(cpu, Precision::fp32(), 3));
+  int64_t at = 0;
+  for (const IndexRange &r : owned)
+    for (int64_t i = 0; i < r.count; ++i, ++at)
+      EXPECT_EQ(sharded.getMasters().f32()[at],
+                whole.getMasters().f32()[r.first + i])
+          << r.first + i;
+  // The weights are packed: whole reads are refused until gathered.
+  std::vector<float> w;
+  EXPECT_FALSE(sharded.read(ParameterStore::Tensor::Weights, w));
+  // The slots: groups 0 and 1 in slots 0 and 1 of the largest group's
+  // size (a and b, 26 elements); nothing gathered yet.
+  EXPECT_EQ(sharded.weight("c").f32(), sharded.getWeightSlot(1).f32());
+  EXPECT_EQ(sharded.weight("b").f32() - sharded.weight("a").f32(), 21);
+  EXPECT_FALSE(sharded.isGathered(0));
+  sharded.setGathered(0);
+  sharded.setGathered(1);
+  EXPECT_TRUE(sharded.isGathered(0) && sharded.isGathered(1));
+  EXPECT_FALSE(sharded.shareSlot(0, 1));
+  std::vector<float> packed(size_t(at), 0.01f);
+  std::vector<float> grads(size_t(whole.getTotalElements()), 0.01f);
+  std::copy(grads.begin(), grads.end(), whole.getGrads().f32());
+  AdamConfig adam;
+  whole.adamStep(adam, 1);
+  sharded.adamStep(adam, 1, packed.data());
+  EXPECT_FALSE(sharded.isGathered(0) || sharded.isGathered(1));
+  at = 0;
+  for (const IndexRange &r : owned)
+    for (int64_t i = 0; i < r.count; ++i, ++at)
+      EXPECT_EQ(sharded.getMasters().f32()[at],
+                whole.getMasters().f32()[r.first + i])
+          << r.first + i;
+}
+} // namespace
