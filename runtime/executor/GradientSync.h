@@ -69,8 +69,8 @@ public:
   /// compute stream (nothing when the slot holds them already).
   Status gatherGroup(size_t group);
   /// ZeRO-3's prefetch: starts group `next`'s gather while the compute
-  /// stream runs group `current`'s layer (Rajbhandari et al., 2020,
-  /// section 7.1's overlap; FSDP's forward and backward prefetch) -- its
+  /// stream runs group `current`'s layer (FSDP's forward and backward
+  /// prefetch; Zhao et al., 2023) -- its
   /// parts copied into its slot on the compute stream, the all-gather on
   /// the data stream; gatherGroup(next) then waits for it. Nothing when
   /// `next` is gathered already or shares `current`'s slot.
