@@ -63,8 +63,10 @@ Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
   precision = p;
   if (offsets.size() != params.size())
     layout();
-  // The initial weights, drawn on the host: all of them, or under ZeRO-3
-  // only this replica's parts, packed (no rank holds the whole model).
+  // The initial weights: all of them, or under ZeRO-3 only this
+  // replica's parts, packed (no rank holds the whole model). Drawn on the
+  // host a piece at a time and uploaded, so that the host never holds a
+  // whole copy either (4 bytes a parameter at a run's start).
   std::vector<IndexRange> drawn;
   if (shardWeights)
     drawn = ranges;
@@ -73,37 +75,26 @@ Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
   int64_t kept = 0;
   for (const IndexRange &r : drawn)
     kept += r.count;
-  std::vector<float> host(size_t(kept), 0.0f);
-  int64_t packedAt = 0;
-  for (const IndexRange &range : drawn) {
-    // Flat element f of the range lands at host[packedAt + f - first].
-    int64_t first = range.first, end = range.first + range.count;
-    for (size_t k = 0; k < params.size(); ++k) {
-      const ParameterSpec &spec = params[k];
-      if (offsets[k] >= end || offsets[k] + spec.size() <= first)
-        continue;
-      uint64_t nameHash = hashName(spec.name);
-      // A shard or slice draws its values by their place in the whole
-      // tensor, so it starts equal to that part of the unsharded tensor;
-      // padding is 0.
-      for (const TensorRun &run : getRuns(spec)) {
-        int64_t at = offsets[k] + run.local;
-        int64_t lo = std::max<int64_t>(0, first - at),
-                hi = std::min<int64_t>(run.count, end - at);
-        for (int64_t i = lo; i < hi; ++i)
-          host[size_t(packedAt + at + i - first)] =
-              spec.init == InitKind::Ones ? 1.0f
-              : spec.init == InitKind::Zeros
-                  ? 0.0f
-                  : float(kInitStd *
-                          normalSample(seed, nameHash, run.global + i));
-      }
-    }
-    packedAt += range.count;
-  }
   if (Status st = on.allocate(kMasterType, std::max<int64_t>(1, kept), weights);
       !st)
     return st;
+  constexpr int64_t kPiece = int64_t(1) << 22;
+  std::vector<float> host;
+  Stream &stream = on.getStream(StreamKind::Compute);
+  int64_t packedAt = 0;
+  for (const IndexRange &range : drawn)
+    for (int64_t first = range.first; first < range.first + range.count;
+         first += kPiece) {
+      int64_t count = std::min(kPiece, range.first + range.count - first);
+      // The last piece's upload reads the buffer until it has run.
+      if (Status st = stream.synchronize(); !st)
+        return st;
+      host.assign(size_t(count), 0.0f);
+      drawInitialValues(seed, first, count, host.data());
+      on.upload(weights.get() + packedAt, host.data(),
+                count * int64_t(sizeof(float)), stream);
+      packedAt += count;
+    }
   // The moments: this replica's parts when sharded from the start (no
   // rank holds them whole), else whole.
   int64_t moments = total;
@@ -148,12 +139,35 @@ Status ParameterStore::allocate(Device &on, const Precision &p, uint64_t seed) {
   if (precision.isMixed() && !shardWeights)
     if (Status st = on.allocate(precision.activations, total, working); !st)
       return st;
-  Stream &stream = on.getStream(StreamKind::Compute);
-  on.upload(weights.get(), host.data(), kept * int64_t(sizeof(float)),
-            stream);
   refreshWorkingCopy();
   // The host vector may go once the copy has run.
   return stream.synchronize();
+}
+
+void ParameterStore::drawInitialValues(uint64_t seed, int64_t first,
+                                       int64_t count, float *out) const {
+  int64_t end = first + count;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const ParameterSpec &spec = params[k];
+    if (offsets[k] >= end || offsets[k] + spec.size() <= first)
+      continue;
+    uint64_t nameHash = hashName(spec.name);
+    // A shard or slice draws its values by their place in the whole
+    // tensor, so it starts equal to that part of the unsharded tensor;
+    // padding is 0.
+    for (const TensorRun &run : getRuns(spec)) {
+      int64_t at = offsets[k] + run.local;
+      int64_t lo = std::max<int64_t>(0, first - at),
+              hi = std::min<int64_t>(run.count, end - at);
+      for (int64_t i = lo; i < hi; ++i)
+        out[at + i - first] =
+            spec.init == InitKind::Ones ? 1.0f
+            : spec.init == InitKind::Zeros
+                ? 0.0f
+                : float(kInitStd *
+                        normalSample(seed, nameHash, run.global + i));
+    }
+  }
 }
 
 int64_t ParameterStore::offset(const std::string &name) const {

@@ -163,6 +163,10 @@ public:
 
 private:
   const DeviceBuffer &buffer(Tensor which) const;
+  /// The initial values of flat elements [first, first + count) (laid
+  /// out), drawn from `seed` into `out`.
+  void drawInitialValues(uint64_t seed, int64_t first, int64_t count,
+                         float *out) const;
   bool isPacked(Tensor which) const;
   /// Adam over flat elements [first, first + count) whose moments sit at
   /// `moments` and gradients at `gradsAt`, split where the weight decay
