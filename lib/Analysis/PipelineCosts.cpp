@@ -490,7 +490,8 @@ int64_t PipelineCosts::getParameterBytes(int device) const {
   int64_t params = getDeviceParameters(device),
           experts = getDeviceExperts(device);
   return getStateBytes(params - experts, experts, /*optimizer=*/false) +
-         stateBytes.forLargestLayer(getLargestLayerParameters(device));
+         stateBytes.forLargestLayer(getLargestLayerParameters(device),
+                                    mesh.dp);
 }
 
 int64_t PipelineCosts::getLargestLayerParameters(int device) const {

@@ -73,7 +73,7 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
               count += it->second;
           largest = std::max(largest, count);
         }
-    need.stateBytes += state.forLargestLayer(largest);
+    need.stateBytes += state.forLargestLayer(largest, plan.dp);
   }
   need.bytes = need.stateBytes + getDeviceWorkspaceBytes(plan, device);
   // Summed in double and capped, as the tokens below: many buffers of

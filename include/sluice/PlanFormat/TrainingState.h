@@ -47,9 +47,12 @@ enum class Reshard : uint8_t { EveryPass, Step };
 /// all of it the optimizer's -- the moments and the summed gradients'
 /// part -- per parameter of the replica's part; `transient`, per
 /// parameter of the device's largest layer, what exists only while a
-/// layer is worked on.
+/// layer is worked on, and `transientPart`, per parameter of the
+/// replica's part of it (ZeRO-2 and 3's scratch for a layer's
+/// reduce-scattered part before it is added to the accumulator).
 struct ParameterStateBytes {
-  int64_t replicated = 0, sharded = 0, optimizer = 0, transient = 0;
+  int64_t replicated = 0, sharded = 0, optimizer = 0, transient = 0,
+          transientPart = 0;
 
   /// A device's bytes at rest for `parameters` parameters over `dp`
   /// replicas (a replica's part: ceil(parameters / dp)).
@@ -64,9 +67,10 @@ struct ParameterStateBytes {
     return part * optimizer;
   }
   /// The transient bytes of a device whose largest layer (parameters one
-  /// shard of it holds) is `largestLayer`.
-  int64_t forLargestLayer(int64_t largestLayer) const {
-    return largestLayer * transient;
+  /// shard of it holds) is `largestLayer`, over `dp` replicas.
+  int64_t forLargestLayer(int64_t largestLayer, int64_t dp) const {
+    int64_t part = dp > 1 ? (largestLayer + dp - 1) / dp : largestLayer;
+    return largestLayer * transient + part * transientPart;
   }
 };
 
@@ -101,12 +105,14 @@ getParameterStateBytes(const Precision &precision, int zero,
     bytes.sharded = 2 * master + master;
     bytes.optimizer = bytes.sharded;
     bytes.transient = master;
+    bytes.transientPart = master;
     break;
   default:
     // The replica's part of the weights, the moments and the gradients;
     // the gathers send the part cast to the working type as they go.
     bytes.sharded = master + 2 * master + master;
     bytes.optimizer = 2 * master + master;
+    bytes.transientPart = master;
     if (reshard == Reshard::Step) {
       // The device's gathered copy, kept for the step.
       bytes.replicated = used;
