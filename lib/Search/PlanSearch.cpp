@@ -337,11 +337,10 @@ Searcher::evaluateSplit(const PlanChoice &choice,
     PlanChoice variant = choice;
     variant.zero = zero.zero;
     variant.reshard = zero.reshard;
-    variant.apply(options);
-    options.costs = space.costs;
-    options.planBuffers = false;
-    options.simulate = false;
-    options.balance = balance;
+    // Only the lowering reads them (the schedule is shared).
+    options.zero = variant.zero;
+    options.reshardPerStep =
+        variant.zero == 3 && variant.reshard == rt::Reshard::Step;
     // The last stage lowers the scheduled module itself.
     OwningOpRef<ModuleOp> copy =
         i + 1 < zeros.size() ? scheduled->clone() : scheduled.release();
