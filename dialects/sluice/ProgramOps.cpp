@@ -39,8 +39,17 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("'tp' must be positive, got ") << getTp();
   if (getDp() < 1)
     return emitOpError("'dp' must be positive, got ") << getDp();
-  // The mesh's ZeRO rule (TrainingState.h).
-  if (std::string why = ::sluice::rt::checkZeroStage(getZero(), getDp());
+  if (getCp() < 1)
+    return emitOpError("'cp' must be positive, got ") << getCp();
+  if (getCp() > 1 && getEp() > 1)
+    return emitOpError("'cp' = ")
+           << getCp() << " and 'ep' = " << getEp()
+           << ": context parallelism does not run with expert parallelism "
+              "yet";
+  // The mesh's ZeRO rule (TrainingState.h): the optimizer state shards
+  // over every rank that sums a device's gradients, dp x cp.
+  if (std::string why = ::sluice::rt::checkZeroStage(getZero(),
+                                                     getDp() * getCp());
       !why.empty())
     return emitOpError("'zero' = ") << getZero() << ": " << why;
   if (getReshardPerStep() && getZero() != 3)
@@ -119,7 +128,8 @@ LogicalResult SendOp::verify() {
 
 LogicalResult GradSyncOp::verify() {
   auto program = (*this)->getParentOfType<ProgramOp>();
-  if (program && program.getDp() < 2)
+  // Over a device's replicas and, in each, its context-parallel ranks.
+  if (program && program.getDp() * program.getCp() < 2)
     return emitOpError("averages gradients over data-parallel replicas, but "
                        "the program has none (dp = ")
            << program.getDp() << ")";
@@ -296,6 +306,13 @@ LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &tables) {
   });
   if (members.wasInterrupted())
     return failure();
+  // Context parallelism cuts every slice into 2 cp chunks.
+  if (getCp() > 1)
+    for (int64_t length : model.getSliceLengths(getSlices()))
+      if (length % (2 * getCp()) != 0)
+        return emitOpError("'cp' = ")
+               << getCp() << " cuts every slice into " << 2 * getCp()
+               << " equal chunks, but a slice has " << length << " tokens";
   if (getEp() > 1) {
     ::sluice::rt::ModelConfig layers;
     model.getBody().walk([&](TransformerLayerOp layer) {

@@ -448,6 +448,24 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     }
     ```
 
+    `cp` (context parallelism) splits each replica's sequences over `cp`
+    ranks: every slice is cut into 2 cp equal chunks and rank i of the `cp`
+    holds chunks i and 2 cp - 1 - i (Megatron-LM's causal balance), so
+    each runs the program on 1/cp of the tokens. Attention gathers the
+    keys and values of the slice from the `cp` ranks in F and returns
+    their gradients in B; everything else is per token. The gradients
+    are summed over the dp x cp ranks of a device (the `sluice.grad_sync`
+    instructions, ZeRO's shards); a pipeline device has dp x cp x tp
+    ranks, replica r's context rank c of shard t being rank
+    ((d dp + r) cp + c) tp + t.
+
+    ```mlir
+    sluice.program @plan for @llama {devices = 2, microbatches = 4,
+                                     slices = 1, schedule = "1f1b"} dp 2 cp 2 {
+      ...
+    }
+    ```
+
     `ep` (expert parallelism, Megatron-LM's expert-model-parallel size)
     splits the experts of every mixture-of-experts layer over `ep`
     consecutive replicas of the data-parallel group: replica r is member
@@ -523,6 +541,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                        Sluice_ScheduleKindAttr:$schedule,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$tp,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$dp,
+                       DefaultValuedAttr<Sluice_SizeAttr, "1">:$cp,
                        DefaultValuedAttr<I64Attr, "0">:$zero,
                        UnitAttr:$reshard_per_step,
                        DefaultValuedAttr<Sluice_SizeAttr, "1">:$ep,
@@ -542,7 +561,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
                    "int64_t":$microbatches, "int64_t":$slices,
                    "ScheduleKind":$schedule), [{
       build($_builder, $_state, name, model, devices, microbatches, slices,
-            schedule, /*tp=*/1, /*dp=*/1, /*zero=*/0,
+            schedule, /*tp=*/1, /*dp=*/1, /*cp=*/1, /*zero=*/0,
             /*reshard_per_step=*/false, /*ep=*/1,
             /*expert_capacity=*/nullptr,
             /*sequence_parallel=*/false, /*step_time=*/nullptr,
@@ -554,7 +573,7 @@ def Sluice_ProgramOp : Sluice_Op<"program", [
     $sym_name `for` $model ` ` `{` `devices` `=` $devices `,`
     `microbatches` `=` $microbatches `,` `slices` `=` $slices `,`
     `schedule` `=` custom<ScheduleName>($schedule) `}` (`tp` $tp^)?
-    (`sequence_parallel` $sequence_parallel^)? (`dp` $dp^)? (`zero` $zero^)?
+    (`sequence_parallel` $sequence_parallel^)? (`dp` $dp^)? (`cp` $cp^)? (`zero` $zero^)?
     (`reshard_per_step` $reshard_per_step^)? (`ep` $ep^)? (`capacity` $expert_capacity^)? attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;

@@ -79,6 +79,8 @@ void driver::printPrediction(ProgramOp program, StringRef costs,
                                               program.getEp())
                                     .str()
                               : std::string());
+  if (program.getCp() > 1)
+    mesh += llvm::formatv(" x {0} context-parallel ranks", program.getCp());
   llvm::outs() << llvm::formatv(
       "{0} on {1} devices{8}, {2} microbatches: step time {3} {4}, bubble "
       "ratio {5:F4}, peak activation {6} microbatches on device {7}\n",

@@ -77,6 +77,7 @@ void CompileRequest::fillPipelineOptions(SluicePipelineOptions &o) const {
   o.recompute = recompute;
   o.costs = costs;
   o.dp = dp;
+  o.cp = cp;
   o.zero = zero;
   o.reshardPerStep = reshard == ::sluice::rt::Reshard::Step;
   o.ep = ep;
@@ -114,7 +115,8 @@ static bool checkPipeline(const CompileRequest &r) {
   using Count = std::pair<int64_t, const char *>;
   for (auto [value, name] :
        {Count{r.pp, "pp"}, Count{r.microbatches, "microbatches"},
-        Count{r.dp, "dp"}, Count{r.tp, "tp"}, Count{r.ep, "ep"}})
+        Count{r.dp, "dp"}, Count{r.cp, "cp"}, Count{r.tp, "tp"},
+        Count{r.ep, "ep"}})
     if (value < 1) {
       fail("--" + Twine(name) + " must be positive, got " + Twine(value));
       return false;
@@ -127,6 +129,11 @@ static bool checkPipeline(const CompileRequest &r) {
          " chooses when ZeRO-3 drops the gathered weights: it needs --zero "
          "3 (got --zero " +
          Twine(r.zero) + ")");
+    return false;
+  }
+  if (r.cp > 1 && r.ep > 1) {
+    fail("--cp " + Twine(r.cp) + " with --ep " + Twine(r.ep) +
+         ": context parallelism does not run with expert parallelism yet");
     return false;
   }
   if (r.dp % r.ep != 0) {
@@ -223,10 +230,12 @@ bool driver::checkRequest(const CompileRequest &r) {
   }
   if (!r.isScheduling() &&
       (r.microbatches != 0 || !r.tracePath.empty() || !r.svgPath.empty() ||
-       r.emit == EmitKind::Program || r.dp != 1 || r.tp != 1 || r.ep != 1 ||
+       r.emit == EmitKind::Program || r.dp != 1 || r.cp != 1 || r.tp != 1 ||
+       r.ep != 1 ||
        r.sequenceParallel || r.recompute != RecomputeKind::none ||
        r.printPipeline)) {
-    fail("--microbatches, --dp, --tp, --ep, --sequence-parallel, --recompute, "
+    fail("--microbatches, --dp, --cp, --tp, --ep, --sequence-parallel, "
+         "--recompute, "
          "--trace, --svg, --print-pipeline and --emit program need --pp");
     return false;
   }

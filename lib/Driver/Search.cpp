@@ -25,6 +25,9 @@ using namespace mlir::sluice::driver;
 /// The flags the search chooses itself, refused when given; 0 or 1.
 static int checkSearchFlags(const CompileRequest &r) {
   CompileRequest defaults;
+  if (r.cp != 1)
+    return fail("--search does not try context parallelism yet: leave "
+                "--cp out (compile a cp plan with --pp, --dp and --cp)");
   if (r.isScheduling() || r.tp != 1 || r.dp != 1 || r.zero != 0 || r.ep != 1 ||
       r.sequenceParallel || r.microbatches != 0 ||
       r.recompute != RecomputeKind::none || r.vocab != VocabMode::Baseline ||

@@ -235,6 +235,8 @@ private:
     json.attribute("pp", program.getDevices());
     json.attribute("tp", program.getTp());
     json.attribute("dp", program.getDp());
+    if (program.getCp() != 1)
+      json.attribute("cp", program.getCp());
     if (program.getZero() != 0)
       json.attribute("zero", program.getZero());
     if (program.getZero() == 3)

@@ -74,9 +74,13 @@ static llvm::json::Value getMeshReport(const ScheduleReportInputs &in) {
   if (model.getHardware())
     nodeDevices = model.getNodeDevices();
   int64_t pp = in.pipeline.devices;
+  // The cost model's dp counts every rank of a device's gradient group;
+  // the report's, as the flags, the replicas, each of cp ranks.
+  int64_t cp = std::max<int64_t>(1, mesh.cp);
   llvm::json::Object object{{"pp", pp},
                             {"tp", mesh.tp},
-                            {"dp", mesh.dp},
+                            {"dp", mesh.dp / cp},
+                            {"cp", cp},
                             {"ranks", pp * mesh.tp * mesh.dp},
                             {"ranks_per_node", std::move(nodeDevices)},
                             {"zero", mesh.zero},
@@ -98,7 +102,9 @@ mlir::sluice::getScheduleReport(const ScheduleReportInputs &in) {
   if (const HardwareProfile *hw = model.getHardware())
     if (sim.stepTime > 0)
       mfu = in.costs.getStepFlops() /
-            (double(pipe.devices * in.costs.getMesh().tp) * hw->peakFlops *
+            (double(pipe.devices * in.costs.getMesh().tp *
+                    std::max<int64_t>(1, in.costs.getMesh().cp)) *
+             hw->peakFlops *
              sim.stepTime);
   llvm::json::Array links;
   for (const LinkUse &use : in.costs.getLinks())

@@ -142,7 +142,7 @@ void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
 void mlir::sluice::buildLoweringPipeline(OpPassManager &pm,
                                          const SluicePipelineOptions &o) {
   pm.addPass(createSyncGradients(
-      {o.dp, o.zero, o.ep, o.expertCapacity, o.reshardPerStep}));
+      {o.dp, o.zero, o.ep, o.expertCapacity, o.reshardPerStep, o.cp}));
   pm.addPass(createShardTensors({o.tp, o.sequenceParallel}));
   if (o.simulate)
     pm.addPass(o.consumeSimulation

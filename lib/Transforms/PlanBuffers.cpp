@@ -203,6 +203,7 @@ public:
             program.getSequenceParallel(), int(program.getEp()),
             program.getExpertCapacity().value_or(0))),
         lengths(getSliceLengths(program, model)),
+        contextShards(program.getCp()),
         stageLayers(getStageLayerIndices(model)), index(this->pipeline),
         lastUse(kNumValueKinds * index.size()),
         number(kNumValueKinds * index.size()), builder(program.getContext()) {
@@ -270,7 +271,9 @@ private:
     int64_t offset = 0;
     for (int k = 0; k < w.slice; ++k)
       offset += lengths[k];
-    rt::SliceShape s{config.microBatch, lengths[w.slice], offset};
+    // A context-parallel rank holds its share of the slice's tokens.
+    rt::SliceShape s{config.microBatch, lengths[w.slice] / contextShards,
+                     offset, contextShards};
     const std::vector<int> &layers = stageLayers[w.stage];
     switch (kind) {
     case ValueKind::ForwardState:
@@ -693,6 +696,8 @@ private:
   rt::Precision precision;
   rt::ModelConfig config;
   std::vector<int64_t> lengths;
+  /// The context-parallel ranks a slice's tokens split over.
+  int64_t contextShards = 1;
   /// The layers of each stage, as indices into the model's chain.
   std::vector<std::vector<int>> stageLayers;
   std::vector<rt::Recompute> recompute;

@@ -32,9 +32,12 @@ LogicalResult mlir::sluice::simulateProgram(
   sched::Pipeline pipeline =
       *getPipeline(model, program.getMicrobatches(), program.getSlices());
 
-  MeshShape mesh{program.getTp(), program.getDp(),
+  // The cost model's dp counts a device's whole gradient group, the
+  // context-parallel ranks among them (MeshShape::cp).
+  MeshShape mesh{program.getTp(), program.getDp() * program.getCp(),
                  int64_t(program.getZero()), program.getSequenceParallel(),
                  program.getEp()};
+  mesh.cp = program.getCp();
   if (program.getReshardPerStep())
     mesh.reshard = ::sluice::rt::Reshard::Step;
   PipelineCosts table(model, pipeline, *costs, mesh);

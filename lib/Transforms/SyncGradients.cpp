@@ -12,6 +12,7 @@
 
 #include "sluice/PipelineIR/PipelineIR.h"
 #include "sluice/PlanFormat/TrainingState.h"
+#include "sluice/Target/Plan.h"
 #include "sluice/Transforms/Passes.h"
 
 #include "ForEachPass.h"
@@ -31,9 +32,20 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
                                           int64_t dataParallel, int64_t zero,
                                           int64_t expertParallel,
                                           double expertCapacity,
-                                          bool reshardPerStep) {
-  // The mesh's rule (TrainingState.h).
-  if (std::string why = ::sluice::rt::checkZeroStage(zero, dataParallel);
+                                          bool reshardPerStep,
+                                          int64_t contextParallel) {
+  if (contextParallel < 1)
+    return program.emitOpError("cannot split the sequences over ")
+           << contextParallel
+           << " context-parallel ranks: the count must be positive";
+  if (contextParallel > 1 && expertParallel > 1)
+    return program.emitOpError("cannot split the sequences over ")
+           << contextParallel << " context-parallel ranks with expert "
+           << "parallelism (ep = " << expertParallel << "): not built yet";
+  // The mesh's rule (TrainingState.h), over the dp x cp ranks that sum a
+  // device's gradients.
+  if (std::string why = ::sluice::rt::checkZeroStage(
+          zero, dataParallel * contextParallel);
       !why.empty())
     return program.emitOpError("cannot use ZeRO stage ") << zero << ": "
                                                            << why;
@@ -44,9 +56,13 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
     return program.emitOpError("cannot have ")
            << dataParallel
            << " data-parallel replicas: the count must be positive";
-  if (program.getDp() != 1)
+  if (program.getDp() != 1 || program.getCp() != 1)
     return program.emitOpError("already has ")
-           << program.getDp() << " data-parallel replicas";
+           << program.getDp() << " data-parallel replicas"
+           << (program.getCp() != 1
+                   ? " of " + std::to_string(program.getCp()) +
+                         " context-parallel ranks"
+                   : std::string());
   if (expertParallel < 1 || dataParallel % expertParallel != 0)
     return program.emitOpError("cannot split the experts over ")
            << expertParallel << " expert-parallel replicas: ep must be "
@@ -55,11 +71,15 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
   SymbolTableCollection tables;
   if (auto model = tables.lookupNearestSymbolFrom<ModelOp>(
           program, program.getModelAttr());
-      model && (expertParallel > 1 || zero == 3)) {
-    ::sluice::rt::ModelConfig layers;
-    model.getBody().walk([&](TransformerLayerOp layer) {
-      layers.layers.push_back(layer.getSpec());
-    });
+      model && (expertParallel > 1 || zero == 3 || contextParallel > 1)) {
+    ::sluice::rt::ModelConfig layers = getModelConfig(model);
+    SmallVector<int64_t> slices = model.getSliceLengths(program.getSlices());
+    if (std::string why = ::sluice::rt::checkContextParallel(
+            layers, contextParallel,
+            std::vector<int64_t>(slices.begin(), slices.end()));
+        !why.empty())
+      return program.emitOpError("cannot split the sequences over ")
+             << contextParallel << " context-parallel ranks: " << why;
     if (std::string why =
             ::sluice::rt::checkExpertParallel(layers, expertParallel);
         !why.empty())
@@ -78,10 +98,13 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
   if (expertCapacity != 0)
     program.setExpertCapacityAttr(builder.getF64FloatAttr(expertCapacity));
   program.setDp(dataParallel);
+  program.setCp(contextParallel);
   program.setZero(zero);
   program.setReshardPerStep(reshardPerStep);
   program.setEp(expertParallel);
-  if (dataParallel == 1)
+  // The gradients sum over every rank of a device: its replicas and, in
+  // each, the context-parallel ranks that saw other tokens.
+  if (dataParallel * contextParallel == 1)
     return success();
   for (DeviceOp device : program.getBody().getOps<DeviceOp>()) {
     // The last pass of each stage or shard on this device, in the order
@@ -128,7 +151,7 @@ struct SyncGradientsPass : ForEachPass<ProgramOp, SyncGradientsPass,
   using ForEachPass::ForEachPass;
   LogicalResult apply(ProgramOp program) {
     return syncGradients(program, dataParallel, zero, expertParallel,
-                         expertCapacity, reshardPerStep);
+                         expertCapacity, reshardPerStep, contextParallel);
   }
 };
 } // namespace

@@ -28,6 +28,19 @@ namespace sluice::rt {
 struct TokenRows {
   DevicePtr tokens;
   int64_t stride = 0;
+  /// Under context parallelism (SliceShape::contextShards) a rank's rows
+  /// hold its chunks of every slice, side by side, and their labels
+  /// apart: a chunk's last label is the token after it in the sequence,
+  /// which the rank does not hold. Null: each row is the sequence and its
+  /// next token, the labels the tokens shifted by one.
+  DevicePtr labels;
+  /// The tokens and labels of slice `s` in each row (`stride` apart).
+  DevicePtr tokensAt(const SliceShape &s) const {
+    return tokens + s.getLocalOffset();
+  }
+  DevicePtr labelsAt(const SliceShape &s) const {
+    return labels ? labels + s.getLocalOffset() : tokens + s.offset + 1;
+  }
 };
 
 } // namespace sluice::rt
@@ -103,6 +116,19 @@ struct ExpertGroup {
   std::function<void(const int32_t *from, int64_t count, DevicePtr to)> write;
   std::function<bool(bool)> anyOf;
   std::function<void(const std::string &why)> fail;
+};
+/// Context parallelism's seams (SliceShape::contextShards): the stage's
+/// rank among the ranks its sequences split over, and the group's calls,
+/// each done when it returns (ordered on the stage's stream): allGather,
+/// in place, every rank's `count` elements into `data` (rank r's at data
+/// + r * count, which this rank has written); reduceScatter, the sum of
+/// every rank's `data` (count x size elements), this rank's r-th part of
+/// it into `out`.
+struct ContextGroup {
+  int rank = 0, size = 1;
+  std::function<void(DevicePtr data, int64_t count)> allGather;
+  std::function<void(DevicePtr data, DevicePtr out, int64_t count)>
+      reduceScatter;
 };
 /// The parameters the block's core and the vocabulary layers read: the
 /// output layer's final norm, the transformer block's projections, the
@@ -237,11 +263,16 @@ public:
   void setExperts(ExpertGroup to) { expertGroup = std::move(to); }
   const ExpertGroup &getExperts() const { return expertGroup; }
 
+  /// The context-parallel group (none: the whole sequence here).
+  void setContext(ContextGroup to) { contextGroup = std::move(to); }
+  const ContextGroup &getContext() const { return contextGroup; }
+
 private:
   const ModelConfig &model;
   TensorGroup group;
   int shardIndex = 0;
   ExpertGroup expertGroup;
+  ContextGroup contextGroup;
 };
 
 /// Attention over slice `s` of layer `c`, with the model's scale and cap.

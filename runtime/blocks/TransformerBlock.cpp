@@ -35,6 +35,16 @@
 // state, and a slice's own K/V gradients are complete once every later
 // slice's B has run -- which is why backward runs in reverse slice order.
 //
+// Context parallelism (SliceShape::contextShards): a rank holds two chunks
+// of each slice, one from each end (Megatron-LM's causal balance), and
+// everything but attention is per token. In F the slice's keys and values
+// are all-gathered from the ranks into the microbatch's caches at their
+// positions (Dubey et al., 2024, section 3.3.2: Llama 3 all-gathers them
+// rather than pass them around a ring), and each chunk's queries attend at
+// their own positions; in B each rank's caches hold its queries' parts of
+// every key's gradient, and the slice's are reduce-scattered back to the
+// ranks that own them.
+//
 //===----------------------------------------------------------------------===//
 
 #include "TransformerBlock.h"
@@ -194,6 +204,88 @@ void TransformerBlock::product(const Layer &l, Map map, Role roleA, Role roleB,
                   operand(roleB), beta, c, ldc);
 }
 
+void TransformerBlock::rotate(const LayerConfig &c, const SliceShape &s,
+                              DevicePtr x, int64_t width, bool inverse) {
+  int64_t hd = c.heads * c.headDim;
+  if (s.contextShards == 1) {
+    kernels.rotate(x, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
+                   c.rotary, inverse);
+    kernels.rotate(x + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
+                   width, c.rotary, inverse);
+    return;
+  }
+  // Each chunk at its own positions.
+  int rank = seams.getContext().rank;
+  int64_t chunk = s.getChunkTokens();
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int part = 0; part < 2; ++part) {
+      DevicePtr at = x + (r * s.tokens + part * chunk) * width;
+      int64_t offset = s.getChunkOffset(rank, part);
+      kernels.rotate(at, 1, chunk, offset, c.heads, c.headDim, width,
+                     c.rotary, inverse);
+      kernels.rotate(at + hd, 1, chunk, offset, c.kvHeads, c.headDim, width,
+                     c.rotary, inverse);
+    }
+}
+
+template <class Fn>
+void TransformerBlock::forEachAttention(const LayerConfig &c,
+                                        const SliceShape &s, Fn fn) {
+  AttentionShape shape = getAttentionShape(model, c, s);
+  if (s.contextShards == 1) {
+    fn(shape, 0, 0, 0);
+    return;
+  }
+  // A chunk's queries attend causally to the keys before their positions,
+  // which the caches hold whole (the mask, window and caps are the
+  // kernel's, by position: exact under the split).
+  int rank = seams.getContext().rank;
+  int64_t chunk = s.getChunkTokens();
+  shape.rows = 1;
+  shape.tokens = chunk;
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int part = 0; part < 2; ++part) {
+      shape.offset = s.getChunkOffset(rank, part);
+      fn(shape, r * s.tokens + part * chunk, (r * 2 + part) * c.heads * chunk,
+         r * model.seqLen);
+    }
+}
+
+void TransformerBlock::gatherIntoCache(const SliceShape &s, DevicePtr from,
+                                       int64_t stride, DevicePtr cache,
+                                       int64_t w, DevicePtr exchange) {
+  const ContextGroup &group = seams.getContext();
+  int64_t rt = s.rows * s.tokens, part = rt * w, chunk = s.getChunkTokens();
+  kernels.copyStrided(exchange + group.rank * part, from,
+                      {1, rt, w, 0, stride, 0, w});
+  group.allGather(exchange, part);
+  // Rank q's p-th chunk of every row, to its positions.
+  for (int q = 0; q < group.size; ++q)
+    for (int p = 0; p < 2; ++p)
+      kernels.copyStrided(cache + s.getChunkOffset(q, p) * w,
+                          exchange + q * part + p * chunk * w,
+                          {s.rows, chunk, w, s.tokens * w, w,
+                           model.seqLen * w, w});
+}
+
+void TransformerBlock::scatterFromCache(const SliceShape &s, DevicePtr cache,
+                                        int64_t w, DevicePtr to,
+                                        int64_t stride, DevicePtr exchange) {
+  const ContextGroup &group = seams.getContext();
+  int64_t rt = s.rows * s.tokens, part = rt * w, chunk = s.getChunkTokens();
+  // The gradients are summed in fp32, as the caches hold them.
+  exchange = exchange.atByte(0, kStatisticType);
+  for (int q = 0; q < group.size; ++q)
+    for (int p = 0; p < 2; ++p)
+      kernels.copyStrided(exchange + q * part + p * chunk * w,
+                          cache + s.getChunkOffset(q, p) * w,
+                          {s.rows, chunk, w, model.seqLen * w, w,
+                           s.tokens * w, w});
+  DevicePtr mine = exchange + group.size * part;
+  group.reduceScatter(exchange, mine, part);
+  kernels.copyStrided(to, mine, {1, rt, w, 0, w, 0, stride});
+}
+
 void TransformerBlock::forward(const Layer &l, const Views &v,
                                const SliceShape &s, DevicePtr x, DevicePtr out,
                                DevicePtr work, DevicePtr featureWork,
@@ -201,8 +293,9 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   const LayerConfig &c = *l.config;
   auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   TransformerScratch t = getTransformerScratch(model, c, s);
-  auto [a, qkv, x2, cn] = Workspace(work, precision, n * h)
-                              .scratch({t.norm, t.qkv, t.residual, t.norm2});
+  auto [a, qkv, x2, cn, exchange] =
+      Workspace(work, precision, n * h)
+          .scratch({t.norm, t.qkv, t.residual, t.norm2, t.context});
   Features at(*this, l, v, s, featureWork);
   DevicePtr keys = v[Field::Keys], values = v[Field::Values];
 
@@ -231,24 +324,29 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   SlotTensors projections{};
   projections.x = qkv;
   at.forward(Slot::Projections, projections);
-  if (c.rotary.theta > 0 && l.coreProjection) {
-    // Rotated by absolute position (offset + t), so the keys a later slice
-    // reads from the state are the ones the whole sequence would have.
-    kernels.rotate(qkv, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
-                   c.rotary, false);
-    kernels.rotate(qkv + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
-                   width, c.rotary, false);
-  }
+  // Rotated by absolute position (offset + t), so the keys a later slice
+  // reads from the state are the ones the whole sequence would have.
+  if (c.rotary.theta > 0 && l.coreProjection)
+    rotate(c, s, qkv, width, false);
   // Q to the state; K and V to the slice's rows of the microbatch's cache:
-  // one strided copy each.
+  // one strided copy each (every rank's, under context parallelism).
   kernels.copyStrided(v[Field::Q], qkv, {1, rt, hd, 0, width, 0, hd});
-  kernels.copyStrided(keys + s.offset * kvw, qkv + hd,
-                      cacheRows(s, model.seqLen, kvw, width, true));
-  kernels.copyStrided(values + s.offset * vw, qkv + hd + kvw,
-                      cacheRows(s, model.seqLen, vw, width, true));
-  AttentionShape shape = getAttentionShape(model, c, s);
-  kernels.attentionForward(shape, v[Field::Q], keys, values, v[Field::Lse],
-                           v[Field::Context]);
+  if (s.contextShards > 1) {
+    gatherIntoCache(s, qkv + hd, width, keys, kvw, exchange);
+    gatherIntoCache(s, qkv + hd + kvw, width, values, vw, exchange);
+  } else {
+    kernels.copyStrided(keys + s.offset * kvw, qkv + hd,
+                        cacheRows(s, model.seqLen, kvw, width, true));
+    kernels.copyStrided(values + s.offset * vw, qkv + hd + kvw,
+                        cacheRows(s, model.seqLen, vw, width, true));
+  }
+  forEachAttention(c, s, [&](const AttentionShape &shape, int64_t token,
+                             int64_t lse, int64_t row) {
+    kernels.attentionForward(shape, v[Field::Q] + token * hd,
+                             keys + row * kvw, values + row * vw,
+                             v[Field::Lse] + lse,
+                             v[Field::Context] + token * cw);
+  });
   // Row-parallel: each shard's heads give a partial sum (the blog's first
   // ALLREDUCE; reduce-scattered to the shards' tokens under sequence
   // parallelism, the partial sums then in `a`, which QKV has consumed).
@@ -308,9 +406,14 @@ void TransformerBlock::recompute(const Layer &l, const Views &v,
   // values (B runs slices in reverse, so every earlier slice's are still
   // there), and the MLP's activation from its kept pre-activations.
   const LayerConfig &c = *l.config;
-  AttentionShape shape = getAttentionShape(model, c, s);
-  kernels.attentionForward(shape, v[Field::Q], v[Field::Keys], v[Field::Values],
-                           v[Field::Lse], v[Field::Context]);
+  auto [rt, tokens, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
+  forEachAttention(c, s, [&](const AttentionShape &shape, int64_t token,
+                             int64_t lse, int64_t row) {
+    kernels.attentionForward(shape, v[Field::Q] + token * hd,
+                             v[Field::Keys] + row * kvw,
+                             v[Field::Values] + row * vw, v[Field::Lse] + lse,
+                             v[Field::Context] + token * cw);
+  });
   int64_t n = s.rows * s.tokens * c.ffn;
   if (!l.coreFeedForward)
     return;
@@ -328,9 +431,10 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   const LayerConfig &c = *l.config;
   auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   TransformerScratch t = getTransformerScratch(model, c, s);
-  auto [dg, dx2, dctx, dq, whole] =
+  auto [dg, dx2, dctx, dq, whole, exchange] =
       Workspace(work, precision, n * h)
-          .scratch({t.dAct, t.dResidual, t.dContext, t.dQ, t.partial});
+          .scratch({t.dAct, t.dResidual, t.dContext, t.dQ, t.partial,
+                    t.context});
   Features at(*this, l, v, s, featureWork);
   DevicePtr dy2 = v[Field::DY2], du = v[Field::DUp], dz = v[Field::DGate],
             dc = v[Field::DC], dy1 = v[Field::DY1], dqkv = v[Field::DQkv];
@@ -374,24 +478,31 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   seams.gatherTokens(dy1, n * h);
   product(l, Map::Out, Role::Grad, Role::Weight, false, true, rt, cw, h, dy1, h,
           l.w.outW, h, 0.0f, dctx, cw);
-  AttentionShape shape = getAttentionShape(model, c, s);
-  kernels.attentionBackward(shape, v[Field::Q], v[Field::Keys],
-                            v[Field::Values], v[Field::Context], v[Field::Lse],
-                            dctx, dq, v[Field::DKeys], v[Field::DValues]);
-  // Every later slice has added into this slice's key and value gradients,
-  // so they are complete: assemble the QKV projection's output gradient.
+  forEachAttention(c, s, [&](const AttentionShape &shape, int64_t token,
+                             int64_t lse, int64_t row) {
+    kernels.attentionBackward(
+        shape, v[Field::Q] + token * hd, v[Field::Keys] + row * kvw,
+        v[Field::Values] + row * vw, v[Field::Context] + token * cw,
+        v[Field::Lse] + lse, dctx + token * cw, dq + token * hd,
+        v[Field::DKeys] + row * kvw, v[Field::DValues] + row * vw);
+  });
+  // Every later slice has added into this slice's key and value gradients
+  // (on every rank, under context parallelism: summed over them), so they
+  // are complete: assemble the QKV projection's output gradient.
   kernels.copyStrided(dqkv, dq, {1, rt, hd, 0, hd, 0, width});
-  kernels.copyStrided(dqkv + hd, v[Field::DKeys] + s.offset * kvw,
-                      cacheRows(s, model.seqLen, kvw, width, false));
-  kernels.copyStrided(dqkv + hd + kvw, v[Field::DValues] + s.offset * vw,
-                      cacheRows(s, model.seqLen, vw, width, false));
-  if (c.rotary.theta > 0 && l.coreProjection) {
-    // Back through the rotation: its gradient is its transpose.
-    kernels.rotate(dqkv, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
-                   c.rotary, true);
-    kernels.rotate(dqkv + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
-                   width, c.rotary, true);
+  if (s.contextShards > 1) {
+    scatterFromCache(s, v[Field::DKeys], kvw, dqkv + hd, width, exchange);
+    scatterFromCache(s, v[Field::DValues], vw, dqkv + hd + kvw, width,
+                     exchange);
+  } else {
+    kernels.copyStrided(dqkv + hd, v[Field::DKeys] + s.offset * kvw,
+                        cacheRows(s, model.seqLen, kvw, width, false));
+    kernels.copyStrided(dqkv + hd + kvw, v[Field::DValues] + s.offset * vw,
+                        cacheRows(s, model.seqLen, vw, width, false));
   }
+  // Back through the rotation: its gradient is its transpose.
+  if (c.rotary.theta > 0 && l.coreProjection)
+    rotate(c, s, dqkv, width, true);
   SlotTensors projections{};
   projections.x = dqkv, projections.temp = dq, projections.temp2 = dctx;
   at.backward(Slot::Projections, projections);

@@ -54,6 +54,30 @@ private:
   /// The calls into the layer's features at `slot`.
   class Features;
 
+  /// Rotary positions of q and k in the QKV projection's rows `x` (`width`
+  /// apart), by each token's position in the sequence; `inverse`: the
+  /// transpose (B).
+  void rotate(const LayerConfig &c, const SliceShape &s, DevicePtr x,
+              int64_t width, bool inverse);
+  /// Calls fn(shape, token, lse, row) for each attention call of slice
+  /// `s`: the shape, the first query's token row in the slice's tensors,
+  /// the first log-sum-exp's index and the first key's row in the caches.
+  /// One call for the whole slice, or under context parallelism one per
+  /// sequence row and chunk, each chunk's queries at their positions.
+  template <class Fn>
+  void forEachAttention(const LayerConfig &c, const SliceShape &s, Fn fn);
+  /// Context parallelism, F: this rank's `w` columns of the slice's keys
+  /// (or values) from `from` (rows `stride` apart), with every other
+  /// rank's, into the microbatch's `cache` at their positions;
+  /// `exchange` is the context scratch (TransformerScratch::context).
+  void gatherIntoCache(const SliceShape &s, DevicePtr from, int64_t stride,
+                       DevicePtr cache, int64_t w, DevicePtr exchange);
+  /// Context parallelism, B: the slice's key (or value) gradients summed
+  /// over the ranks from each one's `cache`, this rank's tokens' into `to`
+  /// (rows `stride` apart).
+  void scatterFromCache(const SliceShape &s, DevicePtr cache, int64_t w,
+                        DevicePtr to, int64_t stride, DevicePtr exchange);
+
   /// F of the core's feed-forward block: `partial` (this shard's part of
   /// the down projection's output) from its input `cn`.
   void feedForward(const Layer &l, const Views &v, const SliceShape &s,

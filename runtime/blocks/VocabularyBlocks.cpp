@@ -60,12 +60,12 @@ void EmbeddingBlock::forward(const Layer &l, const Views &v,
     DevicePtr lookups = seams.isSequenceParallel()
                             ? work.outputScratch(rt * h, rt).first
                             : out;
-    kernels.shardLookup(batch.tokens + s.offset, batch.stride, s.rows,
+    kernels.shardLookup(batch.tokensAt(s), batch.stride, s.rows,
                         s.tokens, l.w.table, rows.first, rows.count, h,
                         lookups);
     seams.reduceTokens(lookups, out, n * h);
   } else {
-    kernels.embeddingForward(batch.tokens + s.offset, batch.stride, l.w.table,
+    kernels.embeddingForward(batch.tokensAt(s), batch.stride, l.w.table,
                              l.w.positions, s.rows, s.tokens, s.offset, h,
                              out);
     scale(out, n * h);
@@ -91,7 +91,7 @@ void EmbeddingBlock::backward(const Layer &l, const Views &v,
   // both).
   scale(v[Field::EmbedGrad], rt * h);
   if (model.paddingToken >= 0)
-    kernels.zeroTokenRows(batch.tokens + s.offset, batch.stride, s.rows,
+    kernels.zeroTokenRows(batch.tokensAt(s), batch.stride, s.rows,
                           s.tokens, int32_t(model.paddingToken), h,
                           v[Field::EmbedGrad]);
   if (l.config->sharded && dx)
@@ -110,14 +110,14 @@ void EmbeddingBlock::weight(const Layer &l, const Views &v,
   if (rows.isSplit()) {
     // The shard's rows of the table's gradient; the positions' whole
     // (alike on every shard: the gradient reaching them is).
-    kernels.shardScatterAdd(batch.tokens + s.offset, batch.stride, s.rows,
+    kernels.shardScatterAdd(batch.tokensAt(s), batch.stride, s.rows,
                             s.tokens, v[Field::EmbedGrad], rows.first,
                             rows.count, h, l.g.table);
     if (l.g.positions)
       addPositionGrads(l.g.positions, v[Field::EmbedGrad], s);
     return;
   }
-  kernels.embeddingBackward(batch.tokens + s.offset, batch.stride,
+  kernels.embeddingBackward(batch.tokensAt(s), batch.stride,
                             v[Field::EmbedGrad], s.rows, s.tokens, s.offset,
                             h, l.g.table, l.g.positions);
 }
@@ -156,7 +156,7 @@ void OutputBlock::forward(const Layer &l, const Views &v, const SliceShape &s,
                0.0f, logits, c.vocab);
   if (model.finalSoftcap > 0)
     kernels.softcap(logits, rt, c.vocab, c.vocab, float(model.finalSoftcap));
-  kernels.crossEntropyForward(logits, batch.tokens + s.offset + 1,
+  kernels.crossEntropyForward(logits, batch.labelsAt(s),
                               batch.stride, s.rows, s.tokens, c.vocab,
                               v[Field::OutLse], loss);
 }
@@ -179,7 +179,7 @@ void OutputBlock::backward(const Layer &l, const Views &v, const SliceShape &s,
   } else {
     DevicePtr dlogits = v[Field::OutDLogits];
     kernels.crossEntropyBackward(v[Field::OutLogits], v[Field::OutLse],
-                                 batch.tokens + s.offset + 1, batch.stride,
+                                 batch.labelsAt(s), batch.stride,
                                  s.rows, s.tokens, c.vocab, lossScale, dlogits);
     if (model.finalSoftcap > 0)
       kernels.softcapGrad(v[Field::OutLogits], dlogits, rt, c.vocab, c.vocab,
@@ -245,7 +245,7 @@ void OutputBlock::shardForward(const Layer &l, const Views &v,
   seams.reduceOverShards(max, rt, Reduction::Max);
   kernels.rescaleSum(sum, localMax, max, rt, sum);
   seams.reduceOverShards(sum, rt, Reduction::Sum);
-  kernels.shardLoss(logits, batch.tokens + s.offset + 1, batch.stride, s.rows,
+  kernels.shardLoss(logits, batch.labelsAt(s), batch.stride, s.rows,
                     s.tokens, rows.first, rows.count, ld, max, sum, loss);
 }
 
@@ -266,7 +266,7 @@ void OutputBlock::shardBackward(const Layer &l, const Views &v,
   kernels.scaleRows(dlogits, localSum, v[Field::OutSum], rt, rows.count, ld);
   // (softmax - onehot(label)) * scale, the one-hot where the shard holds
   // the label.
-  kernels.shardSoftmaxGrad(dlogits, batch.tokens + s.offset + 1, batch.stride,
+  kernels.shardSoftmaxGrad(dlogits, batch.labelsAt(s), batch.stride,
                            s.rows, s.tokens, rows.first, rows.count, ld,
                            lossScale);
   if (model.finalSoftcap > 0)

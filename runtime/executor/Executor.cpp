@@ -51,15 +51,17 @@ Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
                    Communicator &comm, TokenSource &data,
                    const TrainerOptions &options, Communicator *replicas,
                    Communicator *tensorGroup, Communicator *experts,
-                   Communicator *expertReplicas)
+                   Communicator *expertReplicas, Communicator *contexts)
     : plan(plan), deviceIndex(deviceIndex), device(device),
       kernels(device.getKernels(StreamKind::Compute)),
       compute(device.getStream(StreamKind::Compute)),
       pipeline(device.getStream(StreamKind::Pipeline)), comm(comm), data(data),
-      options(options), replicas(plan.dp > 1 ? replicas : nullptr),
+      options(options),
+      replicas(plan.getGradientRanks() > 1 ? replicas : nullptr),
       tensorGroup(plan.tp > 1 ? tensorGroup : nullptr),
       expertReplicas(plan.ep > 1 && plan.dp > plan.ep ? expertReplicas
                                                       : nullptr),
+      contexts(plan.cp > 1 ? contexts : nullptr),
       transfers(comm, options.commTimeout, times.commWait),
       tensorSums(plan, deviceIndex, this->tensorGroup, parameters, device,
                  transfers),
@@ -78,9 +80,15 @@ Status Executor::prepare() {
                          std::to_string(plan.tp) +
                          " tensor-parallel shards, but no communicator "
                          "spans them");
-  if (plan.dp > 1 && !replicas)
-    return Status::error("the plan has " + std::to_string(plan.dp) +
-                         " data-parallel replicas, but no communicator "
+  if (plan.getGradientRanks() > 1 && !replicas)
+    return Status::error("the plan has " +
+                         std::to_string(plan.getGradientRanks()) +
+                         " data- and context-parallel ranks per device, "
+                         "but no communicator spans them");
+  if (plan.cp > 1 && (!contexts || contexts->size() != plan.cp))
+    return Status::error("the plan splits each sequence over " +
+                         std::to_string(plan.cp) +
+                         " context-parallel ranks, but no communicator "
                          "spans them");
   if (plan.ep > 1 && !expertParallel.isOn())
     return Status::error("the plan splits the experts over " +
@@ -171,7 +179,39 @@ void Executor::prepareStages() {
     if (plan.zero == 3)
       stages[s]->setBeforeLayer(
           [this](int layer, int next) { gatherLayer(layer, next); });
+    if (contexts)
+      stages[s]->setContext(getContextCalls());
   }
+}
+
+block::ContextGroup Executor::getContextCalls() {
+  block::ContextGroup calls;
+  calls.rank = contexts->rank();
+  calls.size = contexts->size();
+  // Each on the critical path, as the tensor-parallel group's: the pass
+  // waits for it, advancing the pipeline's transfers meanwhile.
+  auto finish = [this](std::unique_ptr<Request> request, const char *what) {
+    scatterFailure =
+        request ? transfers.await(*request, compute)
+                : Status::error(std::string("the context-parallel transport "
+                                            "cannot ") +
+                                what);
+  };
+  std::vector<int64_t> parts(calls.size);
+  calls.allGather = [this, finish, parts](DevicePtr data,
+                                          int64_t count) mutable {
+    std::fill(parts.begin(), parts.end(), count);
+    if (scatterEnabled && scatterFailure.isOk())
+      finish(contexts->allGatherAsync(data, parts, 0, compute), "all-gather");
+  };
+  calls.reduceScatter = [this, finish, parts](DevicePtr data, DevicePtr out,
+                                              int64_t count) mutable {
+    std::fill(parts.begin(), parts.end(), count);
+    if (scatterEnabled && scatterFailure.isOk())
+      finish(contexts->reduceScatterAsync(data, out, parts, 0, compute),
+             "reduce-scatter");
+  };
+  return calls;
 }
 
 void Executor::gatherLayer(int layer, int next) {
@@ -218,8 +258,10 @@ Status Executor::allocateBuffers() {
   // must not be the forward's.
   // ZeRO-3's two weight slots serve one pass at a time: an overlapped
   // group's passes run one after the other.
+  // Context parallelism's collectives inside the passes keep one order
+  // on every rank of the group: one pass at a time too.
   overlapGroups =
-      options.overlapGroups && plan.zero != 3 &&
+      options.overlapGroups && plan.zero != 3 && plan.cp == 1 &&
       std::any_of(program.instructions.begin(), program.instructions.end(),
                   [](const Instruction &in) { return in.paired; });
   if (overlapGroups) {
@@ -268,7 +310,14 @@ Status Executor::allocateBuffers() {
                         plan.precision) /
         getSize(plan.precision.activations));
 
-  if (Status st = stepTokens.allocate(device, plan.model, plan.microbatches);
+  ContextSplit split;
+  if (contexts) {
+    split.ranks = plan.cp;
+    split.rank = contexts->rank();
+    split.slices = plan.slices;
+  }
+  if (Status st = stepTokens.allocate(device, plan.model, plan.microbatches,
+                                      split);
       !st)
     return st;
   return device.allocate(DType::F64, 1, lossSum);

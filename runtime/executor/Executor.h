@@ -58,7 +58,8 @@ public:
            const TrainerOptions &options, Communicator *replicas = nullptr,
            Communicator *tensorGroup = nullptr,
            Communicator *experts = nullptr,
-           Communicator *expertReplicas = nullptr);
+           Communicator *expertReplicas = nullptr,
+           Communicator *contexts = nullptr);
   ~Executor() override;
 
   Status prepare() override;
@@ -173,6 +174,8 @@ private:
   Communicator *replicas = nullptr, *tensorGroup = nullptr;
   /// The replicas holding this member's experts (plan.dp > plan.ep > 1).
   Communicator *expertReplicas = nullptr;
+  /// The ranks this rank's sequences split over (plan.cp > 1).
+  Communicator *contexts = nullptr;
   StepTimes times;
   TransferEngine transfers;
   ParameterStore parameters;
@@ -190,8 +193,13 @@ private:
   static constexpr size_t kVectorSums = ~size_t(0);
   /// ZeRO-2/3's per-layer reduce-scatters and ZeRO-3's gathers: off while
   /// calibrating alone.
+  /// Whether the collectives inside the passes (ZeRO's, context
+  /// parallelism's) run, and the first failure of one, kept for the pass's
+  /// end (the runner's calls return nothing).
   bool scatterEnabled = true;
   Status scatterFailure = Status::ok();
+  /// Context parallelism's calls for the stage runners.
+  block::ContextGroup getContextCalls();
   GradientNormPlan normPlan;
   PassProfiler profiler;
   bool timeOptimizer = false;

@@ -42,7 +42,7 @@ Status GradientSync::planRuns(bool tiedAcross,
     if (auto it = averagedBy.find(spec.name); it != averagedBy.end())
       (spec.expertShare ? expertUnmerged : unmerged)[it->second]
           .push_back({parameters.offset(spec.name), spec.size()});
-  if (plan.dp > 1)
+  if (plan.getGradientRanks() > 1)
     for (const ParameterSpec &spec : parameters.specs())
       if (!averagedBy.count(spec.name))
         return Status::error("device " + std::to_string(deviceIndex) +

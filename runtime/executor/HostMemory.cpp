@@ -55,7 +55,8 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
   // ZeRO-3 of the weights too, with two gathered layers or the whole copy.
   ParameterStateBytes state =
       getParameterStateBytes(plan.precision, plan.zero, plan.reshard);
-  need.stateBytes = state.forParameters(need.parameters, plan.dp);
+  need.stateBytes = state.forParameters(need.parameters,
+                                         plan.getGradientRanks());
   if (state.transient) {
     // A layer's parameters as this rank holds them (a tensor-parallel
     // shard's, an expert-group member's).
@@ -73,7 +74,7 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
               count += it->second;
           largest = std::max(largest, count);
         }
-    need.stateBytes += state.forLargestLayer(largest, plan.dp);
+    need.stateBytes += state.forLargestLayer(largest, plan.getGradientRanks());
   }
   need.bytes = need.stateBytes + getDeviceWorkspaceBytes(plan, device);
   // Summed in double and capped, as the tokens below: many buffers of

@@ -284,7 +284,7 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
   // of the microbatch, in the loss's units (a sum over its tokens: times
   // T). Added by one tensor-parallel shard, as the group sums the loss.
   if (holdsBalance() && stats && loss &&
-      s.offset + s.tokens == model.seqLen &&
+      s.offset + s.getSliceTokens() == model.seqLen &&
       seams.getShardIndex() == 0) {
     double tokens = double(s.rows * model.seqLen),
            layersCount = double(balance.layers);

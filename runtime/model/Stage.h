@@ -59,6 +59,10 @@ public:
   void setExperts(block::ExpertGroup group) {
     seams.setExperts(std::move(group));
   }
+  /// Context parallelism: the ranks the slices' tokens split over.
+  void setContext(block::ContextGroup group) {
+    seams.setContext(std::move(group));
+  }
   /// Called after each layer's weight gradients are written in W (and in
   /// BW), with the layer's index in the model: ZeRO-2 reduce-scatters
   /// them there (ParameterStore::setGradientGroups).

@@ -200,7 +200,7 @@ Status VocabularyShards::run(Pass pass, int mb, int slice, DevicePtr loss) {
   Slice &st = state(mb, slice);
   int64_t rt = s.rows * s.tokens, h = hidden;
   const TokenRows &batch = (*batches)[mb];
-  DevicePtr tokens = batch.tokens + s.offset, labels = tokens + 1;
+  DevicePtr tokens = batch.tokensAt(s), labels = batch.labelsAt(s);
   int64_t stride = batch.stride;
   int algorithm = plan.vocabulary.algorithm;
   switch (pass) {

@@ -7,8 +7,13 @@
 namespace sluice::rt {
 
 MeshPosition getMeshPosition(const Plan &plan, int rank) {
-  int tp = plan.tp, dp = plan.dp;
-  return {rank / (tp * dp), (rank / tp) % dp, rank % tp};
+  int tp = plan.tp, dp = plan.dp, cp = plan.cp;
+  MeshPosition at;
+  at.shard = rank % tp;
+  at.context = (rank / tp) % cp;
+  at.replica = (rank / (tp * cp)) % dp;
+  at.device = rank / (tp * cp * dp);
+  return at;
 }
 
 
@@ -35,10 +40,11 @@ std::set<int> getKeyValueGroupSizes(const Plan &plan) {
 
 std::vector<CommSpec> getCommLayout(const Plan &plan, const MeshPosition &at) {
   std::vector<CommSpec> layout;
-  int tp = plan.tp, dp = plan.dp;
-  int pipelineColor = at.replica * tp + at.shard;
+  int tp = plan.tp, dp = plan.dp, cp = plan.cp;
+  int pipelineColor = (at.replica * cp + at.context) * tp + at.shard;
   int replicaColor = at.device * tp + at.shard;
-  int shardColor = at.device * dp + at.replica;
+  int shardColor = (at.device * dp + at.replica) * cp + at.context;
+  int contextColor = (at.device * dp + at.replica) * tp + at.shard;
   bool vocabulary = plan.vocabulary.any();
   if (plan.devices > 1) {
     layout.push_back({"pipeline", MeshGroup::Pipeline, pipelineColor,
@@ -54,9 +60,14 @@ std::vector<CommSpec> getCommLayout(const Plan &plan, const MeshPosition &at) {
                       at.device, std::nullopt,
                       {std::min(first, last), std::max(first, last)}});
   }
-  if (dp > 1)
-    layout.push_back({"data", MeshGroup::Replicas, replicaColor, at.replica,
-                      StreamKind::Data, {}});
+  if (dp * cp > 1)
+    layout.push_back({"data", MeshGroup::Replicas, replicaColor,
+                      at.getGradientRank(plan), StreamKind::Data, {}});
+  // Attention's exchanges inside the passes, on the compute stream as the
+  // tensor-parallel group's.
+  if (cp > 1)
+    layout.push_back({"context", MeshGroup::Context, contextColor, at.context,
+                      StreamKind::Compute, {}});
   if (tp > 1) {
     layout.push_back({"tensor", MeshGroup::Shards, shardColor, at.shard,
                       StreamKind::Compute, {}});

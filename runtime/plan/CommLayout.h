@@ -24,28 +24,40 @@ namespace sluice::rt {
 /// Where a rank sits in the plan's mesh.
 struct MeshPosition {
   int device = 0, replica = 0, shard = 0;
+  /// The context-parallel rank within the replica (0 without cp).
+  int context = 0;
+  /// The rank's place among the device's ranks that sum its gradients
+  /// (its replicas' context-parallel ranks).
+  int getGradientRank(const Plan &plan) const {
+    return replica * plan.cp + context;
+  }
 };
 
 /// The rank's mesh position: the tensor-parallel shard fastest, then the
-/// data-parallel replica, then the pipeline device (Megatron-LM's order: a
-/// node holds whole tensor-parallel groups).
+/// context-parallel rank, then the data-parallel replica, then the
+/// pipeline device (Megatron-LM's order: a node holds whole
+/// tensor-parallel groups, then context-parallel ones).
 MeshPosition getMeshPosition(const Plan &plan, int rank);
 
-/// A rank's groups: its pipeline (same replica and shard; rank = device),
-/// its replicas (same device and shard; rank = replica), its
+/// A rank's groups: its pipeline (same replica, context rank and shard;
+/// rank = device), the ranks that sum its gradients (same device and
+/// shard: every replica's context-parallel ranks; rank = replica * cp +
+/// context), its
 /// tensor-parallel shards (same device and replica; rank = shard), its
 /// expert group (same device and shard, the ep consecutive replicas that
 /// split the experts; rank = replica mod ep), and the replicas holding the
 /// same experts as it (same device and shard, every ep-th replica; rank =
-/// replica / ep).
+/// replica / ep), and its context-parallel group (same device, replica
+/// and shard; rank = context).
 enum class MeshGroup {
   Pipeline = 0,
   Replicas = 1,
   Shards = 2,
   Experts = 3,
-  ExpertReplicas = 4
+  ExpertReplicas = 4,
+  Context = 5
 };
-constexpr int kMeshGroups = 5;
+constexpr int kMeshGroups = 6;
 
 
 struct CommSpec {

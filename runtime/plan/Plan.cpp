@@ -50,7 +50,8 @@ SliceShape Plan::getSliceShape(int slice) const {
   int64_t offset = 0;
   for (int k = 0; k < slice; ++k)
     offset += slices[k];
-  return {model.microBatch, slices[slice], offset};
+  // Under context parallelism a rank runs its share of every slice.
+  return {model.microBatch, slices[slice] / cp, offset, cp};
 }
 
 std::string Plan::describe(const Instruction &instr) const {

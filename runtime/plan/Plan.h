@@ -98,6 +98,10 @@ struct Plan {
   /// split over tp tensor-parallel shards and replicated dp times; ranks
   /// = devices * tp * dp. `microbatches` is per replica.
   int tp = 1, dp = 1;
+  /// Context parallelism: each replica's sequences split over cp ranks
+  /// (SliceShape::contextShards); ranks = devices * tp * dp * cp, and a
+  /// device's gradients are summed over its dp * cp ranks.
+  int cp = 1;
   /// Megatron-LM's sequence parallelism over the tp shards
   /// (ModelConfig::sequenceShards of shardModel).
   bool sequenceParallel = false;
@@ -132,7 +136,10 @@ struct Plan {
                    Shard execShard) const;
   int getLastStage() const { return int(stages.size()) - 1; }
   /// Ranks the plan runs on.
-  int getRanks() const { return devices * tp * dp; }
+  int getRanks() const { return devices * tp * dp * cp; }
+  /// The ranks that sum a device's gradients (and share ZeRO's shards):
+  /// its replicas' context-parallel ranks.
+  int getGradientRanks() const { return dp * cp; }
   /// Sequences one optimizer step trains on: every replica's microbatches.
   int64_t getSequencesPerStep() const {
     return int64_t(microbatches) * dp * model.microBatch;

@@ -180,11 +180,13 @@ void readMesh(const json &mesh, Plan &plan) {
   int64_t pp = integer(mesh, "pp", "mesh", 1);
   plan.tp = integer32(mesh, "tp", "mesh", 1);
   plan.dp = integer32(mesh, "dp", "mesh", 1);
+  if (mesh.contains("cp"))
+    plan.cp = integer32(mesh, "cp", "mesh", 1);
   plan.sequenceParallel = mesh.contains("sequence_parallel") &&
                           flag(mesh, "sequence_parallel", "mesh");
   if (mesh.contains("zero")) {
     plan.zero = integer32(mesh, "zero", "mesh", 0);
-    if (std::string why = checkZeroStage(plan.zero, plan.dp);
+    if (std::string why = checkZeroStage(plan.zero, plan.getGradientRanks());
         !why.empty())
       fail("mesh: 'zero' = " + std::to_string(plan.zero) + ": " + why);
   }
@@ -204,6 +206,10 @@ void readMesh(const json &mesh, Plan &plan) {
   }
   if (mesh.contains("ep")) {
     plan.ep = integer32(mesh, "ep", "mesh", 1);
+    if (plan.ep > 1 && plan.cp > 1)
+      fail("mesh: 'ep' = " + std::to_string(plan.ep) + " with 'cp' = " +
+           std::to_string(plan.cp) +
+           ": context parallelism does not run with expert parallelism yet");
     if (plan.dp % plan.ep != 0)
       fail("mesh: 'ep' = " + std::to_string(plan.ep) +
            " does not divide dp = " + std::to_string(plan.dp) +
@@ -238,10 +244,12 @@ void checkSequenceParallel(const Plan &plan) {
     fail("mesh: 'sequence_parallel' splits tokens over the "
          "tensor-parallel shards, but tp = " +
          std::to_string(plan.tp));
-  if (plan.model.seqLen % plan.tp != 0)
-    fail("mesh: 'sequence_parallel' splits each sequence over tp = " +
-         std::to_string(plan.tp) + " shards, but seq_len " +
-         std::to_string(plan.model.seqLen) + " does not divide by it");
+  if (plan.model.seqLen / plan.cp % plan.tp != 0)
+    fail("mesh: 'sequence_parallel' splits each sequence" +
+         std::string(plan.cp > 1 ? " (a context-parallel rank's part)" : "") +
+         " over tp = " + std::to_string(plan.tp) + " shards, but its " +
+         std::to_string(plan.model.seqLen / plan.cp) +
+         " tokens do not divide by it");
   if (plan.slices.size() > 1)
     fail("mesh: 'sequence_parallel' with " +
          std::to_string(plan.slices.size()) +
@@ -475,6 +483,9 @@ void readPlan(const json &j, Plan &plan) {
   for (const json &length : field(j, "slices", "plan"))
     plan.slices.push_back(
         integerValue(length, "a token length in 'slices'", 1, kMaxDimension));
+  if (std::string why = checkContextParallel(plan.model, plan.cp, plan.slices);
+      !why.empty())
+    fail("mesh: 'cp' = " + std::to_string(plan.cp) + ": " + why);
   if (plan.sequenceParallel)
     checkSequenceParallel(plan);
   for (const json &s : field(j, "stages", "plan"))

@@ -320,7 +320,7 @@ private:
 
   void checkGradSync(int d, size_t i, const Instruction &instr,
                      const Where &where) {
-    if (plan.dp < 2)
+    if (plan.getGradientRanks() < 2)
       fail(where + ": averages gradients over data-parallel replicas, "
                    "but the plan's mesh has none (dp = 1)");
     if (instr.shard != Shard::None) {
@@ -643,7 +643,7 @@ private:
   /// With replicas, each stage's and shard's gradients are averaged once,
   /// after its last pass on the device (earlier would miss some of them).
   void checkGradientsAveraged() const {
-    if (plan.dp < 2)
+    if (plan.getGradientRanks() < 2)
       return;
     for (auto &[key, last] : lastExec) {
       auto [device, owner] = key;
@@ -651,8 +651,11 @@ private:
       std::string at = "device " + std::to_string(device) + ": ";
       if (sync == gradSync.end())
         fail(at + "the gradients of " + ownerName(plan, owner) +
-             " are never averaged over the " + std::to_string(plan.dp) +
-             " data-parallel replicas (no grad_sync)");
+             " are never averaged over the " +
+             std::to_string(plan.getGradientRanks()) +
+             (plan.cp > 1 ? " data- and context-parallel ranks"
+                          : " data-parallel replicas") +
+             " (no grad_sync)");
       if (sync->second < last)
         fail(at + "instruction " + std::to_string(sync->second) +
              " averages the gradients of " + ownerName(plan, owner) +

@@ -75,34 +75,48 @@ void checkHostMemory(ProcessGroup &comm, const Plan &plan,
 }
 
 /// Where this rank sits in the plan's mesh: ranks are numbered with the
-/// tensor-parallel index fastest, then the data-parallel replica, then
-/// the pipeline device (Megatron-LM's order: a node holds whole TP
-/// groups). Splits the world into this rank's pipeline (same replica and
-/// shard), its replicas (same device and shard), its tensor-parallel group
-/// (same device and replica), its expert group (same device and shard, ep
-/// consecutive replicas), the replicas holding its experts (every ep-th)
-/// and the ranks that write a checkpoint with it.
+/// tensor-parallel index fastest, then the context-parallel rank, then the
+/// data-parallel replica, then the pipeline device (Megatron-LM's order: a
+/// node holds whole TP groups). Splits the world into this rank's pipeline
+/// (same replica, context rank and shard), the ranks summing its gradients
+/// (same device and shard), its tensor-parallel group (same device,
+/// replica and context rank), its expert group (same device and shard, ep
+/// consecutive replicas), the replicas holding its experts (every ep-th),
+/// its context-parallel group (same device, replica and shard) and the
+/// ranks that write a checkpoint with it.
 void placeOnMesh(HostGroup &world, const Plan &plan, RankBackend &out) {
   int rank = world.rank();
-  int tp = plan.tp, dp = plan.dp, ep = plan.ep;
-  auto [device, replica, shard] = getMeshPosition(plan, rank);
-  // A split is collective over the world: every rank makes all six.
-  out.hostGroups[0] = world.splitHostGroup(replica * tp + shard, device);
-  out.hostGroups[1] = world.splitHostGroup(device * tp + shard, replica);
+  int tp = plan.tp, dp = plan.dp, ep = plan.ep, cp = plan.cp;
+  MeshPosition at = getMeshPosition(plan, rank);
+  int device = at.device, replica = at.replica, shard = at.shard,
+      context = at.context;
+  // A split is collective over the world: every rank makes all seven.
+  out.hostGroups[0] =
+      world.splitHostGroup((replica * cp + context) * tp + shard, device);
+  out.hostGroups[1] = world.splitHostGroup(device * tp + shard,
+                                           at.getGradientRank(plan));
   out.replica = replica;
-  out.hostGroups[2] = world.splitHostGroup(device * dp + replica, shard);
+  out.context = context;
+  out.hostGroups[2] =
+      world.splitHostGroup((device * dp + replica) * cp + context, shard);
   out.hostGroups[3] = world.splitHostGroup(
       (device * tp + shard) * (dp / ep) + replica / ep, replica % ep);
   out.hostGroups[4] = world.splitHostGroup((device * tp + shard) * ep +
                                                replica % ep,
                                            replica / ep);
+  out.hostGroups[5] =
+      world.splitHostGroup((device * dp + replica) * tp + shard, context);
   // The ranks that write a checkpoint together: the first replica's, or
   // under expert parallelism the first expert group's (by member, then
-  // device and shard).
+  // device and shard); of its context-parallel ranks, the first's (which
+  // hold the same weights as the others).
   out.model = world.splitHostGroup(
-      replica / ep, (replica % ep) * plan.devices * tp + device * tp + shard);
-  if (dp == 1)
+      (replica / ep) * cp + context,
+      (replica % ep) * plan.devices * tp + device * tp + shard);
+  if (dp * cp == 1)
     out.hostGroups[1].reset();
+  if (cp == 1)
+    out.hostGroups[5].reset();
   if (tp == 1)
     out.hostGroups[2].reset();
   if (ep == 1)
@@ -177,7 +191,7 @@ void openCudaBackend(HostGroup &world, const Plan &plan,
                (placement.sharing == 1 || cuda::ncclAllowsSharedGpus()));
   agree(world, checkDeviceMemory(world, plan, o, *out.device, placement, nccl));
   HostGroup *hosts[kMeshGroups] = {&world};
-  if (!o.reference && plan.dp * plan.tp > 1) {
+  if (!o.reference && plan.dp * plan.cp * plan.tp > 1) {
     placeOnMesh(world, plan, out);
     for (int g = 0; g < kMeshGroups; ++g)
       hosts[g] = out.hostGroups[g].get();
@@ -191,6 +205,7 @@ void openCudaBackend(HostGroup &world, const Plan &plan,
   out.shards = out.gpu.groups[2].get();
   out.experts = out.gpu.groups[3].get();
   out.expertReplicas = out.gpu.groups[4].get();
+  out.contexts = out.gpu.groups[5].get();
   if (world.rank() == 0)
     std::printf("backend: %s, %s, %s transport, %d rank(s) per GPU\n",
                 out.device->describe().c_str(), plan.precision.getName(),
@@ -221,13 +236,14 @@ void openCpuBackend(HostGroup &world, const Plan &plan,
                     const SessionOptions &o, RankBackend &out) {
   out.device = std::make_unique<CpuDevice>();
   out.comm = &world;
-  if (!o.reference && plan.dp * plan.tp > 1) {
+  if (!o.reference && plan.dp * plan.cp * plan.tp > 1) {
     placeOnMesh(world, plan, out);
     out.comm = out.hostGroups[0].get();
     out.replicas = out.hostGroups[1].get();
     out.shards = out.hostGroups[2].get();
     out.experts = out.hostGroups[3].get();
     out.expertReplicas = out.hostGroups[4].get();
+    out.contexts = out.hostGroups[5].get();
   }
   if (!out.device->supports(plan.precision))
     failEverywhere(world, "the " + out.device->describe() +
@@ -260,6 +276,7 @@ void openCpuBackend(HostGroup &world, const Plan &plan,
   out.shards = out.emulated[2].get();
   out.experts = out.emulated[3].get();
   out.expertReplicas = out.emulated[4].get();
+  out.contexts = out.emulated[5].get();
 }
 
 } // namespace

@@ -50,6 +50,10 @@ struct RankBackend {
   /// split the experts with it (rank = member), and those holding the same
   /// experts as it (rank = replica / ep; none when dp = ep).
   Communicator *experts = nullptr, *expertReplicas = nullptr;
+  /// With context parallelism: the ranks this rank's sequences split
+  /// over (rank = context), and which of them this rank is.
+  Communicator *contexts = nullptr;
+  int context = 0;
   /// With either: the ranks of this rank's replica, every device and shard
   /// (they write a checkpoint together); under expert parallelism, of its
   /// expert group.

@@ -42,8 +42,10 @@ std::string describeMesh(const Plan &plan, bool reference) {
   std::ostringstream os;
   if (reference)
     return "unpartitioned (--reference), 1 rank";
-  os << "pp " << plan.devices << " x tp " << plan.tp << " x dp " << plan.dp
-     << " (" << plan.getRanks() << " rank" << (plan.getRanks() == 1 ? "" : "s")
+  os << "pp " << plan.devices << " x tp " << plan.tp << " x dp " << plan.dp;
+  if (plan.cp > 1)
+    os << " x cp " << plan.cp;
+  os << " (" << plan.getRanks() << " rank" << (plan.getRanks() == 1 ? "" : "s")
      << ")";
   if (plan.sequenceParallel)
     os << ", sequence parallel";

@@ -141,12 +141,16 @@ void Session::loadJobPlan() {
   if (!options.reference && plan.getRanks() != world.size())
     failEverywhere(world,
                    "plan '" + path + "' is for " +
-                       (plan.dp * plan.tp == 1
+                       (plan.getRanks() == plan.devices
                             ? std::to_string(plan.devices) + " devices"
                             : std::to_string(plan.getRanks()) + " ranks (pp " +
                                   std::to_string(plan.devices) + " x tp " +
                                   std::to_string(plan.tp) + " x dp " +
-                                  std::to_string(plan.dp) + ")") +
+                                  std::to_string(plan.dp) +
+                                  (plan.cp > 1 ? " x cp " +
+                                                     std::to_string(plan.cp)
+                                               : "") +
+                                  ")") +
                        ", but " + std::to_string(world.size()) +
                        (world.size() == 1 ? " rank was" : " ranks were") +
                        " started: start it with sluice-launch -np " +
@@ -206,7 +210,8 @@ void Session::makeTrainer() {
     auto e = std::make_unique<Executor>(plan, comm().rank(), device, comm(),
                                         *tokens.data, t, backend->replicas,
                                         backend->shards, backend->experts,
-                                        backend->expertReplicas);
+                                        backend->expertReplicas,
+                                        backend->contexts);
     executor = e.get();
     executor->setTimeOptimizer(!options.profilePath.empty());
     trainer = std::move(e);
@@ -466,7 +471,10 @@ void Session::writeDumps() {
   }
 }
 
-bool Session::writesWeights() const { return backend->replica < plan.ep; }
+bool Session::writesWeights() const {
+  // Context-parallel ranks hold the same weights: the first writes them.
+  return backend->replica < plan.ep && backend->context == 0;
+}
 
 WrittenParameters Session::getWrittenParameters() const {
   if (backend->replica % plan.ep == 0)

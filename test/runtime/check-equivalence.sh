@@ -17,6 +17,8 @@
 # $ZERO the ZeRO stage (--zero; default 0) and $RESHARD ZeRO-3's
 # re-shard choice (--reshard; default every-pass); $EP the expert-parallel
 # members the experts split over (--ep, of the DP replicas; default 1);
+# $CP the context-parallel ranks each replica's sequences split over
+# (--cp; default 1: mpirun -np p * TP * DP * CP);
 # $SP=1 adds sequence
 # parallelism over the TP shards (--sequence-parallel); $TRANSPORTS the
 # sluice-run transports each plan runs over (default "mpi nccl": plain MPI,
@@ -24,7 +26,7 @@
 #
 #   [MODEL=...] [VOCAB=...] [SLICING=...] [SLICES=...] [MICROBATCHES=...] \
 #     [PIPELINES=...] [DP=...] [TP=...] [RECOMPUTE=...] [ZERO=...] \
-#     [RESHARD=...] [EP=...] \
+#     [RESHARD=...] [EP=...] [CP=...] \
 #     [SP=1] \
 #     check-equivalence.sh SCHEDULE WORKDIR
 set -euo pipefail
@@ -35,6 +37,7 @@ vocab=${VOCAB:-baseline}
 dp=${DP:-1}
 tp=${TP:-1}
 ep=${EP:-1}
+cp=${CP:-1}
 slicing=${SLICING:-uniform}
 mkdir -p "$work"
 case $schedule in
@@ -68,6 +71,7 @@ for p in ${PIPELINES:-2 4}; do
           name="$name reshard=$RESHARD"
         }
         [ "$ep" = 1 ] || name="$name ep=$ep"
+        [ "$cp" = 1 ] || name="$name cp=$cp"
         sp=()
         [ "${SP:-0}" = 0 ] || { sp=(--sequence-parallel); name="$name sp"; }
         plan="$work/plan-p$p-m$m-v$v-k$k.json"
@@ -75,7 +79,7 @@ for p in ${PIPELINES:-2 4}; do
         sluice-compile "$model" --pp "$p" --microbatches "$m" \
           --schedule "$schedule" --virtual "$v" --slices "$k" \
           --vocab "$vocab" --slicing "$slicing" --costs "${COSTS:-unit}" \
-          --dp "$dp" --tp "$tp" --zero "${ZERO:-0}" --ep "$ep" \
+          --dp "$dp" --cp "$cp" --tp "$tp" --zero "${ZERO:-0}" --ep "$ep" \
           --recompute "${RECOMPUTE:-none}" "${sp[@]}" "${reshard[@]}" \
           -o "$plan" >/dev/null
         # The reference depends on the model and the microbatches only
@@ -85,7 +89,7 @@ for p in ${PIPELINES:-2 4}; do
         # Over plain MPI, and over MPI held to NCCL's rules (an order NCCL
         # could not run ends the run with a report instead of passing).
         for transport in ${TRANSPORTS:-mpi nccl}; do
-          if out=$(mpirun "${mpirun_flags[@]}" -np $((p * tp * dp)) sluice-run "$plan" \
+          if out=$(mpirun "${mpirun_flags[@]}" -np $((p * tp * dp * cp)) sluice-run "$plan" \
                      --steps 3 --check-against "$ref" --transport "$transport" \
                      --comm-timeout 60 2>&1); then
             echo "PASS $name transport=$transport: $(echo "$out" | grep '^check')"

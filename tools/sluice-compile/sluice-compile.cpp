@@ -75,8 +75,15 @@ cl::opt<int64_t> pp("pp", cl::desc("Pipeline devices (enables scheduling)"),
                     cl::init(0), cl::value_desc("P"), cl::cat(category));
 cl::opt<int64_t> dp("dp",
                     cl::desc("Data-parallel replicas of each pipeline "
-                             "device (ranks = pp x tp x dp)"),
+                             "device (ranks = pp x tp x dp x cp)"),
                     cl::init(1), cl::value_desc("D"), cl::cat(category));
+cl::opt<int64_t> cp("cp",
+                    cl::desc("Context-parallel ranks each replica's "
+                             "sequences split over (ranks = pp x tp x dp x "
+                             "cp): attention's keys and values gathered "
+                             "over them, every slice cut into 2 x cp "
+                             "chunks"),
+                    cl::init(1), cl::value_desc("C"), cl::cat(category));
 cl::opt<int64_t> zero("zero",
                       cl::desc("ZeRO stage: 1 shards the optimizer state over "
                                "the data-parallel replicas (Megatron-LM's "
@@ -299,7 +306,7 @@ static CompileRequest getRequest() {
   r.summary = summary;
   r.expandPlan = expandPlan;
   r.printPipeline = printPipeline;
-  r.pp = pp, r.dp = dp, r.zero = zero, r.tp = tp, r.ep = ep;
+  r.pp = pp, r.dp = dp, r.cp = cp, r.zero = zero, r.tp = tp, r.ep = ep;
   r.reshard = reshard;
   r.reshardGiven = reshard.getNumOccurrences() > 0;
   r.expertCapacity = expertCapacity;

@@ -431,6 +431,9 @@ inline int64_t getKeyValueBytes(const ModelConfig &model,
 struct TransformerScratch {
   int64_t norm, qkv, residual, norm2;
   int64_t dAct, dResidual, dContext, dQ, partial;
+  /// Context parallelism's exchange of keys and values (F) and of their
+  /// gradients (B): every rank's part of the slice's, then this rank's.
+  int64_t context;
 };
 
 inline TransformerScratch getTransformerScratch(const ModelConfig &model,
@@ -443,8 +446,13 @@ inline TransformerScratch getTransformerScratch(const ModelConfig &model,
           context = l.heads * l.getValueDim();
   int64_t partial = model.sequenceShards > 1 ? rt * h : 0;
   int64_t act = blocks::hasCoreFeedForward(l) ? rt * l.ffn : 0;
+  int64_t widest = l.kvHeads * std::max(l.headDim, l.getValueDim());
+  // Twice the elements: B's exchange sums the gradients in fp32, which
+  // needs twice a bf16 activation's bytes.
+  int64_t exchange =
+      s.contextShards > 1 ? 2 * rt * (s.contextShards + 1) * widest : 0;
   return {rt * h,    rt * (hd + kv), local * h, rt * h, act,
-          local * h, rt * context,   rt * hd,   partial};
+          local * h, rt * context,   rt * hd,   partial, exchange};
 }
 
 /// The core's scratch for one pass of a stage running `layers`: two
@@ -482,8 +490,10 @@ inline int64_t getCoreScratchBytes(const ModelConfig &model,
     // (their gathers overlap).
     int64_t gathered = model.sequenceShards > 1 ? rt * h : 0;
     most =
-        std::max({most, arenaOf({t.norm, t.qkv, t.residual, t.norm2}),
-                  arenaOf({t.dAct, t.dResidual, t.dContext, t.dQ, t.partial}),
+        std::max({most,
+                  arenaOf({t.norm, t.qkv, t.residual, t.norm2, t.context}),
+                  arenaOf({t.dAct, t.dResidual, t.dContext, t.dQ, t.partial,
+                           t.context}),
                   arenaOf({rt * h, gathered})});
   }
   return most;

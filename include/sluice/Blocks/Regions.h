@@ -20,8 +20,29 @@ namespace sluice::rt {
 
 /// What one pass computes: `tokens` tokens from position `offset` of each
 /// of `rows` sequences (a token slice of a microbatch, or all of it).
+/// Under context parallelism the slice's tokens split over
+/// `contextShards` ranks: the slice is cut into 2 x contextShards equal
+/// chunks, rank i holds chunks i and 2 contextShards - 1 - i (Megatron-LM's
+/// causal balance), and `tokens` is the rank's two chunks, side by side in
+/// each row; `offset` stays the slice's first position in the sequence.
 struct SliceShape {
   int64_t rows = 1, tokens = 0, offset = 0;
+  int64_t contextShards = 1;
+  /// The slice's tokens per row on all the context-parallel ranks.
+  int64_t getSliceTokens() const { return tokens * contextShards; }
+  /// Where the slice starts in a rank's tokens of a row (each earlier
+  /// slice gave it 1/contextShards of its tokens).
+  int64_t getLocalOffset() const { return offset / contextShards; }
+  /// A chunk's tokens (each rank's `tokens` are two).
+  int64_t getChunkTokens() const { return tokens / 2; }
+  /// The slice's chunk that rank `rank`'s `part`-th (0 or 1) chunk is,
+  /// and its first position in the sequence.
+  int64_t getChunk(int64_t rank, int part) const {
+    return part == 0 ? rank : 2 * contextShards - 1 - rank;
+  }
+  int64_t getChunkOffset(int64_t rank, int part) const {
+    return offset + getChunk(rank, part) * getChunkTokens();
+  }
 };
 
 /// The rows x tokens of slice `s` a shard of `model` holds outside the

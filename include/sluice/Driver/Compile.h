@@ -51,6 +51,8 @@ struct CompileRequest {
 
   // The pipeline (sluice-pipeline's options of the same names).
   int64_t pp = 0, dp = 1, zero = 0, tp = 1;
+  /// --cp: context-parallel ranks each replica's sequences split over.
+  int64_t cp = 1;
   /// --reshard: when ZeRO-3 drops the gathered weights.
   ::sluice::rt::Reshard reshard = ::sluice::rt::Reshard::EveryPass;
   bool reshardGiven = false;

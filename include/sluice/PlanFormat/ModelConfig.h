@@ -432,6 +432,51 @@ inline std::string checkExpertParallel(const ModelConfig &model, int64_t ep) {
   return "";
 }
 
+/// Why `model`'s sequences, cut into slices of `slices` tokens, cannot be
+/// split over `cp` context-parallel ranks, or "". Each slice is cut into
+/// 2 cp equal chunks (rank i holds chunks i and 2 cp - 1 - i, Megatron-LM's
+/// causal balance), so 2 cp divides every slice. What the split does not
+/// reach yet is refused by name: learned positions (looked up by a
+/// token's place in the slice), multi-head latent attention (its own
+/// key/value cache) and mixtures of experts (the load-balancing loss's
+/// statistics span the whole sequence).
+inline std::string checkContextParallel(const ModelConfig &model, int64_t cp,
+                                        const std::vector<int64_t> &slices) {
+  if (cp < 1)
+    return "the context-parallel size must be positive, got " +
+           std::to_string(cp);
+  if (cp == 1)
+    return "";
+  for (size_t i = 0; i < slices.size(); ++i)
+    if (slices[i] % (2 * cp) != 0)
+      return (slices.size() == 1 ? "the sequence's "
+                                 : "slice " + std::to_string(i) + "'s ") +
+             std::to_string(slices[i]) + " tokens do not cut into " +
+             std::to_string(2 * cp) +
+             " equal chunks (2 x cp: each context-parallel rank holds two, "
+             "one from each end, for the causal balance)";
+  int transformer = 0;
+  for (const LayerConfig &l : model.layers) {
+    if (l.kind == LayerKind::Embedding && l.positions > 0)
+      return "the embedding's learned positions ('positions') are not "
+             "split over context-parallel ranks yet; context parallelism "
+             "runs models with rotary positions";
+    if (l.kind != LayerKind::Transformer)
+      continue;
+    int index = transformer++;
+    if (l.kvLoraRank > 0)
+      return "layer " + std::to_string(index) +
+             ": multi-head latent attention ('kv_lora_rank') is not split "
+             "over context-parallel ranks yet";
+    if (l.experts > 0)
+      return "layer " + std::to_string(index) +
+             ": mixtures of experts ('experts') are not split over "
+             "context-parallel ranks yet (the load-balancing statistics "
+             "span the whole sequence)";
+  }
+  return "";
+}
+
 /// Whether the vocabulary layer `l` splits its table by rows over `tp`
 /// tensor-parallel shards: Megatron-LM's vocabulary-parallel embedding (a
 /// masked lookup, then an all-reduce) and output layer (each shard's

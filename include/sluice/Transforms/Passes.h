@@ -134,11 +134,13 @@ LogicalResult planBuffers(ProgramOp program);
 /// What sluice-sync-gradients does to one program: `dataParallel`
 /// replicas, a grad_sync after each stage's and shard's last pass, the
 /// experts split over `expertParallel` of them; ZeRO stage `zero`
-/// (`reshardPerStep`: ZeRO-3 keeps the gathered weights for the step).
+/// (`reshardPerStep`: ZeRO-3 keeps the gathered weights for the step);
+/// each replica's sequences split over `contextParallel` ranks.
 LogicalResult syncGradients(ProgramOp program, int64_t dataParallel,
                             int64_t zero = 0, int64_t expertParallel = 1,
                             double expertCapacity = 0,
-                            bool reshardPerStep = false);
+                            bool reshardPerStep = false,
+                            int64_t contextParallel = 1);
 
 /// What sluice-shard-tensors does to one program: checks that every layer
 /// splits over `tensorParallel` shards, gives each its shard body (the

@@ -511,6 +511,18 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
     sluice.program @plan for @moe {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 4 ep 2 {
     ```
 
+    With `context-parallel=C` each replica's sequences split over C ranks
+    (`cp C`; docs/parallelism.md): every slice cuts into 2C chunks, so 2C
+    divides every slice; the model may not have learned positions,
+    multi-head latent attention or mixtures of experts yet. Its gradients
+    are summed over all dp x C ranks of a device, so a program with one
+    replica of C > 1 ranks gets its `sluice.grad_sync`s too, and ZeRO
+    shards over dp x C.
+
+    ```mlir
+    sluice.program @plan for @m {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} cp 2 {
+    ```
+
     A program that already has replicas is refused: run the pass once.
   }];
   let dependentDialects = ["::mlir::sluice::SluiceDialect"];
@@ -528,6 +540,10 @@ def SyncGradients : Pass<"sluice-sync-gradients", "ModuleOp"> {
     Option<"reshardPerStep", "reshard-per-step", "bool", /*default=*/"false",
            "ZeRO-3: gather each layer once a step and keep it to the "
            "update (default: gather before every pass, drop after)">,
+    Option<"contextParallel", "context-parallel", "int64_t",
+           /*default=*/"1",
+           "ranks each replica's sequences split over (context "
+           "parallelism)">,
   ];
 }
 

@@ -87,6 +87,10 @@ struct SluicePipelineOptions
                             llvm::cl::init("unit")};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel replicas"),
                      llvm::cl::init(1)};
+  Option<int64_t> cp{*this, "cp",
+                     llvm::cl::desc("context-parallel ranks each replica's "
+                                    "sequences split over"),
+                     llvm::cl::init(1)};
   Option<int64_t> zero{*this, "zero",
                        llvm::cl::desc("ZeRO stage (0 to 3)"),
                        llvm::cl::init(0)};
