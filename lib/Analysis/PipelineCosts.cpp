@@ -192,7 +192,7 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
   compute.assign(profiles.size() * kKinds * k, 0.0);
   tensorParallel.assign(profiles.size() * kKinds * k, 0.0);
   expertParallel.assign(profiles.size() * kKinds * k, 0.0);
-  contextRing.assign(profiles.size() * kKinds * k, 0.0);
+  contextExchange.assign(profiles.size() * kKinds * k, 0.0);
   for (size_t s = 0; s < profiles.size(); ++s)
     for (size_t kind = 0; kind < kKinds; ++kind)
       for (int slice = 0; slice < k; ++slice) {
@@ -203,9 +203,11 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
         if (cp > 1 && costs.getKind() == CostModel::Kind::Analytic) {
           // Each rank computes 1/cp of the pass: its tokens' share of the
           // projections and, with the causal balance (2 cp chunks, rank i
-          // holding i and 2 cp - 1 - i), of attention's blocks. The ring
-          // passes cp - 1 blocks of the local keys and values per layer
-          // beside it (in B, their gradients too).
+          // holding i and 2 cp - 1 - i), of attention's blocks. Per layer
+          // F all-gathers the slice's keys and values (cp - 1 blocks of
+          // the rank's arrive), B reduce-scatters their gradients in fp32
+          // (twice a bf16 block), a recomputing B gathers again; the pass
+          // waits for them (TransformerBlock's exchanges).
           const StageProfile &stage = profiles[s];
           PassKind pass = PassKind(kind);
           bool full = stage.recompute == RecomputeKind::full;
@@ -218,11 +220,11 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
               double bytes =
                   double(lengths[slice] / cp * stage.microBatch * l.kvHeads *
                          (l.headDim + l.getValueDim()) * stage.dtypeBytes);
-              contextRing[at] +=
+              contextExchange[at] +=
                   double(blocks * (cp - 1)) *
                   costs.getTransferTime(int64_t(bytes), contextLink);
             }
-          compute[at] = std::max(compute[at] / double(cp), contextRing[at]);
+          compute[at] = compute[at] / double(cp) + contextExchange[at];
         }
         if (double call = costs.getAllToAllTime(); call > 0 && ep > 1) {
           // Explicit costs: the runtime's calls, each `a2a` long.
@@ -370,7 +372,7 @@ double PipelineCosts::getGradientSyncTime(llvm::StringRef name) const {
   return mesh.zero >= 2 ? time * double(pipeline.microbatches) : time;
 }
 
-double PipelineCosts::getContextRingBytes(int device) const {
+double PipelineCosts::getContextExchangeBytes(int device) const {
   int64_t cp = std::max<int64_t>(1, mesh.cp);
   if (cp < 2)
     return 0;
@@ -382,13 +384,14 @@ double PipelineCosts::getContextRingBytes(int device) const {
     for (const TransformerShape &l : stage.layers)
       largest = std::max(
           largest, double(stage.seqLen / cp * stage.microBatch * l.kvHeads *
-                          (l.headDim + l.getValueDim()) * stage.dtypeBytes));
+                          std::max(l.headDim, l.getValueDim()) *
+                          stage.dtypeBytes));
   }
-  return 4 * largest;
+  return 2.0 * double(cp + 1) * largest;
 }
 
-double PipelineCosts::getContextRingTime(const sched::Work &work) const {
-  return sched::isVocabPass(work.kind) ? 0 : contextRing[getIndex(work)];
+double PipelineCosts::getContextExchangeTime(const sched::Work &work) const {
+  return sched::isVocabPass(work.kind) ? 0 : contextExchange[getIndex(work)];
 }
 
 double PipelineCosts::getParameterGatherTime(llvm::StringRef name) const {

@@ -182,8 +182,9 @@ double StageProfile::getKeyValueBytes(int64_t tokens,
   double perToken = 0;
   for (const TransformerShape &s : layers)
     perToken += double(s.kvHeads * (s.headDim + s.getValueDim()) * dtypeBytes);
+  // Whole under context parallelism: every rank gathers the slice's.
   return perToken * (withGradients ? 2.0 : 1.0) * double(tokens) *
-         double(microBatch) / double(contextShards);
+         double(microBatch);
 }
 
 double StageProfile::getActivationBytes(int64_t tokens,
@@ -213,9 +214,16 @@ double StageProfile::getActivationBytes(int64_t tokens,
   if (hasOutput)
     perToken += 4.0 * double(vocab) +
                 double(hidden * dtypeBytes) / double(sequenceShards);
-  // Context parallelism: the rank's share of the tokens.
+  // Context parallelism: the rank's share of the tokens, but every rank
+  // keeps the slice's keys and values whole (gathered in F for B).
+  double keyValues = 0;
+  for (const TransformerShape &s : layers)
+    keyValues +=
+        double(s.kvHeads * (s.headDim + s.getValueDim()) * dtypeBytes);
   return perToken * double(tokens) * double(microBatch) /
-         double(contextShards);
+             double(contextShards) +
+         keyValues * double(tokens) * double(microBatch) *
+             (1.0 - 1.0 / double(contextShards));
 }
 
 VocabProfile VocabProfile::get(ModelOp model, int64_t tensorParallel) {

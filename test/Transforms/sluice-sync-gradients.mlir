@@ -18,6 +18,8 @@
 // RUN: not sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=3 expert-parallel=3" 2>&1 | FileCheck %s --check-prefix=EXPERTSSPLIT
 // RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=4 expert-parallel=2 zero=1" | FileCheck %s --check-prefix=EXPERTSZERO
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" 2>&1 | FileCheck %s --check-prefix=EXPERTSDENSE
+// RUN: sluice-opt %inputs/tiny-llama.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="context-parallel=2 zero=1" | FileCheck %s --check-prefix=CONTEXT
+// RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="context-parallel=0" 2>&1 | FileCheck %s --check-prefix=CONTEXTZERO
 
 // Each stage's gradients are averaged once, right after its last pass on
 // its device (--implicit-check-not: no other grad_sync): the first stage's
@@ -125,3 +127,14 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
   %loss = sluice.output_layer %x3 {vocab = 100, norm = layernorm} : tensor<1x16x32xf32> -> tensor<f32>
   sluice.return %loss : tensor<f32>
 }
+
+// Context parallelism: one replica of two context-parallel ranks sums its
+// gradients over both (each saw half of every sequence), so each stage
+// gets its grad_sync as with two replicas; ZeRO shards over the two.
+// CONTEXT-LABEL: sluice.program @plan for @tiny_llama {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} cp 2 zero 1 {
+// CONTEXT:         sluice.device 0 {
+// CONTEXT:           sluice.grad_sync @s0
+// CONTEXT:         sluice.device 1 {
+// CONTEXT:           sluice.grad_sync @s1
+
+// CONTEXTZERO: error: 'sluice.program' op cannot split the sequences over 0 context-parallel ranks: the count must be positive

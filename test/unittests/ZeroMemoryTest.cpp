@@ -209,12 +209,14 @@ TEST_F(ZeroMemoryTest, TrafficOfEachStage) {
   EXPECT_EQ(three.getOptimizerBytes(1), part * 12);
 }
 
-// Context parallelism (priced, not run yet): each of cp ranks holds 1/cp
-// of a microbatch's tokens -- of every activation kept -- plus the ring's
-// four blocks of one layer's local keys and values; a pass computes 1/cp
-// and passes cp - 1 key/value blocks per layer beside it (B: twice). The
-// training state does not move: it is sharded over the dp replicas,
-// which count the cp ranks. Llama-3-8B at 8192 tokens, pp 4 (8 layers a
+// Context parallelism, as the runtime runs it: each of cp ranks holds 1/cp
+// of a microbatch's tokens -- of every activation kept but the keys and
+// values, which it gathers whole -- plus the exchange area, 2 (cp + 1)
+// blocks of one layer's local keys (fp32 for B's sums); a pass computes
+// 1/cp and then waits for cp - 1 key/value blocks per layer (B: twice,
+// the gradients in fp32). The training state does not move: it is
+// sharded over the dp replicas, which count the cp ranks. Llama-3-8B at
+// 8192 tokens, pp 4 (8 layers a
 // stage), dp 8, bf16: per token and layer 139,392 bytes kept -- the four
 // norm and projection inputs (4 x 4096), queries, keys and values (40
 // heads of 128), the values again for attention (8 x 128), its output (32
@@ -238,27 +240,30 @@ TEST_F(ZeroMemoryTest, ContextParallelismAtLlama3_8B) {
     PipelineCosts table(model, *pipeline, costs, mesh);
     ASSERT_EQ(table.getStage(1).layers.size(), 8u);
     EXPECT_EQ(table.getActivationBytes(forward),
-              double(8 * kKept * kTokens / cp))
+              double(8 * (kKept - kKeyValue) * kTokens / cp +
+                     8 * kKeyValue * kTokens))
         << "cp " << cp;
-    EXPECT_EQ(table.getContextRingBytes(1),
-              cp > 1 ? double(4 * kKeyValue * kTokens / cp) : 0.0);
+    // One layer's keys (8 heads of 128, bf16) of the rank's tokens.
+    EXPECT_EQ(table.getContextExchangeBytes(1),
+              cp > 1 ? double(2 * (cp + 1) * 2048 * kTokens / cp) : 0.0);
     if (!state)
       state = table.getParameterBytes(1);
     EXPECT_EQ(table.getParameterBytes(1), *state) << "cp " << cp;
     if (cp == 1) {
       plainForward = table.getComputeTime(forward);
-      EXPECT_EQ(table.getContextRingTime(forward), 0.0);
+      EXPECT_EQ(table.getContextExchangeTime(forward), 0.0);
       continue;
     }
     // Eight layers, cp - 1 blocks each, on a node's link (cp consecutive
     // replicas of a device); B passes the gradients back too.
     double block = costs.getTransferTime(kKeyValue * kTokens / cp,
                                          LinkKind::node);
-    EXPECT_DOUBLE_EQ(table.getContextRingTime(forward), 8 * (cp - 1) * block);
-    EXPECT_DOUBLE_EQ(table.getContextRingTime(backward),
+    EXPECT_DOUBLE_EQ(table.getContextExchangeTime(forward),
+                     8 * (cp - 1) * block);
+    EXPECT_DOUBLE_EQ(table.getContextExchangeTime(backward),
                      2 * 8 * (cp - 1) * block);
     EXPECT_DOUBLE_EQ(table.getComputeTime(forward),
-                     std::max(plainForward / double(cp),
-                              table.getContextRingTime(forward)));
+                     plainForward / double(cp) +
+                         table.getContextExchangeTime(forward));
   }
 }

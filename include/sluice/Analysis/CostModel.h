@@ -178,7 +178,8 @@ struct StageProfile : ActivationShape {
   /// regions: of the activations kept and sent, only that slice.
   int64_t sequenceShards = 1;
   /// With context parallelism, the ranks each microbatch's tokens are
-  /// split over: each holds and sends 1/contextShards of them.
+  /// split over: each holds and sends 1/contextShards of them (the keys
+  /// and values aside: every rank gathers them whole).
   int64_t contextShards = 1;
   /// Bytes of the activation (or gradient) a stage (a shard of it) sends
   /// per slice.
@@ -410,19 +411,19 @@ public:
   /// peak of activations.
   double getFixedBytes(int device) const {
     return double(getParameterBytes(device)) + getRecomputeAreaBytes(device) +
-           getContextRingBytes(device);
+           getContextExchangeBytes(device);
   }
-  /// Context parallelism's ring buffers on `device`: while a layer's
-  /// attention runs, the keys and values of the rank's tokens it holds
-  /// and the block arriving, and in B as many of their gradients (four
-  /// blocks of a layer's local keys and values); 0 without cp.
-  double getContextRingBytes(int device) const;
-  /// The ring's time in a pass of `work`: cp - 1 steps, each passing a
-  /// block of the local tokens' keys and values (in B also their
-  /// gradients) per transformer layer; the pass takes the longer of it
-  /// and its compute (the ring runs beside the blocks it is not
-  /// waiting for). 0 without cp.
-  double getContextRingTime(const sched::Work &work) const;
+  /// Context parallelism's exchange area on `device` (the runtime's
+  /// TransformerScratch::context): every rank's keys (or values) of a
+  /// slice and this rank's, in fp32 for B's sums -- 2 (cp + 1) x the
+  /// rank's tokens' keys of the largest layer; 0 without cp.
+  double getContextExchangeBytes(int device) const;
+  /// The exchanges' time in a pass of `work`: per transformer layer, F
+  /// all-gathers the slice's keys and values (cp - 1 blocks of the rank's
+  /// tokens' arrive), B reduce-scatters their gradients in fp32 (twice a
+  /// bf16 block; a recomputing B gathers again). The pass waits for them:
+  /// its time is its 1/cp of the compute plus this. 0 without cp.
+  double getContextExchangeTime(const sched::Work &work) const;
   /// What one parameter's training state costs here.
   const rt::ParameterStateBytes &getStateBytes() const { return stateBytes; }
   /// Parameters one shard of `device` holds (its stages' and its rows of
@@ -495,7 +496,7 @@ private:
   std::vector<StageProfile> profiles;
   std::vector<int64_t> lengths, prefixes;
   std::vector<double> compute, transfer, tensorParallel, expertParallel,
-      contextRing;
+      contextExchange;
   int64_t transformerLayers = 0;
   MeshShape mesh;
   LinkKind pipelineLink = LinkKind::network, tensorLink = LinkKind::network,
