@@ -29,6 +29,7 @@ int driver::fail(const llvm::Twine &message) {
 
 void CompileRequest::apply(const PlanChoice &choice) {
   pp = choice.pp, tp = choice.tp, dp = choice.dp, zero = choice.zero;
+  cp = choice.cp;
   ep = choice.ep;
   sequenceParallel = choice.sequenceParallel;
   scheduleName = stringifyScheduleKind(choice.schedule).str();

@@ -25,15 +25,13 @@ using namespace mlir::sluice::driver;
 /// The flags the search chooses itself, refused when given; 0 or 1.
 static int checkSearchFlags(const CompileRequest &r) {
   CompileRequest defaults;
-  if (r.cp != 1)
-    return fail("--search does not try context parallelism yet: leave "
-                "--cp out (compile a cp plan with --pp, --dp and --cp)");
-  if (r.isScheduling() || r.tp != 1 || r.dp != 1 || r.zero != 0 || r.ep != 1 ||
+  if (r.isScheduling() || r.tp != 1 || r.dp != 1 || r.cp != 1 ||
+      r.zero != 0 || r.ep != 1 ||
       r.sequenceParallel || r.microbatches != 0 ||
       r.recompute != RecomputeKind::none || r.vocab != VocabMode::Baseline ||
       r.slices != defaults.slices || r.scheduleName != defaults.scheduleName ||
       r.virtualChunks != 0)
-    return fail("--search chooses --pp, --tp, --dp, --zero, --ep, "
+    return fail("--search chooses --pp, --tp, --dp, --cp, --zero, --ep, "
                 "--sequence-parallel, --schedule, --virtual, --microbatches, "
                 "--slices, --recompute and --vocab itself; leave them out");
   if (r.printPipeline)

@@ -50,6 +50,7 @@
 #include "sluice/Analysis/Simulator.h"
 #include "sluice/Schedule/Schedules.h"
 #include "sluice/Target/Export.h"
+#include "sluice/Target/Plan.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -71,6 +72,8 @@ using namespace mlir::sluice;
 
 std::string PlanChoice::getFlags() const {
   std::string flags = llvm::formatv("--pp {0} --tp {1} --dp {2}", pp, tp, dp);
+  if (cp > 1)
+    flags += llvm::formatv(" --cp {0}", cp).str();
   if (zero)
     flags += llvm::formatv(" --zero {0}", zero).str();
   if (zero == 3 && reshard == rt::Reshard::Step)
@@ -96,6 +99,7 @@ void PlanChoice::apply(SluicePipelineOptions &o) const {
   o.pp = pp;
   o.tp = tp;
   o.dp = dp;
+  o.cp = cp;
   o.zero = zero;
   o.reshardPerStep = zero == 3 && reshard == rt::Reshard::Step;
   o.ep = ep;
@@ -111,16 +115,19 @@ void PlanChoice::apply(SluicePipelineOptions &o) const {
 
 /// Whether `a` and `b` are the same plan under two schedule names: the
 /// same mesh, microbatches, vocabulary layers, slices and recomputation,
-/// and the same simulated step, bubble and memory.
+/// and the same simulated step, bubble and peak memory.
 static bool isSamePlan(const PlanEstimate &a, const PlanEstimate &b) {
   const PlanChoice &x = a.choice, &y = b.choice;
-  return x.pp == y.pp && x.tp == y.tp && x.dp == y.dp && x.zero == y.zero &&
+  return x.pp == y.pp && x.tp == y.tp && x.dp == y.dp && x.cp == y.cp &&
+         x.zero == y.zero &&
          x.reshard == y.reshard && x.ep == y.ep &&
          x.sequenceParallel == y.sequenceParallel &&
          x.microbatches == y.microbatches && x.slices == y.slices &&
          x.recompute == y.recompute && x.vocab == y.vocab &&
-         a.stepTime == b.stepTime && a.bubble == b.bubble &&
-         a.peakBytes == b.peakBytes;
+         a.stepTime == b.stepTime &&
+         // The same idle time summed in another order may differ in the
+         // last bits (zb-h1 and zb-h2 at m = p under cp).
+         std::abs(a.bubble - b.bubble) <= 1e-12 && a.peakBytes == b.peakBytes;
 }
 
 /// Ties (docs/search.md): among the plans within `margin` of the fastest,
@@ -177,7 +184,16 @@ class Searcher {
 public:
   Searcher(ModuleOp module, ModelOp model, const SearchSpace &space,
            std::function<void(const PlanEstimate &)> progress)
-      : Searcher(module, summarizeModel(model), space, std::move(progress)) {}
+      : Searcher(module, summarizeModel(model), space, std::move(progress)) {
+    // The context-parallel sizes the search tries: up to 8, where the
+    // model runs under the split (rotary positions, no mixture of experts)
+    // and 2 cp divides the sequence (a sliced plan's slices are cut in
+    // multiples of it).
+    rt::ModelConfig config = getModelConfig(model);
+    for (int64_t cp : {2, 4, 8})
+      if (rt::checkContextParallel(config, cp, {config.seqLen}).empty())
+        contextSizes.push_back(cp);
+  }
   Searcher(ModuleOp module, const ModelSummary &summary,
            const SearchSpace &space,
            std::function<void(const PlanEstimate &)> progress)
@@ -254,6 +270,8 @@ private:
   const SearchSpace &space;
   std::function<void(const PlanEstimate &)> progress;
   int64_t params, expertParams, expertsDivisor, microBatch;
+  /// The context-parallel sizes to try (1: none).
+  std::vector<int64_t> contextSizes = {1};
   /// What the compiled plans train in (the shaped model's element type).
   rt::Precision precision;
   bool slicesPriced = true;
@@ -392,8 +410,10 @@ double Searcher::getStateBound(const PlanChoice &mesh) const {
          experts = double(expertParams) / split / double(mesh.ep);
   rt::ParameterStateBytes state =
       rt::getParameterStateBytes(precision, int(mesh.zero), mesh.reshard);
+  // ZeRO shards over every rank that sums the gradients: dp x cp.
   return dense * (double(state.replicated) +
-                  double(state.sharded) / double(mesh.zero ? mesh.dp : 1)) +
+                  double(state.sharded) /
+                      double(mesh.zero ? mesh.dp * mesh.cp : 1)) +
          experts *
              (double(state.replicated) +
               double(state.sharded) / double(mesh.zero ? mesh.dp / mesh.ep : 1));
@@ -562,7 +582,12 @@ SearchResult Searcher::run() {
     for (int64_t pp = 1; pp <= space.gpus / tp; ++pp) {
       if ((space.gpus / tp) % pp)
         continue;
-      int64_t dp = space.gpus / (tp * pp);
+      // Context parallelism: each replica's sequences over cp ranks,
+      // where the model and the sequence allow it.
+      for (int64_t cp : contextSizes) {
+      if ((space.gpus / (tp * pp)) % cp)
+        continue;
+      int64_t dp = space.gpus / (tp * pp * cp);
       // Each replica's share of the batch, in whole microbatches.
       if (space.globalSequences % (dp * microBatch))
         continue;
@@ -572,17 +597,18 @@ SearchResult Searcher::run() {
       for (int64_t ep = 1; ep <= dp; ++ep)
       for (bool sp : {false, true}) {
         if (dp % ep || (ep > 1 && (expertsDivisor == 0 ||
-                                   expertsDivisor % ep != 0)))
+                                   expertsDivisor % ep != 0 || cp > 1)))
           break;
         if (sp && tp == 1)
           continue;
         PlanChoice mesh;
         mesh.pp = pp, mesh.tp = tp, mesh.dp = dp, mesh.ep = ep;
+        mesh.cp = cp;
         mesh.sequenceParallel = sp;
         mesh.microbatches = perReplica;
         mesh.schedule = ScheduleKind::OneFOneB;
         SmallVector<ZeroChoice> zeros;
-        for (ZeroChoice zero : getZeroChoices(dp)) {
+        for (ZeroChoice zero : getZeroChoices(dp * cp)) {
           mesh.zero = zero.zero;
           mesh.reshard = zero.reshard;
           double state = getStateBound(mesh);
@@ -598,6 +624,7 @@ SearchResult Searcher::run() {
         mesh.reshard = rt::Reshard::EveryPass;
         if (!zeros.empty())
           meshes.push_back({mesh, zeros});
+      }
       }
     }
   }
@@ -637,24 +664,42 @@ SearchResult Searcher::run() {
 }
 
 void Searcher::findDataParallel() {
-  PlanChoice plain;
-  plain.dp = space.gpus;
-  if (space.globalSequences % plain.dp ||
-      (space.globalSequences / plain.dp) % microBatch) {
-    result.dataParallelNote = llvm::formatv(
-        "{0} sequences do not split over {1} replicas in whole microbatches "
-        "of {2}",
-        space.globalSequences, plain.dp, microBatch);
-    return;
+  // Every GPU a replica, as a torchtitan user starts; where the batch does
+  // not split over that many, or the leanest such plan does not fit, each
+  // sequence over the fewest context-parallel ranks that make it.
+  std::string note;
+  for (int64_t cp : contextSizes) {
+    if (space.gpus % cp)
+      continue;
+    PlanChoice plain;
+    plain.cp = cp;
+    plain.dp = space.gpus / cp;
+    if (space.globalSequences % plain.dp ||
+        (space.globalSequences / plain.dp) % microBatch) {
+      if (note.empty())
+        note = llvm::formatv("{0} sequences do not split over {1} replicas "
+                             "in whole microbatches of {2}",
+                             space.globalSequences, plain.dp, microBatch);
+      continue;
+    }
+    plain.microbatches = space.globalSequences / plain.dp / microBatch;
+    std::optional<PlanEstimate> leanest;
+    for (std::optional<PlanEstimate> &estimate :
+         evaluate(plain, getZeroChoices(plain.dp * cp)))
+      if (estimate &&
+          (!leanest || estimate->peakBytes < leanest->peakBytes))
+        leanest = std::move(*estimate);
+    if (!leanest)
+      continue;
+    bool fits = leanest->peakBytes <= space.memoryBytes;
+    if (!result.dataParallel || fits)
+      result.dataParallel = std::move(*leanest);
+    if (fits)
+      return;
   }
-  plain.microbatches = space.globalSequences / plain.dp / microBatch;
-  for (std::optional<PlanEstimate> &estimate :
-       evaluate(plain, getZeroChoices(plain.dp)))
-    if (estimate && (!result.dataParallel ||
-                     estimate->peakBytes < result.dataParallel->peakBytes))
-      result.dataParallel = std::move(*estimate);
   if (!result.dataParallel)
-    result.dataParallelNote = "the compiler refuses it for this model";
+    result.dataParallelNote =
+        note.empty() ? "the compiler refuses it for this model" : note;
 }
 
 FailureOr<SearchResult>

@@ -80,12 +80,14 @@ static llvm::json::Value getMeshReport(const ScheduleReportInputs &in) {
   llvm::json::Object object{{"pp", pp},
                             {"tp", mesh.tp},
                             {"dp", mesh.dp / cp},
-                            {"cp", cp},
                             {"ranks", pp * mesh.tp * mesh.dp},
                             {"ranks_per_node", std::move(nodeDevices)},
                             {"zero", mesh.zero},
                             {"ep", mesh.ep},
                             {"sequence_parallel", mesh.sequenceParallel}};
+  // Context parallelism, where there is some.
+  if (cp > 1)
+    object["cp"] = cp;
   // ZeRO-3's re-shard choice, where it is one.
   if (mesh.zero == 3)
     object["reshard"] = ::sluice::rt::getReshardName(mesh.reshard);

@@ -124,8 +124,11 @@ void mlir::sluice::buildSchedulingPipeline(OpPassManager &pm,
           createReorderSoftmaxBarriers({o.vocab == VocabMode::Vocab1 ? 1 : 2}));
   }
   if (o.slices != "1" || o.slicing != SlicingMethod::Uniform)
-    pm.addPass(createSliceTokens({o.slices, o.slicing, o.costs,
-                                  o.slicingEpsilon, o.slicingGranularity}));
+    pm.addPass(createSliceTokens(
+        {o.slices, o.slicing, o.costs, o.slicingEpsilon,
+         // Context parallelism cuts every slice into 2 cp chunks.
+         o.slicingGranularity == 0 && o.cp > 1 ? 2 * o.cp
+                                               : int64_t(o.slicingGranularity)}));
   pm.addPass(createSplitPasses({info.splitBackward, o.recompute}));
   ScheduleOptions schedule;
   schedule.schedule = o.schedule;

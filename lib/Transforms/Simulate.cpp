@@ -128,8 +128,10 @@ LogicalResult mlir::sluice::simulateProgram(
   program.setPeakActivationUntilW(peaksUntilW);
   if (const HardwareProfile *hw = costs->getHardware())
     if (sim->stepTime > 0)
+      // A replica's FLOPs over its GPUs: devices x tp x cp.
       program.setMfu(table.getStepFlops() /
-                     (double(pipeline.devices * program.getTp()) *
+                     (double(pipeline.devices * program.getTp() *
+                             program.getCp()) *
                       hw->peakFlops * sim->stepTime));
 
   if (!consume)

@@ -39,14 +39,22 @@ static int64_t getAutoGranularity(int64_t tokens) {
 /// Equations 7-8 of Sun et al., 2024: equal FLOPs of forward and
 /// backward over every layer for each segment, attention growing with the
 /// segment's prefix.
+/// With a `granularity` g, in units of g tokens (context parallelism cuts
+/// every slice into 2 cp chunks).
 static std::vector<int64_t> getSeq1F1BLengths(ModelOp model, int64_t tokens,
-                                              int64_t slices) {
+                                              int64_t slices,
+                                              int64_t granularity) {
   StageProfile profile = StageProfile::getWholeModel(model);
+  int64_t g = std::max<int64_t>(1, granularity);
   auto flops = [&](int64_t length, int64_t prefix) {
-    return profile.getPassFlops(PassKind::F, length, prefix) +
-           profile.getPassFlops(PassKind::BW, length, prefix);
+    return profile.getPassFlops(PassKind::F, length * g, prefix * g) +
+           profile.getPassFlops(PassKind::BW, length * g, prefix * g);
   };
-  return slicing::solveEqualCost(tokens, slices, flops);
+  std::vector<int64_t> lengths =
+      slicing::solveEqualCost(tokens / g, slices, flops);
+  for (int64_t &length : lengths)
+    length *= g;
+  return lengths;
 }
 
 /// TeraPipe's dynamic programme (Li et al., 2021 §3.3, equation 9) over
@@ -135,11 +143,22 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
            << opts.slices
            << " is larger than the sequence ('seq_len' = " << tokens << ")";
 
+  // A stated granularity holds for every method: each slice a multiple.
+  int64_t g = opts.method == SlicingMethod::TeraPipe ? 1 : opts.granularity;
+  if (g > 0 && (tokens % g != 0 || tokens / g < opts.slices))
+    return model.emitOpError("cannot slice tokens: 'granularity' = ")
+           << g << (tokens % g != 0 ? " does not divide 'seq_len' = "
+                                    : " leaves too few units for the slices "
+                                      "of 'seq_len' = ")
+           << tokens;
   std::vector<int64_t> lengths;
   if (opts.method == SlicingMethod::Uniform) {
-    lengths = slicing::getUniformLengths(tokens, opts.slices);
+    lengths = slicing::getUniformLengths(tokens / std::max<int64_t>(1, g),
+                                         opts.slices);
+    for (int64_t &length : lengths)
+      length *= std::max<int64_t>(1, g);
   } else if (opts.method == SlicingMethod::Seq1F1B) {
-    lengths = getSeq1F1BLengths(model, tokens, opts.slices);
+    lengths = getSeq1F1BLengths(model, tokens, opts.slices, g);
   } else {
     FailureOr<std::vector<int64_t>> dp =
         getTeraPipeLengths(model, tokens, opts);

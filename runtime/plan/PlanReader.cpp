@@ -246,10 +246,13 @@ void checkSequenceParallel(const Plan &plan) {
          std::to_string(plan.tp));
   if (plan.model.seqLen / plan.cp % plan.tp != 0)
     fail("mesh: 'sequence_parallel' splits each sequence" +
-         std::string(plan.cp > 1 ? " (a context-parallel rank's part)" : "") +
-         " over tp = " + std::to_string(plan.tp) + " shards, but its " +
-         std::to_string(plan.model.seqLen / plan.cp) +
-         " tokens do not divide by it");
+         (plan.cp > 1 ? " (a context-parallel rank's " +
+                            std::to_string(plan.model.seqLen / plan.cp) +
+                            " tokens of it)"
+                      : std::string()) +
+         " over tp = " + std::to_string(plan.tp) + " shards, but seq_len " +
+         std::to_string(plan.model.seqLen) + " does not divide by it" +
+         (plan.cp > 1 ? " x cp" : ""));
   if (plan.slices.size() > 1)
     fail("mesh: 'sequence_parallel' with " +
          std::to_string(plan.slices.size()) +

@@ -31,7 +31,7 @@
 // CHECK-NEXT:  }
 // GENERIC: "sluice.stage"() <{activation_bytes = 512 : i64, chunk = 0 : i64, device = 0 : i64, flops = array<i64: 10, 20, 10>, passes = [#sluice.pass<F>, #sluice.pass<B>, #sluice.pass<W>], sym_name = "s0"}>
 // GENERIC: "sluice.yield"
-// GENERIC: "sluice.program"() <{devices = 2 : i64, dp = 1 : i64, ep = 1 : i64, microbatches = 1 : i64, model = @m, schedule = #sluice.schedule<"1f1b">, slices = 1 : i64, sym_name = "plan", tp = 1 : i64, zero = 0 : i64}>
+// GENERIC: "sluice.program"() <{cp = 1 : i64, devices = 2 : i64, dp = 1 : i64, ep = 1 : i64, microbatches = 1 : i64, model = @m, schedule = #sluice.schedule<"1f1b">, slices = 1 : i64, sym_name = "plan", tp = 1 : i64, zero = 0 : i64}>
 // GENERIC: "sluice.device"() <{index = 0 : i64}>
 // GENERIC: "sluice.exec"() <{kind = #sluice.pass<F>, mb = 0 : i64, slice = 0 : i64, stage = @s0}>
 // GENERIC: "sluice.send"() <{kind = #sluice.pass<F>, mb = 0 : i64, slice = 0 : i64, stage = @s0, stream = #sluice<stream comm>, to = 1 : i64}>
@@ -72,7 +72,7 @@ sluice.program @plan for @m {devices = 2, microbatches = 1, slices = 1, schedule
 // CHECK-LABEL: sluice.program @replicated for @m {devices = 2, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 zero 1 {
 // CHECK:           sluice.exec W @s0 {mb = 0, slice = 0}
 // CHECK-NEXT:      sluice.grad_sync @s0
-// GENERIC: "sluice.program"() <{devices = 2 : i64, dp = 2 : i64, ep = 1 : i64, microbatches = 1 : i64, model = @m, schedule = #sluice.schedule<"1f1b">, slices = 1 : i64, sym_name = "replicated"
+// GENERIC: "sluice.program"() <{cp = 1 : i64, devices = 2 : i64, dp = 2 : i64, ep = 1 : i64, microbatches = 1 : i64, model = @m, schedule = #sluice.schedule<"1f1b">, slices = 1 : i64, sym_name = "replicated"
 // GENERIC: "sluice.grad_sync"() <{stage = @s0}>
 sluice.program @replicated for @m {devices = 2, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 zero 1 {
   sluice.device 0 {
@@ -102,7 +102,7 @@ sluice.program @replicated for @m {devices = 2, microbatches = 1, slices = 1, sc
 // CHECK-NEXT:      sluice.recv B @s1 {mb = 0, slice = 0} from 1 {buffer = 1 : i64}
 // CHECK-NEXT:      sluice.exec B @s0 {mb = 0, slice = 0} {in = 1 : i64, state = 0 : i64, wstate = 2 : i64}
 // CHECK-NEXT:      sluice.exec W @s0 {mb = 0, slice = 0} {state = 0 : i64, wstate = 2 : i64}
-// GENERIC: "sluice.program"() <{bubble_ratio = 2.500000e-01 : f64, devices = 2 : i64, dp = 1 : i64, ep = 1 : i64, mfu = 4.000000e-01 : f64, microbatches = 1 : i64, model = @m, peak_activation = array<f64: 1.000000e+00, 1.000000e+00>, peak_activation_until_w = array<f64: 1.000000e+00, 1.000000e+00>, schedule = #sluice.schedule<"zb-h1">, slices = 1 : i64, step_time = 1.200000e+01 : f64, sym_name = "planned"
+// GENERIC: "sluice.program"() <{bubble_ratio = 2.500000e-01 : f64, cp = 1 : i64, devices = 2 : i64, dp = 1 : i64, ep = 1 : i64, mfu = 4.000000e-01 : f64, microbatches = 1 : i64, model = @m, peak_activation = array<f64: 1.000000e+00, 1.000000e+00>, peak_activation_until_w = array<f64: 1.000000e+00, 1.000000e+00>, schedule = #sluice.schedule<"zb-h1">, slices = 1 : i64, step_time = 1.200000e+01 : f64, sym_name = "planned"
 // GENERIC: "sluice.device"() <{buffers = array<i64: 512, 256>, index = 0 : i64}>
 // GENERIC: "sluice.exec"() <{in = 1 : i64, kind = #sluice.pass<B>, mb = 0 : i64, slice = 0 : i64, stage = @s0, state = 0 : i64, wstate = 2 : i64}>
 sluice.program @planned for @m {devices = 2, microbatches = 1, slices = 1, schedule = "zb-h1"} attributes {bubble_ratio = 0.25 : f64, mfu = 0.4 : f64, peak_activation = array<f64: 1.0, 1.0>, peak_activation_until_w = array<f64: 1.0, 1.0>, step_time = 12.0 : f64} {

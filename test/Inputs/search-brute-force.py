@@ -23,13 +23,18 @@ with tempfile.TemporaryDirectory() as work:
         if gpus % tp:
             continue
         for pp in range(1, gpus // tp + 1):
-            if (gpus // tp) % pp:
+          if (gpus // tp) % pp:
+              continue
+          # Context parallelism up to 8 (a model that cannot split is
+          # refused by the compile).
+          for cp in [1, 2, 4, 8]:
+            if (gpus // (tp * pp)) % cp:
                 continue
-            dp = gpus // (tp * pp)
+            dp = gpus // (tp * pp * cp)
             if batch % (dp * mb):
                 continue
             m = batch // (dp * mb)
-            for zero in ([0, 1, 2, 3, "3s"] if dp > 1 else [0]):
+            for zero in ([0, 1, 2, 3, "3s"] if dp * cp > 1 else [0]):
                 for sp in ([False, True] if tp > 1 else [False]):
                     # One device: one schedule, the vocabulary layers
                     # whole (every other choice is the same plan there).
@@ -43,6 +48,8 @@ with tempfile.TemporaryDirectory() as work:
                                              "--dp", str(dp), "--schedule", s,
                                              "--microbatches", str(m),
                                              "--recompute", rc, "--vocab", vocab]
+                                    if cp > 1:
+                                        flags += ["--cp", str(cp)]
                                     if v:
                                         flags += ["--virtual", str(v)]
                                     if zero == "3s":

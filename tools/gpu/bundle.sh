@@ -142,6 +142,12 @@ nccl_plan zero2-dp2-p2 --pp 2 --dp 2 --zero 2 --microbatches 4 --schedule zb-h1
 nccl_plan zero3-dp2-p2 --pp 2 --dp 2 --zero 3 --microbatches 4 --schedule zb-h1
 nccl_plan zero3-step-dp2-p2 --pp 2 --dp 2 --zero 3 --reshard step \
   --microbatches 4 --schedule zb-v
+# Context parallelism (issue 56): each sequence over 2 ranks, the keys and
+# values all-gathered in F and their gradients reduce-scattered in B, on
+# the compute stream over NCCL; whole and in Seq1F1B's slices.
+nccl_plan context-cp2-p2 --pp 2 --cp 2 --microbatches 8 --schedule zb-h1
+nccl_plan context-cp2-seq-p2 --pp 2 --cp 2 --microbatches 8 --schedule seq1f1b \
+  --slices 2
 nccl_plan tp2-sp-p2 --pp 2 --tp 2 --sequence-parallel --microbatches 4 --schedule 1f1b
 nccl_plan vocab-2-dp2-p4 --pp 4 --dp 2 --microbatches 8 --schedule 1f1b --vocab vocab-2
 nccl_plan mesh-p2-tp2-dp2 --pp 2 --tp 2 --dp 2 --zero 1 --sequence-parallel \

@@ -64,7 +64,7 @@
 #      inside item 1's), never yet run on a GPU -- compiled only; the communicators'
 #      suite now includes the variable-count all-to-all (AllToAllUnevenParts:
 #      the staged transport here, NCCL's grouped sends in item 2);
-#   2. `ONLY='conformance|1f1b|zb-h1|experts|ZeRO-2|ZeRO-3' nccl-suite.sh BUNDLE`: the
+#   2. `ONLY='conformance|1f1b|zb-h1|experts|ZeRO-2|ZeRO-3|context' nccl-suite.sh BUNDLE`: the
 #      communicators' conformance suite over NCCL (2 and 4 ranks, about
 #      20 s each with NCCL's initialisation), then
 #      NCCL runs over the same HostGroup bootstrap (about 45 s a check);
@@ -91,7 +91,11 @@
 #      bf16 band (about 45 s); and (added 2026-11-30, issue 56) the two
 #      "ZeRO-3" checks: the 1B model's layers gathered before each pass
 #      (and once a step under zb-v) over NCCL within the bf16 band (about
-#      45 s each);
+#      45 s each); and (added 2026-11-30, issue 56) the two "context"
+#      checks: the 1B model's sequences over 2 ranks (cp 2 x pp 2, zb-h1
+#      and Seq1F1B's slices), keys and values all-gathered and their
+#      gradients reduce-scattered over NCCL inside the passes, within the
+#      bf16 band (about 45 s each);
 #   2b. (added 2026-11-29, issue 53 -> 58) a mixture of experts' step in
 #      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
 #      first fp8 MoE run on a GPU should time the experts against the

@@ -56,6 +56,8 @@ struct SearchSpace {
 /// One way to run the model.
 struct PlanChoice {
   int64_t pp = 1, tp = 1, dp = 1, zero = 0;
+  /// Context-parallel ranks each replica's sequences split over (--cp).
+  int64_t cp = 1;
   /// ZeRO-3's re-shard choice (--reshard).
   ::sluice::rt::Reshard reshard = ::sluice::rt::Reshard::EveryPass;
   /// Expert parallelism over the dp replicas (a mixture of experts).
@@ -112,7 +114,9 @@ struct SearchResult {
   /// Plain data parallelism (pp 1, tp 1, dp = every GPU) at its leanest
   /// ZeRO stage -- FSDP (ZeRO-3, re-sharding every pass), torchtitan's
   /// default, wherever the model allows it -- the baseline every table
-  /// shows; none where the batch does not split over the GPUs or the
+  /// shows; where the batch does not split over the GPUs or the plan does
+  /// not fit, each sequence over the fewest context-parallel ranks (dp x
+  /// cp = every GPU) that make it; none where no split works or the
   /// compiler refuses it.
   std::optional<PlanEstimate> dataParallel;
   /// Without it, why not.

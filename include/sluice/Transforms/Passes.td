@@ -235,6 +235,11 @@ def SliceTokens : Pass<"sluice-slice-tokens", "ModuleOp"> {
       which must divide the sequence; 0 picks the smallest divisor of the
       sequence of at least seq_len / 2048) bound its work.
 
+    A `granularity` other than 0 makes every method's slices multiples of
+    it (the uniform and Seq1F1B cuts are made in its units): context
+    parallelism cuts each slice into 2 cp chunks, and sluice-compile
+    --cp sets it to 2 cp.
+
     ```mlir
     sluice.model @m {seq_len = 2048, micro_batch = 1, dtype = bf16}
         attributes {slicing = "seq1f1b",
@@ -254,7 +259,8 @@ def SliceTokens : Pass<"sluice-slice-tokens", "ModuleOp"> {
     Option<"epsilon", "epsilon", "double", /*default=*/"1e-4",
            "terapipe: the least step between bounds t_max, seconds">,
     Option<"granularity", "granularity", "int64_t", /*default=*/"0",
-           "terapipe: slice lengths are multiples of this (0: automatic)">
+           "slice lengths are multiples of this (0: terapipe's automatic, "
+           "any length for the others)">
   ];
 }
 
