@@ -30,6 +30,10 @@ int driver::fail(const llvm::Twine &message) {
 void CompileRequest::apply(const PlanChoice &choice) {
   pp = choice.pp, tp = choice.tp, dp = choice.dp, zero = choice.zero;
   cp = choice.cp;
+  // ZeRO-3's re-shard choice is part of the plan (a winner that keeps
+  // the gathered weights for the step was compiled re-sharding every pass
+  // before this line).
+  reshard = choice.reshard;
   ep = choice.ep;
   sequenceParallel = choice.sequenceParallel;
   scheduleName = stringifyScheduleKind(choice.schedule).str();

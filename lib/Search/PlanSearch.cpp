@@ -691,8 +691,10 @@ void Searcher::findDataParallel() {
         leanest = std::move(*estimate);
     if (!leanest)
       continue;
+    // None fitting, the leanest of them is the row.
     bool fits = leanest->peakBytes <= space.memoryBytes;
-    if (!result.dataParallel || fits)
+    if (!result.dataParallel || fits ||
+        leanest->peakBytes < result.dataParallel->peakBytes)
       result.dataParallel = std::move(*leanest);
     if (fits)
       return;
