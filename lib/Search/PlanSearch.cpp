@@ -691,10 +691,9 @@ void Searcher::findDataParallel() {
         leanest = std::move(*estimate);
     if (!leanest)
       continue;
-    // None fitting, the leanest of them is the row.
+    // None fitting, the row is the first (the fewest cp ranks).
     bool fits = leanest->peakBytes <= space.memoryBytes;
-    if (!result.dataParallel || fits ||
-        leanest->peakBytes < result.dataParallel->peakBytes)
+    if (!result.dataParallel || fits)
       result.dataParallel = std::move(*leanest);
     if (fits)
       return;

@@ -145,11 +145,14 @@ LogicalResult mlir::sluice::sliceTokens(ModelOp model,
 
   // A stated granularity holds for every method: each slice a multiple.
   int64_t g = opts.method == SlicingMethod::TeraPipe ? 1 : opts.granularity;
-  if (g > 0 && (tokens % g != 0 || tokens / g < opts.slices))
+  if (g > 0 && tokens % g != 0)
     return model.emitOpError("cannot slice tokens: 'granularity' = ")
-           << g << (tokens % g != 0 ? " does not divide 'seq_len' = "
-                                    : " leaves too few units for the slices "
-                                      "of 'seq_len' = ")
+           << g << " does not divide 'seq_len' = " << tokens;
+  if (g > 0 && tokens / g < opts.slices)
+    return model.emitOpError("cannot slice tokens: ")
+           << opts.slices << " slices of multiples of " << g
+           << " tokens ('granularity'; sluice-compile --cp C makes it 2C) "
+              "do not fit in 'seq_len' = "
            << tokens;
   std::vector<int64_t> lengths;
   if (opts.method == SlicingMethod::Uniform) {
