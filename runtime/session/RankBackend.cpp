@@ -146,7 +146,8 @@ Status checkDeviceMemory(HostGroup &world, const Plan &plan,
                          const cuda::Placement &placement, bool nccl) {
   MemoryNeed mine = o.reference
                         ? getReferenceMemoryNeed(plan.model, plan.precision)
-                        : getDeviceMemoryNeed(plan, world.rank());
+                        : getDeviceMemoryNeed(
+                              plan, getMeshPosition(plan, world.rank()).device);
   if (nccl && !o.reference)
     mine.bytes += getNcclAllowance(plan, world.rank());
   int64_t need = mine.bytes;
