@@ -10,6 +10,7 @@
 #include "CpuDevice.h"
 #include "sluice/Blocks/Layout.h"
 #include "Parameters.h"
+#include "StepTokens.h"
 
 #include <gtest/gtest.h>
 
@@ -85,6 +86,55 @@ TEST(Backend, StridedCopyMovesRowBlocksInOneCall) {
             r >= 1 && r <= 3 ? src[b * 12 + (r - 1) * 4 + 1 + c] : -1.0f;
         EXPECT_EQ(dst[b * 10 + r * 2 + c], want) << b << " " << r << " " << c;
       }
+}
+
+/// Token i of row r is r * 1000 + i: what a rank gets shows where from.
+class PositionTokens : public TokenSource {
+public:
+  void getBatch(int64_t, int64_t, int64_t rows, int64_t seqLen,
+                std::vector<int32_t> &tokens) override {
+    tokens.resize(rows * (seqLen + 1));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i <= seqLen; ++i)
+        tokens[r * (seqLen + 1) + i] = int32_t(r * 1000 + i);
+  }
+};
+
+// Context parallelism: rank 1 of 2 holds chunks 1 and 2 of each slice's 4
+// (Megatron-LM's causal balance), each token's label the next token of
+// the sequence -- also a chunk's last, which the rank does not hold.
+TEST(StepTokens, AContextRankHoldsItsChunksOfEverySlice) {
+  CpuDevice device;
+  ModelConfig model;
+  model.seqLen = 16;
+  model.microBatch = 2;
+  PositionTokens data;
+  StepTokens tokens;
+  ASSERT_TRUE(tokens.allocate(device, model, 1, {2, 1, {8, 8}}));
+  Stream &stream = device.getStream(StreamKind::Compute);
+  tokens.upload(data, 0, device, stream);
+  const TokenRows &rows = tokens.getBatches()[0];
+  std::vector<int32_t> got(8), labels(8);
+  for (int slice = 0; slice < 2; ++slice) {
+    SliceShape s{2, 4, 8 * slice, 2};
+    for (int64_t r = 0; r < 2; ++r) {
+      device.download(got.data() + r * 4, rows.tokensAt(s) + r * rows.stride,
+                      4 * sizeof(int32_t), stream);
+      device.download(labels.data() + r * 4,
+                      rows.labelsAt(s) + r * rows.stride, 4 * sizeof(int32_t),
+                      stream);
+    }
+    for (int64_t r = 0; r < 2; ++r)
+      for (int part = 0; part < 2; ++part)
+        for (int64_t t = 0; t < 2; ++t) {
+          int32_t position = int32_t(s.getChunkOffset(1, part) + t);
+          EXPECT_EQ(got[r * 4 + part * 2 + t], r * 1000 + position);
+          EXPECT_EQ(labels[r * 4 + part * 2 + t], r * 1000 + position + 1);
+        }
+  }
+  // Slice 0's chunks are positions 2-3 and 4-5, slice 1's 10-11, 12-13.
+  EXPECT_EQ(got[0], 10);
+  EXPECT_EQ(got[2], 12);
 }
 
 TEST(Backend, LossAccumulatesOnTheDevice) {
