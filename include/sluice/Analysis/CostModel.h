@@ -101,10 +101,11 @@ struct MeshShape {
   int64_t ep = 1;
   /// ZeRO-3: when a layer's gathered weights are freed.
   rt::Reshard reshard = rt::Reshard::EveryPass;
-  /// Context parallelism (docs/design/zero-and-context-parallelism.md):
-  /// each microbatch's tokens split over cp consecutive replicas of the
-  /// dp (which counts them), attention's keys and values passed around
-  /// their ring (Liu et al., 2023). Priced here; not run yet.
+  /// Context parallelism (docs/parallelism.md): each microbatch's tokens
+  /// split over cp consecutive replicas of the dp (which counts them:
+  /// sluice.program's dp x cp), attention's keys and values all-gathered
+  /// over them in F and their gradients reduce-scattered in B, as the
+  /// runtime runs it.
   int64_t cp = 1;
 };
 
