@@ -251,21 +251,32 @@ void TransformerBlock::forEachAttention(const LayerConfig &c,
     }
 }
 
-void TransformerBlock::gatherIntoCache(const SliceShape &s, DevicePtr from,
-                                       int64_t stride, DevicePtr cache,
-                                       int64_t w, DevicePtr exchange) {
+void TransformerBlock::gatherIntoCaches(const LayerConfig &c,
+                                        const SliceShape &s, DevicePtr qkv,
+                                        DevicePtr keys, DevicePtr values,
+                                        DevicePtr exchange) {
+  auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   const ContextGroup &group = seams.getContext();
-  int64_t rt = s.rows * s.tokens, part = rt * w, chunk = s.getChunkTokens();
-  kernels.copyStrided(exchange + group.rank * part, from,
-                      {1, rt, w, 0, stride, 0, w});
+  int64_t chunk = s.getChunkTokens();
+  // Each rank's part: its keys, then its values.
+  int64_t part = rt * (kvw + vw);
+  DevicePtr mine = exchange + group.rank * part;
+  kernels.copyStrided(mine, qkv + hd, {1, rt, kvw, 0, width, 0, kvw});
+  kernels.copyStrided(mine + rt * kvw, qkv + hd + kvw,
+                      {1, rt, vw, 0, width, 0, vw});
   group.allGather(exchange, part);
   // Rank q's p-th chunk of every row, to its positions.
   for (int q = 0; q < group.size; ++q)
-    for (int p = 0; p < 2; ++p)
-      kernels.copyStrided(cache + s.getChunkOffset(q, p) * w,
-                          exchange + q * part + p * chunk * w,
-                          {s.rows, chunk, w, s.tokens * w, w,
-                           model.seqLen * w, w});
+    for (int p = 0; p < 2; ++p) {
+      int64_t at = s.getChunkOffset(q, p);
+      DevicePtr from = exchange + q * part;
+      kernels.copyStrided(keys + at * kvw, from + p * chunk * kvw,
+                          {s.rows, chunk, kvw, s.tokens * kvw, kvw,
+                           model.seqLen * kvw, kvw});
+      kernels.copyStrided(values + at * vw, from + rt * kvw + p * chunk * vw,
+                          {s.rows, chunk, vw, s.tokens * vw, vw,
+                           model.seqLen * vw, vw});
+    }
 }
 
 void TransformerBlock::scatterFromCache(const SliceShape &s, DevicePtr cache,
@@ -332,8 +343,7 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   // one strided copy each (every rank's, under context parallelism).
   kernels.copyStrided(v[Field::Q], qkv, {1, rt, hd, 0, width, 0, hd});
   if (s.contextShards > 1) {
-    gatherIntoCache(s, qkv + hd, width, keys, kvw, exchange);
-    gatherIntoCache(s, qkv + hd + kvw, width, values, vw, exchange);
+    gatherIntoCaches(c, s, qkv, keys, values, exchange);
   } else {
     kernels.copyStrided(keys + s.offset * kvw, qkv + hd,
                         cacheRows(s, model.seqLen, kvw, width, true));

@@ -66,12 +66,14 @@ private:
   /// sequence row and chunk, each chunk's queries at their positions.
   template <class Fn>
   void forEachAttention(const LayerConfig &c, const SliceShape &s, Fn fn);
-  /// Context parallelism, F: this rank's `w` columns of the slice's keys
-  /// (or values) from `from` (rows `stride` apart), with every other
-  /// rank's, into the microbatch's `cache` at their positions;
-  /// `exchange` is the context scratch (TransformerScratch::context).
-  void gatherIntoCache(const SliceShape &s, DevicePtr from, int64_t stride,
-                       DevicePtr cache, int64_t w, DevicePtr exchange);
+  /// Context parallelism, F: this rank's keys and values of the slice
+  /// (the QKV projection's rows `qkv`, `width` apart, from column `hd`),
+  /// with every other rank's in one all-gather, into the microbatch's
+  /// caches at their positions; `exchange` is the context scratch
+  /// (TransformerScratch::context).
+  void gatherIntoCaches(const LayerConfig &c, const SliceShape &s,
+                        DevicePtr qkv, DevicePtr keys, DevicePtr values,
+                        DevicePtr exchange);
   /// Context parallelism, B: the slice's key (or value) gradients summed
   /// over the ranks from each one's `cache`, this rank's tokens' into `to`
   /// (rows `stride` apart).

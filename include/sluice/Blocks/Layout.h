@@ -431,8 +431,9 @@ inline int64_t getKeyValueBytes(const ModelConfig &model,
 struct TransformerScratch {
   int64_t norm, qkv, residual, norm2;
   int64_t dAct, dResidual, dContext, dQ, partial;
-  /// Context parallelism's exchange of keys and values (F) and of their
-  /// gradients (B): every rank's part of the slice's, then this rank's.
+  /// Context parallelism's exchange of keys and values (F: every rank's
+  /// keys and values of the slice, at most 2 cp blocks of `widest`) and
+  /// of their gradients (B, in fp32: every rank's part, then this rank's).
   int64_t context;
 };
 
