@@ -350,7 +350,8 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
     kernels.copyStrided(values + s.offset * vw, qkv + hd + kvw,
                         cacheRows(s, model.seqLen, vw, width, true));
   }
-  forEachAttention(c, s, [&](const AttentionShape &shape, int64_t token,
+  forEachAttention(c, s, [&, hd = hd, kvw = kvw, vw = vw, cw = cw](
+                             const AttentionShape &shape, int64_t token,
                              int64_t lse, int64_t row) {
     kernels.attentionForward(shape, v[Field::Q] + token * hd,
                              keys + row * kvw, values + row * vw,
@@ -417,7 +418,8 @@ void TransformerBlock::recompute(const Layer &l, const Views &v,
   // there), and the MLP's activation from its kept pre-activations.
   const LayerConfig &c = *l.config;
   auto [rt, tokens, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
-  forEachAttention(c, s, [&](const AttentionShape &shape, int64_t token,
+  forEachAttention(c, s, [&, hd = hd, kvw = kvw, vw = vw, cw = cw](
+                             const AttentionShape &shape, int64_t token,
                              int64_t lse, int64_t row) {
     kernels.attentionForward(shape, v[Field::Q] + token * hd,
                              v[Field::Keys] + row * kvw,
@@ -488,8 +490,11 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   seams.gatherTokens(dy1, n * h);
   product(l, Map::Out, Role::Grad, Role::Weight, false, true, rt, cw, h, dy1, h,
           l.w.outW, h, 0.0f, dctx, cw);
-  forEachAttention(c, s, [&](const AttentionShape &shape, int64_t token,
-                             int64_t lse, int64_t row) {
+  // (Structured bindings are captured by copy: C++17 cannot capture them
+  // by reference.)
+  forEachAttention(c, s, [&, hd = hd, kvw = kvw, vw = vw, cw = cw, dctx = dctx,
+                           dq = dq](const AttentionShape &shape, int64_t token,
+                                    int64_t lse, int64_t row) {
     kernels.attentionBackward(
         shape, v[Field::Q] + token * hd, v[Field::Keys] + row * kvw,
         v[Field::Values] + row * vw, v[Field::Context] + token * cw,
