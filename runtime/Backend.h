@@ -46,6 +46,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sluice::rt {
@@ -268,6 +269,26 @@ struct AttentionShape {
   }
   /// Whether the window leaves out any key of this slice's queries.
   bool isWindowed() const { return window > 0 && offset + tokens > window; }
+  /// A key block (ring attention, Liu et al., 2023, section 3): the keys
+  /// and values given hold positions [keyBegin, keyBegin + keyCount), rows
+  /// seqLen apart, and a query sees those of them the mask lets it (none:
+  /// lse -inf and a zero context, which attentionMerge folds away).
+  /// keyCount 0: a cache holding positions [0, offset + tokens).
+  int64_t keyBegin = 0, keyCount = 0;
+  /// B adds into dq instead of writing it: a query's gradient summed over
+  /// the key blocks it saw.
+  bool accumulateQueries = false;
+  bool isKeyBlock() const { return keyCount > 0; }
+  /// The positions past the last key given.
+  int64_t getKeyEnd() const {
+    return isKeyBlock() ? keyBegin + keyCount : offset + tokens;
+  }
+  /// The keys [first, end) the query at `position` sees among those given.
+  std::pair<int64_t, int64_t> getVisibleKeys(int64_t position) const {
+    int64_t first = std::max(getFirstKey(position), keyBegin);
+    int64_t end = std::min(position + 1, getKeyEnd());
+    return {first, std::max(first, end)};
+  }
 };
 
 /// The scores' factor of `s`.

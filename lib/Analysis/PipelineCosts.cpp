@@ -203,28 +203,39 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
         if (cp > 1 && costs.getKind() == CostModel::Kind::Analytic) {
           // Each rank computes 1/cp of the pass: its tokens' share of the
           // projections and, with the causal balance (2 cp chunks, rank i
-          // holding i and 2 cp - 1 - i), of attention's blocks. Per layer
-          // F all-gathers the slice's keys and values (cp - 1 blocks of
-          // the rank's arrive), B reduce-scatters their gradients in fp32
-          // (twice a bf16 block), a recomputing B gathers again; the pass
-          // waits for them (TransformerBlock's exchanges).
+          // holding i and 2 cp - 1 - i), of attention's blocks. Ring
+          // attention (TransformerBlock::ringForward, ringBackward): per
+          // layer the rank's keys and values of the prefix (the slice and
+          // every earlier one, 1/cp of them) pass cp - 1 ranks in F, each
+          // transfer beside a step's compute; B passes them again (and a
+          // recomputing B once more) and, after each step, an fp32
+          // accumulator of their gradients cp times, waited for. The pass
+          // takes the longer of its compute and the overlapped transfers,
+          // plus the waited ones.
           const StageProfile &stage = profiles[s];
           PassKind pass = PassKind(kind);
           bool full = stage.recompute == RecomputeKind::full;
-          int blocks = pass == PassKind::F   ? 1
-                       : pass == PassKind::B || pass == PassKind::BW
-                           ? 2 + (full ? 1 : 0)
-                           : 0;
-          for (const TransformerShape &l : stage.layers)
-            if (blocks > 0) {
-              double bytes =
-                  double(lengths[slice] / cp * stage.microBatch * l.kvHeads *
-                         (l.headDim + l.getValueDim()) * stage.dtypeBytes);
-              contextExchange[at] +=
-                  double(blocks * (cp - 1)) *
-                  costs.getTransferTime(int64_t(bytes), contextLink);
-            }
-          compute[at] = compute[at] / double(cp) + contextExchange[at];
+          bool backward = pass == PassKind::B || pass == PassKind::BW;
+          int overlapped = pass == PassKind::F ? 1
+                           : backward          ? 1 + (full ? 1 : 0)
+                                               : 0;
+          double beside = 0, waited = 0;
+          for (const TransformerShape &l : stage.layers) {
+            if (overlapped == 0)
+              break;
+            int64_t bytes = (prefixes[slice] + lengths[slice]) / cp *
+                            stage.microBatch * l.kvHeads *
+                            (l.headDim + l.getValueDim());
+            double move =
+                costs.getTransferTime(bytes * stage.dtypeBytes, contextLink);
+            beside += double(overlapped * (cp - 1)) * move;
+            if (backward)
+              waited += double(cp) *
+                        costs.getTransferTime(bytes * 4, contextLink);
+          }
+          double own = compute[at] / double(cp);
+          contextExchange[at] = std::max(0.0, beside - own) + waited;
+          compute[at] = own + contextExchange[at];
         }
         if (double call = costs.getAllToAllTime(); call > 0 && ep > 1) {
           // Explicit costs: the runtime's calls, each `a2a` long.
@@ -376,6 +387,10 @@ double PipelineCosts::getContextExchangeBytes(int device) const {
   int64_t cp = std::max<int64_t>(1, mesh.cp);
   if (cp < 2)
     return 0;
+  // Ring attention's buffers (TransformerScratch::context): two blocks of
+  // the rank's keys and values of the whole sequence (the last slice's
+  // prefix) and two fp32 accumulators of their gradients, for the largest
+  // layer; the chunk's statistics are small beside them.
   double largest = 0;
   for (size_t s = 0; s < profiles.size(); ++s) {
     if (pipeline.getDevice(s) != device)
@@ -384,10 +399,10 @@ double PipelineCosts::getContextExchangeBytes(int device) const {
     for (const TransformerShape &l : stage.layers)
       largest = std::max(
           largest, double(stage.seqLen / cp * stage.microBatch * l.kvHeads *
-                          std::max(l.headDim, l.getValueDim()) *
-                          stage.dtypeBytes));
+                          (l.headDim + l.getValueDim()) *
+                          (stage.dtypeBytes + 4)));
   }
-  return 2.0 * double(cp + 1) * largest;
+  return 2.0 * largest;
 }
 
 double PipelineCosts::getContextExchangeTime(const sched::Work &work) const {

@@ -182,9 +182,9 @@ double StageProfile::getKeyValueBytes(int64_t tokens,
   double perToken = 0;
   for (const TransformerShape &s : layers)
     perToken += double(s.kvHeads * (s.headDim + s.getValueDim()) * dtypeBytes);
-  // Whole under context parallelism: every rank gathers the slice's.
+  // A context-parallel rank's own tokens' (ring attention).
   return perToken * (withGradients ? 2.0 : 1.0) * double(tokens) *
-         double(microBatch);
+         double(microBatch) / double(contextShards);
 }
 
 double StageProfile::getActivationBytes(int64_t tokens,
@@ -214,16 +214,10 @@ double StageProfile::getActivationBytes(int64_t tokens,
   if (hasOutput)
     perToken += 4.0 * double(vocab) +
                 double(hidden * dtypeBytes) / double(sequenceShards);
-  // Context parallelism: the rank's share of the tokens, but every rank
-  // keeps the slice's keys and values whole (gathered in F for B).
-  double keyValues = 0;
-  for (const TransformerShape &s : layers)
-    keyValues +=
-        double(s.kvHeads * (s.headDim + s.getValueDim()) * dtypeBytes);
+  // Context parallelism: the rank's share of the tokens, its keys and
+  // values included (ring attention passes them around, keeping none).
   return perToken * double(tokens) * double(microBatch) /
-             double(contextShards) +
-         keyValues * double(tokens) * double(microBatch) *
-             (1.0 - 1.0 / double(contextShards));
+         double(contextShards);
 }
 
 VocabProfile VocabProfile::get(ModelOp model, int64_t tensorParallel) {

@@ -207,6 +207,8 @@ public:
         stageLayers(getStageLayerIndices(model)), index(this->pipeline),
         lastUse(kNumValueKinds * index.size()),
         number(kNumValueKinds * index.size()), builder(program.getContext()) {
+    // A context-parallel rank's caches hold its own tokens.
+    config.contextShards = int(contextShards);
     for (StageOp stage : getStages(model))
       recompute.push_back(*rt::parseRecompute(stringifyRecomputeKind(
           stage.getRecompute().value_or(RecomputeKind::none))));

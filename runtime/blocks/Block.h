@@ -118,17 +118,19 @@ struct ExpertGroup {
   std::function<void(const std::string &why)> fail;
 };
 /// Context parallelism's seams (SliceShape::contextShards): the stage's
-/// rank among the ranks its sequences split over, and the group's calls,
-/// each done when it returns (ordered on the stage's stream): allGather,
-/// in place, every rank's `count` elements into `data` (rank r's at data
-/// + r * count, which this rank has written); reduceScatter, the sum of
-/// every rank's `data` (count x size elements), this rank's r-th part of
-/// it into `out`.
+/// rank among the ranks its sequences split over, the plan's slices (each
+/// one's tokens per row, over all the ranks: where an earlier slice's
+/// chunks sit), and ring attention's step (Liu et al., 2023, section 3):
+/// shift starts sending `count` elements of `send` to the next rank of
+/// the ring and receiving the previous rank's into `recv`, and returns
+/// what finishes both (ordered on the stage's stream), so that work
+/// between the two overlaps the transfer.
 struct ContextGroup {
   int rank = 0, size = 1;
-  std::function<void(DevicePtr data, int64_t count)> allGather;
-  std::function<void(DevicePtr data, DevicePtr out, int64_t count)>
-      reduceScatter;
+  std::vector<int64_t> slices;
+  std::function<std::function<void()>(DevicePtr send, DevicePtr recv,
+                                      int64_t count)>
+      shift;
 };
 /// The parameters the block's core and the vocabulary layers read: the
 /// output layer's final norm, the transformer block's projections, the

@@ -37,13 +37,15 @@
 //
 // Context parallelism (SliceShape::contextShards): a rank holds two chunks
 // of each slice, one from each end (Megatron-LM's causal balance), and
-// everything but attention is per token. In F the slice's keys and values
-// are all-gathered from the ranks into the microbatch's caches at their
-// positions (Dubey et al., 2024, section 3.3.2: Llama 3 all-gathers them
-// rather than pass them around a ring), and each chunk's queries attend at
-// their own positions; in B each rank's caches hold its queries' parts of
-// every key's gradient, and the slice's are reduce-scattered back to the
-// ranks that own them.
+// everything but attention is per token. Its key/value caches hold its own
+// tokens only (ModelConfig::contextShards). Attention is ring attention
+// (Liu et al., 2023, section 3): each rank's keys and values of the slice
+// and every earlier one go around the ranks, and each rank folds what its
+// queries see of every block into their context and log-sum-exp
+// (attentionMerge; rotary positions, masks, windows and soft caps are the
+// kernels', by position, so exact under the split). In B the blocks go
+// around again with an fp32 accumulator of their gradients each, which
+// every rank adds into and which ends at the block's owner.
 //
 //===----------------------------------------------------------------------===//
 
@@ -228,73 +230,189 @@ void TransformerBlock::rotate(const LayerConfig &c, const SliceShape &s,
     }
 }
 
+namespace {
+/// Ring attention's regions of the context scratch (TransformerScratch::
+/// context): two key/value blocks (this rank's prefix of every row, keys
+/// then values) and two fp32 accumulators of their gradients, for the
+/// block in use and the one arriving; a chunk's log-sum-exps (fp32) and
+/// context for one key block.
+struct Ring {
+  DevicePtr blocks[2], grads[2], lse, context;
+  int64_t count; // a block's (and an accumulator's) elements
+};
+
+Ring carveRing(DevicePtr exchange, const Precision &precision,
+               const LayerConfig &c, const SliceShape &s) {
+  Arena arena(precision);
+  Ring ring;
+  int64_t span = s.getLocalOffset() + s.tokens, chunk = s.getChunkTokens();
+  ring.count = s.rows * span * c.kvHeads * (c.headDim + c.getValueDim());
+  for (DevicePtr &block : ring.blocks)
+    block = exchange.atByte(arena.take(ring.count, Storage::Activation),
+                            precision.activations);
+  for (DevicePtr &grad : ring.grads)
+    grad = exchange.atByte(arena.take(ring.count, Storage::Fp32),
+                           kStatisticType);
+  ring.lse = exchange.atByte(arena.take(c.heads * chunk, Storage::Fp32),
+                             kStatisticType);
+  ring.context = exchange.atByte(
+      arena.take(chunk * c.heads * c.getValueDim(), Storage::Activation),
+      precision.activations);
+  return ring;
+}
+
+/// A cache's prefix of every row (rows `localSeq` apart) to or from a
+/// packed block (rows `span` apart), `w` wide.
+StridedCopy prefixRows(const SliceShape &s, int64_t localSeq, int64_t span,
+                       int64_t w, bool intoBlock) {
+  return intoBlock ? StridedCopy{s.rows, span, w, localSeq * w, w, span * w, w}
+                   : StridedCopy{s.rows, span, w, span * w, w, localSeq * w, w};
+}
+} // namespace
+
 template <class Fn>
-void TransformerBlock::forEachAttention(const LayerConfig &c,
-                                        const SliceShape &s, Fn fn) {
+void TransformerBlock::forEachKeyBlock(const LayerConfig &c,
+                                       const SliceShape &s, int holder,
+                                       Fn fn) {
+  const ContextGroup &group = seams.getContext();
   AttentionShape shape = getAttentionShape(model, c, s);
-  if (s.contextShards == 1) {
-    fn(shape, 0, 0, 0);
-    return;
-  }
-  // A chunk's queries attend causally to the keys before their positions,
-  // which the caches hold whole (the mask, window and caps are the
-  // kernel's, by position: exact under the split).
-  int rank = seams.getContext().rank;
-  int64_t chunk = s.getChunkTokens();
+  int64_t chunk = s.getChunkTokens(), span = s.getLocalOffset() + s.tokens;
   shape.rows = 1;
   shape.tokens = chunk;
+  shape.seqLen = span;
+  // The prefix's slices (each one's tokens over all the ranks); without
+  // the plan's list, the slice alone.
+  std::vector<SliceShape> prefix;
+  int64_t offset = 0;
+  for (int64_t tokens : group.slices) {
+    if (offset > s.offset)
+      break;
+    prefix.push_back({s.rows, tokens / s.contextShards, offset,
+                      s.contextShards});
+    offset += tokens;
+  }
+  if (group.slices.empty())
+    prefix.push_back(s);
   for (int64_t r = 0; r < s.rows; ++r)
     for (int part = 0; part < 2; ++part) {
-      shape.offset = s.getChunkOffset(rank, part);
-      fn(shape, r * s.tokens + part * chunk, (r * 2 + part) * c.heads * chunk,
-         r * model.seqLen);
+      shape.offset = s.getChunkOffset(group.rank, part);
+      int64_t firstSeen = shape.getFirstKey(shape.offset),
+              last = shape.offset + chunk - 1;
+      for (const SliceShape &j : prefix)
+        for (int keyPart = 0; keyPart < 2; ++keyPart) {
+          AttentionShape block = shape;
+          block.keyBegin = j.getChunkOffset(holder, keyPart);
+          block.keyCount = j.getChunkTokens();
+          if (block.keyBegin > last ||
+              block.keyBegin + block.keyCount <= firstSeen)
+            continue;
+          fn(block, r, part,
+             r * span + j.getLocalOffset() + keyPart * block.keyCount);
+        }
     }
 }
 
-void TransformerBlock::gatherIntoCaches(const LayerConfig &c,
-                                        const SliceShape &s, DevicePtr qkv,
-                                        DevicePtr keys, DevicePtr values,
-                                        DevicePtr exchange) {
+void TransformerBlock::attend(const LayerConfig &c, const SliceShape &s,
+                              const Views &v, DevicePtr exchange) {
+  if (s.contextShards > 1) {
+    ringForward(c, s, v, exchange);
+    return;
+  }
+  kernels.attentionForward(getAttentionShape(model, c, s), v[Field::Q],
+                           v[Field::Keys], v[Field::Values], v[Field::Lse],
+                           v[Field::Context]);
+}
+
+void TransformerBlock::ringForward(const LayerConfig &c, const SliceShape &s,
+                                   const Views &v, DevicePtr exchange) {
   auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   const ContextGroup &group = seams.getContext();
-  int64_t chunk = s.getChunkTokens();
-  // Each rank's part: its keys, then its values.
-  int64_t part = rt * (kvw + vw);
-  DevicePtr mine = exchange + group.rank * part;
-  kernels.copyStrided(mine, qkv + hd, {1, rt, kvw, 0, width, 0, kvw});
-  kernels.copyStrided(mine + rt * kvw, qkv + hd + kvw,
-                      {1, rt, vw, 0, width, 0, vw});
-  group.allGather(exchange, part);
-  // Rank q's p-th chunk of every row, to its positions.
-  for (int q = 0; q < group.size; ++q)
-    for (int p = 0; p < 2; ++p) {
-      int64_t at = s.getChunkOffset(q, p);
-      DevicePtr from = exchange + q * part;
-      kernels.copyStrided(keys + at * kvw, from + p * chunk * kvw,
-                          {s.rows, chunk, kvw, s.tokens * kvw, kvw,
-                           model.seqLen * kvw, kvw});
-      kernels.copyStrided(values + at * vw, from + rt * kvw + p * chunk * vw,
-                          {s.rows, chunk, vw, s.tokens * vw, vw,
-                           model.seqLen * vw, vw});
-    }
+  Ring ring = carveRing(exchange, precision, c, s);
+  int64_t localSeq = model.seqLen / s.contextShards, chunk = s.getChunkTokens(),
+          span = s.getLocalOffset() + s.tokens, values = s.rows * span * kvw;
+  // This rank's block: its keys, then its values, of every row's prefix.
+  kernels.copyStrided(ring.blocks[0], v[Field::Keys],
+                      prefixRows(s, localSeq, span, kvw, true));
+  kernels.copyStrided(ring.blocks[0] + values, v[Field::Values],
+                      prefixRows(s, localSeq, span, vw, true));
+  // No key seen yet: log-sum-exp -inf, a zero context.
+  kernels.fill(v[Field::Lse], -INFINITY, s.rows * c.heads * s.tokens);
+  kernels.fill(v[Field::Context], 0.0, rt * cw);
+  for (int step = 0; step < group.size; ++step) {
+    // The block of the rank `step` places before this one.
+    int holder = (group.rank - step + group.size) % group.size;
+    DevicePtr block = ring.blocks[step % 2];
+    std::function<void()> arrived;
+    if (step + 1 < group.size)
+      arrived = group.shift(block, ring.blocks[(step + 1) % 2], ring.count);
+    forEachKeyBlock(c, s, holder,
+                    [&, hd = hd, kvw = kvw, vw = vw, cw = cw](
+                        const AttentionShape &shape, int64_t r, int part,
+                        int64_t keyRow) {
+                      int64_t token = r * s.tokens + part * chunk,
+                              lse = (r * 2 + part) * c.heads * chunk;
+                      kernels.attentionForward(
+                          shape, v[Field::Q] + token * hd, block + keyRow * kvw,
+                          block + values + keyRow * vw, ring.lse, ring.context);
+                      kernels.attentionMerge(shape, v[Field::Lse] + lse,
+                                             v[Field::Context] + token * cw,
+                                             ring.lse, ring.context);
+                    });
+    if (arrived)
+      arrived();
+  }
 }
 
-void TransformerBlock::scatterFromCache(const SliceShape &s, DevicePtr cache,
-                                        int64_t w, DevicePtr to,
-                                        int64_t stride, DevicePtr exchange) {
+void TransformerBlock::ringBackward(const LayerConfig &c, const SliceShape &s,
+                                    const Views &v, DevicePtr dctx,
+                                    DevicePtr dq, DevicePtr exchange) {
+  auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   const ContextGroup &group = seams.getContext();
-  int64_t rt = s.rows * s.tokens, part = rt * w, chunk = s.getChunkTokens();
-  // The gradients are summed in fp32, as the caches hold them.
-  exchange = exchange.atByte(0, kStatisticType);
-  for (int q = 0; q < group.size; ++q)
-    for (int p = 0; p < 2; ++p)
-      kernels.copyStrided(exchange + q * part + p * chunk * w,
-                          cache + s.getChunkOffset(q, p) * w,
-                          {s.rows, chunk, w, model.seqLen * w, w,
-                           s.tokens * w, w});
-  DevicePtr mine = exchange + group.size * part;
-  group.reduceScatter(exchange, mine, part);
-  kernels.copyStrided(to, mine, {1, rt, w, 0, w, 0, stride});
+  Ring ring = carveRing(exchange, precision, c, s);
+  int64_t localSeq = model.seqLen / s.contextShards, chunk = s.getChunkTokens(),
+          span = s.getLocalOffset() + s.tokens, values = s.rows * span * kvw;
+  kernels.copyStrided(ring.blocks[0], v[Field::Keys],
+                      prefixRows(s, localSeq, span, kvw, true));
+  kernels.copyStrided(ring.blocks[0] + values, v[Field::Values],
+                      prefixRows(s, localSeq, span, vw, true));
+  // This rank's accumulator starts from its caches' gradients so far (the
+  // later slices' parts) and comes back with every rank's part added.
+  kernels.copyStrided(ring.grads[0], v[Field::DKeys],
+                      prefixRows(s, localSeq, span, kvw, true));
+  kernels.copyStrided(ring.grads[0] + values, v[Field::DValues],
+                      prefixRows(s, localSeq, span, vw, true));
+  kernels.fill(dq, 0.0, rt * hd);
+  for (int step = 0; step < group.size; ++step) {
+    int holder = (group.rank - step + group.size) % group.size;
+    DevicePtr block = ring.blocks[step % 2], grads = ring.grads[step % 2];
+    std::function<void()> arrived;
+    if (step + 1 < group.size)
+      arrived = group.shift(block, ring.blocks[(step + 1) % 2], ring.count);
+    forEachKeyBlock(
+        c, s, holder,
+        [&, hd = hd, kvw = kvw, vw = vw, cw = cw](AttentionShape shape,
+                                                  int64_t r, int part,
+                                                  int64_t keyRow) {
+          int64_t token = r * s.tokens + part * chunk,
+                  lse = (r * 2 + part) * c.heads * chunk;
+          shape.accumulateQueries = true;
+          kernels.attentionBackward(
+              shape, v[Field::Q] + token * hd, block + keyRow * kvw,
+              block + values + keyRow * vw, v[Field::Context] + token * cw,
+              v[Field::Lse] + lse, dctx + token * cw, dq + token * hd,
+              grads + keyRow * kvw, grads + values + keyRow * vw);
+        });
+    if (arrived)
+      arrived();
+    // The block's gradients on to the next rank; after the last step,
+    // every block's are home.
+    group.shift(grads, ring.grads[(step + 1) % 2], ring.count)();
+  }
+  DevicePtr home = ring.grads[group.size % 2];
+  kernels.copyStrided(v[Field::DKeys], home,
+                      prefixRows(s, localSeq, span, kvw, false));
+  kernels.copyStrided(v[Field::DValues], home + values,
+                      prefixRows(s, localSeq, span, vw, false));
 }
 
 void TransformerBlock::forward(const Layer &l, const Views &v,
@@ -308,13 +426,15 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
       Workspace(work, precision, n * h)
           .scratch({t.norm, t.qkv, t.residual, t.norm2, t.context});
   Features at(*this, l, v, s, featureWork);
-  DevicePtr keys = v[Field::Keys], values = v[Field::Values];
+  // A rank's caches hold its own tokens (under context parallelism its
+  // chunks of each slice, one after the other).
+  int64_t localSeq = model.seqLen / s.contextShards;
 
   // The backward of later slices accumulates into this microbatch's key and
   // value gradients; they start at zero with its first slice.
   if (s.offset == 0 && !again) {
-    kernels.fill(v[Field::DKeys], 0.0, s.rows * model.seqLen * kvw);
-    kernels.fill(v[Field::DValues], 0.0, s.rows * model.seqLen * vw);
+    kernels.fill(v[Field::DKeys], 0.0, s.rows * localSeq * kvw);
+    kernels.fill(v[Field::DValues], 0.0, s.rows * localSeq * vw);
   }
   // The attention's input on this shard's tokens; under sequence
   // parallelism the group's all-gather (the blog's g, Korthikanti et
@@ -340,24 +460,13 @@ void TransformerBlock::forward(const Layer &l, const Views &v,
   if (c.rotary.theta > 0 && l.coreProjection)
     rotate(c, s, qkv, width, false);
   // Q to the state; K and V to the slice's rows of the microbatch's cache:
-  // one strided copy each (every rank's, under context parallelism).
+  // one strided copy each.
   kernels.copyStrided(v[Field::Q], qkv, {1, rt, hd, 0, width, 0, hd});
-  if (s.contextShards > 1) {
-    gatherIntoCaches(c, s, qkv, keys, values, exchange);
-  } else {
-    kernels.copyStrided(keys + s.offset * kvw, qkv + hd,
-                        cacheRows(s, model.seqLen, kvw, width, true));
-    kernels.copyStrided(values + s.offset * vw, qkv + hd + kvw,
-                        cacheRows(s, model.seqLen, vw, width, true));
-  }
-  forEachAttention(c, s, [&, hd = hd, kvw = kvw, vw = vw, cw = cw](
-                             const AttentionShape &shape, int64_t token,
-                             int64_t lse, int64_t row) {
-    kernels.attentionForward(shape, v[Field::Q] + token * hd,
-                             keys + row * kvw, values + row * vw,
-                             v[Field::Lse] + lse,
-                             v[Field::Context] + token * cw);
-  });
+  kernels.copyStrided(v[Field::Keys] + s.getLocalOffset() * kvw, qkv + hd,
+                      cacheRows(s, localSeq, kvw, width, true));
+  kernels.copyStrided(v[Field::Values] + s.getLocalOffset() * vw,
+                      qkv + hd + kvw, cacheRows(s, localSeq, vw, width, true));
+  attend(c, s, v, exchange);
   // Row-parallel: each shard's heads give a partial sum (the blog's first
   // ALLREDUCE; reduce-scattered to the shards' tokens under sequence
   // parallelism, the partial sums then in `a`, which QKV has consumed).
@@ -412,20 +521,16 @@ void TransformerBlock::feedForward(const Layer &l, const Views &v,
 }
 
 void TransformerBlock::recompute(const Layer &l, const Views &v,
-                                 const SliceShape &s) {
+                                 const SliceShape &s, DevicePtr work) {
   // The attention core from the kept Q and the microbatch's keys and
   // values (B runs slices in reverse, so every earlier slice's are still
   // there), and the MLP's activation from its kept pre-activations.
   const LayerConfig &c = *l.config;
-  auto [rt, tokens, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
-  forEachAttention(c, s, [&, hd = hd, kvw = kvw, vw = vw, cw = cw](
-                             const AttentionShape &shape, int64_t token,
-                             int64_t lse, int64_t row) {
-    kernels.attentionForward(shape, v[Field::Q] + token * hd,
-                             v[Field::Keys] + row * kvw,
-                             v[Field::Values] + row * vw, v[Field::Lse] + lse,
-                             v[Field::Context] + token * cw);
-  });
+  TransformerScratch t = getTransformerScratch(model, c, s);
+  auto [norm, qkv, residual, norm2, exchange] =
+      Workspace(work, precision, getLocalTokens(model, s) * model.hidden)
+          .scratch({t.norm, t.qkv, t.residual, t.norm2, t.context});
+  attend(c, s, v, exchange);
   int64_t n = s.rows * s.tokens * c.ffn;
   if (!l.coreFeedForward)
     return;
@@ -490,31 +595,23 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   seams.gatherTokens(dy1, n * h);
   product(l, Map::Out, Role::Grad, Role::Weight, false, true, rt, cw, h, dy1, h,
           l.w.outW, h, 0.0f, dctx, cw);
-  // (Structured bindings are captured by copy: C++17 cannot capture them
-  // by reference.)
-  forEachAttention(c, s, [&, hd = hd, kvw = kvw, vw = vw, cw = cw, dctx = dctx,
-                           dq = dq](const AttentionShape &shape, int64_t token,
-                                    int64_t lse, int64_t row) {
-    kernels.attentionBackward(
-        shape, v[Field::Q] + token * hd, v[Field::Keys] + row * kvw,
-        v[Field::Values] + row * vw, v[Field::Context] + token * cw,
-        v[Field::Lse] + lse, dctx + token * cw, dq + token * hd,
-        v[Field::DKeys] + row * kvw, v[Field::DValues] + row * vw);
-  });
+  int64_t localSeq = model.seqLen / s.contextShards;
+  if (s.contextShards > 1)
+    ringBackward(c, s, v, dctx, dq, exchange);
+  else
+    kernels.attentionBackward(getAttentionShape(model, c, s), v[Field::Q],
+                              v[Field::Keys], v[Field::Values],
+                              v[Field::Context], v[Field::Lse], dctx, dq,
+                              v[Field::DKeys], v[Field::DValues]);
   // Every later slice has added into this slice's key and value gradients
-  // (on every rank, under context parallelism: summed over them), so they
-  // are complete: assemble the QKV projection's output gradient.
+  // (under context parallelism every rank's queries' parts), so they are
+  // complete: assemble the QKV projection's output gradient.
   kernels.copyStrided(dqkv, dq, {1, rt, hd, 0, hd, 0, width});
-  if (s.contextShards > 1) {
-    scatterFromCache(s, v[Field::DKeys], kvw, dqkv + hd, width, exchange);
-    scatterFromCache(s, v[Field::DValues], vw, dqkv + hd + kvw, width,
-                     exchange);
-  } else {
-    kernels.copyStrided(dqkv + hd, v[Field::DKeys] + s.offset * kvw,
-                        cacheRows(s, model.seqLen, kvw, width, false));
-    kernels.copyStrided(dqkv + hd + kvw, v[Field::DValues] + s.offset * vw,
-                        cacheRows(s, model.seqLen, vw, width, false));
-  }
+  kernels.copyStrided(dqkv + hd, v[Field::DKeys] + s.getLocalOffset() * kvw,
+                      cacheRows(s, localSeq, kvw, width, false));
+  kernels.copyStrided(dqkv + hd + kvw,
+                      v[Field::DValues] + s.getLocalOffset() * vw,
+                      cacheRows(s, localSeq, vw, width, false));
   // Back through the rotation: its gradient is its transpose.
   if (c.rotary.theta > 0 && l.coreProjection)
     rotate(c, s, dqkv, width, true);

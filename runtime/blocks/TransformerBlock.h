@@ -29,8 +29,10 @@ public:
   void forward(const Layer &l, const Views &v, const SliceShape &s,
                DevicePtr x, DevicePtr out, DevicePtr work, DevicePtr features,
                bool again);
-  /// Selective recomputation: attention and activation.
-  void recompute(const Layer &l, const Views &v, const SliceShape &s);
+  /// Selective recomputation: attention and activation (`work`: the
+  /// pass's workspace, whose context scratch ring attention uses).
+  void recompute(const Layer &l, const Views &v, const SliceShape &s,
+                 DevicePtr work);
   /// B: the input gradient `dx` from the output gradient `dout`.
   void backward(const Layer &l, const Views &v, const SliceShape &s,
                 DevicePtr dout, DevicePtr dx, DevicePtr work,
@@ -59,26 +61,34 @@ private:
   /// transpose (B).
   void rotate(const LayerConfig &c, const SliceShape &s, DevicePtr x,
               int64_t width, bool inverse);
-  /// Calls fn(shape, token, lse, row) for each attention call of slice
-  /// `s`: the shape, the first query's token row in the slice's tensors,
-  /// the first log-sum-exp's index and the first key's row in the caches.
-  /// One call for the whole slice, or under context parallelism one per
-  /// sequence row and chunk, each chunk's queries at their positions.
+  /// The attention core of slice `s`: its context and log-sum-exps from
+  /// its Q and the microbatch's key/value caches; under context
+  /// parallelism by ring attention (ringForward).
+  void attend(const LayerConfig &c, const SliceShape &s, const Views &v,
+              DevicePtr exchange);
+  /// Ring attention (Liu et al., 2023, section 3), F: this rank's keys and
+  /// values of the prefix (every slice up to s) pass around the context
+  /// ranks; each rank folds every block's part its chunks' queries see
+  /// into their context and log-sum-exps (attentionMerge), the next
+  /// block's transfer overlapping the current block's compute.
+  /// `exchange`: the context scratch (TransformerScratch::context).
+  void ringForward(const LayerConfig &c, const SliceShape &s, const Views &v,
+                   DevicePtr exchange);
+  /// B: the same blocks around the ring, each with an fp32 accumulator of
+  /// its key and value gradients that every rank adds its queries' parts
+  /// into and that returns to the block's owner, then into its caches'
+  /// gradients; dq, summed over the blocks, into `dq`.
+  void ringBackward(const LayerConfig &c, const SliceShape &s, const Views &v,
+                    DevicePtr dctx, DevicePtr dq, DevicePtr exchange);
+  /// Calls fn(shape, row, part, keyRow) for each key block of rank
+  /// `holder`'s prefix some query of this rank's chunk `part` of sequence
+  /// row `row` may see: the key block's shape for that chunk's queries and
+  /// its first key's row in the packed block (rows s.getLocalOffset() +
+  /// s.tokens apart). A block wholly in the chunk's future, or before its
+  /// window, is skipped.
   template <class Fn>
-  void forEachAttention(const LayerConfig &c, const SliceShape &s, Fn fn);
-  /// Context parallelism, F: this rank's keys and values of the slice
-  /// (the QKV projection's rows `qkv`, `width` apart, from column `hd`),
-  /// with every other rank's in one all-gather, into the microbatch's
-  /// caches at their positions; `exchange` is the context scratch
-  /// (TransformerScratch::context).
-  void gatherIntoCaches(const LayerConfig &c, const SliceShape &s,
-                        DevicePtr qkv, DevicePtr keys, DevicePtr values,
-                        DevicePtr exchange);
-  /// Context parallelism, B: the slice's key (or value) gradients summed
-  /// over the ranks from each one's `cache`, this rank's tokens' into `to`
-  /// (rows `stride` apart).
-  void scatterFromCache(const SliceShape &s, DevicePtr cache, int64_t w,
-                        DevicePtr to, int64_t stride, DevicePtr exchange);
+  void forEachKeyBlock(const LayerConfig &c, const SliceShape &s, int holder,
+                       Fn fn);
 
   /// F of the core's feed-forward block: `partial` (this shard's part of
   /// the down projection's output) from its input `cn`.

@@ -73,15 +73,19 @@ HeadBlock getBlock(const AttentionShape &s, int64_t r, int64_t h,
   b.head = h;
   b.first = first;
   b.count = std::min(kQueryBlock, s.tokens - first);
-  b.keyFirst = s.getFirstKey(s.offset + first);
-  b.width = s.offset + first + b.count - b.keyFirst;
+  // The first query sees the earliest key (a window only moves forward);
+  // the last the latest. Under a key block both are clipped to it, and
+  // the block's queries may see none (width 0).
+  b.keyFirst = s.getVisibleKeys(s.offset + first).first;
+  b.width = std::max<int64_t>(
+      0, std::min(s.offset + first + b.count, s.getKeyEnd()) - b.keyFirst);
   b.qAt = (r * s.tokens + first) * hd + h * s.headDim;
-  b.kvAt = (r * s.seqLen + b.keyFirst) * kvw +
-           (h / (s.heads / s.kvHeads)) * s.headDim;
+  // Keys are stored from keyBegin on (0 for a cache).
+  int64_t key = r * s.seqLen + b.keyFirst - s.keyBegin;
+  b.kvAt = key * kvw + (h / (s.heads / s.kvHeads)) * s.headDim;
   const int64_t dv = s.getValueDim();
   b.cAt = (r * s.tokens + first) * s.heads * dv + h * dv;
-  b.vAt = (r * s.seqLen + b.keyFirst) * s.kvHeads * dv +
-          (h / (s.heads / s.kvHeads)) * dv;
+  b.vAt = key * s.kvHeads * dv + (h / (s.heads / s.kvHeads)) * dv;
   return b;
 }
 
@@ -98,8 +102,16 @@ void getScores(const AttentionShape &s, const HeadBlock &b, const float *q,
 /// scores.
 std::pair<int64_t, int64_t> getVisible(const AttentionShape &s,
                                        const HeadBlock &b, int64_t i) {
-  int64_t position = s.offset + b.first + i;
-  return {s.getFirstKey(position) - b.keyFirst, position + 1 - b.keyFirst};
+  auto [first, end] = s.getVisibleKeys(s.offset + b.first + i);
+  // None seen (a key block past a window's end, or in the query's future):
+  // an empty range inside the block's columns.
+  int64_t begin = std::clamp<int64_t>(first - b.keyFirst, 0, b.width);
+  return {begin, std::clamp<int64_t>(end - b.keyFirst, begin, b.width)};
+}
+
+/// The longest row of scores a block of queries may have.
+int64_t getScoreRoom(const AttentionShape &s) {
+  return kQueryBlock * (s.isKeyBlock() ? s.keyCount : s.offset + s.tokens);
 }
 
 } // namespace
@@ -114,11 +126,20 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
   // columns and statistics.
   cpu::SerialBlas serial;
   cpu::parallelFor(s.rows * s.heads, 1, [&](int64_t from, int64_t to) {
-    std::vector<float> p(kQueryBlock * (s.offset + s.tokens));
+    std::vector<float> p(getScoreRoom(s));
+    const int64_t dv = s.getValueDim();
     for (int64_t pair = from; pair < to; ++pair) {
       int64_t r = pair / s.heads, h = pair % s.heads;
       for (int64_t first = 0; first < s.tokens; first += kQueryBlock) {
         HeadBlock b = getBlock(s, r, h, first);
+        if (b.width == 0) {
+          // A key block none of these queries sees: nothing to fold in.
+          for (int64_t i = 0; i < b.count; ++i) {
+            lse[(r * s.heads + h) * s.tokens + first + i] = -INFINITY;
+            std::fill_n(context + b.cAt + i * s.heads * dv, dv, 0.0f);
+          }
+          continue;
+        }
         getScores(s, b, q, keys, p.data());
         // Each query's softmax over the keys it sees (causal, windowed),
         // the others zero; its log-sum-exp kept for B.
@@ -139,10 +160,11 @@ void CpuKernels::attentionForward(const AttentionShape &s, DevicePtr qPtr,
           std::fill(pi + end, pi + b.width, 0.0f);
           for (int64_t j = begin; j < end; ++j)
             pi[j] = float(pi[j] / sum);
+          // (A query that sees no key of a block: -inf, weighing 0.)
           lse[(r * s.heads + h) * s.tokens + first + i] =
-              float(double(maxScore) + std::log(sum));
+              end > begin ? float(double(maxScore) + std::log(sum))
+                          : -INFINITY;
         }
-        const int64_t dv = s.getValueDim();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(b.count),
                     int(dv), int(b.width), 1.0f, p.data(), int(b.width),
                     values + b.vAt, int(s.kvHeads * dv), 0.0f,
@@ -165,7 +187,7 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
   const int d = int(s.headDim), dv = int(s.getValueDim());
   const int cw = int(s.heads * dv), vw = int(s.kvHeads * dv);
   const float scale = getAttentionScale(s), cap = s.softcap;
-  const int64_t room = kQueryBlock * (s.offset + s.tokens);
+  const int64_t room = getScoreRoom(s);
   // (row, key/value head) pairs over the kernel threads: a pair's query
   // heads add into its keys' and values' gradients, in the order one
   // thread takes them (the same sums with any thread count).
@@ -179,6 +201,13 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
         for (int64_t first = 0; first < s.tokens; first += kQueryBlock) {
           HeadBlock b = getBlock(s, r, h, first);
           const int n = int(b.count), w = int(b.width);
+          if (w == 0) {
+            // No key of the block: no gradient for these queries from it.
+            if (!s.accumulateQueries)
+              for (int64_t i = 0; i < n; ++i)
+                std::fill_n(dq + b.qAt + i * hd, d, 0.0f);
+            continue;
+          }
           // FlashAttention's backward: P = exp(S - lse) from the kept
           // log-sum-exp; dP = dctx V^T; D = dctx . ctx = sum_j P_j dP_j.
           getScores(s, b, q, keys, p.data());
@@ -220,7 +249,8 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
           // dQ = dS K; a group's query heads all add into their key/value
           // head's dK += dS^T Q and dV += P^T dctx.
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, w, 1.0f,
-                      ds.data(), w, keys + b.kvAt, kvw, 0.0f, dq + b.qAt, hd);
+                      ds.data(), w, keys + b.kvAt, kvw,
+                      s.accumulateQueries ? 1.0f : 0.0f, dq + b.qAt, hd);
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, d, n, 1.0f,
                       ds.data(), w, q + b.qAt, hd, 1.0f, dkeys + b.kvAt, kvw);
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, dv, n, 1.0f,
@@ -229,6 +259,32 @@ void CpuKernels::attentionBackward(const AttentionShape &s, DevicePtr qPtr,
         }
     }
   });
+}
+
+void CpuKernels::attentionMerge(const AttentionShape &s, DevicePtr lsePtr,
+                                DevicePtr contextPtr, DevicePtr blockLsePtr,
+                                DevicePtr blockContextPtr) {
+  float *lse = lsePtr.f32(), *context = contextPtr.f32();
+  const float *blockLse = blockLsePtr.f32(),
+              *blockContext = blockContextPtr.f32();
+  const int64_t dv = s.getValueDim();
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t t = 0; t < s.tokens; ++t) {
+        int64_t at = (r * s.heads + h) * s.tokens + t;
+        double a = lse[at], b = blockLse[at];
+        if (b == -INFINITY)
+          continue; // the block adds nothing
+        double most = std::max(a, b);
+        double wa = a == -INFINITY ? 0.0 : std::exp(a - most),
+               wb = std::exp(b - most), sum = wa + wb;
+        float *c = context + ((r * s.tokens + t) * s.heads + h) * dv;
+        const float *bc =
+            blockContext + ((r * s.tokens + t) * s.heads + h) * dv;
+        for (int64_t e = 0; e < dv; ++e)
+          c[e] = float((wa * c[e] + wb * bc[e]) / sum);
+        lse[at] = float(most + std::log(sum));
+      }
 }
 
 } // namespace sluice::rt

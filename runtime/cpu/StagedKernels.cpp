@@ -81,12 +81,17 @@ int64_t tableRows(DevicePtr tokens, int64_t stride, int64_t rows,
 int64_t queryElements(const AttentionShape &s) {
   return s.rows * s.tokens * s.heads * s.headDim;
 }
+/// A cache's rows, or a key block's (its last row ends at its last key).
+int64_t keyRows(const AttentionShape &s) {
+  return s.isKeyBlock() ? (s.rows - 1) * s.seqLen + s.keyCount
+                        : s.rows * s.seqLen;
+}
 int64_t cacheElements(const AttentionShape &s) {
-  return s.rows * s.seqLen * s.kvHeads * s.headDim;
+  return keyRows(s) * s.kvHeads * s.headDim;
 }
 /// The same of the value heads' arrays: the values and the context.
 int64_t valueCacheElements(const AttentionShape &s) {
-  return s.rows * s.seqLen * s.kvHeads * s.getValueDim();
+  return keyRows(s) * s.kvHeads * s.getValueDim();
 }
 int64_t contextElements(const AttentionShape &s) {
   return s.rows * s.tokens * s.heads * s.getValueDim();

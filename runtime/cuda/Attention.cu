@@ -31,7 +31,8 @@ void CudaKernels::attentionForward(const AttentionShape &shape, DevicePtr q,
   // heads of another size: Gemma-2's scores, windowed slices and
   // DeepSeek's heads take the kernel below.
   bool plain = shape.scale == 0 && shape.softcap == 0 &&
-               !shape.isWindowed() && shape.getValueDim() == shape.headDim;
+               !shape.isWindowed() && shape.getValueDim() == shape.headDim &&
+               !shape.isKeyBlock();
   if (plain && cudnn &&
       cudnn->forward(stream, shape, q, keys, values, lse, context))
     return;
@@ -58,8 +59,10 @@ void CudaKernels::attentionBackward(const AttentionShape &shape, DevicePtr q,
   AttentionShape s = shape;
   s.scale = getAttentionScale(shape);
   DevicePtr dk, dv;
+  // (Nor key blocks, nor a dq summed over them: ring attention's.)
   bool plain = shape.scale == 0 && shape.softcap == 0 &&
-               !shape.isWindowed() && shape.getValueDim() == shape.headDim;
+               !shape.isWindowed() && shape.getValueDim() == shape.headDim &&
+               !shape.isKeyBlock() && !shape.accumulateQueries;
   if (plain && cudnn &&
       cudnn->backward(stream, shape, q, keys, values, context, lse, dcontext,
                       dq, dk, dv)) {
@@ -80,6 +83,22 @@ void CudaKernels::attentionBackward(const AttentionShape &shape, DevicePtr q,
                           s, q.as<T>(), keys.as<T>(), values.as<T>(),
                           context.as<T>(), lse.f32(), dcontext.as<T>(),
                           dq.as<T>(), dkeys.f32(), dvalues.f32()));
+  SLUICE_LAUNCHED(errors);
+}
+
+void CudaKernels::attentionMerge(const AttentionShape &s, DevicePtr lse,
+                                 DevicePtr context, DevicePtr blockLse,
+                                 DevicePtr blockContext) {
+  int64_t queries = s.rows * s.heads * s.tokens;
+  if (queries == 0)
+    return;
+  int64_t n = queries * s.getValueDim();
+  SLUICE_DISPATCH_ACT(context.getType(), T,
+                      attentionMergeKernel<<<gridFor(n), kThreads, 0, stream>>>(
+                          s, lse.f32(), context.as<T>(), blockLse.f32(),
+                          blockContext.as<T>()));
+  attentionMergeLseKernel<<<gridFor(queries), kThreads, 0, stream>>>(
+      queries, lse.f32(), blockLse.f32());
   SLUICE_LAUNCHED(errors);
 }
 

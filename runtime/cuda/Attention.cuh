@@ -50,6 +50,13 @@ __device__ __forceinline__ AttentionIndex locate(const AttentionShape &s) {
   // AttentionShape::getFirstKey, on the device.
   int64_t position = s.offset + x.i;
   x.first = s.window > 0 && position >= s.window ? position - s.window + 1 : 0;
+  // A key block's (AttentionShape::getVisibleKeys): clipped to it.
+  if (s.keyCount > 0) {
+    x.first = x.first > s.keyBegin ? x.first : s.keyBegin;
+    int64_t end = s.keyBegin + s.keyCount;
+    x.visible = x.visible < end ? x.visible : end;
+    x.visible = x.visible > x.first ? x.visible : x.first;
+  }
   return x;
 }
 
@@ -78,8 +85,9 @@ __global__ void attentionForwardKernel(AttentionShape s, const T *q,
     qs[e] = toFloat(q[x.row * hd + x.h * s.headDim + e]);
   __syncthreads();
   const int64_t dv = valueDimOf(s), vw = s.kvHeads * dv;
-  const T *keyBase = keys + x.r * s.seqLen * kvw + x.kvAt;
-  const T *valueBase = values + x.r * s.seqLen * vw + x.vAt;
+  // Keys are stored from keyBegin on (0 for a cache): key j at j - keyBegin.
+  const T *keyBase = keys + (x.r * s.seqLen - s.keyBegin) * kvw + x.kvAt;
+  const T *valueBase = values + (x.r * s.seqLen - s.keyBegin) * vw + x.vAt;
   // Online softmax over this thread's keys, then across the block.
   float m = -INFINITY, l = 0;
   for (int64_t j = x.first + threadIdx.x; j < x.visible; j += blockDim.x)
@@ -137,8 +145,8 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
   }
   weighted = blockSum(weighted, shared);
   float logSum = lse[(x.r * s.heads + x.h) * s.tokens + x.i];
-  int64_t base = x.r * s.seqLen * kvw + x.kvAt;
-  int64_t valueBase = x.r * s.seqLen * vw + x.vAt;
+  int64_t base = (x.r * s.seqLen - s.keyBegin) * kvw + x.kvAt;
+  int64_t valueBase = (x.r * s.seqLen - s.keyBegin) * vw + x.vAt;
   float acc0 = 0, acc1 = 0;
   int64_t e0 = threadIdx.x, e1 = threadIdx.x + blockDim.x;
   for (int64_t tile = x.first; tile < x.visible; tile += blockDim.x) {
@@ -180,10 +188,53 @@ __global__ void attentionBackwardKernel(AttentionShape s, const T *q,
         atomicAdd(dvalues + vj + e1, p[jj] * dcs[e1]);
     }
   }
+  // Summed over key blocks (ring attention) or written.
+  if (s.accumulateQueries) {
+    if (e0 < s.headDim)
+      acc0 += toFloat(dq[at + e0]);
+    if (e1 < s.headDim)
+      acc1 += toFloat(dq[at + e1]);
+  }
   if (e0 < s.headDim)
     dq[at + e0] = fromFloat<T>(acc0);
   if (e1 < s.headDim)
     dq[at + e1] = fromFloat<T>(acc1);
+}
+
+/// AttentionMerge (Kernels.def): one thread per (row, head, query) and
+/// value element, in fp32.
+template <class T>
+__global__ void attentionMergeKernel(AttentionShape s, float *lse, T *context,
+                                     const float *blockLse,
+                                     const T *blockContext) {
+  const int64_t dv = valueDimOf(s);
+  SLUICE_GRID_STRIDE(i, s.rows * s.heads * s.tokens * dv) {
+    int64_t e = i % dv, query = i / dv;
+    int64_t t = query % s.tokens, h = (query / s.tokens) % s.heads,
+            r = query / (s.tokens * s.heads);
+    float a = lse[query], b = blockLse[query];
+    if (b == -INFINITY)
+      continue;
+    float most = a > b ? a : b;
+    float wa = a == -INFINITY ? 0.0f : expf(a - most), wb = expf(b - most);
+    float sum = wa + wb;
+    int64_t at = ((r * s.tokens + t) * s.heads + h) * dv + e;
+    context[at] = fromFloat<T>(
+        (wa * toFloat(context[at]) + wb * toFloat(blockContext[at])) / sum);
+  }
+}
+
+/// Its lse, after every element has read the old one.
+__global__ void attentionMergeLseKernel(int64_t n, float *lse,
+                                        const float *blockLse) {
+  SLUICE_GRID_STRIDE(i, n) {
+    float a = lse[i], b = blockLse[i];
+    if (b == -INFINITY)
+      continue;
+    float most = a > b ? a : b;
+    float wa = a == -INFINITY ? 0.0f : expf(a - most), wb = expf(b - most);
+    lse[i] = most + logf(wa + wb);
+  }
 }
 
 /// cache[r][j] += scratch[r][j] over keys j < span: cuDNN's dK or dV of a

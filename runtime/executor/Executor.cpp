@@ -188,28 +188,48 @@ block::ContextGroup Executor::getContextCalls() {
   block::ContextGroup calls;
   calls.rank = contexts->rank();
   calls.size = contexts->size();
-  // Each on the critical path, as the tensor-parallel group's: the pass
-  // waits for it, advancing the pipeline's transfers meanwhile.
-  auto finish = [this](std::unique_ptr<Request> request, const char *what) {
-    scatterFailure =
-        request ? transfers.await(*request, compute)
-                : Status::error(std::string("the context-parallel transport "
-                                            "cannot ") +
-                                what);
-  };
-  std::vector<int64_t> parts(calls.size);
-  calls.allGather = [this, finish, parts](DevicePtr data,
-                                          int64_t count) mutable {
-    std::fill(parts.begin(), parts.end(), count);
-    if (scatterEnabled && scatterFailure.isOk())
-      finish(contexts->allGatherAsync(data, parts, 0, compute), "all-gather");
-  };
-  calls.reduceScatter = [this, finish, parts](DevicePtr data, DevicePtr out,
-                                              int64_t count) mutable {
-    std::fill(parts.begin(), parts.end(), count);
-    if (scatterEnabled && scatterFailure.isOk())
-      finish(contexts->reduceScatterAsync(data, out, parts, 0, compute),
-             "reduce-scatter");
+  calls.slices = plan.slices;
+  // Ring attention's step, on the critical path as the tensor-parallel
+  // group's sums are: the pass waits for it (advancing the pipeline's
+  // transfers meanwhile), but only after the work between.
+  calls.shift = [this](DevicePtr send, DevicePtr recv,
+                       int64_t count) -> std::function<void()> {
+    if (!scatterEnabled || !scatterFailure.isOk())
+      return [] {};
+    int size = contexts->size(), rank = contexts->rank();
+    int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+    // Even ranks send first and odd ranks receive first: a transport whose
+    // send waits for its receive (NCCL's, outside a group) pairs them in
+    // that order around the ring.
+    std::shared_ptr<Request> sent, received;
+    for (int turn = 0; turn < 2; ++turn) {
+      if ((turn == 0) == (rank % 2 == 0)) {
+        contexts->describeNext("ring attention's send to context rank " +
+                               std::to_string(next));
+        sent = contexts->sendAsync(send, count, next, 0, compute);
+      } else {
+        contexts->describeNext("ring attention's receive from context "
+                               "rank " +
+                               std::to_string(previous));
+        received = contexts->recvAsync(recv, count, previous, 0, compute);
+      }
+    }
+    if (sent)
+      transfers.track(*sent);
+    if (received)
+      transfers.track(*received);
+    return [this, sent, received] {
+      for (const std::shared_ptr<Request> &request : {sent, received}) {
+        if (request)
+          transfers.forget(request.get());
+        if (!scatterFailure.isOk())
+          continue;
+        scatterFailure =
+            request ? transfers.await(*request, compute)
+                    : Status::error("the context-parallel transport cannot "
+                                    "send or receive");
+      }
+    };
   };
   return calls;
 }

@@ -412,7 +412,7 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
           beforeLayer(layers[k],
                       next < resolved.size() ? layers[next] : -1);
         }
-        transformer.recompute(resolved[k], views[k], s);
+        transformer.recompute(resolved[k], views[k], s, workspace);
       }
   // The microbatch's copies per expert: kept here, or from the next stage
   // (and sent on to the previous one). The loss's gradient at expert e's

@@ -148,7 +148,9 @@ Status NcclEmulation::create(const Plan &plan, Order order,
       continue;
     }
     group->streamComms[int(*spec.stream)] = comm;
-    if (*spec.stream == StreamKind::Pipeline)
+    // Point-to-point: a pipeline's transfers, and ring attention's steps
+    // on the context group's one communicator.
+    if (*spec.stream == StreamKind::Pipeline || spec.group == MeshGroup::Context)
       group->p2p = comm;
   }
   // The earlier layout: a communicator per vocabulary channel.

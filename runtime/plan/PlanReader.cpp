@@ -482,6 +482,8 @@ void readPlan(const json &j, Plan &plan) {
   plan.shardModel =
       getTensorShardModel(plan.model, plan.tp, plan.sequenceParallel, plan.ep,
                           plan.expertCapacity);
+  // A context-parallel rank's caches hold its own tokens (ring attention).
+  plan.shardModel.contextShards = plan.cp;
   plan.splitBackward = flag(j, "split_backward", "plan");
   for (const json &length : field(j, "slices", "plan"))
     plan.slices.push_back(

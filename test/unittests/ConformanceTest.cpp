@@ -809,6 +809,112 @@ TEST_P(Conformance, Attention) {
   }
 }
 
+/// Ring attention's pieces (Liu et al., 2023, section 3): attention over
+/// key blocks, each folded into the running context and log-sum-exp by
+/// attentionMerge, equals attention over the whole cache; B per block,
+/// against the final context and log-sum-exp with dq summed over the
+/// blocks, gives the whole B's gradients. The window's first block is
+/// seen by no query, the last block only by some.
+TEST_P(Conformance, AttentionOverKeyBlocks) {
+  struct Variant {
+    float softcap;
+    int64_t window;
+    const char *name;
+  };
+  for (const Variant &v :
+       {Variant{0.0f, 0, "three key blocks"},
+        Variant{3.0f, 0, "three key blocks, scale 0.3, soft cap 3"},
+        Variant{0.0f, 2, "three key blocks, window 2 (the first unseen, the "
+                         "second past some queries' windows)"}}) {
+    // Two rows of 4 queries at positions 4-7, grouped heads.
+    AttentionShape s{2, 4, 4, 8, 4, 8, 2};
+    s.scale = v.softcap > 0 ? 0.3f : 0.0f;
+    s.softcap = v.softcap;
+    s.window = v.window;
+    const int64_t kvw = s.kvHeads * s.headDim, hd = s.heads * s.headDim;
+    const int64_t queries = s.rows * s.heads * s.tokens;
+    Tensor q = randomAct(s.rows * s.tokens * hd),
+           keys = randomAct(s.rows * s.seqLen * kvw),
+           values = randomAct(s.rows * s.seqLen * kvw),
+           lse = filled(queries, 0),
+           context = filledAct(s.rows * s.tokens * hd, 0);
+    kernels().attentionForward(s, q.ptr(), keys.ptr(), values.ptr(), lse.ptr(),
+                               context.ptr());
+    Tensor dcontext = randomAct(context.host.size()),
+           dq = filledAct(q.host.size(), 0), dkeys = filled(keys.host.size(), 0),
+           dvalues = filled(values.host.size(), 0);
+    kernels().attentionBackward(s, q.ptr(), keys.ptr(), values.ptr(),
+                                context.ptr(), lse.ptr(), dcontext.ptr(),
+                                dq.ptr(), dkeys.ptr(), dvalues.ptr());
+
+    // The blocks, each its rows' keys [begin, end) packed.
+    const std::vector<std::pair<int64_t, int64_t>> blocks = {
+        {0, 2}, {2, 5}, {5, 8}};
+    auto pack = [&](const std::vector<double> &cache, int64_t begin,
+                    int64_t end) {
+      std::vector<double> out;
+      for (int64_t r = 0; r < s.rows; ++r)
+        out.insert(out.end(), cache.begin() + (r * s.seqLen + begin) * kvw,
+                   cache.begin() + (r * s.seqLen + end) * kvw);
+      return out;
+    };
+    auto blockShape = [&](int64_t begin, int64_t end) {
+      AttentionShape k = s;
+      k.keyBegin = begin;
+      k.keyCount = end - begin;
+      k.seqLen = end - begin;
+      return k;
+    };
+    Tensor runLse = filled(queries, -INFINITY),
+           runContext = filledAct(context.host.size(), 0);
+    std::vector<Tensor> blockKeys, blockValues;
+    for (auto [begin, end] : blocks) {
+      AttentionShape k = blockShape(begin, end);
+      blockKeys.push_back(makeAct(pack(keys.host, begin, end)));
+      blockValues.push_back(makeAct(pack(values.host, begin, end)));
+      Tensor blockLse = filled(queries, 0),
+             blockContext = filledAct(context.host.size(), 0);
+      kernels().attentionForward(k, q.ptr(), blockKeys.back().ptr(),
+                                 blockValues.back().ptr(), blockLse.ptr(),
+                                 blockContext.ptr());
+      kernels().attentionMerge(s, runLse.ptr(), runContext.ptr(),
+                               blockLse.ptr(), blockContext.ptr());
+    }
+    std::string variant = v.name;
+    expectClose(runContext, read(context), variant + ": merged context");
+    expectClose(runLse, read(lse), variant + ": merged log-sum-exp");
+
+    Tensor blockDq = filledAct(q.host.size(), 0);
+    std::vector<double> gotDk, gotDv;
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      auto [begin, end] = blocks[b];
+      AttentionShape k = blockShape(begin, end);
+      k.accumulateQueries = true;
+      Tensor dk = filled(s.rows * (end - begin) * kvw, 0),
+             dv = filled(s.rows * (end - begin) * kvw, 0);
+      kernels().attentionBackward(k, q.ptr(), blockKeys[b].ptr(),
+                                  blockValues[b].ptr(), runContext.ptr(),
+                                  runLse.ptr(), dcontext.ptr(), blockDq.ptr(),
+                                  dk.ptr(), dv.ptr());
+      std::vector<double> k1 = read(dk), v1 = read(dv);
+      gotDk.insert(gotDk.end(), k1.begin(), k1.end());
+      gotDv.insert(gotDv.end(), v1.begin(), v1.end());
+    }
+    // The wanted gradients in the blocks' order.
+    std::vector<double> wantDk, wantDv, wholeDk = read(dkeys),
+                                        wholeDv = read(dvalues);
+    for (auto [begin, end] : blocks) {
+      std::vector<double> k1 = pack(wholeDk, begin, end),
+                          v1 = pack(wholeDv, begin, end);
+      wantDk.insert(wantDk.end(), k1.begin(), k1.end());
+      wantDv.insert(wantDv.end(), v1.begin(), v1.end());
+    }
+    expectClose(blockDq, read(dq), variant + ": dq summed over blocks", 1e-4);
+    expectClose(make(gotDk), wantDk, variant + ": dkeys by block", 1e-4);
+    expectClose(make(gotDv), wantDv, variant + ": dvalues by block", 1e-4);
+  }
+}
+
 TEST_P(Conformance, EmbeddingAndCrossEntropy) {
   const int64_t rows = 2, length = 4, stride = 5, hidden = 6, vocab = 7,
                 offset = 3;

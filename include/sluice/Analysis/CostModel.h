@@ -103,8 +103,8 @@ struct MeshShape {
   rt::Reshard reshard = rt::Reshard::EveryPass;
   /// Context parallelism (docs/parallelism.md): each microbatch's tokens
   /// split over cp consecutive replicas of the dp (which counts them:
-  /// sluice.program's dp x cp), attention's keys and values all-gathered
-  /// over them in F and their gradients reduce-scattered in B, as the
+  /// sluice.program's dp x cp), attention's keys and values passed around
+  /// them (ring attention) in F and B with their gradients in B, as the
   /// runtime runs it.
   int64_t cp = 1;
 };
@@ -179,8 +179,8 @@ struct StageProfile : ActivationShape {
   /// regions: of the activations kept and sent, only that slice.
   int64_t sequenceShards = 1;
   /// With context parallelism, the ranks each microbatch's tokens are
-  /// split over: each holds and sends 1/contextShards of them (the keys
-  /// and values aside: every rank gathers them whole).
+  /// split over: each holds and sends 1/contextShards of them, its keys
+  /// and values included (ring attention).
   int64_t contextShards = 1;
   /// Bytes of the activation (or gradient) a stage (a shard of it) sends
   /// per slice.
@@ -414,16 +414,17 @@ public:
     return double(getParameterBytes(device)) + getRecomputeAreaBytes(device) +
            getContextExchangeBytes(device);
   }
-  /// Context parallelism's exchange area on `device` (the runtime's
-  /// TransformerScratch::context): every rank's keys (or values) of a
-  /// slice and this rank's, in fp32 for B's sums -- 2 (cp + 1) x the
-  /// rank's tokens' keys of the largest layer; 0 without cp.
+  /// Context parallelism's ring buffers on `device` (the runtime's
+  /// TransformerScratch::context): two blocks of the rank's keys and
+  /// values of the whole sequence and two fp32 accumulators of their
+  /// gradients, of the largest layer; 0 without cp.
   double getContextExchangeBytes(int device) const;
-  /// The exchanges' time in a pass of `work`: per transformer layer, F
-  /// all-gathers the slice's keys and values (cp - 1 blocks of the rank's
-  /// tokens' arrive), B reduce-scatters their gradients in fp32 (twice a
-  /// bf16 block; a recomputing B gathers again). The pass waits for them:
-  /// its time is its 1/cp of the compute plus this. 0 without cp.
+  /// The ring's time in a pass of `work` beyond its 1/cp of the compute:
+  /// per transformer layer F passes the rank's keys and values of the
+  /// prefix to cp - 1 ranks beside the compute, B does so again (twice
+  /// when it recomputes) and passes their fp32 gradients cp times, waited
+  /// for; the part of the transfers beside the compute that outlasts it,
+  /// plus the waited ones. 0 without cp.
   double getContextExchangeTime(const sched::Work &work) const;
   /// What one parameter's training state costs here.
   const rt::ParameterStateBytes &getStateBytes() const { return stateBytes; }

@@ -301,8 +301,10 @@ void walkKeyValues(const ModelConfig &model, const LayerConfig &layer,
                    int64_t rows, Fn &&fn) {
   if (layer.kind != LayerKind::Transformer)
     return;
-  int64_t keys = rows * model.seqLen * layer.kvHeads * layer.headDim,
-          values = rows * model.seqLen * layer.kvHeads * layer.getValueDim();
+  // A context-parallel rank's own tokens only (ring attention).
+  int64_t tokens = model.seqLen / std::max(1, model.contextShards);
+  int64_t keys = rows * tokens * layer.kvHeads * layer.headDim,
+          values = rows * tokens * layer.kvHeads * layer.getValueDim();
   fn(Field::Keys, keys, Storage::Activation);
   fn(Field::Values, values, Storage::Activation);
   fn(Field::DKeys, keys, Storage::Fp32);
@@ -431,9 +433,11 @@ inline int64_t getKeyValueBytes(const ModelConfig &model,
 struct TransformerScratch {
   int64_t norm, qkv, residual, norm2;
   int64_t dAct, dResidual, dContext, dQ, partial;
-  /// Context parallelism's exchange of keys and values (F: every rank's
-  /// keys and values of the slice, at most 2 cp blocks of `widest`) and
-  /// of their gradients (B, in fp32: every rank's part, then this rank's).
+  /// Ring attention's buffers under context parallelism (TransformerBlock
+  /// ringForward, ringBackward): two blocks of a rank's keys and values
+  /// of the prefix (at most its seq_len / cp tokens of every row), two
+  /// fp32 accumulators of their gradients, and one chunk's log-sum-exps
+  /// (fp32) and context.
   int64_t context;
 };
 
@@ -447,11 +451,13 @@ inline TransformerScratch getTransformerScratch(const ModelConfig &model,
           context = l.heads * l.getValueDim();
   int64_t partial = model.sequenceShards > 1 ? rt * h : 0;
   int64_t act = blocks::hasCoreFeedForward(l) ? rt * l.ffn : 0;
-  int64_t widest = l.kvHeads * std::max(l.headDim, l.getValueDim());
-  // Twice the elements: B's exchange sums the gradients in fp32, which
-  // needs twice a bf16 activation's bytes.
-  int64_t exchange =
-      s.contextShards > 1 ? 2 * rt * (s.contextShards + 1) * widest : 0;
+  // In activation elements: an fp32 one is two bf16 ones; one alignment's
+  // bytes (elements of one byte at least) before each of the six regions.
+  int64_t block = s.rows * (model.seqLen / s.contextShards) * kv;
+  int64_t exchange = s.contextShards > 1
+                         ? 2 * block + 2 * 2 * block + 2 * rt * l.heads +
+                               rt * context + 6 * kRegionAlignment
+                         : 0;
   return {rt * h,    rt * (hd + kv), local * h, rt * h, act,
           local * h, rt * context,   rt * hd,   partial, exchange};
 }

@@ -271,6 +271,10 @@ struct ModelConfig {
   /// The tensor-parallel shards a shard model is one of
   /// (getTensorShardModel sets it; 1: whole).
   int tensorShards = 1;
+  /// Context parallelism: the ranks each sequence splits over (the plan's
+  /// cp; 1: whole). A rank's key/value caches hold its seqLen /
+  /// contextShards tokens of each row (walkKeyValues).
+  int contextShards = 1;
   /// Expert parallelism: the members of the expert group a shard model's
   /// sparse layers split their experts over (each holds experts / this
   /// many; checkExpertParallel holds); 1: every replica holds them all.
