@@ -142,9 +142,9 @@ nccl_plan zero2-dp2-p2 --pp 2 --dp 2 --zero 2 --microbatches 4 --schedule zb-h1
 nccl_plan zero3-dp2-p2 --pp 2 --dp 2 --zero 3 --microbatches 4 --schedule zb-h1
 nccl_plan zero3-step-dp2-p2 --pp 2 --dp 2 --zero 3 --reshard step \
   --microbatches 4 --schedule zb-v
-# Context parallelism (issue 56): each sequence over 2 ranks, the keys and
-# values all-gathered in F and their gradients reduce-scattered in B, on
-# the compute stream over NCCL; whole and in Seq1F1B's slices.
+# Context parallelism (issue 56): each sequence over 2 ranks, ring
+# attention's key/value blocks (and in B their fp32 gradients) sent and
+# received on the compute stream over NCCL; whole and in Seq1F1B's slices.
 nccl_plan context-cp2-p2 --pp 2 --cp 2 --microbatches 8 --schedule zb-h1
 nccl_plan context-cp2-seq-p2 --pp 2 --cp 2 --microbatches 8 --schedule seq1f1b \
   --slices 2

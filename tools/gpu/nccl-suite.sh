@@ -237,9 +237,10 @@ check "ZeRO-3 pp=2 x dp=2, 4 NCCL ranks" 150 \
 check "ZeRO-3 reshard step zb-v pp=2 x dp=2, 4 NCCL ranks" 150 \
   4 1b-zero3-step-dp2-p2 --check-against "$work/m8" "${band[@]}"
 # (added 2026-11-30, issue 56) Context parallelism: each sequence over 2
-# ranks, attention's keys and values all-gathered over NCCL on the
-# compute stream inside F and their fp32 gradients reduce-scattered in B;
-# whole sequences and Seq1F1B's two slices.
+# ranks, ring attention's key/value blocks sent and received over NCCL on
+# the compute stream inside F and B (even ranks sending first), with
+# their fp32 gradient accumulators in B and the hand-written attention
+# kernel on key blocks; whole sequences and Seq1F1B's two slices.
 check "context cp=2 x pp=2 zb-h1, 4 NCCL ranks" 150 \
   4 1b-context-cp2-p2 --check-against "$work/m8" "${band[@]}"
 check "context cp=2 x pp=2 seq1f1b, 4 NCCL ranks" 150 \
