@@ -124,13 +124,16 @@ struct ExpertGroup {
 /// shift starts sending `count` elements of `send` to the next rank of
 /// the ring and receiving the previous rank's into `recv`, and returns
 /// what finishes both (ordered on the stage's stream), so that work
-/// between the two overlaps the transfer.
+/// between the two overlaps the transfer; sum, in place, the group's sum
+/// of `count` fp32 elements of `data` (the load-balancing statistics,
+/// which span the sequence), done when it returns.
 struct ContextGroup {
   int rank = 0, size = 1;
   std::vector<int64_t> slices;
   std::function<std::function<void()>(DevicePtr send, DevicePtr recv,
                                       int64_t count)>
       shift;
+  std::function<void(DevicePtr data, int64_t count)> sum;
 };
 /// The parameters the block's core and the vocabulary layers read: the
 /// output layer's final norm, the transformer block's projections, the

@@ -10,17 +10,35 @@ namespace sluice::rt::block {
 // The embedding
 //===----------------------------------------------------------------------===//
 
+int64_t EmbeddingBlock::getPosition(const SliceShape &s, int64_t t) const {
+  if (s.contextShards == 1)
+    return s.offset + t;
+  // A context-parallel rank's two chunks, each at its place in the slice.
+  int64_t chunk = s.getChunkTokens();
+  return s.getChunkOffset(seams.getContext().rank, int(t / chunk)) +
+         t % chunk;
+}
+
+int64_t EmbeddingBlock::getRun(const SliceShape &s, int64_t t) const {
+  int64_t run = s.tokens - t;
+  if (s.contextShards > 1)
+    run = std::min(run, s.getChunkTokens() - t % s.getChunkTokens());
+  return run;
+}
+
 void EmbeddingBlock::addPositions(DevicePtr dst, DevicePtr positions,
                                   const SliceShape &s) {
   // This shard's tokens are flat indices [first, first + local) of the
-  // slice's rows x tokens: a run of positions per row they touch.
+  // slice's rows x tokens: a run of positions per row (and context-
+  // parallel chunk) they touch.
   int64_t h = model.hidden, local = getLocalTokens(model, s);
   int64_t first =
       seams.isSequenceParallel() ? seams.getShardIndex() * local : 0;
   for (int64_t j = first; j < first + local;) {
     int64_t t = j % s.tokens;
-    int64_t run = std::min(s.tokens - t, first + local - j);
-    kernels.add(dst + (j - first) * h, positions + (s.offset + t) * h, run * h);
+    int64_t run = std::min(getRun(s, t), first + local - j);
+    kernels.add(dst + (j - first) * h, positions + getPosition(s, t) * h,
+                run * h);
     j += run;
   }
 }
@@ -29,8 +47,12 @@ void EmbeddingBlock::addPositionGrads(DevicePtr positionGrads, DevicePtr grad,
                                       const SliceShape &s) {
   int64_t h = model.hidden;
   for (int64_t r = 0; r < s.rows; ++r)
-    kernels.add(positionGrads + s.offset * h, grad + r * s.tokens * h,
-                s.tokens * h);
+    for (int64_t t = 0; t < s.tokens;) {
+      int64_t run = getRun(s, t);
+      kernels.add(positionGrads + getPosition(s, t) * h,
+                  grad + (r * s.tokens + t) * h, run * h);
+      t += run;
+    }
 }
 
 void EmbeddingBlock::scale(DevicePtr x, int64_t n) {
@@ -64,12 +86,17 @@ void EmbeddingBlock::forward(const Layer &l, const Views &v,
                         s.tokens, l.w.table, rows.first, rows.count, h,
                         lookups);
     seams.reduceTokens(lookups, out, n * h);
-  } else {
+  } else if (s.contextShards == 1 || !l.w.positions) {
     kernels.embeddingForward(batch.tokensAt(s), batch.stride, l.w.table,
                              l.w.positions, s.rows, s.tokens, s.offset, h,
                              out);
     scale(out, n * h);
     return;
+  } else {
+    // Under context parallelism the rank's two chunks sit apart in the
+    // sequence: the lookup, then each chunk's positions.
+    kernels.embeddingForward(batch.tokensAt(s), batch.stride, l.w.table,
+                             DevicePtr(), s.rows, s.tokens, s.offset, h, out);
   }
   if (l.w.positions)
     addPositions(out, l.w.positions, s);
@@ -117,9 +144,12 @@ void EmbeddingBlock::weight(const Layer &l, const Views &v,
       addPositionGrads(l.g.positions, v[Field::EmbedGrad], s);
     return;
   }
+  bool apart = s.contextShards > 1 && l.g.positions;
   kernels.embeddingBackward(batch.tokensAt(s), batch.stride,
                             v[Field::EmbedGrad], s.rows, s.tokens, s.offset,
-                            h, l.g.table, l.g.positions);
+                            h, l.g.table, apart ? DevicePtr() : l.g.positions);
+  if (apart)
+    addPositionGrads(l.g.positions, v[Field::EmbedGrad], s);
 }
 
 //===----------------------------------------------------------------------===//

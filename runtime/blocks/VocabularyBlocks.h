@@ -45,6 +45,11 @@ public:
               const TokenRows &batch);
 
 private:
+  /// The sequence position of the slice's t-th token on this rank (under
+  /// context parallelism its chunks' places), and how many tokens from t
+  /// on follow it in the sequence within the slice's row.
+  int64_t getPosition(const SliceShape &s, int64_t t) const;
+  int64_t getRun(const SliceShape &s, int64_t t) const;
   void addPositions(DevicePtr dst, DevicePtr positions, const SliceShape &s);
   void addPositionGrads(DevicePtr positionGrads, DevicePtr grad,
                         const SliceShape &s);

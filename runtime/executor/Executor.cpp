@@ -231,6 +231,17 @@ block::ContextGroup Executor::getContextCalls() {
       }
     };
   };
+  calls.sum = [this](DevicePtr data, int64_t count) {
+    if (!scatterEnabled || !scatterFailure.isOk())
+      return;
+    contexts->describeNext("the load-balancing statistics' sum over the "
+                           "context ranks");
+    std::unique_ptr<Request> request =
+        contexts->allReduceAsync(data, count, Reduction::Sum, 0, compute);
+    scatterFailure = request ? transfers.await(*request, compute)
+                             : Status::error("the context-parallel transport "
+                                             "cannot all-reduce");
+  };
   return calls;
 }
 

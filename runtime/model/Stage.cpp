@@ -283,9 +283,14 @@ void StageRunner::forward(const SliceShape &s, const TokenRows &batch,
   // P_e = probability sum_e / (L T) over L sparse layers and the T tokens
   // of the microbatch, in the loss's units (a sum over its tokens: times
   // T). Added by one tensor-parallel shard, as the group sums the loss.
-  if (holdsBalance() && stats && loss &&
-      s.offset + s.getSliceTokens() == model.seqLen &&
-      seams.getShardIndex() == 0) {
+  // Under context parallelism each rank routed its own tokens: the
+  // statistics are summed over the ranks first (B's gradients read the
+  // sums too), and one rank adds the loss.
+  bool routed = s.offset + s.getSliceTokens() == model.seqLen;
+  if (holdsBalance() && stats && routed && s.contextShards > 1)
+    seams.getContext().sum(stats, 2 * balance.experts);
+  if (holdsBalance() && stats && loss && routed &&
+      seams.getShardIndex() == 0 && seams.getContext().rank == 0) {
     double tokens = double(s.rows * model.seqLen),
            layersCount = double(balance.layers);
     kernels.moeBalanceLoss(stats, balance.experts,

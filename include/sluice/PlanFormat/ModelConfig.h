@@ -440,10 +440,8 @@ inline std::string checkExpertParallel(const ModelConfig &model, int64_t ep) {
 /// split over `cp` context-parallel ranks, or "". Each slice is cut into
 /// 2 cp equal chunks (rank i holds chunks i and 2 cp - 1 - i, Megatron-LM's
 /// causal balance), so 2 cp divides every slice. What the split does not
-/// reach yet is refused by name: learned positions (looked up by a
-/// token's place in the slice), multi-head latent attention (its own
-/// key/value cache) and mixtures of experts (the load-balancing loss's
-/// statistics span the whole sequence).
+/// reach yet is refused by name: multi-head latent attention (its own
+/// key/value cache).
 inline std::string checkContextParallel(const ModelConfig &model, int64_t cp,
                                         const std::vector<int64_t> &slices) {
   if (cp < 1)
@@ -461,10 +459,6 @@ inline std::string checkContextParallel(const ModelConfig &model, int64_t cp,
              "one from each end, for the causal balance)";
   int transformer = 0;
   for (const LayerConfig &l : model.layers) {
-    if (l.kind == LayerKind::Embedding && l.positions > 0)
-      return "the embedding's learned positions ('positions') are not "
-             "split over context-parallel ranks yet; context parallelism "
-             "runs models with rotary positions";
     if (l.kind != LayerKind::Transformer)
       continue;
     int index = transformer++;
@@ -472,11 +466,6 @@ inline std::string checkContextParallel(const ModelConfig &model, int64_t cp,
       return "layer " + std::to_string(index) +
              ": multi-head latent attention ('kv_lora_rank') is not split "
              "over context-parallel ranks yet";
-    if (l.experts > 0)
-      return "layer " + std::to_string(index) +
-             ": mixtures of experts ('experts') are not split over "
-             "context-parallel ranks yet (the load-balancing statistics "
-             "span the whole sequence)";
   }
   return "";
 }
