@@ -316,6 +316,27 @@ inline Sizes getSizes(const ModelConfig &model, const LayerConfig &l,
           cw};
 }
 
+/// Rotary positions of the slice's rows x tokens of `x` (`heads` heads of
+/// `headDim`, tokens `stride` apart) at their places in the sequence: from
+/// the slice's offset on, or under context parallelism each of rank
+/// `rank`'s two chunks at its own (SliceShape::getChunkOffset).
+inline void rotateAtPositions(Kernels &kernels, const SliceShape &s, int rank,
+                              DevicePtr x, int64_t heads, int64_t headDim,
+                              int64_t stride, const Rotary &rotary,
+                              bool inverse) {
+  if (s.contextShards == 1) {
+    kernels.rotate(x, s.rows, s.tokens, s.offset, heads, headDim, stride,
+                   rotary, inverse);
+    return;
+  }
+  int64_t chunk = s.getChunkTokens();
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int part = 0; part < 2; ++part)
+      kernels.rotate(x + (r * s.tokens + part * chunk) * stride, 1, chunk,
+                     s.getChunkOffset(rank, part), heads, headDim, stride,
+                     rotary, inverse);
+}
+
 inline GateActivation activation(const ModelConfig &m, const LayerConfig &l) {
   if (l.mlp == MlpType::SwiGlu)
     return GateActivation::Silu;

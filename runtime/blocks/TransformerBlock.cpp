@@ -208,26 +208,11 @@ void TransformerBlock::product(const Layer &l, Map map, Role roleA, Role roleB,
 
 void TransformerBlock::rotate(const LayerConfig &c, const SliceShape &s,
                               DevicePtr x, int64_t width, bool inverse) {
-  int64_t hd = c.heads * c.headDim;
-  if (s.contextShards == 1) {
-    kernels.rotate(x, s.rows, s.tokens, s.offset, c.heads, c.headDim, width,
-                   c.rotary, inverse);
-    kernels.rotate(x + hd, s.rows, s.tokens, s.offset, c.kvHeads, c.headDim,
-                   width, c.rotary, inverse);
-    return;
-  }
-  // Each chunk at its own positions.
   int rank = seams.getContext().rank;
-  int64_t chunk = s.getChunkTokens();
-  for (int64_t r = 0; r < s.rows; ++r)
-    for (int part = 0; part < 2; ++part) {
-      DevicePtr at = x + (r * s.tokens + part * chunk) * width;
-      int64_t offset = s.getChunkOffset(rank, part);
-      kernels.rotate(at, 1, chunk, offset, c.heads, c.headDim, width,
-                     c.rotary, inverse);
-      kernels.rotate(at + hd, 1, chunk, offset, c.kvHeads, c.headDim, width,
-                     c.rotary, inverse);
-    }
+  rotateAtPositions(kernels, s, rank, x, c.heads, c.headDim, width, c.rotary,
+                    inverse);
+  rotateAtPositions(kernels, s, rank, x + c.heads * c.headDim, c.kvHeads,
+                    c.headDim, width, c.rotary, inverse);
 }
 
 namespace {

@@ -62,10 +62,12 @@ public:
     // The rotated parts, gathered (pairs reordered to halves), turned.
     gatherRope(c, z, q + z.nope, z.H, z.d, qRope);
     gatherRope(c, z, kRaw, 1, z.dr, kRope);
-    k.rotate(qRope, c.s.rows, c.s.tokens, c.s.offset, z.H, z.dr, z.H * z.dr,
-             c.layer.rotary, false);
-    k.rotate(kRope, c.s.rows, c.s.tokens, c.s.offset, 1, z.dr, z.dr,
-             c.layer.rotary, false);
+    // (Each context-parallel chunk at its places in the sequence.)
+    int rank = c.seams.getContext().rank;
+    rotateAtPositions(k, c.s, rank, qRope, z.H, z.dr, z.H * z.dr,
+                      c.layer.rotary, false);
+    rotateAtPositions(k, c.s, rank, kRope, 1, z.dr, z.dr, c.layer.rotary,
+                      false);
     // [q | k | v] as the core reads them.
     DevicePtr out = t.out, keys = out + z.H * z.d, values = keys + z.H * z.d;
     int64_t w = z.width;
@@ -94,8 +96,9 @@ public:
     k.copyStrided(g.q, dq, {z.rt, z.H, z.nope, w, z.d, z.qw, z.d});
     k.copyStrided(qRope, dq + z.nope,
                   {z.rt, z.H, z.dr, w, z.d, z.H * z.dr, z.dr});
-    k.rotate(qRope, c.s.rows, c.s.tokens, c.s.offset, z.H, z.dr, z.H * z.dr,
-             c.layer.rotary, true);
+    int rank = c.seams.getContext().rank;
+    rotateAtPositions(k, c.s, rank, qRope, z.H, z.dr, z.H * z.dr,
+                      c.layer.rotary, true);
     scatterRope(c, z, qRope, z.H, g.q + z.nope, z.d);
     // The key/value up-projection's output gradient.
     k.copyStrided(g.kv, dk, {z.rt, z.H, z.nope, w, z.d, z.kvw, z.kvHead});
@@ -108,8 +111,8 @@ public:
     k.fill(ones, 1.0, z.H);
     k.gemm(false, false, 1, z.rt * z.dr, z.H, 1.0f, ones, z.H, perHead,
            z.rt * z.dr, 0.0f, kRope, z.rt * z.dr);
-    k.rotate(kRope, c.s.rows, c.s.tokens, c.s.offset, 1, z.dr, z.dr,
-             c.layer.rotary, true);
+    rotateAtPositions(k, c.s, rank, kRope, 1, z.dr, z.dr, c.layer.rotary,
+                      true);
     int64_t lda = z.kvr + z.dr;
     scatterRope(c, z, kRope, 1, g.kva + z.kvr, lda);
     // Back through the key/value latent and its norm.
