@@ -253,6 +253,23 @@ StridedCopy prefixRows(const SliceShape &s, int64_t localSeq, int64_t span,
   return intoBlock ? StridedCopy{s.rows, span, w, localSeq * w, w, span * w, w}
                    : StridedCopy{s.rows, span, w, span * w, w, localSeq * w, w};
 }
+
+/// The rank's prefix of a key cache and a value cache (or of their
+/// gradients) into a packed block, keys then values, or back.
+void movePrefix(Kernels &kernels, const SliceShape &s, int64_t localSeq,
+                int64_t kvw, int64_t vw, DevicePtr block, DevicePtr keys,
+                DevicePtr values, bool intoBlock) {
+  int64_t span = s.getLocalOffset() + s.tokens, at = s.rows * span * kvw;
+  StridedCopy k = prefixRows(s, localSeq, span, kvw, intoBlock),
+              v = prefixRows(s, localSeq, span, vw, intoBlock);
+  if (intoBlock) {
+    kernels.copyStrided(block, keys, k);
+    kernels.copyStrided(block + at, values, v);
+  } else {
+    kernels.copyStrided(keys, block, k);
+    kernels.copyStrided(values, block + at, v);
+  }
+}
 } // namespace
 
 template <class Fn>
@@ -316,10 +333,8 @@ void TransformerBlock::ringForward(const LayerConfig &c, const SliceShape &s,
   int64_t localSeq = model.seqLen / s.contextShards, chunk = s.getChunkTokens(),
           span = s.getLocalOffset() + s.tokens, values = s.rows * span * kvw;
   // This rank's block: its keys, then its values, of every row's prefix.
-  kernels.copyStrided(ring.blocks[0], v[Field::Keys],
-                      prefixRows(s, localSeq, span, kvw, true));
-  kernels.copyStrided(ring.blocks[0] + values, v[Field::Values],
-                      prefixRows(s, localSeq, span, vw, true));
+  movePrefix(kernels, s, localSeq, kvw, vw, ring.blocks[0], v[Field::Keys],
+             v[Field::Values], true);
   // No key seen yet: log-sum-exp -inf, a zero context.
   kernels.fill(v[Field::Lse], -INFINITY, s.rows * c.heads * s.tokens);
   kernels.fill(v[Field::Context], 0.0, rt * cw);
@@ -356,16 +371,12 @@ void TransformerBlock::ringBackward(const LayerConfig &c, const SliceShape &s,
   Ring ring = carveRing(exchange, precision, c, s);
   int64_t localSeq = model.seqLen / s.contextShards, chunk = s.getChunkTokens(),
           span = s.getLocalOffset() + s.tokens, values = s.rows * span * kvw;
-  kernels.copyStrided(ring.blocks[0], v[Field::Keys],
-                      prefixRows(s, localSeq, span, kvw, true));
-  kernels.copyStrided(ring.blocks[0] + values, v[Field::Values],
-                      prefixRows(s, localSeq, span, vw, true));
+  movePrefix(kernels, s, localSeq, kvw, vw, ring.blocks[0], v[Field::Keys],
+             v[Field::Values], true);
   // This rank's accumulator starts from its caches' gradients so far (the
   // later slices' parts) and comes back with every rank's part added.
-  kernels.copyStrided(ring.grads[0], v[Field::DKeys],
-                      prefixRows(s, localSeq, span, kvw, true));
-  kernels.copyStrided(ring.grads[0] + values, v[Field::DValues],
-                      prefixRows(s, localSeq, span, vw, true));
+  movePrefix(kernels, s, localSeq, kvw, vw, ring.grads[0], v[Field::DKeys],
+             v[Field::DValues], true);
   kernels.fill(dq, 0.0, rt * hd);
   for (int step = 0; step < group.size; ++step) {
     int holder = (group.rank - step + group.size) % group.size;
@@ -393,11 +404,8 @@ void TransformerBlock::ringBackward(const LayerConfig &c, const SliceShape &s,
     // every block's are home.
     group.shift(grads, ring.grads[(step + 1) % 2], ring.count)();
   }
-  DevicePtr home = ring.grads[group.size % 2];
-  kernels.copyStrided(v[Field::DKeys], home,
-                      prefixRows(s, localSeq, span, kvw, false));
-  kernels.copyStrided(v[Field::DValues], home + values,
-                      prefixRows(s, localSeq, span, vw, false));
+  movePrefix(kernels, s, localSeq, kvw, vw, ring.grads[group.size % 2],
+             v[Field::DKeys], v[Field::DValues], false);
 }
 
 void TransformerBlock::forward(const Layer &l, const Views &v,
