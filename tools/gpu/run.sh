@@ -60,6 +60,10 @@
 #      (routeKernel's RouterRule), and Conformance.Attention's value
 #      heads of their own size (v_head_dim, DeepSeek's: the fallback
 #      kernel's P.V over 6 against Q.K^T over 8; cuDNN declines them)
+#      (added 2026-11-30, issue 56) Conformance.AttentionOverKeyBlocks:
+#      ring attention's key blocks in the fallback kernel (keyBegin,
+#      keyCount, dQ summed) and the new attentionMerge kernel, against
+#      attention over the whole cache
 #      (runtime/cuda/Moe.cu, Attention.cuh; under a second of device time,
 #      inside item 1's), never yet run on a GPU -- compiled only; the communicators'
 #      suite now includes the variable-count all-to-all (AllToAllUnevenParts:
