@@ -136,8 +136,9 @@ enum class StreamKind : uint8_t {
   Pipeline,   // sends and receives between stages
   Vocabulary, // the vocabulary shards' collectives, high priority
   Data,       // the data-parallel gradient sums, beside the backward passes
+  Context,    // ring attention's transfers, beside attention's compute
 };
-constexpr int kStreamKinds = 4;
+constexpr int kStreamKinds = 5;
 
 class Event;
 

@@ -41,11 +41,6 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("'dp' must be positive, got ") << getDp();
   if (getCp() < 1)
     return emitOpError("'cp' must be positive, got ") << getCp();
-  if (getCp() > 1 && getEp() > 1)
-    return emitOpError("'cp' = ")
-           << getCp() << " and 'ep' = " << getEp()
-           << ": context parallelism does not run with expert parallelism "
-              "yet";
   // The mesh's ZeRO rule (TrainingState.h): the optimizer state shards
   // over every rank that sums a device's gradients, dp x cp.
   if (std::string why = ::sluice::rt::checkZeroStage(getZero(),

@@ -166,20 +166,25 @@ PipelineCosts::PipelineCosts(ModelOp model, const sched::Pipeline &pipeline,
     if (costs.getGroupLink(d * tp * dp, tp, dp, 1, tp) == LinkKind::network)
       dataLink = LinkKind::network;
   pipelineLink = costs.getGroupLink(0, tp * dp, p, 1, tp * dp);
-  // An expert group, and a context-parallel group, is `size`
-  // consecutive replicas of a shard: every tp-th rank, size of them.
-  auto replicaGroupLink = [&](int64_t size) {
-    for (int64_t d = 0; d < p; ++d)
-      for (int64_t g = 0; g < dp / size; ++g)
-        if (costs.getGroupLink(d * tp * dp + g * size * tp, tp, size, 1,
-                               tp) == LinkKind::network)
-          return LinkKind::network;
-    return LinkKind::node;
-  };
+  // A context-parallel group is `cp` consecutive replicas of a shard (of
+  // the dp x cp: every tp-th rank); an expert group `ep` replicas at one
+  // context rank (every tp x cp-th rank). Group g of `size` members
+  // `spacing` replicas apart starts at (g / spacing) size spacing +
+  // g mod spacing.
   int64_t ep = std::max<int64_t>(1, mesh.ep);
   int64_t cp = std::max<int64_t>(1, mesh.cp);
-  expertLink = replicaGroupLink(ep);
-  contextLink = replicaGroupLink(cp);
+  auto replicaGroupLink = [&](int64_t size, int64_t spacing) {
+    for (int64_t d = 0; d < p; ++d)
+      for (int64_t g = 0; g < dp / size; ++g) {
+        int64_t start = g / spacing * size * spacing + g % spacing;
+        if (costs.getGroupLink(d * tp * dp + start * tp, tp * spacing, size,
+                               1, tp) == LinkKind::network)
+          return LinkKind::network;
+      }
+    return LinkKind::node;
+  };
+  expertLink = replicaGroupLink(ep, cp);
+  contextLink = replicaGroupLink(cp, 1);
 
   for (int64_t length : model.getSliceLengths(pipeline.slices))
     lengths.push_back(length);
@@ -359,9 +364,9 @@ double PipelineCosts::getReplicaCollectiveTime(llvm::StringRef name,
   auto it = stageParams.find(name);
   if (mesh.dp < 2 || it == stageParams.end() || profiles.empty())
     return 0;
-  // The stage's parameters in the model's type over the replicas; under
-  // expert parallelism a member's experts over the dp / ep replicas
-  // holding them, after the rest.
+  // The stage's parameters in the model's type over the replicas (dp x
+  // cp ranks: mesh.dp counts both); under expert parallelism a member's
+  // experts over the dp / ep x cp ranks holding them, after the rest.
   int64_t ep = std::max<int64_t>(1, mesh.ep), experts = 0;
   if (ep > 1)
     if (auto e = stageExperts.find(name); e != stageExperts.end())
@@ -437,6 +442,8 @@ std::vector<LinkUse> PipelineCosts::getLinks() const {
     links.push_back({"data-parallel", mesh.dp, dataLink});
   if (mesh.ep > 1)
     links.push_back({"expert-parallel", mesh.ep, expertLink});
+  if (mesh.cp > 1)
+    links.push_back({"context-parallel", mesh.cp, contextLink});
   return links;
 }
 

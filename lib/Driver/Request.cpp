@@ -136,11 +136,6 @@ static bool checkPipeline(const CompileRequest &r) {
          Twine(r.zero) + ")");
     return false;
   }
-  if (r.cp > 1 && r.ep > 1) {
-    fail("--cp " + Twine(r.cp) + " with --ep " + Twine(r.ep) +
-         ": context parallelism does not run with expert parallelism yet");
-    return false;
-  }
   if (r.dp % r.ep != 0) {
     fail("--ep " + Twine(r.ep) + " must divide --dp " + Twine(r.dp) +
          ": each expert group is ep of the data-parallel replicas");

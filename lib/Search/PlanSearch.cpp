@@ -185,10 +185,9 @@ public:
   Searcher(ModuleOp module, ModelOp model, const SearchSpace &space,
            std::function<void(const PlanEstimate &)> progress)
       : Searcher(module, summarizeModel(model), space, std::move(progress)) {
-    // The context-parallel sizes the search tries: up to 8, where the
-    // model runs under the split (rotary positions, no mixture of experts)
-    // and 2 cp divides the sequence (a sliced plan's slices are cut in
-    // multiples of it).
+    // The context-parallel sizes the search tries: up to 8, where 2 cp
+    // divides the sequence (a sliced plan's slices are cut in multiples
+    // of it).
     rt::ModelConfig config = getModelConfig(model);
     for (int64_t cp : {2, 4, 8})
       if (rt::checkContextParallel(config, cp, {config.seqLen}).empty())
@@ -404,7 +403,7 @@ Searcher::evaluateSplit(const PlanChoice &choice,
 
 double Searcher::getStateBound(const PlanChoice &mesh) const {
   // A member holds 1 / ep of the experts, their sharded state over the
-  // dp / ep replicas holding them.
+  // ranks holding them: dp / ep replicas' cp context ranks each.
   double split = double(mesh.pp * mesh.tp);
   double dense = double(params - expertParams) / split,
          experts = double(expertParams) / split / double(mesh.ep);
@@ -416,7 +415,8 @@ double Searcher::getStateBound(const PlanChoice &mesh) const {
                       double(mesh.zero ? mesh.dp * mesh.cp : 1)) +
          experts *
              (double(state.replicated) +
-              double(state.sharded) / double(mesh.zero ? mesh.dp / mesh.ep : 1));
+              double(state.sharded) /
+                  double(mesh.zero ? mesh.dp / mesh.ep * mesh.cp : 1));
 }
 
 void Searcher::keep(const PlanEstimate &estimate) {
@@ -596,8 +596,8 @@ SearchResult Searcher::run() {
       // each sparse layer's experts (1 for a dense model).
       for (int64_t ep = 1; ep <= dp; ++ep)
       for (bool sp : {false, true}) {
-        if (dp % ep || (ep > 1 && (expertsDivisor == 0 ||
-                                   expertsDivisor % ep != 0 || cp > 1)))
+        if (dp % ep ||
+            (ep > 1 && (expertsDivisor == 0 || expertsDivisor % ep != 0)))
           break;
         if (sp && tp == 1)
           continue;

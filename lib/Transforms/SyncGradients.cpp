@@ -38,10 +38,6 @@ LogicalResult mlir::sluice::syncGradients(ProgramOp program,
     return program.emitOpError("cannot split the sequences over ")
            << contextParallel
            << " context-parallel ranks: the count must be positive";
-  if (contextParallel > 1 && expertParallel > 1)
-    return program.emitOpError("cannot split the sequences over ")
-           << contextParallel << " context-parallel ranks with expert "
-           << "parallelism (ep = " << expertParallel << "): not built yet";
   // The mesh's rule (TrainingState.h), over the dp x cp ranks that sum a
   // device's gradients.
   if (std::string why = ::sluice::rt::checkZeroStage(

@@ -59,8 +59,9 @@ Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
       options(options),
       replicas(plan.getGradientRanks() > 1 ? replicas : nullptr),
       tensorGroup(plan.tp > 1 ? tensorGroup : nullptr),
-      expertReplicas(plan.ep > 1 && plan.dp > plan.ep ? expertReplicas
-                                                      : nullptr),
+      expertReplicas(plan.ep > 1 && plan.getExpertReplicas() > 1
+                         ? expertReplicas
+                         : nullptr),
       contexts(plan.cp > 1 ? contexts : nullptr),
       transfers(comm, options.commTimeout, times.commWait),
       tensorSums(plan, deviceIndex, this->tensorGroup, parameters, device,
@@ -94,10 +95,11 @@ Status Executor::prepare() {
     return Status::error("the plan splits the experts over " +
                          std::to_string(plan.ep) +
                          " replicas, but no communicator spans them");
-  if (plan.ep > 1 && plan.dp > plan.ep && !expertReplicas)
+  if (plan.ep > 1 && plan.getExpertReplicas() > 1 &&
+      (!expertReplicas || expertReplicas->size() != plan.getExpertReplicas()))
     return Status::error("the plan's experts are held by " +
-                         std::to_string(plan.dp / plan.ep) +
-                         " replicas each, but no communicator spans them");
+                         std::to_string(plan.getExpertReplicas()) +
+                         " ranks each, but no communicator spans them");
   if (Status st = prepareParameters(); !st)
     return st;
   prepareStages();
@@ -189,13 +191,23 @@ block::ContextGroup Executor::getContextCalls() {
   calls.rank = contexts->rank();
   calls.size = contexts->size();
   calls.slices = plan.slices;
-  // Ring attention's step, on the critical path as the tensor-parallel
-  // group's sums are: the pass waits for it (advancing the pipeline's
-  // transfers meanwhile), but only after the work between.
+  // Ring attention's step (Liu et al., 2023, §3: the next block moves
+  // while the current one is attended to). The transfers run on the
+  // context stream, after what the compute stream has issued so far (the
+  // block packed, the buffer received into read by the step before); the
+  // pass waits for them (advancing the pipeline's transfers meanwhile)
+  // only after the step's compute. On a GPU the NCCL kernels run beside
+  // that compute; on CPU ranks the host streams are in order anyway and
+  // MPI moves a message as far as its progress allows.
   calls.shift = [this](DevicePtr send, DevicePtr recv,
                        int64_t count) -> std::function<void()> {
     if (!scatterEnabled || !scatterFailure.isOk())
       return [] {};
+    Stream &ring = device.getStream(StreamKind::Context);
+    if (!ringReady)
+      ringReady = device.createEvent();
+    ringReady->record(compute);
+    ring.wait(*ringReady);
     int size = contexts->size(), rank = contexts->rank();
     int next = (rank + 1) % size, previous = (rank + size - 1) % size;
     // Even ranks send first and odd ranks receive first: a transport whose
@@ -206,12 +218,12 @@ block::ContextGroup Executor::getContextCalls() {
       if ((turn == 0) == (rank % 2 == 0)) {
         contexts->describeNext("ring attention's send to context rank " +
                                std::to_string(next));
-        sent = contexts->sendAsync(send, count, next, 0, compute);
+        sent = contexts->sendAsync(send, count, next, 0, ring);
       } else {
         contexts->describeNext("ring attention's receive from context "
                                "rank " +
                                std::to_string(previous));
-        received = contexts->recvAsync(recv, count, previous, 0, compute);
+        received = contexts->recvAsync(recv, count, previous, 0, ring);
       }
     }
     if (sent)

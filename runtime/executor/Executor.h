@@ -236,6 +236,8 @@ private:
   std::vector<int64_t> sendOf;
   /// Orders the pipeline stream after the compute work before a transfer.
   std::unique_ptr<Event> ready;
+  /// Orders the context stream after the compute work before a ring step.
+  std::unique_ptr<Event> ringReady;
   /// Ranks sharing a tied embedding table, if the two ends are apart.
   std::vector<int> tiedGroup;
 };

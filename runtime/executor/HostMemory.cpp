@@ -53,10 +53,18 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
   // (TrainingState.h): ZeRO-1 keeps a replica's part of the moments;
   // ZeRO-2 also of the gradients, with a window of the largest layer's;
   // ZeRO-3 of the weights too, with two gathered layers or the whole copy.
+  // A member's experts shard over the ranks holding them (fewer than the
+  // dp x cp the rest shard over).
   ParameterStateBytes state =
       getParameterStateBytes(plan.precision, plan.zero, plan.reshard);
-  need.stateBytes = state.forParameters(need.parameters,
-                                         plan.getGradientRanks());
+  int64_t experts = 0;
+  for (const ParameterSpec &spec : store.specs())
+    if (spec.expertShare)
+      experts += spec.size();
+  need.stateBytes =
+      state.forParameters(need.parameters - experts,
+                          plan.getGradientRanks()) +
+      (experts ? state.forParameters(experts, plan.getExpertReplicas()) : 0);
   if (state.transient) {
     // A layer's parameters as this rank holds them (a tensor-parallel
     // shard's, an expert-group member's).

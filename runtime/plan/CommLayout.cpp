@@ -63,11 +63,12 @@ std::vector<CommSpec> getCommLayout(const Plan &plan, const MeshPosition &at) {
   if (dp * cp > 1)
     layout.push_back({"data", MeshGroup::Replicas, replicaColor,
                       at.getGradientRank(plan), StreamKind::Data, {}});
-  // Attention's exchanges inside the passes, on the compute stream as the
-  // tensor-parallel group's.
+  // Ring attention's transfers inside the passes, on a stream of their
+  // own so that the next block moves while the current one is attended
+  // to (Executor::getContextCalls).
   if (cp > 1)
     layout.push_back({"context", MeshGroup::Context, contextColor, at.context,
-                      StreamKind::Compute, {}});
+                      StreamKind::Context, {}});
   if (tp > 1) {
     layout.push_back({"tensor", MeshGroup::Shards, shardColor, at.shard,
                       StreamKind::Compute, {}});
@@ -77,17 +78,21 @@ std::vector<CommSpec> getCommLayout(const Plan &plan, const MeshPosition &at) {
   }
   if (plan.ep > 1) {
     // The dispatch's all-to-alls, on the compute stream as the
-    // tensor-parallel group's collectives (inside the passes).
+    // tensor-parallel group's collectives (inside the passes): ep
+    // replicas at one context rank, each sending its own tokens.
     layout.push_back({"experts", MeshGroup::Experts,
-                      replicaColor * (dp / plan.ep) + at.replica / plan.ep,
+                      (replicaColor * (dp / plan.ep) + at.replica / plan.ep) *
+                              cp +
+                          at.context,
                       at.replica % plan.ep, StreamKind::Compute, {}});
-    // The expert gradients' sums (ZeRO-1: reduce-scatters and
-    // all-gathers) over the replicas holding the same experts, on the
-    // data stream as the others'.
-    if (dp / plan.ep > 1)
+    // The expert gradients' sums (ZeRO: reduce-scatters and all-gathers)
+    // over the ranks holding the same experts, every ep-th replica's
+    // context-parallel ranks, on the data stream as the others'.
+    if (plan.getExpertReplicas() > 1)
       layout.push_back({"expert-replicas", MeshGroup::ExpertReplicas,
                         replicaColor * plan.ep + at.replica % plan.ep,
-                        at.replica / plan.ep, StreamKind::Data, {}});
+                        at.replica / plan.ep * cp + at.context,
+                        StreamKind::Data, {}});
   }
   for (int size : getKeyValueGroupSizes(plan)) {
     int group = at.shard / size;

@@ -44,11 +44,12 @@ MeshPosition getMeshPosition(const Plan &plan, int rank);
 /// shard: every replica's context-parallel ranks; rank = replica * cp +
 /// context), its
 /// tensor-parallel shards (same device and replica; rank = shard), its
-/// expert group (same device and shard, the ep consecutive replicas that
-/// split the experts; rank = replica mod ep), and the replicas holding the
-/// same experts as it (same device and shard, every ep-th replica; rank =
-/// replica / ep), and its context-parallel group (same device, replica
-/// and shard; rank = context).
+/// expert group (same device, shard and context rank, the ep consecutive
+/// replicas that split the experts; rank = replica mod ep), the ranks
+/// holding the same experts as it (same device and shard, every ep-th
+/// replica's context-parallel ranks; rank = replica / ep * cp + context),
+/// and its context-parallel group (same device, replica and shard; rank =
+/// context).
 enum class MeshGroup {
   Pipeline = 0,
   Replicas = 1,

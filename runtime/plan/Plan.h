@@ -113,8 +113,8 @@ struct Plan {
   /// at the update).
   Reshard reshard = Reshard::EveryPass;
   /// Expert parallelism: each sparse layer's experts split over ep
-  /// consecutive replicas (an expert group; shardModel.expertShards);
-  /// divides dp. `expertCapacity`: what a member's experts compute on, as
+  /// consecutive replicas at one context rank (an expert group;
+  /// shardModel.expertShards); divides dp. `expertCapacity`: what a member's experts compute on, as
   /// a multiple of the balanced share (0: dropless; ModelConfig's).
   int ep = 1;
   double expertCapacity = 0;
@@ -140,6 +140,10 @@ struct Plan {
   /// The ranks that sum a device's gradients (and share ZeRO's shards):
   /// its replicas' context-parallel ranks.
   int getGradientRanks() const { return dp * cp; }
+  /// The ranks that hold a member's experts and sum their gradients (and
+  /// share their ZeRO shards): every ep-th replica's context-parallel
+  /// ranks (an expert group is ep replicas at one context rank).
+  int getExpertReplicas() const { return dp / ep * cp; }
   /// Sequences one optimizer step trains on: every replica's microbatches.
   int64_t getSequencesPerStep() const {
     return int64_t(microbatches) * dp * model.microBatch;

@@ -206,10 +206,6 @@ void readMesh(const json &mesh, Plan &plan) {
   }
   if (mesh.contains("ep")) {
     plan.ep = integer32(mesh, "ep", "mesh", 1);
-    if (plan.ep > 1 && plan.cp > 1)
-      fail("mesh: 'ep' = " + std::to_string(plan.ep) + " with 'cp' = " +
-           std::to_string(plan.cp) +
-           ": context parallelism does not run with expert parallelism yet");
     if (plan.dp % plan.ep != 0)
       fail("mesh: 'ep' = " + std::to_string(plan.ep) +
            " does not divide dp = " + std::to_string(plan.dp) +

@@ -80,8 +80,9 @@ void checkHostMemory(ProcessGroup &comm, const Plan &plan,
 /// node holds whole TP groups). Splits the world into this rank's pipeline
 /// (same replica, context rank and shard), the ranks summing its gradients
 /// (same device and shard), its tensor-parallel group (same device,
-/// replica and context rank), its expert group (same device and shard, ep
-/// consecutive replicas), the replicas holding its experts (every ep-th),
+/// replica and context rank), its expert group (same device, shard and
+/// context rank, ep consecutive replicas), the ranks holding its experts
+/// (every ep-th replica's context-parallel ranks),
 /// its context-parallel group (same device, replica and shard) and the
 /// ranks that write a checkpoint with it.
 void placeOnMesh(HostGroup &world, const Plan &plan, RankBackend &out) {
@@ -99,11 +100,14 @@ void placeOnMesh(HostGroup &world, const Plan &plan, RankBackend &out) {
   out.context = context;
   out.hostGroups[2] =
       world.splitHostGroup((device * dp + replica) * cp + context, shard);
+  // An expert group is ep replicas at the same context rank (each sends
+  // its own tokens); the ranks holding the same experts span the context
+  // ranks, which sum alike gradients (docs/moe.md).
   out.hostGroups[3] = world.splitHostGroup(
-      (device * tp + shard) * (dp / ep) + replica / ep, replica % ep);
-  out.hostGroups[4] = world.splitHostGroup((device * tp + shard) * ep +
-                                               replica % ep,
-                                           replica / ep);
+      ((device * tp + shard) * (dp / ep) + replica / ep) * cp + context,
+      replica % ep);
+  out.hostGroups[4] = world.splitHostGroup(
+      (device * tp + shard) * ep + replica % ep, (replica / ep) * cp + context);
   out.hostGroups[5] =
       world.splitHostGroup((device * dp + replica) * tp + shard, context);
   // The ranks that write a checkpoint together: the first replica's, or
@@ -121,7 +125,7 @@ void placeOnMesh(HostGroup &world, const Plan &plan, RankBackend &out) {
     out.hostGroups[2].reset();
   if (ep == 1)
     out.hostGroups[3].reset();
-  if (ep == 1 || dp / ep == 1)
+  if (ep == 1 || plan.getExpertReplicas() == 1)
     out.hostGroups[4].reset();
 }
 

@@ -242,15 +242,6 @@ sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = 
 
 // -----
 
-// program-cp-with-ep
-// expected-error@+1 {{'sluice.program' op 'cp' = 2 and 'ep' = 2: context parallelism does not run with expert parallelism yet}}
-sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} dp 2 cp 2 ep 2 {
-  sluice.device 0 {
-  }
-}
-
-// -----
-
 // program-zero-without-replicas
 // expected-error@+1 {{'sluice.program' op 'zero' = 1: ZeRO stage 1 shards the optimizer state over the data-parallel replicas, but dp = 1 (it needs at least 2)}}
 sluice.program @p for @m {devices = 1, microbatches = 1, slices = 1, schedule = "1f1b"} zero 1 {

@@ -20,6 +20,7 @@
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2" 2>&1 | FileCheck %s --check-prefix=EXPERTSDENSE
 // RUN: sluice-opt %inputs/tiny-llama.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="context-parallel=2 zero=1" | FileCheck %s --check-prefix=CONTEXT
 // RUN: not sluice-opt %s --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="context-parallel=0" 2>&1 | FileCheck %s --check-prefix=CONTEXTZERO
+// RUN: sluice-opt %inputs/tiny-moe.mlir --sluice-partition-stages="pp=2" --sluice-split-passes="split=false" --sluice-schedule="schedule=1f1b microbatches=2" --sluice-sync-gradients="data-parallel=2 expert-parallel=2 context-parallel=2 zero=1" | FileCheck %s --check-prefix=CONTEXTEXPERTS
 
 // Each stage's gradients are averaged once, right after its last pass on
 // its device (--implicit-check-not: no other grad_sync): the first stage's
@@ -138,3 +139,10 @@ sluice.model @m {seq_len = 16, micro_batch = 1, dtype = f32} {
 // CONTEXT:           sluice.grad_sync @s1
 
 // CONTEXTZERO: error: 'sluice.program' op cannot split the sequences over 0 context-parallel ranks: the count must be positive
+
+// With expert parallelism: the expert groups are ep replicas at one
+// context rank, and the expert maps' grad_syncs are the stage's as the
+// rest's (the runtime sums them over the dp / ep x cp ranks holding them).
+// CONTEXTEXPERTS-LABEL: sluice.program @plan for @tiny_moe {devices = 2, microbatches = 2, slices = 1, schedule = "1f1b"} dp 2 cp 2 zero 1 ep 2 {
+// CONTEXTEXPERTS:         sluice.grad_sync @s0
+// CONTEXTEXPERTS:         sluice.grad_sync @s1

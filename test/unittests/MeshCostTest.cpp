@@ -604,6 +604,64 @@ TEST_F(MeshCostTest, ExpertParallelismSplitsTheExpertsAndAddsAllToAlls) {
   }
 }
 
+// Issue 56: expert parallelism with context parallelism. An expert group
+// is ep replicas at one context rank (ranks tp x cp apart), a member's
+// tokens are its 1/cp of each sequence, and the expert maps' gradients
+// are summed over the dp / ep x cp ranks holding them. On nodes of 4,
+// dp 4 x cp 2 with ep 4: the context pairs {0,1}, {2,3}... fit in a node,
+// the expert groups {0,2,4,6} and {1,3,5,7} do not.
+TEST_F(MeshCostTest, ExpertGroupsSitAtOneContextRank) {
+  std::string text = kModel;
+  for (size_t at = text.find("mlp = swiglu}"); at != std::string::npos;
+       at = text.find("mlp = swiglu}", at + 1))
+    text.replace(at, 13, "mlp = swiglu, experts = 8, top_k = 2}");
+  module = parseSourceString<ModuleOp>(text, &context);
+  ::sluice::test::require(module, "the sparse model parses");
+  ModelOp model = *module->getOps<ModelOp>().begin();
+  StagePartitionOptions opts;
+  opts.pp = 1;
+  ASSERT_TRUE(succeeded(partitionStages(model, opts)));
+  ASSERT_TRUE(succeeded(splitPasses(model, /*split=*/true,
+                                    RecomputeKind::none)));
+  sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 2, 1),
+                                                      "the model's pipeline");
+  std::string error;
+  CostModel costs = *::sluice::test::require(
+      CostModel::parse("h100:gpus-per-node=4", error), "nodes of 4");
+  const HardwareProfile &hw = *costs.getHardware();
+  // mesh.dp counts the dp x cp ranks.
+  MeshShape plain{1, 4}, folded{1, 8};
+  plain.ep = 4;
+  folded.ep = 4, folded.cp = 2;
+  PipelineCosts whole(model, pipeline, costs, plain),
+      parts(model, pipeline, costs, folded);
+  std::map<std::string, LinkKind> links = linksOf(parts);
+  EXPECT_EQ(links.at("expert-parallel"), LinkKind::network);
+  EXPECT_EQ(links.at("context-parallel"), LinkKind::node);
+  EXPECT_EQ(linksOf(whole).at("expert-parallel"), LinkKind::node);
+  // The experts' sums: over 8 / 4 = 2 ranks (a context pair), the rest
+  // over all 8, both across nodes.
+  int64_t experts = 4 * 8 * 3 * 64 * 160;
+  StringRef stage = parts.getStage(0).name;
+  double dense = double(parts.getStage(0).params - experts) * 2,
+         mine = double(experts / 4) * 2;
+  double net = hw.linkLatency, bw = hw.linkBandwidth;
+  EXPECT_NEAR(parts.getGradientSyncTime(stage),
+              14 * net + 14 * dense / 8 / bw + 2 * net + 2 * mine / 2 / bw,
+              1e-12);
+  // Per sparse layer and F or B: half the copies' rows of the whole
+  // sequence's (32 tokens x 2 copies x 64 wide, bf16, per cp rank) out
+  // and back over the 4 members, and the counts.
+  double bytes = 2.0 * 32 * 2 * 64 * 2 / 2;
+  double layer = 2 * (3 * net + 3 * bytes / 4 / bw) + 3 * net;
+  for (PassKind kind : {PassKind::F, PassKind::B, PassKind::W}) {
+    sched::Work work{kind, 0, 0, 0};
+    EXPECT_NEAR(parts.getExpertParallelTime(work),
+                kind == PassKind::W ? 0.0 : 4 * layer, 1e-15)
+        << stringifyPassKind(kind).str();
+  }
+}
+
 // Issue 37: `GPU:calibrate=PROFILE.json` sets the analytic model's
 // efficiency to the one at which it predicts the profile's whole-model
 // pass time, and then prices every mesh: a profile the model wrote at an

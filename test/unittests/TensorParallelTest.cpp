@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 using namespace sluice::rt;
@@ -177,6 +178,58 @@ TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
   for (const auto &[color, replicas] : holders)
     EXPECT_EQ(replicas, (std::vector<int>{replicas.front() % 2,
                                           replicas.front() % 2 + 2}));
+}
+
+// With context parallelism (issue 56): an expert group is ep replicas at
+// one context rank (each sends its own tokens), and the ranks holding the
+// same experts are every ep-th replica's context ranks, dp / ep x cp of
+// them, in the order (replica / ep, context).
+TEST(ExpertParallel, GroupsSitAtOneContextRank) {
+  Plan plan;
+  plan.model = layerModel(4, 4, "swiglu", false);
+  plan.model.layers[1].experts = 4;
+  plan.devices = 2;
+  plan.dp = 4;
+  plan.ep = 2;
+  plan.cp = 2;
+  plan.stages.resize(1);
+  ASSERT_EQ(plan.getExpertReplicas(), 4);
+  std::map<int, std::vector<MeshPosition>> groups, holders;
+  for (int rank = 0; rank < plan.getRanks(); ++rank) {
+    MeshPosition at = getMeshPosition(plan, rank);
+    for (const CommSpec &spec : getCommLayout(plan, at)) {
+      if (spec.name == "experts") {
+        EXPECT_EQ(spec.key, at.replica % 2) << "rank " << rank;
+        groups[spec.color].push_back(at);
+      }
+      if (spec.name == "expert-replicas") {
+        EXPECT_EQ(spec.key, at.replica / 2 * 2 + at.context) << "rank " << rank;
+        holders[spec.color].push_back(at);
+      }
+    }
+  }
+  // Two devices x two context ranks x two groups of two replicas.
+  ASSERT_EQ(groups.size(), 8u);
+  for (const auto &[color, members] : groups) {
+    ASSERT_EQ(members.size(), 2u);
+    EXPECT_EQ(members[0].device, members[1].device);
+    EXPECT_EQ(members[0].context, members[1].context);
+    EXPECT_EQ(members[0].replica / 2, members[1].replica / 2);
+    EXPECT_NE(members[0].replica, members[1].replica);
+  }
+  // Two devices x two members: each over replicas {j, j + 2} at both
+  // context ranks.
+  ASSERT_EQ(holders.size(), 4u);
+  for (const auto &[color, ranks] : holders) {
+    ASSERT_EQ(ranks.size(), 4u);
+    std::set<std::pair<int, int>> seen;
+    for (const MeshPosition &at : ranks) {
+      EXPECT_EQ(at.device, ranks[0].device);
+      EXPECT_EQ(at.replica % 2, ranks[0].replica % 2);
+      seen.insert({at.replica, at.context});
+    }
+    EXPECT_EQ(seen.size(), 4u);
+  }
 }
 
 // Megatron-LM's vocabulary-parallel embedding and output layer: shard t

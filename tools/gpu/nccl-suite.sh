@@ -238,13 +238,40 @@ check "ZeRO-3 reshard step zb-v pp=2 x dp=2, 4 NCCL ranks" 150 \
   4 1b-zero3-step-dp2-p2 --check-against "$work/m8" "${band[@]}"
 # (added 2026-11-30, issue 56) Context parallelism: each sequence over 2
 # ranks, ring attention's key/value blocks sent and received over NCCL on
-# the compute stream inside F and B (even ranks sending first), with
-# their fp32 gradient accumulators in B and the hand-written attention
-# kernel on key blocks; whole sequences and Seq1F1B's two slices.
+# the context stream inside F and B (even ranks sending first), beside
+# the step's attention on the compute stream, with their fp32 gradient
+# accumulators in B and the hand-written attention kernel on key blocks;
+# whole sequences and Seq1F1B's two slices.
 check "context cp=2 x pp=2 zb-h1, 4 NCCL ranks" 150 \
   4 1b-context-cp2-p2 --check-against "$work/m8" "${band[@]}"
 check "context cp=2 x pp=2 seq1f1b, 4 NCCL ranks" 150 \
   4 1b-context-cp2-seq-p2 --check-against "$work/m8" "${band[@]}"
+# (added 2026-11-30, issue 56) The ring's transfers traced through CUPTI,
+# a file per rank: how much of the NCCL send/receive time ran beside the
+# compute stream's kernels (bench/stream_overlap.py; a Perfetto trace of
+# each rank). Before the context stream it was none: the transfers sat
+# on the compute stream.
+name="context: the ring's transfers beside attention's kernels"
+if wanted "$name" && [ "$backend" = cuda ]; then
+  steps=4 nccl 4 1b-context-cp2-p2 --timing
+  rm -f "$work"/ring-*.csv
+  CUDA_INJECTION64_PATH="$bundle/lib/libsluice-kernel-trace.so" \
+    SLUICE_KERNEL_TRACE="$work/ring-%r.csv" \
+    timeout -k 10 150 "${cmd[@]}" >"$work/log" 2>&1
+  code=$?
+  { echo "=== $name (exit $code)"; echo "${cmd[*]}"; cat "$work/log"; } >>"$logs"
+  for rank in 0 1 2 3; do
+    python3 "$bundle/stream_overlap.py" "$work/ring-$rank.csv" \
+      --pid "$rank" --perfetto "$out/context-ring-cupti-$rank.json"
+  done >"$work/overlap" 2>&1
+  cat "$work/overlap" >>"$logs"
+  line="$(grep -a 'beside' "$work/overlap" | head -n 1); $(grep -a '^rank 0: step' "$work/log" | cut -c1-60)"
+  if [ "$code" = 0 ] && grep -q 'NCCL.*([1-9][0-9.]*%)' "$work/overlap"; then
+    record "$name" PASS "$line"
+  else
+    record "$name" FAIL "exit $code: $line"
+  fi
+fi
 
 # Faults: each must end every rank, with a message, well inside the limit.
 judge() { # judge NAME LIMIT EXPECT CODE START: a run that should have failed
