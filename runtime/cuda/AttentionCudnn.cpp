@@ -7,6 +7,8 @@
 
 #include <cudnn_frontend.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -54,6 +56,16 @@ Status CudnnAttention::create(ErrorSink &errors,
   out->deterministic = getEnvFlag("SLUICE_ATTENTION_DETERMINISTIC", true);
   out->autotune = getEnvFlag("SLUICE_CUDNN_AUTOTUNE", false);
   return Status::ok();
+}
+
+std::string describeDnnLibrary() {
+  Dl_info info{};
+  dladdr(reinterpret_cast<void *>(&cudnnGetVersion), &info);
+  size_t v = cudnnGetVersion();
+  // 9.x: major * 10000 + minor * 100 + patch.
+  return "cuDNN " + std::to_string(v / 10000) + "." +
+         std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
+         " from " + (info.dli_fname ? info.dli_fname : "an unknown path");
 }
 
 CudnnAttention::~CudnnAttention() {

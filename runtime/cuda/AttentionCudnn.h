@@ -38,6 +38,10 @@
 
 namespace sluice::rt::cuda {
 
+/// The cuDNN this process loaded (version and file), or that the build
+/// has none.
+std::string describeDnnLibrary();
+
 class CudnnAttention {
 public:
   /// Null (and ok) where this build has no cuDNN frontend.

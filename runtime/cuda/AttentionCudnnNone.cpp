@@ -9,6 +9,10 @@ namespace sluice::rt::cuda {
 
 struct CudnnAttention::Graph {};
 
+std::string describeDnnLibrary() {
+  return "cuDNN not built in (no cudnn-frontend headers)";
+}
+
 CudnnAttention::CudnnAttention(ErrorSink &errors) : errors(errors) {}
 CudnnAttention::~CudnnAttention() = default;
 

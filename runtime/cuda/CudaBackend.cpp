@@ -2,9 +2,13 @@
 
 #include "CudaBackend.h"
 #include "CudaDevice.h"
+#include "AttentionCudnn.h"
 #include "Device.h"
+#include "Gemm.h"
 #include "StagedCommunicator.h"
 
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -53,6 +57,22 @@ int getNcclVersion() {
   if (ncclGetVersion(&version) != ncclSuccess)
     return 0;
   return version;
+}
+
+std::string describeLibraries() {
+  Dl_info info{};
+  dladdr(reinterpret_cast<void *>(&ncclGetVersion), &info);
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  int v = getNcclVersion();
+  return "CUDA runtime " + std::to_string(runtime / 1000) + "." +
+         std::to_string(runtime % 1000 / 10) + ", driver " +
+         std::to_string(driver / 1000) + "." +
+         std::to_string(driver % 1000 / 10) + "; " + describeBlasLibrary() +
+         "; " + describeDnnLibrary() + "; NCCL " + std::to_string(v / 10000) +
+         "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
+         " from " + (info.dli_fname ? info.dli_fname : "an unknown path");
 }
 
 bool ncclAllowsSharedGpus() {

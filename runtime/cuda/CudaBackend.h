@@ -30,6 +30,10 @@ Status openDevice(const Placement &placement, std::unique_ptr<Device> &out);
 
 /// The NCCL release this process runs with (2.30.7 is 23007; 0 if none).
 int getNcclVersion();
+/// The libraries this process loaded, with versions and files: the CUDA
+/// runtime and driver, cuBLASLt (and the headers it was built against),
+/// cuDNN and NCCL. Every GPU run prints it (a GPU log says what ran).
+std::string describeLibraries();
 
 /// Whether NCCL may put several ranks of one communicator on a GPU here
 /// (NCCL 2.30 and later, with NCCL_MULTI_RANK_GPU_ENABLE=1).

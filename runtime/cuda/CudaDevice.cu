@@ -220,6 +220,17 @@ Status CudaDevice::open(int index, std::unique_ptr<CudaDevice> &out) {
   return Status::ok();
 }
 
+bool CudaDevice::hasFp8TensorCores() const {
+  return kernels[int(StreamKind::Compute)]->usesFp8TensorCores();
+}
+
+int64_t CudaDevice::getFp8Multiplies() const {
+  int64_t count = laneKernels ? laneKernels->getFp8Multiplies() : 0;
+  for (const std::unique_ptr<CudaKernels> &k : kernels)
+    count += k->getFp8Multiplies();
+  return count;
+}
+
 Status CudaDevice::openLanes() {
   if (laneKernels)
     return Status::ok();

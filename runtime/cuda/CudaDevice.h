@@ -112,6 +112,11 @@ public:
     waitHook = std::move(hook);
   }
   ErrorSink &getErrors() { return errors; }
+  /// Whether the GPU has FP8 tensor cores (compute capability 8.9+) and
+  /// SLUICE_FP8_TENSOR_CORES leaves them on.
+  bool hasFp8TensorCores() const;
+  /// GEMMs multiplied on FP8 tensor cores so far, every stream's.
+  int64_t getFp8Multiplies() const;
   /// The CUDA stream behind a Stream of this device.
   static cudaStream_t getHandle(Stream &stream);
   static cudaEvent_t getHandle(Event &event);

@@ -48,6 +48,10 @@ public:
   static bool isFp8TensorCoreEnabled();
   /// Only on GPUs with FP8 tensor cores (compute capability 8.9 and later).
   void setFp8TensorCores(bool available) { fp8TensorCores &= available; }
+  bool usesFp8TensorCores() const { return fp8TensorCores; }
+  int64_t getFp8Multiplies() const {
+    return gemmEngine ? gemmEngine->getFp8Multiplies() : 0;
+  }
 
   // Every kernel of the list (runtime/Kernels.def).
 #define SLUICE_KERNEL(NAME, PARAMS, ARGS, STAGING) void NAME PARAMS override;

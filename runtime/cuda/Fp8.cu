@@ -156,12 +156,13 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
   if (m == 0 || n == 0)
     return;
   DType act = a.getType();
-  // FP8 copies only where cuBLASLt has a kernel for them: asked before
-  // quantizing, so a shape it lacks is quantized once, not twice.
+  // FP8 copies where cuBLASLt may multiply them: it is asked for a plan
+  // after quantizing, with the real operands and scales (runFp8), so a
+  // shape it refuses is quantized twice once, then never into FP8 again.
   int64_t padded = (k + 15) / 16 * 16;
   bool cores = fp8TensorCores && m % 16 == 0 && n % 16 == 0 &&
-               gemmEngine->hasFp8Kernel(m, n, padded, qa.format, qb.format, c,
-                                        ldc, beta != 0.0f);
+               gemmEngine->hasFp8Kernel(m, n, padded, qa.format, qb.format,
+                                        c.getType(), beta != 0.0f);
   for (int attempt = cores ? 0 : 1; attempt < 2; ++attempt) {
     bool fp8 = attempt == 0;
     // Rows of the quantized copies: FP8 pads k to 16 bytes (cuBLASLt's

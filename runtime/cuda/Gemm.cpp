@@ -3,6 +3,7 @@
 #include "Gemm.h"
 
 #include <cublasLt.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -86,6 +87,20 @@ Status GemmEngine::create(ErrorSink &errors, std::unique_ptr<GemmEngine> &out) {
                                      "workspace: ") +
                          cudaGetErrorString(error));
   engine->workspaceBytes = kWorkspaceBytes;
+  // The FP8 interface (scale attributes, their modes) is the headers'
+  // major version's: a library of another major one is not asked for FP8
+  // kernels, said once per process.
+  size_t loaded = cublasLtGetVersion();
+  engine->fp8Usable = int(loaded / 10000) == CUBLAS_VER_MAJOR;
+  static bool said = false;
+  if (!engine->fp8Usable && !said) {
+    said = true;
+    std::fprintf(stderr,
+                 "sluice: warning: %s: another major version than the "
+                 "headers', so FP8 GEMMs multiply in bf16\n",
+                 describeBlasLibrary().c_str());
+  }
+  engine->strictFp8 = isFp8Strict();
   out = std::move(engine);
   return Status::ok();
 }
@@ -259,11 +274,46 @@ static cudaDataType_t fp8Type(Fp8Format format) {
   return format == Fp8Format::E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
 }
 
-GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key) {
+/// The alignment of an address, in bytes up to 256 (what cuBLASLt's
+/// heuristic assumes of every pointer unless told).
+static uint32_t alignmentOf(const void *pointer) {
+  auto address = reinterpret_cast<uintptr_t>(pointer);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment)
+    alignment /= 2;
+  return alignment;
+}
+
+bool GemmEngine::isFp8Strict() { return getEnvFlag("SLUICE_FP8_STRICT", false); }
+
+void GemmEngine::refuseFp8(const Fp8Shape &shape, const std::string &why) {
+  refusedFp8.insert(shape);
+  auto [m, n, k, aType, bType, cType, accumulate] = shape;
+  (void)aType, (void)bType, (void)cType, (void)accumulate;
+  std::string text = "cuBLASLt refused its FP8 kernels for a " +
+                     std::to_string(m) + "x" + std::to_string(n) + "x" +
+                     std::to_string(k) + " GEMM (" + why + ")";
+  // Strict (SLUICE_FP8_STRICT=1; SluiceCudaTests on FP8 GPUs): a refusal
+  // is a failure, so a run or test cannot pass on the bf16 fallback.
+  if (strictFp8) {
+    errors.check(cudaErrorNotSupported,
+                 (text + "; SLUICE_FP8_STRICT=1 makes that an error").c_str(),
+                 __FILE__, __LINE__);
+    return;
+  }
+  std::fprintf(stderr,
+               "sluice: warning: %s; that shape multiplies the FP8 values in "
+               "bf16\n",
+               text.c_str());
+}
+
+GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key,
+                                         const Fp8Call &call) {
   auto found = fp8Plans.find(key);
   if (found != fp8Plans.end())
     return found->second.get();
-  auto [m, n, k, ldc, aType, bType, cType, accumulate, cAlignment] = key;
+  auto [shape, alignments, fast] = key;
+  auto [m, n, k, aType, bType, cType, accumulate] = shape;
   (void)accumulate;
   std::unique_ptr<Plan> plan = std::make_unique<Plan>();
   // Column-major C^T (n x m) = B' (k x n)^T A' (k x m): the first operand
@@ -276,42 +326,56 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key) {
         plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst)));
     BLAS_RECORD(cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond)));
+    // Fast accumulation (partial sums kept in the tensor core's precision
+    // between promotions) for the forward products only, as Transformer
+    // Engine does: the backward's E5M2 gradients keep the full promotion.
+    int8_t fastAccum = fast ? 1 : 0;
+    BLAS_RECORD(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fastAccum,
+        sizeof(fastAccum)));
+#if CUBLAS_VER_MAJOR > 12 || (CUBLAS_VER_MAJOR == 12 && CUBLAS_VER_MINOR >= 8)
+    // One fp32 scale per operand (the default, stated: cuBLAS 12.8 added
+    // block scalings the heuristic would otherwise be free to assume).
+    int32_t scalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    for (cublasLtMatmulDescAttributes_t mode :
+         {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE})
+      BLAS_RECORD(cublasLtMatmulDescSetAttribute(plan->op, mode, &scalar,
+                                                 sizeof(scalar)));
+#endif
   }
   BLAS_RECORD(
       cublasLtMatrixLayoutCreate(&plan->a, cudaDataType_t(bType), k, n, k));
   BLAS_RECORD(
       cublasLtMatrixLayoutCreate(&plan->b, cudaDataType_t(aType), k, m, k));
-  BLAS_RECORD(
-      cublasLtMatrixLayoutCreate(&plan->c, cudaDataType_t(cType), n, m, ldc));
+  BLAS_RECORD(cublasLtMatrixLayoutCreate(&plan->c, cudaDataType_t(cType), n,
+                                         m, call.ldc));
   int count = 0;
   constexpr int kFp8Candidates = 8;
   cublasLtMatmulHeuristicResult_t results[kFp8Candidates] = {};
   if (plan->op && plan->a && plan->b && plan->c) {
-    // The scale pointers are part of the problem the heuristic matches
-    // kernels to: an algorithm chosen without them is a kernel that does
-    // not scale, and cublasLtMatmul refuses it once they are set (status
-    // 15, measured on an H200 with cuBLAS 13.1). Any device address does
-    // here; runFp8 sets the real ones before each call.
-    const void *placeholder = workspace;
-    BLAS_RECORD(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder,
-        sizeof(placeholder)));
-    BLAS_RECORD(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder,
-        sizeof(placeholder)));
+    // The real scale pointers, before the heuristic (as Transformer Engine
+    // and PyTorch's scaled_mm do): it matches kernels to the problem as
+    // set, judging alignment from the pointer values it is given. Two GPU
+    // runs that showed it a null or a stand-in had every FP8 kernel
+    // refused at call time. The first operand is B.
+    setFp8Scales(*plan, call);
     cublasLtMatmulPreference_t preference = nullptr;
     BLAS_RECORD(cublasLtMatmulPreferenceCreate(&preference));
     BLAS_RECORD(cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
         sizeof(workspaceBytes)));
-    // The heuristic assumes 256-byte-aligned pointers unless told; an
-    // output inside a larger buffer may be less aligned (the operands'
-    // copies and the scales are 256-aligned).
-    for (cublasLtMatmulPreferenceAttributes_t attribute :
-         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    // Every operand's real alignment (the heuristic assumes 256 bytes):
+    // cuBLASLt's A is our B's copy.
+    auto [alignA, alignB, alignC, alignScaleA, alignScaleB] = alignments;
+    (void)alignScaleA, (void)alignScaleB;
+    std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> prefs[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}};
+    for (auto &[attribute, bytes] : prefs)
       BLAS_RECORD(cublasLtMatmulPreferenceSetAttribute(
-          preference, attribute, &cAlignment, sizeof(cAlignment)));
+          preference, attribute, &bytes, sizeof(bytes)));
     // Not an error where the library has none: the caller falls back.
     if (cublasLtMatmulAlgoGetHeuristic(
             static_cast<cublasLtHandle_t>(handle), plan->op, plan->a, plan->b,
@@ -336,34 +400,38 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key) {
   return (fp8Plans[key] = std::move(plan)).get();
 }
 
-static GemmEngine::Fp8Key makeFp8Key(int64_t m, int64_t n, int64_t k,
-                                     int64_t ldc, Fp8Format aFormat,
-                                     Fp8Format bFormat, DevicePtr c,
-                                     bool accumulate) {
-  auto address = reinterpret_cast<uintptr_t>(c.get());
-  uint32_t alignment = 256;
-  while (alignment > 1 && address % alignment)
-    alignment /= 2;
+void GemmEngine::setFp8Scales(Plan &plan, const Fp8Call &call) {
+  BLAS_RECORD(cublasLtMatmulDescSetAttribute(
+      plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &call.inverseB,
+      sizeof(call.inverseB)));
+  BLAS_RECORD(cublasLtMatmulDescSetAttribute(
+      plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &call.inverseA,
+      sizeof(call.inverseA)));
+}
+
+GemmEngine::Fp8Shape GemmEngine::getFp8Shape(int64_t m, int64_t n, int64_t k,
+                                             Fp8Format aFormat,
+                                             Fp8Format bFormat, DType cType,
+                                             bool accumulate) {
   return {m,
           n,
           k,
-          ldc,
           int(fp8Type(aFormat)),
           int(fp8Type(bFormat)),
-          int(cudaType(c.getType())),
-          accumulate,
-          alignment};
+          int(cudaType(cType)),
+          accumulate};
 }
 
 bool GemmEngine::hasFp8Kernel(int64_t m, int64_t n, int64_t k,
-                              Fp8Format aFormat, Fp8Format bFormat, DevicePtr c,
-                              int64_t ldc, bool accumulate) {
+                              Fp8Format aFormat, Fp8Format bFormat, DType c,
+                              bool accumulate) {
   // cuBLASLt cannot multiply two E5M2 operands; Sluice never asks it to
-  // (a gradient meets a weight or an activation).
-  if (aFormat == Fp8Format::E5M2 && bFormat == Fp8Format::E5M2)
+  // (a gradient meets a weight or an activation). A library of another
+  // major version than the headers offers none we trust.
+  if (!fp8Usable || (aFormat == Fp8Format::E5M2 && bFormat == Fp8Format::E5M2))
     return false;
-  return getFp8Plan(makeFp8Key(m, n, k, ldc, aFormat, bFormat, c,
-                               accumulate)) != nullptr;
+  return !refusedFp8.count(
+      getFp8Shape(m, n, k, aFormat, bFormat, c, accumulate));
 }
 
 bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
@@ -371,20 +439,25 @@ bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                         const float *inverseA, const void *b, Fp8Format bFormat,
                         const float *inverseB, float beta, DevicePtr c,
                         int64_t ldc) {
-  if (aFormat == Fp8Format::E5M2 && bFormat == Fp8Format::E5M2)
+  bool accumulate = beta != 0.0f;
+  if (!hasFp8Kernel(m, n, k, aFormat, bFormat, c.getType(), accumulate))
     return false;
-  Fp8Key key = makeFp8Key(m, n, k, ldc, aFormat, bFormat, c, beta != 0.0f);
-  Plan *plan = getFp8Plan(key);
-  if (!plan)
+  Fp8Shape shape =
+      getFp8Shape(m, n, k, aFormat, bFormat, c.getType(), accumulate);
+  // The forward's products multiply two E4M3 operands; a gradient is E5M2.
+  bool fast = aFormat == Fp8Format::E4M3 && bFormat == Fp8Format::E4M3;
+  Fp8Key key{shape,
+             {alignmentOf(a), alignmentOf(b), alignmentOf(c.get()),
+              alignmentOf(inverseA), alignmentOf(inverseB)},
+             fast};
+  Fp8Call call{ldc, inverseA, inverseB};
+  Plan *plan = getFp8Plan(key, call);
+  if (!plan) {
+    refuseFp8(shape, "its heuristic offered no algorithm");
     return false;
-  // The operands' scales are read by the kernel from device memory: the
-  // first operand is B.
-  BLAS_RECORD(cublasLtMatmulDescSetAttribute(
-      plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &inverseB,
-      sizeof(inverseB)));
-  BLAS_RECORD(cublasLtMatmulDescSetAttribute(
-      plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &inverseA,
-      sizeof(inverseA)));
+  }
+  // The scales move with the scratch; the plan's alignment class is theirs.
+  setFp8Scales(*plan, call);
   auto multiply = [&] {
     return cublasLtMatmul(static_cast<cublasLtHandle_t>(handle), plan->op,
                           &alpha, b, plan->a, a, plan->b, &beta, c.get(),
@@ -412,18 +485,26 @@ bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
       cublasLtLoggerSetMask(0);
       cublasLtLoggerSetCallback(nullptr);
     }
-    std::fprintf(stderr,
-                 "sluice: warning: cuBLASLt refused its FP8 kernels for a "
-                 "%lldx%lldx%lld GEMM (%s); that shape multiplies the FP8 "
-                 "values in bf16\n",
-                 (long long)m, (long long)n, (long long)k,
-                 ltLastError.empty() ? "no reason logged"
-                                     : ltLastError.c_str());
     fp8Plans[key] = nullptr;
+    refuseFp8(shape, ltLastError.empty() ? "no reason logged" : ltLastError);
     return false;
   }
   BLAS_RECORD(status);
+  ++fp8Multiplies;
   return true;
+}
+
+std::string describeBlasLibrary() {
+  Dl_info info{};
+  dladdr(reinterpret_cast<void *>(&cublasLtGetVersion), &info);
+  size_t loaded = cublasLtGetVersion();
+  return "cuBLASLt " + std::to_string(loaded / 10000) + "." +
+         std::to_string(loaded / 100 % 100) + "." +
+         std::to_string(loaded % 100) + " (built against " +
+         std::to_string(CUBLAS_VER_MAJOR) + "." +
+         std::to_string(CUBLAS_VER_MINOR) + "." +
+         std::to_string(CUBLAS_VER_PATCH) + ") from " +
+         (info.dli_fname ? info.dli_fname : "an unknown path");
 }
 
 } // namespace sluice::rt::cuda

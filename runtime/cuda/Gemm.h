@@ -28,6 +28,8 @@
 
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <tuple>
 
 namespace sluice::rt::cuda {
@@ -45,29 +47,57 @@ public:
   /// (*inverseA) (*inverseB) a b^T + beta C, where `a` holds op(A) as m
   /// rows and `b` op(B)^T as n rows of `k` FP8 bytes each (cuBLASLt's FP8
   /// kernels take only this "TN" form) and the inverse scales are device
-  /// floats. False, with nothing enqueued, where cuBLASLt has no FP8
-  /// algorithm for the shape (the caller multiplies another way).
+  /// floats. The plan is made with these very pointers (the heuristic
+  /// judges their alignment) and kept per alignment class; forward
+  /// products (E4M3 x E4M3) accumulate fast. False, with nothing
+  /// enqueued, where cuBLASLt has no FP8 algorithm for the shape or
+  /// refuses the ones it offered (the caller multiplies another way; said
+  /// once per shape, an error under SLUICE_FP8_STRICT=1).
   bool runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k, float alpha,
               const void *a, Fp8Format aFormat, const float *inverseA,
               const void *b, Fp8Format bFormat, const float *inverseB,
               float beta, DevicePtr c, int64_t ldc);
-  /// Whether cuBLASLt offers an FP8 algorithm for this problem (asked once
-  /// per shape): the caller quantizes into FP8 only where it may be used.
+  /// Whether FP8 kernels may serve this problem: false for two E5M2
+  /// operands, a cuBLASLt of another major version than the headers', or
+  /// a shape refused before (so the caller quantizes into FP8 only where
+  /// they may be used).
   bool hasFp8Kernel(int64_t m, int64_t n, int64_t k, Fp8Format aFormat,
-                    Fp8Format bFormat, DevicePtr c, int64_t ldc,
-                    bool accumulate);
+                    Fp8Format bFormat, DType c, bool accumulate);
+  /// GEMMs multiplied on FP8 tensor cores so far (the tests' proof that
+  /// one ran).
+  int64_t getFp8Multiplies() const { return fp8Multiplies; }
+  /// SLUICE_FP8_STRICT=1: a refused FP8 GEMM is an error, not a fallback.
+  static bool isFp8Strict();
 
-  /// m, n, k, ldc, the operands' and C's types, accumulation, and C's
-  /// alignment in bytes (up to 256).
-  using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int,
-                            bool, uint32_t>;
+  /// An FP8 problem: m, n, k, the operands' and C's types, accumulation.
+  using Fp8Shape = std::tuple<int64_t, int64_t, int64_t, int, int, int, bool>;
+  /// Its plan's key: the shape, the alignments (bytes, up to 256) of A,
+  /// B, C and the two scales, and fast accumulation.
+  using Fp8Key =
+      std::tuple<Fp8Shape,
+                 std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>,
+                 bool>;
 
 private:
   struct Plan;
-  /// The descriptors and algorithm of one FP8 shape; null where there is
-  /// none (remembered, so the heuristic is asked once).
-  Plan *getFp8Plan(const Fp8Key &key);
+  /// What a plan is made with beyond its key.
+  struct Fp8Call {
+    int64_t ldc;
+    const float *inverseA, *inverseB;
+  };
+  static Fp8Shape getFp8Shape(int64_t m, int64_t n, int64_t k,
+                              Fp8Format aFormat, Fp8Format bFormat, DType c,
+                              bool accumulate);
+  /// The descriptors and algorithm of one FP8 problem; null where there
+  /// is none (remembered, so the heuristic is asked once).
+  Plan *getFp8Plan(const Fp8Key &key, const Fp8Call &call);
+  void setFp8Scales(Plan &plan, const Fp8Call &call);
+  /// Remembers that `shape` multiplies another way, and says why.
+  void refuseFp8(const Fp8Shape &shape, const std::string &why);
   std::map<Fp8Key, std::unique_ptr<Plan>> fp8Plans;
+  std::set<Fp8Shape> refusedFp8;
+  int64_t fp8Multiplies = 0;
+  bool fp8Usable = true, strictFp8 = false;
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int, int, bool>;
   explicit GemmEngine(ErrorSink &errors);
@@ -85,6 +115,10 @@ private:
   bool autotune = true, log = false;
   std::map<Key, std::unique_ptr<Plan>> plans;
 };
+
+/// The cuBLASLt this process loaded: its version, the headers' it was
+/// built against, and the file it came from.
+std::string describeBlasLibrary();
 
 } // namespace sluice::rt::cuda
 

@@ -107,7 +107,6 @@ Status Executor::prepare() {
     return st;
   if (Status st = allocateBuffers(); !st)
     return st;
-  ready = device.createEvent();
   profiler.createEvents(replicas != nullptr);
   if (Status st = planGradients(); !st)
     return st;
@@ -326,6 +325,28 @@ Status Executor::allocateBuffers() {
       return st;
   incoming.resize(buffers.size());
   sendOf.assign(buffers.size(), -1);
+  // What each transfer waits for: only the pass that touched its slot
+  // last, not the compute stream's tail (a send issued after the passes
+  // the global order lists before it would otherwise leave only once they
+  // finished). A slot no pass touched yet this step waits for nothing:
+  // the previous step ended with the device synchronized.
+  std::vector<int64_t> lastWrite(buffers.size(), -1),
+      lastTouch(buffers.size(), -1);
+  transferAfter.assign(program.instructions.size(), -1);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &instr = program.instructions[i];
+    if (instr.op == Op::Send)
+      transferAfter[i] = lastWrite[size_t(instr.buffer)];
+    else if (instr.op == Op::Recv)
+      transferAfter[i] = lastTouch[size_t(instr.buffer)];
+    if (instr.op != Op::Exec)
+      continue;
+    for (int32_t slot : {instr.out, instr.state, instr.wstate, instr.kv})
+      if (slot >= 0)
+        lastWrite[size_t(slot)] = lastTouch[size_t(slot)] = int64_t(i);
+    if (instr.in >= 0)
+      lastTouch[size_t(instr.in)] = int64_t(i);
+  }
   // Each stage's fp8 records and its sparse layers' routing over the step.
   fp8States.resize(stages.size());
   loads.resize(stages.size());
@@ -582,7 +603,7 @@ Status Executor::dispatch(size_t &i, float lossScale) {
   switch (instr.op) {
   case Op::Send:
   case Op::Recv:
-    return issueTransfer(instr);
+    return issueTransfer(i);
   case Op::GradSync:
     if (evaluating)
       return Status::ok(); // no gradients: every replica skips it alike
@@ -645,12 +666,15 @@ void Executor::accountStep(double dispatchIdle) {
       std::max(0.0, times.total - times.compute - times.data - overhead);
 }
 
-Status Executor::issueTransfer(const Instruction &instr) {
+Status Executor::issueTransfer(size_t i) {
+  const Instruction &instr = plan.programs[deviceIndex].instructions[i];
   int64_t message = messageElements[size_t(instr.slice)];
-  // The pipeline stream moves what compute has produced, and writes a
-  // slot only after compute's earlier reads of it.
-  ready->record(compute);
-  pipeline.wait(*ready);
+  // The pipeline stream moves what the slot's writer produced, and writes
+  // a slot only after compute's earlier reads and writes of it: it waits
+  // for that pass's end (allocateBuffers), not for every pass issued
+  // before the transfer.
+  if (int64_t after = transferAfter[i]; after >= 0)
+    pipeline.wait(*profiler.getEnd(size_t(after)));
   DevicePtr payload = slot(instr.buffer);
   comm.describeNext(plan.describe(instr));
   if (instr.op == Op::Send) {

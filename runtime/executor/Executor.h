@@ -117,7 +117,7 @@ private:
   /// --fail-at-instruction on this rank: fails at instruction
   /// `instruction` (or, with --fail-hang, waits there forever).
   Status injectFault(size_t instruction) const;
-  Status issueTransfer(const Instruction &instr);
+  Status issueTransfer(size_t instruction);
   Status issueGradSync(size_t instruction);
   Status runExec(size_t instruction, float lossScale);
   /// An exec's inputs and slots, before its pass: the collectives it
@@ -234,8 +234,10 @@ private:
   /// The step's sends, and for each slot the one still reading it (-1).
   std::vector<std::unique_ptr<Request>> outgoing;
   std::vector<int64_t> sendOf;
-  /// Orders the pipeline stream after the compute work before a transfer.
-  std::unique_ptr<Event> ready;
+  /// Per instruction, the pass a transfer waits for on the pipeline
+  /// stream (-1: none this step): a send's slot's writer, a receive's
+  /// slot's last reader or writer (allocateBuffers).
+  std::vector<int64_t> transferAfter;
   /// Orders the context stream after the compute work before a ring step.
   std::unique_ptr<Event> ringReady;
   /// Ranks sharing a tied embedding table, if the two ends are apart.

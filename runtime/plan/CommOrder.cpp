@@ -26,10 +26,20 @@ public:
   }
 
   Status run(std::vector<std::vector<size_t>> &out) {
+    // The devices take turns, one instruction each, as devices that run
+    // at the same time would: a send completes (and takes its place in
+    // the order) as soon as its receiver has posted the receive, not
+    // after the sender has run ahead to its next wait. (Running each
+    // device until it waits listed a pipeline's first send after all its
+    // warm-up forwards, and the runtime issued it there: every stage's
+    // fill waited for the one before it to finish its own.)
     for (bool moved = true; moved;) {
       moved = false;
       for (int d = 0; d < plan.devices; ++d)
-        moved |= advance(d);
+        if (pc[d] < plan.programs[d].instructions.size() && step(d, pc[d])) {
+          ++pc[d];
+          moved = true;
+        }
     }
     for (int d = 0; d < plan.devices; ++d)
       if (pc[d] < plan.programs[d].instructions.size())
@@ -55,17 +65,6 @@ private:
 
   const Instruction &at(int d, size_t i) const {
     return plan.programs[d].instructions[i];
-  }
-
-  /// Runs device `d` until it waits; whether it moved.
-  bool advance(int d) {
-    bool moved = false;
-    const std::vector<Instruction> &program = plan.programs[d].instructions;
-    while (pc[d] < program.size() && step(d, pc[d])) {
-      ++pc[d];
-      moved = true;
-    }
-    return moved;
   }
 
   /// Whether the send last posted from `slot` of `d` has completed (or

@@ -12,7 +12,9 @@
 //
 // orderCommunication finds one order for the whole step, from the plan
 // alone, so every rank computes the same one: it runs every device's
-// program together, passes taking no time, with the executor's waits
+// program together, passes taking no time and the devices taking turns
+// an instruction at a time (as devices running at once), with the
+// executor's waits
 // (a pass waits for its receive and the collectives it reads; a slot is
 // written only once the send reading it has completed) and rendezvous
 // semantics -- a message completes when both ends have posted it, a

