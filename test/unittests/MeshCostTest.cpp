@@ -45,9 +45,16 @@ class MeshCostTest : public ::testing::Test {
 protected:
   MeshCostTest() { context.loadDialect<SluiceDialect>(); }
 
-  /// The model over `pp` devices (1F1B placement), split backward.
-  ModelOp partition(int pp, RecomputeKind recompute = RecomputeKind::none) {
-    module = parseSourceString<ModuleOp>(kModel, &context);
+  /// The model over `pp` devices (1F1B placement), split backward;
+  /// `sparse`: every layer a mixture of 8 experts, 2 per token.
+  ModelOp partition(int pp, RecomputeKind recompute = RecomputeKind::none,
+                    bool sparse = false) {
+    std::string text = kModel;
+    if (sparse)
+      for (size_t at = text.find("mlp = swiglu}"); at != std::string::npos;
+           at = text.find("mlp = swiglu}", at + 1))
+        text.replace(at, 13, "mlp = swiglu, experts = 8, top_k = 2}");
+    module = parseSourceString<ModuleOp>(text, &context);
     ::sluice::test::require(module, "the test model parses");
     ModelOp model = *module->getOps<ModelOp>().begin();
     StagePartitionOptions opts;
@@ -556,18 +563,7 @@ TEST_F(MeshCostTest, ZeroOneShardsTheOptimizerState) {
 // sparse layer (the counts' exchange is latency): eight replicas on one
 // node of 8, experts over 4.
 TEST_F(MeshCostTest, ExpertParallelismSplitsTheExpertsAndAddsAllToAlls) {
-  std::string text = kModel;
-  for (size_t at = text.find("mlp = swiglu}"); at != std::string::npos;
-       at = text.find("mlp = swiglu}", at + 1))
-    text.replace(at, 13, "mlp = swiglu, experts = 8, top_k = 2}");
-  module = parseSourceString<ModuleOp>(text, &context);
-  ::sluice::test::require(module, "the sparse model parses");
-  ModelOp model = *module->getOps<ModelOp>().begin();
-  StagePartitionOptions opts;
-  opts.pp = 1;
-  ASSERT_TRUE(succeeded(partitionStages(model, opts)));
-  ASSERT_TRUE(succeeded(splitPasses(model, /*split=*/true,
-                                    RecomputeKind::none)));
+  ModelOp model = partition(1, RecomputeKind::none, /*sparse=*/true);
   sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 2, 1),
                                                       "the model's pipeline");
   CostModel costs = h100();
@@ -611,18 +607,7 @@ TEST_F(MeshCostTest, ExpertParallelismSplitsTheExpertsAndAddsAllToAlls) {
 // dp 4 x cp 2 with ep 4: the context pairs {0,1}, {2,3}... fit in a node,
 // the expert groups {0,2,4,6} and {1,3,5,7} do not.
 TEST_F(MeshCostTest, ExpertGroupsSitAtOneContextRank) {
-  std::string text = kModel;
-  for (size_t at = text.find("mlp = swiglu}"); at != std::string::npos;
-       at = text.find("mlp = swiglu}", at + 1))
-    text.replace(at, 13, "mlp = swiglu, experts = 8, top_k = 2}");
-  module = parseSourceString<ModuleOp>(text, &context);
-  ::sluice::test::require(module, "the sparse model parses");
-  ModelOp model = *module->getOps<ModelOp>().begin();
-  StagePartitionOptions opts;
-  opts.pp = 1;
-  ASSERT_TRUE(succeeded(partitionStages(model, opts)));
-  ASSERT_TRUE(succeeded(splitPasses(model, /*split=*/true,
-                                    RecomputeKind::none)));
+  ModelOp model = partition(1, RecomputeKind::none, /*sparse=*/true);
   sched::Pipeline pipeline = *::sluice::test::require(getPipeline(model, 2, 1),
                                                       "the model's pipeline");
   std::string error;

@@ -136,14 +136,22 @@ TEST(ExpertParallel, ExpertSharesTileEveryExpertMap) {
 // its members (the dispatch's all-to-alls, on the compute stream) and,
 // when more than one group holds the same experts, one over the replicas
 // holding them (the expert maps' sums, ZeRO-1's parts).
-TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
+/// Two devices of 4 replicas, `cp` context ranks each, the 4 experts of
+/// layer 1 over 2.
+Plan expertPlan(int cp) {
   Plan plan;
   plan.model = layerModel(4, 4, "swiglu", false);
   plan.model.layers[1].experts = 4;
   plan.devices = 2;
   plan.dp = 4;
   plan.ep = 2;
+  plan.cp = cp;
   plan.stages.resize(1);
+  return plan;
+}
+
+TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
+  Plan plan = expertPlan(1);
   std::map<int, std::vector<int>> groups; // experts color -> ranks
   std::map<int, std::vector<int>> holders; // expert-replicas -> replicas
   for (int rank = 0; rank < plan.getRanks(); ++rank) {
@@ -185,14 +193,7 @@ TEST(ExpertParallel, GroupsAreConsecutiveReplicas) {
 // same experts are every ep-th replica's context ranks, dp / ep x cp of
 // them, in the order (replica / ep, context).
 TEST(ExpertParallel, GroupsSitAtOneContextRank) {
-  Plan plan;
-  plan.model = layerModel(4, 4, "swiglu", false);
-  plan.model.layers[1].experts = 4;
-  plan.devices = 2;
-  plan.dp = 4;
-  plan.ep = 2;
-  plan.cp = 2;
-  plan.stages.resize(1);
+  Plan plan = expertPlan(2);
   ASSERT_EQ(plan.getExpertReplicas(), 4);
   std::map<int, std::vector<MeshPosition>> groups, holders;
   for (int rank = 0; rank < plan.getRanks(); ++rank) {
