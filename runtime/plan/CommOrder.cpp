@@ -3,6 +3,7 @@
 #include "CommOrder.h"
 
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace sluice::rt {
@@ -15,6 +16,7 @@ public:
   explicit OrderRun(const Plan &plan) : plan(plan) {
     int devices = plan.devices;
     pc.assign(devices, 0);
+    lastSend.resize(devices);
     order.resize(devices);
     sendOf.resize(devices);
     incoming.resize(devices);
@@ -27,19 +29,33 @@ public:
 
   Status run(std::vector<std::vector<size_t>> &out) {
     // The devices take turns, one instruction each, as devices that run
-    // at the same time would: a send completes (and takes its place in
-    // the order) as soon as its receiver has posted the receive, not
-    // after the sender has run ahead to its next wait. (Running each
-    // device until it waits listed a pipeline's first send after all its
-    // warm-up forwards, and the runtime issued it there: every stage's
-    // fill waited for the one before it to finish its own.)
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (int d = 0; d < plan.devices; ++d)
-        if (pc[d] < plan.programs[d].instructions.size() && step(d, pc[d])) {
+    // at the same time would, and a device whose last send has not
+    // completed waits for its receiver while any other device can move
+    // (patiently): a send completes, and takes its place in the order,
+    // before its device's next pass wherever the receiver allows it.
+    // (Running each device until it waited listed a pipeline's first
+    // send after all its warm-up forwards, and the runtime issued it
+    // there: every stage's fill waited for the one before it to finish
+    // its own.) Where only impatient devices could move, they do: plans
+    // whose devices both send before they receive stay runnable.
+    bool patient = true;
+    for (;;) {
+      bool moved = false;
+      for (int d = 0; d < plan.devices; ++d) {
+        if (pc[d] >= plan.programs[d].instructions.size() ||
+            (patient && waitsForSend(d)))
+          continue;
+        if (step(d, pc[d])) {
           ++pc[d];
           moved = true;
         }
+      }
+      if (moved)
+        patient = true;
+      else if (patient)
+        patient = false;
+      else
+        break;
     }
     for (int d = 0; d < plan.devices; ++d)
       if (pc[d] < plan.programs[d].instructions.size())
@@ -67,6 +83,11 @@ private:
     return plan.programs[d].instructions[i];
   }
 
+  /// Whether `d`'s last send is still waiting for its receive.
+  bool waitsForSend(int d) const {
+    return lastSend[d] && !messages.at(*lastSend[d]).complete();
+  }
+
   /// Whether the send last posted from `slot` of `d` has completed (or
   /// there is none).
   bool settled(int d, int32_t slot) const {
@@ -90,6 +111,7 @@ private:
       m.sendInstr = i;
       sendOf[d][instr.buffer] = int64_t(sendSlots.size());
       sendSlots.push_back(key);
+      lastSend[d] = key;
       completeMessage(key, m);
       return true;
     }
@@ -193,6 +215,8 @@ private:
   /// filling it, as indices into sendSlots/recvSlots (-1: none).
   std::vector<std::vector<int64_t>> sendOf, incoming;
   std::vector<MessageKey> sendSlots, recvSlots;
+  /// Per device, its last send (waitsForSend).
+  std::vector<std::optional<MessageKey>> lastSend;
 };
 
 } // namespace

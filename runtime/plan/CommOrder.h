@@ -13,7 +13,8 @@
 // orderCommunication finds one order for the whole step, from the plan
 // alone, so every rank computes the same one: it runs every device's
 // program together, passes taking no time and the devices taking turns
-// an instruction at a time (as devices running at once), with the
+// an instruction at a time (as devices running at once; one whose last
+// send has not completed waits while another can move), with the
 // executor's waits
 // (a pass waits for its receive and the collectives it reads; a slot is
 // written only once the send reading it has completed) and rendezvous
