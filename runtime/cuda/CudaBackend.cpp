@@ -59,22 +59,6 @@ int getNcclVersion() {
   return version;
 }
 
-std::string describeLibraries() {
-  Dl_info info{};
-  dladdr(reinterpret_cast<void *>(&ncclGetVersion), &info);
-  int driver = 0, runtime = 0;
-  cudaDriverGetVersion(&driver);
-  cudaRuntimeGetVersion(&runtime);
-  int v = getNcclVersion();
-  return "CUDA runtime " + std::to_string(runtime / 1000) + "." +
-         std::to_string(runtime % 1000 / 10) + ", driver " +
-         std::to_string(driver / 1000) + "." +
-         std::to_string(driver % 1000 / 10) + "; " + describeBlasLibrary() +
-         "; " + describeDnnLibrary() + "; NCCL " + std::to_string(v / 10000) +
-         "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
-         " from " + (info.dli_fname ? info.dli_fname : "an unknown path");
-}
-
 bool ncclAllowsSharedGpus() {
   const char *enabled = std::getenv("NCCL_MULTI_RANK_GPU_ENABLE");
   return getNcclVersion() >= 23000 && enabled && std::string(enabled) == "1";
@@ -87,6 +71,21 @@ std::string versionName(int v) {
          "." + std::to_string(v % 100);
 }
 } // namespace
+
+std::string describeLibraries() {
+  Dl_info info{};
+  dladdr(reinterpret_cast<void *>(&ncclGetVersion), &info);
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  int v = getNcclVersion();
+  return "CUDA runtime " + std::to_string(runtime / 1000) + "." +
+         std::to_string(runtime % 1000 / 10) + ", driver " +
+         std::to_string(driver / 1000) + "." +
+         std::to_string(driver % 1000 / 10) + "; " + describeBlasLibrary() +
+         "; " + describeDnnLibrary() + "; NCCL " + versionName(v) + " from " +
+         (info.dli_fname ? info.dli_fname : "an unknown path");
+}
 
 Status openCommunicators(HostGroup &world, Device &device,
                          const Placement &placement, const Plan &plan,

@@ -162,7 +162,7 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
   int64_t padded = (k + 15) / 16 * 16;
   bool cores = fp8TensorCores && m % 16 == 0 && n % 16 == 0 &&
                gemmEngine->hasFp8Kernel(m, n, padded, qa.format, qb.format,
-                                        c.getType(), beta != 0.0f);
+                                        c.getType(), ldc, beta != 0.0f);
   for (int attempt = cores ? 0 : 1; attempt < 2; ++attempt) {
     bool fp8 = attempt == 0;
     // Rows of the quantized copies: FP8 pads k to 16 bytes (cuBLASLt's

@@ -288,8 +288,8 @@ bool GemmEngine::isFp8Strict() { return getEnvFlag("SLUICE_FP8_STRICT", false); 
 
 void GemmEngine::refuseFp8(const Fp8Shape &shape, const std::string &why) {
   refusedFp8.insert(shape);
-  auto [m, n, k, aType, bType, cType, accumulate] = shape;
-  (void)aType, (void)bType, (void)cType, (void)accumulate;
+  auto [m, n, k, ldc, aType, bType, cType, accumulate] = shape;
+  (void)ldc, (void)aType, (void)bType, (void)cType, (void)accumulate;
   std::string text = "cuBLASLt refused its FP8 kernels for a " +
                      std::to_string(m) + "x" + std::to_string(n) + "x" +
                      std::to_string(k) + " GEMM (" + why + ")";
@@ -312,8 +312,8 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key,
   auto found = fp8Plans.find(key);
   if (found != fp8Plans.end())
     return found->second.get();
-  auto [shape, alignments, fast] = key;
-  auto [m, n, k, aType, bType, cType, accumulate] = shape;
+  auto [shape, alignments] = key;
+  auto [m, n, k, ldc, aType, bType, cType, accumulate] = shape;
   (void)accumulate;
   std::unique_ptr<Plan> plan = std::make_unique<Plan>();
   // Column-major C^T (n x m) = B' (k x n)^T A' (k x m): the first operand
@@ -328,8 +328,9 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key,
         plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond)));
     // Fast accumulation (partial sums kept in the tensor core's precision
     // between promotions) for the forward products only, as Transformer
-    // Engine does: the backward's E5M2 gradients keep the full promotion.
-    int8_t fastAccum = fast ? 1 : 0;
+    // Engine does: the forward multiplies two E4M3 operands; the
+    // backward's E5M2 gradients keep the full promotion.
+    int8_t fastAccum = aType == CUDA_R_8F_E4M3 && bType == CUDA_R_8F_E4M3;
     BLAS_RECORD(cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fastAccum,
         sizeof(fastAccum)));
@@ -347,8 +348,8 @@ GemmEngine::Plan *GemmEngine::getFp8Plan(const Fp8Key &key,
       cublasLtMatrixLayoutCreate(&plan->a, cudaDataType_t(bType), k, n, k));
   BLAS_RECORD(
       cublasLtMatrixLayoutCreate(&plan->b, cudaDataType_t(aType), k, m, k));
-  BLAS_RECORD(cublasLtMatrixLayoutCreate(&plan->c, cudaDataType_t(cType), n,
-                                         m, call.ldc));
+  BLAS_RECORD(
+      cublasLtMatrixLayoutCreate(&plan->c, cudaDataType_t(cType), n, m, ldc));
   int count = 0;
   constexpr int kFp8Candidates = 8;
   cublasLtMatmulHeuristicResult_t results[kFp8Candidates] = {};
@@ -412,10 +413,11 @@ void GemmEngine::setFp8Scales(Plan &plan, const Fp8Call &call) {
 GemmEngine::Fp8Shape GemmEngine::getFp8Shape(int64_t m, int64_t n, int64_t k,
                                              Fp8Format aFormat,
                                              Fp8Format bFormat, DType cType,
-                                             bool accumulate) {
+                                             int64_t ldc, bool accumulate) {
   return {m,
           n,
           k,
+          ldc,
           int(fp8Type(aFormat)),
           int(fp8Type(bFormat)),
           int(cudaType(cType)),
@@ -424,14 +426,14 @@ GemmEngine::Fp8Shape GemmEngine::getFp8Shape(int64_t m, int64_t n, int64_t k,
 
 bool GemmEngine::hasFp8Kernel(int64_t m, int64_t n, int64_t k,
                               Fp8Format aFormat, Fp8Format bFormat, DType c,
-                              bool accumulate) {
+                              int64_t ldc, bool accumulate) {
   // cuBLASLt cannot multiply two E5M2 operands; Sluice never asks it to
   // (a gradient meets a weight or an activation). A library of another
   // major version than the headers offers none we trust.
   if (!fp8Usable || (aFormat == Fp8Format::E5M2 && bFormat == Fp8Format::E5M2))
     return false;
   return !refusedFp8.count(
-      getFp8Shape(m, n, k, aFormat, bFormat, c, accumulate));
+      getFp8Shape(m, n, k, aFormat, bFormat, c, ldc, accumulate));
 }
 
 bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
@@ -440,17 +442,14 @@ bool GemmEngine::runFp8(cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                         const float *inverseB, float beta, DevicePtr c,
                         int64_t ldc) {
   bool accumulate = beta != 0.0f;
-  if (!hasFp8Kernel(m, n, k, aFormat, bFormat, c.getType(), accumulate))
+  if (!hasFp8Kernel(m, n, k, aFormat, bFormat, c.getType(), ldc, accumulate))
     return false;
   Fp8Shape shape =
-      getFp8Shape(m, n, k, aFormat, bFormat, c.getType(), accumulate);
-  // The forward's products multiply two E4M3 operands; a gradient is E5M2.
-  bool fast = aFormat == Fp8Format::E4M3 && bFormat == Fp8Format::E4M3;
+      getFp8Shape(m, n, k, aFormat, bFormat, c.getType(), ldc, accumulate);
   Fp8Key key{shape,
              {alignmentOf(a), alignmentOf(b), alignmentOf(c.get()),
-              alignmentOf(inverseA), alignmentOf(inverseB)},
-             fast};
-  Fp8Call call{ldc, inverseA, inverseB};
+              alignmentOf(inverseA), alignmentOf(inverseB)}};
+  Fp8Call call{inverseA, inverseB};
   Plan *plan = getFp8Plan(key, call);
   if (!plan) {
     refuseFp8(shape, "its heuristic offered no algorithm");

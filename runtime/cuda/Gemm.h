@@ -62,32 +62,32 @@ public:
   /// a shape refused before (so the caller quantizes into FP8 only where
   /// they may be used).
   bool hasFp8Kernel(int64_t m, int64_t n, int64_t k, Fp8Format aFormat,
-                    Fp8Format bFormat, DType c, bool accumulate);
+                    Fp8Format bFormat, DType c, int64_t ldc, bool accumulate);
   /// GEMMs multiplied on FP8 tensor cores so far (the tests' proof that
   /// one ran).
   int64_t getFp8Multiplies() const { return fp8Multiplies; }
   /// SLUICE_FP8_STRICT=1: a refused FP8 GEMM is an error, not a fallback.
   static bool isFp8Strict();
 
-  /// An FP8 problem: m, n, k, the operands' and C's types, accumulation.
-  using Fp8Shape = std::tuple<int64_t, int64_t, int64_t, int, int, int, bool>;
-  /// Its plan's key: the shape, the alignments (bytes, up to 256) of A,
-  /// B, C and the two scales, and fast accumulation.
+  /// An FP8 problem: m, n, k, ldc, the operands' and C's types,
+  /// accumulation.
+  using Fp8Shape =
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
+  /// Its plan's key: the shape and the alignments (bytes, up to 256) of
+  /// A, B, C and the two scales.
   using Fp8Key =
       std::tuple<Fp8Shape,
-                 std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>,
-                 bool>;
+                 std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>>;
 
 private:
   struct Plan;
   /// What a plan is made with beyond its key.
   struct Fp8Call {
-    int64_t ldc;
     const float *inverseA, *inverseB;
   };
   static Fp8Shape getFp8Shape(int64_t m, int64_t n, int64_t k,
                               Fp8Format aFormat, Fp8Format bFormat, DType c,
-                              bool accumulate);
+                              int64_t ldc, bool accumulate);
   /// The descriptors and algorithm of one FP8 problem; null where there
   /// is none (remembered, so the heuristic is asked once).
   Plan *getFp8Plan(const Fp8Key &key, const Fp8Call &call);
