@@ -16,6 +16,13 @@ SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
 SLICED = {"seq1f1b", "seq1f1b-i", "terapipe"}
 # Any number of chunks: the search tries 2, 4 and 8.
 CHUNKED = {"interleaved-1f1b", "seq1f1b-i"}
+# The schedules built from blocks, the only ones the compiler places
+# vocabulary shards in ("schedule 'gpipe' is not built from building
+# blocks, so it cannot place the vocabulary shards' passes"): the other
+# pairs are not compiled here (1,092 of the 2,490 choices, each a refused
+# sluice-compile). Were one accepted and fastest, the search would beat
+# this brute force and the test would fail.
+BLOCKS = {"1f1b", "zb-h1", "zb-h2", "zb-v", "v-half", "v-min"}
 best = None
 with tempfile.TemporaryDirectory() as work:
     report = os.path.join(work, "r.json")
@@ -40,7 +47,8 @@ with tempfile.TemporaryDirectory() as work:
                     # whole (every other choice is the same plan there).
                     for s in (SCHEDULES if pp > 1 else ["1f1b"]):
                         for vocab in (["baseline", "vocab-1", "vocab-2"]
-                                      if pp > 1 else ["baseline"]):
+                                      if pp > 1 and s in BLOCKS
+                                      else ["baseline"]):
                           for v in ([2, 4, 8] if s in CHUNKED else [0]):
                             for slices in ([2, 4] if s in SLICED else [1]):
                                 for rc in ["none", "selective", "full"]:
