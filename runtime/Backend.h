@@ -636,6 +636,18 @@ public:
   /// collective's next step, VocabularyShards): NCCL has it issued right
   /// after it, and a transport that orders operations puts it there.
   virtual void continueNext() {}
+  /// Opens a group of point-to-point operations: those issued until
+  /// endGroup run together, as an NCCL group does (ncclGroupStart/End):
+  /// none of them waits for another, and an operation issued after the
+  /// group waits for all of them. The executor groups the sends and
+  /// receives that are adjacent in its order, so that a receive needed
+  /// now does not queue behind a send to the other neighbour. A transport
+  /// whose operations never wait for one another (MPI's) ignores it, and
+  /// says so here: the executor then issues each transfer by itself.
+  virtual bool groupsTransfers() const { return false; }
+  virtual void startGroup() {}
+  /// Closes the group startGroup opened; its failure names the group.
+  virtual Status endGroup() { return Status::ok(); }
   /// Whether the transport ends a wait that makes no progress itself
   /// (with a report of every rank's operation), so callers need not.
   virtual bool watchesProgress() const { return false; }

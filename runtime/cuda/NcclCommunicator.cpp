@@ -102,6 +102,22 @@ NcclCommunicator::enqueue(NcclComm *comm, Stream &after, Stream &on,
     on.wait(*ready);
   }
   std::shared_ptr<Event> done = device.createEvent();
+  if (comm && grouping) {
+    // Inside ncclGroupStart the call only records the operation; NCCL
+    // launches the group at ncclGroupEnd, so the event after it is
+    // recorded there (endGroup), not now.
+    ncclResult_t result = op(static_cast<ncclComm_t>(comm->handle),
+                             CudaDevice::getHandle(on));
+    if (result != ncclSuccess && result != ncclInProgress)
+      device.getErrors().check(
+          cudaErrorUnknown,
+          (what + " on communicator '" + comm->name + "': " +
+           ncclGetErrorString(result))
+              .c_str(),
+          __FILE__, __LINE__);
+    grouped.push_back({comm, &on, what, done});
+    return std::make_unique<NcclRequest>(std::move(done));
+  }
   if (comm) {
     ncclResult_t result = op(static_cast<ncclComm_t>(comm->handle),
                              CudaDevice::getHandle(on));
@@ -126,6 +142,43 @@ NcclCommunicator::enqueue(NcclComm *comm, Stream &after, Stream &on,
     done->record(on);
   }
   return std::make_unique<NcclRequest>(std::move(done));
+}
+
+void NcclCommunicator::startGroup() {
+  ncclGroupStart();
+  grouping = true;
+}
+
+Status NcclCommunicator::endGroup() {
+  grouping = false;
+  ncclResult_t result = ncclGroupEnd();
+  std::vector<Grouped> members = std::move(grouped);
+  grouped.clear();
+  if (members.empty())
+    return Status::ok();
+  std::string what = "a group of " + std::to_string(members.size()) +
+                     " operations, the first " + members.front().what;
+  Status st = Status::ok();
+  if (result == ncclInProgress)
+    st = mesh.settle(*members.front().comm, what);
+  else if (result != ncclSuccess)
+    st = Status::error(what + " on communicator '" + members.front().comm->name +
+                       "': " + ncclGetErrorString(result) + " (" +
+                       ncclGetLastError(static_cast<ncclComm_t>(
+                           members.front().comm->handle)) +
+                       ")");
+  if (!st)
+    device.getErrors().check(cudaErrorUnknown, st.message().c_str(), __FILE__,
+                             __LINE__);
+  for (Grouped &member : members) {
+    member.done->record(*member.on);
+    NcclComm &comm = *member.comm;
+    comm.recent.push_back(
+        {member.what, ++comm.issued, ++issuedOnRank, member.done});
+    while (comm.recent.size() > 256)
+      comm.recent.pop_front();
+  }
+  return st;
 }
 
 std::unique_ptr<Request> NcclCommunicator::sendAsync(DevicePtr data,

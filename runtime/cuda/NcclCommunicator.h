@@ -85,6 +85,11 @@ public:
   using HostAssistedCommunicator::allReduceSum;
   [[noreturn]] void abort(int code) override;
   void describeNext(const std::string &what) override { next = what; }
+  /// ncclGroupStart/End around the executor's adjacent sends and
+  /// receives; each operation's event is recorded after ncclGroupEnd.
+  bool groupsTransfers() const override { return true; }
+  void startGroup() override;
+  Status endGroup() override;
 
   /// The communicator for operations on `kind`'s stream.
   void setStreamComm(StreamKind kind, NcclComm *comm) {
@@ -106,6 +111,16 @@ private:
                                    const std::string &kind, Op &&op);
 
   NcclMesh &mesh;
+  /// Between startGroup and endGroup: the operations issued, each with
+  /// the stream and the event to record after the group.
+  struct Grouped {
+    NcclComm *comm;
+    Stream *on;
+    std::string what;
+    std::shared_ptr<Event> done;
+  };
+  bool grouping = false;
+  std::vector<Grouped> grouped;
   NcclComm *streamComms[kStreamKinds] = {};
   std::map<std::vector<int>, NcclComm *> groupComms;
   std::string next;

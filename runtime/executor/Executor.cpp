@@ -603,7 +603,7 @@ Status Executor::dispatch(size_t &i, float lossScale) {
   switch (instr.op) {
   case Op::Send:
   case Op::Recv:
-    return issueTransfer(i);
+    return issueTransfers(i);
   case Op::GradSync:
     if (evaluating)
       return Status::ok(); // no gradients: every replica skips it alike
@@ -666,15 +666,75 @@ void Executor::accountStep(double dispatchIdle) {
       std::max(0.0, times.total - times.compute - times.data - overhead);
 }
 
-Status Executor::issueTransfer(size_t i) {
+Status Executor::issueTransfers(size_t &i) {
+  // The run of sends and receives from i, as one group: under NCCL each
+  // operation of a communicator otherwise waits for the one before it, so
+  // a receive the next pass needs would queue behind a send to the other
+  // neighbour (Megatron-LM batches a step's sends and receives the same
+  // way). Grouping instructions adjacent in the global order keeps one
+  // position for them on every rank, so the order's proof holds. The run
+  // stops before a receive into a slot one of its sends reads (that
+  // receive waits for the send) and before an injected fault.
+  //
+  // The run's waits go on the pipeline stream before the group, a
+  // receive's wait for an earlier send still reading its slot among them.
+  // Under NCCL's rules that send, issued before on the same serial
+  // communicator, has completed before any of the run could start, so the
+  // wait delays nothing. MPI's operations do not wait for one another, so
+  // there a hoisted wait could hold back a send a peer needs: a transport
+  // that does not group keeps one transfer at a time.
+  if (!comm.groupsTransfers()) {
+    if (Status st = prepareTransfer(i); !st)
+      return st;
+    postTransfer(i);
+    return Status::ok();
+  }
+  const std::vector<Instruction> &list =
+      plan.programs[deviceIndex].instructions;
+  size_t last = i;
+  std::vector<int32_t> sent;
+  if (list[i].op == Op::Send)
+    sent.push_back(list[i].buffer);
+  while (last + 1 < list.size() &&
+         int64_t(last + 1) != options.failAtInstruction) {
+    const Instruction &next = list[last + 1];
+    if (next.op != Op::Send && next.op != Op::Recv)
+      break;
+    if (next.op == Op::Recv &&
+        std::find(sent.begin(), sent.end(), next.buffer) != sent.end())
+      break;
+    if (next.op == Op::Send)
+      sent.push_back(next.buffer);
+    ++last;
+  }
+  for (size_t j = i; j <= last; ++j)
+    if (Status st = prepareTransfer(j); !st)
+      return st;
+  if (last > i)
+    comm.startGroup();
+  for (size_t j = i; j <= last; ++j)
+    postTransfer(j);
+  Status st = last > i ? comm.endGroup() : Status::ok();
+  i = last;
+  return st;
+}
+
+Status Executor::prepareTransfer(size_t i) {
   const Instruction &instr = plan.programs[deviceIndex].instructions[i];
-  int64_t message = messageElements[size_t(instr.slice)];
   // The pipeline stream moves what the slot's writer produced, and writes
   // a slot only after compute's earlier reads and writes of it: it waits
   // for that pass's end (allocateBuffers), not for every pass issued
   // before the transfer.
   if (int64_t after = transferAfter[i]; after >= 0)
     pipeline.wait(*profiler.getEnd(size_t(after)));
+  if (instr.op == Op::Recv)
+    return settle(instr.buffer, pipeline);
+  return Status::ok();
+}
+
+void Executor::postTransfer(size_t i) {
+  const Instruction &instr = plan.programs[deviceIndex].instructions[i];
+  int64_t message = messageElements[size_t(instr.slice)];
   DevicePtr payload = slot(instr.buffer);
   comm.describeNext(plan.describe(instr));
   if (instr.op == Op::Send) {
@@ -683,13 +743,10 @@ Status Executor::issueTransfer(size_t i) {
         comm.sendAsync(payload, message, instr.peer, int(instr.key), pipeline));
     transfers.track(*outgoing.back());
   } else {
-    if (Status st = settle(instr.buffer, pipeline); !st)
-      return st;
     incoming[instr.buffer] =
         comm.recvAsync(payload, message, instr.peer, int(instr.key), pipeline);
     transfers.track(*incoming[instr.buffer]);
   }
-  return Status::ok();
 }
 
 Status Executor::issueGradSync(size_t i) {

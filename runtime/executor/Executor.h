@@ -117,7 +117,14 @@ private:
   /// --fail-at-instruction on this rank: fails at instruction
   /// `instruction` (or, with --fail-hang, waits there forever).
   Status injectFault(size_t instruction) const;
-  Status issueTransfer(size_t instruction);
+  /// The sends and receives adjacent to `instruction` in the order, as
+  /// one group of the communicator (Communicator::startGroup); `instruction`
+  /// ends at the last of them.
+  Status issueTransfers(size_t &instruction);
+  /// A transfer's waits on the pipeline stream: for the pass that last
+  /// touched its slot, and a receive's for the send still reading it.
+  Status prepareTransfer(size_t instruction);
+  void postTransfer(size_t instruction);
   Status issueGradSync(size_t instruction);
   Status runExec(size_t instruction, float lossScale);
   /// An exec's inputs and slots, before its pass: the collectives it

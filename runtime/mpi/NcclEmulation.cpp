@@ -30,6 +30,12 @@ struct Header {
 };
 
 constexpr int kHeaderTag = 0, kBodyTag = 1;
+/// A message's body goes under a tag of its own among the next 1024 to
+/// the same peer: two sends of one group start together, and the second's
+/// body may leave before the first's; its receiver, matched by the
+/// headers' order, takes it by this tag (1 + 1024 stays below MPI's
+/// smallest tag bound, 32767).
+int bodyTag(int64_t pairIndex) { return kBodyTag + int(pairIndex % 1024); }
 constexpr int kReportAsk = 1, kReportAnswer = 2;
 
 /// A stand-in for the request of an operation that could not be made
@@ -46,7 +52,7 @@ private:
 } // namespace
 
 struct NcclEmulation::Op {
-  enum class Kind { Send, Recv, Collective, Chain };
+  enum class Kind { Send, Recv, Collective, Chain, Group };
   enum class State { Queued, Header, Body, Done };
   Kind kind = Kind::Send;
   Comm *comm = nullptr;
@@ -69,6 +75,8 @@ struct NcclEmulation::Op {
   std::vector<Communicator::ChainStep> chain;
   size_t step = 0;
   std::shared_ptr<Op> current;
+  // A group (startGroup/endGroup): its operations, started together.
+  std::vector<std::shared_ptr<Op>> members;
   State state = State::Queued;
   MPI_Request request = MPI_REQUEST_NULL;
 };
@@ -169,14 +177,50 @@ std::unique_ptr<Communicator> NcclEmulation::takeGroup(MeshGroup group) {
   return std::move(groups[int(group)]);
 }
 
+void NcclEmulation::startGroup() {
+  group = std::make_shared<Op>();
+  group->kind = Op::Kind::Group;
+}
+
+void NcclEmulation::endGroup() {
+  std::shared_ptr<Op> made = std::move(group);
+  group = nullptr;
+  if (!made || made->members.empty())
+    return;
+  made->comm = made->members.front()->comm;
+  made->what = "a group of " + std::to_string(made->members.size()) +
+               " operations, the first " + made->members.front()->what;
+  // Queued where any of its operations would have been: it starts once
+  // everything issued before any of them has finished.
+  for (const std::shared_ptr<Op> &member : made->members)
+    for (const std::string &name : member->queues)
+      if (std::find(made->queues.begin(), made->queues.end(), name) ==
+          made->queues.end())
+        made->queues.push_back(name);
+  post(std::move(made));
+}
+
 std::unique_ptr<Request> NcclEmulation::post(std::shared_ptr<Op> op) {
+  if (group && op->kind != Op::Kind::Group) {
+    // Held until the group closes; numbered now, in issue order.
+    op->index = ++op->comm->issued;
+    op->seq = ++sequence;
+    group->members.push_back(op);
+    lastPosted = op;
+    return std::make_unique<EmulatedRequest>(*this, op);
+  }
   bool idle = true;
   for (const auto &[name, queue] : queues)
     idle = idle && queue.empty();
   if (idle)
     lastProgress = Clock::now();
-  op->index = ++op->comm->issued;
-  op->seq = ++sequence;
+  if (op->kind == Op::Kind::Group) {
+    op->index = op->members.front()->index;
+    op->seq = op->members.front()->seq;
+  } else {
+    op->index = ++op->comm->issued;
+    op->seq = ++sequence;
+  }
   for (const std::string &name : op->queues) {
     if (continuation)
       queues[name].push_front(op);
@@ -202,9 +246,27 @@ bool NcclEmulation::tryStart(Op &op) {
     startStep(op);
     return true;
   }
+  if (op.kind == Op::Kind::Group) {
+    // As NCCL runs a group: every operation of it at once, none behind
+    // another.
+    op.state = Op::State::Header;
+    active.push_back(queues[op.queues.front()].front());
+    for (const std::shared_ptr<Op> &member : op.members) {
+      begin(*member);
+      active.push_back(member);
+    }
+    return true;
+  }
+  begin(op);
+  active.push_back(queues[op.queues.front()].front());
+  return true;
+}
+
+void NcclEmulation::begin(Op &op) {
   MPI_Comm comm = mpiComm(*op.comm->mpi);
   switch (op.kind) {
   case Op::Kind::Chain:
+  case Op::Kind::Group:
     break;
   case Op::Kind::Send:
     // Synchronous: the header's send completes only once the peer has
@@ -227,8 +289,6 @@ bool NcclEmulation::tryStart(Op &op) {
     break;
   }
   op.state = Op::State::Header;
-  active.push_back(queues[op.queues.front()].front());
-  return true;
 }
 
 void NcclEmulation::startStep(Op &chain) {
@@ -249,6 +309,13 @@ void NcclEmulation::startStep(Op &chain) {
 }
 
 bool NcclEmulation::advance(Op &op) {
+  if (op.kind == Op::Kind::Group) {
+    for (const std::shared_ptr<Op> &member : op.members)
+      if (member->state != Op::State::Done)
+        return false;
+    finish(op);
+    return true;
+  }
   if (op.kind == Op::Kind::Chain) {
     if (op.current->state != Op::State::Done)
       return false;
@@ -278,9 +345,11 @@ bool NcclEmulation::advance(Op &op) {
   int64_t bytes = op.count * getSize(op.data.getType());
   switch (op.kind) {
   case Op::Kind::Chain:
+  case Op::Kind::Group:
     break;
   case Op::Kind::Send:
-    MPI_Isend(op.data.get(), int(bytes), MPI_BYTE, op.peer, kBodyTag, comm,
+    MPI_Isend(op.data.get(), int(bytes), MPI_BYTE, op.peer,
+              bodyTag(op.pairIndex), comm,
               &op.request);
     break;
   case Op::Kind::Recv: {
@@ -297,7 +366,8 @@ bool NcclEmulation::advance(Op &op) {
           std::to_string(h.key) +
           "): NCCL matches messages by order, not by tag, so this order "
           "would corrupt the data or hang");
-    MPI_Irecv(op.data.get(), int(bytes), MPI_BYTE, op.peer, kBodyTag, comm,
+    MPI_Irecv(op.data.get(), int(bytes), MPI_BYTE, op.peer,
+              bodyTag(op.pairIndex), comm,
               &op.request);
     break;
   }
@@ -333,12 +403,15 @@ bool NcclEmulation::advance(Op &op) {
 
 void NcclEmulation::finish(Op &op) {
   op.state = Op::State::Done;
+  // A group's operations are in no queue: the group is.
   for (const std::string &name : op.queues) {
     std::deque<std::shared_ptr<Op>> &queue = queues[name];
-    queue.erase(std::find_if(queue.begin(), queue.end(),
-                             [&](const std::shared_ptr<Op> &o) {
-                               return o.get() == &op;
-                             }));
+    auto it = std::find_if(queue.begin(), queue.end(),
+                           [&](const std::shared_ptr<Op> &o) {
+                             return o.get() == &op;
+                           });
+    if (it != queue.end())
+      queue.erase(it);
   }
 }
 
@@ -400,9 +473,16 @@ std::string NcclEmulation::describeState() const {
     }
   if (!held)
     return where + ": nothing pending in the transport";
-  // A chain waits in the step it started.
+  // A chain waits in the step it started, a group in its first operation
+  // not done.
   if (held->kind == Op::Kind::Chain && held->current)
     held = held->current.get();
+  if (held->kind == Op::Kind::Group)
+    for (const std::shared_ptr<Op> &member : held->members)
+      if (member->state != Op::State::Done) {
+        held = member.get();
+        break;
+      }
   return where + ": waits in " + held->what + " on communicator '" +
          held->comm->name + "' (its operation " +
          std::to_string(held->index) + " there)" +

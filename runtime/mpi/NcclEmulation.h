@@ -81,6 +81,10 @@ public:
   void progress();
   /// The next operation posted continues the one that just completed.
   void setContinuation() { continuation = true; }
+  /// The operations posted until endGroup start together, as one NCCL
+  /// group: one position in the issue order, none behind another.
+  void startGroup();
+  void endGroup();
 
   Order getOrder() const { return order; }
   [[noreturn]] void abort(int code);
@@ -88,6 +92,8 @@ public:
 private:
   NcclEmulation() = default;
   bool tryStart(Op &op);
+  /// Starts a send's, receive's or collective's first message.
+  void begin(Op &op);
   /// Starts a chain's current step, placed ahead of the chain.
   void startStep(Op &chain);
   bool advance(Op &op);
@@ -107,6 +113,8 @@ private:
   std::map<std::string, std::deque<std::shared_ptr<Op>>> queues;
   std::vector<std::shared_ptr<Op>> active;
   std::shared_ptr<Op> lastPosted;
+  /// The group being issued (startGroup), if any.
+  std::shared_ptr<Op> group;
   bool progressing = false;
   bool continuation = false;
   std::chrono::steady_clock::time_point lastProgress;
@@ -137,6 +145,12 @@ public:
   [[noreturn]] void abort(int code) override { engine.abort(code); }
   void describeNext(const std::string &what) override { next = what; }
   void continueNext() override { engine.setContinuation(); }
+  bool groupsTransfers() const override { return true; }
+  void startGroup() override { engine.startGroup(); }
+  Status endGroup() override {
+    engine.endGroup();
+    return Status::ok();
+  }
   bool chainsSteps() const override { return true; }
   bool watchesProgress() const override { return true; }
   std::unique_ptr<Request> postChain(std::vector<ChainStep> steps) override;

@@ -207,6 +207,32 @@ TEST_P(CommConformance, SendAndReceiveAroundARing) {
   expectEqual("send/recv ring", in, want);
 }
 
+TEST_P(CommConformance, SendAndReceiveInOneGroup) {
+  // Every rank sends first: under NCCL's rules, where each operation may
+  // wait for the one issued before it, this ring starts only because the
+  // two are one group (Communicator::startGroup, ncclGroupStart), as the
+  // executor issues adjacent transfers. Two messages each way, so that
+  // two sends to one peer are in flight at once.
+  const int64_t n = 29;
+  int next = (rank() + 1) % ranks(), prev = (rank() + ranks() - 1) % ranks();
+  Buffer out = make(2 * n, [&](int64_t i) { return input(rank(), i); });
+  Buffer in = make(2 * n, [](int64_t) { return -1.0; });
+  comm->startGroup();
+  std::unique_ptr<Request> requests[4] = {
+      comm->sendAsync(out.ptr(), n, next, 7, stream()),
+      comm->sendAsync(out.ptr() + n, n, next, 8, stream()),
+      comm->recvAsync(in.ptr(), n, prev, 7, stream()),
+      comm->recvAsync(in.ptr() + n, n, prev, 8, stream())};
+  Status grouped = comm->endGroup();
+  ASSERT_TRUE(bool(grouped)) << grouped.message();
+  for (std::unique_ptr<Request> &request : requests)
+    finish(std::move(request), "a grouped send or receive");
+  std::vector<double> want(2 * n);
+  for (int64_t i = 0; i < 2 * n; ++i)
+    want[i] = input(prev, i);
+  expectEqual("grouped send/recv ring", in, want);
+}
+
 TEST_P(CommConformance, BroadcastFromANonZeroRoot) {
   const int64_t n = 19;
   int root = ranks() - 1;

@@ -291,7 +291,10 @@ traced "context: the ring's transfers beside attention's kernels" \
 # the zero-time run): ZB-H1 at pp 4 traced, the activations' and
 # gradients' NCCL kernels against the passes' (the fill's shape is in the
 # Perfetto traces; compare a run of the bundle before 2026-11-30 if one
-# is at hand).
+# is at hand). Adjacent sends and receives now go out as one NCCL group
+# (ncclGroupStart/End): a receive and a send in one group should show as
+# one kernel, not two in a row; CommConformance.SendAndReceiveInOneGroup
+# (the conformance check above) is the ring that starts only as a group.
 traced "pipeline: sends beside the passes, zb-h1 pp=4" 1b-zb-h1-p4 150 \
   pipeline-zb-h1-p4
 
