@@ -6,7 +6,7 @@
 # pass times.
 #
 #   [PP=4] [M=8] [SCHEDULE=zb-h1] [RUNS=5] [STEPS=6] [OLD=path/sluice-run] \
-#     bash bench/comm-order.sh [OUTDIR]
+#     [TRANSPORT=nccl] bash bench/comm-order.sh [OUTDIR]
 #
 # Model: bench/rank-gpt.mlir (8 GPT layers, hidden 256, 128 tokens),
 # pp PP x M microbatches of SCHEDULE, one rank per device through
@@ -16,6 +16,11 @@
 # median of its steps after the first, an order's the median of its runs
 # with the spread. OLD names another build's sluice-run (the global order
 # before a change) to run beside, under --comm-order global.
+#
+# TRANSPORT=nccl runs the NCCL emulation (every operation waits for the
+# one before it) instead of plain MPI, and compares the global order with
+# adjacent transfers as one group (the default) against the same order
+# issued one transfer at a time (SLUICE_GROUP_TRANSFERS=0).
 #
 # The simulator gives every device a core of its own: with PP above the
 # host's cores the ranks share them and the measured steps are longer
@@ -48,14 +53,18 @@ predicted=$(grep -o 'step time [0-9.e+-]* s' "$out/predicted.txt" | awk '{print 
 echo "predicted: $predicted s a step (sluice-compile $model --pp $pp" \
   "--microbatches $m --schedule $schedule --costs profile.json)"
 
+transport=${TRANSPORT:-mpi}
 names=(plan global)
+[ "$transport" = nccl ] && names=(global global-ungrouped)
 [ -z "${OLD:-}" ] || names+=(old-global)
 for run in $(seq 1 "$runs"); do
   for name in "${names[@]}"; do
-    exe=$bin/sluice-run order=$name
+    exe=$bin/sluice-run order=$name grouped=1
     [ "$name" = old-global ] && { exe=$OLD; order=global; }
-    "$bin/sluice-launch" -np "$pp" "$exe" "$out/plan.json" --steps "$steps" \
-      --comm-order "$order" > "$out/$name.run$run.log"
+    [ "$name" = global-ungrouped ] && { order=global; grouped=0; }
+    SLUICE_GROUP_TRANSFERS=$grouped "$bin/sluice-launch" -np "$pp" "$exe" \
+      "$out/plan.json" --steps "$steps" --comm-order "$order" \
+      --transport "$transport" > "$out/$name.run$run.log"
     grep -o '[0-9.]* ms/step' "$out/$name.run$run.log" | tail -n +2 |
       awk '{print $1 / 1000}' | median >> "$out/$name.runs"
   done

@@ -5,6 +5,7 @@
 #include "ExpertLoad.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <thread>
 #include <cmath>
@@ -302,6 +303,8 @@ Status Executor::allocateBuffers() {
   // group's passes run one after the other.
   // Context parallelism's collectives inside the passes keep one order
   // on every rank of the group: one pass at a time too.
+  const char *grouping = std::getenv("SLUICE_GROUP_TRANSFERS");
+  groupTransfers = !(grouping && std::string(grouping) == "0");
   overlapGroups =
       options.overlapGroups && plan.zero != 3 && plan.cp == 1 &&
       std::any_of(program.instructions.begin(), program.instructions.end(),
@@ -683,7 +686,7 @@ Status Executor::issueTransfers(size_t &i) {
   // wait delays nothing. MPI's operations do not wait for one another, so
   // there a hoisted wait could hold back a send a peer needs: a transport
   // that does not group keeps one transfer at a time.
-  if (!comm.groupsTransfers()) {
+  if (!groupTransfers || !comm.groupsTransfers()) {
     if (Status st = prepareTransfer(i); !st)
       return st;
     postTransfer(i);

@@ -219,6 +219,10 @@ private:
   /// groups run overlapped (when the options allow).
   DeviceBuffer laneWorkspace;
   bool overlapGroups = false;
+  /// Adjacent transfers go out as one group where the transport groups
+  /// (issueTransfers); SLUICE_GROUP_TRANSFERS=0 issues them one at a
+  /// time (an A/B).
+  bool groupTransfers = true;
   /// The backward lane's thread, kept from group to group.
   std::unique_ptr<PassLanes> lanes;
   /// On a device with lanes (Device::openLanes): where lane 1's stream
