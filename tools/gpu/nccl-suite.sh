@@ -297,6 +297,39 @@ traced "context: the ring's transfers beside attention's kernels" \
 # (the conformance check above) is the ring that starts only as a group.
 traced "pipeline: sends beside the passes, zb-h1 pp=4" 1b-zb-h1-p4 150 \
   pipeline-zb-h1-p4
+# (added 2026-11-30, issue 58) The same plan's step with adjacent
+# transfers grouped (the default) and one at a time
+# (SLUICE_GROUP_TRANSFERS=0), alternating, two runs each of 6 steps
+# (about 2 x 2 x 30 s): a measurement, PASS when all four ran. On CPU
+# ranks under the emulation the group took 6-8% off ZB-H1 pp 2
+# (bench/results/cpu-2026-11-30-comm-groups).
+grouping_ab() {
+  local name="pipeline: grouped transfers against one at a time, zb-h1 pp=4"
+  wanted "$name" && [ "$backend" = cuda ] || return 0
+  steps=6 nccl 4 1b-zb-h1-p4 --timing
+  local code=0 run g ms label all=""
+  for run in 1 2; do
+    for g in 1 0; do
+      SLUICE_GROUP_TRANSFERS=$g timeout -k 10 120 "${cmd[@]}" \
+        >"$work/log" 2>&1 || code=$?
+      { echo "=== $name (SLUICE_GROUP_TRANSFERS=$g, run $run)"
+        echo "${cmd[*]}"; cat "$work/log"; } >>"$logs"
+      # The median of the steps after the first.
+      ms=$(grep -ao '[0-9.]* ms/step' "$work/log" | tail -n +2 |
+        awk '{print $1}' | sort -g |
+        awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "none"}')
+      label=one-at-a-time
+      [ "$g" = 1 ] && label=grouped
+      all="$all $label=$ms"
+    done
+  done
+  if [ "$code" = 0 ]; then
+    record "$name" PASS "ms a step:$all"
+  else
+    record "$name" FAIL "exit $code; ms a step:$all"
+  fi
+}
+grouping_ab
 
 # Faults: each must end every rank, with a message, well inside the limit.
 judge() { # judge NAME LIMIT EXPECT CODE START: a run that should have failed

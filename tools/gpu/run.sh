@@ -121,7 +121,14 @@
 #      receive for its slot's last reader, not the compute stream's tail)
 #      and the global order built with the devices taking turns; "pipeline:
 #      sends beside the passes, zb-h1 pp=4" traces that plan through CUPTI
-#      (about 60 s): commit its Perfetto traces with the log;
+#      (about 60 s): commit its Perfetto traces with the log; and (added
+#      2026-11-30 evening, issue 58) adjacent sends and receives go out
+#      as one NCCL group (ncclGroupStart/End, Executor::issueTransfers):
+#      every NCCL check runs it, the conformance suite's
+#      SendAndReceiveInOneGroup is a ring that starts only as a group,
+#      and "pipeline: grouped transfers against one at a time, zb-h1
+#      pp=4" times the step both ways, SLUICE_GROUP_TRANSFERS=0 for one
+#      at a time (about 2 minutes);
 #   2b. (added 2026-11-29, issue 53 -> 58) a mixture of experts' step in
 #      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
 #      first fp8 MoE run on a GPU should time the experts against the
