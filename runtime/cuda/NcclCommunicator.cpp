@@ -102,46 +102,52 @@ NcclCommunicator::enqueue(NcclComm *comm, Stream &after, Stream &on,
     on.wait(*ready);
   }
   std::shared_ptr<Event> done = device.createEvent();
-  if (comm && grouping) {
-    // Inside ncclGroupStart the call only records the operation; NCCL
-    // launches the group at ncclGroupEnd, so the event after it is
-    // recorded there (endGroup), not now.
-    ncclResult_t result = op(static_cast<ncclComm_t>(comm->handle),
-                             CudaDevice::getHandle(on));
-    if (result != ncclSuccess && result != ncclInProgress)
-      device.getErrors().check(
-          cudaErrorUnknown,
-          (what + " on communicator '" + comm->name + "': " +
-           ncclGetErrorString(result))
-              .c_str(),
-          __FILE__, __LINE__);
-    grouped.push_back({comm, &on, what, done});
+  if (!comm) {
+    done->record(on);
     return std::make_unique<NcclRequest>(std::move(done));
   }
-  if (comm) {
-    ncclResult_t result = op(static_cast<ncclComm_t>(comm->handle),
-                             CudaDevice::getHandle(on));
-    Status st = Status::ok();
-    if (result == ncclInProgress)
-      st = mesh.settle(*comm, what);
-    else if (result != ncclSuccess)
-      st = Status::error(what + " on communicator '" + comm->name +
-                         "': " + ncclGetErrorString(result) + " (" +
-                         ncclGetLastError(static_cast<ncclComm_t>(
-                             comm->handle)) +
-                         ")");
-    if (!st)
-      device.getErrors().check(cudaErrorUnknown, st.message().c_str(),
-                               __FILE__, __LINE__);
-    done->record(on);
-    comm->recent.push_back({what, ++comm->issued, ++issuedOnRank, done});
-    // Enough to name what a stuck rank waits in; older ones are done.
-    while (comm->recent.size() > 256)
-      comm->recent.pop_front();
+  ncclResult_t result =
+      op(static_cast<ncclComm_t>(comm->handle), CudaDevice::getHandle(on));
+  if (grouping) {
+    // Inside ncclGroupStart the call only records the operation; NCCL
+    // launches the group at ncclGroupEnd, so its progress is settled and
+    // the event after it recorded there (endGroup), not now.
+    checkResult(result, *comm, what, /*inGroup=*/true);
+    grouped.push_back({comm, &on, what, done});
   } else {
-    done->record(on);
+    checkResult(result, *comm, what, /*inGroup=*/false);
+    noteIssued(*comm, what, done, on);
   }
   return std::make_unique<NcclRequest>(std::move(done));
+}
+
+void NcclCommunicator::checkResult(int code, NcclComm &comm,
+                                   const std::string &what, bool inGroup) {
+  // An int in the header, which does not include nccl.h.
+  auto result = ncclResult_t(code);
+  Status st = Status::ok();
+  if (result == ncclInProgress) {
+    if (!inGroup)
+      st = mesh.settle(comm, what);
+  } else if (result != ncclSuccess) {
+    st = Status::error(
+        what + " on communicator '" + comm.name +
+        "': " + ncclGetErrorString(result) + " (" +
+        ncclGetLastError(static_cast<ncclComm_t>(comm.handle)) + ")");
+  }
+  if (!st)
+    device.getErrors().check(cudaErrorUnknown, st.message().c_str(), __FILE__,
+                             __LINE__);
+}
+
+void NcclCommunicator::noteIssued(NcclComm &comm, const std::string &what,
+                                  const std::shared_ptr<Event> &done,
+                                  Stream &on) {
+  done->record(on);
+  comm.recent.push_back({what, ++comm.issued, ++issuedOnRank, done});
+  // Enough to name what a stuck rank waits in; older ones are done.
+  while (comm.recent.size() > 256)
+    comm.recent.pop_front();
 }
 
 void NcclCommunicator::startGroup() {
@@ -156,29 +162,13 @@ Status NcclCommunicator::endGroup() {
   grouped.clear();
   if (members.empty())
     return Status::ok();
-  std::string what = "a group of " + std::to_string(members.size()) +
-                     " operations, the first " + members.front().what;
-  Status st = Status::ok();
-  if (result == ncclInProgress)
-    st = mesh.settle(*members.front().comm, what);
-  else if (result != ncclSuccess)
-    st = Status::error(what + " on communicator '" + members.front().comm->name +
-                       "': " + ncclGetErrorString(result) + " (" +
-                       ncclGetLastError(static_cast<ncclComm_t>(
-                           members.front().comm->handle)) +
-                       ")");
-  if (!st)
-    device.getErrors().check(cudaErrorUnknown, st.message().c_str(), __FILE__,
-                             __LINE__);
-  for (Grouped &member : members) {
-    member.done->record(*member.on);
-    NcclComm &comm = *member.comm;
-    comm.recent.push_back(
-        {member.what, ++comm.issued, ++issuedOnRank, member.done});
-    while (comm.recent.size() > 256)
-      comm.recent.pop_front();
-  }
-  return st;
+  checkResult(result, *members.front().comm,
+              "a group of " + std::to_string(members.size()) +
+                  " operations, the first " + members.front().what,
+              /*inGroup=*/false);
+  for (Grouped &member : members)
+    noteIssued(*member.comm, member.what, member.done, *member.on);
+  return Status::ok();
 }
 
 std::unique_ptr<Request> NcclCommunicator::sendAsync(DevicePtr data,

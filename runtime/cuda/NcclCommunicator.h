@@ -110,6 +110,16 @@ private:
   std::unique_ptr<Request> enqueue(NcclComm *comm, Stream &after, Stream &on,
                                    const std::string &kind, Op &&op);
 
+  /// Ends the job on an NCCL error (`result`, an ncclResult_t); settles an operation NCCL left in
+  /// progress (a nonblocking communicator's), except inside a group,
+  /// whose progress ncclGroupEnd reports.
+  void checkResult(int result, NcclComm &comm,
+                   const std::string &what, bool inGroup);
+  /// Records `done` on `on` after an operation NCCL has launched, and
+  /// remembers the operation for the messages.
+  void noteIssued(NcclComm &comm, const std::string &what,
+                  const std::shared_ptr<Event> &done, Stream &on);
+
   NcclMesh &mesh;
   /// Between startGroup and endGroup: the operations issued, each with
   /// the stream and the event to record after the group.

@@ -72,6 +72,8 @@ Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
                    this->expertReplicas, device, transfers),
       profiler(plan, deviceIndex, device) {
   expertParallel.setDelay(options.allToAllDelay);
+  const char *grouping = std::getenv("SLUICE_GROUP_TRANSFERS");
+  groupTransfers = !(grouping && std::string(grouping) == "0");
 }
 
 Executor::~Executor() = default;
@@ -303,8 +305,6 @@ Status Executor::allocateBuffers() {
   // group's passes run one after the other.
   // Context parallelism's collectives inside the passes keep one order
   // on every rank of the group: one pass at a time too.
-  const char *grouping = std::getenv("SLUICE_GROUP_TRANSFERS");
-  groupTransfers = !(grouping && std::string(grouping) == "0");
   overlapGroups =
       options.overlapGroups && plan.zero != 3 && plan.cp == 1 &&
       std::any_of(program.instructions.begin(), program.instructions.end(),
