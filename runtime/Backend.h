@@ -137,8 +137,10 @@ enum class StreamKind : uint8_t {
   Vocabulary, // the vocabulary shards' collectives, high priority
   Data,       // the data-parallel gradient sums, beside the backward passes
   Context,    // ring attention's transfers, beside attention's compute
+  Tensor,     // the tensor-parallel group's collectives, beside the weight
+              // gradients' GEMMs (TensorGroupSums)
 };
-constexpr int kStreamKinds = 5;
+constexpr int kStreamKinds = 6;
 
 class Event;
 

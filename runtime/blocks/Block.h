@@ -85,16 +85,19 @@ private:
   std::function<void()> finish;
 };
 
-/// The group's collectives: `reduce` as GroupReduce and, under sequence
-/// parallelism, `reduceScatter`, which sums the group's `data` (count x
-/// group size elements) and leaves shard i's i-th part of the sum in its
-/// `out` -- each done when it returns (for work then enqueued on the
-/// stage's stream); `allGather`, which fills every shard's `data` (count x
-/// group size) with each shard's part, in place, started (the pass may
-/// overlap it).
+/// The group's collectives: `reduce` as GroupReduce, done when it returns
+/// (for work then enqueued on the stage's stream); started ones, which the
+/// pass waits for before it reads their result (it may overlap them):
+/// `startReduce`, the all-reduce sum of `count` elements of `data` in
+/// place; under sequence parallelism `reduceScatter`, which sums the
+/// group's `data` (count x group size elements) and leaves shard i's i-th
+/// part of the sum in its `out`, and `allGather`, which fills every
+/// shard's `data` (count x group size) with each shard's part, in place.
 struct TensorGroup {
   GroupReduce reduce;
-  std::function<void(DevicePtr data, DevicePtr out, int64_t count)>
+  std::function<PendingCollective(DevicePtr data, int64_t count)> startReduce;
+  std::function<PendingCollective(DevicePtr data, DevicePtr out,
+                                  int64_t count)>
       reduceScatter;
   std::function<PendingCollective(DevicePtr data, int64_t count)> allGather;
 };
@@ -240,10 +243,18 @@ public:
     return isSequenceParallel() ? whole + shardIndex * count : whole;
   }
   void reduceTokens(DevicePtr partial, DevicePtr out, int64_t count) const {
-    if (!isSequenceParallel())
-      reduceOverShards(out, count);
-    else
-      group.reduceScatter(partial, out, count);
+    startReduceTokens(partial, out, count).wait();
+  }
+  /// reduceTokens, started: the caller waits before it reads `out` or
+  /// writes `partial`.
+  PendingCollective startReduceTokens(DevicePtr partial, DevicePtr out,
+                                      int64_t count) const {
+    if (isSequenceParallel())
+      return group.reduceScatter(partial, out, count);
+    if (group.startReduce)
+      return group.startReduce(out, count);
+    reduceOverShards(out, count);
+    return PendingCollective();
   }
   void gatherTokens(DevicePtr whole, int64_t count) const {
     startGatherTokens(whole, count).wait();

@@ -537,7 +537,7 @@ void TransformerBlock::recompute(const Layer &l, const Views &v,
 void TransformerBlock::backward(const Layer &l, const Views &v,
                                 const SliceShape &s, DevicePtr dout,
                                 DevicePtr dx, DevicePtr work,
-                                DevicePtr featureWork) {
+                                DevicePtr featureWork, bool rowWeights) {
   const LayerConfig &c = *l.config;
   auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   TransformerScratch t = getTransformerScratch(model, c, s);
@@ -581,7 +581,13 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
   }
   // Column-parallel in F, so each shard's share of the width gives a part
   // of the feed-forward input's gradient: summed before the input's slot.
-  seams.reduceTokens(dcWhole, dc, n * h);
+  // Meanwhile, in a BW pass, the down projection's weight gradient, which
+  // reads neither the sum nor its input (Megatron-LM overlaps the input
+  // gradient's reduce with a weight-gradient GEMM the same way).
+  PendingCollective sum = seams.startReduceTokens(dcWhole, dc, n * h);
+  if (rowWeights && l.coreFeedForward)
+    downWeight(l, v, rt, f, h);
+  sum.wait();
   at.backwardInput(Slot::FeedForwardInput, dc, dout, dx2);
   at.backwardOutput(Slot::AttentionOutput, dx2, seams.localTokens(dy1, n * h),
                     n * h);
@@ -620,13 +626,30 @@ void TransformerBlock::backward(const Layer &l, const Views &v,
     product(l, Map::Qkv, Role::Grad, Role::Weight, false, true, rt, h, width,
             dqkv, width, l.w.qkvW, width, 0.0f, daWhole, h);
   }
-  seams.reduceTokens(daWhole, v[Field::DA], n * h);
+  // As the feed-forward input's: the attention output's weight gradient
+  // beside the sum.
+  sum = seams.startReduceTokens(daWhole, v[Field::DA], n * h);
+  if (rowWeights)
+    outWeight(l, v, rt, cw, h);
+  sum.wait();
   at.backwardInput(Slot::AttentionInput, v[Field::DA], dx2, dx);
+}
+
+void TransformerBlock::outWeight(const Layer &l, const Views &v, int64_t rt,
+                                 int64_t cw, int64_t h) {
+  product(l, Map::Out, Role::Input, Role::Grad, true, false, cw, h, rt,
+          v[Field::Context], cw, v[Field::DY1], h, 1.0f, l.g.outW, h);
+}
+
+void TransformerBlock::downWeight(const Layer &l, const Views &v, int64_t rt,
+                                  int64_t f, int64_t h) {
+  product(l, Map::Down, Role::Input, Role::Grad, true, false, f, h, rt,
+          v[Field::Act], f, v[Field::DY2], h, 1.0f, l.g.downW, h);
 }
 
 void TransformerBlock::weight(const Layer &l, const Views &v,
                               const SliceShape &s, DevicePtr work,
-                              DevicePtr featureWork) {
+                              DevicePtr featureWork, bool rowWeights) {
   const LayerConfig &c = *l.config;
   auto [rt, n, h, f, hd, kvw, width, vw, cw] = getSizes(model, c, s);
   bool sequence = seams.isSequenceParallel();
@@ -655,14 +678,13 @@ void TransformerBlock::weight(const Layer &l, const Views &v,
   at.weight(Slot::AttentionInput, inputs);
   inputs.grad = v[Field::DC];
   at.weight(Slot::FeedForwardInput, inputs);
-  product(l, Map::Out, Role::Input, Role::Grad, true, false, cw, h, rt,
-          v[Field::Context], cw, dy1, h, 1.0f, l.g.outW, h);
+  if (!rowWeights)
+    outWeight(l, v, rt, cw, h);
   SlotTensors output{};
   output.grad = dy1;
   at.weight(Slot::AttentionOutput, output);
-  if (l.coreFeedForward)
-    product(l, Map::Down, Role::Input, Role::Grad, true, false, f, h, rt,
-            v[Field::Act], f, dy2, h, 1.0f, l.g.downW, h);
+  if (l.coreFeedForward && !rowWeights)
+    downWeight(l, v, rt, f, h);
   output.grad = dy2;
   at.weight(Slot::FeedForwardOutput, output);
 

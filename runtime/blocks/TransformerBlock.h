@@ -34,12 +34,16 @@ public:
   void recompute(const Layer &l, const Views &v, const SliceShape &s,
                  DevicePtr work);
   /// B: the input gradient `dx` from the output gradient `dout`.
+  /// `rowWeights`: also the row-parallel projections' weight gradients
+  /// (attention output, down), each computed while the group sums the
+  /// input gradient of the column-parallel projections before it.
   void backward(const Layer &l, const Views &v, const SliceShape &s,
                 DevicePtr dout, DevicePtr dx, DevicePtr work,
-                DevicePtr features);
-  /// W: the weight gradients, accumulated.
+                DevicePtr features, bool rowWeights = false);
+  /// W: the weight gradients, accumulated (`rowWeights`: but those B
+  /// accumulated).
   void weight(const Layer &l, const Views &v, const SliceShape &s,
-              DevicePtr work, DevicePtr features);
+              DevicePtr work, DevicePtr features, bool rowWeights = false);
 
   /// The load-balancing loss's part in the passes that follow (the stage
   /// sets it for each F and B of a sparse layer; none by default).
@@ -52,6 +56,14 @@ private:
                bool transB, int64_t m, int64_t n, int64_t k, DevicePtr a,
                int64_t lda, DevicePtr b, int64_t ldb, float beta, DevicePtr c,
                int64_t ldc);
+
+  /// The row-parallel projections' weight gradients, accumulated: the
+  /// attention output's (context^T dy1) and the down projection's
+  /// (activation^T dy2), over rt tokens.
+  void outWeight(const Layer &l, const Views &v, int64_t rt, int64_t cw,
+                 int64_t h);
+  void downWeight(const Layer &l, const Views &v, int64_t rt, int64_t f,
+                  int64_t h);
 
   /// The calls into the layer's features at `slot`.
   class Features;

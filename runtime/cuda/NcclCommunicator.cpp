@@ -69,18 +69,21 @@ std::vector<std::string> getNcclCommunicatorNames(const Plan &plan,
 
 NcclComm *NcclCommunicator::commFor(Stream &stream, const char *what) {
   NcclComm *fallback = nullptr;
+  int comms = 0;
   for (int k = 0; k < kStreamKinds; ++k) {
     if (!streamComms[k])
       continue;
     if (&device.getStream(StreamKind(k)) == &stream)
       return streamComms[k];
-    if (!fallback)
-      fallback = streamComms[k];
+    fallback = streamComms[k];
+    ++comms;
   }
   // A group with one communicator takes its operations on any stream (a
   // device's replicas: gradient sums on the data stream, ZeRO-1's
-  // all-gathers on the compute stream).
-  if (fallback)
+  // all-gathers on the compute stream). With several, a stream none is
+  // for is a mistake: picking one would put the operation among another
+  // stream's.
+  if (comms == 1)
     return fallback;
   device.getErrors().check(
       cudaErrorInvalidValue,

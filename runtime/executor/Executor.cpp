@@ -74,6 +74,9 @@ Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
   expertParallel.setDelay(options.allToAllDelay);
   const char *grouping = std::getenv("SLUICE_GROUP_TRANSFERS");
   groupTransfers = !(grouping && std::string(grouping) == "0");
+  const char *overlap = std::getenv("SLUICE_TP_OVERLAP");
+  overlapTensorSums =
+      this->tensorGroup && !(overlap && std::string(overlap) == "0");
 }
 
 Executor::~Executor() = default;
@@ -520,16 +523,21 @@ Status Executor::runPass(const Instruction &instr, float lossScale,
     if (inputShard)
       if (Status st = shards->getEmbeddingGrad(instr.mb, instr.slice, out); !st)
         return st;
+  {
+    // A BW pass computes the weight gradients after B anyway: under tensor
+    // parallelism B takes some, to run beside the group's sums.
+    bool rowWeights = instr.pass == Pass::BW && overlapTensorSums;
     if (!evaluating)
       stage.backwardInput(s, batch, in, out, slot(instr.state),
                           slot(instr.wstate), slot(instr.kv), scratch,
-                          lossScale, slot(instr.rstate));
+                          lossScale, slot(instr.rstate), rowWeights);
     if (outputShard)
       shards->release(Shard::Output, instr.mb, instr.slice);
     if (instr.pass == Pass::BW && !evaluating)
       stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
-                           scratch, slot(instr.rstate));
+                           scratch, slot(instr.rstate), rowWeights);
     return Status::ok();
+  }
   case Pass::W:
     if (!evaluating)
       stage.backwardWeight(s, batch, slot(instr.state), slot(instr.wstate),
@@ -885,16 +893,22 @@ Status Executor::finishFp8Step() {
   for (size_t s = 0; s < stages.size(); ++s) {
     if (fp8States[s].empty())
       continue;
-    if (!evaluating)
-      for (Communicator *group : {replicas, tensorGroup})
-        if (group)
-          if (Status st =
-                  transfers.await(*group->allReduceAsync(
-                                      fp8States[s].get(), fp8States[s].size(),
-                                      Reduction::Max, 0, compute),
-                                  compute);
-              !st)
-            return st;
+    if (!evaluating) {
+      if (replicas)
+        if (Status st = transfers.await(
+                *replicas->allReduceAsync(fp8States[s].get(),
+                                          fp8States[s].size(), Reduction::Max,
+                                          0, compute),
+                compute);
+            !st)
+          return st;
+      // The tensor group's collectives run on its own stream.
+      if (tensorGroup)
+        if (Status st = tensorSums.allReduce(
+                fp8States[s].get(), fp8States[s].size(), Reduction::Max);
+            !st)
+          return st;
+    }
     stages[s]->finishStep(/*trained=*/!evaluating);
   }
   return Status::ok();

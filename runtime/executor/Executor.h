@@ -223,6 +223,11 @@ private:
   /// (issueTransfers); SLUICE_GROUP_TRANSFERS=0 issues them one at a
   /// time (an A/B).
   bool groupTransfers = true;
+  /// Under tensor parallelism a BW pass's B accumulates the row-parallel
+  /// projections' weight gradients while the group sums input gradients
+  /// (StageRunner::backwardInput); SLUICE_TP_OVERLAP=0 leaves them to W
+  /// (an A/B).
+  bool overlapTensorSums = false;
   /// The backward lane's thread, kept from group to group.
   std::unique_ptr<PassLanes> lanes;
   /// On a device with lanes (Device::openLanes): where lane 1's stream

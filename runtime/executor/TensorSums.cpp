@@ -13,44 +13,78 @@ TensorGroupSums::TensorGroupSums(const Plan &plan, int deviceIndex,
     : plan(plan), deviceIndex(deviceIndex), group(group),
       shardIndex(group ? group->rank() : 0), parameters(parameters),
       device(device), kernels(device.getKernels(StreamKind::Compute)),
-      compute(device.getStream(StreamKind::Compute)), transfers(transfers) {}
+      compute(device.getStream(StreamKind::Compute)),
+      tensor(device.getStream(StreamKind::Tensor)), transfers(transfers) {}
+
+Stream &TensorGroupSums::handOver() {
+  if (!ready)
+    ready = device.createEvent();
+  ready->record(compute);
+  tensor.wait(*ready);
+  return tensor;
+}
 
 StageRunner::TensorGroup TensorGroupSums::getCalls() {
+  // The compute stream waits for a request (advancing the pipeline's
+  // transfers meanwhile); a failure is kept, the first one only.
   auto finish = [this](Request *request, const char *what) {
+    if (!failure)
+      return;
     failure = request ? transfers.await(*request, compute)
                       : Status::error(std::string("the tensor-parallel "
                                                   "transport cannot ") +
                                       what + " (sequence parallelism needs it)");
   };
+  // Started: the pass waits when it reads the result, and enqueues work
+  // that does not touch `data` or `out` first.
+  auto started = [finish](std::unique_ptr<Request> request, const char *what) {
+    std::shared_ptr<Request> held = std::move(request);
+    return block::PendingCollective(
+        [finish, held, what] { finish(held.get(), what); });
+  };
   StageRunner::TensorGroup calls;
   calls.reduce = [this, finish](DevicePtr data, int64_t count,
                                 Reduction reduction) {
     if (enabled && failure)
-      finish(group->allReduceAsync(data, count, reduction, 0, compute).get(),
-             "all-reduce");
+      finish(
+          group->allReduceAsync(data, count, reduction, 0, handOver()).get(),
+          "all-reduce");
+  };
+  calls.startReduce = [this, started](DevicePtr data, int64_t count) {
+    if (!enabled || !failure)
+      return block::PendingCollective();
+    return started(
+        group->allReduceAsync(data, count, Reduction::Sum, 0, handOver()),
+        "all-reduce");
   };
   std::vector<int64_t> parts(plan.tp);
-  calls.reduceScatter = [this, finish, parts](DevicePtr data, DevicePtr out,
-                                              int64_t count) mutable {
+  calls.reduceScatter = [this, started,
+                         parts](DevicePtr data, DevicePtr out,
+                                int64_t count) mutable {
     std::fill(parts.begin(), parts.end(), count);
-    if (enabled && failure)
-      finish(group->reduceScatterAsync(data, out, parts, 0, compute).get(),
-             "reduce-scatter");
+    if (!enabled || !failure)
+      return block::PendingCollective();
+    return started(
+        group->reduceScatterAsync(data, out, parts, 0, handOver()),
+        "reduce-scatter");
   };
-  // Started, and finished when the pass waits (it may enqueue work that
-  // does not read `data` first); a failure is kept as the others'.
-  calls.allGather = [this, finish,
+  calls.allGather = [this, started,
                      parts](DevicePtr data,
                             int64_t count) mutable -> block::PendingCollective {
     std::fill(parts.begin(), parts.end(), count);
     if (!enabled || !failure)
       return block::PendingCollective();
-    std::shared_ptr<Request> request =
-        group->allGatherAsync(data, parts, 0, compute);
-    return block::PendingCollective(
-        [finish, request] { finish(request.get(), "all-gather"); });
+    return started(group->allGatherAsync(data, parts, 0, handOver()),
+                   "all-gather");
   };
   return calls;
+}
+
+Status TensorGroupSums::allReduce(DevicePtr data, int64_t count,
+                                  Reduction reduction) {
+  std::unique_ptr<Request> request =
+      group->allReduceAsync(data, count, reduction, 0, handOver());
+  return transfers.await(*request, compute);
 }
 
 Status TensorGroupSums::prepare() {
@@ -133,9 +167,7 @@ Status TensorGroupSums::sumAll() {
 }
 
 Status TensorGroupSums::sum(const GroupSummed &t) {
-  std::unique_ptr<Request> request = group->allReduceAsync(
-      parameters.grad(t.name), t.count, Reduction::Sum, 0, compute);
-  return transfers.await(*request, compute);
+  return allReduce(parameters.grad(t.name), t.count, Reduction::Sum);
 }
 
 Status TensorGroupSums::sum(const ReplicatedKeyValues &r) {

@@ -17,6 +17,7 @@
 #include "Transfers.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,11 +34,18 @@ public:
   int getShardIndex() const { return shardIndex; }
   /// Finds the gradients to sum before the update; allocates scratch.
   Status prepare();
-  /// The collectives a stage runner issues: each on the critical path (the
-  /// pass waits for it, advancing the pipeline's transfers meanwhile;
-  /// Weitkamp, 2024, "Communication Overhead"). A failure is kept for
+  /// The collectives a stage runner issues, on the group's stream
+  /// (StreamKind::Tensor) after the compute stream's work so far. The
+  /// all-reduce the pass waits for at once (Weitkamp, 2024,
+  /// "Communication Overhead"); the started ones when it reads their
+  /// result, so compute it enqueues meanwhile runs beside them (a BW
+  /// pass's weight-gradient GEMMs, TransformerBlock::backward). The waits
+  /// advance the pipeline's transfers. A failure is kept for
   /// takeFailure(), as the runner's calls return nothing.
   StageRunner::TensorGroup getCalls();
+  /// An all-reduce of `count` elements over the group, in place, ordered
+  /// on the compute stream (the fp8 records' maxima at a step's end).
+  Status allReduce(DevicePtr data, int64_t count, Reduction reduction);
   /// The first failure of a call since the last take, if any.
   Status takeFailure() {
     Status st = failure;
@@ -80,6 +88,10 @@ private:
   };
   Status sum(const ReplicatedKeyValues &r);
   Status sum(const GroupSummed &t);
+  /// The group's stream, after the compute stream's work so far: every
+  /// collective of the group's communicator runs there, in the order
+  /// issued (NCCL's rule for one communicator).
+  Stream &handOver();
 
   const Plan &plan;
   int deviceIndex;
@@ -88,7 +100,8 @@ private:
   ParameterStore &parameters;
   Device &device;
   Kernels &kernels;
-  Stream &compute;
+  Stream &compute, &tensor;
+  std::unique_ptr<Event> ready;
   TransferEngine &transfers;
   bool enabled = true;
   Status failure = Status::ok();

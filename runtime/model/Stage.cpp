@@ -392,7 +392,8 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
                                 DevicePtr outputGrad, DevicePtr inputGrad,
                                 DevicePtr forwardState, DevicePtr weightState,
                                 DevicePtr keyValues, DevicePtr workspace,
-                                float lossScale, DevicePtr recomputedState) {
+                                float lossScale, DevicePtr recomputedState,
+                                bool rowWeights) {
   if (recompute == Recompute::Full) {
     // F once more, from the checkpoint, into the recomputed state; its
     // loss is counted already.
@@ -457,7 +458,7 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
       break;
     case LayerKind::Transformer:
       transformer.backward(l, v, s, grad, dst, workspace,
-                           getFeatureWork(s, workspace));
+                           getFeatureWork(s, workspace), rowWeights);
       break;
     case LayerKind::Output:
       outputBlock.backward(l, v, s, batch, grad, dst, work, lossScale);
@@ -471,7 +472,7 @@ void StageRunner::backwardInput(const SliceShape &s, const TokenRows &batch,
 void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
                                  DevicePtr forwardState, DevicePtr weightState,
                                  DevicePtr workspace,
-                                 DevicePtr recomputedState) {
+                                 DevicePtr recomputedState, bool rowWeights) {
   Workspace work(workspace, precision, getLocalTokens(model, s) * model.hidden);
   if (recompute == Recompute::Full)
     forwardState = DevicePtr();
@@ -487,7 +488,8 @@ void StageRunner::backwardWeight(const SliceShape &s, const TokenRows &batch,
       embeddingBlock.weight(l, v, s, batch);
       break;
     case LayerKind::Transformer:
-      transformer.weight(l, v, s, workspace, getFeatureWork(s, workspace));
+      transformer.weight(l, v, s, workspace, getFeatureWork(s, workspace),
+                         rowWeights);
       break;
     case LayerKind::Output:
       outputBlock.weight(l, v, s, work);

@@ -106,11 +106,16 @@ public:
   /// stage, where the loss gradient is `lossScale` per token); `inputGrad`
   /// receives this stage's (null on the first stage). A recomputing stage
   /// first recomputes what F did not keep into `recomputedState`.
+  /// `rowWeights`: B also accumulates the row-parallel projections' weight
+  /// gradients (the attention output's and the down projection's), each
+  /// while the tensor-parallel group sums an input gradient
+  /// (TransformerBlock::backward); the W that follows (a BW pass) is told
+  /// the same and skips them.
   void backwardInput(const SliceShape &s, const TokenRows &batch,
                      DevicePtr outputGrad, DevicePtr inputGrad,
                      DevicePtr forwardState, DevicePtr weightState,
                      DevicePtr keyValues, DevicePtr workspace, float lossScale,
-                     DevicePtr recomputedState = {});
+                     DevicePtr recomputedState = {}, bool rowWeights = false);
 
   /// The logits (fp32, [rows x tokens, vocabulary]) the last forward of a
   /// stage ending in the whole output layer left in its forward state.
@@ -138,10 +143,12 @@ public:
   /// (model layer index, its 2 x experts floats) per sparse layer.
   std::vector<std::pair<int, DevicePtr>> getLoads() const;
 
-  /// W: accumulates the stage's weight gradients.
+  /// W: accumulates the stage's weight gradients (`rowWeights`: but the
+  /// row-parallel projections', which the B before it accumulated).
   void backwardWeight(const SliceShape &s, const TokenRows &batch,
                       DevicePtr forwardState, DevicePtr weightState,
-                      DevicePtr workspace, DevicePtr recomputedState = {});
+                      DevicePtr workspace, DevicePtr recomputedState = {},
+                      bool rowWeights = false);
 
 private:
   using LayerParams = block::LayerParams;

@@ -659,10 +659,11 @@ EmulatedNcclCommunicator::recvAsync(DevicePtr data, int64_t count, int peer,
 std::unique_ptr<Request> EmulatedNcclCommunicator::collective(
     const std::string &kind, Stream &stream, int channel,
     std::function<std::unique_ptr<Request>(MpiCommunicator &)> run) {
-  // The communicator the CUDA backend would use: the one of the stream's
-  // kind (a group with one takes everything), or in the plan layout the
-  // pipeline's communicator per vocabulary channel.
-  int streamKind = 0;
+  // The communicator the CUDA backend would use (NcclCommunicator::
+  // commFor): the one of the stream's kind (a group with one takes
+  // everything; with several, a stream none is for is refused), or in the
+  // plan layout the pipeline's communicator per vocabulary channel.
+  int streamKind = -1;
   for (int k = 0; k < kStreamKinds; ++k)
     if (&device.getStream(StreamKind(k)) == &stream)
       streamKind = k;
@@ -673,14 +674,19 @@ std::unique_ptr<Request> EmulatedNcclCommunicator::collective(
     comm = it == channelComms.end() ? nullptr : it->second;
   } else {
     auto it = streamComms.find(streamKind);
-    comm = it != streamComms.end()    ? it->second
-           : streamComms.empty() ? nullptr
-                                 : streamComms.begin()->second;
+    comm = it != streamComms.end()      ? it->second
+           : streamComms.size() == 1 ? streamComms.begin()->second
+                                     : nullptr;
   }
   if (!comm)
     return std::make_unique<FailedRequest>(Status::error(
-        "NCCL emulation: no communicator carries " + kind));
-  return post(comm, kind, planLayout ? "stream " + std::to_string(streamKind)
+        "NCCL emulation: no communicator carries " + kind +
+        (streamComms.size() > 1 ? " on the stream it was issued on (the "
+                                  "group's communicators are each for "
+                                  "another)"
+                                : "")));
+  return post(comm, kind,
+              planLayout ? "stream " + std::to_string(std::max(streamKind, 0))
                                      : std::string("rank"),
               std::move(run));
 }

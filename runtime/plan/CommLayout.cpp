@@ -69,17 +69,21 @@ std::vector<CommSpec> getCommLayout(const Plan &plan, const MeshPosition &at) {
   if (cp > 1)
     layout.push_back({"context", MeshGroup::Context, contextColor, at.context,
                       StreamKind::Context, {}});
+  // The tensor-parallel collectives inside the passes, on a stream of
+  // their own: the compute stream hands each over with an event and waits
+  // for it where the pass reads its result, so a backward's sums of input
+  // gradients run beside weight-gradient GEMMs (TensorGroupSums).
   if (tp > 1) {
     layout.push_back({"tensor", MeshGroup::Shards, shardColor, at.shard,
-                      StreamKind::Compute, {}});
+                      StreamKind::Tensor, {}});
     if (vocabulary)
       layout.push_back({"tensor-vocabulary", MeshGroup::Shards, shardColor,
                         at.shard, StreamKind::Vocabulary, {}});
   }
   if (plan.ep > 1) {
-    // The dispatch's all-to-alls, on the compute stream as the
-    // tensor-parallel group's collectives (inside the passes): ep
-    // replicas at one context rank, each sending its own tokens.
+    // The dispatch's all-to-alls, on the compute stream (inside the
+    // passes, whose next kernel reads them): ep replicas at one context
+    // rank, each sending its own tokens.
     layout.push_back({"experts", MeshGroup::Experts,
                       (replicaColor * (dp / plan.ep) + at.replica / plan.ep) *
                               cp +

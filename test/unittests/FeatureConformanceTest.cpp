@@ -208,6 +208,7 @@ public:
     calls.reduceScatter = [&group, rank](DevicePtr data, DevicePtr out,
                                          int64_t count) {
       group.reduceScatter(rank, data.f32(), out.f32(), count);
+      return block::PendingCollective();
     };
     calls.allGather = [&group, rank](DevicePtr data, int64_t count) {
       group.allGather(rank, data.f32(), count);

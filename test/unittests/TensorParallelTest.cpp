@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -361,6 +362,24 @@ std::vector<float> stateFor(int64_t bytes) {
   return std::vector<float>((bytes + 3) / 4, 0.0f);
 }
 
+/// A stage's buffers for one pass over slice `s` of `rows` rows: its input
+/// (0.25), output, output gradient (1.0) and input gradient, `part`
+/// elements each; its forward, weight and key/value state and workspace.
+struct PassBuffers {
+  std::vector<float> x, y, dy, dx, f, w, kv, work;
+};
+PassBuffers buffersFor(const StageRunner &stage, const SliceShape &s,
+                       int64_t rows, int64_t part) {
+  return {std::vector<float>(part, 0.25f),
+          std::vector<float>(part),
+          std::vector<float>(part, 1.0f),
+          std::vector<float>(part),
+          stateFor(stage.getForwardStateBytes(s)),
+          stateFor(stage.getWeightStateBytes(s)),
+          stateFor(stage.getKeyValueBytes(rows)),
+          stateFor(stage.getWorkspaceBytes(s))};
+}
+
 /// Shard 1 of `tp` of layer `layer` of `whole`, alone on a stage, its
 /// parameters allocated; the counts its group sums go to `sums`.
 struct ShardStage {
@@ -507,6 +526,7 @@ TEST(TensorParallel,
     group.reduceScatter = [&](DevicePtr, DevicePtr out, int64_t count) {
       moved.push_back({"scatter", count});
       std::fill(out.f32(), out.f32() + count, 0.5f);
+      return block::PendingCollective();
     };
     group.allGather = [&](DevicePtr, int64_t count) {
       moved.push_back({"gather", count});
@@ -515,11 +535,7 @@ TEST(TensorParallel,
       });
     };
     stage.setTensorParallel(std::move(group), 1);
-    std::vector<float> x(part, 0.25f), y(part), dy(part, 1.0f), dx(part),
-        f = stateFor(stage.getForwardStateBytes(s)),
-        w = stateFor(stage.getWeightStateBytes(s)),
-        kv = stateFor(stage.getKeyValueBytes(rows)),
-        work = stateFor(stage.getWorkspaceBytes(s));
+    auto [x, y, dy, dx, f, w, kv, work] = buffersFor(stage, s, rows, part);
     double loss = 0;
     bool first = layer == 0, last = layer == 2;
     std::vector<std::pair<std::string, int64_t>> gathers = {{"gather", part},
@@ -557,6 +573,105 @@ TEST(TensorParallel,
                                                   {"waited", part}}
                                 : gathers;
     EXPECT_EQ(moved, expectW) << "W of layer " << layer;
+  }
+}
+
+// A BW pass under tensor parallelism (TransformerBlock::backward with
+// rowWeights): B accumulates the row-parallel projections' weight
+// gradients while the group sums the input gradients of the
+// column-parallel ones -- the down projection's before the feed-forward
+// input's sum is waited for, the attention output's before the attention
+// input's -- and W skips them. The gradients are bit for bit those of B
+// then W, with and without sequence parallelism.
+TEST(TensorParallel, BackwardTakesTheRowParallelWeightsWhileTheGroupSums) {
+  const int tp = 2;
+  ModelConfig whole = layerModel(4, 2, "swiglu", /*bias=*/false);
+  static CpuDevice cpu;
+  for (bool sequence : {false, true}) {
+    ModelConfig shard = getTensorShardModel(whole, tp, sequence);
+    int64_t rows = whole.microBatch, seq = whole.seqLen;
+    SliceShape s{rows, seq, 0};
+    int64_t part = getMessageElements(shard, s);
+    const std::string down = getLayerPrefix(whole, 1) + "mlp.down.weight",
+                      out = getLayerPrefix(whole, 1) + "attn.out.weight";
+    auto magnitude = [](const ParameterStore &store, const std::string &name) {
+      const ParameterSpec *found = nullptr;
+      for (const ParameterSpec &spec : store.specs())
+        if (spec.name == name)
+          found = &spec;
+      EXPECT_NE(found, nullptr) << name;
+      double sum = 0;
+      if (found)
+        for (int64_t i = 0; i < found->size(); ++i)
+          sum += std::fabs(store.grad(name).f32()[i]);
+      return sum;
+    };
+    // Every parameter's gradient after B and W; `events`: the group's
+    // started sums and, at each wait, the two gradients' magnitudes then.
+    auto run = [&](bool rowWeights, std::vector<std::string> &events) {
+      ParameterStore store;
+      for (const ParameterSpec &spec :
+           getLayerParameters(whole, 1, {1, tp}))
+        store.add(spec);
+      EXPECT_TRUE(store.allocate(cpu, Precision::fp32(), 7));
+      StageRunner stage(shard, {1}, store,
+                        cpu.getKernels(StreamKind::Compute), Precision::fp32());
+      auto waited = [&events, &store, &magnitude, down, out] {
+        events.push_back(std::string("waited: down ") +
+                         (magnitude(store, down) > 0 ? "done" : "zero") +
+                         ", out " +
+                         (magnitude(store, out) > 0 ? "done" : "zero"));
+      };
+      StageRunner::TensorGroup group;
+      group.reduce = [](DevicePtr, int64_t, Reduction) {};
+      group.startReduce = [&events, waited](DevicePtr, int64_t) {
+        events.push_back("sum");
+        return block::PendingCollective(waited);
+      };
+      group.reduceScatter = [&events, waited](DevicePtr, DevicePtr out,
+                                              int64_t count) {
+        events.push_back("scatter");
+        std::fill(out.f32(), out.f32() + count, 0.5f);
+        return block::PendingCollective(waited);
+      };
+      group.allGather = [](DevicePtr, int64_t) {
+        return block::PendingCollective();
+      };
+      stage.setTensorParallel(std::move(group), 1);
+      auto [x, y, dy, dx, f, w, kv, work] = buffersFor(stage, s, rows, part);
+      std::vector<int32_t> tokens(rows * (seq + 1), 1);
+      TokenRows batch{tokens.data(), seq + 1};
+      double loss = 0;
+      stage.forward(s, batch, x.data(), y.data(), f.data(), kv.data(),
+                    work.data(), &loss);
+      events.clear();
+      stage.backwardInput(s, batch, dy.data(), dx.data(), f.data(), w.data(),
+                          kv.data(), work.data(), 1.0f, nullptr, rowWeights);
+      events.push_back("W");
+      stage.backwardWeight(s, batch, f.data(), w.data(), work.data(), nullptr,
+                           rowWeights);
+      std::map<std::string, std::vector<float>> grads;
+      for (const ParameterSpec &spec : store.specs())
+        grads[spec.name].assign(store.grad(spec.name).f32(),
+                                store.grad(spec.name).f32() + spec.size());
+      EXPECT_GT(magnitude(store, down), 0.0);
+      EXPECT_GT(magnitude(store, out), 0.0);
+      return grads;
+    };
+    std::vector<std::string> plain, overlapped;
+    auto expected = run(false, plain);
+    auto got = run(true, overlapped);
+    std::string sum = sequence ? "scatter" : "sum";
+    EXPECT_EQ(plain, (std::vector<std::string>{
+                         sum, "waited: down zero, out zero", sum,
+                         "waited: down zero, out zero", "W"}))
+        << (sequence ? "sequence-parallel" : "tensor-parallel");
+    EXPECT_EQ(overlapped, (std::vector<std::string>{
+                              sum, "waited: down done, out zero", sum,
+                              "waited: down done, out done", "W"}))
+        << (sequence ? "sequence-parallel" : "tensor-parallel");
+    EXPECT_EQ(got, expected)
+        << (sequence ? "sequence-parallel" : "tensor-parallel");
   }
 }
 

@@ -303,23 +303,25 @@ traced "pipeline: sends beside the passes, zb-h1 pp=4" 1b-zb-h1-p4 150 \
 # (about 2 x 2 x 30 s): a measurement, PASS when all four ran. On CPU
 # ranks under the emulation the group took 6-8% off ZB-H1 pp 2
 # (bench/results/cpu-2026-11-30-comm-groups).
-grouping_ab() {
-  local name="pipeline: grouped transfers against one at a time, zb-h1 pp=4"
+# ab NAME PLAN VARIABLE ON OFF: the plan on 4 NCCL ranks with VARIABLE=ON
+# and =OFF, alternating, two runs each of 6 steps (about 2 x 2 x 30 s):
+# the median ms a step after the first of each, PASS when all four ran.
+ab() {
+  local name=$1 plan=$2 variable=$3 on=$4 off=$5
   wanted "$name" && [ "$backend" = cuda ] || return 0
-  steps=6 nccl 4 1b-zb-h1-p4 --timing
-  local code=0 run g ms label all=""
+  steps=6 nccl 4 "$plan" --timing
+  local code=0 run value ms label all=""
   for run in 1 2; do
-    for g in 1 0; do
-      SLUICE_GROUP_TRANSFERS=$g timeout -k 10 120 "${cmd[@]}" \
+    for value in 1 0; do
+      env "$variable=$value" timeout -k 10 120 "${cmd[@]}" \
         >"$work/log" 2>&1 || code=$?
-      { echo "=== $name (SLUICE_GROUP_TRANSFERS=$g, run $run)"
+      { echo "=== $name ($variable=$value, run $run)"
         echo "${cmd[*]}"; cat "$work/log"; } >>"$logs"
-      # The median of the steps after the first.
       ms=$(grep -ao '[0-9.]* ms/step' "$work/log" | tail -n +2 |
         awk '{print $1}' | sort -g |
         awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "none"}')
-      label=one-at-a-time
-      [ "$g" = 1 ] && label=grouped
+      label=$off
+      [ "$value" = 1 ] && label=$on
       all="$all $label=$ms"
     done
   done
@@ -329,7 +331,22 @@ grouping_ab() {
     record "$name" FAIL "exit $code; ms a step:$all"
   fi
 }
-grouping_ab
+ab "pipeline: grouped transfers against one at a time, zb-h1 pp=4" \
+  1b-zb-h1-p4 SLUICE_GROUP_TRANSFERS grouped one-at-a-time
+# (added 2026-11-30, issue 58) Tensor parallelism's collectives now run on
+# a stream of their own, and a BW pass's B computes the attention
+# output's and the down projection's weight gradients while the group
+# reduce-scatters the input gradients before them (Megatron-LM's
+# overlap); SLUICE_TP_OVERLAP=0 leaves those GEMMs to W, after the sums.
+# The 1F1B plan (BW passes) with tp 2 + SP at pp 2; its correctness is
+# the "tp=2 + SP" checks below, which run with the overlap on.
+ab "tensor: input-gradient sums beside weight GEMMs against before them, tp=2 + SP pp=2" \
+  1b-tp2-sp-p2 SLUICE_TP_OVERLAP beside after
+# Its CUPTI trace: the reduce-scatters on the tensor stream under the
+# down and attention-output weight GEMMs in each BW (the share it prints
+# counts the pipeline's transfers too; the Perfetto trace shows which).
+traced "tensor: the group's sums beside the weight GEMMs, tp=2 + SP pp=2" \
+  1b-tp2-sp-p2 150 tensor-tp2-sp-p2
 
 # Faults: each must end every rank, with a message, well inside the limit.
 judge() { # judge NAME LIMIT EXPECT CODE START: a run that should have failed

@@ -79,7 +79,7 @@
 #      inside item 1's), never yet run on a GPU -- compiled only; the communicators'
 #      suite now includes the variable-count all-to-all (AllToAllUnevenParts:
 #      the staged transport here, NCCL's grouped sends in item 2);
-#   2. `ONLY='conformance|1f1b|zb-h1|experts|ZeRO-2|ZeRO-3|context' nccl-suite.sh BUNDLE`: the
+#   2. `ONLY='conformance|1f1b|zb-h1|experts|ZeRO-2|ZeRO-3|context|tp=2' nccl-suite.sh BUNDLE`: the
 #      communicators' conformance suite over NCCL (2 and 4 ranks, about
 #      20 s each with NCCL's initialisation), then
 #      NCCL runs over the same HostGroup bootstrap (about 45 s a check);
@@ -128,7 +128,16 @@
 #      SendAndReceiveInOneGroup is a ring that starts only as a group,
 #      and "pipeline: grouped transfers against one at a time, zb-h1
 #      pp=4" times the step both ways, SLUICE_GROUP_TRANSFERS=0 for one
-#      at a time (about 2 minutes);
+#      at a time (about 2 minutes); and (added 2026-11-30 night, issue
+#      58) the tensor-parallel collectives on a stream of their own
+#      (StreamKind::Tensor) and a BW pass's B taking the attention
+#      output's and the down projection's weight GEMMs while the group
+#      sums the input gradients before them: every "tp=2" check runs it
+#      (the fp32 one decides it is exact on NCCL), "tensor: input-gradient
+#      sums beside weight GEMMs against before them" times the 1F1B tp 2 +
+#      SP plan both ways (SLUICE_TP_OVERLAP=0 after; about 2 minutes) and
+#      "tensor: the group's sums beside the weight GEMMs" traces it
+#      through CUPTI (about 60 s): commit its Perfetto traces;
 #   2b. (added 2026-11-29, issue 53 -> 58) a mixture of experts' step in
 #      fp8 runs its experts' maps in bf16 (no fp8 grouped GEMM yet): the
 #      first fp8 MoE run on a GPU should time the experts against the
