@@ -74,9 +74,12 @@ Executor::Executor(const Plan &plan, int deviceIndex, Device &device,
   expertParallel.setDelay(options.allToAllDelay);
   const char *grouping = std::getenv("SLUICE_GROUP_TRANSFERS");
   groupTransfers = !(grouping && std::string(grouping) == "0");
+  // Under ZeRO-2 and 3 a layer's weight gradients live in one window
+  // while its W runs (scatterLayer clears it for the next layer's): a B
+  // that wrote them earlier would write into another layer's.
   const char *overlap = std::getenv("SLUICE_TP_OVERLAP");
-  overlapTensorSums =
-      this->tensorGroup && !(overlap && std::string(overlap) == "0");
+  overlapTensorSums = this->tensorGroup && plan.zero < 2 &&
+                      !(overlap && std::string(overlap) == "0");
 }
 
 Executor::~Executor() = default;

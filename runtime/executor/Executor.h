@@ -225,8 +225,9 @@ private:
   bool groupTransfers = true;
   /// Under tensor parallelism a BW pass's B accumulates the row-parallel
   /// projections' weight gradients while the group sums input gradients
-  /// (StageRunner::backwardInput); SLUICE_TP_OVERLAP=0 leaves them to W
-  /// (an A/B).
+  /// (StageRunner::backwardInput); not under ZeRO-2 or 3, whose gradient
+  /// window holds one layer's at a time, during its W;
+  /// SLUICE_TP_OVERLAP=0 leaves them to W (an A/B).
   bool overlapTensorSums = false;
   /// The backward lane's thread, kept from group to group.
   std::unique_ptr<PassLanes> lanes;
