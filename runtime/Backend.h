@@ -345,10 +345,18 @@ __host__ __device__
     largest = history[h] > largest ? history[h] : largest;
   return largest;
 }
-/// A GEMM operand's quantization: its tensor's record and format.
+/// A GEMM operand's quantization: its tensor's record and format, and
+/// whether the tensor is `steady`: the same values at every call with
+/// this record until the kernels' next updateFp8Scales or adamUpdate (a
+/// weight within a step, whichever buffer holds it). A backend may then
+/// quantize it once per step and reuse the copy: exact, as every call's
+/// copy would be the same (the record's scale is fixed for the step, or
+/// while it is 0 the operand's own amax is), and the amax it folds into
+/// the record is already there.
 struct Fp8Operand {
   DevicePtr record;
   Fp8Format format = Fp8Format::E4M3;
+  bool steady = false;
 };
 
 /// How a mixture of experts' router turns a token's logits into its k

@@ -198,9 +198,12 @@ void TransformerBlock::product(const Layer &l, Map map, Role roleA, Role roleB,
     kernels.gemm(transA, transB, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+  // A weight does not change within a step: the backend may quantize it
+  // once a step rather than once a microbatch (Fp8Operand::steady).
   auto operand = [&](Role role) {
     return Fp8Operand{l.fp8 + getFp8Record(map, role) * kFp8RecordFloats,
-                      role == Role::Grad ? Fp8Format::E5M2 : Fp8Format::E4M3};
+                      role == Role::Grad ? Fp8Format::E5M2 : Fp8Format::E4M3,
+                      role == Role::Weight};
   };
   kernels.gemmFp8(transA, transB, m, n, k, 1.0f, a, lda, operand(roleA), b, ldb,
                   operand(roleB), beta, c, ldc);

@@ -22,6 +22,8 @@ void CudaKernels::sumSquares(DevicePtr x, int64_t rows, int64_t cols,
 void CudaKernels::adamUpdate(DevicePtr weights, DevicePtr grads, DevicePtr m,
                              DevicePtr v, int64_t n, const AdamConfig &config,
                              int64_t step, DevicePtr working) {
+  // The weights change: the steady operands' FP8 copies are stale.
+  ++*fp8Generation;
   if (n <= 0)
     return;
   // The bias corrections, in double on the host as the CPU computes them.

@@ -212,6 +212,7 @@ Status CudaDevice::open(int index, std::unique_ptr<CudaDevice> &out) {
         handle, device->errors, std::move(gemm), std::move(cudnn));
     // FP8 tensor cores: Ada (8.9) and Hopper (9.0) onwards.
     device->kernels[k]->setFp8TensorCores(prop.major * 10 + prop.minor >= 89);
+    device->kernels[k]->shareFp8Generation(device->fp8Generation);
   }
   device->fp8TensorCores = prop.major * 10 + prop.minor >= 89;
   device->computeKernels = std::make_unique<LaneKernels>(
@@ -252,6 +253,7 @@ Status CudaDevice::openLanes() {
   laneKernels = std::make_unique<CudaKernels>(handle, errors, std::move(gemm),
                                               std::move(cudnn));
   laneKernels->setFp8TensorCores(fp8TensorCores);
+  laneKernels->shareFp8Generation(fp8Generation);
   computeKernels->setLane1(laneKernels.get());
   return Status::ok();
 }

@@ -38,6 +38,7 @@
 
 #include <functional>
 #include <map>
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -159,6 +160,10 @@ private:
   std::vector<cudaEvent_t> spareEvents;
   std::function<Status(double)> waitHook;
   bool fp8TensorCores = false;
+  /// Every kernels' steady FP8 copies' generation
+  /// (CudaKernels::shareFp8Generation): one for the device.
+  std::shared_ptr<std::atomic<int64_t>> fp8Generation =
+      std::make_shared<std::atomic<int64_t>>(0);
 };
 
 } // namespace sluice::rt::cuda

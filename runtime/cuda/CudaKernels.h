@@ -24,7 +24,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 namespace sluice::rt::cuda {
@@ -52,6 +55,19 @@ public:
   int64_t getFp8Multiplies() const {
     return gemmEngine ? gemmEngine->getFp8Multiplies() : 0;
   }
+  /// The steady operands' FP8 copies (Fp8Operand::steady) are stale once
+  /// any kernels sharing `generation` ran updateFp8Scales or adamUpdate:
+  /// a device's kernels share one (its streams' and lane 1's), so that a
+  /// step's end on one stream retires every copy.
+  void shareFp8Generation(std::shared_ptr<std::atomic<int64_t>> generation) {
+    fp8Generation = std::move(generation);
+  }
+  /// Steady operands quantized, and reused (cache hits), so far.
+  int64_t getSteadyQuantizations() const { return steadyQuantized; }
+  int64_t getSteadyReuses() const { return steadyReused; }
+  /// SLUICE_FP8_STEADY_COPIES=0 quantizes every operand at every call (an
+  /// A/B).
+  static bool isSteadyCopyEnabled();
 
   // Every kernel of the list (runtime/Kernels.def).
 #define SLUICE_KERNEL(NAME, PARAMS, ARGS, STAGING) void NAME PARAMS override;
@@ -92,6 +108,28 @@ private:
   /// gemmFp8's quantized copies, grown as needed (reserveScratch).
   void *fp8Scratch = nullptr;
   size_t fp8ScratchBytes = 0;
+  /// A steady operand's FP8 copy as the FP8 GEMM takes it (rows of `width`
+  /// bytes), then its inverse scale in a 256-byte slot; `generation`: the
+  /// one it was made in (-1: none yet).
+  struct SteadyKey {
+    const void *record;
+    bool transposed;
+    int64_t rows, width;
+    bool operator<(const SteadyKey &o) const {
+      return std::tie(record, transposed, rows, width) <
+             std::tie(o.record, o.transposed, o.rows, o.width);
+    }
+  };
+  struct SteadyCopy {
+    void *data = nullptr;
+    size_t bytes = 0;
+    int64_t generation = -1;
+  };
+  std::map<SteadyKey, SteadyCopy> steadyCopies;
+  std::shared_ptr<std::atomic<int64_t>> fp8Generation =
+      std::make_shared<std::atomic<int64_t>>(0);
+  bool steadyCopiesOn = isSteadyCopyEnabled();
+  int64_t steadyQuantized = 0, steadyReused = 0;
 };
 
 } // namespace sluice::rt::cuda

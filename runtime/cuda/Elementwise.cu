@@ -291,6 +291,9 @@ CudaKernels::~CudaKernels() {
     cudaFree(table);
   if (fp8Scratch)
     cudaFree(fp8Scratch);
+  for (auto &[key, copy] : steadyCopies)
+    if (copy.data)
+      cudaFree(copy.data);
 }
 
 void CudaKernels::gemm(bool transA, bool transB, int64_t m, int64_t n,

@@ -148,6 +148,10 @@ bool CudaKernels::isFp8TensorCoreEnabled() {
   return getEnvFlag("SLUICE_FP8_TENSOR_CORES", true);
 }
 
+bool CudaKernels::isSteadyCopyEnabled() {
+  return getEnvFlag("SLUICE_FP8_STEADY_COPIES", true);
+}
+
 void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
                           int64_t k, float alpha, DevicePtr a, int64_t lda,
                           const Fp8Operand &qa, DevicePtr b, int64_t ldb,
@@ -200,7 +204,30 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
         {a, transA ? k : m, transA ? m : k, lda, m, transA, qa, base},
         {b, transB ? n : k, transB ? k : n, ldb, n, !transB, qb, base + first}};
     for (int i = 0; i < 2; ++i) {
-      const Side &s = sides[i];
+      Side &s = sides[i];
+      // A steady operand (a weight within a step) is quantized into a copy
+      // of its own by the step's first call and read from it by the rest:
+      // the same bytes and inverse scale every call would write, without
+      // reading the operand twice more per microbatch.
+      if (fp8 && steadyCopiesOn && s.operand.steady) {
+        SteadyCopy &copy =
+            steadyCopies[{s.operand.record.get(), s.transposed, s.rows, width}];
+        size_t bytes = (size_t(s.rows * width) + kSlot - 1) / kSlot * kSlot;
+        int64_t now = fp8Generation->load();
+        if (copy.generation == now && copy.bytes >= bytes + kSlot) {
+          s.out = static_cast<char *>(copy.data);
+          inverse[i] = reinterpret_cast<float *>(s.out + bytes);
+          ++steadyReused;
+          continue;
+        }
+        if (!reserveScratch(errors, copy.data, copy.bytes, bytes + kSlot,
+                            stream))
+          return;
+        s.out = static_cast<char *>(copy.data);
+        inverse[i] = reinterpret_cast<float *>(s.out + bytes);
+        copy.generation = now;
+        ++steadyQuantized;
+      }
       SLUICE_DISPATCH_ACT(
           act, T,
           amaxKernel<T><<<std::min(gridFor(s.storedRows * s.storedCols), 1024u),
@@ -229,9 +256,9 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
                                 reinterpret_cast<T *>(s.out), inverse[i]));
       SLUICE_LAUNCHED(errors);
     }
-    if (fp8 && gemmEngine->runFp8(stream, m, n, width, alpha, base, qa.format,
-                                  inverse[0], base + first, qb.format,
-                                  inverse[1], beta, c, ldc))
+    if (fp8 && gemmEngine->runFp8(stream, m, n, width, alpha, sides[0].out,
+                                  qa.format, inverse[0], sides[1].out,
+                                  qb.format, inverse[1], beta, c, ldc))
       return;
     if (fp8) // no FP8 algorithm: quantize again into the activation type
       continue;
@@ -242,6 +269,8 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
 
 void CudaKernels::updateFp8Scales(DevicePtr records, int64_t count,
                                   bool trained) {
+  // The step ends: the next one's scales (and weights) are new.
+  ++*fp8Generation;
   if (count <= 0)
     return;
   updateScalesKernel<<<gridFor(count), kThreads, 0, stream>>>(records.f32(),

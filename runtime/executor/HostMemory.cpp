@@ -101,6 +101,26 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device) {
   return need;
 }
 
+int64_t getFp8WeightCopyBytes(const Plan &plan, int device) {
+  if (!plan.precision.fp8Gemms)
+    return 0;
+  std::vector<ParameterSpec> specs = device < 0
+                                         ? getModelParameters(plan.model)
+                                         : getDeviceParameters(plan, device);
+  auto endsWith = [](const std::string &name, const std::string &end) {
+    return name.size() >= end.size() &&
+           name.compare(name.size() - end.size(), end.size(), end) == 0;
+  };
+  int64_t bytes = 0;
+  for (const ParameterSpec &spec : specs)
+    for (const char *map : {"attn.qkv.weight", "attn.out.weight",
+                            "mlp.up.weight", "mlp.gate.weight",
+                            "mlp.down.weight"})
+      if (endsWith(spec.name, map))
+        bytes += 2 * (spec.size() + 512);
+  return bytes;
+}
+
 MemoryNeed getReferenceMemoryNeed(const ModelConfig &model,
                                   const Precision &precision) {
   ParameterStore store;

@@ -37,6 +37,14 @@ MemoryNeed getDeviceMemoryNeed(const Plan &plan, int device);
 MemoryNeed getReferenceMemoryNeed(const ModelConfig &model,
                                   const Precision &precision);
 
+/// The fp8 precision on a GPU: the FP8 copies of the transformer
+/// projections' weights that the kernels quantize once a step and keep
+/// (Fp8Operand::steady), one per layout the GEMMs take (F reads W^T, B
+/// reads W): 2 bytes a weight element held (and a 256-byte scale slot
+/// and alignment per copy). `device` -1: the whole model (the
+/// reference). 0 in the other precisions.
+int64_t getFp8WeightCopyBytes(const Plan &plan, int device);
+
 /// `sluice-run PLAN --memory`: a line per pipeline device of what one of
 /// its ranks needs, the training state apart (the figure sluice-compile's
 /// --report gives as `parameter_bytes`).

@@ -154,6 +154,9 @@ Status checkDeviceMemory(HostGroup &world, const Plan &plan,
                               plan, getMeshPosition(plan, world.rank()).device);
   if (nccl && !o.reference)
     mine.bytes += getNcclAllowance(plan, world.rank());
+  mine.bytes += getFp8WeightCopyBytes(
+      plan,
+      o.reference ? -1 : getMeshPosition(plan, world.rank()).device);
   int64_t need = mine.bytes;
   if (world.size() > 1) {
     // The ranks sharing this rank's GPU: same host, same GPU UUID.

@@ -191,6 +191,53 @@ TEST_P(CudaKernelsTest, Fp8Gemm) {
   }
 }
 
+/// A steady operand (a weight within a step, Fp8Operand::steady) is
+/// quantized by the step's first FP8 GEMM and its copy reused until the
+/// step ends (updateFp8Scales): a second call with other values under the
+/// same record gives the first call's product bit for bit; once the step
+/// has ended the new values count, as in the CPU's emulation, which
+/// quantizes at every call.
+TEST_P(CudaKernelsTest, Fp8GemmQuantizesASteadyWeightOncePerStep) {
+  if (!gpu->hasFp8TensorCores())
+    GTEST_SKIP() << "steady copies are the FP8 tensor cores' path (sm_89+)";
+  const int64_t m = 64, n = 48, k = 40;
+  Tensor a = make(m * k, act(), 2.0f), b = make(k * n, act(), 0.05f),
+         other = make(k * n, act(), 0.08f);
+  std::vector<float> fresh(kFp8RecordFloats, 0.0f);
+  fresh[2] = 448.0f;
+  Tensor ra = constant(kFp8RecordFloats, DType::F32, 0.0f),
+         rb = constant(kFp8RecordFloats, DType::F32, 0.0f);
+  ra.host = fresh;
+  rb.host = fresh;
+  upload(ra);
+  upload(rb);
+  auto multiply = [&](Tensor &weight, Tensor &c, bool cpuToo) {
+    if (cpuToo)
+      cpuKernels().gemmFp8(false, false, m, n, k, 1.0f, a.cpu(), k,
+                           {ra.cpu(), Fp8Format::E4M3}, weight.cpu(), n,
+                           {rb.cpu(), Fp8Format::E4M3, true}, 0.0f, c.cpu(),
+                           n);
+    gpuKernels().gemmFp8(false, false, m, n, k, 1.0f, a.gpu(), k,
+                         {ra.gpu(), Fp8Format::E4M3}, weight.gpu(), n,
+                         {rb.gpu(), Fp8Format::E4M3, true}, 0.0f, c.gpu(), n);
+  };
+  Tensor first = constant(m * n, DType::F32, 0.0f),
+         again = constant(m * n, DType::F32, 0.0f),
+         next = constant(m * n, DType::F32, 0.0f);
+  multiply(b, first, true);
+  expectClose(first, "the step's first call");
+  multiply(other, again, false);
+  EXPECT_EQ(fetch(again), fetch(first))
+      << "a second call of the step quantized its weight again";
+  for (Tensor *record : {&ra, &rb}) {
+    cpuKernels().updateFp8Scales(record->cpu(), 1, true);
+    gpuKernels().updateFp8Scales(record->gpu(), 1, true);
+  }
+  multiply(other, next, true);
+  expectClose(next, "the next step's first call");
+  expectClose(rb, "the weight's record");
+}
+
 TEST_P(CudaKernelsTest, Elementwise) {
   const int64_t rows = 13, cols = 70, n = rows * cols;
   Tensor x = make(n, act()), v = make(cols, act()), y = make(n, act());

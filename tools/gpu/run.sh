@@ -48,7 +48,14 @@
 #      products only, declines FP8 on a cuBLASLt of another major version
 #      and names the loaded libraries in every run's "libraries:" line;
 #      Fp8Gemm fails unless its 8 products of 64 x 48 ran on FP8 tensor
-#      cores. Compiled only, never run on a GPU.
+#      cores. Compiled only, never run on a GPU. (Added 2026-11-30 night,
+#      issue 58) weights quantized once a step: SluiceCudaTests'
+#      Fp8GemmQuantizesASteadyWeightOncePerStep (the copy reused within a
+#      step, retired at its end) and item 1's "weights quantized once a
+#      step = at every call" (tiny-llama fp8, SLUICE_FP8_STEADY_COPIES=0
+#      against 1, 1e-6; about 10 s); the step table's A/B row
+#      `sluice fp8, quantized every call|PRECISION=fp8
+#      SLUICE_FP8_STEADY_COPIES=0` times the gain (estimated ~1%).
 #   1. `run.sh BUNDLE quick`: SluiceConformanceTests' new cuda_bf16 half
 #      (every kernel family but the FP8 GEMMs on bf16 inputs, 1e-2) and
 #      the staged-MPI multi-rank checks, whose communicators now stand on
@@ -148,6 +155,16 @@
 #      `bash bench/llama405-calibrate.sh OUT/bench-layer-405b.txt` predicts
 #      Meta's 405B meshes at the measured efficiency (issue 52's "within 3
 #      points of the published MFU, with the calibration written down").
+#   4. (added 2026-11-30 night, issue 58) the step table's fp8 rows
+#      against PyTorch's FP8 (torchao 0.17.0's float8 training, carried
+#      in the bundle's python/; bench/torch_step.py's fp8-master and
+#      fp8-rowwise-master recipes, never run yet):
+#      `SLUICE_ROWS='sluice bf16|;sluice fp8|PRECISION=fp8;sluice fp8,
+#      quantized every call|PRECISION=fp8 SLUICE_FP8_STEADY_COPIES=0'
+#      BASELINES='bf16-master/compile fp8-master/compile
+#      fp8-rowwise-master/compile' bash step-table.sh BUNDLE` (about 9
+#      minutes: a lease of its own after items 0-2, whose FP8 checks say
+#      whether Sluice's fp8 row is FP8 at all).
 set -uo pipefail
 bundle=$(cd "${1:?usage: run.sh BUNDLE [quick|bench|all|variants|profile|calibrate]}" && pwd)
 mode=${2:-all}
@@ -292,6 +309,16 @@ sluice-run "$plan" --reference --backend cpu --precision fp8 --steps 3 \
 check "tiny-llama one GPU fp8 = CPU fp8 (band)" sluice-run "$plan" \
   --backend cuda --precision fp8 --steps 3 --check-against "$work/fp8-cpu" \
   --loss-tolerance 1e-3 --grad-tolerance 3e-1
+# (added 2026-11-30, issue 58) Weights quantized once a step
+# (Fp8Operand::steady) are the values quantizing at every call gives, so
+# the run repeats SLUICE_FP8_STEADY_COPIES=0's: tight, as only a GEMM
+# algorithm chosen differently could tell them apart.
+SLUICE_FP8_STEADY_COPIES=0 sluice-run "$plan" --backend cuda --precision fp8 \
+  --steps 3 --dump-grads "$work/fp8-per-call" >/dev/null 2>&1
+check "tiny-llama fp8: weights quantized once a step = at every call" \
+  sluice-run "$plan" --backend cuda --precision fp8 --steps 3 \
+  --check-against "$work/fp8-per-call" --loss-tolerance 1e-6 \
+  --grad-tolerance 1e-5
 sluice-run "$plans/tiny-llama-1f1b-p2-bf16.json" --reference --backend cuda \
   --precision fp8 --steps 3 --dump-grads "$work/fp8-gpu" >/dev/null 2>&1
 check "tiny-llama 1f1b p=2 fp8 = fp8 reference" "${mpi[@]}" -np 2 sluice-run \
