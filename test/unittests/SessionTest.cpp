@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Session.h"
+#include "HostMemory.h"
 #include "Progress.h"
 #include "MpiCommunicator.h"
 #include "RankBackend.h"
@@ -146,6 +147,33 @@ TEST(Progress, PeakFlopsFollowThePrecision) {
   EXPECT_EQ(getKnownPeakFlops(h100, "fp32"), 66.9e12);
   EXPECT_EQ(getKnownPeakFlops("NVIDIA A100-SXM4-80GB", "fp8"), 312e12);
   EXPECT_EQ(getKnownPeakFlops("cpu", "fp8"), 0.0);
+}
+
+// The fp8 precision on a GPU keeps each projection weight's FP8 copies for
+// a step (Fp8Operand::steady): one byte an element per layout, and a
+// 256-byte scale slot and alignment per copy, counted by the GPU memory
+// check. The model's one layer: QKV 16 x 48, out 16 x 16, gate, up and
+// down 16 x 32 each -- 2560 elements in 5 tensors.
+TEST(DeviceMemory, Fp8KeepsTwoBytesAProjectionWeightElement) {
+  Plan plan;
+  plan.model.hidden = 16;
+  plan.model.seqLen = 8;
+  plan.model.microBatch = 1;
+  LayerConfig embedding, layer, output;
+  embedding.kind = LayerKind::Embedding;
+  embedding.vocab = 11;
+  layer.kind = LayerKind::Transformer;
+  layer.heads = layer.kvHeads = 2;
+  layer.headDim = 8;
+  layer.ffn = 32;
+  ASSERT_TRUE(parseMlpType("swiglu", layer.mlp));
+  output.kind = LayerKind::Output;
+  output.vocab = 11;
+  plan.model.layers = {embedding, layer, output};
+  plan.precision = Precision::bf16();
+  EXPECT_EQ(getFp8WeightCopyBytes(plan, -1), 0);
+  plan.precision = Precision::fp8();
+  EXPECT_EQ(getFp8WeightCopyBytes(plan, -1), 2 * (2560 + 5 * 512));
 }
 
 TEST(KernelSupport, APlanIsRefusedByTheKernelItNeeds) {
