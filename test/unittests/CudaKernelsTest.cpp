@@ -97,6 +97,14 @@ protected:
                 gpu->getStream(StreamKind::Compute));
     ASSERT_TRUE(gpu->synchronize());
   }
+  /// A tensor's fp8 record as a run starts it: no scale, no amax, no
+  /// history, and the format's largest value.
+  Tensor freshRecord(Fp8Format format) {
+    Tensor t = constant(kFp8RecordFloats, DType::F32, 0.0f);
+    t.host[2] = format == Fp8Format::E4M3 ? 448.0f : 57344.0f;
+    upload(t);
+    return t;
+  }
   /// The GPU's values as fp32.
   std::vector<float> fetch(Tensor &t) {
     int64_t n = int64_t(t.host.size());
@@ -160,15 +168,8 @@ TEST_P(CudaKernelsTest, Fp8Gemm) {
           Tensor a = make(m * k, act(), 2.0f), b = make(k * n, act(), 0.05f),
                  c = make(m * n, out);
           int64_t lda = ta ? m : k, ldb = tb ? k : n;
-          std::vector<float> fresh(kFp8RecordFloats, 0.0f);
-          fresh[2] = 448.0f;
-          Tensor ra = constant(kFp8RecordFloats, DType::F32, 0.0f),
-                 rb = constant(kFp8RecordFloats, DType::F32, 0.0f);
-          ra.host = fresh;
-          rb.host = fresh;
-          rb.host[2] = 57344.0f;
-          upload(ra);
-          upload(rb);
+          Tensor ra = freshRecord(Fp8Format::E4M3),
+                 rb = freshRecord(Fp8Format::E5M2);
           cpuKernels().gemmFp8(ta, tb, m, n, k, 0.7f, a.cpu(), lda,
                                {ra.cpu(), Fp8Format::E4M3}, b.cpu(), ldb,
                                {rb.cpu(), Fp8Format::E5M2}, 0.5f, c.cpu(), n);
@@ -203,14 +204,7 @@ TEST_P(CudaKernelsTest, Fp8GemmQuantizesASteadyWeightOncePerStep) {
   const int64_t m = 64, n = 48, k = 40;
   Tensor a = make(m * k, act(), 2.0f), b = make(k * n, act(), 0.05f),
          other = make(k * n, act(), 0.08f);
-  std::vector<float> fresh(kFp8RecordFloats, 0.0f);
-  fresh[2] = 448.0f;
-  Tensor ra = constant(kFp8RecordFloats, DType::F32, 0.0f),
-         rb = constant(kFp8RecordFloats, DType::F32, 0.0f);
-  ra.host = fresh;
-  rb.host = fresh;
-  upload(ra);
-  upload(rb);
+  Tensor ra = freshRecord(Fp8Format::E4M3), rb = freshRecord(Fp8Format::E4M3);
   auto multiply = [&](Tensor &weight, Tensor &c, bool cpuToo) {
     if (cpuToo)
       cpuKernels().gemmFp8(false, false, m, n, k, 1.0f, a.cpu(), k,
