@@ -193,8 +193,13 @@ Status CudaDevice::open(int index, std::unique_ptr<CudaDevice> &out) {
   CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   for (int k = 0; k < kStreamKinds; ++k) {
     // The vocabulary collectives run at the highest priority (§6.1), so
-    // their short kernels are not queued behind a transformer layer's.
-    int priority = StreamKind(k) == StreamKind::Vocabulary ? greatest : least;
+    // their short kernels are not queued behind a transformer layer's; so
+    // do the tensor group's, whose NCCL kernels then take SMs as the
+    // weight GEMM beside them frees them (the pass waits for them next).
+    int priority = StreamKind(k) == StreamKind::Vocabulary ||
+                           StreamKind(k) == StreamKind::Tensor
+                       ? greatest
+                       : least;
     cudaStream_t handle;
     CUDA_CHECK(
         cudaStreamCreateWithPriority(&handle, cudaStreamNonBlocking, priority));
