@@ -173,6 +173,13 @@ struct BoundFeature {
 enum class Map { Qkv, Out, Up, Gate, Down };
 enum class Role { Input, Weight, Grad };
 constexpr int64_t kFp8Maps = 5, kFp8Roles = 3;
+/// Each map's weight, by its name within the layer (after `layers.N.`).
+constexpr const char *kMapWeightNames[kFp8Maps] = {
+    "attn.qkv.weight", "attn.out.weight", "mlp.up.weight", "mlp.gate.weight",
+    "mlp.down.weight"};
+constexpr const char *getMapWeightName(Map map) {
+  return kMapWeightNames[int(map)];
+}
 /// The index of (map, role)'s record among a layer's kFp8RecordsPerLayer.
 constexpr int64_t getFp8Record(Map map, Role role) {
   return int64_t(map) * kFp8Roles + int64_t(role);

@@ -62,9 +62,6 @@ public:
   void shareFp8Generation(std::shared_ptr<std::atomic<int64_t>> generation) {
     fp8Generation = std::move(generation);
   }
-  /// Steady operands quantized, and reused (cache hits), so far.
-  int64_t getSteadyQuantizations() const { return steadyQuantized; }
-  int64_t getSteadyReuses() const { return steadyReused; }
   /// SLUICE_FP8_STEADY_COPIES=0 quantizes every operand at every call (an
   /// A/B).
   static bool isSteadyCopyEnabled();
@@ -129,7 +126,6 @@ private:
   std::shared_ptr<std::atomic<int64_t>> fp8Generation =
       std::make_shared<std::atomic<int64_t>>(0);
   bool steadyCopiesOn = isSteadyCopyEnabled();
-  int64_t steadyQuantized = 0, steadyReused = 0;
 };
 
 } // namespace sluice::rt::cuda

@@ -217,7 +217,6 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
         if (copy.generation == now && copy.bytes >= bytes + kSlot) {
           s.out = static_cast<char *>(copy.data);
           inverse[i] = reinterpret_cast<float *>(s.out + bytes);
-          ++steadyReused;
           continue;
         }
         if (!reserveScratch(errors, copy.data, copy.bytes, bytes + kSlot,
@@ -226,7 +225,6 @@ void CudaKernels::gemmFp8(bool transA, bool transB, int64_t m, int64_t n,
         s.out = static_cast<char *>(copy.data);
         inverse[i] = reinterpret_cast<float *>(s.out + bytes);
         copy.generation = now;
-        ++steadyQuantized;
       }
       SLUICE_DISPATCH_ACT(
           act, T,

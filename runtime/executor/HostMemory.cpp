@@ -113,9 +113,7 @@ int64_t getFp8WeightCopyBytes(const Plan &plan, int device) {
   };
   int64_t bytes = 0;
   for (const ParameterSpec &spec : specs)
-    for (const char *map : {"attn.qkv.weight", "attn.out.weight",
-                            "mlp.up.weight", "mlp.gate.weight",
-                            "mlp.down.weight"})
+    for (const char *map : block::kMapWeightNames)
       if (endsWith(spec.name, map))
         bytes += 2 * (spec.size() + 512);
   return bytes;

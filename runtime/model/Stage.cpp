@@ -34,11 +34,11 @@ const std::pair<const char *, DevicePtr LayerParams::*> kFields[] = {
     {"lm_head.weight", &LayerParams::table},
     {"final_norm.weight", &LayerParams::normW},
     {"final_norm.bias", &LayerParams::normB},
-    {"attn.qkv.weight", &LayerParams::qkvW},
-    {"attn.out.weight", &LayerParams::outW},
-    {"mlp.gate.weight", &LayerParams::gateW},
-    {"mlp.up.weight", &LayerParams::upW},
-    {"mlp.down.weight", &LayerParams::downW},
+    {block::getMapWeightName(block::Map::Qkv), &LayerParams::qkvW},
+    {block::getMapWeightName(block::Map::Out), &LayerParams::outW},
+    {block::getMapWeightName(block::Map::Gate), &LayerParams::gateW},
+    {block::getMapWeightName(block::Map::Up), &LayerParams::upW},
+    {block::getMapWeightName(block::Map::Down), &LayerParams::downW},
 };
 
 /// `name` without its layer's prefix (`layers.N.`).
